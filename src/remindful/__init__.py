@@ -1,0 +1,104 @@
+"""remindful: local-first long-term memory for AI agents.
+
+    import remindful
+    with remindful.open("~/.remindful/memory") as memory:
+        memory_id = memory.store("Clicked the login button", type="action", metadata={"success": True})
+        hits = memory.search("login")
+
+Names are imported on first access, so ``import remindful`` stays cheap for hook processes.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AsyncMemoryManager",
+    "ChunkMetadata",
+    "ConfigError",
+    "CorruptionError",
+    "DependencyMissingError",
+    "EmbedderError",
+    "Memory",
+    "MemoryClass",
+    "MemoryDisabledError",
+    "MemoryManager",
+    "MemorySource",
+    "MemoryType",
+    "NotFoundError",
+    "RemindfulError",
+    "SearchHit",
+    "Session",
+    "Settings",
+    "StorageError",
+    "StorageFullError",
+    "StorageLockedError",
+    "ValidationError",
+    "__version__",
+    "load_settings",
+    "open",
+    "open_async",
+]
+
+_WHERE = {
+    "AsyncMemoryManager": "remindful.aio",
+    "open_async": "remindful.aio",
+    "MemoryManager": "remindful.manager",
+    "Settings": "remindful.config",
+    "load_settings": "remindful.config",
+    **{name: "remindful.model" for name in ("ChunkMetadata", "Memory", "MemoryClass", "MemorySource", "MemoryType",
+                                            "SearchHit", "Session")},
+    **{name: "remindful.errors" for name in ("ConfigError", "CorruptionError", "DependencyMissingError",
+                                             "EmbedderError", "MemoryDisabledError", "NotFoundError",
+                                             "RemindfulError", "StorageError", "StorageFullError",
+                                             "StorageLockedError", "ValidationError")},
+}
+
+if TYPE_CHECKING:
+    from remindful.aio import AsyncMemoryManager, open_async
+    from remindful.config import Settings, load_settings
+    from remindful.errors import (
+        ConfigError,
+        CorruptionError,
+        DependencyMissingError,
+        EmbedderError,
+        MemoryDisabledError,
+        NotFoundError,
+        RemindfulError,
+        StorageError,
+        StorageFullError,
+        StorageLockedError,
+        ValidationError,
+    )
+    from remindful.manager import MemoryManager
+    from remindful.model import ChunkMetadata, Memory, MemoryClass, MemorySource, MemoryType, SearchHit, Session
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'remindful' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def open(path: str | os.PathLike[str] | None = None, **overrides: Any) -> MemoryManager:  # noqa: A001
+    """Open the memory store at ``path`` (default: the configured storage path).
+
+    Cheap: nothing is loaded until the first operation. ``overrides`` are settings, dotted or
+    nested (``open(path, **{"retention.default_retention_days": 7})``), plus ``embedder=`` and
+    ``index=`` to inject parts (tests use ``FakeEmbedder`` and ``InMemoryIndex``).
+    Raises ConfigError for invalid settings; an unusable path disables memory instead (every
+    call then raises MemoryDisabledError with the reason).
+    """
+    from remindful.config import load_settings
+    from remindful.manager import MemoryManager
+
+    embedder = overrides.pop("embedder", None)
+    index = overrides.pop("index", None)
+    return MemoryManager(load_settings(path, **overrides), embedder=embedder, index=index)

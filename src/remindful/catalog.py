@@ -1,0 +1,409 @@
+"""The SQLite catalog: the source of truth for every memory.
+
+One file, ``<storage>/catalog.sqlite3``, in WAL mode so that many processes (hooks, MCP servers,
+the CLI) can read while one writes. It holds the memories with their embeddings, an FTS5 index
+over their content, sessions, the hook spool, file hashes, the audit log and the persistent
+embedding cache. The Chroma index is derived from it and can always be rebuilt.
+
+Guarantees: a call that returns has committed. Lock contention is retried (SQLite's busy timeout,
+then up to 3 retries with exponential backoff) before :class:`StorageLockedError`; a full disk is
+:class:`StorageFullError`; nothing is half-written, since every write is one transaction.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+
+from remindful.errors import CorruptionError, StorageError, StorageFullError, StorageLockedError
+from remindful.filters import SqlFilter
+
+T = TypeVar("T")
+
+SCHEMA_VERSION = 1
+RETRIES = 3
+BACKOFF_S = 0.05
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS memories (
+    rowid INTEGER PRIMARY KEY,
+    id TEXT NOT NULL UNIQUE,
+    type TEXT NOT NULL,
+    content TEXT NOT NULL,
+    metadata TEXT NOT NULL DEFAULT '{}',
+    source TEXT NOT NULL,
+    memory_class TEXT NOT NULL,
+    session_id TEXT,
+    created_at REAL NOT NULL,
+    updated_at REAL,
+    importance REAL NOT NULL DEFAULT 0.5,
+    access_count INTEGER NOT NULL DEFAULT 0,
+    last_accessed REAL,
+    bookmarked INTEGER NOT NULL DEFAULT 0,
+    content_hash TEXT NOT NULL,
+    chunk TEXT,
+    expires_at REAL,
+    embedding BLOB,
+    indexed INTEGER NOT NULL DEFAULT 0,
+    size_bytes INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS idx_memories_type_created ON memories(type, created_at);
+CREATE INDEX IF NOT EXISTS idx_memories_session ON memories(session_id, created_at);
+CREATE INDEX IF NOT EXISTS idx_memories_created ON memories(created_at);
+CREATE INDEX IF NOT EXISTS idx_memories_hash ON memories(content_hash);
+CREATE INDEX IF NOT EXISTS idx_memories_unindexed ON memories(indexed) WHERE indexed = 0;
+CREATE VIRTUAL TABLE IF NOT EXISTS memories_fts USING fts5(
+    content, content='memories', content_rowid='rowid', tokenize='porter unicode61 remove_diacritics 2'
+);
+CREATE TRIGGER IF NOT EXISTS memories_ai AFTER INSERT ON memories BEGIN
+    INSERT INTO memories_fts(rowid, content) VALUES (new.rowid, new.content);
+END;
+CREATE TRIGGER IF NOT EXISTS memories_ad AFTER DELETE ON memories BEGIN
+    INSERT INTO memories_fts(memories_fts, rowid, content) VALUES ('delete', old.rowid, old.content);
+END;
+CREATE TRIGGER IF NOT EXISTS memories_au AFTER UPDATE OF content ON memories BEGIN
+    INSERT INTO memories_fts(memories_fts, rowid, content) VALUES ('delete', old.rowid, old.content);
+    INSERT INTO memories_fts(rowid, content) VALUES (new.rowid, new.content);
+END;
+CREATE TABLE IF NOT EXISTS sessions (
+    id TEXT PRIMARY KEY,
+    started_at REAL NOT NULL,
+    ended_at REAL,
+    metadata TEXT NOT NULL DEFAULT '{}'
+);
+CREATE TABLE IF NOT EXISTS spool (
+    seq INTEGER PRIMARY KEY,
+    idem_key TEXT UNIQUE,
+    kind TEXT NOT NULL,
+    payload TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    last_error TEXT
+);
+CREATE TABLE IF NOT EXISTS file_hashes (
+    path TEXT PRIMARY KEY,
+    sha256 TEXT NOT NULL,
+    memory_ids TEXT NOT NULL DEFAULT '[]',
+    updated_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS audit_log (
+    seq INTEGER PRIMARY KEY,
+    at REAL NOT NULL,
+    action TEXT NOT NULL,
+    memory_id TEXT,
+    detail TEXT
+);
+CREATE TABLE IF NOT EXISTS embedding_cache (
+    model TEXT NOT NULL,
+    hash TEXT NOT NULL,
+    vector BLOB NOT NULL,
+    PRIMARY KEY (model, hash)
+) WITHOUT ROWID;
+"""
+
+#: Columns of ``memories`` returned by reads, in this order (no embedding).
+MEMORY_COLUMNS = (
+    "id, type, content, metadata, source, memory_class, session_id, created_at, updated_at, importance, "
+    "access_count, last_accessed, bookmarked, content_hash, chunk, expires_at, indexed"
+)
+
+
+@dataclass(slots=True)
+class MemoryRow:
+    """A ``memories`` row as stored: times are UTC epoch seconds, metadata and chunk are JSON text."""
+
+    id: str
+    type: str
+    content: str
+    metadata: str
+    source: str
+    memory_class: str
+    session_id: str | None
+    created_at: float
+    updated_at: float | None = None
+    importance: float = 0.5
+    access_count: int = 0
+    last_accessed: float | None = None
+    bookmarked: bool = False
+    content_hash: str = ""
+    chunk: str | None = None
+    expires_at: float | None = None
+    indexed: bool = False
+    embedding: np.ndarray | None = None
+
+    @classmethod
+    def from_sql(cls, row: Sequence[Any]) -> MemoryRow:
+        return cls(*row[:12], bool(row[12]), row[13], row[14], row[15], bool(row[16]))
+
+
+def _classify(exc: BaseException) -> StorageError | None:
+    """Map an sqlite/OS error to ours; None means 'retry it' (lock contention)."""
+    text = str(exc).lower()
+    if "locked" in text or "busy" in text:
+        return None
+    if "disk is full" in text or (isinstance(exc, OSError) and exc.errno == errno.ENOSPC):
+        return StorageFullError(str(exc))
+    if "malformed" in text or "not a database" in text or "file is not a database" in text:
+        return CorruptionError(
+            f"The catalog database is damaged: {exc}",
+            suggestion="restore a backup with `remindful restore`, or move catalog.sqlite3 aside",
+        )
+    return StorageError(f"Catalog operation failed: {exc}")
+
+
+def with_retries(operation: Callable[[], T], *, what: str = "catalog operation") -> T:
+    """Run ``operation``; retry lock contention up to 3 times with exponential backoff."""
+    for attempt in range(RETRIES + 1):
+        try:
+            return operation()
+        except (sqlite3.Error, OSError) as exc:
+            mapped = _classify(exc)
+            if mapped is not None:
+                raise mapped from exc
+            if attempt == RETRIES:
+                raise StorageLockedError(
+                    f"{what} failed: the storage stayed locked through {RETRIES} retries ({exc})",
+                    suggestion="another process holds the store; try again, or stop the other process",
+                ) from exc
+            time.sleep(BACKOFF_S * (2**attempt))
+    raise AssertionError("unreachable")
+
+
+class Catalog:
+    """Thread-safe access to ``catalog.sqlite3``. One connection, serialised by a lock."""
+
+    def __init__(self, path: Path, *, busy_timeout_ms: int = 5000) -> None:
+        self.path = path
+        self._lock = threading.RLock()
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        existed = path.exists()
+        try:
+            self._conn = sqlite3.connect(
+                str(path), timeout=busy_timeout_ms / 1000, isolation_level=None, check_same_thread=False
+            )
+        except sqlite3.Error as exc:
+            raise StorageError(f"Cannot open catalog {path}: {exc}") from exc
+        if not existed:
+            os.chmod(path, 0o600)
+        self._conn.execute(f"PRAGMA busy_timeout={busy_timeout_ms}")
+        with_retries(self._init_schema, what="opening the catalog")
+
+    def _init_schema(self) -> None:
+        conn = self._conn
+        mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+        if mode.lower() != "wal":  # pragma: no cover - only on filesystems without shared memory
+            raise StorageError(f"SQLite WAL mode unavailable on {self.path} (got {mode})")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute("PRAGMA foreign_keys=ON")
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version < SCHEMA_VERSION:
+            conn.executescript("BEGIN IMMEDIATE;" + _SCHEMA + f"PRAGMA user_version={SCHEMA_VERSION}; COMMIT;")
+        elif version > SCHEMA_VERSION:
+            raise StorageError(
+                f"{self.path} was written by a newer remindful (schema {version} > {SCHEMA_VERSION})",
+                suggestion="upgrade remindful",
+            )
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    # -- plumbing ---------------------------------------------------------------------------------
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction (BEGIN IMMEDIATE). The caller wraps it in :func:`with_retries`."""
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._conn
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
+
+    def write(self, fn: Callable[[sqlite3.Connection], T], *, what: str = "write") -> T:
+        """Run ``fn(conn)`` in one retried write transaction."""
+
+        def run() -> T:
+            with self.transaction() as conn:
+                return fn(conn)
+
+        return with_retries(run, what=what)
+
+    def read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        def run() -> list[Any]:
+            with self._lock:
+                return self._conn.execute(sql, params).fetchall()
+
+        return with_retries(run, what="read")
+
+    # -- memories -------------------------------------------------------------------------------
+
+    @staticmethod
+    def insert_memories(conn: sqlite3.Connection, rows: Sequence[MemoryRow]) -> None:
+        conn.executemany(
+            "INSERT INTO memories (id, type, content, metadata, source, memory_class, session_id, created_at, "
+            "updated_at, importance, access_count, last_accessed, bookmarked, content_hash, chunk, expires_at, "
+            "embedding, indexed, size_bytes) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            [
+                (
+                    r.id, r.type, r.content, r.metadata, r.source, r.memory_class, r.session_id, r.created_at,
+                    r.updated_at, r.importance, r.access_count, r.last_accessed, int(r.bookmarked), r.content_hash,
+                    r.chunk, r.expires_at, _blob(r.embedding), int(r.indexed),
+                    len(r.content.encode()) + len(r.metadata) + (0 if r.embedding is None else r.embedding.nbytes),
+                )
+                for r in rows
+            ],
+        )
+
+    def get_rows(self, ids: Sequence[str]) -> dict[str, MemoryRow]:
+        """Rows for ``ids`` that exist, keyed by id."""
+        found: dict[str, MemoryRow] = {}
+        for start in range(0, len(ids), 500):
+            chunk = list(ids[start : start + 500])
+            marks = ",".join("?" * len(chunk))
+            for row in self.read(f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id IN ({marks})", chunk):
+                found[row[0]] = MemoryRow.from_sql(row)
+        return found
+
+    def select_rows(
+        self, flt: SqlFilter, *, limit: int = 100, offset: int = 0, order: str = "created_at DESC, rowid DESC"
+    ) -> list[MemoryRow]:
+        sql = f"SELECT {MEMORY_COLUMNS} FROM memories WHERE {flt.sql} ORDER BY {order} LIMIT ? OFFSET ?"
+        return [MemoryRow.from_sql(r) for r in self.read(sql, [*flt.params, limit, offset])]
+
+    def count(self, flt: SqlFilter | None = None) -> int:
+        if flt is None:
+            return int(self.read("SELECT count(*) FROM memories")[0][0])
+        return int(self.read(f"SELECT count(*) FROM memories WHERE {flt.sql}", flt.params)[0][0])
+
+    def embeddings(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
+        out: dict[str, np.ndarray] = {}
+        for start in range(0, len(ids), 500):
+            chunk = list(ids[start : start + 500])
+            marks = ",".join("?" * len(chunk))
+            for mid, blob in self.read(
+                f"SELECT id, embedding FROM memories WHERE id IN ({marks}) AND embedding IS NOT NULL", chunk
+            ):
+                out[mid] = np.frombuffer(blob, dtype=np.float32)
+        return out
+
+    def filtered_embeddings(self, flt: SqlFilter, *, extra: str = "") -> tuple[list[str], np.ndarray | None]:
+        """Ids and an (n, d) matrix of every embedded row matching ``flt`` (for exact scoring)."""
+        rows = self.read(
+            f"SELECT id, embedding FROM memories WHERE {flt.sql} AND embedding IS NOT NULL {extra}", flt.params
+        )
+        if not rows:
+            return [], None
+        matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(len(rows), -1)
+        return [r[0] for r in rows], matrix
+
+    def lexical(self, match: str, flt: SqlFilter, limit: int) -> list[tuple[str, float]]:
+        """FTS5 matches for ``match`` among rows passing ``flt``: (id, bm25 score > 0) best first."""
+        sql = (
+            "SELECT m.id, -bm25(memories_fts) AS score FROM memories_fts JOIN memories m ON m.rowid = memories_fts.rowid "
+            f"WHERE memories_fts MATCH ? AND {flt.sql} ORDER BY bm25(memories_fts) LIMIT ?"
+        )
+        return [(r[0], float(r[1])) for r in self.read(sql, [match, *flt.params, limit])]
+
+    def unindexed(self, limit: int = 1000) -> list[tuple[MemoryRow, np.ndarray | None]]:
+        rows = self.read(
+            f"SELECT {MEMORY_COLUMNS}, embedding FROM memories WHERE indexed = 0 ORDER BY rowid LIMIT ?", [limit]
+        )
+        return [(MemoryRow.from_sql(r), None if r[-1] is None else np.frombuffer(r[-1], np.float32)) for r in rows]
+
+    def mark_indexed(self, ids: Sequence[str], value: bool = True) -> None:
+        if ids:
+            self.write(
+                lambda c: c.executemany("UPDATE memories SET indexed = ? WHERE id = ?", [(int(value), i) for i in ids]),
+                what="marking memories indexed",
+            )
+
+    def set_embeddings(self, items: dict[str, np.ndarray]) -> None:
+        self.write(
+            lambda c: c.executemany(
+                "UPDATE memories SET embedding = ? WHERE id = ?", [(_blob(v), k) for k, v in items.items()]
+            ),
+            what="saving embeddings",
+        )
+
+    def delete_ids(self, ids: Sequence[str]) -> list[tuple[str, str]]:
+        """Delete ``ids``; returns the (id, type) pairs that existed."""
+
+        def run(conn: sqlite3.Connection) -> list[tuple[str, str]]:
+            gone: list[tuple[str, str]] = []
+            for start in range(0, len(ids), 500):
+                chunk = list(ids[start : start + 500])
+                marks = ",".join("?" * len(chunk))
+                gone += conn.execute(f"SELECT id, type FROM memories WHERE id IN ({marks})", chunk).fetchall()
+                conn.execute(f"DELETE FROM memories WHERE id IN ({marks})", chunk)
+            return gone
+
+        return self.write(run, what="deleting memories")
+
+    def touch(self, ids: Sequence[str], at: float) -> None:
+        """Count an access: ``access_count`` + 1 and ``last_accessed`` = at."""
+        if ids:
+            self.write(
+                lambda c: c.executemany(
+                    "UPDATE memories SET access_count = access_count + 1, last_accessed = ? WHERE id = ?",
+                    [(at, i) for i in ids],
+                ),
+                what="recording access",
+            )
+
+    # -- the rest of the catalog ----------------------------------------------------------------
+
+    def audit(self, conn: sqlite3.Connection, action: str, memory_id: str | None, detail: dict[str, Any]) -> None:
+        conn.execute(
+            "INSERT INTO audit_log (at, action, memory_id, detail) VALUES (?,?,?,?)",
+            (time.time(), action, memory_id, json.dumps(detail, default=str)),
+        )
+
+    def ensure_session(self, conn: sqlite3.Connection, session_id: str, at: float) -> None:
+        conn.execute(
+            "INSERT INTO sessions (id, started_at) VALUES (?, ?) "
+            "ON CONFLICT(id) DO UPDATE SET started_at = min(started_at, excluded.started_at)",
+            (session_id, at),
+        )
+
+    def get_cached_embeddings(self, model: str, hashes: Sequence[str]) -> dict[str, np.ndarray]:
+        out: dict[str, np.ndarray] = {}
+        for start in range(0, len(hashes), 500):
+            chunk = list(hashes[start : start + 500])
+            marks = ",".join("?" * len(chunk))
+            for h, blob in self.read(
+                f"SELECT hash, vector FROM embedding_cache WHERE model = ? AND hash IN ({marks})", [model, *chunk]
+            ):
+                out[h] = np.frombuffer(blob, dtype=np.float32)
+        return out
+
+    def put_cached_embeddings(self, model: str, items: dict[str, np.ndarray]) -> None:
+        if items:
+            self.write(
+                lambda c: c.executemany(
+                    "INSERT OR IGNORE INTO embedding_cache (model, hash, vector) VALUES (?,?,?)",
+                    [(model, h, _blob(v)) for h, v in items.items()],
+                ),
+                what="caching embeddings",
+            )
+
+    def file_size_bytes(self) -> int:
+        return sum(p.stat().st_size for p in self.path.parent.glob(self.path.name + "*") if p.is_file())
+
+
+def _blob(vector: np.ndarray | None) -> bytes | None:
+    return None if vector is None else np.ascontiguousarray(vector, dtype=np.float32).tobytes()

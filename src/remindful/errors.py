@@ -1,0 +1,105 @@
+"""Every error remindful raises, under one base class.
+
+    RemindfulError
+    ├── ConfigError                 invalid setting: names the field and the expected form
+    ├── StorageError                the catalog or the index could not be read or written
+    │   ├── StorageFullError        the disk is full ("Storage full, unable to save memory")
+    │   ├── StorageLockedError      lock contention outlasted the retries
+    │   └── CorruptionError         index or catalog files are damaged
+    ├── NotFoundError               no memory with that id ("Memory not found")
+    ├── ValidationError             bad input to the API: names the field and the expected form
+    ├── EmbedderError               the embedding model could not be found, loaded or run
+    ├── DependencyMissingError      an optional package is not installed: says which extra
+    └── MemoryDisabledError         memory is turned off in config, or was disabled by an error
+
+Shells translate these at the edge: the CLI prints the message and exits non-zero,
+the MCP server answers ``success: false`` with the message.
+"""
+
+from __future__ import annotations
+
+
+class RemindfulError(Exception):
+    """Base class of every remindful error. ``suggestion`` says what the user can do."""
+
+    def __init__(self, message: str, *, suggestion: str | None = None) -> None:
+        self.message = message
+        self.suggestion = suggestion
+        super().__init__(f"{message}. {suggestion}" if suggestion else message)
+
+
+class ConfigError(RemindfulError):
+    """A configuration value is invalid; the message names the field and the expected form."""
+
+    def __init__(self, field: str, message: str, *, suggestion: str | None = None) -> None:
+        self.field = field
+        super().__init__(f"Invalid setting '{field}': {message}", suggestion=suggestion)
+
+
+class StorageError(RemindfulError):
+    """The catalog or the vector index failed."""
+
+
+class StorageFullError(StorageError):
+    """The disk is full: nothing was saved."""
+
+    def __init__(self, detail: str = "") -> None:
+        super().__init__(
+            "Storage full, unable to save memory" + (f" ({detail})" if detail else ""),
+            suggestion="Run `remindful cleanup` to apply retention, or free disk space",
+        )
+
+
+class StorageLockedError(StorageError):
+    """Another process held a lock through every retry."""
+
+
+class CorruptionError(StorageError):
+    """Index or catalog files are damaged. ``backup_path`` holds a copy of the damaged files."""
+
+    def __init__(self, message: str, *, backup_path: str | None = None, suggestion: str | None = None) -> None:
+        self.backup_path = backup_path
+        super().__init__(message, suggestion=suggestion)
+
+
+class NotFoundError(RemindfulError):
+    """No memory has the requested id."""
+
+    def __init__(self, memory_id: str) -> None:
+        self.memory_id = memory_id
+        super().__init__(
+            f"Memory not found: {memory_id!r}",
+            suggestion="Use memory_search() (or `remindful search`) to find similar memories",
+        )
+
+
+class ValidationError(RemindfulError):
+    """Bad input to the API; ``field`` names the offending parameter."""
+
+    def __init__(self, field: str, message: str) -> None:
+        self.field = field
+        super().__init__(f"Invalid '{field}': {message}")
+
+
+class EmbedderError(RemindfulError):
+    """The embedding model could not be found, loaded or run."""
+
+
+class DependencyMissingError(RemindfulError):
+    """An optional dependency is missing; the message names the extra to install."""
+
+    def __init__(self, package: str, extra: str) -> None:
+        self.package = package
+        self.extra = extra
+        super().__init__(
+            f"The optional package {package!r} is not installed",
+            suggestion=f"Install it with: pip install 'remindful[{extra}]'",
+        )
+
+
+class MemoryDisabledError(RemindfulError):
+    """Memory features are disabled; ``reason`` says why (config, or an earlier failure)."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        super().__init__(f"Memory features are disabled: {reason}")

@@ -1,0 +1,234 @@
+"""Search filters: one language, two targets.
+
+A filter is a dict in Chroma's ``where`` language: ``{"key": value}`` (equality),
+``{"key": {"$eq"|"$ne"|"$gt"|"$gte"|"$lt"|"$lte": value}}``, ``{"key": {"$in"|"$nin": [..]}}``,
+``{"$and": [f, ...]}``, ``{"$or": [f, ...]}``; several keys in one dict are a conjunction.
+A key is a memory field (``session_id``, ``source``, ``memory_class``, ``bookmarked``, ``importance``,
+``access_count``, ``created_at``, ``type``) or a path into the metadata (``success``, ``target.element``).
+
+The catalog evaluates filters in SQL (the truth); :func:`index_where` translates them for the vector
+index, where user metadata lives under ``m.``-prefixed flat keys (see :func:`index_metadata`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from remindful.errors import ValidationError
+
+COMPARISONS = {"$eq": "=", "$ne": "!=", "$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
+SET_OPS = {"$in": "IN", "$nin": "NOT IN"}
+LOGICAL = ("$and", "$or")
+#: Memory fields a filter may name directly (everything else is a metadata path).
+COLUMNS = {"type", "session_id", "source", "memory_class", "bookmarked", "importance", "access_count", "created_at"}
+#: Memory fields copied into the vector index's metadata (immutable ones, so updates stay cheap).
+INDEXED_COLUMNS = ("session_id", "source", "memory_class", "created_at")
+META_PREFIX = "m."
+
+
+@dataclass(frozen=True, slots=True)
+class SqlFilter:
+    """A SQL boolean expression over ``memories`` (alias-free) and its parameters."""
+
+    sql: str = "1"
+    params: tuple[Any, ...] = ()
+
+    def __and__(self, other: SqlFilter) -> SqlFilter:
+        if self.sql == "1":
+            return other
+        if other.sql == "1":
+            return self
+        return SqlFilter(f"({self.sql}) AND ({other.sql})", self.params + other.params)
+
+
+def build_filter(
+    *,
+    types: Sequence[str] | None = None,
+    session_id: str | None = None,
+    since: float | None = None,
+    until: float | None = None,
+    filters: Mapping[str, Any] | None = None,
+    column_prefix: str = "",
+) -> SqlFilter:
+    """The SQL for a search's or a listing's restrictions (all optional, all conjoined)."""
+    p = column_prefix
+    result = SqlFilter()
+    if types:
+        result &= SqlFilter(f"{p}type IN ({','.join('?' * len(types))})", tuple(types))
+    if session_id is not None:
+        result &= SqlFilter(f"{p}session_id = ?", (session_id,))
+    if since is not None:
+        result &= SqlFilter(f"{p}created_at >= ?", (since,))
+    if until is not None:
+        result &= SqlFilter(f"{p}created_at <= ?", (until,))
+    if filters:
+        result &= _where_sql(filters, p, "filters")
+    return result
+
+
+def _where_sql(where: Mapping[str, Any], p: str, path: str) -> SqlFilter:
+    if not isinstance(where, Mapping):
+        raise ValidationError(path, f"expected a dict like {{'success': True}}, got {type(where).__name__}")
+    parts: list[SqlFilter] = []
+    for key, cond in where.items():
+        if key in LOGICAL:
+            if not isinstance(cond, list) or not cond:
+                raise ValidationError(f"{path}.{key}", "expected a non-empty list of filters")
+            subs = [_where_sql(c, p, f"{path}.{key}[{i}]") for i, c in enumerate(cond)]
+            joiner = " AND " if key == "$and" else " OR "
+            parts.append(
+                SqlFilter("(" + joiner.join(s.sql for s in subs) + ")", tuple(x for s in subs for x in s.params))
+            )
+        elif key.startswith("$"):
+            raise ValidationError(path, f"unknown operator {key!r}; expected one of $and, $or or a field name")
+        else:
+            parts.append(_condition_sql(key, cond, p, f"{path}.{key}"))
+    result = SqlFilter()
+    for part in parts:
+        result &= part
+    return result
+
+
+def _condition_sql(key: str, cond: Any, p: str, path: str) -> SqlFilter:
+    expr, convert = _field_expr(key, p)
+    if not isinstance(cond, Mapping):
+        cond = {"$eq": cond}
+    result = SqlFilter()
+    for op, value in cond.items():
+        if op in COMPARISONS:
+            _check_scalar(value, f"{path}.{op}")
+            if value is None:
+                if op not in ("$eq", "$ne"):
+                    raise ValidationError(f"{path}.{op}", "None can only be compared with $eq or $ne")
+                result &= SqlFilter(f"{expr} IS {'NOT ' if op == '$ne' else ''}NULL")
+            elif op == "$ne":
+                result &= SqlFilter(f"({expr} IS NULL OR {expr} != ?)", (convert(value),))
+            else:
+                result &= SqlFilter(f"{expr} {COMPARISONS[op]} ?", (convert(value),))
+        elif op in SET_OPS:
+            if not isinstance(value, list | tuple) or not value:
+                raise ValidationError(f"{path}.{op}", "expected a non-empty list of values")
+            for i, item in enumerate(value):
+                _check_scalar(item, f"{path}.{op}[{i}]")
+            marks = ",".join("?" * len(value))
+            values = tuple(convert(v) for v in value)
+            if op == "$in":
+                result &= SqlFilter(f"{expr} IN ({marks})", values)
+            else:
+                result &= SqlFilter(f"({expr} IS NULL OR {expr} NOT IN ({marks}))", values)
+        else:
+            valid = ", ".join([*COMPARISONS, *SET_OPS])
+            raise ValidationError(path, f"unknown operator {op!r}; expected one of {valid}")
+    return result
+
+
+def _field_expr(key: str, p: str) -> tuple[str, Any]:
+    if key in COLUMNS:
+        if key == "created_at":
+            return f"{p}created_at", to_epoch
+        if key == "bookmarked":
+            return f"{p}bookmarked", lambda v: int(bool(v))
+        return f"{p}{key}", _identity
+    if not key or any(not part for part in key.split(".")):
+        raise ValidationError("filters", f"bad field name {key!r}; expected a name like 'success' or 'target.x'")
+    json_path = "$" + "".join('."' + part.replace('"', '""') + '"' for part in key.split("."))
+    return f"json_extract({p}metadata, '{json_path.replace(chr(39), chr(39) * 2)}')", _json_value
+
+
+def _identity(value: Any) -> Any:
+    return value
+
+
+def _json_value(value: Any) -> Any:
+    # json_extract yields 1/0 for JSON true/false.
+    return int(value) if isinstance(value, bool) else value
+
+
+def _check_scalar(value: Any, path: str) -> None:
+    if value is not None and not isinstance(value, str | int | float | bool):
+        raise ValidationError(path, f"expected a string, number or boolean, got {type(value).__name__}")
+
+
+def to_epoch(value: Any) -> float:
+    """A timestamp given as epoch seconds, ``datetime`` or ISO 8601 text → UTC epoch seconds."""
+    if isinstance(value, bool):
+        raise ValidationError("timestamp", "expected an ISO 8601 date/time or epoch seconds, got a boolean")
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, datetime):
+        return value.timestamp() if value.tzinfo else value.astimezone().timestamp()
+    if isinstance(value, str):
+        try:
+            parsed = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+        except ValueError:
+            raise ValidationError(
+                "timestamp", f"expected an ISO 8601 date/time like 2024-05-01T12:00:00Z, got {value!r}"
+            ) from None
+        return to_epoch(parsed)
+    raise ValidationError("timestamp", f"expected an ISO 8601 date/time or epoch seconds, got {type(value).__name__}")
+
+
+# -- the vector index's view ---------------------------------------------------------------------
+
+
+def index_metadata(columns: Mapping[str, Any], metadata: Mapping[str, Any]) -> dict[str, str | int | float | bool]:
+    """Flat scalar metadata for the vector index: indexed columns plus ``m.``-prefixed metadata paths."""
+    flat: dict[str, str | int | float | bool] = {}
+    for key in INDEXED_COLUMNS:
+        value = columns.get(key)
+        if value is not None:
+            flat[key] = value
+    _flatten(metadata, META_PREFIX, flat)
+    return flat
+
+
+def _flatten(value: Mapping[str, Any], prefix: str, out: dict[str, str | int | float | bool]) -> None:
+    for key, item in value.items():
+        if isinstance(item, Mapping):
+            _flatten(item, f"{prefix}{key}.", out)
+        elif isinstance(item, str | int | float | bool):
+            out[f"{prefix}{key}"] = item
+
+
+def index_where(filters: Mapping[str, Any] | None, session_id: str | None) -> dict[str, Any] | None:
+    """The part of a search's restrictions the vector index can apply (a superset of the truth:
+    results are always re-checked against the catalog). None when nothing can be pushed down."""
+    clauses: list[dict[str, Any]] = []
+    if session_id is not None:
+        clauses.append({"session_id": session_id})
+    if filters:
+        pushed = _push_down(filters)
+        if pushed:
+            clauses.append(pushed)
+    if not clauses:
+        return None
+    return clauses[0] if len(clauses) == 1 else {"$and": clauses}
+
+
+def _push_down(where: Mapping[str, Any]) -> dict[str, Any] | None:
+    clauses: list[dict[str, Any]] = []
+    for key, cond in where.items():
+        if key == "$and":
+            subs = [s for s in (_push_down(c) for c in cond) if s]
+            clauses.extend(subs)
+        elif key == "$or":
+            subs = [_push_down(c) for c in cond]
+            if all(subs):  # an $or can only be pushed whole
+                clauses.append({"$or": subs})
+        elif key in INDEXED_COLUMNS and key != "created_at":
+            clauses.append({key: cond})
+        elif key not in COLUMNS and not _mentions_none(cond):
+            clauses.append({META_PREFIX + key: cond})
+    if not clauses:
+        return None
+    return clauses[0] if len(clauses) == 1 else {"$and": clauses}
+
+
+def _mentions_none(cond: Any) -> bool:
+    # Chroma has no null: "$ne" and "$nin" also match rows lacking the key in SQL, but not in Chroma.
+    if not isinstance(cond, Mapping):
+        return cond is None
+    return any(op in ("$ne", "$nin") or v is None for op, v in cond.items())

@@ -1,0 +1,365 @@
+"""MemoryManager: the one API every shell (CLI, MCP, HTTP, hooks) calls.
+
+Every write follows one path: validate → embed (cached) → catalog commit (acknowledged here:
+a crash after it loses nothing) → vector index. A row the index did not take is marked
+un-indexed and indexed at the next open (or ``reindex``). The catalog, the embedder and the index
+start on first use, so opening costs a few milliseconds and loads no model.
+
+Thread-safe: the catalog serialises its writes; the index and embedder are thread-safe.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from remindful.catalog import Catalog, MemoryRow
+from remindful.config import Settings
+from remindful.embed.base import Embedder
+from remindful.errors import (
+    CorruptionError,
+    MemoryDisabledError,
+    NotFoundError,
+    RemindfulError,
+    StorageError,
+    ValidationError,
+)
+from remindful.filters import SqlFilter, build_filter, index_metadata, index_where, to_epoch
+from remindful.index.base import VectorIndex
+from remindful.model import (
+    DEFAULT_CLASS,
+    ChunkMetadata,
+    Memory,
+    MemoryClass,
+    MemorySource,
+    MemoryType,
+    SearchHit,
+    content_hash,
+    new_memory_id,
+)
+from remindful.search import rank
+from remindful.storage import IndexLock, StoreState, validate_item
+
+log = logging.getLogger("remindful")
+
+_STORE_KEYS = {"content", "type", "metadata", "session_id", "timestamp", "source", "memory_class", "chunk"}
+
+
+class MemoryManager:
+    """Store, search and manage memories in one storage directory.
+
+    ``embedder`` and ``index`` default to the configured ones (ONNX MiniLM; embedded Chroma at
+    ``<storage>/chroma``, or a Chroma server); pass fakes in tests.
+    """
+
+    def __init__(
+        self, settings: Settings, *, embedder: Embedder | None = None, index: VectorIndex | None = None
+    ) -> None:
+        self.settings = settings
+        self.path = settings.storage_path
+        self._state = StoreState(settings, embedder=embedder, index=index)
+        self._session_id: str | None = None
+        self._resumed_session: str | None = None
+        self._lock = threading.RLock()
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def __enter__(self) -> MemoryManager:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Flush pending access counts and release the catalog and the index."""
+        self._state.close()
+
+    @property
+    def disabled_reason(self) -> str | None:
+        """Why memory is disabled (config, or an unusable storage path), or None."""
+        return self._state.disabled_reason
+
+    @property
+    def session_id(self) -> str:
+        """This process's session, generated on first use (``session_YYYYmmdd_HHMMSS_xxxx``)."""
+        with self._lock:
+            if self._session_id is None:
+                now = datetime.now(UTC)
+                self._session_id = f"session_{now:%Y%m%d_%H%M%S}_{os.urandom(2).hex()}"
+            return self._session_id
+
+    @session_id.setter
+    def session_id(self, value: str) -> None:
+        self._session_id = _text(value, "session_id")
+
+    # -- writes ---------------------------------------------------------------------------------
+
+    def store(
+        self,
+        content: str,
+        type: str | MemoryType = "action",
+        metadata: Mapping[str, Any] | None = None,
+        session_id: str | None = None,
+        timestamp: datetime | str | float | None = None,
+        source: str | MemorySource = "manual",
+        *,
+        memory_class: str | MemoryClass | None = None,
+        chunk: ChunkMetadata | Mapping[str, Any] | None = None,
+    ) -> str:
+        """Store one memory and return its id. Raises ValidationError naming a bad field."""
+        item = {
+            "content": content, "type": type, "metadata": metadata, "session_id": session_id,
+            "timestamp": timestamp, "source": source, "memory_class": memory_class, "chunk": chunk,
+        }
+        return self.store_batch([item])[0]
+
+    def store_batch(self, items: Sequence[Mapping[str, Any]]) -> list[str]:
+        """Store many memories in one catalog transaction with one batched embedding call.
+
+        Each item takes the keyword arguments of :meth:`store`. All or nothing: a bad item
+        raises ValidationError (naming ``items[i].field``) before anything is written.
+        """
+        if not isinstance(items, Sequence) or isinstance(items, str | bytes):
+            raise ValidationError("items", "expected a list of dicts with at least 'content'")
+        state = self._state.ready()
+        now = time.time()
+        rows: list[MemoryRow] = []
+        for i, item in enumerate(items):
+            if not isinstance(item, Mapping):
+                raise ValidationError(f"items[{i}]", "expected a dict with at least 'content'")
+            unknown = set(item) - _STORE_KEYS
+            if unknown:
+                raise ValidationError(f"items[{i}]", f"unknown keys {sorted(unknown)}; expected {sorted(_STORE_KEYS)}")
+            rows.append(self._new_row(item, i if len(items) > 1 else None, now))
+        if not rows:
+            return []
+        vectors = state.embedder.embed([r.content for r in rows])
+        for row, vector in zip(rows, vectors, strict=True):
+            row.embedding = vector
+        state.make_room(rows)
+        state.commit_new(rows)
+        state.index_rows(rows)
+        return [r.id for r in rows]
+
+    def _new_row(self, item: Mapping[str, Any], position: int | None, now: float) -> MemoryRow:
+        prefix = "" if position is None else f"items[{position}]."
+        fields = validate_item(item, prefix)
+        memory_type: MemoryType = fields["type"]
+        metadata: dict[str, Any] = fields["metadata"]
+        created = fields["timestamp"] if fields["timestamp"] is not None else now
+        created_dt = datetime.fromtimestamp(created, UTC)
+        auto_delete = self.settings.privacy.auto_delete_days
+        importance = metadata.get("importance")
+        return MemoryRow(
+            id=new_memory_id(memory_type, created_dt),
+            type=memory_type.value,
+            content=fields["content"],
+            metadata=json.dumps(metadata, ensure_ascii=False, allow_nan=False),
+            source=fields["source"].value,
+            memory_class=(fields["memory_class"] or DEFAULT_CLASS[memory_type]).value,
+            session_id=fields["session_id"] or self.session_id,
+            created_at=created,
+            importance=float(importance) if isinstance(importance, int | float) and 0 <= importance <= 1 else 0.5,
+            bookmarked=bool(metadata.get("bookmarked") or metadata.get("manual_save")),
+            content_hash=content_hash(fields["content"]),
+            chunk=json.dumps(fields["chunk"]) if fields["chunk"] else None,
+            expires_at=created + auto_delete * 86400 if auto_delete else None,
+        )
+
+    def update(self, memory_id: str, content: str | None = None, metadata: Mapping[str, Any] | None = None) -> Memory:
+        """Replace a memory's content and/or merge keys into its metadata (a key set to None is
+        removed). The content is re-embedded. Returns the updated memory."""
+        state = self._state.ready()
+        row = self._row(memory_id)
+        if content is not None:
+            row.content = _text(content, "content")
+            row.content_hash = content_hash(row.content)
+            row.embedding = state.embedder.embed([row.content])[0]
+        if metadata is not None:
+            if not isinstance(metadata, Mapping):
+                raise ValidationError("metadata", "expected a dict")
+            merged = {**json.loads(row.metadata), **metadata}
+            merged = {k: v for k, v in merged.items() if v is not None}
+            row.metadata = validate_item({"content": row.content, "metadata": merged}, "")["metadata"]
+            row.metadata = json.dumps(row.metadata, ensure_ascii=False, allow_nan=False)
+            row.bookmarked = bool(merged.get("bookmarked") or merged.get("manual_save"))
+        state.commit_update(row)
+        state.index_rows([row])
+        return self.get(memory_id)
+
+    def delete(self, memory_id: str) -> bool:
+        """Delete one memory everywhere; False if there was none with that id."""
+        return self.delete_many([_text(memory_id, "memory_id")]) == 1
+
+    def delete_many(self, ids: Sequence[str]) -> int:
+        """Delete memories by id; returns how many existed."""
+        return self._state.ready().delete(list(ids))
+
+    # -- reads ----------------------------------------------------------------------------------
+
+    def get(self, memory_id: str) -> Memory:
+        """The memory with this id; raises NotFoundError ("Memory not found", suggests search)."""
+        return _to_memory(self._row(memory_id))
+
+    def _row(self, memory_id: str) -> MemoryRow:
+        memory_id = _text(memory_id, "memory_id")
+        row = self._state.ready().catalog.get_rows([memory_id]).get(memory_id)
+        if row is None:
+            raise NotFoundError(memory_id)
+        return row
+
+    def get_batch(self, ids: Sequence[str]) -> list[Memory | None]:
+        """Memories for ``ids`` in request order; None where an id does not exist. One query."""
+        if isinstance(ids, str) or not isinstance(ids, Sequence):
+            raise ValidationError("ids", "expected a list of memory ids")
+        found = self._state.ready().catalog.get_rows([_text(i, f"ids[{n}]") for n, i in enumerate(ids)])
+        return [_to_memory(found[i]) if i in found else None for i in ids]
+
+    def list(
+        self,
+        type: str | MemoryType | None = None,
+        session_id: str | None = None,
+        limit: int = 50,
+        offset: int = 0,
+    ) -> list[Memory]:
+        """Memories newest first, optionally of one type and/or one session."""
+        types = [_type(type).value] if type is not None else None
+        flt = build_filter(types=types, session_id=session_id)
+        rows = self._state.ready().catalog.select_rows(
+            flt, limit=_bounded(limit, "limit", 1, 10_000), offset=_bounded(offset, "offset", 0, 10**9)
+        )
+        return [_to_memory(r) for r in rows]
+
+    def search(
+        self,
+        query: str,
+        types: Sequence[str | MemoryType] | None = None,
+        limit: int = 10,
+        filters: Mapping[str, Any] | None = None,
+        session_id: str | None = None,
+        since: datetime | str | float | None = None,
+        until: datetime | str | float | None = None,
+    ) -> list[SearchHit]:
+        """Hybrid search (dense + lexical, fused); see :mod:`remindful.search`. Filters apply to
+        every space. Scores are in [0, 1], best first."""
+        query = _text(query, "query")
+        limit = _bounded(limit, "limit", 1, 1000)
+        type_values = [_type(t).value for t in types] if types else None
+        flt = build_filter(
+            types=type_values,
+            session_id=session_id,
+            since=None if since is None else to_epoch(since),
+            until=None if until is None else to_epoch(until),
+            filters=filters,
+        ) & SqlFilter("(expires_at IS NULL OR expires_at > ?)", (time.time(),))
+        state = self._state.ready()
+        started = time.perf_counter()
+        vector = state.embedder.embed([query])[0]
+        restricted = bool(filters or session_id or since is not None or until is not None)
+        where = index_where(filters, session_id) if restricted else None
+        searched_types = [MemoryType(t) for t in type_values] if type_values else list(MemoryType)
+        results = rank(
+            state.catalog,
+            vector,
+            query,
+            flt,
+            settings=self.settings.search,
+            limit=limit,
+            dense_from_index=state.dense_query(vector, searched_types, where),
+            restricted=restricted or type_values is not None and len(type_values) < len(MemoryType),
+            pending_sql=state.pending_sql() if state.index is not None else "AND indexed = 0",
+            resumed_session=self._resumed_session,
+        )
+        state.record_search(time.perf_counter() - started, [row.id for row, _, _ in results])
+        return [
+            SearchHit(
+                id=row.id, type=MemoryType(row.type), content=row.content, metadata=json.loads(row.metadata),
+                score=score, created_at=datetime.fromtimestamp(row.created_at, UTC), session_id=row.session_id,
+                source=MemorySource(row.source), sources=spaces,
+            )
+            for row, score, spaces in results
+        ]
+
+    def resume_session(self, session_id: str) -> int:
+        """Rank this session's memories higher in later searches; returns its memory count."""
+        session_id = _text(session_id, "session_id")
+        count = self._state.ready().catalog.count(build_filter(session_id=session_id))
+        if count == 0:
+            raise NotFoundError(session_id)
+        self._resumed_session = session_id
+        return count
+
+    def stats(self) -> dict[str, Any]:
+        """Counts per collection, storage size and quota use, latencies, cache hit rate."""
+        return self._state.ready().stats()
+
+    # -- maintenance ----------------------------------------------------------------------------
+
+    def reindex(self, *, reset: bool = False, progress: Any = None) -> dict[str, int]:
+        """Rebuild the vector index from the catalog. ``reset=True`` first backs up and removes
+        the index files (the recovery for a corrupted index). Returns counts per collection."""
+        return self._state.reindex(reset=reset, progress=progress)
+
+    def index_status(self) -> dict[str, Any]:
+        """Whether the vector index is usable, and why not."""
+        return self._state.index_status()
+
+
+# -- helpers ---------------------------------------------------------------------------------------
+
+
+def _to_memory(row: MemoryRow) -> Memory:
+    chunk = json.loads(row.chunk) if row.chunk else None
+    return Memory(
+        id=row.id,
+        type=MemoryType(row.type),
+        content=row.content,
+        metadata=json.loads(row.metadata),
+        source=MemorySource(row.source),
+        memory_class=MemoryClass(row.memory_class),
+        session_id=row.session_id,
+        created_at=datetime.fromtimestamp(row.created_at, UTC),
+        importance=row.importance,
+        access_count=row.access_count,
+        last_accessed=datetime.fromtimestamp(row.last_accessed, UTC) if row.last_accessed else None,
+        bookmarked=row.bookmarked,
+        content_hash=row.content_hash,
+        chunk=ChunkMetadata(**chunk) if chunk else None,
+        expires_at=datetime.fromtimestamp(row.expires_at, UTC) if row.expires_at else None,
+        updated_at=datetime.fromtimestamp(row.updated_at, UTC) if row.updated_at else None,
+    )
+
+
+def _text(value: Any, field: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ValidationError(field, "expected a non-empty string")
+    return value
+
+
+def _type(value: Any) -> MemoryType:
+    try:
+        return MemoryType(value)
+    except ValueError:
+        valid = ", ".join(t.value for t in MemoryType)
+        raise ValidationError("type", f"unknown memory type {value!r}; expected one of {valid}") from None
+
+
+def _bounded(value: Any, field: str, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise ValidationError(field, f"expected an integer from {low} to {high}, got {value!r}")
+    return value
+
+
+__all__ = ["MemoryManager"]
+

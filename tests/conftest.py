@@ -1,0 +1,53 @@
+"""Shared fixtures: every test gets its own HOME and storage path; nothing touches ~/.remindful."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import remindful
+from remindful.embed import FakeEmbedder
+from remindful.index import InMemoryIndex
+from remindful.manager import MemoryManager
+
+
+@pytest.fixture(autouse=True)
+def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Point HOME at a temp dir and drop every remindful variable from the environment."""
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    for key in list(os.environ):
+        if key.startswith("REMINDFUL_") or key == "MEMORY_STORAGE_PATH":
+            monkeypatch.delenv(key)
+    return home
+
+
+def open_fake(path: Path, **overrides: Any) -> MemoryManager:
+    """A store with the fake embedder and the in-memory index: fast, no model, no Chroma."""
+    return remindful.open(path, embedder=FakeEmbedder(), index=InMemoryIndex(), **overrides)
+
+
+@pytest.fixture
+def memory(tmp_path: Path) -> Iterator[MemoryManager]:
+    with open_fake(tmp_path / "store") as manager:
+        yield manager
+
+
+@pytest.fixture(scope="session")
+def onnx_embedder() -> Any:
+    """The real all-MiniLM-L6-v2 embedder, loaded once per test session."""
+    from remindful.embed import OnnxMiniLMEmbedder
+
+    return OnnxMiniLMEmbedder()
+
+
+@pytest.fixture
+def real_memory(tmp_path: Path, onnx_embedder: Any) -> Iterator[MemoryManager]:
+    """The real thing: ONNX MiniLM and embedded Chroma in a temp dir."""
+    with remindful.open(tmp_path / "real", embedder=onnx_embedder) as manager:
+        yield manager

@@ -1,0 +1,250 @@
+"""MemoryManager's public API on the fake embedder and the in-memory index."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from conftest import open_fake
+
+import remindful
+from remindful import MemoryClass, MemorySource, MemoryType, NotFoundError, ValidationError
+from remindful.manager import MemoryManager
+
+ID_PATTERN = re.compile(r"^(screen|action|workflow|conversation|document|knowledge)_\d{20}_[0-9a-f]{8}$")
+
+
+def test_store_then_get_returns_everything(memory: MemoryManager) -> None:
+    metadata = {"action": "click", "target": {"x": 500, "y": 300, "element": "login_button"}, "success": True}
+    memory_id = memory.store("Clicked login button at (500, 300) - success", type="action", metadata=metadata)
+    assert ID_PATTERN.match(memory_id)
+    got = memory.get(memory_id)
+    assert got.content == "Clicked login button at (500, 300) - success"
+    assert got.metadata == metadata
+    assert got.type is MemoryType.ACTION
+    assert got.source is MemorySource.MANUAL
+    assert got.memory_class is MemoryClass.EPISODIC
+    assert got.session_id == memory.session_id
+    assert got.session_id.startswith("session_")
+    assert got.content_hash and len(got.content_hash) == 64
+    assert got.created_at.tzinfo is not None
+
+
+def test_caller_supplied_timestamp_and_session(memory: MemoryManager) -> None:
+    memory_id = memory.store("old", timestamp="2023-05-08T13:56:00Z", session_id="s1", type="conversation")
+    got = memory.get(memory_id)
+    assert got.created_at == datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
+    assert got.session_id == "s1"
+    assert memory_id.startswith("conversation_20230508135600")
+
+
+def test_get_missing_says_not_found_and_suggests_search(memory: MemoryManager) -> None:
+    with pytest.raises(NotFoundError) as info:
+        memory.get("nonexistent_id")
+    assert "Memory not found" in str(info.value)
+    assert "memory_search" in str(info.value)
+
+
+def test_get_batch_keeps_order_and_marks_missing(memory: MemoryManager) -> None:
+    ids = [memory.store(f"memory number {i}") for i in range(20)]
+    request = [ids[5], "missing_1", ids[0], ids[19], "missing_2"]
+    got = memory.get_batch(request)
+    assert [m.id if m else None for m in got] == [ids[5], None, ids[0], ids[19], None]
+
+
+def test_update_content_reembeds_and_merges_metadata(memory: MemoryManager) -> None:
+    memory_id = memory.store("the sky is blue", metadata={"a": 1, "b": 2})
+    updated = memory.update(memory_id, content="bananas are yellow", metadata={"b": None, "c": 3})
+    assert updated.content == "bananas are yellow"
+    assert updated.metadata == {"a": 1, "c": 3}
+    assert updated.updated_at is not None
+    assert memory.search("yellow bananas", limit=1)[0].id == memory_id
+
+
+def test_delete_removes_everywhere(memory: MemoryManager) -> None:
+    memory_id = memory.store("Clicked login button", type="action")
+    keep = memory.store("Opened settings page", type="action")
+    assert memory.delete(memory_id) is True
+    with pytest.raises(NotFoundError):
+        memory.get(memory_id)
+    assert memory.delete(memory_id) is False
+    assert memory_id not in [h.id for h in memory.search("login button")]
+    assert memory.get(keep)
+
+
+def test_list_filters_and_pages(memory: MemoryManager) -> None:
+    for i in range(5):
+        memory.store(f"screen {i}", type="screen", session_id="a")
+    for i in range(3):
+        memory.store(f"action {i}", type="action", session_id="b")
+    assert len(memory.list(type="screen")) == 5
+    assert {m.session_id for m in memory.list(session_id="b")} == {"b"}
+    first, second = memory.list(limit=4), memory.list(limit=4, offset=4)
+    assert len(first) == 4 and len(second) == 4
+    assert not {m.id for m in first} & {m.id for m in second}
+    assert first[0].created_at >= first[-1].created_at
+
+
+def test_store_batch_is_all_or_nothing(memory: MemoryManager) -> None:
+    with pytest.raises(ValidationError) as info:
+        memory.store_batch([{"content": "fine"}, {"content": ""}])
+    assert "items[1].content" in str(info.value)
+    assert memory.stats()["total_memories"] == 0
+    ids = memory.store_batch([{"content": f"step {i}", "type": "workflow"} for i in range(50)])
+    assert len(ids) == len(set(ids)) == 50
+    assert memory.stats()["collections"]["workflow_memories"]["count"] == 50
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field", "expected"),
+    [
+        ({"content": ""}, "content", "non-empty string"),
+        ({"content": "x", "type": "bogus"}, "type", "screen, action, workflow"),
+        ({"content": "x", "metadata": {"v": float("nan")}}, "metadata", "JSON-safe"),
+        ({"content": "x", "metadata": ["not", "a", "dict"]}, "metadata", "expected a dict"),
+        ({"content": "x", "timestamp": "yesterday-ish"}, "timestamp", "ISO 8601"),
+        ({"content": "x", "source": "telepathy"}, "source", "manual"),
+    ],
+)
+def test_bad_input_names_the_field(memory: MemoryManager, kwargs: dict, field: str, expected: str) -> None:
+    with pytest.raises(ValidationError) as info:
+        memory.store(**kwargs)
+    assert info.value.field == field
+    assert expected in str(info.value)
+
+
+def test_ids_are_unique_and_sort_by_time(memory: MemoryManager) -> None:
+    base = datetime(2024, 1, 1, tzinfo=UTC)
+    items = [{"content": f"m{i}", "timestamp": base + timedelta(microseconds=i)} for i in range(300)]
+    ids = memory.store_batch(items)
+    assert len(set(ids)) == 300
+    assert ids == sorted(ids)
+
+
+def test_search_filters_apply_to_every_space(memory: MemoryManager) -> None:
+    ok = memory.store("Clicked login button", metadata={"success": True, "attempt": 3})
+    memory.store("Clicked login button", metadata={"success": False, "attempt": 1})
+    memory.store("Clicked login button", type="screen", metadata={"success": True, "attempt": 5})
+    hits = memory.search("login button", types=["action"], filters={"success": True})
+    assert [h.id for h in hits] == [ok]
+    assert {h.id for h in memory.search("login", filters={"attempt": {"$gte": 3}})} == {
+        ok, *[h.id for h in memory.search("login", types=["screen"])]
+    }
+    assert len(memory.search("login", filters={"attempt": {"$in": [1, 5]}})) == 2
+
+
+def test_search_session_and_time_range(memory: MemoryManager) -> None:
+    old = memory.store("deploy the service", session_id="s1", timestamp="2023-01-01T00:00:00Z")
+    new = memory.store("deploy the service", session_id="s2", timestamp="2024-01-01T00:00:00Z")
+    assert [h.id for h in memory.search("deploy", session_id="s1")] == [old]
+    assert [h.id for h in memory.search("deploy", since="2023-06-01T00:00:00Z")] == [new]
+    assert [h.id for h in memory.search("deploy", until="2023-06-01T00:00:00Z")] == [old]
+
+
+def test_search_hit_shape_and_score_range(memory: MemoryManager) -> None:
+    memory.store("The API uses API keys for authentication")
+    hit = memory.search("API keys")[0]
+    assert 0 < hit.score <= 1
+    assert set(hit.to_dict()) >= {"id", "type", "content", "metadata", "score", "created_at"}
+    assert "lexical" in hit.sources and "dense" in hit.sources
+
+
+def test_search_rejects_bad_arguments(memory: MemoryManager) -> None:
+    with pytest.raises(ValidationError, match="query"):
+        memory.search("  ")
+    with pytest.raises(ValidationError, match="limit"):
+        memory.search("x", limit=0)
+    with pytest.raises(ValidationError, match=r"\$regex"):
+        memory.search("x", filters={"a": {"$regex": "x"}})
+
+
+def test_expired_memories_are_not_returned(tmp_path: Path) -> None:
+    with open_fake(tmp_path / "s", **{"privacy.auto_delete_days": 1}) as memory:
+        memory.store("stale fact about kittens", timestamp=datetime.now(UTC) - timedelta(days=3))
+        fresh = memory.store("fresh fact about kittens")
+        assert [h.id for h in memory.search("kittens")] == [fresh]
+
+
+def test_quota_evicts_least_important_unprotected(tmp_path: Path) -> None:
+    with open_fake(tmp_path / "s", **{"retention.max_items_per_collection": 3}) as memory:
+        keep = memory.store("bookmarked", type="screen", metadata={"bookmarked": True, "importance": 0.0})
+        low = memory.store("unimportant", type="screen", metadata={"importance": 0.1})
+        mid = memory.store("middling", type="screen", metadata={"importance": 0.6})
+        new = memory.store("newest", type="screen")
+        assert [m.id if m else None for m in memory.get_batch([keep, low, mid, new])] == [keep, None, mid, new]
+        assert memory.stats()["collections"]["screen_memories"]["count"] == 3
+
+
+def test_near_size_quota_warns_and_still_stores(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    with open_fake(tmp_path / "s", **{"storage.max_size_mb": 0.001}) as memory:
+        memory_id = memory.store("still stored")
+        assert memory.get(memory_id)
+    assert any("of its quota" in r.message and "increase storage.max_size_mb" in r.message for r in caplog.records)
+
+
+def test_disabled_in_config_refuses_with_reason(tmp_path: Path) -> None:
+    with open_fake(tmp_path / "s", enabled=False) as memory:
+        with pytest.raises(remindful.MemoryDisabledError, match="Memory features are disabled"):
+            memory.store("x")
+        assert memory.disabled_reason
+
+
+def test_stats_report_collections_storage_and_latency(memory: MemoryManager) -> None:
+    memory.store("a", type="screen")
+    memory.search("a")
+    stats = memory.stats()
+    assert stats["total_memories"] == 1
+    assert stats["collections"]["screen_memories"] == {"count": 1, "quota": 10_000, "usage_percent": 0.01}
+    assert stats["storage"]["quota_limit_mb"] == 500
+    assert stats["storage"]["total_size_mb"] > 0
+    assert stats["performance"]["searches"] == 1
+    assert stats["sessions"] == 1
+
+
+def test_access_counts_recorded_after_search(memory: MemoryManager) -> None:
+    memory_id = memory.store("remember the milk")
+    memory.search("milk")
+    memory.close()
+    with open_fake(memory.path) as again:
+        assert again.get(memory_id).access_count == 1
+
+
+def test_resume_session_boosts_that_session(memory: MemoryManager) -> None:
+    a = memory.store("configure the database connection pool", session_id="old")
+    b = memory.store("configure the database connection pool", session_id="other")
+    memory.resume_session("old")
+    ranked = [h.id for h in memory.search("database connection")]
+    assert ranked.index(a) < ranked.index(b)
+    with pytest.raises(NotFoundError):
+        memory.resume_session("no-such-session")
+
+
+def test_open_is_lazy(tmp_path: Path) -> None:
+    memory = open_fake(tmp_path / "lazy")
+    assert not (tmp_path / "lazy").exists()
+    memory.store("now it exists")
+    assert (tmp_path / "lazy" / "catalog.sqlite3").exists()
+    memory.close()
+
+
+def test_storage_is_private(memory: MemoryManager) -> None:
+    memory.store("secret")
+    assert (memory.path.stat().st_mode & 0o777) == 0o700
+    assert ((memory.path / "catalog.sqlite3").stat().st_mode & 0o777) == 0o600
+
+
+async def _async_roundtrip(path: Path) -> None:
+    from remindful.aio import AsyncMemoryManager
+
+    async with AsyncMemoryManager(open_fake(path)) as memory:
+        memory_id = await memory.store("async hello")
+        assert (await memory.get(memory_id)).content == "async hello"
+        assert (await memory.search("hello"))[0].id == memory_id
+
+
+def test_async_facade(tmp_path: Path) -> None:
+    import asyncio
+
+    asyncio.run(_async_roundtrip(tmp_path / "a"))
