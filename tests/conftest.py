@@ -29,7 +29,9 @@ def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def open_fake(path: Path, **overrides: Any) -> MemoryManager:
     """A store with the fake embedder and the in-memory index: fast, no model, no Chroma."""
-    return remindful.open(path, embedder=FakeEmbedder(), index=InMemoryIndex(), **overrides)
+    overrides.setdefault("embedder", FakeEmbedder())
+    overrides.setdefault("index", InMemoryIndex())
+    return remindful.open(path, **overrides)
 
 
 @pytest.fixture

@@ -52,7 +52,9 @@ class ChromaSettings(_Section):
 
 
 class StorageSettings(_Section):
-    path: Path = Field(Path(DEFAULT_STORAGE_PATH), description="storage directory (catalog, Chroma data, backups)")
+    path: Path = Field(
+        Path(DEFAULT_STORAGE_PATH), validate_default=True, description="storage directory (catalog, Chroma data, backups)"
+    )
     max_size_mb: float = Field(500, gt=0, description="size quota; a warning is logged at 90 %")
     max_items: dict[MemoryType, int] = Field(
         default_factory=dict, description="per-type item quota overriding retention.max_items_per_collection"
@@ -168,12 +170,15 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        return (
+        sources: tuple[PydanticBaseSettingsSource, ...] = (
             init_settings,
             env_settings,
             _MemoryStoragePathSource(settings_cls),
-            YamlConfigSettingsSource(settings_cls, yaml_file=config_file(), yaml_config_section="memory"),
         )
+        yaml_file = config_file()
+        if yaml_file is not None:
+            sources += (YamlConfigSettingsSource(settings_cls, yaml_file=yaml_file, yaml_config_section="memory"),)
+        return sources
 
     @property
     def storage_path(self) -> Path:
@@ -238,7 +243,7 @@ def _set_dotted(target: dict[str, Any], keys: list[str], value: Any) -> None:
 
 def _config_error(exc: PydanticValidationError) -> ConfigError:
     first = exc.errors()[0]
-    field = ".".join(str(part) for part in first["loc"]) or "settings"
+    field = ".".join(str(part) for part in first["loc"] if part != "[key]") or "settings"
     got = first.get("input")
     message = first["msg"]
     if first["type"] == "extra_forbidden":
@@ -263,10 +268,11 @@ def _expected_form(field: str) -> str:
     if info is None:
         return "see `remindful config --defaults` for every setting and its form"
     constraints = ", ".join(str(m) for m in info.metadata)
-    described = info.description or ""
-    return f"expected {info.annotation!s}".replace("typing.", "") + (
-        f" ({constraints})" if constraints else ""
-    ) + (f": {described}" if described else "")
+    kind = getattr(info.annotation, "__name__", None) or str(info.annotation)
+    kind = kind.replace("typing.", "").replace("remindful.model.", "")
+    return f"expected {kind}" + (f" ({constraints})" if constraints else "") + (
+        f": {info.description}" if info.description else ""
+    )
 
 
 def _log_sources(overrides: dict[str, Any]) -> None:

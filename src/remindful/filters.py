@@ -93,7 +93,9 @@ def _where_sql(where: Mapping[str, Any], p: str, path: str) -> SqlFilter:
 
 
 def _condition_sql(key: str, cond: Any, p: str, path: str) -> SqlFilter:
-    expr, convert = _field_expr(key, p)
+    """One field's conditions. Metadata comparisons are type-strict, as in Chroma: ``true`` never
+    equals ``1``, and text never compares with numbers. ``$ne``/``$nin`` also match a missing key."""
+    field = _field(key, p)
     if not isinstance(cond, Mapping):
         cond = {"$eq": cond}
     result = SqlFilter()
@@ -103,48 +105,68 @@ def _condition_sql(key: str, cond: Any, p: str, path: str) -> SqlFilter:
             if value is None:
                 if op not in ("$eq", "$ne"):
                     raise ValidationError(f"{path}.{op}", "None can only be compared with $eq or $ne")
-                result &= SqlFilter(f"{expr} IS {'NOT ' if op == '$ne' else ''}NULL")
-            elif op == "$ne":
-                result &= SqlFilter(f"({expr} IS NULL OR {expr} != ?)", (convert(value),))
+                result &= SqlFilter(f"{field.expr} IS {'NOT ' if op == '$ne' else ''}NULL")
+            elif op in ("$eq", "$ne"):
+                eq = field.equals(value)
+                result &= SqlFilter(f"NOT coalesce({eq.sql}, 0)", eq.params) if op == "$ne" else eq
             else:
-                result &= SqlFilter(f"{expr} {COMPARISONS[op]} ?", (convert(value),))
+                if isinstance(value, bool):
+                    raise ValidationError(f"{path}.{op}", "expected a number or a string to compare with, not a boolean")
+                result &= field.compare(COMPARISONS[op], value)
         elif op in SET_OPS:
             if not isinstance(value, list | tuple) or not value:
                 raise ValidationError(f"{path}.{op}", "expected a non-empty list of values")
             for i, item in enumerate(value):
                 _check_scalar(item, f"{path}.{op}[{i}]")
-            marks = ",".join("?" * len(value))
-            values = tuple(convert(v) for v in value)
-            if op == "$in":
-                result &= SqlFilter(f"{expr} IN ({marks})", values)
-            else:
-                result &= SqlFilter(f"({expr} IS NULL OR {expr} NOT IN ({marks}))", values)
+            options = [field.equals(v) for v in value]
+            any_of = SqlFilter("(" + " OR ".join(o.sql for o in options) + ")", tuple(x for o in options for x in o.params))
+            result &= any_of if op == "$in" else SqlFilter(f"NOT coalesce({any_of.sql}, 0)", any_of.params)
         else:
             valid = ", ".join([*COMPARISONS, *SET_OPS])
             raise ValidationError(path, f"unknown operator {op!r}; expected one of {valid}")
     return result
 
 
-def _field_expr(key: str, p: str) -> tuple[str, Any]:
+@dataclass(frozen=True, slots=True)
+class _Field:
+    expr: str
+    json_type: str | None  # SQL giving the JSON type of a metadata path; None for a column
+    convert: Any
+
+    def equals(self, value: Any) -> SqlFilter:
+        if value is None:
+            return SqlFilter(f"{self.expr} IS NULL")
+        if self.json_type is None:
+            return SqlFilter(f"{self.expr} = ?", (self.convert(value),))
+        if isinstance(value, bool):
+            return SqlFilter(f"{self.json_type} = '{'true' if value else 'false'}'")
+        return self.compare("=", value)
+
+    def compare(self, op: str, value: Any) -> SqlFilter:
+        if self.json_type is None:
+            kind = "'text'" if isinstance(value, str) else "'integer','real'"
+            guard = f"typeof({self.expr}) IN ({kind})"
+        else:
+            guard = f"{self.json_type} " + ("= 'text'" if isinstance(value, str) else "IN ('integer','real')")
+        return SqlFilter(f"({guard} AND {self.expr} {op} ?)", (self.convert(value),))
+
+
+def _field(key: str, p: str) -> _Field:
     if key in COLUMNS:
         if key == "created_at":
-            return f"{p}created_at", to_epoch
+            return _Field(f"{p}created_at", None, to_epoch)
         if key == "bookmarked":
-            return f"{p}bookmarked", lambda v: int(bool(v))
-        return f"{p}{key}", _identity
+            return _Field(f"{p}bookmarked", None, lambda v: int(bool(v)))
+        return _Field(f"{p}{key}", None, _identity)
     if not key or any(not part for part in key.split(".")):
         raise ValidationError("filters", f"bad field name {key!r}; expected a name like 'success' or 'target.x'")
     json_path = "$" + "".join('."' + part.replace('"', '""') + '"' for part in key.split("."))
-    return f"json_extract({p}metadata, '{json_path.replace(chr(39), chr(39) * 2)}')", _json_value
+    quoted = json_path.replace("'", "''")
+    return _Field(f"json_extract({p}metadata, '{quoted}')", f"json_type({p}metadata, '{quoted}')", _identity)
 
 
 def _identity(value: Any) -> Any:
     return value
-
-
-def _json_value(value: Any) -> Any:
-    # json_extract yields 1/0 for JSON true/false.
-    return int(value) if isinstance(value, bool) else value
 
 
 def _check_scalar(value: Any, path: str) -> None:
@@ -228,7 +250,17 @@ def _push_down(where: Mapping[str, Any]) -> dict[str, Any] | None:
 
 
 def _mentions_none(cond: Any) -> bool:
-    # Chroma has no null: "$ne" and "$nin" also match rows lacking the key in SQL, but not in Chroma.
+    """True for conditions Chroma cannot express the same way: it has no null ("$ne"/"$nin" also
+    match rows lacking the key in SQL), and it rejects "$in" lists mixing value types."""
     if not isinstance(cond, Mapping):
         return cond is None
-    return any(op in ("$ne", "$nin") or v is None for op, v in cond.items())
+    for op, value in cond.items():
+        if op in ("$ne", "$nin") or value is None:
+            return True
+        if op == "$in" and len({_kind(v) for v in value}) > 1:
+            return True
+    return False
+
+
+def _kind(value: Any) -> str:
+    return "bool" if isinstance(value, bool) else "number" if isinstance(value, int | float) else "str"

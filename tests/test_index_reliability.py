@@ -1,0 +1,310 @@
+"""Embedded Chroma under damage and contention: corruption checks, reset, retries, full disk, laziness."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import socket
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from chromadb.errors import InternalError
+from conftest_chroma import free_port
+
+import remindful.index.chroma as chroma_mod
+from remindful.errors import CorruptionError, StorageError, StorageFullError, StorageLockedError
+from remindful.index import ChromaEmbeddedIndex, ChromaServerIndex
+
+COL = "test_memories"
+RECOVERY = "remindful reindex --reset"
+
+
+def vectors(n: int, dim: int = 16, seed: int = 0) -> np.ndarray:
+    v = np.random.default_rng(seed).normal(size=(n, dim)).astype(np.float32)
+    return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+
+def filled(path: Path, n: int = 300) -> ChromaEmbeddedIndex:
+    """A closed store whose HNSW segment was persisted: sync_threshold 100 flushes it to disk at 300 items.
+
+    chromadb 1.x writes index_metadata.pickle (and reads the HNSW files back at open) only once a
+    collection has passed ``sync_threshold`` (default 1000) items; below that the segment is rebuilt
+    from the log and damage to its files is harmless.
+    """
+    index = ChromaEmbeddedIndex(path, hnsw={"sync_threshold": 100, "batch_size": 50})
+    index.upsert(COL, [f"m{i}" for i in range(n)], vectors(n), [{"i": i} for i in range(n)])
+    index.close()
+    return index
+
+
+def segment_file(path: Path, name: str) -> Path:
+    [found] = [p for p in path.glob(f"*/{name}") if (p.parent / "index_metadata.pickle").exists()]
+    return found
+
+
+def truncate_half(file: Path) -> None:
+    os.truncate(file, file.stat().st_size // 2)
+
+
+# -- corruption ------------------------------------------------------------------------------------
+
+
+def test_healthy_store_passes_check_and_keeps_its_data(tmp_path: Path) -> None:
+    index = filled(tmp_path / "chroma")
+    index.check()
+    assert index.count(COL) == 300
+    assert not list(tmp_path.glob("chroma.corrupt-*"))
+    index.close()
+
+
+def test_check_of_a_store_that_does_not_exist_yet_passes(tmp_path: Path) -> None:
+    ChromaEmbeddedIndex(tmp_path / "nothing").check()
+
+
+@pytest.mark.parametrize("how", ["half", "empty"])
+def test_truncated_sqlite_is_detected_and_backed_up(tmp_path: Path, how: str) -> None:
+    path = tmp_path / "chroma"
+    index = filled(path)
+    db = path / "chroma.sqlite3"
+    if how == "half":
+        truncate_half(db)
+    else:
+        os.truncate(db, 0)  # chromadb alone would silently start a new, empty store here
+    with pytest.raises(CorruptionError) as info:
+        index.check()
+    err = info.value
+    assert "chroma.sqlite3" in str(err)
+    assert RECOVERY in str(err)
+    assert err.backup_path is not None
+    backup = Path(err.backup_path)
+    assert backup.is_dir()
+    assert backup.name.startswith("chroma.corrupt-")
+    assert (backup / "chroma.sqlite3").stat().st_size == db.stat().st_size  # a copy of the damaged files
+    assert path.exists()  # check() copies; only reset_files() moves
+
+
+@pytest.mark.parametrize(
+    "name", ["header.bin", "data_level0.bin", "link_lists.bin", "length.bin", "index_metadata.pickle"]
+)
+def test_truncated_hnsw_file_is_detected(tmp_path: Path, name: str) -> None:
+    path = tmp_path / "chroma"
+    index = filled(path)
+    target = segment_file(path, name)
+    truncate_half(target)
+    with pytest.raises(CorruptionError) as info:
+        index.check()
+    message = str(info.value)
+    if name != "index_metadata.pickle":  # found by the probe's file checks, which name the file
+        assert f"{target.parent.name}/{name}" in message
+    else:  # found by chromadb itself: "Error deserializing pickle file"
+        assert "pickle" in message
+    assert info.value.backup_path and Path(info.value.backup_path, target.parent.name, name).exists()
+
+
+def test_check_survives_a_crashing_probe(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A native crash in the probe (as a half header.bin causes in chromadb 1.5.9 on write) is reported."""
+    index = filled(tmp_path / "chroma", n=20)
+    real_run = subprocess.run
+    crash = "import os, signal; print('{\"stage\": \"querying collection x\"}', flush=True); os.kill(os.getpid(), 11)"
+
+    def run(cmd: list[str], **kwargs: Any) -> Any:
+        return real_run([cmd[0], "-c", crash, *cmd[3:]], **kwargs)
+
+    monkeypatch.setattr(chroma_mod.subprocess, "run", run)
+    with pytest.raises(CorruptionError, match=r"signal 11 while querying collection x"):
+        index.check()
+
+
+def test_runtime_corruption_error_is_typed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    index = ChromaEmbeddedIndex(tmp_path / "chroma")
+    index.count(COL)
+    fail = FailingCall(InternalError("Error executing plan: Error loading hnsw index"), times=99)
+    monkeypatch.setattr(index._collection(COL), "count", fail)
+    with pytest.raises(CorruptionError, match=RECOVERY):
+        index.count(COL)
+    assert fail.calls == 1
+    index.close()
+
+
+def test_reset_files_moves_the_store_aside_and_starts_empty(tmp_path: Path) -> None:
+    path = tmp_path / "chroma"
+    index = filled(path)
+    assert index.count(COL) == 300  # reopens lazily after close()
+    backup = index.reset_files()
+    assert backup is not None and (backup / "chroma.sqlite3").exists()
+    assert index.count(COL) == 0
+    index.upsert(COL, ["new"], vectors(1), [{}])
+    assert index.ids(COL) == ["new"]
+    assert (path.stat().st_mode & 0o777) == 0o700
+    index.close()
+    assert ChromaEmbeddedIndex(backup).count(COL) == 300  # the backup is a working store
+
+
+def test_close_then_reopen_same_path_in_process(tmp_path: Path) -> None:
+    path = tmp_path / "chroma"
+    first = ChromaEmbeddedIndex(path)
+    first.upsert(COL, ["a"], vectors(1), [{"k": "v"}])
+    first.close()
+    first.close()  # idempotent
+    second = ChromaEmbeddedIndex(path)
+    assert second.ids(COL) == ["a"]
+    second.close()
+    assert (path.stat().st_mode & 0o777) == 0o700
+
+
+# -- retries -----------------------------------------------------------------------------------------
+
+
+class FailingCall:
+    """Raises ``error`` on the first ``times`` calls, then returns ``result``."""
+
+    def __init__(self, error: BaseException, times: int, result: Any = 7) -> None:
+        self.error, self.times, self.result, self.calls = error, times, result, 0
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        self.calls += 1
+        if self.calls <= self.times:
+            raise self.error
+        return self.result
+
+
+@pytest.fixture
+def sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    slept: list[float] = []
+    monkeypatch.setattr(chroma_mod.time, "sleep", slept.append)
+    return slept
+
+
+@pytest.fixture
+def embedded(tmp_path: Path) -> Any:
+    index = ChromaEmbeddedIndex(tmp_path / "chroma")
+    index.count(COL)  # creates the client and caches the collection handle
+    yield index
+    index.close()
+
+
+@pytest.mark.parametrize(
+    "error",
+    [InternalError("error returned from database: (code: 5) database is locked"), sqlite3.OperationalError("database is locked")],
+    ids=["chroma", "sqlite"],
+)
+def test_transient_lock_is_retried_then_succeeds(
+    embedded: Any, monkeypatch: pytest.MonkeyPatch, sleeps: list[float], error: BaseException
+) -> None:
+    fail = FailingCall(error, times=2)
+    monkeypatch.setattr(embedded._collection(COL), "count", fail)
+    assert embedded.count(COL) == 7
+    assert fail.calls == 3
+    assert sleeps == [0.05, 0.1]
+
+
+def test_lock_that_outlasts_the_retries_raises_storage_locked(
+    embedded: Any, monkeypatch: pytest.MonkeyPatch, sleeps: list[float]
+) -> None:
+    fail = FailingCall(InternalError("database is busy"), times=99)
+    monkeypatch.setattr(embedded._collection(COL), "count", fail)
+    with pytest.raises(StorageLockedError, match="3 retries"):
+        embedded.count(COL)
+    assert fail.calls == 4  # the call and exactly 3 retries
+    assert sleeps == [0.05, 0.1, 0.2]
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        OSError(errno.ENOSPC, "No space left on device"),
+        InternalError("Query error: Database error: error returned from database: (code: 13) database or disk is full"),
+    ],
+    ids=["enospc", "sqlite-full"],
+)
+def test_full_disk_raises_storage_full_without_retry(
+    embedded: Any, monkeypatch: pytest.MonkeyPatch, sleeps: list[float], error: BaseException
+) -> None:
+    fail = FailingCall(error, times=99)
+    monkeypatch.setattr(embedded._collection(COL), "upsert", fail)
+    with pytest.raises(StorageFullError, match="Storage full, unable to save memory"):
+        embedded.upsert(COL, ["a"], vectors(1), [{}])
+    assert fail.calls == 1
+    assert sleeps == []
+
+
+def test_vague_write_error_on_a_nearly_full_disk_is_storage_full(embedded: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """chromadb 1.5.9 on a full tmpfs says only "Error in compaction: Failed to apply logs to the metadata segment"."""
+    monkeypatch.setattr(
+        embedded._collection(COL), "upsert", FailingCall(InternalError("Error in compaction: Error purging logs"), 99)
+    )
+    monkeypatch.setattr(chroma_mod.shutil, "disk_usage", lambda _: Usage())
+    with pytest.raises(StorageFullError):
+        embedded.upsert(COL, ["a"], vectors(1), [{}])
+
+
+class Usage:
+    total, used, free = 10**9, 10**9 - 1024, 1024
+
+
+def test_stale_collection_handle_is_refetched(embedded: Any) -> None:
+    embedded.upsert(COL, ["a"], vectors(1), [{}])
+    embedded._get_client().delete_collection(COL)  # as another process's reset would
+    assert embedded.count(COL) == 0
+
+
+def test_unreachable_server_names_host_and_port(monkeypatch: pytest.MonkeyPatch, sleeps: list[float]) -> None:
+    port = free_port()
+    index = ChromaServerIndex("127.0.0.1", port)  # lazy: nothing contacted yet
+    with pytest.raises(StorageError, match=f"127.0.0.1:{port}"):
+        index.count(COL)
+    assert sleeps == [0.05, 0.1, 0.2]
+    index.close()
+
+
+def test_upsert_is_chunked_below_the_max_batch_size(embedded: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    col = embedded._collection(COL)
+    sizes: list[int] = []
+    real = col.upsert
+    monkeypatch.setattr(col, "upsert", lambda **kw: (sizes.append(len(kw["ids"])), real(**kw)))
+    embedded._max_batch = 7
+    embedded.upsert(COL, [f"m{i}" for i in range(20)], vectors(20), [{} for _ in range(20)])
+    assert sizes == [7, 7, 6]
+    assert embedded.count(COL) == 20
+
+
+# -- laziness, no network, no default model -------------------------------------------------------
+
+
+def test_constructing_an_index_imports_nothing_heavy(tmp_path: Path) -> None:
+    code = (
+        "import sys; from pathlib import Path\n"
+        "from remindful.index import ChromaEmbeddedIndex, ChromaServerIndex\n"
+        f"ChromaEmbeddedIndex(Path({str(tmp_path / 'c')!r})); ChromaServerIndex('127.0.0.1', 1)\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in ('chromadb', 'onnxruntime'))))"
+    )
+    out = subprocess.run([sys.executable, "-c", "import json\n" + code], capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout) == []
+    assert not (tmp_path / "c").exists()
+
+
+def test_embedded_use_touches_no_network_and_no_default_model(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, isolated_env: Path
+) -> None:
+    attempts: list[Any] = []
+    real_connect = socket.socket.connect
+
+    def guarded(self: socket.socket, address: Any) -> Any:
+        if self.family != socket.AF_UNIX:
+            attempts.append(address)
+            raise OSError("network disabled in this test")
+        return real_connect(self, address)
+
+    monkeypatch.setattr(socket.socket, "connect", guarded)
+    index = ChromaEmbeddedIndex(tmp_path / "chroma")
+    index.upsert(COL, ["a", "b"], vectors(2), [{}, {}])
+    assert index.query(COL, vectors(2)[0], 1)[0][0] == "a"
+    index.close()
+    assert attempts == []
+    assert not list(isolated_env.rglob("onnx_models")) and not (isolated_env / ".cache" / "chroma").exists()

@@ -1,0 +1,43 @@
+"""Property tests: what goes in through store() comes back out of get() unchanged."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from conftest import open_fake
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+json_scalars = st.one_of(
+    st.none(), st.booleans(), st.integers(-(2**53), 2**53), st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=20),
+)
+json_values = st.recursive(
+    json_scalars,
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=8), inner, max_size=4)),
+    max_leaves=12,
+)
+metadata = st.dictionaries(st.text(max_size=10), json_values, max_size=6)
+contents = st.text(min_size=1, max_size=300).filter(lambda s: s.strip())
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(content=contents, meta=metadata)
+def test_content_and_metadata_round_trip(tmp_path_factory, content: str, meta: dict) -> None:  # type: ignore[no-untyped-def]
+    path: Path = tmp_path_factory.mktemp("prop")
+    with open_fake(path) as memory:
+        got = memory.get(memory.store(content, metadata=meta))
+        assert got.content == content
+        assert got.metadata == meta
+        (batch,) = memory.get_batch([got.id])
+        assert batch is not None and batch.metadata == meta
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.lists(contents, min_size=1, max_size=40))
+def test_batch_ids_unique_and_time_sorted(tmp_path_factory, texts: list[str]) -> None:  # type: ignore[no-untyped-def]
+    with open_fake(tmp_path_factory.mktemp("ids")) as memory:
+        ids = memory.store_batch([{"content": t} for t in texts])
+        assert len(set(ids)) == len(ids)
+        stamps = [i.split("_")[1] for i in ids]
+        assert stamps == sorted(stamps)
