@@ -1,0 +1,137 @@
+"""The real path end to end: ONNX all-MiniLM-L6-v2, embedded Chroma, SQLite, several processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import remindful
+from remindful.manager import MemoryManager
+
+pytestmark = pytest.mark.slow
+
+
+def test_semantic_search_finds_related_memories(real_memory: MemoryManager) -> None:
+    login = real_memory.store("Login form automation", type="screen")
+    auth = real_memory.store("User authentication workflow", type="workflow")
+    real_memory.store("Homepage screenshot", type="screen")
+    real_memory.store("Recipe for banana bread with walnuts", type="knowledge")
+    hits = real_memory.search("login process", limit=5)
+    top2 = {h.id for h in hits[:2]}
+    assert top2 == {login, auth}
+    assert all(h.type.value in ("screen", "workflow", "knowledge") for h in hits)
+
+
+def test_paraphrase_is_found_by_the_dense_space(real_memory: MemoryManager) -> None:
+    target = real_memory.store("The user prefers dark mode in every editor")
+    for text in ["Deployed version 2.3 to staging", "The build failed on a missing semicolon",
+                 "Meeting moved to Thursday afternoon", "Bought coffee beans from the market"]:
+        real_memory.store(text)
+    hits = real_memory.search("which colour theme does she like?", limit=3)
+    assert hits[0].id == target
+    assert "dense" in hits[0].sources
+
+
+def test_exact_keyword_is_found_by_the_lexical_space(real_memory: MemoryManager) -> None:
+    target = real_memory.store("Error code ZX-4471 means the license server is unreachable")
+    for i in range(30):
+        real_memory.store(f"Error number {i} was handled by the retry loop in the network client")
+    hits = real_memory.search("ZX-4471", limit=3)
+    assert hits[0].id == target
+    assert "lexical" in hits[0].sources
+
+
+def test_filters_hold_on_the_real_index(real_memory: MemoryManager) -> None:
+    ok = real_memory.store("Clicked submit on the signup form", metadata={"success": True}, session_id="a")
+    real_memory.store("Clicked submit on the signup form", metadata={"success": False}, session_id="a")
+    real_memory.store("Clicked submit on the signup form", metadata={"success": True}, session_id="b")
+    hits = real_memory.search("submit signup", filters={"success": True}, session_id="a")
+    assert [h.id for h in hits] == [ok]
+
+
+def _child(path: Path, body: str) -> subprocess.Popen[str]:
+    script = textwrap.dedent(
+        f"""
+        import json, sys, remindful
+        memory = remindful.open({str(path)!r}, **{{"embeddings.backend": "fake"}})
+        """
+    ) + textwrap.dedent(body)
+    return subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_another_process_sees_what_one_stored(tmp_path: Path) -> None:
+    path = tmp_path / "shared"
+    with remindful.open(path, **{"embeddings.backend": "fake"}) as memory:
+        memory.store("opened first, by the parent")
+        memory.search("warm the index up")
+        child = _child(path, """
+            ids = [memory.store(f"written by the child process number {i}") for i in range(5)]
+            memory.close()
+            print(json.dumps(ids))
+        """)
+        out, err = child.communicate(timeout=120)
+        assert child.returncode == 0, err
+        ids = json.loads(out)
+        assert [m.id for m in memory.get_batch(ids) if m] == ids
+        found = {h.id for h in memory.search("written by the child process", limit=10)}
+        assert set(ids) <= found
+        assert "dense" in next(h for h in memory.search("child process number 3") if h.id == ids[3]).sources
+
+
+def test_kill_9_loses_no_acknowledged_memory(tmp_path: Path) -> None:
+    path = tmp_path / "crash"
+    child = _child(path, """
+        for i in range(100000):
+            memory_id = memory.store(f"memory {i} acknowledged before the crash")
+            print(memory_id, flush=True)
+    """)
+    acknowledged: list[str] = []
+    deadline = time.monotonic() + 60
+    assert child.stdout is not None
+    while len(acknowledged) < 40 and time.monotonic() < deadline:
+        line = child.stdout.readline()
+        if line:
+            acknowledged.append(line.strip())
+    os.kill(child.pid, signal.SIGKILL)
+    child.wait()
+    acknowledged += [line.strip() for line in child.stdout.read().splitlines() if line.strip()]
+    child.stdout.close()
+    child.stderr.close()  # type: ignore[union-attr]
+    assert len(acknowledged) >= 40
+    with remindful.open(path, **{"embeddings.backend": "fake"}) as memory:
+        got = memory.get_batch(acknowledged)
+        assert all(m is not None for m in got)
+        memory.search("acknowledged")  # opening the index indexes whatever the crash left behind
+        assert memory.index_status()["unindexed"] == 0
+
+
+def _truncate(path: Path, keep: int = 4096) -> None:
+    with open(path, "r+b") as f:
+        f.truncate(keep)
+
+
+def test_corrupted_index_is_detected_backed_up_and_rebuilt(tmp_path: Path, onnx_embedder: Any) -> None:
+    path = tmp_path / "corrupt"
+    with remindful.open(path, embedder=onnx_embedder) as memory:
+        kept = memory.store("The staging database lives on port 5433")
+        memory.store("Lunch is at noon on Fridays")
+    _truncate(path / "chroma" / "chroma.sqlite3")
+    with remindful.open(path, embedder=onnx_embedder) as memory:
+        hits = memory.search("which port does the staging database use?")
+        assert hits[0].id == kept  # search works from the catalog while the index is down
+        status = memory.index_status()
+        assert status["available"] is False and "damaged" in status["error"]
+        assert list(tmp_path.glob("chroma.corrupt-*")) or list(path.glob("chroma.corrupt-*"))
+        counts = memory.reindex(reset=True)
+        assert counts["action_memories"] == 2
+        assert memory.index_status()["available"] is True
+        assert memory.search("staging database port")[0].id == kept
