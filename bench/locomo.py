@@ -103,8 +103,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--k", default="5,10", help="comma-separated cut-offs")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--conversations", type=int, default=None, help="only the first N conversations")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        help="a setting override, e.g. search.lexical_weight=0 (repeatable)")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a setting override, e.g. search.lexical_weight=0 (repeatable)",
+    )
     args = parser.parse_args(argv)
     ks = sorted(int(k) for k in args.k.split(","))
     data = json.loads(args.data.read_text())[: args.conversations]
@@ -120,10 +125,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"LoCoMo {args.data.name}: {result['questions']} questions (categories 1-4)")
         print("  " + "  ".join(f"{k} {v:.3f}" for k, v in result["recall"].items()) + f"  MRR {result['mrr']:.3f}")
         for category, figures in result["by_category"].items():
-            print(f"  category {category} (n={figures['n']}): "
-                  + "  ".join(f"{k} {v:.3f}" for k, v in figures.items() if k != "n"))
-        print(f"  ingest {result['ingest_per_s']:.0f} turns/s; search p50 {result['search_p50_ms']:.1f} ms, "
-              f"p95 {result['search_p95_ms']:.1f} ms")
+            print(
+                f"  category {category} (n={figures['n']}): "
+                + "  ".join(f"{k} {v:.3f}" for k, v in figures.items() if k != "n")
+            )
+        print(
+            f"  ingest {result['ingest_per_s']:.0f} turns/s; search p50 {result['search_p50_ms']:.1f} ms, "
+            f"p95 {result['search_p95_ms']:.1f} ms"
+        )
     return 0
 
 

@@ -93,8 +93,10 @@ def bench_size(embedder: Any, root: Path, size: int, queries: int) -> dict[str, 
         started = time.perf_counter()
         for start in range(0, size, 2000):
             memory.store_batch(
-                [{"content": t, "type": "conversation", "session_id": f"session_{(start + i) % 1000:04d}"}
-                 for i, t in enumerate(texts[start : start + 2000])]
+                [
+                    {"content": t, "type": "conversation", "session_id": f"session_{(start + i) % 1000:04d}"}
+                    for i, t in enumerate(texts[start : start + 2000])
+                ]
             )
         ingest_s = time.perf_counter() - started
     # A fresh process-like open: nothing cached but the files.
@@ -132,8 +134,9 @@ def bench_size(embedder: Any, root: Path, size: int, queries: int) -> dict[str, 
         collection.query(query_embeddings=embedder.embed([q]).tolist(), n_results=10)
         base_plain.append((time.perf_counter() - t0) * 1000)
         t0 = time.perf_counter()
-        collection.query(query_embeddings=embedder.embed([q]).tolist(), n_results=10,
-                         where={"session_id": f"session_{i % 1000:04d}"})
+        collection.query(
+            query_embeddings=embedder.embed([q]).tolist(), n_results=10, where={"session_id": f"session_{i % 1000:04d}"}
+        )
         base_filtered.append((time.perf_counter() - t0) * 1000)
     memory.close()
     return {
@@ -175,14 +178,18 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     print(f"model load {result['model_load_ms']} ms; first-use init {result['first_use_init_ms']} ms")
     ing = result["ingest"]
-    print(f"ingest: store_batch {ing['store_batch_per_s']}/s vs raw embedder {ing['raw_embed_per_s']}/s "
-          f"= {ing['ingest_ratio_vs_raw']}x; batch of 50 {ing['batch50_speedup']}x faster than 50 singles")
+    print(
+        f"ingest: store_batch {ing['store_batch_per_s']}/s vs raw embedder {ing['raw_embed_per_s']}/s "
+        f"= {ing['ingest_ratio_vs_raw']}x; batch of 50 {ing['batch50_speedup']}x faster than 50 singles"
+    )
     for s in result["sizes"]:
-        print(f"{s['size']:>7} memories: search p50 {s['search_p50_ms']} ms (p95 {s['search_p95_ms']}), "
-              f"session-filtered p50 {s['session_search_p50_ms']} ms (p95 {s['session_search_p95_ms']}); "
-              f"plain Chroma p50 {s['chroma_p50_ms']} / filtered {s['chroma_session_p50_ms']} ms; "
-              f"get {s['get_p50_ms']} ms; stats {s['stats_p50_ms']} ms; open {s['open_ms']} ms; "
-              f"ingest {s['ingest_per_s']}/s")
+        print(
+            f"{s['size']:>7} memories: search p50 {s['search_p50_ms']} ms (p95 {s['search_p95_ms']}), "
+            f"session-filtered p50 {s['session_search_p50_ms']} ms (p95 {s['session_search_p95_ms']}); "
+            f"plain Chroma p50 {s['chroma_p50_ms']} / filtered {s['chroma_session_p50_ms']} ms; "
+            f"get {s['get_p50_ms']} ms; stats {s['stats_p50_ms']} ms; open {s['open_ms']} ms; "
+            f"ingest {s['ingest_per_s']}/s"
+        )
     return 0
 
 

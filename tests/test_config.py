@@ -43,7 +43,9 @@ def test_yaml_file_env_and_overrides_in_order(tmp_path: Path, monkeypatch: pytes
     assert settings.storage.path == tmp_path / "ours"  # REMINDFUL_* beats MEMORY_STORAGE_PATH
     assert settings.retention.default_retention_days == 3  # env beats file
     assert settings.storage.max_size_mb == 100  # untouched keys still come from the file
-    assert load_settings(tmp_path / "arg", **{"retention.default_retention_days": 4}).retention.default_retention_days == 4
+    assert (
+        load_settings(tmp_path / "arg", **{"retention.default_retention_days": 4}).retention.default_retention_days == 4
+    )
     assert load_settings(tmp_path / "arg").storage.path == tmp_path / "arg"  # the path argument wins
 
 
@@ -67,7 +69,7 @@ def test_invalid_values_name_the_field_and_the_form(overrides: dict, field: str,
 def test_storage_path_that_is_a_file_is_rejected(tmp_path: Path) -> None:
     target = tmp_path / "file.txt"
     target.write_text("x")
-    with pytest.raises(ConfigError, match="storage.path"):
+    with pytest.raises(ConfigError, match=r"storage\.path"):
         load_settings(target)
 
 

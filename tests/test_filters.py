@@ -24,8 +24,9 @@ ROWS = [
 def _select(where: dict) -> list[int]:
     conn = sqlite3.connect(":memory:")
     conn.execute("CREATE TABLE memories (n INTEGER, metadata TEXT, session_id TEXT, type TEXT, created_at REAL)")
-    conn.executemany("INSERT INTO memories VALUES (?,?,?,?,?)",
-                     [(i, json.dumps(r), "s", "action", 0.0) for i, r in enumerate(ROWS)])
+    conn.executemany(
+        "INSERT INTO memories VALUES (?,?,?,?,?)", [(i, json.dumps(r), "s", "action", 0.0) for i, r in enumerate(ROWS)]
+    )
     flt = build_filter(filters=where)
     return [r[0] for r in conn.execute(f"SELECT n FROM memories WHERE {flt.sql} ORDER BY n", flt.params)]
 
@@ -85,8 +86,9 @@ def test_index_pushdown_never_drops_a_true_match(where: dict) -> None:
 
 
 def test_index_metadata_is_flat_and_prefixed() -> None:
-    flat = index_metadata({"session_id": "s", "created_at": 1.0, "source": None},
-                          {"a": 1, "b": {"c": "d"}, "l": [1, 2], "n": None})
+    flat = index_metadata(
+        {"session_id": "s", "created_at": 1.0, "source": None}, {"a": 1, "b": {"c": "d"}, "l": [1, 2], "n": None}
+    )
     assert flat == {"session_id": "s", "created_at": 1.0, "m.a": 1, "m.b.c": "d"}
 
 

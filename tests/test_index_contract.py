@@ -9,8 +9,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest_chroma import chroma_server  # noqa: F401  (session fixture used by the server backend)
 
+from conftest_chroma import chroma_server  # noqa: F401  (session fixture used by the server backend)
 from remindful.index import ChromaEmbeddedIndex, ChromaServerIndex, InMemoryIndex, VectorIndex
 
 DIM = 8
@@ -61,7 +61,9 @@ def test_query_returns_nearest_first_with_similarity_one_for_same_vector(
     assert sims == sorted(sims, reverse=True)
     expected = sorted(range(20), key=lambda i: -float(vectors[i] @ vectors[7]))[:5]
     assert [h[0] for h in hits] == [f"m{i}" for i in expected]
-    assert all(s == pytest.approx(float(vectors[i] @ vectors[7]), abs=1e-4) for i, s in zip(expected, sims, strict=True))
+    assert all(
+        s == pytest.approx(float(vectors[i] @ vectors[7]), abs=1e-4) for i, s in zip(expected, sims, strict=True)
+    )
 
 
 def test_upsert_replaces_vector_and_metadata(index: VectorIndex, rng: np.random.Generator) -> None:

@@ -15,9 +15,10 @@ from typing import Any
 import numpy as np
 import pytest
 from chromadb.errors import InternalError
-from conftest_chroma import free_port
 
 import remindful.index.chroma as chroma_mod
+import remindful.index.chroma_base as base_mod
+from conftest_chroma import free_port
 from remindful.errors import CorruptionError, StorageError, StorageFullError, StorageLockedError
 from remindful.index import ChromaEmbeddedIndex, ChromaServerIndex
 
@@ -111,7 +112,7 @@ def test_check_survives_a_crashing_probe(tmp_path: Path, monkeypatch: pytest.Mon
     """A native crash in the probe (as a half header.bin causes in chromadb 1.5.9 on write) is reported."""
     index = filled(tmp_path / "chroma", n=20)
     real_run = subprocess.run
-    crash = "import os, signal; print('{\"stage\": \"querying collection x\"}', flush=True); os.kill(os.getpid(), 11)"
+    crash = 'import os, signal; print(\'{"stage": "querying collection x"}\', flush=True); os.kill(os.getpid(), 11)'
 
     def run(cmd: list[str], **kwargs: Any) -> Any:
         return real_run([cmd[0], "-c", crash, *cmd[3:]], **kwargs)
@@ -177,7 +178,7 @@ class FailingCall:
 @pytest.fixture
 def sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     slept: list[float] = []
-    monkeypatch.setattr(chroma_mod.time, "sleep", slept.append)
+    monkeypatch.setattr(base_mod.time, "sleep", slept.append)
     return slept
 
 
@@ -191,7 +192,10 @@ def embedded(tmp_path: Path) -> Any:
 
 @pytest.mark.parametrize(
     "error",
-    [InternalError("error returned from database: (code: 5) database is locked"), sqlite3.OperationalError("database is locked")],
+    [
+        InternalError("error returned from database: (code: 5) database is locked"),
+        sqlite3.OperationalError("database is locked"),
+    ],
     ids=["chroma", "sqlite"],
 )
 def test_transient_lock_is_retried_then_succeeds(
@@ -234,7 +238,7 @@ def test_full_disk_raises_storage_full_without_retry(
     assert sleeps == []
 
 
-def test_vague_write_error_on_a_nearly_full_disk_is_storage_full(embedded: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_vague_write_error_on_nearly_full_disk_is_storage_full(embedded: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """chromadb 1.5.9 on a full tmpfs says only "Error in compaction: Failed to apply logs to the metadata segment"."""
     monkeypatch.setattr(
         embedded._collection(COL), "upsert", FailingCall(InternalError("Error in compaction: Error purging logs"), 99)

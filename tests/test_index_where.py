@@ -29,9 +29,7 @@ def test_trivial_filters_become_none_and_single_branches_are_unwrapped() -> None
 
 def test_mixed_number_lists_become_floats_and_get_int_guards() -> None:
     assert to_chroma_where({"n": {"$in": [1, 2]}}) == {"n": {"$in": [1, 2]}}
-    assert to_chroma_where({"n": {"$in": [1, 2.5]}}) == {
-        "$and": [{"n": {"$in": [1.0, 2.5]}}, {"n": {"$nin": [2]}}]
-    }
+    assert to_chroma_where({"n": {"$in": [1, 2.5]}}) == {"$and": [{"n": {"$in": [1.0, 2.5]}}, {"n": {"$nin": [2]}}]}
     assert to_chroma_where({"n": {"$in": [2, 2.5]}}) == {"n": {"$in": [2.0, 2.5]}}  # int 2 is a real member
 
 
@@ -80,7 +78,9 @@ def test_matches_semantics() -> None:
 
 VALUES: list[Any] = [0, 1, 2, -1, -3, 1.0, 1.5, -2.5, 2.5, 0.25, True, False, "1", "a", "b", None]
 RECORDS = {
-    f"r{i}": {k: v for k, v in {"k": VALUES[i % len(VALUES)], "n": i % 7 - 3, "s": "ab"[i % 2]}.items() if v is not None}
+    f"r{i}": {
+        k: v for k, v in {"k": VALUES[i % len(VALUES)], "n": i % 7 - 3, "s": "ab"[i % 2]}.items() if v is not None
+    }
     for i in range(48)
 }
 numbers = st.one_of(st.integers(-4, 4), st.sampled_from([-3.5, -2.5, -0.5, 0.0, 0.5, 1.0, 1.5, 2.5, 3.25]))
@@ -99,7 +99,9 @@ leaves = st.one_of(
 )
 filters = st.recursive(
     leaves,
-    lambda sub: st.builds(lambda op, subs: {op: subs}, st.sampled_from(["$and", "$or"]), st.lists(sub, min_size=1, max_size=3)),
+    lambda sub: st.builds(
+        lambda op, subs: {op: subs}, st.sampled_from(["$and", "$or"]), st.lists(sub, min_size=1, max_size=3)
+    ),
     max_leaves=4,
 )
 

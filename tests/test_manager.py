@@ -7,9 +7,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from conftest import open_fake
 
 import remindful
+from conftest import open_fake
 from remindful import MemoryClass, MemorySource, MemoryType, NotFoundError, ValidationError
 from remindful.manager import MemoryManager
 
@@ -130,7 +130,8 @@ def test_search_filters_apply_to_every_space(memory: MemoryManager) -> None:
     hits = memory.search("login button", types=["action"], filters={"success": True})
     assert [h.id for h in hits] == [ok]
     assert {h.id for h in memory.search("login", filters={"attempt": {"$gte": 3}})} == {
-        ok, *[h.id for h in memory.search("login", types=["screen"])]
+        ok,
+        *[h.id for h in memory.search("login", types=["screen"])],
     }
     assert len(memory.search("login", filters={"attempt": {"$in": [1, 5]}})) == 2
 

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from conftest import open_fake
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from conftest import open_fake
+
 json_scalars = st.one_of(
-    st.none(), st.booleans(), st.integers(-(2**53), 2**53), st.floats(allow_nan=False, allow_infinity=False),
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**53), 2**53),
+    st.floats(allow_nan=False, allow_infinity=False),
     st.text(max_size=20),
 )
 json_values = st.recursive(

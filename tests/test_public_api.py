@@ -11,7 +11,13 @@ import remindful
 def test_all_names_resolve_and_are_public() -> None:
     for name in remindful.__all__:
         assert getattr(remindful, name) is not None, name
-    public = {n for n in dir(remindful) if not n.startswith("_")} - {"annotations", "importlib", "os", "TYPE_CHECKING", "Any"}
+    public = {n for n in dir(remindful) if not n.startswith("_")} - {
+        "annotations",
+        "importlib",
+        "os",
+        "TYPE_CHECKING",
+        "Any",
+    }
     assert public <= set(remindful.__all__) | {"open", "aio", "config", "errors", "manager", "model"} | set(
         n for n in public if n in {"catalog", "embed", "filters", "index", "search", "shells", "stats", "storage"}
     )

@@ -33,8 +33,12 @@ def test_semantic_search_finds_related_memories(real_memory: MemoryManager) -> N
 
 def test_paraphrase_is_found_by_the_dense_space(real_memory: MemoryManager) -> None:
     target = real_memory.store("The user prefers dark mode in every editor")
-    for text in ["Deployed version 2.3 to staging", "The build failed on a missing semicolon",
-                 "Meeting moved to Thursday afternoon", "Bought coffee beans from the market"]:
+    for text in [
+        "Deployed version 2.3 to staging",
+        "The build failed on a missing semicolon",
+        "Meeting moved to Thursday afternoon",
+        "Bought coffee beans from the market",
+    ]:
         real_memory.store(text)
     hits = real_memory.search("which colour theme does she like?", limit=3)
     assert hits[0].id == target
@@ -73,11 +77,14 @@ def test_another_process_sees_what_one_stored(tmp_path: Path) -> None:
     with remindful.open(path, **{"embeddings.backend": "fake"}) as memory:
         memory.store("opened first, by the parent")
         memory.search("warm the index up")
-        child = _child(path, """
+        child = _child(
+            path,
+            """
             ids = [memory.store(f"written by the child process number {i}") for i in range(5)]
             memory.close()
             print(json.dumps(ids))
-        """)
+        """,
+        )
         out, err = child.communicate(timeout=120)
         assert child.returncode == 0, err
         ids = json.loads(out)
@@ -89,11 +96,14 @@ def test_another_process_sees_what_one_stored(tmp_path: Path) -> None:
 
 def test_kill_9_loses_no_acknowledged_memory(tmp_path: Path) -> None:
     path = tmp_path / "crash"
-    child = _child(path, """
+    child = _child(
+        path,
+        """
         for i in range(100000):
             memory_id = memory.store(f"memory {i} acknowledged before the crash")
             print(memory_id, flush=True)
-    """)
+    """,
+    )
     acknowledged: list[str] = []
     deadline = time.monotonic() + 60
     assert child.stdout is not None

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import open_fake
 
+from conftest import open_fake
 from remindful import MemoryDisabledError, StorageFullError, StorageLockedError
 from remindful.catalog import Catalog, with_retries
 from remindful.embed import FakeEmbedder

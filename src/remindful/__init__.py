@@ -50,12 +50,26 @@ _WHERE = {
     "MemoryManager": "remindful.manager",
     "Settings": "remindful.config",
     "load_settings": "remindful.config",
-    **{name: "remindful.model" for name in ("ChunkMetadata", "Memory", "MemoryClass", "MemorySource", "MemoryType",
-                                            "SearchHit", "Session")},
-    **{name: "remindful.errors" for name in ("ConfigError", "CorruptionError", "DependencyMissingError",
-                                             "EmbedderError", "MemoryDisabledError", "NotFoundError",
-                                             "RemindfulError", "StorageError", "StorageFullError",
-                                             "StorageLockedError", "ValidationError")},
+    **{
+        name: "remindful.model"
+        for name in ("ChunkMetadata", "Memory", "MemoryClass", "MemorySource", "MemoryType", "SearchHit", "Session")
+    },
+    **{
+        name: "remindful.errors"
+        for name in (
+            "ConfigError",
+            "CorruptionError",
+            "DependencyMissingError",
+            "EmbedderError",
+            "MemoryDisabledError",
+            "NotFoundError",
+            "RemindfulError",
+            "StorageError",
+            "StorageFullError",
+            "StorageLockedError",
+            "ValidationError",
+        )
+    },
 }
 
 if TYPE_CHECKING:
@@ -87,7 +101,7 @@ def __getattr__(name: str) -> Any:
     return value
 
 
-def open(path: str | os.PathLike[str] | None = None, **overrides: Any) -> MemoryManager:  # noqa: A001
+def open(path: str | os.PathLike[str] | None = None, **overrides: Any) -> MemoryManager:
     """Open the memory store at ``path`` (default: the configured storage path).
 
     Cheap: nothing is loaded until the first operation. ``overrides`` are settings, dotted or

@@ -15,8 +15,19 @@ from typing import Any
 from remindful.manager import MemoryManager
 
 _ASYNC_METHODS = (
-    "store", "store_batch", "get", "get_batch", "update", "delete", "delete_many", "list", "search",
-    "stats", "resume_session", "reindex", "index_status",
+    "store",
+    "store_batch",
+    "get",
+    "get_batch",
+    "update",
+    "delete",
+    "delete_many",
+    "list",
+    "search",
+    "stats",
+    "resume_session",
+    "reindex",
+    "index_status",
 )
 
 

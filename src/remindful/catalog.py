@@ -145,7 +145,44 @@ class MemoryRow:
 
     @classmethod
     def from_sql(cls, row: Sequence[Any]) -> MemoryRow:
-        return cls(*row[:12], bool(row[12]), row[13], row[14], row[15], bool(row[16]))
+        (
+            mid,
+            mtype,
+            content,
+            metadata,
+            source,
+            mclass,
+            session_id,
+            created_at,
+            updated_at,
+            importance,
+            access_count,
+            last_accessed,
+            bookmarked,
+            chash,
+            chunk,
+            expires_at,
+            indexed,
+        ) = row[:17]
+        return cls(
+            id=mid,
+            type=mtype,
+            content=content,
+            metadata=metadata,
+            source=source,
+            memory_class=mclass,
+            session_id=session_id,
+            created_at=created_at,
+            updated_at=updated_at,
+            importance=importance,
+            access_count=access_count,
+            last_accessed=last_accessed,
+            bookmarked=bool(bookmarked),
+            content_hash=chash,
+            chunk=chunk,
+            expires_at=expires_at,
+            indexed=bool(indexed),
+        )
 
 
 def _classify(exc: BaseException) -> StorageError | None:
@@ -260,9 +297,24 @@ class Catalog:
             "embedding, indexed, size_bytes) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             [
                 (
-                    r.id, r.type, r.content, r.metadata, r.source, r.memory_class, r.session_id, r.created_at,
-                    r.updated_at, r.importance, r.access_count, r.last_accessed, int(r.bookmarked), r.content_hash,
-                    r.chunk, r.expires_at, _blob(r.embedding), int(r.indexed),
+                    r.id,
+                    r.type,
+                    r.content,
+                    r.metadata,
+                    r.source,
+                    r.memory_class,
+                    r.session_id,
+                    r.created_at,
+                    r.updated_at,
+                    r.importance,
+                    r.access_count,
+                    r.last_accessed,
+                    int(r.bookmarked),
+                    r.content_hash,
+                    r.chunk,
+                    r.expires_at,
+                    _blob(r.embedding),
+                    int(r.indexed),
                     len(r.content.encode()) + len(r.metadata) + (0 if r.embedding is None else r.embedding.nbytes),
                 )
                 for r in rows
@@ -314,7 +366,8 @@ class Catalog:
     def lexical(self, match: str, flt: SqlFilter, limit: int) -> list[tuple[str, float]]:
         """FTS5 matches for ``match`` among rows passing ``flt``: (id, bm25 score > 0) best first."""
         sql = (
-            "SELECT m.id, -bm25(memories_fts) AS score FROM memories_fts JOIN memories m ON m.rowid = memories_fts.rowid "
+            "SELECT m.id, -bm25(memories_fts) AS score "
+            "FROM memories_fts JOIN memories m ON m.rowid = memories_fts.rowid "
             f"WHERE memories_fts MATCH ? AND {flt.sql} ORDER BY bm25(memories_fts) LIMIT ?"
         )
         return [(r[0], float(r[1])) for r in self.read(sql, [match, *flt.params, limit])]

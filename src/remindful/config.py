@@ -53,7 +53,9 @@ class ChromaSettings(_Section):
 
 class StorageSettings(_Section):
     path: Path = Field(
-        Path(DEFAULT_STORAGE_PATH), validate_default=True, description="storage directory (catalog, Chroma data, backups)"
+        Path(DEFAULT_STORAGE_PATH),
+        validate_default=True,
+        description="storage directory (catalog, Chroma data, backups)",
     )
     max_size_mb: float = Field(500, gt=0, description="size quota; a warning is logged at 90 %")
     max_items: dict[MemoryType, int] = Field(
@@ -248,9 +250,7 @@ def _config_error(exc: PydanticValidationError) -> ConfigError:
     message = first["msg"]
     if first["type"] == "extra_forbidden":
         message = "unknown setting"
-    elif first["type"] == "enum":
-        message = f"{message} (got {got!r})"
-    elif got is not None and not isinstance(got, dict):
+    elif first["type"] == "enum" or (got is not None and not isinstance(got, dict)):
         message = f"{message} (got {got!r})"
     return ConfigError(field, message, suggestion=_expected_form(field))
 
@@ -270,8 +270,10 @@ def _expected_form(field: str) -> str:
     constraints = ", ".join(str(m) for m in info.metadata)
     kind = getattr(info.annotation, "__name__", None) or str(info.annotation)
     kind = kind.replace("typing.", "").replace("remindful.model.", "")
-    return f"expected {kind}" + (f" ({constraints})" if constraints else "") + (
-        f": {info.description}" if info.description else ""
+    return (
+        f"expected {kind}"
+        + (f" ({constraints})" if constraints else "")
+        + (f": {info.description}" if info.description else "")
     )
 
 

@@ -111,7 +111,9 @@ def _condition_sql(key: str, cond: Any, p: str, path: str) -> SqlFilter:
                 result &= SqlFilter(f"NOT coalesce({eq.sql}, 0)", eq.params) if op == "$ne" else eq
             else:
                 if isinstance(value, bool):
-                    raise ValidationError(f"{path}.{op}", "expected a number or a string to compare with, not a boolean")
+                    raise ValidationError(
+                        f"{path}.{op}", "expected a number or a string to compare with, not a boolean"
+                    )
                 result &= field.compare(COMPARISONS[op], value)
         elif op in SET_OPS:
             if not isinstance(value, list | tuple) or not value:
@@ -119,7 +121,9 @@ def _condition_sql(key: str, cond: Any, p: str, path: str) -> SqlFilter:
             for i, item in enumerate(value):
                 _check_scalar(item, f"{path}.{op}[{i}]")
             options = [field.equals(v) for v in value]
-            any_of = SqlFilter("(" + " OR ".join(o.sql for o in options) + ")", tuple(x for o in options for x in o.params))
+            any_of = SqlFilter(
+                "(" + " OR ".join(o.sql for o in options) + ")", tuple(x for o in options for x in o.params)
+            )
             result &= any_of if op == "$in" else SqlFilter(f"NOT coalesce({any_of.sql}, 0)", any_of.params)
         else:
             valid = ", ".join([*COMPARISONS, *SET_OPS])
@@ -237,8 +241,9 @@ def _push_down(where: Mapping[str, Any]) -> dict[str, Any] | None:
             subs = [s for s in (_push_down(c) for c in cond) if s]
             clauses.extend(subs)
         elif key == "$or":
-            subs = [_push_down(c) for c in cond]
-            if all(subs):  # an $or can only be pushed whole
+            pushed = [_push_down(c) for c in cond]
+            subs = [s for s in pushed if s]
+            if len(subs) == len(pushed):  # an $or can only be pushed whole
                 clauses.append({"$or": subs})
         elif key in INDEXED_COLUMNS and key != "created_at":
             clauses.append({key: cond})

@@ -10,32 +10,24 @@ Thread-safe: the catalog serialises its writes; the index and embedder are threa
 
 from __future__ import annotations
 
+import builtins
 import json
 import logging
-import math
 import os
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from remindful.catalog import Catalog, MemoryRow
+from remindful.catalog import MemoryRow
 from remindful.config import Settings
 from remindful.embed.base import Embedder
 from remindful.errors import (
-    CorruptionError,
-    MemoryDisabledError,
     NotFoundError,
-    RemindfulError,
-    StorageError,
     ValidationError,
 )
-from remindful.filters import SqlFilter, build_filter, index_metadata, index_where, to_epoch
+from remindful.filters import SqlFilter, build_filter, index_where, to_epoch
 from remindful.index.base import VectorIndex
 from remindful.model import (
     DEFAULT_CLASS,
@@ -49,7 +41,7 @@ from remindful.model import (
     new_memory_id,
 )
 from remindful.search import rank
-from remindful.storage import IndexLock, StoreState, validate_item
+from remindful.storage import StoreState, validate_item
 
 log = logging.getLogger("remindful")
 
@@ -119,12 +111,18 @@ class MemoryManager:
     ) -> str:
         """Store one memory and return its id. Raises ValidationError naming a bad field."""
         item = {
-            "content": content, "type": type, "metadata": metadata, "session_id": session_id,
-            "timestamp": timestamp, "source": source, "memory_class": memory_class, "chunk": chunk,
+            "content": content,
+            "type": type,
+            "metadata": metadata,
+            "session_id": session_id,
+            "timestamp": timestamp,
+            "source": source,
+            "memory_class": memory_class,
+            "chunk": chunk,
         }
         return self.store_batch([item])[0]
 
-    def store_batch(self, items: Sequence[Mapping[str, Any]]) -> list[str]:
+    def store_batch(self, items: Sequence[Mapping[str, Any]]) -> builtins.list[str]:
         """Store many memories in one catalog transaction with one batched embedding call.
 
         Each item takes the keyword arguments of :meth:`store`. All or nothing: a bad item
@@ -219,7 +217,7 @@ class MemoryManager:
             raise NotFoundError(memory_id)
         return row
 
-    def get_batch(self, ids: Sequence[str]) -> list[Memory | None]:
+    def get_batch(self, ids: Sequence[str]) -> builtins.list[Memory | None]:
         """Memories for ``ids`` in request order; None where an id does not exist. One query."""
         if isinstance(ids, str) or not isinstance(ids, Sequence):
             raise ValidationError("ids", "expected a list of memory ids")
@@ -232,7 +230,7 @@ class MemoryManager:
         session_id: str | None = None,
         limit: int = 50,
         offset: int = 0,
-    ) -> list[Memory]:
+    ) -> builtins.list[Memory]:
         """Memories newest first, optionally of one type and/or one session."""
         types = [_type(type).value] if type is not None else None
         flt = build_filter(types=types, session_id=session_id)
@@ -250,7 +248,7 @@ class MemoryManager:
         session_id: str | None = None,
         since: datetime | str | float | None = None,
         until: datetime | str | float | None = None,
-    ) -> list[SearchHit]:
+    ) -> builtins.list[SearchHit]:
         """Hybrid search (dense + lexical, fused); see :mod:`remindful.search`. Filters apply to
         every space. Scores are in [0, 1], best first."""
         query = _text(query, "query")
@@ -277,16 +275,22 @@ class MemoryManager:
             settings=self.settings.search,
             limit=limit,
             dense_from_index=state.dense_query(vector, searched_types, where),
-            restricted=restricted or type_values is not None and len(type_values) < len(MemoryType),
+            restricted=restricted or (type_values is not None and len(type_values) < len(MemoryType)),
             pending_sql=state.pending_sql() if state.index is not None else "AND indexed = 0",
             resumed_session=self._resumed_session,
         )
         state.record_search(time.perf_counter() - started, [row.id for row, _, _ in results])
         return [
             SearchHit(
-                id=row.id, type=MemoryType(row.type), content=row.content, metadata=json.loads(row.metadata),
-                score=score, created_at=datetime.fromtimestamp(row.created_at, UTC), session_id=row.session_id,
-                source=MemorySource(row.source), sources=spaces,
+                id=row.id,
+                type=MemoryType(row.type),
+                content=row.content,
+                metadata=json.loads(row.metadata),
+                score=score,
+                created_at=datetime.fromtimestamp(row.created_at, UTC),
+                session_id=row.session_id,
+                source=MemorySource(row.source),
+                sources=spaces,
             )
             for row, score, spaces in results
         ]
@@ -362,4 +366,3 @@ def _bounded(value: Any, field: str, low: int, high: int) -> int:
 
 
 __all__ = ["MemoryManager"]
-

@@ -26,12 +26,134 @@ from remindful.filters import SqlFilter
 
 # Words too common to carry meaning in a lexical match; the dense space still sees them.
 STOPWORDS = frozenset(
-    """a about above after again against all am an and any are as at be because been before being below between
-    both but by can could did do does doing down during each few for from further had has have having he her here
-    hers herself him himself his how i if in into is it its itself just me more most my myself no nor not now of
-    off on once only or other our ours ourselves out over own same she should so some such than that the their
-    theirs them themselves then there these they this those through to too under until up very was we were what
-    when where which while who whom why will with would you your yours yourself yourselves""".split()
+    [
+        "a",
+        "about",
+        "above",
+        "after",
+        "again",
+        "against",
+        "all",
+        "am",
+        "an",
+        "and",
+        "any",
+        "are",
+        "as",
+        "at",
+        "be",
+        "because",
+        "been",
+        "before",
+        "being",
+        "below",
+        "between",
+        "both",
+        "but",
+        "by",
+        "can",
+        "could",
+        "did",
+        "do",
+        "does",
+        "doing",
+        "down",
+        "during",
+        "each",
+        "few",
+        "for",
+        "from",
+        "further",
+        "had",
+        "has",
+        "have",
+        "having",
+        "he",
+        "her",
+        "here",
+        "hers",
+        "herself",
+        "him",
+        "himself",
+        "his",
+        "how",
+        "i",
+        "if",
+        "in",
+        "into",
+        "is",
+        "it",
+        "its",
+        "itself",
+        "just",
+        "me",
+        "more",
+        "most",
+        "my",
+        "myself",
+        "no",
+        "nor",
+        "not",
+        "now",
+        "of",
+        "off",
+        "on",
+        "once",
+        "only",
+        "or",
+        "other",
+        "our",
+        "ours",
+        "ourselves",
+        "out",
+        "over",
+        "own",
+        "same",
+        "she",
+        "should",
+        "so",
+        "some",
+        "such",
+        "than",
+        "that",
+        "the",
+        "their",
+        "theirs",
+        "them",
+        "themselves",
+        "then",
+        "there",
+        "these",
+        "they",
+        "this",
+        "those",
+        "through",
+        "to",
+        "too",
+        "under",
+        "until",
+        "up",
+        "very",
+        "was",
+        "we",
+        "were",
+        "what",
+        "when",
+        "where",
+        "which",
+        "while",
+        "who",
+        "whom",
+        "why",
+        "will",
+        "with",
+        "would",
+        "you",
+        "your",
+        "yours",
+        "yourself",
+        "yourselves",
+    ]
 )
 _WORD = re.compile(r"\w+", re.UNICODE)
 
@@ -135,10 +257,9 @@ def rank(
     candidates = Candidates()
 
     exact = None
-    if restricted or dense_from_index is None:
-        if dense_from_index is None or catalog.count(flt) <= settings.exact_filter_max:
-            ids, matrix = catalog.filtered_embeddings(flt)
-            exact = top_k_exact(query_vector, ids, matrix, k) if matrix is not None else []
+    if dense_from_index is None or (restricted and catalog.count(flt) <= settings.exact_filter_max):
+        ids, matrix = catalog.filtered_embeddings(flt)
+        exact = top_k_exact(query_vector, ids, matrix, k) if matrix is not None else []
     if exact is None:
         assert dense_from_index is not None
         from_index = dense_from_index(k * 2 if restricted else k)
@@ -171,7 +292,5 @@ def _hydrate(catalog: Catalog, ids: set[str], flt: SqlFilter) -> dict[str, Memor
         return {}
     ordered = sorted(ids)
     marks = ",".join("?" * len(ordered))
-    found = catalog.select_rows(
-        SqlFilter(f"id IN ({marks})", tuple(ordered)) & flt, limit=len(ordered), order="rowid"
-    )
+    found = catalog.select_rows(SqlFilter(f"id IN ({marks})", tuple(ordered)) & flt, limit=len(ordered), order="rowid")
     return {row.id: row for row in found}

@@ -137,7 +137,9 @@ def validate_item(item: Mapping[str, Any], prefix: str) -> dict[str, Any]:
         try:
             chunk = ChunkMetadata(**chunk).to_dict()
         except TypeError as exc:
-            raise ValidationError(prefix + "chunk", f"expected parent_id, index, total[, start_word, end_word]: {exc}")
+            raise ValidationError(
+                prefix + "chunk", f"expected parent_id, index, total[, start_word, end_word]: {exc}"
+            ) from None
     return {
         "content": content,
         "type": _enum(MemoryType, item.get("type", "action"), prefix + "type"),
@@ -145,7 +147,8 @@ def validate_item(item: Mapping[str, Any], prefix: str) -> dict[str, Any]:
         "session_id": session_id,
         "timestamp": epoch,
         "source": _enum(MemorySource, item.get("source", "manual"), prefix + "source"),
-        "memory_class": None if item.get("memory_class") is None
+        "memory_class": None
+        if item.get("memory_class") is None
         else _enum(MemoryClass, item["memory_class"], prefix + "memory_class"),
         "chunk": chunk,
     }
@@ -275,7 +278,8 @@ class StoreState:
             log.error(
                 "Vector index unusable: %s (damaged files copied to %s). Search continues from the catalog; "
                 "run `remindful reindex --reset` to rebuild the index.",
-                exc, exc.backup_path,
+                exc,
+                exc.backup_path,
             )
             return
         except StorageError as exc:
@@ -361,8 +365,12 @@ class StoreState:
                     np.stack([np.asarray(r.embedding, dtype=np.float32) for r in group]),
                     [
                         index_metadata(
-                            {"session_id": r.session_id, "source": r.source, "memory_class": r.memory_class,
-                             "created_at": r.created_at},
+                            {
+                                "session_id": r.session_id,
+                                "source": r.source,
+                                "memory_class": r.memory_class,
+                                "created_at": r.created_at,
+                            },
                             json.loads(r.metadata),
                         )
                         for r in group
@@ -398,8 +406,9 @@ class StoreState:
         try:
             self._upsert(index, rows)
         except RemindfulError as exc:
-            log.warning("stored %d memories but could not index them yet (%s); they will be indexed later",
-                        len(rows), exc)
+            log.warning(
+                "stored %d memories but could not index them yet (%s); they will be indexed later", len(rows), exc
+            )
             return
         if span is not None and span[0] == self._index_rowid:
             # Nobody else wrote in between: the view of the index is complete up to our rows.
@@ -410,8 +419,15 @@ class StoreState:
             conn.execute(
                 "UPDATE memories SET content=?, metadata=?, content_hash=?, bookmarked=?, updated_at=?, indexed=0, "
                 "embedding=COALESCE(?, embedding) WHERE id=?",
-                (row.content, row.metadata, row.content_hash, int(row.bookmarked), time.time(),
-                 None if row.embedding is None else np.asarray(row.embedding, np.float32).tobytes(), row.id),
+                (
+                    row.content,
+                    row.metadata,
+                    row.content_hash,
+                    int(row.bookmarked),
+                    time.time(),
+                    None if row.embedding is None else np.asarray(row.embedding, np.float32).tobytes(),
+                    row.id,
+                ),
             )
             self.catalog.audit(conn, "update", row.id, {})
 
@@ -467,8 +483,9 @@ class StoreState:
                 )
             ]
             if len(victims) < excess:
-                log.warning("%s_memories is over its quota of %d but every remaining memory is bookmarked",
-                            type_value, limit)
+                log.warning(
+                    "%s_memories is over its quota of %d but every remaining memory is bookmarked", type_value, limit
+                )
             if victims:
                 self.delete(victims, reason="quota_evict")
                 log.info("quota: evicted %d least important %s memories (limit %d)", len(victims), type_value, limit)
@@ -500,7 +517,9 @@ class StoreState:
             log.warning(
                 "Memory storage at %.0f%% of its quota (%.1f MB of %.0f MB): enable auto-cleanup "
                 "(retention.cleanup.enabled) or increase storage.max_size_mb",
-                100 * used / quota, used, quota,
+                100 * used / quota,
+                used,
+                quota,
             )
 
     # -- read path ------------------------------------------------------------------------------

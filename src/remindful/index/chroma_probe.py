@@ -103,7 +103,7 @@ def probe_chroma(path: Path) -> dict[str, int]:
     from chromadb.config import Settings
 
     _emit(stage="opening the Chroma client")
-    client = chromadb.PersistentClient(str(path), settings=Settings(anonymized_telemetry=False, allow_reset=True))
+    client: Any = chromadb.PersistentClient(str(path), settings=Settings(anonymized_telemetry=False, allow_reset=True))
     counts: dict[str, int] = {}
     _emit(stage="listing collections")
     for model in client.list_collections():
@@ -115,8 +115,8 @@ def probe_chroma(path: Path) -> dict[str, int]:
         if n == 0:
             continue
         _emit(stage=f"reading a vector of collection {name!r}")
-        got = col.get(limit=1, include=["embeddings"])
-        vector = np.asarray(got["embeddings"][0], dtype=np.float32)
+        got: Any = col.get(limit=1, include=["embeddings"])
+        vector: Any = np.asarray(got["embeddings"][0], dtype=np.float32)
         _emit(stage=f"querying collection {name!r}")
         col.query(query_embeddings=[vector], n_results=min(5, n), include=["distances"])
     client.close()

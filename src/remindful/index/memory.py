@@ -120,7 +120,7 @@ class InMemoryIndex:
             if col is None or not col.ids:
                 return []
             if vector.shape[0] != col.dim:
-                raise ValueError(f"Collection {collection!r} holds {col.dim}-d vectors, got a {vector.shape[0]}-d query")
+                raise ValueError(f"Collection {collection!r} holds {col.dim}-d vectors, got {vector.shape[0]}-d")
             norm = float(np.linalg.norm(vector))
             unit = vector / norm if norm > 0 else vector
             sims = col.vectors[: len(col.ids)] @ unit

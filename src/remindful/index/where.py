@@ -102,9 +102,7 @@ def validate_where(where: Where | None) -> None:
 
 def _validate_operator(key: str, op: object, operand: object) -> None:
     if op not in COMPARISON_OPERATORS:
-        raise ValueError(
-            f"Unknown operator {op!r} for field {key!r}; valid ones: {', '.join(COMPARISON_OPERATORS)}"
-        )
+        raise ValueError(f"Unknown operator {op!r} for field {key!r}; valid ones: {', '.join(COMPARISON_OPERATORS)}")
     if op in _RANGE:
         if not _is_number(operand):
             raise ValueError(f"{op} on field {key!r} needs an int or float, got {operand!r}")
@@ -145,12 +143,12 @@ def _compare(value: object, op: str, operand: Any) -> bool:
     if not _is_number(value):
         return False
     if op == "$gt":
-        return bool(value > operand)  # type: ignore[operator]
+        return bool(value > operand)
     if op == "$gte":
-        return bool(value >= operand)  # type: ignore[operator]
+        return bool(value >= operand)
     if op == "$lt":
-        return bool(value < operand)  # type: ignore[operator]
-    return bool(value <= operand)  # type: ignore[operator]
+        return bool(value < operand)
+    return bool(value <= operand)
 
 
 def _evaluate(where: Where, metadata: Mapping[str, Any]) -> bool:

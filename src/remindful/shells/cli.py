@@ -91,7 +91,9 @@ def _print_json(value: Any) -> None:
 @app.command()
 def store(
     content: Annotated[str, typer.Argument(help="The text to remember.")],
-    type: Annotated[str, typer.Option("--type", "-t", help="screen, action, workflow, conversation, document, knowledge.")] = "action",
+    type: Annotated[
+        str, typer.Option("--type", "-t", help="screen, action, workflow, conversation, document, knowledge.")
+    ] = "action",
     metadata: Annotated[str | None, typer.Option("--metadata", "-m", help="JSON object of metadata.")] = None,
     session: Annotated[str | None, typer.Option("--session", "-s", help="Session id (default: a new one).")] = None,
     timestamp: Annotated[str | None, typer.Option("--timestamp", help="ISO 8601 creation time.")] = None,
@@ -110,7 +112,9 @@ def search(
     query: Annotated[str, typer.Argument(help="What to look for, in natural language or keywords.")],
     type: Annotated[list[str] | None, typer.Option("--type", "-t", help="Restrict to a type (repeatable).")] = None,
     limit: Annotated[int, typer.Option("--limit", "-n", help="Maximum results.")] = 10,
-    filter: Annotated[str | None, typer.Option("--filter", "-f", help='Metadata filter, JSON: \'{"success": true}\'.')] = None,
+    filter: Annotated[
+        str | None, typer.Option("--filter", "-f", help="Metadata filter, JSON: '{\"success\": true}'.")
+    ] = None,
     session: Annotated[str | None, typer.Option("--session", "-s", help="Only this session.")] = None,
     since: Annotated[str | None, typer.Option("--since", help="Only memories created at/after (ISO 8601).")] = None,
     until: Annotated[str | None, typer.Option("--until", help="Only memories created at/before (ISO 8601).")] = None,
@@ -142,7 +146,9 @@ def get(
         _print_json(data)
         return
     for key, value in data.items():
-        console.print(f"[bold]{key}[/bold]: {json.dumps(value, ensure_ascii=False) if isinstance(value, dict) else value}")
+        console.print(
+            f"[bold]{key}[/bold]: {json.dumps(value, ensure_ascii=False) if isinstance(value, dict) else value}"
+        )
 
 
 @app.command()
@@ -208,12 +214,16 @@ def reindex(
         total = _run(lambda: memory.stats()["total_memories"])
         task = progress.add_task("reindexing", total=total)
         counts = _run(lambda: memory.reindex(reset=reset, progress=lambda n: progress.advance(task, n)))
-    console.print(f"reindexed {sum(counts.values())} memories: " + ", ".join(f"{k} {v}" for k, v in counts.items() if v))
+    console.print(
+        f"reindexed {sum(counts.values())} memories: " + ", ".join(f"{k} {v}" for k, v in counts.items() if v)
+    )
 
 
 @app.command()
 def config(
-    defaults: Annotated[bool, typer.Option("--defaults", help="Show the built-in defaults, not the effective values.")] = False,
+    defaults: Annotated[
+        bool, typer.Option("--defaults", help="Show the built-in defaults, not the effective values.")
+    ] = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Show the effective configuration (file, environment and defaults merged)."""

@@ -1,0 +1,328 @@
+"""Shared machinery of the Chroma backends: lazy client, handle cache, chunking, retries, error mapping.
+
+Every Chroma call goes through :meth:`ChromaIndexBase._call`, which
+
+* retries transient failures (a locked/busy database, an unreachable server) 3 times, after
+  0.05, 0.1 and 0.2 s, then raises ``StorageLockedError`` (or ``StorageError`` naming host:port);
+* maps a full disk to ``StorageFullError``, damaged files to ``CorruptionError``, Chroma's argument
+  errors (wrong dimension...) to ``ValueError`` and anything else to ``StorageError``;
+* re-fetches a collection handle once if Chroma says the collection no longer exists (another
+  process reset the store).
+
+chromadb 1.x raises pyo3 ``PanicException`` (a ``BaseException``) from its Rust core on some
+damaged files, so the wrapper catches ``BaseException`` and lets only interpreter exits through.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import re
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
+
+import numpy as np
+
+from remindful.errors import CorruptionError, StorageError, StorageFullError, StorageLockedError
+from remindful.index.base import Scalar, Where
+from remindful.index.where import check_collection_name, check_query, check_upsert, to_chroma_where
+
+__all__ = ["BACKOFF", "RECOVERY", "RETRIES", "ChromaIndexBase", "classify"]
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+RETRIES = 3
+BACKOFF = (0.05, 0.1, 0.2)
+RECOVERY = "Run `remindful reindex --reset` to back up the damaged files and rebuild the index from the catalog"
+_HNSW_KEYS = {  # accepted spellings → chromadb 1.x configuration keys
+    "construction_ef": "ef_construction",
+    "search_ef": "ef_search",
+    "M": "max_neighbors",
+    **{k: k for k in ("ef_construction", "ef_search", "max_neighbors", "num_threads", "batch_size")},
+    **{k: k for k in ("sync_threshold", "resize_factor")},
+}
+_FULL = ("database or disk is full", "no space left on device", "os error 28")
+_LOCKED = re.compile(r"\b(locked|busy)\b", re.IGNORECASE)
+_UNREACHABLE = ("could not connect to a chroma server", "connection refused")
+_CORRUPT = (
+    "malformed",
+    "file is not a database",
+    "error loading hnsw index",
+    "hnsw segment reader",
+    "error deserializing pickle",
+    "error getting embedding",
+)
+_INVALID = ("InvalidArgumentError", "DuplicateIDError", "InvalidDimensionException", "ValueError", "TypeError")
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    seen: list[BaseException] = []
+    cur: BaseException | None = exc
+    while cur is not None and cur not in seen:
+        seen.append(cur)
+        cur = cur.__cause__ or cur.__context__
+    return seen
+
+
+def classify(exc: BaseException) -> str:
+    """Kind of a Chroma failure: full, denied, unreachable, locked, corrupt, missing, invalid or other."""
+    chain = _chain(exc)
+    text = " | ".join(str(e) for e in chain).lower()
+    if any(isinstance(e, OSError) and e.errno == errno.ENOSPC for e in chain) or any(p in text for p in _FULL):
+        return "full"
+    if any(isinstance(e, OSError) and e.errno in (errno.EACCES, errno.EPERM, errno.EROFS) for e in chain):
+        return "denied"
+    names = {(c.__module__.split(".")[0], c.__name__) for e in chain for c in type(e).__mro__}
+    if ("httpx", "TransportError") in names or any(isinstance(e, ConnectionError) for e in chain):
+        return "unreachable"
+    if any(p in text for p in _UNREACHABLE):
+        return "unreachable"
+    if _LOCKED.search(text):
+        return "locked"
+    if any(p in text for p in _CORRUPT):
+        return "corrupt"
+    if ("chromadb", "NotFoundError") in names:
+        return "missing"
+    if type(exc).__name__ in _INVALID:
+        return "invalid"
+    return "other"
+
+
+class ChromaIndexBase:
+    """Shared machinery of the Chroma backends; subclasses say how to build the client."""
+
+    def __init__(self, hnsw: Mapping[str, Any] | None = None) -> None:
+        self._lock = threading.RLock()  # client creation, handle cache, close
+        self._write_lock = threading.Lock()  # upsert reads old metadata then writes: keep that pair atomic here
+        self._client: Any = None
+        self._collections: dict[str, Any] = {}
+        self._max_batch: int | None = None
+        unknown = set(hnsw or {}) - set(_HNSW_KEYS)
+        if unknown:
+            raise ValueError(f"Unknown HNSW parameter(s) {sorted(unknown)}; valid ones: {', '.join(_HNSW_KEYS)}")
+        self._hnsw: dict[str, Any] = {"space": "cosine", **{_HNSW_KEYS[k]: v for k, v in (hnsw or {}).items()}}
+
+    # -- subclass hooks --------------------------------------------------------------------
+
+    def _make_client(self) -> Any:
+        raise NotImplementedError
+
+    def _describe(self) -> str:
+        raise NotImplementedError
+
+    def _other_error(self, exc: BaseException, what: str, write: bool) -> StorageError:
+        return StorageError(f"Vector index {what} failed on {self._describe()}: {exc}")
+
+    # -- client and collection handles ------------------------------------------------------
+
+    def _get_client(self) -> Any:
+        with self._lock:
+            if self._client is None:
+                self._client = self._make_client()
+            return self._client
+
+    def _collection(self, name: str) -> Any:
+        col = self._collections.get(name)
+        if col is not None:
+            return col
+        with self._lock:
+            col = self._collections.get(name)
+            if col is None:
+                col = self._get_client().get_or_create_collection(
+                    name, configuration={"hnsw": dict(self._hnsw)}, embedding_function=None
+                )
+                config = getattr(col, "configuration_json", None) or {}
+                space = (config.get("hnsw") or config.get("spann") or {}).get("space", "cosine")
+                if space != "cosine":
+                    raise StorageError(
+                        f"Collection {name!r} in {self._describe()} uses the {space!r} distance, not cosine",
+                        suggestion=RECOVERY,
+                    )
+                self._collections[name] = col
+            return col
+
+    def _batch_size(self) -> int:
+        if self._max_batch is None:
+            size = self._call("get_max_batch_size", lambda: self._get_client().get_max_batch_size())
+            self._max_batch = int(size) if size and size > 0 else 1000
+        return self._max_batch
+
+    # -- the retry wrapper ------------------------------------------------------------------
+
+    def _call(self, what: str, fn: Callable[[], T], *, collection: str | None = None, write: bool = False) -> T:
+        """Run ``fn`` (one Chroma operation, safe to repeat) with the retry and error policy above."""
+        refetched = False
+        attempt = 0
+        while True:
+            try:
+                return fn()
+            except BaseException as exc:  # pyo3 panics from chromadb's Rust core derive from BaseException
+                if isinstance(exc, KeyboardInterrupt | SystemExit | GeneratorExit | StorageError):
+                    raise
+                kind = classify(exc)
+                if kind == "missing" and collection is not None and not refetched:
+                    refetched = True  # our cached handle is stale: the collection was dropped elsewhere
+                    with self._lock:
+                        self._collections.pop(collection, None)
+                    continue
+                if kind in ("locked", "unreachable") and attempt < RETRIES:
+                    log.debug("%s on %s: %s; retry %d", what, self._describe(), exc, attempt + 1)
+                    time.sleep(BACKOFF[attempt])
+                    attempt += 1
+                    continue
+                raise self._translate(exc, kind, what, write) from exc
+
+    def _translate(self, exc: BaseException, kind: str, what: str, write: bool) -> Exception:
+        where = self._describe()
+        if kind == "full":
+            return StorageFullError(f"{what} on {where}: {exc}")
+        if kind == "locked":
+            return StorageLockedError(
+                f"{where} stayed locked through {RETRIES} retries of {what}: {exc}",
+                suggestion="Another process is using the store; retry later or stop that process",
+            )
+        if kind == "unreachable":
+            return StorageError(
+                f"Cannot reach {where} ({what} failed after {RETRIES} retries: {exc})",
+                suggestion="Start it (`chroma run --host HOST --port PORT`) or fix the configured host and port",
+            )
+        if kind == "denied":
+            return StorageError(
+                f"Permission denied on {where} ({what}): {exc}",
+                suggestion="Make the storage directory writable by this user, or configure another storage path",
+            )
+        if kind == "corrupt":
+            return CorruptionError(f"{where} is damaged ({what} failed: {exc})", suggestion=RECOVERY)
+        if kind == "invalid":
+            return ValueError(f"{what}: {exc}")
+        return self._other_error(exc, what, write)
+
+    # -- VectorIndex --------------------------------------------------------------------------
+
+    def upsert(
+        self,
+        collection: str,
+        ids: Sequence[str],
+        embeddings: np.ndarray,
+        metadatas: Sequence[Mapping[str, Scalar]],
+    ) -> None:
+        """Insert or replace vectors, in chunks of at most ``get_max_batch_size()``.
+
+        Replace means replace: metadata keys of the old record that the new one lacks are removed
+        (Chroma's own upsert merges metadata). A failure part-way leaves the earlier chunks written.
+        """
+        check_collection_name(collection)
+        ids_, vectors, metas = check_upsert(ids, embeddings, metadatas)
+        if not ids_:
+            return
+        size = self._batch_size()
+        with self._write_lock:
+            for start in range(0, len(ids_), size):
+                chunk = slice(start, start + size)
+
+                def run(chunk: slice = chunk) -> None:
+                    self._upsert_chunk(self._collection(collection), ids_[chunk], vectors[chunk], metas[chunk])
+
+                self._call("upsert", run, collection=collection, write=True)
+
+    @staticmethod
+    def _upsert_chunk(col: Any, ids: list[str], vectors: np.ndarray, metas: list[dict[str, Scalar]]) -> None:
+        old = col.get(ids=ids, include=["metadatas"])
+        old_keys = {i: set(m or ()) for i, m in zip(old["ids"], old["metadatas"] or [], strict=False)}
+        payload: list[dict[str, Any] | None] = []
+        for id_, meta in zip(ids, metas, strict=True):
+            stale = old_keys.get(id_, set()) - meta.keys()
+            full = {**meta, **dict.fromkeys(stale)}  # a None value deletes the key in Chroma's merge
+            payload.append(full or None)
+        col.upsert(ids=ids, embeddings=vectors, metadatas=payload)
+
+    def delete(self, collection: str, ids: Sequence[str]) -> None:
+        """Delete by id; unknown ids are ignored."""
+        check_collection_name(collection)
+        ids_ = list(ids)
+        if not ids_:
+            return
+        size = self._batch_size()
+        with self._write_lock:
+            for start in range(0, len(ids_), size):
+
+                def run(chunk: list[str] = ids_[start : start + size]) -> None:
+                    self._collection(collection).delete(ids=chunk)
+
+                self._call("delete", run, collection=collection, write=True)
+
+    def query(
+        self, collection: str, embedding: np.ndarray, k: int, where: Where | None = None
+    ) -> list[tuple[str, float]]:
+        """Up to ``k`` nearest ``(id, 1 - cosine distance)`` pairs, best first; ``[]`` if empty."""
+        check_collection_name(collection)
+        vector = check_query(embedding, k)
+        chroma_where = to_chroma_where(where)
+
+        def run() -> list[tuple[str, float]]:
+            col = self._collection(collection)
+            n = col.count()  # chromadb rejects or warns on n_results > count in some releases
+            if n == 0:
+                return []
+            res = col.query(
+                query_embeddings=vector[None, :], n_results=min(k, n), where=chroma_where, include=["distances"]
+            )
+            ids, dists = res["ids"][0], res["distances"][0]
+            return [(i, float(np.clip(1.0 - d, -1.0, 1.0))) for i, d in zip(ids, dists, strict=True)]
+
+        return self._call("query", run, collection=collection)
+
+    def count(self, collection: str) -> int:
+        check_collection_name(collection)
+        return int(self._call("count", lambda: self._collection(collection).count(), collection=collection))
+
+    def ids(self, collection: str) -> list[str]:
+        """Every id in the collection, in no particular order (read page by page)."""
+        check_collection_name(collection)
+        size = self._batch_size()
+        out: list[str] = []
+        while True:
+
+            def run(offset: int = len(out)) -> list[str]:
+                return list(self._collection(collection).get(include=[], limit=size, offset=offset)["ids"])
+
+            page = self._call("ids", run, collection=collection)
+            out.extend(page)
+            if len(page) < size:
+                return out
+
+    def reset(self) -> None:
+        """Delete every collection (not ``client.reset()``: a server refuses it unless configured to allow it)."""
+
+        def run() -> None:
+            with self._lock:
+                client = self._get_client()
+                for col in client.list_collections():
+                    client.delete_collection(col.name)
+                self._collections.clear()
+
+        self._call("reset", run, write=True)
+
+    def close(self) -> None:
+        """Release the client (files, connections). The index reopens lazily if used again."""
+        with self._lock:
+            client, self._client = self._client, None
+            self._collections.clear()
+            self._max_batch = None
+        if client is None:
+            return
+        try:
+            client.close()  # chromadb >= 1.1: refcounted; stops the shared System on the last close
+        except AttributeError:  # older 1.x: stop the System and drop it from the per-path cache
+            from chromadb.api.shared_system_client import SharedSystemClient
+
+            client._system.stop()
+            SharedSystemClient._identifier_to_system.pop(client._identifier, None)
+
+
+def is_locked_message(text: str) -> bool:
+    """True if an error message says a database was locked or busy."""
+    return bool(_LOCKED.search(text))
