@@ -248,6 +248,24 @@ def _short(text: str, width: int = 90) -> str:
     return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 
+#: Modules that add their commands to ``app`` when imported (one per capability area). Each
+#: imports remindful lazily inside its commands, like this one.
+COMMAND_MODULES = ("cli_mcp", "cli_lifecycle", "cli_learning", "cli_capture")
+
+
+def _load_command_modules() -> None:
+    import importlib
+    import importlib.util
+
+    for name in COMMAND_MODULES:
+        module = f"remindful.shells.{name}"
+        if importlib.util.find_spec(module) is not None:
+            importlib.import_module(module)
+
+
+_load_command_modules()
+
+
 def main() -> None:
     app()
 
