@@ -90,6 +90,8 @@ class CaptureTriggers(_Section):
     failed_actions: bool = Field(True, description="capture actions that failed")
     workflow_completion: bool = Field(True, description="capture completed workflows")
     manual_save: bool = Field(True, description="allow explicit memory_store calls")
+    hooks: bool = Field(True, description="capture coding-agent hook events (remindful hook)")
+    files: bool = Field(True, description="capture Markdown files from watch_dirs / remindful watch")
 
 
 class CaptureFilters(_Section):
@@ -102,6 +104,9 @@ class AutoCaptureSettings(_Section):
     enabled: bool = Field(True, description="master switch for every automatic capture")
     triggers: CaptureTriggers = Field(default_factory=CaptureTriggers, description="per-kind capture switches")
     filters: CaptureFilters = Field(default_factory=CaptureFilters, description="capture filters")
+    watch_dirs: list[Path] = Field(
+        default_factory=list, description="directories whose .md files the daemon indexes and watches"
+    )
 
 
 class CleanupSettings(_Section):
@@ -110,23 +115,90 @@ class CleanupSettings(_Section):
     time: str = Field("03:00", pattern=r"^([01]\d|2[0-3]):[0-5]\d$", description="local time HH:MM")
 
 
+class KeepCriteria(_Section):
+    successful_workflows: bool = Field(True, description="keep workflow memories whose metadata has success: true")
+    manual_bookmarks: bool = Field(True, description="keep bookmarked / manual_save memories (always on for retention)")
+    unique_screens: bool = Field(True, description="keep screen memories that represent a consolidated dedup cluster")
+
+
+class RetentionTier(_Section):
+    max_age_days: int = Field(ge=1, description="memories up to this age (days) belong to the tier")
+    max_items: int | None = Field(None, ge=1, description="per-type cap inside the tier (None: unlimited)")
+    keep_successful: bool = Field(False, description="memories with metadata success: true are exempt from the cap")
+    discard_repetitive: bool = Field(False, description="deduplicate near-identical memories of this tier")
+    keep_criteria: KeepCriteria | None = Field(None, description="what survives past default_retention_days")
+
+    @field_validator("keep_criteria", mode="before")
+    @classmethod
+    def _merge_list(cls, value: Any) -> Any:
+        # The design's YAML writes keep_criteria as a list of one-key dicts; accept that form too.
+        if isinstance(value, list) and all(isinstance(v, dict) for v in value):
+            return {k: v for item in value for k, v in item.items()}
+        return value
+
+
+class RetentionTiers(_Section):
+    recent: RetentionTier = Field(
+        default_factory=lambda: RetentionTier(max_age_days=7), description="keep everything this young"
+    )
+    medium: RetentionTier = Field(
+        default_factory=lambda: RetentionTier(
+            max_age_days=30, max_items=1000, keep_successful=True, discard_repetitive=True
+        ),
+        description="keep important items, remove duplicates",
+    )
+    long_term: RetentionTier = Field(
+        default_factory=lambda: RetentionTier(max_age_days=365, max_items=500, keep_criteria=KeepCriteria()),
+        description="keep only significant items; everything older is deleted unless bookmarked",
+    )
+
+
 class RetentionSettings(_Section):
     default_retention_days: int = Field(30, ge=1, description="delete unprotected memories older than this")
     max_items_per_collection: int = Field(10_000, ge=1, description="item quota per memory type")
     cleanup: CleanupSettings = Field(default_factory=CleanupSettings, description="cleanup schedule")
+    tiers: RetentionTiers = Field(default_factory=RetentionTiers, description="age tiers (design 'Retention Policy')")
+    dedup_threshold: float = Field(0.95, gt=0, le=1, description="cosine similarity at which memories are duplicates")
+
+
+class AttachmentSettings(_Section):
+    copy_attachments: bool = Field(False, description="copy attached files into <storage>/attachments/")
+    path_keys: list[str] = Field(
+        default_factory=lambda: ["screenshot_path"], description="metadata keys holding a file path to attach"
+    )
+
+
+class BackupSettings(_Section):
+    keep_automatic: int = Field(5, ge=1, description="automatic backups kept (older ones are deleted)")
 
 
 class RedactPattern(_Section):
     regex: str = Field(description="regular expression to replace")
     replacement: str = Field("[REDACTED]", description="replacement text")
+    name: str | None = Field(None, description="name under which stats() counts this rule's hits")
 
 
 class PrivacySettings(_Section):
     redact_screenshots: bool = Field(False, description="redact sensitive text in screen memories")
     redact_patterns: list[RedactPattern] = Field(default_factory=list, description="extra redaction rules")
+    redact: bool = Field(True, description="redact secrets (cards, emails, API keys, ...) before anything is written")
+    redact_defaults: bool = Field(True, description="apply the built-in redaction rules (besides redact_patterns)")
     exclude_sessions: list[str] = Field(default_factory=list, description="fnmatch patterns never stored")
     auto_delete_days: int | None = Field(None, ge=1, description="set expires_at this many days after creation")
     delete_on_exit: bool = Field(False, description="delete the session's memories when the daemon exits")
+
+
+class HookSettings(_Section):
+    context_budget_tokens: int = Field(
+        1500, ge=50, le=100_000, description="token budget of the context printed on SessionStart/UserPromptSubmit"
+    )
+    context_candidates: int = Field(30, ge=1, le=200, description="memories searched before the budget is applied")
+    line_chars: int = Field(240, ge=40, le=2000, description="maximum characters of one injected context line")
+
+
+class DaemonSettings(_Section):
+    port: int = Field(0, ge=0, le=65535, description="loopback HTTP port of the daemon (0: any free port)")
+    poll_interval_ms: int = Field(100, ge=10, le=5000, description="how often the daemon checks the hook spool")
 
 
 class PerformanceSettings(_Section):
@@ -147,6 +219,65 @@ class SearchSettings(_Section):
     )
 
 
+DEFAULT_TRIGGER_PATTERNS = [
+    r"\bremember\s+that\b",
+    r"\balways\s+use\b",
+    r"\bnever\s+do\b",
+    r"\bprefer\s+to\b",
+    r"\bi\s+want\b",
+    r"\bfrom\s+now\s+on\b",
+]
+
+
+LLMCapturePoint = Literal["conversation", "correction", "workflow"]
+LLM_CAPTURE_POINTS: tuple[LLMCapturePoint, ...] = ("conversation", "correction", "workflow")
+
+
+class LLMSettings(_Section):
+    enabled: bool = Field(False, description="use an OpenAI-compatible chat endpoint instead of the built-in rules")
+    base_url: str = Field("http://127.0.0.1:11434/v1", description="OpenAI-compatible API base URL (…/v1)")
+    model: str = Field("", description="chat model name sent to the endpoint; required when enabled")
+    api_key_env: str = Field("OPENAI_API_KEY", description="environment variable holding the API key (may be unset)")
+    timeout_seconds: float = Field(20, gt=0, description="per-request timeout; a timeout falls back to the rules")
+    daily_token_cap: int = Field(200_000, ge=0, description="tokens per UTC day; at the cap the rules are used")
+    use_for: list[LLMCapturePoint] = Field(
+        default_factory=lambda: list(LLM_CAPTURE_POINTS),
+        description="capture points that ask the LLM (the others use the rules)",
+    )
+
+
+class LearningSettings(_Section):
+    capture_all_conversations: bool = Field(True, description="capture memories from agent conversation turns")
+    capture_config_changes: bool = Field(True, description="capture configuration changes as preferences")
+    min_extraction_confidence: float = Field(0.7, ge=0, le=1, description="drop extractions below this confidence")
+    max_memories_per_turn: int = Field(3, ge=1, le=50, description="most memories extracted from one turn")
+    min_actions_for_pattern: int = Field(3, ge=2, description="fewest actions that form a workflow pattern")
+    pattern_time_window_minutes: float = Field(30, gt=0, description="actions of one pattern fall within this window")
+    memory_trigger_patterns: list[str] = Field(
+        default_factory=lambda: list(DEFAULT_TRIGGER_PATTERNS),
+        description="case-insensitive regexes marking an explicit 'remember this' (boosts salience)",
+    )
+    trigger_boost: float = Field(0.25, ge=0, le=0.5, description="importance added when a trigger phrase is used")
+    correction_boost: float = Field(0.3, ge=0, le=0.5, description="importance added to a correction memory")
+    confirm_boost: float = Field(0.15, ge=0, le=0.5, description="importance added per confirmed search result")
+    min_suggestion_similarity: float = Field(
+        0.35, ge=0, le=1, description="cosine similarity a past memory needs to be suggested"
+    )
+    llm: LLMSettings = Field(default_factory=LLMSettings, description="optional LLM for extraction and synthesis")
+
+    @field_validator("memory_trigger_patterns")
+    @classmethod
+    def _compile(cls, value: list[str]) -> list[str]:
+        import re
+
+        for pattern in value:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"{pattern!r} is not a valid regular expression ({exc})") from None
+        return value
+
+
 class Settings(BaseSettings):
     """All of remindful's configuration (the design's ``memory:`` YAML schema)."""
 
@@ -162,6 +293,11 @@ class Settings(BaseSettings):
     privacy: PrivacySettings = Field(default_factory=PrivacySettings, description="privacy controls")
     performance: PerformanceSettings = Field(default_factory=PerformanceSettings, description="tuning")
     search: SearchSettings = Field(default_factory=SearchSettings, description="ranking")
+    hooks: HookSettings = Field(default_factory=HookSettings, description="coding-agent hooks and context injection")
+    daemon: DaemonSettings = Field(default_factory=DaemonSettings, description="the capture daemon")
+    attachments: AttachmentSettings = Field(default_factory=AttachmentSettings, description="attached files")
+    backup: BackupSettings = Field(default_factory=BackupSettings, description="backups")
+    learning: LearningSettings = Field(default_factory=LearningSettings, description="learning from conversations")
 
     @classmethod
     def settings_customise_sources(

@@ -20,6 +20,8 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from remindful.capture.filters import redact_for_store
+from remindful.attachments import attach_files
 from remindful.catalog import MemoryRow
 from remindful.config import Settings
 from remindful.embed.base import Embedder
@@ -61,6 +63,7 @@ class MemoryManager:
         self.settings = settings
         self.path = settings.storage_path
         self._state = StoreState(settings, embedder=embedder, index=index)
+        self._state.on_open.append(self._drain_spool)
         self._session_id: str | None = None
         self._resumed_session: str | None = None
         self._lock = threading.RLock()
@@ -76,6 +79,12 @@ class MemoryManager:
     def close(self) -> None:
         """Flush pending access counts and release the catalog and the index."""
         self._state.close()
+
+    def _drain_spool(self) -> None:
+        """Store hook events spooled while no daemon ran (see :mod:`remindful.hooks.drain`)."""
+        from remindful.hooks.drain import drain_on_open
+
+        drain_on_open(self)
 
     @property
     def disabled_reason(self) -> str | None:
@@ -146,6 +155,7 @@ class MemoryManager:
         for row, vector in zip(rows, vectors, strict=True):
             row.embedding = vector
         state.make_room(rows)
+        attach_files(self.settings, rows)
         state.commit_new(rows)
         state.index_rows(rows)
         return [r.id for r in rows]
@@ -153,6 +163,8 @@ class MemoryManager:
     def _new_row(self, item: Mapping[str, Any], position: int | None, now: float) -> MemoryRow:
         prefix = "" if position is None else f"items[{position}]."
         fields = validate_item(item, prefix)
+        # Privacy: secrets are redacted before anything is written (capture/filters.py).
+        fields["content"], fields["metadata"] = redact_for_store(self, fields["content"], fields["metadata"])
         memory_type: MemoryType = fields["type"]
         metadata: dict[str, Any] = fields["metadata"]
         created = fields["timestamp"] if fields["timestamp"] is not None else now
@@ -181,14 +193,14 @@ class MemoryManager:
         state = self._state.ready()
         row = self._row(memory_id)
         if content is not None:
-            row.content = _text(content, "content")
+            row.content, _ = redact_for_store(self, _text(content, "content"), {})
             row.content_hash = content_hash(row.content)
             row.embedding = state.embedder.embed([row.content])[0]
         if metadata is not None:
             if not isinstance(metadata, Mapping):
                 raise ValidationError("metadata", "expected a dict")
             merged = {**json.loads(row.metadata), **metadata}
-            merged = {k: v for k, v in merged.items() if v is not None}
+            merged = redact_for_store(self, row.content, {k: v for k, v in merged.items() if v is not None})[1]
             row.metadata = validate_item({"content": row.content, "metadata": merged}, "")["metadata"]
             row.metadata = json.dumps(row.metadata, ensure_ascii=False, allow_nan=False)
             row.bookmarked = bool(merged.get("bookmarked") or merged.get("manual_save"))
@@ -318,6 +330,120 @@ class MemoryManager:
     def index_status(self) -> dict[str, Any]:
         """Whether the vector index is usable, and why not."""
         return self._state.index_status()
+
+    # -- lifecycle (sessions, retention, backup: see remindful.sessions, .policy, .backup) -------
+
+    def list_sessions(self) -> builtins.list[dict[str, Any]]:
+        """Every session, newest first: id, start/end, memory count, summary of its activity."""
+        from remindful.sessions import list_sessions
+
+        return list_sessions(self._state.ready(), current=self._session_id, resumed=self._resumed_session)
+
+    def delete_session(self, session_id: str, confirm: bool = False) -> dict[str, Any]:
+        """Back up, then delete every memory of the session. Refused (ValidationError) unless ``confirm``."""
+        from remindful.sessions import delete_session
+
+        return delete_session(self, session_id, confirm=confirm)
+
+    def cleanup(self, dry_run: bool = False) -> dict[str, Any]:
+        """Apply the retention policy (:mod:`remindful.policy.retention`); ``dry_run`` only reports."""
+        from remindful.policy.retention import cleanup
+
+        return cleanup(self._state.ready(), dry_run=dry_run).to_dict(with_ids=dry_run)
+
+    def dedup(
+        self, threshold: float | None = None, types: Sequence[str] | None = None, dry_run: bool = False
+    ) -> dict[str, Any]:
+        """Collapse near-duplicates (cosine ≥ threshold) of each type into their most important member."""
+        from remindful.policy.dedup import dedup
+
+        return dedup(self._state.ready(), threshold=threshold, types=types, dry_run=dry_run)
+
+    def export(
+        self, format: str = "json", output_path: str | os.PathLike[str] | None = None, *, progress: Any = None
+    ) -> dict[str, Any]:
+        """Write every memory (content, metadata, embedding) to a JSON file; returns path and count.
+        ``progress(n)`` is called as batches are written."""
+        from remindful.export import export_memories
+
+        return export_memories(self, format=format, output_path=output_path, progress=progress)
+
+    def import_memories(self, path: str | os.PathLike[str], *, progress: Any = None) -> dict[str, Any]:
+        """Restore memories exported by :meth:`export` exactly (no re-embedding); duplicates skipped."""
+        from remindful.export import import_memories
+
+        return import_memories(self, path, progress=progress)
+
+    import_ = import_memories
+
+    def backup(self, name: str | None = None, *, automatic: bool = False) -> dict[str, Any]:
+        """Snapshot the store into ``<storage>/backups/backup_YYYYmmdd_HHMMSS[_name].tar.gz``."""
+        from remindful.backup import create_backup
+
+        return create_backup(self, name=name, automatic=automatic)
+
+    def restore(self, path: str | os.PathLike[str], confirm: bool = False, *, progress: Any = None) -> dict[str, Any]:
+        """Replace the store with a validated backup (after backing up the current one)."""
+        from remindful.backup import restore_backup
+
+        return restore_backup(self, path, confirm=confirm, progress=progress)
+
+    def clear_all(self, confirm: bool = False) -> dict[str, Any]:
+        """Back up, then delete every memory. Refused (ValidationError) unless ``confirm``."""
+        from remindful.backup import clear_all
+
+        return clear_all(self, confirm=confirm)
+
+    # -- learning (conversation capture, corrections, workflows, suggestions: remindful.learning) --
+
+    def capture_conversation(self, turn: Any, *, automatic: bool = False) -> builtins.list[Memory]:
+        """Extract and store up to ``learning.max_memories_per_turn`` memorable statements of a
+        turn (a ConversationTurn or a dict with user_message, assistant_response, ...)."""
+        from remindful.learning.conversation import capture_conversation
+
+        return capture_conversation(self, turn, automatic=automatic)
+
+    def capture_correction(self, original: str, corrected: str, context: str = "") -> Memory:
+        """Store the rule a user correction teaches, as a reinforced knowledge memory."""
+        from remindful.learning.corrections import capture_correction
+
+        return capture_correction(self, original, corrected, context)
+
+    def capture_config_change(self, key: str, old: Any, new: Any, *, automatic: bool = False) -> Memory | None:
+        """Store the preference a setting change expresses ("User prefers dark mode")."""
+        from remindful.learning.config_changes import capture_config_change
+
+        return capture_config_change(self, key, old, new, automatic=automatic)
+
+    def capture_workflow(self, actions: Sequence[Any], *, goal: str | None = None, name: str | None = None) -> Memory | None:
+        """Store a procedural memory if the actions form a workflow within the time window; else None."""
+        from remindful.learning.workflows import capture_workflow
+
+        return capture_workflow(self, actions, goal=goal, name=name)
+
+    def create_workflow_from_session(self, session_id: str, name: str) -> Memory:
+        """Build a reusable workflow memory from a session's successful actions."""
+        from remindful.learning.workflows import create_workflow_from_session
+
+        return create_workflow_from_session(self, session_id, name)
+
+    def confirm(self, query: str, memory_id: str) -> Memory:
+        """A search result helped: reinforce it so it ranks higher for later searches."""
+        from remindful.learning.reinforce import confirm
+
+        return confirm(self, query, memory_id)
+
+    def suggest(self, context: str, *, action: Mapping[str, Any] | None = None, limit: int = 3) -> dict[str, Any]:
+        """Similar past workflows/actions for a context, and warnings about actions that failed."""
+        from remindful.learning.suggest import suggest
+
+        return suggest(self, context, action=action, limit=limit)
+
+    def analyze_patterns(self, type: str = "action", metric: str | None = None, **options: Any) -> dict[str, Any]:
+        """Recurring action sequences across sessions, and success rates per kind of action."""
+        from remindful.learning.patterns import analyze_patterns
+
+        return analyze_patterns(self, type=type, metric=metric, **options)
 
 
 # -- helpers ---------------------------------------------------------------------------------------

@@ -54,6 +54,8 @@ def build_stats(state: StoreState) -> dict[str, Any]:
         },
         "sessions": sessions,
         "spool_pending": spool,
+        "capture": _capture_counts(catalog),
+        "learning": _learning(state),
         "index": {
             "opened": state._index_opened,
             "available": state._index is not None if state._index_opened else None,
@@ -70,3 +72,17 @@ def build_stats(state: StoreState) -> dict[str, Any]:
             "embedding_cache": cache,
         },
     }
+
+
+def _capture_counts(catalog: Any) -> dict[str, int]:
+    """Redactions and skipped captures per reason (capture filters), summed over every process."""
+    from remindful.capture.filters import read_counts
+
+    return read_counts(catalog.read)
+
+
+def _learning(state: StoreState) -> dict[str, Any]:
+    """Conversation capture, corrections, workflows, reinforcement and LLM use (remindful.learning)."""
+    from remindful.learning.metrics import learning_stats
+
+    return learning_stats(state)

@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from remindful.attachments import remove_copies
 from remindful.catalog import Catalog, MemoryRow
 from remindful.config import Settings
 from remindful.embed.base import Embedder
@@ -183,6 +184,9 @@ class StoreState:
         self._init_lock = threading.RLock()
         self._index_lock = IndexLock(self.path / "index.lock")
         self._access: AccessRecorder | None = None
+        #: Run once when the catalog opens (the manager drains the hook spool here); a failure is
+        #: logged and does not stop the open.
+        self.on_open: list[Callable[[], None]] = []
         self._type_counts: dict[str, int] = {}
         self._counts_at = 0.0
         self._size_mb = 0.0
@@ -222,6 +226,11 @@ class StoreState:
             raise MemoryDisabledError(self.disabled_reason) from exc
         self._access = AccessRecorder(catalog)
         self._catalog = catalog
+        for callback in self.on_open:
+            try:
+                callback()
+            except Exception as exc:  # e.g. a spooled event that cannot be stored yet: retried later
+                log.warning("task at catalog open failed: %s", exc)
 
     @property
     def catalog(self) -> Catalog:
@@ -441,6 +450,7 @@ class StoreState:
         gone = self.catalog.delete_ids(ids)
         if not gone:
             return 0
+        remove_copies(self.path, [mid for mid, _t in gone])
         self.catalog.write(
             lambda c: c.executemany(
                 "INSERT INTO audit_log (at, action, memory_id, detail) VALUES (?,?,?,?)",
@@ -474,14 +484,9 @@ class StoreState:
             excess = counts.get(type_value, 0) + n_new - limit
             if excess <= 0:
                 continue
-            victims = [
-                r[0]
-                for r in self.catalog.read(
-                    "SELECT id FROM memories WHERE type = ? AND bookmarked = 0 "
-                    "ORDER BY importance ASC, access_count ASC, created_at ASC LIMIT ?",
-                    (type_value, excess),
-                )
-            ]
+            from remindful.policy.importance import least_important
+
+            victims = least_important(self.catalog, type_value, excess, time.time())
             if len(victims) < excess:
                 log.warning(
                     "%s_memories is over its quota of %d but every remaining memory is bookmarked", type_value, limit

@@ -1,0 +1,422 @@
+"""Backups: consistent snapshots of a live store as ``.tar.gz``, validated restore, clear-all.
+
+An archive ``<storage>/backups/backup_YYYYmmdd_HHMMSS[_name].tar.gz`` (local time) holds::
+
+    manifest.json      format, version, time, storage path, counts per collection, and the
+                       sha256 and size of every other file
+    catalog.sqlite3    the catalog, copied with SQLite's online backup API: one consistent
+                       snapshot even while other threads and processes write
+    chroma/...         the embedded Chroma files, copied under the index lock (absent in server mode)
+    attachments/...    copied attachment files
+    config/            settings.json (the effective settings) and config.yaml (the YAML file, if any)
+
+Automatic backups (before ``clear_all``, ``delete_session`` and ``restore``) are named
+``..._auto-<reason>`` and only the newest ``backup.keep_automatic`` (5) are kept; named and
+unnamed manual backups are never rotated.
+
+``restore`` validates the whole archive before it touches current data: it is a readable gzip
+tar (a truncated one is refused), every member is a regular file or directory (no symlinks, hard
+links or devices) whose path stays inside the target, the manifest lists exactly the archive's
+files with matching sha256, and the catalog passes SQLite's integrity check with the manifest's
+counts. Only then is the current store backed up, swapped out (rolled back if the swap fails)
+and the vector index rebuilt from the restored catalog. Stop other processes using the store
+(the daemon, MCP servers) before restoring: they would keep writing to the replaced files.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import re
+import shutil
+import sqlite3
+import tarfile
+import time
+import uuid
+import zlib
+from datetime import datetime
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING, Any
+
+from remindful.errors import StorageError, ValidationError
+from remindful.model import MemoryType
+
+if TYPE_CHECKING:
+    from remindful.manager import MemoryManager
+
+FORMAT = "remindful-backup"
+VERSION = 1
+MANIFEST = "manifest.json"
+CATALOG = "catalog.sqlite3"
+CHROMA = "chroma"
+ATTACHMENTS = "attachments"
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+_RESTORED = (CATALOG, CHROMA, ATTACHMENTS)
+_REPLACED = (CATALOG, f"{CATALOG}-wal", f"{CATALOG}-shm", CHROMA, ATTACHMENTS)
+
+
+def backups_dir(storage: Path) -> Path:
+    return storage / "backups"
+
+
+def create_backup(
+    manager: MemoryManager, *, name: str | None = None, automatic: bool = False, reason: str = "manual"
+) -> dict[str, Any]:
+    """Write a backup archive; returns ``{path, name, automatic, counts, total, bytes}``."""
+    if name is not None and (not isinstance(name, str) or not _NAME.match(name)):
+        raise ValidationError("name", "expected 1-64 letters, digits, '_', '-' or '.', starting with a letter or digit")
+    state = manager._state.ready()
+    folder = backups_dir(manager.path)
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    suffix = f"_auto-{reason}" if automatic else (f"_{name}" if name else "")
+    stem = f"backup_{datetime.now():%Y%m%d_%H%M%S}{suffix}"
+    target = folder / f"{stem}.tar.gz"
+    n = 2
+    while target.exists():  # two backups in one second
+        target = folder / f"{stem}-{n}.tar.gz"
+        n += 1
+    staging = folder / f".staging-{uuid.uuid4().hex[:8]}"
+    staging.mkdir(mode=0o700)
+    try:
+        _snapshot_catalog(state.catalog.path, staging / CATALOG)
+        chroma = manager.path / CHROMA
+        if chroma.is_dir():
+            with state._index_lock():  # no index writes while the files are copied
+                shutil.copytree(chroma, staging / CHROMA, ignore=shutil.ignore_patterns("*.lock"))
+        attachments = manager.path / ATTACHMENTS
+        if attachments.is_dir():
+            shutil.copytree(attachments, staging / ATTACHMENTS)
+        _write_config(manager, staging / "config")
+        counts = _catalog_counts(staging / CATALOG)
+        manifest = {
+            "format": FORMAT,
+            "version": VERSION,
+            "created_at": datetime.now().astimezone().isoformat(),
+            "name": name,
+            "automatic": automatic,
+            "reason": reason,
+            "storage_path": str(manager.path),
+            "counts": counts,
+            "total": sum(counts.values()),
+        }
+        files = _files(staging)
+        manifest["files"] = {rel: _digest(staging / rel) for rel in files}
+        (staging / MANIFEST).write_text(json.dumps(manifest, indent=2), encoding="utf-8")
+        tmp = target.with_name(target.name + ".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as raw, tarfile.open(fileobj=raw, mode="w:gz") as tar:
+            for rel in [MANIFEST, *files]:
+                tar.add(staging / rel, arcname=rel, recursive=False)
+        os.replace(tmp, target)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    if automatic:
+        rotate(manager.path, manager.settings.backup.keep_automatic)
+    return {
+        "success": True,
+        "path": str(target),
+        "name": name,
+        "automatic": automatic,
+        "counts": counts,
+        "total": manifest["total"],
+        "bytes": target.stat().st_size,
+    }
+
+
+def _snapshot_catalog(source: Path, target: Path) -> None:
+    src = sqlite3.connect(str(source), timeout=30)
+    dst = sqlite3.connect(str(target))
+    try:
+        src.backup(dst)  # one step: a single read transaction, so one consistent state
+        dst.execute("PRAGMA journal_mode=DELETE")  # one self-contained file in the archive
+    finally:
+        dst.close()
+        src.close()
+    os.chmod(target, 0o600)
+
+
+def _write_config(manager: MemoryManager, folder: Path) -> None:
+    from remindful.config import config_file
+
+    folder.mkdir(mode=0o700)
+    (folder / "settings.json").write_text(manager.settings.model_dump_json(indent=2), encoding="utf-8")
+    with contextlib.suppress(Exception):  # an unreadable config file is not worth failing a backup
+        source = config_file()
+        if source is not None:
+            shutil.copyfile(source, folder / "config.yaml")
+
+
+def _catalog_counts(path: Path) -> dict[str, int]:
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        found = dict(conn.execute("SELECT type, count(*) FROM memories GROUP BY type").fetchall())
+    finally:
+        conn.close()
+    return {t.collection: int(found.get(t.value, 0)) for t in MemoryType}
+
+
+def _files(root: Path) -> list[str]:
+    out = []
+    for folder, _dirs, names in os.walk(root):
+        for file in names:
+            out.append((Path(folder) / file).relative_to(root).as_posix())
+    return sorted(out)
+
+
+def _digest(path: Path) -> dict[str, Any]:
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return {"sha256": h.hexdigest(), "size": path.stat().st_size}
+
+
+def list_backups(storage: Path) -> list[dict[str, Any]]:
+    """Backups in ``<storage>/backups``, oldest first."""
+    folder = backups_dir(storage)
+    if not folder.is_dir():
+        return []
+    return [
+        {"path": str(p), "automatic": "_auto-" in p.name, "bytes": p.stat().st_size}
+        for p in sorted(folder.glob("backup_*.tar.gz"))
+    ]
+
+
+def rotate(storage: Path, keep: int) -> list[str]:
+    """Delete all but the newest ``keep`` automatic backups; returns the deleted paths."""
+    # By the name's timestamp, then by write time (two backups in one second: "...-2" sorts first by name).
+    autos = sorted(backups_dir(storage).glob("backup_*_auto-*.tar.gz"), key=lambda p: (p.name[:22], _mtime(p)))
+    doomed = autos[: max(len(autos) - keep, 0)]
+    for path in doomed:
+        path.unlink(missing_ok=True)
+    return [str(p) for p in doomed]
+
+
+def _mtime(path: Path) -> int:
+    try:
+        return path.stat().st_mtime_ns
+    except OSError:
+        return 0
+
+
+# -- restore ---------------------------------------------------------------------------------------
+
+
+def validate_archive(path: Path, staging: Path) -> dict[str, Any]:
+    """Extract ``path`` into ``staging`` checking everything (see the module docstring); returns the
+    manifest. Raises ValidationError naming the problem; ``staging`` may then hold partial files."""
+    try:
+        with tarfile.open(path, "r:gz") as tar:
+            members = tar.getmembers()
+            for member in members:
+                _check_member(member, staging)
+            files = {m.name: m for m in members if m.isfile()}
+            if MANIFEST not in files:
+                raise _bad(path, "it has no manifest.json")
+            manifest_file = tar.extractfile(files[MANIFEST])
+            assert manifest_file is not None
+            manifest = _parse_manifest(path, manifest_file.read())
+            listed = manifest["files"]
+            if set(listed) != set(files) - {MANIFEST}:
+                extra = sorted(set(files) - {MANIFEST} - set(listed))
+                missing = sorted(set(listed) - set(files))
+                raise _bad(path, f"its files do not match the manifest (extra {extra[:5]}, missing {missing[:5]})")
+            if CATALOG not in listed:
+                raise _bad(path, "it holds no catalog.sqlite3")
+            for name, member in files.items():
+                if name != MANIFEST:
+                    _extract_checked(tar, member, staging, listed[name], path)
+    except (tarfile.TarError, EOFError, zlib.error, OSError) as exc:
+        raise _bad(path, f"it is not a readable .tar.gz archive (truncated or damaged: {exc})") from None
+    _check_catalog(path, staging / CATALOG, manifest)
+    return manifest
+
+
+def _bad(path: Path, why: str) -> ValidationError:
+    return ValidationError("path", f"refusing to restore {path}: {why}. Current data was not touched")
+
+
+def _check_member(member: tarfile.TarInfo, staging: Path) -> None:
+    name = PurePosixPath(member.name)
+    if member.issym() or member.islnk():
+        raise ValidationError("path", f"refusing to restore: the archive holds a link ({member.name!r})")
+    if not (member.isfile() or member.isdir()):
+        raise ValidationError("path", f"refusing to restore: {member.name!r} is not a regular file or directory")
+    if name.is_absolute() or ".." in name.parts or "\\" in member.name or not member.name.strip("/."):
+        raise ValidationError("path", f"refusing to restore: the archive path {member.name!r} escapes the target")
+    target = (staging / member.name).resolve()
+    if not target.is_relative_to(staging.resolve()):
+        raise ValidationError("path", f"refusing to restore: the archive path {member.name!r} escapes the target")
+
+
+def _parse_manifest(path: Path, raw: bytes) -> dict[str, Any]:
+    try:
+        manifest = json.loads(raw)
+    except ValueError:
+        raise _bad(path, "its manifest.json is not valid JSON") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        raise _bad(path, f"it is not a remindful backup (manifest format must be {FORMAT!r})")
+    if manifest.get("version") != VERSION:
+        raise _bad(path, f"unsupported backup version {manifest.get('version')!r}")
+    files = manifest.get("files")
+    if not isinstance(files, dict) or not all(isinstance(v, dict) and "sha256" in v for v in files.values()):
+        raise _bad(path, "its manifest has no valid file list")
+    return manifest
+
+
+def _extract_checked(
+    tar: tarfile.TarFile, member: tarfile.TarInfo, staging: Path, expected: dict[str, Any], path: Path
+) -> None:
+    target = staging / member.name
+    target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    source = tar.extractfile(member)
+    assert source is not None
+    h = hashlib.sha256()
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as out:
+        for block in iter(lambda: source.read(1 << 20), b""):
+            h.update(block)
+            out.write(block)
+    if h.hexdigest() != expected["sha256"]:
+        raise _bad(path, f"the checksum of {member.name} does not match the manifest")
+
+
+def _check_catalog(path: Path, catalog: Path, manifest: dict[str, Any]) -> None:
+    try:
+        conn = sqlite3.connect(f"file:{catalog}?mode=ro", uri=True)
+        try:
+            result = conn.execute("PRAGMA integrity_check").fetchone()[0]
+        finally:
+            conn.close()
+        counts = _catalog_counts(catalog)
+    except sqlite3.Error as exc:
+        raise _bad(path, f"its catalog is not a readable SQLite database ({exc})") from None
+    if result != "ok":
+        raise _bad(path, f"its catalog fails the integrity check ({result})")
+    expected = manifest.get("counts") or {}
+    if any(counts.get(k, 0) != v for k, v in expected.items()):
+        raise _bad(path, f"its catalog counts {counts} differ from the manifest's {expected}")
+
+
+def restore_backup(
+    manager: MemoryManager, path: str | os.PathLike[str], *, confirm: bool = False, progress: Any = None
+) -> dict[str, Any]:
+    """Replace the store with the backup at ``path``; see the module docstring. Without ``confirm``
+    the archive is still validated, then the restore is refused (ValidationError naming ``confirm``)."""
+    archive = Path(path).expanduser()
+    if not archive.is_file():
+        raise ValidationError("path", f"{archive} is not a file; expected a backup_*.tar.gz from `remindful backup`")
+    manager._state.ready()
+    staging = manager.path / f".restore-{uuid.uuid4().hex[:8]}"
+    staging.mkdir(mode=0o700)
+    try:
+        manifest = validate_archive(archive, staging)
+        if not confirm:
+            raise ValidationError(
+                "confirm",
+                f"restoring replaces all {manager.stats()['total_memories']} current memories with the backup's "
+                f"{manifest.get('total', '?')}; pass confirm=True (the current data is backed up first)",
+            )
+        before = create_backup(manager, automatic=True, reason="before-restore")
+        manager._state.close()
+        _swap(manager.path, staging)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    old_root = manifest.get("storage_path")
+    if isinstance(old_root, str) and old_root != str(manager.path):
+        _rewrite_attachment_paths(manager, Path(old_root))
+    manager._resumed_session = None
+    counts = manager.reindex(progress=progress)
+    return {
+        "success": True,
+        "path": str(archive),
+        "counts": counts,
+        "total": sum(counts.values()),
+        "expected": manifest.get("counts"),
+        "backup_path": before["path"],
+    }
+
+
+def _swap(storage: Path, staging: Path) -> None:
+    aside = storage / f".pre-restore-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
+    aside.mkdir(mode=0o700)
+    moved: list[str] = []
+    placed: list[str] = []
+    try:
+        for name in _REPLACED:
+            if (storage / name).exists():
+                os.replace(storage / name, aside / name)
+                moved.append(name)
+        for name in _RESTORED:
+            if (staging / name).exists():
+                os.replace(staging / name, storage / name)
+                placed.append(name)
+    except OSError as exc:
+        for name in placed:
+            _remove(storage / name)
+        for name in moved:
+            os.replace(aside / name, storage / name)
+        shutil.rmtree(aside, ignore_errors=True)
+        raise StorageError(f"Restore failed while swapping files ({exc}); the current data was put back") from exc
+    shutil.rmtree(aside, ignore_errors=True)
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
+
+
+def _rewrite_attachment_paths(manager: MemoryManager, old_root: Path) -> None:
+    # Copies live under <storage>/attachments: point them at this store's copy.
+    old = json.dumps(str(old_root / ATTACHMENTS))[1:-1]
+    new = json.dumps(str(manager.path / ATTACHMENTS))[1:-1]
+    manager._state.ready().catalog.write(
+        lambda c: c.execute(
+            "UPDATE memories SET metadata = replace(metadata, ?, ?) WHERE instr(metadata, ?) > 0", (old, new, old)
+        ),
+        what="relocating attachment paths",
+    )
+
+
+# -- clear all -------------------------------------------------------------------------------------
+
+
+def clear_all(manager: MemoryManager, *, confirm: bool = False) -> dict[str, Any]:
+    """Back up, then delete every memory of every collection, the sessions, the pending spool,
+    file hashes, the embedding cache and attachment copies. Refused without ``confirm``."""
+    state = manager._state.ready()
+    total = state.catalog.count()
+    if not confirm:
+        raise ValidationError(
+            "confirm",
+            f"clear_all deletes all {total} memories in every collection; pass confirm=True (a backup is taken first)",
+        )
+    backup = create_backup(manager, automatic=True, reason="before-clear-all")
+    deleted = 0
+    while True:
+        ids = [r[0] for r in state.catalog.read("SELECT id FROM memories LIMIT 5000")]
+        if not ids:
+            break
+        deleted += state.delete(ids, reason="clear_all")
+
+    def wipe(conn: sqlite3.Connection) -> None:
+        for table in ("sessions", "spool", "file_hashes", "embedding_cache"):
+            conn.execute(f"DELETE FROM {table}")
+        state.catalog.audit(conn, "clear_all", None, {"deleted": deleted, "backup": backup["path"]})
+
+    state.catalog.write(wipe, what="clearing the store")
+    index = state.index
+    if index is not None:
+        with state._index_lock():
+            index.reset()
+    shutil.rmtree(manager.path / ATTACHMENTS, ignore_errors=True)
+    manager._resumed_session = None
+    state.type_counts(max_age_s=0)
+    return {"success": True, "deleted": deleted, "backup_path": backup["path"], "counts_before": backup["counts"]}
+
+
+__all__ = ["backups_dir", "clear_all", "create_backup", "list_backups", "restore_backup", "rotate", "validate_archive"]

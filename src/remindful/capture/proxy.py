@@ -1,0 +1,182 @@
+"""``remindful proxy -- CMD ARGS...``: give any stdio MCP server memory without changing it.
+
+The proxy is the MCP server the client starts. It starts the wrapped server from ``CMD ARGS``
+and relays every JSON-RPC message both ways, byte for byte (requests, responses,
+notifications, server-to-client requests such as sampling or elicitation, any protocol
+version): the client sees exactly what the wrapped server says. Along the way it pairs each
+``tools/call`` request with its response and hands the completed call — tool, arguments, outcome,
+duration — to a :class:`~remindful.capture.middleware.CaptureWorker`, which stores it from a
+background thread (so relaying never waits for storage) through the capture filters.
+
+Lifetime: when the client closes the proxy's stdin, the wrapped server's stdin is closed; when
+the wrapped server exits, the proxy stores what is queued and exits with its exit code.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import IO, TYPE_CHECKING, Any
+
+from remindful.capture.middleware import CaptureWorker, ToolCall, TypeMapping, result_outcome
+
+if TYPE_CHECKING:
+    from remindful.manager import MemoryManager
+
+log = logging.getLogger("remindful.capture")
+
+EXIT_GRACE_SECONDS = 5.0
+
+
+class ToolCallTracker:
+    """Pairs ``tools/call`` requests (client → server) with their responses (server → client)."""
+
+    def __init__(self, submit: Callable[[ToolCall], None]) -> None:
+        self._submit = submit
+        self._pending: dict[Any, tuple[str, dict[str, Any], float]] = {}
+        self._lock = threading.Lock()
+        self.server_name: str | None = None
+
+    def from_client(self, line: bytes) -> None:
+        for message in _messages(line):
+            if message.get("method") == "tools/call" and "id" in message:
+                params = message.get("params") or {}
+                arguments = params.get("arguments") if isinstance(params, dict) else None
+                with self._lock:
+                    self._pending[_key(message["id"])] = (
+                        str(params.get("name", "?")) if isinstance(params, dict) else "?",
+                        arguments if isinstance(arguments, dict) else {},
+                        time.perf_counter(),
+                    )
+
+    def from_server(self, line: bytes) -> None:
+        for message in _messages(line):
+            if "method" in message or "id" not in message:
+                continue  # a request or notification from the server, not a response
+            result = message.get("result")
+            if self.server_name is None and isinstance(result, dict):
+                info = result.get("serverInfo")
+                if isinstance(info, dict) and isinstance(info.get("name"), str):
+                    self.server_name = info["name"]
+            with self._lock:
+                pending = self._pending.pop(_key(message["id"]), None)
+            if pending is None:
+                continue
+            tool, arguments, started = pending
+            if isinstance(result, dict) and result.get("resultType") == "input_required":
+                continue  # the client will retry with the answers, as a new request
+            if "error" in message:
+                error = message.get("error") or {}
+                success, error_text, text = False, str(error.get("message", error)), None
+            else:
+                success, error_text, text = result_outcome(result or {})
+            self._submit(
+                ToolCall(
+                    tool=tool,
+                    arguments=arguments,
+                    success=success,
+                    duration_ms=(time.perf_counter() - started) * 1000,
+                    error=error_text,
+                    result=text,
+                    server=self.server_name,
+                )
+            )
+
+
+def _key(request_id: Any) -> str:
+    return json.dumps(request_id)
+
+
+def _messages(line: bytes) -> list[dict[str, Any]]:
+    """The JSON-RPC messages on one line (a batch is a list); nothing for a line that is not JSON."""
+    try:
+        data = json.loads(line)
+    except ValueError:
+        return []
+    items = data if isinstance(data, list) else [data]
+    return [m for m in items if isinstance(m, dict)]
+
+
+def _pump(source: IO[bytes], sink: IO[bytes], inspect: Callable[[bytes], None], on_eof: Callable[[], None]) -> None:
+    """Copy lines from source to sink (flushing each), inspecting each after it is forwarded."""
+    try:
+        for line in iter(source.readline, b""):
+            try:
+                sink.write(line)
+                sink.flush()
+            except (BrokenPipeError, ValueError, OSError):
+                break
+            try:
+                inspect(line)
+            except Exception as exc:  # inspection must never stop the relay
+                log.debug("could not inspect a message: %s", exc)
+    finally:
+        on_eof()
+
+
+def run_proxy(
+    command: Sequence[str],
+    get_manager: Callable[[], MemoryManager],
+    *,
+    mapping: Callable[[str], str] | None = None,
+    stdin: IO[bytes] | None = None,
+    stdout: IO[bytes] | None = None,
+    env: dict[str, str] | None = None,
+) -> int:
+    """Start ``command``, relay stdio between it and this process, capture its tool calls.
+
+    Returns the wrapped server's exit code (127 if it could not be started).
+    """
+    if not command:
+        raise ValueError("expected a command to start the MCP server, e.g. `remindful proxy -- npx -y SERVER`")
+    client_in = stdin or sys.stdin.buffer
+    client_out = stdout or sys.stdout.buffer
+    try:
+        child = subprocess.Popen(
+            list(command), stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env or os.environ.copy(), bufsize=0
+        )
+    except OSError as exc:
+        sys.stderr.write(f"remindful proxy: could not start {command[0]!r}: {exc}\n")
+        return 127
+    assert child.stdin is not None and child.stdout is not None
+    worker = CaptureWorker(get_manager, mapping=mapping or TypeMapping())
+    tracker = ToolCallTracker(worker.submit)
+
+    def close_child_stdin() -> None:
+        # The client is gone: EOF tells the wrapped server to exit; terminate it if it lingers.
+        try:
+            child.stdin.close()  # type: ignore[union-attr]
+        except OSError:
+            pass
+        timer = threading.Timer(EXIT_GRACE_SECONDS, lambda: child.poll() is None and child.terminate())
+        timer.daemon = True
+        timer.start()
+
+    def stop(signum: int, frame: Any) -> None:
+        child.terminate()
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, stop)
+    upstream = threading.Thread(
+        target=_pump, args=(client_in, child.stdin, tracker.from_client, close_child_stdin), daemon=True
+    )
+    upstream.start()
+    try:
+        _pump(child.stdout, client_out, tracker.from_server, lambda: None)
+    except KeyboardInterrupt:
+        child.terminate()
+    code = child.wait()
+    worker.close(timeout=30)
+    if worker.stats["failed"]:
+        log.warning("remindful proxy: %d captures failed (see the log)", worker.stats["failed"])
+    return code
+
+
+__all__ = ["ToolCallTracker", "run_proxy"]

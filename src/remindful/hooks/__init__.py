@@ -1,0 +1,23 @@
+"""Coding-agent hooks: ``remindful hook <event>`` and the spool behind it.
+
+A hook process (:mod:`remindful.hooks.fast`, standard library only) turns the agent's hook JSON
+into a small, redacted spool record in one short SQLite transaction and exits; whoever owns the
+store drains the spool into memories (:func:`drain`). SessionStart and UserPromptSubmit also print
+relevant memories for the agent (:mod:`remindful.hooks.context`). This package imports nothing
+heavy, so that hook processes stay fast.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def drain(manager: Any, *, limit: int | None = None) -> int:
+    """Store every pending spooled hook event through ``manager``; returns how many events were
+    processed. Safe to call from many processes at once (one drains, the others return 0)."""
+    from remindful.hooks.drain import drain_spool
+
+    return drain_spool(manager, limit=limit)
+
+
+__all__ = ["drain"]

@@ -1,0 +1,242 @@
+"""Turn a coding agent's hook JSON into a spool record (standard library only).
+
+Input: the JSON Claude Code writes to a hook's stdin — ``session_id``, ``transcript_path``,
+``cwd``, ``hook_event_name`` and per event ``source`` (SessionStart), ``prompt``
+(UserPromptSubmit), ``tool_name``/``tool_input``/``tool_use_id`` (PreToolUse),
+``tool_response`` (PostToolUse), ``error`` (PostToolUseFailure), ``last_assistant_message`` /
+``stop_hook_active`` (Stop), ``reason`` (SessionEnd).
+
+A record is ``{"event", "session_id", "at", "memories": [{content, type, source, metadata}],
+"session": {...}}``: the memory text is prepared here, so that the raw payload (which may hold a
+whole file written by the agent) is never stored.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+try:  # the built-in module: hashlib would load OpenSSL, which costs hook processes milliseconds
+    from _sha256 import sha256
+except ImportError:  # pragma: no cover - other Python builds
+    from hashlib import sha256
+
+EVENTS = (
+    "SessionStart",
+    "UserPromptSubmit",
+    "PreToolUse",
+    "PostToolUse",
+    "PostToolUseFailure",
+    "Stop",
+    "SubagentStop",
+    "SessionEnd",
+)
+_BY_KEY = {e.lower(): e for e in EVENTS} | {
+    "".join("-" + c.lower() if c.isupper() else c for c in e).lstrip("-"): e for e in EVENTS
+}
+#: Events whose output is context for the agent.
+CONTEXT_EVENTS = ("SessionStart", "UserPromptSubmit")
+
+SUMMARY_CHARS = 400
+INPUT_CHARS = 300
+TRANSCRIPT_TAIL_BYTES = 4 * 1024 * 1024
+_INPUT_KEYS = ("command", "file_path", "path", "pattern", "url", "query", "prompt", "notebook_path", "skill")
+_OUTPUT_KEYS = ("error", "stderr", "stdout", "output", "result", "content", "message", "filePath", "text")
+
+
+class HookInputError(ValueError):
+    """The hook input is unusable; the message names the field (spec ERR-P1-03 and friends)."""
+
+
+def normalize_event(name: str) -> str:
+    """``PreToolUse``, ``pretooluse`` or ``pre-tool-use`` → ``PreToolUse``."""
+    event = _BY_KEY.get(name.strip().lower()) or _BY_KEY.get(name.strip())
+    if event is None:
+        raise HookInputError(f"hook event: unknown event {name!r}; expected one of {', '.join(EVENTS)}")
+    return event
+
+
+def idem_key(event: str, payload: dict[str, Any]) -> str:
+    """Same event, same key: the tool_use_id where there is one, else the payload's hash."""
+    basis = payload.get("tool_use_id")
+    if not basis:
+        basis = json.dumps(payload, sort_keys=True, ensure_ascii=False, default=str)
+    raw = f"{event}\x00{payload.get('session_id')}\x00{basis}"
+    return sha256(raw.encode("utf-8", "replace")).hexdigest()
+
+
+def _flat(text: str, limit: int) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def describe_tool(tool_name: str, tool_input: Any, description: Any = None) -> str:
+    """What the tool call does, in one line: its description, else its key input."""
+    if isinstance(description, str) and description.strip():
+        what = description
+    elif isinstance(tool_input, dict) and isinstance(tool_input.get("description"), str):
+        what = tool_input["description"]
+    else:
+        what = ""
+    if not what.strip() and isinstance(tool_input, dict):
+        parts = [f"{k}={tool_input[k]}" for k in _INPUT_KEYS if isinstance(tool_input.get(k), str | int)]
+        rest = {k: v for k, v in tool_input.items() if v not in (None, "", [], {}) and not str(v).isspace()}
+        if not parts and rest:
+            parts = [json.dumps(rest, ensure_ascii=False, default=str, sort_keys=True)]
+        what = " ".join(parts)
+    elif not what.strip() and isinstance(tool_input, str):
+        what = tool_input
+    what = _flat(what, INPUT_CHARS)
+    if not what:
+        return ""
+    return f"{tool_name}: {what}" if tool_name else what
+
+
+def summarize_output(response: Any, limit: int = SUMMARY_CHARS) -> str:
+    """A short summary of a tool's output (the first useful fields, flattened and cut)."""
+    if response is None:
+        return ""
+    if isinstance(response, str):
+        return _flat(response, limit)
+    if isinstance(response, dict):
+        parts = []
+        for key in _OUTPUT_KEYS:
+            value = response.get(key)
+            if isinstance(value, str) and value.strip():
+                parts.append(f"{key}: {value}")
+            elif isinstance(value, dict) and isinstance(value.get("filePath"), str):
+                parts.append(f"{key}: {value['filePath']}")
+        if not parts:
+            parts = [json.dumps(response, ensure_ascii=False, default=str, sort_keys=True)]
+        return _flat(" | ".join(parts), limit)
+    if isinstance(response, list):
+        texts = [b.get("text", "") for b in response if isinstance(b, dict)]
+        joined = " ".join(t for t in texts if isinstance(t, str))
+        return _flat(joined or json.dumps(response, ensure_ascii=False, default=str), limit)
+    return _flat(str(response), limit)
+
+
+def _succeeded(response: Any) -> bool:
+    if isinstance(response, dict):
+        if response.get("success") is False or response.get("is_error") or response.get("interrupted"):
+            return False
+    return True
+
+
+def last_assistant_text(transcript_path: str | os.PathLike[str]) -> str:
+    """The assistant's final answer in a Claude Code transcript (JSONL): the text of the assistant
+    entries after the last user entry (a prompt or a tool result); if those hold no text, the
+    last text since the prompt. "" if the file is missing or has none."""
+    path = os.path.expanduser(os.fspath(transcript_path))
+    try:
+        with open(path, "rb") as f:
+            size = f.seek(0, os.SEEK_END)
+            f.seek(max(0, size - TRANSCRIPT_TAIL_BYTES))
+            data = f.read()
+    except OSError:
+        return ""
+    texts: list[str] = []
+    for line in reversed(data.decode("utf-8", "replace").splitlines()):
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(entry, dict):
+            continue
+        message = entry.get("message") if isinstance(entry.get("message"), dict) else {}
+        role = entry.get("type") or message.get("role")
+        content = message.get("content")
+        if role == "user":
+            is_tool_result = isinstance(content, list) and any(
+                isinstance(b, dict) and b.get("type") == "tool_result" for b in content
+            )
+            if not is_tool_result or any(t.strip() for t in texts):
+                break
+            continue
+        if role != "assistant":
+            continue
+        if isinstance(content, str):
+            texts.append(content)
+        elif isinstance(content, list):
+            blocks = [b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text"]
+            texts.append("\n".join(t for t in blocks if isinstance(t, str) and t.strip()))
+    return "\n\n".join(t for t in reversed(texts) if t.strip()).strip()
+
+
+def build_record(event: str, payload: dict[str, Any], at: float) -> tuple[dict[str, Any], list[str]]:
+    """The spool record for one event and the warnings to log. Raises HookInputError (ERR-P1-03)
+    when ``session_id`` is missing."""
+    session_id = payload.get("session_id")
+    if not isinstance(session_id, str) or not session_id.strip():
+        raise HookInputError("session_id is required for memory capture")
+    warnings: list[str] = []
+    common = {k: payload[k] for k in ("cwd", "transcript_path") if isinstance(payload.get(k), str)}
+    record: dict[str, Any] = {"event": event, "session_id": session_id, "at": at, "memories": []}
+    memories: list[dict[str, Any]] = record["memories"]
+    tool_name = payload.get("tool_name") if isinstance(payload.get("tool_name"), str) else ""
+    if event in ("PreToolUse", "PostToolUse", "PostToolUseFailure"):
+        description = describe_tool(tool_name, payload.get("tool_input"), payload.get("description"))
+        if not description.strip():
+            warnings.append(f"Skipping empty hook description for {event}")
+        else:
+            meta: dict[str, Any] = {"hook_event": event, "tool_name": tool_name, **common}
+            if payload.get("tool_use_id"):
+                meta["tool_use_id"] = payload["tool_use_id"]
+            content = description
+            if event == "PostToolUse":
+                summary = summarize_output(payload.get("tool_response"))
+                meta["success"] = _succeeded(payload.get("tool_response"))
+                if summary:
+                    content += f"\nOutput: {summary}"
+            elif event == "PostToolUseFailure":
+                meta["success"] = False
+                error = summarize_output(payload.get("error"))
+                content += f"\nFailed: {error}" if error else "\nFailed"
+            memories.append({"content": content, "type": "action", "source": "hook", "metadata": meta})
+    elif event == "UserPromptSubmit":
+        prompt = payload.get("prompt")
+        if isinstance(prompt, str) and prompt.strip():
+            memories.append(
+                {
+                    "content": prompt.strip(),
+                    "type": "conversation",
+                    "source": "hook",
+                    "metadata": {"hook_event": event, "role": "user", **common},
+                }
+            )
+        else:
+            warnings.append(f"Skipping empty hook description for {event}")
+    elif event in ("Stop", "SubagentStop", "SessionEnd"):
+        text = payload.get("last_assistant_message")
+        if not isinstance(text, str) or not text.strip():
+            text = last_assistant_text(payload["transcript_path"]) if common.get("transcript_path") else ""
+        if text.strip():
+            memories.append(
+                {
+                    "content": text.strip(),
+                    "type": "conversation",
+                    "source": "response",
+                    "metadata": {"hook_event": event, "role": "assistant", "response_type": event, **common},
+                }
+            )
+        elif event != "SessionEnd":
+            warnings.append(f"Skipping empty hook description for {event}")
+    if event == "SessionStart":
+        record["session"] = {"op": "start", "source": payload.get("source"), "model": payload.get("model"), **common}
+    elif event == "SessionEnd":
+        record["session"] = {"op": "end", "reason": payload.get("reason"), **common}
+    return record, warnings
+
+
+__all__ = [
+    "CONTEXT_EVENTS",
+    "EVENTS",
+    "HookInputError",
+    "build_record",
+    "describe_tool",
+    "idem_key",
+    "last_assistant_text",
+    "normalize_event",
+    "summarize_output",
+]

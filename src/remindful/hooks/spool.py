@@ -1,0 +1,71 @@
+"""The hook spool: a table in the catalog, written by hook processes, drained by the store owner.
+
+Standard library only. A spool row is acknowledged once committed; ``idem_key`` (unique) stops a
+replayed event from being spooled twice, and ``spool_done`` remembers drained keys for
+:data:`DONE_KEEP_DAYS` so that a replay after the drain is ignored too. If the catalog cannot be
+written (locked for longer than the busy timeout, say), the record is appended to
+``spool-fallback.jsonl`` instead and imported by the next drain: nothing is lost.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from typing import Any
+
+CATALOG_NAME = "catalog.sqlite3"
+FALLBACK_NAME = "spool-fallback.jsonl"
+LOCK_NAME = "spool.lock"
+DONE_KEEP_DAYS = 30
+BUSY_TIMEOUT_MS = 10_000
+
+SPOOL_DDL = """
+CREATE TABLE IF NOT EXISTS spool (
+    seq INTEGER PRIMARY KEY,
+    idem_key TEXT UNIQUE,
+    kind TEXT NOT NULL,
+    payload TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    last_error TEXT
+);
+CREATE TABLE IF NOT EXISTS spool_done (idem_key TEXT PRIMARY KEY, done_at REAL NOT NULL) WITHOUT ROWID;
+"""
+
+INSERT_SQL = (
+    "INSERT OR IGNORE INTO spool (idem_key, kind, payload, created_at) "
+    "SELECT ?, ?, ?, ? WHERE NOT EXISTS (SELECT 1 FROM spool_done WHERE idem_key = ?)"
+)
+
+
+def connect(storage: str | os.PathLike[str]) -> sqlite3.Connection:
+    """Open ``<storage>/catalog.sqlite3`` for a short write, creating it (0600, dir 0700, WAL).
+
+    Paths are strings here: pathlib's imports cost hook processes several milliseconds."""
+    db = os.path.join(storage, CATALOG_NAME)
+    fresh = not os.path.exists(db)
+    if fresh:
+        os.makedirs(storage, mode=0o700, exist_ok=True)
+        fd = os.open(db, os.O_RDWR | os.O_CREAT, 0o600)
+        os.close(fd)
+    conn = sqlite3.connect(db, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+    conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+    if fresh:
+        conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    return conn
+
+
+def ensure_tables(conn: sqlite3.Connection) -> None:
+    conn.executescript(SPOOL_DDL)
+
+
+def write_fallback(storage: str | os.PathLike[str], record: dict[str, Any]) -> None:
+    """Append one spool record to the fallback file (used when the catalog is unwritable)."""
+    os.makedirs(storage, mode=0o700, exist_ok=True)
+    fd = os.open(os.path.join(storage, FALLBACK_NAME), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        os.write(fd, (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8"))
+    finally:
+        os.close(fd)

@@ -1,0 +1,1 @@
+"""Retention, quota eviction, dedup and the cleanup scheduler."""

@@ -1,0 +1,181 @@
+"""Dedup: near-identical memories of one type collapse into one representative.
+
+Clustering is greedy "leader" clustering over cosine similarity, which is deterministic and
+bounded in memory: memories are visited most important first (then newest, see
+:mod:`remindful.policy.importance`); each one not yet in a cluster starts a cluster and takes every
+unclustered memory of the same type with similarity ≥ ``threshold``. The leader is therefore the
+cluster's most important member (ties: the newest) and is kept; the others are deleted, except
+bookmarked / manual_save ones, which are never deleted. The representative's metadata records the
+consolidation: ``consolidation = {"count": n, "merged_ids": [...], "at": ISO time, "threshold": t}``
+(counts accumulate over runs; the id list keeps the latest :data:`MAX_RECORDED_IDS`).
+
+Similarities are computed in blocks of :data:`BLOCK` rows, so memory stays at ``BLOCK x n`` floats.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Collection
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from remindful.filters import SqlFilter
+from remindful.policy.importance import COLUMNS, N_COLUMNS, inputs_from_row, score
+
+if TYPE_CHECKING:
+    from remindful.storage import StoreState
+
+BLOCK = 1024
+MAX_RECORDED_IDS = 100
+
+
+@dataclass(slots=True)
+class Cluster:
+    """One cluster: the kept representative and the members to delete."""
+
+    representative: str
+    type: str
+    duplicates: list[str] = field(default_factory=list)
+    kept_protected: list[str] = field(default_factory=list)
+
+
+def find_clusters(
+    state: StoreState,
+    *,
+    threshold: float,
+    flt: SqlFilter | None = None,
+    exclude: Collection[str] = (),
+    now: float | None = None,
+) -> list[Cluster]:
+    """Clusters (with at least one duplicate) among embedded memories matching ``flt``, per type.
+
+    ``exclude`` ids (already planned for deletion) take no part."""
+    now = time.time() if now is None else now
+    flt = flt or SqlFilter()
+    catalog = state.catalog
+    types = [r[0] for r in catalog.read(f"SELECT DISTINCT type FROM memories WHERE {flt.sql}", flt.params)]
+    skip = set(exclude)
+    clusters: list[Cluster] = []
+    for type_value in sorted(types):
+        rows = catalog.read(
+            f"SELECT {COLUMNS}, embedding FROM memories WHERE type = ? AND ({flt.sql}) AND embedding IS NOT NULL",
+            (type_value, *flt.params),
+        )
+        rows = [r for r in rows if r[0] not in skip]
+        if len(rows) < 2:
+            continue
+        clusters += _cluster_type(type_value, rows, threshold, now)
+    return clusters
+
+
+def _cluster_type(type_value: str, rows: list[Any], threshold: float, now: float) -> list[Cluster]:
+    # Most important first, then newest: the first member of each cluster is its representative.
+    keys = [(-score(inputs_from_row(r), now), -r[2]) for r in rows]
+    order = sorted(range(len(rows)), key=keys.__getitem__)
+    rows = [rows[i] for i in order]
+    raw = np.frombuffer(b"".join(r[N_COLUMNS] for r in rows), dtype=np.float32).reshape(len(rows), -1)
+    norms = np.linalg.norm(raw, axis=1, keepdims=True)
+    matrix = (raw / np.where(norms == 0, 1.0, norms)).astype(np.float32)
+    taken = np.zeros(len(rows), dtype=bool)
+    clusters: list[Cluster] = []
+    for start in range(0, len(rows), BLOCK):
+        hit_rows, hit_cols = np.nonzero(matrix[start : start + BLOCK] @ matrix.T >= threshold)
+        bounds = np.searchsorted(hit_rows, np.arange(min(BLOCK, len(rows) - start) + 1))
+        # Only rows with a neighbour besides themselves can start a cluster; a lone row is
+        # nobody's neighbour either (similarity is symmetric), so it can be skipped.
+        for offset in np.flatnonzero(np.diff(bounds) > 1):
+            leader = start + int(offset)
+            if taken[leader]:
+                continue
+            members = hit_cols[bounds[offset] : bounds[offset + 1]]
+            members = members[~taken[members]]
+            taken[members] = True
+            cluster = Cluster(representative=rows[leader][0], type=type_value)
+            for m in members:
+                if m != leader:
+                    (cluster.kept_protected if rows[m][3] else cluster.duplicates).append(rows[m][0])
+            if cluster.duplicates:
+                clusters.append(cluster)
+    return clusters
+
+
+def apply_clusters(state: StoreState, clusters: list[Cluster], *, threshold: float, now: float | None = None) -> int:
+    """Delete each cluster's duplicates and record the consolidation on its representative.
+    Returns the number of memories deleted."""
+    if not clusters:
+        return 0
+    now = time.time() if now is None else now
+    at = datetime.fromtimestamp(now, UTC).isoformat()
+    reps = state.catalog.get_rows([c.representative for c in clusters])
+    updates: list[tuple[str, float, str]] = []
+    for cluster in clusters:
+        row = reps.get(cluster.representative)
+        if row is None:  # deleted meanwhile: nothing to record on
+            continue
+        meta = json.loads(row.metadata)
+        previous = meta.get("consolidation") if isinstance(meta.get("consolidation"), dict) else {}
+        merged = [*previous.get("merged_ids", []), *cluster.duplicates][-MAX_RECORDED_IDS:]
+        meta["consolidation"] = {
+            "count": int(previous.get("count", 0)) + len(cluster.duplicates),
+            "merged_ids": merged,
+            "at": at,
+            "threshold": threshold,
+        }
+        updates.append((json.dumps(meta, ensure_ascii=False), now, row.id))
+    state.catalog.write(
+        lambda c: c.executemany("UPDATE memories SET metadata = ?, updated_at = ?, indexed = 0 WHERE id = ?", updates),
+        what="recording dedup consolidation",
+    )
+    deleted = state.delete([d for c in clusters for d in c.duplicates], reason="dedup")
+    # Re-index the representatives so the index's copy of their metadata is current.
+    rows = list(state.catalog.get_rows([u[2] for u in updates]).values())
+    vectors = state.catalog.embeddings([r.id for r in rows])
+    rows = [r for r in rows if r.id in vectors]
+    for r in rows:
+        r.embedding = vectors[r.id]
+    if rows:
+        state.index_rows(rows)
+    return deleted
+
+
+def dedup(
+    state: StoreState,
+    *,
+    threshold: float | None = None,
+    types: Collection[str] | None = None,
+    dry_run: bool = False,
+) -> dict[str, Any]:
+    """Deduplicate every memory (of ``types``, default all) at ``threshold`` (default
+    ``retention.dedup_threshold``). Returns ``{clusters, deleted, dry_run, threshold,
+    representatives: {representative_id: [deleted ids]}}``; ``dry_run`` deletes nothing."""
+    threshold = state.settings.retention.dedup_threshold if threshold is None else threshold
+    if isinstance(threshold, bool) or not isinstance(threshold, int | float) or not 0 < threshold <= 1:
+        from remindful.errors import ValidationError
+
+        raise ValidationError("threshold", f"expected a cosine similarity in (0, 1], got {threshold!r}")
+    flt = None
+    if types:
+        from remindful.filters import build_filter
+        from remindful.storage import validate_item
+
+        values = [validate_item({"content": "x", "type": t}, "")["type"].value for t in types]
+        flt = build_filter(types=values)
+    started = time.perf_counter()
+    clusters = find_clusters(state, threshold=float(threshold), flt=flt)
+    total = sum(len(c.duplicates) for c in clusters)
+    deleted = total if dry_run else apply_clusters(state, clusters, threshold=float(threshold))
+    return {
+        "dry_run": dry_run,
+        "threshold": float(threshold),
+        "clusters": len(clusters),
+        "deleted": deleted,
+        "seconds": round(time.perf_counter() - started, 4),
+        "representatives": {c.representative: c.duplicates for c in clusters},
+    }
+
+
+__all__ = ["BLOCK", "Cluster", "apply_clusters", "dedup", "find_clusters"]

@@ -1,0 +1,258 @@
+"""Retention: the cleanup that keeps the store from growing without bound.
+
+``cleanup(state, dry_run=False)`` first plans, then (unless ``dry_run``) deletes. Bookmarked and
+``manual_save`` memories are never deleted by any step. The steps, each on what the previous
+ones left:
+
+1. ``expired``: ``expires_at`` (set from ``privacy.auto_delete_days``) has passed.
+2. ``too_old``: older than ``tiers.long_term.max_age_days`` (365).
+3. ``retention``: older than ``default_retention_days`` (30) and not meeting the long-term
+   ``keep_criteria``: a workflow with ``success: true`` (``successful_workflows``), a screen that
+   represents a consolidated dedup cluster (``unique_screens``).
+4. ``dedup``: near-duplicates (cosine ≥ ``dedup_threshold``) among memories in a tier with
+   ``discard_repetitive`` (medium: 7 to 30 days) collapse into their most important member
+   (:mod:`remindful.policy.dedup`).
+5. ``tier_cap``: a tier's ``max_items`` per type (medium 1000, long_term 500), the least important
+   going first; with ``keep_successful``, memories with ``success: true`` are exempt. Age tiers:
+   recent ≤ 7 days < medium ≤ 30 days < long_term ≤ 365 days.
+6. ``quota``: per-type item quota (``retention.max_items_per_collection`` or
+   ``storage.max_items``), least important first.
+7. ``size_quota``: when the storage exceeds ``storage.max_size_mb``, the least important memories
+   go until the rows' own bytes have shrunk by the share needed to get back to 90 % of the quota
+   (index files shrink later, as Chroma compacts).
+
+The run is logged (count and freed bytes) and recorded in the catalog's ``meta`` table under
+``last_cleanup``; the counts in ``stats()`` are current afterwards.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from remindful.filters import SqlFilter
+from remindful.model import MemoryType
+from remindful.policy.dedup import Cluster, apply_clusters, find_clusters
+from remindful.policy.importance import COLUMNS, N_COLUMNS, inputs_from_row, score
+
+if TYPE_CHECKING:
+    from remindful.config import RetentionTier, Settings
+    from remindful.storage import StoreState
+
+log = logging.getLogger("remindful")
+
+DAY_S = 86_400.0
+SIZE_TARGET = 0.9
+
+
+@dataclass(slots=True)
+class CleanupReport:
+    """What a cleanup deleted (or, with ``dry_run``, would delete)."""
+
+    dry_run: bool
+    deleted: int = 0
+    by_reason: dict[str, int] = field(default_factory=dict)
+    by_type: dict[str, int] = field(default_factory=dict)
+    freed_bytes: int = 0
+    clusters: int = 0
+    protected_kept: int = 0
+    seconds: float = 0.0
+    ids: list[str] = field(default_factory=list)
+
+    def to_dict(self, *, with_ids: bool = False) -> dict[str, Any]:
+        data = asdict(self)
+        data["freed_mb"] = round(self.freed_bytes / 1_048_576, 3)
+        if not with_ids:
+            data.pop("ids")
+        return data
+
+
+@dataclass(slots=True)
+class _Row:
+    id: str
+    type: str
+    created_at: float
+    expires_at: float | None
+    size: int
+    success: bool
+    consolidated: bool
+    score: float
+
+
+def _load(state: StoreState, now: float) -> list[_Row]:
+    rows = state.catalog.read(
+        f"SELECT {COLUMNS}, expires_at, size_bytes, json_type(metadata, '$.consolidation') IS NOT NULL "
+        "FROM memories WHERE bookmarked = 0"
+    )
+    n = N_COLUMNS
+    return [
+        _Row(r[0], r[1], r[2], r[n], r[n + 1], r[5] == "true", bool(r[n + 2]), score(inputs_from_row(r), now))
+        for r in rows
+    ]
+
+
+def _keep_long_term(row: _Row, settings: Settings) -> bool:
+    criteria = settings.retention.tiers.long_term.keep_criteria
+    if criteria is None:
+        return False
+    if criteria.successful_workflows and row.type == MemoryType.WORKFLOW.value and row.success:
+        return True
+    return bool(criteria.unique_screens and row.type == MemoryType.SCREEN.value and row.consolidated)
+
+
+def plan(state: StoreState, now: float | None = None) -> tuple[dict[str, str], list[Cluster]]:
+    """``{id: reason}`` of every memory cleanup would delete, and the dedup clusters."""
+    now = time.time() if now is None else now
+    settings = state.settings
+    retention = settings.retention
+    tiers = retention.tiers
+    rows = _load(state, now)
+    doomed: dict[str, str] = {}
+
+    def age(row: _Row) -> float:
+        return (now - row.created_at) / DAY_S
+
+    for row in rows:
+        if row.expires_at is not None and row.expires_at <= now:
+            doomed[row.id] = "expired"
+        elif age(row) > tiers.long_term.max_age_days:
+            doomed[row.id] = "too_old"
+        elif age(row) > retention.default_retention_days and not _keep_long_term(row, settings):
+            doomed[row.id] = "retention"
+
+    clusters: list[Cluster] = []
+    lower = 0.0
+    for tier in (tiers.recent, tiers.medium, tiers.long_term):
+        if tier.discard_repetitive:
+            window = SqlFilter(
+                "created_at < ? AND created_at >= ?", (now - lower * DAY_S, now - tier.max_age_days * DAY_S)
+            )
+            found = find_clusters(state, threshold=retention.dedup_threshold, flt=window, exclude=doomed, now=now)
+            for cluster in found:
+                doomed.update(dict.fromkeys(cluster.duplicates, "dedup"))
+            clusters += found
+        lower = tier.max_age_days
+
+    lower = 0.0
+    for tier in (tiers.recent, tiers.medium, tiers.long_term):
+        in_tier = [r for r in rows if r.id not in doomed and lower < age(r) <= tier.max_age_days]
+        _cap(in_tier, tier, doomed)
+        lower = tier.max_age_days
+
+    live = [r for r in rows if r.id not in doomed]
+    counts = dict(state.catalog.read("SELECT type, count(*) FROM memories GROUP BY type"))
+    gone = Counter(_type_of(rows, doomed))
+    for type_value, count in counts.items():
+        excess = count - gone.get(type_value, 0) - settings.max_items_for(MemoryType(type_value))
+        if excess > 0:
+            victims = sorted((r for r in live if r.type == type_value), key=lambda r: (r.score, r.created_at))
+            doomed.update(dict.fromkeys((r.id for r in victims[:excess]), "quota"))
+
+    _size_quota(state, rows, doomed)
+    return doomed, clusters
+
+
+def _type_of(rows: list[_Row], doomed: dict[str, str]) -> list[str]:
+    return [r.type for r in rows if r.id in doomed]
+
+
+def _cap(in_tier: list[_Row], tier: RetentionTier, doomed: dict[str, str]) -> None:
+    if tier.max_items is None:
+        return
+    by_type: dict[str, list[_Row]] = {}
+    for row in in_tier:
+        if tier.keep_successful and row.success:
+            continue
+        by_type.setdefault(row.type, []).append(row)
+    for group in by_type.values():
+        if len(group) > tier.max_items:
+            group.sort(key=lambda r: (r.score, r.created_at))
+            doomed.update(dict.fromkeys((r.id for r in group[: len(group) - tier.max_items]), "tier_cap"))
+
+
+def _size_quota(state: StoreState, rows: list[_Row], doomed: dict[str, str]) -> None:
+    quota = state.settings.storage.max_size_mb
+    used = state.size_mb(max_age_s=0)
+    if used <= quota:
+        return
+    total = int(state.catalog.read("SELECT coalesce(sum(size_bytes), 0) FROM memories")[0][0])
+    target = total * (1 - SIZE_TARGET * quota / used)
+    freed = sum(r.size for r in rows if r.id in doomed)
+    for row in sorted((r for r in rows if r.id not in doomed), key=lambda r: (r.score, r.created_at)):
+        if freed >= target:
+            break
+        doomed[row.id] = "size_quota"
+        freed += row.size
+
+
+def cleanup(state: StoreState, *, dry_run: bool = False, now: float | None = None) -> CleanupReport:
+    """Apply the retention policy (see the module docstring); ``dry_run`` only reports."""
+    started = time.perf_counter()
+    now = time.time() if now is None else now
+    doomed, clusters = plan(state, now)
+    report = CleanupReport(dry_run=dry_run)
+    ids = list(doomed)
+    report.ids = ids
+    report.by_reason = dict(Counter(doomed.values()))
+    report.clusters = len(clusters)
+    report.protected_kept = int(
+        state.catalog.read(
+            "SELECT count(*) FROM memories WHERE bookmarked = 1 AND created_at < ?",
+            (now - state.settings.retention.default_retention_days * DAY_S,),
+        )[0][0]
+    )
+    sizes = _sizes(state, ids)
+    report.freed_bytes = sum(size for _t, size in sizes.values())
+    report.by_type = dict(Counter(t for t, _s in sizes.values()))
+    if not dry_run and ids:
+        by_reason: dict[str, list[str]] = {}
+        for mid, reason in doomed.items():
+            if reason != "dedup":
+                by_reason.setdefault(reason, []).append(mid)
+        deleted = sum(state.delete(group, reason=f"retention:{reason}") for reason, group in by_reason.items())
+        deleted += apply_clusters(state, clusters, threshold=state.settings.retention.dedup_threshold, now=now)
+        report.deleted = deleted
+    else:
+        report.deleted = len(ids)
+    report.seconds = round(time.perf_counter() - started, 4)
+    if not dry_run:
+        summary = json.dumps({**report.to_dict(), "at": now})
+        state.catalog.write(
+            lambda c: c.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('last_cleanup', ?)", (summary,)),
+            what="recording the cleanup",
+        )
+    log.info(
+        "retention%s: %s %d memories (%s), freed %.2f MB in %.2f s",
+        " (dry run)" if dry_run else "",
+        "would delete" if dry_run else "deleted",
+        report.deleted,
+        ", ".join(f"{k} {v}" for k, v in sorted(report.by_reason.items())) or "nothing to do",
+        report.freed_bytes / 1_048_576,
+        report.seconds,
+    )
+    return report
+
+
+def _sizes(state: StoreState, ids: list[str]) -> dict[str, tuple[str, int]]:
+    out: dict[str, tuple[str, int]] = {}
+    for start in range(0, len(ids), 500):
+        chunk = ids[start : start + 500]
+        marks = ",".join("?" * len(chunk))
+        for mid, mtype, size in state.catalog.read(
+            f"SELECT id, type, size_bytes FROM memories WHERE id IN ({marks})", chunk
+        ):
+            out[mid] = (mtype, size)
+    return out
+
+
+def last_cleanup(state: StoreState) -> dict[str, Any] | None:
+    """The report of the last (non-dry) cleanup, or None if none ran."""
+    rows = state.catalog.read("SELECT value FROM meta WHERE key = 'last_cleanup'")
+    return json.loads(rows[0][0]) if rows else None
+
+
+__all__ = ["CleanupReport", "cleanup", "last_cleanup", "plan"]

@@ -1,0 +1,142 @@
+"""remindful's MCP server: every memory tool over stdio or streamable HTTP.
+
+Built on the official ``mcp`` SDK (2.x, where FastMCP is ``MCPServer``). The server registers the
+tool modules named in :data:`remindful.shells.mcp_tools.MODULES` that exist, in that order, each
+through ``register(mcp, get_manager)``.
+
+Start-up is cheap by design: the MemoryManager is created on the first tool call that needs it
+(:class:`LazyManager`), and the embedding model and Chroma load only on the first operation that
+embeds or searches, so ``initialize`` and ``tools/list`` answer without loading either.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import logging
+import os
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from mcp.server.mcpserver import MCPServer
+
+    from remindful.manager import MemoryManager
+
+log = logging.getLogger("remindful.mcp")
+
+INSTRUCTIONS = (
+    "Long-term memory. Before a task, memory_search for how similar tasks went; after a step that "
+    "worked, failed or taught something, memory_store it (type action, workflow, knowledge, ...). "
+    "Every tool answers {success: true, ...} or {success: false, error}."
+)
+
+
+class LazyManager:
+    """Opens the MemoryManager on first use, once, from any thread.
+
+    ``factory`` defaults to ``remindful.open(path)``. A failing factory (an invalid config) is
+    retried on the next call, so fixing the config does not need a restart.
+    """
+
+    def __init__(self, path: str | os.PathLike[str] | None = None, factory: Callable[[], MemoryManager] | None = None):
+        self._path = path
+        self._factory = factory
+        self._manager: MemoryManager | None = None
+        self._lock = threading.Lock()
+
+    def __call__(self) -> MemoryManager:
+        if self._manager is None:
+            with self._lock:
+                if self._manager is None:
+                    if self._factory is not None:
+                        self._manager = self._factory()
+                    else:
+                        import remindful
+
+                        self._manager = remindful.open(self._path)
+        return self._manager
+
+    @property
+    def opened(self) -> bool:
+        """Whether the manager has been created (tests check that listing tools does not)."""
+        return self._manager is not None
+
+    def close(self) -> None:
+        with self._lock:
+            if self._manager is not None:
+                self._manager.close()
+                self._manager = None
+
+
+def tool_modules() -> list[str]:
+    """The names of the tool modules that exist, in registration order."""
+    from remindful.shells.mcp_tools import MODULES
+
+    return [name for name in MODULES if importlib.util.find_spec(f"remindful.shells.mcp_tools.{name}") is not None]
+
+
+def build_server(
+    get_manager: Callable[[], MemoryManager] | None = None,
+    *,
+    path: str | os.PathLike[str] | None = None,
+    name: str = "remindful",
+) -> MCPServer:
+    """The MCPServer with every available tool module registered.
+
+    ``get_manager`` returns the MemoryManager (default: a :class:`LazyManager` over ``path``).
+    """
+    from mcp.server.mcpserver import MCPServer
+
+    import remindful
+
+    manager = get_manager or LazyManager(path)
+    server: MCPServer = MCPServer(name, instructions=INSTRUCTIONS, version=remindful.__version__, log_level="WARNING")
+    for module_name in tool_modules():
+        module = importlib.import_module(f"remindful.shells.mcp_tools.{module_name}")
+        module.register(server, manager)
+    return server
+
+
+def serve(
+    transport: Literal["stdio", "http"] = "stdio",
+    *,
+    port: int = 8000,
+    host: str = "127.0.0.1",
+    path: str | os.PathLike[str] | None = None,
+) -> None:
+    """Run the server until the client disconnects (stdio) or the process is stopped (http).
+
+    stdio runs behind :mod:`remindful.shells.mcp_stdio` (answers ``initialize``/``tools/list``
+    while the SDK loads). HTTP serves the streamable HTTP transport at
+    ``http://{host}:{port}/mcp``; it binds 127.0.0.1 because the tools read and delete private
+    memories.
+    """
+    if transport == "stdio":
+        from remindful.shells.mcp_stdio import main as serve_stdio
+
+        serve_stdio(None if path is None else str(path))
+        return
+    manager = LazyManager(path)
+    server = build_server(manager)
+    try:
+        server.run("streamable-http", host=host, port=port)
+    finally:
+        manager.close()
+
+
+def main(argv: list[str] | None = None) -> Any:
+    """``python -m remindful.shells.mcp_server [--transport stdio|http] [--port N]``."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="remindful-mcp", description="remindful MCP server")
+    parser.add_argument("--transport", choices=["stdio", "http"], default="stdio")
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--path", default=None)
+    args = parser.parse_args(argv)
+    serve(args.transport, port=args.port, path=args.path)
+
+
+if __name__ == "__main__":
+    main()

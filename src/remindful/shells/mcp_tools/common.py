@@ -1,0 +1,89 @@
+"""Helpers shared by every MCP tool module: answer shapes, error translation, annotations.
+
+Contract of every memory tool's answer: a dict with ``success``. On success the rest of the dict
+is the tool's data; on failure ``error`` holds a message an agent can act on (it names the bad
+field and the expected form, or says what to do next), plus ``field`` for bad input and
+``reason`` when memory is disabled. Errors are translated here, at the edge: no remindful error
+reaches the SDK as an exception, so the server keeps serving.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Literal
+
+from mcp_types import ToolAnnotations
+
+if TYPE_CHECKING:
+    from remindful.manager import MemoryManager
+
+log = logging.getLogger("remindful.mcp")
+
+GetManager = Callable[[], "MemoryManager"]
+
+#: The memory types, as the tools' JSON schema lists them (a test keeps this in step with MemoryType).
+MemoryTypeName = Literal["screen", "action", "workflow", "conversation", "document", "knowledge"]
+
+DISABLED = "Memory features are disabled"
+
+READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+WRITE = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False)
+UPDATE = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False)
+DESTRUCTIVE = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False)
+
+
+def tool(mcp: Any, annotations: ToolAnnotations) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Register a function as a tool of ``mcp``, its docstring dedented as the description."""
+
+    def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+        mcp.add_tool(fn, description=inspect.cleandoc(fn.__doc__ or ""), annotations=annotations)
+        return fn
+
+    return register
+
+
+def failure(error: str, **extra: Any) -> dict[str, Any]:
+    """The failure answer: ``{"success": False, "error": error, **extra}``."""
+    return {"success": False, "error": error, **extra}
+
+
+def run(get_manager: GetManager, action: Callable[[MemoryManager], dict[str, Any]]) -> dict[str, Any]:
+    """Open the manager (lazily), run ``action`` with it and wrap its dict as a success answer.
+
+    Memory disabled (by config or an unusable storage path) answers ``success: false`` with
+    "Memory features are disabled" and the reason, before the action runs. Any
+    :class:`~remindful.errors.RemindfulError` becomes a failure answer naming the field (for
+    bad input). Anything else is logged and answered as an internal error, never raised.
+    """
+    from remindful.errors import MemoryDisabledError, RemindfulError
+
+    try:
+        manager = get_manager()
+        if manager.disabled_reason:
+            raise MemoryDisabledError(manager.disabled_reason)
+        data = action(manager)
+    except MemoryDisabledError as exc:
+        return failure(f"{DISABLED}: {exc.reason}", reason=exc.reason)
+    except RemindfulError as exc:
+        field = getattr(exc, "field", None)
+        return failure(str(exc), **({"field": field} if field else {}))
+    except Exception as exc:  # a bug must not take the server down; the log has the traceback
+        log.exception("memory tool failed")
+        return failure(f"Internal error ({type(exc).__name__}): {exc}")
+    return {"success": True, **data}
+
+
+__all__ = [
+    "DESTRUCTIVE",
+    "DISABLED",
+    "READ_ONLY",
+    "UPDATE",
+    "WRITE",
+    "GetManager",
+    "MemoryTypeName",
+    "failure",
+    "run",
+    "tool",
+]

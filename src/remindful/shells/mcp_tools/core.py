@@ -1,0 +1,249 @@
+"""Core memory tools: store, search, get, update, delete, list, stats — and browsing resources.
+
+Each tool is one :class:`~remindful.manager.MemoryManager` call wrapped by
+:func:`~remindful.shells.mcp_tools.common.run`, so it answers ``{"success": true, ...}`` or
+``{"success": false, "error": ...}``. Argument types are checked by the SDK from the signatures
+(an ill-typed or missing argument is an MCP tool error naming the parameter); values are checked
+by the manager (a bad value is ``success: false`` naming the field).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from remindful.shells.mcp_tools.common import (
+    DESTRUCTIVE,
+    READ_ONLY,
+    UPDATE,
+    WRITE,
+    GetManager,
+    MemoryTypeName,
+    failure,
+    run,
+    tool,
+)
+
+if TYPE_CHECKING:
+    from remindful.manager import MemoryManager
+
+MAX_BATCH = 1000
+
+Metadata = Annotated[
+    dict[str, Any] | None,
+    Field(description='JSON object of metadata, e.g. {"action": "click", "success": true, "tags": ["login"]}.'),
+]
+SessionId = Annotated[
+    str | None,
+    Field(description='A session id; "current" means this server\'s session. Default: the current session.'),
+]
+
+
+class StoreItem(BaseModel):
+    """One memory of a batch."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    content: str = Field(description="The text to remember.")
+    type: MemoryTypeName = Field("action", description="What the memory is about.")
+    metadata: Metadata = None
+    session_id: SessionId = None
+    timestamp: str | None = Field(None, description="ISO 8601 creation time (default: now).")
+
+
+def register(mcp: Any, get_manager: GetManager) -> None:
+    """Add the core tools and the ``memory://`` resources to the MCPServer ``mcp``."""
+
+    def session(manager: MemoryManager, value: str | None) -> str | None:
+        return manager.session_id if value == "current" else value
+
+    @tool(mcp, WRITE)
+    def memory_store(
+        content: Annotated[str, Field(description="The text to remember (at most 1,000,000 characters).")],
+        type: Annotated[MemoryTypeName, Field(description="What the memory is about.")] = "action",
+        metadata: Metadata = None,
+        session_id: SessionId = None,
+        timestamp: Annotated[str | None, Field(description="ISO 8601 creation time (default: now).")] = None,
+        bookmark: Annotated[bool, Field(description="Protect it from retention and eviction.")] = False,
+        importance: Annotated[
+            float | None, Field(ge=0, le=1, description="0..1; more important memories rank higher and live longer.")
+        ] = None,
+    ) -> dict[str, Any]:
+        """Remember something for later: a fact, a decision, a step that worked or failed.
+
+        Returns {"success": true, "memory_id": ..., "session_id": ...}. Use memory_search to find
+        it again and memory_get with the id to read it back.
+        """
+        meta = dict(metadata or {})
+        if bookmark:
+            meta["bookmarked"] = True
+        if importance is not None:
+            meta["importance"] = importance
+
+        def store(m: MemoryManager) -> dict[str, Any]:
+            sid = session(m, session_id) or m.session_id
+            memory_id = m.store(content, type, meta, sid, timestamp, "manual")
+            return {"memory_id": memory_id, "type": type, "session_id": sid}
+
+        return run(get_manager, store)
+
+    @tool(mcp, WRITE)
+    def memory_store_batch(
+        items: Annotated[
+            list[StoreItem],
+            Field(
+                description=f"1 to {MAX_BATCH} memories, each {{content, type?, metadata?, session_id?, timestamp?}}."
+            ),
+        ],
+    ) -> dict[str, Any]:
+        """Remember many things at once (one transaction, one embedding batch): faster than
+        repeated memory_store. All or nothing: a bad item fails the batch, naming items[i].field.
+
+        Returns {"success": true, "count": n, "memory_ids": [...]} in the order given.
+        """
+        if not 1 <= len(items) <= MAX_BATCH:
+            return failure(f"Invalid 'items': expected 1 to {MAX_BATCH} items, got {len(items)}", field="items")
+
+        def store(m: MemoryManager) -> dict[str, Any]:
+            batch = [
+                {**item.model_dump(exclude_none=True), "session_id": session(m, item.session_id), "source": "manual"}
+                for item in items
+            ]
+            ids = m.store_batch(batch)
+            return {"count": len(ids), "memory_ids": ids}
+
+        return run(get_manager, store)
+
+    @tool(mcp, READ_ONLY)
+    def memory_search(
+        query: Annotated[str, Field(description="What to look for, in natural language or keywords.")],
+        memory_types: Annotated[
+            list[MemoryTypeName] | None, Field(description="Only these types (default: all).")
+        ] = None,
+        limit: Annotated[int, Field(ge=1, le=100, description="Maximum results.")] = 10,
+        filters: Annotated[
+            dict[str, Any] | None,
+            Field(
+                description='Metadata filter (Chroma where language): {"success": true}, '
+                '{"target.x": {"$gte": 100}}, {"$or": [...]}.'
+            ),
+        ] = None,
+        session_id: SessionId = None,
+        since: Annotated[str | None, Field(description="Only memories created at/after (ISO 8601).")] = None,
+        until: Annotated[str | None, Field(description="Only memories created at/before (ISO 8601).")] = None,
+    ) -> dict[str, Any]:
+        """Search memories by meaning and keywords (hybrid); best first, scores in [0, 1].
+
+        Use it before starting a task to recall how similar tasks went. Returns
+        {"success": true, "query": ..., "count": n, "memories": [{id, type, content, metadata,
+        score, created_at, session_id, ...}]}.
+        """
+
+        def search(m: MemoryManager) -> dict[str, Any]:
+            hits = m.search(query, memory_types, limit, filters, session(m, session_id), since, until)
+            return {"query": query, "count": len(hits), "memories": [h.to_dict() for h in hits]}
+
+        return run(get_manager, search)
+
+    @tool(mcp, READ_ONLY)
+    def memory_get(memory_id: Annotated[str, Field(description="The memory's id.")]) -> dict[str, Any]:
+        """Read one memory by id, with its content, metadata and timestamps.
+
+        An unknown id answers success false with "Memory not found"; use memory_search instead.
+        """
+        return run(get_manager, lambda m: {"memory": m.get(memory_id).to_dict()})
+
+    @tool(mcp, READ_ONLY)
+    def memory_get_batch(
+        memory_ids: Annotated[list[str], Field(description=f"Up to {MAX_BATCH} memory ids.")],
+    ) -> dict[str, Any]:
+        """Read many memories by id in one query. ``memories`` keeps the request order, with
+        null where an id does not exist (those are listed in ``missing``)."""
+        if len(memory_ids) > MAX_BATCH:
+            return failure(f"Invalid 'memory_ids': expected at most {MAX_BATCH} ids", field="memory_ids")
+
+        def get(m: MemoryManager) -> dict[str, Any]:
+            found = m.get_batch(memory_ids)
+            return {
+                "memories": [x.to_dict() if x else None for x in found],
+                "found": sum(x is not None for x in found),
+                "missing": [i for i, x in zip(memory_ids, found, strict=True) if x is None],
+            }
+
+        return run(get_manager, get)
+
+    @tool(mcp, UPDATE)
+    def memory_update(
+        memory_id: Annotated[str, Field(description="The memory's id.")],
+        content: Annotated[str | None, Field(description="New text (re-embedded).")] = None,
+        metadata: Annotated[
+            dict[str, Any] | None,
+            Field(description="Keys to merge into the metadata; a key set to null is removed."),
+        ] = None,
+    ) -> dict[str, Any]:
+        """Correct or annotate a memory: replace its content and/or merge metadata keys.
+
+        Returns the updated memory. Give at least one of content and metadata.
+        """
+        if content is None and metadata is None:
+            return failure("Invalid 'content'/'metadata': give at least one of them", field="content")
+        return run(get_manager, lambda m: {"memory": m.update(memory_id, content, metadata).to_dict()})
+
+    @tool(mcp, DESTRUCTIVE)
+    def memory_delete(memory_id: Annotated[str, Field(description="The memory's id.")]) -> dict[str, Any]:
+        """Delete one memory permanently (from the catalog and the vector index).
+
+        An unknown id answers success false with "Memory not found".
+        """
+        from remindful.errors import NotFoundError
+
+        def delete(m: MemoryManager) -> dict[str, Any]:
+            if not m.delete(memory_id):
+                raise NotFoundError(memory_id)
+            return {"deleted": True, "memory_id": memory_id}
+
+        return run(get_manager, delete)
+
+    @tool(mcp, READ_ONLY)
+    def memory_list(
+        type: Annotated[MemoryTypeName | None, Field(description="Only this type.")] = None,
+        session_id: SessionId = None,
+        limit: Annotated[int, Field(ge=1, le=1000, description="Maximum memories.")] = 20,
+        offset: Annotated[int, Field(ge=0, description="Memories to skip (paging).")] = 0,
+    ) -> dict[str, Any]:
+        """List memories newest first, optionally of one type or one session ("current" for
+        this server's session). Page with offset."""
+
+        def list_(m: MemoryManager) -> dict[str, Any]:
+            found = m.list(type, session(m, session_id), limit, offset)
+            return {"count": len(found), "offset": offset, "memories": [x.to_dict() for x in found]}
+
+        return run(get_manager, list_)
+
+    @tool(mcp, READ_ONLY)
+    def memory_stats() -> dict[str, Any]:
+        """Memory usage: counts per collection, storage size and quota use, sessions, average
+        store/search latency, embedding cache hit rate."""
+        return run(get_manager, lambda m: m.stats())
+
+    # -- resources ------------------------------------------------------------------------------
+
+    def as_json(answer: dict[str, Any]) -> str:
+        return json.dumps(answer, indent=2, ensure_ascii=False, default=str)
+
+    @mcp.resource("memory://stats", name="stats", mime_type="application/json")
+    def stats_resource() -> str:
+        """Memory usage statistics (the memory_stats answer)."""
+        return as_json(run(get_manager, lambda m: m.stats()))
+
+    @mcp.resource("memory://recent", name="recent", mime_type="application/json")
+    def recent_resource() -> str:
+        """The 20 newest memories."""
+        return as_json(run(get_manager, lambda m: {"memories": [x.to_dict() for x in m.list(limit=20)]}))
+
+    @mcp.resource("memory://memories/{memory_id}", name="memory", mime_type="application/json")
+    def memory_resource(memory_id: str) -> str:
+        """One memory by id."""
+        return as_json(run(get_manager, lambda m: {"memory": m.get(memory_id).to_dict()}))

@@ -1,0 +1,202 @@
+"""Hook events end to end in-process: payload fixtures for every event → spool → drain → memories."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import open_fake
+
+from remindful.hooks import drain
+from remindful.hooks.events import build_record, last_assistant_text, normalize_event
+from remindful.hooks.fast import run
+
+FIXTURES = Path(__file__).parent / "fixtures" / "hooks"
+EVENTS = ["SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "Stop", "SessionEnd"]
+
+
+def payload(event: str, **changes: Any) -> dict[str, Any]:
+    data = json.loads((FIXTURES / f"{event}.json").read_text())
+    data["transcript_path"] = str(FIXTURES / "transcript.jsonl")
+    data.update(changes)
+    return data
+
+
+def fire(store: Path, event: str, data: dict[str, Any] | str, *, context: bool = False) -> tuple[int, str]:
+    out = io.StringIO()
+    text = data if isinstance(data, str) else json.dumps(data)
+    argv = ["--path", str(store), "hook", event] + ([] if context else ["--no-context"])
+    return run(argv, stdin=io.StringIO(text), stdout=out), out.getvalue()
+
+
+def spool_rows(store: Path) -> list[tuple[str, str]]:
+    with sqlite3.connect(store / "catalog.sqlite3") as conn:
+        return conn.execute("SELECT kind, payload FROM spool ORDER BY seq").fetchall()
+
+
+def test_every_event_fixture_is_captured(tmp_path: Path) -> None:
+    store = tmp_path / "s"
+    for event in EVENTS:
+        assert fire(store, event, payload(event)) == (0, "")
+    assert [kind for kind, _ in spool_rows(store)] == EVENTS
+    with open_fake(store) as memory:  # opening the store drains the spool
+        assert memory.stats()["spool_pending"] == 0
+        found = memory.list(session_id="sess-abc123", limit=50)
+        by_event = {m.metadata["hook_event"]: m for m in found}
+        pre, post = by_event["PreToolUse"], by_event["PostToolUse"]
+        assert (pre.type.value, pre.source.value) == ("action", "hook")
+        assert pre.content == "Read: Reading file config.yaml"  # TC-P1-04
+        assert post.content.startswith("Bash: Run the config tests\nOutput: stdout: 3 failed, 12 passed")
+        assert post.metadata["success"] is True and post.metadata["tool_use_id"] == "toolu_01POST"
+        prompt = by_event["UserPromptSubmit"]
+        assert (prompt.type.value, prompt.metadata["role"]) == ("conversation", "user")
+        response = by_event["Stop"]  # SessionEnd read the same final answer: stored once
+        assert response.source.value == "response"
+        assert response.content.startswith("The loader calls yaml.safe_load")  # the text after the last tool
+        assert "guard it with `or {}`" in response.content
+        assert "SessionEnd" not in by_event
+        assert len(found) == 4 and {m.session_id for m in found} == {"sess-abc123"}  # TC-P1-07
+        session = memory._state.catalog.read("SELECT ended_at, metadata FROM sessions WHERE id = 'sess-abc123'")[0]
+        assert session[0] is not None
+        meta = json.loads(session[1])
+        assert meta["start_source"] == "startup" and meta["end_reason"] == "prompt_input_exit"
+
+
+def test_replayed_event_is_stored_once_even_after_the_drain(tmp_path: Path) -> None:
+    store = tmp_path / "s"
+    fire(store, "PreToolUse", payload("PreToolUse"))
+    fire(store, "PreToolUse", payload("PreToolUse"))
+    assert len(spool_rows(store)) == 1
+    with open_fake(store) as memory:
+        assert len(memory.list(type="action")) == 1
+    fire(store, "PreToolUse", payload("PreToolUse"))  # replay after the drain
+    assert spool_rows(store) == []
+    with open_fake(store) as memory:
+        assert len(memory.list(type="action")) == 1
+
+
+def test_crash_between_store_and_spool_delete_does_not_duplicate(tmp_path: Path) -> None:
+    store = tmp_path / "s"
+    fire(store, "PostToolUse", payload("PostToolUse"))
+    [(kind, body)] = spool_rows(store)
+    with open_fake(store) as memory:
+        assert len(memory.list()) == 1
+        # Simulate the crash: the row comes back as if its delete had never committed.
+        memory._state.catalog.write(
+            lambda c: c.execute(
+                "INSERT INTO spool (idem_key, kind, payload, created_at) VALUES ('k-again', ?, ?, 0)", (kind, body)
+            )
+        )
+        first_key = memory.list()[0].metadata["spool_key"]
+        memory._state.catalog.write(lambda c: c.execute("UPDATE spool SET idem_key = ?", (first_key,)))
+        assert drain(memory) == 1
+        assert len(memory.list()) == 1
+
+
+def test_missing_session_id_is_err_p1_03(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _ = fire(tmp_path / "s", "PreToolUse", payload("PreToolUse", session_id=None))
+    assert code == 1
+    assert "session_id is required for memory capture" in capsys.readouterr().err
+    assert "session_id is required" in (tmp_path / "s" / "logs" / "hooks.log").read_text()
+
+
+def test_empty_description_is_skipped_with_the_spec_warning(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _ = fire(tmp_path / "s", "PreToolUse", payload("PreToolUse", tool_name="", tool_input={"description": "  "}))
+    assert code == 0
+    assert "Skipping empty hook description for PreToolUse" in capsys.readouterr().err
+    assert not (tmp_path / "s" / "catalog.sqlite3").exists() or spool_rows(tmp_path / "s") == []
+
+
+@pytest.mark.parametrize("stdin", ["", "not json", "[1, 2]"])
+def test_bad_input_is_a_clear_non_blocking_error(tmp_path: Path, stdin: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert fire(tmp_path / "s", "PreToolUse", stdin)[0] == 1
+    assert "expected a JSON object" in capsys.readouterr().err
+
+
+def test_unknown_event_and_event_names(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert fire(tmp_path / "s", "Bogus", payload("PreToolUse"))[0] == 1
+    assert "unknown event 'Bogus'" in capsys.readouterr().err
+    assert normalize_event("pre-tool-use") == normalize_event("pretooluse") == "PreToolUse"
+
+
+def test_internal_error_logs_and_exits_zero(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("x")  # the storage path is a file: nothing can be written under it
+    assert fire(blocker, "PreToolUse", payload("PreToolUse"))[0] == 0
+    assert "could not spool" in capsys.readouterr().err
+
+
+def test_excluded_session_writes_nothing_but_an_audit_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("REMINDFUL_PRIVACY__EXCLUDE_SESSIONS", '["banking_*"]')
+    store = tmp_path / "s"
+    for event in EVENTS:
+        assert fire(store, event, payload(event, session_id="banking_2024"))[0] == 0
+    assert spool_rows(store) == []
+    with open_fake(store) as memory:
+        assert memory.list() == []
+        assert memory.stats()["capture"]["skipped_excluded"] >= 4
+        audit = memory._state.catalog.read("SELECT detail FROM audit_log WHERE action = 'capture_excluded'")
+        assert audit and "banking_2024" in audit[0][0]
+        assert memory._state.catalog.read("SELECT count(*) FROM sessions")[0][0] == 0
+
+
+def test_hooks_trigger_off_captures_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("REMINDFUL_AUTO_CAPTURE__TRIGGERS__HOOKS", "false")
+    fire(tmp_path / "s", "PreToolUse", payload("PreToolUse"))
+    with open_fake(tmp_path / "s") as memory:
+        assert memory.list() == []
+
+
+def test_secrets_are_redacted_before_the_spool(tmp_path: Path) -> None:
+    store = tmp_path / "s"
+    data = payload("PreToolUse", tool_input={"command": "curl -H 'Authorization: token ghp_abcdefghijklmnopqrstuvwxyz0123456789'"})
+    fire(store, "PreToolUse", data)
+    raw = b"".join(p.read_bytes() for p in store.glob("catalog.sqlite3*"))
+    assert b"ghp_abcdef" not in raw
+    assert "GITHUB_TOKEN_REDACTED" in spool_rows(store)[0][1]
+
+
+def test_long_response_is_chunked_with_a_shared_response_id(tmp_path: Path) -> None:
+    store = tmp_path / "s"
+    answer = " ".join(f"word{i}" + ("." if i % 12 == 11 else "") for i in range(1200))
+    fire(store, "Stop", payload("Stop", last_assistant_message=answer))
+    with open_fake(store) as memory:
+        chunks = sorted(memory.list(limit=100), key=lambda m: m.chunk.index if m.chunk else -1)
+        assert len(chunks) == 8
+        assert len({m.metadata["response_id"] for m in chunks}) == 1
+        assert [m.chunk.index for m in chunks if m.chunk] == list(range(8))
+        assert all(m.chunk and m.chunk.total == 8 and m.source.value == "response" for m in chunks)
+    fire(store, "SessionEnd", payload("SessionEnd", last_assistant_message=answer))
+    with open_fake(store) as memory:
+        assert len(memory.list(limit=100)) == 8  # the same answer at SessionEnd is not stored again
+
+
+def test_transcript_reading(tmp_path: Path) -> None:
+    assert last_assistant_text(FIXTURES / "transcript.jsonl").startswith("The loader calls yaml.safe_load")
+    assert last_assistant_text(tmp_path / "missing.jsonl") == ""
+    broken = tmp_path / "t.jsonl"
+    broken.write_text('{"type": "assistant", "message": {"content": "plain answer"}}\nnot json\n')
+    assert last_assistant_text(broken) == "plain answer"
+
+
+def test_record_building_is_pure() -> None:
+    record, warnings = build_record("PostToolUseFailure", {"session_id": "s", "tool_name": "Bash",
+                                                           "tool_input": {"command": "make"}, "error": "exit 2"}, 1.0)
+    assert record["memories"][0]["content"] == "Bash: command=make\nFailed: exit 2"
+    assert record["memories"][0]["metadata"]["success"] is False and warnings == []
+
+
+def test_drain_failure_is_kept_for_retry(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    store = tmp_path / "s"
+    fire(store, "PreToolUse", payload("PreToolUse"))
+    with sqlite3.connect(store / "catalog.sqlite3") as conn:
+        conn.execute("UPDATE spool SET payload = '{\"broken\": true}'")
+    with caplog.at_level(logging.WARNING), open_fake(store) as memory:
+        assert memory.list() == []
+        row = memory._state.catalog.read("SELECT attempts, last_error FROM spool")[0]
+        assert row[0] == 1 and "KeyError" in row[1]

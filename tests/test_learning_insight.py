@@ -1,0 +1,161 @@
+"""Reinforcement, workflow pattern learning, suggestions and failure warnings
+(context-persistence.md: "Workflow Pattern Learning", "Context-Aware Suggestions")."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from remindful.errors import NotFoundError, ValidationError
+from remindful.manager import MemoryManager
+from remindful.model import MemoryType
+
+T0 = datetime(2026, 10, 20, 9, 0, tzinfo=UTC)
+
+
+def _actions(memory: MemoryManager, session: str, steps: list[tuple[str, bool]], start: datetime = T0) -> list[str]:
+    items = [
+        {
+            "content": f"{text} - {'success' if ok else 'failed'}",
+            "type": "action",
+            "metadata": {"success": ok},
+            "session_id": session,
+            "timestamp": start + timedelta(seconds=10 * i),
+        }
+        for i, (text, ok) in enumerate(steps)
+    ]
+    return memory.store_batch(items)
+
+
+# -- reinforcement ------------------------------------------------------------------------------------
+
+
+def test_confirm_raises_the_rank_for_the_same_query(memory: MemoryManager) -> None:
+    memory.store("Deploy with make deploy from the repo root", type="knowledge")
+    memory.store("Deploy with the deploy.sh script in ops", type="knowledge")
+    query = "how do I deploy"
+    before = memory.search(query, limit=2)
+    second = before[1]
+    confirmed = memory.confirm(query, second.id)
+    assert confirmed.importance == pytest.approx(0.5 + memory.settings.learning.confirm_boost)
+    assert confirmed.access_count >= 1
+    after = memory.search(query, limit=2)
+    assert after[0].id == second.id, [(h.content, h.score) for h in after]
+    assert after[0].score > second.score
+
+
+def test_reinforcement_is_bounded_and_errors_are_clear(memory: MemoryManager) -> None:
+    mid = memory.store("Use ruff for linting", type="knowledge")
+    for _ in range(10):
+        m = memory.confirm("linting", mid)
+    assert m.importance == 1.0
+    assert memory.stats()["learning"]["reinforcements"] == 10
+    with pytest.raises(NotFoundError):
+        memory.confirm("linting", "knowledge_missing")
+    with pytest.raises(ValidationError, match="'query'"):
+        memory.confirm("  ", mid)
+
+
+# -- workflows from sessions and recurring patterns ----------------------------------------------------
+
+
+def test_create_workflow_from_session(memory: MemoryManager) -> None:
+    steps = [
+        ("Navigated to https://google.com", True),
+        ("Clicked the search box", True),
+        ("Typed 'remindful' in the search box", True),
+        ("Pressed Enter", True),
+        ("Clicked the first result", True),
+    ]
+    _actions(memory, "session_search", steps)
+    wf = memory.create_workflow_from_session("session_search", "google_search_workflow")
+    assert wf.type is MemoryType.WORKFLOW and wf.metadata["name"] == "google_search_workflow"
+    assert wf.content.startswith("Workflow google_search_workflow: 1) Navigated to https://google.com, 2) Clicked")
+    assert wf.metadata["success_rate"] == 1.0 and wf.metadata["step_count"] == 5
+    # ... and it can be suggested when a similar context comes up
+    found = memory.suggest("navigate to google.com and search for remindful in the search box")
+    assert found["suggestions"][0]["memory_id"] == wf.id
+    assert "google search workflow" in found["suggestions"][0]["message"]
+    with pytest.raises(ValidationError, match="no action memories"):
+        memory.create_workflow_from_session("session_none", "x")
+
+
+def test_failed_steps_are_left_out_of_a_session_workflow(memory: MemoryManager) -> None:
+    _actions(memory, "s1", [("Open settings", True), ("Click save at (10, 10)", False), ("Click save button", True)])
+    wf = memory.create_workflow_from_session("s1", "save_settings")
+    assert wf.metadata["steps"] == ["Open settings", "Click save button"]
+    assert wf.metadata["success_rate"] == pytest.approx(2 / 3, abs=1e-3)
+
+
+def test_detect_repeated_action_sequence_across_sessions(memory: MemoryManager) -> None:
+    flow = [("Navigated to https://example.com/contact", True), ("Filled the contact form", True),
+            ("Clicked submit", True)]
+    for day in range(3):
+        _actions(memory, f"session_{day}", [("Opened browser", True), *flow], T0 + timedelta(days=day))
+    _actions(memory, "session_other", [("Opened browser", True), ("Closed tab", True)])
+    report = memory.analyze_patterns(store=True)
+    top = report["patterns"][0]
+    assert top["sessions"] == 3 and top["length"] == 4  # the 3-step flow inside a 4-step one, same support
+    assert [s for s in top["steps"]][1:] == [s for s, _ in flow]
+    assert top["confidence"] == 0.75  # "Opened browser" led into the flow in 3 of its 4 sessions
+    assert all(p["length"] >= 3 for p in report["patterns"])
+    (stored,) = report["stored"]
+    wf = memory.get(stored)
+    assert wf.type is MemoryType.WORKFLOW and wf.metadata["confidence"] == 0.75
+    assert "Consider automating it" in wf.content
+    assert memory.analyze_patterns(store=True)["stored"] == [stored]  # updated, not duplicated
+    assert len(memory.list(type="workflow")) == 1
+
+
+def test_success_rate_analysis(memory: MemoryManager) -> None:
+    steps = [("Filled the login form", True)] * 19 + [("Filled the login form", False)]
+    _actions(memory, "s_forms", steps)
+    _actions(memory, "s_clicks", [("Clicked the dynamic menu item", ok) for ok in (True, False, False, True, False)])
+    report = memory.analyze_patterns(metric="success_rate")
+    assert "patterns" not in report
+    assert "fill succeeds 95% (19/20)" in report["insights"]
+    prone = {r["action"]: r["success_rate"] for r in report["failure_prone"]}
+    assert prone["click"] == 0.4
+    with pytest.raises(ValidationError, match="'metric'"):
+        memory.analyze_patterns(metric="speed")
+
+
+# -- suggestions and warnings ------------------------------------------------------------------------------
+
+
+def test_suggest_similar_past_automation_with_id_and_date(memory: MemoryManager) -> None:
+    (wf_id,) = memory.store_batch(
+        [
+            {
+                "content": "Login automation: navigate to the login form, fill username and password, click login",
+                "type": "workflow",
+                "metadata": {"name": "login", "success_rate": 1.0},
+                "timestamp": datetime(2023, 10, 20, 14, 0, tzinfo=UTC),
+            }
+        ]
+    )
+    memory.store("Exported the quarterly report as PDF - success", type="action")
+    result = memory.suggest("user is viewing a login form with username and password fields")
+    first = result["suggestions"][0]
+    assert first["memory_id"] == wf_id and first["date"] == "Oct 20, 2023"
+    assert first["message"] == "I found similar login workflow from Oct 20, 2023, would you like to replay it?"
+    assert all("quarterly" not in s["content"] for s in result["suggestions"])  # below the similarity bar
+    assert result["warnings"] == []
+
+
+def test_warn_about_previously_failed_action(memory: MemoryManager) -> None:
+    _actions(memory, "s_fail", [("Clicked login button at (500, 300)", False)] * 5)
+    _actions(memory, "s_ok", [("Clicked login button by its id #login-submit", True)])
+    result = memory.suggest("about to click the login button at (500, 300)")
+    (warning,) = result["warnings"]
+    assert warning["message"] == "This action failed 5 times previously, success rate: 0%"
+    assert warning["failures"] == 5 and len(warning["memory_ids"]) == 5
+    alternatives = [a["content"] for a in warning["alternatives"]]
+    assert alternatives == ["Clicked login button by its id #login-submit"]
+    # structured form, as the hands server would describe the action
+    structured = memory.suggest("click", action={"action": "click", "target": {"x": 500, "y": 300}})
+    assert structured["warnings"][0]["failures"] == 5
+    assert memory.suggest("click at (10, 20)")["warnings"] == []
+    with pytest.raises(ValidationError, match="'context'"):
+        memory.suggest("")

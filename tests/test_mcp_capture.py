@@ -1,0 +1,227 @@
+"""Capture from other MCP servers: the in-process middleware, and the stdio proxy around a real server."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import open_fake
+from mcp import Client, StdioServerParameters
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+
+from remindful.capture.middleware import CaptureWorker, ToolCall, TypeMapping, capture_tools, describe
+from remindful.manager import MemoryManager
+
+pytestmark = pytest.mark.anyio
+
+STORE_DELAY = 1.0
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def vision_server() -> MCPServer:
+    """A stand-in for the spec's vision/hands servers: analysis, action and workflow tools."""
+    mcp: MCPServer = MCPServer("vision")
+
+    @mcp.tool()
+    def analyze_screen(region: str) -> str:
+        """Describe what is on the screen."""
+        return f"Login form in {region}"
+
+    @mcp.tool()
+    def click(x: int, y: int) -> str:
+        """Click at a point."""
+        return f"clicked {x},{y}"
+
+    @mcp.tool()
+    def run_workflow(name: str) -> str:
+        """Run a named workflow."""
+        return f"workflow {name} done"
+
+    @mcp.tool()
+    def type_text(text: str) -> str:
+        """Type text; fails on an empty string."""
+        if not text:
+            raise ToolError("nothing to type")
+        return "typed"
+
+    return mcp
+
+
+class SlowStore:
+    """A manager whose writes take STORE_DELAY seconds: capture must not make callers wait for them."""
+
+    def __init__(self, manager: MemoryManager) -> None:
+        self._manager = manager
+        self.started = threading.Event()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._manager, name)
+
+    def store(self, *args: Any, **kwargs: Any) -> str:
+        self.started.set()
+        time.sleep(STORE_DELAY)
+        return self._manager.store(*args, **kwargs)
+
+
+async def test_middleware_captures_without_changing_or_delaying_answers(tmp_path: Path) -> None:
+    calls = [
+        ("analyze_screen", {"region": "top"}),
+        ("click", {"x": 500, "y": 300}),
+        ("run_workflow", {"name": "login"}),
+        ("type_text", {"text": ""}),
+    ]
+    async with Client(vision_server()) as plain:
+        expected = [(await plain.call_tool(name, args)).model_dump(exclude={"meta"}) for name, args in calls]
+
+    with open_fake(tmp_path / "store") as manager:
+        slow = SlowStore(manager)
+        server = vision_server()
+        worker = capture_tools(server, lambda: slow)  # type: ignore[arg-type,return-value]
+        async with Client(server) as client:
+            for (name, args), want in zip(calls, expected, strict=True):
+                started = time.perf_counter()
+                got = await client.call_tool(name, args)
+                elapsed = time.perf_counter() - started
+                assert got.model_dump(exclude={"meta"}) == want, name  # the answer is unchanged
+                assert elapsed < STORE_DELAY / 2, f"{name} waited {elapsed:.2f}s for storage"
+        assert worker.flush(timeout=30)
+        worker.close()
+        assert worker.stats == {"captured": 4, "skipped": 0, "failed": 0, "dropped": 0}
+
+        by_tool = {m.metadata["tool"]: m for m in manager.list(limit=10)}
+        assert by_tool["analyze_screen"].type.value == "screen"
+        assert by_tool["click"].type.value == "action"
+        assert by_tool["run_workflow"].type.value == "workflow"
+        click = by_tool["click"]
+        assert click.metadata["arguments"] == {"x": 500, "y": 300} and click.metadata["success"] is True
+        assert click.metadata["server"] == "vision" and click.metadata["duration_ms"] >= 0
+        assert click.source.value == "mcp_tool" and click.session_id == manager.session_id
+        assert "click" in click.content and "clicked 500,300" in click.content
+        failed = by_tool["type_text"]
+        assert failed.metadata["success"] is False and "nothing to type" in failed.metadata["error"]
+        hits = manager.search("click at 500 300", types=["action"])
+        assert hits and hits[0].id == click.id
+
+
+async def test_mapping_is_configurable(tmp_path: Path) -> None:
+    with open_fake(tmp_path / "store") as manager:
+        server = vision_server()
+        worker = capture_tools(server, lambda: manager, mapping={"click": "workflow", "analyze_*": "knowledge"})
+        async with Client(server) as client:
+            await client.call_tool("click", {"x": 1, "y": 2})
+            await client.call_tool("analyze_screen", {"region": "all"})
+        worker.close()
+        types = {m.metadata["tool"]: m.type.value for m in manager.list()}
+    assert types == {"click": "workflow", "analyze_screen": "knowledge"}
+    assert TypeMapping()("Browser_Screenshot") == "screen" and TypeMapping()("hands_type") == "action"
+
+
+async def test_capture_follows_the_capture_settings(tmp_path: Path) -> None:
+    with open_fake(tmp_path / "off", **{"auto_capture.enabled": False}) as manager:
+        server = vision_server()
+        worker = capture_tools(server, lambda: manager)
+        async with Client(server) as client:
+            assert (await client.call_tool("click", {"x": 1, "y": 2})).is_error is False
+        worker.close()
+        assert worker.stats["skipped"] == 1 and manager.list() == []
+    overrides = {"auto_capture.triggers.failed_actions": False, "privacy.exclude_sessions": ["banking_*"]}
+    with open_fake(tmp_path / "some", **overrides) as manager:
+        server = vision_server()
+        worker = capture_tools(server, lambda: manager)
+        async with Client(server) as client:
+            await client.call_tool("type_text", {"text": ""})  # a failure: that trigger is off
+            await client.call_tool("type_text", {"text": "card 4111 1111 1111 1111"})
+            await client.call_tool("type_text", {"text": "card 4111 1111 1111 1111"})  # a repeat within 5 s
+        worker.close()
+        (kept,) = manager.list()
+        assert "4111" not in kept.content and "4111" not in json.dumps(kept.metadata)
+        assert worker.stats["captured"] == 1 and worker.stats["skipped"] == 2
+        banking = open_fake(tmp_path / "bank", **{"privacy.exclude_sessions": ["banking_*"]})
+        excluded = CaptureWorker(lambda: banking, session_id="banking_42")
+        excluded.submit(ToolCall("click", {"x": 1}, True, 1.0))
+        excluded.close()
+        assert excluded.stats["skipped"] == 1 and banking.list() == []
+        banking.close()
+
+
+def test_a_failing_store_is_counted_not_raised(tmp_path: Path) -> None:
+    def broken() -> MemoryManager:
+        raise RuntimeError("disk on fire")
+
+    worker = CaptureWorker(broken)
+    worker.submit(ToolCall("click", {}, True, 1.0))
+    worker.close()
+    assert worker.stats["failed"] == 1
+
+
+def test_describe_is_searchable_and_bounded() -> None:
+    text = describe(ToolCall("click", {"x": 1, "blob": "y" * 10_000}, False, 12.3, error="boom", server="hands"))
+    assert text.startswith("Tool hands.click failed: boom (12 ms)") and len(text) < 2200
+
+
+# -- the proxy around a real MCP server ----------------------------------------------------------------
+
+NPX = shutil.which("npx")
+EVERYTHING = ["npx", "-y", "@modelcontextprotocol/server-everything", "stdio"]
+
+
+def remindful_env(store: Path, home: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("REMINDFUL_")}
+    env.update(HOME=str(home), MEMORY_STORAGE_PATH=str(store), REMINDFUL_EMBEDDINGS__BACKEND="fake")
+    return env
+
+
+def remindful_cmd(*args: str) -> tuple[str, list[str]]:
+    """The installed ``remindful`` script of this interpreter's environment."""
+    script = Path(sys.executable).parent / "remindful"
+    if script.exists():
+        return str(script), list(args)
+    return sys.executable, ["-c", "from remindful.shells.cli import main; main()", *args]
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+@pytest.mark.skipif(NPX is None, reason="npx (Node.js) is not on PATH")
+async def test_proxy_relays_a_real_server_unchanged_and_captures_its_calls(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    store = tmp_path / "store"
+    env = remindful_env(store, home)
+    direct = StdioServerParameters(command=NPX, args=EVERYTHING[1:], env=env)
+    command, args = remindful_cmd("proxy", "--", NPX, *EVERYTHING[1:])
+    proxied = StdioServerParameters(command=command, args=args, env=env)
+    calls = [("echo", {"message": "hello through the proxy"}), ("get-sum", {"a": 2, "b": 40})]
+
+    async def session(params: StdioServerParameters) -> tuple[list[str], list[dict[str, Any]], dict[str, Any]]:
+        async with Client(params, mode="legacy", read_timeout_seconds=120) as client:
+            tools = sorted(t.name for t in (await client.list_tools()).tools)
+            results = [(await client.call_tool(n, a)).model_dump(exclude={"meta"}) for n, a in calls]
+            bad = (await client.call_tool("get-sum", {"a": "two"})).model_dump(exclude={"meta"})
+            return tools, results, bad
+
+    want = await session(direct)
+    got = await session(proxied)
+    assert got == want  # same tools, same answers, same error
+    assert "echo" in got[0] and "hello through the proxy" in json.dumps(got[1][0])
+
+    with open_fake(store) as manager:  # the proxy has exited and flushed its captures
+        captured = {m.metadata["tool"]: m for m in manager.list(limit=50)}
+    assert set(captured) == {"echo", "get-sum"}
+    echo = captured["echo"]
+    assert echo.type.value == "action" and echo.source.value == "mcp_tool"
+    assert echo.metadata["arguments"] == {"message": "hello through the proxy"} and echo.metadata["success"] is True
+    assert "hello through the proxy" in echo.content
+    with open_fake(store) as manager:
+        outcomes = sorted(m.metadata["success"] for m in manager.list(limit=50) if m.metadata["tool"] == "get-sum")
+    assert outcomes == [False, True]

@@ -1,0 +1,81 @@
+"""The shared confirmation helper for destructive tools: elicitation when supported, else confirm=true."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import pytest
+from mcp import Client
+from mcp.server.mcpserver import MCPServer
+from mcp_types import ElicitResult
+
+from remindful.shells.mcp_tools.common import DESTRUCTIVE, tool
+from remindful.shells.mcp_tools.confirm import Approval, approved, confirmation, not_confirmed
+
+pytestmark = pytest.mark.anyio
+
+CONFIRM_WIPE = confirmation("Wipe the test store?")
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def wiped() -> list[bool]:
+    return []
+
+
+@pytest.fixture
+def server(wiped: list[bool]) -> MCPServer:
+    mcp: MCPServer = MCPServer("confirm-test")
+
+    @tool(mcp, DESTRUCTIVE)
+    def memory_wipe(confirm: bool = False, approval: Annotated[Approval, CONFIRM_WIPE] = None) -> dict[str, Any]:
+        """Wipe everything (test tool)."""
+        if not approved(approval):
+            return not_confirmed("wipe the store", approval)
+        wiped.append(True)
+        return {"success": True}
+
+    return mcp
+
+
+def answering(action: str, confirm: bool | None = None) -> Any:
+    async def callback(ctx: Any, params: Any) -> ElicitResult:
+        assert params.message == "Wipe the test store?"
+        return ElicitResult(action=action, content=None if confirm is None else {"confirm": confirm})
+
+    return callback
+
+
+async def test_approval_is_not_a_tool_argument(server: MCPServer) -> None:
+    async with Client(server) as client:
+        (listed,) = (await client.list_tools()).tools
+    assert set(listed.input_schema["properties"]) == {"confirm"}
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_without_elicitation_confirm_true_is_required(server: MCPServer, wiped: list[bool], mode: str) -> None:
+    async with Client(server, mode=mode) as client:
+        refused = (await client.call_tool("memory_wipe", {})).structured_content
+        assert refused["success"] is False and refused["confirmation_required"] is True
+        assert "confirm=true" in refused["error"] and not wiped
+        done = (await client.call_tool("memory_wipe", {"confirm": True})).structured_content
+        assert done == {"success": True} and wiped == [True]
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+@pytest.mark.parametrize(
+    ("action", "confirm", "expected"),
+    [("accept", True, True), ("accept", False, False), ("decline", None, False), ("cancel", None, False)],
+)
+async def test_elicitation_asks_the_user(
+    server: MCPServer, wiped: list[bool], mode: str, action: str, confirm: bool | None, expected: bool
+) -> None:
+    async with Client(server, mode=mode, elicitation_callback=answering(action, confirm)) as client:
+        answer = (await client.call_tool("memory_wipe", {})).structured_content
+    assert answer["success"] is expected and bool(wiped) is expected
+    if not expected:
+        assert "Not confirmed" in answer["error"] and "confirmation_required" not in answer

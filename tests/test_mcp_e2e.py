@@ -1,0 +1,196 @@
+"""End to end: spawn `remindful serve` and drive it with real clients (SDK stdio + HTTP, MCP Inspector CLI)."""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client, StdioServerParameters
+
+pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.integration]
+
+NPX = shutil.which("npx")
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def remindful_script() -> str:
+    script = Path(sys.executable).parent / "remindful"
+    assert script.exists(), f"the remindful entry point is not installed next to {sys.executable}"
+    return str(script)
+
+
+def server_env(tmp_path: Path, *, fake: bool = True) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("REMINDFUL_")}
+    env.update(HOME=str(tmp_path / "home"), MEMORY_STORAGE_PATH=str(tmp_path / "store"))
+    if fake:
+        env["REMINDFUL_EMBEDDINGS__BACKEND"] = "fake"
+    return env
+
+
+def stdio(tmp_path: Path, *, fake: bool = True) -> StdioServerParameters:
+    return StdioServerParameters(command=remindful_script(), args=["serve"], env=server_env(tmp_path, fake=fake))
+
+
+async def store_and_search(client: Client) -> list[str]:
+    tools = sorted(t.name for t in (await client.list_tools()).tools)
+    stored = await client.call_tool("memory_store", {"content": "The deploy script needs AWS_PROFILE=prod"})
+    assert stored.structured_content["success"] is True, stored.content
+    found = await client.call_tool("memory_search", {"query": "AWS_PROFILE deploy"})
+    hits = found.structured_content["memories"]
+    assert hits and hits[0]["id"] == stored.structured_content["memory_id"]
+    return tools
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_stdio_with_the_sdk_client(tmp_path: Path, mode: str) -> None:
+    async with Client(stdio(tmp_path), mode=mode, read_timeout_seconds=120) as client:
+        tools = await store_and_search(client)
+    assert {"memory_store", "memory_search", "memory_stats"} <= set(tools)
+
+
+async def test_second_start_answers_early_with_the_sdk_answers(tmp_path: Path) -> None:
+    """The first start records the SDK's initialize/tools/list answers; the next start replays them
+    before the SDK is loaded, and they equal what the SDK answers itself."""
+    params = stdio(tmp_path)
+    async with Client(params, mode="legacy", read_timeout_seconds=120) as client:
+        first = (await client.list_tools()).model_dump()
+        first_info = client.server_info
+    manifest = tmp_path / "home" / ".cache" / "remindful" / "mcp-manifest.json"
+    assert manifest.exists()
+    started = time.perf_counter()
+    async with Client(params, mode="legacy", read_timeout_seconds=120) as client:
+        second = (await client.list_tools()).model_dump()
+        listed_after = time.perf_counter() - started
+        assert client.server_info == first_info
+        # The SDK takes over for everything else, with the session the early answers began.
+        assert (await client.call_tool("memory_stats", {})).structured_content["success"] is True
+    assert second == first
+    assert listed_after < 5, f"tools/list took {listed_after:.2f}s on a warm start"
+
+
+async def test_stdio_with_the_real_embedder(tmp_path: Path) -> None:
+    async with Client(stdio(tmp_path, fake=False), mode="legacy", read_timeout_seconds=180) as client:
+        for text in ("Clicked the login button on the sign-in page", "Bought milk and eggs at the grocery store"):
+            assert (await client.call_tool("memory_store", {"content": text})).structured_content["success"]
+        found = await client.call_tool("memory_search", {"query": "authentication screen", "limit": 1})
+    assert "login" in found.structured_content["memories"][0]["content"]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture
+def http_server(tmp_path: Path) -> Iterator[str]:
+    port = free_port()
+    log = tmp_path / "serve.log"
+    with log.open("wb") as sink:
+        proc = subprocess.Popen(
+            [remindful_script(), "serve", "--transport", "http", "--port", str(port)],
+            env=server_env(tmp_path),
+            stdout=subprocess.DEVNULL,
+            stderr=sink,
+        )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail(f"remindful serve --transport http did not start: {log.read_text()}")
+                time.sleep(0.1)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+async def test_streamable_http(http_server: str) -> None:
+    async with Client(http_server, read_timeout_seconds=120) as client:
+        await store_and_search(client)
+    port = int(http_server.rsplit(":", 1)[1].split("/")[0])
+    addresses = [a for a in _own_addresses() if a != "127.0.0.1"]
+    for address in addresses[:1]:  # bound to loopback only: another interface is refused
+        with pytest.raises(OSError):
+            socket.create_connection((address, port), timeout=1).close()
+
+
+def _own_addresses() -> list[str]:
+    try:
+        return list({info[4][0] for info in socket.getaddrinfo(socket.gethostname(), None, socket.AF_INET)})
+    except OSError:
+        return []
+
+
+def test_serve_rejects_bad_options() -> None:
+    result = subprocess.run([remindful_script(), "serve", "--transport", "carrier-pigeon"], capture_output=True)
+    assert result.returncode == 2 and b"--transport" in result.stderr
+
+
+def inspector(tmp_path: Path, *args: str) -> Any:
+    # npx keeps its package cache under the real HOME; the server gets the test's HOME via -e.
+    env = {**os.environ, "HOME": pwd.getpwuid(os.getuid()).pw_dir}
+    command = [
+        NPX or "npx",
+        "-y",
+        "@modelcontextprotocol/inspector",
+        "--cli",
+        "-e",
+        f"MEMORY_STORAGE_PATH={tmp_path / 'store'}",
+        "-e",
+        "REMINDFUL_EMBEDDINGS__BACKEND=fake",
+        "-e",
+        f"HOME={tmp_path / 'home'}",
+        remindful_script(),
+        "serve",
+        *args,
+    ]
+    result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=240)
+    assert result.returncode == 0, result.stderr + result.stdout
+    return json.loads(result.stdout)
+
+
+@pytest.mark.skipif(NPX is None, reason="npx (Node.js) is not on PATH")
+def test_mcp_inspector_cli(tmp_path: Path) -> None:
+    listed = inspector(tmp_path, "--method", "tools/list")
+    assert {"memory_store", "memory_search"} <= {t["name"] for t in listed["tools"]}
+    stored = inspector(
+        tmp_path,
+        "--method",
+        "tools/call",
+        "--tool-name",
+        "memory_store",
+        "--tool-arg",
+        "content=The inspector stored this",
+        "--tool-arg",
+        "type=knowledge",
+        "--tool-arg",
+        'metadata={"via": "inspector"}',
+    )
+    assert stored["structuredContent"]["success"] is True
+    found = inspector(tmp_path, "--method", "tools/call", "--tool-name", "memory_search", "--tool-arg", "query=inspector")
+    memories = found["structuredContent"]["memories"]
+    assert memories[0]["id"] == stored["structuredContent"]["memory_id"]
+    assert memories[0]["metadata"] == {"via": "inspector"}

@@ -1,0 +1,253 @@
+"""The MCP server in-process, through the SDK's own client: every core tool, bad input, disabled memory."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any, get_args
+
+import pytest
+from conftest import open_fake
+from mcp import Client
+
+from remindful.model import MemoryType
+from remindful.shells.mcp_server import LazyManager, build_server
+from remindful.shells.mcp_tools.common import MemoryTypeName
+
+pytestmark = pytest.mark.anyio
+
+CORE_TOOLS = {
+    "memory_store",
+    "memory_store_batch",
+    "memory_search",
+    "memory_get",
+    "memory_get_batch",
+    "memory_update",
+    "memory_delete",
+    "memory_list",
+    "memory_stats",
+}
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def lazy(tmp_path: Path) -> LazyManager:
+    manager = LazyManager(factory=lambda: open_fake(tmp_path / "store"))
+    yield manager
+    manager.close()
+
+
+@pytest.fixture
+def server(lazy: LazyManager) -> Any:
+    return build_server(lazy)
+
+
+async def call(client: Client, tool: str, **arguments: Any) -> dict[str, Any]:
+    """A tool's structured answer; fails the test if the SDK reports a tool error."""
+    result = await client.call_tool(tool, arguments)
+    assert not result.is_error, result.content
+    assert result.structured_content is not None
+    # The text content carries the same answer, for clients that ignore structured content.
+    assert json.loads(result.content[0].text) == result.structured_content
+    return result.structured_content
+
+
+async def tool_error(client: Client, tool: str, **arguments: Any) -> str:
+    result = await client.call_tool(tool, arguments)
+    assert result.is_error
+    return result.content[0].text
+
+
+async def test_listing_tools_loads_nothing(server: Any, lazy: LazyManager) -> None:
+    async with Client(server) as client:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+    assert set(tools) >= CORE_TOOLS
+    assert not lazy.opened
+    for name, tool in tools.items():
+        assert name.startswith("memory_") and re.fullmatch(r"[a-z_]+", name)
+        assert tool.description and len(tool.description) > 40, name
+        assert tool.annotations is not None and tool.annotations.read_only_hint is not None, name
+    assert tools["memory_search"].annotations.read_only_hint is True
+    assert tools["memory_delete"].annotations.destructive_hint is True
+    assert tools["memory_store"].annotations.read_only_hint is False
+    assert tools["memory_store"].input_schema["required"] == ["content"]
+    assert tools["memory_store"].input_schema["properties"]["type"]["enum"] == [t.value for t in MemoryType]
+
+
+def test_type_literal_matches_model() -> None:
+    assert list(get_args(MemoryTypeName)) == [t.value for t in MemoryType]
+
+
+async def test_store_search_get_update_delete(server: Any) -> None:
+    async with Client(server) as client:
+        stored = await call(
+            client,
+            "memory_store",
+            content="Clicked the login button at (500, 300)",
+            type="action",
+            metadata={"action": "click", "success": True},
+            importance=0.9,
+            bookmark=True,
+        )
+        assert stored["success"] is True and stored["memory_id"].startswith("action_")
+        memory_id = stored["memory_id"]
+
+        found = await call(client, "memory_search", query="login button", memory_types=["action"], limit=5)
+        assert found["count"] >= 1 and found["memories"][0]["id"] == memory_id
+        assert 0 <= found["memories"][0]["score"] <= 1
+        filtered = await call(client, "memory_search", query="login", filters={"success": False})
+        assert filtered["count"] == 0
+
+        got = await call(client, "memory_get", memory_id=memory_id)
+        memory = got["memory"]
+        assert memory["content"].startswith("Clicked the login")
+        assert memory["metadata"]["action"] == "click"
+        assert memory["bookmarked"] is True and memory["importance"] == 0.9
+
+        updated = await call(client, "memory_update", memory_id=memory_id, metadata={"verified": True, "action": None})
+        assert updated["memory"]["metadata"] == {"success": True, "bookmarked": True, "importance": 0.9, "verified": True}
+        updated = await call(client, "memory_update", memory_id=memory_id, content="Clicked sign-in")
+        assert updated["memory"]["content"] == "Clicked sign-in"
+
+        deleted = await call(client, "memory_delete", memory_id=memory_id)
+        assert deleted == {"success": True, "deleted": True, "memory_id": memory_id}
+        gone = await call(client, "memory_get", memory_id=memory_id)
+        assert gone["success"] is False and "Memory not found" in gone["error"] and "memory_search" in gone["error"]
+
+
+async def test_batch_list_and_stats(server: Any) -> None:
+    async with Client(server) as client:
+        batch = await call(
+            client,
+            "memory_store_batch",
+            items=[
+                {"content": "Step 1: open the form", "type": "workflow"},
+                {"content": "Step 2: submit", "type": "workflow", "metadata": {"step": 2}},
+                {"content": "Deploy needs AWS_PROFILE=prod", "type": "knowledge", "session_id": "other"},
+            ],
+        )
+        assert batch["count"] == 3 and len(batch["memory_ids"]) == 3
+
+        got = await call(client, "memory_get_batch", memory_ids=[batch["memory_ids"][1], "missing_id"])
+        assert got["memories"][0]["content"] == "Step 2: submit" and got["memories"][1] is None
+        assert got["found"] == 1 and got["missing"] == ["missing_id"]
+
+        listed = await call(client, "memory_list", type="workflow")
+        assert [m["content"] for m in listed["memories"]] == ["Step 2: submit", "Step 1: open the form"]
+        current = await call(client, "memory_list", session_id="current")
+        assert current["count"] == 2
+        other = await call(client, "memory_list", session_id="other", limit=1)
+        assert other["count"] == 1 and other["memories"][0]["type"] == "knowledge"
+        page = await call(client, "memory_list", limit=1, offset=1)
+        assert page["count"] == 1 and page["offset"] == 1
+
+        stats = await call(client, "memory_stats")
+        assert stats["success"] is True and stats["total_memories"] == 3
+        assert stats["collections"]["workflow_memories"]["count"] == 2
+
+
+async def test_resources(server: Any) -> None:
+    async with Client(server) as client:
+        stored = await call(client, "memory_store", content="remember the milk", type="knowledge")
+        uris = {str(r.uri) for r in (await client.list_resources()).resources}
+        assert {"memory://stats", "memory://recent"} <= uris
+        stats = json.loads((await client.read_resource("memory://stats")).contents[0].text)
+        assert stats["total_memories"] == 1
+        recent = json.loads((await client.read_resource("memory://recent")).contents[0].text)
+        assert recent["memories"][0]["content"] == "remember the milk"
+        one = json.loads((await client.read_resource(f"memory://memories/{stored['memory_id']}")).contents[0].text)
+        assert one["memory"]["id"] == stored["memory_id"]
+
+
+async def test_missing_and_ill_typed_arguments_are_tool_errors(server: Any) -> None:
+    async with Client(server) as client:
+        assert "content" in await tool_error(client, "memory_store")
+        assert "content" in await tool_error(client, "memory_store", content=5)
+        assert "type" in await tool_error(client, "memory_store", content="x", type="bogus")
+        assert "metadata" in await tool_error(client, "memory_store", content="x", metadata="not a dict")
+        assert "importance" in await tool_error(client, "memory_store", content="x", importance=3)
+        assert "limit" in await tool_error(client, "memory_search", query="x", limit=0)
+        assert "limit" in await tool_error(client, "memory_search", query="x", limit="ten")
+        assert "memory_ids" in await tool_error(client, "memory_get_batch", memory_ids="id")
+        assert "items" in await tool_error(client, "memory_store_batch", items=[{"content": "x", "colour": "red"}])
+        # The server is alive and well after all of that.
+        assert (await call(client, "memory_store", content="still here"))["success"] is True
+
+
+async def test_bad_values_answer_clear_failures(server: Any) -> None:
+    async with Client(server) as client:
+        empty = await call(client, "memory_store", content="   ")
+        assert empty["success"] is False and empty["field"] == "content" and "non-empty" in empty["error"]
+        huge = await call(client, "memory_store", content="x" * 1_000_001)
+        assert huge["success"] is False and "1,000,000" in huge["error"]
+        bad_time = await call(client, "memory_store", content="x", timestamp="yesterday-ish")
+        assert bad_time["success"] is False and bad_time["field"] == "timestamp"
+        bad_filter = await call(client, "memory_search", query="x", filters={"$bogus": 1})
+        assert bad_filter["success"] is False and "filter" in bad_filter["error"].lower()
+        nothing = await call(client, "memory_update", memory_id="action_x")
+        assert nothing["success"] is False and "at least one" in nothing["error"]
+        unknown = await call(client, "memory_update", memory_id="action_missing", content="x")
+        assert unknown["success"] is False and "Memory not found" in unknown["error"]
+        unknown = await call(client, "memory_delete", memory_id="action_missing")
+        assert unknown["success"] is False and "Memory not found" in unknown["error"]
+        empty_batch = await call(client, "memory_store_batch", items=[])
+        assert empty_batch["success"] is False and empty_batch["field"] == "items"
+        bad_item = await call(client, "memory_store_batch", items=[{"content": "ok"}, {"content": ""}])
+        assert bad_item["success"] is False and "items[1].content" in bad_item["error"]
+        assert (await call(client, "memory_stats"))["total_memories"] == 0  # all-or-nothing: nothing stored
+        assert (await call(client, "memory_store", content="still here"))["success"] is True
+
+
+async def test_disabled_memory_answers_every_tool_and_keeps_serving(tmp_path: Path) -> None:
+    lazy = LazyManager(factory=lambda: open_fake(tmp_path / "off", enabled=False))
+    arguments = {
+        "memory_store": {"content": "x"},
+        "memory_store_batch": {"items": [{"content": "x"}]},
+        "memory_search": {"query": "x"},
+        "memory_get": {"memory_id": "x"},
+        "memory_get_batch": {"memory_ids": ["x"]},
+        "memory_update": {"memory_id": "x", "content": "y"},
+        "memory_delete": {"memory_id": "x"},
+        "memory_list": {},
+        "memory_stats": {},
+    }
+    async with Client(build_server(lazy)) as client:
+        for tool, args in arguments.items():
+            answer = await call(client, tool, **args)
+            assert answer["success"] is False, tool
+            assert answer["error"].startswith("Memory features are disabled"), tool
+            assert "enabled: false" in answer["reason"], tool
+        assert len((await client.list_tools()).tools) >= len(CORE_TOOLS)
+    lazy.close()
+
+
+async def test_unusable_storage_path_disables_memory(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    lazy = LazyManager(factory=lambda: open_fake(blocker / "store"))
+    async with Client(build_server(lazy)) as client:
+        answer = await call(client, "memory_store", content="x")
+        assert answer["success"] is False and answer["error"].startswith("Memory features are disabled")
+        assert "not usable" in answer["reason"]
+        assert (await call(client, "memory_stats"))["success"] is False
+    lazy.close()
+
+
+async def test_invalid_config_is_a_clear_failure(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("REMINDFUL_RETENTION__DEFAULT_RETENTION_DAYS", "-3")
+    lazy = LazyManager(tmp_path / "store")
+    async with Client(build_server(lazy)) as client:
+        answer = await call(client, "memory_list")
+    assert answer["success"] is False and "retention.default_retention_days" in answer["error"]
+
+
+async def test_legacy_handshake_client(server: Any) -> None:
+    async with Client(server, mode="legacy") as client:
+        assert client.server_info is not None and client.server_info.name == "remindful"
+        stored = await call(client, "memory_store", content="legacy clients work too")
+        assert stored["success"] is True
