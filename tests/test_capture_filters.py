@@ -52,6 +52,9 @@ def test_pem_and_private_blocks_and_metadata() -> None:
 def test_numbers_that_are_not_cards_stay() -> None:
     text = "build 20231026123456 took 1234567890123 ms"  # fails the Luhn check
     assert fresh().check(text, trigger="hooks").content == text
+    digest = "c8c33a6aa4111111111111111daf92439e1f20d5534d6108003abf839acaa46cb03"  # a Luhn-valid run inside a hex key
+    assert fresh().check(digest, trigger="hooks").content == digest
+    assert fresh().check("card:4111-1111-1111-1111.", trigger="hooks").content == "card:[CARD_REDACTED]."
 
 
 def test_custom_patterns_and_redaction_off() -> None:

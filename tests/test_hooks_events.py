@@ -50,8 +50,9 @@ def test_every_event_fixture_is_captured(tmp_path: Path) -> None:
         by_event = {m.metadata["hook_event"]: m for m in found}
         pre, post = by_event["PreToolUse"], by_event["PostToolUse"]
         assert (pre.type.value, pre.source.value) == ("action", "hook")
-        assert pre.content == "Read: Reading file config.yaml"  # TC-P1-04
-        assert post.content.startswith("Bash: Run the config tests\nOutput: stdout: 3 failed, 12 passed")
+        assert pre.content == "Read: Reading file config.yaml [file_path=/home/dev/project-x/config.yaml]"  # TC-P1-04
+        assert post.content.startswith("Bash: Run the config tests [command=pytest -q tests/test_config.py]\n")
+        assert "Output: stdout: 3 failed, 12 passed" in post.content
         assert post.metadata["success"] is True and post.metadata["tool_use_id"] == "toolu_01POST"
         prompt = by_event["UserPromptSubmit"]
         assert (prompt.type.value, prompt.metadata["role"]) == ("conversation", "user")

@@ -74,6 +74,12 @@ def test_upsert_replaces_vector_and_metadata(index: VectorIndex, rng: np.random.
     assert index.query(COL, b, 1, {"kept": "v2"}) == [("x", pytest.approx(1.0, abs=1e-5))]
     assert {i for i, _ in index.query(COL, b, 10, {"old": 1})} == {"y"}  # the old key is gone, not merged
     assert index.query(COL, b, 10, {"kept": "v1"}) == []
+    index.upsert(COL, ["y"], b[None, :], [{"new": 2}])  # same vector, new metadata
+    assert index.query(COL, b, 10, {"old": 1}) == []
+    assert {i for i, _ in index.query(COL, b, 10, {"new": 2})} == {"y"}
+    index.upsert(COL, ["y"], b[None, :], [{}])
+    assert index.query(COL, b, 10, {"new": 2}) == []
+    assert index.count(COL) == 2
 
 
 def test_delete_removes_and_ignores_unknown_ids(index: VectorIndex, rng: np.random.Generator) -> None:

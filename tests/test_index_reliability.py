@@ -267,6 +267,36 @@ def test_unreachable_server_names_host_and_port(monkeypatch: pytest.MonkeyPatch,
     index.close()
 
 
+def test_query_falls_back_to_count_when_chroma_rejects_k(embedded: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Older chromadb releases refuse n_results > count; 1.5 does not, so the count is only a fallback."""
+    embedded.upsert(COL, ["a", "b"], vectors(2), [{}, {}])
+    col = embedded._collection(COL)
+    real = col.query
+    asked: list[int] = []
+
+    def query(**kw: Any) -> Any:
+        asked.append(kw["n_results"])
+        if kw["n_results"] > 2:
+            raise InternalError("Number of requested results 50 is greater than number of elements in index 2")
+        return real(**kw)
+
+    monkeypatch.setattr(col, "query", query)
+    assert [i for i, _ in embedded.query(COL, vectors(2)[0], 50)] == ["a", "b"]
+    assert asked == [50, 2]
+
+
+def test_metadata_only_change_skips_the_vector_rewrite(embedded: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    v = vectors(3)
+    embedded.upsert(COL, ["a", "b"], v[:2], [{"k": 1}, {"k": 1}])
+    col = embedded._collection(COL)
+    upserted: list[list[str]] = []
+    real = col.upsert
+    monkeypatch.setattr(col, "upsert", lambda **kw: (upserted.append(kw["ids"]), real(**kw)))
+    embedded.upsert(COL, ["a", "b", "c"], np.stack([v[0], v[2], v[2]]), [{"k": 2}, {"k": 2}, {"k": 2}])
+    assert upserted == [["b", "c"]]  # "a" kept its vector: metadata update only
+    assert sorted(i for i, _ in embedded.query(COL, v[0], 5, {"k": 2})) == ["a", "b", "c"]
+
+
 def test_upsert_is_chunked_below_the_max_batch_size(embedded: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     col = embedded._collection(COL)
     sizes: list[int] = []

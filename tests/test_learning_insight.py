@@ -89,8 +89,11 @@ def test_failed_steps_are_left_out_of_a_session_workflow(memory: MemoryManager) 
 
 
 def test_detect_repeated_action_sequence_across_sessions(memory: MemoryManager) -> None:
-    flow = [("Navigated to https://example.com/contact", True), ("Filled the contact form", True),
-            ("Clicked submit", True)]
+    flow = [
+        ("Navigated to https://example.com/contact", True),
+        ("Filled the contact form", True),
+        ("Clicked submit", True),
+    ]
     for day in range(3):
         _actions(memory, f"session_{day}", [("Opened browser", True), *flow], T0 + timedelta(days=day))
     _actions(memory, "session_other", [("Opened browser", True), ("Closed tab", True)])
@@ -159,3 +162,34 @@ def test_warn_about_previously_failed_action(memory: MemoryManager) -> None:
     assert memory.suggest("click at (10, 20)")["warnings"] == []
     with pytest.raises(ValidationError, match="'context'"):
         memory.suggest("")
+
+
+@pytest.mark.slow
+def test_suggestions_and_warnings_with_the_real_model(real_memory: MemoryManager) -> None:
+    memory = real_memory
+    (wf_id,) = memory.store_batch(
+        [
+            {
+                "content": "Login automation: navigate to the login form, fill username and password, click login",
+                "type": "workflow",
+                "metadata": {"name": "login"},
+                "timestamp": datetime(2023, 10, 20, tzinfo=UTC),
+            }
+        ]
+    )
+    memory.store("Exported the quarterly report as PDF - success", type="action")
+    _actions(memory, "s_fail", [("Clicked login button at (500, 300)", False)] * 5)
+    _actions(memory, "s_ok", [("Clicked login button via selector #login-submit", True)])
+    found = memory.suggest("user is viewing a sign-in page with email and password fields")
+    assert found["suggestions"][0]["memory_id"] == wf_id
+    assert all("quarterly" not in s["content"] for s in found["suggestions"])
+    (warning,) = memory.suggest("click the login button at (500, 300)")["warnings"]
+    assert warning["message"] == "This action failed 5 times previously, success rate: 0%"
+    assert [a["content"] for a in warning["alternatives"]] == ["Clicked login button via selector #login-submit"]
+    # confirmation reorders two near-ties for the same query
+    memory.store("We use PostgreSQL for the main database.", type="knowledge")
+    memory.store("We use MySQL for the analytics database.", type="knowledge")
+    query = "which database do we use"
+    second = memory.search(query, types=["knowledge"], limit=2)[1]
+    memory.confirm(query, second.id)
+    assert memory.search(query, types=["knowledge"], limit=2)[0].id == second.id

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import open_fake
 
+from conftest import open_fake
 from remindful.learning.llm import FakeLLM, set_llm
 from remindful.learning.types import ConversationTurn, UserAction
 from remindful.manager import MemoryManager

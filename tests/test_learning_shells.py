@@ -8,10 +8,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import open_fake
 from mcp import Client
 from typer.testing import CliRunner
 
+from conftest import open_fake
 from remindful.learning.conversation import turn_from_hook_events
 from remindful.shells.cli import app
 from remindful.shells.mcp_server import LazyManager, build_server
@@ -43,6 +43,7 @@ def invoke(*args: str) -> tuple[int, str]:
     return result.exit_code, result.output
 
 
+@pytest.mark.slow
 def test_cli_learning_commands(store_path: Path, tmp_path: Path) -> None:
     code, out = invoke("capture-turn", "Remember that we deploy on Fridays only.", "--json")
     assert code == 0, out
@@ -59,8 +60,10 @@ def test_cli_learning_commands(store_path: Path, tmp_path: Path) -> None:
         for i, d in enumerate(["run tests", "build", "push"])
     ]
     (tmp_path / "actions.json").write_text(json.dumps(actions))
-    code, out = invoke("capture-workflow", str(tmp_path / "actions.json"))
-    assert code == 0 and "To ship changes: 1) Run tests, 2) Build, 3) Push." in out
+    code, out = invoke("capture-workflow", str(tmp_path / "actions.json"), "--json")
+    assert (
+        code == 0 and json.loads(out)["memories"][0]["content"] == "To ship changes: 1) Run tests, 2) Build, 3) Push."
+    )
     code, out = invoke("suggest", "run tests and build then push", "--json")
     assert code == 0 and json.loads(out)["suggestions"][0]["type"] == "workflow"
     code, out = invoke("patterns", "--json")
@@ -139,7 +142,11 @@ def test_turn_from_hook_events(tmp_path: Path) -> None:
     prompt = {"hook_event_name": "UserPromptSubmit", "session_id": "abc", "prompt": "we use uv, not pip", "cwd": "/p"}
     stop = {"hook_event_name": "Stop", "session_id": "abc", "transcript_path": str(transcript)}
     turn = turn_from_hook_events(prompt, stop)
-    assert (turn.user_message, turn.assistant_response, turn.conversation_id) == ("we use uv, not pip", "Done: uv.", "abc")
+    assert (turn.user_message, turn.assistant_response, turn.conversation_id) == (
+        "we use uv, not pip",
+        "Done: uv.",
+        "abc",
+    )
     assert turn.project_id == "/p"
     direct = turn_from_hook_events(prompt, {**stop, "last_assistant_message": "Final answer"})
     assert direct.assistant_response == "Final answer"

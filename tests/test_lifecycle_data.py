@@ -321,3 +321,27 @@ def test_retention_deletes_attachment_copies(tmp_path: Path) -> None:
         assert copy.exists()
         memory.cleanup()
         assert not copy.exists()
+
+
+@pytest.mark.slow
+def test_real_stack_backup_restore_and_dedup(real_memory: MemoryManager, tmp_path: Path, onnx_embedder: Any) -> None:
+    """ONNX MiniLM and embedded Chroma: the archive carries the Chroma files, restore rebuilds the
+    index, and near-identical screens (real cosine ≥ 0.95) collapse into one."""
+    import remindful
+
+    _seed(real_memory)
+    real_memory.store_batch(
+        [{"content": "Login screen with username and password fields", "type": "screen"} for _ in range(5)]
+        + [{"content": "The login screen with username and password fields", "type": "screen"}]
+    )
+    expected = [h.id for h in real_memory.search("how do I sign in to the bank?")]
+    archive = real_memory.backup(name="real")["path"]
+    with tarfile.open(archive) as tar:
+        assert any(n.startswith("chroma/") for n in tar.getnames())
+    with remindful.open(tmp_path / "fresh", embedder=onnx_embedder) as fresh:
+        result = fresh.restore(archive, confirm=True)
+        assert result["total"] == 10 and result["counts"] == result["expected"]
+        assert [h.id for h in fresh.search("how do I sign in to the bank?")] == expected
+        report = fresh.dedup(types=["screen"])
+        assert report["clusters"] == 1 and report["deleted"] == 5
+        assert fresh.index_status()["available"] and fresh.stats()["collections"]["screen_memories"]["count"] == 2

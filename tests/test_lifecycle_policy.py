@@ -283,3 +283,24 @@ def test_start_scheduler_respects_settings(tmp_path: Path) -> None:
         assert scheduler is not None and scheduler._thread is not None and scheduler._thread.is_alive()
         scheduler.stop()
         assert scheduler._thread is None
+
+
+def test_confirmations_recorded_by_learning_count_as_reinforcement(tmp_path: Path) -> None:
+    with open_fake(tmp_path / "s", **{"retention.max_items_per_collection": 2}) as memory:
+        helped = memory.store("helpful answer", type="knowledge", source="hook")
+        plain = memory.store("plain answer", type="knowledge", source="hook")
+        catalog = memory._state.ready().catalog
+        catalog.write(
+            lambda c: c.execute(
+                "CREATE TABLE IF NOT EXISTS reinforcements (seq INTEGER PRIMARY KEY, memory_id TEXT NOT NULL, "
+                "at REAL NOT NULL, reason TEXT NOT NULL, query TEXT, importance REAL NOT NULL)"
+            )
+        )
+        catalog.write(
+            lambda c: c.executemany(
+                "INSERT INTO reinforcements (memory_id, at, reason, importance) VALUES (?, 0, 'confirm', 0.5)",
+                [(helped,)] * 3,
+            )
+        )
+        memory.store("newcomer", type="knowledge", source="hook")
+        assert memory.get(helped) and memory.get_batch([plain]) == [None]

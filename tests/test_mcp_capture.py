@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import open_fake
 from mcp import Client, StdioServerParameters
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
+from conftest import open_fake
 from remindful.capture.middleware import CaptureWorker, ToolCall, TypeMapping, capture_tools, describe
 from remindful.manager import MemoryManager
 

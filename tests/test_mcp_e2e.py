@@ -190,7 +190,9 @@ def test_mcp_inspector_cli(tmp_path: Path) -> None:
         'metadata={"via": "inspector"}',
     )
     assert stored["structuredContent"]["success"] is True
-    found = inspector(tmp_path, "--method", "tools/call", "--tool-name", "memory_search", "--tool-arg", "query=inspector")
+    found = inspector(
+        tmp_path, "--method", "tools/call", "--tool-name", "memory_search", "--tool-arg", "query=inspector"
+    )
     memories = found["structuredContent"]["memories"]
     assert memories[0]["id"] == stored["structuredContent"]["memory_id"]
     assert memories[0]["metadata"] == {"via": "inspector"}

@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any, get_args
 
 import pytest
-from conftest import open_fake
 from mcp import Client
 
+from conftest import open_fake
 from remindful.model import MemoryType
 from remindful.shells.mcp_server import LazyManager, build_server
 from remindful.shells.mcp_tools.common import MemoryTypeName
@@ -110,7 +110,12 @@ async def test_store_search_get_update_delete(server: Any) -> None:
         assert memory["bookmarked"] is True and memory["importance"] == 0.9
 
         updated = await call(client, "memory_update", memory_id=memory_id, metadata={"verified": True, "action": None})
-        assert updated["memory"]["metadata"] == {"success": True, "bookmarked": True, "importance": 0.9, "verified": True}
+        assert updated["memory"]["metadata"] == {
+            "success": True,
+            "bookmarked": True,
+            "importance": 0.9,
+            "verified": True,
+        }
         updated = await call(client, "memory_update", memory_id=memory_id, content="Clicked sign-in")
         assert updated["memory"]["content"] == "Clicked sign-in"
 
@@ -251,3 +256,13 @@ async def test_legacy_handshake_client(server: Any) -> None:
         assert client.server_info is not None and client.server_info.name == "remindful"
         stored = await call(client, "memory_store", content="legacy clients work too")
         assert stored["success"] is True
+
+
+async def test_readme_lists_exactly_the_servers_tools(server: Any) -> None:
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = readme.split("### MCP server", 1)[1].split("\n### ", 1)[0]
+    documented = re.findall(r"^\| `(memory_\w+)` \|", section, flags=re.MULTILINE)
+    async with Client(server) as client:
+        served = [t.name for t in (await client.list_tools()).tools]
+    assert len(documented) == len(set(documented)), "a tool is listed twice in the README"
+    assert sorted(documented) == sorted(served), "README's MCP tool table and the server's tools differ"

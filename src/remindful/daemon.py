@@ -132,7 +132,7 @@ class DaemonHandle:
     # -- roles ----------------------------------------------------------------------------------
 
     def _drain_loop(self) -> None:
-        from remindful.hooks.drain import drain_spool
+        from remindful.hooks.drainer import drain_spool
 
         interval = self.manager.settings.daemon.poll_interval_ms / 1000
         while not self.stop_event.is_set():

@@ -81,8 +81,8 @@ class MemoryManager:
         self._state.close()
 
     def _drain_spool(self) -> None:
-        """Store hook events spooled while no daemon ran (see :mod:`remindful.hooks.drain`)."""
-        from remindful.hooks.drain import drain_on_open
+        """Store hook events spooled while no daemon ran (see :mod:`remindful.hooks.drainer`)."""
+        from remindful.hooks.drainer import drain_on_open
 
         drain_on_open(self)
 

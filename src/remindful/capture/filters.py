@@ -78,7 +78,8 @@ DEFAULT_REDACTIONS: tuple[tuple[str, str, str], ...] = (
         rf"(?i)\b((?:{_PAIR_KEYS})[\"']?\s*[:=]\s*)([\"']?)(?!\[)[^\s\"',;&]+\2",
         r"\1\2[REDACTED]\2",
     ),
-    ("credit_card", r"(?<![\d-])(?:\d[ -]?){12,18}\d(?![\d-])", "[CARD_REDACTED]"),
+    # Not inside a longer token (a hex digest, an id): bounded by non-word characters.
+    ("credit_card", r"(?<![\w-])(?:\d[ -]?){12,18}\d(?![\w-])", "[CARD_REDACTED]"),
     ("email", r"\b[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}\b", "[EMAIL_REDACTED]"),
 )
 

@@ -14,6 +14,7 @@ the wrapped server exits, the proxy stores what is queued and exits with its exi
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -72,11 +73,11 @@ class ToolCallTracker:
             tool, arguments, started = pending
             if isinstance(result, dict) and result.get("resultType") == "input_required":
                 continue  # the client will retry with the answers, as a new request
-            if "error" in message:
-                error = message.get("error") or {}
-                success, error_text, text = False, str(error.get("message", error)), None
-            else:
-                success, error_text, text = result_outcome(result or {})
+            success, error_text, text = result_outcome(result or {})
+            if "error" in message:  # a JSON-RPC error (unknown tool, invalid params) rather than isError
+                error = message.get("error")
+                message_text = error.get("message", error) if isinstance(error, dict) else error
+                success, error_text, text = False, str(message_text), None
             self._submit(
                 ToolCall(
                     tool=tool,
@@ -149,13 +150,15 @@ def run_proxy(
     worker = CaptureWorker(get_manager, mapping=mapping or TypeMapping())
     tracker = ToolCallTracker(worker.submit)
 
+    def terminate_if_running() -> None:
+        if child.poll() is None:
+            child.terminate()
+
     def close_child_stdin() -> None:
         # The client is gone: EOF tells the wrapped server to exit; terminate it if it lingers.
-        try:
+        with contextlib.suppress(OSError):
             child.stdin.close()  # type: ignore[union-attr]
-        except OSError:
-            pass
-        timer = threading.Timer(EXIT_GRACE_SECONDS, lambda: child.poll() is None and child.terminate())
+        timer = threading.Timer(EXIT_GRACE_SECONDS, terminate_if_running)
         timer.daemon = True
         timer.start()
 

@@ -15,7 +15,7 @@ from typing import Any
 def drain(manager: Any, *, limit: int | None = None) -> int:
     """Store every pending spooled hook event through ``manager``; returns how many events were
     processed. Safe to call from many processes at once (one drains, the others return 0)."""
-    from remindful.hooks.drain import drain_spool
+    from remindful.hooks.drainer import drain_spool
 
     return drain_spool(manager, limit=limit)
 

@@ -72,25 +72,34 @@ def _flat(text: str, limit: int) -> str:
 
 
 def describe_tool(tool_name: str, tool_input: Any, description: Any = None) -> str:
-    """What the tool call does, in one line: its description, else its key input."""
+    """What the tool call does, in one line: ``Tool: description [key inputs]`` (either part may
+    be missing; "" when there is nothing to say)."""
+    what = ""
     if isinstance(description, str) and description.strip():
         what = description
     elif isinstance(tool_input, dict) and isinstance(tool_input.get("description"), str):
         what = tool_input["description"]
-    else:
-        what = ""
-    if not what.strip() and isinstance(tool_input, dict):
+    detail = ""
+    if isinstance(tool_input, dict):
         parts = [f"{k}={tool_input[k]}" for k in _INPUT_KEYS if isinstance(tool_input.get(k), str | int)]
-        rest = {k: v for k, v in tool_input.items() if v not in (None, "", [], {}) and not str(v).isspace()}
+        rest = {
+            k: v
+            for k, v in tool_input.items()
+            if k != "description" and v not in (None, "", [], {}) and not str(v).isspace()
+        }
         if not parts and rest:
             parts = [json.dumps(rest, ensure_ascii=False, default=str, sort_keys=True)]
-        what = " ".join(parts)
-    elif not what.strip() and isinstance(tool_input, str):
-        what = tool_input
-    what = _flat(what, INPUT_CHARS)
-    if not what:
+        detail = " ".join(parts)
+    elif isinstance(tool_input, str):
+        detail = tool_input
+    what, detail = _flat(what, INPUT_CHARS), _flat(detail, INPUT_CHARS)
+    if what and detail:
+        text = f"{what} [{detail}]"
+    else:
+        text = what or detail
+    if not text:
         return ""
-    return f"{tool_name}: {what}" if tool_name else what
+    return f"{tool_name}: {text}" if tool_name else text
 
 
 def summarize_output(response: Any, limit: int = SUMMARY_CHARS) -> str:

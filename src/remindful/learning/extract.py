@@ -6,7 +6,7 @@ with a fixed confidence; questions, greetings, small talk and hedged remarks sco
 dropped by the caller's confidence threshold. First-person statements are rewritten in the third
 person ("I love painting" → "Melanie loves painting"), so a memory reads correctly out of context.
 
-Confidences (before the hedging penalty of 0.15): explicit trigger 0.95, preference 0.85,
+Confidences (before the hedging penalty of 0.2): explicit trigger 0.95, preference 0.85,
 decision 0.85, procedure 0.82, identity/work/home 0.82, project fact 0.8, constraint 0.8,
 "my X is Y" 0.78, possession 0.75, plan 0.75, past event 0.72, feelings and small talk ≤ 0.55.
 The assistant's side contributes only decisions, procedures, facts and constraints (its "I" is
@@ -162,6 +162,10 @@ _CONTRACTIONS = {
 }
 
 
+MAX_STATEMENT_CHARS = 500
+_CODE_BLOCK = re.compile(r"```[\s\S]*?(?:```|\Z)|^(?: {4}|\t).*$", re.MULTILINE)
+
+
 def split_sentences(text: str) -> list[str]:
     return [s.strip() for s in _SENTENCE.split(text.strip()) if s and s.strip()]
 
@@ -175,7 +179,7 @@ def third_person(sentence: str, subject: str) -> str:
         flags=re.IGNORECASE,
     )
     out = re.sub(
-        r"\bi\s+((?:(?:" + "|".join(_ADVERBS) + r")\s+)*)(\w+(?:n't)?)\b",
+        r"\bi\s+((?:(?:" + "|".join(_ADVERBS) + r")\s+)*)(\w+n't|\w+)\b",
         lambda m: f"{subject} {m.group(1)}{_conjugate(m.group(2))}",
         out,
         flags=re.IGNORECASE,
@@ -223,6 +227,8 @@ def classify(sentence: str, *, from_user: bool) -> tuple[str, MemoryClass, float
     words = len(s.split())
     if s.endswith("?") or words < 4:
         return "small_talk", MemoryClass.EPISODIC, 0.2
+    if len(s) > MAX_STATEMENT_CHARS:  # a pasted log or paragraph, not a statement
+        return "long_text", MemoryClass.EPISODIC, 0.3
     candidates: list[tuple[str, MemoryClass, float]] = []
     if PROCEDURE.search(s):
         candidates.append(("procedure", MemoryClass.PROCEDURAL, 0.82))
@@ -259,7 +265,7 @@ def classify(sentence: str, *, from_user: bool) -> tuple[str, MemoryClass, float
     if not from_user:
         confidence -= 0.05
     if HEDGE.search(s):
-        confidence -= 0.15
+        confidence -= 0.2
     return category, memory_class, round(confidence, 3)
 
 
@@ -282,6 +288,7 @@ def extract(turn: ConversationTurn, trigger_patterns: Sequence[re.Pattern[str]])
         if not text or not text.strip():
             continue
         from_user = side == "user"
+        text = _CODE_BLOCK.sub(" ", text)  # code is not a statement to remember
         procedure = _procedure(text)
         if procedure is not None:
             goal, steps = procedure

@@ -24,12 +24,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from remindful.filters import SqlFilter
-from remindful.policy.importance import COLUMNS, N_COLUMNS, inputs_from_row, score
+from remindful.policy.importance import columns, inputs_from_row, score
 
 if TYPE_CHECKING:
     from remindful.storage import StoreState
 
 BLOCK = 1024
+#: Neighbour pairs kept in memory at once (beyond, a leader's neighbours are recomputed).
+MAX_STORED_PAIRS = 5_000_000
 MAX_RECORDED_IDS = 100
 
 
@@ -62,44 +64,69 @@ def find_clusters(
     clusters: list[Cluster] = []
     for type_value in sorted(types):
         rows = catalog.read(
-            f"SELECT {COLUMNS}, embedding FROM memories WHERE type = ? AND ({flt.sql}) AND embedding IS NOT NULL",
+            f"SELECT id, bookmarked, embedding FROM memories WHERE type = ? AND ({flt.sql}) AND embedding IS NOT NULL",
             (type_value, *flt.params),
         )
         rows = [r for r in rows if r[0] not in skip]
         if len(rows) < 2:
             continue
-        clusters += _cluster_type(type_value, rows, threshold, now)
+        clusters += _cluster_type(catalog, type_value, rows, threshold, now)
     return clusters
 
 
-def _cluster_type(type_value: str, rows: list[Any], threshold: float, now: float) -> list[Cluster]:
-    # Most important first, then newest: the first member of each cluster is its representative.
-    keys = [(-score(inputs_from_row(r), now), -r[2]) for r in rows]
-    order = sorted(range(len(rows)), key=keys.__getitem__)
-    rows = [rows[i] for i in order]
-    raw = np.frombuffer(b"".join(r[N_COLUMNS] for r in rows), dtype=np.float32).reshape(len(rows), -1)
+def _neighbours(matrix: np.ndarray, threshold: float) -> dict[int, np.ndarray | None]:
+    """For each row with a neighbour besides itself: the indices of its neighbours (itself
+    included), or None when keeping them would exceed :data:`MAX_STORED_PAIRS` (recomputed then)."""
+    found: dict[int, np.ndarray | None] = {}
+    stored = 0
+    for start in range(0, len(matrix), BLOCK):
+        hit_rows, hit_cols = np.nonzero(matrix[start : start + BLOCK] @ matrix.T >= threshold)
+        bounds = np.searchsorted(hit_rows, np.arange(min(BLOCK, len(matrix) - start) + 1))
+        for offset in np.flatnonzero(np.diff(bounds) > 1):
+            cols = hit_cols[bounds[offset] : bounds[offset + 1]]
+            stored += len(cols)
+            found[start + int(offset)] = cols.astype(np.int32) if stored <= MAX_STORED_PAIRS else None
+    return found
+
+
+def _cluster_type(catalog: Any, type_value: str, rows: list[Any], threshold: float, now: float) -> list[Cluster]:
+    raw = np.frombuffer(b"".join(r[2] for r in rows), dtype=np.float32).reshape(len(rows), -1)
     norms = np.linalg.norm(raw, axis=1, keepdims=True)
     matrix = (raw / np.where(norms == 0, 1.0, norms)).astype(np.float32)
+    neighbours = _neighbours(matrix, threshold)
+    if not neighbours:
+        return []
+    # Only rows with a neighbour are scored (a lone row is nobody's neighbour either: similarity
+    # is symmetric). Most important first, then newest: a cluster's first member represents it.
+    ids = [rows[i][0] for i in neighbours]
+    inputs = {}
+    cols = columns(catalog)
+    for start in range(0, len(ids), 500):
+        chunk = ids[start : start + 500]
+        marks = ",".join("?" * len(chunk))
+        for r in catalog.read(f"SELECT {cols} FROM memories WHERE id IN ({marks})", chunk):
+            inputs[r[0]] = inputs_from_row(r)
+    position = {mid: i for i, mid in enumerate(ids)}
+    order = sorted(
+        neighbours,
+        key=lambda i: (-score(inputs[rows[i][0]], now), -inputs[rows[i][0]].created_at, position[rows[i][0]]),
+    )
     taken = np.zeros(len(rows), dtype=bool)
     clusters: list[Cluster] = []
-    for start in range(0, len(rows), BLOCK):
-        hit_rows, hit_cols = np.nonzero(matrix[start : start + BLOCK] @ matrix.T >= threshold)
-        bounds = np.searchsorted(hit_rows, np.arange(min(BLOCK, len(rows) - start) + 1))
-        # Only rows with a neighbour besides themselves can start a cluster; a lone row is
-        # nobody's neighbour either (similarity is symmetric), so it can be skipped.
-        for offset in np.flatnonzero(np.diff(bounds) > 1):
-            leader = start + int(offset)
-            if taken[leader]:
-                continue
-            members = hit_cols[bounds[offset] : bounds[offset + 1]]
-            members = members[~taken[members]]
-            taken[members] = True
-            cluster = Cluster(representative=rows[leader][0], type=type_value)
-            for m in members:
-                if m != leader:
-                    (cluster.kept_protected if rows[m][3] else cluster.duplicates).append(rows[m][0])
-            if cluster.duplicates:
-                clusters.append(cluster)
+    for leader in order:
+        if taken[leader]:
+            continue
+        members = neighbours[leader]
+        if members is None:
+            members = np.flatnonzero(matrix @ matrix[leader] >= threshold)
+        members = members[~taken[members]]
+        taken[members] = True
+        cluster = Cluster(representative=rows[leader][0], type=type_value)
+        for m in members:
+            if m != leader:
+                (cluster.kept_protected if rows[m][1] else cluster.duplicates).append(rows[m][0])
+        if cluster.duplicates:
+            clusters.append(cluster)
     return clusters
 
 

@@ -89,13 +89,28 @@ def score(inputs: ImportanceInputs, now: float) -> float:
     )
 
 
-#: Columns :func:`inputs_from_row` reads, in order. The metadata keys are extracted by SQLite
-#: (``json_type`` tells ``true`` from ``1``), which is several times faster than parsing it here.
+#: Columns :func:`inputs_from_row` reads, in order (see :func:`columns`). The metadata keys are
+#: extracted by SQLite (``json_type`` tells ``true`` from ``1``), several times faster than here.
 COLUMNS = (
     "id, type, created_at, bookmarked, source, json_type(metadata, '$.success'), "
-    "json_extract(metadata, '$.reinforcement_count'), json_type(metadata, '$.manual_save'), "
+    "coalesce(json_extract(metadata, '$.reinforcement_count'), 0), json_type(metadata, '$.manual_save'), "
     "access_count, last_accessed, importance"
 )
+# Confirmations recorded by the learning module (remindful.learning.reinforce) in their own table.
+_REINFORCED = "(SELECT count(*) FROM reinforcements WHERE reinforcements.memory_id = memories.id)"
+
+
+def columns(catalog: Any) -> str:
+    """:data:`COLUMNS`, counting reinforcements from the ``reinforcements`` table when it exists.
+    Use in ``SELECT {columns(catalog)} FROM memories`` (no table alias)."""
+    if catalog.read("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'reinforcements'"):
+        return COLUMNS.replace(
+            "coalesce(json_extract(metadata, '$.reinforcement_count'), 0)",
+            f"coalesce(json_extract(metadata, '$.reinforcement_count'), 0) + {_REINFORCED}",
+        )
+    return COLUMNS
+
+
 N_COLUMNS = 11
 
 
@@ -108,7 +123,7 @@ def inputs_from_row(row: Sequence[Any]) -> ImportanceInputs:
         bookmarked=bool(bookmarked),
         manual=source == "manual" or manual_save == "true",
         success=True if success == "true" else False if success == "false" else None,
-        reinforcement=reinforcement if isinstance(reinforcement, int) else 0,
+        reinforcement=int(reinforcement) if isinstance(reinforcement, int | float) else 0,
         access_count=access,
         last_accessed=last,
         base=base,
@@ -127,7 +142,7 @@ def least_important(catalog: Any, type_value: str, n: int, now: float, *, exclud
     """The ids of the ``n`` least important unprotected memories of one type (eviction order)."""
     if n <= 0:
         return []
-    rows = catalog.read(f"SELECT {COLUMNS} FROM memories WHERE type = ? AND bookmarked = 0", (type_value,))
+    rows = catalog.read(f"SELECT {columns(catalog)} FROM memories WHERE type = ? AND bookmarked = 0", (type_value,))
     skip = set(exclude)
     return [mid for _s, _c, mid in rank_rows(rows, now) if mid not in skip][:n]
 

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 from remindful.filters import SqlFilter
 from remindful.model import MemoryType
 from remindful.policy.dedup import Cluster, apply_clusters, find_clusters
-from remindful.policy.importance import COLUMNS, N_COLUMNS, inputs_from_row, score
+from remindful.policy.importance import columns, inputs_from_row, score
 
 if TYPE_CHECKING:
     from remindful.config import RetentionTier, Settings
@@ -80,19 +80,30 @@ class _Row:
     size: int
     success: bool
     consolidated: bool
-    score: float
+    score: float | None = None  # computed only for rows a cap or quota has to rank
 
 
-def _load(state: StoreState, now: float) -> list[_Row]:
+def _load(state: StoreState) -> list[_Row]:
     rows = state.catalog.read(
-        f"SELECT {COLUMNS}, expires_at, size_bytes, json_type(metadata, '$.consolidation') IS NOT NULL "
+        "SELECT id, type, created_at, expires_at, size_bytes, json_type(metadata, '$.success') = 'true', "
+        "CASE WHEN type = 'screen' THEN json_type(metadata, '$.consolidation') IS NOT NULL ELSE 0 END "
         "FROM memories WHERE bookmarked = 0"
     )
-    n = N_COLUMNS
-    return [
-        _Row(r[0], r[1], r[2], r[n], r[n + 1], r[5] == "true", bool(r[n + 2]), score(inputs_from_row(r), now))
-        for r in rows
-    ]
+    return [_Row(r[0], r[1], r[2], r[3], r[4], bool(r[5]), bool(r[6])) for r in rows]
+
+
+def _ranked(state: StoreState, rows: list[_Row], now: float) -> list[_Row]:
+    """``rows`` least important first (ties: older first), scoring those not scored yet."""
+    missing = {r.id: r for r in rows if r.score is None}
+    if missing:
+        cols = columns(state.catalog)
+        ids = list(missing)
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            for r in state.catalog.read(f"SELECT {cols} FROM memories WHERE id IN ({marks})", chunk):
+                missing[r[0]].score = score(inputs_from_row(r), now)
+    return sorted(rows, key=lambda r: (r.score or 0.0, r.created_at))
 
 
 def _keep_long_term(row: _Row, settings: Settings) -> bool:
@@ -110,7 +121,7 @@ def plan(state: StoreState, now: float | None = None) -> tuple[dict[str, str], l
     settings = state.settings
     retention = settings.retention
     tiers = retention.tiers
-    rows = _load(state, now)
+    rows = _load(state)
     doomed: dict[str, str] = {}
 
     def age(row: _Row) -> float:
@@ -140,7 +151,7 @@ def plan(state: StoreState, now: float | None = None) -> tuple[dict[str, str], l
     lower = 0.0
     for tier in (tiers.recent, tiers.medium, tiers.long_term):
         in_tier = [r for r in rows if r.id not in doomed and lower < age(r) <= tier.max_age_days]
-        _cap(in_tier, tier, doomed)
+        _cap(state, in_tier, tier, doomed, now)
         lower = tier.max_age_days
 
     live = [r for r in rows if r.id not in doomed]
@@ -149,10 +160,10 @@ def plan(state: StoreState, now: float | None = None) -> tuple[dict[str, str], l
     for type_value, count in counts.items():
         excess = count - gone.get(type_value, 0) - settings.max_items_for(MemoryType(type_value))
         if excess > 0:
-            victims = sorted((r for r in live if r.type == type_value), key=lambda r: (r.score, r.created_at))
+            victims = _ranked(state, [r for r in live if r.type == type_value], now)
             doomed.update(dict.fromkeys((r.id for r in victims[:excess]), "quota"))
 
-    _size_quota(state, rows, doomed)
+    _size_quota(state, rows, doomed, now)
     return doomed, clusters
 
 
@@ -160,7 +171,7 @@ def _type_of(rows: list[_Row], doomed: dict[str, str]) -> list[str]:
     return [r.type for r in rows if r.id in doomed]
 
 
-def _cap(in_tier: list[_Row], tier: RetentionTier, doomed: dict[str, str]) -> None:
+def _cap(state: StoreState, in_tier: list[_Row], tier: RetentionTier, doomed: dict[str, str], now: float) -> None:
     if tier.max_items is None:
         return
     by_type: dict[str, list[_Row]] = {}
@@ -170,11 +181,11 @@ def _cap(in_tier: list[_Row], tier: RetentionTier, doomed: dict[str, str]) -> No
         by_type.setdefault(row.type, []).append(row)
     for group in by_type.values():
         if len(group) > tier.max_items:
-            group.sort(key=lambda r: (r.score, r.created_at))
-            doomed.update(dict.fromkeys((r.id for r in group[: len(group) - tier.max_items]), "tier_cap"))
+            ranked = _ranked(state, group, now)
+            doomed.update(dict.fromkeys((r.id for r in ranked[: len(group) - tier.max_items]), "tier_cap"))
 
 
-def _size_quota(state: StoreState, rows: list[_Row], doomed: dict[str, str]) -> None:
+def _size_quota(state: StoreState, rows: list[_Row], doomed: dict[str, str], now: float) -> None:
     quota = state.settings.storage.max_size_mb
     used = state.size_mb(max_age_s=0)
     if used <= quota:
@@ -182,7 +193,7 @@ def _size_quota(state: StoreState, rows: list[_Row], doomed: dict[str, str]) -> 
     total = int(state.catalog.read("SELECT coalesce(sum(size_bytes), 0) FROM memories")[0][0])
     target = total * (1 - SIZE_TARGET * quota / used)
     freed = sum(r.size for r in rows if r.id in doomed)
-    for row in sorted((r for r in rows if r.id not in doomed), key=lambda r: (r.score, r.created_at)):
+    for row in _ranked(state, [r for r in rows if r.id not in doomed], now):
         if freed >= target:
             break
         doomed[row.id] = "size_quota"

@@ -267,12 +267,6 @@ _load_command_modules()
 
 
 def main() -> None:
-    if sys.argv[1:] in (["serve"], ["serve", "--transport", "stdio"]):
-        # An MCP client starting the server: skip typer's import for a fast cold start (cli_mcp).
-        from remindful.shells.mcp_stdio import main as serve_stdio
-
-        serve_stdio()
-        return
     app()
 
 

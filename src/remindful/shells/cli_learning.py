@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -96,7 +97,7 @@ def capture_workflow(
 ) -> None:
     """Learn a procedure from ≥ 3 related actions within 30 minutes."""
     try:
-        text = sys.stdin.read() if actions_file == "-" else open(actions_file, encoding="utf-8").read()
+        text = sys.stdin.read() if actions_file == "-" else Path(actions_file).read_text(encoding="utf-8")
     except OSError as exc:
         err_console.print(f"[red]error:[/red] Invalid 'actions_file': cannot read it ({exc})")
         raise typer.Exit(2) from None
@@ -130,7 +131,7 @@ def confirm(
     if json_out:
         _print_json({"success": True, "memory": found.to_dict()})
     else:
-        console.print(f"reinforced {found.id}: importance {found.importance:.2f}, accessed {found.access_count}×")
+        console.print(f"reinforced {found.id}: importance {found.importance:.2f}, accessed {found.access_count} times")
 
 
 @app.command()

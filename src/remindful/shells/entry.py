@@ -34,6 +34,12 @@ def main() -> None:
         from remindful.hooks.fast import main as hook_main
 
         hook_main(argv)
+    if argv in (["serve"], ["serve", "--transport", "stdio"]):
+        # An MCP client starts `remindful serve` on every session: skip typer (~0.4 s); see mcp_stdio.
+        from remindful.shells.mcp_stdio import main as serve_stdio
+
+        serve_stdio()
+        return
     from remindful.shells.cli import main as cli_main
 
     cli_main()

@@ -104,6 +104,7 @@ class StdioFront:
             target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
             tmp = target.with_suffix(f".{os.getpid()}.tmp")
             tmp.write_text(json.dumps(self._manifest))
+            tmp.chmod(0o600)
             os.replace(tmp, target)
             self._recorded = False
         except OSError:
@@ -162,6 +163,8 @@ class StdioFront:
                     result = message["result"]
                     if method == "initialize":
                         self._version = result.get("protocolVersion")
+                    else:  # the negotiated version: its initialize answer came first
+                        version = self._version or version
                     self._record(method, version, result)
                     if method == "tools/list":
                         self._save_manifest()

@@ -84,7 +84,12 @@ def register(mcp: Any, get_manager: GetManager) -> None:
         earlier preference for the same setting is marked superseded. Returns {"success": true,
         "memory": {...}}.
         """
-        return run(get_manager, lambda m: {"memory": m.capture_config_change(key, old_value, new_value).to_dict()})
+
+        def act(m: Any) -> dict[str, Any]:
+            found = m.capture_config_change(key, old_value, new_value)
+            return {"memory": found.to_dict() if found else None}
+
+        return run(get_manager, act)
 
     @tool(mcp, WRITE)
     def memory_capture_workflow(

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from remindful.capture.chunker import chunk_text
-from remindful.capture.filters import apply_filters
+from remindful.capture.filters import apply_filters, filter_for
 from remindful.errors import RemindfulError, StorageError
 from remindful.hooks.context import DAEMON_FILE
 from remindful.hooks.spool import DONE_KEEP_DAYS, FALLBACK_NAME, LOCK_NAME
@@ -209,7 +209,7 @@ def _items(manager: Any, record: dict[str, Any], key: str, seen: set[str]) -> li
                 continue  # the same answer from Stop and SessionEnd, or a replay
             seen.add(marker)
             items += _response_items(content, meta, base)
-        elif not _stored(catalog, content, session_id, key):
+        elif not _stored(catalog, content, session_id, _key_as_stored(manager, key)):
             items.append({**base, "content": content, "metadata": meta})
     return items
 
@@ -247,6 +247,12 @@ def _stored(catalog: Any, content: str, session_id: str, key: str | None) -> boo
         )
         return bool(rows)
     return any(json.loads(meta).get("spool_key") == key for (meta,) in rows)
+
+
+def _key_as_stored(manager: Any, key: str) -> str:
+    """The key as the write path's redaction leaves it (a hex digest normally passes untouched)."""
+    redactor = filter_for(manager).redactor
+    return redactor.redact(key) if redactor is not None else key
 
 
 def _session_op(conn: Any, record: dict[str, Any]) -> None:

@@ -1,0 +1,149 @@
+"""Hooks as real processes: the console script per event, no heavy imports, a kill -9 of the
+daemon during a burst of 1,000 events, and 8 processes storing at once on one path."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import remindful
+from remindful.embed import FakeEmbedder
+from remindful.hooks.fast import run
+
+FIXTURES = Path(__file__).parent / "fixtures" / "hooks"
+SCRIPT = str(Path(sys.executable).with_name("remindful"))
+HEAVY = ("numpy", "pydantic", "chromadb", "onnxruntime", "typer", "rich", "yaml", "watchfiles")
+
+
+def child_env(home: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("REMINDFUL_") and k != "MEMORY_STORAGE_PATH"}
+    env["HOME"] = str(home)
+    env["REMINDFUL_EMBEDDINGS__BACKEND"] = "fake"  # the real Chroma index, a fast embedder
+    return env
+
+
+@pytest.fixture
+def procs() -> Iterator[list[subprocess.Popen[Any]]]:
+    started: list[subprocess.Popen[Any]] = []
+    yield started
+    for proc in started:  # no process outlives its test
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(10)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("event", ["SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "Stop", "SessionEnd"])
+def test_console_script_per_event(tmp_path: Path, event: str) -> None:
+    data = json.loads((FIXTURES / f"{event}.json").read_text())
+    data["transcript_path"] = str(FIXTURES / "transcript.jsonl")
+    done = subprocess.run(
+        [SCRIPT, "--path", str(tmp_path / "s"), "hook", event],
+        input=json.dumps(data), capture_output=True, text=True, env=child_env(tmp_path), timeout=120, check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    if event in ("SessionStart", "UserPromptSubmit"):
+        assert done.stdout == "" or "additionalContext" in json.loads(done.stdout)["hookSpecificOutput"]
+    else:
+        assert done.stdout == ""
+
+
+def test_capture_hook_imports_nothing_heavy(tmp_path: Path) -> None:
+    payload = json.dumps({"session_id": "s", "tool_name": "Bash", "tool_input": {"command": "ls"}})
+    script = (
+        "import sys, io\n"
+        "from remindful.hooks.fast import run\n"
+        f"code = run(['--path', {str(tmp_path / 's')!r}, 'hook', 'PreToolUse'], stdin=io.StringIO({payload!r}))\n"
+        f"print(code, sorted({{m.split('.')[0] for m in sys.modules}} & set({HEAVY!r})))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=child_env(tmp_path),
+                          timeout=60, check=True)
+    assert done.stdout.strip() == "0 []", done.stdout + done.stderr
+
+
+def fire(store: Path, i: int) -> None:
+    payload = {"session_id": "burst", "hook_event_name": "PostToolUse", "tool_name": "Bash",
+               "tool_input": {"command": f"step-{i}"}, "tool_response": {"stdout": f"ok {i}"},
+               "tool_use_id": f"toolu_{i:04d}"}
+    assert run(["--path", str(store), "hook", "PostToolUse"], stdin=io.StringIO(json.dumps(payload))) == 0
+
+
+def start_daemon(store: Path, home: Path) -> subprocess.Popen[Any]:
+    return subprocess.Popen([SCRIPT, "--path", str(store), "daemon"], env=child_env(home),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+@pytest.mark.slow
+def test_kill_9_of_the_daemon_during_a_burst_loses_nothing(tmp_path: Path, procs: list[Any]) -> None:
+    store = tmp_path / "s"
+    with remindful.open(store, embedder=FakeEmbedder()) as memory:
+        memory.store("warm up the store", session_id="setup")
+    procs.append(start_daemon(store, tmp_path))
+    for i in range(1000):
+        fire(store, i)
+        if i == 400:
+            time.sleep(1.0)  # let the daemon drain part of the burst...
+            os.kill(procs[0].pid, signal.SIGKILL)  # ...and kill it in the middle of its work
+            procs[0].wait(10)
+    procs.append(start_daemon(store, tmp_path))
+    deadline = time.monotonic() + 120
+    with remindful.open(store, embedder=FakeEmbedder()) as memory:
+        catalog = memory._state.ready().catalog
+        while time.monotonic() < deadline and catalog.read("SELECT count(*) FROM spool")[0][0]:
+            time.sleep(0.2)
+        rows = catalog.read("SELECT content, id, metadata, created_at FROM memories WHERE session_id = 'burst'")
+    contents = sorted(r[0] for r in rows)
+    dups = [r for r in rows if contents.count(r[0]) > 1]
+    log = (store / "logs" / "hooks.log").read_text() if (store / "logs" / "hooks.log").exists() else ""
+    assert len(contents) == 1000, f"{len(contents)} stored; duplicates {dups}; hook log {log[-2000:]}"
+    assert len(set(contents)) == 1000  # each exactly once
+    assert {c.split("command=")[1].split("\n")[0] for c in contents} == {f"step-{i}" for i in range(1000)}
+    procs[1].send_signal(signal.SIGTERM)
+    assert procs[1].wait(30) == 0
+
+
+WORKER = """
+import io, json, sys
+import remindful
+from remindful.embed import FakeEmbedder
+from remindful.hooks.fast import run
+path, n = sys.argv[1], int(sys.argv[2])
+with remindful.open(path, embedder=FakeEmbedder()) as memory:
+    for i in range(25):
+        memory.store(f"worker {n} memory {i}", session_id=f"w{n}")
+        payload = {"session_id": f"h{n}", "tool_name": "Bash", "tool_input": {"command": f"w{n}-cmd-{i}"},
+                   "tool_use_id": f"t{n}-{i}"}
+        assert run(["--path", path, "hook", "PreToolUse"], stdin=io.StringIO(json.dumps(payload))) == 0
+        if i % 5 == 0:
+            remindful.hooks.drain(memory)
+print("done")
+"""
+
+
+@pytest.mark.slow
+def test_eight_processes_storing_at_once(tmp_path: Path, procs: list[Any]) -> None:
+    store = tmp_path / "s"
+    for n in range(8):
+        procs.append(subprocess.Popen([sys.executable, "-c", WORKER, str(store), str(n)], env=child_env(tmp_path),
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    outputs = [p.communicate(timeout=240) for p in procs]
+    for proc, (out, err) in zip(procs, outputs, strict=True):
+        assert proc.returncode == 0 and out.strip() == "done", err
+        assert "database is locked" not in err and "locked" not in err.lower(), err
+    with remindful.open(store, embedder=FakeEmbedder()) as memory:
+        catalog = memory._state.ready().catalog
+        assert catalog.read("SELECT count(*) FROM spool")[0][0] == 0
+        stored = [r[0] for r in catalog.read("SELECT content FROM memories")]
+    assert len(stored) == 8 * 25 * 2 and len(set(stored)) == len(stored)
+    assert threading.active_count() >= 1

@@ -1,0 +1,74 @@
+"""A secret corpus captured through every path must never reach the catalog file, the Chroma
+files, the logs or an export: redaction happens before anything is written."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import remindful
+from remindful.capture.filters import apply_filters
+from remindful.capture.watcher import MarkdownWatcher
+from remindful.hooks.fast import run
+
+SECRETS = [
+    "4539578763621486",  # Visa test number (Luhn-valid)
+    "5500 0055 5555 5559",
+    "jane.doe.secret@corp-mail.example",
+    "AKIAQWERTYUIOPASDFGH",
+    "ghp_R4nd0mT0k3nV4lu3F0rT3st1ngPurp0s3sXY",
+    "sk-proj-Zx9Yw8Vu7Ts6Rq5Po4Nm3Lk2Ji1Hg0FeDcBa",
+    "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJ1c2VyLTQyIn0.c2lnbmF0dXJlLXZhbHVlLWhlcmU",
+    "hunter2-Extremely-Secret",
+    "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7",
+    "my-diary-entry-nobody-reads",
+]
+TEXT = (
+    f"Paid with card {SECRETS[0]} and {SECRETS[1]}; mail {SECRETS[2]}. AWS {SECRETS[3]}, GitHub {SECRETS[4]}, "
+    f"OpenAI {SECRETS[5]}, token {SECRETS[6]}. Login password={SECRETS[7]}.\n"
+    f"-----BEGIN PRIVATE KEY-----\n{SECRETS[8]}\n-----END PRIVATE KEY-----\n<private>{SECRETS[9]}</private>"
+)
+
+
+def hook(store: Path, event: str, data: dict[str, Any]) -> None:
+    assert run(["--path", str(store), "hook", event, "--no-context"], stdin=io.StringIO(json.dumps(data))) == 0
+
+
+@pytest.mark.slow
+def test_secret_corpus_never_reaches_any_file(tmp_path: Path, onnx_embedder: Any, monkeypatch: Any) -> None:
+    monkeypatch.setenv("REMINDFUL_PRIVACY__REDACT", "false")
+    store = tmp_path / "store"
+    transcript = tmp_path / "t.jsonl"
+    transcript.write_text(json.dumps({"type": "assistant", "message": {"content": [{"type": "text", "text": TEXT}]}}))
+    base = {"session_id": "sec", "cwd": str(tmp_path), "transcript_path": str(transcript)}
+    hook(store, "UserPromptSubmit", {**base, "prompt": TEXT})
+    hook(store, "PreToolUse", {**base, "tool_name": "Bash", "tool_input": {"command": TEXT}, "tool_use_id": "t1"})
+    hook(store, "PostToolUse", {**base, "tool_name": "Bash", "tool_input": {"command": "env"},
+                                "tool_response": {"stdout": TEXT}, "tool_use_id": "t2"})
+    hook(store, "Stop", base)
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "notes.md").write_text(f"# Notes\n\n{TEXT}\n")
+    with remindful.open(store, embedder=onnx_embedder) as memory:  # real MiniLM and embedded Chroma
+        assert memory.stats()["spool_pending"] == 0
+        memory.store(TEXT, type="knowledge", metadata={"note": TEXT, "nested": [{"k": TEXT}]})
+        mid = memory.store("placeholder", type="action")
+        memory.update(mid, content=TEXT, metadata={"more": TEXT})
+        result = apply_filters(memory, TEXT, trigger="successful_actions", session_id="sec")
+        memory.store(result.content, metadata=result.metadata)
+        MarkdownWatcher(memory, [docs]).scan()
+        assert memory.search("card payment login", limit=5)  # the index really holds them
+        exported = memory.export(output_path=str(tmp_path / "export.json"))
+        counts = memory.stats()["capture"]
+        assert len(memory.list(limit=100)) >= 8
+    assert counts["redacted_email"] >= 8 and counts["redacted_pem_private_key"] >= 8
+    files = [p for p in store.rglob("*") if p.is_file()] + [Path(exported["path"])]
+    assert any("chroma" in str(p) for p in files)
+    blob = b"".join(p.read_bytes() for p in files)
+    leaks = [s for s in SECRETS if s.encode() in blob or s.replace(" ", "").encode() in blob]
+    assert leaks == []
+    assert b"[EMAIL_REDACTED]" in blob
