@@ -24,7 +24,6 @@ import tempfile
 import time
 from pathlib import Path
 
-
 CPU: list[float] = []
 
 
@@ -90,7 +89,8 @@ def main() -> None:
     if args.json:
         print(json.dumps(result, indent=2))
     else:
-        print(f"python -c pass   p50 {result['python_pass_ms']['p50']:6.1f} ms  p95 {result['python_pass_ms']['p95']:6.1f} ms")
+        bare_ms = result["python_pass_ms"]
+        print(f"python -c pass   p50 {bare_ms['p50']:6.1f} ms  p95 {bare_ms['p95']:6.1f} ms")
         print(f"remindful hook   p50 {result['hook_ms']['p50']:6.1f} ms  p95 {result['hook_ms']['p95']:6.1f} ms")
         cpu = result["cpu_ms_p50"]
         print(f"CPU (user+sys) p50: python -c pass {cpu['python_pass']} ms, hook {cpu['hook']} ms")

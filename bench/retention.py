@@ -35,7 +35,22 @@ SAMPLE = 300
 def build(path: Path, n: int, index: str) -> None:
     rng = random.Random(11)
     now = datetime.now(UTC)
-    words = "login click submit form page dialog button settings profile search result open close save".split()
+    words = [
+        "login",
+        "click",
+        "submit",
+        "form",
+        "page",
+        "dialog",
+        "button",
+        "settings",
+        "profile",
+        "search",
+        "result",
+        "open",
+        "close",
+        "save",
+    ]
     items = []
     for i in range(n):
         repeated = i % 10 == 0

@@ -6,8 +6,8 @@ import logging
 from pathlib import Path
 
 import pytest
-from conftest import open_fake
 
+from conftest import open_fake
 from remindful.capture.filters import CaptureFilter, FilterConfig, apply_filters
 from remindful.config import load_settings
 
@@ -93,9 +93,11 @@ def test_min_interval_and_mouse_moves() -> None:
     assert again.code == "repeat" and "min_interval_seconds=5" in (again.reason or "")
     assert flt.check("click 500,300", trigger="successful_actions", signature="click:500,300", at=106).allowed
     assert flt.check("moved", trigger="successful_actions", action="mouse_move").code == "mouse_move"
-    assert fresh(auto_capture={"filters": {"ignore_mouse_moves": False}}).check(
-        "moved", trigger="successful_actions", action="mouse_move"
-    ).allowed
+    assert (
+        fresh(auto_capture={"filters": {"ignore_mouse_moves": False}})
+        .check("moved", trigger="successful_actions", action="mouse_move")
+        .allowed
+    )
     assert flt.counts == {"skipped_repeat": 1, "skipped_mouse_move": 1}
 
 

@@ -46,8 +46,17 @@ def test_secret_corpus_never_reaches_any_file(tmp_path: Path, onnx_embedder: Any
     base = {"session_id": "sec", "cwd": str(tmp_path), "transcript_path": str(transcript)}
     hook(store, "UserPromptSubmit", {**base, "prompt": TEXT})
     hook(store, "PreToolUse", {**base, "tool_name": "Bash", "tool_input": {"command": TEXT}, "tool_use_id": "t1"})
-    hook(store, "PostToolUse", {**base, "tool_name": "Bash", "tool_input": {"command": "env"},
-                                "tool_response": {"stdout": TEXT}, "tool_use_id": "t2"})
+    hook(
+        store,
+        "PostToolUse",
+        {
+            **base,
+            "tool_name": "Bash",
+            "tool_input": {"command": "env"},
+            "tool_response": {"stdout": TEXT},
+            "tool_use_id": "t2",
+        },
+    )
     hook(store, "Stop", base)
     docs = tmp_path / "docs"
     docs.mkdir()

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import open_fake
 
+from conftest import open_fake
 from remindful.daemon import DaemonHandle, start_daemon_threads
 from remindful.hooks.fast import run
 
@@ -47,8 +47,12 @@ def daemon(tmp_path: Path) -> Any:
 def test_event_is_searchable_within_one_second(daemon: Any, tmp_path: Path) -> None:
     memory, handle = daemon
     assert handle.owner.is_set()
-    payload = {"session_id": "s1", "hook_event_name": "PreToolUse", "tool_name": "Bash",
-               "tool_input": {"command": "alembic upgrade head", "description": "Apply the database migrations"}}
+    payload = {
+        "session_id": "s1",
+        "hook_event_name": "PreToolUse",
+        "tool_name": "Bash",
+        "tool_input": {"command": "alembic upgrade head", "description": "Apply the database migrations"},
+    }
     returned = time.monotonic()
     hook(tmp_path / "store", "PreToolUse", payload)
     found = []
@@ -114,8 +118,11 @@ def test_second_daemon_stands_by_and_takes_over(tmp_path: Path) -> None:
         assert first.owner.is_set() and not second.owner.is_set()
         first.stop()
         assert second.owner.wait(5), "standby did not take over"
-        hook(tmp_path / "store", "PreToolUse", {"session_id": "s3", "tool_name": "Read",
-                                                 "tool_input": {"file_path": "README.md"}})
+        hook(
+            tmp_path / "store",
+            "PreToolUse",
+            {"session_id": "s3", "tool_name": "Read", "tool_input": {"file_path": "README.md"}},
+        )
         deadline = time.monotonic() + 3
         while time.monotonic() < deadline and not second_memory.list():
             time.sleep(0.05)

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import open_fake
 
+from conftest import open_fake
 from remindful.hooks import drain
 from remindful.hooks.events import build_record, last_assistant_text, normalize_event
 from remindful.hooks.fast import run
@@ -114,7 +114,9 @@ def test_empty_description_is_skipped_with_the_spec_warning(tmp_path: Path, caps
 
 
 @pytest.mark.parametrize("stdin", ["", "not json", "[1, 2]"])
-def test_bad_input_is_a_clear_non_blocking_error(tmp_path: Path, stdin: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_bad_input_is_a_clear_non_blocking_error(
+    tmp_path: Path, stdin: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert fire(tmp_path / "s", "PreToolUse", stdin)[0] == 1
     assert "expected a JSON object" in capsys.readouterr().err
 
@@ -155,7 +157,9 @@ def test_hooks_trigger_off_captures_nothing(tmp_path: Path, monkeypatch: pytest.
 
 def test_secrets_are_redacted_before_the_spool(tmp_path: Path) -> None:
     store = tmp_path / "s"
-    data = payload("PreToolUse", tool_input={"command": "curl -H 'Authorization: token ghp_abcdefghijklmnopqrstuvwxyz0123456789'"})
+    data = payload(
+        "PreToolUse", tool_input={"command": "curl -H 'Authorization: token ghp_abcdefghijklmnopqrstuvwxyz0123456789'"}
+    )
     fire(store, "PreToolUse", data)
     raw = b"".join(p.read_bytes() for p in store.glob("catalog.sqlite3*"))
     assert b"ghp_abcdef" not in raw
@@ -186,8 +190,11 @@ def test_transcript_reading(tmp_path: Path) -> None:
 
 
 def test_record_building_is_pure() -> None:
-    record, warnings = build_record("PostToolUseFailure", {"session_id": "s", "tool_name": "Bash",
-                                                           "tool_input": {"command": "make"}, "error": "exit 2"}, 1.0)
+    record, warnings = build_record(
+        "PostToolUseFailure",
+        {"session_id": "s", "tool_name": "Bash", "tool_input": {"command": "make"}, "error": "exit 2"},
+        1.0,
+    )
     assert record["memories"][0]["content"] == "Bash: command=make\nFailed: exit 2"
     assert record["memories"][0]["metadata"]["success"] is False and warnings == []
 

@@ -32,7 +32,10 @@ def test_merge_keeps_other_hooks_and_keys_and_is_idempotent(tmp_path: Path) -> N
         assert len(ours) == 1 and ours[0]["command"].endswith(f"hook {event}")
         assert ours[0]["timeout"] == HOOK_TIMEOUTS[event]
     install(path, uninstall=True)
-    assert json.loads(path.read_text()) == {"model": "opus", "hooks": {"PostToolUse": [{"matcher": "Edit", "hooks": [OTHER]}]}}
+    assert json.loads(path.read_text()) == {
+        "model": "opus",
+        "hooks": {"PostToolUse": [{"matcher": "Edit", "hooks": [OTHER]}]},
+    }
 
 
 def test_mixed_group_keeps_the_other_command(tmp_path: Path) -> None:

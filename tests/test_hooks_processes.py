@@ -44,13 +44,20 @@ def procs() -> Iterator[list[subprocess.Popen[Any]]]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("event", ["SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "Stop", "SessionEnd"])
+@pytest.mark.parametrize(
+    "event", ["SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "Stop", "SessionEnd"]
+)
 def test_console_script_per_event(tmp_path: Path, event: str) -> None:
     data = json.loads((FIXTURES / f"{event}.json").read_text())
     data["transcript_path"] = str(FIXTURES / "transcript.jsonl")
     done = subprocess.run(
         [SCRIPT, "--path", str(tmp_path / "s"), "hook", event],
-        input=json.dumps(data), capture_output=True, text=True, env=child_env(tmp_path), timeout=120, check=False,
+        input=json.dumps(data),
+        capture_output=True,
+        text=True,
+        env=child_env(tmp_path),
+        timeout=120,
+        check=False,
     )
     assert done.returncode == 0, done.stderr
     if event in ("SessionStart", "UserPromptSubmit"):
@@ -67,21 +74,32 @@ def test_capture_hook_imports_nothing_heavy(tmp_path: Path) -> None:
         f"code = run(['--path', {str(tmp_path / 's')!r}, 'hook', 'PreToolUse'], stdin=io.StringIO({payload!r}))\n"
         f"print(code, sorted({{m.split('.')[0] for m in sys.modules}} & set({HEAVY!r})))\n"
     )
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=child_env(tmp_path),
-                          timeout=60, check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=child_env(tmp_path), timeout=60, check=True
+    )
     assert done.stdout.strip() == "0 []", done.stdout + done.stderr
 
 
 def fire(store: Path, i: int) -> None:
-    payload = {"session_id": "burst", "hook_event_name": "PostToolUse", "tool_name": "Bash",
-               "tool_input": {"command": f"step-{i}"}, "tool_response": {"stdout": f"ok {i}"},
-               "tool_use_id": f"toolu_{i:04d}"}
+    payload = {
+        "session_id": "burst",
+        "hook_event_name": "PostToolUse",
+        "tool_name": "Bash",
+        "tool_input": {"command": f"step-{i}"},
+        "tool_response": {"stdout": f"ok {i}"},
+        "tool_use_id": f"toolu_{i:04d}",
+    }
     assert run(["--path", str(store), "hook", "PostToolUse"], stdin=io.StringIO(json.dumps(payload))) == 0
 
 
 def start_daemon(store: Path, home: Path) -> subprocess.Popen[Any]:
-    return subprocess.Popen([SCRIPT, "--path", str(store), "daemon"], env=child_env(home),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [SCRIPT, "--path", str(store), "daemon"],
+        env=child_env(home),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 @pytest.mark.slow
@@ -135,8 +153,15 @@ print("done")
 def test_eight_processes_storing_at_once(tmp_path: Path, procs: list[Any]) -> None:
     store = tmp_path / "s"
     for n in range(8):
-        procs.append(subprocess.Popen([sys.executable, "-c", WORKER, str(store), str(n)], env=child_env(tmp_path),
-                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, "-c", WORKER, str(store), str(n)],
+                env=child_env(tmp_path),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
     outputs = [p.communicate(timeout=240) for p in procs]
     for proc, (out, err) in zip(procs, outputs, strict=True):
         assert proc.returncode == 0 and out.strip() == "done", err

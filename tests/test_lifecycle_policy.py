@@ -87,7 +87,9 @@ def test_cleanup_deletes_old_unprotected_and_keeps_bookmarks(tmp_path: Path, cap
         assert report["deleted"] == 1 and report["by_reason"] == {"retention": 1}
         assert report["freed_bytes"] > 0 and report["protected_kept"] == 2
         assert [m is not None for m in memory.get_batch([old, bookmarked, manual, recent])] == [False, True, True, True]
-        assert memory.stats()["total_memories"] == 3
+        stats = memory.stats()
+        assert stats["total_memories"] == 3
+        assert stats["last_cleanup"]["deleted"] == 1 and stats["last_cleanup"]["by_reason"] == {"retention": 1}
         assert any("deleted 1 memories" in r.getMessage() and "freed" in r.getMessage() for r in caplog.records)
 
 

@@ -55,7 +55,9 @@ def test_resume_session_boosts_its_memories_until_another_is_resumed(memory: Mem
 
 
 def test_delete_session_needs_confirm_backs_up_and_deletes_every_collection(memory: MemoryManager) -> None:
-    ids = [memory.store(f"sensitive {t}", type=t, session_id="session_abc123") for t in ("screen", "action", "workflow")]
+    ids = [
+        memory.store(f"sensitive {t}", type=t, session_id="session_abc123") for t in ("screen", "action", "workflow")
+    ]
     keep = memory.store("other work", session_id="keep")
     with pytest.raises(ValidationError, match="confirm=True") as refused:
         memory.delete_session("session_abc123")

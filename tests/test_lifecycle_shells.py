@@ -43,6 +43,7 @@ def store_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_cli_lifecycle_end_to_end(store_path: Path, tmp_path: Path) -> None:
     old = (datetime.now(UTC) - timedelta(days=60)).isoformat()
     assert invoke("store", "old capture", "--timestamp", old, "--session", "s-old")[0] == 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 import sys
 import threading
 import time
@@ -225,3 +226,61 @@ async def test_proxy_relays_a_real_server_unchanged_and_captures_its_calls(tmp_p
     with open_fake(store) as manager:
         outcomes = sorted(m.metadata["success"] for m in manager.list(limit=50) if m.metadata["tool"] == "get-sum")
     assert outcomes == [False, True]
+
+
+VISION_SCRIPT = """
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+
+mcp = MCPServer("vision")
+
+
+@mcp.tool()
+def analyze_screen(region: str) -> str:
+    return f"Login form in {region}"
+
+
+@mcp.tool()
+def click(x: int, y: int) -> str:
+    if x < 0:
+        raise ToolError("off screen")
+    return f"clicked {x},{y}"
+
+
+mcp.run("stdio")
+"""
+
+
+@pytest.mark.slow
+async def test_proxy_around_a_python_server(tmp_path: Path) -> None:
+    script = tmp_path / "vision.py"
+    script.write_text(VISION_SCRIPT)
+    store = tmp_path / "store"
+    env = remindful_env(store, tmp_path / "home")
+    command, args = remindful_cmd("proxy", "--", sys.executable, str(script))
+    async with Client(StdioServerParameters(command=command, args=args, env=env), read_timeout_seconds=120) as client:
+        assert sorted(t.name for t in (await client.list_tools()).tools) == ["analyze_screen", "click"]
+        looked = await client.call_tool("analyze_screen", {"region": "top"})
+        assert looked.content[0].text == "Login form in top"
+        failed = await client.call_tool("click", {"x": -1, "y": 0})
+        assert failed.is_error and "off screen" in failed.content[0].text
+        unknown = await client.call_tool("no_such_tool", {})
+        assert unknown.is_error
+    with open_fake(store) as manager:
+        captured = sorted((m.metadata["tool"], m.type.value, m.metadata["success"]) for m in manager.list())
+        click = next((m for m in manager.list() if m.metadata["tool"] == "click"), None)
+    assert captured == [
+        ("analyze_screen", "screen", True),
+        ("click", "action", False),
+        ("no_such_tool", "action", False),
+    ]
+    assert "off screen" in click.metadata["error"] and click.metadata["server"] == "vision"
+
+
+def test_proxy_reports_a_command_that_cannot_start(tmp_path: Path) -> None:
+    command, args = remindful_cmd("proxy", "--", str(tmp_path / "no-such-server"))
+    env = remindful_env(tmp_path / "store", tmp_path / "home")
+    result = subprocess.run(
+        [command, *args], env=env, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL
+    )
+    assert result.returncode == 127 and "could not start" in result.stderr

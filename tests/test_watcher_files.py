@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import open_fake
 
+from conftest import open_fake
 from remindful.capture.watcher import SYSCTL_HINT, MarkdownWatcher
 from remindful.errors import RemindfulError
 from remindful.manager import MemoryManager
@@ -23,7 +23,9 @@ def words(n: int, tag: str = "w") -> str:
 
 
 def chunks_of(memory: MemoryManager, path: Path) -> list[Any]:
-    found = [m for m in memory.list(type="document", limit=10_000) if m.metadata.get("file_path") == str(path.resolve())]
+    found = [
+        m for m in memory.list(type="document", limit=10_000) if m.metadata.get("file_path") == str(path.resolve())
+    ]
     return sorted(found, key=lambda m: m.metadata["chunk_index"])
 
 

@@ -27,6 +27,8 @@ from typing import Any, TypeVar
 import numpy as np
 
 from remindful.errors import CorruptionError, StorageError, StorageFullError, StorageLockedError
+from remindful import context
+from remindful.context import CONTEXT_SCHEMA
 from remindful.filters import SqlFilter
 
 T = TypeVar("T")
@@ -57,7 +59,8 @@ CREATE TABLE IF NOT EXISTS memories (
     expires_at REAL,
     embedding BLOB,
     indexed INTEGER NOT NULL DEFAULT 0,
-    size_bytes INTEGER NOT NULL DEFAULT 0
+    size_bytes INTEGER NOT NULL DEFAULT 0,
+    seq INTEGER
 );
 CREATE INDEX IF NOT EXISTS idx_memories_type_created ON memories(type, created_at);
 CREATE INDEX IF NOT EXISTS idx_memories_session ON memories(session_id, created_at);
@@ -246,7 +249,9 @@ class Catalog:
         conn.execute("PRAGMA foreign_keys=ON")
         version = conn.execute("PRAGMA user_version").fetchone()[0]
         if version < SCHEMA_VERSION:
-            conn.executescript("BEGIN IMMEDIATE;" + _SCHEMA + f"PRAGMA user_version={SCHEMA_VERSION}; COMMIT;")
+            conn.executescript(
+                "BEGIN IMMEDIATE;" + _SCHEMA + CONTEXT_SCHEMA + f"PRAGMA user_version={SCHEMA_VERSION}; COMMIT;"
+            )
         elif version > SCHEMA_VERSION:
             raise StorageError(
                 f"{self.path} was written by a newer remindful (schema {version} > {SCHEMA_VERSION})",
@@ -291,6 +296,7 @@ class Catalog:
 
     @staticmethod
     def insert_memories(conn: sqlite3.Connection, rows: Sequence[MemoryRow]) -> None:
+        """Insert rows (inside the caller's transaction) and build their session context windows."""
         conn.executemany(
             "INSERT INTO memories (id, type, content, metadata, source, memory_class, session_id, created_at, "
             "updated_at, importance, access_count, last_accessed, bookmarked, content_hash, chunk, expires_at, "
@@ -320,6 +326,7 @@ class Catalog:
                 for r in rows
             ],
         )
+        context.after_insert(conn, [r.id for r in rows])
 
     def get_rows(self, ids: Sequence[str]) -> dict[str, MemoryRow]:
         """Rows for ``ids`` that exist, keyed by id."""
@@ -372,6 +379,29 @@ class Catalog:
         )
         return [(r[0], float(r[1])) for r in self.read(sql, [match, *flt.params, limit])]
 
+    def lexical_context(self, match: str, flt: SqlFilter, limit: int) -> list[tuple[str, float]]:
+        """Like :meth:`lexical`, over each memory's session window (see :mod:`remindful.context`)."""
+        sql = (
+            "SELECT m.id, -bm25(context_fts) AS score "
+            "FROM context_fts JOIN memories m ON m.rowid = context_fts.rowid "
+            f"WHERE context_fts MATCH ? AND {flt.sql} ORDER BY bm25(context_fts) LIMIT ?"
+        )
+        return [(r[0], float(r[1])) for r in self.read(sql, [match, *flt.params, limit])]
+
+    def neighbourhoods(self, ids: Sequence[str], radius: int) -> list[tuple[str, str, int, np.ndarray]]:
+        """For each id: (id, neighbour id, offset, neighbour vector) for every embedded memory within
+        ``radius`` positions of it in its session (offset 0 is the memory itself)."""
+        if not ids:
+            return []
+        marks = ",".join("?" * len(ids))
+        rows = self.read(
+            "SELECT c.id, m.id, m.seq - c.seq, m.embedding FROM memories c JOIN memories m "
+            "ON m.session_id = c.session_id AND m.seq BETWEEN c.seq - ? AND c.seq + ? "
+            f"WHERE c.id IN ({marks}) AND m.embedding IS NOT NULL",
+            [radius, radius, *ids],
+        )
+        return [(r[0], r[1], int(r[2]), np.frombuffer(r[3], dtype=np.float32)) for r in rows]
+
     def unindexed(self, limit: int = 1000) -> list[tuple[MemoryRow, np.ndarray | None]]:
         rows = self.read(
             f"SELECT {MEMORY_COLUMNS}, embedding FROM memories WHERE indexed = 0 ORDER BY rowid LIMIT ?", [limit]
@@ -398,11 +428,13 @@ class Catalog:
 
         def run(conn: sqlite3.Connection) -> list[tuple[str, str]]:
             gone: list[tuple[str, str]] = []
+            spots = context.before_delete(conn, ids)
             for start in range(0, len(ids), 500):
                 chunk = list(ids[start : start + 500])
                 marks = ",".join("?" * len(chunk))
                 gone += conn.execute(f"SELECT id, type FROM memories WHERE id IN ({marks})", chunk).fetchall()
                 conn.execute(f"DELETE FROM memories WHERE id IN ({marks})", chunk)
+            context.after_delete(conn, spots)
             return gone
 
         return self.write(run, what="deleting memories")

@@ -208,9 +208,21 @@ class PerformanceSettings(_Section):
 
 
 class SearchSettings(_Section):
-    dense_weight: float = Field(1.0, ge=0, description="weight of the dense (MiniLM) space in fusion")
-    lexical_weight: float = Field(1.0, ge=0, description="weight of the lexical (FTS5/BM25) space in fusion")
-    rrf_k: int = Field(60, ge=1, description="reciprocal-rank-fusion constant")
+    fusion: Literal["score", "rrf"] = Field(
+        "score", description="score: weighted sum of min-max normalised scores; rrf: weighted reciprocal rank"
+    )
+    dense_weight: float = Field(0.5, ge=0, description="weight of the dense space (MiniLM vector of the memory)")
+    context_weight: float = Field(
+        0.5, ge=0, description="weight of the context space (the memory's vector averaged with its session neighbours)"
+    )
+    lexical_weight: float = Field(1.0, ge=0, description="weight of the lexical space (BM25 over the memory's text)")
+    lexical_context_weight: float = Field(
+        1.0, ge=0, description="weight of the lexical context space (BM25 over the memory, its neighbours and date)"
+    )
+    context_neighbour_weight: float = Field(
+        0.5, ge=0, le=1, description="weight of each adjacent memory's vector in the context space"
+    )
+    rrf_k: int = Field(60, ge=1, description="reciprocal-rank-fusion constant (fusion: rrf)")
     candidates: int = Field(50, ge=1, le=1000, description="candidates taken from each space before fusion")
     importance_boost: float = Field(0.1, ge=0, le=1, description="max score share added for importance")
     session_boost: float = Field(0.15, ge=0, le=1, description="score share added for the resumed session")

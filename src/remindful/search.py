@@ -1,15 +1,21 @@
 """The ranking pipeline: candidates from each retrieval space, fused, boosted.
 
-Spaces:
-- ``dense``: cosine similarity of MiniLM vectors. Unrestricted searches ask the HNSW index;
-  restricted ones whose matching set is small (``search.exact_filter_max``) are scored exactly
-  from the catalog's stored vectors, which is both faster and exact. Rows the index may not hold
-  yet (stored by another process, or not yet indexed) are always scored exactly.
-- ``lexical``: BM25 over the catalog's FTS5 index (porter stemming), query terms OR-ed.
+Spaces (each weighted in ``search.*_weight``; weight 0 turns a space off):
+- ``dense``: cosine similarity of the memory's MiniLM vector. Unrestricted searches ask the HNSW
+  index; restricted ones whose matching set is small (``search.exact_filter_max``) are scored
+  exactly from the catalog's stored vectors. Rows the index may not hold yet (stored by another
+  process, or not yet indexed) are always scored exactly.
+- ``context``: the memory's vector plus ``context_neighbour_weight`` times each adjacent memory's
+  vector in its session, normalised. Computed at query time around the dense candidates, so it
+  costs nothing at ingest.
+- ``lexical``: BM25 over the memory's text (FTS5, porter stemming), query terms OR-ed.
+- ``lexical_context``: BM25 over the memory's session window: its text, its neighbours' and its
+  date (see :mod:`remindful.context`).
 
-Fusion is weighted reciprocal rank: ``sum_s w_s / (k + rank_s)``, normalised so that a memory
-ranked first by every space scores 1. Boosts then multiply that score by at most
-``1 + importance_boost`` (importance) and ``1 + session_boost`` (the resumed session).
+Fusion (``search.fusion``): ``score`` sums each space's scores min-max normalised over its
+candidates, weighted, divided by the total weight, so a memory that tops every space scores 1;
+``rrf`` is weighted reciprocal rank, normalised the same way. Boosts then multiply the score by at
+most ``1 + importance_boost`` (importance) and ``1 + session_boost`` (the resumed session).
 """
 
 from __future__ import annotations
@@ -24,138 +30,17 @@ from remindful.catalog import Catalog, MemoryRow
 from remindful.config import SearchSettings
 from remindful.filters import SqlFilter
 
-# Words too common to carry meaning in a lexical match; the dense space still sees them.
+# Words too common to carry meaning in a lexical match; the dense spaces still see them.
 STOPWORDS = frozenset(
-    [
-        "a",
-        "about",
-        "above",
-        "after",
-        "again",
-        "against",
-        "all",
-        "am",
-        "an",
-        "and",
-        "any",
-        "are",
-        "as",
-        "at",
-        "be",
-        "because",
-        "been",
-        "before",
-        "being",
-        "below",
-        "between",
-        "both",
-        "but",
-        "by",
-        "can",
-        "could",
-        "did",
-        "do",
-        "does",
-        "doing",
-        "down",
-        "during",
-        "each",
-        "few",
-        "for",
-        "from",
-        "further",
-        "had",
-        "has",
-        "have",
-        "having",
-        "he",
-        "her",
-        "here",
-        "hers",
-        "herself",
-        "him",
-        "himself",
-        "his",
-        "how",
-        "i",
-        "if",
-        "in",
-        "into",
-        "is",
-        "it",
-        "its",
-        "itself",
-        "just",
-        "me",
-        "more",
-        "most",
-        "my",
-        "myself",
-        "no",
-        "nor",
-        "not",
-        "now",
-        "of",
-        "off",
-        "on",
-        "once",
-        "only",
-        "or",
-        "other",
-        "our",
-        "ours",
-        "ourselves",
-        "out",
-        "over",
-        "own",
-        "same",
-        "she",
-        "should",
-        "so",
-        "some",
-        "such",
-        "than",
-        "that",
-        "the",
-        "their",
-        "theirs",
-        "them",
-        "themselves",
-        "then",
-        "there",
-        "these",
-        "they",
-        "this",
-        "those",
-        "through",
-        "to",
-        "too",
-        "under",
-        "until",
-        "up",
-        "very",
-        "was",
-        "we",
-        "were",
-        "what",
-        "when",
-        "where",
-        "which",
-        "while",
-        "who",
-        "whom",
-        "why",
-        "will",
-        "with",
-        "would",
-        "you",
-        "your",
-        "yours",
-        "yourself",
-        "yourselves",
-    ]
+    """a about above after again against all am an and any are as at be because been before being below between
+    both but by can could did do does doing down during each few for from further had has have having he her here
+    hers herself him himself his how i if in into is it its itself just me more most my myself no nor not now of
+    off on once only or other our ours ourselves out over own same she should so some such than that the their
+    theirs them themselves then there these they this those through to too under until up very was we were what
+    when where which while who whom why will with would you your yours yourself yourselves""".split()
 )
 _WORD = re.compile(r"\w+", re.UNICODE)
+SPACES = ("dense", "context", "lexical", "lexical_context")
 
 
 def lexical_query(text: str) -> str | None:
@@ -171,7 +56,7 @@ def lexical_query(text: str) -> str | None:
 
 @dataclass(slots=True)
 class Candidates:
-    """Ranked ids per space, best first, with each space's raw score."""
+    """Scored ids per space, best first."""
 
     by_space: dict[str, list[tuple[str, float]]] = field(default_factory=dict)
 
@@ -180,6 +65,15 @@ class Candidates:
 
     def ids(self) -> set[str]:
         return {mid for ranked in self.by_space.values() for mid, _ in ranked}
+
+
+def weights_of(settings: SearchSettings) -> dict[str, float]:
+    return {
+        "dense": settings.dense_weight,
+        "context": settings.context_weight,
+        "lexical": settings.lexical_weight,
+        "lexical_context": settings.lexical_context_weight,
+    }
 
 
 def top_k_exact(query: np.ndarray, ids: Sequence[str], matrix: np.ndarray, k: int) -> list[tuple[str, float]]:
@@ -203,18 +97,53 @@ def merge_dense(*lists: Sequence[tuple[str, float]], k: int) -> list[tuple[str, 
     return sorted(best.items(), key=lambda item: -item[1])[:k]
 
 
-def fuse(candidates: Candidates, weights: dict[str, float], rrf_k: int) -> dict[str, float]:
-    """Weighted reciprocal-rank fusion, normalised to [0, 1]."""
-    total = sum(w for space, w in weights.items() if space in candidates.by_space) or 1.0
-    best = total / (rrf_k + 1)
+def context_scores(
+    catalog: Catalog, query: np.ndarray, dense: Sequence[tuple[str, float]], neighbour_weight: float
+) -> list[tuple[str, float]]:
+    """The context space around the dense candidates: for each candidate and its adjacent memories,
+    cos(query, v + w * (v_prev + v_next)), best first."""
+    if not dense:
+        return []
+    vectors: dict[str, np.ndarray] = {}
+    by_pos: dict[tuple[str, int], str] = {}  # (candidate, offset in its session) -> memory id
+    for cand, nid, offset, vector in catalog.neighbourhoods([mid for mid, _ in dense], radius=2):
+        vectors[nid] = vector
+        by_pos[(cand, offset)] = nid
+    scored: dict[str, float] = {}
+    for (cand, offset), nid in by_pos.items():
+        if abs(offset) > 1 or nid in scored:
+            continue
+        vec = vectors[nid].copy()
+        for side in (offset - 1, offset + 1):
+            other = by_pos.get((cand, side))
+            if other is not None:
+                vec += neighbour_weight * vectors[other]
+        norm = float(np.linalg.norm(vec))
+        scored[nid] = float(vec @ query) / norm if norm else 0.0
+    # Memories without a session position keep their plain similarity.
+    for mid, score in dense:
+        scored.setdefault(mid, score)
+    return sorted(scored.items(), key=lambda item: -item[1])
+
+
+def fuse(candidates: Candidates, weights: dict[str, float], *, method: str, rrf_k: int) -> dict[str, float]:
+    """Weighted fusion normalised to [0, 1] (see the module docstring)."""
+    total = sum(w for space, w in weights.items() if w > 0 and candidates.by_space.get(space)) or 1.0
     fused: dict[str, float] = {}
     for space, ranked in candidates.by_space.items():
         weight = weights.get(space, 0.0)
-        if weight <= 0:
+        if weight <= 0 or not ranked:
             continue
-        for rank, (mid, _) in enumerate(ranked, start=1):
-            fused[mid] = fused.get(mid, 0.0) + weight / (rrf_k + rank)
-    return {mid: score / best for mid, score in fused.items()}
+        if method == "rrf":
+            for rank, (mid, _) in enumerate(ranked, start=1):
+                fused[mid] = fused.get(mid, 0.0) + weight * (rrf_k + 1) / (rrf_k + rank)
+            continue
+        values = [score for _, score in ranked]
+        high, low = max(values), min(values)
+        spread = high - low
+        for mid, score in ranked:
+            fused[mid] = fused.get(mid, 0.0) + weight * ((score - low) / spread if spread > 1e-9 else 1.0)
+    return {mid: score / total for mid, score in fused.items()}
 
 
 def boost(
@@ -254,36 +183,56 @@ def rank(
     selects the rows the index may lack; they are scored exactly.
     """
     k = max(settings.candidates, limit)
+    weights = weights_of(settings)
     candidates = Candidates()
 
-    exact = None
-    if dense_from_index is None or (restricted and catalog.count(flt) <= settings.exact_filter_max):
-        ids, matrix = catalog.filtered_embeddings(flt)
-        exact = top_k_exact(query_vector, ids, matrix, k) if matrix is not None else []
-    if exact is None:
-        assert dense_from_index is not None
-        from_index = dense_from_index(k * 2 if restricted else k)
-        # Rows the index may lack: never indexed, or written by another process since we opened it.
-        ids, matrix = catalog.filtered_embeddings(flt, extra=pending_sql)
-        pending = top_k_exact(query_vector, ids, matrix, k) if matrix is not None else []
-        exact = merge_dense(from_index, pending, k=k * 2)
-    candidates.add("dense", exact)
+    dense: list[tuple[str, float]] = []
+    if weights["dense"] > 0 or weights["context"] > 0:
+        dense = _dense(catalog, query_vector, flt, k, dense_from_index, restricted, pending_sql, settings)
+    match = lexical_query(query_text) if weights["lexical"] > 0 or weights["lexical_context"] > 0 else None
 
-    match = lexical_query(query_text)
-    if match and settings.lexical_weight > 0:
+    rows = _hydrate(catalog, {mid for mid, _ in dense}, flt)
+    dense = [(mid, s) for mid, s in dense if mid in rows][:k]
+    if weights["dense"] > 0:
+        candidates.add("dense", dense)
+    if weights["context"] > 0:
+        candidates.add("context", context_scores(catalog, query_vector, dense, settings.context_neighbour_weight))
+    if match and weights["lexical"] > 0:
         candidates.add("lexical", catalog.lexical(match, flt, k))
+    if match and weights["lexical_context"] > 0:
+        candidates.add("lexical_context", catalog.lexical_context(match, flt, k))
 
-    rows = _hydrate(catalog, candidates.ids(), flt)
+    rows.update(_hydrate(catalog, candidates.ids() - rows.keys(), flt))
     for space, ranked in list(candidates.by_space.items()):
-        candidates.by_space[space] = [(mid, s) for mid, s in ranked if mid in rows][:k]
-    weights = {"dense": settings.dense_weight, "lexical": settings.lexical_weight}
-    scores = boost(fuse(candidates, weights, settings.rrf_k), rows, settings, resumed_session)
+        candidates.by_space[space] = [(mid, s) for mid, s in ranked if mid in rows][: k * 2]
+    fused = fuse(candidates, weights, method=settings.fusion, rrf_k=settings.rrf_k)
+    scores = boost(fused, rows, settings, resumed_session)
     found_by: dict[str, list[str]] = {}
     for space, ranked in candidates.by_space.items():
         for mid, _ in ranked:
             found_by.setdefault(mid, []).append(space)
     ordered = sorted(scores.items(), key=lambda item: (-item[1], item[0]))[:limit]
     return [(rows[mid], min(score, 1.0), tuple(found_by.get(mid, ()))) for mid, score in ordered]
+
+
+def _dense(
+    catalog: Catalog,
+    query_vector: np.ndarray,
+    flt: SqlFilter,
+    k: int,
+    dense_from_index: Callable[[int], list[tuple[str, float]]] | None,
+    restricted: bool,
+    pending_sql: str,
+    settings: SearchSettings,
+) -> list[tuple[str, float]]:
+    if dense_from_index is None or (restricted and catalog.count(flt) <= settings.exact_filter_max):
+        ids, matrix = catalog.filtered_embeddings(flt)
+        return top_k_exact(query_vector, ids, matrix, k) if matrix is not None else []
+    from_index = dense_from_index(k * 2 if restricted else k)
+    # Rows the index may lack: never indexed, or written by another process since we opened it.
+    ids, matrix = catalog.filtered_embeddings(flt, extra=pending_sql)
+    pending = top_k_exact(query_vector, ids, matrix, k) if matrix is not None else []
+    return merge_dense(from_index, pending, k=k * 2)
 
 
 def _hydrate(catalog: Catalog, ids: set[str], flt: SqlFilter) -> dict[str, MemoryRow]:

@@ -54,6 +54,7 @@ def build_stats(state: StoreState) -> dict[str, Any]:
         },
         "sessions": sessions,
         "spool_pending": spool,
+        "last_cleanup": _last_cleanup(state),
         "capture": _capture_counts(catalog),
         "learning": _learning(state),
         "index": {
@@ -86,3 +87,14 @@ def _learning(state: StoreState) -> dict[str, Any]:
     from remindful.learning.metrics import learning_stats
 
     return learning_stats(state)
+
+
+def _last_cleanup(state: StoreState) -> dict[str, Any] | None:
+    """The last retention run: when, how many deleted by reason, MB freed (None if never)."""
+    from remindful.policy.retention import last_cleanup
+
+    report = last_cleanup(state)
+    if report is None:
+        return None
+    keys = ("at", "deleted", "by_reason", "freed_mb", "clusters", "seconds")
+    return {k: report.get(k) for k in keys}

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from remindful.attachments import remove_copies
+from remindful import context
 from remindful.catalog import Catalog, MemoryRow
 from remindful.config import Settings
 from remindful.embed.base import Embedder
@@ -438,6 +439,7 @@ class StoreState:
                     row.id,
                 ),
             )
+            context.after_update(conn, row.id)
             self.catalog.audit(conn, "update", row.id, {})
 
         self.catalog.write(run, what="updating a memory")

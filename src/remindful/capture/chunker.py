@@ -28,7 +28,7 @@ OVERLAP_WORDS = 50
 SNAP_WORDS = 20
 
 _WORD = re.compile(r"\S+")
-_SENTENCE_END = re.compile(r"[.!?][\"'”’)\]*_`]*$")
+_SENTENCE_END = re.compile("[.!?][\"'\u201d\u2019)\\]*_`]*$")  # closing quotes, brackets, emphasis
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("remindful.capture")
 
 EXIT_GRACE_SECONDS = 5.0
+SERVER_INFO_META = "io.modelcontextprotocol/serverInfo"
 
 
 class ToolCallTracker:
@@ -63,9 +64,7 @@ class ToolCallTracker:
                 continue  # a request or notification from the server, not a response
             result = message.get("result")
             if self.server_name is None and isinstance(result, dict):
-                info = result.get("serverInfo")
-                if isinstance(info, dict) and isinstance(info.get("name"), str):
-                    self.server_name = info["name"]
+                self.server_name = _server_name(result)
             with self._lock:
                 pending = self._pending.pop(_key(message["id"]), None)
             if pending is None:
@@ -89,6 +88,16 @@ class ToolCallTracker:
                     server=self.server_name,
                 )
             )
+
+
+def _server_name(result: dict[str, Any]) -> str | None:
+    """The server's name: ``serverInfo`` of an initialize answer (handshake era) or the
+    ``_meta`` serverInfo every 2026-07-28 result carries."""
+    meta = result.get("_meta")
+    for info in (result.get("serverInfo"), meta.get(SERVER_INFO_META) if isinstance(meta, dict) else None):
+        if isinstance(info, dict) and isinstance(info.get("name"), str):
+            return info["name"]
+    return None
 
 
 def _key(request_id: Any) -> str:

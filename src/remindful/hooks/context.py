@@ -126,23 +126,21 @@ def hook_context(
     storage: str | Path, memory: dict[str, Any], event: str, payload: dict[str, Any], path: str | None
 ) -> str:
     """The context text for a SessionStart/UserPromptSubmit hook ("" for none)."""
-    hooks = memory.get("hooks") if isinstance(memory.get("hooks"), dict) else {}
-    request = {
-        "query": context_query(event, payload),
-        "budget_tokens": int(hooks.get("context_budget_tokens", DEFAULT_BUDGET)),
-        "exclude": payload.get("prompt") if event == "UserPromptSubmit" else None,
-    }
-    if not request["query"].strip():
+    raw_hooks = memory.get("hooks")
+    hooks: dict[str, Any] = raw_hooks if isinstance(raw_hooks, dict) else {}
+    query = context_query(event, payload)
+    budget = int(hooks.get("context_budget_tokens", DEFAULT_BUDGET))
+    prompt = payload.get("prompt")
+    exclude = prompt if event == "UserPromptSubmit" and isinstance(prompt, str) else None
+    if not query.strip():
         return ""
-    answer = ask_daemon(Path(storage), request)
+    answer = ask_daemon(Path(storage), {"query": query, "budget_tokens": budget, "exclude": exclude})
     if answer is not None:
         return answer
     import remindful
 
     with remindful.open(path or storage) as manager:
-        return context_for(
-            manager, request["query"], budget_tokens=request["budget_tokens"], exclude=request["exclude"]
-        )
+        return context_for(manager, query, budget_tokens=budget, exclude=exclude)
 
 
 def context_for(manager: Any, query: str, *, budget_tokens: int | None = None, exclude: str | None = None) -> str:

@@ -93,10 +93,7 @@ def describe_tool(tool_name: str, tool_input: Any, description: Any = None) -> s
     elif isinstance(tool_input, str):
         detail = tool_input
     what, detail = _flat(what, INPUT_CHARS), _flat(detail, INPUT_CHARS)
-    if what and detail:
-        text = f"{what} [{detail}]"
-    else:
-        text = what or detail
+    text = f"{what} [{detail}]" if what and detail else what or detail
     if not text:
         return ""
     return f"{tool_name}: {text}" if tool_name else text
@@ -127,10 +124,10 @@ def summarize_output(response: Any, limit: int = SUMMARY_CHARS) -> str:
 
 
 def _succeeded(response: Any) -> bool:
-    if isinstance(response, dict):
-        if response.get("success") is False or response.get("is_error") or response.get("interrupted"):
-            return False
-    return True
+    failed = isinstance(response, dict) and (
+        response.get("success") is False or response.get("is_error") or response.get("interrupted")
+    )
+    return not failed
 
 
 def last_assistant_text(transcript_path: str | os.PathLike[str]) -> str:
@@ -153,7 +150,8 @@ def last_assistant_text(transcript_path: str | os.PathLike[str]) -> str:
             continue
         if not isinstance(entry, dict):
             continue
-        message = entry.get("message") if isinstance(entry.get("message"), dict) else {}
+        raw_message = entry.get("message")
+        message: dict[str, Any] = raw_message if isinstance(raw_message, dict) else {}
         role = entry.get("type") or message.get("role")
         content = message.get("content")
         if role == "user":
@@ -183,7 +181,8 @@ def build_record(event: str, payload: dict[str, Any], at: float) -> tuple[dict[s
     common = {k: payload[k] for k in ("cwd", "transcript_path") if isinstance(payload.get(k), str)}
     record: dict[str, Any] = {"event": event, "session_id": session_id, "at": at, "memories": []}
     memories: list[dict[str, Any]] = record["memories"]
-    tool_name = payload.get("tool_name") if isinstance(payload.get("tool_name"), str) else ""
+    raw_tool = payload.get("tool_name")
+    tool_name = raw_tool if isinstance(raw_tool, str) else ""
     if event in ("PreToolUse", "PostToolUse", "PostToolUseFailure"):
         description = describe_tool(tool_name, payload.get("tool_input"), payload.get("description"))
         if not description.strip():

@@ -60,7 +60,8 @@ def light_config(path: str | None) -> tuple[str, dict[str, Any]]:
                 nxt = target[part] = {}
             target = nxt
         target[parts[-1]] = value
-    storage_cfg = memory.get("storage") if isinstance(memory.get("storage"), dict) else {}
+    raw_storage = memory.get("storage")
+    storage_cfg: dict[str, Any] = raw_storage if isinstance(raw_storage, dict) else {}
     chosen = (
         path
         or os.environ.get("REMINDFUL_STORAGE__PATH")

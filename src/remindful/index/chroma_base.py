@@ -29,7 +29,7 @@ from remindful.errors import CorruptionError, StorageError, StorageFullError, St
 from remindful.index.base import Scalar, Where
 from remindful.index.where import check_collection_name, check_query, check_upsert, to_chroma_where
 
-__all__ = ["BACKOFF", "RECOVERY", "RETRIES", "ChromaIndexBase", "classify"]
+__all__ = ["BACKOFF", "RECOVERY", "RETRIES", "ChromaIndexBase", "classify", "is_locked_message"]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -1,0 +1,163 @@
+"""Session context: each memory's position in its session, and the text window around it.
+
+A memory alone often does not hold the words a later question uses: the answer sits in one
+conversation turn, the topic in the turn before. So every memory with a session has a ``seq``
+(its position in the session, ordered by creation time, then insertion order) and a row in
+``context_fts``: its own text, the text of up to ``WINDOW`` neighbours on each side, and its date
+("8 May 2023") so that questions naming a time can match. Search uses it as the
+``lexical_context`` space; the ``context`` dense space averages neighbours' vectors at query time.
+
+Windows are maintained inside the catalog's write transactions: inserting, deleting or editing a
+memory refreshes the windows that include it. Appending to a session touches only the new rows
+and the ``WINDOW`` rows before them; a memory back-dated into the middle of a session renumbers
+the rows after it.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+
+#: Neighbours on each side included in a memory's lexical context window.
+WINDOW = 2
+
+CONTEXT_SCHEMA = """
+CREATE VIRTUAL TABLE IF NOT EXISTS context_fts USING fts5(
+    text, tokenize='porter unicode61 remove_diacritics 2'
+);
+CREATE INDEX IF NOT EXISTS idx_memories_session_seq ON memories(session_id, seq);
+CREATE TRIGGER IF NOT EXISTS memories_context_ad AFTER DELETE ON memories BEGIN
+    DELETE FROM context_fts WHERE rowid = old.rowid;
+END;
+"""
+
+
+def date_words(epoch: float) -> str:
+    """'8 May 2023': the words a question about a date would use."""
+    when = datetime.fromtimestamp(epoch, UTC)
+    return f"{when.day} {when:%B %Y}"
+
+
+def after_insert(conn: sqlite3.Connection, ids: Sequence[str]) -> None:
+    """Number the new rows within their sessions and build the windows they change."""
+    sessions: dict[str, float] = {}
+    loose: list[int] = []
+    for start in range(0, len(ids), 500):
+        chunk = list(ids[start : start + 500])
+        marks = ",".join("?" * len(chunk))
+        for rowid, session_id, created in conn.execute(
+            f"SELECT rowid, session_id, created_at FROM memories WHERE id IN ({marks})", chunk
+        ):
+            if session_id is None:
+                loose.append(rowid)
+            else:
+                sessions[session_id] = min(created, sessions.get(session_id, created))
+    if loose:
+        _write_windows(conn, _loose_windows(conn, loose))
+    for session_id, earliest in sessions.items():
+        first, last = _renumber(conn, session_id, earliest)
+        refresh(conn, session_id, first - WINDOW, last)
+
+
+def _renumber(conn: sqlite3.Connection, session_id: str, earliest: float) -> tuple[int, int]:
+    """Give every row of the session created at/after ``earliest`` its position; returns the seq range."""
+    base = conn.execute(
+        "SELECT coalesce(max(seq) + 1, 0) FROM memories WHERE session_id = ? AND created_at < ?",
+        (session_id, earliest),
+    ).fetchone()[0]
+    rowids = [
+        r[0]
+        for r in conn.execute(
+            "SELECT rowid FROM memories WHERE session_id = ? AND created_at >= ? ORDER BY created_at, rowid",
+            (session_id, earliest),
+        )
+    ]
+    conn.executemany("UPDATE memories SET seq = ? WHERE rowid = ?", [(base + i, r) for i, r in enumerate(rowids)])
+    return base, base + len(rowids) - 1
+
+
+def refresh(conn: sqlite3.Connection, session_id: str, first: int, last: int) -> None:
+    """Rebuild the windows of the session's rows with seq in [first, last]."""
+    rows = conn.execute(
+        "SELECT rowid, seq, content, created_at FROM memories WHERE session_id = ? AND seq BETWEEN ? AND ? "
+        "ORDER BY seq",
+        (session_id, first - WINDOW, last + WINDOW),
+    ).fetchall()
+    windows = []
+    for i, (rowid, seq, _content, created) in enumerate(rows):
+        if not first <= seq <= last:
+            continue
+        around = [r[2] for r in rows[max(0, i - WINDOW) : i + WINDOW + 1] if abs(r[1] - seq) <= WINDOW]
+        windows.append((rowid, "\n".join(around) + f"\n({date_words(created)})"))
+    _write_windows(conn, windows)
+
+
+def before_delete(conn: sqlite3.Connection, ids: Sequence[str]) -> list[tuple[str, int]]:
+    """Where the rows about to be deleted sat, so :func:`after_delete` can mend their neighbours."""
+    spots: list[tuple[str, int]] = []
+    for start in range(0, len(ids), 500):
+        chunk = list(ids[start : start + 500])
+        marks = ",".join("?" * len(chunk))
+        spots += conn.execute(
+            f"SELECT session_id, seq FROM memories WHERE id IN ({marks}) AND seq IS NOT NULL", chunk
+        ).fetchall()
+    return spots
+
+
+def after_delete(conn: sqlite3.Connection, spots: Iterable[tuple[str, int]]) -> None:
+    """Rebuild the windows that included deleted rows (the gaps stay: positions only order)."""
+    for session_id, first, last in _merge(spots):
+        refresh(conn, session_id, first - WINDOW, last + WINDOW)
+
+
+def after_update(conn: sqlite3.Connection, memory_id: str) -> None:
+    """Rebuild the windows that include a memory whose content changed."""
+    row = conn.execute("SELECT rowid, session_id, seq FROM memories WHERE id = ?", (memory_id,)).fetchone()
+    if row is None:
+        return
+    rowid, session_id, seq = row
+    if session_id is None or seq is None:
+        _write_windows(conn, _loose_windows(conn, [rowid]))
+    else:
+        refresh(conn, session_id, seq - WINDOW, seq + WINDOW)
+
+
+def rebuild(conn: sqlite3.Connection) -> None:
+    """Renumber every session and rebuild every window (after an import or a schema upgrade)."""
+    conn.execute("DELETE FROM context_fts")
+    loose = [r[0] for r in conn.execute("SELECT rowid FROM memories WHERE session_id IS NULL")]
+    _write_windows(conn, _loose_windows(conn, loose))
+    for (session_id,) in conn.execute("SELECT DISTINCT session_id FROM memories WHERE session_id IS NOT NULL"):
+        first, last = _renumber(conn, session_id, float("-inf"))
+        refresh(conn, session_id, first, last)
+
+
+def _loose_windows(conn: sqlite3.Connection, rowids: Sequence[int]) -> list[tuple[int, str]]:
+    out = []
+    for start in range(0, len(rowids), 500):
+        chunk = list(rowids[start : start + 500])
+        marks = ",".join("?" * len(chunk))
+        out += [
+            (rowid, f"{content}\n({date_words(created)})")
+            for rowid, content, created in conn.execute(
+                f"SELECT rowid, content, created_at FROM memories WHERE rowid IN ({marks})", chunk
+            )
+        ]
+    return out
+
+
+def _write_windows(conn: sqlite3.Connection, windows: Sequence[tuple[int, str]]) -> None:
+    if windows:
+        conn.executemany("DELETE FROM context_fts WHERE rowid = ?", [(rowid,) for rowid, _ in windows])
+        conn.executemany("INSERT INTO context_fts (rowid, text) VALUES (?, ?)", windows)
+
+
+def _merge(spots: Iterable[tuple[str, int]]) -> list[tuple[str, int, int]]:
+    ranges: list[tuple[str, int, int]] = []
+    for session_id, seq in sorted(spots):
+        if ranges and ranges[-1][0] == session_id and seq - ranges[-1][2] <= 2 * WINDOW:
+            ranges[-1] = (session_id, ranges[-1][1], seq)
+        else:
+            ranges.append((session_id, seq, seq))
+    return ranges

@@ -1,0 +1,117 @@
+"""Session context windows (remindful.context) and the spaces that use them."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from remindful.manager import MemoryManager
+
+
+def _windows(memory: MemoryManager) -> dict[str, str]:
+    rows = memory._state.catalog.read(
+        "SELECT m.content, c.text FROM context_fts c JOIN memories m ON m.rowid = c.rowid"
+    )
+    return dict(rows)
+
+
+def _seqs(memory: MemoryManager, session: str) -> list[str]:
+    rows = memory._state.catalog.read("SELECT content FROM memories WHERE session_id = ? ORDER BY seq", (session,))
+    return [r[0] for r in rows]
+
+
+def test_window_holds_two_neighbours_each_side_and_the_date(memory: MemoryManager) -> None:
+    base = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
+    memory.store_batch([{"content": f"t{i}", "session_id": "s", "timestamp": base} for i in range(6)])
+    windows = _windows(memory)
+    assert windows["t0"] == "t0\nt1\nt2\n(8 May 2023)"
+    assert windows["t3"] == "t1\nt2\nt3\nt4\nt5\n(8 May 2023)"
+    assert windows["t5"] == "t3\nt4\nt5\n(8 May 2023)"
+
+
+def test_appending_updates_the_previous_windows(memory: MemoryManager) -> None:
+    for i in range(3):
+        memory.store(f"a{i}", session_id="s")
+    memory.store("a3", session_id="s")
+    assert _windows(memory)["a2"].startswith("a0\na1\na2\na3\n")
+    assert _windows(memory)["a1"].startswith("a0\na1\na2\na3\n")
+
+
+def test_backdated_memory_is_placed_in_order(memory: MemoryManager) -> None:
+    now = datetime.now(UTC)
+    for i in range(4):
+        memory.store(f"m{i}", session_id="s", timestamp=now + timedelta(seconds=i))
+    memory.store("early", session_id="s", timestamp=now + timedelta(seconds=1.5))
+    assert _seqs(memory, "s") == ["m0", "m1", "early", "m2", "m3"]
+    assert _windows(memory)["m3"].startswith("early\nm2\nm3\n")
+
+
+def test_delete_and_update_mend_neighbour_windows(memory: MemoryManager) -> None:
+    ids = [memory.store(f"w{i}", session_id="s") for i in range(5)]
+    memory.delete(ids[2])
+    assert "w2" not in _windows(memory)["w1"]
+    assert "w2" not in _windows(memory)
+    memory.update(ids[3], content="changed")
+    assert "changed" in _windows(memory)["w4"]
+
+
+def test_sessions_do_not_mix_and_loose_memories_get_their_own_window(memory: MemoryManager) -> None:
+    memory.store("alpha", session_id="one")
+    memory.store("beta", session_id="two")
+    assert "beta" not in _windows(memory)["alpha"]
+
+
+def test_lexical_context_finds_the_turn_next_to_the_words(memory: MemoryManager) -> None:
+    """The question's words are in the turn before the answer: only the window space links them."""
+    turns = [
+        "Mel: What did you do at the support group meeting last week?",
+        "Caroline: It was great, I met so many people there.",
+        "Mel: Nice weather today.",
+        "Caroline: I painted a lake at sunrise.",
+    ]
+    ids = memory.store_batch([{"content": t, "session_id": "chat", "type": "conversation"} for t in turns])
+    hits = memory.search("support group meeting", limit=4)
+    assert ids[1] in [h.id for h in hits[:2]]
+    assert "lexical_context" in next(h for h in hits if h.id == ids[1]).sources
+
+
+def test_date_words_make_dates_searchable(memory: MemoryManager) -> None:
+    may = memory.store("went hiking", session_id="a", timestamp="2023-05-08T10:00:00Z")
+    memory.store("went hiking", session_id="b", timestamp="2023-09-01T10:00:00Z")
+    assert memory.search("hiking in May 2023", limit=1)[0].id == may
+
+
+def test_every_space_can_be_turned_off(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from conftest import open_fake
+
+    for space in ("dense", "context", "lexical", "lexical_context"):
+        with open_fake(tmp_path / space, **{f"search.{space}_weight": 0}) as memory:
+            memory.store("the quick brown fox", session_id="s")
+            hit = memory.search("quick fox")[0]
+            assert space not in hit.sources
+
+
+def test_filters_are_respected_by_every_space_alone(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from conftest import open_fake
+
+    spaces = ("dense", "context", "lexical", "lexical_context")
+    for only in spaces:
+        weights = {f"search.{s}_weight": (1.0 if s == only else 0.0) for s in spaces}
+        with open_fake(tmp_path / only, **weights) as memory:
+            memory.store_batch(
+                [{"content": f"deploy the api server step {i}", "session_id": "s", "metadata": {"ok": i % 2 == 0}}
+                 for i in range(8)]
+            )
+            hits = memory.search("deploy api server", filters={"ok": True}, limit=10)
+            assert hits, only
+            assert all(h.metadata["ok"] is True for h in hits), only
+            assert all(only in h.sources for h in hits), only
+
+
+def test_rrf_fusion_is_available(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from conftest import open_fake
+
+    with open_fake(tmp_path / "rrf", **{"search.fusion": "rrf"}) as memory:
+        target = memory.store("kubernetes ingress certificate renewal")
+        memory.store("banana bread recipe")
+        hits = memory.search("ingress certificate")
+        assert hits[0].id == target and 0 < hits[0].score <= 1
