@@ -98,8 +98,10 @@ def test_filters_are_respected_by_every_space_alone(tmp_path) -> None:  # type: 
         weights = {f"search.{s}_weight": (1.0 if s == only else 0.0) for s in spaces}
         with open_fake(tmp_path / only, **weights) as memory:
             memory.store_batch(
-                [{"content": f"deploy the api server step {i}", "session_id": "s", "metadata": {"ok": i % 2 == 0}}
-                 for i in range(8)]
+                [
+                    {"content": f"deploy the api server step {i}", "session_id": "s", "metadata": {"ok": i % 2 == 0}}
+                    for i in range(8)
+                ]
             )
             hits = memory.search("deploy api server", filters={"ok": True}, limit=10)
             assert hits, only

@@ -26,9 +26,9 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from remindful.errors import CorruptionError, StorageError, StorageFullError, StorageLockedError
 from remindful import context
 from remindful.context import CONTEXT_SCHEMA
+from remindful.errors import CorruptionError, StorageError, StorageFullError, StorageLockedError
 from remindful.filters import SqlFilter
 
 T = TypeVar("T")

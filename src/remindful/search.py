@@ -37,7 +37,7 @@ STOPWORDS = frozenset(
     hers herself him himself his how i if in into is it its itself just me more most my myself no nor not now of
     off on once only or other our ours ourselves out over own same she should so some such than that the their
     theirs them themselves then there these they this those through to too under until up very was we were what
-    when where which while who whom why will with would you your yours yourself yourselves""".split()
+    when where which while who whom why will with would you your yours yourself yourselves""".split()  # noqa: SIM905
 )
 _WORD = re.compile(r"\w+", re.UNICODE)
 SPACES = ("dense", "context", "lexical", "lexical_context")

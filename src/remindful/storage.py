@@ -27,8 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from remindful.attachments import remove_copies
 from remindful import context
+from remindful.attachments import remove_copies
 from remindful.catalog import Catalog, MemoryRow
 from remindful.config import Settings
 from remindful.embed.base import Embedder
