@@ -110,6 +110,12 @@ def main(argv: list[str] | None = None) -> int:
         metavar="KEY=VALUE",
         help="a setting override, e.g. search.lexical_weight=0 (repeatable)",
     )
+    parser.add_argument(
+        "--embedding-cache",
+        type=Path,
+        default=None,
+        help="reuse embeddings across runs from this SQLite file (for ablations; ingest rates are then not comparable)",
+    )
     args = parser.parse_args(argv)
     ks = sorted(int(k) for k in args.k.split(","))
     data = json.loads(args.data.read_text())[: args.conversations]
@@ -117,7 +123,13 @@ def main(argv: list[str] | None = None) -> int:
     for pair in args.set:
         key, _, value = pair.partition("=")
         overrides[key] = json.loads(value) if value[:1] in "0123456789-[{tf" else value
+    if args.embedding_cache is not None:
+        from remindful.catalog import Catalog
+        from remindful.embed import CachedEmbedder, OnnxMiniLMEmbedder
+
+        overrides["embedder"] = CachedEmbedder(OnnxMiniLMEmbedder(), store=Catalog(args.embedding_cache))
     result = evaluate(data, ks, lambda path: remindful.open(path, **overrides))
+    overrides.pop("embedder", None)
     result["settings"] = overrides
     if args.json:
         print(json.dumps(result))

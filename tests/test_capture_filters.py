@@ -122,3 +122,10 @@ def test_manual_store_is_redacted_too(tmp_path: Path) -> None:
         assert memory.get(mid).content == "mail [EMAIL_REDACTED]"
     settings = load_settings(tmp_path / "t", **{"privacy.redact": False})
     assert apply_filters(settings, "dave@example.com", trigger="files").content == "dave@example.com"
+
+
+def test_invalid_custom_pattern_is_a_config_error(tmp_path: Path) -> None:
+    from remindful.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"privacy.redact_patterns.0.regex.*not a valid regular expression"):
+        load_settings(tmp_path, **{"privacy.redact_patterns": [{"regex": "(unclosed"}]})

@@ -139,3 +139,29 @@ def test_missing_watch_dir_is_an_error_at_start(tmp_path: Path) -> None:
 
     with open_fake(tmp_path / "store") as memory, pytest.raises(RemindfulError, match="Watch directory does not exist"):
         start_daemon_threads(memory, watch_dirs=[tmp_path / "nope"])
+
+
+@pytest.mark.slow
+def test_searchable_within_one_second_on_the_real_stack(tmp_path: Path, onnx_embedder: Any) -> None:
+    import remindful
+
+    with remindful.open(tmp_path / "store", embedder=onnx_embedder) as memory:
+        memory.store("warm up the model and the index")  # the first embedding and Chroma open
+        handle = start_daemon_threads(memory)
+        try:
+            payload = {
+                "session_id": "real",
+                "tool_name": "Bash",
+                "tool_input": {"command": "terraform apply", "description": "Provision the cloud network"},
+            }
+            returned = time.monotonic()
+            hook(tmp_path / "store", "PreToolUse", payload)
+            found: list[Any] = []
+            while time.monotonic() - returned < 1.0 and not found:
+                found = [h for h in memory.search("provisioning infrastructure", limit=3) if "terraform" in h.content]
+                time.sleep(0.02)
+            elapsed = time.monotonic() - returned
+            assert found, f"not searchable within 1 s ({elapsed:.2f} s)"
+            assert "dense" in found[0].sources
+        finally:
+            handle.stop()

@@ -208,3 +208,22 @@ def test_drain_failure_is_kept_for_retry(tmp_path: Path, caplog: pytest.LogCaptu
         assert memory.list() == []
         row = memory._state.catalog.read("SELECT attempts, last_error FROM spool")[0]
         assert row[0] == 1 and "KeyError" in row[1]
+
+
+def test_embedding_failure_keeps_the_event_for_a_retry(tmp_path: Path) -> None:
+    from remindful.embed import FakeEmbedder
+    from remindful.errors import EmbedderError
+
+    class Broken(FakeEmbedder):
+        def embed(self, texts: Any) -> Any:
+            raise EmbedderError("Failed to generate embeddings for memory: minilm failed with test error")
+
+    store = tmp_path / "s"
+    fire(store, "PreToolUse", payload("PreToolUse"))
+    with open_fake(store, embedder=Broken()) as memory:  # ERR-P1-01: not stored, error kept, no crash
+        assert memory._state.ready().catalog.count() == 0
+        row = memory._state.catalog.read("SELECT attempts, last_error FROM spool")[0]
+        assert row[0] == 1 and "Failed to generate embeddings" in row[1]
+    with open_fake(store) as memory:  # the next drain stores it
+        assert len(memory.list()) == 1
+        assert memory.stats()["spool_pending"] == 0

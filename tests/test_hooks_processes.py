@@ -37,10 +37,13 @@ def child_env(home: Path) -> dict[str, str]:
 def procs() -> Iterator[list[subprocess.Popen[Any]]]:
     started: list[subprocess.Popen[Any]] = []
     yield started
-    for proc in started:  # no process outlives its test
+    for proc in started:  # no process outlives its test, no pipe is left open
         if proc.poll() is None:
             proc.kill()
         proc.wait(10)
+        for stream in (proc.stdout, proc.stderr):
+            if stream is not None:
+                stream.close()
 
 
 @pytest.mark.slow
@@ -97,7 +100,7 @@ def start_daemon(store: Path, home: Path) -> subprocess.Popen[Any]:
         [SCRIPT, "--path", str(store), "daemon"],
         env=child_env(home),
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
         text=True,
     )
 

@@ -142,24 +142,49 @@ def test_at_most_three_memories_per_turn_most_confident_first(memory: MemoryMana
         assert len(one.capture_conversation(ConversationTurn(message, ""))) == 1
 
 
+#: Other knowledge, each in its own session: ranking is relative, so near-ties need a realistic
+#: field around them (min-max fusion over two candidates would set them far apart).
+DISTRACTORS = [
+    "We back up the database every night.",
+    "The analytics team will use Grafana dashboards.",
+    "Use the staging database for load tests.",
+    "Our main API is written in Go.",
+    "Database migrations run in CI.",
+    "We use Redis as a cache.",
+    "Use feature flags for risky changes.",
+    "The database password rotates monthly.",
+    "Backups are kept for thirty days.",
+    "We use Terraform for infrastructure.",
+]
+
+
+def _with_distractors(store: MemoryManager) -> None:
+    for i, text in enumerate(DISTRACTORS):
+        store.store(text, type="knowledge", session_id=f"other_{i}")
+
+
 def test_trigger_boost_is_visible_in_search_ranking(tmp_path: Path) -> None:
-    plain = "We use PostgreSQL for the main database."
-    other = "We use MySQL for the main database."
-    query = "which database do we use"
-    # Without a trigger the two statements are near-ties; find which one wins...
+    pair = ["We use PostgreSQL for the main database.", "We use MySQL for the main database."]
+    query, side_query = "which database do we use", "nightly database backups"
+
+    def capture(store: MemoryManager, triggered: str | None) -> None:
+        _with_distractors(store)
+        for i, text in enumerate(pair):
+            said = f"From now on remember that {text[0].lower()}{text[1:]}" if text == triggered else text
+            store.capture_conversation(ConversationTurn(said, conversation_id=f"c{i}"))
+
+    # Without a trigger the two statements are near-ties; find which one loses...
     with open_fake(tmp_path / "plain") as store:
-        store.capture_conversation(ConversationTurn(plain))
-        store.capture_conversation(ConversationTurn(other))
-        ranked = store.search(query, limit=2)
-    loser, loser_score = ranked[1].content, ranked[1].score
-    # ... then say the loser with a trigger phrase: it now ranks first, with a higher score.
+        capture(store, None)
+        loser = store.search(query, limit=2)[1].content
+        before = {h.content: h.score for h in store.search(side_query, limit=20)}[loser]
+    # ... then say the loser with a trigger phrase: it now ranks first, and scores higher.
     with open_fake(tmp_path / "trigger") as store:
-        for text in (plain, other):
-            said = f"From now on remember that {text[0].lower()}{text[1:]}" if text == loser else text
-            store.capture_conversation(ConversationTurn(said))
+        capture(store, loser)
         hits = store.search(query, limit=2)
         assert hits[0].content == loser, [(h.content, h.score) for h in hits]
-        assert hits[0].score > loser_score  # the importance factor shows in the score too
+        after = {h.content: h.score for h in store.search(side_query, limit=20)}[loser]
+    assert after > before  # the importance factor (scores at the top are capped at 1.0)
 
 
 def test_custom_trigger_patterns(tmp_path: Path) -> None:
@@ -238,3 +263,16 @@ def test_bad_input_names_the_field(memory: MemoryManager) -> None:
         memory.capture_correction("same", "same")
     with pytest.raises(ValidationError, match="'key'"):
         memory.capture_config_change("", "a", "b")
+
+
+def test_disabled_memory_reports_it(tmp_path: Path) -> None:
+    from remindful.errors import MemoryDisabledError
+
+    with open_fake(tmp_path / "off", enabled=False) as store:
+        with pytest.raises(MemoryDisabledError):
+            store.capture_conversation(ConversationTurn("Hello!"))
+        with pytest.raises(MemoryDisabledError):
+            store.capture_correction("a", "b")
+        with pytest.raises(MemoryDisabledError):
+            store.suggest("anything")
+        assert store.capture_conversation(ConversationTurn("I prefer tabs."), automatic=True) == []

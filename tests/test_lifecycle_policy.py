@@ -169,6 +169,7 @@ def test_retention_never_deletes_a_bookmarked_memory(
         )
         memory.settings.retention.max_items_per_collection = quota  # quota pressure on the cleanup
         memory.settings.storage.max_size_mb = 0.0001  # and size pressure
+        memory.store_batch([{"content": f"newcomer {kind}", "type": kind} for kind in ("screen", "action", "workflow")])
         memory.cleanup()
         memory.dedup(threshold=0.5)
         for memory_id, (marked, *_rest) in zip(ids, items, strict=True):

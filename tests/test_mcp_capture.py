@@ -257,7 +257,9 @@ async def test_proxy_around_a_python_server(tmp_path: Path) -> None:
     script.write_text(VISION_SCRIPT)
     store = tmp_path / "store"
     env = remindful_env(store, tmp_path / "home")
-    command, args = remindful_cmd("proxy", "--", sys.executable, str(script))
+    command, args = remindful_cmd(
+        "proxy", "--session", "vision_run", "--map", "analyze_*=knowledge", "--", sys.executable, str(script)
+    )
     async with Client(StdioServerParameters(command=command, args=args, env=env), read_timeout_seconds=120) as client:
         assert sorted(t.name for t in (await client.list_tools()).tools) == ["analyze_screen", "click"]
         looked = await client.call_tool("analyze_screen", {"region": "top"})
@@ -270,11 +272,19 @@ async def test_proxy_around_a_python_server(tmp_path: Path) -> None:
         captured = sorted((m.metadata["tool"], m.type.value, m.metadata["success"]) for m in manager.list())
         click = next((m for m in manager.list() if m.metadata["tool"] == "click"), None)
     assert captured == [
-        ("analyze_screen", "screen", True),
+        ("analyze_screen", "knowledge", True),
         ("click", "action", False),
         ("no_such_tool", "action", False),
     ]
+    assert click is not None and click.session_id == "vision_run"
     assert "off screen" in click.metadata["error"] and click.metadata["server"] == "vision"
+
+
+def test_proxy_rejects_a_bad_mapping(tmp_path: Path) -> None:
+    command, args = remindful_cmd("proxy", "--map", "click=gesture", "--", "true")
+    env = remindful_env(tmp_path / "store", tmp_path / "home")
+    result = subprocess.run([command, *args], env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and "--map" in result.stderr and "gesture" in result.stderr
 
 
 def test_proxy_reports_a_command_that_cannot_start(tmp_path: Path) -> None:

@@ -225,6 +225,12 @@ def validate_archive(path: Path, staging: Path) -> dict[str, Any]:
                 raise _bad(path, f"its files do not match the manifest (extra {extra[:5]}, missing {missing[:5]})")
             if CATALOG not in listed:
                 raise _bad(path, "it holds no catalog.sqlite3")
+            wrong = [n for n, m in files.items() if n != MANIFEST and m.size != listed[n].get("size")]
+            if wrong:
+                raise _bad(path, f"the sizes of {wrong[:5]} differ from the manifest")
+            needed = sum(m.size for m in files.values())
+            if needed > shutil.disk_usage(staging).free:
+                raise _bad(path, f"extracting it needs {needed / 1_048_576:.0f} MB, more than the free disk space")
             for name, member in files.items():
                 if name != MANIFEST:
                     _extract_checked(tar, member, staging, listed[name], path)

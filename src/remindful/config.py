@@ -177,6 +177,17 @@ class RedactPattern(_Section):
     replacement: str = Field("[REDACTED]", description="replacement text")
     name: str | None = Field(None, description="name under which stats() counts this rule's hits")
 
+    @field_validator("regex")
+    @classmethod
+    def _compiles(cls, value: str) -> str:
+        import re
+
+        try:
+            re.compile(value)
+        except re.error as exc:
+            raise ValueError(f"not a valid regular expression ({exc}); expected e.g. '\\bEMP-\\d{{5}}\\b'") from None
+        return value
+
 
 class PrivacySettings(_Section):
     redact_screenshots: bool = Field(False, description="redact sensitive text in screen memories")

@@ -6,7 +6,8 @@ over within :data:`STANDBY_RETRY_S` if the owner dies):
 - drain the hook spool every ``daemon.poll_interval_ms`` (100 ms), so an event is stored and
   searchable well within 1 s of its hook returning;
 - index and watch the Markdown files of ``auto_capture.watch_dirs`` (and any given directories);
-- run the retention schedule (:mod:`remindful.policy.scheduler`) when it is installed;
+- run the retention schedule (:mod:`remindful.policy.scheduler`) when it is installed, and at a
+  clean stop honour ``privacy.delete_on_exit`` (:func:`remindful.sessions.delete_on_exit`);
 - answer local requests on ``http://127.0.0.1:PORT``: ``POST /context`` (context injection for
   hooks: ``{"query", "budget_tokens", "exclude"}`` → ``{"context"}``) and ``GET /health``.
   Every request needs ``Authorization: Bearer TOKEN``; port, token and pid are in
@@ -78,6 +79,9 @@ class DaemonHandle:
         return self
 
     def stop(self, timeout: float = 5.0) -> None:
+        """End every role (idempotent); the owner removes daemon.json and releases the lock."""
+        if self.stop_event.is_set():
+            return
         self.stop_event.set()
         if self._server is not None:
             self._server.shutdown()
@@ -90,6 +94,7 @@ class DaemonHandle:
         for thread in self._threads:
             thread.join(timeout)
         if self.owner.is_set():
+            self._delete_on_exit()
             with contextlib.suppress(OSError):
                 info = json.loads((self.path / DAEMON_FILE).read_text())
                 if info.get("pid") == os.getpid():
@@ -97,6 +102,17 @@ class DaemonHandle:
         if self._lock_fd is not None:
             os.close(self._lock_fd)
             self._lock_fd = None
+
+    def _delete_on_exit(self) -> None:
+        """``privacy.delete_on_exit``: this process's session goes with it (remindful.sessions)."""
+        try:
+            from remindful.sessions import delete_on_exit
+        except ImportError:
+            return
+        try:
+            delete_on_exit(self.manager)
+        except Exception as exc:
+            log.error("privacy.delete_on_exit failed: %s", exc)
 
     def _try_lock(self) -> bool:
         fd = os.open(self.path / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)

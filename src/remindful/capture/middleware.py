@@ -97,8 +97,10 @@ class CaptureWorker:
 
     ``submit`` never blocks and never raises: when the bounded queue is full the call is dropped
     and counted (``stats["dropped"]``) with a warning. ``get_manager`` is called in the worker
-    thread on the first capture, so loading the store costs the host nothing. ``session_id``
-    defaults to the manager's session (one per process).
+    thread, so loading the store costs the host nothing: on the first capture, or at once with
+    ``warm=True`` (which also opens the vector index). ``session_id`` defaults to the manager's
+    session (one per process). Captures still queued when the process is killed are lost:
+    :meth:`close` at shutdown stores them.
     """
 
     def __init__(
@@ -108,8 +110,10 @@ class CaptureWorker:
         mapping: Callable[[str], str] | None = None,
         session_id: str | None = None,
         max_queue: int = 10_000,
+        warm: bool = False,
     ) -> None:
         self._get_manager = get_manager
+        self._warm = warm
         self.mapping = mapping or TypeMapping()
         self.session_id = session_id
         self._queue: queue.Queue[ToolCall | None] = queue.Queue(maxsize=max_queue)
@@ -141,6 +145,8 @@ class CaptureWorker:
         self._thread.join(timeout)
 
     def _run(self) -> None:
+        if self._warm:
+            self._warm_up()
         while True:
             call = self._queue.get()
             try:
@@ -152,6 +158,17 @@ class CaptureWorker:
                 log.warning("could not capture the call of %s: %s", getattr(call, "tool", "?"), exc)
             finally:
                 self._queue.task_done()
+
+    def _warm_up(self) -> None:
+        """Open the store and its vector index before the first call arrives, so that captures
+        are committed within milliseconds even when the host is stopped soon after its last call."""
+        try:
+            manager = self._get_manager()
+            if not manager.disabled_reason:
+                manager.stats()
+                manager.index_status()
+        except Exception as exc:  # the first capture reports it again, with its own error
+            log.debug("capture warm-up failed: %s", exc)
 
     def _store(self, call: ToolCall) -> None:
         manager = self._get_manager()

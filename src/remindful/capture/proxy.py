@@ -136,11 +136,15 @@ def run_proxy(
     get_manager: Callable[[], MemoryManager],
     *,
     mapping: Callable[[str], str] | None = None,
+    session_id: str | None = None,
     stdin: IO[bytes] | None = None,
     stdout: IO[bytes] | None = None,
     env: dict[str, str] | None = None,
 ) -> int:
     """Start ``command``, relay stdio between it and this process, capture its tool calls.
+
+    ``mapping`` maps tool names to memory types (default :class:`TypeMapping`); ``session_id``
+    names the session the captures belong to (default: the manager's, one per run).
 
     Returns the wrapped server's exit code (127 if it could not be started).
     """
@@ -156,7 +160,7 @@ def run_proxy(
         sys.stderr.write(f"remindful proxy: could not start {command[0]!r}: {exc}\n")
         return 127
     assert child.stdin is not None and child.stdout is not None
-    worker = CaptureWorker(get_manager, mapping=mapping or TypeMapping())
+    worker = CaptureWorker(get_manager, mapping=mapping or TypeMapping(), session_id=session_id, warm=True)
     tracker = ToolCallTracker(worker.submit)
 
     def terminate_if_running() -> None:
@@ -172,7 +176,10 @@ def run_proxy(
         timer.start()
 
     def stop(signum: int, frame: Any) -> None:
-        child.terminate()
+        # A client stopping us (SIGTERM after closing stdin) allows a grace period before SIGKILL:
+        # stop the wrapped server and use that time to store the captures still queued.
+        if child.poll() is None:
+            child.terminate()
 
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, stop)

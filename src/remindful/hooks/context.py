@@ -140,6 +140,8 @@ def hook_context(
     import remindful
 
     with remindful.open(path or storage) as manager:
+        # No drain here: storing a backlog of spooled events would outlast the hook's timeout.
+        manager._state.on_open.clear()
         return context_for(manager, query, budget_tokens=budget, exclude=exclude)
 
 

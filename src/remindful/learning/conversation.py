@@ -101,6 +101,7 @@ def capture_conversation(
     if automatic and not conversation_capture_enabled(settings, turn.conversation_id):
         log.debug("[MEM:CAPTURE] conversation capture is off; turn of %s skipped", turn.conversation_id)
         return []
+    manager._state.ready()  # memory disabled: MemoryDisabledError with the reason, even for an empty turn
     if not turn.user_message.strip() and not turn.assistant_response.strip():
         return []
     learning = settings.learning

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from remindful.manager import MemoryManager
 
 #: Candidates examined per search; enough to count repeated failures of one action.
-CANDIDATES = 100
+CANDIDATES = 50
 
 
 def _similarities(manager: MemoryManager, context: str, ids: Sequence[str]) -> dict[str, float]:

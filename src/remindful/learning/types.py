@@ -40,8 +40,16 @@ class ConversationTurn:
         """Build a turn from JSON-like input; raises ValidationError naming a bad field."""
         if not isinstance(data, dict):
             raise ValidationError("turn", "expected an object with user_message and assistant_response")
-        known = {"user_message", "assistant_response", "conversation_id", "user_id", "timestamp", "project_id"}
-        unknown = set(data) - known - {"user_name"}
+        known = {
+            "user_message",
+            "assistant_response",
+            "conversation_id",
+            "user_id",
+            "timestamp",
+            "project_id",
+            "user_name",
+        }
+        unknown = set(data) - known
         if unknown:
             raise ValidationError("turn", f"unknown keys {sorted(unknown)}; expected {sorted(known)}")
         return cls(

@@ -37,17 +37,36 @@ def serve(
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def proxy(
     command: Annotated[list[str], typer.Argument(help="The command that starts the MCP server to wrap (after --).")],
+    session: Annotated[
+        str | None, typer.Option("--session", "-s", help="Session of the captured calls (default: a new one).")
+    ] = None,
+    map_: Annotated[
+        list[str] | None,
+        typer.Option("--map", help="TOOL_PATTERN=TYPE: store matching tools' calls as TYPE (repeatable, fnmatch)."),
+    ] = None,
 ) -> None:
     """Wrap another stdio MCP server: relay everything unchanged, remember its tool calls.
 
-    Example: remindful proxy -- npx -y @modelcontextprotocol/server-everything
+    Example: remindful proxy --map 'vision_*=screen' -- npx -y @modelcontextprotocol/server-everything
     """
+    from remindful.capture.middleware import TypeMapping
     from remindful.capture.proxy import run_proxy
+    from remindful.model import MemoryType
     from remindful.shells.mcp_server import LazyManager
 
+    patterns: dict[str, str] = {}
+    for rule in map_ or []:
+        pattern, _, memory_type = rule.partition("=")
+        if not pattern or memory_type not in {t.value for t in MemoryType}:
+            valid = ", ".join(t.value for t in MemoryType)
+            err_console.print(
+                f"[red]error:[/red] Invalid '--map' {rule!r}: expected TOOL_PATTERN=TYPE, TYPE one of {valid}"
+            )
+            raise typer.Exit(2)
+        patterns[pattern] = memory_type
     manager = LazyManager(_State.path)
     try:
-        code = run_proxy(command, manager)
+        code = run_proxy(command, manager, mapping=TypeMapping.from_dict(patterns), session_id=session)
     finally:
         manager.close()
     raise typer.Exit(code)

@@ -148,7 +148,7 @@ class StdioFront:
             if method == "initialize":
                 self._version = result.get("protocolVersion")
             self._answered.add(rid)
-        self._write(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}))
+        self._write(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}, separators=(",", ":")))
 
     def _from_sdk(self, line: str) -> None:
         try:
