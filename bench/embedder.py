@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import os
 import statistics
 import sys
 import time
@@ -25,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from remindful.embed import OnnxMiniLMEmbedder, SentenceTransformersEmbedder
+from remindful.embed.onnx import default_threads
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo_dev.json"
 TARGETS = {"throughput_ratio": 2.0, "single_p50_ms": 5.0, "load_ms": 1000.0}
@@ -100,6 +102,9 @@ def main(argv: list[str] | None = None) -> int:
         "onnx": {**onnx_figures, "origin": onnx.origin, "threads": args.threads, "batch_size": args.batch_size},
         "sentence_transformers": None,
         "targets": TARGETS,
+        # Timings on a shared machine mean little without the load they were taken under.
+        "cpus": default_threads(),
+        "load_average_1m": round(os.getloadavg()[0], 2),
     }
     if importlib.util.find_spec("sentence_transformers") is not None:
         st = SentenceTransformersEmbedder()
@@ -115,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(result))
         return 0
-    print(f"{len(texts)} texts from {args.data.name}")
+    print(f"{len(texts)} texts from {args.data.name}, {result['cpus']} CPUs, load average {result['load_average_1m']}")
     for label, key in (("onnx", "onnx"), ("sentence-transformers", "sentence_transformers")):
         figures = result[key]
         if figures is None:

@@ -82,6 +82,67 @@ async def test_second_start_answers_early_with_the_sdk_answers(tmp_path: Path) -
     assert listed_after < 5, f"tools/list took {listed_after:.2f}s on a warm start"
 
 
+SLOW_SDK = """
+import sys, time
+
+class SlowMcp:  # delays the first import of the MCP SDK, as on a slow machine
+    def find_spec(self, name, path=None, target=None):
+        if name == "mcp.server":
+            sys.meta_path.remove(self)
+            time.sleep(float(__import__("os").environ["SLOW_SDK_SECONDS"]))
+        return None
+
+sys.meta_path.insert(0, SlowMcp())
+"""
+
+
+def test_early_answers_do_not_wait_for_the_sdk(tmp_path: Path) -> None:
+    """With the SDK import held up for 8 s, a warm start still answers initialize and tools/list
+    at once (from the manifest), and the SDK then answers everything else."""
+    env = server_env(tmp_path)
+    requests = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INITIALIZE},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+        {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "memory_stats", "arguments": {}}},
+    ]
+    cold = raw_session(env, requests)  # no manifest yet: the SDK answers and they are recorded
+    (tmp_path / "slow").mkdir()
+    (tmp_path / "slow" / "sitecustomize.py").write_text(SLOW_SDK)
+    slow_env = {**env, "PYTHONPATH": str(tmp_path / "slow"), "SLOW_SDK_SECONDS": "8"}
+    warm = raw_session(slow_env, requests)
+    assert warm[1]["message"] == cold[1]["message"] and warm[2]["message"] == cold[2]["message"]
+    assert warm[2]["at"] < 4, f"tools/list answered after {warm[2]['at']:.1f}s: it waited for the SDK"
+    assert warm[3]["at"] > 8 and warm[3]["message"]["result"]["structuredContent"]["success"] is True
+
+
+INITIALIZE = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "0"}}
+
+
+def raw_session(env: dict[str, str], requests: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
+    """Send JSON-RPC lines to `remindful serve`; each answer by id with the seconds it took."""
+    started = time.monotonic()
+    proc = subprocess.Popen(
+        [remindful_script(), "serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write(b"".join(json.dumps(r).encode() + b"\n" for r in requests))
+    proc.stdin.flush()
+    wanted = {r["id"] for r in requests if "id" in r}
+    answers: dict[int, dict[str, Any]] = {}
+    try:
+        while set(answers) != wanted:
+            line = proc.stdout.readline()
+            assert line, f"the server closed its output with answers to {sorted(answers)} only"
+            message = json.loads(line)
+            answers[message["id"]] = {"message": message, "at": time.monotonic() - started}
+    finally:
+        proc.stdin.close()
+        proc.stdout.close()
+        proc.wait(timeout=60)
+    return answers
+
+
 async def test_stdio_with_the_real_embedder(tmp_path: Path) -> None:
     async with Client(stdio(tmp_path, fake=False), mode="legacy", read_timeout_seconds=180) as client:
         for text in ("Clicked the login button on the sign-in page", "Bought milk and eggs at the grocery store"):

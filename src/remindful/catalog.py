@@ -34,6 +34,8 @@ from remindful.filters import SqlFilter
 T = TypeVar("T")
 
 SCHEMA_VERSION = 1
+#: Above this many rows matching a lexical query, its most common terms are dropped.
+LEXICAL_MAX_MATCHES = 2000
 RETRIES = 3
 BACKOFF_S = 0.05
 
@@ -370,23 +372,57 @@ class Catalog:
         matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(len(rows), -1)
         return [r[0] for r in rows], matrix
 
-    def lexical(self, match: str, flt: SqlFilter, limit: int) -> list[tuple[str, float]]:
-        """FTS5 matches for ``match`` among rows passing ``flt``: (id, bm25 score > 0) best first."""
-        sql = (
-            "SELECT m.id, -bm25(memories_fts) AS score "
-            "FROM memories_fts JOIN memories m ON m.rowid = memories_fts.rowid "
-            f"WHERE memories_fts MATCH ? AND {flt.sql} ORDER BY bm25(memories_fts) LIMIT ?"
-        )
-        return [(r[0], float(r[1])) for r in self.read(sql, [match, *flt.params, limit])]
+    def lexical(
+        self, terms: Sequence[str], flt: SqlFilter, limit: int, *, table: str = "memories_fts", restricted: bool = True
+    ) -> list[tuple[str, float]]:
+        """BM25 matches (any of ``terms``) among rows passing ``flt``: (id, score > 0) best first.
 
-    def lexical_context(self, match: str, flt: SqlFilter, limit: int) -> list[tuple[str, float]]:
-        """Like :meth:`lexical`, over each memory's session window (see :mod:`remindful.context`)."""
-        sql = (
-            "SELECT m.id, -bm25(context_fts) AS score "
-            "FROM context_fts JOIN memories m ON m.rowid = context_fts.rowid "
-            f"WHERE context_fts MATCH ? AND {flt.sql} ORDER BY bm25(context_fts) LIMIT ?"
+        ``table`` is ``memories_fts`` (the memory's text) or ``context_fts`` (its session window).
+        BM25 scores every row matching any term, so when the terms match more than
+        ``LEXICAL_MAX_MATCHES`` rows the most common terms are dropped (they weigh least in BM25)
+        until the rarest ones fit: the cost stays bounded as the store grows. Unrestricted searches
+        rank in the FTS index alone and check the filter on the top rows only.
+        """
+        if table not in ("memories_fts", "context_fts"):
+            raise ValueError(f"unknown lexical table {table!r}")
+        match = _fts_or(terms)
+        if not match:
+            return []
+        if self.read(f"SELECT count(*) FROM {table} WHERE {table} MATCH ?", [match])[0][0] > LEXICAL_MAX_MATCHES:
+            match = _fts_or(self._rarest_terms(table, terms))
+        if restricted:
+            sql = (
+                f"SELECT m.id, -bm25({table}) FROM {table} JOIN memories m ON m.rowid = {table}.rowid "
+                f"WHERE {table} MATCH ? AND {flt.sql} ORDER BY bm25({table}) LIMIT ?"
+            )
+            return [(r[0], float(r[1])) for r in self.read(sql, [match, *flt.params, limit])]
+        ranked = self.read(
+            f"SELECT rowid, -bm25({table}) FROM {table} WHERE {table} MATCH ? ORDER BY bm25({table}) LIMIT ?",
+            [match, limit * 2],
         )
-        return [(r[0], float(r[1])) for r in self.read(sql, [match, *flt.params, limit])]
+        if not ranked:
+            return []
+        marks = ",".join("?" * len(ranked))
+        ids = dict(
+            self.read(
+                f"SELECT rowid, id FROM memories WHERE rowid IN ({marks}) AND {flt.sql}",
+                [r[0] for r in ranked] + list(flt.params),
+            )
+        )
+        return [(ids[rowid], float(score)) for rowid, score in ranked if rowid in ids][:limit]
+
+    def _rarest_terms(self, table: str, terms: Sequence[str]) -> list[str]:
+        counted = sorted(
+            (self.read(f"SELECT count(*) FROM {table} WHERE {table} MATCH ?", [_fts_or([t])])[0][0], t) for t in terms
+        )
+        kept: list[str] = []
+        total = 0
+        for count, term in counted:
+            if kept and total + count > LEXICAL_MAX_MATCHES:
+                break
+            kept.append(term)
+            total += count
+        return kept
 
     def neighbourhoods(self, ids: Sequence[str], radius: int) -> list[tuple[str, str, int, np.ndarray]]:
         """For each id: (id, neighbour id, offset, neighbour vector) for every embedded memory within
@@ -488,6 +524,11 @@ class Catalog:
 
     def file_size_bytes(self) -> int:
         return sum(p.stat().st_size for p in self.path.parent.glob(self.path.name + "*") if p.is_file())
+
+
+def _fts_or(terms: Sequence[str]) -> str:
+    """An FTS5 expression matching any of the terms (each quoted, so no operator can be injected)."""
+    return " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
 
 
 def _blob(vector: np.ndarray | None) -> bytes | None:

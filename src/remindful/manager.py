@@ -20,8 +20,8 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from remindful.capture.filters import redact_for_store
 from remindful.attachments import attach_files
+from remindful.capture.filters import redact_for_store
 from remindful.catalog import MemoryRow
 from remindful.config import Settings
 from remindful.embed.base import Embedder

@@ -21,7 +21,7 @@ most ``1 + importance_boost`` (importance) and ``1 + session_boost`` (the resume
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -43,15 +43,12 @@ _WORD = re.compile(r"\w+", re.UNICODE)
 SPACES = ("dense", "context", "lexical", "lexical_context")
 
 
-def lexical_query(text: str) -> str | None:
-    """An FTS5 MATCH expression: the query's distinct non-stopword terms, quoted, OR-ed."""
-    terms: list[str] = []
-    for word in _WORD.findall(text.lower()):
-        if word not in STOPWORDS and word not in terms:
-            terms.append(word)
-    if not terms:  # a query of stopwords only: use them rather than nothing
-        terms = list(dict.fromkeys(_WORD.findall(text.lower())))
-    return " OR ".join(f'"{t}"' for t in terms[:64]) or None
+def lexical_terms(text: str) -> list[str]:
+    """The query's distinct terms for BM25: lowercased words, without stopwords and single letters
+    (unless nothing else is left), at most 64."""
+    words = list(dict.fromkeys(_WORD.findall(text.lower())))
+    terms = [w for w in words if w not in STOPWORDS and (len(w) > 1 or w.isdigit())]
+    return (terms or words)[:64]
 
 
 @dataclass(slots=True)
@@ -104,22 +101,34 @@ def context_scores(
     cos(query, v + w * (v_prev + v_next)), best first."""
     if not dense:
         return []
-    vectors: dict[str, np.ndarray] = {}
-    by_pos: dict[tuple[str, int], str] = {}  # (candidate, offset in its session) -> memory id
+    rows: dict[str, int] = {}  # memory id -> row of ``vectors``
+    vectors: list[np.ndarray] = [np.zeros_like(query)]  # row 0: "no neighbour"
+    by_pos: dict[tuple[str, int], int] = {}  # (candidate, offset in its session) -> row
     for cand, nid, offset, vector in catalog.neighbourhoods([mid for mid, _ in dense], radius=2):
-        vectors[nid] = vector
-        by_pos[(cand, offset)] = nid
-    scored: dict[str, float] = {}
-    for (cand, offset), nid in by_pos.items():
-        if abs(offset) > 1 or nid in scored:
+        if nid not in rows:
+            rows[nid] = len(vectors)
+            vectors.append(vector)
+        by_pos[(cand, offset)] = rows[nid]
+    ids: list[str] = []
+    own: list[int] = []
+    sides: list[int] = []
+    names = {row: nid for nid, row in rows.items()}
+    seen: set[int] = set()
+    for (cand, offset), row in by_pos.items():
+        if abs(offset) > 1 or row in seen:
             continue
-        vec = vectors[nid].copy()
-        for side in (offset - 1, offset + 1):
-            other = by_pos.get((cand, side))
-            if other is not None:
-                vec += neighbour_weight * vectors[other]
-        norm = float(np.linalg.norm(vec))
-        scored[nid] = float(vec @ query) / norm if norm else 0.0
+        seen.add(row)
+        ids.append(names[row])
+        own.append(row)
+        sides += [by_pos.get((cand, offset - 1), 0), by_pos.get((cand, offset + 1), 0)]
+    scored: dict[str, float] = {}
+    if ids:
+        matrix = np.stack(vectors)
+        pairs = np.asarray(sides).reshape(-1, 2)
+        summed = matrix[own] + neighbour_weight * (matrix[pairs[:, 0]] + matrix[pairs[:, 1]])
+        norms = np.linalg.norm(summed, axis=1)
+        sims = (summed @ query) / np.where(norms > 0, norms, 1.0)
+        scored = dict(zip(ids, sims.tolist(), strict=True))
     # Memories without a session position keep their plain similarity.
     for mid, score in dense:
         scored.setdefault(mid, score)
@@ -146,8 +155,19 @@ def fuse(candidates: Candidates, weights: dict[str, float], *, method: str, rrf_
     return {mid: score / total for mid, score in fused.items()}
 
 
+@dataclass(frozen=True, slots=True)
+class Eligible:
+    """What ranking needs of a candidate that passed the filter."""
+
+    importance: float
+    session_id: str | None
+
+
 def boost(
-    fused: dict[str, float], rows: dict[str, MemoryRow], settings: SearchSettings, resumed_session: str | None
+    fused: dict[str, float],
+    rows: Mapping[str, Eligible | MemoryRow],
+    settings: SearchSettings,
+    resumed_session: str | None,
 ) -> dict[str, float]:
     """Importance and resumed-session boosts. Multiplicative and bounded, so a boost reorders
     near-ties but cannot lift an irrelevant memory above a clearly relevant one."""
@@ -189,20 +209,20 @@ def rank(
     dense: list[tuple[str, float]] = []
     if weights["dense"] > 0 or weights["context"] > 0:
         dense = _dense(catalog, query_vector, flt, k, dense_from_index, restricted, pending_sql, settings)
-    match = lexical_query(query_text) if weights["lexical"] > 0 or weights["lexical_context"] > 0 else None
+    terms = lexical_terms(query_text) if weights["lexical"] > 0 or weights["lexical_context"] > 0 else []
 
-    rows = _hydrate(catalog, {mid for mid, _ in dense}, flt)
+    rows = _eligible(catalog, {mid for mid, _ in dense}, flt)
     dense = [(mid, s) for mid, s in dense if mid in rows][:k]
     if weights["dense"] > 0:
         candidates.add("dense", dense)
     if weights["context"] > 0:
         candidates.add("context", context_scores(catalog, query_vector, dense, settings.context_neighbour_weight))
-    if match and weights["lexical"] > 0:
-        candidates.add("lexical", catalog.lexical(match, flt, k))
-    if match and weights["lexical_context"] > 0:
-        candidates.add("lexical_context", catalog.lexical_context(match, flt, k))
+    if terms and weights["lexical"] > 0:
+        candidates.add("lexical", catalog.lexical(terms, flt, k, restricted=restricted))
+    if terms and weights["lexical_context"] > 0:
+        candidates.add("lexical_context", catalog.lexical(terms, flt, k, table="context_fts", restricted=restricted))
 
-    rows.update(_hydrate(catalog, candidates.ids() - rows.keys(), flt))
+    rows.update(_eligible(catalog, candidates.ids() - rows.keys(), flt))
     for space, ranked in list(candidates.by_space.items()):
         candidates.by_space[space] = [(mid, s) for mid, s in ranked if mid in rows][: k * 2]
     fused = fuse(candidates, weights, method=settings.fusion, rrf_k=settings.rrf_k)
@@ -212,7 +232,8 @@ def rank(
         for mid, _ in ranked:
             found_by.setdefault(mid, []).append(space)
     ordered = sorted(scores.items(), key=lambda item: (-item[1], item[0]))[:limit]
-    return [(rows[mid], min(score, 1.0), tuple(found_by.get(mid, ()))) for mid, score in ordered]
+    full = catalog.get_rows([mid for mid, _ in ordered])
+    return [(full[mid], min(score, 1.0), tuple(found_by.get(mid, ()))) for mid, score in ordered if mid in full]
 
 
 def _dense(
@@ -235,11 +256,14 @@ def _dense(
     return merge_dense(from_index, pending, k=k * 2)
 
 
-def _hydrate(catalog: Catalog, ids: set[str], flt: SqlFilter) -> dict[str, MemoryRow]:
-    """Catalog rows for candidate ids that still exist and pass the filter."""
+def _eligible(catalog: Catalog, ids: set[str], flt: SqlFilter) -> dict[str, Eligible]:
+    """The candidates that still exist and pass the filter, with what ranking needs of them."""
     if not ids:
         return {}
     ordered = sorted(ids)
     marks = ",".join("?" * len(ordered))
-    found = catalog.select_rows(SqlFilter(f"id IN ({marks})", tuple(ordered)) & flt, limit=len(ordered), order="rowid")
-    return {row.id: row for row in found}
+    rows = catalog.read(
+        f"SELECT id, importance, session_id FROM memories WHERE id IN ({marks}) AND {flt.sql}",
+        [*ordered, *flt.params],
+    )
+    return {mid: Eligible(importance, session_id) for mid, importance, session_id in rows}

@@ -326,7 +326,8 @@ class StoreState:
         """SQL (appended to a filter) selecting rows this process's index view may lack.
 
         When too many accumulate, the view is refreshed: they are upserted again (idempotent)."""
-        above = self.catalog.count(SqlFilter("rowid > ?", (self._index_rowid,)))
+        # An upper bound (rowids only grow): counting rows would read the whole table.
+        above = self._max_rowid() - self._index_rowid
         if above > PENDING_REFRESH and self._index is not None:
             top = self._max_rowid()
             with self._init_lock:
@@ -542,7 +543,7 @@ class StoreState:
         def run(k: int) -> list[tuple[str, float]]:
             found: list[tuple[str, float]] = []
             for memory_type in types:
-                if counts.get(memory_type.value, 1):
+                if counts.get(memory_type.value, 0):
                     found += index.query(memory_type.collection, vector, k, where)
             return sorted(found, key=lambda item: -item[1])[:k]
 

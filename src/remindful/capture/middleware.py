@@ -141,7 +141,10 @@ class CaptureWorker:
     def close(self, timeout: float = 10.0) -> None:
         """Store what is queued, then stop the thread."""
         self.flush(timeout)
-        self._queue.put(None)
+        try:
+            self._queue.put(None, timeout=timeout)
+        except queue.Full:  # still busy after the timeout: leave the daemon thread behind
+            return
         self._thread.join(timeout)
 
     def _run(self) -> None:

@@ -41,16 +41,18 @@ def manifest_key() -> str:
     import importlib.util
 
     parts = [sys.version.split()[0]]
-    here = Path(__file__).resolve().parent
-    for folder in (here, here / "mcp_tools"):
-        for entry in sorted(os.scandir(folder), key=lambda e: e.name):
-            if entry.name.endswith(".py"):
-                st = entry.stat()
-                parts.append(f"{entry.name}:{st.st_size}:{st.st_mtime_ns}")
-    for package in ("mcp", "mcp_types", "remindful"):
-        spec = importlib.util.find_spec(package)
+    # Every module of remindful (tool docstrings may come from anywhere in it): ~100 stats, ~1 ms.
+    package = Path(__file__).resolve().parents[1]
+    for folder, dirs, files in os.walk(package):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("__"))
+        for name in sorted(files):
+            if name.endswith(".py"):
+                st = os.stat(os.path.join(folder, name))
+                parts.append(f"{os.path.relpath(folder, package)}/{name}:{st.st_size}:{st.st_mtime_ns}")
+    for package_name in ("mcp", "mcp_types"):
+        spec = importlib.util.find_spec(package_name)
         origin = spec.origin if spec and spec.origin else ""
-        parts.append(f"{package}:{os.stat(origin).st_mtime_ns if origin else 0}")
+        parts.append(f"{package_name}:{os.stat(origin).st_mtime_ns if origin else 0}")
     return "|".join(parts)
 
 
@@ -126,22 +128,26 @@ class StdioFront:
         except ValueError:
             message = None
         if isinstance(message, dict) and message.get("method") in EARLY_METHODS and "id" in message:
-            self._early(message)
+            try:
+                self._early(message)
+            except Exception as exc:  # a malformed request: the SDK answers it with the proper error
+                sys.stderr.write(f"remindful serve: not answered early ({type(exc).__name__}: {exc})\n")
         self._to_sdk.put(line)
 
     def _early(self, message: dict[str, Any]) -> None:
         method, rid = message["method"], _id_key(message["id"])
         with self._state_lock:
             if method == "initialize":
-                params = message.get("params") or {}
-                version = str(params.get("protocolVersion", "")) if isinstance(params, dict) else ""
+                init = message.get("params") or {}
+                version = str(init.get("protocolVersion", "")) if isinstance(init, dict) else ""
             else:
                 version = self._version or ""
             self._pending[rid] = (method, version)
             if self._sdk_up.is_set():
                 return
-            if method == "tools/list" and (message.get("params") or {}).get("cursor"):
-                return
+            params = message.get("params")
+            if method == "tools/list" and params is not None and params != {}:
+                return  # a cursor or other options: leave it to the SDK
             result = self._manifest.get(method, {}).get(version)
             if result is None:
                 return

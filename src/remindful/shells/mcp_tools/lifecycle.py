@@ -18,6 +18,7 @@ from remindful.shells.mcp_tools.confirm import Approval, approved, confirmation,
 if TYPE_CHECKING:
     from remindful.manager import MemoryManager
 
+MAX_IDS = 100
 CONFIRM_DELETE_SESSION = confirmation("Delete every memory of this session? A backup is taken first.")
 CONFIRM_RESTORE = confirmation("Replace ALL current memories with the backup? The current data is backed up first.")
 CONFIRM_CLEAR = confirmation("Delete EVERY memory in every collection? A backup is taken first.")
@@ -69,7 +70,16 @@ def register(mcp: Any, get_manager: GetManager) -> None:
         """Apply the retention policy now: expired and old unprotected memories, near-duplicates,
         tier caps and quotas. Bookmarked memories are never deleted. Reports counts per reason
         and the space freed; try dry_run=true first."""
-        return run(get_manager, lambda m: m.cleanup(dry_run=dry_run))
+
+        def clean(m: MemoryManager) -> dict[str, Any]:
+            report = m.cleanup(dry_run=dry_run)
+            ids = report.pop("ids", None)
+            if ids is not None:  # a dry run names what would go; keep the answer small for the agent
+                report["ids"] = ids[:MAX_IDS]
+                report["ids_truncated"] = len(ids) > MAX_IDS
+            return report
+
+        return run(get_manager, clean)
 
     @tool(mcp, DESTRUCTIVE)
     def memory_dedup(
