@@ -106,9 +106,25 @@ def before_delete(conn: sqlite3.Connection, ids: Sequence[str]) -> list[tuple[st
 
 
 def after_delete(conn: sqlite3.Connection, spots: Iterable[tuple[str, int]]) -> None:
-    """Rebuild the windows that included deleted rows (the gaps stay: positions only order)."""
-    for session_id, first, last in _merge(spots):
-        refresh(conn, session_id, first - WINDOW, last + WINDOW)
+    """Rebuild the windows that included deleted rows: those within ``WINDOW`` positions of one
+    (the gaps stay: positions only order)."""
+    by_session: dict[str, set[int]] = {}
+    for session_id, seq in spots:
+        by_session.setdefault(session_id, set()).update(range(seq - WINDOW, seq + WINDOW + 1))
+    for session_id, seqs in by_session.items():
+        for first, last in _runs(sorted(seqs)):
+            refresh(conn, session_id, first, last)
+
+
+def _runs(seqs: Sequence[int]) -> list[tuple[int, int]]:
+    """Consecutive runs in sorted integers: [1, 2, 3, 7, 8] -> [(1, 3), (7, 8)]."""
+    runs: list[tuple[int, int]] = []
+    for seq in seqs:
+        if runs and seq == runs[-1][1] + 1:
+            runs[-1] = (runs[-1][0], seq)
+        else:
+            runs.append((seq, seq))
+    return runs
 
 
 def after_update(conn: sqlite3.Connection, memory_id: str) -> None:
@@ -151,13 +167,3 @@ def _write_windows(conn: sqlite3.Connection, windows: Sequence[tuple[int, str]])
     if windows:
         conn.executemany("DELETE FROM context_fts WHERE rowid = ?", [(rowid,) for rowid, _ in windows])
         conn.executemany("INSERT INTO context_fts (rowid, text) VALUES (?, ?)", windows)
-
-
-def _merge(spots: Iterable[tuple[str, int]]) -> list[tuple[str, int, int]]:
-    ranges: list[tuple[str, int, int]] = []
-    for session_id, seq in sorted(spots):
-        if ranges and ranges[-1][0] == session_id and seq - ranges[-1][2] <= 2 * WINDOW:
-            ranges[-1] = (session_id, ranges[-1][1], seq)
-        else:
-            ranges.append((session_id, seq, seq))
-    return ranges
