@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import importlib
 import os
-from typing import TYPE_CHECKING, Any
+
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: hook processes must not pay for importing typing
 
 __version__ = "0.1.0"
 
@@ -73,6 +74,8 @@ _WHERE = {
 }
 
 if TYPE_CHECKING:
+    from typing import Any
+
     from remindful.aio import AsyncMemoryManager, open_async
     from remindful.config import Settings, load_settings
     from remindful.errors import (

@@ -26,12 +26,13 @@ import re
 import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
 
 from remindful.capture.redact import DEFAULT_REDACTIONS, Redactor
 
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs hook processes milliseconds
 if TYPE_CHECKING:
     import sqlite3
+    from typing import Any
 
 
 class _LazyLogger:

@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from typing import Any
+
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs hook processes milliseconds
+if TYPE_CHECKING:
+    from typing import Any
 
 _PAIR_KEYS = (
     r"password|passwd|pwd|passphrase|secret|client_secret|api[_-]?key|apikey|access[_-]?token|auth[_-]?token"

@@ -9,7 +9,9 @@ heavy, so that hook processes stay fast.
 
 from __future__ import annotations
 
-from typing import Any
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs hook processes milliseconds
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def drain(manager: Any, *, limit: int | None = None) -> int:

@@ -15,12 +15,15 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any
 
 try:  # the built-in module: hashlib would load OpenSSL, which costs hook processes milliseconds
     from _sha256 import sha256
 except ImportError:  # pragma: no cover - other Python builds
     from hashlib import sha256
+
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs hook processes milliseconds
+if TYPE_CHECKING:
+    from typing import Any
 
 EVENTS = (
     "SessionStart",

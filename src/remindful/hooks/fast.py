@@ -18,10 +18,13 @@ import json
 import os
 import sys
 import time
-from typing import Any
 
 from remindful.hooks import spool
 from remindful.hooks.events import CONTEXT_EVENTS, HookInputError, build_record, idem_key, normalize_event
+
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs hook processes milliseconds
+if TYPE_CHECKING:
+    from typing import Any
 
 DEFAULT_STORAGE = "~/.remindful/memory"
 DEFAULT_CONFIG = "~/.remindful/config.yaml"

@@ -12,7 +12,10 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-from typing import Any
+
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs hook processes milliseconds
+if TYPE_CHECKING:
+    from typing import Any
 
 CATALOG_NAME = "catalog.sqlite3"
 FALLBACK_NAME = "spool-fallback.jsonl"
