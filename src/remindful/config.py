@@ -214,6 +214,9 @@ class DaemonSettings(_Section):
 
 class PerformanceSettings(_Section):
     batch_size: int = Field(100, ge=1, description="rows per catalog/index write batch")
+    async_indexing: bool = Field(
+        True, description="add new memories to the vector index in a background thread (store returns after the commit)"
+    )
     embedding_batch_size: int = Field(32, ge=1, description="texts per model call")
     search_timeout_ms: int = Field(5000, ge=1, description="search time budget")
 

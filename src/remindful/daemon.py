@@ -133,6 +133,7 @@ class DaemonHandle:
 
     def _become_owner(self) -> None:
         self.owner.set()
+        self._spawn(self._warm_up, "remindful-warmup")
         if self.http:
             self._start_http()
         self._spawn(self._drain_loop, "remindful-drain")
@@ -146,6 +147,15 @@ class DaemonHandle:
         self._threads.append(thread)
 
     # -- roles ----------------------------------------------------------------------------------
+
+    def _warm_up(self) -> None:
+        """Load the model and open the index now, so the first context request (a hook with a
+        2 s timeout) does not pay for them."""
+        try:
+            self.manager._state.embedder.embed(["warm up"])
+            _ = self.manager._state.index
+        except Exception as exc:
+            log.warning("warm-up failed (the first request will retry): %s", exc)
 
     def _drain_loop(self) -> None:
         from remindful.hooks.drainer import drain_spool
@@ -206,7 +216,10 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
-        self.wfile.write(data)
+        try:
+            self.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):  # the hook gave up waiting; nothing to do
+            log.debug("client left before the answer was sent")
 
     def do_GET(self) -> None:
         if not self._authorized():

@@ -76,6 +76,11 @@ class MemoryManager:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until every memory stored so far is in the vector index (search finds them before
+        that too, scored from the catalog). False if ``timeout`` seconds passed first."""
+        return self._state.flush(timeout)
+
     def close(self) -> None:
         """Flush pending access counts and release the catalog and the index."""
         self._state.close()

@@ -13,15 +13,13 @@ scoring + lexical) until ``reindex(reset=True)`` rebuilds it.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import logging
 import os
-import queue
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +27,7 @@ import numpy as np
 
 from remindful import context
 from remindful.attachments import remove_copies
+from remindful.background import AccessRecorder, BackgroundIndexer, IndexHolders, IndexLock
 from remindful.catalog import Catalog, MemoryRow
 from remindful.config import Settings
 from remindful.embed.base import Embedder
@@ -49,63 +48,6 @@ MAX_CONTENT_CHARS = 1_000_000
 INDEX_BATCH = 1000
 SIZE_WARNING_RATIO = 0.9
 PENDING_REFRESH = 2000
-
-
-class IndexLock:
-    """Serialises vector-index writes across threads and processes (``<storage>/index.lock``)."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._thread_lock = threading.Lock()
-
-    @contextlib.contextmanager
-    def __call__(self) -> Iterator[None]:
-        with self._thread_lock:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX)
-                yield
-            finally:
-                fcntl.flock(fd, fcntl.LOCK_UN)
-                os.close(fd)
-
-
-class AccessRecorder:
-    """Counts search hits as accesses off the hot path: a daemon thread batches the updates."""
-
-    def __init__(self, catalog: Catalog) -> None:
-        self._catalog = catalog
-        self._queue: queue.Queue[list[str] | None] = queue.Queue()
-        self._thread = threading.Thread(target=self._run, name="remindful-access", daemon=True)
-        self._thread.start()
-
-    def record(self, ids: list[str]) -> None:
-        if ids:
-            self._queue.put(ids)
-
-    def _run(self) -> None:
-        while True:
-            batch = self._queue.get()
-            if batch is None:
-                return
-            ids = list(batch)
-            while not self._queue.empty():
-                more = self._queue.get()
-                if more is None:
-                    self._flush(ids)
-                    return
-                ids.extend(more)
-            self._flush(ids)
-
-    def _flush(self, ids: list[str]) -> None:
-        try:
-            self._catalog.touch(ids, time.time())
-        except RemindfulError as exc:  # access counts are best effort; never break a search
-            log.warning("could not record memory access: %s", exc)
-
-    def close(self) -> None:
-        self._queue.put(None)
-        self._thread.join(timeout=5)
 
 
 def validate_item(item: Mapping[str, Any], prefix: str) -> dict[str, Any]:
@@ -185,6 +127,8 @@ class StoreState:
         self._init_lock = threading.RLock()
         self._index_lock = IndexLock(self.path / "index.lock")
         self._access: AccessRecorder | None = None
+        self._indexer: BackgroundIndexer | None = None
+        self._holders = IndexHolders(self.path / "index.holders")
         #: Run once when the catalog opens (the manager drains the hook spool here); a failure is
         #: logged and does not stop the open.
         self.on_open: list[Callable[[], None]] = []
@@ -278,11 +222,16 @@ class StoreState:
     def _open_index(self) -> None:
         started = time.perf_counter()
         index = self._new_index()
-        check = getattr(index, "check", None)
         try:
-            if check is not None:
-                check()
-            self._sync_index(index)
+            self._check_index_files(index)
+            try:
+                self._sync_index(index)
+            except CorruptionError as exc:
+                if exc.backup_path is not None or not hasattr(index, "check"):
+                    raise
+                index.close()
+                index.check()  # back up the damaged files and describe the damage
+                raise
         except CorruptionError as exc:
             self._index_error = str(exc)
             log.error(
@@ -298,7 +247,22 @@ class StoreState:
             return
         self._index = index
         self._index_rowid = self._max_rowid()
+        self._holders.hold()
         log.debug("vector index ready in %.0f ms", (time.perf_counter() - started) * 1000)
+
+    def _check_index_files(self, index: VectorIndex) -> None:
+        """Run the index's full health check (seconds: a child process opens every collection) only
+        when it may have been damaged: a process holding it died, or a quick look at the files
+        (no database connection, milliseconds) finds something wrong. Raises CorruptionError."""
+        check = getattr(index, "check", None)
+        if check is None:
+            return
+        crashed = self._holders.crashed()
+        quick = getattr(index, "quick_check", None)
+        problem = quick() if quick is not None else "no quick check available"
+        if crashed or problem:
+            log.info("checking the vector index files (%s)", f"process {crashed} died" if crashed else problem)
+            check()
 
     def _sync_index(self, index: VectorIndex) -> None:
         """Make the index match the catalog: drop vectors of deleted rows, re-add missing ones."""
@@ -364,11 +328,11 @@ class StoreState:
             if progress:
                 progress(len(rows))
 
-    def _upsert(self, index: VectorIndex, rows: Sequence[MemoryRow]) -> None:
+    def _upsert(self, index: VectorIndex, rows: Sequence[MemoryRow], *, locked: bool = False) -> None:
         by_type: dict[str, list[MemoryRow]] = {}
         for row in rows:
             by_type.setdefault(row.type, []).append(row)
-        with self._index_lock():
+        with contextlib.nullcontext() if locked else self._index_lock():
             for type_value, group in by_type.items():
                 index.upsert(
                     MemoryType(type_value).collection,
@@ -409,13 +373,38 @@ class StoreState:
         self.store_ms.append((time.perf_counter() - started) * 1000 / len(rows))
 
     def index_rows(self, rows: Sequence[MemoryRow]) -> None:
-        """Add rows to the vector index; on failure they stay marked un-indexed (retried at open)."""
+        """Add rows to the vector index: in the background (``performance.async_indexing``) or now.
+        Until then search scores them exactly; on failure they stay marked un-indexed and are
+        indexed at the next open."""
+        if self.settings.performance.async_indexing:
+            if self._indexer is None:
+                with self._init_lock:
+                    if self._indexer is None:
+                        self._indexer = BackgroundIndexer(self.index_ids)
+            self._indexer.submit([r.id for r in rows])
+        else:
+            self.index_ids([r.id for r in rows])
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until memories stored so far are in the vector index; False on timeout."""
+        return self._indexer.flush(timeout) if self._indexer is not None else True
+
+    def index_ids(self, ids: list[str]) -> None:
+        """Index the memories with these ids that are still un-indexed (read under the index lock,
+        so a memory deleted meanwhile is not indexed again)."""
         index = self.index
         if index is None:
             return
-        span = self._spans.pop(rows[0].id, None)
+        span = self._spans.pop(ids[0], None)
         try:
-            self._upsert(index, rows)
+            with self._index_lock():
+                found = self.catalog.get_rows(ids)
+                vectors = self.catalog.embeddings([i for i in ids if i in found and not found[i].indexed])
+                rows = [found[i] for i in ids if i in vectors]
+                for row in rows:
+                    row.embedding = vectors[row.id]
+                if rows:
+                    self._upsert(index, rows, locked=True)
         except RemindfulError as exc:
             log.warning(
                 "stored %d memories but could not index them yet (%s); they will be indexed later", len(rows), exc
@@ -585,11 +574,15 @@ class StoreState:
         return {t.collection: index.count(t.collection) for t in MemoryType}
 
     def close(self) -> None:
+        if self._indexer is not None:
+            self._indexer.close()
+            self._indexer = None
         if self._access is not None:
             self._access.close()
         if self._index is not None:
             with contextlib.suppress(Exception):
                 self._index.close()
+            self._holders.release()  # closed cleanly: the next opener need not check the files
         if self._catalog is not None:
             self._catalog.close()
         self._catalog = None

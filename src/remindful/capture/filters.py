@@ -11,7 +11,9 @@ Order of checks (the first that fails skips the capture and logs why):
 5. ``min_interval_seconds``: the same action signature seen within the window is a repeat;
 6. redaction (``privacy.redact``, on by default) of the content and every string in the metadata:
    credit cards (Luhn-checked), emails, AWS/GitHub/``sk-`` API keys, JWTs, PEM private keys,
-   ``password=``-style pairs and ``<private>…</private>``, plus ``privacy.redact_patterns``.
+   ``password=``-style pairs and ``<private>…</private>`` (:mod:`remindful.capture.redact`), plus
+   ``privacy.redact_patterns``. The manager's write path redacts every store and update too
+   (:func:`redact_for_store`), so even an explicit memory_store never writes a secret.
 
 This module imports only the standard library, so the hook fast path can use it. Counts of
 redactions and skips are kept per process (:attr:`CaptureFilter.counts`) and, through

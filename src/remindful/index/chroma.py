@@ -80,6 +80,35 @@ class ChromaEmbeddedIndex(ChromaIndexBase):
                 pass
         return super()._other_error(exc, what, write)
 
+    def quick_check(self) -> str | None:
+        """What looks wrong with the store's files, or None: the SQLite header and the HNSW file
+        sizes, read in this process without a database connection (milliseconds). Only safe before
+        this process opens the store; a problem found here calls for :meth:`check`."""
+        from remindful.index import chroma_probe
+
+        if not self.path.exists():
+            return None
+        db = self.path / "chroma.sqlite3"
+        if db.exists():
+            with db.open("rb") as fh:
+                head = fh.read(100)
+            if not head.startswith(chroma_probe.SQLITE_MAGIC):
+                return "chroma.sqlite3 does not start with the SQLite header"
+            # Header bytes 16-17: page size (1 means 65536); 28-31: database size in pages, valid
+            # when the change counter (24-27) equals the version-valid-for number (92-95).
+            page = int.from_bytes(head[16:18], "big") or 1
+            page = 65536 if page == 1 else page
+            pages = int.from_bytes(head[28:32], "big")
+            if head[24:28] == head[92:96] and db.stat().st_size < pages * page:
+                return f"chroma.sqlite3 is {db.stat().st_size} bytes, its header says {pages * page} (truncated)"
+        elif chroma_probe.segment_dirs(self.path):
+            return "chroma.sqlite3 is missing"
+        for seg in chroma_probe.segment_dirs(self.path):
+            found = chroma_probe.check_hnsw_dir(seg)
+            if found:
+                return f"{seg.name}/{found[0]}: {found[1]}"
+        return None
+
     def check(self, *, timeout: float = 120.0) -> None:
         """Raise ``CorruptionError`` if the store's files are damaged; return quietly otherwise.
 

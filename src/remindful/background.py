@@ -1,0 +1,166 @@
+"""Work done off the caller's path, and the locks and markers that keep processes out of each other's way.
+
+- :class:`BackgroundIndexer` adds stored memories to the vector index after ``store`` returned:
+  the catalog commit is the acknowledgement, and search scores not-yet-indexed rows exactly, so
+  nothing is missed in between. ``flush()`` waits for it; a crash leaves rows marked un-indexed,
+  which the next open indexes.
+- :class:`AccessRecorder` counts search hits as accesses in batches.
+- :class:`IndexLock` serialises index writes across threads and processes.
+- :class:`IndexHolders` tells whether the last process that had the index open stopped cleanly,
+  so the (seconds-long) health check of the index files runs only after a crash.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import logging
+import os
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from remindful.catalog import Catalog
+from remindful.errors import RemindfulError
+
+log = logging.getLogger("remindful")
+
+
+class IndexLock:
+    """Serialises vector-index writes across threads and processes (``<storage>/index.lock``)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._thread_lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def __call__(self) -> Iterator[None]:
+        with self._thread_lock:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                yield
+            finally:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+                os.close(fd)
+
+
+class _Worker:
+    """A daemon thread draining a queue of id lists in coalesced batches."""
+
+    def __init__(self, name: str, handle: Callable[[list[str]], None]) -> None:
+        self._handle = handle
+        # An item is a list of ids to handle, an Event to set once everything before it is handled,
+        # or None: stop.
+        self._queue: queue.Queue[list[str] | threading.Event | None] = queue.Queue()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def submit(self, ids: list[str]) -> None:
+        if ids:
+            self._queue.put(list(ids))
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until everything submitted so far is handled; False on timeout."""
+        done = threading.Event()
+        self._queue.put(done)
+        return done.wait(timeout) if self._thread.is_alive() else True
+
+    def _run(self) -> None:
+        while True:
+            ids: list[str] = []
+            waiting: list[threading.Event] = []
+            item = self._queue.get()
+            stop = item is None
+            while item is not None:
+                if isinstance(item, threading.Event):
+                    waiting.append(item)
+                else:
+                    ids.extend(item)
+                if self._queue.empty():
+                    break
+                item = self._queue.get()
+                stop = item is None
+            if ids:
+                try:
+                    self._handle(ids)
+                except Exception:  # never let the worker die: the rows stay pending and are retried later
+                    log.exception("%s failed on %d memories", self._thread.name, len(ids))
+            for event in waiting:
+                event.set()
+            if stop:
+                return
+
+    def close(self, timeout: float = 30) -> None:
+        """Handle what is queued, then stop."""
+        self._queue.put(None)
+        self._thread.join(timeout=timeout)
+
+
+class BackgroundIndexer(_Worker):
+    """Indexes stored memories off the caller's path; ``index(ids)`` does the work."""
+
+    def __init__(self, index: Callable[[list[str]], None]) -> None:
+        super().__init__("remindful-indexer", index)
+
+
+class AccessRecorder(_Worker):
+    """Counts search hits as accesses off the hot path: a daemon thread batches the updates."""
+
+    def __init__(self, catalog: Catalog) -> None:
+        self._catalog = catalog
+        super().__init__("remindful-access", self._touch)
+
+    def record(self, ids: list[str]) -> None:
+        self.submit(ids)
+
+    def _touch(self, ids: list[str]) -> None:
+        try:
+            self._catalog.touch(ids, time.time())
+        except RemindfulError as exc:  # access counts are best effort; never break a search
+            log.warning("could not record memory access: %s", exc)
+
+
+class IndexHolders:
+    """``<storage>/index.holders/<pid>``: one file per process that has the index open.
+
+    A file whose process is gone means that process stopped without closing the index (a crash,
+    kill -9): its files may be half-written, so the next opener runs the full health check.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.dir = path
+
+    def crashed(self) -> list[int]:
+        """Pids that held the index and are gone; their markers are removed."""
+        if not self.dir.is_dir():
+            return []
+        dead = []
+        for marker in self.dir.iterdir():
+            try:
+                pid = int(marker.name)
+            except ValueError:
+                continue
+            if pid != os.getpid() and not _alive(pid):
+                dead.append(pid)
+                marker.unlink(missing_ok=True)
+        return dead
+
+    def hold(self) -> None:
+        self.dir.mkdir(mode=0o700, exist_ok=True)
+        (self.dir / str(os.getpid())).touch(mode=0o600)
+
+    def release(self) -> None:
+        (self.dir / str(os.getpid())).unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's live process
+        return True
+    return True

@@ -1,0 +1,119 @@
+"""Background indexing, index-holder markers and the quick file check of the Chroma index."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+from conftest import open_fake
+
+from remindful.background import BackgroundIndexer, IndexHolders
+from remindful.index import ChromaEmbeddedIndex, InMemoryIndex
+
+
+class GatedIndex(InMemoryIndex):
+    """An index whose upserts wait for ``gate``; ``check`` calls are counted."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = threading.Event()
+        self.entered = threading.Event()
+        self.checks = 0
+
+    def upsert(self, *args: Any, **kwargs: Any) -> None:
+        self.entered.set()
+        self.gate.wait(30)
+        super().upsert(*args, **kwargs)
+
+    def check(self) -> None:
+        self.checks += 1
+
+    def quick_check(self) -> str | None:
+        return None
+
+
+def test_store_returns_before_indexing_and_search_still_finds_it(tmp_path: Path) -> None:
+    index = GatedIndex()
+    with open_fake(tmp_path / "s", index=index) as memory:
+        memory.search("open the index")
+        memory_id = memory.store("the deploy key rotates every Monday")  # would hang if indexing were inline
+        assert memory.search("deploy key rotation")[0].id == memory_id  # scored from the catalog meanwhile
+        assert index.count("action_memories") == 0
+        index.gate.set()
+        assert memory.flush(timeout=30)
+        assert index.count("action_memories") == 1
+        assert memory.index_status()["unindexed"] == 0
+
+
+def test_a_memory_deleted_before_it_was_indexed_stays_out_of_the_index(tmp_path: Path) -> None:
+    index = GatedIndex()
+    with open_fake(tmp_path / "s", index=index) as memory:
+        memory.search("open the index")
+        first = memory.store("first")
+        assert index.entered.wait(10)  # the indexer is now inside the upsert of `first`
+        second = memory.store("second")
+        assert memory.delete(second)
+        index.gate.set()
+        memory.flush(timeout=30)
+        assert index.ids("action_memories") == [first]
+
+
+def test_synchronous_indexing_can_be_chosen(tmp_path: Path) -> None:
+    index = InMemoryIndex()
+    with open_fake(tmp_path / "s", index=index, **{"performance.async_indexing": False}) as memory:
+        memory.store("indexed before store returns")
+        assert index.count("action_memories") == 1
+
+
+def test_worker_survives_a_failing_batch() -> None:
+    seen: list[list[str]] = []
+
+    def handle(ids: list[str]) -> None:
+        seen.append(ids)
+        if ids == ["bad"]:
+            raise RuntimeError("boom")
+
+    worker = BackgroundIndexer(handle)
+    worker.submit(["bad"])
+    assert worker.flush(10)
+    worker.submit(["good"])
+    assert worker.flush(10)
+    worker.close()
+    assert seen[-1] == ["good"]
+
+
+def test_full_check_runs_only_after_a_crash(tmp_path: Path) -> None:
+    path = tmp_path / "s"
+    index = GatedIndex()
+    index.gate.set()
+    with open_fake(path, index=index) as memory:
+        memory.search("x")
+    assert index.checks == 0  # fresh store, clean close
+    with open_fake(path, index=index) as memory:
+        memory.search("x")
+    assert index.checks == 0  # clean close before: no check
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    IndexHolders(path / "index.holders").dir.mkdir(exist_ok=True)
+    (path / "index.holders" / dead.stdout.strip()).touch()  # a holder that died without closing
+    with open_fake(path, index=index) as memory:
+        memory.search("x")
+    assert index.checks == 1
+    assert not (path / "index.holders" / dead.stdout.strip()).exists()
+
+
+def test_quick_check_spots_a_truncated_sqlite_file(tmp_path: Path) -> None:
+    index = ChromaEmbeddedIndex(tmp_path / "chroma")
+    import numpy as np
+
+    index.upsert("action_memories", ["a"], np.ones((1, 4), dtype=np.float32) / 2, [{}])
+    index.close()
+    assert index.quick_check() is None
+    db = tmp_path / "chroma" / "chroma.sqlite3"
+    with db.open("r+b") as fh:
+        fh.truncate(db.stat().st_size // 2)
+    assert "truncated" in (index.quick_check() or "")
+    db.write_bytes(b"garbage" * 10)
+    assert "SQLite header" in (index.quick_check() or "")
