@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 from conftest import open_fake
-
 from remindful.background import BackgroundIndexer, IndexHolders
 from remindful.index import ChromaEmbeddedIndex, InMemoryIndex
 

@@ -420,7 +420,9 @@ class MemoryManager:
 
         return capture_config_change(self, key, old, new, automatic=automatic)
 
-    def capture_workflow(self, actions: Sequence[Any], *, goal: str | None = None, name: str | None = None) -> Memory | None:
+    def capture_workflow(
+        self, actions: Sequence[Any], *, goal: str | None = None, name: str | None = None
+    ) -> Memory | None:
         """Store a procedural memory if the actions form a workflow within the time window; else None."""
         from remindful.learning.workflows import capture_workflow
 
