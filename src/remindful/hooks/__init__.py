@@ -2,9 +2,9 @@
 
 A hook process (:mod:`remindful.hooks.fast`, standard library only) turns the agent's hook JSON
 into a small, redacted spool record in one short SQLite transaction and exits; whoever owns the
-store drains the spool into memories (:func:`drain`, :mod:`remindful.hooks.drainer`). SessionStart and UserPromptSubmit also print
-relevant memories for the agent (:mod:`remindful.hooks.context`). This package imports nothing
-heavy, so that hook processes stay fast.
+store drains the spool into memories (:func:`drain`, :mod:`remindful.hooks.drainer`). SessionStart
+and UserPromptSubmit also print relevant memories for the agent (:mod:`remindful.hooks.context`).
+This package imports nothing heavy, so that hook processes stay fast.
 """
 
 from __future__ import annotations
