@@ -6,12 +6,9 @@ import json
 import sqlite3
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
 from remindful.errors import ValidationError
-from remindful.filters import build_filter, index_metadata, index_where, to_epoch
-from remindful.index.where import matches
+from remindful.filters import build_filter, index_metadata, to_epoch
 
 ROWS = [
     {"success": True, "attempt": 1, "tool": "click", "target": {"x": 5}},
@@ -64,25 +61,6 @@ def test_bad_filters_are_rejected_with_the_reason(where: dict, message: str) -> 
     with pytest.raises(ValidationError) as info:
         build_filter(filters=where)
     assert message in str(info.value)
-
-
-scalars = st.one_of(st.booleans(), st.integers(-5, 5), st.sampled_from(["click", "type", "scroll"]))
-conditions = st.one_of(
-    scalars,
-    st.dictionaries(st.sampled_from(["$eq", "$gt", "$gte", "$lt", "$lte"]), st.integers(-5, 5), min_size=1),
-    st.fixed_dictionaries({"$in": st.lists(scalars, min_size=1, max_size=3)}),
-)
-wheres = st.dictionaries(st.sampled_from(["success", "attempt", "tool"]), conditions, min_size=1, max_size=2)
-
-
-@given(wheres)
-def test_index_pushdown_never_drops_a_true_match(where: dict) -> None:
-    """What the index is asked for must be a superset of the truth (results are re-checked)."""
-    pushed = index_where(where, None)
-    truth = _select(where)
-    for n in truth:
-        flat = index_metadata({}, ROWS[n])
-        assert pushed is None or matches(pushed, flat), (where, n)
 
 
 def test_index_metadata_is_flat_and_prefixed() -> None:

@@ -35,7 +35,7 @@ T = TypeVar("T")
 
 SCHEMA_VERSION = 1
 #: Above this many rows matching a lexical query, its most common terms are dropped.
-LEXICAL_MAX_MATCHES = 2000
+LEXICAL_MAX_MATCHES = 1000
 RETRIES = 3
 BACKOFF_S = 0.05
 
@@ -229,6 +229,9 @@ class Catalog:
     def __init__(self, path: Path, *, busy_timeout_ms: int = 5000) -> None:
         self.path = path
         self._lock = threading.RLock()
+        self._local = threading.local()
+        self._doc_freqs: dict[tuple[str, str], tuple[int, int]] = {}  # (table, term) -> (rows, table size)
+        self._readers: list[sqlite3.Connection] = []
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         existed = path.exists()
         try:
@@ -263,6 +266,19 @@ class Catalog:
     def close(self) -> None:
         with self._lock:
             self._conn.close()
+            for conn in self._readers:
+                conn.close()
+            self._readers.clear()
+
+    def _reader(self) -> sqlite3.Connection:
+        """This thread's own read connection (WAL lets it read while another connection writes)."""
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(str(self.path), timeout=5, isolation_level=None, check_same_thread=False)
+            self._local.conn = conn
+            with self._lock:
+                self._readers.append(conn)
+        return conn
 
     # -- plumbing ---------------------------------------------------------------------------------
 
@@ -287,8 +303,13 @@ class Catalog:
 
         return with_retries(run, what=what)
 
-    def read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+    def read(self, sql: str, params: Sequence[Any] = (), *, private: bool = False) -> list[Any]:
+        """Rows of a query. ``private=True`` runs it on this thread's own connection, in parallel
+        with the shared one (search runs its lexical queries that way while it embeds the query)."""
+
         def run() -> list[Any]:
+            if private:
+                return self._reader().execute(sql, params).fetchall()
             with self._lock:
                 return self._conn.execute(sql, params).fetchall()
 
@@ -385,20 +406,19 @@ class Catalog:
         """
         if table not in ("memories_fts", "context_fts"):
             raise ValueError(f"unknown lexical table {table!r}")
-        match = _fts_or(terms)
-        if not match:
+        if not terms:
             return []
-        if self.read(f"SELECT count(*) FROM {table} WHERE {table} MATCH ?", [match])[0][0] > LEXICAL_MAX_MATCHES:
-            match = _fts_or(self._rarest_terms(table, terms))
+        match = _fts_or(self._rarest_terms(table, terms))
         if restricted:
             sql = (
                 f"SELECT m.id, -bm25({table}) FROM {table} JOIN memories m ON m.rowid = {table}.rowid "
                 f"WHERE {table} MATCH ? AND {flt.sql} ORDER BY bm25({table}) LIMIT ?"
             )
-            return [(r[0], float(r[1])) for r in self.read(sql, [match, *flt.params, limit])]
+            return [(r[0], float(r[1])) for r in self.read(sql, [match, *flt.params, limit], private=True)]
         ranked = self.read(
             f"SELECT rowid, -bm25({table}) FROM {table} WHERE {table} MATCH ? ORDER BY bm25({table}) LIMIT ?",
             [match, limit * 2],
+            private=True,
         )
         if not ranked:
             return []
@@ -407,14 +427,16 @@ class Catalog:
             self.read(
                 f"SELECT rowid, id FROM memories WHERE rowid IN ({marks}) AND {flt.sql}",
                 [r[0] for r in ranked] + list(flt.params),
+                private=True,
             )
         )
         return [(ids[rowid], float(score)) for rowid, score in ranked if rowid in ids][:limit]
 
     def _rarest_terms(self, table: str, terms: Sequence[str]) -> list[str]:
-        counted = sorted(
-            (self.read(f"SELECT count(*) FROM {table} WHERE {table} MATCH ?", [_fts_or([t])])[0][0], t) for t in terms
-        )
+        """The terms to match: all of them if their rows add up to at most ``LEXICAL_MAX_MATCHES``,
+        else the rarest that fit (at least one)."""
+        size = int(self.read("SELECT coalesce(max(rowid), 0) FROM memories", private=True)[0][0])
+        counted = sorted((self._doc_freq(table, t, size), t) for t in terms)
         kept: list[str] = []
         total = 0
         for count, term in counted:
@@ -423,6 +445,20 @@ class Catalog:
             kept.append(term)
             total += count
         return kept
+
+    def _doc_freq(self, table: str, term: str, size: int) -> int:
+        """Rows of ``table`` matching ``term``, remembered until the table (``size``, its largest
+        rowid) grows by a tenth."""
+        known = self._doc_freqs.get((table, term))
+        if known is not None and size <= known[1] * 1.1 + 100:
+            return known[0]
+        count = int(
+            self.read(f"SELECT count(*) FROM {table} WHERE {table} MATCH ?", [_fts_or([term])], private=True)[0][0]
+        )
+        if len(self._doc_freqs) > 50_000:
+            self._doc_freqs.clear()
+        self._doc_freqs[(table, term)] = (count, size)
+        return count
 
     def neighbourhoods(self, ids: Sequence[str], radius: int) -> list[tuple[str, str, int, np.ndarray]]:
         """For each id: (id, neighbour id, offset, neighbour vector) for every embedded memory within

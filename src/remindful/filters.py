@@ -6,8 +6,9 @@ A filter is a dict in Chroma's ``where`` language: ``{"key": value}`` (equality)
 A key is a memory field (``session_id``, ``source``, ``memory_class``, ``bookmarked``, ``importance``,
 ``access_count``, ``created_at``, ``type``) or a path into the metadata (``success``, ``target.element``).
 
-The catalog evaluates filters in SQL (the truth); :func:`index_where` translates them for the vector
-index, where user metadata lives under ``m.``-prefixed flat keys (see :func:`index_metadata`).
+Filters are evaluated in SQL by the catalog, for every retrieval space (the vector index is asked
+without them and its candidates are checked here). :func:`index_metadata` is the flat copy of a
+memory's metadata the vector index keeps, for inspection and for other tools reading it.
 """
 
 from __future__ import annotations
@@ -217,55 +218,3 @@ def _flatten(value: Mapping[str, Any], prefix: str, out: dict[str, str | int | f
             _flatten(item, f"{prefix}{key}.", out)
         elif isinstance(item, str | int | float | bool):
             out[f"{prefix}{key}"] = item
-
-
-def index_where(filters: Mapping[str, Any] | None, session_id: str | None) -> dict[str, Any] | None:
-    """The part of a search's restrictions the vector index can apply (a superset of the truth:
-    results are always re-checked against the catalog). None when nothing can be pushed down."""
-    clauses: list[dict[str, Any]] = []
-    if session_id is not None:
-        clauses.append({"session_id": session_id})
-    if filters:
-        pushed = _push_down(filters)
-        if pushed:
-            clauses.append(pushed)
-    if not clauses:
-        return None
-    return clauses[0] if len(clauses) == 1 else {"$and": clauses}
-
-
-def _push_down(where: Mapping[str, Any]) -> dict[str, Any] | None:
-    clauses: list[dict[str, Any]] = []
-    for key, cond in where.items():
-        if key == "$and":
-            subs = [s for s in (_push_down(c) for c in cond) if s]
-            clauses.extend(subs)
-        elif key == "$or":
-            pushed = [_push_down(c) for c in cond]
-            subs = [s for s in pushed if s]
-            if len(subs) == len(pushed):  # an $or can only be pushed whole
-                clauses.append({"$or": subs})
-        elif key in INDEXED_COLUMNS and key != "created_at":
-            clauses.append({key: cond})
-        elif key not in COLUMNS and not _mentions_none(cond):
-            clauses.append({META_PREFIX + key: cond})
-    if not clauses:
-        return None
-    return clauses[0] if len(clauses) == 1 else {"$and": clauses}
-
-
-def _mentions_none(cond: Any) -> bool:
-    """True for conditions Chroma cannot express the same way: it has no null ("$ne"/"$nin" also
-    match rows lacking the key in SQL), and it rejects "$in" lists mixing value types."""
-    if not isinstance(cond, Mapping):
-        return cond is None
-    for op, value in cond.items():
-        if op in ("$ne", "$nin") or value is None:
-            return True
-        if op == "$in" and len({_kind(v) for v in value}) > 1:
-            return True
-    return False
-
-
-def _kind(value: Any) -> str:
-    return "bool" if isinstance(value, bool) else "number" if isinstance(value, int | float) else "str"

@@ -29,7 +29,7 @@ from remindful.errors import (
     NotFoundError,
     ValidationError,
 )
-from remindful.filters import SqlFilter, build_filter, index_where, to_epoch
+from remindful.filters import SqlFilter, build_filter, to_epoch
 from remindful.index.base import VectorIndex
 from remindful.model import (
     DEFAULT_CLASS,
@@ -280,18 +280,16 @@ class MemoryManager:
         ) & SqlFilter("(expires_at IS NULL OR expires_at > ?)", (time.time(),))
         state = self._state.ready()
         started = time.perf_counter()
-        vector = state.embedder.embed([query])[0]
         restricted = bool(filters or session_id or since is not None or until is not None)
-        where = index_where(filters, session_id) if restricted else None
         searched_types = [MemoryType(t) for t in type_values] if type_values else list(MemoryType)
         results = rank(
             state.catalog,
-            vector,
+            lambda: _embed_query(state.embedder, query),
             query,
             flt,
             settings=self.settings.search,
             limit=limit,
-            dense_from_index=state.dense_query(vector, searched_types, where),
+            dense_from_index=state.dense_query(searched_types),
             restricted=restricted or (type_values is not None and len(type_values) < len(MemoryType)),
             pending_sql=state.pending_sql() if state.index is not None else "AND indexed = 0",
             resumed_session=self._resumed_session,
@@ -454,6 +452,11 @@ class MemoryManager:
 
 
 # -- helpers ---------------------------------------------------------------------------------------
+
+
+def _embed_query(embedder: Embedder, query: str) -> Any:
+    embed_query = getattr(embedder, "embed_query", None)
+    return embed_query(query) if embed_query is not None else embedder.embed([query])[0]
 
 
 def _to_memory(row: MemoryRow) -> Memory:

@@ -20,8 +20,10 @@ most ``1 + importance_boost`` (importance) and ``1 + session_boost`` (the resume
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -185,42 +187,47 @@ def boost(
 
 def rank(
     catalog: Catalog,
-    query_vector: np.ndarray,
+    embed_query: Callable[[], np.ndarray],
     query_text: str,
     flt: SqlFilter,
     *,
     settings: SearchSettings,
     limit: int,
-    dense_from_index: Callable[[int], list[tuple[str, float]]] | None,
+    dense_from_index: Callable[[np.ndarray, int], list[tuple[str, float]]] | None,
     restricted: bool,
     pending_sql: str = "AND indexed = 0",
     resumed_session: str | None = None,
 ) -> list[tuple[MemoryRow, float, tuple[str, ...]]]:
     """Run the pipeline; returns (row, score, spaces that found it) best first, at most ``limit``.
 
-    ``dense_from_index(k)`` asks the vector index (None when it is unavailable); its results are
-    re-checked against ``flt`` here, so an index that over-returns is harmless. ``pending_sql``
-    selects the rows the index may lack; they are scored exactly.
+    The lexical queries run on their own connections while ``embed_query()`` computes the query
+    vector. ``dense_from_index(vector, k)`` asks the vector index, unfiltered (None when it is
+    unavailable); its results are checked against ``flt`` here. ``pending_sql`` selects the rows
+    the index may lack; they are scored exactly.
     """
     k = max(settings.candidates, limit)
     weights = weights_of(settings)
     candidates = Candidates()
+    terms = lexical_terms(query_text) if weights["lexical"] > 0 or weights["lexical_context"] > 0 else []
+    lexical = {
+        space: _pool().submit(catalog.lexical, terms, flt, k, table=table, restricted=restricted)
+        for space, table in (("lexical", "memories_fts"), ("lexical_context", "context_fts"))
+        if terms and weights[space] > 0
+    }
 
     dense: list[tuple[str, float]] = []
+    rows: dict[str, Eligible] = {}
     if weights["dense"] > 0 or weights["context"] > 0:
-        dense = _dense(catalog, query_vector, flt, k, dense_from_index, restricted, pending_sql, settings)
-    terms = lexical_terms(query_text) if weights["lexical"] > 0 or weights["lexical_context"] > 0 else []
-
-    rows = _eligible(catalog, {mid for mid, _ in dense}, flt)
-    dense = [(mid, s) for mid, s in dense if mid in rows][:k]
-    if weights["dense"] > 0:
-        candidates.add("dense", dense)
-    if weights["context"] > 0:
-        candidates.add("context", context_scores(catalog, query_vector, dense, settings.context_neighbour_weight))
-    if terms and weights["lexical"] > 0:
-        candidates.add("lexical", catalog.lexical(terms, flt, k, restricted=restricted))
-    if terms and weights["lexical_context"] > 0:
-        candidates.add("lexical_context", catalog.lexical(terms, flt, k, table="context_fts", restricted=restricted))
+        vector = embed_query()
+        dense = _dense(catalog, vector, flt, k, dense_from_index, restricted, pending_sql, settings)
+        rows = _eligible(catalog, {mid for mid, _ in dense}, flt)
+        dense = [(mid, s) for mid, s in dense if mid in rows][:k]
+        if weights["dense"] > 0:
+            candidates.add("dense", dense)
+        if weights["context"] > 0:
+            candidates.add("context", context_scores(catalog, vector, dense, settings.context_neighbour_weight))
+    for space, future in lexical.items():
+        candidates.add(space, future.result())
 
     rows.update(_eligible(catalog, candidates.ids() - rows.keys(), flt))
     for space, ranked in list(candidates.by_space.items()):
@@ -236,24 +243,37 @@ def rank(
     return [(full[mid], min(score, 1.0), tuple(found_by.get(mid, ()))) for mid, score in ordered if mid in full]
 
 
+@functools.cache
+def _pool() -> ThreadPoolExecutor:
+    """Threads for the lexical queries (SQLite releases the GIL while it works)."""
+    return ThreadPoolExecutor(max_workers=2, thread_name_prefix="remindful-lexical")
+
+
 def _dense(
     catalog: Catalog,
-    query_vector: np.ndarray,
+    vector: np.ndarray,
     flt: SqlFilter,
     k: int,
-    dense_from_index: Callable[[int], list[tuple[str, float]]] | None,
+    dense_from_index: Callable[[np.ndarray, int], list[tuple[str, float]]] | None,
     restricted: bool,
     pending_sql: str,
     settings: SearchSettings,
 ) -> list[tuple[str, float]]:
+    """Dense candidates. A restriction that leaves few rows is scored exactly; otherwise the index
+    is asked without the filter (filtered HNSW queries are slow) for more candidates, which the
+    caller checks against the filter; if too few would pass, everything matching is scored."""
     if dense_from_index is None or (restricted and catalog.count(flt) <= settings.exact_filter_max):
         ids, matrix = catalog.filtered_embeddings(flt)
-        return top_k_exact(query_vector, ids, matrix, k) if matrix is not None else []
-    from_index = dense_from_index(k * 2 if restricted else k)
+        return top_k_exact(vector, ids, matrix, k) if matrix is not None else []
+    wanted = min(k * 10, 1000) if restricted else k
+    from_index = dense_from_index(vector, wanted)
+    if restricted and len(_eligible(catalog, {mid for mid, _ in from_index}, flt)) < k:
+        ids, matrix = catalog.filtered_embeddings(flt)
+        return top_k_exact(vector, ids, matrix, k) if matrix is not None else []
     # Rows the index may lack: never indexed, or written by another process since we opened it.
     ids, matrix = catalog.filtered_embeddings(flt, extra=pending_sql)
-    pending = top_k_exact(query_vector, ids, matrix, k) if matrix is not None else []
-    return merge_dense(from_index, pending, k=k * 2)
+    pending = top_k_exact(vector, ids, matrix, k) if matrix is not None else []
+    return merge_dense(from_index, pending, k=wanted)
 
 
 def _eligible(catalog: Catalog, ids: set[str], flt: SqlFilter) -> dict[str, Eligible]:

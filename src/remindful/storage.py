@@ -521,19 +521,19 @@ class StoreState:
 
     # -- read path ------------------------------------------------------------------------------
 
-    def dense_query(
-        self, vector: np.ndarray, types: Sequence[MemoryType], where: Mapping[str, Any] | None
-    ) -> Callable[[int], list[tuple[str, float]]] | None:
+    def dense_query(self, types: Sequence[MemoryType]) -> Callable[[np.ndarray, int], list[tuple[str, float]]] | None:
+        """``query(vector, k)`` over the collections of ``types`` that hold anything, or None
+        while the index is unusable."""
         index = self.index
         if index is None:
             return None
         counts = self.type_counts()
 
-        def run(k: int) -> list[tuple[str, float]]:
+        def run(vector: np.ndarray, k: int) -> list[tuple[str, float]]:
             found: list[tuple[str, float]] = []
             for memory_type in types:
                 if counts.get(memory_type.value, 0):
-                    found += index.query(memory_type.collection, vector, k, where)
+                    found += index.query(memory_type.collection, vector, k)
             return sorted(found, key=lambda item: -item[1])[:k]
 
         return run

@@ -79,9 +79,15 @@ class CachedEmbedder:
         """The ``(dimension,)`` vector of one text."""
         return self.embed([text])[0]
 
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
+    def embed_query(self, text: str) -> np.ndarray:
+        """One search query's vector, cached in memory only: queries are rarely stored, and a
+        persistent-cache write per search would cost a catalog transaction."""
+        return self.embed([text], persist=False)[0]
+
+    def embed(self, texts: Sequence[str], *, persist: bool = True) -> np.ndarray:
         """A ``(len(texts), dimension)`` float32 array of unit rows, in input order.
 
+        ``persist=False`` skips the persistent store (lookup and write) and uses the LRU only.
         Raises :class:`EmbedderError` if the inner embedder returns the wrong shape; errors of the
         inner embedder propagate unchanged.
         """
@@ -97,14 +103,15 @@ class CachedEmbedder:
             first.setdefault(key, position)
 
         found, lru_found = self._lru_lookup(first)
-        store_found = self._store_lookup([key for key in first if key not in found])
+        store_found = self._store_lookup([key for key in first if key not in found]) if persist else {}
         found.update(store_found)
         missing = [key for key in first if key not in found]
         if missing:
             computed = self._embed_missing([texts[first[key]] for key in missing])
             fresh = {key: computed[i] for i, key in enumerate(missing)}
             found.update(fresh)
-            self._store_put(fresh)
+            if persist:
+                self._store_put(fresh)
         if store_found or missing:
             self._lru_put({**store_found, **{key: found[key] for key in missing}})
 
