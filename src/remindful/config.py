@@ -210,6 +210,10 @@ class HookSettings(_Section):
 class DaemonSettings(_Section):
     port: int = Field(0, ge=0, le=65535, description="loopback HTTP port of the daemon (0: any free port)")
     poll_interval_ms: int = Field(100, ge=10, le=5000, description="how often the daemon checks the hook spool")
+    in_serve: bool = Field(True, description="`remindful serve` also runs the daemon's roles once the server is up")
+    serve_start_delay_s: float = Field(
+        1.0, ge=0, le=600, description="seconds `remindful serve` waits before starting the daemon's roles"
+    )
 
 
 class PerformanceSettings(_Section):

@@ -70,6 +70,38 @@ class LazyManager:
                 self._manager = None
 
 
+def start_daemon_later(manager: LazyManager) -> Callable[[], None]:
+    """Run the capture daemon's roles (hook spool, watchers, retention schedule, local HTTP) for
+    this server's store, in the background, ``daemon.serve_start_delay_s`` after the server is up,
+    so that listing tools stays instant. Returns ``stop()``. Off with ``daemon.in_serve: false``."""
+    from remindful.errors import RemindfulError
+
+    stopping = threading.Event()
+    handles: list[Any] = []
+
+    def run() -> None:
+        try:
+            settings = manager().settings
+            if not settings.daemon.in_serve or stopping.wait(settings.daemon.serve_start_delay_s):
+                return
+            from remindful.daemon import start_daemon_threads
+
+            handles.append(start_daemon_threads(manager()))
+        except RemindfulError as exc:  # memory disabled, bad config: the tools still answer
+            log.warning("capture daemon not started: %s", exc)
+
+    thread = threading.Thread(target=run, name="remindful-daemon-start", daemon=True)
+    thread.start()
+
+    def stop() -> None:
+        stopping.set()
+        thread.join(timeout=10)
+        for handle in handles:
+            handle.stop()
+
+    return stop
+
+
 def tool_modules() -> list[str]:
     """The names of the tool modules that exist, in registration order."""
     from remindful.shells.mcp_tools import MODULES
@@ -120,9 +152,11 @@ def serve(
         return
     manager = LazyManager(path)
     server = build_server(manager)
+    stop_daemon = start_daemon_later(manager)
     try:
         server.run("streamable-http", host=host, port=port)
     finally:
+        stop_daemon()
         manager.close()
 
 

@@ -197,13 +197,15 @@ class StdioFront:
         try:
             import anyio
 
-            from remindful.shells.mcp_server import LazyManager, build_server
+            from remindful.shells.mcp_server import LazyManager, build_server, start_daemon_later
 
             manager = LazyManager(self.path)
             server = build_server(manager)
+            stop_daemon = start_daemon_later(manager)
             try:
                 anyio.run(self._serve, server)
             finally:
+                stop_daemon()
                 manager.close()
                 self._save_manifest()
         except BaseException:
