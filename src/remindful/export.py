@@ -31,7 +31,7 @@ import numpy as np
 from remindful.catalog import MEMORY_COLUMNS, Catalog, MemoryRow
 from remindful.errors import ValidationError
 from remindful.model import MemoryClass, content_hash
-from remindful.storage import validate_item
+from remindful.validation import validate_item
 
 if TYPE_CHECKING:
     from remindful.manager import MemoryManager

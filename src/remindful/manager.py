@@ -43,7 +43,8 @@ from remindful.model import (
     new_memory_id,
 )
 from remindful.search import rank
-from remindful.storage import StoreState, validate_item
+from remindful.storage import StoreState
+from remindful.validation import validate_item
 
 log = logging.getLogger("remindful")
 

@@ -187,7 +187,7 @@ def dedup(
     flt = None
     if types:
         from remindful.filters import build_filter
-        from remindful.storage import validate_item
+        from remindful.validation import validate_item
 
         values = [validate_item({"content": "x", "type": t}, "")["type"].value for t in types]
         flt = build_filter(types=values)
