@@ -20,7 +20,6 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -30,6 +29,7 @@ from remindful import context
 from remindful.context import CONTEXT_SCHEMA
 from remindful.errors import CorruptionError, StorageError, StorageFullError, StorageLockedError
 from remindful.filters import SqlFilter
+from remindful.schema import MEMORY_COLUMNS, SCHEMA, MemoryRow
 
 T = TypeVar("T")
 
@@ -38,156 +38,6 @@ SCHEMA_VERSION = 1
 LEXICAL_MAX_MATCHES = 1000
 RETRIES = 3
 BACKOFF_S = 0.05
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS memories (
-    rowid INTEGER PRIMARY KEY,
-    id TEXT NOT NULL UNIQUE,
-    type TEXT NOT NULL,
-    content TEXT NOT NULL,
-    metadata TEXT NOT NULL DEFAULT '{}',
-    source TEXT NOT NULL,
-    memory_class TEXT NOT NULL,
-    session_id TEXT,
-    created_at REAL NOT NULL,
-    updated_at REAL,
-    importance REAL NOT NULL DEFAULT 0.5,
-    access_count INTEGER NOT NULL DEFAULT 0,
-    last_accessed REAL,
-    bookmarked INTEGER NOT NULL DEFAULT 0,
-    content_hash TEXT NOT NULL,
-    chunk TEXT,
-    expires_at REAL,
-    embedding BLOB,
-    indexed INTEGER NOT NULL DEFAULT 0,
-    size_bytes INTEGER NOT NULL DEFAULT 0,
-    seq INTEGER
-);
-CREATE INDEX IF NOT EXISTS idx_memories_type_created ON memories(type, created_at);
-CREATE INDEX IF NOT EXISTS idx_memories_session ON memories(session_id, created_at);
-CREATE INDEX IF NOT EXISTS idx_memories_created ON memories(created_at);
-CREATE INDEX IF NOT EXISTS idx_memories_hash ON memories(content_hash);
-CREATE INDEX IF NOT EXISTS idx_memories_unindexed ON memories(indexed) WHERE indexed = 0;
-CREATE VIRTUAL TABLE IF NOT EXISTS memories_fts USING fts5(
-    content, content='memories', content_rowid='rowid', tokenize='porter unicode61 remove_diacritics 2'
-);
-CREATE TRIGGER IF NOT EXISTS memories_ai AFTER INSERT ON memories BEGIN
-    INSERT INTO memories_fts(rowid, content) VALUES (new.rowid, new.content);
-END;
-CREATE TRIGGER IF NOT EXISTS memories_ad AFTER DELETE ON memories BEGIN
-    INSERT INTO memories_fts(memories_fts, rowid, content) VALUES ('delete', old.rowid, old.content);
-END;
-CREATE TRIGGER IF NOT EXISTS memories_au AFTER UPDATE OF content ON memories BEGIN
-    INSERT INTO memories_fts(memories_fts, rowid, content) VALUES ('delete', old.rowid, old.content);
-    INSERT INTO memories_fts(rowid, content) VALUES (new.rowid, new.content);
-END;
-CREATE TABLE IF NOT EXISTS sessions (
-    id TEXT PRIMARY KEY,
-    started_at REAL NOT NULL,
-    ended_at REAL,
-    metadata TEXT NOT NULL DEFAULT '{}'
-);
-CREATE TABLE IF NOT EXISTS spool (
-    seq INTEGER PRIMARY KEY,
-    idem_key TEXT UNIQUE,
-    kind TEXT NOT NULL,
-    payload TEXT NOT NULL,
-    created_at REAL NOT NULL,
-    attempts INTEGER NOT NULL DEFAULT 0,
-    last_error TEXT
-);
-CREATE TABLE IF NOT EXISTS file_hashes (
-    path TEXT PRIMARY KEY,
-    sha256 TEXT NOT NULL,
-    memory_ids TEXT NOT NULL DEFAULT '[]',
-    updated_at REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS audit_log (
-    seq INTEGER PRIMARY KEY,
-    at REAL NOT NULL,
-    action TEXT NOT NULL,
-    memory_id TEXT,
-    detail TEXT
-);
-CREATE TABLE IF NOT EXISTS embedding_cache (
-    model TEXT NOT NULL,
-    hash TEXT NOT NULL,
-    vector BLOB NOT NULL,
-    PRIMARY KEY (model, hash)
-) WITHOUT ROWID;
-"""
-
-#: Columns of ``memories`` returned by reads, in this order (no embedding).
-MEMORY_COLUMNS = (
-    "id, type, content, metadata, source, memory_class, session_id, created_at, updated_at, importance, "
-    "access_count, last_accessed, bookmarked, content_hash, chunk, expires_at, indexed"
-)
-
-
-@dataclass(slots=True)
-class MemoryRow:
-    """A ``memories`` row as stored: times are UTC epoch seconds, metadata and chunk are JSON text."""
-
-    id: str
-    type: str
-    content: str
-    metadata: str
-    source: str
-    memory_class: str
-    session_id: str | None
-    created_at: float
-    updated_at: float | None = None
-    importance: float = 0.5
-    access_count: int = 0
-    last_accessed: float | None = None
-    bookmarked: bool = False
-    content_hash: str = ""
-    chunk: str | None = None
-    expires_at: float | None = None
-    indexed: bool = False
-    embedding: np.ndarray | None = None
-
-    @classmethod
-    def from_sql(cls, row: Sequence[Any]) -> MemoryRow:
-        (
-            mid,
-            mtype,
-            content,
-            metadata,
-            source,
-            mclass,
-            session_id,
-            created_at,
-            updated_at,
-            importance,
-            access_count,
-            last_accessed,
-            bookmarked,
-            chash,
-            chunk,
-            expires_at,
-            indexed,
-        ) = row[:17]
-        return cls(
-            id=mid,
-            type=mtype,
-            content=content,
-            metadata=metadata,
-            source=source,
-            memory_class=mclass,
-            session_id=session_id,
-            created_at=created_at,
-            updated_at=updated_at,
-            importance=importance,
-            access_count=access_count,
-            last_accessed=last_accessed,
-            bookmarked=bool(bookmarked),
-            content_hash=chash,
-            chunk=chunk,
-            expires_at=expires_at,
-            indexed=bool(indexed),
-        )
 
 
 def _classify(exc: BaseException) -> StorageError | None:
@@ -255,7 +105,7 @@ class Catalog:
         version = conn.execute("PRAGMA user_version").fetchone()[0]
         if version < SCHEMA_VERSION:
             conn.executescript(
-                "BEGIN IMMEDIATE;" + _SCHEMA + CONTEXT_SCHEMA + f"PRAGMA user_version={SCHEMA_VERSION}; COMMIT;"
+                "BEGIN IMMEDIATE;" + SCHEMA + CONTEXT_SCHEMA + f"PRAGMA user_version={SCHEMA_VERSION}; COMMIT;"
             )
         elif version > SCHEMA_VERSION:
             raise StorageError(
