@@ -116,3 +116,30 @@ def test_quick_check_spots_a_truncated_sqlite_file(tmp_path: Path) -> None:
     assert "truncated" in (index.quick_check() or "")
     db.write_bytes(b"garbage" * 10)
     assert "SQLite header" in (index.quick_check() or "")
+
+
+class BrokenQueryIndex(InMemoryIndex):
+    """Queries of one collection fail, as Chroma's do for a collection another process created."""
+
+    closed = 0
+
+    def query(self, collection: str, embedding: Any, k: int, where: Any = None) -> list[tuple[str, float]]:
+        if collection == "screen_memories":
+            from remindful.errors import StorageError
+
+            raise StorageError("Error creating hnsw segment reader: Nothing found on disk")
+        return super().query(collection, embedding, k, where)
+
+    def close(self) -> None:
+        self.closed += 1
+
+
+def test_a_failing_collection_query_falls_back_to_the_catalog(tmp_path: Path) -> None:
+    index = BrokenQueryIndex()
+    with open_fake(tmp_path / "s", index=index) as memory:
+        screen = memory.store("the login screen has a captcha", type="screen")
+        memory.store("clicked the login button", type="action")
+        memory.flush()
+        hits = memory.search("login captcha screen")
+        assert hits[0].id == screen and "dense" in hits[0].sources
+        assert index.closed >= 1

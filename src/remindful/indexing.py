@@ -277,10 +277,29 @@ class IndexMaintenance:
             found: list[tuple[str, float]] = []
             for memory_type in types:
                 if counts.get(memory_type.value, 0):
-                    found += index.query(memory_type.collection, vector, k)
+                    found += self._query_collection(index, memory_type, vector, k)
             return sorted(found, key=lambda item: -item[1])[:k]
 
         return run
+
+    def _query_collection(
+        self, index: VectorIndex, memory_type: MemoryType, vector: np.ndarray, k: int
+    ) -> list[tuple[str, float]]:
+        """One collection's nearest neighbours. If the index fails (for example a collection another
+        process created after this one opened the store: "Nothing found on disk"), the client is
+        closed so that the next use reopens it, and this type is scored exactly from the catalog."""
+        try:
+            return index.query(memory_type.collection, vector, k)
+        except RemindfulError as exc:
+            log.warning("vector index query of %s failed (%s); scoring from the catalog", memory_type.collection, exc)
+            with contextlib.suppress(Exception):
+                index.close()
+            ids, matrix = self.catalog.filtered_embeddings(build_filter(types=[memory_type.value]))
+            if matrix is None:
+                return []
+            scores = matrix @ vector
+            order = np.argsort(-scores)[:k]
+            return [(ids[i], float(scores[i])) for i in order]
 
     def index_status(self) -> dict[str, Any]:
         index = self.index
