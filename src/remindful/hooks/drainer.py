@@ -182,6 +182,53 @@ def _process(manager: Any, rows: list[Any]) -> None:
     catalog.write(finish, what="finishing spooled events")
     for seq, error in failures.items():
         log.warning("spooled hook event %d failed (kept for retry): %s", seq, error)
+    for _, _, record, _ in done:
+        _learn_from_turn(manager, record)
+
+
+def _learn_from_turn(manager: Any, record: dict[str, Any]) -> None:
+    """A UserPromptSubmit prompt and the Stop answer after it make one conversation turn, which goes
+    through ``capture_conversation`` (it stores nothing unless conversation capture is on). The
+    prompt waits in the session's metadata (``pending_prompt``) until its answer arrives."""
+    event = record.get("event")
+    texts = {m.get("source"): m.get("content") for m in record.get("memories", [])}
+    catalog = manager._state.catalog
+    session_id = record["session_id"]
+    if event == "UserPromptSubmit" and isinstance(texts.get("hook"), str):
+        _set_pending_prompt(catalog, session_id, {"prompt": texts["hook"], "at": record["at"]})
+    elif event in ("Stop", "SubagentStop") and isinstance(texts.get("response"), str):
+        rows = catalog.read("SELECT metadata FROM sessions WHERE id = ?", (session_id,))
+        pending_prompt = json.loads(rows[0][0]).get("pending_prompt") if rows else None
+        if not pending_prompt:
+            return
+        _set_pending_prompt(catalog, session_id, None)
+        turn = {
+            "user_message": pending_prompt["prompt"],
+            "assistant_response": texts["response"],
+            "conversation_id": session_id,
+            "timestamp": float(pending_prompt["at"]),
+        }
+        try:
+            manager.capture_conversation(turn, automatic=True)
+        except RemindfulError as exc:  # learning is a bonus: the hook's own memories are stored
+            log.warning("could not learn from the turn of session %s: %s", session_id, exc)
+
+
+def _set_pending_prompt(catalog: Any, session_id: str, value: dict[str, Any] | None) -> None:
+    def run(conn: Any) -> None:
+        row = conn.execute("SELECT metadata FROM sessions WHERE id = ?", (session_id,)).fetchone()
+        meta = json.loads(row[0]) if row else {}
+        if value is None:
+            meta.pop("pending_prompt", None)
+        else:
+            meta["pending_prompt"] = value
+        conn.execute(
+            "INSERT INTO sessions (id, started_at, metadata) VALUES (?, ?, ?) "
+            "ON CONFLICT(id) DO UPDATE SET metadata = excluded.metadata",
+            (session_id, time.time(), json.dumps(meta)),
+        )
+
+    catalog.write(run, what="remembering the prompt of a turn")
 
 
 def _items(manager: Any, record: dict[str, Any], key: str, seen: set[str]) -> list[dict[str, Any]]:
