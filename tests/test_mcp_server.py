@@ -220,6 +220,12 @@ async def test_disabled_memory_answers_every_tool_and_keeps_serving(tmp_path: Pa
         "memory_delete": {"memory_id": "x"},
         "memory_list": {},
         "memory_stats": {},
+        # Destructive tools say so before any confirmation is asked for.
+        "memory_delete_session": {"session_id": "s"},
+        "memory_restore": {"backup_path": "/nonexistent.tar.gz"},
+        "memory_clear_all": {},
+        "memory_list_sessions": {},
+        "memory_cleanup": {"dry_run": True},
     }
     async with Client(build_server(lazy)) as client:
         for tool, args in arguments.items():

@@ -92,6 +92,10 @@ class MemoryManager:
 
         drain_on_open(self)
 
+    def check_enabled(self) -> None:
+        """Raise MemoryDisabledError (with the reason) if memory is off or its storage unusable."""
+        self._state.ready()
+
     @property
     def disabled_reason(self) -> str | None:
         """Why memory is disabled (config, or an unusable storage path), or None."""

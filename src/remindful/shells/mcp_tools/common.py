@@ -49,6 +49,20 @@ def failure(error: str, **extra: Any) -> dict[str, Any]:
     return {"success": False, "error": error, **extra}
 
 
+def disabled(get_manager: GetManager) -> dict[str, Any] | None:
+    """The "Memory features are disabled" answer if memory is off or unusable, else None: tools
+    that ask the user to confirm call this first, so nobody confirms an action that cannot run."""
+    from remindful.errors import MemoryDisabledError, RemindfulError
+
+    try:
+        get_manager().check_enabled()
+    except MemoryDisabledError as exc:
+        return failure(f"{DISABLED}: {exc.reason}", reason=exc.reason)
+    except RemindfulError:
+        return None  # any other problem is reported by run()
+    return None
+
+
 def run(get_manager: GetManager, action: Callable[[MemoryManager], dict[str, Any]]) -> dict[str, Any]:
     """Open the manager (lazily), run ``action`` with it and wrap its dict as a success answer.
 
@@ -83,6 +97,7 @@ __all__ = [
     "WRITE",
     "GetManager",
     "MemoryTypeName",
+    "disabled",
     "failure",
     "run",
     "tool",

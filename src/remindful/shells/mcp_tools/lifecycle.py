@@ -12,7 +12,16 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import Field
 
-from remindful.shells.mcp_tools.common import DESTRUCTIVE, READ_ONLY, WRITE, GetManager, MemoryTypeName, run, tool
+from remindful.shells.mcp_tools.common import (
+    DESTRUCTIVE,
+    READ_ONLY,
+    WRITE,
+    GetManager,
+    MemoryTypeName,
+    disabled,
+    run,
+    tool,
+)
 from remindful.shells.mcp_tools.confirm import Approval, approved, confirmation, not_confirmed
 
 if TYPE_CHECKING:
@@ -59,6 +68,8 @@ def register(mcp: Any, get_manager: GetManager) -> None:
     ) -> dict[str, Any]:
         """Delete ALL memories of one session, in every collection (e.g. after sensitive work).
         A backup is taken first; returns the count deleted and the backup path."""
+        if off := disabled(get_manager):
+            return off
         if not approved(approval):
             return not_confirmed(f"delete every memory of session {session_id!r}", approval)
         return run(get_manager, lambda m: m.delete_session(session_id, confirm=True))
@@ -127,6 +138,8 @@ def register(mcp: Any, get_manager: GetManager) -> None:
         """Replace all current memories with a backup. The archive is validated first (checksums,
         no links or escaping paths); the current data is backed up before it is replaced.
         Returns the restored counts per collection."""
+        if off := disabled(get_manager):
+            return off
         if not approved(approval):
             return not_confirmed("replace all current memories with the backup", approval)
         return run(get_manager, lambda m: m.restore(backup_path, confirm=True))
@@ -138,6 +151,8 @@ def register(mcp: Any, get_manager: GetManager) -> None:
     ) -> dict[str, Any]:
         """Delete every memory in every collection (fresh start). A backup is taken first; its
         path is returned so the data can be restored with memory_restore."""
+        if off := disabled(get_manager):
+            return off
         if not approved(approval):
             return not_confirmed("delete every memory", approval)
         return run(get_manager, lambda m: m.clear_all(confirm=True))
