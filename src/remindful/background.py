@@ -100,10 +100,10 @@ class _Worker:
 
 
 class BackgroundIndexer(_Worker):
-    """Indexes stored memories off the caller's path; ``index(ids)`` does the work."""
+    """Updates the vector index off the caller's path; ``handle(keys)`` does the work."""
 
-    def __init__(self, index: Callable[[list[str]], None]) -> None:
-        super().__init__("remindful-indexer", index)
+    def __init__(self, handle: Callable[[list[str]], None], *, name: str = "remindful-indexer") -> None:
+        super().__init__(name, handle)
 
 
 class AccessRecorder(_Worker):

@@ -68,6 +68,7 @@ class StoreState(IndexMaintenance):
         self._index_lock = IndexLock(self.path / "index.lock")
         self._access: AccessRecorder | None = None
         self._indexer: BackgroundIndexer | None = None
+        self._deleter: BackgroundIndexer | None = None
         self._holders = IndexHolders(self.path / "index.holders")
         #: Run once when the catalog opens (the manager drains the hook spool here); a failure is
         #: logged and does not stop the open.
@@ -192,19 +193,36 @@ class StoreState(IndexMaintenance):
             ),
             what="auditing deletions",
         )
-        by_type: dict[str, list[str]] = {}
-        for mid, type_value in gone:
-            by_type.setdefault(type_value, []).append(mid)
+        for _mid, type_value in gone:
             self._type_counts[type_value] = max(self._type_counts.get(type_value, 1) - 1, 0)
-        index = self.index
-        if index is not None:
-            try:
-                with self._index_lock():
-                    for type_value, group in by_type.items():
-                        index.delete(MemoryType(type_value).collection, group)
-            except RemindfulError as exc:  # stale vectors are filtered at search and removed at next open
-                log.warning("deleted %d memories from the catalog; index cleanup deferred (%s)", len(gone), exc)
+        keys = [f"{type_value}\x00{mid}" for mid, type_value in gone]
+        if self.settings.performance.async_indexing:
+            # The catalog delete is the truth: search checks every index hit against the catalog,
+            # so the vectors can go in the background (and a crash leaves them to the next open).
+            if self._deleter is None:
+                with self._init_lock:
+                    if self._deleter is None:
+                        self._deleter = BackgroundIndexer(self.unindex, name="remindful-unindexer")
+            self._deleter.submit(keys)
+        else:
+            self.unindex(keys)
         return len(gone)
+
+    def unindex(self, keys: list[str]) -> None:
+        """Remove vectors from the index; ``keys`` are ``"{type}\\x00{id}"``."""
+        index = self.index
+        if index is None:
+            return
+        by_type: dict[str, list[str]] = {}
+        for key in keys:
+            type_value, _, mid = key.partition("\x00")
+            by_type.setdefault(type_value, []).append(mid)
+        try:
+            with self._index_lock():
+                for type_value, group in by_type.items():
+                    index.delete(MemoryType(type_value).collection, group)
+        except RemindfulError as exc:  # stale vectors are filtered at search and removed at next open
+            log.warning("could not remove %d vectors from the index yet (%s)", len(keys), exc)
 
     def make_room(self, rows: Sequence[MemoryRow]) -> None:
         """Enforce per-type item quotas (evict the least important unprotected memories) and warn
@@ -275,9 +293,10 @@ class StoreState(IndexMaintenance):
         return build_stats(self)
 
     def close(self) -> None:
-        if self._indexer is not None:
-            self._indexer.close()
-            self._indexer = None
+        for worker in (self._indexer, self._deleter):
+            if worker is not None:
+                worker.close()
+        self._indexer = self._deleter = None
         if self._access is not None:
             self._access.close()
         if self._index is not None:
