@@ -4,11 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
+from remindful.hooks.spool import SPOOL_DDL
 
-SCHEMA = """
+if TYPE_CHECKING:
+    import numpy as np
+
+SCHEMA = (
+    """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS memories (
     rowid INTEGER PRIMARY KEY,
@@ -57,15 +61,6 @@ CREATE TABLE IF NOT EXISTS sessions (
     ended_at REAL,
     metadata TEXT NOT NULL DEFAULT '{}'
 );
-CREATE TABLE IF NOT EXISTS spool (
-    seq INTEGER PRIMARY KEY,
-    idem_key TEXT UNIQUE,
-    kind TEXT NOT NULL,
-    payload TEXT NOT NULL,
-    created_at REAL NOT NULL,
-    attempts INTEGER NOT NULL DEFAULT 0,
-    last_error TEXT
-);
 CREATE TABLE IF NOT EXISTS file_hashes (
     path TEXT PRIMARY KEY,
     sha256 TEXT NOT NULL,
@@ -86,6 +81,8 @@ CREATE TABLE IF NOT EXISTS embedding_cache (
     PRIMARY KEY (model, hash)
 ) WITHOUT ROWID;
 """
+    + SPOOL_DDL
+)
 
 #: Columns of ``memories`` returned by reads, in this order (no embedding).
 MEMORY_COLUMNS = (
