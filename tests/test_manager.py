@@ -249,3 +249,16 @@ def test_async_facade(tmp_path: Path) -> None:
     import asyncio
 
     asyncio.run(_async_roundtrip(tmp_path / "a"))
+
+
+def test_list_by_source_and_delete_by_file_path(memory: MemoryManager, tmp_path: Path) -> None:
+    note = tmp_path / "notes.md"
+    for i in range(3):
+        memory.store(f"chunk {i} of the notes", type="document", source="md_file", metadata={"file_path": str(note)})
+    keep = memory.store("hand-written", source="manual")
+    assert {m.source for m in memory.list(source="md_file")} == {MemorySource.MD_FILE}
+    assert len(memory.list(source="md_file")) == 3
+    with pytest.raises(ValidationError, match="source"):
+        memory.list(source="telepathy")
+    assert memory.delete_by_file_path(note) == 3
+    assert [m.id for m in memory.list()] == [keep]

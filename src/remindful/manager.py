@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from remindful.attachments import attach_files
@@ -222,6 +223,13 @@ class MemoryManager:
         """Delete one memory everywhere; False if there was none with that id."""
         return self.delete_many([_text(memory_id, "memory_id")]) == 1
 
+    def delete_by_file_path(self, path: str | os.PathLike[str]) -> int:
+        """Delete every memory (Markdown chunks) taken from the file at ``path``; returns how many."""
+        given = str(path)
+        flt = build_filter(filters={"file_path": {"$in": [given, str(Path(given).expanduser().resolve())]}})
+        rows = self._state.ready().catalog.read(f"SELECT id FROM memories WHERE {flt.sql}", flt.params)
+        return self.delete_many([r[0] for r in rows])
+
     def delete_many(self, ids: Sequence[str]) -> int:
         """Delete memories by id; returns how many existed."""
         return self._state.ready().delete(list(ids))
@@ -252,10 +260,14 @@ class MemoryManager:
         session_id: str | None = None,
         limit: int = 50,
         offset: int = 0,
+        *,
+        source: str | MemorySource | None = None,
     ) -> builtins.list[Memory]:
-        """Memories newest first, optionally of one type and/or one session."""
+        """Memories newest first, optionally of one type, one session and/or one source
+        (``source="hook"``: the spec's find_by_source)."""
         types = [_type(type).value] if type is not None else None
-        flt = build_filter(types=types, session_id=session_id)
+        sources = {"source": _source(source).value} if source is not None else None
+        flt = build_filter(types=types, session_id=session_id, filters=sources)
         rows = self._state.ready().catalog.select_rows(
             flt, limit=_bounded(limit, "limit", 1, 10_000), offset=_bounded(offset, "offset", 0, 10**9)
         )
@@ -498,6 +510,14 @@ def _type(value: Any) -> MemoryType:
     except ValueError:
         valid = ", ".join(t.value for t in MemoryType)
         raise ValidationError("type", f"unknown memory type {value!r}; expected one of {valid}") from None
+
+
+def _source(value: Any) -> MemorySource:
+    try:
+        return MemorySource(value)
+    except ValueError:
+        valid = ", ".join(s.value for s in MemorySource)
+        raise ValidationError("source", f"unknown memory source {value!r}; expected one of {valid}") from None
 
 
 def _bounded(value: Any, field: str, low: int, high: int) -> int:
