@@ -168,11 +168,12 @@ def list_(
     session: Annotated[str | None, typer.Option("--session", "-s", help="Only this session.")] = None,
     limit: Annotated[int, typer.Option("--limit", "-n", help="Maximum rows.")] = 20,
     offset: Annotated[int, typer.Option("--offset", help="Rows to skip.")] = 0,
+    source: Annotated[str | None, typer.Option("--source", help="Only this source (hook, md_file, ...).")] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """List memories, newest first."""
     with _open() as memory:
-        found = _run(lambda: memory.list(type, session, limit, offset))
+        found = _run(lambda: memory.list(type, session, limit, offset, source=source))
     if json_out:
         _print_json([m.to_dict() for m in found])
         return
