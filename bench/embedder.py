@@ -89,17 +89,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--singles", type=int, default=200, help="texts timed one at a time")
     parser.add_argument("--repeat", type=int, default=3, help="batch runs; the best counts")
     parser.add_argument("--threads", type=int, default=None, help="ONNX intra-op threads (default: all cores)")
+    parser.add_argument("--no-spin", action="store_true", help="ONNX worker threads do not busy-wait")
     parser.add_argument("--batch-size", type=int, default=32, help="ONNX internal batch size")
     parser.add_argument("--model-dir", type=Path, default=None, help="directory with model.onnx")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args(argv)
 
     texts = load_texts(args.data, args.n)
-    onnx = OnnxMiniLMEmbedder(args.model_dir, threads=args.threads, batch_size=args.batch_size)
+    onnx = OnnxMiniLMEmbedder(args.model_dir, threads=args.threads, batch_size=args.batch_size, spin=not args.no_spin)
     onnx_figures, onnx_vectors = measure(onnx, texts, singles=args.singles, repeat=args.repeat)
     result: dict[str, Any] = {
         "texts": len(texts),
-        "onnx": {**onnx_figures, "origin": onnx.origin, "threads": args.threads, "batch_size": args.batch_size},
+        "onnx": {
+            **onnx_figures,
+            "origin": onnx.origin,
+            "threads": args.threads,
+            "batch_size": args.batch_size,
+            "spin": not args.no_spin,
+        },
         "sentence_transformers": None,
         "targets": TARGETS,
         # Timings on a shared machine mean little without the load they were taken under.
