@@ -143,26 +143,3 @@ def test_a_failing_collection_query_falls_back_to_the_catalog(tmp_path: Path) ->
         hits = memory.search("login captcha screen")
         assert hits[0].id == screen and "dense" in hits[0].sources
         assert index.closed >= 1
-
-
-class SlowDeleteIndex(InMemoryIndex):
-    def __init__(self) -> None:
-        super().__init__()
-        self.gate = threading.Event()
-
-    def delete(self, collection: str, ids: Any) -> None:
-        self.gate.wait(30)
-        super().delete(collection, ids)
-
-
-def test_delete_returns_before_the_index_catches_up(tmp_path: Path) -> None:
-    index = SlowDeleteIndex()
-    with open_fake(tmp_path / "s", index=index) as memory:
-        gone = memory.store("the old wifi password hint")
-        memory.flush()
-        assert memory.delete(gone)  # would hang if the vector were removed inline
-        assert gone not in [h.id for h in memory.search("wifi password hint")]  # the catalog is the truth
-        assert index.ids("action_memories") == [gone]
-        index.gate.set()
-        assert memory.flush(timeout=30)
-        assert index.ids("action_memories") == []

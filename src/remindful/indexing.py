@@ -51,7 +51,6 @@ class IndexMaintenance:
     _init_lock: threading.RLock
     _index_lock: IndexLock
     _indexer: BackgroundIndexer | None
-    _deleter: BackgroundIndexer | None
     _holders: IndexHolders
 
     @property
@@ -238,8 +237,8 @@ class IndexMaintenance:
             self.index_ids([r.id for r in rows])
 
     def flush(self, timeout: float | None = None) -> bool:
-        """Wait until the vector index reflects every store and delete so far; False on timeout."""
-        return all(worker.flush(timeout) for worker in (self._indexer, self._deleter) if worker is not None)
+        """Wait until memories stored so far are in the vector index; False on timeout."""
+        return self._indexer.flush(timeout) if self._indexer is not None else True
 
     def index_ids(self, ids: list[str]) -> None:
         """Index the memories with these ids that are still un-indexed (read under the index lock,

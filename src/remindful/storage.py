@@ -68,7 +68,6 @@ class StoreState(IndexMaintenance):
         self._index_lock = IndexLock(self.path / "index.lock")
         self._access: AccessRecorder | None = None
         self._indexer: BackgroundIndexer | None = None
-        self._deleter: BackgroundIndexer | None = None
         self._holders = IndexHolders(self.path / "index.holders")
         #: Run once when the catalog opens (the manager drains the hook spool here); a failure is
         #: logged and does not stop the open.
@@ -195,17 +194,9 @@ class StoreState(IndexMaintenance):
         )
         for _mid, type_value in gone:
             self._type_counts[type_value] = max(self._type_counts.get(type_value, 1) - 1, 0)
-        keys = [f"{type_value}\x00{mid}" for mid, type_value in gone]
-        if self.settings.performance.async_indexing:
-            # The catalog delete is the truth: search checks every index hit against the catalog,
-            # so the vectors can go in the background (and a crash leaves them to the next open).
-            if self._deleter is None:
-                with self._init_lock:
-                    if self._deleter is None:
-                        self._deleter = BackgroundIndexer(self.unindex, name="remindful-unindexer")
-            self._deleter.submit(keys)
-        else:
-            self.unindex(keys)
+        # Chroma's delete holds the GIL: doing it in a background thread only slowed the caller
+        # (measured with bench/retention.py), so vectors are removed here.
+        self.unindex([f"{type_value}\x00{mid}" for mid, type_value in gone])
         return len(gone)
 
     def unindex(self, keys: list[str]) -> None:
@@ -293,10 +284,9 @@ class StoreState(IndexMaintenance):
         return build_stats(self)
 
     def close(self) -> None:
-        for worker in (self._indexer, self._deleter):
-            if worker is not None:
-                worker.close()
-        self._indexer = self._deleter = None
+        if self._indexer is not None:
+            self._indexer.close()
+            self._indexer = None
         if self._access is not None:
             self._access.close()
         if self._index is not None:
