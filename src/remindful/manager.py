@@ -45,7 +45,7 @@ from remindful.model import (
 )
 from remindful.search import rank
 from remindful.storage import StoreState
-from remindful.validation import validate_item
+from remindful.validation import parse_enum, validate_item
 
 log = logging.getLogger("remindful")
 
@@ -505,19 +505,13 @@ def _text(value: Any, field: str) -> str:
 
 
 def _type(value: Any) -> MemoryType:
-    try:
-        return MemoryType(value)
-    except ValueError:
-        valid = ", ".join(t.value for t in MemoryType)
-        raise ValidationError("type", f"unknown memory type {value!r}; expected one of {valid}") from None
+    result: MemoryType = parse_enum(MemoryType, value, "type")
+    return result
 
 
 def _source(value: Any) -> MemorySource:
-    try:
-        return MemorySource(value)
-    except ValueError:
-        valid = ", ".join(s.value for s in MemorySource)
-        raise ValidationError("source", f"unknown memory source {value!r}; expected one of {valid}") from None
+    result: MemorySource = parse_enum(MemorySource, value, "source")
+    return result
 
 
 def _bounded(value: Any, field: str, low: int, high: int) -> int:

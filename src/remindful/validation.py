@@ -49,19 +49,20 @@ def validate_item(item: Mapping[str, Any], prefix: str) -> dict[str, Any]:
             ) from None
     return {
         "content": content,
-        "type": _enum(MemoryType, item.get("type", "action"), prefix + "type"),
+        "type": parse_enum(MemoryType, item.get("type", "action"), prefix + "type"),
         "metadata": metadata,
         "session_id": session_id,
         "timestamp": epoch,
-        "source": _enum(MemorySource, item.get("source", "manual"), prefix + "source"),
+        "source": parse_enum(MemorySource, item.get("source", "manual"), prefix + "source"),
         "memory_class": None
         if item.get("memory_class") is None
-        else _enum(MemoryClass, item["memory_class"], prefix + "memory_class"),
+        else parse_enum(MemoryClass, item["memory_class"], prefix + "memory_class"),
         "chunk": chunk,
     }
 
 
-def _enum(kind: Any, value: Any, field: str) -> Any:
+def parse_enum(kind: Any, value: Any, field: str) -> Any:
+    """``kind(value)``, or ValidationError naming ``field`` and listing the valid values."""
     try:
         return kind(value)
     except ValueError:
