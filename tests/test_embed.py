@@ -20,6 +20,7 @@ from remindful.embed import (
     SentenceTransformersEmbedder,
     default_embedder,
     onnx,
+    quantize,
 )
 from remindful.errors import ConfigError, DependencyMissingError, EmbedderError
 from remindful.model import content_hash
@@ -288,20 +289,83 @@ def test_onnx_is_semantic(onnx_embedder: OnnxMiniLMEmbedder) -> None:
     assert float(login @ signin) > float(login @ bread) + 0.2
 
 
+BATCH_TEXTS = [
+    "short",
+    "",
+    "a medium length sentence with a few more words in it",
+    "a much longer text " * 20,
+    "Why did the deploy fail on Tuesday night?",
+] * 8  # 40 texts: more than one internal batch
+
+
 @pytest.mark.slow
 @needs_model
-def test_onnx_batch_equals_single(onnx_embedder: OnnxMiniLMEmbedder) -> None:
-    texts = [
-        "short",
-        "",
-        "a medium length sentence with a few more words in it",
-        "a much longer text " * 20,
-        "Why did the deploy fail on Tuesday night?",
-    ] * 8  # 40 texts: more than one internal batch
-    batched = onnx_embedder.embed(texts)
+def test_onnx_float_batch_equals_single() -> None:
+    embedder = OnnxMiniLMEmbedder(quantize=False)
+    batched = embedder.embed(BATCH_TEXTS)
     for i in range(5):
-        np.testing.assert_allclose(batched[i], onnx_embedder.embed([texts[i]])[0], atol=1e-5)
+        np.testing.assert_allclose(batched[i], embedder.embed([BATCH_TEXTS[i]])[0], atol=1e-5)
     np.testing.assert_allclose(batched[:5], batched[5:10], atol=1e-6)
+
+
+@pytest.mark.slow
+@needs_model
+def test_onnx_int8_batch_close_to_single(onnx_embedder: OnnxMiniLMEmbedder) -> None:
+    batched = onnx_embedder.embed(BATCH_TEXTS)
+    singles = np.vstack([onnx_embedder.embed([text]) for text in BATCH_TEXTS[:5]])
+    cosines = (batched[:5] * singles).sum(axis=1)
+    assert cosines.min() >= 0.95 and np.median(cosines) >= 0.98, cosines
+    np.testing.assert_allclose(batched[:5], batched[5:10], atol=1e-6)  # same batch-mates, same vectors
+
+
+@pytest.mark.slow
+@needs_model
+def test_onnx_int8_is_close_to_float_and_prepared_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setenv(quantize.ENV_MODEL_CACHE, str(tmp_path / "models"))
+    texts = [*BATCH_TEXTS[:5], "Caroline went to the LGBTQ support group on 7 May 2023"]
+    fast = OnnxMiniLMEmbedder()
+    vectors = fast.embed(texts)
+    prepared = list((tmp_path / "models").glob("*.int8.onnx"))
+    assert len(prepared) == 1 and "int8 matmuls" in (fast.origin or "")
+    assert oct(prepared[0].stat().st_mode & 0o777) == "0o600"
+    reference = OnnxMiniLMEmbedder(quantize=False).embed(texts)
+    cosines = (vectors * reference).sum(axis=1)
+    assert cosines.min() >= 0.95 and cosines.mean() >= 0.98, cosines  # the empty text is the worst, ~0.96
+
+    def no_second_preparation(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the prepared model should have been reused")
+
+    monkeypatch.setattr(quantize.subprocess, "run", no_second_preparation)
+    again = OnnxMiniLMEmbedder()
+    np.testing.assert_allclose(again.embed(texts), vectors, atol=1e-6)
+
+
+@pytest.mark.slow
+@needs_model
+def test_onnx_int8_preparation_failures_fall_back_to_the_shipped_model(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setenv(quantize.ENV_MODEL_CACHE, str(tmp_path / "models"))
+    reference = OnnxMiniLMEmbedder(quantize=False).embed(["hello there"])
+    packaged, _ = onnx.packaged_onnx()
+    assert packaged is not None
+    # A damaged prepared file (a crash mid-copy, say) is removed and the shipped model used.
+    damaged = quantize.quantized_path(packaged, __import__("onnxruntime").__version__)
+    damaged.parent.mkdir(parents=True)
+    damaged.write_bytes(b"not a model")
+    with caplog.at_level("WARNING"):
+        embedder = OnnxMiniLMEmbedder()
+        np.testing.assert_allclose(embedder.embed(["hello there"]), reference, atol=1e-5)
+    assert not damaged.exists() and "does not load" in caplog.text
+    assert "int8 matmuls" not in (embedder.origin or "")
+    # A preparation that fails (no onnx package, full disk...) leaves the shipped model in use.
+    monkeypatch.setattr(quantize.sys, "executable", str(tmp_path / "no-python"))
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        np.testing.assert_allclose(OnnxMiniLMEmbedder().embed(["hello there"]), reference, atol=1e-5)
+    assert "Cannot prepare the int8 model" in caplog.text and not damaged.exists()
 
 
 @pytest.mark.slow

@@ -13,13 +13,12 @@ scoring + lexical) until ``reindex(reset=True)`` rebuilds it.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,14 +26,13 @@ import numpy as np
 
 from remindful import context
 from remindful.attachments import remove_copies
-from remindful.background import AccessRecorder, BackgroundIndexer, IndexHolders, IndexLock
+from remindful.background import AccessRecorder, BackgroundIndexer, IndexDeleter, IndexHolders, IndexLock
 from remindful.catalog import Catalog, MemoryRow
 from remindful.config import Settings
 from remindful.embed.base import Embedder
 from remindful.errors import (
     CorruptionError,
     MemoryDisabledError,
-    RemindfulError,
     StorageError,
 )
 from remindful.index.base import VectorIndex
@@ -68,6 +66,8 @@ class StoreState(IndexMaintenance):
         self._index_lock = IndexLock(self.path / "index.lock")
         self._access: AccessRecorder | None = None
         self._indexer: BackgroundIndexer | None = None
+        self._deleter: IndexDeleter | None = None
+        self._unindexing: dict[str, set[str]] = {}
         self._holders = IndexHolders(self.path / "index.holders")
         #: Run once when the catalog opens (the manager drains the hook spool here); a failure is
         #: logged and does not stop the open.
@@ -129,8 +129,9 @@ class StoreState(IndexMaintenance):
                 if self._embedder is None:
                     from remindful.embed import CachedEmbedder, default_embedder
 
+                    settings = self.settings.embeddings
                     inner = self._given_embedder or default_embedder(
-                        model_dir=self.settings.embeddings.model_dir, backend=self.settings.embeddings.backend
+                        model_dir=settings.model_dir, backend=settings.backend, quantize=settings.quantize
                     )
                     self._embedder = CachedEmbedder(
                         inner, lru_size=self.settings.embeddings.cache_size, store=self.catalog
@@ -178,42 +179,20 @@ class StoreState(IndexMaintenance):
         if row.embedding is None:
             row.embedding = self.catalog.embeddings([row.id]).get(row.id)
 
-    def delete(self, ids: list[str], *, reason: str = "delete") -> int:
+    def delete(self, ids: list[str], *, reason: str | Mapping[str, str] = "delete") -> int:
+        """Delete memories everywhere; returns how many existed. ``reason`` (or ``reason[id]``) is
+        the audit-log action. The catalog delete commits first and is the truth; the vectors follow
+        (see :meth:`remove_vectors`), and attachment copies go last."""
         if not ids:
             return 0
-        gone = self.catalog.delete_ids(ids)
+        gone = self.catalog.delete_ids(ids, reason=reason)
         if not gone:
             return 0
         remove_copies(self.path, [mid for mid, _t in gone])
-        self.catalog.write(
-            lambda c: c.executemany(
-                "INSERT INTO audit_log (at, action, memory_id, detail) VALUES (?,?,?,?)",
-                [(time.time(), reason, mid, json.dumps({"type": t})) for mid, t in gone],
-            ),
-            what="auditing deletions",
-        )
         for _mid, type_value in gone:
             self._type_counts[type_value] = max(self._type_counts.get(type_value, 1) - 1, 0)
-        # Chroma's delete holds the GIL: doing it in a background thread only slowed the caller
-        # (measured with bench/retention.py), so vectors are removed here.
-        self.unindex([f"{type_value}\x00{mid}" for mid, type_value in gone])
+        self.remove_vectors(gone)
         return len(gone)
-
-    def unindex(self, keys: list[str]) -> None:
-        """Remove vectors from the index; ``keys`` are ``"{type}\\x00{id}"``."""
-        index = self.index
-        if index is None:
-            return
-        by_type: dict[str, list[str]] = {}
-        for key in keys:
-            type_value, _, mid = key.partition("\x00")
-            by_type.setdefault(type_value, []).append(mid)
-        try:
-            with self._index_lock():
-                for type_value, group in by_type.items():
-                    index.delete(MemoryType(type_value).collection, group)
-        except RemindfulError as exc:  # stale vectors are filtered at search and removed at next open
-            log.warning("could not remove %d vectors from the index yet (%s)", len(keys), exc)
 
     def make_room(self, rows: Sequence[MemoryRow]) -> None:
         """Enforce per-type item quotas (evict the least important unprotected memories) and warn
@@ -287,6 +266,7 @@ class StoreState(IndexMaintenance):
         if self._indexer is not None:
             self._indexer.close()
             self._indexer = None
+        self.finish_deletes()
         if self._access is not None:
             self._access.close()
         if self._index is not None:

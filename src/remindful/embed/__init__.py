@@ -32,15 +32,18 @@ Backend = Literal["onnx", "sentence-transformers", "fake"]
 BACKENDS: tuple[str, ...] = ("onnx", "sentence-transformers", "fake")
 
 
-def default_embedder(model_dir: Path | str | None = None, backend: Backend | str = "onnx") -> Embedder:
+def default_embedder(
+    model_dir: Path | str | None = None, backend: Backend | str = "onnx", *, quantize: bool = True
+) -> Embedder:
     """A new, not yet loaded embedder for ``backend``, without a cache (wrap it in :class:`CachedEmbedder`).
 
     ``model_dir`` applies to the ONNX backend (see :func:`resolve_model_files`) and, when given, is the
-    model path of the sentence-transformers backend. Raises :class:`ConfigError` for an unknown
-    backend and :class:`DependencyMissingError` when sentence-transformers is asked for but missing.
+    model path of the sentence-transformers backend; ``quantize`` (int8 matmuls) to the ONNX backend.
+    Raises :class:`ConfigError` for an unknown backend and :class:`DependencyMissingError` when
+    sentence-transformers is asked for but missing.
     """
     if backend == "onnx":
-        return OnnxMiniLMEmbedder(model_dir)
+        return OnnxMiniLMEmbedder(model_dir, quantize=quantize)
     if backend == "sentence-transformers":
         return SentenceTransformersEmbedder(model_dir) if model_dir is not None else SentenceTransformersEmbedder()
     if backend == "fake":

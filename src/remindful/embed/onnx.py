@@ -15,6 +15,7 @@ onnxruntime and tokenizers are imported on first use, never when this module is 
 from __future__ import annotations
 
 import importlib.util
+import logging
 import os
 import threading
 import time
@@ -25,6 +26,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 
 from remindful.errors import EmbedderError
+
+logger = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     import onnxruntime
@@ -183,7 +186,12 @@ class OnnxMiniLMEmbedder:
     happens once. After loading, ``origin`` says where the files came from and ``load_ms`` how long
     loading took. Texts longer than ``max_length`` tokens (including [CLS]/[SEP]) are truncated.
 
-    ``threads`` defaults to every core. ``spin=False`` stops ONNX Runtime's worker threads from
+    With ``quantize`` (the default) the model runs with int8 matrix multiplications, prepared once
+    per model file by :mod:`remindful.embed.quantize` and cached; if preparing fails, the model runs
+    as shipped. Int8 activations are scaled per model call, so a vector can differ slightly with the
+    texts batched alongside it (cosine >= 0.95 to the text embedded alone, typically 0.99);
+    ``quantize=False`` makes every vector a function of its text alone. ``threads`` defaults to
+    every core. ``spin=False`` stops ONNX Runtime's worker threads from
     busy-waiting between operators: on an idle machine spinning is fastest (about 5 ms instead of 8
     for one short text on 2 cores), on a busy one it is about twice as slow, so shared machines
     should turn it off (or use ``threads=1``).
@@ -195,8 +203,9 @@ class OnnxMiniLMEmbedder:
         *,
         threads: int | None = None,
         max_length: int = 256,
-        batch_size: int = 32,
+        batch_size: int = 16,
         spin: bool = True,
+        quantize: bool = True,
     ) -> None:
         if not 2 <= max_length <= _MAX_POSITIONS:
             raise ValueError(f"max_length must be between 2 and {_MAX_POSITIONS}, got {max_length}")
@@ -207,6 +216,7 @@ class OnnxMiniLMEmbedder:
         self._max_length = max_length
         self._batch_size = batch_size
         self._spin = spin
+        self._quantize = quantize
         self._lock = threading.Lock()
         self._session: onnxruntime.InferenceSession | None = None
         self._tokenizer: tokenizers.Tokenizer | None = None
@@ -260,8 +270,12 @@ class OnnxMiniLMEmbedder:
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         if not self._spin:
             options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        session, origin = None, files.origin
+        if self._quantize:
+            session, origin = self._quantized_session(ort, files, options)
         try:
-            session = ort.InferenceSession(str(files.onnx_path), options, providers=["CPUExecutionProvider"])
+            if session is None:
+                session = ort.InferenceSession(str(files.onnx_path), options, providers=["CPUExecutionProvider"])
             tokenizer = Tokenizer.from_file(str(files.tokenizer_path))
         except Exception as exc:  # onnxruntime raises its own, unexported exception types
             raise EmbedderError(
@@ -281,9 +295,33 @@ class OnnxMiniLMEmbedder:
         if "last_hidden_state" not in {o.name for o in session.get_outputs()}:
             self._output = None
         self._tokenizer = tokenizer
-        self.origin = files.origin
+        self.origin = origin
         self.load_ms = (time.perf_counter() - started) * 1000
         self._session = session  # last: its presence means "fully loaded" to the lock-free fast path
+
+    @staticmethod
+    def _quantized_session(
+        ort: Any, files: ModelFiles, options: Any
+    ) -> tuple[onnxruntime.InferenceSession | None, str]:
+        """A session on the int8 preparation of ``files``, or ``None`` (with the plain origin) if unusable.
+
+        A prepared file that does not load (truncated by a crash, say) is removed, so the next load
+        prepares it again.
+        """
+        from remindful.embed.quantize import ensure_quantized
+
+        prepared = ensure_quantized(files.onnx_path, ort.__version__)
+        if prepared is None:
+            return None, files.origin
+        try:
+            session = ort.InferenceSession(str(prepared), options, providers=["CPUExecutionProvider"])
+        except Exception as exc:  # onnxruntime raises its own, unexported exception types
+            logger.warning(
+                "The prepared int8 model %s does not load (%s); removed, using the model as shipped", prepared, exc
+            )
+            prepared.unlink(missing_ok=True)
+            return None, files.origin
+        return session, f"{files.origin}, int8 matmuls prepared in {prepared}"
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Embed ``texts``: a ``(len(texts), 384)`` float32 array of unit rows, in input order.
