@@ -1,9 +1,14 @@
 """Cold start of `remindful serve`: process spawn → `initialize` → `tools/list` answered.
 
-Speaks raw JSON-RPC over the pipes (no client library in the timing) and compares against the
-interpreter's own start (`python -c pass`) measured in the same run. Each run uses a fresh storage
-directory; the first start of a fresh HOME has no manifest yet (the SDK answers, ~the SDK import
-time); later starts answer from the manifest the first one recorded.
+Speaks raw JSON-RPC (no client library in the timing) and compares against the interpreter's own
+start (`python -c pass`) measured in the same run. Every start uses a fresh storage directory.
+Cases (stdio unless said):
+
+- first start: a fresh HOME, so no per-user cache: answered from the manifest shipped in the package;
+- later starts: the same HOME again (a per-user cache exists only if an answer ever differed);
+- no manifest: the shipped manifest disabled (a `sitecustomize` makes it not apply) and a fresh HOME,
+  so the SDK answers after its import — the first start before the manifest was shipped;
+- http: `serve --transport http`, from spawn to the `tools/list` answer over streamable HTTP.
 
     python bench/mcp_cold_start.py [--runs 10] [--json]
 """
@@ -13,27 +18,25 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
-REQUESTS = [
-    {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-06-18",
-            "capabilities": {},
-            "clientInfo": {"name": "bench", "version": "0"},
-        },
-    },
-    {"jsonrpc": "2.0", "method": "notifications/initialized"},
-    {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
-]
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "0"}},
+}
+INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+TOOLS_LIST = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+NO_SHIPPED_MANIFEST = "import remindful.shells.mcp_manifest as m\nm.load = lambda path=None: None\n"
 
 
 def remindful_command() -> list[str]:
@@ -48,7 +51,7 @@ def time_serve(env: dict[str, str]) -> tuple[float, int]:
         remindful_command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env
     )
     assert proc.stdin is not None and proc.stdout is not None
-    proc.stdin.write(b"".join(json.dumps(r).encode() + b"\n" for r in REQUESTS))
+    proc.stdin.write(b"".join(json.dumps(r).encode() + b"\n" for r in (INITIALIZE, INITIALIZED, TOOLS_LIST)))
     proc.stdin.flush()
     tools = -1
     for line in proc.stdout:
@@ -60,6 +63,52 @@ def time_serve(env: dict[str, str]) -> tuple[float, int]:
     proc.stdin.close()
     proc.wait(timeout=60)
     return elapsed, tools
+
+
+def _post(url: str, body: dict[str, object], session: str | None) -> tuple[str | None, dict[str, object]]:
+    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+    if session:
+        headers["Mcp-Session-Id"] = session
+        headers["Mcp-Protocol-Version"] = "2025-06-18"
+    request = urllib.request.Request(url, data=json.dumps(body).encode(), headers=headers)
+    with urllib.request.urlopen(request, timeout=30) as response:
+        text = response.read().decode()
+        sid = response.headers.get("Mcp-Session-Id")
+    if not text.strip():
+        return sid, {}
+    data = [line[5:].strip() for line in text.splitlines() if line.startswith("data:")] or [text]
+    return sid, json.loads(data[-1])
+
+
+def time_http(env: dict[str, str]) -> float:
+    """Seconds from spawn of `serve --transport http` to its tools/list answer."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    url = f"http://127.0.0.1:{port}/mcp"
+    started = time.perf_counter()
+    proc = subprocess.Popen(
+        [*remindful_command(), "--transport", "http", "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
+    try:
+        while True:
+            try:
+                session, _ = _post(url, INITIALIZE, None)
+                break
+            except (urllib.error.URLError, ConnectionError):
+                if proc.poll() is not None or time.perf_counter() - started > 60:
+                    raise RuntimeError("serve --transport http did not start") from None
+                time.sleep(0.01)
+        _post(url, INITIALIZED, session)
+        _, answer = _post(url, TOOLS_LIST, session)
+        assert answer["result"]["tools"], answer  # type: ignore[index]
+        return time.perf_counter() - started
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
 
 
 def time_python() -> float:
@@ -74,29 +123,50 @@ def main() -> None:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("REMINDFUL_")}
-        env["HOME"] = str(Path(tmp) / "home")
-        env.pop("XDG_CACHE_HOME", None)
-        first, tools = time_serve({**env, "MEMORY_STORAGE_PATH": str(Path(tmp) / "first")})
-        warm = [time_serve({**env, "MEMORY_STORAGE_PATH": str(Path(tmp) / f"s{i}")})[0] for i in range(args.runs)]
+        base = {k: v for k, v in os.environ.items() if not k.startswith("REMINDFUL_")}
+        base.pop("XDG_CACHE_HOME", None)
+        patch = Path(tmp) / "patch"
+        patch.mkdir()
+        (patch / "sitecustomize.py").write_text(NO_SHIPPED_MANIFEST)
+        first, later, bare, http = [], [], [], []
+        tools = -1
+        for i in range(args.runs):
+            env = {**base, "HOME": str(Path(tmp) / f"home{i}"), "MEMORY_STORAGE_PATH": str(Path(tmp) / f"a{i}")}
+            seconds, tools = time_serve(env)
+            first.append(seconds)
+            later.append(time_serve({**env, "MEMORY_STORAGE_PATH": str(Path(tmp) / f"b{i}")})[0])
+            no_manifest = {**env, "HOME": str(Path(tmp) / f"bare{i}"), "PYTHONPATH": str(patch)}
+            bare.append(time_serve({**no_manifest, "MEMORY_STORAGE_PATH": str(Path(tmp) / f"c{i}")})[0])
+        for i in range(min(args.runs, 3)):  # each http start imports the whole SDK: keep it short
+            http.append(
+                time_http({**base, "HOME": str(Path(tmp) / "h"), "MEMORY_STORAGE_PATH": str(Path(tmp) / f"h{i}")})
+            )
         python = [time_python() for _ in range(args.runs)]
+    p50 = statistics.median
     result = {
         "tools": tools,
-        "first_start_s": round(first, 3),
-        "serve_p50_s": round(statistics.median(warm), 3),
-        "serve_max_s": round(max(warm), 3),
-        "python_pass_p50_s": round(statistics.median(python), 3),
-        "overhead_p50_s": round(statistics.median(warm) - statistics.median(python), 3),
+        "first_start_p50_s": round(p50(first), 3),
+        "first_start_max_s": round(max(first), 3),
+        "later_start_p50_s": round(p50(later), 3),
+        "no_manifest_p50_s": round(p50(bare), 3),
+        "http_p50_s": round(p50(http), 3),
+        "python_pass_p50_s": round(p50(python), 3),
+        "overhead_p50_s": round(p50(first) - p50(python), 3),
         "budget_s": 0.5,
     }
     if args.json:
         print(json.dumps(result))
         return
-    print(f"remindful serve: initialize + tools/list ({tools} tools), {args.runs} runs")
-    print(f"  first start (no manifest yet, SDK answers) {result['first_start_s']:.3f} s")
-    print(f"  later starts p50 {result['serve_p50_s']:.3f} s, max {result['serve_max_s']:.3f} s  (budget 0.5 s)")
-    print(f"  baseline python -c pass p50 {result['python_pass_p50_s']:.3f} s")
-    print(f"  overhead over the interpreter p50 {result['overhead_p50_s']:.3f} s")
+    print(f"remindful serve: spawn → initialize + tools/list ({tools} tools), {args.runs} runs (http: {len(http)})")
+    print(
+        f"  first start (fresh HOME, shipped manifest) p50 {result['first_start_p50_s']:.3f} s,"
+        f" max {result['first_start_max_s']:.3f} s  (budget 0.5 s)"
+    )
+    print(f"  later start (same HOME)                   p50 {result['later_start_p50_s']:.3f} s")
+    print(f"  no manifest (the SDK answers)             p50 {result['no_manifest_p50_s']:.3f} s")
+    print(f"  --transport http                          p50 {result['http_p50_s']:.3f} s")
+    print(f"  baseline python -c pass                   p50 {result['python_pass_p50_s']:.3f} s")
+    print(f"  first start over the interpreter          p50 {result['overhead_p50_s']:.3f} s")
 
 
 if __name__ == "__main__":

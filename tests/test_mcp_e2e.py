@@ -62,10 +62,38 @@ async def test_stdio_with_the_sdk_client(tmp_path: Path, mode: str) -> None:
     assert {"memory_store", "memory_search", "memory_stats"} <= set(tools)
 
 
-async def test_second_start_answers_early_with_the_sdk_answers(tmp_path: Path) -> None:
+NO_SHIPPED_MANIFEST = """
+import remindful.shells.mcp_manifest as m
+
+m.load = lambda path=None: None  # as in a development tree whose tools changed since it was recorded
+"""
+
+SLOW_SDK = """
+import sys, time
+
+class SlowMcp:  # delays the first import of the MCP SDK, as on a slow machine
+    def find_spec(self, name, path=None, target=None):
+        if name == "mcp.server":
+            sys.meta_path.remove(self)
+            time.sleep(float(__import__("os").environ["SLOW_SDK_SECONDS"]))
+        return None
+
+sys.meta_path.insert(0, SlowMcp())
+"""
+
+
+def patched(env: dict[str, str], folder: Path, *sitecustomize: str) -> dict[str, str]:
+    """``env`` with a sitecustomize made of ``sitecustomize`` run at the server's start."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "sitecustomize.py").write_text("\n".join(sitecustomize))
+    return {**env, "PYTHONPATH": str(folder)}
+
+
+async def test_without_the_shipped_manifest_the_second_start_answers_from_the_user_cache(tmp_path: Path) -> None:
     """The first start records the SDK's initialize/tools/list answers; the next start replays them
     before the SDK is loaded, and they equal what the SDK answers itself."""
-    params = stdio(tmp_path)
+    env = patched(server_env(tmp_path), tmp_path / "patch", NO_SHIPPED_MANIFEST)
+    params = StdioServerParameters(command=remindful_script(), args=["serve"], env=env)
     async with Client(params, mode="legacy", read_timeout_seconds=120) as client:
         first = (await client.list_tools()).model_dump()
         first_info = client.server_info
@@ -82,38 +110,23 @@ async def test_second_start_answers_early_with_the_sdk_answers(tmp_path: Path) -
     assert listed_after < 5, f"tools/list took {listed_after:.2f}s on a warm start"
 
 
-SLOW_SDK = """
-import sys, time
-
-class SlowMcp:  # delays the first import of the MCP SDK, as on a slow machine
-    def find_spec(self, name, path=None, target=None):
-        if name == "mcp.server":
-            sys.meta_path.remove(self)
-            time.sleep(float(__import__("os").environ["SLOW_SDK_SECONDS"]))
-        return None
-
-sys.meta_path.insert(0, SlowMcp())
-"""
-
-
-def test_early_answers_do_not_wait_for_the_sdk(tmp_path: Path) -> None:
-    """With the SDK import held up for 8 s, a warm start still answers initialize and tools/list
-    at once (from the manifest), and the SDK then answers everything else."""
-    env = server_env(tmp_path)
+def test_the_first_start_answers_at_once_with_the_sdk_bytes(tmp_path: Path) -> None:
+    """With the SDK import held up for 8 s and no user cache (a fresh HOME: the first start after
+    an install), initialize and tools/list are answered at once from the shipped manifest, byte
+    for byte what the SDK answers when it answers itself; the SDK then answers everything else."""
     requests = [
         {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INITIALIZE},
         {"jsonrpc": "2.0", "method": "notifications/initialized"},
         {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
         {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "memory_stats", "arguments": {}}},
     ]
-    cold = raw_session(env, requests)  # no manifest yet: the SDK answers and they are recorded
-    (tmp_path / "slow").mkdir()
-    (tmp_path / "slow" / "sitecustomize.py").write_text(SLOW_SDK)
-    slow_env = {**env, "PYTHONPATH": str(tmp_path / "slow"), "SLOW_SDK_SECONDS": "8"}
-    warm = raw_session(slow_env, requests)
-    assert warm[1]["message"] == cold[1]["message"] and warm[2]["message"] == cold[2]["message"]
-    assert warm[2]["at"] < 4, f"tools/list answered after {warm[2]['at']:.1f}s: it waited for the SDK"
-    assert warm[3]["at"] > 8 and warm[3]["message"]["result"]["structuredContent"]["success"] is True
+    by_sdk = raw_session(patched(server_env(tmp_path / "a"), tmp_path / "p1", NO_SHIPPED_MANIFEST), requests)
+    slow = patched(server_env(tmp_path / "b"), tmp_path / "p2", SLOW_SDK)
+    early = raw_session({**slow, "SLOW_SDK_SECONDS": "8"}, requests)
+    assert early[1]["line"] == by_sdk[1]["line"] and early[2]["line"] == by_sdk[2]["line"]
+    assert early[2]["at"] < 4, f"tools/list answered after {early[2]['at']:.1f}s: it waited for the SDK"
+    assert early[3]["at"] > 8 and early[3]["message"]["result"]["structuredContent"]["success"] is True
+    assert not (tmp_path / "b" / "home" / ".cache" / "remindful").exists()  # the SDK agreed: nothing to record
 
 
 INITIALIZE = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "0"}}
@@ -135,7 +148,7 @@ def raw_session(env: dict[str, str], requests: list[dict[str, Any]]) -> dict[int
             line = proc.stdout.readline()
             assert line, f"the server closed its output with answers to {sorted(answers)} only"
             message = json.loads(line)
-            answers[message["id"]] = {"message": message, "at": time.monotonic() - started}
+            answers[message["id"]] = {"message": message, "line": line, "at": time.monotonic() - started}
     finally:
         proc.stdin.close()
         proc.stdout.close()
@@ -208,6 +221,21 @@ def _own_addresses() -> list[str]:
 def test_serve_rejects_bad_options() -> None:
     result = subprocess.run([remindful_script(), "serve", "--transport", "carrier-pigeon"], capture_output=True)
     assert result.returncode == 2 and b"--transport" in result.stderr
+    result = subprocess.run([remindful_script(), "serve", "--transport", "http", "--port", "0"], capture_output=True)
+    assert result.returncode == 2 and b"--port" in result.stderr  # not taken by the entry's fast path
+
+
+def test_the_entry_fast_path_takes_only_plain_http_commands() -> None:
+    from remindful.shells.entry import _http_port
+
+    assert _http_port(["serve", "--transport", "http"]) == 8000
+    assert _http_port(["serve", "--transport", "http", "--port", "9123"]) == 9123
+    for argv in (
+        ["serve"],
+        ["serve", "--transport", "http", "--port", "70000"],
+        ["serve", "--transport", "http", "-v"],
+    ):
+        assert _http_port(argv) is None
 
 
 def inspector(tmp_path: Path, *args: str) -> Any:

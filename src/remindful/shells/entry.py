@@ -28,6 +28,19 @@ def _is_hook(argv: list[str]) -> bool:
     return False
 
 
+def _http_port(argv: list[str]) -> int | None:
+    """The port of exactly ``serve --transport http [--port N]`` with a valid N, else None (then
+    typer parses the command and reports any error)."""
+    if argv[:3] != ["serve", "--transport", "http"]:
+        return None
+    rest = argv[3:]
+    if not rest:
+        return 8000
+    if len(rest) == 2 and rest[0] == "--port" and rest[1].isdigit() and 1 <= int(rest[1]) <= 65535:
+        return int(rest[1])
+    return None
+
+
 def main() -> None:
     argv = sys.argv[1:]
     if _is_hook(argv):
@@ -39,6 +52,16 @@ def main() -> None:
         from remindful.shells.mcp_stdio import main as serve_stdio
 
         serve_stdio()
+        return
+    port = _http_port(argv)
+    if port is not None:  # the same for HTTP, whose first answer waits for the SDK import anyway
+        import logging
+
+        from remindful.shells.mcp_server import serve
+
+        logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")  # as the CLI does
+        sys.stderr.write(f"remindful MCP server on http://127.0.0.1:{port}/mcp\n")
+        serve("http", port=port)
         return
     from remindful.shells.cli import main as cli_main
 

@@ -3,15 +3,21 @@
 Why: importing the ``mcp`` SDK costs 1-2 s of CPU (it builds pydantic models for every protocol
 revision), far above the 0.5 s cold-start budget. So the process starts with only the standard
 library, reads stdin itself and loads the SDK in a thread. While the SDK loads, an
-``initialize`` or ``tools/list`` request is answered from a *manifest*: the SDK's own answers to
-those requests, recorded by an earlier run of the same code (keyed by the remindful and SDK
-versions and the tool modules' files, per requested protocol version). Every message — including
-the ones answered early — is still handed to the SDK in order once it is up, so the SDK's session
-state is exactly as if it had answered everything; its duplicate answers are dropped.
+``initialize`` or ``tools/list`` request is answered from a *manifest* of the SDK's own answers:
 
-Without a manifest (the first run, or after an upgrade) nothing is answered early: the SDK answers
-everything, and its answers are recorded for next time. Anything not in the manifest, including
-the 2026-07-28 per-request protocol, goes to the SDK.
+1. the manifest shipped in the package (:mod:`remindful.shells.mcp_manifest`), recorded at build
+   time and used only when the installed versions and tool sources are the ones it was recorded
+   with — so the very first start after an install answers at once;
+2. otherwise a per-user cache recorded by an earlier run of the same code (keyed by the Python
+   version, every module of remindful and the SDK's files, per protocol version): a development
+   tree with edited tools answers early from its second start.
+
+Every message — including the ones answered early — is still handed to the SDK in order once it
+is up, so the SDK's session state is exactly as if it had answered everything; its duplicate
+answers are dropped (and checked: an answer that differs from the early one is logged and
+recorded in the user cache, which then takes precedence). Only a plain ``initialize`` (the shape
+the SDK accepts) and a ``tools/list`` without parameters are answered early; anything else,
+including the 2026-07-28 per-request protocol, goes to the SDK.
 
 Standard streams: fd 0 and fd 1 are moved to private descriptors and replaced by /dev/null and
 stderr, so a stray ``print`` or child process cannot corrupt the wire.
@@ -24,16 +30,21 @@ import os
 import queue
 import sys
 import threading
-import traceback
-from pathlib import Path
-from typing import Any
+
+from remindful.shells import mcp_manifest
+
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: every import here delays the first answer
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+    from typing import Any
 
 EARLY_METHODS = ("initialize", "tools/list")
 
 
-def manifest_path() -> Path:
+def manifest_path() -> str:
+    """The per-user cache of recorded answers."""
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "remindful" / "mcp-manifest.json"
+    return os.path.join(base, "remindful", "mcp-manifest.json")
 
 
 def manifest_key() -> str:
@@ -42,7 +53,7 @@ def manifest_key() -> str:
 
     parts = [sys.version.split()[0]]
     # Every module of remindful (tool docstrings may come from anywhere in it): ~100 stats, ~1 ms.
-    package = Path(__file__).resolve().parents[1]
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     for folder, dirs, files in os.walk(package):
         dirs[:] = sorted(d for d in dirs if not d.startswith("__"))
         for name in sorted(files):
@@ -60,10 +71,27 @@ def _id_key(value: Any) -> str:
     return json.dumps(value)
 
 
+def plain_initialize(params: Any) -> str | None:
+    """The requested protocol version if ``params`` is an initialize the SDK surely accepts (so
+    an early success answer cannot contradict an SDK error), else None."""
+    if not isinstance(params, dict) or not set(params) <= {"protocolVersion", "capabilities", "clientInfo", "_meta"}:
+        return None
+    version, capabilities, info = params.get("protocolVersion"), params.get("capabilities"), params.get("clientInfo")
+    if not isinstance(version, str) or not isinstance(capabilities, dict) or not isinstance(info, dict):
+        return None
+    if not all(isinstance(v, dict) for v in capabilities.values()):
+        return None
+    if not isinstance(info.get("name"), str) or not isinstance(info.get("version"), str):
+        return None
+    if not isinstance(params.get("_meta", {}), dict):
+        return None
+    return version
+
+
 class StdioFront:
     """Owns the wire; see the module docstring. ``run()`` returns when stdin closes."""
 
-    def __init__(self, path: str | None = None) -> None:
+    def __init__(self, path: str | None = None, *, shipped: bool = True) -> None:
         self.path = path
         self._wire_in = os.fdopen(os.dup(0), "rb", closefd=True)
         self._wire_out = os.fdopen(os.dup(1), "wb", closefd=True)
@@ -75,21 +103,37 @@ class StdioFront:
         self._to_sdk: queue.Queue[str | None] = queue.Queue()
         self._sdk_up = threading.Event()
         self._state_lock = threading.Lock()
-        self._answered: set[str] = set()  # request ids answered early: drop the SDK's answer
+        self._answered: dict[str, Any] = {}  # request id answered early -> that answer: drop the SDK's
         self._pending: dict[str, tuple[str, str]] = {}  # request id -> (method, protocol version)
         self._version: str | None = None
-        self._key = manifest_key()
+        self._shipped = mcp_manifest.load() if shipped else None
+        self._key: str | None = None  # of the user cache: computed only when there is one (~1 ms)
         self._manifest = self._load_manifest()
         self._recorded = False
 
-    # -- manifest -------------------------------------------------------------------------------
+    # -- manifests ------------------------------------------------------------------------------
 
     def _load_manifest(self) -> dict[str, Any]:
         try:
-            data = json.loads(manifest_path().read_text())
+            with open(manifest_path(), encoding="utf-8") as f:
+                data = json.load(f)
         except (OSError, ValueError):
             return {}
-        return data if isinstance(data, dict) and data.get("key") == self._key else {}
+        return data if isinstance(data, dict) and data.get("key") == self._cache_key() else {}
+
+    def _cache_key(self) -> str:
+        if self._key is None:
+            self._key = manifest_key()
+        return self._key
+
+    def _lookup(self, method: str, version: str) -> Any:
+        """The early answer: the user cache's (recorded by this very code) or the shipped one."""
+        recorded = self._manifest.get(method, {}).get(version)
+        if recorded is not None or self._shipped is None:
+            return recorded
+        if method == "initialize":
+            return mcp_manifest.initialize_answer(self._shipped, version)
+        return mcp_manifest.tools_answer(self._shipped, version)
 
     def _record(self, method: str, version: str, result: Any) -> None:
         answers = self._manifest.setdefault(method, {})
@@ -100,13 +144,14 @@ class StdioFront:
     def _save_manifest(self) -> None:
         if not self._recorded:
             return
-        self._manifest["key"] = self._key
+        self._manifest["key"] = self._cache_key()
         target = manifest_path()
         try:
-            target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            tmp = target.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(json.dumps(self._manifest))
-            tmp.chmod(0o600)
+            os.makedirs(os.path.dirname(target), mode=0o700, exist_ok=True)
+            tmp = f"{target}.{os.getpid()}.tmp"
+            with open(tmp, "w", encoding="utf-8") as f:
+                json.dump(self._manifest, f)
+            os.chmod(tmp, 0o600)
             os.replace(tmp, target)
             self._recorded = False
         except OSError:
@@ -135,26 +180,28 @@ class StdioFront:
         self._to_sdk.put(line)
 
     def _early(self, message: dict[str, Any]) -> None:
-        method, rid = message["method"], _id_key(message["id"])
+        method, request_id = message["method"], message["id"]
+        rid = _id_key(request_id)
+        params = message.get("params")
+        requested = plain_initialize(params) if method == "initialize" else None
         with self._state_lock:
-            if method == "initialize":
-                init = message.get("params") or {}
-                version = str(init.get("protocolVersion", "")) if isinstance(init, dict) else ""
-            else:
-                version = self._version or ""
+            version = (requested or "") if method == "initialize" else (self._version or "")
             self._pending[rid] = (method, version)
-            if self._sdk_up.is_set():
+            if self._sdk_up.is_set() or message.get("jsonrpc") != "2.0":
                 return
-            params = message.get("params")
-            if method == "tools/list" and params is not None and params != {}:
-                return  # a cursor or other options: leave it to the SDK
-            result = self._manifest.get(method, {}).get(version)
+            if not isinstance(request_id, str) and type(request_id) is not int:
+                return  # a float, bool or null id: the SDK's own answer (or error) only
+            if method == "initialize" and requested is None:
+                return  # an unusual initialize: the SDK validates it
+            if method == "tools/list" and (params not in (None, {}) or self._version is None):
+                return  # a cursor or other options, or before initialize: leave it to the SDK
+            result = self._lookup(method, version)
             if result is None:
                 return
             if method == "initialize":
                 self._version = result.get("protocolVersion")
-            self._answered.add(rid)
-        self._write(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}, separators=(",", ":")))
+            self._answered[rid] = result
+        self._write(mcp_manifest.render(request_id, result))
 
     def _from_sdk(self, line: str) -> None:
         try:
@@ -165,17 +212,24 @@ class StdioFront:
             rid = _id_key(message["id"])
             with self._state_lock:
                 method, version = self._pending.pop(rid, ("", ""))
-                if method and isinstance(message.get("result"), dict):
-                    result = message["result"]
+                result = message.get("result")
+                if method and isinstance(result, dict):
                     if method == "initialize":
                         self._version = result.get("protocolVersion")
                     else:  # the negotiated version: its initialize answer came first
                         version = self._version or version
-                    self._record(method, version, result)
+                    early = self._answered.get(rid)
+                    if early is not None and early != result:
+                        sys.stderr.write(
+                            f"remindful serve: the early {method} answer differed from the SDK's; recorded the "
+                            "SDK's for next time (a stale manifest: python -m remindful.shells.mcp_manifest)\n"
+                        )
+                    if early is None or early != result:
+                        self._record(method, version, result)
                     if method == "tools/list":
                         self._save_manifest()
                 if rid in self._answered:
-                    self._answered.discard(rid)
+                    del self._answered[rid]
                     return
         self._write(line.rstrip("\n"))
 
@@ -203,46 +257,54 @@ class StdioFront:
             server = build_server(manager)
             stop_daemon = start_daemon_later(manager)
             try:
-                anyio.run(self._serve, server)
+                anyio.run(serve_lines, server, self._next_line, self._from_sdk)
             finally:
                 stop_daemon()
                 manager.close()
                 self._save_manifest()
         except BaseException:
+            import traceback
+
             traceback.print_exc()
             sys.stderr.flush()
             os._exit(1)
 
-    async def _serve(self, server: Any) -> None:
-        from mcp.server.stdio import stdio_server
+    async def _next_line(self) -> str | None:
+        import anyio.to_thread
 
-        front = self
+        self._sdk_up.set()
+        return await anyio.to_thread.run_sync(self._to_sdk.get, abandon_on_cancel=True)
 
-        class Lines:  # the SDK's stdin: what the client sent, in order
-            def __aiter__(self) -> Lines:
-                return self
 
-            async def __anext__(self) -> str:
-                import anyio.to_thread
+async def serve_lines(
+    server: Any, next_line: Callable[[], Awaitable[str | None]], write_line: Callable[[str], None]
+) -> None:
+    """Run the SDK's stdio session of ``server`` over our own line source and sink: ``next_line()``
+    returns what the client sent next (None at the end), ``write_line`` takes each answer line."""
+    from mcp.server.stdio import stdio_server
 
-                front._sdk_up.set()
-                line = await anyio.to_thread.run_sync(front._to_sdk.get, abandon_on_cancel=True)
-                if line is None:
-                    raise StopAsyncIteration
-                return line
+    class Lines:  # the SDK's stdin: what the client sent, in order
+        def __aiter__(self) -> Lines:
+            return self
 
-        class Out:  # the SDK's stdout: dropped where already answered
-            async def write(self, text: str) -> None:
-                for line in text.splitlines():
-                    if line.strip():
-                        front._from_sdk(line)
+        async def __anext__(self) -> str:
+            line = await next_line()
+            if line is None:
+                raise StopAsyncIteration
+            return line
 
-            async def flush(self) -> None:
-                return None
+    class Out:  # the SDK's stdout
+        async def write(self, text: str) -> None:
+            for line in text.splitlines():
+                if line.strip():
+                    write_line(line)
 
-        lowlevel = server._lowlevel_server  # what MCPServer.run_stdio_async drives, with our streams
-        async with stdio_server(stdin=Lines(), stdout=Out()) as (read, write):  # type: ignore[arg-type]
-            await lowlevel.run(read, write, lowlevel.create_initialization_options())
+        async def flush(self) -> None:
+            return None
+
+    lowlevel = server._lowlevel_server  # what MCPServer.run_stdio_async drives, with our streams
+    async with stdio_server(stdin=Lines(), stdout=Out()) as (read, write):  # type: ignore[arg-type]
+        await lowlevel.run(read, write, lowlevel.create_initialization_options())
 
 
 def main(path: str | None = None) -> None:
