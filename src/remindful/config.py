@@ -245,6 +245,9 @@ class SearchSettings(_Section):
     )
     rrf_k: int = Field(60, ge=1, description="reciprocal-rank-fusion constant (fusion: rrf)")
     candidates: int = Field(50, ge=1, le=1000, description="candidates taken from each space before fusion")
+    context_candidates: int = Field(
+        20, ge=1, le=1000, description="dense candidates whose session neighbourhood the context space scores"
+    )
     importance_boost: float = Field(0.1, ge=0, le=1, description="max score share added for importance")
     session_boost: float = Field(0.15, ge=0, le=1, description="score share added for the resumed session")
     exact_filter_max: int = Field(

@@ -225,7 +225,8 @@ def rank(
         if weights["dense"] > 0:
             candidates.add("dense", dense)
         if weights["context"] > 0:
-            candidates.add("context", context_scores(catalog, vector, dense, settings.context_neighbour_weight))
+            around = dense[: settings.context_candidates]
+            candidates.add("context", context_scores(catalog, vector, around, settings.context_neighbour_weight))
     for space, future in lexical.items():
         candidates.add(space, future.result())
 
