@@ -7,10 +7,13 @@ Each completed ``tools/call`` becomes one memory: tool name, arguments, outcome 
 error, with the error text), duration and session, as type ``action`` — or ``screen`` for
 analysis tools and ``workflow`` for workflow tools (:class:`TypeMapping`, configurable).
 
-Storage is off the request path: the middleware only measures and enqueues (microseconds); a
-daemon thread (:class:`CaptureWorker`) opens the store lazily and writes. A slow or failing store
-never delays or changes a tool's answer; failures are logged and counted, never raised. The same
-worker serves ``remindful proxy`` (:mod:`remindful.capture.proxy`).
+Storage is off the request path: the middleware measures, commits the redacted call to the
+store's spool (one small SQLite transaction, :mod:`remindful.capture.spooled`) and enqueues it; a
+daemon thread (:class:`CaptureWorker`) stores it and drops the spool row. A slow or failing store
+never delays or changes a tool's answer; failures are logged and counted, never raised. A process
+killed right after a tool answered loses no capture: the next process that opens the store (or the
+daemon) stores what its spool rows hold, exactly once. The same worker serves ``remindful proxy``
+(:mod:`remindful.capture.proxy`).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from remindful.capture.spooled import CaptureSpool
     from remindful.manager import MemoryManager
 
 log = logging.getLogger("remindful.capture")
@@ -95,12 +99,16 @@ def describe(call: ToolCall) -> str:
 class CaptureWorker:
     """Stores :class:`ToolCall` records as memories from a daemon thread.
 
-    ``submit`` never blocks and never raises: when the bounded queue is full the call is dropped
-    and counted (``stats["dropped"]``) with a warning. ``get_manager`` is called in the worker
-    thread, so loading the store costs the host nothing: on the first capture, or at once with
-    ``warm=True`` (which also opens the vector index). ``session_id`` defaults to the manager's
-    session (one per process). Captures still queued when the process is killed are lost:
-    :meth:`close` at shutdown stores them.
+    ``submit`` never raises and blocks only for the spool commit: each call is first committed,
+    redacted, to the store's spool (``spool``, a :class:`~remindful.capture.spooled.CaptureSpool`;
+    by default the worker thread makes one from the manager as soon as it starts, and calls
+    submitted before that are committed then). So a call survives the process being killed: the
+    next opener of the store stores it. When the bounded queue is full the call is dropped from
+    memory and counted (``stats["dropped"]``) — its spool row is still stored once this process
+    has exited. ``get_manager`` is called in the worker thread, so loading the store costs the host
+    nothing; ``warm=True`` also opens the vector index at once. ``session_id`` defaults to the
+    spool's session (the manager's, one per process). :meth:`close` at shutdown stores what is
+    queued.
     """
 
     def __init__(
@@ -111,20 +119,29 @@ class CaptureWorker:
         session_id: str | None = None,
         max_queue: int = 10_000,
         warm: bool = False,
+        spool: CaptureSpool | None = None,
     ) -> None:
         self._get_manager = get_manager
         self._warm = warm
         self.mapping = mapping or TypeMapping()
-        self.session_id = session_id
-        self._queue: queue.Queue[ToolCall | None] = queue.Queue(maxsize=max_queue)
+        self.session_id = session_id or (spool.session_id if spool is not None else None)
+        self.spool = spool
+        self._queue: queue.Queue[tuple[ToolCall, str | None, str] | None] = queue.Queue(maxsize=max_queue)
         self.stats = {"captured": 0, "skipped": 0, "failed": 0, "dropped": 0}
         self.memory_ids: list[str] = []
         self._thread = threading.Thread(target=self._run, name="remindful-capture", daemon=True)
         self._thread.start()
 
     def submit(self, call: ToolCall) -> None:
+        memory_type, key = self.mapping(call.tool), None
+        spool = self.spool
+        if spool is not None:
+            try:
+                key, call = spool.append(call, memory_type)
+            except Exception as exc:  # not durable, still captured by this process
+                log.warning("could not spool the call of %s: %s", call.tool, exc)
         try:
-            self._queue.put_nowait(call)
+            self._queue.put_nowait((call, key, memory_type))
         except queue.Full:
             self.stats["dropped"] += 1
             log.warning("capture queue full: dropped the call of %s", call.tool)
@@ -146,54 +163,86 @@ class CaptureWorker:
         except queue.Full:  # still busy after the timeout: leave the daemon thread behind
             return
         self._thread.join(timeout)
+        if self.spool is not None:
+            self.spool.close()
 
     def _run(self) -> None:
-        if self._warm:
-            self._warm_up()
+        self._start()
         while True:
-            call = self._queue.get()
+            item = self._queue.get()
             try:
-                if call is None:
+                if item is None:
                     return
-                self._store(call)
+                self._store(*item)
             except Exception as exc:  # capture is best effort; the host must never see it fail
                 self.stats["failed"] += 1
-                log.warning("could not capture the call of %s: %s", getattr(call, "tool", "?"), exc)
+                log.warning("could not capture the call of %s: %s", item[0].tool if item else "?", exc)
             finally:
                 self._queue.task_done()
 
-    def _warm_up(self) -> None:
-        """Open the store and its vector index before the first call arrives, so that captures
-        are committed within milliseconds even when the host is stopped soon after its last call."""
+    def _start(self) -> None:
+        """Make the spool from the manager (unless given) and, with ``warm``, open the store and
+        its vector index before the first call arrives, so that captures are stored within
+        milliseconds even when the host is stopped soon after its last call."""
         try:
-            manager = self._get_manager()
-            if not manager.disabled_reason:
-                manager.stats()
-                manager.index_status()
-        except Exception as exc:  # the first capture reports it again, with its own error
-            log.debug("capture warm-up failed: %s", exc)
+            if self.spool is None:
+                from remindful.capture.spooled import CaptureSpool
 
-    def _store(self, call: ToolCall) -> None:
+                self.spool = CaptureSpool.for_manager(self._get_manager(), self.session_id)
+                self.session_id = self.session_id or self.spool.session_id
+            if self._warm:
+                manager = self._get_manager()
+                if not manager.disabled_reason:
+                    manager.stats()
+                    manager.index_status()
+        except Exception as exc:  # the first capture reports it again, with its own error
+            log.debug("capture start-up failed: %s", exc)
+
+    def _store(self, call: ToolCall, key: str | None, memory_type: str) -> None:
         manager = self._get_manager()
-        memory_type = self.mapping(call.tool)
-        metadata: dict[str, Any] = {
-            "tool": call.tool,
-            "arguments": _json_safe(call.arguments),
-            "success": call.success,
-            "duration_ms": round(call.duration_ms, 3),
-        }
-        for key in ("error", "server", "mcp_session"):
-            if getattr(call, key):
-                metadata[key] = getattr(call, key)
-        session_id = self.session_id or manager.session_id
-        kept = apply_capture_filters(manager, describe(call), memory_type, call, session_id, metadata)
-        if kept is None:
+        spool = self.spool
+        if key is None and spool is not None:  # submitted before the spool was made
+            key, call = spool.append(call, memory_type)
+        item = capture_item(manager, call, memory_type, self.session_id or manager.session_id, key)
+        if item is None:
             self.stats["skipped"] += 1
-            return
-        content, metadata = kept
-        memory_id = manager.store(content, memory_type, metadata, session_id, call.finished_at, "mcp_tool")
-        self.memory_ids.append(memory_id)
-        self.stats["captured"] += 1
+        else:
+            args = ("content", "type", "metadata", "session_id", "timestamp", "source")
+            self.memory_ids.append(manager.store(*(item[a] for a in args)))
+            self.stats["captured"] += 1
+        if key is not None and spool is not None:
+            spool.done(key)
+
+
+def capture_item(
+    manager: MemoryManager, call: ToolCall, memory_type: str, session_id: str, spool_key: str | None = None
+) -> dict[str, Any] | None:
+    """The memory to store for ``call`` (a ``store_batch`` item), after the capture filters; None
+    when they skip it. ``spool_key`` (the call's spool row) is kept in the metadata, so that a
+    drain after a crash can tell the call was already stored."""
+    metadata: dict[str, Any] = {
+        "tool": call.tool,
+        "arguments": _json_safe(call.arguments),
+        "success": call.success,
+        "duration_ms": round(call.duration_ms, 3),
+    }
+    for key in ("error", "server", "mcp_session"):
+        if getattr(call, key):
+            metadata[key] = getattr(call, key)
+    kept = apply_capture_filters(manager, describe(call), memory_type, call, session_id, metadata)
+    if kept is None:
+        return None
+    content, metadata = kept
+    if spool_key is not None:
+        metadata = {**metadata, "spool_key": spool_key}
+    return {
+        "content": content,
+        "type": memory_type,
+        "metadata": metadata,
+        "session_id": session_id,
+        "timestamp": call.finished_at,
+        "source": "mcp_tool",
+    }
 
 
 def trigger_for(memory_type: str, success: bool) -> str:
@@ -315,16 +364,18 @@ def capture_tools(
     mapping: Callable[[str], str] | Mapping[str, str] | None = None,
     session_id: str | None = None,
     server_name: str | None = None,
+    spool: CaptureSpool | None = None,
 ) -> CaptureWorker:
     """Install tool capture on an ``MCPServer`` (or low-level ``Server``); returns the worker.
 
     ``mapping`` is a :class:`TypeMapping`, a callable tool name → memory type, or a dict of
-    fnmatch patterns → types tried before the defaults. Call ``worker.close()`` at shutdown to
-    store what is still queued.
+    fnmatch patterns → types tried before the defaults. ``spool`` makes captures durable from the
+    very first call (default: from the manager, once the worker thread has it). Call
+    ``worker.close()`` at shutdown to store what is still queued.
     """
     if isinstance(mapping, Mapping):
         mapping = TypeMapping.from_dict(mapping)
-    worker = CaptureWorker(get_manager, mapping=mapping, session_id=session_id)
+    worker = CaptureWorker(get_manager, mapping=mapping, session_id=session_id, spool=spool)
     server.middleware.append(ToolCaptureMiddleware(worker, server_name=server_name or getattr(server, "name", None)))
     return worker
 
@@ -336,6 +387,7 @@ __all__ = [
     "ToolCaptureMiddleware",
     "TypeMapping",
     "apply_capture_filters",
+    "capture_item",
     "capture_tools",
     "describe",
     "result_outcome",

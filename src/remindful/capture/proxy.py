@@ -6,7 +6,10 @@ notifications, server-to-client requests such as sampling or elicitation, any pr
 version): the client sees exactly what the wrapped server says. Along the way it pairs each
 ``tools/call`` request with its response and hands the completed call — tool, arguments, outcome,
 duration — to a :class:`~remindful.capture.middleware.CaptureWorker`, which stores it from a
-background thread (so relaying never waits for storage) through the capture filters.
+background thread (so relaying never waits for storage) through the capture filters. A response
+that completes a tool call is committed to the store's spool before it is relayed (one small SQLite
+transaction, :mod:`remindful.capture.spooled`), so once the client has the answer, the capture
+survives even a ``kill -9`` of the proxy: the next process opening the store stores it.
 
 Lifetime: when the client closes the proxy's stdin, the wrapped server's stdin is closed; when
 the wrapped server exits, the proxy stores what is queued and exits with its exit code.
@@ -29,6 +32,7 @@ from typing import IO, TYPE_CHECKING, Any
 from remindful.capture.middleware import CaptureWorker, ToolCall, TypeMapping, result_outcome
 
 if TYPE_CHECKING:
+    from remindful.capture.spooled import CaptureSpool
     from remindful.manager import MemoryManager
 
 log = logging.getLogger("remindful.capture")
@@ -45,6 +49,11 @@ class ToolCallTracker:
         self._pending: dict[Any, tuple[str, dict[str, Any], float]] = {}
         self._lock = threading.Lock()
         self.server_name: str | None = None
+
+    def waiting(self) -> bool:
+        """Whether a tool call awaits its response (then a server line is inspected before it is
+        relayed, so the capture is committed before the client sees the answer)."""
+        return bool(self._pending)
 
     def from_client(self, line: bytes) -> None:
         for message in _messages(line):
@@ -114,19 +123,34 @@ def _messages(line: bytes) -> list[dict[str, Any]]:
     return [m for m in items if isinstance(m, dict)]
 
 
-def _pump(source: IO[bytes], sink: IO[bytes], inspect: Callable[[bytes], None], on_eof: Callable[[], None]) -> None:
-    """Copy lines from source to sink (flushing each), inspecting each after it is forwarded."""
+def _pump(
+    source: IO[bytes],
+    sink: IO[bytes],
+    inspect: Callable[[bytes], None],
+    on_eof: Callable[[], None],
+    inspect_first: Callable[[], bool] = lambda: False,
+) -> None:
+    """Copy lines from source to sink (flushing each), inspecting each after it is forwarded —
+    or before, while ``inspect_first()`` says so."""
+
+    def look(line: bytes) -> None:
+        try:
+            inspect(line)
+        except Exception as exc:  # inspection must never stop the relay
+            log.debug("could not inspect a message: %s", exc)
+
     try:
         for line in iter(source.readline, b""):
+            first = inspect_first()
+            if first:
+                look(line)
             try:
                 sink.write(line)
                 sink.flush()
             except (BrokenPipeError, ValueError, OSError):
                 break
-            try:
-                inspect(line)
-            except Exception as exc:  # inspection must never stop the relay
-                log.debug("could not inspect a message: %s", exc)
+            if not first:
+                look(line)
     finally:
         on_eof()
 
@@ -140,11 +164,14 @@ def run_proxy(
     stdin: IO[bytes] | None = None,
     stdout: IO[bytes] | None = None,
     env: dict[str, str] | None = None,
+    spool: CaptureSpool | None = None,
 ) -> int:
     """Start ``command``, relay stdio between it and this process, capture its tool calls.
 
     ``mapping`` maps tool names to memory types (default :class:`TypeMapping`); ``session_id``
-    names the session the captures belong to (default: the manager's, one per run).
+    names the session the captures belong to (default: the spool's, else the manager's, one per
+    run). ``spool`` (``CaptureSpool.from_config(path)``, milliseconds) makes every capture
+    durable from the first call; without it the worker makes one once the store is open.
 
     Returns the wrapped server's exit code (127 if it could not be started).
     """
@@ -160,7 +187,7 @@ def run_proxy(
         sys.stderr.write(f"remindful proxy: could not start {command[0]!r}: {exc}\n")
         return 127
     assert child.stdin is not None and child.stdout is not None
-    worker = CaptureWorker(get_manager, mapping=mapping or TypeMapping(), session_id=session_id, warm=True)
+    worker = CaptureWorker(get_manager, mapping=mapping or TypeMapping(), session_id=session_id, warm=True, spool=spool)
     tracker = ToolCallTracker(worker.submit)
 
     def terminate_if_running() -> None:
@@ -188,7 +215,7 @@ def run_proxy(
     )
     upstream.start()
     try:
-        _pump(child.stdout, client_out, tracker.from_server, lambda: None)
+        _pump(child.stdout, client_out, tracker.from_server, lambda: None, tracker.waiting)
     except KeyboardInterrupt:
         child.terminate()
     code = child.wait()

@@ -28,6 +28,8 @@ from typing import Any
 
 from remindful.capture.chunker import chunk_text
 from remindful.capture.filters import apply_filters, filter_for
+from remindful.capture.spooled import KIND as CAPTURE_KIND
+from remindful.capture.spooled import call_from_record, owner_alive
 from remindful.errors import RemindfulError, StorageError
 from remindful.hooks.context import DAEMON_FILE
 from remindful.hooks.spool import DONE_KEEP_DAYS, FALLBACK_NAME, LOCK_NAME
@@ -89,8 +91,7 @@ def drain_spool(manager: Any, *, limit: int | None = None) -> int:
             )
             if not rows:
                 break
-            _process(manager, rows)
-            done += len(rows)
+            done += _process(manager, rows)
             after = rows[-1][0]
         return done
 
@@ -137,15 +138,21 @@ def _import_fallback(manager: Any) -> None:
     taken.unlink()
 
 
-def _process(manager: Any, rows: list[Any]) -> None:
+def _process(manager: Any, rows: list[Any]) -> int:
+    """Store a batch of spool rows; returns how many were processed (stored, skipped or failed)."""
     catalog = manager._state.catalog
     per_row: list[tuple[int, str, dict[str, Any], list[dict[str, Any]]]] = []
     failures: dict[int, str] = {}
     seen: set[str] = set()  # responses already taken in this batch (Stop and SessionEnd together)
-    for seq, key, _kind, payload, _created in rows:
+    for seq, key, kind, payload, _created in rows:
         try:
             record = json.loads(payload)
-            per_row.append((seq, key, record, _items(manager, record, key, seen)))
+            if kind == CAPTURE_KIND:
+                if owner_alive(record.get("owner")):
+                    continue  # its live process stores it (and then deletes the row)
+                per_row.append((seq, key, record, _capture_items(manager, record, key)))
+            else:
+                per_row.append((seq, key, record, _items(manager, record, key, seen)))
         except (ValueError, KeyError, TypeError, RemindfulError) as exc:
             failures[seq] = f"{type(exc).__name__}: {exc}"
     all_items = [item for *_, items in per_row for item in items]
@@ -184,6 +191,7 @@ def _process(manager: Any, rows: list[Any]) -> None:
         log.warning("spooled hook event %d failed (kept for retry): %s", seq, error)
     for _, _, record, _ in done:
         _learn_from_turn(manager, record)
+    return len(per_row) + len(failures)
 
 
 def _learn_from_turn(manager: Any, record: dict[str, Any]) -> None:
@@ -259,6 +267,19 @@ def _items(manager: Any, record: dict[str, Any], key: str, seen: set[str]) -> li
         elif not _stored(catalog, content, session_id, _key_as_stored(manager, key)):
             items.append({**base, "content": content, "metadata": meta})
     return items
+
+
+def _capture_items(manager: Any, record: dict[str, Any], key: str) -> list[dict[str, Any]]:
+    """The memory of a tool call spooled by the middleware or the proxy of a process that is gone
+    (:mod:`remindful.capture.spooled`): nothing if that process stored it before it died."""
+    from remindful.capture.middleware import capture_item
+
+    item = capture_item(manager, call_from_record(record), record["type"], record["session_id"], key)
+    if item is None or _stored(
+        manager._state.catalog, item["content"], item["session_id"], _key_as_stored(manager, key)
+    ):
+        return []
+    return [item]
 
 
 def _response_items(content: str, meta: dict[str, Any], base: dict[str, Any]) -> list[dict[str, Any]]:

@@ -42,7 +42,7 @@ INSERT_SQL = (
 )
 
 
-def connect(storage: str | os.PathLike[str]) -> sqlite3.Connection:
+def connect(storage: str | os.PathLike[str], *, check_same_thread: bool = True) -> sqlite3.Connection:
     """Open ``<storage>/catalog.sqlite3`` for a short write, creating it (0600, dir 0700, WAL).
 
     Paths are strings here: pathlib's imports cost hook processes several milliseconds."""
@@ -52,7 +52,9 @@ def connect(storage: str | os.PathLike[str]) -> sqlite3.Connection:
         os.makedirs(storage, mode=0o700, exist_ok=True)
         fd = os.open(db, os.O_RDWR | os.O_CREAT, 0o600)
         os.close(fd)
-    conn = sqlite3.connect(db, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+    conn = sqlite3.connect(
+        db, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=check_same_thread
+    )
     conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
     if fresh:
         conn.execute("PRAGMA journal_mode=WAL")

@@ -51,6 +51,7 @@ def proxy(
     """
     from remindful.capture.middleware import TypeMapping
     from remindful.capture.proxy import run_proxy
+    from remindful.capture.spooled import CaptureSpool
     from remindful.model import MemoryType
     from remindful.shells.mcp_server import LazyManager
 
@@ -65,8 +66,9 @@ def proxy(
             raise typer.Exit(2)
         patterns[pattern] = memory_type
     manager = LazyManager(_State.path)
+    spool = CaptureSpool.from_config(_State.path, session)  # durable captures from the first call
     try:
-        code = run_proxy(command, manager, mapping=TypeMapping.from_dict(patterns), session_id=session)
+        code = run_proxy(command, manager, mapping=TypeMapping.from_dict(patterns), session_id=session, spool=spool)
     finally:
         manager.close()
     raise typer.Exit(code)
