@@ -248,6 +248,19 @@ def test_cleanup_dedups_the_medium_tier(memory: MemoryManager) -> None:
     assert all(memory.get_batch(young))  # the recent tier keeps everything
 
 
+def test_cleanup_audits_each_deletion_with_its_reason_and_reports_its_phases(memory: MemoryManager) -> None:
+    old = memory.store("old auto capture", timestamp=ago(40))
+    dups = [memory.store("Settings dialog opened", type="screen", timestamp=ago(10 + i / 10)) for i in range(3)]
+    report = memory.cleanup()
+    assert report["deleted"] == 3 and report["by_reason"] == {"retention": 1, "dedup": 2}
+    assert set(report["phases"]) == {"plan", "consolidate", "delete", "record"} and "ids" not in report
+    (kept,) = [m for m in memory.get_batch(dups) if m is not None]
+    assert kept.metadata["consolidation"]["count"] == 2
+    audit = memory._state.catalog.read("SELECT action, memory_id FROM audit_log WHERE memory_id IS NOT NULL")
+    assert sorted(audit) == sorted([("retention:retention", old), *[("dedup", d) for d in dups if d != kept.id]])
+    assert memory.cleanup(dry_run=True)["phases"].keys() == {"plan"}
+
+
 # -- scheduler -----------------------------------------------------------------------------------------
 
 

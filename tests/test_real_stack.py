@@ -124,6 +124,38 @@ def test_kill_9_loses_no_acknowledged_memory(tmp_path: Path) -> None:
         assert memory.index_status()["unindexed"] == 0
 
 
+def test_kill_9_during_background_vector_deletes_brings_nothing_back(tmp_path: Path) -> None:
+    path = tmp_path / "crash-delete"
+    child = _child(
+        path,
+        """
+        ids = memory.store_batch([{"content": f"doomed note {i} about the staging server"} for i in range(600)])
+        memory.flush()
+        memory.delete_many(ids[:500])  # more than INLINE_UNINDEX: the vectors go in the background
+        print(json.dumps(ids), flush=True)
+        import time
+        time.sleep(60)  # killed while the vectors are (or are about to be) removed
+    """,
+    )
+    assert child.stdout is not None
+    ids = json.loads(child.stdout.readline())
+    os.kill(child.pid, signal.SIGKILL)
+    child.wait()
+    child.stdout.close()
+    child.stderr.close()  # type: ignore[union-attr]
+    doomed, kept = ids[:500], ids[500:]
+    with remindful.open(path, **{"embeddings.backend": "fake"}) as memory:
+        assert memory.get_batch(doomed) == [None] * 500
+        assert memory.search("doomed note staging server", limit=100)  # opens the index...
+        found = {h.id for h in memory.search("doomed note staging server", limit=100)}
+        assert found and found <= set(kept)  # ...and nothing deleted comes back
+        assert memory.flush(timeout=120)
+        if memory.index_status()["available"]:
+            state = memory._state
+            assert state.catalog.read("SELECT count(*) FROM index_deletes")[0][0] == 0
+            assert set(state.index.ids("action_memories")) == set(kept)  # type: ignore[union-attr]
+
+
 def _truncate(path: Path, keep: int = 4096) -> None:
     with open(path, "r+b") as f:
         f.truncate(keep)

@@ -115,6 +115,7 @@ def test_index_rows_of_deleted_memories_are_removed_at_open(tmp_path: Path) -> N
     assert index.count("action_memories") == 1
     with open_fake(tmp_path / "s", index=index) as memory:
         assert memory.search("ghost") == []
+        assert memory.flush(timeout=30)  # the vector deletion the delete queued is applied in the background
         assert index.count("action_memories") == 0
 
 

@@ -4,6 +4,9 @@
   the catalog commit is the acknowledgement, and search scores not-yet-indexed rows exactly, so
   nothing is missed in between. ``flush()`` waits for it; a crash leaves rows marked un-indexed,
   which the next open indexes.
+- :class:`IndexDeleter` removes deleted memories' vectors from the index after ``delete``
+  returned: the catalog delete is the truth (search checks every index hit against it) and it
+  queues the vectors to remove in the same transaction, so a crash leaves them to the next open.
 - :class:`AccessRecorder` counts search hits as accesses in batches.
 - :class:`IndexLock` serialises index writes across threads and processes.
 - :class:`IndexHolders` tells whether the last process that had the index open stopped cleanly,
@@ -104,6 +107,81 @@ class BackgroundIndexer(_Worker):
 
     def __init__(self, handle: Callable[[list[str]], None], *, name: str = "remindful-indexer") -> None:
         super().__init__(name, handle)
+
+
+class IndexDeleter:
+    """Removes deleted memories' vectors from the index after the delete returned, a chunk at a time.
+
+    ``drain(limit)`` applies up to ``limit`` queued deletions and returns how many it handled
+    (0: none left). Chroma's delete holds the GIL for its whole call (~0.3 ms a vector with
+    chromadb 1.5), so one big call would stall every other thread of the process: after each
+    chunk the thread sleeps ``pause_ratio`` times as long as the chunk took (0.5: the caller's
+    threads keep at least a third of the interpreter), and before the first one ``first_delay``
+    seconds, so that the call that queued the work returns first. The queue lives in the catalog,
+    so stopping (or dying) part-way loses nothing: the rest is applied by
+    :meth:`StoreState.close` or at the next open.
+    """
+
+    def __init__(
+        self,
+        drain: Callable[[int], int],
+        *,
+        chunk: int = 256,
+        pause_ratio: float = 0.5,
+        first_delay: float = 0.05,
+        name: str = "remindful-unindexer",
+    ) -> None:
+        self._drain = drain
+        self.chunk = chunk
+        self.pause_ratio = pause_ratio
+        self.first_delay = first_delay
+        self._cond = threading.Condition()
+        self._kicked = False  # work queued since the last drain started
+        self._busy = False
+        self._stop = False
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def kick(self) -> None:
+        """Deletions were queued: drain them."""
+        with self._cond:
+            self._kicked = True
+            self._cond.notify_all()
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until the queue is drained (or a drain failed: the rest waits for the next kick or
+        open); False on timeout."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self._stop or not (self._kicked or self._busy), timeout)
+
+    def close(self, timeout: float = 30) -> None:
+        """Stop after the current chunk (what is left stays queued)."""
+        with self._cond:
+            self._stop = True
+            self._cond.notify_all()
+        self._thread.join(timeout=timeout)
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                self._cond.wait_for(lambda: self._kicked or self._stop)
+                if self._stop:
+                    return
+                self._kicked, self._busy = False, True
+            try:
+                pause = self.first_delay
+                while not self._stop:
+                    time.sleep(pause)
+                    started = time.perf_counter()
+                    if not self._drain(self.chunk):
+                        break
+                    pause = (time.perf_counter() - started) * self.pause_ratio
+            except Exception:  # never let the worker die: the deletions stay queued
+                log.exception("%s failed; the vectors stay queued for deletion", self._thread.name)
+            finally:
+                with self._cond:
+                    self._busy = False
+                    self._cond.notify_all()
 
 
 class AccessRecorder(_Worker):

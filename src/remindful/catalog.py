@@ -18,7 +18,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
@@ -33,9 +33,13 @@ from remindful.schema import MEMORY_COLUMNS, SCHEMA, MemoryRow
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 1
+#: 2: the ``index_deletes`` queue.
+SCHEMA_VERSION = 2
 #: Above this many rows matching a lexical query, its most common terms are dropped.
 LEXICAL_MAX_MATCHES = 1000
+#: A delete of this many rows or more runs with a page cache of BIG_DELETE_CACHE_KIB.
+BIG_DELETE = 1000
+BIG_DELETE_CACHE_KIB = 65536
 RETRIES = 3
 BACKOFF_S = 0.05
 
@@ -345,21 +349,76 @@ class Catalog:
             what="saving embeddings",
         )
 
-    def delete_ids(self, ids: Sequence[str]) -> list[tuple[str, str]]:
-        """Delete ``ids``; returns the (id, type) pairs that existed."""
+    def delete_ids(self, ids: Sequence[str], *, reason: str | Mapping[str, str] = "delete") -> list[tuple[str, str]]:
+        """Delete ``ids`` in one transaction: the rows, their FTS entries, the session windows
+        around them (see :mod:`remindful.context`), an audit-log entry per row (action ``reason``,
+        or ``reason[id]``, default ``"delete"``) and an ``index_deletes`` entry per row, from which
+        the vector index catches up (:meth:`pending_index_deletes`). Returns the (id, type) pairs
+        that existed.
+
+        Set-based: the ids go into a temporary table and every step is one statement over it."""
+        reasons = {} if isinstance(reason, str) else reason
+        default = reason if isinstance(reason, str) else "delete"
+        pairs = [(i, reasons.get(i, default)) for i in ids]
 
         def run(conn: sqlite3.Connection) -> list[tuple[str, str]]:
-            gone: list[tuple[str, str]] = []
-            spots = context.before_delete(conn, ids)
-            for start in range(0, len(ids), 500):
-                chunk = list(ids[start : start + 500])
-                marks = ",".join("?" * len(chunk))
-                gone += conn.execute(f"SELECT id, type FROM memories WHERE id IN ({marks})", chunk).fetchall()
-                conn.execute(f"DELETE FROM memories WHERE id IN ({marks})", chunk)
-            context.after_delete(conn, spots)
+            if len(pairs) < BIG_DELETE:
+                return delete(conn)
+            # Each FTS delete reads index pages that SQLite's default 2 MB page cache has dropped
+            # again by the next row: a bigger cache for this transaction makes it ~1.5x faster.
+            size = conn.execute("PRAGMA cache_size").fetchone()[0]
+            conn.execute(f"PRAGMA cache_size = {-BIG_DELETE_CACHE_KIB}")
+            try:
+                return delete(conn)
+            finally:
+                conn.execute(f"PRAGMA cache_size = {int(size)}")
+
+        def delete(conn: sqlite3.Connection) -> list[tuple[str, str]]:
+            conn.execute("CREATE TEMP TABLE IF NOT EXISTS doomed (id TEXT PRIMARY KEY, reason TEXT NOT NULL)")
+            conn.execute("DELETE FROM temp.doomed")
+            conn.executemany("INSERT OR IGNORE INTO temp.doomed (id, reason) VALUES (?, ?)", pairs)
+            gone: list[tuple[str, str]] = conn.execute(
+                "SELECT m.id, m.type FROM temp.doomed d JOIN memories m ON m.id = d.id"
+            ).fetchall()
+            if gone:
+                conn.execute(
+                    "INSERT INTO audit_log (at, action, memory_id, detail) "
+                    "SELECT ?, d.reason, m.id, json_object('type', m.type) "
+                    "FROM temp.doomed d JOIN memories m ON m.id = d.id",
+                    (time.time(),),
+                )
+                conn.execute(
+                    "INSERT OR REPLACE INTO index_deletes (memory_id, type) "
+                    "SELECT m.id, m.type FROM temp.doomed d JOIN memories m ON m.id = d.id"
+                )
+                spots = context.before_delete(conn)
+                conn.execute("DELETE FROM memories WHERE id IN (SELECT id FROM temp.doomed)")
+                context.after_delete(conn, spots)
+            conn.execute("DELETE FROM temp.doomed")
             return gone
 
         return self.write(run, what="deleting memories")
+
+    def pending_index_deletes(self, limit: int) -> list[tuple[str, str]]:
+        """Up to ``limit`` queued vector deletions, oldest first: (memory id, type)."""
+        return self.read("SELECT memory_id, type FROM index_deletes ORDER BY rowid LIMIT ?", [limit])
+
+    def finish_index_deletes(self, ids: Sequence[str]) -> None:
+        """Drop queued vector deletions once the index has applied them."""
+        if ids:
+            self.write(
+                lambda c: c.executemany("DELETE FROM index_deletes WHERE memory_id = ?", [(i,) for i in ids]),
+                what="recording vector deletions",
+            )
+
+    def existing_ids(self, ids: Sequence[str]) -> set[str]:
+        """Those of ``ids`` that are stored."""
+        found: set[str] = set()
+        for start in range(0, len(ids), 500):
+            chunk = list(ids[start : start + 500])
+            marks = ",".join("?" * len(chunk))
+            found.update(r[0] for r in self.read(f"SELECT id FROM memories WHERE id IN ({marks})", chunk))
+        return found
 
     def touch(self, ids: Sequence[str], at: float) -> None:
         """Count an access: ``access_count`` + 1 and ``last_accessed`` = at."""

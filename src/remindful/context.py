@@ -79,6 +79,11 @@ def _renumber(conn: sqlite3.Connection, session_id: str, earliest: float) -> tup
 
 def refresh(conn: sqlite3.Connection, session_id: str, first: int, last: int) -> None:
     """Rebuild the windows of the session's rows with seq in [first, last]."""
+    _write_windows(conn, _windows(conn, session_id, first, last))
+
+
+def _windows(conn: sqlite3.Connection, session_id: str, first: int, last: int) -> list[tuple[int, str]]:
+    """(rowid, window text) of the session's rows with seq in [first, last]."""
     rows = conn.execute(
         "SELECT rowid, seq, content, created_at FROM memories WHERE session_id = ? AND seq BETWEEN ? AND ? "
         "ORDER BY seq",
@@ -90,30 +95,29 @@ def refresh(conn: sqlite3.Connection, session_id: str, first: int, last: int) ->
             continue
         around = [r[2] for r in rows[max(0, i - WINDOW) : i + WINDOW + 1] if abs(r[1] - seq) <= WINDOW]
         windows.append((rowid, "\n".join(around) + f"\n({date_words(created)})"))
-    _write_windows(conn, windows)
+    return windows
 
 
-def before_delete(conn: sqlite3.Connection, ids: Sequence[str]) -> list[tuple[str, int]]:
-    """Where the rows about to be deleted sat, so :func:`after_delete` can mend their neighbours."""
-    spots: list[tuple[str, int]] = []
-    for start in range(0, len(ids), 500):
-        chunk = list(ids[start : start + 500])
-        marks = ",".join("?" * len(chunk))
-        spots += conn.execute(
-            f"SELECT session_id, seq FROM memories WHERE id IN ({marks}) AND seq IS NOT NULL", chunk
-        ).fetchall()
-    return spots
+def before_delete(conn: sqlite3.Connection) -> list[tuple[str, int]]:
+    """Where the rows about to be deleted (the ids in ``temp.doomed``, see
+    :meth:`remindful.catalog.Catalog.delete_ids`) sat, so :func:`after_delete` can mend their
+    neighbours."""
+    return conn.execute(
+        "SELECT session_id, seq FROM memories WHERE id IN (SELECT id FROM temp.doomed) AND seq IS NOT NULL"
+    ).fetchall()
 
 
 def after_delete(conn: sqlite3.Connection, spots: Iterable[tuple[str, int]]) -> None:
     """Rebuild the windows that included deleted rows: those within ``WINDOW`` positions of one
-    (the gaps stay: positions only order)."""
+    (the gaps stay: positions only order). One read per run of affected positions, one write for all."""
     by_session: dict[str, set[int]] = {}
     for session_id, seq in spots:
         by_session.setdefault(session_id, set()).update(range(seq - WINDOW, seq + WINDOW + 1))
+    windows: list[tuple[int, str]] = []
     for session_id, seqs in by_session.items():
         for first, last in _runs(sorted(seqs)):
-            refresh(conn, session_id, first, last)
+            windows += _windows(conn, session_id, first, last)
+    _write_windows(conn, windows)
 
 
 def _runs(seqs: Sequence[int]) -> list[tuple[int, int]]:

@@ -5,6 +5,14 @@ look finds damage), it is reconciled with the catalog (vectors of deleted rows d
 ones re-added) and then every row still marked un-indexed is indexed. New memories are indexed in
 the background; until then, and for rows another process wrote since this one opened the index,
 search scores them exactly from the catalog (:meth:`IndexMaintenance.pending_sql`).
+
+Deleted memories' vectors go the other way: the catalog delete queues them (``index_deletes``, in
+the same transaction) and :meth:`IndexMaintenance.remove_vectors` applies the queue at once for a
+few, in the background for many (Chroma takes ~0.3 ms a vector, holding the GIL). Until then
+search drops their hits: every index hit is checked against the catalog, and this process also
+skips the ones it knows are queued, asking the index for more to make up. A crash leaves the
+queue to the next open, which drains it in the background; nothing deleted can come back, since
+the catalog no longer holds it.
 """
 
 from __future__ import annotations
@@ -14,12 +22,13 @@ import json
 import logging
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from remindful.background import BackgroundIndexer
+from remindful.background import BackgroundIndexer, IndexDeleter
 from remindful.errors import CorruptionError, RemindfulError, StorageError
 from remindful.filters import SqlFilter, build_filter, index_metadata
 from remindful.index.base import VectorIndex
@@ -35,6 +44,15 @@ log = logging.getLogger("remindful")
 
 INDEX_BATCH = 1000
 PENDING_REFRESH = 2000
+#: A delete of at most this many memories removes their vectors before it returns (~0.1 s in
+#: Chroma); a larger one leaves them to the :class:`IndexDeleter`.
+INLINE_UNINDEX = 256
+#: Vectors per Chroma delete call in the background (~0.1 s of GIL each with chromadb 1.5; the
+#: call has a fixed cost of ~25 ms, so smaller chunks take longer in all).
+UNINDEX_CHUNK = 256
+#: While deletions are queued, a dense query asks the index for up to this many times ``k`` more
+#: hits, to make up for the deleted ones it skips.
+OVERFETCH = 3
 
 
 class IndexMaintenance:
@@ -51,6 +69,9 @@ class IndexMaintenance:
     _init_lock: threading.RLock
     _index_lock: IndexLock
     _indexer: BackgroundIndexer | None
+    _deleter: IndexDeleter | None
+    #: Ids (by type) whose vectors this process knows are queued for deletion.
+    _unindexing: dict[str, set[str]]
     _holders: IndexHolders
 
     @property
@@ -95,7 +116,7 @@ class IndexMaintenance:
         try:
             self._check_index_files(index)
             try:
-                self._sync_index(index)
+                queued = self._sync_index(index)
             except CorruptionError as exc:
                 if exc.backup_path is not None or not hasattr(index, "check"):
                     raise
@@ -118,6 +139,9 @@ class IndexMaintenance:
         self._index = index
         self._index_rowid = self._max_rowid()
         self._holders.hold()
+        if queued:  # left by a process that stopped (or crashed) before it drained them
+            self._track_unindexing(queued)
+            self._deleter_thread().kick()
         log.debug("vector index ready in %.0f ms", (time.perf_counter() - started) * 1000)
 
     def _check_index_files(self, index: VectorIndex) -> None:
@@ -134,13 +158,21 @@ class IndexMaintenance:
             log.info("checking the vector index files (%s)", f"process {crashed} died" if crashed else problem)
             check()
 
-    def _sync_index(self, index: VectorIndex) -> None:
-        """Make the index match the catalog: drop vectors of deleted rows, re-add missing ones."""
+    def _sync_index(self, index: VectorIndex) -> list[tuple[str, str]]:
+        """Make the index match the catalog: drop vectors of deleted rows, re-add missing ones.
+        Queued deletions (``index_deletes``) are left to the background deleter: a count that
+        differs only by them needs no comparison of ids. Returns them."""
         catalog = self.catalog
+        # Vectors of deleted rows still queued for deletion: the index may hold them until drained.
+        queued = catalog.read(
+            "SELECT memory_id, type FROM index_deletes "
+            "WHERE NOT EXISTS (SELECT 1 FROM memories WHERE memories.id = index_deletes.memory_id)"
+        )
+        waiting = Counter(t for _mid, t in queued)
         for memory_type in MemoryType:
             flt = build_filter(types=[memory_type.value]) & SqlFilter("indexed = 1")
             expected = catalog.count(flt)
-            if index.count(memory_type.collection) == expected:
+            if index.count(memory_type.collection) in (expected, expected + waiting[memory_type.value]):
                 continue
             in_index = set(index.ids(memory_type.collection))
             in_catalog = {r[0] for r in catalog.read(f"SELECT id FROM memories WHERE {flt.sql}", flt.params)}
@@ -152,6 +184,7 @@ class IndexMaintenance:
             catalog.mark_indexed(missing, value=False)
             log.info("index %s: removed %d stale, re-adding %d", memory_type.collection, len(extra), len(missing))
         self._index_pending(index)
+        return queued
 
     def _max_rowid(self) -> int:
         return int(self.catalog.read("SELECT coalesce(max(rowid), 0) FROM memories")[0][0])
@@ -237,8 +270,77 @@ class IndexMaintenance:
             self.index_ids([r.id for r in rows])
 
     def flush(self, timeout: float | None = None) -> bool:
-        """Wait until memories stored so far are in the vector index; False on timeout."""
-        return self._indexer.flush(timeout) if self._indexer is not None else True
+        """Wait until the vector index reflects every store and delete so far; False on timeout."""
+        return all(worker.flush(timeout) for worker in (self._indexer, self._deleter) if worker is not None)
+
+    # -- deletions ------------------------------------------------------------------------------
+
+    def remove_vectors(self, gone: Sequence[tuple[str, str]]) -> None:
+        """After a catalog delete of ``gone`` (id, type), which queued their vectors: remove them
+        now (at most :data:`INLINE_UNINDEX`) or in the background. On an index error they stay
+        queued (and filtered out of search) until the next delete or open."""
+        index = self.index
+        if index is None:
+            return  # unusable now: the next open finds the queue
+        self._track_unindexing(gone)
+        if len(gone) > INLINE_UNINDEX:
+            self._deleter_thread().kick()
+            return
+        try:
+            self._unindex(index, gone)
+        except RemindfulError as exc:
+            log.warning("could not remove %d vectors from the index yet (%s)", len(gone), exc)
+
+    def drain_index_deletes(self, limit: int = UNINDEX_CHUNK) -> int:
+        """Apply up to ``limit`` queued vector deletions, oldest first; returns how many were
+        handled (0: none left, or no usable index)."""
+        index = self._index
+        if index is None:
+            return 0
+        pairs = self.catalog.pending_index_deletes(limit)
+        if pairs:
+            self._unindex(index, pairs)
+        return len(pairs)
+
+    def _unindex(self, index: VectorIndex, pairs: Sequence[tuple[str, str]]) -> None:
+        with self._index_lock():
+            ids = [mid for mid, _t in pairs]
+            # Stored again since (an import keeps ids): its vector is current, keep it.
+            back = self.catalog.existing_ids(ids)
+            by_type: dict[str, list[str]] = {}
+            for mid, type_value in pairs:
+                if mid not in back:
+                    by_type.setdefault(type_value, []).append(mid)
+            for type_value, group in by_type.items():
+                index.delete(MemoryType(type_value).collection, group)
+            self.catalog.finish_index_deletes(ids)
+        for mid, type_value in pairs:
+            self._unindexing.get(type_value, set()).discard(mid)
+
+    def _track_unindexing(self, pairs: Sequence[tuple[str, str]]) -> None:
+        for mid, type_value in pairs:
+            self._unindexing.setdefault(type_value, set()).add(mid)
+
+    def _deleter_thread(self) -> IndexDeleter:
+        if self._deleter is None:
+            with self._init_lock:
+                if self._deleter is None:
+                    self._deleter = IndexDeleter(self.drain_index_deletes, chunk=UNINDEX_CHUNK)
+        return self._deleter
+
+    def finish_deletes(self) -> None:
+        """Stop the background deleter and apply what is still queued here, without pauses (at
+        close: leaving it would cost the next process to open the store)."""
+        if self._deleter is not None:
+            self._deleter.close()
+            self._deleter = None
+        if self._index is None or not any(self._unindexing.values()):
+            return
+        try:
+            while self.drain_index_deletes(INDEX_BATCH):
+                pass
+        except RemindfulError as exc:
+            log.warning("vector deletions left queued for the next open (%s)", exc)
 
     def index_ids(self, ids: list[str]) -> None:
         """Index the memories with these ids that are still un-indexed (read under the index lock,
@@ -277,7 +379,13 @@ class IndexMaintenance:
             found: list[tuple[str, float]] = []
             for memory_type in types:
                 if counts.get(memory_type.value, 0):
-                    found += self._query_collection(index, memory_type, vector, k)
+                    gone = self._unindexing.get(memory_type.value)
+                    if not gone:
+                        found += self._query_collection(index, memory_type, vector, k)
+                        continue
+                    # Deleted, vectors not removed yet: skip them and ask for more to make up.
+                    hits = self._query_collection(index, memory_type, vector, k + min(len(gone), OVERFETCH * k))
+                    found += [(mid, score) for mid, score in hits if mid not in gone]
             return sorted(found, key=lambda item: -item[1])[:k]
 
         return run
@@ -319,7 +427,13 @@ class IndexMaintenance:
                     index.reset_files()
                 else:
                     index.reset()
-            self.catalog.write(lambda c: c.execute("UPDATE memories SET indexed = 0"), what="reindex")
+
+            def restart(conn: Any) -> None:
+                conn.execute("UPDATE memories SET indexed = 0")
+                conn.execute("DELETE FROM index_deletes")  # the index is rebuilt from the catalog
+
+            self.catalog.write(restart, what="reindex")
+            self._unindexing.clear()
             self._index_pending(index, progress)
             self._index, self._index_error, self._index_opened = index, None, True
             self._index_rowid = self._max_rowid()

@@ -80,6 +80,13 @@ CREATE TABLE IF NOT EXISTS embedding_cache (
     vector BLOB NOT NULL,
     PRIMARY KEY (model, hash)
 ) WITHOUT ROWID;
+-- Vectors still to remove from the index, written in the transaction that deletes the rows (so a
+-- crash cannot leave a deleted memory's vector behind unnoticed); drained after the delete, oldest
+-- (lowest rowid) first.
+CREATE TABLE IF NOT EXISTS index_deletes (
+    memory_id TEXT PRIMARY KEY,
+    type TEXT NOT NULL
+);
 """
     + SPOOL_DDL
 )

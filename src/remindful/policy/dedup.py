@@ -135,6 +135,19 @@ def apply_clusters(state: StoreState, clusters: list[Cluster], *, threshold: flo
     Returns the number of memories deleted."""
     if not clusters:
         return 0
+    updated = record_consolidation(state, clusters, threshold=threshold, now=now)
+    deleted = state.delete([d for c in clusters for d in c.duplicates], reason="dedup")
+    refresh_index(state, updated)
+    return deleted
+
+
+def record_consolidation(
+    state: StoreState, clusters: list[Cluster], *, threshold: float, now: float | None = None
+) -> list[str]:
+    """Record each cluster's consolidation in its representative's metadata (one transaction);
+    returns the representatives updated (those still stored). The duplicates are not deleted."""
+    if not clusters:
+        return []
     now = time.time() if now is None else now
     at = datetime.fromtimestamp(now, UTC).isoformat()
     reps = state.catalog.get_rows([c.representative for c in clusters])
@@ -157,16 +170,18 @@ def apply_clusters(state: StoreState, clusters: list[Cluster], *, threshold: flo
         lambda c: c.executemany("UPDATE memories SET metadata = ?, updated_at = ?, indexed = 0 WHERE id = ?", updates),
         what="recording dedup consolidation",
     )
-    deleted = state.delete([d for c in clusters for d in c.duplicates], reason="dedup")
-    # Re-index the representatives so the index's copy of their metadata is current.
-    rows = list(state.catalog.get_rows([u[2] for u in updates]).values())
+    return [u[2] for u in updates]
+
+
+def refresh_index(state: StoreState, ids: list[str]) -> None:
+    """Re-index the representatives so the index's copy of their metadata is current."""
+    rows = list(state.catalog.get_rows(ids).values())
     vectors = state.catalog.embeddings([r.id for r in rows])
     rows = [r for r in rows if r.id in vectors]
     for r in rows:
         r.embedding = vectors[r.id]
     if rows:
         state.index_rows(rows)
-    return deleted
 
 
 def dedup(
@@ -205,4 +220,4 @@ def dedup(
     }
 
 
-__all__ = ["BLOCK", "Cluster", "apply_clusters", "dedup", "find_clusters"]
+__all__ = ["BLOCK", "Cluster", "apply_clusters", "dedup", "find_clusters", "record_consolidation", "refresh_index"]

@@ -1,0 +1,213 @@
+"""The delete path: one catalog transaction (rows, FTS, windows, audit log, vector queue), then the
+vectors leave the index, at once for a few and in the background for many."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import open_fake
+from remindful.background import IndexDeleter
+from remindful.catalog import Catalog
+from remindful.errors import StorageError
+from remindful.index import InMemoryIndex
+
+
+class GatedDeleteIndex(InMemoryIndex):
+    """Deletes wait for ``gate`` (open by default) and fail while ``broken``; calls are recorded."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = threading.Event()
+        self.gate.set()
+        self.broken = False
+        self.calls: list[int] = []
+
+    def delete(self, collection: str, ids: Any) -> None:
+        self.gate.wait(30)
+        if self.broken:
+            raise StorageError("index unavailable")
+        self.calls.append(len(list(ids)))
+        super().delete(collection, ids)
+
+
+def queued(memory: Any) -> list[str]:
+    return [r[0] for r in memory._state.catalog.read("SELECT memory_id FROM index_deletes")]
+
+
+@pytest.fixture
+def inline_up_to_two(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Deletes of more than two memories go to the background deleter."""
+    monkeypatch.setattr("remindful.indexing.INLINE_UNINDEX", 2)
+    monkeypatch.setattr("remindful.indexing.UNINDEX_CHUNK", 2)
+
+
+def test_a_small_delete_removes_the_vector_before_it_returns(tmp_path: Path) -> None:
+    index = GatedDeleteIndex()
+    with open_fake(tmp_path / "s", index=index) as memory:
+        gone = memory.store("the old wifi password hint")
+        memory.flush()
+        assert memory.delete(gone)
+        assert index.count("action_memories") == 0
+        assert queued(memory) == []
+
+
+@pytest.mark.usefixtures("inline_up_to_two")
+def test_a_large_delete_returns_before_the_index_catches_up(tmp_path: Path) -> None:
+    index = GatedDeleteIndex()
+    with open_fake(tmp_path / "s", index=index) as memory:
+        doomed = memory.store_batch([{"content": f"wifi password hint number {i}"} for i in range(5)])
+        kept = memory.store("the wifi password hint is on the fridge")
+        memory.flush()
+        index.gate.clear()
+        try:
+            started = time.monotonic()
+            assert memory.delete_many(doomed) == 5  # would wait for the gate if the vectors went inline
+            assert time.monotonic() - started < 10
+            assert sorted(queued(memory)) == sorted(doomed)
+            assert index.count("action_memories") == 6
+            assert [h.id for h in memory.search("wifi password hint", limit=10)] == [kept]
+            assert memory.get_batch(doomed) == [None] * 5
+        finally:
+            index.gate.set()
+        assert memory.flush(timeout=30)
+        assert index.ids("action_memories") == [kept]
+        assert queued(memory) == []
+        assert max(index.calls) <= 2  # in chunks
+
+
+@pytest.mark.usefixtures("inline_up_to_two")
+def test_dense_search_makes_up_for_hits_still_queued_for_deletion(tmp_path: Path) -> None:
+    index = GatedDeleteIndex()
+    dense_only = {
+        "search.candidates": 3,
+        "search.lexical_weight": 0,
+        "search.lexical_context_weight": 0,
+        "search.context_weight": 0,
+    }
+    with open_fake(tmp_path / "s", index=index, **dense_only) as memory:
+        doomed = memory.store_batch([{"content": "quarterly alpha report draft"} for _ in range(6)])
+        live = memory.store_batch([{"content": f"quarterly alpha report final {i}"} for i in range(3)])
+        memory.flush()
+        index.gate.clear()
+        try:
+            memory.delete_many(doomed)
+            # The index's 3 nearest are deleted ones: without asking for more, dense search finds nothing.
+            assert sorted(h.id for h in memory.search("quarterly alpha report draft", limit=3)) == sorted(live)
+        finally:
+            index.gate.set()
+
+
+@pytest.mark.usefixtures("inline_up_to_two")
+def test_queued_vector_deletes_survive_a_failure_and_are_finished_at_the_next_open(tmp_path: Path) -> None:
+    path = tmp_path / "s"
+    index = GatedDeleteIndex()
+    with open_fake(path, index=index) as memory:
+        doomed = memory.store_batch([{"content": f"secret token {i}"} for i in range(4)])
+        kept = memory.store("public note")
+        memory.flush()
+        index.broken = True
+        assert memory.delete_many(doomed) == 4
+        memory.flush(timeout=30)
+        assert {h.id for h in memory.search("secret token", limit=10)} <= {kept}
+    # Closed while the index still failed: the vectors are still there, and still queued.
+    assert index.count("action_memories") == 5
+    assert sorted(r[0] for r in Catalog(path / "catalog.sqlite3").pending_index_deletes(100)) == sorted(doomed)
+    index.broken = False
+    with open_fake(path, index=index) as memory:
+        assert {h.id for h in memory.search("secret token", limit=10)} <= {kept}  # never back, even now
+        assert memory.flush(timeout=30)
+        assert index.ids("action_memories") == [kept]
+        assert queued(memory) == []
+
+
+def test_a_memory_stored_again_keeps_its_vector(tmp_path: Path) -> None:
+    index = GatedDeleteIndex()
+    with open_fake(tmp_path / "s", index=index) as memory:
+        mid = memory.store("imported twice")
+        memory.flush()
+        state = memory._state
+        catalog = state.catalog
+        # Queued but not applied, then the same id comes back (an import keeps ids).
+        catalog.write(
+            lambda c: c.execute("INSERT INTO index_deletes (memory_id, type) VALUES (?, 'action')", (mid,)),
+            what="test",
+        )
+        assert state.drain_index_deletes(10) == 1
+        assert index.ids("action_memories") == [mid]
+        assert queued(memory) == []
+
+
+def test_delete_writes_one_audit_entry_per_memory_with_its_reason(tmp_path: Path) -> None:
+    with open_fake(tmp_path / "s") as memory:
+        a, b, c = memory.store_batch([{"content": "a"}, {"content": "b", "type": "screen"}, {"content": "c"}])
+        state = memory._state
+        assert state.delete([a, b, "missing"], reason={a: "retention:too_old", b: "dedup"}) == 2
+        assert state.delete([c]) == 1
+        rows = state.catalog.read("SELECT action, memory_id, detail FROM audit_log WHERE memory_id IS NOT NULL")
+        assert sorted(rows) == [
+            ("dedup", b, '{"type":"screen"}'),
+            ("delete", c, '{"type":"action"}'),
+            ("retention:too_old", a, '{"type":"action"}'),
+        ]
+
+
+def test_reindex_drops_the_queue(tmp_path: Path) -> None:
+    index = GatedDeleteIndex()
+    with open_fake(tmp_path / "s", index=index) as memory:
+        kept, gone = memory.store_batch([{"content": "kept"}, {"content": "gone"}])
+        memory.flush()
+        index.broken = True
+        memory.delete(gone)
+        assert queued(memory) == [gone]
+        index.broken = False
+        memory.reindex()
+        assert queued(memory) == []
+        assert index.ids("action_memories") == [kept]
+
+
+def test_index_deleter_drains_in_chunks_and_pauses_between_them() -> None:
+    left = [5]
+    stamps: list[tuple[float, float]] = []
+
+    def drain(limit: int) -> int:
+        started = time.perf_counter()
+        n = min(limit, left[0])
+        left[0] -= n
+        if n:
+            time.sleep(0.05)
+            stamps.append((started, time.perf_counter()))
+        return n
+
+    deleter = IndexDeleter(drain, chunk=2, pause_ratio=1.0, first_delay=0.1)
+    kicked = time.perf_counter()
+    deleter.kick()
+    assert deleter.flush(10)
+    deleter.close()
+    assert left == [0] and len(stamps) == 3
+    assert stamps[0][0] - kicked >= 0.09  # the call that queued the work returns first
+    gaps = [b[0] - a[1] for a, b in itertools.pairwise(stamps)]
+    assert all(gap >= 0.04 for gap in gaps)  # other threads get the interpreter between chunks
+
+
+def test_index_deleter_survives_a_failing_drain() -> None:
+    calls: list[int] = []
+
+    def drain(limit: int) -> int:
+        calls.append(limit)
+        if len(calls) == 1:
+            raise RuntimeError("boom")
+        return 0
+
+    deleter = IndexDeleter(drain)
+    deleter.kick()
+    assert deleter.flush(10)
+    deleter.kick()
+    assert deleter.flush(10)
+    deleter.close()
+    assert len(calls) == 2
