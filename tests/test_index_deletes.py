@@ -4,16 +4,18 @@ vectors leave the index, at once for a few and in the background for many."""
 from __future__ import annotations
 
 import itertools
+import sqlite3
 import threading
 import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from conftest import open_fake
-from remindful.background import IndexDeleter
-from remindful.catalog import Catalog
+from remindful.background import DeleteFinisher
+from remindful.catalog import SCHEMA_VERSION, Catalog
 from remindful.errors import StorageError
 from remindful.index import InMemoryIndex
 
@@ -43,8 +45,8 @@ def queued(memory: Any) -> list[str]:
 @pytest.fixture
 def inline_up_to_two(monkeypatch: pytest.MonkeyPatch) -> None:
     """Deletes of more than two memories go to the background deleter."""
-    monkeypatch.setattr("remindful.indexing.INLINE_UNINDEX", 2)
-    monkeypatch.setattr("remindful.indexing.UNINDEX_CHUNK", 2)
+    monkeypatch.setattr("remindful.indexing.INLINE_DELETE", 2)
+    monkeypatch.setattr("remindful.indexing.FINISH_CHUNK", 2)
 
 
 def test_a_small_delete_removes_the_vector_before_it_returns(tmp_path: Path) -> None:
@@ -171,7 +173,7 @@ def test_reindex_drops_the_queue(tmp_path: Path) -> None:
         assert index.ids("action_memories") == [kept]
 
 
-def test_index_deleter_drains_in_chunks_and_pauses_between_them() -> None:
+def test_delete_finisher_drains_in_chunks_and_pauses_between_them() -> None:
     left = [5]
     stamps: list[tuple[float, float]] = []
 
@@ -184,7 +186,7 @@ def test_index_deleter_drains_in_chunks_and_pauses_between_them() -> None:
             stamps.append((started, time.perf_counter()))
         return n
 
-    deleter = IndexDeleter(drain, chunk=2, pause_ratio=1.0, first_delay=0.1)
+    deleter = DeleteFinisher(drain, chunk=2, pause_ratio=1.0, first_delay=0.1)
     kicked = time.perf_counter()
     deleter.kick()
     assert deleter.flush(10)
@@ -195,7 +197,7 @@ def test_index_deleter_drains_in_chunks_and_pauses_between_them() -> None:
     assert all(gap >= 0.04 for gap in gaps)  # other threads get the interpreter between chunks
 
 
-def test_index_deleter_survives_a_failing_drain() -> None:
+def test_delete_finisher_survives_a_failing_drain() -> None:
     calls: list[int] = []
 
     def drain(limit: int) -> int:
@@ -204,10 +206,77 @@ def test_index_deleter_survives_a_failing_drain() -> None:
             raise RuntimeError("boom")
         return 0
 
-    deleter = IndexDeleter(drain)
+    deleter = DeleteFinisher(drain)
     deleter.kick()
     assert deleter.flush(10)
     deleter.kick()
     assert deleter.flush(10)
     deleter.close()
     assert len(calls) == 2
+
+
+def windows(catalog: Catalog) -> dict[str, str]:
+    return dict(catalog.read("SELECT m.content, c.text FROM context_fts c JOIN memories m ON m.rowid = c.rowid"))
+
+
+def session_of_nine(memory: Any) -> list[str]:
+    start = datetime.now(UTC)
+    items = [{"content": f"w{i}", "session_id": "s", "timestamp": start + timedelta(seconds=i)} for i in range(9)]
+    return list(memory.store_batch(items))
+
+
+def test_windows_mended_later_are_queued_in_the_delete_transaction(tmp_path: Path) -> None:
+    path = tmp_path / "s"
+    with open_fake(path) as memory:
+        ids = session_of_nine(memory)
+    catalog = Catalog(path / "catalog.sqlite3")
+    catalog.delete_ids([ids[1], ids[4], ids[7]], mend_later=True)
+    assert "w1" not in windows(catalog)  # the deleted memory's own window goes at once
+    assert "w1" in windows(catalog)["w0"]  # its neighbours' windows wait for the mending
+    assert catalog.read("SELECT count(*) FROM context_mend")[0][0] == 3
+    assert catalog.mend_windows(2) == 2 and catalog.mend_windows(2) == 1 and catalog.mend_windows(2) == 0
+    assert not any(f"w{i}" in text for text in windows(catalog).values() for i in (1, 4, 7))
+    assert windows(catalog)["w5"].startswith("w3\nw5\nw6\n")
+    catalog.close()
+
+
+@pytest.mark.usefixtures("inline_up_to_two")
+def test_a_large_delete_mends_the_neighbour_windows_after_it_returns(tmp_path: Path) -> None:
+    with open_fake(tmp_path / "s") as memory:
+        ids = session_of_nine(memory)
+        assert memory.delete_many([ids[1], ids[4], ids[7]]) == 3
+        assert memory.flush(timeout=30)
+        catalog = memory._state.catalog
+        assert not any(f"w{i}" in text for text in windows(catalog).values() for i in (1, 4, 7))
+        assert catalog.read("SELECT count(*) FROM context_mend")[0][0] == 0
+
+
+def test_windows_left_unmended_by_a_crash_are_mended_when_the_store_opens(tmp_path: Path) -> None:
+    path = tmp_path / "s"
+    with open_fake(path) as memory:
+        ids = session_of_nine(memory)
+    catalog = Catalog(path / "catalog.sqlite3")
+    catalog.delete_ids(ids[2:5], mend_later=True)  # the process died before mending
+    catalog.close()
+    with open_fake(path) as memory:
+        memory.list()  # opens the catalog only
+        assert memory.flush(timeout=30)
+        assert "w2" not in windows(memory._state.catalog)["w1"]
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_an_older_catalog_gets_the_queues_when_opened(tmp_path: Path, version: int) -> None:
+    path = tmp_path / "catalog.sqlite3"
+    Catalog(path).close()
+    conn = sqlite3.connect(path)
+    conn.execute("DROP TABLE context_mend")
+    if version == 1:
+        conn.execute("DROP TABLE index_deletes")
+    conn.execute(f"PRAGMA user_version = {version}")
+    conn.commit()
+    conn.close()
+    catalog = Catalog(path)
+    tables = {r[0] for r in catalog.read("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    assert {"index_deletes", "context_mend"} <= tables
+    assert catalog.read("PRAGMA user_version")[0][0] == SCHEMA_VERSION
+    catalog.close()

@@ -131,7 +131,7 @@ def test_kill_9_during_background_vector_deletes_brings_nothing_back(tmp_path: P
         """
         ids = memory.store_batch([{"content": f"doomed note {i} about the staging server"} for i in range(600)])
         memory.flush()
-        memory.delete_many(ids[:500])  # more than INLINE_UNINDEX: the vectors go in the background
+        memory.delete_many(ids[:500])  # more than INLINE_DELETE: the vectors go in the background
         print(json.dumps(ids), flush=True)
         import time
         time.sleep(60)  # killed while the vectors are (or are about to be) removed

@@ -4,9 +4,9 @@
   the catalog commit is the acknowledgement, and search scores not-yet-indexed rows exactly, so
   nothing is missed in between. ``flush()`` waits for it; a crash leaves rows marked un-indexed,
   which the next open indexes.
-- :class:`IndexDeleter` removes deleted memories' vectors from the index after ``delete``
-  returned: the catalog delete is the truth (search checks every index hit against it) and it
-  queues the vectors to remove in the same transaction, so a crash leaves them to the next open.
+- :class:`DeleteFinisher` finishes a large delete after it returned (neighbours' session
+  windows, then vectors): the catalog delete is the truth (search checks every index hit
+  against it) and queues that work in the same transaction, so a crash leaves it to the next open.
 - :class:`AccessRecorder` counts search hits as accesses in batches.
 - :class:`IndexLock` serialises index writes across threads and processes.
 - :class:`IndexHolders` tells whether the last process that had the index open stopped cleanly,
@@ -109,10 +109,11 @@ class BackgroundIndexer(_Worker):
         super().__init__(name, handle)
 
 
-class IndexDeleter:
-    """Removes deleted memories' vectors from the index after the delete returned, a chunk at a time.
+class DeleteFinisher:
+    """Finishes large deletes after they returned, a chunk at a time: the neighbours' session
+    windows, then the vectors (see :meth:`IndexMaintenance.after_delete`).
 
-    ``drain(limit)`` applies up to ``limit`` queued deletions and returns how many it handled
+    ``drain(limit)`` does up to ``limit`` queued items and returns how many it handled
     (0: none left). Chroma's delete holds the GIL for its whole call (~0.3 ms a vector with
     chromadb 1.5), so one big call would stall every other thread of the process: after each
     chunk the thread sleeps ``pause_ratio`` times as long as the chunk took (0.5: the caller's
@@ -129,7 +130,7 @@ class IndexDeleter:
         chunk: int = 256,
         pause_ratio: float = 0.5,
         first_delay: float = 0.05,
-        name: str = "remindful-unindexer",
+        name: str = "remindful-delete-finisher",
     ) -> None:
         self._drain = drain
         self.chunk = chunk
@@ -177,7 +178,7 @@ class IndexDeleter:
                         break
                     pause = (time.perf_counter() - started) * self.pause_ratio
             except Exception:  # never let the worker die: the deletions stay queued
-                log.exception("%s failed; the vectors stay queued for deletion", self._thread.name)
+                log.exception("%s failed; the rest stays queued", self._thread.name)
             finally:
                 with self._cond:
                     self._busy = False

@@ -33,8 +33,9 @@ from remindful.schema import MEMORY_COLUMNS, SCHEMA, MemoryRow
 
 T = TypeVar("T")
 
-#: 2: the ``index_deletes`` queue.
-SCHEMA_VERSION = 2
+#: 2: the ``index_deletes`` queue; 3: the ``context_mend`` queue (each upgrade re-runs the
+#: ``CREATE ... IF NOT EXISTS`` schema).
+SCHEMA_VERSION = 3
 #: Above this many rows matching a lexical query, its most common terms are dropped.
 LEXICAL_MAX_MATCHES = 1000
 #: A delete of this many rows or more runs with a page cache of BIG_DELETE_CACHE_KIB.
@@ -349,10 +350,13 @@ class Catalog:
             what="saving embeddings",
         )
 
-    def delete_ids(self, ids: Sequence[str], *, reason: str | Mapping[str, str] = "delete") -> list[tuple[str, str]]:
-        """Delete ``ids`` in one transaction: the rows, their FTS entries, the session windows
-        around them (see :mod:`remindful.context`), an audit-log entry per row (action ``reason``,
-        or ``reason[id]``, default ``"delete"``) and an ``index_deletes`` entry per row, from which
+    def delete_ids(
+        self, ids: Sequence[str], *, reason: str | Mapping[str, str] = "delete", mend_later: bool = False
+    ) -> list[tuple[str, str]]:
+        """Delete ``ids`` in one transaction: the rows, their FTS entries and session windows, the
+        windows around them (``mend_later``: queued for :meth:`mend_windows` instead, see
+        :mod:`remindful.context`), an audit-log entry per row (action ``reason``, or
+        ``reason[id]``, default ``"delete"``) and an ``index_deletes`` entry per row, from which
         the vector index catches up (:meth:`pending_index_deletes`). Returns the (id, type) pairs
         that existed.
 
@@ -393,11 +397,19 @@ class Catalog:
                 )
                 spots = context.before_delete(conn)
                 conn.execute("DELETE FROM memories WHERE id IN (SELECT id FROM temp.doomed)")
-                context.after_delete(conn, spots)
+                context.after_delete(conn, spots, later=mend_later)
             conn.execute("DELETE FROM temp.doomed")
             return gone
 
         return self.write(run, what="deleting memories")
+
+    def mend_windows(self, limit: int) -> int:
+        """Mend the session windows around up to ``limit`` queued deletion spots; returns how many
+        were handled (0: none left)."""
+        return self.write(lambda c: context.mend_pending(c, limit), what="mending session windows")
+
+    def windows_to_mend(self) -> bool:
+        return bool(self.read("SELECT 1 FROM context_mend LIMIT 1"))
 
     def pending_index_deletes(self, limit: int) -> list[tuple[str, str]]:
         """Up to ``limit`` queued vector deletions, oldest first: (memory id, type)."""

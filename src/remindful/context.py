@@ -10,7 +10,11 @@ conversation turn, the topic in the turn before. So every memory with a session 
 Windows are maintained inside the catalog's write transactions: inserting, deleting or editing a
 memory refreshes the windows that include it. Appending to a session touches only the new rows
 and the ``WINDOW`` rows before them; a memory back-dated into the middle of a session renumbers
-the rows after it.
+the rows after it (and rebuilds their windows). A deleted memory's own window goes with it; a
+large delete (retention) may leave its neighbours' windows to be mended after it commits, from
+the ``context_mend`` queue (:func:`mend_pending`): until then a neighbour can still match the
+deleted memory's words in the ``lexical_context`` space, though the deleted memory is found by
+no search.
 """
 
 from __future__ import annotations
@@ -30,6 +34,13 @@ CREATE INDEX IF NOT EXISTS idx_memories_session_seq ON memories(session_id, seq)
 CREATE TRIGGER IF NOT EXISTS memories_context_ad AFTER DELETE ON memories BEGIN
     DELETE FROM context_fts WHERE rowid = old.rowid;
 END;
+-- Where deleted rows sat whose neighbours' windows still include them (a large delete leaves the
+-- mending to the background: see after_delete).
+CREATE TABLE IF NOT EXISTS context_mend (
+    session_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    PRIMARY KEY (session_id, seq)
+) WITHOUT ROWID;
 """
 
 
@@ -107,9 +118,30 @@ def before_delete(conn: sqlite3.Connection) -> list[tuple[str, int]]:
     ).fetchall()
 
 
-def after_delete(conn: sqlite3.Connection, spots: Iterable[tuple[str, int]]) -> None:
+def after_delete(conn: sqlite3.Connection, spots: Sequence[tuple[str, int]], *, later: bool = False) -> None:
     """Rebuild the windows that included deleted rows: those within ``WINDOW`` positions of one
-    (the gaps stay: positions only order). One read per run of affected positions, one write for all."""
+    (the gaps stay: positions only order). ``later``: only queue the spots for
+    :func:`mend_pending`, in the same transaction (so a crash cannot lose them)."""
+    if later:
+        conn.executemany("INSERT OR IGNORE INTO context_mend (session_id, seq) VALUES (?, ?)", spots)
+    else:
+        _mend(conn, spots)
+
+
+def mend_pending(conn: sqlite3.Connection, limit: int) -> int:
+    """Mend the windows around up to ``limit`` queued spots (oldest session positions first);
+    returns how many were handled, 0 when none are left."""
+    spots = conn.execute(
+        "SELECT session_id, seq FROM context_mend ORDER BY session_id, seq LIMIT ?", (limit,)
+    ).fetchall()
+    if spots:
+        _mend(conn, spots)
+        conn.executemany("DELETE FROM context_mend WHERE session_id = ? AND seq = ?", spots)
+    return len(spots)
+
+
+def _mend(conn: sqlite3.Connection, spots: Iterable[tuple[str, int]]) -> None:
+    """One read per run of affected positions, one write for all."""
     by_session: dict[str, set[int]] = {}
     for session_id, seq in spots:
         by_session.setdefault(session_id, set()).update(range(seq - WINDOW, seq + WINDOW + 1))
@@ -146,6 +178,7 @@ def after_update(conn: sqlite3.Connection, memory_id: str) -> None:
 def rebuild(conn: sqlite3.Connection) -> None:
     """Renumber every session and rebuild every window (after an import or a schema upgrade)."""
     conn.execute("DELETE FROM context_fts")
+    conn.execute("DELETE FROM context_mend")
     loose = [r[0] for r in conn.execute("SELECT rowid FROM memories WHERE session_id IS NULL")]
     _write_windows(conn, _loose_windows(conn, loose))
     for (session_id,) in conn.execute("SELECT DISTINCT session_id FROM memories WHERE session_id IS NOT NULL"):

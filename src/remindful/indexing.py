@@ -7,8 +7,9 @@ the background; until then, and for rows another process wrote since this one op
 search scores them exactly from the catalog (:meth:`IndexMaintenance.pending_sql`).
 
 Deleted memories' vectors go the other way: the catalog delete queues them (``index_deletes``, in
-the same transaction) and :meth:`IndexMaintenance.remove_vectors` applies the queue at once for a
-few, in the background for many (Chroma takes ~0.3 ms a vector, holding the GIL). Until then
+the same transaction) and :meth:`IndexMaintenance.after_delete` applies the queue at once for a
+few, in the background for many (Chroma takes ~0.3 ms a vector, holding the GIL), after the
+neighbours' session windows a large delete also left (:mod:`remindful.context`). Until then
 search drops their hits: every index hit is checked against the catalog, and this process also
 skips the ones it knows are queued, asking the index for more to make up. A crash leaves the
 queue to the next open, which drains it in the background; nothing deleted can come back, since
@@ -28,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from remindful.background import BackgroundIndexer, IndexDeleter
+from remindful.background import BackgroundIndexer, DeleteFinisher
 from remindful.errors import CorruptionError, RemindfulError, StorageError
 from remindful.filters import SqlFilter, build_filter, index_metadata
 from remindful.index.base import VectorIndex
@@ -44,12 +45,12 @@ log = logging.getLogger("remindful")
 
 INDEX_BATCH = 1000
 PENDING_REFRESH = 2000
-#: A delete of at most this many memories removes their vectors before it returns (~0.1 s in
-#: Chroma); a larger one leaves them to the :class:`IndexDeleter`.
-INLINE_UNINDEX = 256
-#: Vectors per Chroma delete call in the background (~0.1 s of GIL each with chromadb 1.5; the
-#: call has a fixed cost of ~25 ms, so smaller chunks take longer in all).
-UNINDEX_CHUNK = 256
+#: A delete of at most this many memories finishes before it returns: vectors (~0.1 s in Chroma)
+#: and neighbours' session windows; a larger one leaves them to the :class:`DeleteFinisher`.
+INLINE_DELETE = 256
+#: Vectors (or window spots) per step in the background: ~0.1 s of GIL per Chroma delete call
+#: with chromadb 1.5, which has a fixed cost of ~25 ms, so smaller chunks take longer in all.
+FINISH_CHUNK = 256
 #: While deletions are queued, a dense query asks the index for up to this many times ``k`` more
 #: hits, to make up for the deleted ones it skips.
 OVERFETCH = 3
@@ -69,7 +70,7 @@ class IndexMaintenance:
     _init_lock: threading.RLock
     _index_lock: IndexLock
     _indexer: BackgroundIndexer | None
-    _deleter: IndexDeleter | None
+    _deleter: DeleteFinisher | None
     #: Ids (by type) whose vectors this process knows are queued for deletion.
     _unindexing: dict[str, set[str]]
     _holders: IndexHolders
@@ -141,7 +142,7 @@ class IndexMaintenance:
         self._holders.hold()
         if queued:  # left by a process that stopped (or crashed) before it drained them
             self._track_unindexing(queued)
-            self._deleter_thread().kick()
+            self._finisher().kick()
         log.debug("vector index ready in %.0f ms", (time.perf_counter() - started) * 1000)
 
     def _check_index_files(self, index: VectorIndex) -> None:
@@ -275,23 +276,29 @@ class IndexMaintenance:
 
     # -- deletions ------------------------------------------------------------------------------
 
-    def remove_vectors(self, gone: Sequence[tuple[str, str]]) -> None:
-        """After a catalog delete of ``gone`` (id, type), which queued their vectors: remove them
-        now (at most :data:`INLINE_UNINDEX`) or in the background. On an index error they stay
-        queued (and filtered out of search) until the next delete or open."""
+    def after_delete(self, gone: Sequence[tuple[str, str]], *, later: bool) -> None:
+        """After a catalog delete of ``gone`` (id, type), which queued their vectors (and, with
+        ``later``, the mending of their neighbours' session windows): remove the vectors now, or
+        (``later``) leave both to the background :class:`DeleteFinisher`. On an index error the
+        vectors stay queued (and out of search results) until the next delete or open."""
         index = self.index
-        if index is None:
-            return  # unusable now: the next open finds the queue
-        self._track_unindexing(gone)
-        if len(gone) > INLINE_UNINDEX:
-            self._deleter_thread().kick()
-            return
-        try:
-            self._unindex(index, gone)
-        except RemindfulError as exc:
-            log.warning("could not remove %d vectors from the index yet (%s)", len(gone), exc)
+        if index is not None:
+            self._track_unindexing(gone)
+        if later:
+            self._finisher().kick()
+        elif index is not None:
+            try:
+                self._unindex(index, gone)
+            except RemindfulError as exc:
+                log.warning("could not remove %d vectors from the index yet (%s)", len(gone), exc)
 
-    def drain_index_deletes(self, limit: int = UNINDEX_CHUNK) -> int:
+    def finish_step(self, limit: int) -> int:
+        """One step of what large deletes left: mend the session windows around up to ``limit``
+        deletion spots or, when none are left, remove up to ``limit`` queued vectors. Returns how
+        many were handled (0: nothing left)."""
+        return self.catalog.mend_windows(limit) or self.drain_index_deletes(limit)
+
+    def drain_index_deletes(self, limit: int = FINISH_CHUNK) -> int:
         """Apply up to ``limit`` queued vector deletions, oldest first; returns how many were
         handled (0: none left, or no usable index)."""
         index = self._index
@@ -321,26 +328,27 @@ class IndexMaintenance:
         for mid, type_value in pairs:
             self._unindexing.setdefault(type_value, set()).add(mid)
 
-    def _deleter_thread(self) -> IndexDeleter:
+    def _finisher(self) -> DeleteFinisher:
         if self._deleter is None:
             with self._init_lock:
                 if self._deleter is None:
-                    self._deleter = IndexDeleter(self.drain_index_deletes, chunk=UNINDEX_CHUNK)
+                    self._deleter = DeleteFinisher(self.finish_step, chunk=FINISH_CHUNK)
         return self._deleter
 
     def finish_deletes(self) -> None:
-        """Stop the background deleter and apply what is still queued here, without pauses (at
+        """Stop the background finisher and do what is still queued here, without pauses (at
         close: leaving it would cost the next process to open the store)."""
         if self._deleter is not None:
             self._deleter.close()
             self._deleter = None
-        if self._index is None or not any(self._unindexing.values()):
-            return
         try:
-            while self.drain_index_deletes(INDEX_BATCH):
+            while self.catalog.mend_windows(INDEX_BATCH):
                 pass
+            if self._index is not None and any(self._unindexing.values()):
+                while self.drain_index_deletes(INDEX_BATCH):
+                    pass
         except RemindfulError as exc:
-            log.warning("vector deletions left queued for the next open (%s)", exc)
+            log.warning("deletions left to finish at the next open (%s)", exc)
 
     def index_ids(self, ids: list[str]) -> None:
         """Index the memories with these ids that are still un-indexed (read under the index lock,

@@ -24,9 +24,9 @@ from typing import Any
 
 import numpy as np
 
-from remindful import context
+from remindful import context, indexing
 from remindful.attachments import remove_copies
-from remindful.background import AccessRecorder, BackgroundIndexer, IndexDeleter, IndexHolders, IndexLock
+from remindful.background import AccessRecorder, BackgroundIndexer, DeleteFinisher, IndexHolders, IndexLock
 from remindful.catalog import Catalog, MemoryRow
 from remindful.config import Settings
 from remindful.embed.base import Embedder
@@ -66,7 +66,7 @@ class StoreState(IndexMaintenance):
         self._index_lock = IndexLock(self.path / "index.lock")
         self._access: AccessRecorder | None = None
         self._indexer: BackgroundIndexer | None = None
-        self._deleter: IndexDeleter | None = None
+        self._deleter: DeleteFinisher | None = None
         self._unindexing: dict[str, set[str]] = {}
         self._holders = IndexHolders(self.path / "index.holders")
         #: Run once when the catalog opens (the manager drains the hook spool here); a failure is
@@ -111,6 +111,8 @@ class StoreState(IndexMaintenance):
             raise MemoryDisabledError(self.disabled_reason) from exc
         self._access = AccessRecorder(catalog)
         self._catalog = catalog
+        if catalog.windows_to_mend():  # left by a process that stopped before it finished a delete
+            self._finisher().kick()
         for callback in self.on_open:
             try:
                 callback()
@@ -181,17 +183,20 @@ class StoreState(IndexMaintenance):
 
     def delete(self, ids: list[str], *, reason: str | Mapping[str, str] = "delete") -> int:
         """Delete memories everywhere; returns how many existed. ``reason`` (or ``reason[id]``) is
-        the audit-log action. The catalog delete commits first and is the truth; the vectors follow
-        (see :meth:`remove_vectors`), and attachment copies go last."""
+        the audit-log action. The catalog delete commits first and is the truth: when this returns
+        no read or search finds the memories. Their vectors and, for more than
+        :data:`~remindful.indexing.INLINE_DELETE` memories, their neighbours' session windows
+        follow (see :meth:`after_delete`); attachment copies go here."""
         if not ids:
             return 0
-        gone = self.catalog.delete_ids(ids, reason=reason)
+        later = len(ids) > indexing.INLINE_DELETE
+        gone = self.catalog.delete_ids(ids, reason=reason, mend_later=later)
         if not gone:
             return 0
         remove_copies(self.path, [mid for mid, _t in gone])
         for _mid, type_value in gone:
             self._type_counts[type_value] = max(self._type_counts.get(type_value, 1) - 1, 0)
-        self.remove_vectors(gone)
+        self.after_delete(gone, later=later)
         return len(gone)
 
     def make_room(self, rows: Sequence[MemoryRow]) -> None:
@@ -266,7 +271,8 @@ class StoreState(IndexMaintenance):
         if self._indexer is not None:
             self._indexer.close()
             self._indexer = None
-        self.finish_deletes()
+        if self._catalog is not None:
+            self.finish_deletes()
         if self._access is not None:
             self._access.close()
         if self._index is not None:

@@ -63,8 +63,8 @@ class CleanupReport:
     protected_kept: int = 0
     seconds: float = 0.0
     #: Seconds per step: ``plan``, then (unless dry run) ``consolidate`` (dedup records),
-    #: ``delete`` (catalog, FTS, windows, audit log; small deletes include the vectors) and
-    #: ``record``. Vectors of a large delete are removed in the background after the call.
+    #: ``delete`` (catalog, FTS, audit log; small deletes include the vectors and neighbours'
+    #: windows, which a large delete leaves to the background) and ``record``.
     phases: dict[str, float] = field(default_factory=dict)
     ids: list[str] = field(default_factory=list)
 
@@ -229,8 +229,9 @@ def cleanup(state: StoreState, *, dry_run: bool = False, now: float | None = Non
 
     Everything planned is deleted in one catalog transaction (audit action ``retention:<reason>``,
     or ``dedup``), after the dedup consolidations are recorded. When it returns, the memories are
-    gone from the catalog, FTS and search; their vectors may still be leaving the index in the
-    background (``flush()`` waits for that; a crash leaves it to the next open)."""
+    gone from the catalog, FTS and every search; their vectors, and their words in the session
+    windows of the memories next to them, may still be leaving in the background (``flush()``
+    waits for that; a crash leaves it to the next open)."""
     started = time.perf_counter()
     mark = started
     report = CleanupReport(dry_run=dry_run)
