@@ -225,19 +225,39 @@ def session_of_nine(memory: Any) -> list[str]:
     return list(memory.store_batch(items))
 
 
+def fts_rows(catalog: Catalog) -> int:
+    return int(catalog.read("SELECT count(*) FROM context_fts")[0][0])
+
+
 def test_windows_mended_later_are_queued_in_the_delete_transaction(tmp_path: Path) -> None:
     path = tmp_path / "s"
     with open_fake(path) as memory:
         ids = session_of_nine(memory)
     catalog = Catalog(path / "catalog.sqlite3")
     catalog.delete_ids([ids[1], ids[4], ids[7]], mend_later=True)
-    assert "w1" not in windows(catalog)  # the deleted memory's own window goes at once
-    assert "w1" in windows(catalog)["w0"]  # its neighbours' windows wait for the mending
+    assert fts_rows(catalog) == 9  # the deleted memories' own windows wait too (no search maps to them)
+    assert "w1" in windows(catalog)["w0"]  # and so do their neighbours'
     assert catalog.read("SELECT count(*) FROM context_mend")[0][0] == 3
-    assert catalog.mend_windows(2) == 2 and catalog.mend_windows(2) == 1 and catalog.mend_windows(2) == 0
+    steps = [catalog.mend_windows(2) for _ in range(5)]
+    assert steps == [2, 1, 2, 1, 0]  # the deleted windows first, then the neighbours
+    assert fts_rows(catalog) == 6
     assert not any(f"w{i}" in text for text in windows(catalog).values() for i in (1, 4, 7))
     assert windows(catalog)["w5"].startswith("w3\nw5\nw6\n")
     catalog.close()
+
+
+def test_a_rowid_taken_again_before_the_mending_keeps_its_new_window(tmp_path: Path) -> None:
+    path = tmp_path / "s"
+    with open_fake(path) as memory:
+        ids = session_of_nine(memory)
+        catalog = memory._state.catalog
+        catalog.delete_ids([ids[-1]], mend_later=True)  # the newest row: SQLite reuses its rowid
+        newcomer = memory.store("fresh words", session_id="t")
+        assert catalog.read("SELECT rowid FROM memories WHERE id = ?", (newcomer,))[0][0] == 9
+        while catalog.mend_windows(10):
+            pass
+        assert windows(catalog)["fresh words"].startswith("fresh words\n")
+        assert fts_rows(catalog) == 9  # eight old windows and the newcomer's
 
 
 @pytest.mark.usefixtures("inline_up_to_two")
@@ -280,3 +300,36 @@ def test_an_older_catalog_gets_the_queues_when_opened(tmp_path: Path, version: i
     assert {"index_deletes", "context_mend"} <= tables
     assert catalog.read("PRAGMA user_version")[0][0] == SCHEMA_VERSION
     catalog.close()
+
+
+@pytest.mark.usefixtures("inline_up_to_two")
+def test_close_finishes_what_the_background_has_not(tmp_path: Path) -> None:
+    path = tmp_path / "s"
+    index = GatedDeleteIndex()
+    with open_fake(path, index=index) as memory:
+        doomed = memory.store_batch([{"content": f"to go {i}", "session_id": "s"} for i in range(10)])
+        kept = memory.store("stays", session_id="s")
+        memory.flush()
+        index.gate.clear()
+        memory.delete_many(doomed)
+        threading.Timer(0.3, index.gate.set).start()  # the finisher is stuck in its first chunk meanwhile
+    assert index.ids("action_memories") == [kept]
+    catalog = Catalog(path / "catalog.sqlite3")
+    assert catalog.pending_index_deletes(100) == [] and not catalog.windows_to_mend()
+    assert windows(catalog)["stays"].startswith("stays\n")
+    catalog.close()
+
+
+def test_lexical_context_makes_up_for_windows_still_queued_for_removal(tmp_path: Path) -> None:
+    only_windows = {
+        "search.candidates": 3,
+        "search.dense_weight": 0,
+        "search.context_weight": 0,
+        "search.lexical_weight": 0,
+    }
+    with open_fake(tmp_path / "s", **only_windows) as memory:
+        doomed = memory.store_batch([{"content": "zebra zebra crossing", "session_id": "a"} for _ in range(12)])
+        live = memory.store_batch([{"content": f"a zebra note {i}", "session_id": f"b{i}"} for i in range(3)])
+        memory._state.catalog.delete_ids(doomed, mend_later=True)  # queued, nothing mended yet
+        # The deleted windows rank first: without fetching more, the three best would all be gone.
+        assert sorted(h.id for h in memory.search("zebra", limit=3)) == sorted(live)

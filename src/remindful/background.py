@@ -171,8 +171,10 @@ class DeleteFinisher:
                 self._kicked, self._busy = False, True
             try:
                 pause = self.first_delay
-                while not self._stop:
-                    time.sleep(pause)
+                while True:
+                    with self._cond:
+                        if self._cond.wait_for(lambda: self._stop, pause):
+                            break
                     started = time.perf_counter()
                     if not self._drain(self.chunk):
                         break

@@ -33,9 +33,9 @@ from remindful.schema import MEMORY_COLUMNS, SCHEMA, MemoryRow
 
 T = TypeVar("T")
 
-#: 2: the ``index_deletes`` queue; 3: the ``context_mend`` queue (each upgrade re-runs the
-#: ``CREATE ... IF NOT EXISTS`` schema).
-SCHEMA_VERSION = 3
+#: 2: the ``index_deletes`` queue; 3: the ``context_mend`` queue; 4: ``context_drop`` instead of
+#: the trigger that removed a deleted row's window. Each upgrade re-runs the (idempotent) schema.
+SCHEMA_VERSION = 4
 #: Above this many rows matching a lexical query, its most common terms are dropped.
 LEXICAL_MAX_MATCHES = 1000
 #: A delete of this many rows or more runs with a page cache of BIG_DELETE_CACHE_KIB.
@@ -257,7 +257,8 @@ class Catalog:
         BM25 scores every row matching any term, so when the terms match more than
         ``LEXICAL_MAX_MATCHES`` rows the most common terms are dropped (they weigh least in BM25)
         until the rarest ones fit: the cost stays bounded as the store grows. Unrestricted searches
-        rank in the FTS index alone and check the filter on the top rows only.
+        rank in the FTS index alone and check the filter (and that the memory still exists) on the
+        top rows only.
         """
         if table not in ("memories_fts", "context_fts"):
             raise ValueError(f"unknown lexical table {table!r}")
@@ -270,9 +271,14 @@ class Catalog:
                 f"WHERE {table} MATCH ? AND {flt.sql} ORDER BY bm25({table}) LIMIT ?"
             )
             return [(r[0], float(r[1])) for r in self.read(sql, [match, *flt.params, limit], private=True)]
+        fetch = limit * 2
+        if table == "context_fts":
+            # Windows of deleted memories still queued for removal may crowd the top: fetch more.
+            waiting = int(self.read("SELECT count(*) FROM context_drop", private=True)[0][0])
+            fetch += min(waiting, limit * 8)
         ranked = self.read(
             f"SELECT rowid, -bm25({table}) FROM {table} WHERE {table} MATCH ? ORDER BY bm25({table}) LIMIT ?",
-            [match, limit * 2],
+            [match, fetch],
             private=True,
         )
         if not ranked:
@@ -354,8 +360,8 @@ class Catalog:
         self, ids: Sequence[str], *, reason: str | Mapping[str, str] = "delete", mend_later: bool = False
     ) -> list[tuple[str, str]]:
         """Delete ``ids`` in one transaction: the rows, their FTS entries and session windows, the
-        windows around them (``mend_later``: queued for :meth:`mend_windows` instead, see
-        :mod:`remindful.context`), an audit-log entry per row (action ``reason``, or
+        windows around them (``mend_later``: the windows are queued for :meth:`mend_windows`
+        instead, see :mod:`remindful.context`), an audit-log entry per row (action ``reason``, or
         ``reason[id]``, default ``"delete"``) and an ``index_deletes`` entry per row, from which
         the vector index catches up (:meth:`pending_index_deletes`). Returns the (id, type) pairs
         that existed.
@@ -395,7 +401,7 @@ class Catalog:
                     "INSERT OR REPLACE INTO index_deletes (memory_id, type) "
                     "SELECT m.id, m.type FROM temp.doomed d JOIN memories m ON m.id = d.id"
                 )
-                spots = context.before_delete(conn)
+                spots = context.before_delete(conn, later=mend_later)
                 conn.execute("DELETE FROM memories WHERE id IN (SELECT id FROM temp.doomed)")
                 context.after_delete(conn, spots, later=mend_later)
             conn.execute("DELETE FROM temp.doomed")
@@ -409,7 +415,7 @@ class Catalog:
         return self.write(lambda c: context.mend_pending(c, limit), what="mending session windows")
 
     def windows_to_mend(self) -> bool:
-        return bool(self.read("SELECT 1 FROM context_mend LIMIT 1"))
+        return bool(self.read("SELECT 1 FROM context_drop UNION ALL SELECT 1 FROM context_mend LIMIT 1"))
 
     def pending_index_deletes(self, limit: int) -> list[tuple[str, str]]:
         """Up to ``limit`` queued vector deletions, oldest first: (memory id, type)."""

@@ -10,11 +10,11 @@ conversation turn, the topic in the turn before. So every memory with a session 
 Windows are maintained inside the catalog's write transactions: inserting, deleting or editing a
 memory refreshes the windows that include it. Appending to a session touches only the new rows
 and the ``WINDOW`` rows before them; a memory back-dated into the middle of a session renumbers
-the rows after it (and rebuilds their windows). A deleted memory's own window goes with it; a
-large delete (retention) may leave its neighbours' windows to be mended after it commits, from
-the ``context_mend`` queue (:func:`mend_pending`): until then a neighbour can still match the
-deleted memory's words in the ``lexical_context`` space, though the deleted memory is found by
-no search.
+the rows after it (and rebuilds their windows). Deleting a memory removes its window and mends
+its neighbours'; a large delete (retention) may leave both to after it commits, from the
+``context_drop`` and ``context_mend`` queues (:func:`mend_pending`): until then the deleted
+memory's window stays in ``context_fts`` (search maps every hit to a stored memory, so it finds
+nothing) and a neighbour can still match the deleted memory's words.
 """
 
 from __future__ import annotations
@@ -31,11 +31,11 @@ CREATE VIRTUAL TABLE IF NOT EXISTS context_fts USING fts5(
     text, tokenize='porter unicode61 remove_diacritics 2'
 );
 CREATE INDEX IF NOT EXISTS idx_memories_session_seq ON memories(session_id, seq);
-CREATE TRIGGER IF NOT EXISTS memories_context_ad AFTER DELETE ON memories BEGIN
-    DELETE FROM context_fts WHERE rowid = old.rowid;
-END;
--- Where deleted rows sat whose neighbours' windows still include them (a large delete leaves the
--- mending to the background: see after_delete).
+-- A deleted row's own window is removed by before_delete (a trigger did that until schema 4).
+DROP TRIGGER IF EXISTS memories_context_ad;
+-- Windows of deleted rows, and where deleted rows sat whose neighbours' windows still include
+-- them: a large delete leaves both to the background (see before_delete, after_delete).
+CREATE TABLE IF NOT EXISTS context_drop (rowid INTEGER PRIMARY KEY);
 CREATE TABLE IF NOT EXISTS context_mend (
     session_id TEXT NOT NULL,
     seq INTEGER NOT NULL,
@@ -109,13 +109,20 @@ def _windows(conn: sqlite3.Connection, session_id: str, first: int, last: int) -
     return windows
 
 
-def before_delete(conn: sqlite3.Connection) -> list[tuple[str, int]]:
-    """Where the rows about to be deleted (the ids in ``temp.doomed``, see
-    :meth:`remindful.catalog.Catalog.delete_ids`) sat, so :func:`after_delete` can mend their
+def before_delete(conn: sqlite3.Connection, *, later: bool = False) -> list[tuple[str, int]]:
+    """Remove the windows of the rows about to be deleted (the ids in ``temp.doomed``, see
+    :meth:`remindful.catalog.Catalog.delete_ids`), or with ``later`` queue them for
+    :func:`mend_pending`; returns where the rows sat, so :func:`after_delete` can mend their
     neighbours."""
-    return conn.execute(
-        "SELECT session_id, seq FROM memories WHERE id IN (SELECT id FROM temp.doomed) AND seq IS NOT NULL"
+    doomed = conn.execute(
+        "SELECT rowid, session_id, seq FROM memories WHERE id IN (SELECT id FROM temp.doomed)"
     ).fetchall()
+    rowids = [(r[0],) for r in doomed]
+    if later:
+        conn.executemany("INSERT OR IGNORE INTO context_drop (rowid) VALUES (?)", rowids)
+    else:
+        conn.executemany("DELETE FROM context_fts WHERE rowid = ?", rowids)
+    return [(session_id, seq) for _rowid, session_id, seq in doomed if seq is not None]
 
 
 def after_delete(conn: sqlite3.Connection, spots: Sequence[tuple[str, int]], *, later: bool = False) -> None:
@@ -129,8 +136,16 @@ def after_delete(conn: sqlite3.Connection, spots: Sequence[tuple[str, int]], *, 
 
 
 def mend_pending(conn: sqlite3.Connection, limit: int) -> int:
-    """Mend the windows around up to ``limit`` queued spots (oldest session positions first);
-    returns how many were handled, 0 when none are left."""
+    """Remove up to ``limit`` queued windows of deleted rows or, when none are left, mend the
+    windows around up to ``limit`` queued spots; returns how many were handled (0: none left)."""
+    drops = [r[0] for r in conn.execute("SELECT rowid FROM context_drop ORDER BY rowid LIMIT ?", (limit,))]
+    if drops:
+        marks = ",".join("?" * len(drops))
+        # A rowid a new memory has taken since (rowids of the newest rows are reused) holds its window.
+        taken = {r[0] for r in conn.execute(f"SELECT rowid FROM memories WHERE rowid IN ({marks})", drops)}
+        conn.executemany("DELETE FROM context_fts WHERE rowid = ?", [(r,) for r in drops if r not in taken])
+        conn.execute(f"DELETE FROM context_drop WHERE rowid IN ({marks})", drops)
+        return len(drops)
     spots = conn.execute(
         "SELECT session_id, seq FROM context_mend ORDER BY session_id, seq LIMIT ?", (limit,)
     ).fetchall()
@@ -179,6 +194,7 @@ def rebuild(conn: sqlite3.Connection) -> None:
     """Renumber every session and rebuild every window (after an import or a schema upgrade)."""
     conn.execute("DELETE FROM context_fts")
     conn.execute("DELETE FROM context_mend")
+    conn.execute("DELETE FROM context_drop")
     loose = [r[0] for r in conn.execute("SELECT rowid FROM memories WHERE session_id IS NULL")]
     _write_windows(conn, _loose_windows(conn, loose))
     for (session_id,) in conn.execute("SELECT DISTINCT session_id FROM memories WHERE session_id IS NOT NULL"):
