@@ -80,7 +80,9 @@ class MemoryManager:
 
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until every memory stored so far is in the vector index (search finds them before
-        that too, scored from the catalog). False if ``timeout`` seconds passed first."""
+        that too, scored from the catalog) and every large delete so far has left it and the
+        session windows (search skips them before that too). False if ``timeout`` seconds passed
+        first."""
         return self._state.flush(timeout)
 
     def close(self) -> None:
