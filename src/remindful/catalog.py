@@ -36,8 +36,11 @@ T = TypeVar("T")
 #: 2: the ``index_deletes`` queue; 3: the ``context_mend`` queue; 4: ``context_drop`` instead of
 #: the trigger that removed a deleted row's window. Each upgrade re-runs the (idempotent) schema.
 SCHEMA_VERSION = 4
-#: Above this many rows matching a lexical query, its most common terms are dropped.
+#: Above this many rows matching a lexical query, its most common terms are dropped; if its rarest
+#: term alone matches more, only that term's newest LEXICAL_MAX_MATCHES rows are ranked.
 LEXICAL_MAX_MATCHES = 1000
+#: Document frequencies are counted up to this many rows: beyond it, only their order is rough.
+DOC_FREQ_CAP = 10 * LEXICAL_MAX_MATCHES
 #: A delete of this many rows or more runs with a page cache of BIG_DELETE_CACHE_KIB.
 BIG_DELETE = 1000
 BIG_DELETE_CACHE_KIB = 65536
@@ -256,15 +259,17 @@ class Catalog:
         ``table`` is ``memories_fts`` (the memory's text) or ``context_fts`` (its session window).
         BM25 scores every row matching any term, so when the terms match more than
         ``LEXICAL_MAX_MATCHES`` rows the most common terms are dropped (they weigh least in BM25)
-        until the rarest ones fit: the cost stays bounded as the store grows. Unrestricted searches
-        rank in the FTS index alone and check the filter (and that the memory still exists) on the
-        top rows only.
+        until the rarest ones fit; when the rarest term alone matches more, an unrestricted search
+        ranks its newest ``LEXICAL_MAX_MATCHES`` rows: the cost stays bounded as the store grows.
+        Unrestricted searches rank in the FTS index alone and check the filter (and that the memory
+        still exists) on the top rows only.
         """
         if table not in ("memories_fts", "context_fts"):
             raise ValueError(f"unknown lexical table {table!r}")
         if not terms:
             return []
-        match = _fts_or(self._rarest_terms(table, terms))
+        kept, matches = self._rarest_terms(table, terms)
+        match = _fts_or(kept)
         if restricted:
             sql = (
                 f"SELECT m.id, -bm25({table}) FROM {table} JOIN memories m ON m.rowid = {table}.rowid "
@@ -276,8 +281,17 @@ class Catalog:
             # Windows of deleted memories still queued for removal may crowd the top: fetch more.
             waiting = int(self.read("SELECT count(*) FROM context_drop", private=True)[0][0])
             fetch += min(waiting, limit * 8)
+        newest = ""
+        if matches > LEXICAL_MAX_MATCHES:
+            # FTS5 walks a doclist backwards by rowid cheaply; the floor bounds what bm25() scores.
+            floor = self.read(
+                f"SELECT rowid FROM {table} WHERE {table} MATCH ? ORDER BY rowid DESC LIMIT 1 OFFSET ?",
+                [match, LEXICAL_MAX_MATCHES - 1],
+                private=True,
+            )
+            newest = f"AND rowid >= {int(floor[0][0])}" if floor else ""
         ranked = self.read(
-            f"SELECT rowid, -bm25({table}) FROM {table} WHERE {table} MATCH ? ORDER BY bm25({table}) LIMIT ?",
+            f"SELECT rowid, -bm25({table}) FROM {table} WHERE {table} MATCH ? {newest} ORDER BY bm25({table}) LIMIT ?",
             [match, fetch],
             private=True,
         )
@@ -293,9 +307,10 @@ class Catalog:
         )
         return [(ids[rowid], float(score)) for rowid, score in ranked if rowid in ids][:limit]
 
-    def _rarest_terms(self, table: str, terms: Sequence[str]) -> list[str]:
+    def _rarest_terms(self, table: str, terms: Sequence[str]) -> tuple[list[str], int]:
         """The terms to match: all of them if their rows add up to at most ``LEXICAL_MAX_MATCHES``,
-        else the rarest that fit (at least one)."""
+        else the rarest that fit (at least one); and how many rows they match (at most
+        ``DOC_FREQ_CAP`` per term)."""
         size = int(self.read("SELECT coalesce(max(rowid), 0) FROM memories", private=True)[0][0])
         counted = sorted((self._doc_freq(table, t, size), t) for t in terms)
         kept: list[str] = []
@@ -305,16 +320,20 @@ class Catalog:
                 break
             kept.append(term)
             total += count
-        return kept
+        return kept, total
 
     def _doc_freq(self, table: str, term: str, size: int) -> int:
-        """Rows of ``table`` matching ``term``, remembered until the table (``size``, its largest
-        rowid) grows by a tenth."""
+        """Rows of ``table`` matching ``term`` (counted up to ``DOC_FREQ_CAP``), remembered until the
+        table (``size``, its largest rowid) grows by a tenth."""
         known = self._doc_freqs.get((table, term))
         if known is not None and size <= known[1] * 1.1 + 100:
             return known[0]
         count = int(
-            self.read(f"SELECT count(*) FROM {table} WHERE {table} MATCH ?", [_fts_or([term])], private=True)[0][0]
+            self.read(
+                f"SELECT count(*) FROM (SELECT 1 FROM {table} WHERE {table} MATCH ? LIMIT ?)",
+                [_fts_or([term]), DOC_FREQ_CAP],
+                private=True,
+            )[0][0]
         )
         if len(self._doc_freqs) > 50_000:
             self._doc_freqs.clear()
