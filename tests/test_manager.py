@@ -262,3 +262,42 @@ def test_list_by_source_and_delete_by_file_path(memory: MemoryManager, tmp_path:
         memory.list(source="telepathy")
     assert memory.delete_by_file_path(note) == 3
     assert [m.id for m in memory.list()] == [keep]
+
+
+class CountingEmbedder(remindful.embed.FakeEmbedder):
+    """The fake, counting the texts it embeds, under a configurable model name."""
+
+    def __init__(self, model: str = "fake-384") -> None:
+        super().__init__()
+        self.model = model
+        self.embedded: list[str] = []
+
+    @property
+    def name(self) -> str:
+        return self.model
+
+    def embed(self, texts):  # type: ignore[no-untyped-def]
+        self.embedded += list(texts)
+        return super().embed(texts)
+
+
+def test_a_stored_text_is_not_embedded_again_and_its_vector_is_kept_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    first = CountingEmbedder()
+    with remindful.open(tmp_path / "m", embedder=first) as memory:
+        memory.store("the build needs node 20")
+    assert first.embedded == ["the build needs node 20"]
+    again = CountingEmbedder()
+    with remindful.open(tmp_path / "m", embedder=again) as memory:  # a new process, in effect
+        memory.store("the build needs node 20", type="knowledge")
+        memory.store("something new")
+        cached = memory._state.catalog.read("SELECT count(*) FROM embedding_cache")[0][0]
+    assert again.embedded == ["something new"]
+    assert cached == 0  # the vectors live in the memories table only
+    # Another model must not reuse vectors it did not make.
+    other = CountingEmbedder("another-model")
+    with caplog.at_level("WARNING"), remindful.open(tmp_path / "m", embedder=other) as memory:
+        memory.store("the build needs node 20")
+    assert other.embedded == ["the build needs node 20"]
+    assert "made by fake-384" in caplog.text

@@ -483,6 +483,33 @@ class Catalog:
             (session_id, at),
         )
 
+    def claim_embedding_model(self, name: str) -> str:
+        """Record ``name`` as the model of this store's vectors unless one is recorded; returns the
+        recorded one."""
+        return str(
+            self.write(
+                lambda c: (
+                    c.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('embedding_model', ?)", (name,)),
+                    c.execute("SELECT value FROM meta WHERE key = 'embedding_model'").fetchone()[0],
+                )[1],
+                what="recording the embedding model",
+            )
+        )
+
+    def vectors_by_hash(self, hashes: Sequence[str]) -> dict[str, np.ndarray]:
+        """Stored memories' vectors by content hash (one per hash)."""
+        out: dict[str, np.ndarray] = {}
+        for start in range(0, len(hashes), 500):
+            chunk = list(hashes[start : start + 500])
+            marks = ",".join("?" * len(chunk))
+            for h, blob in self.read(
+                f"SELECT content_hash, embedding FROM memories WHERE content_hash IN ({marks}) "
+                "AND embedding IS NOT NULL",
+                chunk,
+            ):
+                out[h] = np.frombuffer(blob, dtype=np.float32)
+        return out
+
     def get_cached_embeddings(self, model: str, hashes: Sequence[str]) -> dict[str, np.ndarray]:
         out: dict[str, np.ndarray] = {}
         for start in range(0, len(hashes), 500):

@@ -136,7 +136,7 @@ class StoreState(IndexMaintenance):
                         model_dir=settings.model_dir, backend=settings.backend, quantize=settings.quantize
                     )
                     self._embedder = CachedEmbedder(
-                        inner, lru_size=self.settings.embeddings.cache_size, store=self.catalog
+                        inner, lru_size=self.settings.embeddings.cache_size, store=StoredVectors(self.catalog)
                     )
         return self._embedder
 
@@ -288,3 +288,39 @@ class StoreState(IndexMaintenance):
 
 
 __all__ = ["StoreState"]
+
+
+class StoredVectors:
+    """The persistent embedding cache of a store: the vectors its memories already hold, by content hash.
+
+    Nothing is written here: every vector is persisted with its memory, so a second table of the
+    same vectors (which once doubled the catalog's size) is not needed. Texts embedded but never
+    stored (search queries) live in the in-memory LRU only. Vectors are reused only for the model
+    recorded as the store's (the first embedder that asked); the ``embedding_cache`` table of older
+    stores is still read.
+    """
+
+    def __init__(self, catalog: Catalog) -> None:
+        self._catalog = catalog
+        self._models: dict[str, bool] = {}
+
+    def _owns(self, model: str) -> bool:
+        known = self._models.get(model)
+        if known is None:
+            recorded = self._catalog.claim_embedding_model(model)
+            known = self._models[model] = recorded == model
+            if not known:
+                log.warning(
+                    "this store's vectors were made by %s, the embedder is now %s: stored vectors are not reused",
+                    recorded,
+                    model,
+                )
+        return known
+
+    def get_cached_embeddings(self, model: str, hashes: Sequence[str]) -> dict[str, np.ndarray]:
+        found = self._catalog.vectors_by_hash(hashes) if self._owns(model) else {}
+        rest = [h for h in hashes if h not in found]
+        return {**found, **self._catalog.get_cached_embeddings(model, rest)} if rest else found
+
+    def put_cached_embeddings(self, model: str, items: dict[str, np.ndarray]) -> None:
+        """Nothing to do: the vectors are stored with their memories."""
