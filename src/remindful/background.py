@@ -110,8 +110,8 @@ class BackgroundIndexer(_Worker):
 
 
 class DeleteFinisher:
-    """Finishes large deletes after they returned, a chunk at a time: the neighbours' session
-    windows, then the vectors (see :meth:`IndexMaintenance.after_delete`).
+    """Finishes large deletes after they returned, a chunk at a time: the deleted memories' session
+    windows, their neighbours', then the vectors (see :meth:`IndexMaintenance.after_delete`).
 
     ``drain(limit)`` does up to ``limit`` queued items and returns how many it handled
     (0: none left). Chroma's delete holds the GIL for its whole call (~0.3 ms a vector with
@@ -179,6 +179,8 @@ class DeleteFinisher:
                     if not self._drain(self.chunk):
                         break
                     pause = (time.perf_counter() - started) * self.pause_ratio
+            except RemindfulError as exc:  # e.g. the index is unavailable: retried at the next kick or open
+                log.warning("%s: %s; the rest stays queued", self._thread.name, exc)
             except Exception:  # never let the worker die: the deletions stay queued
                 log.exception("%s failed; the rest stays queued", self._thread.name)
             finally:
