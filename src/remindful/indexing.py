@@ -424,6 +424,8 @@ class IndexMaintenance:
             "backend": type(index or self._given_index).__name__ if (index or self._given_index) else None,
             "error": self._index_error,
             "unindexed": self.catalog.count(SqlFilter("indexed = 0")),
+            # Vectors of deleted memories still to remove (a large delete finishes in the background).
+            "pending_deletes": int(self.catalog.read("SELECT count(*) FROM index_deletes")[0][0]),
         }
 
     def reindex(self, *, reset: bool, progress: Any = None) -> dict[str, int]:
