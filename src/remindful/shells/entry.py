@@ -54,14 +54,14 @@ def main() -> None:
         serve_stdio()
         return
     port = _http_port(argv)
-    if port is not None:  # the same for HTTP, whose first answer waits for the SDK import anyway
+    if port is not None:  # the same for HTTP: see mcp_http
         import logging
 
-        from remindful.shells.mcp_server import serve
+        from remindful.shells.mcp_http import main as serve_http
 
         logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")  # as the CLI does
         sys.stderr.write(f"remindful MCP server on http://127.0.0.1:{port}/mcp\n")
-        serve("http", port=port)
+        serve_http(port)
         return
     from remindful.shells.cli import main as cli_main
 

@@ -140,24 +140,21 @@ def serve(
 ) -> None:
     """Run the server until the client disconnects (stdio) or the process is stopped (http).
 
-    stdio runs behind :mod:`remindful.shells.mcp_stdio` (answers ``initialize``/``tools/list``
-    while the SDK loads). HTTP serves the streamable HTTP transport at
-    ``http://{host}:{port}/mcp``; it binds 127.0.0.1 because the tools read and delete private
-    memories.
+    stdio runs behind :mod:`remindful.shells.mcp_stdio` and HTTP behind
+    :mod:`remindful.shells.mcp_http` (both answer ``initialize``/``tools/list`` while the SDK
+    loads). HTTP serves the streamable HTTP transport at ``http://127.0.0.1:{port}/mcp``; it binds
+    127.0.0.1 only because the tools read and delete private memories.
     """
     if transport == "stdio":
         from remindful.shells.mcp_stdio import main as serve_stdio
 
         serve_stdio(None if path is None else str(path))
         return
-    manager = LazyManager(path)
-    server = build_server(manager)
-    stop_daemon = start_daemon_later(manager)
-    try:
-        server.run("streamable-http", host=host, port=port)
-    finally:
-        stop_daemon()
-        manager.close()
+    if host != "127.0.0.1":
+        raise ValueError("the MCP server binds 127.0.0.1 only")
+    from remindful.shells.mcp_http import main as serve_http
+
+    serve_http(port, None if path is None else str(path))
 
 
 def main(argv: list[str] | None = None) -> Any:

@@ -1,0 +1,292 @@
+"""The HTTP front of `remindful serve --transport http`: early answers equal the SDK's, sessions survive the handover.
+
+In-process here (the front and the SDK's ASGI app side by side, and the small HTTP server against a
+trivial app); the spawned server is driven by real clients in test_mcp_e2e.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
+
+from conftest import open_fake
+from remindful.shells import asgi_h11, mcp_manifest
+from remindful.shells.mcp_http import HttpFront
+from remindful.shells.mcp_server import LazyManager, build_server
+
+pytestmark = pytest.mark.anyio
+
+HEADERS = {
+    "host": "127.0.0.1:8000",
+    "content-type": "application/json",
+    "accept": "application/json, text/event-stream",
+}
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def initialize(version: str, request_id: Any = 1) -> dict[str, Any]:
+    params = {"protocolVersion": version, "capabilities": {"roots": {}}, "clientInfo": {"name": "t", "version": "1"}}
+    return {"jsonrpc": "2.0", "id": request_id, "method": "initialize", "params": params}
+
+
+INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+
+
+async def call(app: Any, method: str, body: Any = None, session: str | None = None, **headers: str) -> list[Any]:
+    """One request through an ASGI app; the ASGI messages it sent back."""
+    all_headers = {**HEADERS, **({"mcp-session-id": session} if session else {}), **headers}
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": method,
+        "scheme": "http",
+        "path": "/mcp",
+        "raw_path": b"/mcp",
+        "root_path": "",
+        "query_string": b"",
+        "headers": [(k.encode(), v.encode()) for k, v in all_headers.items()],
+        "client": ("127.0.0.1", 50000),
+        "server": ("127.0.0.1", 8000),
+    }
+    data = b"" if body is None else json.dumps(body, ensure_ascii=False).encode()
+    messages: list[Any] = []
+    done = asyncio.Event()
+    pending = [{"type": "http.request", "body": data, "more_body": False}]
+
+    async def receive() -> Any:
+        if pending:
+            return pending.pop()
+        await done.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message: Any) -> None:
+        messages.append(message)
+        if message["type"] == "http.response.body" and not message.get("more_body", False):
+            done.set()
+
+    await asyncio.wait_for(app(scope, receive, send), 30)
+    return messages
+
+
+def session_of(messages: list[Any]) -> str:
+    return dict(messages[0]["headers"])[b"mcp-session-id"].decode()
+
+
+def anonymous(messages: list[Any], session: str) -> list[Any]:
+    """``messages`` with the session id replaced, the status as a plain int."""
+    out = []
+    for m in messages:
+        m = dict(m)
+        if m["type"] == "http.response.start":
+            m["status"] = int(m["status"])
+            m["headers"] = [(k, b"SID" if v == session.encode() else v) for k, v in m["headers"]]
+        out.append(m)
+    return out
+
+
+def sse_result(messages: list[Any]) -> Any:
+    body = b"".join(m.get("body", b"") for m in messages if m["type"] == "http.response.body").decode()
+    (data,) = [line[6:] for line in body.splitlines() if line.startswith("data: ")]
+    return json.loads(data)
+
+
+@pytest.fixture
+async def sdk(tmp_path: Path) -> AsyncIterator[Any]:
+    """The SDK's own streamable HTTP app (session manager running) over a fake store."""
+    manager = LazyManager(factory=lambda: open_fake(tmp_path / "store"))
+    server = build_server(manager)
+    app = server.streamable_http_app()
+    async with server.session_manager.run():
+        yield app
+    manager.close()
+
+
+@pytest.fixture(scope="module")
+def shipped() -> dict[str, Any]:
+    data = mcp_manifest.load()
+    assert data is not None, "the shipped manifest does not apply: run python -m remindful.shells.mcp_manifest"
+    return data
+
+
+@pytest.mark.parametrize("requested", [*HANDSHAKE_PROTOCOL_VERSIONS, "1999-01-01"])
+async def test_early_answers_are_the_sdk_answers(sdk: Any, shipped: dict[str, Any], requested: str) -> None:
+    """initialize, initialized and tools/list: the same ASGI messages (status, headers, SSE bytes)
+    from the front before the SDK is up as from the SDK's app, but for the session id."""
+    front = HttpFront(shipped)
+    answers = {}
+    for name, app in (("front", front), ("sdk", sdk)):
+        opened = await call(app, "POST", initialize(requested, "init-ü"))
+        sid = session_of(opened)
+        answers[name] = [
+            anonymous(opened, sid),
+            anonymous(await call(app, "POST", INITIALIZED, sid), sid),
+            anonymous(await call(app, "POST", {"jsonrpc": "2.0", "id": 7, "method": "tools/list"}, sid), sid),
+            anonymous(
+                await call(app, "POST", {"jsonrpc": "2.0", "id": "é", "method": "tools/list", "params": {}}, sid), sid
+            ),
+        ]
+    assert front.sdk_app is None  # all four answered by the front itself
+    assert answers["front"] == answers["sdk"]
+
+
+async def test_a_front_session_keeps_working_after_the_handover(sdk: Any, shipped: dict[str, Any]) -> None:
+    front = HttpFront(shipped)
+    sid = session_of(await call(front, "POST", initialize("2025-06-18")))
+    await call(front, "POST", INITIALIZED, sid, **{"mcp-protocol-version": "2025-06-18"})
+    store = {"name": "memory_store", "arguments": {"content": "The deploy script needs AWS_PROFILE=prod"}}
+    waiting = asyncio.ensure_future(
+        call(front, "POST", {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": store}, sid)
+    )
+    await asyncio.sleep(0.2)
+    assert not waiting.done()  # a tool call waits for the SDK
+    front.attach(sdk)
+    stored = await waiting
+    assert session_of(stored) == sid  # the SDK's session id never reaches the client
+    assert sse_result(stored)["result"]["structuredContent"]["success"] is True
+    search = {"name": "memory_search", "arguments": {"query": "AWS_PROFILE"}}
+    found = await call(front, "POST", {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": search}, sid)
+    assert sse_result(found)["result"]["structuredContent"]["memories"]
+    listed = await call(front, "POST", {"jsonrpc": "2.0", "id": 4, "method": "tools/list"}, sid)
+    assert sse_result(listed)["result"] == mcp_manifest.tools_answer(shipped, "2025-06-18")
+    deleted = await call(front, "DELETE", None, sid)
+    assert deleted[0]["status"] == 200 and session_of(deleted) == sid
+    gone = await call(front, "POST", {"jsonrpc": "2.0", "id": 5, "method": "tools/list"}, sid)
+    assert gone[0]["status"] == 404
+    # A session opened after the handover is the SDK's own.
+    later = await call(front, "POST", initialize("2025-11-25"))
+    assert session_of(later) not in front.sessions
+
+
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        ({"host": "evil.example:8000"}, "a Host the SDK refuses"),
+        ({"host": "127.0.0.1"}, "a Host without a port (the SDK allows 127.0.0.1:* only)"),
+        ({"origin": "http://evil.example"}, "a foreign Origin"),
+        ({"accept": "application/json"}, "no text/event-stream in Accept"),
+        ({"content-type": "text/plain"}, "not JSON"),
+        ({"mcp-protocol-version": MODERN_PROTOCOL_VERSIONS[-1]}, "the 2026-era path"),
+    ],
+)
+async def test_an_unusual_initialize_is_left_to_the_sdk(
+    shipped: dict[str, Any], change: dict[str, str], why: str
+) -> None:
+    front = HttpFront(shipped)
+    waiting = asyncio.ensure_future(call(front, "POST", initialize("2025-06-18"), **change))
+    await asyncio.sleep(0.05)
+    assert not waiting.done(), why
+    waiting.cancel()
+    assert not front.sessions
+
+
+async def test_only_plain_requests_in_a_front_session_are_answered_early(shipped: dict[str, Any]) -> None:
+    front = HttpFront(shipped)
+    sid = session_of(await call(front, "POST", initialize("2025-06-18")))
+    tools = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+    scope = {"method": "POST", "path": "/mcp"}
+
+    def early(body: Any, session: str | None = sid, **extra: str) -> Any:
+        headers = {**HEADERS, **({"mcp-session-id": session} if session else {}), **extra}
+        raw = [(k.encode(), v.encode()) for k, v in headers.items()]
+        return front.early({**scope, "headers": raw}, json.dumps(body).encode())
+
+    assert early(tools) is None  # before notifications/initialized
+    assert early(INITIALIZED)[0] == 202
+    assert early(tools)[0] == 200
+    assert early(tools, session="unknown") is None
+    assert early({**tools, "params": {"cursor": "x"}}) is None
+    assert early({**tools, "id": 2.5}) is None
+    assert early({**tools, "extra": 1}) is None
+    assert early(tools, **{"mcp-protocol-version": "2025-03-26"}) is None  # not the negotiated version
+    assert early({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "memory_stats"}}) is None
+    assert early({**initialize("2025-06-18"), "id": None}, session=None) is None
+    assert HttpFront(None).early({**scope, "headers": []}, b"{}") is None  # no manifest: no early answers
+
+
+# -- the small HTTP server -----------------------------------------------------------------------
+
+
+async def echo(scope: Any, receive: Any, send: Any) -> None:
+    body = (await receive())["body"]
+    if scope["path"] == "/fail":
+        raise RuntimeError("boom")
+    if scope["path"] == "/stream":  # chunked, like an SSE answer
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]})
+        for part in (b"one\n", b"two\n"):
+            await send({"type": "http.response.body", "body": part, "more_body": True})
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+        return
+    headers = [(b"content-type", b"text/plain"), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def exchange(port: int, raw: bytes) -> bytes:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(raw)
+    await writer.drain()
+    data = await asyncio.wait_for(reader.read(), 10)
+    writer.close()
+    return data
+
+
+async def test_the_http_server_survives_bad_requests_and_failing_apps() -> None:
+    server = await asgi_h11.start(echo, "127.0.0.1", 0, max_body=100)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        assert (await exchange(port, b"NOT HTTP AT ALL\r\n\r\n")).startswith(b"HTTP/1.1 400 ")
+        too_big = b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 101\r\nConnection: close\r\n\r\n" + b"x" * 101
+        assert (await exchange(port, too_big)).startswith(b"HTTP/1.1 413 ")
+        failed = await exchange(port, b"GET /fail HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        assert failed.startswith(b"HTTP/1.1 500 ")
+        streamed = await exchange(port, b"GET /stream HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        assert b"transfer-encoding: chunked" in streamed.lower() and b"one\n" in streamed and b"two\n" in streamed
+        # Keep-alive: two requests on one connection, then a clean close.
+        two = b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nhi"
+        two += b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nConnection: close\r\n\r\nbye"
+        answers = await exchange(port, two)
+        assert answers.count(b"HTTP/1.1 200 ") == 2 and answers.endswith(b"bye")
+        expecting = (
+            b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n"
+        )
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(expecting)
+        assert (await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)).startswith(b"HTTP/1.1 100 ")
+        writer.write(b"ok")
+        assert (await asyncio.wait_for(reader.read(), 10)).endswith(b"ok")
+        writer.close()
+    finally:
+        server.close()
+
+
+async def test_the_http_server_tells_the_app_when_the_client_leaves() -> None:
+    left = asyncio.Event()
+
+    async def hold(scope: Any, receive: Any, send: Any) -> None:
+        await receive()
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]})
+        await send({"type": "http.response.body", "body": b": open\n\n", "more_body": True})
+        assert (await receive())["type"] == "http.disconnect"
+        left.set()
+
+    server = await asgi_h11.start(hold, "127.0.0.1", 0, max_body=100)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        await reader.readuntil(b": open\n\n")
+        writer.close()
+        await asyncio.wait_for(left.wait(), 10)
+    finally:
+        server.close()
