@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
 from conftest import open_fake
 from remindful.background import BackgroundIndexer, IndexHolders
+from remindful.embed import FakeEmbedder
 from remindful.index import ChromaEmbeddedIndex, InMemoryIndex
 
 
@@ -143,3 +147,76 @@ def test_a_failing_collection_query_falls_back_to_the_catalog(tmp_path: Path) ->
         hits = memory.search("login captcha screen")
         assert hits[0].id == screen and "dense" in hits[0].sources
         assert index.closed >= 1
+
+
+class GatedEmbedder(FakeEmbedder):
+    """The fake embedder, waiting for ``gate`` on every call; records the calling threads."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = threading.Event()
+        self.threads: list[str] = []
+
+    def embed(self, texts: Any) -> Any:
+        self.threads.append(threading.current_thread().name)
+        self.gate.wait(30)
+        return super().embed(texts)
+
+
+def test_store_returns_before_embedding_and_a_search_waits_for_it(tmp_path: Path) -> None:
+    embedder = GatedEmbedder()
+    with open_fake(tmp_path / "s", embedder=embedder) as memory:
+        started = time.perf_counter()
+        memory_id = memory.store("the staging database password rotates monthly")
+        assert time.perf_counter() - started < 10  # did not wait for the 30 s gate
+        catalog = memory._state.catalog
+        assert catalog.embeddings([memory_id]) == {}  # committed without a vector
+        size_before = catalog.read("SELECT size_bytes FROM memories WHERE id = ?", [memory_id])[0][0]
+        threading.Timer(0.3, embedder.gate.set).start()
+        # Only the dense spaces can find it (no shared word): the search waits for the vector.
+        hits = memory.search("credentials change every few weeks", limit=1)
+        assert hits and hits[0].id == memory_id and "dense" in hits[0].sources
+        assert memory_id in catalog.embeddings([memory_id])
+        size_after = catalog.read("SELECT size_bytes FROM memories WHERE id = ?", [memory_id])[0][0]
+        assert size_after == size_before + 384 * 4
+    assert embedder.threads[0] != threading.current_thread().name  # the stored text: embedded in the background
+
+
+def test_defer_embedding_off_embeds_in_the_caller(tmp_path: Path) -> None:
+    embedder = GatedEmbedder()
+    embedder.gate.set()
+    with open_fake(tmp_path / "s", embedder=embedder, **{"performance.defer_embedding": False}) as memory:
+        memory_id = memory.store("embedded before the commit")
+        assert memory_id in memory._state.catalog.embeddings([memory_id])
+    assert embedder.threads[0] == threading.current_thread().name
+
+
+CRASH_BEFORE_EMBEDDING = """
+import sys, threading
+sys.path.insert(0, {tests!r})
+from conftest import open_fake
+from test_background import GatedEmbedder
+memory = open_fake({path!r}, embedder=GatedEmbedder())  # never opens its gate
+ids = memory.store_batch([{{"content": "the release train leaves on Thursdays"}}, {{"content": "lunch at noon"}}])
+print(" ".join(ids), flush=True)
+threading.Event().wait()
+"""
+
+
+def test_rows_stored_without_a_vector_before_a_crash_are_embedded_at_the_next_open(tmp_path: Path) -> None:
+    script = CRASH_BEFORE_EMBEDDING.format(tests=str(Path(__file__).parent), path=str(tmp_path / "s"))
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        ids = proc.stdout.readline().split()
+        assert len(ids) == 2
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(30)
+        if proc.stdout is not None:
+            proc.stdout.close()
+    with open_fake(tmp_path / "s") as memory:
+        hits = memory.search("when does the release train depart", limit=1)
+        assert hits and hits[0].id == ids[0]
+        assert memory.flush(timeout=30) and memory.index_status()["unindexed"] == 0
+        assert set(memory._state.catalog.embeddings(ids)) == set(ids)

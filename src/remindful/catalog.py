@@ -368,12 +368,24 @@ class Catalog:
             )
 
     def set_embeddings(self, items: dict[str, np.ndarray]) -> None:
+        """Save vectors; a row that had none grows by the vector's size (quota accounting)."""
         self.write(
             lambda c: c.executemany(
-                "UPDATE memories SET embedding = ? WHERE id = ?", [(_blob(v), k) for k, v in items.items()]
+                "UPDATE memories SET size_bytes = size_bytes + CASE WHEN embedding IS NULL THEN ? ELSE 0 END, "
+                "embedding = ? WHERE id = ?",
+                [(v.nbytes, _blob(v), k) for k, v in items.items()],
             ),
             what="saving embeddings",
         )
+
+    def without_embeddings(self, ids: Sequence[str]) -> list[tuple[str, str]]:
+        """(id, content) of the memories among ``ids`` that have no vector yet."""
+        out: list[tuple[str, str]] = []
+        for start in range(0, len(ids), 500):
+            chunk = list(ids[start : start + 500])
+            marks = ",".join("?" * len(chunk))
+            out += self.read(f"SELECT id, content FROM memories WHERE id IN ({marks}) AND embedding IS NULL", chunk)
+        return out
 
     def delete_ids(
         self, ids: Sequence[str], *, reason: str | Mapping[str, str] = "delete", mend_later: bool = False

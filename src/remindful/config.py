@@ -224,6 +224,11 @@ class PerformanceSettings(_Section):
     async_indexing: bool = Field(
         True, description="add new memories to the vector index in a background thread (store returns after the commit)"
     )
+    defer_embedding: bool = Field(
+        True,
+        description="with async_indexing: store returns after the catalog commit and the text is embedded in the "
+        "background with the indexing (a search first waits for this process's pending embeddings)",
+    )
     embedding_batch_size: int = Field(32, ge=1, description="texts per model call")
     search_timeout_ms: int = Field(5000, ge=1, description="search time budget")
 

@@ -70,6 +70,9 @@ class IndexMaintenance:
     _init_lock: threading.RLock
     _index_lock: IndexLock
     _indexer: BackgroundIndexer | None
+    #: Ids this process stored without a vector (``performance.defer_embedding``), not yet embedded.
+    _unembedded: set[str]
+    _embedded: threading.Condition  # notified when ids leave ``_unembedded``
     _deleter: DeleteFinisher | None
     #: Ids (by type) whose vectors this process knows are queued for deletion.
     _unindexing: dict[str, set[str]]
@@ -257,10 +260,21 @@ class IndexMaintenance:
                 )
         self.catalog.mark_indexed([r.id for r in rows])
 
+    def defers_embedding(self) -> bool:
+        """Whether new rows are committed without a vector and embedded by the background indexer
+        (``performance.defer_embedding`` with ``async_indexing``)."""
+        performance = self.settings.performance
+        return performance.async_indexing and performance.defer_embedding
+
     def index_rows(self, rows: Sequence[MemoryRow]) -> None:
         """Add rows to the vector index: in the background (``performance.async_indexing``) or now.
-        Until then search scores them exactly; on failure they stay marked un-indexed and are
-        indexed at the next open."""
+        Rows without a vector are embedded first, there. Until then search scores them exactly (and
+        waits for the ones this process has yet to embed); on failure they stay marked un-indexed
+        and are indexed at the next open."""
+        unembedded = [r.id for r in rows if r.embedding is None]
+        if unembedded:
+            with self._embedded:
+                self._unembedded.update(unembedded)
         if self.settings.performance.async_indexing:
             if self._indexer is None:
                 with self._init_lock:
@@ -269,6 +283,12 @@ class IndexMaintenance:
             self._indexer.submit([r.id for r in rows])
         else:
             self.index_ids([r.id for r in rows])
+
+    def await_embeddings(self, timeout: float) -> bool:
+        """Before a search: wait (at most ``timeout`` seconds) until the rows this process stored
+        without a vector have one, or their embedding failed; False on timeout."""
+        with self._embedded:
+            return self._embedded.wait_for(lambda: not self._unembedded, timeout)
 
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until the vector index reflects every store and delete so far; False on timeout."""
@@ -353,6 +373,11 @@ class IndexMaintenance:
     def index_ids(self, ids: list[str]) -> None:
         """Index the memories with these ids that are still un-indexed (read under the index lock,
         so a memory deleted meanwhile is not indexed again)."""
+        rows: list[MemoryRow] = []
+        try:
+            self._embed_stored(ids)  # first: search needs the vectors even without an index
+        except RemindfulError as exc:
+            log.warning("stored %d memories but could not embed them yet (%s); they will be later", len(ids), exc)
         index = self.index
         if index is None:
             return
@@ -374,6 +399,21 @@ class IndexMaintenance:
         if span is not None and span[0] == self._index_rowid:
             # Nobody else wrote in between: the view of the index is complete up to our rows.
             self._index_rowid = span[1]
+
+    def _embed_stored(self, ids: list[str]) -> None:
+        """Embed the memories among ``ids`` committed without a vector (outside the index lock:
+        other processes need not wait for the model)."""
+        try:
+            if self._unembedded.isdisjoint(ids):
+                return
+            missing = self.catalog.without_embeddings(ids)
+            if missing:
+                vectors = self.embedder.embed([content for _, content in missing])
+                self.catalog.set_embeddings({mid: v for (mid, _), v in zip(missing, vectors, strict=True)})
+        finally:
+            with self._embedded:
+                self._unembedded.difference_update(ids)
+                self._embedded.notify_all()
 
     def dense_query(self, types: Sequence[MemoryType]) -> Callable[[np.ndarray, int], list[tuple[str, float]]] | None:
         """``query(vector, k)`` over the collections of ``types`` that hold anything, or None

@@ -1,8 +1,10 @@
 """MemoryManager: the one API every shell (CLI, MCP, HTTP, hooks) calls.
 
-Every write follows one path: validate → embed (cached) → catalog commit (acknowledged here:
-a crash after it loses nothing) → vector index. A row the index did not take is marked
-un-indexed and indexed at the next open (or ``reindex``). The catalog, the embedder and the index
+Every write follows one path: validate → catalog commit (acknowledged here: a crash after it
+loses nothing) → embed (cached) → vector index, the last two in the background by default
+(``performance.defer_embedding``; a search first waits for this process's pending embeddings). A
+row the index did not take is marked un-indexed, and embedded and indexed at the next open (or
+``reindex``). The catalog, the embedder and the index
 start on first use, so opening costs a few milliseconds and loads no model.
 
 Thread-safe: the catalog serialises its writes; the index and embedder are thread-safe.
@@ -164,9 +166,10 @@ class MemoryManager:
             rows.append(self._new_row(item, i if len(items) > 1 else None, now))
         if not rows:
             return []
-        vectors = state.embedder.embed([r.content for r in rows])
-        for row, vector in zip(rows, vectors, strict=True):
-            row.embedding = vector
+        if not state.defers_embedding():
+            vectors = state.embedder.embed([r.content for r in rows])
+            for row, vector in zip(rows, vectors, strict=True):
+                row.embedding = vector
         state.make_room(rows)
         attach_files(self.settings, rows)
         state.commit_new(rows)
@@ -299,6 +302,8 @@ class MemoryManager:
         ) & SqlFilter("(expires_at IS NULL OR expires_at > ?)", (time.time(),))
         state = self._state.ready()
         started = time.perf_counter()
+        # Read your writes: what this process stored is dense-searchable (lexically it is at once).
+        state.await_embeddings(self.settings.performance.search_timeout_ms / 1000)
         restricted = bool(filters or session_id or since is not None or until is not None)
         searched_types = [MemoryType(t) for t in type_values] if type_values else list(MemoryType)
         results = rank(

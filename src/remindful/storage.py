@@ -66,6 +66,8 @@ class StoreState(IndexMaintenance):
         self._index_lock = IndexLock(self.path / "index.lock")
         self._access: AccessRecorder | None = None
         self._indexer: BackgroundIndexer | None = None
+        self._unembedded: set[str] = set()
+        self._embedded = threading.Condition()
         self._deleter: DeleteFinisher | None = None
         self._unindexing: dict[str, set[str]] = {}
         self._holders = IndexHolders(self.path / "index.holders")
