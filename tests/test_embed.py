@@ -320,9 +320,7 @@ def test_onnx_int8_batch_close_to_single(onnx_embedder: OnnxMiniLMEmbedder) -> N
 
 @pytest.mark.slow
 @needs_model
-def test_onnx_int8_is_close_to_float_and_prepared_once(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
-) -> None:
+def test_onnx_int8_is_close_to_float_and_prepared_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(quantize.ENV_MODEL_CACHE, str(tmp_path / "models"))
     texts = [*BATCH_TEXTS[:5], "Caroline went to the LGBTQ support group on 7 May 2023"]
     fast = OnnxMiniLMEmbedder()
