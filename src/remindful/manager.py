@@ -51,6 +51,8 @@ from remindful.validation import parse_enum, validate_item
 
 log = logging.getLogger("remindful")
 
+#: How long export, backup, dedup and cleanup wait for this process's pending embeddings.
+VECTORS_READY_TIMEOUT_S = 60.0
 _STORE_KEYS = {"content", "type", "metadata", "session_id", "timestamp", "source", "memory_class", "chunk"}
 
 
@@ -146,11 +148,14 @@ class MemoryManager:
         }
         return self.store_batch([item])[0]
 
-    def store_batch(self, items: Sequence[Mapping[str, Any]]) -> builtins.list[str]:
+    def store_batch(self, items: Sequence[Mapping[str, Any]], *, defer: bool | None = None) -> builtins.list[str]:
         """Store many memories in one catalog transaction with one batched embedding call.
 
         Each item takes the keyword arguments of :meth:`store`. All or nothing: a bad item
         raises ValidationError (naming ``items[i].field``) before anything is written.
+        ``defer=False`` embeds before the commit, so an embedding failure raises EmbedderError and
+        stores nothing (the capture paths' ERR-P1-01); by default ``performance.defer_embedding``
+        decides.
         """
         if not isinstance(items, Sequence) or isinstance(items, str | bytes):
             raise ValidationError("items", "expected a list of dicts with at least 'content'")
@@ -166,7 +171,7 @@ class MemoryManager:
             rows.append(self._new_row(item, i if len(items) > 1 else None, now))
         if not rows:
             return []
-        if not state.defers_embedding():
+        if defer is False or not state.defers_embedding():
             vectors = state.embedder.embed([r.content for r in rows])
             for row, vector in zip(rows, vectors, strict=True):
                 row.embedding = vector
@@ -175,6 +180,12 @@ class MemoryManager:
         state.commit_new(rows)
         state.index_rows(rows)
         return [r.id for r in rows]
+
+    def _vectors_ready(self) -> StoreState:
+        """The ready store, once the rows this process stored have vectors (for work that reads them)."""
+        state = self._state.ready()
+        state.await_embeddings(VECTORS_READY_TIMEOUT_S)
+        return state
 
     def _new_row(self, item: Mapping[str, Any], position: int | None, now: float) -> MemoryRow:
         prefix = "" if position is None else f"items[{position}]."
@@ -376,7 +387,7 @@ class MemoryManager:
         """Apply the retention policy (:mod:`remindful.policy.retention`); ``dry_run`` only reports."""
         from remindful.policy.retention import cleanup
 
-        return cleanup(self._state.ready(), dry_run=dry_run).to_dict(with_ids=dry_run)
+        return cleanup(self._vectors_ready(), dry_run=dry_run).to_dict(with_ids=dry_run)
 
     def dedup(
         self, threshold: float | None = None, types: Sequence[str] | None = None, dry_run: bool = False
@@ -384,7 +395,7 @@ class MemoryManager:
         """Collapse near-duplicates (cosine ≥ threshold) of each type into their most important member."""
         from remindful.policy.dedup import dedup
 
-        return dedup(self._state.ready(), threshold=threshold, types=types, dry_run=dry_run)
+        return dedup(self._vectors_ready(), threshold=threshold, types=types, dry_run=dry_run)
 
     def export(
         self, format: str = "json", output_path: str | os.PathLike[str] | None = None, *, progress: Any = None
@@ -393,6 +404,7 @@ class MemoryManager:
         ``progress(n)`` is called as batches are written."""
         from remindful.export import export_memories
 
+        self._vectors_ready()
         return export_memories(self, format=format, output_path=output_path, progress=progress)
 
     def import_memories(self, path: str | os.PathLike[str], *, progress: Any = None) -> dict[str, Any]:
@@ -407,6 +419,7 @@ class MemoryManager:
         """Snapshot the store into ``<storage>/backups/backup_YYYYmmdd_HHMMSS[_name].tar.gz``."""
         from remindful.backup import create_backup
 
+        self._vectors_ready()
         return create_backup(self, name=name, automatic=automatic)
 
     def restore(self, path: str | os.PathLike[str], confirm: bool = False, *, progress: Any = None) -> dict[str, Any]:

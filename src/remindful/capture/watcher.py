@@ -103,7 +103,7 @@ class MarkdownWatcher:
             items = self._items(path, digest, chunks)
             if items is None:
                 return "skipped"
-            new_ids = self.manager.store_batch(items) if items else []
+            new_ids = self.manager.store_batch(items, defer=False) if items else []
             old_ids = [i for i in self._chunk_ids(str(path)) if i not in set(new_ids)]
             self._catalog().write(
                 lambda c: c.execute(

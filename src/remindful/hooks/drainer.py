@@ -159,7 +159,7 @@ def _process(manager: Any, rows: list[Any]) -> int:
     done = per_row
     try:
         if all_items:
-            manager.store_batch(all_items)
+            manager.store_batch(all_items, defer=False)
     except StorageError:
         raise  # the store is unusable: leave every row for the next drain
     except RemindfulError:
@@ -167,7 +167,7 @@ def _process(manager: Any, rows: list[Any]) -> int:
         for entry in per_row:  # one bad item must not hold back the others
             try:
                 if entry[3]:
-                    manager.store_batch(entry[3])
+                    manager.store_batch(entry[3], defer=False)
                 done.append(entry)
             except StorageError:
                 raise
