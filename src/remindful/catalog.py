@@ -39,8 +39,9 @@ SCHEMA_VERSION = 4
 #: Above this many rows matching a lexical query, its most common terms are dropped; if its rarest
 #: term alone matches more, only that term's newest LEXICAL_MAX_MATCHES rows are ranked.
 LEXICAL_MAX_MATCHES = 1000
-#: Document frequencies are counted up to this many rows: beyond it, only their order is rough.
-DOC_FREQ_CAP = 10 * LEXICAL_MAX_MATCHES
+#: Document frequencies are counted up to this many rows (counting walks the term's doclist); terms
+#: past it tie, and the longer one counts as rarer.
+DOC_FREQ_CAP = 2 * LEXICAL_MAX_MATCHES
 #: A delete of this many rows or more runs with a page cache of BIG_DELETE_CACHE_KIB.
 BIG_DELETE = 1000
 BIG_DELETE_CACHE_KIB = 65536
@@ -312,10 +313,10 @@ class Catalog:
         else the rarest that fit (at least one); and how many rows they match (at most
         ``DOC_FREQ_CAP`` per term)."""
         size = int(self.read("SELECT coalesce(max(rowid), 0) FROM memories", private=True)[0][0])
-        counted = sorted((self._doc_freq(table, t, size), t) for t in terms)
+        counted = sorted((self._doc_freq(table, t, size), -len(t), t) for t in terms)
         kept: list[str] = []
         total = 0
-        for count, term in counted:
+        for count, _, term in counted:
             if kept and total + count > LEXICAL_MAX_MATCHES:
                 break
             kept.append(term)
