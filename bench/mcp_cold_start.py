@@ -11,7 +11,11 @@ Cases (stdio unless said):
 - http: `serve --transport http`, from spawn to the `tools/list` answer over streamable HTTP
   (initialize, notifications/initialized, tools/list: answered by the front from the shipped manifest);
 - http, no manifest: the same with the shipped manifest disabled, so the SDK answers after its
-  import — as every HTTP start did before the front (commit c116f65 and earlier).
+  import — as every HTTP start did before the front (commit c116f65 and earlier);
+- 2026 era (stdio and http): what the SDK 2.x client sends in its default ``mode="auto"``:
+  ``server/discover``, then (after its answer) ``tools/list``, both in the 2026-07-28 envelope
+  (over HTTP sessionless, with the ``MCP-Protocol-Version`` and ``Mcp-Method`` headers). Until
+  the fronts answered this era early, both waited for the SDK import (~1.5 s).
 
     python bench/mcp_cold_start.py [--runs 10] [--json]
 """
@@ -39,6 +43,16 @@ INITIALIZE = {
 }
 INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
 TOOLS_LIST = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+MODERN = "2026-07-28"
+ENVELOPE = {
+    "_meta": {
+        "io.modelcontextprotocol/protocolVersion": MODERN,
+        "io.modelcontextprotocol/clientInfo": {"name": "mcp", "version": "0.1.0"},
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
+}
+DISCOVER = {"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": ENVELOPE}
+MODERN_TOOLS_LIST = {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": ENVELOPE}
 NO_SHIPPED_MANIFEST = "import remindful.shells.mcp_manifest as m\nm.load = lambda path=None: None\n"
 
 
@@ -47,18 +61,24 @@ def remindful_command() -> list[str]:
     return [str(script), "serve"] if script.exists() else [sys.executable, "-m", "remindful.shells.cli", "serve"]
 
 
-def time_serve(env: dict[str, str]) -> tuple[float, int]:
-    """Seconds from spawn to the tools/list answer, and the number of tools listed."""
+def time_serve(env: dict[str, str], *, modern: bool = False) -> tuple[float, int]:
+    """Seconds from spawn to the tools/list answer, and the number of tools listed. ``modern``:
+    server/discover, then tools/list once it is answered (as the SDK client's auto mode)."""
     started = time.perf_counter()
     proc = subprocess.Popen(
         remindful_command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env
     )
     assert proc.stdin is not None and proc.stdout is not None
-    proc.stdin.write(b"".join(json.dumps(r).encode() + b"\n" for r in (INITIALIZE, INITIALIZED, TOOLS_LIST)))
+    first = (DISCOVER,) if modern else (INITIALIZE, INITIALIZED, TOOLS_LIST)
+    proc.stdin.write(b"".join(json.dumps(r).encode() + b"\n" for r in first))
     proc.stdin.flush()
     tools = -1
     for line in proc.stdout:
         message = json.loads(line)
+        if message.get("id") == 1 and modern:
+            assert message["result"]["supportedVersions"] == [MODERN], message
+            proc.stdin.write(json.dumps(MODERN_TOOLS_LIST).encode() + b"\n")
+            proc.stdin.flush()
         if message.get("id") == 2:
             tools = len(message["result"]["tools"])
             break
@@ -73,6 +93,10 @@ def _post(url: str, body: dict[str, object], session: str | None) -> tuple[str |
     if session:
         headers["Mcp-Session-Id"] = session
         headers["Mcp-Protocol-Version"] = "2025-06-18"
+    params = body.get("params")
+    if isinstance(params, dict) and "_meta" in params:  # the 2026 era: sessionless, routed by headers
+        headers["Mcp-Protocol-Version"] = MODERN
+        headers["Mcp-Method"] = str(body["method"])
     request = urllib.request.Request(url, data=json.dumps(body).encode(), headers=headers)
     with urllib.request.urlopen(request, timeout=30) as response:
         text = response.read().decode()
@@ -83,8 +107,9 @@ def _post(url: str, body: dict[str, object], session: str | None) -> tuple[str |
     return sid, json.loads(data[-1])
 
 
-def time_http(env: dict[str, str]) -> float:
-    """Seconds from spawn of `serve --transport http` to its tools/list answer."""
+def time_http(env: dict[str, str], *, modern: bool = False) -> float:
+    """Seconds from spawn of `serve --transport http` to its tools/list answer (``modern``: the
+    sessionless server/discover, then tools/list)."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
@@ -99,14 +124,17 @@ def time_http(env: dict[str, str]) -> float:
     try:
         while True:
             try:
-                session, _ = _post(url, INITIALIZE, None)
+                session, _ = _post(url, DISCOVER if modern else INITIALIZE, None)
                 break
             except (urllib.error.URLError, ConnectionError):
                 if proc.poll() is not None or time.perf_counter() - started > 60:
                     raise RuntimeError("serve --transport http did not start") from None
                 time.sleep(0.01)
-        _post(url, INITIALIZED, session)
-        _, answer = _post(url, TOOLS_LIST, session)
+        if modern:
+            _, answer = _post(url, MODERN_TOOLS_LIST, None)
+        else:
+            _post(url, INITIALIZED, session)
+            _, answer = _post(url, TOOLS_LIST, session)
         assert answer["result"]["tools"], answer  # type: ignore[index]
         return time.perf_counter() - started
     finally:
@@ -131,7 +159,7 @@ def main() -> None:
         patch = Path(tmp) / "patch"
         patch.mkdir()
         (patch / "sitecustomize.py").write_text(NO_SHIPPED_MANIFEST)
-        first, later, bare, http, http_bare = [], [], [], [], []
+        first, later, bare, http, http_bare, modern, http_modern = [], [], [], [], [], [], []
         tools = -1
         for i in range(args.runs):
             env = {**base, "HOME": str(Path(tmp) / f"home{i}"), "MEMORY_STORAGE_PATH": str(Path(tmp) / f"a{i}")}
@@ -140,10 +168,15 @@ def main() -> None:
             later.append(time_serve({**env, "MEMORY_STORAGE_PATH": str(Path(tmp) / f"b{i}")})[0])
             no_manifest = {**env, "HOME": str(Path(tmp) / f"bare{i}"), "PYTHONPATH": str(patch)}
             bare.append(time_serve({**no_manifest, "MEMORY_STORAGE_PATH": str(Path(tmp) / f"c{i}")})[0])
+            fresh = {**env, "HOME": str(Path(tmp) / f"m{i}"), "MEMORY_STORAGE_PATH": str(Path(tmp) / f"d{i}")}
+            modern.append(time_serve(fresh, modern=True)[0])
         for i in range(args.runs):
             http.append(
                 time_http({**base, "HOME": str(Path(tmp) / "h"), "MEMORY_STORAGE_PATH": str(Path(tmp) / f"h{i}")})
             )
+        for i in range(args.runs):
+            env = {**base, "HOME": str(Path(tmp) / "hm"), "MEMORY_STORAGE_PATH": str(Path(tmp) / f"hm{i}")}
+            http_modern.append(time_http(env, modern=True))
         for i in range(min(args.runs, 3)):  # each of these waits for the whole SDK import: keep it short
             env = {**base, "HOME": str(Path(tmp) / "hb"), "MEMORY_STORAGE_PATH": str(Path(tmp) / f"hb{i}")}
             http_bare.append(time_http({**env, "PYTHONPATH": str(patch)}))
@@ -158,6 +191,10 @@ def main() -> None:
         "http_p50_s": round(p50(http), 3),
         "http_max_s": round(max(http), 3),
         "http_no_manifest_p50_s": round(p50(http_bare), 3),
+        "modern_p50_s": round(p50(modern), 3),
+        "modern_max_s": round(max(modern), 3),
+        "http_modern_p50_s": round(p50(http_modern), 3),
+        "http_modern_max_s": round(max(http_modern), 3),
         "python_pass_p50_s": round(p50(python), 3),
         "overhead_p50_s": round(p50(first) - p50(python), 3),
         "budget_s": 0.5,
@@ -180,6 +217,14 @@ def main() -> None:
         f" max {result['http_max_s']:.3f} s  (budget 0.5 s)"
     )
     print(f"  --transport http, no manifest (the SDK)   p50 {result['http_no_manifest_p50_s']:.3f} s")
+    print(
+        f"  2026 era (SDK client auto mode), stdio    p50 {result['modern_p50_s']:.3f} s,"
+        f" max {result['modern_max_s']:.3f} s  (budget 0.5 s)"
+    )
+    print(
+        f"  2026 era (SDK client auto mode), http     p50 {result['http_modern_p50_s']:.3f} s,"
+        f" max {result['http_modern_max_s']:.3f} s  (budget 0.5 s)"
+    )
     print(f"  baseline python -c pass                   p50 {result['python_pass_p50_s']:.3f} s")
     print(f"  first start over the interpreter          p50 {result['overhead_p50_s']:.3f} s")
 

@@ -89,18 +89,23 @@ def patched(env: dict[str, str], folder: Path, *sitecustomize: str) -> dict[str,
     return {**env, "PYTHONPATH": str(folder)}
 
 
-async def test_without_the_shipped_manifest_the_second_start_answers_from_the_user_cache(tmp_path: Path) -> None:
-    """The first start records the SDK's initialize/tools/list answers; the next start replays them
-    before the SDK is loaded, and they equal what the SDK answers itself."""
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_without_the_shipped_manifest_the_second_start_answers_from_the_user_cache(
+    tmp_path: Path, mode: str
+) -> None:
+    """The first start records the SDK's initialize (or, in auto mode, server/discover) and
+    tools/list answers; the next start replays them before the SDK is loaded, and they equal what
+    the SDK answers itself."""
     env = patched(server_env(tmp_path), tmp_path / "patch", NO_SHIPPED_MANIFEST)
     params = StdioServerParameters(command=remindful_script(), args=["serve"], env=env)
-    async with Client(params, mode="legacy", read_timeout_seconds=120) as client:
+    async with Client(params, mode=mode, read_timeout_seconds=120) as client:
         first = (await client.list_tools()).model_dump()
         first_info = client.server_info
     manifest = tmp_path / "home" / ".cache" / "remindful" / "mcp-manifest.json"
-    assert manifest.exists()
+    recorded = json.loads(manifest.read_text())
+    assert ("modern server/discover" in recorded) == (mode == "auto"), sorted(recorded)
     started = time.perf_counter()
-    async with Client(params, mode="legacy", read_timeout_seconds=120) as client:
+    async with Client(params, mode=mode, read_timeout_seconds=120) as client:
         second = (await client.list_tools()).model_dump()
         listed_after = time.perf_counter() - started
         assert client.server_info == first_info
@@ -127,6 +132,57 @@ def test_the_first_start_answers_at_once_with_the_sdk_bytes(tmp_path: Path) -> N
     assert early[2]["at"] < 4, f"tools/list answered after {early[2]['at']:.1f}s: it waited for the SDK"
     assert early[3]["at"] > 8 and early[3]["message"]["result"]["structuredContent"]["success"] is True
     assert not (tmp_path / "b" / "home" / ".cache" / "remindful").exists()  # the SDK agreed: nothing to record
+
+
+ENVELOPE = {
+    "_meta": {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "mcp", "version": "0.1.0"},
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
+}
+
+
+def test_the_2026_era_is_answered_at_once_with_the_sdk_bytes(tmp_path: Path) -> None:
+    """The same in the 2026-07-28 era the SDK client's default auto mode opens: server/discover and
+    tools/list in its envelope (and a request at a version the server does not serve: -32022) are
+    answered at once with the SDK's bytes; the tool call waits for the SDK."""
+    unsupported = {"_meta": {**ENVELOPE["_meta"], "io.modelcontextprotocol/protocolVersion": "2099-01-01"}}
+    requests = [
+        {"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": ENVELOPE},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": ENVELOPE},
+        {"jsonrpc": "2.0", "id": 4, "method": "server/discover", "params": unsupported},
+        {
+            "jsonrpc": "2.0",
+            "id": 3,
+            "method": "tools/call",
+            "params": {"name": "memory_stats", "arguments": {}, **ENVELOPE},
+        },
+    ]
+    by_sdk = raw_session(patched(server_env(tmp_path / "a"), tmp_path / "p1", NO_SHIPPED_MANIFEST), requests)
+    slow = patched(server_env(tmp_path / "b"), tmp_path / "p2", SLOW_SDK)
+    early = raw_session({**slow, "SLOW_SDK_SECONDS": "8"}, requests)
+    assert [early[i]["line"] for i in (1, 2, 4)] == [by_sdk[i]["line"] for i in (1, 2, 4)]
+    assert early[4]["message"]["error"]["code"] == -32022
+    assert max(early[i]["at"] for i in (1, 2, 4)) < 4, "the 2026 era waited for the SDK"
+    assert early[3]["at"] > 8 and early[3]["message"]["result"]["structuredContent"]["success"] is True
+    assert not (tmp_path / "b" / "home" / ".cache" / "remindful").exists()  # the SDK agreed: nothing to record
+
+
+async def test_the_sdk_client_in_auto_mode_lists_tools_before_the_sdk_is_up(tmp_path: Path) -> None:
+    """The SDK's stdio client in its default mode probes server/discover, lists tools in the 2026
+    era while the server's SDK import is held up for 8 s, then stores and searches after the handover."""
+    env = patched(server_env(tmp_path), tmp_path / "patch", SLOW_SDK)
+    params = StdioServerParameters(command=remindful_script(), args=["serve"], env={**env, "SLOW_SDK_SECONDS": "8"})
+    started = time.monotonic()
+    async with Client(params, read_timeout_seconds=120) as client:
+        listed = await client.list_tools()
+        listed_after = time.monotonic() - started
+        assert client.protocol_version == "2026-07-28"
+        await store_and_search(client)
+    assert listed_after < 4, f"tools/list took {listed_after:.1f}s: it waited for the SDK"
+    assert {"memory_store", "memory_search"} <= {t.name for t in listed.tools}
+    assert not (tmp_path / "home" / ".cache" / "remindful").exists()  # the SDK agreed with every early answer
 
 
 INITIALIZE = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "0"}}

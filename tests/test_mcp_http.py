@@ -16,7 +16,7 @@ import pytest
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 
 from conftest import open_fake
-from remindful.shells import asgi_h11, mcp_manifest
+from remindful.shells import asgi_h11, mcp_manifest, mcp_modern
 from remindful.shells.mcp_http import HttpFront
 from remindful.shells.mcp_server import LazyManager, build_server
 
@@ -212,6 +212,77 @@ async def test_only_plain_requests_in_a_front_session_are_answered_early(shipped
     assert early({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "memory_stats"}}) is None
     assert early({**initialize("2025-06-18"), "id": None}, session=None) is None
     assert HttpFront(None).early({**scope, "headers": []}, b"{}") is None  # no manifest: no early answers
+
+
+# -- the 2026-07-28 era: sessionless, routed by the MCP-Protocol-Version header ----------------------
+
+
+def modern_request(method: str, version: str, request_id: Any, **params: Any) -> dict[str, Any]:
+    meta = mcp_modern.envelope(version, {"name": "mcp", "version": "0.1.0"}, {})
+    return {"jsonrpc": "2.0", "id": request_id, "method": method, "params": {**params, "_meta": meta}}
+
+
+def modern_headers(request: dict[str, Any]) -> dict[str, str]:
+    version = request["params"]["_meta"][mcp_modern.VERSION_KEY]
+    return {"mcp-protocol-version": version, "mcp-method": request["method"]}
+
+
+@pytest.mark.parametrize("version", [*MODERN_PROTOCOL_VERSIONS, "2099-01-01"])
+async def test_early_modern_answers_are_the_sdk_answers(sdk: Any, shipped: dict[str, Any], version: str) -> None:
+    """server/discover and tools/list as the SDK client's auto mode sends them: the same ASGI
+    messages (status, headers, JSON bytes, non-ASCII escaped) from the front before the SDK is up
+    as from the SDK's app; -32022 (status 400) at a version it does not serve."""
+    front = HttpFront(shipped)
+    answers = {}
+    for name, app in (("front", front), ("sdk", sdk)):
+        answers[name] = []
+        for request in (modern_request("server/discover", version, "é"), modern_request("tools/list", version, 2)):
+            answers[name].append(await call(app, "POST", request, **modern_headers(request)))
+    assert front.sdk_app is None and not front.sessions  # answered by the front itself, no session
+    for messages in answers["sdk"]:
+        messages[0]["status"] = int(messages[0]["status"])
+    assert answers["front"] == answers["sdk"]
+    assert answers["front"][0][0]["status"] == (200 if version in MODERN_PROTOCOL_VERSIONS else 400)
+    assert b"\\u00e9" in answers["front"][0][1]["body"]  # the id "é", as json.dumps escapes it
+
+
+async def test_modern_requests_wait_for_the_sdk_then_go_to_it_unchanged(sdk: Any, shipped: dict[str, Any]) -> None:
+    front = HttpFront(shipped)
+    version = MODERN_PROTOCOL_VERSIONS[-1]
+    store = modern_request("tools/call", version, 3, name="memory_store", arguments={"content": "AWS_PROFILE=prod"})
+    headers = {**modern_headers(store), "mcp-name": "memory_store"}
+    waiting = asyncio.ensure_future(call(front, "POST", store, **headers))
+    await asyncio.sleep(0.2)
+    assert not waiting.done()  # a tool call waits for the SDK
+    front.attach(sdk)
+    stored = await waiting
+    assert b"mcp-session-id" not in dict(stored[0]["headers"])
+    assert json.loads(stored[-1]["body"])["result"]["structuredContent"]["success"] is True
+    listed = await call(front, "POST", modern_request("tools/list", version, 4), **modern_headers(store))
+    assert listed[0]["status"] == 400  # Mcp-Method says tools/call: the SDK's HEADER_MISMATCH, from the SDK
+
+
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        ({"mcp-method": "tools/call"}, "Mcp-Method differs from the body's method"),
+        ({"mcp-protocol-version": "2099-01-01"}, "the header's version differs from the envelope's"),
+        ({"mcp-name": "x", "Mcp-Name": "y"}, "a repeated routing header"),
+        ({"accept": "application/json"}, "no text/event-stream in Accept"),
+        ({"host": "evil.example:8000"}, "a Host the SDK refuses"),
+    ],
+)
+async def test_an_unusual_modern_request_is_left_to_the_sdk(
+    shipped: dict[str, Any], change: dict[str, str], why: str
+) -> None:
+    request = modern_request("tools/list", MODERN_PROTOCOL_VERSIONS[-1], 1)
+    headers = {**HEADERS, **modern_headers(request)}
+    raw = [(k.encode(), v.encode()) for k, v in headers.items() if k not in change]
+    raw += [(k.lower().encode(), v.encode()) for k, v in change.items()]
+    scope = {"method": "POST", "path": "/mcp", "headers": raw}
+    assert HttpFront(shipped).early(scope, json.dumps(request).encode()) is None, why
+    plain = {"method": "POST", "path": "/mcp", "headers": [(k.encode(), v.encode()) for k, v in headers.items()]}
+    assert HttpFront(shipped).early(plain, json.dumps(request).encode()) is not None
 
 
 # -- the small HTTP server -----------------------------------------------------------------------

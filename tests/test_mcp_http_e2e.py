@@ -78,9 +78,15 @@ def slow_sdk(tmp_path: Path, name: str) -> dict[str, str]:
     return {**env, "SLOW_SDK_SECONDS": str(SDK_DELAY)}
 
 
-def post(url: str, body: dict[str, Any] | None, session: str | None, method: str = "POST") -> dict[str, Any]:
+def post(
+    url: str,
+    body: dict[str, Any] | None,
+    session: str | None,
+    method: str = "POST",
+    extra: dict[str, str] | None = None,
+) -> dict[str, Any]:
     """One raw request: status, the headers the SDK sets, the body, and when it was answered."""
-    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream", **(extra or {})}
     if session:
         headers["Mcp-Session-Id"] = session
     data = None if body is None else json.dumps(body).encode()
@@ -148,10 +154,10 @@ async def accept_confirm(ctx: Any, params: Any) -> ElicitResult:
 
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
 async def test_the_sdk_client_over_http_before_and_after_the_handover(tmp_path: Path, mode: str) -> None:
-    """The SDK's own client opens its session (and its SSE GET stream) on the front, lists tools
-    before the SDK is up, then stores, searches and confirms a destructive tool through
-    elicitation, all in that session. (``auto`` probes the 2026-era ``server/discover``, which
-    the front leaves to the SDK: only its answers' correctness is checked, not their speed.)"""
+    """The SDK's own client lists tools before the SDK is up, then stores, searches and confirms a
+    destructive tool through elicitation. ``legacy`` opens its session (and its SSE GET stream)
+    on the front and keeps it after the handover; ``auto`` (the default) probes ``server/discover``
+    and speaks the sessionless 2026 era, whose plain discover and tools/list the front answers too."""
     with spawned(slow_sdk(tmp_path, "c"), tmp_path / "c.log") as url:
         started = time.monotonic()
         async with Client(url, mode=mode, read_timeout_seconds=120, elicitation_callback=accept_confirm) as client:
@@ -161,7 +167,57 @@ async def test_the_sdk_client_over_http_before_and_after_the_handover(tmp_path: 
             cleared = await client.call_tool("memory_clear_all", {})
             assert cleared.structured_content["success"] is True, cleared.structured_content
             stats = await client.call_tool("memory_stats", {})
-    if mode == "legacy":
-        assert listed_after < SDK_DELAY / 2, f"tools/list took {listed_after:.1f}s: it waited for the SDK"
+    assert listed_after < SDK_DELAY / 2, f"tools/list took {listed_after:.1f}s: it waited for the SDK"
     assert {"memory_store", "memory_clear_all"} <= {t.name for t in listed.tools}
     assert stats.structured_content["success"] is True
+
+
+ENVELOPE = {
+    "_meta": {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "mcp", "version": "0.1.0"},
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
+}
+
+
+def modern_conversation(url: str) -> list[dict[str, Any]]:
+    """server/discover, tools/list, a tool call, and a discover at an unknown version, as POSTs
+    of the 2026 era: no session, the version and method in headers."""
+    unknown = {"_meta": {**ENVELOPE["_meta"], "io.modelcontextprotocol/protocolVersion": "2099-01-01"}}
+    bodies = [
+        {"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": ENVELOPE},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": ENVELOPE},
+        {"jsonrpc": "2.0", "id": 4, "method": "server/discover", "params": unknown},
+        {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {**STATS["params"], **ENVELOPE}},
+    ]
+    answers = []
+    for body in bodies:
+        version = body["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"]
+        extra = {"Mcp-Protocol-Version": version, "Mcp-Method": body["method"]}
+        if body["method"] == "tools/call":
+            extra["Mcp-Name"] = "memory_stats"
+        answers.append(post(url, body, None, extra=extra))
+    assert all("mcp-session-id" not in a["headers"] for a in answers)
+    return answers
+
+
+def test_the_2026_era_is_answered_early_with_the_sdk_bytes(tmp_path: Path) -> None:
+    """With the SDK import held up, the 2026-era discover, tools/list and -32022 are answered at
+    once with the SDK's status, headers and bytes; the tool call waits for the SDK."""
+    without_manifest = patched(server_env(tmp_path / "a"), tmp_path / "a-patch", NO_SHIPPED_MANIFEST)
+    with spawned(without_manifest, tmp_path / "a.log") as url:
+        by_sdk = modern_conversation(url)
+    with spawned(slow_sdk(tmp_path, "b"), tmp_path / "b.log") as url:
+        started = time.monotonic()
+        early = modern_conversation(url)
+    for i in range(3):
+        assert (early[i]["status"], early[i]["headers"], early[i]["body"]) == (
+            by_sdk[i]["status"],
+            by_sdk[i]["headers"],
+            by_sdk[i]["body"],
+        )
+    assert [a["status"] for a in early] == [200, 200, 400, 200]
+    assert early[2]["at"] - started < SDK_DELAY / 2, "the 2026 era waited for the SDK"
+    assert early[3]["at"] - started > SDK_DELAY
+    assert json.loads(early[3]["body"])["result"]["structuredContent"]["success"] is True

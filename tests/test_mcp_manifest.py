@@ -10,7 +10,7 @@ import anyio
 import pytest
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 
-from remindful.shells import mcp_manifest
+from remindful.shells import mcp_manifest, mcp_modern
 from remindful.shells.mcp_server import LazyManager, build_server
 from remindful.shells.mcp_stdio import plain_initialize, serve_lines
 
@@ -114,3 +114,83 @@ def test_the_environment_reads_the_installed_versions() -> None:
 )
 def test_an_unusual_initialize_is_left_to_the_sdk(params: Any) -> None:
     assert plain_initialize(params) is None
+
+
+# -- the 2026-07-28 era (the SDK client's default mode="auto") ------------------------------------
+
+SDK_CLIENT_INFO = {"name": "mcp", "version": "0.1.0"}  # what the SDK's Client stamps by default
+
+
+@pytest.mark.parametrize(
+    "version", [*MODERN_PROTOCOL_VERSIONS, "2099-01-01", HANDSHAKE_PROTOCOL_VERSIONS[-1], "2026-é"]
+)
+@pytest.mark.parametrize(
+    ("info", "capabilities"),
+    [(SDK_CLIENT_INFO, {}), (None, {"roots": {}}), ({"name": "c", "version": "1", "title": "C"}, {"sampling": {}})],
+)
+def test_early_modern_answers_are_the_sdk_answers_byte_for_byte(
+    shipped: dict[str, Any], version: str, info: dict[str, str] | None, capabilities: dict[str, Any]
+) -> None:
+    """server/discover and tools/list in the 2026 envelope: the SDK's result at a version it serves,
+    its -32022 error at any other (a handshake version included)."""
+    params = {"_meta": mcp_modern.envelope(version, info, capabilities)}
+    requests = [
+        {"jsonrpc": "2.0", "id": "d-ü", "method": "server/discover", "params": params},
+        {"jsonrpc": "2.0", "id": 7, "method": "tools/list", "params": params},
+    ]
+    assert mcp_modern.opening_era(requests[0]) == "modern"
+    early = []
+    for request in requests:
+        plain = mcp_modern.plain_request(request)
+        assert plain == (request["method"], version)
+        answer = mcp_modern.answer(shipped, *plain)
+        assert answer is not None
+        if "result" in answer:
+            early.append(mcp_manifest.render(request["id"], answer["result"]))
+        else:
+            early.append(mcp_manifest.render_error(request["id"], answer["error"]))
+    assert early == sdk_lines(requests)
+    assert ("error" in json.loads(early[0])) == (version not in MODERN_PROTOCOL_VERSIONS)
+
+
+def modern(method: str = "tools/list", **changes: Any) -> dict[str, Any]:
+    params = {"_meta": mcp_modern.envelope(MODERN_PROTOCOL_VERSIONS[-1], SDK_CLIENT_INFO, {})}
+    return {"jsonrpc": "2.0", "id": 1, "method": method, "params": params, **changes}
+
+
+def with_meta(**meta: Any) -> dict[str, Any]:
+    request = modern()
+    request["params"]["_meta"].update(meta)
+    return request
+
+
+@pytest.mark.parametrize(
+    "request_",
+    [
+        modern("tools/call"),
+        modern("initialize"),  # never the 2026 era, envelope or not
+        modern(params={"_meta": modern()["params"]["_meta"], "cursor": "x"}),
+        modern(id=1.5),
+        modern(jsonrpc="1.0"),
+        modern(extra=1),
+        modern(params={"_meta": {mcp_modern.VERSION_KEY: MODERN_PROTOCOL_VERSIONS[-1]}}),  # no capabilities
+        with_meta(**{mcp_modern.VERSION_KEY: 20260728}),
+        with_meta(**{mcp_modern.INFO_KEY: {"name": "c", "version": "1", "icons": "bad"}}),  # the SDK refuses it
+        with_meta(**{mcp_modern.INFO_KEY: {"name": 3, "version": "1"}}),
+        with_meta(**{mcp_modern.CAPABILITIES_KEY: {"roots": True}}),
+        with_meta(**{"io.modelcontextprotocol/logLevel": "debug"}),
+    ],
+)
+def test_an_unusual_modern_request_is_left_to_the_sdk(request_: dict[str, Any]) -> None:
+    assert mcp_modern.plain_request(request_) is None
+
+
+def test_the_first_request_decides_the_era_as_in_the_sdk() -> None:
+    assert mcp_modern.opening_era(modern("server/discover")) == "modern"
+    assert mcp_modern.opening_era(modern("tools/call")) == "modern"
+    assert mcp_modern.opening_era(modern("initialize")) == "legacy"
+    assert mcp_modern.opening_era({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}) == "legacy"
+    assert mcp_modern.opening_era({"jsonrpc": "2.0", "method": "notifications/initialized"}) is None
+    assert mcp_modern.opening_era({"jsonrpc": "2.0", "id": 1, "result": {}}) is None  # a response
+    assert mcp_modern.opening_era(None) is None  # a line that is not JSON
+    assert mcp_modern.opening_era(modern(id=None)) == "unknown"  # parsed who knows how: no early answers

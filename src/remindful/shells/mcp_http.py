@@ -2,14 +2,16 @@
 
 Why: importing the ``mcp`` SDK (and uvicorn) costs 1.5-2.5 s, far above the 0.5 s cold-start
 budget. So the process binds 127.0.0.1:PORT at once with a small HTTP server
-(:mod:`remindful.shells.asgi_h11`) and imports the SDK in a thread. Until the SDK is up, three
+(:mod:`remindful.shells.asgi_h11`) and imports the SDK in a thread. Until the SDK is up, these
 requests are answered from the manifest shipped in the package (:mod:`remindful.shells.mcp_manifest`),
-exactly as the SDK's streamable HTTP app answers them (status, headers, SSE bytes):
+exactly as the SDK's streamable HTTP app answers them (status, headers, SSE or JSON bytes):
 
 - ``initialize`` without a session: a new *front session* with its own ``Mcp-Session-Id``, the
   protocol version negotiated as the SDK does;
 - ``notifications/initialized`` in a front session: 202;
-- ``tools/list`` without parameters in an initialized front session.
+- ``tools/list`` without parameters in an initialized front session;
+- sessionless, in the 2026-07-28 era the SDK client's default ``mode="auto"`` speaks:
+  ``server/discover`` and ``tools/list`` with a plain envelope (:mod:`remindful.shells.mcp_modern`).
 
 Only plain requests are answered early (the SDK's Host/Origin/Content-Type/Accept checks pass,
 the JSON-RPC shape is the one the SDK accepts, the manifest applies); anything else waits for the
@@ -18,7 +20,7 @@ in-process. A front session becomes an SDK session on its first request after th
 sends the SDK the client's original ``initialize`` (and ``initialized`` if the client sent it),
 remembers the SDK's session id, and from then on rewrites ``Mcp-Session-Id`` in both directions —
 on requests, and on every response, SSE streams included — so the client keeps the id it was
-given. Sessions opened after the handover are the SDK's own, untouched.
+given. Sessions opened after the handover, and 2026-era requests, go to the SDK untouched.
 
 Standard library, h11 and remindful's manifest only until the SDK is imported.
 """
@@ -34,7 +36,7 @@ import signal
 import sys
 import threading
 
-from remindful.shells import asgi_h11, mcp_manifest
+from remindful.shells import asgi_h11, mcp_manifest, mcp_modern
 from remindful.shells.mcp_stdio import plain_initialize
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: every import here delays the first answer
@@ -185,11 +187,11 @@ class HttpFront:
         method, params = message.get("method"), message.get("params")
         headers = scope["headers"]
         session_id, version = header(headers, SESSION), header(headers, VERSION)
+        if version is not None and version not in self.manifest["handshake_versions"]:
+            return mcp_modern.http_answer(self.manifest, headers, message)  # the SDK routes by this header alone
         if session_id is None:
             if method != "initialize" or "id" not in message or len(self.sessions) >= MAX_FRONT_SESSIONS:
                 return None
-            if version is not None and version not in self.manifest["handshake_versions"]:
-                return None  # the SDK's 2026-era path: left to it
             requested = plain_initialize(params)
             if requested is None:
                 return None
@@ -212,8 +214,9 @@ class HttpFront:
 
     async def forward(self, scope: Message, body: bytes, receive: Receive, send: Send) -> None:
         assert self.sdk_app is not None
-        session_id = header(scope["headers"], SESSION)
-        session = self.sessions.get(session_id) if session_id else None
+        session_id, version = header(scope["headers"], SESSION), header(scope["headers"], VERSION)
+        legacy = version is None or (self.manifest is not None and version in self.manifest["handshake_versions"])
+        session = self.sessions.get(session_id) if session_id and legacy else None  # the 2026 era is sessionless
         if session is not None:
             sdk_id = await self._sdk_session(session)
             if sdk_id is not None:

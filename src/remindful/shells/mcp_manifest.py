@@ -1,13 +1,17 @@
-"""The shipped MCP manifest: the SDK's own ``initialize`` and ``tools/list`` answers, recorded at build time.
+"""The shipped MCP manifest: the SDK's own early answers, recorded at build time.
 
-``remindful serve`` (stdio) answers those two requests from ``mcp_manifest.json`` (next to this
-module) while the ``mcp`` SDK is still importing (see :mod:`remindful.shells.mcp_stdio`), so even
-the very first start after an install answers ``tools/list`` in tens of milliseconds.
+``remindful serve`` answers ``initialize`` and ``tools/list`` (handshake era), and
+``server/discover`` and ``tools/list`` (2026-07-28 era, see :mod:`remindful.shells.mcp_modern`)
+from ``mcp_manifest.json`` (next to this module) while the ``mcp`` SDK is still importing (see
+:mod:`remindful.shells.mcp_stdio` and :mod:`remindful.shells.mcp_http`), so even the very first
+start after an install answers ``tools/list`` in tens of milliseconds.
 
 The file is written by ``python -m remindful.shells.mcp_manifest`` from the real server: one SDK
 session per protocol version the handshake accepts (plus one with an unknown version, which
-records the SDK's fallback), each sending ``initialize`` then ``tools/list``. A test regenerates it
-and fails when the shipped file differs, so it cannot go stale unnoticed.
+records the SDK's fallback), each sending ``initialize`` then ``tools/list``; one per modern
+version, sending ``server/discover`` then ``tools/list`` in that version's envelope; and one
+with an unsupported version in the envelope, which records the SDK's -32022 error. A test
+regenerates it and fails when the shipped file differs, so it cannot go stale unnoticed.
 
 It is used only where it is exactly what the SDK would answer. :func:`load` returns None unless
 the installed remindful, Python (major.minor), ``mcp``, ``mcp-types``, ``pydantic`` and
@@ -29,7 +33,7 @@ TYPE_CHECKING = False  # not typing.TYPE_CHECKING: this runs before the SDK impo
 if TYPE_CHECKING:
     from typing import Any
 
-FORMAT = 1
+FORMAT = 2  # 2: the 2026-07-28 era's answers (server/discover, tools/list, -32022)
 MANIFEST_NAME = "mcp_manifest.json"
 #: Distributions whose versions can change the answers (the SDK builds them with pydantic).
 DISTRIBUTIONS = ("mcp", "mcp_types", "pydantic", "pydantic_core")
@@ -41,10 +45,18 @@ def manifest_file() -> str:
     return os.path.join(os.path.dirname(os.path.abspath(__file__)), MANIFEST_NAME)
 
 
-def render(request_id: Any, result: Any) -> str:
-    """The JSON-RPC answer line (without newline) exactly as the SDK writes it: compact, UTF-8
-    unescaped, keys in the result's order (the generator checks this against the SDK's bytes)."""
-    return json.dumps({"jsonrpc": "2.0", "id": request_id, "result": result}, ensure_ascii=False, separators=(",", ":"))
+def render(request_id: Any, result: Any, *, ascii_only: bool = False) -> str:
+    """The JSON-RPC answer line (without newline) exactly as the SDK writes it: compact, keys in
+    the result's order, UTF-8 unescaped on stdio (the generator checks this against the SDK's
+    bytes); ``ascii_only`` as its 2026-era HTTP entry writes it (``json.dumps`` defaults)."""
+    message = {"jsonrpc": "2.0", "id": request_id, "result": result}
+    return json.dumps(message, ensure_ascii=ascii_only, separators=(",", ":"))
+
+
+def render_error(request_id: Any, error: Any, *, ascii_only: bool = False) -> str:
+    """A JSON-RPC error line, as :func:`render` renders a result."""
+    message = {"jsonrpc": "2.0", "id": request_id, "error": error}
+    return json.dumps(message, ensure_ascii=ascii_only, separators=(",", ":"))
 
 
 # -- what the answers depend on --------------------------------------------------------------------
@@ -131,31 +143,71 @@ def tools_answer(data: dict[str, Any], negotiated: str) -> dict[str, Any] | None
     return answer
 
 
+def discover_answer(data: dict[str, Any], version: str) -> dict[str, Any] | None:
+    """The ``server/discover`` result at a modern ``version`` (None if not recorded)."""
+    answer = data["server/discover"].get(version)
+    return answer if isinstance(answer, dict) else None
+
+
+def unsupported_error(data: dict[str, Any], requested: str) -> dict[str, Any]:
+    """The SDK's -32022 error for a 2026-era request enveloped at a version it does not serve."""
+    error = json.loads(json.dumps(data["unsupported_version"]))
+    error["data"]["requested"] = requested
+    return error
+
+
 # -- writing ----------------------------------------------------------------------------------------
 
 
 def generate() -> dict[str, Any]:
     """Record the real server's answers (imports the SDK; ~2 s)."""
     import anyio
-    from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+    from mcp_types import CLIENT_CAPABILITIES_META_KEY, CLIENT_INFO_META_KEY, PROTOCOL_VERSION_META_KEY
+    from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 
+    from remindful.shells import mcp_modern
     from remindful.shells.mcp_server import LazyManager, build_server
+
+    if (PROTOCOL_VERSION_META_KEY, CLIENT_INFO_META_KEY, CLIENT_CAPABILITIES_META_KEY) != mcp_modern.ENVELOPE_KEYS:
+        raise RuntimeError("the SDK's envelope keys changed: update remindful.shells.mcp_modern")
 
     def no_store() -> Any:
         raise RuntimeError("the manifest must not depend on the store")
 
-    answers: dict[str, dict[str, Any]] = {"initialize": {}, "tools/list": {}}
+    def session(requests: list[dict[str, Any]]) -> dict[Any, Any]:
+        return anyio.run(_session, build_server(LazyManager(factory=no_store)), requests)
+
+    answers: dict[str, dict[str, Any]] = {"initialize": {}, "tools/list": {}, "server/discover": {}}
+
+    def keep_tools(version: str, tools: dict[str, Any]) -> None:
+        same = next((v for v, t in answers["tools/list"].items() if t == tools), None)
+        answers["tools/list"][version] = same or tools
+
     fallback = ""
     for requested in (*HANDSHAKE_PROTOCOL_VERSIONS, _UNKNOWN_VERSION):
-        server = build_server(LazyManager(factory=no_store))
-        init, tools = anyio.run(_session, server, requested)
+        got = session(_legacy_requests(requested))
+        init, tools = _result(got[1]), _result(got["tools-é"])
         negotiated = init["protocolVersion"]
         if requested == _UNKNOWN_VERSION:
             fallback = negotiated
             continue
         answers["initialize"][negotiated] = init
-        same = next((v for v, t in answers["tools/list"].items() if t == tools), None)
-        answers["tools/list"][negotiated] = same or tools
+        keep_tools(negotiated, tools)
+    for version in MODERN_PROTOCOL_VERSIONS:
+        got = session(_modern_requests(version))
+        answers["server/discover"][version] = _result(got[1])
+        keep_tools(version, _result(got["tools-é"]))
+    unsupported: dict[str, Any] = {}
+    for requested in (_UNKNOWN_VERSION, "9999-99-99é"):  # twice: only "requested" may differ
+        got = session(_modern_requests(requested))
+        errors = [got[1].get("error"), got["tools-é"].get("error")]
+        for error in errors:
+            if not isinstance(error, dict) or error.get("code") != -32022 or error["data"]["requested"] != requested:
+                raise RuntimeError(f"the SDK did not refuse an unsupported version as expected: {errors}")
+            error["data"]["requested"] = ""
+            if unsupported and error != unsupported:
+                raise RuntimeError("the SDK's -32022 error depends on more than the requested version")
+            unsupported = error
     files = source_files()
     return {
         "format": FORMAT,
@@ -163,16 +215,15 @@ def generate() -> dict[str, Any]:
         "sources": {"files": files, "sha256": sources_digest(files)},
         "handshake_versions": list(HANDSHAKE_PROTOCOL_VERSIONS),
         "fallback_version": fallback,
+        "modern_versions": list(MODERN_PROTOCOL_VERSIONS),
+        "unsupported_version": unsupported,
         **answers,
     }
 
 
-async def _session(server: Any, version: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """One SDK session over in-memory lines: initialize, initialized, tools/list."""
-    from remindful.shells.mcp_stdio import serve_lines
-
+def _legacy_requests(version: str) -> list[dict[str, Any]]:
     client_info = {"name": "remindful-manifest", "version": "0"}
-    requests = [
+    return [
         {
             "jsonrpc": "2.0",
             "id": 1,
@@ -182,28 +233,55 @@ async def _session(server: Any, version: str) -> tuple[dict[str, Any], dict[str,
         {"jsonrpc": "2.0", "method": "notifications/initialized"},
         {"jsonrpc": "2.0", "id": "tools-é", "method": "tools/list"},  # a non-ASCII id checks the escaping
     ]
+
+
+def _modern_requests(version: str) -> list[dict[str, Any]]:
+    from remindful.shells import mcp_modern
+
+    params = {"_meta": mcp_modern.envelope(version, {"name": "remindful-manifest", "version": "0"}, {})}
+    return [
+        {"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": params},
+        {"jsonrpc": "2.0", "id": "tools-é", "method": "tools/list", "params": params},
+    ]
+
+
+def _result(message: dict[str, Any]) -> dict[str, Any]:
+    if not isinstance(message.get("result"), dict):
+        raise RuntimeError(f"the SDK did not answer as expected: {json.dumps(message)[:500]}")
+    return message["result"]
+
+
+async def _session(server: Any, requests: list[dict[str, Any]]) -> dict[Any, dict[str, Any]]:
+    """One SDK stdio session over in-memory lines: each answer message by request id, checked to
+    be reproducible byte for byte by :func:`render` / :func:`render_error`."""
+    from remindful.shells.mcp_stdio import serve_lines
+
     pending = [json.dumps(r) for r in requests]
-    results: dict[Any, Any] = {}
+    expected = sum(1 for r in requests if "id" in r)
+    answers: dict[Any, dict[str, Any]] = {}
 
     def take(line: str) -> None:
         message = json.loads(line)
-        if "result" not in message:
-            raise RuntimeError(f"the SDK did not answer as expected: {line[:500]}")
-        if render(message["id"], message["result"]) != line:
-            raise RuntimeError("the SDK's answer is not reproducible byte for byte: update render()")
-        results[message["id"]] = message["result"]
+        if "result" in message:
+            again = render(message["id"], message["result"])
+        else:
+            again = render_error(message.get("id"), message.get("error"))
+        if again != line:
+            raise RuntimeError(f"the SDK's answer is not reproducible byte for byte: update render(): {line[:300]}")
+        answers[message["id"]] = message
 
     async def next_line() -> str | None:
         import anyio
 
         if pending:
             return pending.pop(0)
-        while len(results) < 2:  # keep the session open until both answers are out
-            await anyio.sleep(0.01)
+        with anyio.fail_after(60):
+            while len(answers) < expected:  # keep the session open until every answer is out
+                await anyio.sleep(0.01)
         return None
 
     await serve_lines(server, next_line, take)
-    return results[1], results["tools-é"]
+    return answers
 
 
 def write(data: dict[str, Any], path: str | None = None) -> None:

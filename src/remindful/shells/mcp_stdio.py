@@ -1,9 +1,11 @@
-"""The stdio front of ``remindful serve``: answer ``initialize`` and ``tools/list`` before the SDK loads.
+"""The stdio front of ``remindful serve``: answer ``tools/list`` and its preludes before the SDK loads.
 
 Why: importing the ``mcp`` SDK costs 1-2 s of CPU (it builds pydantic models for every protocol
 revision), far above the 0.5 s cold-start budget. So the process starts with only the standard
 library, reads stdin itself and loads the SDK in a thread. While the SDK loads, an
-``initialize`` or ``tools/list`` request is answered from a *manifest* of the SDK's own answers:
+``initialize`` or ``tools/list`` request (handshake era), or a ``server/discover`` or
+``tools/list`` request (2026-07-28 era, :mod:`remindful.shells.mcp_modern`: the era the SDK
+client's default ``mode="auto"`` opens with) is answered from a *manifest* of the SDK's own answers:
 
 1. the manifest shipped in the package (:mod:`remindful.shells.mcp_manifest`), recorded at build
    time and used only when the installed versions and tool sources are the ones it was recorded
@@ -15,9 +17,11 @@ library, reads stdin itself and loads the SDK in a thread. While the SDK loads, 
 Every message — including the ones answered early — is still handed to the SDK in order once it
 is up, so the SDK's session state is exactly as if it had answered everything; its duplicate
 answers are dropped (and checked: an answer that differs from the early one is logged and
-recorded in the user cache, which then takes precedence). Only a plain ``initialize`` (the shape
-the SDK accepts) and a ``tools/list`` without parameters are answered early; anything else,
-including the 2026-07-28 per-request protocol, goes to the SDK.
+recorded in the user cache, which then takes precedence). The connection's first request decides
+its era, as it does for the SDK; only requests of that era are answered early, and only in their
+plainest shape: an ``initialize`` the SDK surely accepts and a ``tools/list`` without parameters,
+or a ``server/discover`` / ``tools/list`` carrying a plain envelope and nothing else (an envelope
+version the SDK does not serve gets its -32022 error). Anything else goes to the SDK.
 
 Standard streams: fd 0 and fd 1 are moved to private descriptors and replaced by /dev/null and
 stderr, so a stray ``print`` or child process cannot corrupt the wire.
@@ -31,14 +35,14 @@ import queue
 import sys
 import threading
 
-from remindful.shells import mcp_manifest
+from remindful.shells import mcp_manifest, mcp_modern
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: every import here delays the first answer
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
     from typing import Any
 
-EARLY_METHODS = ("initialize", "tools/list")
+EARLY_METHODS = ("initialize", "tools/list", "server/discover")
 
 
 def manifest_path() -> str:
@@ -103,9 +107,10 @@ class StdioFront:
         self._to_sdk: queue.Queue[str | None] = queue.Queue()
         self._sdk_up = threading.Event()
         self._state_lock = threading.Lock()
-        self._answered: dict[str, Any] = {}  # request id answered early -> that answer: drop the SDK's
+        self._answered: dict[str, Any] = {}  # request id answered early -> that message: drop the SDK's
         self._pending: dict[str, tuple[str, str]] = {}  # request id -> (method, protocol version)
-        self._version: str | None = None
+        self._version: str | None = None  # negotiated by initialize (handshake era)
+        self._era: str | None = None  # decided by the first request: "legacy", "modern" or "unknown"
         self._shipped = mcp_manifest.load() if shipped else None
         self._key: str | None = None  # of the user cache: computed only when there is one (~1 ms)
         self._manifest = self._load_manifest()
@@ -126,17 +131,29 @@ class StdioFront:
             self._key = manifest_key()
         return self._key
 
-    def _lookup(self, method: str, version: str) -> Any:
-        """The early answer: the user cache's (recorded by this very code) or the shipped one."""
-        recorded = self._manifest.get(method, {}).get(version)
-        if recorded is not None or self._shipped is None:
-            return recorded
+    def _lookup(self, method: str, version: str) -> dict[str, Any] | None:
+        """The early answer, ``{"result": ...}`` or ``{"error": ...}``: the user cache's (recorded by
+        this very code) or the shipped one. ``version``: the requested (initialize), negotiated
+        (handshake tools/list) or envelope (2026 era) protocol version."""
+        recorded = self._manifest.get(self._cache_method(method), {}).get(version)
+        if recorded is not None:
+            return {"result": recorded}
+        if self._shipped is None:
+            return None
+        if self._era == "modern":
+            return mcp_modern.answer(self._shipped, method, version)
         if method == "initialize":
-            return mcp_manifest.initialize_answer(self._shipped, version)
-        return mcp_manifest.tools_answer(self._shipped, version)
+            return {"result": mcp_manifest.initialize_answer(self._shipped, version)}
+        tools = mcp_manifest.tools_answer(self._shipped, version)
+        return None if tools is None else {"result": tools}
+
+    def _cache_method(self, method: str) -> str:
+        """The user cache's key for ``method``'s answers in this connection's era: a 2026-era
+        ``tools/list`` at a handshake version is an error, not the handshake era's answer."""
+        return method if self._era == "legacy" else f"{self._era} {method}"
 
     def _record(self, method: str, version: str, result: Any) -> None:
-        answers = self._manifest.setdefault(method, {})
+        answers = self._manifest.setdefault(self._cache_method(method), {})
         if answers.get(version) != result:
             answers[version] = result
             self._recorded = True
@@ -172,6 +189,9 @@ class StdioFront:
             message = json.loads(line)
         except ValueError:
             message = None
+        if self._era is None:
+            with self._state_lock:
+                self._era = mcp_modern.opening_era(message)
         if isinstance(message, dict) and message.get("method") in EARLY_METHODS and "id" in message:
             try:
                 self._early(message)
@@ -182,26 +202,37 @@ class StdioFront:
     def _early(self, message: dict[str, Any]) -> None:
         method, request_id = message["method"], message["id"]
         rid = _id_key(request_id)
-        params = message.get("params")
-        requested = plain_initialize(params) if method == "initialize" else None
         with self._state_lock:
-            version = (requested or "") if method == "initialize" else (self._version or "")
-            self._pending[rid] = (method, version)
-            if self._sdk_up.is_set() or message.get("jsonrpc") != "2.0":
+            version = self._early_version(message)
+            self._pending[rid] = (method, version or "")
+            if version is None or self._sdk_up.is_set():
                 return
-            if not isinstance(request_id, str) and type(request_id) is not int:
-                return  # a float, bool or null id: the SDK's own answer (or error) only
-            if method == "initialize" and requested is None:
-                return  # an unusual initialize: the SDK validates it
-            if method == "tools/list" and (params not in (None, {}) or self._version is None):
-                return  # a cursor or other options, or before initialize: leave it to the SDK
-            result = self._lookup(method, version)
-            if result is None:
+            answer = self._lookup(method, version)
+            if answer is None:
                 return
             if method == "initialize":
-                self._version = result.get("protocolVersion")
-            self._answered[rid] = result
-        self._write(mcp_manifest.render(request_id, result))
+                self._version = answer["result"].get("protocolVersion")
+            self._answered[rid] = {"jsonrpc": "2.0", "id": request_id, **answer}
+        if "result" in answer:
+            self._write(mcp_manifest.render(request_id, answer["result"]))
+        else:
+            self._write(mcp_manifest.render_error(request_id, answer["error"]))
+
+    def _early_version(self, message: dict[str, Any]) -> str | None:
+        """The protocol version to answer ``message`` at, or None if the SDK must answer it."""
+        method, params = message["method"], message.get("params")
+        if self._era == "modern":
+            plain = mcp_modern.plain_request(message)
+            return None if plain is None else plain[1]
+        if self._era != "legacy" or message.get("jsonrpc") != "2.0":
+            return None
+        if not isinstance(message["id"], str) and type(message["id"]) is not int:
+            return None  # a float, bool or null id: the SDK's own answer (or error) only
+        if method == "initialize":
+            return plain_initialize(params)  # None for an unusual initialize: the SDK validates it
+        if method == "tools/list" and params in (None, {}):
+            return self._version  # None before initialize: leave it to the SDK
+        return None  # a cursor or other options, or server/discover in this era
 
     def _from_sdk(self, line: str) -> None:
         try:
@@ -213,18 +244,18 @@ class StdioFront:
             with self._state_lock:
                 method, version = self._pending.pop(rid, ("", ""))
                 result = message.get("result")
+                early = self._answered.get(rid)
+                if early is not None and early != message:
+                    sys.stderr.write(
+                        f"remindful serve: the early {method} answer differed from the SDK's; recorded the "
+                        "SDK's for next time (a stale manifest: python -m remindful.shells.mcp_manifest)\n"
+                    )
                 if method and isinstance(result, dict):
                     if method == "initialize":
                         self._version = result.get("protocolVersion")
-                    else:  # the negotiated version: its initialize answer came first
+                    elif self._era == "legacy":  # the negotiated version: its initialize answer came first
                         version = self._version or version
-                    early = self._answered.get(rid)
-                    if early is not None and early != result:
-                        sys.stderr.write(
-                            f"remindful serve: the early {method} answer differed from the SDK's; recorded the "
-                            "SDK's for next time (a stale manifest: python -m remindful.shells.mcp_manifest)\n"
-                        )
-                    if early is None or early != result:
+                    if version and (early is None or early != message):
                         self._record(method, version, result)
                     if method == "tools/list":
                         self._save_manifest()
