@@ -260,8 +260,8 @@ class Catalog:
         ``table`` is ``memories_fts`` (the memory's text) or ``context_fts`` (its session window).
         BM25 scores every row matching any term, so when the terms match more than
         ``LEXICAL_MAX_MATCHES`` rows the most common terms are dropped (they weigh least in BM25)
-        until the rarest ones fit; when the rarest term alone matches more, an unrestricted search
-        ranks its newest ``LEXICAL_MAX_MATCHES`` rows: the cost stays bounded as the store grows.
+        until the rarest ones fit; when the rarest term alone matches more, only its newest
+        ``LEXICAL_MAX_MATCHES`` rows are ranked: the cost stays bounded as the store grows.
         Unrestricted searches rank in the FTS index alone and check the filter (and that the memory
         still exists) on the top rows only.
         """
@@ -271,29 +271,30 @@ class Catalog:
             return []
         kept, matches = self._rarest_terms(table, terms)
         match = _fts_or(kept)
+        floor = 0
+        if matches > LEXICAL_MAX_MATCHES:
+            # FTS5 walks a doclist backwards by rowid cheaply; the floor bounds what bm25() scores.
+            newest = self.read(
+                f"SELECT rowid FROM {table} WHERE {table} MATCH ? ORDER BY rowid DESC LIMIT 1 OFFSET ?",
+                [match, LEXICAL_MAX_MATCHES - 1],
+                private=True,
+            )
+            floor = int(newest[0][0]) if newest else 0
         if restricted:
             sql = (
                 f"SELECT m.id, -bm25({table}) FROM {table} JOIN memories m ON m.rowid = {table}.rowid "
-                f"WHERE {table} MATCH ? AND {flt.sql} ORDER BY bm25({table}) LIMIT ?"
+                f"WHERE {table} MATCH ? AND {table}.rowid >= ? AND {flt.sql} ORDER BY bm25({table}) LIMIT ?"
             )
-            return [(r[0], float(r[1])) for r in self.read(sql, [match, *flt.params, limit], private=True)]
+            return [(r[0], float(r[1])) for r in self.read(sql, [match, floor, *flt.params, limit], private=True)]
         fetch = limit * 2
         if table == "context_fts":
             # Windows of deleted memories still queued for removal may crowd the top: fetch more.
             waiting = int(self.read("SELECT count(*) FROM context_drop", private=True)[0][0])
             fetch += min(waiting, limit * 8)
-        newest = ""
-        if matches > LEXICAL_MAX_MATCHES:
-            # FTS5 walks a doclist backwards by rowid cheaply; the floor bounds what bm25() scores.
-            floor = self.read(
-                f"SELECT rowid FROM {table} WHERE {table} MATCH ? ORDER BY rowid DESC LIMIT 1 OFFSET ?",
-                [match, LEXICAL_MAX_MATCHES - 1],
-                private=True,
-            )
-            newest = f"AND rowid >= {int(floor[0][0])}" if floor else ""
         ranked = self.read(
-            f"SELECT rowid, -bm25({table}) FROM {table} WHERE {table} MATCH ? {newest} ORDER BY bm25({table}) LIMIT ?",
-            [match, fetch],
+            f"SELECT rowid, -bm25({table}) FROM {table} WHERE {table} MATCH ? AND rowid >= ? "
+            f"ORDER BY bm25({table}) LIMIT ?",
+            [match, floor, fetch],
             private=True,
         )
         if not ranked:
