@@ -34,7 +34,8 @@ def remindful_script() -> str:
 
 
 def server_env(tmp_path: Path, *, fake: bool = True) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("REMINDFUL_")}
+    # The per-user caches must land in the temporary HOME: XDG_CACHE_HOME would move them.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("REMINDFUL_") and k != "XDG_CACHE_HOME"}
     env.update(HOME=str(tmp_path / "home"), MEMORY_STORAGE_PATH=str(tmp_path / "store"))
     if fake:
         env["REMINDFUL_EMBEDDINGS__BACKEND"] = "fake"

@@ -54,12 +54,13 @@ def _hold_write_lock(path: Path, seconds: float, started: threading.Event) -> No
 
 def test_lock_contention_is_retried_then_succeeds(memory: MemoryManager) -> None:
     memory.store("first")
+    memory.flush()  # the background indexer's writes are done: the holder gets the lock at once
     catalog = memory._state.catalog
     catalog._conn.execute("PRAGMA busy_timeout = 20")
     started = threading.Event()
     holder = threading.Thread(target=_hold_write_lock, args=(catalog.path, 0.15, started))
     holder.start()
-    started.wait()
+    assert started.wait(30)
     memory_id = memory.store("second")  # first attempts hit the lock; a retry goes through
     holder.join()
     assert memory.get(memory_id).content == "second"
