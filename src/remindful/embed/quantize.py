@@ -59,7 +59,7 @@ def ensure_quantized(source: Path, runtime_version: str) -> Path | None:
         return None
     if target.is_file():
         return target
-    logger.info("Preparing the int8 embedding model (once per machine) into %s", target)
+    logger.info("Preparing the int8 embedding model (once per install) into %s", target)
     try:
         target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         done = subprocess.run(
