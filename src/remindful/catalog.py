@@ -174,6 +174,16 @@ class Catalog:
 
         return with_retries(run, what="read")
 
+    def read_in(self, sql: str, keys: Sequence[Any], params: Sequence[Any] = ()) -> list[Any]:
+        """Rows of ``sql`` for every key: ``{marks}`` in it stands for a chunk of ``keys`` (as
+        ``IN ({marks})``), queried 500 at a time to stay under SQLite's variable limit; ``params``
+        bind before the chunk."""
+        rows: list[Any] = []
+        for start in range(0, len(keys), 500):
+            chunk = list(keys[start : start + 500])
+            rows += self.read(sql.format(marks=",".join("?" * len(chunk))), [*params, *chunk])
+        return rows
+
     # -- memories -------------------------------------------------------------------------------
 
     @staticmethod
@@ -212,13 +222,8 @@ class Catalog:
 
     def get_rows(self, ids: Sequence[str]) -> dict[str, MemoryRow]:
         """Rows for ``ids`` that exist, keyed by id."""
-        found: dict[str, MemoryRow] = {}
-        for start in range(0, len(ids), 500):
-            chunk = list(ids[start : start + 500])
-            marks = ",".join("?" * len(chunk))
-            for row in self.read(f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id IN ({marks})", chunk):
-                found[row[0]] = MemoryRow.from_sql(row)
-        return found
+        rows = self.read_in(f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id IN ({{marks}})", ids)
+        return {row[0]: MemoryRow.from_sql(row) for row in rows}
 
     def select_rows(
         self, flt: SqlFilter, *, limit: int = 100, offset: int = 0, order: str = "created_at DESC, rowid DESC"
@@ -232,15 +237,8 @@ class Catalog:
         return int(self.read(f"SELECT count(*) FROM memories WHERE {flt.sql}", flt.params)[0][0])
 
     def embeddings(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
-        out: dict[str, np.ndarray] = {}
-        for start in range(0, len(ids), 500):
-            chunk = list(ids[start : start + 500])
-            marks = ",".join("?" * len(chunk))
-            for mid, blob in self.read(
-                f"SELECT id, embedding FROM memories WHERE id IN ({marks}) AND embedding IS NOT NULL", chunk
-            ):
-                out[mid] = np.frombuffer(blob, dtype=np.float32)
-        return out
+        rows = self.read_in("SELECT id, embedding FROM memories WHERE id IN ({marks}) AND embedding IS NOT NULL", ids)
+        return {mid: np.frombuffer(blob, dtype=np.float32) for mid, blob in rows}
 
     def filtered_embeddings(self, flt: SqlFilter, *, extra: str = "") -> tuple[list[str], np.ndarray | None]:
         """Ids and an (n, d) matrix of every embedded row matching ``flt`` (for exact scoring)."""
@@ -382,12 +380,7 @@ class Catalog:
 
     def without_embeddings(self, ids: Sequence[str]) -> list[tuple[str, str]]:
         """(id, content) of the memories among ``ids`` that have no vector yet."""
-        out: list[tuple[str, str]] = []
-        for start in range(0, len(ids), 500):
-            chunk = list(ids[start : start + 500])
-            marks = ",".join("?" * len(chunk))
-            out += self.read(f"SELECT id, content FROM memories WHERE id IN ({marks}) AND embedding IS NULL", chunk)
-        return out
+        return self.read_in("SELECT id, content FROM memories WHERE id IN ({marks}) AND embedding IS NULL", ids)
 
     def delete_ids(
         self, ids: Sequence[str], *, reason: str | Mapping[str, str] = "delete", mend_later: bool = False
@@ -464,12 +457,7 @@ class Catalog:
 
     def existing_ids(self, ids: Sequence[str]) -> set[str]:
         """Those of ``ids`` that are stored."""
-        found: set[str] = set()
-        for start in range(0, len(ids), 500):
-            chunk = list(ids[start : start + 500])
-            marks = ",".join("?" * len(chunk))
-            found.update(r[0] for r in self.read(f"SELECT id FROM memories WHERE id IN ({marks})", chunk))
-        return found
+        return {r[0] for r in self.read_in("SELECT id FROM memories WHERE id IN ({marks})", ids)}
 
     def touch(self, ids: Sequence[str], at: float) -> None:
         """Count an access: ``access_count`` + 1 and ``last_accessed`` = at."""
@@ -512,28 +500,17 @@ class Catalog:
 
     def vectors_by_hash(self, hashes: Sequence[str]) -> dict[str, np.ndarray]:
         """Stored memories' vectors by content hash (one per hash)."""
-        out: dict[str, np.ndarray] = {}
-        for start in range(0, len(hashes), 500):
-            chunk = list(hashes[start : start + 500])
-            marks = ",".join("?" * len(chunk))
-            for h, blob in self.read(
-                f"SELECT content_hash, embedding FROM memories WHERE content_hash IN ({marks}) "
-                "AND embedding IS NOT NULL",
-                chunk,
-            ):
-                out[h] = np.frombuffer(blob, dtype=np.float32)
-        return out
+        rows = self.read_in(
+            "SELECT content_hash, embedding FROM memories WHERE content_hash IN ({marks}) AND embedding IS NOT NULL",
+            hashes,
+        )
+        return {h: np.frombuffer(blob, dtype=np.float32) for h, blob in rows}
 
     def get_cached_embeddings(self, model: str, hashes: Sequence[str]) -> dict[str, np.ndarray]:
-        out: dict[str, np.ndarray] = {}
-        for start in range(0, len(hashes), 500):
-            chunk = list(hashes[start : start + 500])
-            marks = ",".join("?" * len(chunk))
-            for h, blob in self.read(
-                f"SELECT hash, vector FROM embedding_cache WHERE model = ? AND hash IN ({marks})", [model, *chunk]
-            ):
-                out[h] = np.frombuffer(blob, dtype=np.float32)
-        return out
+        rows = self.read_in(
+            "SELECT hash, vector FROM embedding_cache WHERE model = ? AND hash IN ({marks})", hashes, [model]
+        )
+        return {h: np.frombuffer(blob, dtype=np.float32) for h, blob in rows}
 
     def put_cached_embeddings(self, model: str, items: dict[str, np.ndarray]) -> None:
         if items:
