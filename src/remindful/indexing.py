@@ -222,13 +222,10 @@ class IndexMaintenance:
             batch = self.catalog.unindexed(INDEX_BATCH)
             if not batch:
                 return done
-            missing = [row for row, vector in batch if vector is None]
-            if missing:
-                vectors = self.embedder.embed([row.content for row in missing])
-                self.catalog.set_embeddings({row.id: v for row, v in zip(missing, vectors, strict=True)})
+            fresh = self._embed_and_save([(row.id, row.content) for row, vector in batch if vector is None])
             rows = []
             for row, vector in batch:
-                row.embedding = vector if vector is not None else self.catalog.embeddings([row.id])[row.id]
+                row.embedding = vector if vector is not None else fresh[row.id]
                 rows.append(row)
             self._upsert(index, rows)
             done += len(rows)
@@ -406,14 +403,20 @@ class IndexMaintenance:
         try:
             if self._unembedded.isdisjoint(ids):
                 return
-            missing = self.catalog.without_embeddings(ids)
-            if missing:
-                vectors = self.embedder.embed([content for _, content in missing])
-                self.catalog.set_embeddings({mid: v for (mid, _), v in zip(missing, vectors, strict=True)})
+            self._embed_and_save(self.catalog.without_embeddings(ids))
         finally:
             with self._embedded:
                 self._unembedded.difference_update(ids)
                 self._embedded.notify_all()
+
+    def _embed_and_save(self, texts: Sequence[tuple[str, str]]) -> dict[str, np.ndarray]:
+        """Embed (id, content) pairs and save the vectors in the catalog; returns them by id."""
+        if not texts:
+            return {}
+        vectors = self.embedder.embed([content for _, content in texts])
+        found = {mid: vector for (mid, _), vector in zip(texts, vectors, strict=True)}
+        self.catalog.set_embeddings(found)
+        return found
 
     def dense_query(self, types: Sequence[MemoryType]) -> Callable[[np.ndarray, int], list[tuple[str, float]]] | None:
         """``query(vector, k)`` over the collections of ``types`` that hold anything, or None
