@@ -222,16 +222,7 @@ class HttpFront:
             if sdk_id is not None:
                 scope = {**scope, "headers": _with_session(scope["headers"], sdk_id)}
                 send = _renaming(send, sdk_id, session.id)
-        sent = False
-
-        async def replay() -> Message:
-            nonlocal sent
-            if not sent:
-                sent = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()
-
-        await self.sdk_app(scope, replay, send)
+        await self.sdk_app(scope, _body_then(body, receive), send)
 
     async def _sdk_session(self, session: FrontSession) -> str | None:
         """The SDK's session for a front session, opened on first use with the client's own requests.
@@ -270,13 +261,8 @@ class HttpFront:
         assert self.sdk_app is not None
         done = asyncio.Event()
         answer: dict[str, Any] = {"status": 0, "headers": [], "body": b""}
-        sent = False
 
-        async def receive() -> Message:
-            nonlocal sent
-            if not sent:
-                sent = True
-                return {"type": "http.request", "body": body, "more_body": False}
+        async def disconnect_when_answered() -> Message:
             await done.wait()
             return {"type": "http.disconnect"}
 
@@ -289,10 +275,24 @@ class HttpFront:
                     done.set()
 
         try:
-            await self.sdk_app(scope, receive, send)
+            await self.sdk_app(scope, _body_then(body, disconnect_when_answered), send)
         finally:
             done.set()
         return answer["status"], answer["headers"], answer["body"]
+
+
+def _body_then(body: bytes, then: Receive) -> Receive:
+    """An ASGI receive that gives the (already read) request ``body`` first, then defers to ``then``."""
+    sent = False
+
+    async def receive() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await then()
+
+    return receive
 
 
 def _with_session(headers: Headers, session_id: str) -> Headers:
