@@ -1,6 +1,6 @@
 """Embedder speed: ONNX MiniLM (the default) against sentence-transformers when it is installed.
 
-On the same 512 short texts (LoCoMo turns) it prints, for each backend (ONNX with int8 matmuls, the
+On the same 512 short texts (LoCoMo turns) it prints, for each backend (ONNX as a fused int8 graph, the
 default; ONNX as shipped, ``quantize=False``; sentence-transformers when installed):
 - load: first-use cost in ms (imports, model resolution, session and tokenizer); for the int8
   default also the first load on a new machine, which prepares the int8 model once;

@@ -326,7 +326,7 @@ def test_onnx_int8_is_close_to_float_and_prepared_once(tmp_path: Path, monkeypat
     fast = OnnxMiniLMEmbedder()
     vectors = fast.embed(texts)
     prepared = list((tmp_path / "models").glob("*.int8.onnx"))
-    assert len(prepared) == 1 and "int8 matmuls" in (fast.origin or "")
+    assert len(prepared) == 1 and "int8 model prepared" in (fast.origin or "")
     assert oct(prepared[0].stat().st_mode & 0o777) == "0o600"
     reference = OnnxMiniLMEmbedder(quantize=False).embed(texts)
     cosines = (vectors * reference).sum(axis=1)
@@ -357,7 +357,7 @@ def test_onnx_int8_preparation_failures_fall_back_to_the_shipped_model(
         embedder = OnnxMiniLMEmbedder()
         np.testing.assert_allclose(embedder.embed(["hello there"]), reference, atol=1e-5)
     assert not damaged.exists() and "does not load" in caplog.text
-    assert "int8 matmuls" not in (embedder.origin or "")
+    assert "int8 model prepared" not in (embedder.origin or "")
     # A preparation that fails (no onnx package, full disk...) leaves the shipped model in use.
     monkeypatch.setattr(quantize.sys, "executable", str(tmp_path / "no-python"))
     caplog.clear()

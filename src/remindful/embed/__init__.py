@@ -38,7 +38,7 @@ def default_embedder(
     """A new, not yet loaded embedder for ``backend``, without a cache (wrap it in :class:`CachedEmbedder`).
 
     ``model_dir`` applies to the ONNX backend (see :func:`resolve_model_files`) and, when given, is the
-    model path of the sentence-transformers backend; ``quantize`` (int8 matmuls) to the ONNX backend.
+    model path of the sentence-transformers backend; ``quantize`` (the fused int8 graph) to the ONNX backend.
     Raises :class:`ConfigError` for an unknown backend and :class:`DependencyMissingError` when
     sentence-transformers is asked for but missing.
     """

@@ -186,7 +186,7 @@ class OnnxMiniLMEmbedder:
     happens once. After loading, ``origin`` says where the files came from and ``load_ms`` how long
     loading took. Texts longer than ``max_length`` tokens (including [CLS]/[SEP]) are truncated.
 
-    With ``quantize`` (the default) the model runs with int8 matrix multiplications, prepared once
+    With ``quantize`` (the default) the model runs as a fused graph with int8 multiplications, prepared once
     per model file by :mod:`remindful.embed.quantize` and cached; if preparing fails, the model runs
     as shipped. Int8 activations are scaled per model call, so a vector can differ slightly with the
     texts batched alongside it (cosine >= 0.95 to the text embedded alone, typically 0.99);
@@ -321,7 +321,7 @@ class OnnxMiniLMEmbedder:
             )
             prepared.unlink(missing_ok=True)
             return None, files.origin
-        return session, f"{files.origin}, int8 matmuls prepared in {prepared}"
+        return session, f"{files.origin}, int8 model prepared in {prepared}"
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Embed ``texts``: a ``(len(texts), 384)`` float32 array of unit rows, in input order.
