@@ -38,10 +38,10 @@ T = TypeVar("T")
 SCHEMA_VERSION = 4
 #: Above this many rows matching a lexical query, its most common terms are dropped; if its rarest
 #: term alone matches more, only that term's newest LEXICAL_MAX_MATCHES rows are ranked.
-LEXICAL_MAX_MATCHES = 1000
+LEXICAL_MAX_MATCHES = 300
 #: Document frequencies are counted up to this many rows (counting walks the term's doclist); terms
 #: past it tie, and the longer one counts as rarer.
-DOC_FREQ_CAP = 2 * LEXICAL_MAX_MATCHES
+DOC_FREQ_CAP = 2000
 #: A delete of this many rows or more runs with a page cache of BIG_DELETE_CACHE_KIB.
 BIG_DELETE = 1000
 BIG_DELETE_CACHE_KIB = 65536
@@ -224,6 +224,12 @@ class Catalog:
         """Rows for ``ids`` that exist, keyed by id."""
         rows = self.read_in(f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id IN ({{marks}})", ids)
         return {row[0]: MemoryRow.from_sql(row) for row in rows}
+
+    def rows_passing(self, ids: Sequence[str], flt: SqlFilter) -> dict[str, MemoryRow]:
+        """Rows for the ``ids`` that exist and pass ``flt``, keyed by id."""
+        where = flt.sql.replace("{", "{{").replace("}", "}}")  # metadata keys are quoted into it
+        sql = f"SELECT {MEMORY_COLUMNS} FROM memories WHERE {where} AND id IN ({{marks}})"
+        return {row[0]: MemoryRow.from_sql(row) for row in self.read_in(sql, ids, flt.params)}
 
     def select_rows(
         self, flt: SqlFilter, *, limit: int = 100, offset: int = 0, order: str = "created_at DESC, rowid DESC"

@@ -43,6 +43,7 @@ STOPWORDS = frozenset(
 )
 _WORD = re.compile(r"\w+", re.UNICODE)
 SPACES = ("dense", "context", "lexical", "lexical_context")
+LEXICAL_TABLES = {"lexical": "memories_fts", "lexical_context": "context_fts"}
 
 
 def lexical_terms(text: str) -> list[str]:
@@ -159,30 +160,55 @@ def fuse(candidates: Candidates, weights: dict[str, float], *, method: str, rrf_
 
 @dataclass(frozen=True, slots=True)
 class Eligible:
-    """What ranking needs of a candidate that passed the filter."""
+    """What the dense space's filter check reads of a candidate."""
 
     importance: float
     session_id: str | None
 
 
-def boost(
-    fused: dict[str, float],
-    rows: Mapping[str, Eligible | MemoryRow],
+def boost(row: MemoryRow, settings: SearchSettings, resumed_session: str | None) -> float:
+    """The factor a memory's fused score is multiplied by: importance, and the resumed session.
+    Multiplicative and bounded, so a boost reorders near-ties but cannot lift an irrelevant memory
+    above a clearly relevant one."""
+    factor = 1.0 + settings.importance_boost * (min(max(row.importance, 0.0), 1.0) - 0.5) * 2
+    if resumed_session is not None and row.session_id == resumed_session:
+        factor *= 1.0 + settings.session_boost
+    return factor
+
+
+def best_eligible(
+    catalog: Catalog,
+    fused: Mapping[str, float],
+    flt: SqlFilter,
     settings: SearchSettings,
     resumed_session: str | None,
-) -> dict[str, float]:
-    """Importance and resumed-session boosts. Multiplicative and bounded, so a boost reorders
-    near-ties but cannot lift an irrelevant memory above a clearly relevant one."""
-    out: dict[str, float] = {}
-    for mid, score in fused.items():
-        row = rows.get(mid)
-        if row is None:
-            continue
-        factor = 1.0 + settings.importance_boost * (min(max(row.importance, 0.0), 1.0) - 0.5) * 2
-        if resumed_session is not None and row.session_id == resumed_session:
-            factor *= 1.0 + settings.session_boost
-        out[mid] = score * factor
-    return out
+    limit: int,
+    *,
+    chunk: int | None = None,
+) -> list[tuple[MemoryRow, float]]:
+    """The ``limit`` candidates with the best boosted scores among those that still exist and pass
+    ``flt``, best first, with their rows.
+
+    No boost multiplies a score by more than ``ceiling``, so rows are read in fused order, a chunk at
+    a time, only until the next candidate could not reach the ``limit``-th boosted score: usually
+    one read of ``chunk`` (default ``2 * limit``) rows, whatever the number of candidates.
+    """
+    order = sorted(fused.items(), key=lambda item: (-item[1], item[0]))
+    ceiling = (1.0 + settings.importance_boost) * (1.0 + (settings.session_boost if resumed_session else 0.0))
+    kept: list[tuple[MemoryRow, float]] = []
+    start, chunk = 0, chunk or max(2 * limit, 20)
+    while start < len(order):
+        batch = order[start : start + chunk]
+        rows = catalog.rows_passing([mid for mid, _ in batch], flt)
+        kept += [
+            (rows[mid], score * boost(rows[mid], settings, resumed_session)) for mid, score in batch if mid in rows
+        ]
+        kept.sort(key=lambda item: (-item[1], item[0].id))
+        del kept[limit:]
+        start += len(batch)
+        if len(kept) == limit and start < len(order) and order[start][1] * ceiling < kept[-1][1]:
+            break
+    return kept
 
 
 def rank(
@@ -209,45 +235,52 @@ def rank(
     weights = weights_of(settings)
     candidates = Candidates()
     terms = lexical_terms(query_text) if weights["lexical"] > 0 or weights["lexical_context"] > 0 else []
-    lexical = {
-        space: _pool().submit(catalog.lexical, terms, flt, k, table=table, restricted=restricted)
-        for space, table in (("lexical", "memories_fts"), ("lexical_context", "context_fts"))
-        if terms and weights[space] > 0
-    }
+    wants_vector = weights["dense"] > 0 or weights["context"] > 0
+    # The query embedding runs first, alone: its threads wait for each other at every operator,
+    # so sharing the cores with the lexical queries would make it the slowest step.
+    vector = embed_query() if wants_vector else None
+    # One task runs both lexical queries, one after the other, while this thread asks the vector
+    # index: on two cores, a thread per query would slow the index query, which is on the critical path.
+    tables = {space: table for space, table in LEXICAL_TABLES.items() if terms and weights[space] > 0}
+    lexical = _pool().submit(_lexical, catalog, terms, flt, k, tables, restricted) if tables else None
 
     dense: list[tuple[str, float]] = []
-    rows: dict[str, Eligible] = {}
-    if weights["dense"] > 0 or weights["context"] > 0:
-        vector = embed_query()
+    if vector is not None:
         dense = _dense(catalog, vector, flt, k, dense_from_index, restricted, pending_sql, settings)
-        rows = _eligible(catalog, {mid for mid, _ in dense}, flt)
-        dense = [(mid, s) for mid, s in dense if mid in rows][:k]
+        if restricted:  # the index was asked without the filter: keep the k best that pass it
+            rows = _eligible(catalog, {mid for mid, _ in dense}, flt)
+            dense = [(mid, s) for mid, s in dense if mid in rows]
+        dense = dense[:k]
         if weights["dense"] > 0:
             candidates.add("dense", dense)
         if weights["context"] > 0:
             around = dense[: settings.context_candidates]
             candidates.add("context", context_scores(catalog, vector, around, settings.context_neighbour_weight))
-    for space, future in lexical.items():
-        candidates.add(space, future.result())
+    for space, ranked in (lexical.result() if lexical is not None else {}).items():
+        candidates.add(space, ranked)
 
-    rows.update(_eligible(catalog, candidates.ids() - rows.keys(), flt))
-    for space, ranked in list(candidates.by_space.items()):
-        candidates.by_space[space] = [(mid, s) for mid, s in ranked if mid in rows][: k * 2]
+    # Candidates are checked against the filter (and for still existing) only among the best
+    # fused ones; lexical candidates were checked in SQL, dense ones above when restricted.
     fused = fuse(candidates, weights, method=settings.fusion, rrf_k=settings.rrf_k)
-    scores = boost(fused, rows, settings, resumed_session)
+    best = best_eligible(catalog, fused, flt, settings, resumed_session, limit)
     found_by: dict[str, list[str]] = {}
     for space, ranked in candidates.by_space.items():
         for mid, _ in ranked:
             found_by.setdefault(mid, []).append(space)
-    ordered = sorted(scores.items(), key=lambda item: (-item[1], item[0]))[:limit]
-    full = catalog.get_rows([mid for mid, _ in ordered])
-    return [(full[mid], min(score, 1.0), tuple(found_by.get(mid, ()))) for mid, score in ordered if mid in full]
+    return [(row, min(score, 1.0), tuple(found_by.get(row.id, ()))) for row, score in best]
 
 
 @functools.cache
 def _pool() -> ThreadPoolExecutor:
-    """Threads for the lexical queries (SQLite releases the GIL while it works)."""
+    """Threads for the lexical queries of concurrent searches (SQLite releases the GIL while it works)."""
     return ThreadPoolExecutor(max_workers=2, thread_name_prefix="remindful-lexical")
+
+
+def _lexical(
+    catalog: Catalog, terms: list[str], flt: SqlFilter, k: int, tables: dict[str, str], restricted: bool
+) -> dict[str, list[tuple[str, float]]]:
+    """Each space's BM25 candidates, one query after the other."""
+    return {space: catalog.lexical(terms, flt, k, table=t, restricted=restricted) for space, t in tables.items()}
 
 
 def _dense(

@@ -1,0 +1,90 @@
+"""The ranking pipeline's pure parts: boosts and the choice of the best eligible candidates."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from remindful.config import SearchSettings
+from remindful.filters import SqlFilter
+from remindful.schema import MemoryRow
+from remindful.search import best_eligible, boost
+
+ANY = SqlFilter("1", ())
+
+
+def row(mid: str, importance: float = 0.5, session: str | None = None) -> MemoryRow:
+    return MemoryRow(mid, "action", mid, "{}", "manual", "episodic", session, 0.0, importance=importance)
+
+
+class RowsCatalog:
+    """Just what :func:`best_eligible` reads: rows by id, some of them filtered out; counts reads."""
+
+    def __init__(self, rows: dict[str, MemoryRow], passing: set[str]) -> None:
+        self.rows, self.passing, self.reads = rows, passing, 0
+
+    def rows_passing(self, ids: Sequence[str], flt: SqlFilter) -> dict[str, MemoryRow]:
+        self.reads += 1
+        return {mid: self.rows[mid] for mid in ids if mid in self.passing}
+
+
+def test_boost_is_bounded_and_rewards_importance_and_the_resumed_session() -> None:
+    settings = SearchSettings(importance_boost=0.1, session_boost=0.15)
+    assert boost(row("a", 0.5), settings, None) == 1.0
+    assert boost(row("a", 1.0), settings, None) == 1.1
+    assert boost(row("a", 0.0), settings, None) == 0.9
+    assert boost(row("a", 7.0), settings, None) == 1.1  # importance is clamped to [0, 1]
+    assert boost(row("a", 1.0, "s"), settings, "s") == 1.1 * 1.15
+    assert boost(row("a", 1.0, "s"), settings, "other") == 1.1
+
+
+def test_a_strongly_boosted_candidate_further_down_still_makes_the_top() -> None:
+    settings = SearchSettings(importance_boost=0.5, session_boost=0.5)
+    fused = {f"m{i:03d}": 1.0 - i * 0.001 for i in range(100)}  # near-ties all the way down
+    rows = {mid: row(mid) for mid in fused}
+    rows["m090"] = row("m090", 1.0, "resumed")
+    catalog = RowsCatalog(rows, set(fused))
+    best = best_eligible(catalog, fused, ANY, settings, "resumed", 5)  # type: ignore[arg-type]
+    assert best[0][0].id == "m090" and len(best) == 5
+
+
+def test_clear_leaders_are_settled_in_one_read_and_filtered_rows_are_skipped() -> None:
+    settings = SearchSettings(importance_boost=0.1, session_boost=0.15)
+    fused = {f"m{i:03d}": 1.0 / (i + 1) for i in range(300)}
+    catalog = RowsCatalog({mid: row(mid) for mid in fused}, set(fused) - {"m000", "m002"})
+    best = best_eligible(catalog, fused, ANY, settings, None, 3)  # type: ignore[arg-type]
+    assert [r.id for r, _ in best] == ["m001", "m003", "m004"]
+    assert catalog.reads == 1
+
+
+@settings(max_examples=300)
+@given(
+    scores=st.lists(st.sampled_from([0.1, 0.5, 0.6, 0.9]) | st.floats(0, 1), min_size=0, max_size=40),
+    importances=st.lists(st.sampled_from([0.0, 0.5, 1.0]) | st.floats(0, 1), min_size=40, max_size=40),
+    sessions=st.lists(st.sampled_from(["a", "b", None]), min_size=40, max_size=40),
+    passing=st.lists(st.booleans(), min_size=40, max_size=40),
+    limit=st.integers(1, 6),
+    resumed=st.sampled_from(["a", None]),
+    chunk=st.sampled_from([None, 1, 2, 3]),
+)
+def test_best_eligible_equals_boosting_and_sorting_every_candidate(
+    scores: list[float],
+    importances: list[float],
+    sessions: list[str | None],
+    passing: list[bool],
+    limit: int,
+    resumed: str | None,
+    chunk: int | None,
+) -> None:
+    config = SearchSettings(importance_boost=0.3, session_boost=0.4)
+    fused = {f"m{i:03d}": score for i, score in enumerate(scores)}
+    rows = {mid: row(mid, importances[i], sessions[i]) for i, mid in enumerate(fused)}
+    eligible = {mid for i, mid in enumerate(fused) if passing[i]}
+    catalog = RowsCatalog(rows, eligible)
+    best = best_eligible(catalog, fused, ANY, config, resumed, limit, chunk=chunk)  # type: ignore[arg-type]
+    everything = sorted(
+        ((mid, fused[mid] * boost(rows[mid], config, resumed)) for mid in eligible), key=lambda x: (-x[1], x[0])
+    )
+    assert [(r.id, score) for r, score in best] == everything[:limit]
