@@ -5,33 +5,25 @@ variables ``REMINDFUL_*`` (``__`` nests: ``REMINDFUL_RETENTION__DEFAULT_RETENTIO
 spec's ``MEMORY_STORAGE_PATH``, the YAML file's ``memory:`` section, then the defaults below.
 The YAML file is ``$REMINDFUL_CONFIG`` if set, else ``~/.remindful/config.yaml`` if it exists.
 Every invalid value raises :class:`~remindful.errors.ConfigError` naming the field and the
-expected form.
+expected form. This module declares the settings; :mod:`remindful.config_sources` loads them.
 """
 
 from __future__ import annotations
 
-import logging
 import os
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
-from pydantic import ValidationError as PydanticValidationError
-from pydantic_settings import (
-    BaseSettings,
-    EnvSettingsSource,
-    PydanticBaseSettingsSource,
-    SettingsConfigDict,
-    YamlConfigSettingsSource,
-)
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from remindful.errors import ConfigError
+# Loading lives in config_sources; config_file and DEFAULT_CONFIG_FILE stay importable from here.
+from remindful.config_sources import DEFAULT_CONFIG_FILE as DEFAULT_CONFIG_FILE
+from remindful.config_sources import build_settings, settings_sources
+from remindful.config_sources import config_file as config_file
 from remindful.model import MemoryType
 
-log = logging.getLogger(__name__)
-
 DEFAULT_STORAGE_PATH = "~/.remindful/memory"
-DEFAULT_CONFIG_FILE = "~/.remindful/config.yaml"
 
 
 class _Section(BaseModel):
@@ -349,15 +341,7 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        sources: tuple[PydanticBaseSettingsSource, ...] = (
-            init_settings,
-            env_settings,
-            _MemoryStoragePathSource(settings_cls),
-        )
-        yaml_file = config_file()
-        if yaml_file is not None:
-            sources += (YamlConfigSettingsSource(settings_cls, yaml_file=yaml_file, yaml_config_section="memory"),)
-        return sources
+        return settings_sources(settings_cls, init_settings, env_settings)
 
     @property
     def storage_path(self) -> Path:
@@ -367,26 +351,6 @@ class Settings(BaseSettings):
         return self.storage.max_items.get(memory_type, self.retention.max_items_per_collection)
 
 
-class _MemoryStoragePathSource(EnvSettingsSource):
-    """The spec's ``MEMORY_STORAGE_PATH`` names the storage directory (below ``REMINDFUL_*``)."""
-
-    def __call__(self) -> dict[str, Any]:
-        value = os.environ.get("MEMORY_STORAGE_PATH")
-        return {"storage": {"path": value}} if value else {}
-
-
-def config_file() -> Path | None:
-    """The YAML file to read: ``$REMINDFUL_CONFIG``, else the default file if it exists."""
-    named = os.environ.get("REMINDFUL_CONFIG")
-    if named:
-        path = Path(named).expanduser()
-        if not path.is_file():
-            raise ConfigError("REMINDFUL_CONFIG", f"{path} is not a file", suggestion="point it at a YAML file")
-        return path
-    default = Path(DEFAULT_CONFIG_FILE).expanduser()
-    return default if default.is_file() else None
-
-
 def load_settings(path: str | os.PathLike[str] | None = None, **overrides: Any) -> Settings:
     """Build :class:`Settings` from every source; ``path`` (if given) is the storage directory.
 
@@ -394,68 +358,4 @@ def load_settings(path: str | os.PathLike[str] | None = None, **overrides: Any) 
     or ``load_settings(**{"retention.default_retention_days": 7})``.
     Raises :class:`ConfigError` naming the first invalid field and the expected form.
     """
-    nested: dict[str, Any] = {}
-    for key, value in overrides.items():
-        _set_dotted(nested, key.split("."), value)
-    if path is not None:
-        _set_dotted(nested, ["storage", "path"], Path(path))
-    try:
-        settings = Settings(**nested)
-    except PydanticValidationError as exc:
-        raise _config_error(exc) from None
-    except ConfigError:
-        raise
-    except Exception as exc:  # a YAML syntax error, an unreadable file
-        raise ConfigError("config file", str(exc), suggestion="fix the YAML file named by REMINDFUL_CONFIG") from exc
-    _log_sources(nested)
-    return settings
-
-
-def _set_dotted(target: dict[str, Any], keys: list[str], value: Any) -> None:
-    for key in keys[:-1]:
-        target = target.setdefault(key, {})
-    if isinstance(value, dict) and isinstance(target.get(keys[-1]), dict):
-        target[keys[-1]].update(value)
-    else:
-        target[keys[-1]] = value
-
-
-def _config_error(exc: PydanticValidationError) -> ConfigError:
-    first = exc.errors()[0]
-    field = ".".join(str(part) for part in first["loc"] if part != "[key]") or "settings"
-    got = first.get("input")
-    message = first["msg"]
-    if first["type"] == "extra_forbidden":
-        message = "unknown setting"
-    elif first["type"] == "enum" or (got is not None and not isinstance(got, dict)):
-        message = f"{message} (got {got!r})"
-    return ConfigError(field, message, suggestion=_expected_form(field))
-
-
-def _expected_form(field: str) -> str:
-    """A description of the valid form, taken from the field's declaration."""
-    model: Any = Settings
-    info = None
-    for part in field.split("."):
-        fields = getattr(model, "model_fields", None)
-        if not fields or part not in fields:
-            break
-        info = fields[part]
-        model = info.annotation
-    if info is None:
-        return "see `remindful config --defaults` for every setting and its form"
-    constraints = ", ".join(str(m) for m in info.metadata)
-    kind = getattr(info.annotation, "__name__", None) or str(info.annotation)
-    kind = kind.replace("typing.", "").replace("remindful.model.", "")
-    return (
-        f"expected {kind}"
-        + (f" ({constraints})" if constraints else "")
-        + (f": {info.description}" if info.description else "")
-    )
-
-
-def _log_sources(overrides: dict[str, Any]) -> None:
-    if not log.isEnabledFor(logging.DEBUG):
-        return
-    env = sorted(k for k in os.environ if k.startswith("REMINDFUL_") or k == "MEMORY_STORAGE_PATH")
-    log.debug("settings sources: overrides=%s env=%s file=%s", sorted(overrides), env, config_file())
+    return build_settings(Settings, path, overrides)
