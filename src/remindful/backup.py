@@ -21,6 +21,7 @@ files with matching sha256, and the catalog passes SQLite's integrity check with
 counts. Only then is the current store backed up, swapped out (rolled back if the swap fails)
 and the vector index rebuilt from the restored catalog. Stop other processes using the store
 (the daemon, MCP servers) before restoring: they would keep writing to the replaced files.
+The layout's names and the archive checks live in :mod:`remindful.backup_archive`.
 """
 
 from __future__ import annotations
@@ -35,23 +36,25 @@ import sqlite3
 import tarfile
 import time
 import uuid
-import zlib
 from datetime import datetime
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from remindful.backup_archive import (
+    ATTACHMENTS,
+    CATALOG,
+    CHROMA,
+    FORMAT,
+    MANIFEST,
+    VERSION,
+    catalog_counts,
+    validate_archive,
+)
 from remindful.errors import StorageError, ValidationError
-from remindful.model import MemoryType
 
 if TYPE_CHECKING:
     from remindful.manager import MemoryManager
 
-FORMAT = "remindful-backup"
-VERSION = 1
-MANIFEST = "manifest.json"
-CATALOG = "catalog.sqlite3"
-CHROMA = "chroma"
-ATTACHMENTS = "attachments"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _RESTORED = (CATALOG, CHROMA, ATTACHMENTS)
 _REPLACED = (CATALOG, f"{CATALOG}-wal", f"{CATALOG}-shm", CHROMA, ATTACHMENTS)
@@ -89,7 +92,7 @@ def create_backup(
         if attachments.is_dir():
             shutil.copytree(attachments, staging / ATTACHMENTS)
         _write_config(manager, staging / "config")
-        counts = _catalog_counts(staging / CATALOG)
+        counts = catalog_counts(staging / CATALOG)
         manifest = {
             "format": FORMAT,
             "version": VERSION,
@@ -148,15 +151,6 @@ def _write_config(manager: MemoryManager, folder: Path) -> None:
             shutil.copyfile(source, folder / "config.yaml")
 
 
-def _catalog_counts(path: Path) -> dict[str, int]:
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    try:
-        found = dict(conn.execute("SELECT type, count(*) FROM memories GROUP BY type").fetchall())
-    finally:
-        conn.close()
-    return {t.collection: int(found.get(t.value, 0)) for t in MemoryType}
-
-
 def _files(root: Path) -> list[str]:
     out = []
     for folder, _dirs, names in os.walk(root):
@@ -202,108 +196,6 @@ def _mtime(path: Path) -> int:
 
 
 # -- restore ---------------------------------------------------------------------------------------
-
-
-def validate_archive(path: Path, staging: Path) -> dict[str, Any]:
-    """Extract ``path`` into ``staging`` checking everything (see the module docstring); returns the
-    manifest. Raises ValidationError naming the problem; ``staging`` may then hold partial files."""
-    try:
-        with tarfile.open(path, "r:gz") as tar:
-            members = tar.getmembers()
-            for member in members:
-                _check_member(member, staging)
-            files = {m.name: m for m in members if m.isfile()}
-            if MANIFEST not in files:
-                raise _bad(path, "it has no manifest.json")
-            manifest_file = tar.extractfile(files[MANIFEST])
-            assert manifest_file is not None
-            manifest = _parse_manifest(path, manifest_file.read())
-            listed = manifest["files"]
-            if set(listed) != set(files) - {MANIFEST}:
-                extra = sorted(set(files) - {MANIFEST} - set(listed))
-                missing = sorted(set(listed) - set(files))
-                raise _bad(path, f"its files do not match the manifest (extra {extra[:5]}, missing {missing[:5]})")
-            if CATALOG not in listed:
-                raise _bad(path, "it holds no catalog.sqlite3")
-            wrong = [n for n, m in files.items() if n != MANIFEST and m.size != listed[n].get("size")]
-            if wrong:
-                raise _bad(path, f"the sizes of {wrong[:5]} differ from the manifest")
-            needed = sum(m.size for m in files.values())
-            if needed > shutil.disk_usage(staging).free:
-                raise _bad(path, f"extracting it needs {needed / 1_048_576:.0f} MB, more than the free disk space")
-            for name, member in files.items():
-                if name != MANIFEST:
-                    _extract_checked(tar, member, staging, listed[name], path)
-    except (tarfile.TarError, EOFError, zlib.error, OSError) as exc:
-        raise _bad(path, f"it is not a readable .tar.gz archive (truncated or damaged: {exc})") from None
-    _check_catalog(path, staging / CATALOG, manifest)
-    return manifest
-
-
-def _bad(path: Path, why: str) -> ValidationError:
-    return ValidationError("path", f"refusing to restore {path}: {why}. Current data was not touched")
-
-
-def _check_member(member: tarfile.TarInfo, staging: Path) -> None:
-    name = PurePosixPath(member.name)
-    if member.issym() or member.islnk():
-        raise ValidationError("path", f"refusing to restore: the archive holds a link ({member.name!r})")
-    if not (member.isfile() or member.isdir()):
-        raise ValidationError("path", f"refusing to restore: {member.name!r} is not a regular file or directory")
-    if name.is_absolute() or ".." in name.parts or "\\" in member.name or not member.name.strip("/."):
-        raise ValidationError("path", f"refusing to restore: the archive path {member.name!r} escapes the target")
-    target = (staging / member.name).resolve()
-    if not target.is_relative_to(staging.resolve()):
-        raise ValidationError("path", f"refusing to restore: the archive path {member.name!r} escapes the target")
-
-
-def _parse_manifest(path: Path, raw: bytes) -> dict[str, Any]:
-    try:
-        manifest = json.loads(raw)
-    except ValueError:
-        raise _bad(path, "its manifest.json is not valid JSON") from None
-    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
-        raise _bad(path, f"it is not a remindful backup (manifest format must be {FORMAT!r})")
-    if manifest.get("version") != VERSION:
-        raise _bad(path, f"unsupported backup version {manifest.get('version')!r}")
-    files = manifest.get("files")
-    if not isinstance(files, dict) or not all(isinstance(v, dict) and "sha256" in v for v in files.values()):
-        raise _bad(path, "its manifest has no valid file list")
-    return manifest
-
-
-def _extract_checked(
-    tar: tarfile.TarFile, member: tarfile.TarInfo, staging: Path, expected: dict[str, Any], path: Path
-) -> None:
-    target = staging / member.name
-    target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    source = tar.extractfile(member)
-    assert source is not None
-    h = hashlib.sha256()
-    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "wb") as out:
-        for block in iter(lambda: source.read(1 << 20), b""):
-            h.update(block)
-            out.write(block)
-    if h.hexdigest() != expected["sha256"]:
-        raise _bad(path, f"the checksum of {member.name} does not match the manifest")
-
-
-def _check_catalog(path: Path, catalog: Path, manifest: dict[str, Any]) -> None:
-    try:
-        conn = sqlite3.connect(f"file:{catalog}?mode=ro", uri=True)
-        try:
-            result = conn.execute("PRAGMA integrity_check").fetchone()[0]
-        finally:
-            conn.close()
-        counts = _catalog_counts(catalog)
-    except sqlite3.Error as exc:
-        raise _bad(path, f"its catalog is not a readable SQLite database ({exc})") from None
-    if result != "ok":
-        raise _bad(path, f"its catalog fails the integrity check ({result})")
-    expected = manifest.get("counts") or {}
-    if any(counts.get(k, 0) != v for k, v in expected.items()):
-        raise _bad(path, f"its catalog counts {counts} differ from the manifest's {expected}")
 
 
 def restore_backup(
