@@ -7,6 +7,8 @@ default; ONNX as shipped, ``quantize=False``; sentence-transformers when install
 - single p50: latency of embedding one text, median over 200 texts, no cache; "query" is the same
   over LoCoMo questions (what a search embeds);
 - throughput: texts/s for all 512 in one ``embed`` call (best of ``--repeat`` runs).
+The backends are measured in interleaved rounds (each round: a share of the single texts, then one
+batch, for every backend in turn), so a machine whose load drifts during the run slows them alike.
 It also prints the throughput ratios against sentence-transformers and the mean cosine of each
 backend's vectors to sentence-transformers' (the fp32 reference). The issue's targets: >= 2x
 sentence-transformers throughput, single text <= 5 ms, load <= 1 s.
@@ -56,43 +58,50 @@ def load_questions(path: Path, n: int) -> list[str]:
     return questions[:n]
 
 
-def measure(
-    embedder: Any, texts: list[str], questions: list[str], *, singles: int, repeat: int
-) -> tuple[dict[str, float], np.ndarray]:
-    """Load time, single-text p50 and batch throughput of one embedder; also returns its vectors."""
+WARM_UP = ["a short warm-up text", "and a second, slightly longer one to batch with it"] * 4
+
+
+def load(embedder: Any) -> float:
+    """Load ``embedder`` and warm it up; returns the load time in ms."""
     progress(f"{type(embedder).__name__}: loading")
     started = time.perf_counter()
     embedder.load()
     load_ms = (time.perf_counter() - started) * 1000
-    embedder.embed(texts[:8])  # warm-up: first runs allocate buffers and pick kernels
+    embedder.embed(WARM_UP)  # first runs allocate buffers and pick kernels
+    return load_ms
 
-    progress(f"{type(embedder).__name__}: {singles} single-text calls")
-    latencies = []
-    for text in texts[:singles]:
-        started = time.perf_counter()
-        embedder.embed([text])
-        latencies.append((time.perf_counter() - started) * 1000)
-    query_latencies = []
-    for text in questions[:singles]:
-        started = time.perf_counter()
-        embedder.embed([text])
-        query_latencies.append((time.perf_counter() - started) * 1000)
 
-    runs = []
-    vectors = np.empty(0)
-    for run in range(repeat):
-        progress(f"{type(embedder).__name__}: batch of {len(texts)} ({run + 1}/{repeat})")
-        started = time.perf_counter()
-        vectors = embedder.embed(texts)
-        runs.append(time.perf_counter() - started)
-    figures = {
+class Timings:
+    """One backend's timings, gathered over interleaved rounds."""
+
+    def __init__(self) -> None:
+        self.singles: list[float] = []
+        self.queries: list[float] = []
+        self.batches: list[float] = []
+        self.vectors = np.empty(0)
+
+
+def one_round(embedder: Any, timings: Timings, singles: list[str], questions: list[str], batch: list[str]) -> None:
+    """Each of ``singles`` and ``questions`` embedded alone, then ``batch`` in one call."""
+    progress(f"{type(embedder).__name__}: {len(singles)} single texts, {len(questions)} questions, one batch")
+    for source, into in ((singles, timings.singles), (questions, timings.queries)):
+        for text in source:
+            started = time.perf_counter()
+            embedder.embed([text])
+            into.append((time.perf_counter() - started) * 1000)
+    started = time.perf_counter()
+    timings.vectors = embedder.embed(batch)
+    timings.batches.append(time.perf_counter() - started)
+
+
+def summary(load_ms: float, timings: Timings, n: int) -> dict[str, float]:
+    return {
         "load_ms": round(load_ms, 1),
-        "single_p50_ms": round(statistics.median(latencies), 2),
-        "single_p95_ms": round(statistics.quantiles(latencies, n=20)[-1], 2),
-        "query_p50_ms": round(statistics.median(query_latencies), 2),
-        "throughput_texts_per_s": round(len(texts) / min(runs), 1),
+        "single_p50_ms": round(statistics.median(timings.singles), 2),
+        "single_p95_ms": round(statistics.quantiles(timings.singles, n=20)[-1], 2),
+        "query_p50_ms": round(statistics.median(timings.queries), 2),
+        "throughput_texts_per_s": round(n / min(timings.batches), 1),
     }
-    return figures, vectors
 
 
 def progress(message: str) -> None:
@@ -130,22 +139,31 @@ def main(argv: list[str] | None = None) -> int:
         first = OnnxMiniLMEmbedder(args.model_dir, **options)
         first.load()
         result["onnx_int8_first_load_ms"] = round(first.load_ms or 0.0, 1)
-        vectors: dict[str, np.ndarray] = {}
-        for key, embedder in (
-            ("onnx_int8", OnnxMiniLMEmbedder(args.model_dir, **options)),
-            ("onnx_float", OnnxMiniLMEmbedder(args.model_dir, quantize=False, **options)),
-        ):
-            figures, vectors[key] = measure(embedder, texts, questions, singles=args.singles, repeat=args.repeat)
-            result[key] = {**figures, "origin": embedder.origin}
-    if importlib.util.find_spec("sentence_transformers") is not None:
-        st = SentenceTransformersEmbedder()
-        st_figures, st_vectors = measure(st, texts, questions, singles=args.singles, repeat=args.repeat)
-        result["sentence_transformers"] = {**st_figures, "origin": st.origin}
+        backends: dict[str, Any] = {
+            "onnx_int8": OnnxMiniLMEmbedder(args.model_dir, **options),
+            "onnx_float": OnnxMiniLMEmbedder(args.model_dir, quantize=False, **options),
+        }
+        if importlib.util.find_spec("sentence_transformers") is not None:
+            backends["sentence_transformers"] = SentenceTransformersEmbedder()
+        loads = {key: load(embedder) for key, embedder in backends.items()}
+        # Round by round, every backend in turn: a machine whose load drifts during the run
+        # then slows them all alike, and the ratios stay fair.
+        timings = {key: Timings() for key in backends}
+        share = max(1, args.singles // args.repeat)
+        for round_ in range(args.repeat):
+            part = slice(round_ * share, (round_ + 1) * share)
+            for key, embedder in backends.items():
+                one_round(embedder, timings[key], texts[part], questions[part], texts)
+        for key, embedder in backends.items():
+            result[key] = {**summary(loads[key], timings[key], len(texts)), "origin": embedder.origin}
+    if "sentence_transformers" in backends:
+        reference = timings["sentence_transformers"]
         for key in ("onnx_int8", "onnx_float"):
             result[key]["throughput_ratio_over_st"] = round(
-                result[key]["throughput_texts_per_s"] / st_figures["throughput_texts_per_s"], 2
+                result[key]["throughput_texts_per_s"] / result["sentence_transformers"]["throughput_texts_per_s"], 2
             )
-            result[key]["mean_cosine_to_st"] = round(float(np.mean(np.sum(vectors[key] * st_vectors, axis=1))), 5)
+            cosines = np.sum(timings[key].vectors * reference.vectors, axis=1)
+            result[key]["mean_cosine_to_st"] = round(float(np.mean(cosines)), 5)
     if sys.stderr.isatty():
         print("\r\033[K", end="", file=sys.stderr, flush=True)
 

@@ -91,7 +91,9 @@ def test_the_default_embedder_runs_the_fused_int8_graph(
     vectors = OnnxMiniLMEmbedder().embed(texts)
     (prepared,) = (tmp_path / "models").glob("*.int8.onnx")
     operators = {node.op_type for node in onnx.load(str(prepared)).graph.node}
-    assert {"QAttention", "EmbedLayerNormalization", "SkipLayerNormalization", "BiasGelu"} <= operators
+    assert {"QAttention", "SkipLayerNormalization", "BiasGelu"} <= operators
+    # The vocabulary stays int8: the prepared file is about the size of the export (23 MB), not 58.
+    assert prepared.stat().st_size < 30 * 2**20
     reference = OnnxMiniLMEmbedder(quantize=False).embed(texts)
     cosines = (vectors * reference).sum(axis=1)
     assert cosines.min() >= 0.97, cosines

@@ -41,7 +41,7 @@ SCHEMA_VERSION = 4
 LEXICAL_MAX_MATCHES = 300
 #: Document frequencies are counted up to this many rows (counting walks the term's doclist); terms
 #: past it tie, and the longer one counts as rarer.
-DOC_FREQ_CAP = 2000
+DOC_FREQ_CAP = 1000
 #: A delete of this many rows or more runs with a page cache of BIG_DELETE_CACHE_KIB.
 BIG_DELETE = 1000
 BIG_DELETE_CACHE_KIB = 65536
@@ -290,7 +290,7 @@ class Catalog:
                 f"WHERE {table} MATCH ? AND {table}.rowid >= ? AND {flt.sql} ORDER BY bm25({table}) LIMIT ?"
             )
             return [(r[0], float(r[1])) for r in self.read(sql, [match, floor, *flt.params, limit], private=True)]
-        fetch = limit * 2
+        fetch = limit + limit // 4  # a margin for expired rows, which the filter drops below
         if table == "context_fts":
             # Windows of deleted memories still queued for removal may crowd the top: fetch more.
             waiting = int(self.read("SELECT count(*) FROM context_drop", private=True)[0][0])

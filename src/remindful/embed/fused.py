@@ -4,7 +4,7 @@ torch's exporters spell each attention layer as some forty small operators (the 
 spelling, with ``IsNaN``/``Where`` guards, is one ONNX Runtime's fusion passes do not recognise), and
 on a CPU running a short text, dispatching those operators costs as much as the arithmetic. This
 module reads the weights out of a constant-folded export and writes the graph ONNX Runtime runs
-fastest: ``EmbedLayerNormalization``, then per layer ``Attention``, ``MatMul`` +
+fastest: the embeddings (the vocabulary kept int8), then per layer ``Attention``, ``MatMul`` +
 ``SkipLayerNormalization``, ``MatMul`` + ``BiasGelu``, ``MatMul`` + ``SkipLayerNormalization``, all
 operators of the CPU provider's ``com.microsoft`` domain. Dynamic int8 quantization then turns
 ``Attention`` into ``QAttention`` and each ``MatMul`` into an integer one (:mod:`remindful.embed.quantize`).
@@ -63,33 +63,40 @@ def build_fused(folded: Any, *, num_heads: int = NUM_HEADS) -> Any:
             raise UnsupportedExport(f"expected one initializer named *{suffix}, found {len(found)}")
         return np.asarray(found[0], dtype=np.float32)
 
+    words = named("embeddings.word_embeddings.weight")
+    # The vocabulary table is most of the model's size: it stays int8 (one scale per row) and only
+    # the rows of a text's tokens are converted, as the export does.
+    scales = np.maximum(np.abs(words).max(axis=1, keepdims=True), 1e-12) / 127.0
     tensors: dict[str, np.ndarray] = {
-        "word_embeddings": named("embeddings.word_embeddings.weight"),
+        "word_embeddings_int8": np.round(words / scales).astype(np.int8),
+        "word_embeddings_scale": scales.astype(np.float32),
         # The model always runs with token type 0: its embedding is folded into every position's.
         "position_embeddings": named("embeddings.position_embeddings.weight")
         + named("embeddings.token_type_embeddings.weight")[0],
         "embeddings_gamma": named("embeddings.LayerNorm.weight"),
         "embeddings_beta": named("embeddings.LayerNorm.bias"),
+        "zero": np.array([0], dtype=np.int64),
+        "one": np.array([1], dtype=np.int64),
     }
+    node = helper.make_node
     nodes = [
-        helper.make_node("Cast", ["input_ids"], ["ids32"], to=TensorProto.INT32),
-        helper.make_node("Cast", ["attention_mask"], ["mask32"], to=TensorProto.INT32),
-        helper.make_node(
-            "EmbedLayerNormalization",
-            [
-                "ids32",
-                "",
-                "word_embeddings",
-                "position_embeddings",
-                "",
-                "embeddings_gamma",
-                "embeddings_beta",
-                "mask32",
-            ],
-            ["hidden0", "mask_index"],
-            domain="com.microsoft",
+        node("Gather", ["word_embeddings_int8", "input_ids"], ["token_int8"]),
+        node("Gather", ["word_embeddings_scale", "input_ids"], ["token_scale"]),
+        node("Cast", ["token_int8"], ["token_float"], to=TensorProto.FLOAT),
+        node("Mul", ["token_float", "token_scale"], ["token_embeddings"]),
+        node("Shape", ["input_ids"], ["length"], start=1, end=2),
+        node("Slice", ["position_embeddings", "zero", "length", "zero"], ["positions"]),
+        node("Add", ["token_embeddings", "positions"], ["embeddings"]),
+        node(
+            "LayerNormalization",
+            ["embeddings", "embeddings_gamma", "embeddings_beta"],
+            ["hidden0"],
+            axis=-1,
             epsilon=LAYER_NORM_EPSILON,
         ),
+        # Attention takes each row's length (right padding): the sum of its mask.
+        node("Cast", ["attention_mask"], ["mask32"], to=TensorProto.INT32),
+        node("ReduceSum", ["mask32", "one"], ["mask_index"], keepdims=0),
     ]
     hidden = "hidden0"
     for layer in range(layers):
@@ -144,7 +151,7 @@ def build_fused(folded: Any, *, num_heads: int = NUM_HEADS) -> Any:
         ]
         hidden = out
     nodes.append(helper.make_node("Identity", [hidden], ["last_hidden_state"]))
-    dim = int(tensors["word_embeddings"].shape[1])
+    dim = int(words.shape[1])
     graph = helper.make_graph(
         nodes,
         "all-MiniLM-L6-v2-fused",
@@ -153,10 +160,7 @@ def build_fused(folded: Any, *, num_heads: int = NUM_HEADS) -> Any:
             helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["batch", "sequence"]),
         ],
         [helper.make_tensor_value_info("last_hidden_state", TensorProto.FLOAT, ["batch", "sequence", dim])],
-        [
-            numpy_helper.from_array(np.ascontiguousarray(value, dtype=np.float32), name)
-            for name, value in tensors.items()
-        ],
+        [numpy_helper.from_array(np.ascontiguousarray(value), name) for name, value in tensors.items()],
     )
     model = helper.make_model(
         graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)]
