@@ -120,18 +120,18 @@ def test_rrf_fusion_is_available(tmp_path) -> None:  # type: ignore[no-untyped-d
 
 
 def test_a_term_matching_too_many_rows_ranks_only_its_newest(memory: MemoryManager, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    from remindful import catalog as catalog_module
+    from remindful import lexical as lexical_module
     from remindful.filters import build_filter
 
     ids = [memory.store(f"deploy number {i} went fine", type="action") for i in range(12)]
     rare = memory.store("the deploy of the billing service failed", type="action")
     catalog = memory._state.ready().catalog
-    monkeypatch.setattr(catalog_module, "LEXICAL_MAX_MATCHES", 4)
-    monkeypatch.setattr(catalog_module, "DOC_FREQ_CAP", 8)
-    catalog._doc_freqs.clear()
-    assert catalog._doc_freq("memories_fts", "deploy", 13) == 8  # counted up to the cap only
+    monkeypatch.setattr(lexical_module, "LEXICAL_MAX_MATCHES", 4)
+    monkeypatch.setattr(lexical_module, "DOC_FREQ_CAP", 8)
+    catalog._lexical._doc_freqs.clear()
+    assert catalog._lexical._doc_freq("memories_fts", "deploy", 13) == 8  # counted up to the cap only
     # "billing" fits under the cap: it is matched alone, over every row.
-    assert catalog._rarest_terms("memories_fts", ["deploy", "billing"]) == (["billing"], 1)
+    assert catalog._lexical._rarest_terms("memories_fts", ["deploy", "billing"]) == (["billing"], 1)
     # "deploy" alone matches 13 > 4 rows: only the newest 4 are ranked, so nothing older is returned.
     found = {mid for mid, _ in catalog.lexical(["deploy"], build_filter(), 10, restricted=False)}
     assert found and found <= {*ids[-3:], rare}
