@@ -46,7 +46,12 @@ def test_serve_drains_the_hook_spool(tmp_path: Path) -> None:
         event["session_id"] = "serve-test"
         hook = subprocess.run(
             [SCRIPT, "--path", str(store), "hook", "PostToolUse"],
-            input=json.dumps(event), capture_output=True, text=True, env=env, timeout=60, check=False,
+            input=json.dumps(event),
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+            check=False,
         )
         assert hook.returncode == 0, hook.stderr
         found = []
