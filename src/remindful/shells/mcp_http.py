@@ -15,7 +15,8 @@ exactly as the SDK's streamable HTTP app answers them (status, headers, SSE or J
 
 Only plain requests are answered early (the SDK's Host/Origin/Content-Type/Accept checks pass,
 the JSON-RPC shape is the one the SDK accepts, the manifest applies); anything else waits for the
-SDK and gets the SDK's own answer. Once the SDK is up every request goes to its ASGI app,
+SDK and gets the SDK's own answer. Those checks and the answers' bytes are mirrored in
+:mod:`remindful.shells.mcp_http_wire`. Once the SDK is up every request goes to its ASGI app,
 in-process. A front session becomes an SDK session on its first request after that: the front
 sends the SDK the client's original ``initialize`` (and ``initialized`` if the client sent it),
 remembers the SDK's session id, and from then on rewrites ``Mcp-Session-Id`` in both directions —
@@ -37,6 +38,7 @@ import sys
 import threading
 
 from remindful.shells import asgi_h11, mcp_manifest, mcp_modern
+from remindful.shells.mcp_http_wire import SESSION, VERSION, accepted, header, plain_post, sse_answer
 from remindful.shells.mcp_stdio import plain_initialize
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: every import here delays the first answer
@@ -44,75 +46,16 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
     from typing import Any
 
-    Message = dict[str, Any]
+    from remindful.shells.mcp_http_wire import Answer, Headers, Message
+
     Receive = Callable[[], Awaitable[Message]]
     Send = Callable[[Message], Awaitable[None]]
-    Headers = list[tuple[bytes, bytes]]
-    Answer = tuple[int, Headers, list[Message]]  # status, headers, the http.response.body messages
 
 log = logging.getLogger("remindful.mcp")
 
-PATH = "/mcp"
-SESSION = b"mcp-session-id"
-VERSION = b"mcp-protocol-version"
 #: The SDK's defaults (mcp.server.transport_security / streamable_http_manager), not imported: too slow.
 MAX_BODY = 4 * 1024 * 1024
 MAX_FRONT_SESSIONS = 10_000
-#: What the SDK's app allows when bound to 127.0.0.1 (DNS rebinding protection).
-HOSTS = ("127.0.0.1:", "localhost:", "[::1]:")
-ORIGINS = ("http://127.0.0.1:", "http://localhost:", "http://[::1]:")
-SSE_HEADERS = [
-    (b"cache-control", b"no-cache, no-transform"),
-    (b"connection", b"keep-alive"),
-    (b"content-type", b"text/event-stream"),
-]
-
-
-def header(headers: Headers, name: bytes) -> str | None:
-    """The first value of ``name`` (as Starlette's ``Headers.get``), decoded as latin-1."""
-    return next((v.decode("latin-1") for k, v in headers if k == name), None)
-
-
-def _accepts_json_and_sse(accept: str) -> bool:
-    types = [t.strip().split(";")[0].strip().lower() for t in accept.split(",")]
-    wildcard = "*/*" in types
-    has_json = wildcard or any(t in ("application/json", "application/*") for t in types)
-    has_sse = wildcard or any(t in ("text/event-stream", "text/*") for t in types)
-    return has_json and has_sse
-
-
-def plain_post(scope: Message) -> bool:
-    """Whether a request passes every check the SDK's app makes before reading the message."""
-    headers = scope["headers"]
-    if scope["method"] != "POST" or scope["path"] != PATH:
-        return False
-    content_type = header(headers, b"content-type") or ""
-    host = header(headers, b"host") or ""
-    origin = header(headers, b"origin")
-    return (
-        content_type.split(";")[0].strip() == "application/json"
-        and _accepts_json_and_sse(header(headers, b"accept") or "")
-        and any(host.startswith(h) for h in HOSTS)
-        and (not origin or any(origin.startswith(o) for o in ORIGINS))
-    )
-
-
-def sse_answer(session_id: str, request_id: Any, result: Any) -> Answer:
-    """A request's answer as the SDK's app sends it: one SSE ``message`` event, then the end."""
-    data = mcp_manifest.render(request_id, result).encode("utf-8")
-    headers = [*SSE_HEADERS, (SESSION, session_id.encode()), (b"x-accel-buffering", b"no")]
-    event = b"event: message\r\ndata: " + data + b"\r\n\r\n"
-    return 200, headers, [_body(event, more=True), _body(b"", more=False)]
-
-
-def accepted(session_id: str) -> Answer:
-    """A notification's answer as the SDK's app sends it (a Starlette ``Response`` without content)."""
-    headers = [(b"content-type", b"application/json"), (SESSION, session_id.encode()), (b"content-length", b"0")]
-    return 202, headers, [{"type": "http.response.body", "body": b""}]
-
-
-def _body(data: bytes, *, more: bool) -> Message:
-    return {"type": "http.response.body", "body": data, "more_body": more}
 
 
 class FrontSession:
