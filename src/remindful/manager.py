@@ -34,6 +34,9 @@ from remindful.errors import (
 )
 from remindful.filters import SqlFilter, build_filter, to_epoch
 from remindful.index.base import VectorIndex
+from remindful.manager_helpers import _bounded, _source, _text, _to_memory, _type
+from remindful.manager_learning import LearningMixin
+from remindful.manager_lifecycle import LifecycleMixin
 from remindful.model import (
     DEFAULT_CLASS,
     ChunkMetadata,
@@ -47,7 +50,7 @@ from remindful.model import (
 )
 from remindful.search import rank
 from remindful.storage import StoreState
-from remindful.validation import parse_enum, validate_item
+from remindful.validation import validate_item
 
 log = logging.getLogger("remindful")
 
@@ -56,7 +59,8 @@ VECTORS_READY_TIMEOUT_S = 60.0
 _STORE_KEYS = {"content", "type", "metadata", "session_id", "timestamp", "source", "memory_class", "chunk"}
 
 
-class MemoryManager:
+# Sessions, retention, export and backup: manager_lifecycle.py; learning: manager_learning.py.
+class MemoryManager(LifecycleMixin, LearningMixin):
     """Store, search and manage memories in one storage directory.
 
     ``embedder`` and ``index`` default to the configured ones (ONNX MiniLM; embedded Chroma at
@@ -369,124 +373,6 @@ class MemoryManager:
         """Whether the vector index is usable, and why not."""
         return self._state.index_status()
 
-    # -- lifecycle (sessions, retention, backup: see remindful.sessions, .policy, .backup) -------
-
-    def list_sessions(self) -> builtins.list[dict[str, Any]]:
-        """Every session, newest first: id, start/end, memory count, summary of its activity."""
-        from remindful.sessions import list_sessions
-
-        return list_sessions(self._state.ready(), current=self._session_id, resumed=self._resumed_session)
-
-    def delete_session(self, session_id: str, confirm: bool = False) -> dict[str, Any]:
-        """Back up, then delete every memory of the session. Refused (ValidationError) unless ``confirm``."""
-        from remindful.sessions import delete_session
-
-        return delete_session(self, session_id, confirm=confirm)
-
-    def cleanup(self, dry_run: bool = False) -> dict[str, Any]:
-        """Apply the retention policy (:mod:`remindful.policy.retention`); ``dry_run`` only reports."""
-        from remindful.policy.retention import cleanup
-
-        return cleanup(self._vectors_ready(), dry_run=dry_run).to_dict(with_ids=dry_run)
-
-    def dedup(
-        self, threshold: float | None = None, types: Sequence[str] | None = None, dry_run: bool = False
-    ) -> dict[str, Any]:
-        """Collapse near-duplicates (cosine ≥ threshold) of each type into their most important member."""
-        from remindful.policy.dedup import dedup
-
-        return dedup(self._vectors_ready(), threshold=threshold, types=types, dry_run=dry_run)
-
-    def export(
-        self, format: str = "json", output_path: str | os.PathLike[str] | None = None, *, progress: Any = None
-    ) -> dict[str, Any]:
-        """Write every memory (content, metadata, embedding) to a JSON file; returns path and count.
-        ``progress(n)`` is called as batches are written."""
-        from remindful.export import export_memories
-
-        self._vectors_ready()
-        return export_memories(self, format=format, output_path=output_path, progress=progress)
-
-    def import_memories(self, path: str | os.PathLike[str], *, progress: Any = None) -> dict[str, Any]:
-        """Restore memories exported by :meth:`export` exactly (no re-embedding); duplicates skipped."""
-        from remindful.export import import_memories
-
-        return import_memories(self, path, progress=progress)
-
-    import_ = import_memories
-
-    def backup(self, name: str | None = None, *, automatic: bool = False) -> dict[str, Any]:
-        """Snapshot the store into ``<storage>/backups/backup_YYYYmmdd_HHMMSS[_name].tar.gz``."""
-        from remindful.backup import create_backup
-
-        self._vectors_ready()
-        return create_backup(self, name=name, automatic=automatic)
-
-    def restore(self, path: str | os.PathLike[str], confirm: bool = False, *, progress: Any = None) -> dict[str, Any]:
-        """Replace the store with a validated backup (after backing up the current one)."""
-        from remindful.backup import restore_backup
-
-        return restore_backup(self, path, confirm=confirm, progress=progress)
-
-    def clear_all(self, confirm: bool = False) -> dict[str, Any]:
-        """Back up, then delete every memory. Refused (ValidationError) unless ``confirm``."""
-        from remindful.backup import clear_all
-
-        return clear_all(self, confirm=confirm)
-
-    # -- learning (conversation capture, corrections, workflows, suggestions: remindful.learning) --
-
-    def capture_conversation(self, turn: Any, *, automatic: bool = False) -> builtins.list[Memory]:
-        """Extract and store up to ``learning.max_memories_per_turn`` memorable statements of a
-        turn (a ConversationTurn or a dict with user_message, assistant_response, ...)."""
-        from remindful.learning.conversation import capture_conversation
-
-        return capture_conversation(self, turn, automatic=automatic)
-
-    def capture_correction(self, original: str, corrected: str, context: str = "") -> Memory:
-        """Store the rule a user correction teaches, as a reinforced knowledge memory."""
-        from remindful.learning.corrections import capture_correction
-
-        return capture_correction(self, original, corrected, context)
-
-    def capture_config_change(self, key: str, old: Any, new: Any, *, automatic: bool = False) -> Memory | None:
-        """Store the preference a setting change expresses ("User prefers dark mode")."""
-        from remindful.learning.config_changes import capture_config_change
-
-        return capture_config_change(self, key, old, new, automatic=automatic)
-
-    def capture_workflow(
-        self, actions: Sequence[Any], *, goal: str | None = None, name: str | None = None
-    ) -> Memory | None:
-        """Store a procedural memory if the actions form a workflow within the time window; else None."""
-        from remindful.learning.workflows import capture_workflow
-
-        return capture_workflow(self, actions, goal=goal, name=name)
-
-    def create_workflow_from_session(self, session_id: str, name: str) -> Memory:
-        """Build a reusable workflow memory from a session's successful actions."""
-        from remindful.learning.workflows import create_workflow_from_session
-
-        return create_workflow_from_session(self, session_id, name)
-
-    def confirm(self, query: str, memory_id: str) -> Memory:
-        """A search result helped: reinforce it so it ranks higher for later searches."""
-        from remindful.learning.reinforce import confirm
-
-        return confirm(self, query, memory_id)
-
-    def suggest(self, context: str, *, action: Mapping[str, Any] | None = None, limit: int = 3) -> dict[str, Any]:
-        """Similar past workflows/actions for a context, and warnings about actions that failed."""
-        from remindful.learning.suggest import suggest
-
-        return suggest(self, context, action=action, limit=limit)
-
-    def analyze_patterns(self, type: str = "action", metric: str | None = None, **options: Any) -> dict[str, Any]:
-        """Recurring action sequences across sessions, and success rates per kind of action."""
-        from remindful.learning.patterns import analyze_patterns
-
-        return analyze_patterns(self, type=type, metric=metric, **options)
-
 
 # -- helpers ---------------------------------------------------------------------------------------
 
@@ -494,50 +380,6 @@ class MemoryManager:
 def _embed_query(embedder: Embedder, query: str) -> Any:
     embed_query = getattr(embedder, "embed_query", None)
     return embed_query(query) if embed_query is not None else embedder.embed([query])[0]
-
-
-def _to_memory(row: MemoryRow) -> Memory:
-    chunk = json.loads(row.chunk) if row.chunk else None
-    return Memory(
-        id=row.id,
-        type=MemoryType(row.type),
-        content=row.content,
-        metadata=json.loads(row.metadata),
-        source=MemorySource(row.source),
-        memory_class=MemoryClass(row.memory_class),
-        session_id=row.session_id,
-        created_at=datetime.fromtimestamp(row.created_at, UTC),
-        importance=row.importance,
-        access_count=row.access_count,
-        last_accessed=datetime.fromtimestamp(row.last_accessed, UTC) if row.last_accessed else None,
-        bookmarked=row.bookmarked,
-        content_hash=row.content_hash,
-        chunk=ChunkMetadata(**chunk) if chunk else None,
-        expires_at=datetime.fromtimestamp(row.expires_at, UTC) if row.expires_at else None,
-        updated_at=datetime.fromtimestamp(row.updated_at, UTC) if row.updated_at else None,
-    )
-
-
-def _text(value: Any, field: str) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise ValidationError(field, "expected a non-empty string")
-    return value
-
-
-def _type(value: Any) -> MemoryType:
-    result: MemoryType = parse_enum(MemoryType, value, "type")
-    return result
-
-
-def _source(value: Any) -> MemorySource:
-    result: MemorySource = parse_enum(MemorySource, value, "source")
-    return result
-
-
-def _bounded(value: Any, field: str, low: int, high: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise ValidationError(field, f"expected an integer from {low} to {high}, got {value!r}")
-    return value
 
 
 __all__ = ["MemoryManager"]
