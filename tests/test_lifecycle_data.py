@@ -332,7 +332,10 @@ def test_real_stack_backup_restore_and_dedup(real_memory: MemoryManager, tmp_pat
     _seed(real_memory)
     real_memory.store_batch(
         [{"content": "Login screen with username and password fields", "type": "screen"} for _ in range(5)]
-        + [{"content": "The login screen with username and password fields", "type": "screen"}]
+        # cosine 0.995 in float, 0.987-0.990 with the int8 model whatever the batch. ("The login screen
+        # with ..." is 0.962 in float but 0.945-0.961 in int8, depending on its batch-mates: too close
+        # to the 0.95 threshold for a test.)
+        + [{"content": "Login screen with the username and password fields", "type": "screen"}]
     )
     expected = [h.id for h in real_memory.search("how do I sign in to the bank?")]
     archive = real_memory.backup(name="real")["path"]
