@@ -312,13 +312,16 @@ class OnnxMiniLMEmbedder:
         A prepared file that does not load (truncated by a crash, say) is removed, so the next load
         prepares it again.
         """
+        from remindful.embed.fused import DISABLED_OPTIMIZERS
         from remindful.embed.quantize import ensure_quantized
 
         prepared = ensure_quantized(files.onnx_path, ort.__version__)
         if prepared is None:
             return None, files.origin
         try:
-            session = ort.InferenceSession(str(prepared), options, providers=["CPUExecutionProvider"])
+            session = ort.InferenceSession(
+                str(prepared), options, providers=["CPUExecutionProvider"], disabled_optimizers=DISABLED_OPTIMIZERS
+            )
         except Exception as exc:  # onnxruntime raises its own, unexported exception types
             logger.warning(
                 "The prepared int8 model %s does not load (%s); removed, using the model as shipped", prepared, exc

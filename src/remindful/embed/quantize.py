@@ -28,7 +28,7 @@ logger = logging.getLogger(__name__)
 
 ENV_MODEL_CACHE = "REMINDFUL_MODEL_CACHE"
 # Bump when the preparation changes: old cache files are then simply not used.
-RECIPE = "fused-dynamic-int8-per-channel-3"
+RECIPE = "fused-dynamic-int8-per-channel-4"
 PREPARE_TIMEOUT_S = 300
 
 
