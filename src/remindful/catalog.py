@@ -18,7 +18,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from remindful import context
+from remindful.catalog_deletes import CatalogDeletes
 from remindful.context import CONTEXT_SCHEMA
 from remindful.errors import CorruptionError, StorageError, StorageFullError, StorageLockedError
 from remindful.filters import SqlFilter
@@ -37,9 +38,6 @@ T = TypeVar("T")
 #: 2: the ``index_deletes`` queue; 3: the ``context_mend`` queue; 4: ``context_drop`` instead of
 #: the trigger that removed a deleted row's window. Each upgrade re-runs the (idempotent) schema.
 SCHEMA_VERSION = 4
-#: A delete of this many rows or more runs with a page cache of BIG_DELETE_CACHE_KIB.
-BIG_DELETE = 1000
-BIG_DELETE_CACHE_KIB = 65536
 RETRIES = 3
 BACKOFF_S = 0.05
 
@@ -77,7 +75,7 @@ def with_retries(operation: Callable[[], T], *, what: str = "catalog operation")
     raise AssertionError("unreachable")
 
 
-class Catalog:
+class Catalog(CatalogDeletes):
     """Thread-safe access to ``catalog.sqlite3``. One connection, serialised by a lock."""
 
     def __init__(self, path: Path, *, busy_timeout_ms: int = 5000) -> None:
@@ -298,79 +296,6 @@ class Catalog:
     def without_embeddings(self, ids: Sequence[str]) -> list[tuple[str, str]]:
         """(id, content) of the memories among ``ids`` that have no vector yet."""
         return self.read_in("SELECT id, content FROM memories WHERE id IN ({marks}) AND embedding IS NULL", ids)
-
-    def delete_ids(
-        self, ids: Sequence[str], *, reason: str | Mapping[str, str] = "delete", mend_later: bool = False
-    ) -> list[tuple[str, str]]:
-        """Delete ``ids`` in one transaction: the rows, their FTS entries and session windows, the
-        windows around them (``mend_later``: the windows are queued for :meth:`mend_windows`
-        instead, see :mod:`remindful.context`), an audit-log entry per row (action ``reason``, or
-        ``reason[id]``, default ``"delete"``) and an ``index_deletes`` entry per row, from which
-        the vector index catches up (:meth:`pending_index_deletes`). Returns the (id, type) pairs
-        that existed.
-
-        Set-based: the ids go into a temporary table and every step is one statement over it."""
-        reasons = {} if isinstance(reason, str) else reason
-        default = reason if isinstance(reason, str) else "delete"
-        pairs = [(i, reasons.get(i, default)) for i in ids]
-
-        def run(conn: sqlite3.Connection) -> list[tuple[str, str]]:
-            if len(pairs) < BIG_DELETE:
-                return delete(conn)
-            # Each FTS delete reads index pages that SQLite's default 2 MB page cache has dropped
-            # again by the next row: a bigger cache for this transaction makes it ~1.5x faster.
-            size = conn.execute("PRAGMA cache_size").fetchone()[0]
-            conn.execute(f"PRAGMA cache_size = {-BIG_DELETE_CACHE_KIB}")
-            try:
-                return delete(conn)
-            finally:
-                conn.execute(f"PRAGMA cache_size = {int(size)}")
-
-        def delete(conn: sqlite3.Connection) -> list[tuple[str, str]]:
-            conn.execute("CREATE TEMP TABLE IF NOT EXISTS doomed (id TEXT PRIMARY KEY, reason TEXT NOT NULL)")
-            conn.execute("DELETE FROM temp.doomed")
-            conn.executemany("INSERT OR IGNORE INTO temp.doomed (id, reason) VALUES (?, ?)", pairs)
-            gone: list[tuple[str, str]] = conn.execute(
-                "SELECT m.id, m.type FROM temp.doomed d JOIN memories m ON m.id = d.id"
-            ).fetchall()
-            if gone:
-                conn.execute(
-                    "INSERT INTO audit_log (at, action, memory_id, detail) "
-                    "SELECT ?, d.reason, m.id, json_object('type', m.type) "
-                    "FROM temp.doomed d JOIN memories m ON m.id = d.id",
-                    (time.time(),),
-                )
-                conn.execute(
-                    "INSERT OR REPLACE INTO index_deletes (memory_id, type) "
-                    "SELECT m.id, m.type FROM temp.doomed d JOIN memories m ON m.id = d.id"
-                )
-                spots = context.before_delete(conn, later=mend_later)
-                conn.execute("DELETE FROM memories WHERE id IN (SELECT id FROM temp.doomed)")
-                context.after_delete(conn, spots, later=mend_later)
-            conn.execute("DELETE FROM temp.doomed")
-            return gone
-
-        return self.write(run, what="deleting memories")
-
-    def mend_windows(self, limit: int) -> int:
-        """Mend the session windows around up to ``limit`` queued deletion spots; returns how many
-        were handled (0: none left)."""
-        return self.write(lambda c: context.mend_pending(c, limit), what="mending session windows")
-
-    def windows_to_mend(self) -> bool:
-        return bool(self.read("SELECT 1 FROM context_drop UNION ALL SELECT 1 FROM context_mend LIMIT 1"))
-
-    def pending_index_deletes(self, limit: int) -> list[tuple[str, str]]:
-        """Up to ``limit`` queued vector deletions, oldest first: (memory id, type)."""
-        return self.read("SELECT memory_id, type FROM index_deletes ORDER BY rowid LIMIT ?", [limit])
-
-    def finish_index_deletes(self, ids: Sequence[str]) -> None:
-        """Drop queued vector deletions once the index has applied them."""
-        if ids:
-            self.write(
-                lambda c: c.executemany("DELETE FROM index_deletes WHERE memory_id = ?", [(i,) for i in ids]),
-                what="recording vector deletions",
-            )
 
     def existing_ids(self, ids: Sequence[str]) -> set[str]:
         """Those of ``ids`` that are stored."""
