@@ -29,17 +29,17 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from remindful.background import BackgroundIndexer, DeleteFinisher
+from remindful.background import DeleteFinisher
 from remindful.errors import CorruptionError, RemindfulError, StorageError
 from remindful.filters import SqlFilter, build_filter, index_metadata
 from remindful.index.base import VectorIndex
+from remindful.indexing_adds import IndexAdditions
 from remindful.model import MemoryType
 
 if TYPE_CHECKING:
     from remindful.background import IndexHolders, IndexLock
     from remindful.catalog import Catalog, MemoryRow
     from remindful.config import Settings
-    from remindful.embed.base import Embedder
 
 log = logging.getLogger("remindful")
 
@@ -56,7 +56,7 @@ FINISH_CHUNK = 256
 OVERFETCH = 3
 
 
-class IndexMaintenance:
+class IndexMaintenance(IndexAdditions):
     """The vector-index half of StoreState; the attributes below are set by StoreState."""
 
     settings: Settings
@@ -66,13 +66,8 @@ class IndexMaintenance:
     _index_opened: bool
     _index_error: str | None
     _index_rowid: int
-    _spans: dict[str, tuple[int, int]]
     _init_lock: threading.RLock
     _index_lock: IndexLock
-    _indexer: BackgroundIndexer | None
-    #: Ids this process stored without a vector (``performance.defer_embedding``), not yet embedded.
-    _unembedded: set[str]
-    _embedded: threading.Condition  # notified when ids leave ``_unembedded``
     _deleter: DeleteFinisher | None
     #: Ids (by type) whose vectors this process knows are queued for deletion.
     _unindexing: dict[str, set[str]]
@@ -80,10 +75,6 @@ class IndexMaintenance:
 
     @property
     def catalog(self) -> Catalog:
-        raise NotImplementedError
-
-    @property
-    def embedder(self) -> Embedder:
         raise NotImplementedError
 
     def type_counts(self, *, max_age_s: float = 1.0) -> dict[str, int]:
@@ -257,36 +248,6 @@ class IndexMaintenance:
                 )
         self.catalog.mark_indexed([r.id for r in rows])
 
-    def defers_embedding(self) -> bool:
-        """Whether new rows are committed without a vector and embedded by the background indexer
-        (``performance.defer_embedding`` with ``async_indexing``)."""
-        performance = self.settings.performance
-        return performance.async_indexing and performance.defer_embedding
-
-    def index_rows(self, rows: Sequence[MemoryRow]) -> None:
-        """Add rows to the vector index: in the background (``performance.async_indexing``) or now.
-        Rows without a vector are embedded first, there. Until then search scores them exactly (and
-        waits for the ones this process has yet to embed); on failure they stay marked un-indexed
-        and are indexed at the next open."""
-        unembedded = [r.id for r in rows if r.embedding is None]
-        if unembedded:
-            with self._embedded:
-                self._unembedded.update(unembedded)
-        if self.settings.performance.async_indexing:
-            if self._indexer is None:
-                with self._init_lock:
-                    if self._indexer is None:
-                        self._indexer = BackgroundIndexer(self.index_ids)
-            self._indexer.submit([r.id for r in rows])
-        else:
-            self.index_ids([r.id for r in rows])
-
-    def await_embeddings(self, timeout: float) -> bool:
-        """Before a search: wait (at most ``timeout`` seconds) until the rows this process stored
-        without a vector have one, or their embedding failed; False on timeout."""
-        with self._embedded:
-            return self._embedded.wait_for(lambda: not self._unembedded, timeout)
-
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until the vector index reflects every store and delete so far; False on timeout."""
         return all(worker.flush(timeout) for worker in (self._indexer, self._deleter) if worker is not None)
@@ -366,57 +327,6 @@ class IndexMaintenance:
                     pass
         except RemindfulError as exc:
             log.warning("deletions left to finish at the next open (%s)", exc)
-
-    def index_ids(self, ids: list[str]) -> None:
-        """Index the memories with these ids that are still un-indexed (read under the index lock,
-        so a memory deleted meanwhile is not indexed again)."""
-        rows: list[MemoryRow] = []
-        try:
-            self._embed_stored(ids)  # first: search needs the vectors even without an index
-        except RemindfulError as exc:
-            log.warning("stored %d memories but could not embed them yet (%s); they will be later", len(ids), exc)
-        index = self.index
-        if index is None:
-            return
-        span = self._spans.pop(ids[0], None)
-        try:
-            with self._index_lock():
-                found = self.catalog.get_rows(ids)
-                vectors = self.catalog.embeddings([i for i in ids if i in found and not found[i].indexed])
-                rows = [found[i] for i in ids if i in vectors]
-                for row in rows:
-                    row.embedding = vectors[row.id]
-                if rows:
-                    self._upsert(index, rows, locked=True)
-        except RemindfulError as exc:
-            log.warning(
-                "stored %d memories but could not index them yet (%s); they will be indexed later", len(rows), exc
-            )
-            return
-        if span is not None and span[0] == self._index_rowid:
-            # Nobody else wrote in between: the view of the index is complete up to our rows.
-            self._index_rowid = span[1]
-
-    def _embed_stored(self, ids: list[str]) -> None:
-        """Embed the memories among ``ids`` committed without a vector (outside the index lock:
-        other processes need not wait for the model)."""
-        try:
-            if self._unembedded.isdisjoint(ids):
-                return
-            self._embed_and_save(self.catalog.without_embeddings(ids))
-        finally:
-            with self._embedded:
-                self._unembedded.difference_update(ids)
-                self._embedded.notify_all()
-
-    def _embed_and_save(self, texts: Sequence[tuple[str, str]]) -> dict[str, np.ndarray]:
-        """Embed (id, content) pairs and save the vectors in the catalog; returns them by id."""
-        if not texts:
-            return {}
-        vectors = self.embedder.embed([content for _, content in texts])
-        found = {mid: vector for (mid, _), vector in zip(texts, vectors, strict=True)}
-        self.catalog.set_embeddings(found)
-        return found
 
     def dense_query(self, types: Sequence[MemoryType]) -> Callable[[np.ndarray, int], list[tuple[str, float]]] | None:
         """``query(vector, k)`` over the collections of ``types`` that hold anything, or None
