@@ -12,7 +12,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -127,22 +127,32 @@ def conversation(url: str) -> list[dict[str, Any]]:
     return answers
 
 
-def test_the_early_answers_are_the_sdk_bytes_and_the_session_survives_the_handover(tmp_path: Path) -> None:
-    """With the SDK import held up for 8 s, initialize, initialized and tools/list are answered at
-    once, with the bytes the SDK sends when it answers them itself; the tool call that follows
-    waits for the SDK and is answered in the same session, which DELETE then ends."""
+def early_answers_match_the_sdk(
+    tmp_path: Path, talk: Callable[[str], list[dict[str, Any]]]
+) -> tuple[list[dict[str, Any]], float]:
+    """Runs ``talk`` against a server whose SDK answers everything itself, then against one whose SDK
+    import is held up; checks that the first three answers have the same status, headers and bytes,
+    and returns the held-up server's answers and when its conversation started."""
     without_manifest = patched(server_env(tmp_path / "a"), tmp_path / "a-patch", NO_SHIPPED_MANIFEST)
     with spawned(without_manifest, tmp_path / "a.log") as url:
-        by_sdk = conversation(url)
+        by_sdk = talk(url)
     with spawned(slow_sdk(tmp_path, "b"), tmp_path / "b.log") as url:
         started = time.monotonic()
-        early = conversation(url)
-    for i in range(3):  # initialize, initialized, tools/list
+        early = talk(url)
+    for i in range(3):
         assert (early[i]["status"], early[i]["headers"], early[i]["body"]) == (
             by_sdk[i]["status"],
             by_sdk[i]["headers"],
             by_sdk[i]["body"],
         )
+    return early, started
+
+
+def test_the_early_answers_are_the_sdk_bytes_and_the_session_survives_the_handover(tmp_path: Path) -> None:
+    """With the SDK import held up for 8 s, initialize, initialized and tools/list are answered at
+    once, with the bytes the SDK sends when it answers them itself; the tool call that follows
+    waits for the SDK and is answered in the same session, which DELETE then ends."""
+    early, started = early_answers_match_the_sdk(tmp_path, conversation)  # initialize, initialized, tools/list
     assert early[2]["at"] - started < SDK_DELAY / 2, "tools/list waited for the SDK"
     assert early[3]["at"] - started > SDK_DELAY and result(early[3])["structuredContent"]["success"] is True
     assert [a["status"] for a in early[4:]] == [200, 404]  # DELETE, then the session is unknown
@@ -205,18 +215,7 @@ def modern_conversation(url: str) -> list[dict[str, Any]]:
 def test_the_2026_era_is_answered_early_with_the_sdk_bytes(tmp_path: Path) -> None:
     """With the SDK import held up, the 2026-era discover, tools/list and -32022 are answered at
     once with the SDK's status, headers and bytes; the tool call waits for the SDK."""
-    without_manifest = patched(server_env(tmp_path / "a"), tmp_path / "a-patch", NO_SHIPPED_MANIFEST)
-    with spawned(without_manifest, tmp_path / "a.log") as url:
-        by_sdk = modern_conversation(url)
-    with spawned(slow_sdk(tmp_path, "b"), tmp_path / "b.log") as url:
-        started = time.monotonic()
-        early = modern_conversation(url)
-    for i in range(3):
-        assert (early[i]["status"], early[i]["headers"], early[i]["body"]) == (
-            by_sdk[i]["status"],
-            by_sdk[i]["headers"],
-            by_sdk[i]["body"],
-        )
+    early, started = early_answers_match_the_sdk(tmp_path, modern_conversation)
     assert [a["status"] for a in early] == [200, 200, 400, 200]
     assert early[2]["at"] - started < SDK_DELAY / 2, "the 2026 era waited for the SDK"
     assert early[3]["at"] - started > SDK_DELAY
