@@ -63,9 +63,6 @@ class Candidates:
     def add(self, space: str, ranked: Iterable[tuple[str, float]]) -> None:
         self.by_space[space] = list(ranked)
 
-    def ids(self) -> set[str]:
-        return {mid for ranked in self.by_space.values() for mid, _ in ranked}
-
 
 def weights_of(settings: SearchSettings) -> dict[str, float]:
     return {
@@ -158,14 +155,6 @@ def fuse(candidates: Candidates, weights: dict[str, float], *, method: str, rrf_
     return {mid: score / total for mid, score in fused.items()}
 
 
-@dataclass(frozen=True, slots=True)
-class Eligible:
-    """What the dense space's filter check reads of a candidate."""
-
-    importance: float
-    session_id: str | None
-
-
 def boost(row: MemoryRow, settings: SearchSettings, resumed_session: str | None) -> float:
     """The factor a memory's fused score is multiplied by: importance, and the resumed session.
     Multiplicative and bounded, so a boost reorders near-ties but cannot lift an irrelevant memory
@@ -226,10 +215,10 @@ def rank(
 ) -> list[tuple[MemoryRow, float, tuple[str, ...]]]:
     """Run the pipeline; returns (row, score, spaces that found it) best first, at most ``limit``.
 
-    The lexical queries run on their own connections while ``embed_query()`` computes the query
-    vector. ``dense_from_index(vector, k)`` asks the vector index, unfiltered (None when it is
-    unavailable); its results are checked against ``flt`` here. ``pending_sql`` selects the rows
-    the index may lack; they are scored exactly.
+    ``embed_query()`` runs first; then one worker thread runs the lexical queries on its own
+    connection while this thread asks the vector index. ``dense_from_index(vector, k)`` asks the
+    vector index, unfiltered (None when it is unavailable); its results are checked against ``flt``
+    here. ``pending_sql`` selects the rows the index may lack; they are scored exactly.
     """
     k = max(settings.candidates, limit)
     weights = weights_of(settings)
@@ -248,8 +237,8 @@ def rank(
     if vector is not None:
         dense = _dense(catalog, vector, flt, k, dense_from_index, restricted, pending_sql, settings)
         if restricted:  # the index was asked without the filter: keep the k best that pass it
-            rows = _eligible(catalog, {mid for mid, _ in dense}, flt)
-            dense = [(mid, s) for mid, s in dense if mid in rows]
+            passing = _eligible(catalog, {mid for mid, _ in dense}, flt)
+            dense = [(mid, s) for mid, s in dense if mid in passing]
         dense = dense[:k]
         if weights["dense"] > 0:
             candidates.add("dense", dense)
@@ -310,14 +299,11 @@ def _dense(
     return merge_dense(from_index, pending, k=wanted)
 
 
-def _eligible(catalog: Catalog, ids: set[str], flt: SqlFilter) -> dict[str, Eligible]:
-    """The candidates that still exist and pass the filter, with what ranking needs of them."""
+def _eligible(catalog: Catalog, ids: set[str], flt: SqlFilter) -> set[str]:
+    """The candidates that still exist and pass the filter."""
     if not ids:
-        return {}
+        return set()
     ordered = sorted(ids)
     marks = ",".join("?" * len(ordered))
-    rows = catalog.read(
-        f"SELECT id, importance, session_id FROM memories WHERE id IN ({marks}) AND {flt.sql}",
-        [*ordered, *flt.params],
-    )
-    return {mid: Eligible(importance, session_id) for mid, importance, session_id in rows}
+    rows = catalog.read(f"SELECT id FROM memories WHERE id IN ({marks}) AND {flt.sql}", [*ordered, *flt.params])
+    return {row[0] for row in rows}
