@@ -61,10 +61,7 @@ def build_fused(folded: Any, *, num_heads: int = NUM_HEADS) -> Any:
         raise UnsupportedExport("no encoder layers found (no initializer named *attention.self.query.bias)")
 
     def named(suffix: str) -> np.ndarray:
-        found = [value for name, value in weights.items() if name.endswith(suffix)]
-        if len(found) != 1:
-            raise UnsupportedExport(f"expected one initializer named *{suffix}, found {len(found)}")
-        return np.asarray(found[0], dtype=np.float32)
+        return only_one(weights, suffix, f"initializer named *{suffix}")
 
     words = named("embeddings.word_embeddings.weight")
     # The vocabulary table is most of the model's size: it stays int8 (one scale per row) and only
@@ -198,12 +195,18 @@ def linear_weights(folded: Any, weights: dict[str, np.ndarray]) -> Any:
                 by_bias.update({name: weights[node.input[1]] for name in add.input if name.endswith(".bias")})
 
     def lookup(module: str) -> np.ndarray:
-        found = [value for bias, value in by_bias.items() if bias.endswith(module + ".bias")]
-        if len(found) != 1:
-            raise UnsupportedExport(f"expected one weight MatMul followed by the bias of {module}, found {len(found)}")
-        return np.asarray(found[0], dtype=np.float32)
+        return only_one(by_bias, module + ".bias", f"weight MatMul followed by the bias of {module}")
 
     return lookup
+
+
+def only_one(tensors: dict[str, np.ndarray], suffix: str, what: str) -> np.ndarray:
+    """The one tensor whose name ends with ``suffix``, as float32; :class:`UnsupportedExport`
+    (saying ``expected one {what}``) if there is none or several."""
+    found = [value for name, value in tensors.items() if name.endswith(suffix)]
+    if len(found) != 1:
+        raise UnsupportedExport(f"expected one {what}, found {len(found)}")
+    return np.asarray(found[0], dtype=np.float32)
 
 
 def verify_same_output(fused: Path, reference: Path) -> float:
