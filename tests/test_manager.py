@@ -136,6 +136,13 @@ def test_search_filters_apply_to_every_space(memory: MemoryManager) -> None:
     assert len(memory.search("login", filters={"attempt": {"$in": [1, 5]}})) == 2
 
 
+def test_search_filters_on_metadata_keys_with_braces(memory: MemoryManager) -> None:
+    # The key is quoted into the filter's SQL; rows are read with ``{marks}`` placeholders.
+    kept = memory.store("Clicked login button", metadata={"a{marks}b": 1, "x}{y": "z"})
+    memory.store("Clicked login button", metadata={"a{marks}b": 2})
+    assert [h.id for h in memory.search("login", filters={"a{marks}b": 1, "x}{y": "z"})] == [kept]
+
+
 def test_search_session_and_time_range(memory: MemoryManager) -> None:
     old = memory.store("deploy the service", session_id="s1", timestamp="2023-01-01T00:00:00Z")
     new = memory.store("deploy the service", session_id="s2", timestamp="2024-01-01T00:00:00Z")

@@ -170,7 +170,8 @@ class Catalog(CatalogDeletes):
     def read_in(self, sql: str, keys: Sequence[Any], params: Sequence[Any] = ()) -> list[Any]:
         """Rows of ``sql`` for every key: ``{marks}`` in it stands for a chunk of ``keys`` (as
         ``IN ({marks})``), queried 500 at a time to stay under SQLite's variable limit; ``params``
-        bind before the chunk."""
+        bind before the chunk. ``sql`` is a format string: other braces in it must be doubled
+        (:func:`_braces_kept`)."""
         rows: list[Any] = []
         for start in range(0, len(keys), 500):
             chunk = list(keys[start : start + 500])
@@ -220,9 +221,13 @@ class Catalog(CatalogDeletes):
 
     def rows_passing(self, ids: Sequence[str], flt: SqlFilter) -> dict[str, MemoryRow]:
         """Rows for the ``ids`` that exist and pass ``flt``, keyed by id."""
-        where = flt.sql.replace("{", "{{").replace("}", "}}")  # metadata keys are quoted into it
-        sql = f"SELECT {MEMORY_COLUMNS} FROM memories WHERE {where} AND id IN ({{marks}})"
+        sql = f"SELECT {MEMORY_COLUMNS} FROM memories WHERE {_braces_kept(flt.sql)} AND id IN ({{marks}})"
         return {row[0]: MemoryRow.from_sql(row) for row in self.read_in(sql, ids, flt.params)}
+
+    def ids_passing(self, ids: Sequence[str], flt: SqlFilter) -> set[str]:
+        """Those of ``ids`` that exist and pass ``flt``."""
+        sql = f"SELECT id FROM memories WHERE {_braces_kept(flt.sql)} AND id IN ({{marks}})"
+        return {row[0] for row in self.read_in(sql, ids, flt.params)}
 
     def select_rows(
         self, flt: SqlFilter, *, limit: int = 100, offset: int = 0, order: str = "created_at DESC, rowid DESC"
@@ -366,6 +371,12 @@ class Catalog(CatalogDeletes):
 
     def file_size_bytes(self) -> int:
         return sum(p.stat().st_size for p in self.path.parent.glob(self.path.name + "*") if p.is_file())
+
+
+def _braces_kept(sql: str) -> str:
+    """``sql`` safe to put into a :meth:`Catalog.read_in` format string: a filter quotes metadata
+    keys into its SQL, and a key may hold braces."""
+    return sql.replace("{", "{{").replace("}", "}}")
 
 
 def _blob(vector: np.ndarray | None) -> bytes | None:

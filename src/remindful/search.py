@@ -237,7 +237,7 @@ def rank(
     if vector is not None:
         dense = _dense(catalog, vector, flt, k, dense_from_index, restricted, pending_sql, settings)
         if restricted:  # the index was asked without the filter: keep the k best that pass it
-            passing = _eligible(catalog, {mid for mid, _ in dense}, flt)
+            passing = catalog.ids_passing([mid for mid, _ in dense], flt)
             dense = [(mid, s) for mid, s in dense if mid in passing]
         dense = dense[:k]
         if weights["dense"] > 0:
@@ -290,20 +290,10 @@ def _dense(
         return top_k_exact(vector, ids, matrix, k) if matrix is not None else []
     wanted = min(k * 10, 1000) if restricted else k
     from_index = dense_from_index(vector, wanted)
-    if restricted and len(_eligible(catalog, {mid for mid, _ in from_index}, flt)) < k:
+    if restricted and len(catalog.ids_passing([mid for mid, _ in from_index], flt)) < k:
         ids, matrix = catalog.filtered_embeddings(flt)
         return top_k_exact(vector, ids, matrix, k) if matrix is not None else []
     # Rows the index may lack: never indexed, or written by another process since we opened it.
     ids, matrix = catalog.filtered_embeddings(flt, extra=pending_sql)
     pending = top_k_exact(vector, ids, matrix, k) if matrix is not None else []
     return merge_dense(from_index, pending, k=wanted)
-
-
-def _eligible(catalog: Catalog, ids: set[str], flt: SqlFilter) -> set[str]:
-    """The candidates that still exist and pass the filter."""
-    if not ids:
-        return set()
-    ordered = sorted(ids)
-    marks = ",".join("?" * len(ordered))
-    rows = catalog.read(f"SELECT id FROM memories WHERE id IN ({marks}) AND {flt.sql}", [*ordered, *flt.params])
-    return {row[0] for row in rows}

@@ -101,11 +101,8 @@ def _cluster_type(catalog: Any, type_value: str, rows: list[Any], threshold: flo
     ids = [rows[i][0] for i in neighbours]
     inputs = {}
     cols = columns(catalog)
-    for start in range(0, len(ids), 500):
-        chunk = ids[start : start + 500]
-        marks = ",".join("?" * len(chunk))
-        for r in catalog.read(f"SELECT {cols} FROM memories WHERE id IN ({marks})", chunk):
-            inputs[r[0]] = inputs_from_row(r)
+    for r in catalog.read_in(f"SELECT {cols} FROM memories WHERE id IN ({{marks}})", ids):
+        inputs[r[0]] = inputs_from_row(r)
     position = {mid: i for i, mid in enumerate(ids)}
     order = sorted(
         neighbours,

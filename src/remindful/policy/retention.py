@@ -113,12 +113,8 @@ def _ranked(state: StoreState, rows: list[_Row], now: float) -> list[_Row]:
     missing = {r.id: r for r in rows if r.score is None}
     if missing:
         cols = columns(state.catalog)
-        ids = list(missing)
-        for start in range(0, len(ids), 500):
-            chunk = ids[start : start + 500]
-            marks = ",".join("?" * len(chunk))
-            for r in state.catalog.read(f"SELECT {cols} FROM memories WHERE id IN ({marks})", chunk):
-                missing[r[0]].score = score(inputs_from_row(r), now)
+        for r in state.catalog.read_in(f"SELECT {cols} FROM memories WHERE id IN ({{marks}})", list(missing)):
+            missing[r[0]].score = score(inputs_from_row(r), now)
     return sorted(rows, key=lambda r: (r.score or 0.0, r.created_at))
 
 
