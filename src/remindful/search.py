@@ -235,11 +235,7 @@ def rank(
 
     dense: list[tuple[str, float]] = []
     if vector is not None:
-        dense = _dense(catalog, vector, flt, k, dense_from_index, restricted, pending_sql, settings)
-        if restricted:  # the index was asked without the filter: keep the k best that pass it
-            passing = catalog.ids_passing([mid for mid, _ in dense], flt)
-            dense = [(mid, s) for mid, s in dense if mid in passing]
-        dense = dense[:k]
+        dense = _dense(catalog, vector, flt, k, dense_from_index, restricted, pending_sql, settings)[:k]
         if weights["dense"] > 0:
             candidates.add("dense", dense)
         if weights["context"] > 0:
@@ -249,7 +245,7 @@ def rank(
         candidates.add(space, ranked)
 
     # Candidates are checked against the filter (and for still existing) only among the best
-    # fused ones; lexical candidates were checked in SQL, dense ones above when restricted.
+    # fused ones; lexical candidates were checked in SQL, dense ones in _dense when restricted.
     fused = fuse(candidates, weights, method=settings.fusion, rrf_k=settings.rrf_k)
     best = best_eligible(catalog, fused, flt, settings, resumed_session, limit)
     found_by: dict[str, list[str]] = {}
@@ -282,17 +278,21 @@ def _dense(
     pending_sql: str,
     settings: SearchSettings,
 ) -> list[tuple[str, float]]:
-    """Dense candidates. A restriction that leaves few rows is scored exactly; otherwise the index
-    is asked without the filter (filtered HNSW queries are slow) for more candidates, which the
-    caller checks against the filter; if too few would pass, everything matching is scored."""
+    """Dense candidates, best first; when ``restricted``, only rows passing ``flt``. A restriction
+    that leaves few rows is scored exactly; otherwise the index is asked without the filter
+    (filtered HNSW queries are slow) for more candidates, which are checked against the filter
+    here; if too few pass, everything matching is scored."""
     if dense_from_index is None or (restricted and catalog.count(flt) <= settings.exact_filter_max):
         ids, matrix = catalog.filtered_embeddings(flt)
         return top_k_exact(vector, ids, matrix, k) if matrix is not None else []
     wanted = min(k * 10, 1000) if restricted else k
     from_index = dense_from_index(vector, wanted)
-    if restricted and len(catalog.ids_passing([mid for mid, _ in from_index], flt)) < k:
-        ids, matrix = catalog.filtered_embeddings(flt)
-        return top_k_exact(vector, ids, matrix, k) if matrix is not None else []
+    if restricted:
+        passing = catalog.ids_passing([mid for mid, _ in from_index], flt)
+        if len(passing) < k:
+            ids, matrix = catalog.filtered_embeddings(flt)
+            return top_k_exact(vector, ids, matrix, k) if matrix is not None else []
+        from_index = [(mid, score) for mid, score in from_index if mid in passing]
     # Rows the index may lack: never indexed, or written by another process since we opened it.
     ids, matrix = catalog.filtered_embeddings(flt, extra=pending_sql)
     pending = top_k_exact(vector, ids, matrix, k) if matrix is not None else []
