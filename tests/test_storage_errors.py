@@ -30,6 +30,17 @@ def test_unwritable_storage_path_disables_memory_with_a_clear_reason(tmp_path: P
     memory.close()
 
 
+def test_writability_probe_is_private_to_each_opener(tmp_path: Path) -> None:
+    # Processes opening one path at once each probe with a file of their own: a fixed probe name
+    # let one process remove another's probe between its write and its unlink (a CI failure).
+    store = tmp_path / "memory"
+    (store / ".write-test").mkdir(parents=True)  # a fixed name taken by something else
+    memory = open_fake(store)
+    assert memory.get(memory.store("stored anyway")).content == "stored anyway"
+    memory.close()
+    assert [p.name for p in store.iterdir() if p.name.startswith(".write-test")] == [".write-test"]
+
+
 def test_disk_full_says_storage_full_and_keeps_working_after(memory: MemoryManager) -> None:
     memory.store("small first memory")
     conn = memory._state.catalog._conn

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import tempfile
 import threading
 import time
 from collections import deque
@@ -98,9 +99,9 @@ class StoreState(IndexMaintenance):
     def _open_catalog(self) -> None:
         try:
             self.path.mkdir(parents=True, exist_ok=True, mode=0o700)
-            probe = self.path / ".write-test"
-            probe.write_bytes(b"")
-            probe.unlink()
+            # a probe of our own: processes opening one path at once must not remove each other's
+            with tempfile.NamedTemporaryFile(dir=self.path, prefix=".write-test-"):
+                pass
             catalog = Catalog(self.path / "catalog.sqlite3")
         except (OSError, StorageError) as exc:
             if isinstance(exc, CorruptionError):
