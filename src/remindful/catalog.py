@@ -36,8 +36,9 @@ from remindful.schema import MEMORY_COLUMNS, SCHEMA, MemoryRow
 T = TypeVar("T")
 
 #: 2: the ``index_deletes`` queue; 3: the ``context_mend`` queue; 4: ``context_drop`` instead of
-#: the trigger that removed a deleted row's window. Each upgrade re-runs the (idempotent) schema.
-SCHEMA_VERSION = 4
+#: the trigger that removed a deleted row's window; 5: the time indexes cover ``expires_at``, so a broad
+#: filter is counted from an index alone. Each upgrade re-runs the (idempotent) schema.
+SCHEMA_VERSION = 5
 RETRIES = 3
 BACKOFF_S = 0.05
 
@@ -170,8 +171,7 @@ class Catalog(CatalogDeletes):
     def read_in(self, sql: str, keys: Sequence[Any], params: Sequence[Any] = ()) -> list[Any]:
         """Rows of ``sql`` for every key: ``{marks}`` in it stands for a chunk of ``keys`` (as
         ``IN ({marks})``), queried 500 at a time to stay under SQLite's variable limit; ``params``
-        bind before the chunk. ``sql`` is a format string: other braces in it must be doubled
-        (:func:`_braces_kept`)."""
+        bind before the chunk. ``sql`` is a format string: other braces in it must be doubled."""
         rows: list[Any] = []
         for start in range(0, len(keys), 500):
             chunk = list(keys[start : start + 500])
@@ -221,13 +221,12 @@ class Catalog(CatalogDeletes):
 
     def rows_passing(self, ids: Sequence[str], flt: SqlFilter) -> dict[str, MemoryRow]:
         """Rows for the ``ids`` that exist and pass ``flt``, keyed by id."""
-        sql = f"SELECT {MEMORY_COLUMNS} FROM memories WHERE {_braces_kept(flt.sql)} AND id IN ({{marks}})"
-        return {row[0]: MemoryRow.from_sql(row) for row in self.read_in(sql, ids, flt.params)}
+        rows = self.read(f"SELECT {MEMORY_COLUMNS} {_FROM_IDS} WHERE {flt.sql}", [_json(ids), *flt.params])
+        return {row[0]: MemoryRow.from_sql(row) for row in rows}
 
     def ids_passing(self, ids: Sequence[str], flt: SqlFilter) -> set[str]:
         """Those of ``ids`` that exist and pass ``flt``."""
-        sql = f"SELECT id FROM memories WHERE {_braces_kept(flt.sql)} AND id IN ({{marks}})"
-        return {row[0] for row in self.read_in(sql, ids, flt.params)}
+        return {row[0] for row in self.read(f"SELECT id {_FROM_IDS} WHERE {flt.sql}", [_json(ids), *flt.params])}
 
     def select_rows(
         self, flt: SqlFilter, *, limit: int = 100, offset: int = 0, order: str = "created_at DESC, rowid DESC"
@@ -235,24 +234,39 @@ class Catalog(CatalogDeletes):
         sql = f"SELECT {MEMORY_COLUMNS} FROM memories WHERE {flt.sql} ORDER BY {order} LIMIT ? OFFSET ?"
         return [MemoryRow.from_sql(r) for r in self.read(sql, [*flt.params, limit, offset])]
 
-    def count(self, flt: SqlFilter | None = None) -> int:
-        if flt is None:
-            return int(self.read("SELECT count(*) FROM memories")[0][0])
-        return int(self.read(f"SELECT count(*) FROM memories WHERE {flt.sql}", flt.params)[0][0])
+    def count(self, flt: SqlFilter | None = None, *, at_most: int | None = None) -> int:
+        """Rows passing ``flt``; with ``at_most``, counting stops there (a broad filter would read
+        the whole table)."""
+        flt = flt or SqlFilter()
+        if at_most is None:
+            return int(self.read(f"SELECT count(*) FROM memories WHERE {flt.sql}", flt.params)[0][0])
+        sql = f"SELECT count(*) FROM (SELECT 1 FROM memories WHERE {flt.sql} LIMIT ?)"
+        return int(self.read(sql, [*flt.params, at_most])[0][0])
 
     def embeddings(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
         rows = self.read_in("SELECT id, embedding FROM memories WHERE id IN ({marks}) AND embedding IS NOT NULL", ids)
         return {mid: np.frombuffer(blob, dtype=np.float32) for mid, blob in rows}
 
-    def filtered_embeddings(self, flt: SqlFilter, *, extra: str = "") -> tuple[list[str], np.ndarray | None]:
+    def filtered_embeddings(self, flt: SqlFilter) -> tuple[list[str], np.ndarray | None]:
         """Ids and an (n, d) matrix of every embedded row matching ``flt`` (for exact scoring)."""
-        rows = self.read(
-            f"SELECT id, embedding FROM memories WHERE {flt.sql} AND embedding IS NOT NULL {extra}", flt.params
+        return _matrix(
+            self.read(f"SELECT id, embedding FROM memories WHERE {flt.sql} AND embedding IS NOT NULL", flt.params)
         )
-        if not rows:
-            return [], None
-        matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(len(rows), -1)
-        return [r[0] for r in rows], matrix
+
+    def pending_embeddings(self, flt: SqlFilter, after: int | None) -> tuple[list[str], np.ndarray | None]:
+        """As :meth:`filtered_embeddings`, among the rows a vector index may lack: those not marked
+        indexed, and (unless ``after`` is None) those above rowid ``after``."""
+        pending = "SELECT rowid FROM memories WHERE indexed = 0"
+        params: list[Any] = []
+        if after is not None:
+            pending += " UNION SELECT rowid FROM memories WHERE rowid > ?"
+            params.append(after)
+        # The few pending rows drive the query: a broad filter's index (on type, say) would scan the table.
+        sql = (
+            f"WITH pending(r) AS ({pending}) SELECT id, embedding FROM pending CROSS JOIN memories "
+            f"ON memories.rowid = pending.r WHERE {flt.sql} AND embedding IS NOT NULL"
+        )
+        return _matrix(self.read(sql, [*params, *flt.params]))
 
     def lexical(
         self, terms: Sequence[str], flt: SqlFilter, limit: int, *, table: str = "memories_fts", restricted: bool = True
@@ -373,10 +387,21 @@ class Catalog(CatalogDeletes):
         return sum(p.stat().st_size for p in self.path.parent.glob(self.path.name + "*") if p.is_file())
 
 
-def _braces_kept(sql: str) -> str:
-    """``sql`` safe to put into a :meth:`Catalog.read_in` format string: a filter quotes metadata
-    keys into its SQL, and a key may hold braces."""
-    return sql.replace("{", "{{").replace("}", "}}")
+# The given ids (a JSON array bound as the first parameter) drive the lookup, so the planner never
+# prefers a filter's index: on a broad filter (one type of 100,000 rows) that scanned the table.
+_FROM_IDS = "FROM (SELECT value AS wanted FROM json_each(?)) CROSS JOIN memories ON memories.id = wanted"
+
+
+def _json(values: Sequence[Any]) -> str:
+    return json.dumps(list(values))
+
+
+def _matrix(rows: Sequence[Any]) -> tuple[list[str], np.ndarray | None]:
+    """``(id, vector blob)`` rows as ids and an (n, d) matrix."""
+    if not rows:
+        return [], None
+    matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(len(rows), -1)
+    return [r[0] for r in rows], matrix
 
 
 def _blob(vector: np.ndarray | None) -> bytes | None:

@@ -4,7 +4,7 @@ The index opens on first use: its files are health-checked only after a crash (o
 look finds damage), it is reconciled with the catalog (vectors of deleted rows dropped, missing
 ones re-added) and then every row still marked un-indexed is indexed. New memories are indexed in
 the background; until then, and for rows another process wrote since this one opened the index,
-search scores them exactly from the catalog (:meth:`IndexMaintenance.pending_sql`).
+search scores them exactly from the catalog (:meth:`IndexMaintenance.pending_after`).
 
 Deleted memories' vectors go the other way: the catalog delete queues them (``index_deletes``, in
 the same transaction) and :meth:`IndexMaintenance.after_delete` applies the queue at once for a
@@ -184,8 +184,8 @@ class IndexMaintenance(IndexAdditions):
     def _max_rowid(self) -> int:
         return int(self.catalog.read("SELECT coalesce(max(rowid), 0) FROM memories")[0][0])
 
-    def pending_sql(self) -> str:
-        """SQL (appended to a filter) selecting rows this process's index view may lack.
+    def pending_after(self) -> int:
+        """The rowid above which this process's index view may lack rows (beside rows not marked indexed).
 
         When too many accumulate, the view is refreshed: they are upserted again (idempotent)."""
         # An upper bound (rowids only grow): counting rows would read the whole table.
@@ -205,7 +205,7 @@ class IndexMaintenance(IndexAdditions):
                     if rows:
                         self._upsert(self._index, rows)
                 self._index_rowid = top
-        return f"AND (indexed = 0 OR rowid > {int(self._index_rowid)})"
+        return int(self._index_rowid)
 
     def _index_pending(self, index: VectorIndex, progress: Callable[[int], None] | None = None) -> int:
         done = 0

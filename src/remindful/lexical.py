@@ -7,6 +7,7 @@ and remembered), and when even the rarest matches too many rows only its newest 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -79,11 +80,12 @@ class LexicalSearch:
         )
         if not ranked:
             return []
-        marks = ",".join("?" * len(ranked))
+        # The ranked rowids drive the lookup (see Catalog.rows_passing).
         ids = dict(
             self._catalog.read(
-                f"SELECT rowid, id FROM memories WHERE rowid IN ({marks}) AND {flt.sql}",
-                [r[0] for r in ranked] + list(flt.params),
+                "SELECT memories.rowid, id FROM (SELECT value AS wanted FROM json_each(?)) CROSS JOIN memories "
+                f"ON memories.rowid = wanted WHERE {flt.sql}",
+                [json.dumps([r[0] for r in ranked]), *flt.params],
                 private=True,
             )
         )

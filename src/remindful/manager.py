@@ -329,8 +329,9 @@ class MemoryManager(LifecycleMixin, LearningMixin):
             settings=self.settings.search,
             limit=limit,
             dense_from_index=state.dense_query(searched_types),
-            restricted=restricted or (type_values is not None and len(type_values) < len(MemoryType)),
-            pending_sql=state.pending_sql() if state.index is not None else "AND indexed = 0",
+            restricted=restricted,
+            typed=type_values is not None and len(set(type_values)) < len(MemoryType),
+            pending_after=state.pending_after() if state.index is not None else None,
             resumed_session=self._resumed_session,
         )
         state.record_search(time.perf_counter() - started, [row.id for row, _, _ in results])

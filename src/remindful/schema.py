@@ -37,9 +37,12 @@ CREATE TABLE IF NOT EXISTS memories (
     size_bytes INTEGER NOT NULL DEFAULT 0,
     seq INTEGER
 );
-CREATE INDEX IF NOT EXISTS idx_memories_type_created ON memories(type, created_at);
-CREATE INDEX IF NOT EXISTS idx_memories_session ON memories(session_id, created_at);
-CREATE INDEX IF NOT EXISTS idx_memories_created ON memories(created_at);
+DROP INDEX IF EXISTS idx_memories_type_created;
+DROP INDEX IF EXISTS idx_memories_session;
+DROP INDEX IF EXISTS idx_memories_created;
+CREATE INDEX IF NOT EXISTS idx_memories_type_time ON memories(type, created_at, expires_at);
+CREATE INDEX IF NOT EXISTS idx_memories_session_time ON memories(session_id, created_at, expires_at);
+CREATE INDEX IF NOT EXISTS idx_memories_time ON memories(created_at, expires_at);
 CREATE INDEX IF NOT EXISTS idx_memories_hash ON memories(content_hash);
 CREATE INDEX IF NOT EXISTS idx_memories_unindexed ON memories(indexed) WHERE indexed = 0;
 CREATE VIRTUAL TABLE IF NOT EXISTS memories_fts USING fts5(

@@ -210,7 +210,8 @@ def rank(
     limit: int,
     dense_from_index: Callable[[np.ndarray, int], list[tuple[str, float]]] | None,
     restricted: bool,
-    pending_sql: str = "AND indexed = 0",
+    typed: bool = False,
+    pending_after: int | None = None,
     resumed_session: str | None = None,
 ) -> list[tuple[MemoryRow, float, tuple[str, ...]]]:
     """Run the pipeline; returns (row, score, spaces that found it) best first, at most ``limit``.
@@ -218,7 +219,10 @@ def rank(
     ``embed_query()`` runs first; then one worker thread runs the lexical queries on its own
     connection while this thread asks the vector index. ``dense_from_index(vector, k)`` asks the
     vector index, unfiltered (None when it is unavailable); its results are checked against ``flt``
-    here. ``pending_sql`` selects the rows the index may lack; they are scored exactly.
+    here. ``restricted`` says that ``flt`` narrows what the vector index is asked (anything but
+    types and expiry); ``typed`` that it narrows the searched types, which the lexical tables mix
+    but ``dense_from_index`` asks only for. Rows the index may lack (not marked indexed, or above
+    rowid ``pending_after``) are scored exactly.
     """
     k = max(settings.candidates, limit)
     weights = weights_of(settings)
@@ -231,11 +235,11 @@ def rank(
     # One task runs both lexical queries, one after the other, while this thread asks the vector
     # index: on two cores, a thread per query would slow the index query, which is on the critical path.
     tables = {space: table for space, table in LEXICAL_TABLES.items() if terms and weights[space] > 0}
-    lexical = _pool().submit(_lexical, catalog, terms, flt, k, tables, restricted) if tables else None
+    lexical = _pool().submit(_lexical, catalog, terms, flt, k, tables, restricted or typed) if tables else None
 
     dense: list[tuple[str, float]] = []
     if vector is not None:
-        dense = _dense(catalog, vector, flt, k, dense_from_index, restricted, pending_sql, settings)[:k]
+        dense = _dense(catalog, vector, flt, k, dense_from_index, restricted, pending_after, settings)[:k]
         if weights["dense"] > 0:
             candidates.add("dense", dense)
         if weights["context"] > 0:
@@ -275,14 +279,16 @@ def _dense(
     k: int,
     dense_from_index: Callable[[np.ndarray, int], list[tuple[str, float]]] | None,
     restricted: bool,
-    pending_sql: str,
+    pending_after: int | None,
     settings: SearchSettings,
 ) -> list[tuple[str, float]]:
     """Dense candidates, best first; when ``restricted``, only rows passing ``flt``. A restriction
     that leaves few rows is scored exactly; otherwise the index is asked without the filter
     (filtered HNSW queries are slow) for more candidates, which are checked against the filter
     here; if too few pass, everything matching is scored."""
-    if dense_from_index is None or (restricted and catalog.count(flt) <= settings.exact_filter_max):
+    if dense_from_index is None or (
+        restricted and catalog.count(flt, at_most=settings.exact_filter_max + 1) <= settings.exact_filter_max
+    ):
         ids, matrix = catalog.filtered_embeddings(flt)
         return top_k_exact(vector, ids, matrix, k) if matrix is not None else []
     wanted = min(k * 10, 1000) if restricted else k
@@ -294,6 +300,6 @@ def _dense(
             return top_k_exact(vector, ids, matrix, k) if matrix is not None else []
         from_index = [(mid, score) for mid, score in from_index if mid in passing]
     # Rows the index may lack: never indexed, or written by another process since we opened it.
-    ids, matrix = catalog.filtered_embeddings(flt, extra=pending_sql)
+    ids, matrix = catalog.pending_embeddings(flt, pending_after)
     pending = top_k_exact(vector, ids, matrix, k) if matrix is not None else []
     return merge_dense(from_index, pending, k=wanted)
