@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import hashlib
+import random
 import re
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import remindful
 from conftest import open_fake
 from remindful import MemoryClass, MemorySource, MemoryType, NotFoundError, ValidationError
+from remindful.embed import FakeEmbedder
 from remindful.manager import MemoryManager
 
 ID_PATTERN = re.compile(r"^(screen|action|workflow|conversation|document|knowledge)_\d{20}_[0-9a-f]{8}$")
@@ -308,3 +313,43 @@ def test_a_stored_text_is_not_embedded_again_and_its_vector_is_kept_once(
         memory.store("the build needs node 20")
     assert other.embedded == ["the build needs node 20"]
     assert "made by fake-384" in caplog.text
+
+
+class TieFreeEmbedder(FakeEmbedder):
+    """Bag-of-words vectors plus a little noise fixed by the text: no two texts tie for a query."""
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        vectors = super().embed(texts)
+        for row, text in enumerate(texts):
+            seed = int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little")
+            vectors[row] += np.random.default_rng(seed).normal(0, 0.05, self.dimension).astype(np.float32)
+        return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+
+@pytest.mark.parametrize(
+    "restriction",
+    [{"session_id": "busy"}, {"filters": {"n": {"$gte": 300}}}, {"types": ["workflow"], "session_id": "busy"}],
+)
+def test_a_broad_restriction_finds_the_same_through_the_index_as_scored_exactly(
+    tmp_path: Path, restriction: dict
+) -> None:
+    rng = random.Random(7)
+    words = [f"w{n}" for n in range(150)] + ["search", "service", "deploy"]
+    items = [
+        {
+            "content": " ".join(rng.sample(words, 6)),
+            "type": "workflow" if i % 4 else "action",
+            "session_id": "busy" if i % 5 else "quiet",
+            "metadata": {"n": i},
+        }
+        for i in range(1_200)
+    ]
+    found = {}
+    # Every set is small enough to score exactly; with exact_filter_max 0 every one goes through the index.
+    for name, most in (("exact", 100_000), ("index", 0)):
+        with open_fake(tmp_path / name, embedder=TieFreeEmbedder(), **{"search.exact_filter_max": most}) as memory:
+            memory.store_batch(items)
+            memory.flush()
+            hits = memory.search("search service deploy w7 w8", limit=10, **restriction)
+            found[name] = [(hit.content, round(hit.score, 6)) for hit in hits]
+    assert len(found["exact"]) == 10 and found["index"] == found["exact"]

@@ -248,7 +248,10 @@ class SearchSettings(_Section):
     importance_boost: float = Field(0.1, ge=0, le=1, description="max score share added for importance")
     session_boost: float = Field(0.15, ge=0, le=1, description="score share added for the resumed session")
     exact_filter_max: int = Field(
-        20_000, ge=0, description="filtered sets up to this size are scored exactly instead of via the HNSW index"
+        10_000,
+        ge=0,
+        description="filtered sets up to this size may be scored exactly instead of via the HNSW index "
+        "(always up to 1,000; above that when they are under a fifth of the searched memories)",
     )
 
 

@@ -331,6 +331,7 @@ class MemoryManager(LifecycleMixin, LearningMixin):
             dense_from_index=state.dense_query(searched_types),
             restricted=restricted,
             typed=type_values is not None and len(set(type_values)) < len(MemoryType),
+            searched=sum(state.type_counts().get(t.value, 0) for t in searched_types),
             pending_after=state.pending_after() if state.index is not None else None,
             resumed_session=self._resumed_session,
         )

@@ -44,6 +44,10 @@ STOPWORDS = frozenset(
 _WORD = re.compile(r"\w+", re.UNICODE)
 SPACES = ("dense", "context", "lexical", "lexical_context")
 LEXICAL_TABLES = {"lexical": "memories_fts", "lexical_context": "context_fts"}
+#: Restricted searches: sets up to this size are scored exactly (a few milliseconds), and larger
+#: ones (up to ``search.exact_filter_max``) when they are less than INDEX_SHARE of the searched types.
+EXACT_ALWAYS = 1000
+INDEX_SHARE = 0.2
 
 
 def lexical_terms(text: str) -> list[str]:
@@ -211,6 +215,7 @@ def rank(
     dense_from_index: Callable[[np.ndarray, int], list[tuple[str, float]]] | None,
     restricted: bool,
     typed: bool = False,
+    searched: int | None = None,
     pending_after: int | None = None,
     resumed_session: str | None = None,
 ) -> list[tuple[MemoryRow, float, tuple[str, ...]]]:
@@ -221,7 +226,8 @@ def rank(
     vector index, unfiltered (None when it is unavailable); its results are checked against ``flt``
     here. ``restricted`` says that ``flt`` narrows what the vector index is asked (anything but
     types and expiry); ``typed`` that it narrows the searched types, which the lexical tables mix
-    but ``dense_from_index`` asks only for. Rows the index may lack (not marked indexed, or above
+    but ``dense_from_index`` asks only for; ``searched`` is how many memories those types hold
+    (None: not known). Rows the index may lack (not marked indexed, or above
     rowid ``pending_after``) are scored exactly.
     """
     k = max(settings.candidates, limit)
@@ -239,7 +245,7 @@ def rank(
 
     dense: list[tuple[str, float]] = []
     if vector is not None:
-        dense = _dense(catalog, vector, flt, k, dense_from_index, restricted, pending_after, settings)[:k]
+        dense = _dense(catalog, vector, flt, k, dense_from_index, restricted, searched, pending_after, settings)[:k]
         if weights["dense"] > 0:
             candidates.add("dense", dense)
         if weights["context"] > 0:
@@ -279,16 +285,16 @@ def _dense(
     k: int,
     dense_from_index: Callable[[np.ndarray, int], list[tuple[str, float]]] | None,
     restricted: bool,
+    searched: int | None,
     pending_after: int | None,
     settings: SearchSettings,
 ) -> list[tuple[str, float]]:
     """Dense candidates, best first; when ``restricted``, only rows passing ``flt``. A restriction
-    that leaves few rows is scored exactly; otherwise the index is asked without the filter
-    (filtered HNSW queries are slow) for more candidates, which are checked against the filter
-    here; if too few pass, everything matching is scored."""
-    if dense_from_index is None or (
-        restricted and catalog.count(flt, at_most=settings.exact_filter_max + 1) <= settings.exact_filter_max
-    ):
+    that leaves few rows, or a small share of the ``searched`` ones, is scored exactly; otherwise
+    the index is asked without the filter (filtered HNSW queries are slow) for ten times more
+    candidates, which are checked against the filter here; if too few pass, everything matching
+    is scored."""
+    if dense_from_index is None or (restricted and _scored_exactly(catalog, flt, searched, settings)):
         ids, matrix = catalog.filtered_embeddings(flt)
         return top_k_exact(vector, ids, matrix, k) if matrix is not None else []
     wanted = min(k * 10, 1000) if restricted else k
@@ -303,3 +309,14 @@ def _dense(
     ids, matrix = catalog.pending_embeddings(flt, pending_after)
     pending = top_k_exact(vector, ids, matrix, k) if matrix is not None else []
     return merge_dense(from_index, pending, k=wanted)
+
+
+def _scored_exactly(catalog: Catalog, flt: SqlFilter, searched: int | None, settings: SearchSettings) -> bool:
+    """Whether the rows passing ``flt`` are better scored exactly than found through the index: up
+    to ``EXACT_ALWAYS`` rows always, up to ``exact_filter_max`` if they are less than
+    ``INDEX_SHARE`` of the ``searched`` memories (the index's ten-fold candidates would hold too
+    few of them)."""
+    n = catalog.count(flt, at_most=settings.exact_filter_max + 1)
+    if n <= min(EXACT_ALWAYS, settings.exact_filter_max):
+        return True
+    return n <= settings.exact_filter_max and (searched is None or n < searched * INDEX_SHARE)
