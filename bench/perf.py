@@ -6,7 +6,8 @@ Prints, each against a baseline measured in the same run:
 - a batch of 50 vs 50 single stores, the same two ways;
 - first-use init (open → first store), get, stats;
 - search p50/p95 (including query embedding, query cache off) at each size, with and without a
-  session filter, against plain Chroma queries on the same collection.
+  session filter, against plain Chroma queries on the same collection; and p50 with two broad
+  restrictions (one type, which every memory here has; the newer half by time).
 
     python bench/perf.py --sizes 10000,100000 [--json]
 """
@@ -132,6 +133,18 @@ def bench_size(embedder: Any, root: Path, size: int, queries: int, *, reuse: boo
         t0 = time.perf_counter()
         memory.search(q, limit=10, session_id=f"session_{i % 1000:04d}")
         filtered.append((time.perf_counter() - t0) * 1000)
+    # Broad restrictions: one type (every memory here) and the newer half by time.
+    half = memory._state.catalog.read(  # type: ignore[union-attr]
+        "SELECT created_at FROM memories ORDER BY created_at LIMIT 1 OFFSET ?", [size // 2]
+    )[0][0]
+    typed, broad = [], []
+    for q in qs:
+        t0 = time.perf_counter()
+        memory.search(q, limit=10, types=["conversation"])
+        typed.append((time.perf_counter() - t0) * 1000)
+        t0 = time.perf_counter()
+        memory.search(q, limit=10, since=half)
+        broad.append((time.perf_counter() - t0) * 1000)
     for memory_id in ids:
         t0 = time.perf_counter()
         memory.get(memory_id)
@@ -162,6 +175,8 @@ def bench_size(embedder: Any, root: Path, size: int, queries: int, *, reuse: boo
         "search_p95_ms": pct(plain, 0.95),
         "session_search_p50_ms": pct(filtered, 0.5),
         "session_search_p95_ms": pct(filtered, 0.95),
+        "type_search_p50_ms": pct(typed, 0.5),
+        "half_search_p50_ms": pct(broad, 0.5),
         "chroma_p50_ms": pct(base_plain, 0.5),
         "chroma_session_p50_ms": pct(base_filtered, 0.5),
         "get_p50_ms": pct(gets, 0.5),
@@ -215,6 +230,7 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"{s['size']:>7} memories: search p50 {s['search_p50_ms']} ms (p95 {s['search_p95_ms']}), "
             f"session-filtered p50 {s['session_search_p50_ms']} ms (p95 {s['session_search_p95_ms']}); "
+            f"one type p50 {s['type_search_p50_ms']} ms; newer half p50 {s['half_search_p50_ms']} ms; "
             f"plain Chroma p50 {s['chroma_p50_ms']} / filtered {s['chroma_session_p50_ms']} ms; "
             f"get {s['get_p50_ms']} ms; stats {s['stats_p50_ms']} ms; open {s['open_ms']} ms; "
             f"ingest {s['ingest_per_s']}/s"

@@ -129,9 +129,11 @@ def test_a_term_matching_too_many_rows_ranks_only_its_newest(memory: MemoryManag
     monkeypatch.setattr(lexical_module, "LEXICAL_MAX_MATCHES", 4)
     monkeypatch.setattr(lexical_module, "DOC_FREQ_CAP", 8)
     catalog._lexical._doc_freqs.clear()
-    assert catalog._lexical._doc_freq("memories_fts", "deploy", 13) == 8  # counted up to the cap only
+    assert catalog._lexical._doc_freq("memories_fts", "deploy", 13, 8) == 8  # counted up to the cap only
+    catalog._lexical._doc_freqs.clear()
     # "billing" fits under the cap: it is matched alone, over every row.
     assert catalog._lexical._rarest_terms("memories_fts", ["deploy", "billing"]) == (["billing"], 1)
+    assert catalog._lexical._doc_freqs[("memories_fts", "deploy")][::2] == (5, 5)  # no need to count further
     # "deploy" alone matches 13 > 4 rows: only the newest 4 are ranked, so nothing older is returned.
     found = {mid for mid, _ in catalog.lexical(["deploy"], build_filter(), 10, restricted=False)}
     assert found and found <= {*ids[-3:], rare}
@@ -139,3 +141,17 @@ def test_a_term_matching_too_many_rows_ranks_only_its_newest(memory: MemoryManag
     restricted = catalog.lexical(["deploy"], build_filter(types=["action"]), 20, restricted=True)
     assert {mid for mid, _ in restricted} == {*ids[-3:], rare}
     assert catalog.lexical(["billing"], build_filter(types=["action"]), 20, restricted=True)[0][0] == rare
+
+
+def test_when_every_term_is_common_the_rarest_is_told_by_a_longer_count(memory: MemoryManager, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from remindful import lexical as lexical_module
+
+    memory.store_batch([{"content": f"deploy number {i} went fine"} for i in range(12)])
+    memory.store_batch([{"content": f"undo step {i}"} for i in range(6)])
+    catalog = memory._state.ready().catalog
+    monkeypatch.setattr(lexical_module, "LEXICAL_MAX_MATCHES", 4)
+    monkeypatch.setattr(lexical_module, "DOC_FREQ_CAP", 8)
+    # Both match more than 4 rows (a tie at 5 for the first count, where the longer term would win);
+    # counted on to 8, "undo" (6 rows) is the rarer.
+    assert catalog._lexical._rarest_terms("memories_fts", ["deploy", "undo"]) == (["undo"], 6)
+    assert catalog._lexical._rarest_terms("memories_fts", ["undo", "deploy"]) == (["undo"], 6)

@@ -19,8 +19,9 @@ if TYPE_CHECKING:
 #: Above this many rows matching a lexical query, its most common terms are dropped; if its rarest
 #: term alone matches more, only that term's newest LEXICAL_MAX_MATCHES rows are ranked.
 LEXICAL_MAX_MATCHES = 300
-#: Document frequencies are counted up to this many rows (counting walks the term's doclist); terms
-#: past it tie, and the longer one counts as rarer.
+#: Document frequencies are counted up to this many rows (counting walks the term's doclist), and
+#: past LEXICAL_MAX_MATCHES only when every query term is that common; terms past it tie, and the
+#: longer one counts as rarer.
 DOC_FREQ_CAP = 1000
 
 
@@ -29,7 +30,8 @@ class LexicalSearch:
 
     def __init__(self, catalog: Catalog) -> None:
         self._catalog = catalog
-        self._doc_freqs: dict[tuple[str, str], tuple[int, int]] = {}  # (table, term) -> (rows, table size)
+        # (table, term) -> (rows counted, table size, how far it was counted)
+        self._doc_freqs: dict[tuple[str, str], tuple[int, int, int]] = {}
 
     def search(
         self, terms: Sequence[str], flt: SqlFilter, limit: int, *, table: str = "memories_fts", restricted: bool = True
@@ -96,7 +98,11 @@ class LexicalSearch:
         else the rarest that fit (at least one); and how many rows they match (at most
         ``DOC_FREQ_CAP`` per term)."""
         size = int(self._catalog.read("SELECT coalesce(max(rowid), 0) FROM memories", private=True)[0][0])
-        counted = sorted((self._doc_freq(table, t, size), -len(t), t) for t in terms)
+        # Counting past LEXICAL_MAX_MATCHES only matters when every term is that common: then the
+        # rarest one is kept alone, and telling which needs the longer count.
+        counted = sorted((self._doc_freq(table, t, size, LEXICAL_MAX_MATCHES + 1), -len(t), t) for t in terms)
+        if counted[0][0] > LEXICAL_MAX_MATCHES:
+            counted = sorted((self._doc_freq(table, t, size, DOC_FREQ_CAP), -len(t), t) for t in terms)
         kept: list[str] = []
         total = 0
         for count, _, term in counted:
@@ -106,22 +112,24 @@ class LexicalSearch:
             total += count
         return kept, total
 
-    def _doc_freq(self, table: str, term: str, size: int) -> int:
-        """Rows of ``table`` matching ``term`` (counted up to ``DOC_FREQ_CAP``), remembered until the
-        table (``size``, its largest rowid) grows by a tenth."""
+    def _doc_freq(self, table: str, term: str, size: int, cap: int) -> int:
+        """Rows of ``table`` matching ``term``, counted up to ``cap``; remembered until the table
+        (``size``, its largest rowid) grows by a tenth."""
         known = self._doc_freqs.get((table, term))
         if known is not None and size <= known[1] * 1.1 + 100:
-            return known[0]
+            count, _, counted_to = known
+            if count < counted_to or counted_to >= cap:  # exact, or counted at least as far
+                return min(count, cap)
         count = int(
             self._catalog.read(
                 f"SELECT count(*) FROM (SELECT 1 FROM {table} WHERE {table} MATCH ? LIMIT ?)",
-                [fts_or([term]), DOC_FREQ_CAP],
+                [fts_or([term]), cap],
                 private=True,
             )[0][0]
         )
         if len(self._doc_freqs) > 50_000:
             self._doc_freqs.clear()
-        self._doc_freqs[(table, term)] = (count, size)
+        self._doc_freqs[(table, term)] = (count, size, cap)
         return count
 
 
