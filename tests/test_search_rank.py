@@ -110,7 +110,6 @@ def test_restrictions_are_scored_exactly_when_small_or_a_small_share() -> None:
         assert catalog.bounds == [10_001]  # never counts the whole table
         return chosen
 
-    assert exact(900, 1_000)  # small: exact whatever the share
     assert exact(3_000, 100_000)  # 3 %: the index's candidates would hold too few
     assert not exact(3_000, 10_000)  # 30 %: the index finds enough
     assert not exact(50_000, 100_000)  # too many to score exactly

@@ -247,11 +247,11 @@ class Catalog(CatalogDeletes):
         rows = self.read_in("SELECT id, embedding FROM memories WHERE id IN ({marks}) AND embedding IS NOT NULL", ids)
         return {mid: np.frombuffer(blob, dtype=np.float32) for mid, blob in rows}
 
-    def filtered_embeddings(self, flt: SqlFilter) -> tuple[list[str], np.ndarray | None]:
-        """Ids and an (n, d) matrix of every embedded row matching ``flt`` (for exact scoring)."""
-        return _matrix(
-            self.read(f"SELECT id, embedding FROM memories WHERE {flt.sql} AND embedding IS NOT NULL", flt.params)
-        )
+    def filtered_embeddings(self, flt: SqlFilter, *, limit: int = -1) -> tuple[list[str], np.ndarray | None]:
+        """Ids and an (n, d) matrix of every embedded row matching ``flt`` (for exact scoring), or
+        of the first ``limit``."""
+        sql = f"SELECT id, embedding FROM memories WHERE {flt.sql} AND embedding IS NOT NULL LIMIT ?"
+        return _matrix(self.read(sql, [*flt.params, limit]))
 
     def pending_embeddings(self, flt: SqlFilter, after: int | None) -> tuple[list[str], np.ndarray | None]:
         """As :meth:`filtered_embeddings`, among the rows a vector index may lack: those not marked

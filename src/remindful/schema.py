@@ -40,9 +40,11 @@ CREATE TABLE IF NOT EXISTS memories (
 DROP INDEX IF EXISTS idx_memories_type_created;
 DROP INDEX IF EXISTS idx_memories_session;
 DROP INDEX IF EXISTS idx_memories_created;
-CREATE INDEX IF NOT EXISTS idx_memories_type_time ON memories(type, created_at, expires_at);
-CREATE INDEX IF NOT EXISTS idx_memories_session_time ON memories(session_id, created_at, expires_at);
-CREATE INDEX IF NOT EXISTS idx_memories_time ON memories(created_at, expires_at);
+-- Newest first (created_at, rowid) straight from the index; expires_at last, so that a search's
+-- bounded count of a broad filter reads the index alone.
+CREATE INDEX IF NOT EXISTS idx_memories_type_time ON memories(type, created_at, rowid, expires_at);
+CREATE INDEX IF NOT EXISTS idx_memories_session_time ON memories(session_id, created_at, rowid, expires_at);
+CREATE INDEX IF NOT EXISTS idx_memories_time ON memories(created_at, rowid, expires_at);
 CREATE INDEX IF NOT EXISTS idx_memories_hash ON memories(content_hash);
 CREATE INDEX IF NOT EXISTS idx_memories_unindexed ON memories(indexed) WHERE indexed = 0;
 CREATE VIRTUAL TABLE IF NOT EXISTS memories_fts USING fts5(

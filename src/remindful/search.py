@@ -294,16 +294,22 @@ def _dense(
     the index is asked without the filter (filtered HNSW queries are slow) for ten times more
     candidates, which are checked against the filter here; if too few pass, everything matching
     is scored."""
-    if dense_from_index is None or (restricted and _scored_exactly(catalog, flt, searched, settings)):
-        ids, matrix = catalog.filtered_embeddings(flt)
-        return top_k_exact(vector, ids, matrix, k) if matrix is not None else []
+    if dense_from_index is None:
+        return _exact(catalog, vector, flt, k)
+    if restricted:
+        # Few rows are read and scored in one pass: a filter no index serves (metadata) reads the table.
+        few = min(EXACT_ALWAYS, settings.exact_filter_max)
+        ids, matrix = catalog.filtered_embeddings(flt, limit=few + 1)
+        if len(ids) <= few:
+            return top_k_exact(vector, ids, matrix, k) if matrix is not None else []
+        if _scored_exactly(catalog, flt, searched, settings):
+            return _exact(catalog, vector, flt, k)
     wanted = min(k * 10, 1000) if restricted else k
     from_index = dense_from_index(vector, wanted)
     if restricted:
         passing = catalog.ids_passing([mid for mid, _ in from_index], flt)
         if len(passing) < k:
-            ids, matrix = catalog.filtered_embeddings(flt)
-            return top_k_exact(vector, ids, matrix, k) if matrix is not None else []
+            return _exact(catalog, vector, flt, k)
         from_index = [(mid, score) for mid, score in from_index if mid in passing]
     # Rows the index may lack: never indexed, or written by another process since we opened it.
     ids, matrix = catalog.pending_embeddings(flt, pending_after)
@@ -311,12 +317,15 @@ def _dense(
     return merge_dense(from_index, pending, k=wanted)
 
 
+def _exact(catalog: Catalog, vector: np.ndarray, flt: SqlFilter, k: int) -> list[tuple[str, float]]:
+    """The top ``k`` of every embedded row passing ``flt``, scored exactly."""
+    ids, matrix = catalog.filtered_embeddings(flt)
+    return top_k_exact(vector, ids, matrix, k) if matrix is not None else []
+
+
 def _scored_exactly(catalog: Catalog, flt: SqlFilter, searched: int | None, settings: SearchSettings) -> bool:
-    """Whether the rows passing ``flt`` are better scored exactly than found through the index: up
-    to ``EXACT_ALWAYS`` rows always, up to ``exact_filter_max`` if they are less than
-    ``INDEX_SHARE`` of the ``searched`` memories (the index's ten-fold candidates would hold too
-    few of them)."""
+    """Whether the rows passing ``flt`` (more than ``EXACT_ALWAYS``) are better scored exactly than
+    found through the index: up to ``exact_filter_max`` if they are less than ``INDEX_SHARE`` of the
+    ``searched`` memories (the index's ten-fold candidates would hold too few of them)."""
     n = catalog.count(flt, at_most=settings.exact_filter_max + 1)
-    if n <= min(EXACT_ALWAYS, settings.exact_filter_max):
-        return True
     return n <= settings.exact_filter_max and (searched is None or n < searched * INDEX_SHARE)
