@@ -89,6 +89,30 @@ def test_cache_does_not_reembed_repeated_texts() -> None:
     assert fake.calls == 2  # embed_one("alpha") was a hit
 
 
+class QueryAware(FakeEmbedder):
+    """A fake with its own ``embed_query``, which it counts."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.queries: list[str] = []
+
+    def embed_query(self, text: str) -> np.ndarray:
+        self.queries.append(text)
+        return self.embed([text])[0]
+
+
+def test_cache_embeds_queries_with_the_inner_embed_query_and_keeps_them_in_memory_only() -> None:
+    inner, store = QueryAware(), DictStore()
+    cached = CachedEmbedder(inner, store=store)
+    vector = cached.embed_query("where is the config")
+    np.testing.assert_array_equal(vector, FakeEmbedder().embed(["where is the config"])[0])
+    np.testing.assert_array_equal(cached.embed_query("where is the config"), vector)  # an LRU hit
+    assert inner.queries == ["where is the config"] and (cached.hits, cached.misses) == (1, 1)
+    assert store.data == {} and store.gets == []
+    np.testing.assert_array_equal(cached.embed(["where is the config"]), vector[None, :])  # shared with embed
+    assert inner.calls == 1
+
+
 def test_cache_dedupes_identical_texts_in_one_call() -> None:
     fake = FakeEmbedder()
     cached = CachedEmbedder(fake)
@@ -306,6 +330,22 @@ def test_onnx_float_batch_equals_single() -> None:
     for i in range(5):
         np.testing.assert_allclose(batched[i], embedder.embed([BATCH_TEXTS[i]])[0], atol=1e-5)
     np.testing.assert_allclose(batched[:5], batched[5:10], atol=1e-6)
+
+
+@pytest.mark.slow
+@needs_model
+@pytest.mark.parametrize("threads", [1, 2])
+def test_onnx_query_embedding_leaves_a_core_and_equals_embed(threads: int) -> None:
+    embedder = OnnxMiniLMEmbedder(threads=threads)
+    vector = embedder.embed_query("what did we decide about the deploy")
+    np.testing.assert_allclose(vector, embedder.embed(["what did we decide about the deploy"])[0], atol=1e-5)
+    session, query_session = embedder._session, embedder._query_session
+    assert query_session is not None
+    if threads == 1:
+        assert query_session is session  # no core to leave
+    else:
+        assert query_session is not session
+        assert query_session.get_session_options().intra_op_num_threads == threads - 1
 
 
 @pytest.mark.slow

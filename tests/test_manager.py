@@ -5,9 +5,11 @@ from __future__ import annotations
 import hashlib
 import random
 import re
+import threading
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -355,3 +357,30 @@ def test_a_broad_restriction_finds_the_same_through_the_index_as_scored_exactly(
     assert len(found["exact"]) == 10
     assert [content for content, _ in found["index"]] == [content for content, _ in found["exact"]]
     assert [score for _, score in found["index"]] == pytest.approx([score for _, score in found["exact"]], abs=1e-5)
+
+
+def test_the_lexical_queries_start_before_the_query_is_embedded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from remindful import search as search_module
+
+    started = threading.Event()
+    real = search_module._lexical
+
+    def lexical(*args: Any) -> Any:
+        started.set()
+        return real(*args)
+
+    monkeypatch.setattr(search_module, "_lexical", lexical)
+    waited: list[bool] = []
+
+    class Waiting(FakeEmbedder):
+        def embed_query(self, text: str) -> np.ndarray:
+            waited.append(started.wait(5))  # the lexical queries run beside the query embedding
+            return self.embed([text])[0]
+
+    with open_fake(tmp_path / "s", embedder=Waiting()) as memory:
+        memory.store("deploy notes for the billing service")
+        memory.flush()
+        assert memory.search("billing deploy")[0].content == "deploy notes for the billing service"
+    assert waited == [True]

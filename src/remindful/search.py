@@ -221,27 +221,25 @@ def rank(
 ) -> list[tuple[MemoryRow, float, tuple[str, ...]]]:
     """Run the pipeline; returns (row, score, spaces that found it) best first, at most ``limit``.
 
-    ``embed_query()`` runs first; then one worker thread runs the lexical queries on its own
-    connection while this thread asks the vector index. ``dense_from_index(vector, k)`` asks the
-    vector index, unfiltered (None when it is unavailable); its results are checked against ``flt``
-    here. ``restricted`` says that ``flt`` narrows what the vector index is asked (anything but
-    types and expiry); ``typed`` that it narrows the searched types, which the lexical tables mix
-    but ``dense_from_index`` asks only for; ``searched`` is how many memories those types hold
-    (None: not known). Rows the index may lack (not marked indexed, or above
-    rowid ``pending_after``) are scored exactly.
+    One worker thread runs the lexical queries on its own connection while this thread calls
+    ``embed_query()`` (which should leave a core free for them) and asks the vector index.
+    ``dense_from_index(vector, k)`` asks the vector index, unfiltered (None when it is
+    unavailable); its results are checked against ``flt`` here. ``restricted`` says that ``flt``
+    narrows what the vector index is asked (anything but types and expiry); ``typed`` that it
+    narrows the searched types, which the lexical tables mix but ``dense_from_index`` asks only
+    for; ``searched`` is how many memories those types hold (None: not known). Rows the index may
+    lack (not marked indexed, or above rowid ``pending_after``) are scored exactly.
     """
     k = max(settings.candidates, limit)
     weights = weights_of(settings)
     candidates = Candidates()
     terms = lexical_terms(query_text) if weights["lexical"] > 0 or weights["lexical_context"] > 0 else []
     wants_vector = weights["dense"] > 0 or weights["context"] > 0
-    # The query embedding runs first, alone: its threads wait for each other at every operator,
-    # so sharing the cores with the lexical queries would make it the slowest step.
-    vector = embed_query() if wants_vector else None
-    # One task runs both lexical queries, one after the other, while this thread asks the vector
-    # index: on two cores, a thread per query would slow the index query, which is on the critical path.
+    # One task runs both lexical queries, one after the other, from the start: the query is
+    # embedded meanwhile on the other cores (embed_query leaves one), then the vector index is asked.
     tables = {space: table for space, table in LEXICAL_TABLES.items() if terms and weights[space] > 0}
     lexical = _pool().submit(_lexical, catalog, terms, flt, k, tables, restricted or typed) if tables else None
+    vector = embed_query() if wants_vector else None
 
     dense: list[tuple[str, float]] = []
     if vector is not None:

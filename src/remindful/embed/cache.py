@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -81,13 +81,23 @@ class CachedEmbedder:
 
     def embed_query(self, text: str) -> np.ndarray:
         """One search query's vector, cached in memory only: queries are rarely stored, and a
-        persistent-cache write per search would cost a catalog transaction."""
-        return self.embed([text], persist=False)[0]
+        persistent-cache write per search would cost a catalog transaction. Computed by the inner
+        embedder's ``embed_query`` when it has one (it leaves a core to the search's other work)."""
+        own = getattr(self.inner, "embed_query", None)
+        compute = None if own is None else (lambda texts: np.asarray(own(texts[0]))[None, :])
+        return self.embed([text], persist=False, compute=compute)[0]
 
-    def embed(self, texts: Sequence[str], *, persist: bool = True) -> np.ndarray:
+    def embed(
+        self,
+        texts: Sequence[str],
+        *,
+        persist: bool = True,
+        compute: Callable[[list[str]], np.ndarray] | None = None,
+    ) -> np.ndarray:
         """A ``(len(texts), dimension)`` float32 array of unit rows, in input order.
 
-        ``persist=False`` skips the persistent store (lookup and write) and uses the LRU only.
+        ``persist=False`` skips the persistent store (lookup and write) and uses the LRU only;
+        ``compute`` embeds what no cache holds (default: the inner embedder's ``embed``).
         Raises :class:`EmbedderError` if the inner embedder returns the wrong shape; errors of the
         inner embedder propagate unchanged.
         """
@@ -107,7 +117,7 @@ class CachedEmbedder:
         found.update(store_found)
         missing = [key for key in first if key not in found]
         if missing:
-            computed = self._embed_missing([texts[first[key]] for key in missing])
+            computed = self._embed_missing([texts[first[key]] for key in missing], compute or self.inner.embed)
             fresh = {key: computed[i] for i, key in enumerate(missing)}
             found.update(fresh)
             if persist:
@@ -177,8 +187,8 @@ class CachedEmbedder:
         except Exception:
             logger.warning("embedding store write failed; vectors stay in memory only", exc_info=True)
 
-    def _embed_missing(self, texts: list[str]) -> list[np.ndarray]:
-        vectors = np.asarray(self.inner.embed(texts), dtype=np.float32)
+    def _embed_missing(self, texts: list[str], compute: Callable[[list[str]], np.ndarray]) -> list[np.ndarray]:
+        vectors = np.asarray(compute(texts), dtype=np.float32)
         if vectors.shape != (len(texts), self.dimension):
             raise EmbedderError(
                 f"Embedder {self.inner.name!r} returned shape {vectors.shape} for {len(texts)} texts, "

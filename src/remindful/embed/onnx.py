@@ -179,6 +179,21 @@ def default_threads() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+def _session_options(ort: Any, threads: int, *, spin: bool) -> Any:
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    if spin:
+        # Spin while a run lasts (fastest), not after it: idle spinning took a core from the
+        # searches that run the vector index and SQLite right after embedding their query.
+        options.add_session_config_entry("session.force_spinning_stop", "1")
+    else:
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    return options
+
+
 class OnnxMiniLMEmbedder:
     """all-MiniLM-L6-v2 sentence embeddings (384-d, unit length) computed with ONNX Runtime.
 
@@ -219,6 +234,8 @@ class OnnxMiniLMEmbedder:
         self._quantize = quantize
         self._lock = threading.Lock()
         self._session: onnxruntime.InferenceSession | None = None
+        self._query_session: onnxruntime.InferenceSession | None = None
+        self._session_args: tuple[str, dict[str, Any]] = ("", {})  # the loaded model file, session keywords
         self._tokenizer: tokenizers.Tokenizer | None = None
         self._needs_token_types = True
         self._output: str | None = "last_hidden_state"
@@ -263,23 +280,14 @@ class OnnxMiniLMEmbedder:
                 suggestion="Reinstall remindful: pip install --force-reinstall remindful",
             ) from exc
         files = resolve_model_files(self._model_dir)
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = self._threads or default_threads()
-        options.inter_op_num_threads = 1
-        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        if self._spin:
-            # Spin while a run lasts (fastest), not after it: idle spinning took a core from the
-            # searches that run the vector index and SQLite right after embedding their query.
-            options.add_session_config_entry("session.force_spinning_stop", "1")
-        else:
-            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        options = _session_options(ort, self._threads or default_threads(), spin=self._spin)
         session, origin = None, files.origin
         if self._quantize:
             session, origin = self._quantized_session(ort, files, options)
         try:
             if session is None:
-                session = ort.InferenceSession(str(files.onnx_path), options, providers=["CPUExecutionProvider"])
+                self._session_args = (str(files.onnx_path), {"providers": ["CPUExecutionProvider"]})
+                session = ort.InferenceSession(self._session_args[0], options, **self._session_args[1])
             tokenizer = Tokenizer.from_file(str(files.tokenizer_path))
         except Exception as exc:  # onnxruntime raises its own, unexported exception types
             raise EmbedderError(
@@ -303,9 +311,8 @@ class OnnxMiniLMEmbedder:
         self.load_ms = (time.perf_counter() - started) * 1000
         self._session = session  # last: its presence means "fully loaded" to the lock-free fast path
 
-    @staticmethod
     def _quantized_session(
-        ort: Any, files: ModelFiles, options: Any
+        self, ort: Any, files: ModelFiles, options: Any
     ) -> tuple[onnxruntime.InferenceSession | None, str]:
         """A session on the int8 preparation of ``files``, or ``None`` (with the plain origin) if unusable.
 
@@ -318,17 +325,37 @@ class OnnxMiniLMEmbedder:
         prepared = ensure_quantized(files.onnx_path, ort.__version__)
         if prepared is None:
             return None, files.origin
+        args = (str(prepared), {"providers": ["CPUExecutionProvider"], "disabled_optimizers": DISABLED_OPTIMIZERS})
         try:
-            session = ort.InferenceSession(
-                str(prepared), options, providers=["CPUExecutionProvider"], disabled_optimizers=DISABLED_OPTIMIZERS
-            )
+            session = ort.InferenceSession(args[0], options, **args[1])
         except Exception as exc:  # onnxruntime raises its own, unexported exception types
             logger.warning(
                 "The prepared int8 model %s does not load (%s); removed, using the model as shipped", prepared, exc
             )
             prepared.unlink(missing_ok=True)
             return None, files.origin
+        self._session_args = args
         return session, f"{files.origin}, int8 model prepared in {prepared}"
+
+    def embed_query(self, text: str) -> np.ndarray:
+        """One search query's vector, computed on every core but one: search runs its lexical
+        queries on that one meanwhile (a run on every core would wait for them at each of its
+        operators). The same vector as ``embed([text])[0]``, up to float rounding."""
+        session, tokenizer = self._ensure_loaded()
+        if self._query_session is None:
+            with self._lock:
+                if self._query_session is None:
+                    self._query_session = self._open_query_session(session)
+        return self._run_batch(self._query_session, [tokenizer.encode(text).ids])[0]
+
+    def _open_query_session(self, session: onnxruntime.InferenceSession) -> onnxruntime.InferenceSession:
+        import onnxruntime as ort
+
+        threads = (self._threads or default_threads()) - 1
+        if threads < 1:
+            return session
+        path, keywords = self._session_args
+        return ort.InferenceSession(path, _session_options(ort, threads, spin=self._spin), **keywords)
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Embed ``texts``: a ``(len(texts), 384)`` float32 array of unit rows, in input order.
