@@ -274,9 +274,10 @@ class Catalog(CatalogDeletes):
         """BM25 matches among rows passing ``flt``, best first: see :meth:`LexicalSearch.search`."""
         return self._lexical.search(terms, flt, limit, table=table, restricted=restricted)
 
-    def neighbourhoods(self, ids: Sequence[str], radius: int) -> list[tuple[str, str, int, np.ndarray]]:
-        """For each id: (id, neighbour id, offset, neighbour vector) for every embedded memory within
-        ``radius`` positions of it in its session (offset 0 is the memory itself)."""
+    def neighbourhoods(self, ids: Sequence[str], radius: int) -> list[tuple[str, str, int, bytes]]:
+        """For each id: (id, neighbour id, offset, neighbour vector as float32 bytes) for every
+        embedded memory within ``radius`` positions of it in its session (offset 0 is the memory
+        itself)."""
         if not ids:
             return []
         marks = ",".join("?" * len(ids))
@@ -286,7 +287,7 @@ class Catalog(CatalogDeletes):
             f"WHERE c.id IN ({marks}) AND m.embedding IS NOT NULL",
             [radius, radius, *ids],
         )
-        return [(r[0], r[1], int(r[2]), np.frombuffer(r[3], dtype=np.float32)) for r in rows]
+        return [(r[0], r[1], int(r[2]), r[3]) for r in rows]
 
     def unindexed(self, limit: int = 1000) -> list[tuple[MemoryRow, np.ndarray | None]]:
         rows = self.read(

@@ -105,14 +105,15 @@ def context_scores(
     cos(query, v + w * (v_prev + v_next)), best first."""
     if not dense:
         return []
-    rows: dict[str, int] = {}  # memory id -> row of ``vectors``
-    vectors: list[np.ndarray] = [np.zeros_like(query)]  # row 0: "no neighbour"
+    rows: dict[str, int] = {}  # memory id -> row of the matrix below; row 0 is "no neighbour"
+    blobs: list[bytes] = [bytes(4 * len(query))]  # float32 zeros
     by_pos: dict[tuple[str, int], int] = {}  # (candidate, offset in its session) -> row
-    for cand, nid, offset, vector in catalog.neighbourhoods([mid for mid, _ in dense], radius=2):
-        if nid not in rows:
-            rows[nid] = len(vectors)
-            vectors.append(vector)
-        by_pos[(cand, offset)] = rows[nid]
+    for cand, nid, offset, blob in catalog.neighbourhoods([mid for mid, _ in dense], radius=2):
+        row = rows.get(nid)
+        if row is None:
+            row = rows[nid] = len(blobs)
+            blobs.append(blob)
+        by_pos[(cand, offset)] = row
     ids: list[str] = []
     own: list[int] = []
     sides: list[int] = []
@@ -127,7 +128,7 @@ def context_scores(
         sides += [by_pos.get((cand, offset - 1), 0), by_pos.get((cand, offset + 1), 0)]
     scored: dict[str, float] = {}
     if ids:
-        matrix = np.stack(vectors)
+        matrix = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(blobs), -1)
         pairs = np.asarray(sides).reshape(-1, 2)
         summed = matrix[own] + neighbour_weight * (matrix[pairs[:, 0]] + matrix[pairs[:, 1]])
         norms = np.linalg.norm(summed, axis=1)
