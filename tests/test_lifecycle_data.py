@@ -77,6 +77,28 @@ def test_export_import_round_trip_is_lossless(tmp_path_factory: pytest.TempPathF
         assert again["imported"] == 0 and again["skipped"] == len(ids)
 
 
+def test_an_export_appears_whole_or_not_at_all(tmp_path: Path, memory: MemoryManager) -> None:
+    _seed(memory)
+    (tmp_path / "exports").mkdir()
+    target = tmp_path / "exports" / "out.json"
+    target.write_text("the previous export")
+
+    def interrupted(rows: int) -> None:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        memory.export(output_path=target, progress=interrupted)
+    assert target.read_text() == "the previous export" and [p.name for p in target.parent.iterdir()] == ["out.json"]
+    # Two exports to one path at once each write a file of their own: the survivor is whole.
+    threads = [threading.Thread(target=memory.export, kwargs={"output_path": target}) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert json.loads(target.read_text())["count"] == memory.stats()["total_memories"]
+    assert [p.name for p in target.parent.iterdir()] == ["out.json"]
+
+
 def test_import_needs_no_reembedding_and_search_works(tmp_path: Path) -> None:
     with open_fake(tmp_path / "a") as source:
         ids = _seed(source)

@@ -40,6 +40,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from remindful.atomic import replaced_atomically
 from remindful.backup_archive import (
     ATTACHMENTS,
     CATALOG,
@@ -107,12 +108,9 @@ def create_backup(
         files = _files(staging)
         manifest["files"] = {rel: _digest(staging / rel) for rel in files}
         (staging / MANIFEST).write_text(json.dumps(manifest, indent=2), encoding="utf-8")
-        tmp = target.with_name(target.name + ".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "wb") as raw, tarfile.open(fileobj=raw, mode="w:gz") as tar:
+        with replaced_atomically(target) as raw, tarfile.open(fileobj=raw, mode="w:gz") as tar:
             for rel in [MANIFEST, *files]:
                 tar.add(staging / rel, arcname=rel, recursive=False)
-        os.replace(tmp, target)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     if automatic:

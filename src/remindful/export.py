@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from remindful.atomic import replaced_atomically
 from remindful.catalog import MEMORY_COLUMNS, Catalog, MemoryRow
 from remindful.errors import ValidationError
 from remindful.model import MemoryClass, content_hash
@@ -64,11 +65,9 @@ def export_memories(
             "output_path", f"{path} is a directory; expected a file path such as {path}/memories.json"
         )
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    tmp = path.with_name(path.name + ".tmp")
     count = 0
     # Streamed in rowid batches, so a large store never sits in memory twice.
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as out:
+    with replaced_atomically(path, "w", encoding="utf-8") as out:
         header = {
             "format": FORMAT,
             "version": VERSION,
@@ -91,7 +90,6 @@ def export_memories(
             if progress:
                 progress(len(rows))
         out.write(f'\n], "count": {count}}}\n')
-    os.replace(tmp, path)
     return {"success": True, "path": str(path), "count": count, "bytes": path.stat().st_size}
 
 
