@@ -36,8 +36,9 @@ from remindful.schema import MEMORY_COLUMNS, SCHEMA, MemoryRow
 T = TypeVar("T")
 
 #: 2: the ``index_deletes`` queue; 3: the ``context_mend`` queue; 4: ``context_drop`` instead of
-#: the trigger that removed a deleted row's window; 5: the time indexes cover ``expires_at``, so a broad
-#: filter is counted from an index alone. Each upgrade re-runs the (idempotent) schema.
+#: the trigger that removed a deleted row's window; 5: the time indexes hold ``rowid`` and
+#: ``expires_at`` (newest-first listings need no sort, and a broad filter is counted from an index
+#: alone). Each upgrade re-runs the (idempotent) schema.
 SCHEMA_VERSION = 5
 RETRIES = 3
 BACKOFF_S = 0.05
