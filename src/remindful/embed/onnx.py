@@ -235,7 +235,7 @@ class OnnxMiniLMEmbedder:
         self._lock = threading.Lock()
         self._session: onnxruntime.InferenceSession | None = None
         self._query_session: onnxruntime.InferenceSession | None = None
-        self._session_args: tuple[str, dict[str, Any]] = ("", {})  # the loaded model file, session keywords
+        self._session_args: tuple[str, dict[str, Any]] = ("", {})  # what opened the session: file, keywords
         self._tokenizer: tokenizers.Tokenizer | None = None
         self._needs_token_types = True
         self._output: str | None = "last_hidden_state"
@@ -281,13 +281,12 @@ class OnnxMiniLMEmbedder:
             ) from exc
         files = resolve_model_files(self._model_dir)
         options = _session_options(ort, self._threads or default_threads(), spin=self._spin)
-        session, origin = None, files.origin
-        if self._quantize:
-            session, origin = self._quantized_session(ort, files, options)
+        plain = (str(files.onnx_path), {"providers": ["CPUExecutionProvider"]})
+        prepared = self._quantized_session(ort, files, options) if self._quantize else None
+        session, origin, args = prepared or (None, files.origin, plain)
         try:
             if session is None:
-                self._session_args = (str(files.onnx_path), {"providers": ["CPUExecutionProvider"]})
-                session = ort.InferenceSession(self._session_args[0], options, **self._session_args[1])
+                session = ort.InferenceSession(args[0], options, **args[1])
             tokenizer = Tokenizer.from_file(str(files.tokenizer_path))
         except Exception as exc:  # onnxruntime raises its own, unexported exception types
             raise EmbedderError(
@@ -307,14 +306,17 @@ class OnnxMiniLMEmbedder:
         if "last_hidden_state" not in {o.name for o in session.get_outputs()}:
             self._output = None
         self._tokenizer = tokenizer
+        self._session_args = args
         self.origin = origin
         self.load_ms = (time.perf_counter() - started) * 1000
         self._session = session  # last: its presence means "fully loaded" to the lock-free fast path
 
+    @staticmethod
     def _quantized_session(
-        self, ort: Any, files: ModelFiles, options: Any
-    ) -> tuple[onnxruntime.InferenceSession | None, str]:
-        """A session on the int8 preparation of ``files``, or ``None`` (with the plain origin) if unusable.
+        ort: Any, files: ModelFiles, options: Any
+    ) -> tuple[onnxruntime.InferenceSession, str, tuple[str, dict[str, Any]]] | None:
+        """A session on the int8 preparation of ``files``, its origin and what opened it (file,
+        session keywords); ``None`` if the preparation is unusable.
 
         A prepared file that does not load (truncated by a crash, say) is removed, so the next load
         prepares it again.
@@ -324,7 +326,7 @@ class OnnxMiniLMEmbedder:
 
         prepared = ensure_quantized(files.onnx_path, ort.__version__)
         if prepared is None:
-            return None, files.origin
+            return None
         args = (str(prepared), {"providers": ["CPUExecutionProvider"], "disabled_optimizers": DISABLED_OPTIMIZERS})
         try:
             session = ort.InferenceSession(args[0], options, **args[1])
@@ -333,9 +335,8 @@ class OnnxMiniLMEmbedder:
                 "The prepared int8 model %s does not load (%s); removed, using the model as shipped", prepared, exc
             )
             prepared.unlink(missing_ok=True)
-            return None, files.origin
-        self._session_args = args
-        return session, f"{files.origin}, int8 model prepared in {prepared}"
+            return None
+        return session, f"{files.origin}, int8 model prepared in {prepared}", args
 
     def embed_query(self, text: str) -> np.ndarray:
         """One search query's vector, computed on every core but one: search runs its lexical
