@@ -229,6 +229,11 @@ class Catalog(CatalogDeletes):
         """Those of ``ids`` that exist and pass ``flt``."""
         return {row[0] for row in self.read(f"SELECT id {_FROM_IDS} WHERE {flt.sql}", [_json(ids), *flt.params])}
 
+    def ids_by_rowid(self, rowids: Sequence[int], flt: SqlFilter, *, private: bool = False) -> dict[int, str]:
+        """The ids of those of ``rowids`` that exist and pass ``flt``, keyed by rowid."""
+        sql = f"SELECT memories.rowid, id {_FROM_ROWIDS} WHERE {flt.sql}"
+        return dict(self.read(sql, [_json(rowids), *flt.params], private=private))
+
     def select_rows(
         self, flt: SqlFilter, *, limit: int = 100, offset: int = 0, order: str = "created_at DESC, rowid DESC"
     ) -> list[MemoryRow]:
@@ -389,9 +394,10 @@ class Catalog(CatalogDeletes):
         return sum(p.stat().st_size for p in self.path.parent.glob(self.path.name + "*") if p.is_file())
 
 
-# The given ids (a JSON array bound as the first parameter) drive the lookup, so the planner never
-# prefers a filter's index: on a broad filter (one type of 100,000 rows) that scanned the table.
+# The given ids or rowids (a JSON array bound as the first parameter) drive the lookup, so the planner
+# never prefers a filter's index: on a broad filter (one type of 100,000 rows) that scanned the table.
 _FROM_IDS = "FROM (SELECT value AS wanted FROM json_each(?)) CROSS JOIN memories ON memories.id = wanted"
+_FROM_ROWIDS = "FROM (SELECT value AS wanted FROM json_each(?)) CROSS JOIN memories ON memories.rowid = wanted"
 
 
 def _json(values: Sequence[Any]) -> str:

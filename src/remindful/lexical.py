@@ -7,7 +7,6 @@ and remembered), and when even the rarest matches too many rows only its newest 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -82,15 +81,7 @@ class LexicalSearch:
         )
         if not ranked:
             return []
-        # The ranked rowids drive the lookup (see Catalog.rows_passing).
-        ids = dict(
-            self._catalog.read(
-                "SELECT memories.rowid, id FROM (SELECT value AS wanted FROM json_each(?)) CROSS JOIN memories "
-                f"ON memories.rowid = wanted WHERE {flt.sql}",
-                [json.dumps([r[0] for r in ranked]), *flt.params],
-                private=True,
-            )
-        )
+        ids = self._catalog.ids_by_rowid([r[0] for r in ranked], flt, private=True)
         return [(ids[rowid], float(score)) for rowid, score in ranked if rowid in ids][:limit]
 
     def _rarest_terms(self, table: str, terms: Sequence[str]) -> tuple[list[str], int]:
