@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import pwd
+import random
 import shutil
 import socket
 import subprocess
@@ -211,6 +212,104 @@ def raw_session(env: dict[str, str], requests: list[dict[str, Any]]) -> dict[int
         proc.stdout.close()
         proc.wait(timeout=60)
     return answers
+
+
+def until_input_closes(env: dict[str, str], lines: list[str]) -> tuple[list[dict[str, Any]], str]:
+    """Send ``lines`` to `remindful serve` and close its input at once, as a script piping requests
+    in (or a client shutting down) does; every answer it writes before exiting, and its stderr."""
+    proc = subprocess.run(
+        [remindful_script(), "serve"],
+        input="".join(line + "\n" for line in lines).encode(),
+        capture_output=True,
+        env=env,
+        timeout=240,
+    )
+    assert proc.returncode == 0, proc.stderr.decode()[-2000:]
+    return [json.loads(line) for line in proc.stdout.splitlines()], proc.stderr.decode()
+
+
+def test_requests_sent_before_the_input_closes_are_answered(tmp_path: Path) -> None:
+    """The SDK cancels what is still running at the end of its input: the answers were lost
+    (the memory was stored, the client never heard). They are all written before the exit."""
+    requests = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INITIALIZE},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tools/call",
+            "params": {"name": "memory_store", "arguments": {"content": "Piped in, then stdin closed"}},
+        },
+        {
+            "jsonrpc": "2.0",
+            "id": 3,
+            "method": "tools/call",
+            "params": {"name": "memory_search", "arguments": {"query": "piped stdin"}},
+        },
+    ]
+    answers, stderr = until_input_closes(server_env(tmp_path), [json.dumps(r) for r in requests])
+    by_id = {a["id"]: a for a in answers}
+    assert sorted(by_id) == [1, 2, 3], stderr[-2000:]
+    stored = by_id[2]["result"]["structuredContent"]
+    assert stored["success"] is True
+    assert by_id[3]["result"]["structuredContent"]["memories"][0]["id"] == stored["memory_id"]
+    assert "unanswered" not in stderr
+
+
+def test_unreadable_messages_get_errors_and_the_rest_is_served(tmp_path: Path) -> None:
+    """What the SDK cannot read, it drops without a word; each such line now gets JSON-RPC's error
+    naming the field at fault (id null when the id itself is unusable), and nothing is waited for."""
+    lines = [
+        json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INITIALIZE}),
+        json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        "{not json",
+        json.dumps({"jsonrpc": "2.0", "id": 5, "method": 123}),
+        json.dumps({"jsonrpc": "2.0", "id": 1.5, "method": "tools/list"}),
+        json.dumps({"id": 7, "method": "tools/list"}),
+        json.dumps({"jsonrpc": "2.0", "id": 8, "method": "tools/list", "params": 7}),
+        json.dumps({"jsonrpc": "2.0", "id": 9, "method": "tools/list"}),
+    ]
+    answers, stderr = until_input_closes(server_env(tmp_path), lines)
+    errors = [(a["id"], a["error"]["code"], a["error"]["message"]) for a in answers if "error" in a]
+    assert errors == [
+        (None, -32700, "Parse error: not valid JSON"),
+        (5, -32600, "Invalid request: method: Input should be a valid string"),
+        (None, -32600, "Invalid request: id: Input should be a valid integer or a valid string"),
+        (7, -32600, "Invalid request: jsonrpc: Field required"),
+        (8, -32600, "Invalid request: params: Input should be a valid dictionary"),
+    ]
+    assert [a["id"] for a in answers if "result" in a] == [1, 9]
+    assert "unanswered" not in stderr
+
+
+def test_fuzzed_input_never_stops_the_server(tmp_path: Path) -> None:
+    """Three hundred lines, mangled at random around valid requests: every valid request is
+    answered, every line written is a JSON-RPC message, and the server exits cleanly at the end."""
+    rng = random.Random(20261122)
+    valid = {"jsonrpc": "2.0", "method": "tools/call", "params": {"name": "memory_stats", "arguments": {}}}
+    junk = [None, True, 1.5, -1, "", "x" * 300, [], {}, {"a": [1, {"b": None}]}, "\u0000", "é"]
+    lines = [json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": INITIALIZE})]
+    lines.append(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+    wanted = set()
+    for n in range(1, 301):
+        message: dict[str, Any] = {**valid, "id": n}
+        roll = rng.random()
+        if roll < 0.25:
+            wanted.add(n)
+            lines.append(json.dumps(message))
+        elif roll < 0.6:
+            message[rng.choice(["jsonrpc", "id", "method", "params"])] = rng.choice(junk)
+            lines.append(json.dumps(message))
+        elif roll < 0.8:
+            text = json.dumps(message)
+            lines.append(text[: rng.randrange(len(text))])
+        else:
+            lines.append(json.dumps(rng.choice(junk)))
+    answers, stderr = until_input_closes(server_env(tmp_path), lines)
+    assert all(a.get("jsonrpc") == "2.0" and ("result" in a or "error" in a) for a in answers)
+    answered = {a["id"] for a in answers if "result" in a and a["id"] != 0}
+    assert answered >= wanted, f"unanswered valid requests: {sorted(wanted - answered)}"
+    assert "Traceback" not in stderr and "unanswered" not in stderr
 
 
 async def test_stdio_with_the_real_embedder(tmp_path: Path) -> None:

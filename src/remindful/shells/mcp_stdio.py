@@ -43,6 +43,9 @@ if TYPE_CHECKING:
     from typing import Any
 
 EARLY_METHODS = ("initialize", "tools/list", "server/discover")
+#: When stdin closes, requests already received are answered before the SDK is told (it cancels
+#: whatever is still running at the end of its input); this bounds the wait.
+DRAIN_TIMEOUT_S = 60.0
 
 
 def manifest_path() -> str:
@@ -109,6 +112,8 @@ class StdioFront:
         self._state_lock = threading.Lock()
         self._answered: dict[str, Any] = {}  # request id answered early -> that message: drop the SDK's
         self._pending: dict[str, tuple[str, str]] = {}  # request id -> (method, protocol version)
+        self._unanswered: dict[str, int] = {}  # request id -> requests with it handed to the SDK, not answered
+        self._answered_all = threading.Condition(self._state_lock)
         self._version: str | None = None  # negotiated by initialize (handshake era)
         self._era: str | None = None  # decided by the first request: "legacy", "modern" or "unknown"
         self._shipped = mcp_manifest.load() if shipped else None
@@ -192,11 +197,15 @@ class StdioFront:
         if self._era is None:
             with self._state_lock:
                 self._era = mcp_modern.opening_era(message)
-        if isinstance(message, dict) and message.get("method") in EARLY_METHODS and "id" in message:
-            try:
-                self._early(message)
-            except Exception as exc:  # a malformed request: the SDK answers it with the proper error
-                sys.stderr.write(f"remindful serve: not answered early ({type(exc).__name__}: {exc})\n")
+        if isinstance(message, dict) and "method" in message and "id" in message:
+            rid = _id_key(message["id"])
+            with self._state_lock:
+                self._unanswered[rid] = self._unanswered.get(rid, 0) + 1
+            if message["method"] in EARLY_METHODS:
+                try:
+                    self._early(message)
+                except Exception as exc:  # a malformed request: the SDK answers it with the proper error
+                    sys.stderr.write(f"remindful serve: not answered early ({type(exc).__name__}: {exc})\n")
         self._to_sdk.put(line)
 
     def _early(self, message: dict[str, Any]) -> None:
@@ -242,6 +251,7 @@ class StdioFront:
         if isinstance(message, dict) and "id" in message and "method" not in message:
             rid = _id_key(message["id"])
             with self._state_lock:
+                self._settled(rid)
                 method, version = self._pending.pop(rid, ("", ""))
                 result = message.get("result")
                 early = self._answered.get(rid)
@@ -264,6 +274,16 @@ class StdioFront:
                     return
         self._write(line.rstrip("\n"))
 
+    def _settled(self, rid: str) -> None:
+        """One request with id ``rid`` was answered (the caller holds the state lock)."""
+        left = self._unanswered.get(rid, 0) - 1
+        if left > 0:
+            self._unanswered[rid] = left
+        else:
+            self._unanswered.pop(rid, None)
+            if not self._unanswered:
+                self._answered_all.notify_all()
+
     # -- run ------------------------------------------------------------------------------------
 
     def run(self) -> None:
@@ -272,6 +292,14 @@ class StdioFront:
         try:
             for raw in iter(self._wire_in.readline, b""):
                 self._from_client(raw)
+            # End of input: a client that sent requests and closed stdin (a script, or a client
+            # shutting down) still gets their answers; the SDK would cancel them at its end of input.
+            with self._state_lock:
+                if not self._answered_all.wait_for(lambda: not self._unanswered, DRAIN_TIMEOUT_S):
+                    sys.stderr.write(
+                        f"remindful serve: input closed; {len(self._unanswered)} request(s) still unanswered "
+                        f"after {DRAIN_TIMEOUT_S:.0f}s are cancelled\n"
+                    )
         except KeyboardInterrupt:
             pass
         finally:
@@ -304,7 +332,83 @@ class StdioFront:
         import anyio.to_thread
 
         self._sdk_up.set()
-        return await anyio.to_thread.run_sync(self._to_sdk.get, abandon_on_cancel=True)
+        while True:
+            line = await anyio.to_thread.run_sync(self._to_sdk.get, abandon_on_cancel=True)
+            if line is None or self._sdk_takes(line):
+                return line
+
+    def _sdk_takes(self, line: str) -> bool:
+        """Whether to hand ``line`` to the SDK. The SDK drops what is not a JSON-RPC message
+        without a word, and takes a request whose ``id`` is neither an integer nor a string for a
+        notification, which it does not answer either; both are answered here instead, with
+        JSON-RPC's parse error or invalid request naming the fields at fault."""
+        import mcp_types
+
+        raw = _decoded(line)
+        try:
+            message = mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+        except ValueError:  # pydantic's ValidationError, also for malformed JSON
+            message = None
+        is_request = isinstance(raw, dict) and "method" in raw and "id" in raw
+        if message is not None and (isinstance(message, mcp_types.JSONRPCRequest) or not is_request):
+            return True
+        self._write(json.dumps(invalid_message_answer(raw), separators=(",", ":")))
+        if is_request:  # counted by _from_client: no other answer is coming
+            rid = _id_key(raw["id"])
+            with self._state_lock:
+                self._settled(rid)
+        return False
+
+
+_NOT_PARSED = object()
+
+
+def _decoded(line: str) -> Any:
+    """``line`` decoded, or ``_NOT_PARSED`` if it is not JSON."""
+    try:
+        return json.loads(line)
+    except ValueError:
+        return _NOT_PARSED
+
+
+def _either(messages: list[str]) -> str:
+    """pydantic's messages for one field, as one: "Input should be a valid integer or a valid string"."""
+    lead = "Input should be "
+    if len(messages) > 1 and all(m.startswith(lead) for m in messages):
+        return lead + " or ".join(m[len(lead) :] for m in messages)
+    return " or ".join(messages)
+
+
+def invalid_message_answer(raw: Any) -> dict[str, Any]:
+    """The JSON-RPC error answer to a message the SDK cannot read: ``raw`` is the decoded line, or
+    ``_NOT_PARSED``. The answer carries the message's id when that id is valid (else null) and
+    says which fields are wrong and what they should be."""
+    import mcp_types
+    from pydantic import ValidationError
+
+    if raw is _NOT_PARSED:
+        return {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "Parse error: not valid JSON"}}
+    if not isinstance(raw, dict):
+        problem = f"expected a JSON object, got {type(raw).__name__}"
+    else:
+        if "method" in raw:
+            model: Any = mcp_types.JSONRPCRequest if "id" in raw else mcp_types.JSONRPCNotification
+        else:
+            model = mcp_types.JSONRPCError if "error" in raw else mcp_types.JSONRPCResponse
+        try:
+            model.model_validate(raw)
+            problem = "not a JSON-RPC 2.0 request, notification or response"
+        except ValidationError as exc:
+            by_field: dict[str, list[str]] = {}
+            for error in exc.errors():
+                field = str(error["loc"][0]) if error["loc"] else "message"
+                if error["msg"] not in by_field.setdefault(field, []):
+                    by_field[field].append(error["msg"])
+            problem = "; ".join(f"{field}: {_either(msgs)}" for field, msgs in by_field.items())
+    request_id = raw.get("id") if isinstance(raw, dict) else None
+    if type(request_id) is not int and not isinstance(request_id, str):
+        request_id = None
+    return {"jsonrpc": "2.0", "id": request_id, "error": {"code": -32600, "message": f"Invalid request: {problem}"}}
 
 
 async def serve_lines(
