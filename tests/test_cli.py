@@ -58,6 +58,25 @@ def test_bad_input_exits_2_with_the_field(store_path: Path) -> None:
     assert code == 2 and "type" in out and "screen" in out
     code, out = invoke("search", "x", "--filter", "{not json")
     assert code == 2 and "filter" in out
+    code, out = invoke("search", "x", "--since", "yesterday")
+    assert code == 2 and "Invalid 'since'" in out and "ISO 8601" in out
+
+
+@pytest.mark.parametrize("command", [["search", "x"], ["stats"], ["list"]])
+def test_invalid_settings_are_a_one_line_error_not_a_traceback(
+    store_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], command: list[str]
+) -> None:
+    """Settings are read when a command opens the store, outside its own error handling: an
+    invalid one went out as a traceback."""
+    from remindful.shells import cli
+
+    monkeypatch.setenv("REMINDFUL_SEARCH__CANDIDATES", "-3")
+    monkeypatch.setattr(sys, "argv", ["remindful", *command])
+    with pytest.raises(SystemExit) as info:
+        cli.main()
+    err = capsys.readouterr().err
+    assert info.value.code == 2, err
+    assert "search.candidates" in err and ">= 1" in err and "Traceback" not in err
 
 
 def test_reindex_rebuilds_from_the_catalog(store_path: Path) -> None:

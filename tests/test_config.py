@@ -57,6 +57,9 @@ def test_yaml_file_env_and_overrides_in_order(tmp_path: Path, monkeypatch: pytes
         ({"retention.cleanup.time": "25:00"}, "retention.cleanup.time", "HH:MM"),
         ({"embeddings.backend": "gpt"}, "embeddings.backend", "onnx"),
         ({"retention.bogus": 1}, "retention.bogus", "unknown setting"),
+        ({"retention.bogus": 1}, "retention.bogus", "known settings under 'retention': cleanup, dedup_threshold"),
+        ({"bogus": 1}, "bogus", "known settings: attachments, auto_capture,"),
+        ({"search.candidates": 0}, "search.candidates", "expected int (>= 1, <= 1000)"),
     ],
 )
 def test_invalid_values_name_the_field_and_the_form(overrides: dict, field: str, expected: str) -> None:

@@ -118,18 +118,23 @@ def _config_error(exc: PydanticValidationError, settings_cls: type[BaseSettings]
 
 
 def _expected_form(field: str, settings_cls: type[BaseSettings]) -> str:
-    """A description of the valid form, taken from the field's declaration."""
+    """A description of the valid form, taken from the field's declaration; for an unknown setting,
+    the known ones beside it."""
     model: Any = settings_cls
     info = None
-    for part in field.split("."):
+    parts = field.split(".")
+    for depth, part in enumerate(parts):
         fields = getattr(model, "model_fields", None)
-        if not fields or part not in fields:
+        if not fields:
             break
+        if part not in fields:
+            where = f" under '{'.'.join(parts[:depth])}'" if depth else ""
+            return f"known settings{where}: {', '.join(sorted(fields))}"
         info = fields[part]
         model = info.annotation
     if info is None:
         return "see `remindful config --defaults` for every setting and its form"
-    constraints = ", ".join(str(m) for m in info.metadata)
+    constraints = ", ".join(_constraint(m) for m in info.metadata)
     kind = getattr(info.annotation, "__name__", None) or str(info.annotation)
     kind = kind.replace("typing.", "").replace("remindful.model.", "")
     return (
@@ -137,6 +142,18 @@ def _expected_form(field: str, settings_cls: type[BaseSettings]) -> str:
         + (f" ({constraints})" if constraints else "")
         + (f": {info.description}" if info.description else "")
     )
+
+
+_BOUNDS = {"ge": ">=", "gt": ">", "le": "<=", "lt": "<", "min_length": "length >=", "max_length": "length <="}
+
+
+def _constraint(meta: Any) -> str:
+    """``Ge(ge=1)`` as ``>= 1``; other metadata as itself."""
+    for attribute, sign in _BOUNDS.items():
+        value = getattr(meta, attribute, None)
+        if value is not None:
+            return f"{sign} {value}"
+    return str(meta)
 
 
 def _log_sources(overrides: dict[str, Any]) -> None:

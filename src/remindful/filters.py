@@ -179,10 +179,11 @@ def _check_scalar(value: Any, path: str) -> None:
         raise ValidationError(path, f"expected a string, number or boolean, got {type(value).__name__}")
 
 
-def to_epoch(value: Any) -> float:
-    """A timestamp given as epoch seconds, ``datetime`` or ISO 8601 text → UTC epoch seconds."""
+def to_epoch(value: Any, field: str = "timestamp") -> float:
+    """A timestamp given as epoch seconds, ``datetime`` or ISO 8601 text → UTC epoch seconds;
+    ``field`` names it in the error."""
     if isinstance(value, bool):
-        raise ValidationError("timestamp", "expected an ISO 8601 date/time or epoch seconds, got a boolean")
+        raise ValidationError(field, "expected an ISO 8601 date/time or epoch seconds, got a boolean")
     if isinstance(value, int | float):
         return float(value)
     if isinstance(value, datetime):
@@ -192,10 +193,10 @@ def to_epoch(value: Any) -> float:
             parsed = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
         except ValueError:
             raise ValidationError(
-                "timestamp", f"expected an ISO 8601 date/time like 2024-05-01T12:00:00Z, got {value!r}"
+                field, f"expected an ISO 8601 date/time like 2024-05-01T12:00:00Z, got {value!r}"
             ) from None
-        return to_epoch(parsed)
-    raise ValidationError("timestamp", f"expected an ISO 8601 date/time or epoch seconds, got {type(value).__name__}")
+        return to_epoch(parsed, field)
+    raise ValidationError(field, f"expected an ISO 8601 date/time or epoch seconds, got {type(value).__name__}")
 
 
 # -- the vector index's view ---------------------------------------------------------------------

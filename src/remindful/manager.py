@@ -311,8 +311,8 @@ class MemoryManager(LifecycleMixin, LearningMixin):
         flt = build_filter(
             types=type_values,
             session_id=session_id,
-            since=None if since is None else to_epoch(since),
-            until=None if until is None else to_epoch(until),
+            since=None if since is None else to_epoch(since, "since"),
+            until=None if until is None else to_epoch(until, "until"),
             filters=filters,
         ) & SqlFilter("(expires_at IS NULL OR expires_at > ?)", (time.time(),))
         state = self._state.ready()

@@ -106,10 +106,7 @@ def as_datetime(value: Any, field_name: str) -> datetime:
         return datetime.now(UTC)
     if isinstance(value, datetime):
         return value if value.tzinfo else value.replace(tzinfo=UTC)
-    try:
-        return datetime.fromtimestamp(to_epoch(value), UTC)
-    except ValidationError:
-        raise ValidationError(field_name, f"expected ISO 8601 time or epoch seconds, got {value!r}") from None
+    return datetime.fromtimestamp(to_epoch(value, field_name), UTC)
 
 
 def _text(value: Any, field_name: str, *, allow_empty: bool = False) -> str:

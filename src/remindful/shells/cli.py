@@ -59,10 +59,15 @@ def _open() -> MemoryManager:
 
 
 def _fail(exc: Exception) -> typer.Exit:
-    from remindful.errors import ValidationError
+    return typer.Exit(_report(exc))
+
+
+def _report(exc: Exception) -> int:
+    """Print ``exc`` as a one-line error; its exit status: 2 for bad input (including settings), else 1."""
+    from remindful.errors import ConfigError, ValidationError
 
     err_console.print(f"[red]error:[/red] {exc}", highlight=False)
-    return typer.Exit(2 if isinstance(exc, ValidationError) else 1)
+    return 2 if isinstance(exc, ValidationError | ConfigError) else 1
 
 
 def _run(fn: Any) -> Any:
@@ -268,7 +273,16 @@ _load_command_modules()
 
 
 def main() -> None:
-    app()
+    try:
+        app()
+    except Exception as exc:
+        # Errors raised outside a command's own handling, such as invalid settings met when a
+        # command opens the store: a one-line error, not a traceback.
+        from remindful.errors import RemindfulError
+
+        if not isinstance(exc, RemindfulError):
+            raise
+        sys.exit(_report(exc))
 
 
 if __name__ == "__main__":
