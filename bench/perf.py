@@ -7,7 +7,8 @@ Prints, each against a baseline measured in the same run:
 - first-use init (open → first store), get, stats;
 - search p50/p95 (including query embedding, query cache off) at each size, with and without a
   session filter, against plain Chroma queries on the same collection; and p50 with two broad
-  restrictions (one type, which every memory here has; the newer half by time).
+  restrictions (one type, which every memory here has; the newer half by time); and p50 of searches
+  made after IDLE_S of idleness (as an agent's are), against Chroma queries made the same way.
 
     python bench/perf.py --sizes 10000,100000 [--json]
 """
@@ -29,6 +30,9 @@ import remindful
 from remindful.embed import OnnxMiniLMEmbedder
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo_dev.json"
+#: Searches "after idleness" wait this long before each: longer than any cache the searches keep warm.
+IDLE_S = 1.5
+IDLE_QUERIES = 12
 
 
 def corpus(n: int, seed: int = 7) -> list[str]:
@@ -149,6 +153,18 @@ def bench_size(embedder: Any, root: Path, size: int, queries: int, *, reuse: boo
         t0 = time.perf_counter()
         memory.search(q, limit=10, since=half)
         broad.append((time.perf_counter() - t0) * 1000)
+    # After idleness, alternating with the baseline (embedding + plain Chroma) made the same way.
+    collection = memory._state.index._collection("conversation_memories")  # type: ignore[union-attr]
+    idle, base_idle = [], []
+    for q in qs[:IDLE_QUERIES]:
+        time.sleep(IDLE_S)
+        t0 = time.perf_counter()
+        memory.search(q, limit=10)
+        idle.append((time.perf_counter() - t0) * 1000)
+        time.sleep(IDLE_S)
+        t0 = time.perf_counter()
+        collection.query(query_embeddings=embedder.embed([q]).tolist(), n_results=10)
+        base_idle.append((time.perf_counter() - t0) * 1000)
     for memory_id in ids:
         t0 = time.perf_counter()
         memory.get(memory_id)
@@ -158,7 +174,6 @@ def bench_size(embedder: Any, root: Path, size: int, queries: int, *, reuse: boo
         memory.stats()
         stats_ms.append((time.perf_counter() - t0) * 1000)
     # Baseline: plain Chroma on the same collection, same query vectors (embedding included).
-    collection = memory._state.index._collection("conversation_memories")  # type: ignore[union-attr]
     base_plain, base_filtered = [], []
     for i, q in enumerate(qs):
         t0 = time.perf_counter()
@@ -181,6 +196,8 @@ def bench_size(embedder: Any, root: Path, size: int, queries: int, *, reuse: boo
         "session_search_p95_ms": pct(filtered, 0.95),
         "type_search_p50_ms": pct(typed, 0.5),
         "half_search_p50_ms": pct(broad, 0.5),
+        "idle_search_p50_ms": pct(idle, 0.5),
+        "chroma_idle_p50_ms": pct(base_idle, 0.5),
         "chroma_p50_ms": pct(base_plain, 0.5),
         "chroma_session_p50_ms": pct(base_filtered, 0.5),
         "get_p50_ms": pct(gets, 0.5),
@@ -236,6 +253,7 @@ def main(argv: list[str] | None = None) -> int:
             f"session-filtered p50 {s['session_search_p50_ms']} ms (p95 {s['session_search_p95_ms']}); "
             f"one type p50 {s['type_search_p50_ms']} ms; newer half p50 {s['half_search_p50_ms']} ms; "
             f"plain Chroma p50 {s['chroma_p50_ms']} / filtered {s['chroma_session_p50_ms']} ms; "
+            f"after {IDLE_S} s idle: search p50 {s['idle_search_p50_ms']} ms vs Chroma {s['chroma_idle_p50_ms']} ms; "
             f"get {s['get_p50_ms']} ms; stats {s['stats_p50_ms']} ms; open {s['open_ms']} ms; "
             f"ingest {s['ingest_per_s']}/s"
         )

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from conftest import open_fake
-from remindful.background import BackgroundIndexer, IndexHolders
+from remindful.background import AccessRecorder, BackgroundIndexer, IndexHolders
 from remindful.embed import FakeEmbedder
 from remindful.index import ChromaEmbeddedIndex, InMemoryIndex
 
@@ -86,6 +86,30 @@ def test_worker_survives_a_failing_batch() -> None:
     assert worker.flush(10)
     worker.close()
     assert seen[-1] == ["good"]
+
+
+class CountingCatalog:
+    """Stands in for the catalog: records each ``touch`` call (one write transaction each)."""
+
+    def __init__(self) -> None:
+        self.touches: list[list[str]] = []
+
+    def touch(self, ids: list[str], at: float) -> None:
+        self.touches.append(list(ids))
+
+
+def test_access_counts_of_many_searches_are_written_together() -> None:
+    """One write per search competed with the next searches for the cores: the hits of searches
+    within a second of each other are written in one transaction; flush and close do not wait."""
+    catalog = CountingCatalog()
+    recorder = AccessRecorder(catalog, linger=60)  # type: ignore[arg-type]  # no machine is that slow
+    for n in range(50):
+        recorder.record([f"m{n}", "common"])
+    assert recorder.flush(10), "flush waited for the linger"
+    assert catalog.touches == [[x for n in range(50) for x in (f"m{n}", "common")]]
+    recorder.record(["late"])
+    recorder.close(timeout=10)
+    assert catalog.touches[-1] == ["late"], "close did not write what was waiting"
 
 
 def test_full_check_runs_only_after_a_crash(tmp_path: Path) -> None:

@@ -51,10 +51,15 @@ class IndexLock:
 
 
 class _Worker:
-    """A daemon thread draining a queue of id lists in coalesced batches."""
+    """A daemon thread draining a queue of id lists in coalesced batches. With ``linger`` > 0 a
+    batch waits that many seconds after its first item for more to join it, unless ``flush`` or
+    ``close`` asks for it (or it reached ``MAX_BATCH`` ids)."""
 
-    def __init__(self, name: str, handle: Callable[[list[str]], None]) -> None:
+    MAX_BATCH = 10_000
+
+    def __init__(self, name: str, handle: Callable[[list[str]], None], *, linger: float = 0.0) -> None:
         self._handle = handle
+        self._linger = linger
         # An item is a list of ids to handle, an Event to set once everything before it is handled,
         # or None: stop.
         self._queue: queue.Queue[list[str] | threading.Event | None] = queue.Queue()
@@ -77,14 +82,17 @@ class _Worker:
             waiting: list[threading.Event] = []
             item = self._queue.get()
             stop = item is None
+            deadline = time.monotonic() + self._linger
             while item is not None:
                 if isinstance(item, threading.Event):
                     waiting.append(item)
                 else:
                     ids.extend(item)
-                if self._queue.empty():
+                wait = 0.0 if waiting or len(ids) >= self.MAX_BATCH else deadline - time.monotonic()
+                try:
+                    item = self._queue.get(timeout=wait) if wait > 0 else self._queue.get_nowait()
+                except queue.Empty:
                     break
-                item = self._queue.get()
                 stop = item is None
             if ids:
                 try:
@@ -190,11 +198,13 @@ class DeleteFinisher:
 
 
 class AccessRecorder(_Worker):
-    """Counts search hits as accesses off the hot path: a daemon thread batches the updates."""
+    """Counts search hits as accesses off the hot path: a daemon thread batches the updates, up to
+    a second's worth at a time, so a busy server commits once a second instead of once a search
+    (each commit rewrites the hits' rows into the write-ahead log)."""
 
-    def __init__(self, catalog: Catalog) -> None:
+    def __init__(self, catalog: Catalog, *, linger: float = 1.0) -> None:
         self._catalog = catalog
-        super().__init__("remindful-access", self._touch)
+        super().__init__("remindful-access", self._touch, linger=linger)
 
     def record(self, ids: list[str]) -> None:
         self.submit(ids)

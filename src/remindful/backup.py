@@ -311,7 +311,6 @@ def clear_all(manager: MemoryManager, *, confirm: bool = False) -> dict[str, Any
             index.reset()
     shutil.rmtree(manager.path / ATTACHMENTS, ignore_errors=True)
     manager._resumed_session = None
-    state.type_counts(max_age_s=0)
     return {"success": True, "deleted": deleted, "backup_path": backup["path"], "counts_before": backup["counts"]}
 
 

@@ -31,15 +31,16 @@ from remindful.context import CONTEXT_SCHEMA
 from remindful.errors import CorruptionError, StorageError, StorageFullError, StorageLockedError
 from remindful.filters import SqlFilter
 from remindful.lexical import LexicalSearch
-from remindful.schema import MEMORY_COLUMNS, SCHEMA, MemoryRow
+from remindful.schema import MEMORY_COLUMNS, RECOUNT_TYPES, SCHEMA, MemoryRow
 
 T = TypeVar("T")
 
 #: 2: the ``index_deletes`` queue; 3: the ``context_mend`` queue; 4: ``context_drop`` instead of
 #: the trigger that removed a deleted row's window; 5: the time indexes hold ``rowid`` and
 #: ``expires_at`` (newest-first listings need no sort, and a broad filter is counted from an index
-#: alone). Each upgrade re-runs the (idempotent) schema.
-SCHEMA_VERSION = 5
+#: alone); 6: ``type_counts``, kept by triggers. Each upgrade re-runs the (idempotent) schema and
+#: recounts the types.
+SCHEMA_VERSION = 6
 RETRIES = 3
 BACKOFF_S = 0.05
 
@@ -109,7 +110,11 @@ class Catalog(CatalogDeletes):
         version = conn.execute("PRAGMA user_version").fetchone()[0]
         if version < SCHEMA_VERSION:
             conn.executescript(
-                "BEGIN IMMEDIATE;" + SCHEMA + CONTEXT_SCHEMA + f"PRAGMA user_version={SCHEMA_VERSION}; COMMIT;"
+                "BEGIN IMMEDIATE;"
+                + SCHEMA
+                + CONTEXT_SCHEMA
+                + RECOUNT_TYPES
+                + f"PRAGMA user_version={SCHEMA_VERSION}; COMMIT;"
             )
         elif version > SCHEMA_VERSION:
             raise StorageError(
@@ -322,6 +327,10 @@ class Catalog(CatalogDeletes):
     def without_embeddings(self, ids: Sequence[str]) -> list[tuple[str, str]]:
         """(id, content) of the memories among ``ids`` that have no vector yet."""
         return self.read_in("SELECT id, content FROM memories WHERE id IN ({marks}) AND embedding IS NULL", ids)
+
+    def type_counts(self) -> dict[str, int]:
+        """How many memories each type holds (types without any are left out); exact, and cheap."""
+        return dict(self.read("SELECT type, n FROM type_counts WHERE n > 0"))
 
     def existing_ids(self, ids: Sequence[str]) -> set[str]:
         """Those of ``ids`` that are stored."""

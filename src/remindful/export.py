@@ -213,7 +213,6 @@ def import_memories(
         state.index_rows([r for r in batch if r.embedding is not None])
         if progress:
             progress(len(batch))
-    state.type_counts(max_age_s=0)
     counts: dict[str, int] = {}
     for row in fresh:
         counts[row.type] = counts.get(row.type, 0) + 1

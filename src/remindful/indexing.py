@@ -77,7 +77,7 @@ class IndexMaintenance(IndexAdditions):
     def catalog(self) -> Catalog:
         raise NotImplementedError
 
-    def type_counts(self, *, max_age_s: float = 1.0) -> dict[str, int]:
+    def type_counts(self) -> dict[str, int]:
         raise NotImplementedError
 
     def ready(self) -> Any:

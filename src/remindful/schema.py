@@ -60,6 +60,19 @@ CREATE TRIGGER IF NOT EXISTS memories_au AFTER UPDATE OF content ON memories BEG
     INSERT INTO memories_fts(memories_fts, rowid, content) VALUES ('delete', old.rowid, old.content);
     INSERT INTO memories_fts(rowid, content) VALUES (new.rowid, new.content);
 END;
+-- How many memories each type holds, kept by triggers in the writing transaction: searches and
+-- stores need it and a GROUP BY reads a whole index (10-15 ms at 100k memories).
+CREATE TABLE IF NOT EXISTS type_counts (type TEXT PRIMARY KEY, n INTEGER NOT NULL) WITHOUT ROWID;
+CREATE TRIGGER IF NOT EXISTS memories_count_ai AFTER INSERT ON memories BEGIN
+    INSERT INTO type_counts(type, n) VALUES (new.type, 1) ON CONFLICT(type) DO UPDATE SET n = n + 1;
+END;
+CREATE TRIGGER IF NOT EXISTS memories_count_ad AFTER DELETE ON memories BEGIN
+    UPDATE type_counts SET n = n - 1 WHERE type = old.type;
+END;
+CREATE TRIGGER IF NOT EXISTS memories_count_au AFTER UPDATE OF type ON memories BEGIN
+    UPDATE type_counts SET n = n - 1 WHERE type = old.type;
+    INSERT INTO type_counts(type, n) VALUES (new.type, 1) ON CONFLICT(type) DO UPDATE SET n = n + 1;
+END;
 CREATE TABLE IF NOT EXISTS sessions (
     id TEXT PRIMARY KEY,
     started_at REAL NOT NULL,
@@ -95,6 +108,12 @@ CREATE TABLE IF NOT EXISTS index_deletes (
 """
     + SPOOL_DDL
 )
+
+#: Run with every schema upgrade, after ``SCHEMA``: the counts start from the rows present.
+RECOUNT_TYPES = """
+DELETE FROM type_counts;
+INSERT INTO type_counts(type, n) SELECT type, count(*) FROM memories GROUP BY type;
+"""
 
 #: Columns of ``memories`` returned by reads, in this order (no embedding).
 MEMORY_COLUMNS = (

@@ -25,7 +25,7 @@ def _percentile(values: list[float], q: float) -> float | None:
 def build_stats(state: StoreState) -> dict[str, Any]:
     settings = state.settings
     catalog = state.catalog
-    counts = state.type_counts(max_age_s=0)
+    counts = state.type_counts()
     collections = {}
     for memory_type in MemoryType:
         limit = settings.max_items_for(memory_type)

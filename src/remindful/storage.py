@@ -75,8 +75,6 @@ class StoreState(IndexMaintenance):
         #: Run once when the catalog opens (the manager drains the hook spool here); a failure is
         #: logged and does not stop the open.
         self.on_open: list[Callable[[], None]] = []
-        self._type_counts: dict[str, int] = {}
-        self._counts_at = 0.0
         self._size_mb = 0.0
         self._size_at = 0.0
         self.store_ms: deque[float] = deque(maxlen=1000)
@@ -157,8 +155,6 @@ class StoreState(IndexMaintenance):
 
         span = self.catalog.write(run, what="storing memories")
         self._spans[rows[0].id] = span
-        for row in rows:
-            self._type_counts[row.type] = self._type_counts.get(row.type, 0) + 1
         self.stores += len(rows)
         self.store_ms.append((time.perf_counter() - started) * 1000 / len(rows))
 
@@ -197,8 +193,6 @@ class StoreState(IndexMaintenance):
         if not gone:
             return 0
         remove_copies(self.path, [mid for mid, _t in gone])
-        for _mid, type_value in gone:
-            self._type_counts[type_value] = max(self._type_counts.get(type_value, 1) - 1, 0)
         self.after_delete(gone, later=later)
         return len(gone)
 
@@ -226,11 +220,9 @@ class StoreState(IndexMaintenance):
                 log.info("quota: evicted %d least important %s memories (limit %d)", len(victims), type_value, limit)
         self._warn_if_near_size_quota()
 
-    def type_counts(self, *, max_age_s: float = 1.0) -> dict[str, int]:
-        if time.monotonic() - self._counts_at > max_age_s:
-            self._type_counts = dict(self.catalog.read("SELECT type, count(*) FROM memories GROUP BY type"))
-            self._counts_at = time.monotonic()
-        return self._type_counts
+    def type_counts(self) -> dict[str, int]:
+        """How many memories each type holds, as committed (by any process)."""
+        return self.catalog.type_counts()
 
     def size_mb(self, *, max_age_s: float = 5.0) -> float:
         if time.monotonic() - self._size_at > max_age_s:

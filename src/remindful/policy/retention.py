@@ -179,7 +179,7 @@ def _plan(state: StoreState, now: float) -> tuple[dict[str, str], list[Cluster],
         lower = tier.max_age_days
 
     live = [r for r in rows if r.id not in doomed]
-    counts = dict(state.catalog.read("SELECT type, count(*) FROM memories GROUP BY type"))
+    counts = state.type_counts()
     gone = Counter(r.type for r in rows if r.id in doomed)
     for type_value, count in counts.items():
         excess = count - gone.get(type_value, 0) - settings.max_items_for(MemoryType(type_value))
