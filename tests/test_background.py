@@ -112,6 +112,22 @@ def test_access_counts_of_many_searches_are_written_together() -> None:
     assert catalog.touches[-1] == ["late"], "close did not write what was waiting"
 
 
+def test_access_counts_are_written_when_a_program_ends_without_closing(tmp_path: Path) -> None:
+    """The hits of the last second wait in memory for the batch: they are written at exit."""
+    script = (
+        "import sys; sys.path.insert(0, sys.argv[2]);"
+        "from conftest import open_fake;"
+        "memory = open_fake(sys.argv[1]);"
+        "print(memory.store('remember the milk'));"
+        "memory.search('milk')"
+    )
+    tests = str(Path(__file__).parent)
+    done = subprocess.run([sys.executable, "-c", script, str(tmp_path / "s"), tests], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    with open_fake(tmp_path / "s") as memory:
+        assert memory.get(done.stdout.strip()).access_count == 1
+
+
 def test_full_check_runs_only_after_a_crash(tmp_path: Path) -> None:
     path = tmp_path / "s"
     index = GatedIndex()

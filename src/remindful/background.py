@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import fcntl
 import logging
@@ -22,6 +23,7 @@ import os
 import queue
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -205,6 +207,7 @@ class AccessRecorder(_Worker):
     def __init__(self, catalog: Catalog, *, linger: float = 1.0) -> None:
         self._catalog = catalog
         super().__init__("remindful-access", self._touch, linger=linger)
+        _RECORDERS.add(self)
 
     def record(self, ids: list[str]) -> None:
         self.submit(ids)
@@ -214,6 +217,16 @@ class AccessRecorder(_Worker):
             self._catalog.touch(ids, time.time())
         except RemindfulError as exc:  # access counts are best effort; never break a search
             log.warning("could not record memory access: %s", exc)
+
+
+_RECORDERS: weakref.WeakSet[AccessRecorder] = weakref.WeakSet()
+
+
+@atexit.register
+def _write_access_counts_at_exit() -> None:
+    """A program that ends without closing its store still has its last searches' hits counted."""
+    for recorder in list(_RECORDERS):
+        recorder.flush(timeout=5)
 
 
 class IndexHolders:
