@@ -9,6 +9,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -272,3 +273,28 @@ def test_submit_commits_in_well_under_a_millisecond(tmp_path: Path) -> None:
         assert worker.stats["captured"] == 50 and manager.stats()["spool_pending"] == 0
     took.sort()
     assert took[len(took) // 2] < 0.002, f"median submit {took[len(took) // 2] * 1000:.2f} ms"
+
+
+def test_a_call_answered_before_the_spool_exists_waits_for_it(tmp_path: Path) -> None:
+    """The worker makes the spool in its thread, so that opening the store costs the host nothing.
+    A call answered before that used to be kept in memory only: a kill -9 then lost it (seen in
+    CI). It now waits for the spool and is committed to it before submit returns."""
+    store = tmp_path / "store"
+    opened = threading.Event()
+    with open_fake(store) as manager:
+
+        def slow_to_open() -> Any:
+            opened.wait(10)  # the store opens only after the first call was answered
+            return manager
+
+        worker = CaptureWorker(slow_to_open)
+        threading.Timer(0.3, opened.set).start()
+        worker.submit(ToolCall("click", {"x": 1}, True, 1.0))
+        try:
+            with sqlite3.connect(f"file:{store / 'catalog.sqlite3'}?mode=ro", uri=True) as conn:
+                spooled = conn.execute("SELECT count(*) FROM spool").fetchone()[0] + manager.stats()["total_memories"]
+        except sqlite3.OperationalError:  # no catalog or no spool table yet: nothing was committed
+            spooled = 0
+        worker.close(timeout=60)
+        assert worker.stats["captured"] == 1
+    assert spooled >= 1, "submit returned before the call was committed anywhere"

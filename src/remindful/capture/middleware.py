@@ -101,15 +101,19 @@ class CaptureWorker:
 
     ``submit`` never raises and blocks only for the spool commit: each call is first committed,
     redacted, to the store's spool (``spool``, a :class:`~remindful.capture.spooled.CaptureSpool`;
-    by default the worker thread makes one from the manager as soon as it starts, and calls
-    submitted before that are committed then). So a call survives the process being killed: the
-    next opener of the store stores it. When the bounded queue is full the call is dropped from
-    memory and counted (``stats["dropped"]``) — its spool row is still stored once this process
-    has exited. ``get_manager`` is called in the worker thread, so loading the store costs the host
-    nothing; ``warm=True`` also opens the vector index at once. ``session_id`` defaults to the
-    spool's session (the manager's, one per process). :meth:`close` at shutdown stores what is
-    queued.
+    by default the worker thread makes one from the manager as soon as it starts, and a call
+    submitted before that waits for it, up to ``SPOOL_WAIT_S``). So a call survives the process
+    being killed once it has been answered: the next opener of the store stores it. When the
+    bounded queue is full the call is dropped from memory and counted (``stats["dropped"]``) — its
+    spool row is still stored once this process has exited. ``get_manager`` is called in the
+    worker thread, so loading the store costs the host nothing; ``warm=True`` also opens the vector
+    index at once. ``session_id`` defaults to the spool's session (the manager's, one per process).
+    :meth:`close` at shutdown stores what is queued.
     """
+
+    #: How long a call submitted before the spool exists waits for the worker to make it; past
+    #: that (the store cannot be opened, say) the call is kept in memory only.
+    SPOOL_WAIT_S = 10.0
 
     def __init__(
         self,
@@ -126,6 +130,9 @@ class CaptureWorker:
         self.mapping = mapping or TypeMapping()
         self.session_id = session_id or (spool.session_id if spool is not None else None)
         self.spool = spool
+        self._spool_made = threading.Event()  # set once making the spool succeeded or failed
+        if spool is not None:
+            self._spool_made.set()
         self._queue: queue.Queue[tuple[ToolCall, str | None, str] | None] = queue.Queue(maxsize=max_queue)
         self.stats = {"captured": 0, "skipped": 0, "failed": 0, "dropped": 0}
         self.memory_ids: list[str] = []
@@ -134,6 +141,8 @@ class CaptureWorker:
 
     def submit(self, call: ToolCall) -> None:
         memory_type, key = self.mapping(call.tool), None
+        if not self._spool_made.is_set():
+            self._spool_made.wait(self.SPOOL_WAIT_S)
         spool = self.spool
         if spool is not None:
             try:
@@ -188,8 +197,12 @@ class CaptureWorker:
             if self.spool is None:
                 from remindful.capture.spooled import CaptureSpool
 
-                self.spool = CaptureSpool.for_manager(self._get_manager(), self.session_id)
-                self.session_id = self.session_id or self.spool.session_id
+                try:
+                    spool = CaptureSpool.for_manager(self._get_manager(), self.session_id)
+                    self.session_id = self.session_id or spool.session_id
+                    self.spool = spool
+                finally:
+                    self._spool_made.set()
             if self._warm:
                 manager = self._get_manager()
                 if not manager.disabled_reason:
