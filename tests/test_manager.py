@@ -6,6 +6,7 @@ import hashlib
 import random
 import re
 import threading
+import time
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -19,6 +20,7 @@ from conftest import open_fake
 from remindful import MemoryClass, MemorySource, MemoryType, NotFoundError, ValidationError
 from remindful.embed import FakeEmbedder
 from remindful.manager import MemoryManager
+from remindful.storage import SIZE_WARNING_INTERVAL_S
 
 ID_PATTERN = re.compile(r"^(screen|action|workflow|conversation|document|knowledge)_\d{20}_[0-9a-f]{8}$")
 
@@ -193,10 +195,20 @@ def test_quota_evicts_least_important_unprotected(tmp_path: Path) -> None:
 
 
 def test_near_size_quota_warns_and_still_stores(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    def warnings() -> list[str]:
+        return [r.message for r in caplog.records if "of its quota" in r.message]
+
     with open_fake(tmp_path / "s", **{"storage.max_size_mb": 0.001}) as memory:
         memory_id = memory.store("still stored")
         assert memory.get(memory_id)
-    assert any("of its quota" in r.message and "increase storage.max_size_mb" in r.message for r in caplog.records)
+        assert len(warnings()) == 1 and "increase storage.max_size_mb" in warnings()[0]
+        memory.store_batch([{"content": f"more {i}"} for i in range(3)])
+        memory.store("and more")
+        assert len(warnings()) == 1, "the same warning again on every store floods the log"
+        state = memory._state
+        state._size_warned = (time.monotonic() - SIZE_WARNING_INTERVAL_S - 1, 10**9)
+        memory.store("ten minutes later")
+        assert len(warnings()) == 2
 
 
 def test_disabled_in_config_refuses_with_reason(tmp_path: Path) -> None:

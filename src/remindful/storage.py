@@ -43,6 +43,8 @@ from remindful.model import MemoryType
 log = logging.getLogger("remindful")
 
 SIZE_WARNING_RATIO = 0.9
+#: Near the size quota, a store warns again only after this long, or when the usage grew by a point.
+SIZE_WARNING_INTERVAL_S = 600.0
 
 
 class StoreState(IndexMaintenance):
@@ -77,6 +79,7 @@ class StoreState(IndexMaintenance):
         self.on_open: list[Callable[[], None]] = []
         self._size_mb = 0.0
         self._size_at = 0.0
+        self._size_warned: tuple[float, int] | None = None  # (monotonic time, percent) of the last warning
         self.store_ms: deque[float] = deque(maxlen=1000)
         self.search_ms: deque[float] = deque(maxlen=1000)
         self.stores = 0
@@ -238,9 +241,17 @@ class StoreState(IndexMaintenance):
         return self._size_mb
 
     def _warn_if_near_size_quota(self) -> None:
+        """Near the quota, warn on a store: at once, then again after ``SIZE_WARNING_INTERVAL_S``
+        or when the usage grew by a percentage point (a warning on every store flooded the hook
+        daemon's log)."""
         quota = self.settings.storage.max_size_mb
         used = self.size_mb()
-        if used >= SIZE_WARNING_RATIO * quota:
+        if used < SIZE_WARNING_RATIO * quota:
+            self._size_warned = None
+            return
+        percent, now, last = int(100 * used / quota), time.monotonic(), self._size_warned
+        if last is None or percent > last[1] or now - last[0] >= SIZE_WARNING_INTERVAL_S:
+            self._size_warned = (now, percent)
             log.warning(
                 "Memory storage at %.0f%% of its quota (%.1f MB of %.0f MB): enable auto-cleanup "
                 "(retention.cleanup.enabled) or increase storage.max_size_mb",
