@@ -256,6 +256,26 @@ def test_requests_sent_before_the_input_closes_are_answered(tmp_path: Path) -> N
     assert "unanswered" not in stderr
 
 
+def test_a_request_the_client_cancelled_is_not_waited_for(tmp_path: Path) -> None:
+    """The SDK sends no answer to a cancelled request: at the end of input the server must not
+    wait for one (it waited its full drain timeout, a minute). The real embedder keeps the call
+    running (the model loads) when the cancellation arrives."""
+    requests = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INITIALIZE},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tools/call",
+            "params": {"name": "memory_search", "arguments": {"query": "x"}},
+        },
+        {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 2, "reason": "user"}},
+    ]
+    answers, stderr = until_input_closes(server_env(tmp_path, fake=False), [json.dumps(r) for r in requests])
+    assert answers[0]["id"] == 1
+    assert "unanswered" not in stderr
+
+
 def test_unreadable_messages_get_errors_and_the_rest_is_served(tmp_path: Path) -> None:
     """What the SDK cannot read, it drops without a word; each such line now gets JSON-RPC's error
     naming the field at fault (id null when the id itself is unusable), and nothing is waited for."""

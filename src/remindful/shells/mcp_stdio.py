@@ -197,6 +197,13 @@ class StdioFront:
         if self._era is None:
             with self._state_lock:
                 self._era = mcp_modern.opening_era(message)
+        if isinstance(message, dict) and message.get("method") == "notifications/cancelled":
+            params = message.get("params")
+            if isinstance(params, dict) and "requestId" in params:  # the client expects no answer now
+                rid = _id_key(params["requestId"])
+                with self._state_lock:
+                    if rid in self._unanswered:
+                        self._settled(rid)
         if isinstance(message, dict) and "method" in message and "id" in message:
             rid = _id_key(message["id"])
             with self._state_lock:
