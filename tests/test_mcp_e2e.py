@@ -228,26 +228,32 @@ def until_input_closes(env: dict[str, str], lines: list[str]) -> tuple[list[dict
     return [json.loads(line) for line in proc.stdout.splitlines()], proc.stderr.decode()
 
 
+def tool_call(request_id: int, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "method": "tools/call",
+        "params": {"name": name, "arguments": arguments},
+    }
+
+
+def handshake_then(*messages: dict[str, Any]) -> list[str]:
+    """The lines of a handshake-era session: initialize (id 1), initialized, then ``messages``."""
+    opening = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INITIALIZE},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+    ]
+    return [json.dumps(m) for m in (*opening, *messages)]
+
+
 def test_requests_sent_before_the_input_closes_are_answered(tmp_path: Path) -> None:
     """The SDK cancels what is still running at the end of its input: the answers were lost
     (the memory was stored, the client never heard). They are all written before the exit."""
-    requests = [
-        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INITIALIZE},
-        {"jsonrpc": "2.0", "method": "notifications/initialized"},
-        {
-            "jsonrpc": "2.0",
-            "id": 2,
-            "method": "tools/call",
-            "params": {"name": "memory_store", "arguments": {"content": "Piped in, then stdin closed"}},
-        },
-        {
-            "jsonrpc": "2.0",
-            "id": 3,
-            "method": "tools/call",
-            "params": {"name": "memory_search", "arguments": {"query": "piped stdin"}},
-        },
-    ]
-    answers, stderr = until_input_closes(server_env(tmp_path), [json.dumps(r) for r in requests])
+    lines = handshake_then(
+        tool_call(2, "memory_store", {"content": "Piped in, then stdin closed"}),
+        tool_call(3, "memory_search", {"query": "piped stdin"}),
+    )
+    answers, stderr = until_input_closes(server_env(tmp_path), lines)
     by_id = {a["id"]: a for a in answers}
     assert sorted(by_id) == [1, 2, 3], stderr[-2000:]
     stored = by_id[2]["result"]["structuredContent"]
@@ -260,18 +266,11 @@ def test_a_request_the_client_cancelled_is_not_waited_for(tmp_path: Path) -> Non
     """The SDK sends no answer to a cancelled request: at the end of input the server must not
     wait for one (it waited its full drain timeout, a minute). The real embedder keeps the call
     running (the model loads) when the cancellation arrives."""
-    requests = [
-        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INITIALIZE},
-        {"jsonrpc": "2.0", "method": "notifications/initialized"},
-        {
-            "jsonrpc": "2.0",
-            "id": 2,
-            "method": "tools/call",
-            "params": {"name": "memory_search", "arguments": {"query": "x"}},
-        },
+    lines = handshake_then(
+        tool_call(2, "memory_search", {"query": "x"}),
         {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 2, "reason": "user"}},
-    ]
-    answers, stderr = until_input_closes(server_env(tmp_path, fake=False), [json.dumps(r) for r in requests])
+    )
+    answers, stderr = until_input_closes(server_env(tmp_path, fake=False), lines)
     assert answers[0]["id"] == 1
     assert "unanswered" not in stderr
 
@@ -279,15 +278,17 @@ def test_a_request_the_client_cancelled_is_not_waited_for(tmp_path: Path) -> Non
 def test_unreadable_messages_get_errors_and_the_rest_is_served(tmp_path: Path) -> None:
     """What the SDK cannot read, it drops without a word; each such line now gets JSON-RPC's error
     naming the field at fault (id null when the id itself is unusable), and nothing is waited for."""
-    lines = [
-        json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INITIALIZE}),
-        json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}),
-        "{not json",
-        json.dumps({"jsonrpc": "2.0", "id": 5, "method": 123}),
-        json.dumps({"jsonrpc": "2.0", "id": 1.5, "method": "tools/list"}),
-        json.dumps({"id": 7, "method": "tools/list"}),
-        json.dumps({"jsonrpc": "2.0", "id": 8, "method": "tools/list", "params": 7}),
-        json.dumps({"jsonrpc": "2.0", "id": 9, "method": "tools/list"}),
+    lines = handshake_then()
+    lines.append("{not json")
+    lines += [
+        json.dumps(m)
+        for m in (
+            {"jsonrpc": "2.0", "id": 5, "method": 123},
+            {"jsonrpc": "2.0", "id": 1.5, "method": "tools/list"},
+            {"id": 7, "method": "tools/list"},
+            {"jsonrpc": "2.0", "id": 8, "method": "tools/list", "params": 7},
+            {"jsonrpc": "2.0", "id": 9, "method": "tools/list"},
+        )
     ]
     answers, stderr = until_input_closes(server_env(tmp_path), lines)
     errors = [(a["id"], a["error"]["code"], a["error"]["message"]) for a in answers if "error" in a]
@@ -308,10 +309,9 @@ def test_fuzzed_input_never_stops_the_server(tmp_path: Path) -> None:
     rng = random.Random(20261122)
     valid = {"jsonrpc": "2.0", "method": "tools/call", "params": {"name": "memory_stats", "arguments": {}}}
     junk = [None, True, 1.5, -1, "", "x" * 300, [], {}, {"a": [1, {"b": None}]}, "\u0000", "é"]
-    lines = [json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": INITIALIZE})]
-    lines.append(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+    lines = handshake_then()
     wanted = set()
-    for n in range(1, 301):
+    for n in range(2, 302):  # id 1 is the initialize
         message: dict[str, Any] = {**valid, "id": n}
         roll = rng.random()
         if roll < 0.25:
@@ -327,7 +327,7 @@ def test_fuzzed_input_never_stops_the_server(tmp_path: Path) -> None:
             lines.append(json.dumps(rng.choice(junk)))
     answers, stderr = until_input_closes(server_env(tmp_path), lines)
     assert all(a.get("jsonrpc") == "2.0" and ("result" in a or "error" in a) for a in answers)
-    answered = {a["id"] for a in answers if "result" in a and a["id"] != 0}
+    answered = {a["id"] for a in answers if "result" in a and a["id"] != 1}
     assert answered >= wanted, f"unanswered valid requests: {sorted(wanted - answered)}"
     assert "Traceback" not in stderr and "unanswered" not in stderr
 
