@@ -257,22 +257,18 @@ def test_nothing_is_spooled_for_an_excluded_session_or_with_memory_off(tmp_path:
     assert rows == []
 
 
-def test_submit_commits_in_well_under_a_millisecond(tmp_path: Path) -> None:
+def test_calls_submitted_back_to_back_are_each_stored_once(tmp_path: Path) -> None:
+    """Fifty calls submitted back to back are all stored, once each, and leave the spool empty.
+    (How long submit holds up a tool's answer is measured by bench/capture_submit.py.)"""
     with open_fake(tmp_path / "store") as manager:
         worker = CaptureWorker(lambda: manager)
         assert worker.flush(10)
-        deadline = time.monotonic() + 10
-        while worker.spool is None and time.monotonic() < deadline:
-            time.sleep(0.01)
-        took = []
         for i in range(50):
-            started = time.perf_counter()
             worker.submit(ToolCall("click", {"x": i}, True, 1.0))
-            took.append(time.perf_counter() - started)
         worker.close(timeout=60)
         assert worker.stats["captured"] == 50 and manager.stats()["spool_pending"] == 0
-    took.sort()
-    assert took[len(took) // 2] < 0.002, f"median submit {took[len(took) // 2] * 1000:.2f} ms"
+        xs = sorted(m.metadata["arguments"]["x"] for m in manager.list(limit=100))
+    assert xs == list(range(50))
 
 
 def test_a_call_answered_before_the_spool_exists_waits_for_it(tmp_path: Path) -> None:
