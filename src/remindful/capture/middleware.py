@@ -141,8 +141,7 @@ class CaptureWorker:
 
     def submit(self, call: ToolCall) -> None:
         memory_type, key = self.mapping(call.tool), None
-        if not self._spool_made.is_set():
-            self._spool_made.wait(self.SPOOL_WAIT_S)
+        self._spool_made.wait(self.SPOOL_WAIT_S)  # at once when the spool is made
         spool = self.spool
         if spool is not None:
             try:

@@ -351,13 +351,15 @@ class StdioFront:
         JSON-RPC's parse error or invalid request naming the fields at fault."""
         import mcp_types
 
-        raw = _decoded(line)
         try:
             message = mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False)
         except ValueError:  # pydantic's ValidationError, also for malformed JSON
             message = None
+        if isinstance(message, mcp_types.JSONRPCRequest):
+            return True
+        raw = _decoded(line)
         is_request = isinstance(raw, dict) and "method" in raw and "id" in raw
-        if message is not None and (isinstance(message, mcp_types.JSONRPCRequest) or not is_request):
+        if message is not None and not is_request:
             return True
         self._write(json.dumps(invalid_message_answer(raw), separators=(",", ":")))
         if is_request:  # counted by _from_client: no other answer is coming
