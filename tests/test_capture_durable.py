@@ -294,3 +294,24 @@ def test_a_call_answered_before_the_spool_exists_waits_for_it(tmp_path: Path) ->
         worker.close(timeout=60)
         assert worker.stats["captured"] == 1
     assert spooled >= 1, "submit returned before the call was committed anywhere"
+
+
+def test_fallback_records_a_drainer_took_and_did_not_import_are_drained_later(tmp_path: Path) -> None:
+    """A drainer moves the fallback file aside before importing it. If it died (kill -9) or its
+    import failed in between, the copy was never looked at again: the calls in it were lost."""
+    from dataclasses import asdict
+
+    from remindful.hooks.spool import FALLBACK_NAME
+
+    store = tmp_path / "store"
+    with open_fake(store) as manager:
+        manager.stats()  # the store exists
+    call = ToolCall("click", {"x": 4}, True, 1.0)
+    record = {"session_id": "proxied", "type": "action", "call": asdict(call), "owner": None, "at": call.finished_at}
+    line = {"idem_key": "mcp_tool_orphan", "kind": "mcp_tool", "payload": json.dumps(record), "created_at": 1.0}
+    orphan = store / f"{FALLBACK_NAME}.99999.draining"  # the copy of a drainer that is gone
+    orphan.write_text(json.dumps(line) + "\n")
+    with open_fake(store) as manager:  # opening drains
+        stored = [m.metadata["arguments"] for m in manager.list(limit=10) if m.source.value == "mcp_tool"]
+        assert manager.stats()["spool_pending"] == 0
+    assert stored == [{"x": 4}] and not orphan.exists()

@@ -64,7 +64,7 @@ def spool_lock(storage: Path) -> Iterator[bool]:
 def pending(manager: Any) -> bool:
     """Whether anything waits in the spool (one indexed query and a stat: cheap)."""
     catalog = manager._state.ready().catalog
-    if (manager.path / FALLBACK_NAME).exists():
+    if _fallback_files(manager.path, include_live=True):
         return True
     return bool(catalog.read("SELECT 1 FROM spool WHERE attempts < ? LIMIT 1", (MAX_ATTEMPTS,)))
 
@@ -121,21 +121,33 @@ def _daemon_alive(storage: Path) -> bool:
     return True
 
 
+def _fallback_files(storage: Path, *, include_live: bool) -> list[Path]:
+    """The fallback file (when ``include_live``) and the copies a drainer took to import and did
+    not finish (it died, or its import failed): only the one drainer holding the spool lock may
+    take them, and importing twice is harmless (rows are keyed)."""
+    live = storage / FALLBACK_NAME
+    taken = sorted(storage.glob(f"{FALLBACK_NAME}.*.draining"))
+    return ([live] if include_live and live.exists() else []) + taken
+
+
 def _import_fallback(manager: Any) -> None:
+    """Move the fallback file aside and import it, with any copy an earlier drainer left behind
+    (the caller holds the spool lock)."""
     path = manager.path / FALLBACK_NAME
-    if not path.exists():
-        return
-    taken = path.with_name(f"{FALLBACK_NAME}.{os.getpid()}.draining")
-    os.replace(path, taken)
-    records = []
-    for line in taken.read_text(encoding="utf-8", errors="replace").splitlines():
-        with contextlib.suppress(ValueError, KeyError, TypeError):
-            r = json.loads(line)
-            records.append((r["idem_key"], r["kind"], r["payload"], float(r["created_at"]), r["idem_key"]))
+    if path.exists():
+        os.replace(path, path.with_name(f"{FALLBACK_NAME}.{os.getpid()}.draining"))
     from remindful.hooks.spool import INSERT_SQL
 
-    manager._state.catalog.write(lambda c: c.executemany(INSERT_SQL, records), what="importing spooled events")
-    taken.unlink()
+    for taken in _fallback_files(manager.path, include_live=False):
+        records = []
+        for line in taken.read_text(encoding="utf-8", errors="replace").splitlines():
+            with contextlib.suppress(ValueError, KeyError, TypeError):
+                r = json.loads(line)
+                records.append((r["idem_key"], r["kind"], r["payload"], float(r["created_at"]), r["idem_key"]))
+        manager._state.catalog.write(
+            lambda c, rs=records: c.executemany(INSERT_SQL, rs), what="importing spooled events"
+        )
+        taken.unlink()
 
 
 def _process(manager: Any, rows: list[Any]) -> int:
