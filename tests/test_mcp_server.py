@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import re
+import time
 from pathlib import Path
 from typing import Any, get_args
 
+import anyio
 import pytest
 from mcp import Client
 
 from conftest import open_fake
 from remindful.model import MemoryType
 from remindful.shells.mcp_server import LazyManager, build_server
-from remindful.shells.mcp_tools.common import MemoryTypeName
+from remindful.shells.mcp_tools.common import ArrivalOrder, MemoryTypeName
 
 pytestmark = pytest.mark.anyio
 
@@ -272,3 +275,51 @@ async def test_readme_lists_exactly_the_servers_tools(server: Any) -> None:
         served = [t.name for t in (await client.list_tools()).tools]
     assert len(documented) == len(set(documented)), "a tool is listed twice in the README"
     assert sorted(documented) == sorted(served), "README's MCP tool table and the server's tools differ"
+
+
+async def test_calls_sent_without_waiting_take_effect_in_order(server: Any, lazy: LazyManager) -> None:
+    """The SDK runs requests at once, each in a thread: a search sent right after a store (a
+    script piping both, parallel tool calls) could run first and miss it. Here the store is
+    slowed down; the search, sent second, must still find it."""
+    manager = lazy()
+    store = manager.store
+
+    def slow_store(*args: Any, **kwargs: Any) -> Any:
+        time.sleep(0.3)
+        return store(*args, **kwargs)
+
+    manager.store = slow_store  # type: ignore[method-assign]
+    answers: dict[str, dict[str, Any]] = {}
+
+    async def send(tool: str, **arguments: Any) -> None:
+        answers[tool] = await call(client, tool, **arguments)
+
+    async with Client(server) as client:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(functools.partial(send, "memory_store", content="Pipelined: the cache key includes the locale"))
+            tg.start_soon(functools.partial(send, "memory_search", query="cache key locale"))
+    hits = answers["memory_search"]["memories"]
+    assert [h["id"] for h in hits][:1] == [answers["memory_store"]["memory_id"]]
+
+
+async def test_arrival_order_lets_reads_overlap_and_holds_writes() -> None:
+    """Reads in a row run together; a write waits for every earlier call, a read for earlier writes."""
+    order = ArrivalOrder()
+    log: list[str] = []
+
+    def step(name: str, seconds: float) -> None:
+        log.append(f"{name} start")
+        time.sleep(seconds)
+        log.append(f"{name} end")
+
+    async def enter(writes: bool, name: str, seconds: float) -> None:
+        await order.run(writes, step, {"name": name, "seconds": seconds})
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(enter, False, "read1", 0.2)
+        tg.start_soon(enter, False, "read2", 0.05)
+        tg.start_soon(enter, True, "write", 0.05)
+        tg.start_soon(enter, False, "read3", 0.0)
+    assert log.index("read2 start") < log.index("read1 end")  # the reads overlapped
+    assert log.index("write start") > max(log.index("read1 end"), log.index("read2 end"))
+    assert log.index("read3 start") > log.index("write end")

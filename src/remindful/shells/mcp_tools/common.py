@@ -9,10 +9,15 @@ reaches the SDK as an exception, so the server keeps serving.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import logging
+import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal
+
+import anyio
+import anyio.to_thread
 
 from mcp_types import ToolAnnotations
 
@@ -34,11 +39,51 @@ UPDATE = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent
 DESTRUCTIVE = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False)
 
 
+class ArrivalOrder:
+    """Tool calls take effect in the order they reach the server.
+
+    The SDK runs every request at once, each in its own thread, so a client that sends
+    ``memory_store`` and then ``memory_search`` without waiting (a script piping requests, an agent
+    making parallel calls) could search before the store was written. Here a call waits for the
+    earlier calls it could observe or disturb: a read for the earlier writes, a write for every
+    earlier call. Reads in a row still run together. The order is taken on the event loop, where
+    the SDK starts the requests' tasks in the order it read them.
+    """
+
+    def __init__(self) -> None:
+        self._running: list[tuple[bool, anyio.Event]] = []
+
+    async def run(self, writes: bool, fn: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
+        earlier = [done for writer, done in self._running if writes or writer]
+        mine = (writes, anyio.Event())
+        self._running.append(mine)
+        try:
+            for done in earlier:
+                await done.wait()
+            # Not abandoned on cancellation: the call's effects are done before later calls start.
+            return await anyio.to_thread.run_sync(functools.partial(fn, **kwargs))
+        finally:
+            self._running.remove(mine)
+            mine[1].set()
+
+
+_ORDERS: weakref.WeakKeyDictionary[Any, ArrivalOrder] = weakref.WeakKeyDictionary()
+
+
 def tool(mcp: Any, annotations: ToolAnnotations) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Register a function as a tool of ``mcp``, its docstring dedented as the description."""
+    """Register a function as a tool of ``mcp``, its docstring dedented as the description.
+
+    The SDK sees ``fn``'s signature, but calls it through ``mcp``'s :class:`ArrivalOrder`: a tool
+    not annotated read-only counts as a write."""
+    order = _ORDERS.setdefault(mcp, ArrivalOrder())
+    writes = not annotations.read_only_hint
 
     def register(fn: Callable[..., Any]) -> Callable[..., Any]:
-        mcp.add_tool(fn, description=inspect.cleandoc(fn.__doc__ or ""), annotations=annotations)
+        @functools.wraps(fn)
+        async def in_order(**kwargs: Any) -> Any:
+            return await order.run(writes, fn, kwargs)
+
+        mcp.add_tool(in_order, description=inspect.cleandoc(fn.__doc__ or ""), annotations=annotations)
         return fn
 
     return register
@@ -95,6 +140,7 @@ __all__ = [
     "READ_ONLY",
     "UPDATE",
     "WRITE",
+    "ArrivalOrder",
     "GetManager",
     "MemoryTypeName",
     "disabled",
