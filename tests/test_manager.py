@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import random
 import re
 import threading
@@ -201,6 +202,7 @@ def test_near_size_quota_warns_and_still_stores(tmp_path: Path, caplog: pytest.L
     with open_fake(tmp_path / "s", **{"storage.max_size_mb": 0.001}) as memory:
         memory_id = memory.store("still stored")
         assert memory.get(memory_id)
+        memory._state._size_thread.join(timeout=30)  # the size is measured off the store path
         assert len(warnings()) == 1 and "increase storage.max_size_mb" in warnings()[0]
         memory.store_batch([{"content": f"more {i}"} for i in range(3)])
         memory.store("and more")
@@ -209,6 +211,26 @@ def test_near_size_quota_warns_and_still_stores(tmp_path: Path, caplog: pytest.L
         state._size_warned = (time.monotonic() - SIZE_WARNING_INTERVAL_S - 1, 10**9)
         memory.store("ten minutes later")
         assert len(warnings()) == 2
+
+
+def test_a_store_does_not_walk_the_storage_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The size-quota check measures the storage directory (a stat per file: 0.1-0.3 s with
+    10,000 attachment copies) at most every few seconds, and never on the storing thread."""
+    walkers: list[str] = []
+    walk = os.walk
+
+    def traced_walk(*args: Any, **kwargs: Any) -> Any:
+        walkers.append(threading.current_thread().name)
+        return walk(*args, **kwargs)
+
+    monkeypatch.setattr("remindful.storage.os.walk", traced_walk)
+    with open_fake(tmp_path / "s") as memory:
+        memory.store("first")
+        memory._state._size_at = 0.0  # as after an idle pause
+        memory.store("after a pause")
+        if (measuring := getattr(memory._state, "_size_thread", None)) is not None:
+            measuring.join(timeout=30)
+    assert walkers and threading.current_thread().name not in walkers, walkers
 
 
 def test_disabled_in_config_refuses_with_reason(tmp_path: Path) -> None:

@@ -294,10 +294,9 @@ async def test_calls_sent_without_waiting_take_effect_in_order(server: Any, lazy
     async def send(tool: str, **arguments: Any) -> None:
         answers[tool] = await call(client, tool, **arguments)
 
-    async with Client(server) as client:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(functools.partial(send, "memory_store", content="Pipelined: the cache key includes the locale"))
-            tg.start_soon(functools.partial(send, "memory_search", query="cache key locale"))
+    async with Client(server) as client, anyio.create_task_group() as tg:
+        tg.start_soon(functools.partial(send, "memory_store", content="Pipelined: the cache key includes the locale"))
+        tg.start_soon(functools.partial(send, "memory_search", query="cache key locale"))
     hits = answers["memory_search"]["memories"]
     assert [h["id"] for h in hits][:1] == [answers["memory_store"]["memory_id"]]
 

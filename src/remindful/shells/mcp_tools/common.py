@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 import anyio.to_thread
-
 from mcp_types import ToolAnnotations
 
 if TYPE_CHECKING:
