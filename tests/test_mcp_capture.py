@@ -294,3 +294,68 @@ def test_proxy_reports_a_command_that_cannot_start(tmp_path: Path) -> None:
         [command, *args], env=env, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL
     )
     assert result.returncode == 127 and "could not start" in result.stderr
+
+
+ECHO_SERVER = """
+import json, sys
+
+for line in sys.stdin:
+    message = json.loads(line)
+    if "id" in message:
+        result = {"content": [{"type": "text", "text": "done " + str(message["id"])}]}
+        print(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}), flush=True)
+"""
+
+
+def test_the_proxy_commits_each_call_before_the_client_sees_its_answer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The proxy relayed a request before noting it: a server answering at once could have its
+    answer relayed before the call was pending, so the capture came after the answer (a kill -9
+    then lost it: a flaky CI run) or never (the answer matched no request). Noting a request is
+    slowed down here; each answer must still find its call committed to the spool."""
+    from remindful.capture import proxy
+    from remindful.capture.spooled import CaptureSpool
+
+    note = proxy.ToolCallTracker.from_client
+
+    def slow_note(self: Any, line: bytes) -> None:
+        time.sleep(0.05)
+        note(self, line)
+
+    monkeypatch.setattr(proxy.ToolCallTracker, "from_client", slow_note)
+    store = tmp_path / "store"
+    (tmp_path / "server.py").write_text(ECHO_SERVER)
+    manager = open_fake(store)
+    spool = CaptureSpool.for_manager(manager, "echo_run")
+    client_in, to_proxy = os.pipe()
+    from_proxy, client_out = os.pipe()
+    with os.fdopen(client_in, "rb") as proxy_in, os.fdopen(client_out, "wb") as proxy_out:
+        relay = threading.Thread(
+            target=proxy.run_proxy,
+            args=([sys.executable, str(tmp_path / "server.py")], lambda: manager),
+            kwargs={"stdin": proxy_in, "stdout": proxy_out, "spool": spool},
+        )
+        relay.start()
+        committed = []
+        with os.fdopen(to_proxy, "wb") as requests, os.fdopen(from_proxy, "rb") as answers:
+            for i in range(1, 6):
+                params = {"name": "click", "arguments": {"x": i}}
+                call = {"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": params}
+                requests.write(json.dumps(call).encode() + b"\n")
+                requests.flush()
+                assert json.loads(answers.readline())["id"] == i
+                committed.append(committed_calls(manager))
+            requests.close()
+            relay.join(timeout=60)
+    stored = sorted(m.metadata["arguments"]["x"] for m in manager.list(limit=100) if m.source.value == "mcp_tool")
+    manager.close()
+    assert committed == [1, 2, 3, 4, 5], "an answer reached the client before its call was committed"
+    assert stored == [1, 2, 3, 4, 5]
+
+
+def committed_calls(manager: MemoryManager) -> int:
+    """Captured calls committed so far: rows still in the spool, and rows done (stored or skipped)."""
+    catalog = manager._state.ready().catalog
+    [(n,)] = catalog.read("SELECT COUNT(*) FROM (SELECT idem_key FROM spool UNION SELECT idem_key FROM spool_done)")
+    return int(n)

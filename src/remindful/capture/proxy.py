@@ -210,8 +210,11 @@ def run_proxy(
 
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, stop)
+    # A request is noted before it is relayed: a server answering at once must find it pending.
     upstream = threading.Thread(
-        target=_pump, args=(client_in, child.stdin, tracker.from_client, close_child_stdin), daemon=True
+        target=_pump,
+        args=(client_in, child.stdin, tracker.from_client, close_child_stdin, lambda: True),
+        daemon=True,
     )
     upstream.start()
     try:
@@ -219,6 +222,7 @@ def run_proxy(
     except KeyboardInterrupt:
         child.terminate()
     code = child.wait()
+    child.stdout.close()
     worker.close(timeout=30)
     if worker.stats["failed"]:
         log.warning("remindful proxy: %d captures failed (see the log)", worker.stats["failed"])
