@@ -361,3 +361,42 @@ async def test_the_http_server_tells_the_app_when_the_client_leaves() -> None:
         await asyncio.wait_for(left.wait(), 10)
     finally:
         server.close()
+
+
+@pytest.mark.parametrize(
+    ("body", "answer"),
+    [
+        (
+            {"jsonrpc": "2.0", "id": 1.5, "method": "tools/list"},  # the SDK took it for a notification: 202, no answer
+            {
+                "id": None,
+                "code": -32600,
+                "message": "Invalid request: id: Input should be a valid integer or a valid string",
+            },
+        ),
+        (
+            {"jsonrpc": "2.0", "id": 8, "method": "tools/list", "params": 7},
+            {"id": 8, "code": -32600, "message": "Invalid request: params: Input should be a valid dictionary"},
+        ),
+        (
+            {"id": 7, "method": "tools/list"},
+            {"id": 7, "code": -32600, "message": "Invalid request: jsonrpc: Field required"},
+        ),
+        ([1, 2], {"id": None, "code": -32600, "message": "Invalid request: expected a JSON object, got list"}),
+    ],
+)
+async def test_an_unreadable_message_gets_an_error_naming_the_field(
+    sdk: Any, shipped: dict[str, Any], body: Any, answer: dict[str, Any]
+) -> None:
+    """The SDK answered these with its validator's whole dump (code -32602, id null), or not at
+    all; the answer now names the field at fault, with the request's id, and the session goes on."""
+    front = HttpFront(shipped)
+    front.attach(sdk)
+    sid = session_of(await call(front, "POST", initialize("2025-06-18")))
+    await call(front, "POST", INITIALIZED, sid, **{"mcp-protocol-version": "2025-06-18"})
+    bad = await call(front, "POST", body, sid)
+    assert bad[0]["status"] == 400
+    error = json.loads(b"".join(m.get("body", b"") for m in bad[1:]))
+    assert {"id": error["id"], **error["error"]} == answer
+    listed = await call(front, "POST", {"jsonrpc": "2.0", "id": 9, "method": "tools/list"}, sid)
+    assert sse_result(listed)["result"] == mcp_manifest.tools_answer(shipped, "2025-06-18")

@@ -37,7 +37,7 @@ import signal
 import sys
 import threading
 
-from remindful.shells import asgi_h11, mcp_manifest, mcp_modern
+from remindful.shells import asgi_h11, mcp_errors, mcp_manifest, mcp_modern
 from remindful.shells.mcp_http_wire import SESSION, VERSION, accepted, header, plain_post, sse_answer
 from remindful.shells.mcp_stdio import plain_initialize
 
@@ -157,6 +157,14 @@ class HttpFront:
 
     async def forward(self, scope: Message, body: bytes, receive: Receive, send: Send) -> None:
         assert self.sdk_app is not None
+        if plain_post(scope) and mcp_errors.decoded(body) is not mcp_errors.NOT_PARSED:
+            error = mcp_errors.unreadable(body)  # the SDK's parse errors are clear; its others are not
+            if error is not None:
+                content = json.dumps(error, separators=(",", ":")).encode()
+                headers = [(b"content-type", b"application/json"), (b"content-length", str(len(content)).encode())]
+                await send({"type": "http.response.start", "status": 400, "headers": headers})
+                await send({"type": "http.response.body", "body": content})
+                return
         session_id, version = header(scope["headers"], SESSION), header(scope["headers"], VERSION)
         legacy = version is None or (self.manifest is not None and version in self.manifest["handshake_versions"])
         session = self.sessions.get(session_id) if session_id and legacy else None  # the 2026 era is sessionless
