@@ -5,18 +5,23 @@ from __future__ import annotations
 import json
 import os
 import pwd
+import queue
 import random
 import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
+from contextlib import AsyncExitStack
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
+import anyio.to_thread
 import pytest
 from mcp import Client, StdioServerParameters
+from mcp_types import ListToolsResult
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.integration]
 
@@ -70,18 +75,27 @@ import remindful.shells.mcp_manifest as m
 m.load = lambda path=None: None  # as in a development tree whose tools changed since it was recorded
 """
 
-SLOW_SDK = """
-import sys, time
+HELD_SDK = """
+import os, sys, time
 
-class SlowMcp:  # delays the first import of the MCP SDK, as on a slow machine
+class HeldMcp:  # holds the first import of the MCP SDK until the test creates the file HOLD_SDK_UNTIL
     def find_spec(self, name, path=None, target=None):
         if name == "mcp.server":
             sys.meta_path.remove(self)
-            time.sleep(float(__import__("os").environ["SLOW_SDK_SECONDS"]))
+            until = os.environ["HOLD_SDK_UNTIL"]
+            open(until + ".reached", "w").close()
+            while not os.path.exists(until):
+                time.sleep(0.02)
         return None
 
-sys.meta_path.insert(0, SlowMcp())
+sys.meta_path.insert(0, HeldMcp())
 """
+
+#: Seconds to wait for what must happen while the SDK import is held. Not a speed limit: a server
+#: that waits for the SDK never answers then, and the test fails with that instead of hanging.
+HANG_GUARD = 60.0
+#: Seconds to wait for any other answer (the SDK's import and start, the model's load).
+ANSWER_TIMEOUT = 120.0
 
 
 def patched(env: dict[str, str], folder: Path, *sitecustomize: str) -> dict[str, str]:
@@ -91,36 +105,91 @@ def patched(env: dict[str, str], folder: Path, *sitecustomize: str) -> dict[str,
     return {**env, "PYTHONPATH": str(folder)}
 
 
+class Gate:
+    """What holds the SDK import of a server started with :func:`held_sdk`: the file it waits for,
+    and the marker it leaves once its SDK thread has got to the import."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.reached = Path(f"{path}.reached")
+
+    @property
+    def held(self) -> bool:
+        return not self.path.exists()
+
+    def wait_reached(self) -> None:
+        """Until the server is at its SDK import: holding an import it never began proves nothing."""
+        deadline = time.monotonic() + HANG_GUARD
+        while not self.reached.exists():
+            if time.monotonic() > deadline:
+                pytest.fail("the server never began importing mcp.server: the SDK was not held")
+            time.sleep(0.02)
+
+    def release(self) -> None:
+        self.wait_reached()
+        self.path.touch()
+
+
+def held_sdk(env: dict[str, str], folder: Path, *sitecustomize: str) -> tuple[dict[str, str], Gate]:
+    """``env`` patched with ``sitecustomize`` and :data:`HELD_SDK`, and the gate of that server's
+    SDK import: closed until the test releases it."""
+    gate = Gate(folder / "release-sdk")
+    return {**patched(env, folder, *sitecustomize, HELD_SDK), "HOLD_SDK_UNTIL": str(gate.path)}, gate
+
+
+def waited_for_the_sdk(what: str) -> str:
+    return f"{what} was not answered while the SDK import was held: it waited for the SDK"
+
+
+async def listed_while_held(stack: AsyncExitStack, client: Client, gate: Gate) -> tuple[Client, ListToolsResult, bool]:
+    """``client`` opened (on ``stack``) and its tools listed, and whether both were done while
+    ``gate`` still held the server's SDK import. A server that waits for the SDK would not answer
+    them then: after :data:`HANG_GUARD` the gate is released so that the test goes on and fails
+    at its end, outside the client (which would wrap a failure in exception groups)."""
+    assert gate.held
+    watchdog = threading.Timer(HANG_GUARD, gate.path.touch)
+    watchdog.start()
+    try:
+        opened = await stack.enter_async_context(client)
+        listed = await opened.list_tools()
+    finally:
+        watchdog.cancel()
+    return opened, listed, gate.held
+
+
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
 async def test_without_the_shipped_manifest_the_second_start_answers_from_the_user_cache(
     tmp_path: Path, mode: str
 ) -> None:
     """The first start records the SDK's initialize (or, in auto mode, server/discover) and
-    tools/list answers; the next start replays them before the SDK is loaded, and they equal what
-    the SDK answers itself."""
+    tools/list answers; the next start replays them while its SDK import is held, and they equal
+    what the SDK answers itself."""
     env = patched(server_env(tmp_path), tmp_path / "patch", NO_SHIPPED_MANIFEST)
     params = StdioServerParameters(command=remindful_script(), args=["serve"], env=env)
-    async with Client(params, mode=mode, read_timeout_seconds=120) as client:
+    async with Client(params, mode=mode, read_timeout_seconds=ANSWER_TIMEOUT) as client:
         first = (await client.list_tools()).model_dump()
         first_info = client.server_info
     manifest = tmp_path / "home" / ".cache" / "remindful" / "mcp-manifest.json"
     recorded = json.loads(manifest.read_text())
     assert ("modern server/discover" in recorded) == (mode == "auto"), sorted(recorded)
-    started = time.perf_counter()
-    async with Client(params, mode=mode, read_timeout_seconds=120) as client:
-        second = (await client.list_tools()).model_dump()
-        listed_after = time.perf_counter() - started
+    env, gate = held_sdk(server_env(tmp_path), tmp_path / "held", NO_SHIPPED_MANIFEST)
+    params = StdioServerParameters(command=remindful_script(), args=["serve"], env=env)
+    async with AsyncExitStack() as stack:
+        client, listed, held = await listed_while_held(
+            stack, Client(params, mode=mode, read_timeout_seconds=ANSWER_TIMEOUT), gate
+        )
         assert client.server_info == first_info
+        await anyio.to_thread.run_sync(gate.release)
         # The SDK takes over for everything else, with the session the early answers began.
         assert (await client.call_tool("memory_stats", {})).structured_content["success"] is True
-    assert second == first
-    assert listed_after < 5, f"tools/list took {listed_after:.2f}s on a warm start"
+    assert held, waited_for_the_sdk("initialize or server/discover, or tools/list, from the user cache")
+    assert listed.model_dump() == first
 
 
 def test_the_first_start_answers_at_once_with_the_sdk_bytes(tmp_path: Path) -> None:
-    """With the SDK import held up for 8 s and no user cache (a fresh HOME: the first start after
-    an install), initialize and tools/list are answered at once from the shipped manifest, byte
-    for byte what the SDK answers when it answers itself; the SDK then answers everything else."""
+    """With the SDK import held and no user cache (a fresh HOME: the first start after an install),
+    initialize and tools/list are answered from the shipped manifest, byte for byte what the SDK
+    answers when it answers itself; the tool call is answered by the SDK once the import is let go."""
     requests = [
         {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INITIALIZE},
         {"jsonrpc": "2.0", "method": "notifications/initialized"},
@@ -128,11 +197,11 @@ def test_the_first_start_answers_at_once_with_the_sdk_bytes(tmp_path: Path) -> N
         {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "memory_stats", "arguments": {}}},
     ]
     by_sdk = raw_session(patched(server_env(tmp_path / "a"), tmp_path / "p1", NO_SHIPPED_MANIFEST), requests)
-    slow = patched(server_env(tmp_path / "b"), tmp_path / "p2", SLOW_SDK)
-    early = raw_session({**slow, "SLOW_SDK_SECONDS": "8"}, requests)
+    env, gate = held_sdk(server_env(tmp_path / "b"), tmp_path / "p2")
+    early = raw_session(env, requests, gate, early=(1, 2))
     assert early[1]["line"] == by_sdk[1]["line"] and early[2]["line"] == by_sdk[2]["line"]
-    assert early[2]["at"] < 4, f"tools/list answered after {early[2]['at']:.1f}s: it waited for the SDK"
-    assert early[3]["at"] > 8 and early[3]["message"]["result"]["structuredContent"]["success"] is True
+    assert [early[i]["held"] for i in (1, 2, 3)] == [True, True, False]  # the tool call only after the release
+    assert early[3]["message"]["result"]["structuredContent"]["success"] is True
     assert not (tmp_path / "b" / "home" / ".cache" / "remindful").exists()  # the SDK agreed: nothing to record
 
 
@@ -148,7 +217,7 @@ ENVELOPE = {
 def test_the_2026_era_is_answered_at_once_with_the_sdk_bytes(tmp_path: Path) -> None:
     """The same in the 2026-07-28 era the SDK client's default auto mode opens: server/discover and
     tools/list in its envelope (and a request at a version the server does not serve: -32022) are
-    answered at once with the SDK's bytes; the tool call waits for the SDK."""
+    answered with the SDK's bytes while its import is held; the tool call waits for the SDK."""
     unsupported = {"_meta": {**ENVELOPE["_meta"], "io.modelcontextprotocol/protocolVersion": "2099-01-01"}}
     requests = [
         {"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": ENVELOPE},
@@ -162,27 +231,26 @@ def test_the_2026_era_is_answered_at_once_with_the_sdk_bytes(tmp_path: Path) -> 
         },
     ]
     by_sdk = raw_session(patched(server_env(tmp_path / "a"), tmp_path / "p1", NO_SHIPPED_MANIFEST), requests)
-    slow = patched(server_env(tmp_path / "b"), tmp_path / "p2", SLOW_SDK)
-    early = raw_session({**slow, "SLOW_SDK_SECONDS": "8"}, requests)
+    env, gate = held_sdk(server_env(tmp_path / "b"), tmp_path / "p2")
+    early = raw_session(env, requests, gate, early=(1, 2, 4))
     assert [early[i]["line"] for i in (1, 2, 4)] == [by_sdk[i]["line"] for i in (1, 2, 4)]
     assert early[4]["message"]["error"]["code"] == -32022
-    assert max(early[i]["at"] for i in (1, 2, 4)) < 4, "the 2026 era waited for the SDK"
-    assert early[3]["at"] > 8 and early[3]["message"]["result"]["structuredContent"]["success"] is True
+    assert [early[i]["held"] for i in (1, 2, 4, 3)] == [True, True, True, False]
+    assert early[3]["message"]["result"]["structuredContent"]["success"] is True
     assert not (tmp_path / "b" / "home" / ".cache" / "remindful").exists()  # the SDK agreed: nothing to record
 
 
 async def test_the_sdk_client_in_auto_mode_lists_tools_before_the_sdk_is_up(tmp_path: Path) -> None:
-    """The SDK's stdio client in its default mode probes server/discover, lists tools in the 2026
-    era while the server's SDK import is held up for 8 s, then stores and searches after the handover."""
-    env = patched(server_env(tmp_path), tmp_path / "patch", SLOW_SDK)
-    params = StdioServerParameters(command=remindful_script(), args=["serve"], env={**env, "SLOW_SDK_SECONDS": "8"})
-    started = time.monotonic()
-    async with Client(params, read_timeout_seconds=120) as client:
-        listed = await client.list_tools()
-        listed_after = time.monotonic() - started
+    """The SDK's stdio client in its default mode probes server/discover and lists tools in the
+    2026 era while the server's SDK import is held, then stores and searches after the handover."""
+    env, gate = held_sdk(server_env(tmp_path), tmp_path / "patch")
+    params = StdioServerParameters(command=remindful_script(), args=["serve"], env=env)
+    async with AsyncExitStack() as stack:
+        client, listed, held = await listed_while_held(stack, Client(params, read_timeout_seconds=ANSWER_TIMEOUT), gate)
         assert client.protocol_version == "2026-07-28"
+        await anyio.to_thread.run_sync(gate.release)
         await store_and_search(client)
-    assert listed_after < 4, f"tools/list took {listed_after:.1f}s: it waited for the SDK"
+    assert held, waited_for_the_sdk("server/discover or tools/list")
     assert {"memory_store", "memory_search"} <= {t.name for t in listed.tools}
     assert not (tmp_path / "home" / ".cache" / "remindful").exists()  # the SDK agreed with every early answer
 
@@ -190,28 +258,67 @@ async def test_the_sdk_client_in_auto_mode_lists_tools_before_the_sdk_is_up(tmp_
 INITIALIZE = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "0"}}
 
 
-def raw_session(env: dict[str, str], requests: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
-    """Send JSON-RPC lines to `remindful serve`; each answer by id with the seconds it took."""
-    started = time.monotonic()
+def raw_session(
+    env: dict[str, str], requests: list[dict[str, Any]], gate: Gate | None = None, *, early: Collection[int] = ()
+) -> dict[int, dict[str, Any]]:
+    """Send JSON-RPC lines to `remindful serve`; each answer by id, with ``held``: whether it was
+    read while ``gate`` held the server's SDK import. With a gate, the answers to the ``early``
+    ids must come while it holds (the test fails if they wait for the SDK); once the server is at
+    the import, whatever else it has answered by then is read too, and only then is it released."""
     proc = subprocess.Popen(
         [remindful_script(), "serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env
     )
     assert proc.stdin is not None and proc.stdout is not None
-    proc.stdin.write(b"".join(json.dumps(r).encode() + b"\n" for r in requests))
-    proc.stdin.flush()
-    wanted = {r["id"] for r in requests if "id" in r}
+    lines: queue.Queue[bytes] = queue.Queue()
+    reader = threading.Thread(target=_lines_into, args=(proc.stdout, lines), daemon=True)
+    reader.start()
+    methods = {r["id"]: r["method"] for r in requests if "id" in r}
     answers: dict[int, dict[str, Any]] = {}
+
+    def take(line: bytes) -> None:
+        assert line, f"the server closed its output with answers to {sorted(answers)} only"
+        message = json.loads(line)
+        answers[message["id"]] = {"message": message, "line": line, "held": gate is not None and gate.held}
+
+    def read(ids: Collection[int], timeout: float, failure: str) -> None:
+        while not set(ids) <= set(answers):
+            try:
+                line = lines.get(timeout=timeout)
+            except queue.Empty:
+                line = None
+            if line is None:
+                missing = ", ".join(f"{methods[i]} (id {i})" for i in sorted(set(ids) - set(answers)))
+                pytest.fail(failure.format(missing))
+            take(line)
+
     try:
-        while set(answers) != wanted:
-            line = proc.stdout.readline()
-            assert line, f"the server closed its output with answers to {sorted(answers)} only"
-            message = json.loads(line)
-            answers[message["id"]] = {"message": message, "line": line, "at": time.monotonic() - started}
+        proc.stdin.write(b"".join(json.dumps(r).encode() + b"\n" for r in requests))
+        proc.stdin.flush()
+        if gate is not None:
+            read(early, HANG_GUARD, waited_for_the_sdk("{}"))
+            gate.wait_reached()
+            while not lines.empty():  # answered while the import is held, too
+                take(lines.get_nowait())
+            gate.release()
+        read(methods, ANSWER_TIMEOUT, f"{{}} not answered in {ANSWER_TIMEOUT:.0f}s")
     finally:
+        if gate is not None:
+            gate.path.touch()  # a failed test leaves no server held
         proc.stdin.close()
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        reader.join()
         proc.stdout.close()
-        proc.wait(timeout=60)
     return answers
+
+
+def _lines_into(stream: IO[bytes], lines: queue.Queue[bytes]) -> None:
+    for line in iter(stream.readline, b""):
+        lines.put(line)
+    lines.put(b"")  # the end of the output
 
 
 def until_input_closes(env: dict[str, str], lines: list[str]) -> tuple[list[dict[str, Any]], str]:
