@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from remindful.shells.mcp_stdio import _NOT_PARSED, _decoded, invalid_message_answer
+from remindful.shells.mcp_errors import NOT_PARSED, decoded, invalid_message_answer
 
 
 @pytest.mark.parametrize(
@@ -38,7 +38,7 @@ from remindful.shells.mcp_stdio import _NOT_PARSED, _decoded, invalid_message_an
 def test_an_unreadable_message_gets_the_json_rpc_error_naming_the_field(
     line: str, code: int, answer_id: Any, says: str
 ) -> None:
-    answer = invalid_message_answer(_decoded(line))
+    answer = invalid_message_answer(decoded(line))
     assert answer["jsonrpc"] == "2.0" and answer["id"] == answer_id
     assert answer["error"]["code"] == code
     assert says in answer["error"]["message"]
@@ -46,6 +46,6 @@ def test_an_unreadable_message_gets_the_json_rpc_error_naming_the_field(
 
 
 def test_a_line_that_is_not_json_is_told_apart_from_json_null() -> None:
-    assert _decoded("{") is _NOT_PARSED
-    assert _decoded("null") is None
+    assert decoded("{") is NOT_PARSED
+    assert decoded("null") is None
     assert invalid_message_answer(None)["error"]["code"] == -32600

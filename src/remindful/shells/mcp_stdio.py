@@ -345,79 +345,20 @@ class StdioFront:
                 return line
 
     def _sdk_takes(self, line: str) -> bool:
-        """Whether to hand ``line`` to the SDK. The SDK drops what is not a JSON-RPC message
-        without a word, and takes a request whose ``id`` is neither an integer nor a string for a
-        notification, which it does not answer either; both are answered here instead, with
-        JSON-RPC's parse error or invalid request naming the fields at fault."""
-        import mcp_types
+        """Whether to hand ``line`` to the SDK: what it cannot read is answered here instead
+        (:func:`remindful.shells.mcp_errors.unreadable`)."""
+        from remindful.shells.mcp_errors import NOT_PARSED, decoded, unreadable
 
-        try:
-            message = mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False)
-        except ValueError:  # pydantic's ValidationError, also for malformed JSON
-            message = None
-        if isinstance(message, mcp_types.JSONRPCRequest):
+        error = unreadable(line)
+        if error is None:
             return True
-        raw = _decoded(line)
-        is_request = isinstance(raw, dict) and "method" in raw and "id" in raw
-        if message is not None and not is_request:
-            return True
-        self._write(json.dumps(invalid_message_answer(raw), separators=(",", ":")))
-        if is_request:  # counted by _from_client: no other answer is coming
-            rid = _id_key(raw["id"])
+        self._write(json.dumps(error, separators=(",", ":")))
+        raw = decoded(line)
+        if raw is not NOT_PARSED and isinstance(raw, dict) and "method" in raw and "id" in raw:
+            rid = _id_key(raw["id"])  # counted by _from_client: no other answer is coming
             with self._state_lock:
                 self._settled(rid)
         return False
-
-
-_NOT_PARSED = object()
-
-
-def _decoded(line: str) -> Any:
-    """``line`` decoded, or ``_NOT_PARSED`` if it is not JSON."""
-    try:
-        return json.loads(line)
-    except ValueError:
-        return _NOT_PARSED
-
-
-def _either(messages: list[str]) -> str:
-    """pydantic's messages for one field, as one: "Input should be a valid integer or a valid string"."""
-    lead = "Input should be "
-    if len(messages) > 1 and all(m.startswith(lead) for m in messages):
-        return lead + " or ".join(m[len(lead) :] for m in messages)
-    return " or ".join(messages)
-
-
-def invalid_message_answer(raw: Any) -> dict[str, Any]:
-    """The JSON-RPC error answer to a message the SDK cannot read: ``raw`` is the decoded line, or
-    ``_NOT_PARSED``. The answer carries the message's id when that id is valid (else null) and
-    says which fields are wrong and what they should be."""
-    import mcp_types
-    from pydantic import ValidationError
-
-    if raw is _NOT_PARSED:
-        return {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "Parse error: not valid JSON"}}
-    if not isinstance(raw, dict):
-        problem = f"expected a JSON object, got {type(raw).__name__}"
-    else:
-        if "method" in raw:
-            model: Any = mcp_types.JSONRPCRequest if "id" in raw else mcp_types.JSONRPCNotification
-        else:
-            model = mcp_types.JSONRPCError if "error" in raw else mcp_types.JSONRPCResponse
-        try:
-            model.model_validate(raw)
-            problem = "not a JSON-RPC 2.0 request, notification or response"
-        except ValidationError as exc:
-            by_field: dict[str, list[str]] = {}
-            for error in exc.errors():
-                field = str(error["loc"][0]) if error["loc"] else "message"
-                if error["msg"] not in by_field.setdefault(field, []):
-                    by_field[field].append(error["msg"])
-            problem = "; ".join(f"{field}: {_either(msgs)}" for field, msgs in by_field.items())
-    request_id = raw.get("id") if isinstance(raw, dict) else None
-    if type(request_id) is not int and not isinstance(request_id, str):
-        request_id = None
-    return {"jsonrpc": "2.0", "id": request_id, "error": {"code": -32600, "message": f"Invalid request: {problem}"}}
 
 
 async def serve_lines(
