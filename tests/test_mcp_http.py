@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -42,8 +43,10 @@ def initialize(version: str, request_id: Any = 1) -> dict[str, Any]:
 INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
 
 
-async def call(app: Any, method: str, body: Any = None, session: str | None = None, **headers: str) -> list[Any]:
-    """One request through an ASGI app; the ASGI messages it sent back."""
+async def call(
+    app: Any, method: str, body: Any = None, session: str | None = None, *, raw: bytes | None = None, **headers: str
+) -> list[Any]:
+    """One request through an ASGI app (``raw``: its body as is); the ASGI messages it sent back."""
     all_headers = {**HEADERS, **({"mcp-session-id": session} if session else {}), **headers}
     scope = {
         "type": "http",
@@ -59,7 +62,7 @@ async def call(app: Any, method: str, body: Any = None, session: str | None = No
         "client": ("127.0.0.1", 50000),
         "server": ("127.0.0.1", 8000),
     }
-    data = b"" if body is None else json.dumps(body, ensure_ascii=False).encode()
+    data = raw if raw is not None else b"" if body is None else json.dumps(body, ensure_ascii=False).encode()
     messages: list[Any] = []
     done = asyncio.Event()
     pending = [{"type": "http.request", "body": data, "more_body": False}]
@@ -399,4 +402,43 @@ async def test_an_unreadable_message_gets_an_error_naming_the_field(
     error = json.loads(b"".join(m.get("body", b"") for m in bad[1:]))
     assert {"id": error["id"], **error["error"]} == answer
     listed = await call(front, "POST", {"jsonrpc": "2.0", "id": 9, "method": "tools/list"}, sid)
+    assert sse_result(listed)["result"] == mcp_manifest.tools_answer(shipped, "2025-06-18")
+
+
+async def test_fuzzed_bodies_never_stop_the_http_front(sdk: Any, shipped: dict[str, Any]) -> None:
+    """Two hundred bodies, mangled at random around valid tool calls, in one session: every
+    answer is a JSON-RPC result, or a short JSON-RPC error carrying the request's id when usable
+    (202 only for a notification), and the session still serves afterwards."""
+    rng = random.Random(20261122)
+    front = HttpFront(shipped)
+    front.attach(sdk)
+    sid = session_of(await call(front, "POST", initialize("2025-06-18")))
+    await call(front, "POST", INITIALIZED, sid, **{"mcp-protocol-version": "2025-06-18"})
+    valid = {"jsonrpc": "2.0", "method": "tools/call", "params": {"name": "memory_stats", "arguments": {}}}
+    junk: list[Any] = [None, True, 1.5, -1, "", "x" * 300, [], {}, {"a": [1, {"b": None}]}, "\u0000", "é"]
+    for n in range(2, 202):
+        message: dict[str, Any] = {**valid, "id": n}
+        roll, body = rng.random(), None
+        if roll < 0.6:
+            message[rng.choice(["jsonrpc", "id", "method", "params"])] = rng.choice(junk)
+        elif roll < 0.8:
+            text = json.dumps(message)
+            body = text[: rng.randrange(len(text))].encode()
+        elif roll < 0.9:
+            message = rng.choice(junk)
+        answer = await call(front, "POST", message, sid, raw=body)
+        status = int(answer[0]["status"])
+        content = b"".join(m.get("body", b"") for m in answer[1:])
+        if status == 200:
+            reply = sse_result(answer) if content.startswith(b"event:") else json.loads(content)
+            assert reply["id"] == message.get("id") and ("result" in reply or "error" in reply), reply
+        elif status == 202:  # a notification: nothing to answer
+            assert body is None and isinstance(message, dict) and "id" not in message, message
+        else:  # JSON-RPC's parse error or invalid request, short, with the id when it is usable
+            assert status == 400, (status, content)
+            error = json.loads(content)
+            assert error["error"]["code"] in (-32700, -32600) and len(error["error"]["message"]) < 200, error
+            usable = isinstance(message, dict) and type(message.get("id")) in (int, str) and body is None
+            assert error["id"] == (message["id"] if usable else None), (message, error)
+    listed = await call(front, "POST", {"jsonrpc": "2.0", "id": 999, "method": "tools/list"}, sid)
     assert sse_result(listed)["result"] == mcp_manifest.tools_answer(shipped, "2025-06-18")
