@@ -233,7 +233,7 @@ class StoreState(IndexMaintenance):
 
     def size_mb(self, *, max_age_s: float = SIZE_MAX_AGE_S) -> float:
         """The storage directory's size without its backups, measured again when older than
-        ``max_age_s`` (a walk that stats every file: ~0.1-0.3 s with 10,000 attachment copies)."""
+        ``max_age_s`` (a walk that stats every file: ~0.4 s with 10,000 attachment copies)."""
         if time.monotonic() - self._size_at > max_age_s:
             total = 0
             for root, _dirs, files in os.walk(self.path):
