@@ -71,3 +71,15 @@ def test_an_upgraded_catalog_starts_from_the_rows_present(tmp_path: Path) -> Non
         assert check(memory) == {"action": 6, "workflow": 3}
         memory.store("one more", type="workflow")
         assert check(memory) == {"action": 6, "workflow": 4}
+
+
+def test_a_search_reads_the_type_counts_once(tmp_path: Path) -> None:
+    """They were read once per searched type, and once more for the index: seven queries a search."""
+    with open_fake(tmp_path / "s") as memory:
+        memory.store("the deploy needs AWS_PROFILE=prod", type="knowledge")
+        memory.search("deploy profile")
+        statements: list[str] = []
+        memory._state.catalog._conn.set_trace_callback(statements.append)
+        memory.search("deploy profile")
+        memory._state.catalog._conn.set_trace_callback(None)
+    assert len([s for s in statements if "FROM type_counts" in s]) == 1, statements

@@ -127,3 +127,38 @@ def test_newest_first_listings_come_straight_from_an_index(stored: tuple[MemoryM
         assert [r.id for r in rows] == expected
         for plan in plans_of(catalog, lambda c, flt=flt: c.select_rows(flt, limit=3, offset=2)):
             assert "TEMP B-TREE" not in plan, plan  # no sort: an offset deep into 100,000 rows stays cheap
+
+
+def test_a_restriction_scored_exactly_reads_each_row_once(tmp_path: Any) -> None:
+    """A search restricted to 1,001-10,000 rows read its first 1,001 rows, counted, then read all of
+    them again (~3 ms of 29 at 100k with 4,000 rows). Now one statement reads them, before and
+    after a bounded count; and the answer equals a plain read."""
+    with open_fake(tmp_path / "s") as memory:
+        # 1,167 of 7,000 in "busy": under a fifth of the searched ones, so scored exactly.
+        sessions = ["busy" if i % 6 == 0 else "rare" if i % 15 == 1 else "other" for i in range(7_000)]
+        memory.store_batch([{"content": f"note {i}", "session_id": s} for i, s in enumerate(sessions)])
+        memory.flush()
+        catalog = memory._state.ready().catalog
+        busy = build_filter(session_id="busy")
+        statements: list[str] = []
+        counted: list[int] = []
+        catalog._conn.set_trace_callback(statements.append)
+        try:
+            taken = catalog.filtered_embeddings_if(busy, 1000, 10_001, lambda n: counted.append(n) or True)
+            refused = catalog.filtered_embeddings_if(busy, 1000, 1_100, lambda n: counted.append(n) is not None)
+            few = catalog.filtered_embeddings_if(build_filter(session_id="rare"), 1000, 10_001, counted.append)
+        finally:
+            catalog._conn.set_trace_callback(None)
+        every = catalog.filtered_embeddings(busy)
+        searched: list[str] = []
+        catalog._conn.set_trace_callback(searched.append)
+        try:
+            assert memory.search("note 7", session_id="busy")
+        finally:
+            catalog._conn.set_trace_callback(None)
+    assert len([s for s in searched if s.startswith("SELECT id, embedding FROM memories")]) == 1, searched
+    assert counted == [1_167, 1_100]  # the count stops at its bound; no count for 467 rows
+    assert taken is not None and taken[0] == every[0] and (taken[1] == every[1]).all()
+    assert refused is None and few is not None and len(few[0]) == 467
+    rows_read = [s for s in statements if s.startswith("SELECT id, embedding FROM memories")]
+    assert len(rows_read) == 3, rows_read  # one statement per call

@@ -90,28 +90,10 @@ def test_best_eligible_equals_boosting_and_sorting_every_candidate(
     assert [(r.id, score) for r, score in best] == everything[:limit]
 
 
-class CountingCatalog:
-    """Just what the exact-or-index choice reads: a bounded count."""
-
-    def __init__(self, matching: int) -> None:
-        self.matching, self.bounds = matching, []  # type: ignore[var-annotated]
-
-    def count(self, flt: SqlFilter, *, at_most: int) -> int:
-        self.bounds.append(at_most)
-        return min(self.matching, at_most)
-
-
 def test_restrictions_are_scored_exactly_when_small_or_a_small_share() -> None:
     settings = SearchSettings(exact_filter_max=10_000)
-
-    def exact(matching: int, searched: int | None) -> bool:
-        catalog = CountingCatalog(matching)
-        chosen = _scored_exactly(catalog, ANY, searched, settings)  # type: ignore[arg-type]
-        assert catalog.bounds == [10_001]  # never counts the whole table
-        return chosen
-
-    assert exact(3_000, 100_000)  # 3 %: the index's candidates would hold too few
-    assert not exact(3_000, 10_000)  # 30 %: the index finds enough
-    assert not exact(50_000, 100_000)  # too many to score exactly
-    assert exact(8_000, None)  # the searched size unknown: up to exact_filter_max
-    assert not _scored_exactly(CountingCatalog(5), ANY, 10, SearchSettings(exact_filter_max=0))  # type: ignore[arg-type]
+    assert _scored_exactly(3_000, 100_000, settings)  # 3 %: the index's candidates would hold too few
+    assert not _scored_exactly(3_000, 10_000, settings)  # 30 %: the index finds enough
+    assert not _scored_exactly(10_001, 100_000, settings)  # too many to score exactly
+    assert _scored_exactly(8_000, None, settings)  # the searched size unknown: up to exact_filter_max
+    assert not _scored_exactly(5, 10, SearchSettings(exact_filter_max=0))

@@ -264,6 +264,31 @@ class Catalog(CatalogDeletes):
         sql = f"SELECT id, embedding FROM memories WHERE {flt.sql} AND embedding IS NOT NULL LIMIT ?"
         return _matrix(self.read(sql, [*flt.params, limit]))
 
+    def filtered_embeddings_if(
+        self, flt: SqlFilter, few: int, at_most: int, take: Callable[[int], bool]
+    ) -> tuple[list[str], np.ndarray | None] | None:
+        """As :meth:`filtered_embeddings` when at most ``few`` rows pass ``flt``, or when ``take(n)``
+        agrees for their count ``n`` (counted up to ``at_most``); else None. One statement reads
+        the rows, its first ``few + 1`` before the count and the rest after it: none is read
+        twice, and all in one snapshot."""
+        rows_sql = f"SELECT id, embedding FROM memories WHERE {flt.sql} AND embedding IS NOT NULL"
+        count_sql = f"SELECT count(*) FROM (SELECT 1 FROM memories WHERE {flt.sql} LIMIT ?)"
+
+        def run() -> tuple[list[str], np.ndarray | None] | None:
+            with self._lock:
+                cursor = self._conn.execute(rows_sql, flt.params)
+                try:
+                    rows = cursor.fetchmany(few + 1)
+                    if len(rows) <= few:
+                        return _matrix(rows)
+                    if not take(int(self._conn.execute(count_sql, [*flt.params, at_most]).fetchone()[0])):
+                        return None
+                    return _matrix(rows + cursor.fetchall())
+                finally:
+                    cursor.close()
+
+        return with_retries(run, what="read")
+
     def pending_embeddings(self, flt: SqlFilter, after: int | None) -> tuple[list[str], np.ndarray | None]:
         """As :meth:`filtered_embeddings`, among the rows a vector index may lack: those not marked
         indexed, and (unless ``after`` is None) those above rowid ``after``."""

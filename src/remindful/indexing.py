@@ -24,7 +24,7 @@ import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -328,13 +328,16 @@ class IndexMaintenance(IndexAdditions):
         except RemindfulError as exc:
             log.warning("deletions left to finish at the next open (%s)", exc)
 
-    def dense_query(self, types: Sequence[MemoryType]) -> Callable[[np.ndarray, int], list[tuple[str, float]]] | None:
-        """``query(vector, k)`` over the collections of ``types`` that hold anything, or None
-        while the index is unusable."""
+    def dense_query(
+        self, types: Sequence[MemoryType], counts: Mapping[str, int] | None = None
+    ) -> Callable[[np.ndarray, int], list[tuple[str, float]]] | None:
+        """``query(vector, k)`` over the collections of ``types`` that hold anything (per
+        ``counts``, default :meth:`type_counts`), or None while the index is unusable."""
         index = self.index
         if index is None:
             return None
-        counts = self.type_counts()
+        if counts is None:
+            counts = self.type_counts()
 
         def run(vector: np.ndarray, k: int) -> list[tuple[str, float]]:
             found: list[tuple[str, float]] = []

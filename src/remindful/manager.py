@@ -321,6 +321,7 @@ class MemoryManager(LifecycleMixin, LearningMixin):
         state.await_embeddings(self.settings.performance.search_timeout_ms / 1000)
         restricted = bool(filters or session_id or since is not None or until is not None)
         searched_types = [MemoryType(t) for t in type_values] if type_values else list(MemoryType)
+        counts = state.type_counts()
         results = rank(
             state.catalog,
             lambda: _embed_query(state.embedder, query),
@@ -328,10 +329,10 @@ class MemoryManager(LifecycleMixin, LearningMixin):
             flt,
             settings=self.settings.search,
             limit=limit,
-            dense_from_index=state.dense_query(searched_types),
+            dense_from_index=state.dense_query(searched_types, counts),
             restricted=restricted,
             typed=type_values is not None and len(set(type_values)) < len(MemoryType),
-            searched=sum(state.type_counts().get(t.value, 0) for t in searched_types),
+            searched=sum(counts.get(t.value, 0) for t in searched_types),
             pending_after=state.pending_after() if state.index is not None else None,
             resumed_session=self._resumed_session,
         )

@@ -298,11 +298,12 @@ def _dense(
     if restricted:
         # Few rows are read and scored in one pass: a filter no index serves (metadata) reads the table.
         few = min(EXACT_ALWAYS, settings.exact_filter_max)
-        ids, matrix = catalog.filtered_embeddings(flt, limit=few + 1)
-        if len(ids) <= few:
+        exact = catalog.filtered_embeddings_if(
+            flt, few, settings.exact_filter_max + 1, lambda n: _scored_exactly(n, searched, settings)
+        )
+        if exact is not None:
+            ids, matrix = exact
             return top_k_exact(vector, ids, matrix, k) if matrix is not None else []
-        if _scored_exactly(catalog, flt, searched, settings):
-            return _exact(catalog, vector, flt, k)
     wanted = min(k * 10, 1000) if restricted else k
     from_index = dense_from_index(vector, wanted)
     if restricted:
@@ -322,9 +323,8 @@ def _exact(catalog: Catalog, vector: np.ndarray, flt: SqlFilter, k: int) -> list
     return top_k_exact(vector, ids, matrix, k) if matrix is not None else []
 
 
-def _scored_exactly(catalog: Catalog, flt: SqlFilter, searched: int | None, settings: SearchSettings) -> bool:
-    """Whether the rows passing ``flt`` (more than ``EXACT_ALWAYS``) are better scored exactly than
-    found through the index: up to ``exact_filter_max`` if they are less than ``INDEX_SHARE`` of the
-    ``searched`` memories (the index's ten-fold candidates would hold too few of them)."""
-    n = catalog.count(flt, at_most=settings.exact_filter_max + 1)
+def _scored_exactly(n: int, searched: int | None, settings: SearchSettings) -> bool:
+    """Whether ``n`` rows passing a filter (more than ``EXACT_ALWAYS``) are better scored exactly
+    than found through the index: up to ``exact_filter_max`` if they are less than ``INDEX_SHARE``
+    of the ``searched`` memories (the index's ten-fold candidates would hold too few of them)."""
     return n <= settings.exact_filter_max and (searched is None or n < searched * INDEX_SHARE)
