@@ -359,3 +359,36 @@ def committed_calls(manager: MemoryManager) -> int:
     catalog = manager._state.ready().catalog
     [(n,)] = catalog.read("SELECT COUNT(*) FROM (SELECT idem_key FROM spool UNION SELECT idem_key FROM spool_done)")
     return int(n)
+
+
+async def test_a_call_waiting_for_the_spool_does_not_hold_up_other_requests(tmp_path: Path) -> None:
+    """The first captured call waits until the worker has made the store's spool (so a kill -9
+    cannot lose it). It waited on the server's event loop, so every other request waited with it
+    (up to the 10 s the wait is bounded by). Here the store opens only once tools/list has been
+    answered: tools/list must be answered first."""
+    import anyio
+
+    with open_fake(tmp_path / "store") as manager:
+        opened = threading.Event()
+
+        def slow_to_open() -> MemoryManager:
+            opened.wait(30)
+            return manager
+
+        server = vision_server()
+        worker = capture_tools(server, slow_to_open)
+        answered: list[str] = []
+
+        async def click(client: Client) -> None:
+            assert (await client.call_tool("click", {"x": 1, "y": 2})).content[0].text == "clicked 1,2"
+            answered.append("click")
+
+        async with Client(server) as client, anyio.create_task_group() as tg:
+            tg.start_soon(click, client)
+            await anyio.sleep(0.2)  # the click is answered by its tool and waits for the spool
+            await client.list_tools()
+            answered.append("tools/list")
+            opened.set()
+        worker.close(timeout=60)
+    assert answered == ["tools/list", "click"], "tools/list waited for the first call's spool"
+    assert worker.stats["captured"] == 1

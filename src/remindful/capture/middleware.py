@@ -139,6 +139,11 @@ class CaptureWorker:
         self._thread = threading.Thread(target=self._run, name="remindful-capture", daemon=True)
         self._thread.start()
 
+    @property
+    def spool_made(self) -> bool:
+        """Whether :meth:`submit` can commit at once (else it waits for the worker to make the spool)."""
+        return self._spool_made.is_set()
+
     def submit(self, call: ToolCall) -> None:
         memory_type, key = self.mapping(call.tool), None
         self._spool_made.wait(self.SPOOL_WAIT_S)  # at once when the spool is made
@@ -345,7 +350,12 @@ class ToolCaptureMiddleware:
         if isinstance(result, Mapping) and result.get("resultType") == "input_required":
             return result  # not complete yet: the client retries with the answers
         success, error, text = result_outcome(result)
-        self._submit(params, started, success, error, text, ctx)
+        if self.worker.spool_made:  # a commit of under a millisecond: on the event loop
+            self._submit(params, started, success, error, text, ctx)
+        else:  # waits for the worker to make the spool: other requests must not wait with it
+            import anyio.to_thread  # loaded with the SDK already; the proxy's path stays light
+
+            await anyio.to_thread.run_sync(self._submit, params, started, success, error, text, ctx)
         return result
 
     def _submit(
