@@ -251,18 +251,15 @@ class Catalog(CatalogDeletes):
         flt = flt or SqlFilter()
         if at_most is None:
             return int(self.read(f"SELECT count(*) FROM memories WHERE {flt.sql}", flt.params)[0][0])
-        sql = f"SELECT count(*) FROM (SELECT 1 FROM memories WHERE {flt.sql} LIMIT ?)"
-        return int(self.read(sql, [*flt.params, at_most])[0][0])
+        return int(self.read(_bounded_count_sql(flt), [*flt.params, at_most])[0][0])
 
     def embeddings(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
         rows = self.read_in("SELECT id, embedding FROM memories WHERE id IN ({marks}) AND embedding IS NOT NULL", ids)
         return {mid: np.frombuffer(blob, dtype=np.float32) for mid, blob in rows}
 
-    def filtered_embeddings(self, flt: SqlFilter, *, limit: int = -1) -> tuple[list[str], np.ndarray | None]:
-        """Ids and an (n, d) matrix of every embedded row matching ``flt`` (for exact scoring), or
-        of the first ``limit``."""
-        sql = f"SELECT id, embedding FROM memories WHERE {flt.sql} AND embedding IS NOT NULL LIMIT ?"
-        return _matrix(self.read(sql, [*flt.params, limit]))
+    def filtered_embeddings(self, flt: SqlFilter) -> tuple[list[str], np.ndarray | None]:
+        """Ids and an (n, d) matrix of every embedded row matching ``flt`` (for exact scoring)."""
+        return _matrix(self.read(_embeddings_sql(flt), flt.params))
 
     def filtered_embeddings_if(
         self, flt: SqlFilter, few: int, at_most: int, take: Callable[[int], bool]
@@ -271,8 +268,7 @@ class Catalog(CatalogDeletes):
         agrees for their count ``n`` (counted up to ``at_most``); else None. One statement reads
         the rows, its first ``few + 1`` before the count and the rest after it: none is read
         twice, and all in one snapshot."""
-        rows_sql = f"SELECT id, embedding FROM memories WHERE {flt.sql} AND embedding IS NOT NULL"
-        count_sql = f"SELECT count(*) FROM (SELECT 1 FROM memories WHERE {flt.sql} LIMIT ?)"
+        rows_sql, count_sql = _embeddings_sql(flt), _bounded_count_sql(flt)
 
         def run() -> tuple[list[str], np.ndarray | None] | None:
             with self._lock:
@@ -436,6 +432,17 @@ _FROM_ROWIDS = "FROM (SELECT value AS wanted FROM json_each(?)) CROSS JOIN memor
 
 def _json(values: Sequence[Any]) -> str:
     return json.dumps(list(values))
+
+
+def _embeddings_sql(flt: SqlFilter) -> str:
+    """Every embedded row passing ``flt``: (id, vector blob)."""
+    return f"SELECT id, embedding FROM memories WHERE {flt.sql} AND embedding IS NOT NULL"
+
+
+def _bounded_count_sql(flt: SqlFilter) -> str:
+    """The rows passing ``flt``, counted up to a bound (its last parameter): a broad filter would
+    read the whole table."""
+    return f"SELECT count(*) FROM (SELECT 1 FROM memories WHERE {flt.sql} LIMIT ?)"
 
 
 def _matrix(rows: Sequence[Any]) -> tuple[list[str], np.ndarray | None]:

@@ -329,15 +329,13 @@ class IndexMaintenance(IndexAdditions):
             log.warning("deletions left to finish at the next open (%s)", exc)
 
     def dense_query(
-        self, types: Sequence[MemoryType], counts: Mapping[str, int] | None = None
+        self, types: Sequence[MemoryType], counts: Mapping[str, int]
     ) -> Callable[[np.ndarray, int], list[tuple[str, float]]] | None:
         """``query(vector, k)`` over the collections of ``types`` that hold anything (per
-        ``counts``, default :meth:`type_counts`), or None while the index is unusable."""
+        ``counts``, from :meth:`type_counts`), or None while the index is unusable."""
         index = self.index
         if index is None:
             return None
-        if counts is None:
-            counts = self.type_counts()
 
         def run(vector: np.ndarray, k: int) -> list[tuple[str, float]]:
             found: list[tuple[str, float]] = []

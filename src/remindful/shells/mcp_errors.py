@@ -14,6 +14,8 @@ import json
 from typing import Any
 
 NOT_PARSED = object()
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
 
 
 def decoded(text: str | bytes) -> Any:
@@ -58,7 +60,7 @@ def invalid_message_answer(raw: Any) -> dict[str, Any]:
     from pydantic import ValidationError
 
     if raw is NOT_PARSED:
-        return {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "Parse error: not valid JSON"}}
+        return {"jsonrpc": "2.0", "id": None, "error": {"code": PARSE_ERROR, "message": "Parse error: not valid JSON"}}
     if not isinstance(raw, dict):
         problem = f"expected a JSON object, got {type(raw).__name__}"
     else:
@@ -79,7 +81,11 @@ def invalid_message_answer(raw: Any) -> dict[str, Any]:
     request_id = raw.get("id") if isinstance(raw, dict) else None
     if type(request_id) is not int and not isinstance(request_id, str):
         request_id = None
-    return {"jsonrpc": "2.0", "id": request_id, "error": {"code": -32600, "message": f"Invalid request: {problem}"}}
+    return {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "error": {"code": INVALID_REQUEST, "message": f"Invalid request: {problem}"},
+    }
 
 
-__all__ = ["NOT_PARSED", "decoded", "invalid_message_answer", "unreadable"]
+__all__ = ["INVALID_REQUEST", "NOT_PARSED", "PARSE_ERROR", "decoded", "invalid_message_answer", "unreadable"]

@@ -157,9 +157,9 @@ class HttpFront:
 
     async def forward(self, scope: Message, body: bytes, receive: Receive, send: Send) -> None:
         assert self.sdk_app is not None
-        if plain_post(scope) and mcp_errors.decoded(body) is not mcp_errors.NOT_PARSED:
-            error = mcp_errors.unreadable(body)  # the SDK's parse errors are clear; its others are not
-            if error is not None:
+        if plain_post(scope):
+            error = mcp_errors.unreadable(body)
+            if error is not None and error["error"]["code"] != mcp_errors.PARSE_ERROR:  # the SDK's says where
                 content = json.dumps(error, separators=(",", ":")).encode()
                 headers = [(b"content-type", b"application/json"), (b"content-length", str(len(content)).encode())]
                 await send({"type": "http.response.start", "status": 400, "headers": headers})

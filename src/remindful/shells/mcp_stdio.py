@@ -347,14 +347,14 @@ class StdioFront:
     def _sdk_takes(self, line: str) -> bool:
         """Whether to hand ``line`` to the SDK: what it cannot read is answered here instead
         (:func:`remindful.shells.mcp_errors.unreadable`)."""
-        from remindful.shells.mcp_errors import NOT_PARSED, decoded, unreadable
+        from remindful.shells.mcp_errors import decoded, unreadable
 
         error = unreadable(line)
         if error is None:
             return True
         self._write(json.dumps(error, separators=(",", ":")))
         raw = decoded(line)
-        if raw is not NOT_PARSED and isinstance(raw, dict) and "method" in raw and "id" in raw:
+        if isinstance(raw, dict) and "method" in raw and "id" in raw:
             rid = _id_key(raw["id"])  # counted by _from_client: no other answer is coming
             with self._state_lock:
                 self._settled(rid)
