@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any
 
 import remindful
-from remindful.capture.middleware import CaptureWorker, ToolCall
 from remindful.embed import FakeEmbedder
 from remindful.index import InMemoryIndex
+from remindful.services.capture.middleware import CaptureWorker, ToolCall
 
 
 def pct(values: list[float], q: float) -> float:

@@ -125,8 +125,8 @@ def main(argv: list[str] | None = None) -> int:
         key, _, value = pair.partition("=")
         overrides[key] = json.loads(value) if value[:1] in "0123456789-[{tf" else value
     if args.embedding_cache is not None:
-        from remindful.catalog import Catalog
         from remindful.embed import CachedEmbedder, OnnxMiniLMEmbedder
+        from remindful.engine.catalog import Catalog
 
         overrides["embedder"] = CachedEmbedder(OnnxMiniLMEmbedder(), store=Catalog(args.embedding_cache))
     result = evaluate(data, ks, lambda path: remindful.open(path, **overrides))

@@ -53,12 +53,12 @@ ENVELOPE = {
 }
 DISCOVER = {"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": ENVELOPE}
 MODERN_TOOLS_LIST = {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": ENVELOPE}
-NO_SHIPPED_MANIFEST = "import remindful.shells.mcp_manifest as m\nm.load = lambda path=None: None\n"
+NO_SHIPPED_MANIFEST = "import remindful.shells.mcp.manifest as m\nm.load = lambda path=None: None\n"
 
 
 def remindful_command() -> list[str]:
     script = Path(sys.executable).parent / "remindful"
-    return [str(script), "serve"] if script.exists() else [sys.executable, "-m", "remindful.shells.cli", "serve"]
+    return [str(script), "serve"] if script.exists() else [sys.executable, "-m", "remindful.shells.entry", "serve"]
 
 
 def time_serve(env: dict[str, str], *, modern: bool = False) -> tuple[float, int]:

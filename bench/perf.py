@@ -142,7 +142,7 @@ def bench_size(embedder: Any, root: Path, size: int, queries: int, *, reuse: boo
         memory.search(q, limit=10, session_id=f"session_{i % 1000:04d}")
         filtered.append((time.perf_counter() - t0) * 1000)
     # Broad restrictions: one type (every memory here) and the newer half by time.
-    half = memory._state.catalog.read(  # type: ignore[union-attr]
+    half = memory.engine.catalog.read(  # type: ignore[union-attr]
         "SELECT created_at FROM memories ORDER BY created_at LIMIT 1 OFFSET ?", [size // 2]
     )[0][0]
     typed, broad = [], []
@@ -154,7 +154,7 @@ def bench_size(embedder: Any, root: Path, size: int, queries: int, *, reuse: boo
         memory.search(q, limit=10, since=half)
         broad.append((time.perf_counter() - t0) * 1000)
     # After idleness, alternating with the baseline (embedding + plain Chroma) made the same way.
-    collection = memory._state.index._collection("conversation_memories")  # type: ignore[union-attr]
+    collection = memory.engine.index._collection("conversation_memories")  # type: ignore[union-attr]
     idle, base_idle = [], []
     for q in qs[:IDLE_QUERIES]:
         time.sleep(IDLE_S)

@@ -107,7 +107,7 @@ def main() -> None:
             doomed = report["ids"]
             out["planned"] = report["deleted"]
             out["by_reason"] = report["by_reason"]
-            catalog = memory._state.catalog
+            catalog = memory.engine.catalog
             out["baseline_list_s"], _ = timed(
                 lambda: catalog.read("SELECT id, type, created_at, metadata, access_count FROM memories")
             )

@@ -37,7 +37,7 @@ def bench(attachments: int, stores: int) -> dict[str, Any]:
                 (folder / "screenshot.png").write_bytes(b"\x89PNG" * 25)
             after_pause, back_to_back = [], []
             for i in range(stores):
-                memory._state._size_at = 0.0  # the measured size is stale, as after a pause
+                memory.engine._size_at = 0.0  # the measured size is stale, as after a pause
                 started = time.perf_counter()
                 memory.store(f"after a pause {i}")
                 after_pause.append((time.perf_counter() - started) * 1000)

@@ -10,9 +10,8 @@ from typing import Any
 import pytest
 
 import remindful
-from remindful.embed import FakeEmbedder
-from remindful.index import InMemoryIndex
-from remindful.manager import MemoryManager
+from remindful.api import MemoryManager
+from remindful.testing import open_fake
 
 
 @pytest.fixture(autouse=True)
@@ -25,13 +24,6 @@ def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         if key.startswith("REMINDFUL_") or key == "MEMORY_STORAGE_PATH":
             monkeypatch.delenv(key)
     return home
-
-
-def open_fake(path: Path, **overrides: Any) -> MemoryManager:
-    """A store with the fake embedder and the in-memory index: fast, no model, no Chroma."""
-    overrides.setdefault("embedder", FakeEmbedder())
-    overrides.setdefault("index", InMemoryIndex())
-    return remindful.open(path, **overrides)
 
 
 @pytest.fixture

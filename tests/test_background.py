@@ -11,10 +11,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from conftest import open_fake
-from remindful.background import AccessRecorder, BackgroundIndexer, IndexHolders
 from remindful.embed import FakeEmbedder
+from remindful.engine.background import AccessRecorder, BackgroundIndexer, IndexHolders
 from remindful.index import ChromaEmbeddedIndex, InMemoryIndex
+from remindful.testing import open_fake
 
 
 class GatedIndex(InMemoryIndex):
@@ -116,7 +116,7 @@ def test_access_counts_are_written_when_a_program_ends_without_closing(tmp_path:
     """The hits of the last second wait in memory for the batch: they are written at exit."""
     script = (
         "import sys; sys.path.insert(0, sys.argv[2]);"
-        "from conftest import open_fake;"
+        "from remindful.testing import open_fake;"
         "memory = open_fake(sys.argv[1]);"
         "print(memory.store('remember the milk'));"
         "memory.search('milk')"
@@ -209,7 +209,7 @@ def test_store_returns_before_embedding_and_a_search_waits_for_it(tmp_path: Path
         started = time.perf_counter()
         memory_id = memory.store("the staging database password rotates monthly")
         assert time.perf_counter() - started < 10  # did not wait for the 30 s gate
-        catalog = memory._state.catalog
+        catalog = memory.engine.catalog
         assert catalog.embeddings([memory_id]) == {}  # committed without a vector
         size_before = catalog.read("SELECT size_bytes FROM memories WHERE id = ?", [memory_id])[0][0]
         threading.Timer(0.3, embedder.gate.set).start()
@@ -227,14 +227,14 @@ def test_defer_embedding_off_embeds_in_the_caller(tmp_path: Path) -> None:
     embedder.gate.set()
     with open_fake(tmp_path / "s", embedder=embedder, **{"performance.defer_embedding": False}) as memory:
         memory_id = memory.store("embedded before the commit")
-        assert memory_id in memory._state.catalog.embeddings([memory_id])
+        assert memory_id in memory.engine.catalog.embeddings([memory_id])
     assert embedder.threads[0] == threading.current_thread().name
 
 
 CRASH_BEFORE_EMBEDDING = """
 import sys, threading
 sys.path.insert(0, {tests!r})
-from conftest import open_fake
+from remindful.testing import open_fake
 from test_background import GatedEmbedder
 memory = open_fake({path!r}, embedder=GatedEmbedder())  # never opens its gate
 ids = memory.store_batch([{{"content": "the release train leaves on Thursdays"}}, {{"content": "lunch at noon"}}])
@@ -259,4 +259,4 @@ def test_rows_stored_without_a_vector_before_a_crash_are_embedded_at_the_next_op
         hits = memory.search("when does the release train depart", limit=1)
         assert hits and hits[0].id == ids[0]
         assert memory.flush(timeout=30) and memory.index_status()["unindexed"] == 0
-        assert set(memory._state.catalog.embeddings(ids)) == set(ids)
+        assert set(memory.engine.catalog.embeddings(ids)) == set(ids)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from remindful.shells.cli import app
+from remindful.shells.cli.app import app
 from remindful.shells.entry import _is_hook
 
 

@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from conftest import open_fake
-from remindful.capture.middleware import CaptureWorker, ToolCall
-from remindful.capture.spooled import CaptureSpool, owner, owner_alive
-from remindful.hooks.spool import FALLBACK_NAME
+from remindful.services.capture.middleware import CaptureWorker, ToolCall
+from remindful.services.capture.spooled import CaptureSpool, owner, owner_alive
+from remindful.services.hooks.spool import FALLBACK_NAME
+from remindful.testing import open_fake
 
 CALLS = 6
 
@@ -32,7 +32,7 @@ from pathlib import Path
 
 import remindful
 from mcp.server.mcpserver import MCPServer
-from remindful.capture.middleware import capture_tools
+from remindful.services.capture.middleware import capture_tools
 from remindful.embed import FakeEmbedder
 from remindful.index import InMemoryIndex
 
@@ -74,7 +74,7 @@ STALL_PROXY = """
 import os, threading
 
 if os.environ.get("STALL_AT"):
-    from remindful.manager import MemoryManager
+    from remindful.api import MemoryManager
 
     real, count = MemoryManager.store, [0]
 

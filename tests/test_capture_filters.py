@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import open_fake
-from remindful.capture.filters import CaptureFilter, FilterConfig, apply_filters
 from remindful.config import load_settings
+from remindful.services.capture.filters import CaptureFilter, FilterConfig, apply_filters
+from remindful.testing import open_fake
 
 SECRETS = {
     "credit_card": "4111 1111 1111 1111",
@@ -78,7 +78,7 @@ def test_switches() -> None:
 
 def test_session_exclusion_is_logged(caplog: pytest.LogCaptureFixture) -> None:
     flt = fresh(privacy={"exclude_sessions": ["banking_*"]}, auto_capture={"filters": {"ignore_sessions": ["test_*"]}})
-    with caplog.at_level(logging.INFO, "remindful.capture"):
+    with caplog.at_level(logging.INFO, "remindful.services.capture"):
         result = flt.check("transfer", trigger="successful_actions", session_id="banking_session_123")
     assert not result.allowed and result.code == "excluded"
     assert "excluded session: banking_session_123" in caplog.text
@@ -109,7 +109,7 @@ def test_apply_filters_with_a_manager_counts_in_stats_and_audits(tmp_path: Path)
         assert not skipped.allowed
         stats = memory.stats()["capture"]
         assert stats == {"redacted_email": 1, "skipped_excluded": 1}
-        audit = memory._state.catalog.read("SELECT action, detail FROM audit_log WHERE action = 'capture_excluded'")
+        audit = memory.engine.catalog.read("SELECT action, detail FROM audit_log WHERE action = 'capture_excluded'")
         assert len(audit) == 1 and "banking_42" in audit[0][1]
 
 

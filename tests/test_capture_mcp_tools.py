@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from mcp import Client
 
-from conftest import open_fake
-from remindful.hooks.fast import run
-from remindful.shells.mcp_server import LazyManager, build_server
+from remindful.services.hooks.fast import run
+from remindful.shells.mcp.server import LazyManager, build_server
+from remindful.testing import open_fake
 
 pytestmark = pytest.mark.anyio
 

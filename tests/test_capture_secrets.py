@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 import remindful
-from remindful.capture.filters import apply_filters
-from remindful.capture.watcher import MarkdownWatcher
-from remindful.hooks.fast import run
+from remindful.services.capture.filters import apply_filters
+from remindful.services.capture.watcher import MarkdownWatcher
+from remindful.services.hooks.fast import run
 
 SECRETS = [
     "4539578763621486",  # Visa test number (Luhn-valid)

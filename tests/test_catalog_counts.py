@@ -7,8 +7,8 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from conftest import open_fake
-from remindful.manager import MemoryManager
+from remindful.api import MemoryManager
+from remindful.testing import open_fake
 
 
 def counted(path: Path) -> dict[str, int]:
@@ -18,7 +18,7 @@ def counted(path: Path) -> dict[str, int]:
 
 
 def check(memory: MemoryManager) -> dict[str, int]:
-    kept = memory._state.ready().type_counts()
+    kept = memory.engine.ready().type_counts()
     assert kept == counted(memory.path)
     stats = memory.stats()["collections"]
     assert {t: stats[f"{t}_memories"]["count"] for t in kept} == kept
@@ -48,11 +48,11 @@ def test_the_counts_follow_every_write(tmp_path: Path) -> None:
 def test_search_and_store_do_not_scan_for_the_counts(tmp_path: Path) -> None:
     with open_fake(tmp_path / "s") as memory:
         statements: list[str] = []
-        memory._state.ready().catalog._conn.set_trace_callback(statements.append)
+        memory.engine.ready().catalog._conn.set_trace_callback(statements.append)
         memory.store("the deploy needs AWS_PROFILE=prod", type="knowledge")
         memory.search("deploy profile")
         memory.search("deploy profile", types=["knowledge"])
-        memory._state.catalog._conn.set_trace_callback(None)
+        memory.engine.catalog._conn.set_trace_callback(None)
     assert statements, "the trace saw nothing: the test would pass on any code"
     assert not [s for s in statements if "GROUP BY" in s.upper()]
 
@@ -79,7 +79,7 @@ def test_a_search_reads_the_type_counts_once(tmp_path: Path) -> None:
         memory.store("the deploy needs AWS_PROFILE=prod", type="knowledge")
         memory.search("deploy profile")
         statements: list[str] = []
-        memory._state.catalog._conn.set_trace_callback(statements.append)
+        memory.engine.catalog._conn.set_trace_callback(statements.append)
         memory.search("deploy profile")
-        memory._state.catalog._conn.set_trace_callback(None)
+        memory.engine.catalog._conn.set_trace_callback(None)
     assert len([s for s in statements if "FROM type_counts" in s]) == 1, statements

@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from conftest import open_fake
-from remindful.catalog import Catalog
-from remindful.filters import SqlFilter, build_filter
-from remindful.manager import MemoryManager
+from remindful.api import MemoryManager
+from remindful.engine.catalog import Catalog
+from remindful.engine.sqlfilter import SqlFilter, build_filter
+from remindful.testing import open_fake
 
 LIVE = SqlFilter("(expires_at IS NULL OR expires_at > ?)", (0.0,))
 
@@ -52,7 +52,7 @@ def plans_of(catalog: Catalog, call: Any) -> list[str]:
 
 def test_rows_for_ids_are_looked_up_by_id_whatever_the_filter(stored: tuple[MemoryManager, list[str]]) -> None:
     memory, ids = stored
-    catalog = memory._state.catalog
+    catalog = memory.engine.catalog
     broad = build_filter(types=["action"]) & LIVE
     wanted = [*ids[:10], "action_0_missing", ids[1]]
     rows = catalog.rows_passing(wanted, broad)
@@ -64,20 +64,20 @@ def test_rows_for_ids_are_looked_up_by_id_whatever_the_filter(stored: tuple[Memo
 
 def test_pending_rows_drive_their_lookup(stored: tuple[MemoryManager, list[str]]) -> None:
     memory, ids = stored
-    catalog = memory._state.catalog
+    catalog = memory.engine.catalog
     catalog.mark_indexed(ids[3:4], False)
     top = catalog.read("SELECT max(rowid) FROM memories")[0][0]
     broad = build_filter(types=["action"]) & LIVE
     found, matrix = catalog.pending_embeddings(broad, top - 2)
     assert sorted(found) == sorted([ids[3], *(mid for mid in ids[-2:] if mid.startswith("action_"))])
-    assert matrix is not None and matrix.shape == (len(found), memory._state.embedder.dimension)
+    assert matrix is not None and matrix.shape == (len(found), memory.engine.embedder.dimension)
     assert catalog.pending_embeddings(broad, None)[0] == [ids[3]]  # without an index view: unindexed rows only
     for plan in plans_of(catalog, lambda c: c.pending_embeddings(broad, top - 2)):
         assert "SCAN memories" not in plan and "idx_memories_type" not in plan, plan
 
 
 def test_a_bounded_count_of_a_broad_filter_reads_an_index_only(stored: tuple[MemoryManager, list[str]]) -> None:
-    catalog = stored[0]._state.catalog
+    catalog = stored[0].engine.catalog
     for flt in (build_filter(types=["action"]), build_filter(since=0), build_filter(session_id="s")):
         live = flt & LIVE
         assert catalog.count(live) == catalog.count(flt) > 10
@@ -91,7 +91,7 @@ def test_a_bounded_count_of_a_broad_filter_reads_an_index_only(stored: tuple[Mem
 
 
 def test_lexical_matches_are_checked_by_rowid(stored: tuple[MemoryManager, list[str]]) -> None:
-    catalog = stored[0]._state.catalog
+    catalog = stored[0].engine.catalog
     broad = build_filter(types=["action"]) & LIVE
     found = catalog.lexical(["note"], broad, 50, restricted=False)
     assert len(found) == 32 and all(mid.startswith("action_") for mid, _ in found)
@@ -120,7 +120,7 @@ def test_a_catalog_of_schema_4_gets_the_covering_indexes(tmp_path: Any) -> None:
 
 def test_newest_first_listings_come_straight_from_an_index(stored: tuple[MemoryManager, list[str]]) -> None:
     memory, ids = stored
-    catalog = memory._state.catalog
+    catalog = memory.engine.catalog
     for flt in (SqlFilter(), build_filter(types=["action"]), build_filter(session_id="s")):
         rows = catalog.select_rows(flt, limit=3, offset=2)
         expected = [mid for mid in reversed(ids) if catalog.ids_passing([mid], flt)][2:5]
@@ -138,7 +138,7 @@ def test_a_restriction_scored_exactly_reads_each_row_once(tmp_path: Any) -> None
         sessions = ["busy" if i % 6 == 0 else "rare" if i % 15 == 1 else "other" for i in range(7_000)]
         memory.store_batch([{"content": f"note {i}", "session_id": s} for i, s in enumerate(sessions)])
         memory.flush()
-        catalog = memory._state.ready().catalog
+        catalog = memory.engine.ready().catalog
         busy = build_filter(session_id="busy")
         statements: list[str] = []
         counted: list[int] = []

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from remindful.shells.cli import app
+from remindful.shells.cli.app import app
 
 runner = CliRunner()
 README = Path(__file__).resolve().parents[1] / "README.md"
@@ -101,7 +101,7 @@ def test_help_does_not_import_heavy_packages() -> None:
     code = (
         "import sys\n"
         "from typer.testing import CliRunner\n"
-        "from remindful.shells.cli import app\n"
+        "from remindful.shells.cli.app import app\n"
         "result = CliRunner().invoke(app, ['--help'])\n"
         "assert result.exit_code == 0, result.output\n"
         "heavy = [m for m in ('chromadb', 'onnxruntime', 'torch', 'tokenizers') if m in sys.modules]\n"

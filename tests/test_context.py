@@ -1,21 +1,22 @@
-"""Session context windows (remindful.context) and the spaces that use them."""
+"""Session context windows (remindful.engine.windows) and the spaces that use them; context
+injection (``MemoryManager.context``, remindful.services.context)."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from remindful.manager import MemoryManager
+from remindful.api import MemoryManager
 
 
 def _windows(memory: MemoryManager) -> dict[str, str]:
-    rows = memory._state.catalog.read(
+    rows = memory.engine.catalog.read(
         "SELECT m.content, c.text FROM context_fts c JOIN memories m ON m.rowid = c.rowid"
     )
     return dict(rows)
 
 
 def _seqs(memory: MemoryManager, session: str) -> list[str]:
-    rows = memory._state.catalog.read("SELECT content FROM memories WHERE session_id = ? ORDER BY seq", (session,))
+    rows = memory.engine.catalog.read("SELECT content FROM memories WHERE session_id = ? ORDER BY seq", (session,))
     return [r[0] for r in rows]
 
 
@@ -81,7 +82,7 @@ def test_date_words_make_dates_searchable(memory: MemoryManager) -> None:
 
 
 def test_every_space_can_be_turned_off(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from conftest import open_fake
+    from remindful.testing import open_fake
 
     for space in ("dense", "context", "lexical", "lexical_context"):
         with open_fake(tmp_path / space, **{f"search.{space}_weight": 0}) as memory:
@@ -91,7 +92,7 @@ def test_every_space_can_be_turned_off(tmp_path) -> None:  # type: ignore[no-unt
 
 
 def test_filters_are_respected_by_every_space_alone(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from conftest import open_fake
+    from remindful.testing import open_fake
 
     spaces = ("dense", "context", "lexical", "lexical_context")
     for only in spaces:
@@ -110,7 +111,7 @@ def test_filters_are_respected_by_every_space_alone(tmp_path) -> None:  # type: 
 
 
 def test_rrf_fusion_is_available(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from conftest import open_fake
+    from remindful.testing import open_fake
 
     with open_fake(tmp_path / "rrf", **{"search.fusion": "rrf"}) as memory:
         target = memory.store("kubernetes ingress certificate renewal")
@@ -120,12 +121,12 @@ def test_rrf_fusion_is_available(tmp_path) -> None:  # type: ignore[no-untyped-d
 
 
 def test_a_term_matching_too_many_rows_ranks_only_its_newest(memory: MemoryManager, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    from remindful import lexical as lexical_module
-    from remindful.filters import build_filter
+    from remindful.engine import lexical as lexical_module
+    from remindful.engine.sqlfilter import build_filter
 
     ids = [memory.store(f"deploy number {i} went fine", type="action") for i in range(12)]
     rare = memory.store("the deploy of the billing service failed", type="action")
-    catalog = memory._state.ready().catalog
+    catalog = memory.engine.ready().catalog
     monkeypatch.setattr(lexical_module, "LEXICAL_MAX_MATCHES", 4)
     monkeypatch.setattr(lexical_module, "DOC_FREQ_CAP", 8)
     catalog._lexical._doc_freqs.clear()
@@ -144,14 +145,34 @@ def test_a_term_matching_too_many_rows_ranks_only_its_newest(memory: MemoryManag
 
 
 def test_when_every_term_is_common_the_rarest_is_told_by_a_longer_count(memory: MemoryManager, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    from remindful import lexical as lexical_module
+    from remindful.engine import lexical as lexical_module
 
     memory.store_batch([{"content": f"deploy number {i} went fine"} for i in range(12)])
     memory.store_batch([{"content": f"undo step {i}"} for i in range(6)])
-    catalog = memory._state.ready().catalog
+    catalog = memory.engine.ready().catalog
     monkeypatch.setattr(lexical_module, "LEXICAL_MAX_MATCHES", 4)
     monkeypatch.setattr(lexical_module, "DOC_FREQ_CAP", 8)
     # Both match more than 4 rows (a tie at 5 for the first count, where the longer term would win);
     # counted on to 8, "undo" (6 rows) is the rarer.
     assert catalog._lexical._rarest_terms("memories_fts", ["deploy", "undo"]) == (["undo"], 6)
     assert catalog._lexical._rarest_terms("memories_fts", ["undo", "deploy"]) == (["undo"], 6)
+
+
+def test_context_is_what_the_hooks_and_the_cli_print(memory: MemoryManager) -> None:
+    from remindful.services.context import HEADER, context_for, estimate_tokens
+
+    deploy = memory.store("Deploys run make release from the main branch", type="knowledge")
+    memory.store("Deploys run make release from the main branch.", type="knowledge")  # a near-duplicate
+    staging = memory.store("The staging deploy needs the VPN up", session_id="s1")
+    text = memory.context("how do we deploy a release")
+    assert text == context_for(memory.engine, "how do we deploy a release")
+    assert text.startswith(HEADER + "\n") and f"[{deploy}] (knowledge, " in text and f"[{staging}]" in text
+    assert text.count("make release") == 1  # near-duplicates collapse into one line
+    assert estimate_tokens(text) <= memory.settings.hooks.context_budget_tokens
+    assert estimate_tokens(memory.context("how do we deploy a release", budget_tokens=45)) <= 45
+    assert memory.context("how do we deploy a release", budget_tokens=5) == ""  # not even the header fits
+    assert staging not in memory.context("deploy", types=["knowledge"])
+    only = memory.context("deploy", session_id="s1")
+    assert f"[{staging}]" in only and deploy not in only
+    assert staging not in memory.context("deploy", exclude="the staging  deploy needs the VPN up")
+    assert memory.context("   ") == ""

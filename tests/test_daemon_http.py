@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from conftest import open_fake
 from remindful.daemon import DaemonHandle, start_daemon_threads
-from remindful.hooks.fast import run
+from remindful.services.hooks.fast import run
+from remindful.testing import open_fake
 
 
 def hook(store: Path, event: str, data: dict[str, Any], *, context: bool = False) -> str:

@@ -7,8 +7,8 @@ import sqlite3
 
 import pytest
 
+from remindful.engine.sqlfilter import build_filter, index_metadata, to_epoch
 from remindful.errors import ValidationError
-from remindful.filters import build_filter, index_metadata, to_epoch
 
 ROWS = [
     {"success": True, "attempt": 1, "tool": "click", "target": {"x": 5}},

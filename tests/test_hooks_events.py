@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from conftest import open_fake
-from remindful.hooks import drain
-from remindful.hooks.events import build_record, last_assistant_text, normalize_event
-from remindful.hooks.fast import run
+from remindful.services.hooks import drain
+from remindful.services.hooks.events import build_record, last_assistant_text, normalize_event
+from remindful.services.hooks.fast import run
+from remindful.testing import open_fake
 
 FIXTURES = Path(__file__).parent / "fixtures" / "hooks"
 EVENTS = ["SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "Stop", "SessionEnd"]
@@ -62,7 +62,7 @@ def test_every_event_fixture_is_captured(tmp_path: Path) -> None:
         assert "guard it with `or {}`" in response.content
         assert "SessionEnd" not in by_event
         assert len(found) == 4 and {m.session_id for m in found} == {"sess-abc123"}  # TC-P1-07
-        session = memory._state.catalog.read("SELECT ended_at, metadata FROM sessions WHERE id = 'sess-abc123'")[0]
+        session = memory.engine.catalog.read("SELECT ended_at, metadata FROM sessions WHERE id = 'sess-abc123'")[0]
         assert session[0] is not None
         meta = json.loads(session[1])
         assert meta["start_source"] == "startup" and meta["end_reason"] == "prompt_input_exit"
@@ -88,13 +88,13 @@ def test_crash_between_store_and_spool_delete_does_not_duplicate(tmp_path: Path)
     with open_fake(store) as memory:
         assert len(memory.list()) == 1
         # Simulate the crash: the row comes back as if its delete had never committed.
-        memory._state.catalog.write(
+        memory.engine.catalog.write(
             lambda c: c.execute(
                 "INSERT INTO spool (idem_key, kind, payload, created_at) VALUES ('k-again', ?, ?, 0)", (kind, body)
             )
         )
         first_key = memory.list()[0].metadata["spool_key"]
-        memory._state.catalog.write(lambda c: c.execute("UPDATE spool SET idem_key = ?", (first_key,)))
+        memory.engine.catalog.write(lambda c: c.execute("UPDATE spool SET idem_key = ?", (first_key,)))
         assert drain(memory) == 1
         assert len(memory.list()) == 1
 
@@ -143,9 +143,9 @@ def test_excluded_session_writes_nothing_but_an_audit_line(tmp_path: Path, monke
     with open_fake(store) as memory:
         assert memory.list() == []
         assert memory.stats()["capture"]["skipped_excluded"] >= 4
-        audit = memory._state.catalog.read("SELECT detail FROM audit_log WHERE action = 'capture_excluded'")
+        audit = memory.engine.catalog.read("SELECT detail FROM audit_log WHERE action = 'capture_excluded'")
         assert audit and "banking_2024" in audit[0][0]
-        assert memory._state.catalog.read("SELECT count(*) FROM sessions")[0][0] == 0
+        assert memory.engine.catalog.read("SELECT count(*) FROM sessions")[0][0] == 0
 
 
 def test_hooks_trigger_off_captures_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -206,7 +206,7 @@ def test_drain_failure_is_kept_for_retry(tmp_path: Path, caplog: pytest.LogCaptu
         conn.execute("UPDATE spool SET payload = '{\"broken\": true}'")
     with caplog.at_level(logging.WARNING), open_fake(store) as memory:
         assert memory.list() == []
-        row = memory._state.catalog.read("SELECT attempts, last_error FROM spool")[0]
+        row = memory.engine.catalog.read("SELECT attempts, last_error FROM spool")[0]
         assert row[0] == 1 and "KeyError" in row[1]
 
 
@@ -221,8 +221,8 @@ def test_embedding_failure_keeps_the_event_for_a_retry(tmp_path: Path) -> None:
     store = tmp_path / "s"
     fire(store, "PreToolUse", payload("PreToolUse"))
     with open_fake(store, embedder=Broken()) as memory:  # ERR-P1-01: not stored, error kept, no crash
-        assert memory._state.ready().catalog.count() == 0
-        row = memory._state.catalog.read("SELECT attempts, last_error FROM spool")[0]
+        assert memory.engine.ready().catalog.count() == 0
+        row = memory.engine.catalog.read("SELECT attempts, last_error FROM spool")[0]
         assert row[0] == 1 and "Failed to generate embeddings" in row[1]
     with open_fake(store) as memory:  # the next drain stores it
         assert len(memory.list()) == 1

@@ -19,7 +19,7 @@ import pytest
 
 import remindful
 from remindful.embed import FakeEmbedder
-from remindful.hooks.fast import run
+from remindful.services.hooks.fast import run
 
 FIXTURES = Path(__file__).parent / "fixtures" / "hooks"
 SCRIPT = str(Path(sys.executable).with_name("remindful"))
@@ -73,7 +73,7 @@ def test_capture_hook_imports_nothing_heavy(tmp_path: Path) -> None:
     payload = json.dumps({"session_id": "s", "tool_name": "Bash", "tool_input": {"command": "ls"}})
     script = (
         "import sys, io\n"
-        "from remindful.hooks.fast import run\n"
+        "from remindful.services.hooks.fast import run\n"
         f"code = run(['--path', {str(tmp_path / 's')!r}, 'hook', 'PreToolUse'], stdin=io.StringIO({payload!r}))\n"
         f"print(code, sorted({{m.split('.')[0] for m in sys.modules}} & set({HEAVY!r})))\n"
     )
@@ -120,7 +120,7 @@ def test_kill_9_of_the_daemon_during_a_burst_loses_nothing(tmp_path: Path, procs
     procs.append(start_daemon(store, tmp_path))
     deadline = time.monotonic() + 120
     with remindful.open(store, embedder=FakeEmbedder()) as memory:
-        catalog = memory._state.ready().catalog
+        catalog = memory.engine.ready().catalog
         while time.monotonic() < deadline and catalog.read("SELECT count(*) FROM spool")[0][0]:
             time.sleep(0.2)
         rows = catalog.read("SELECT content, id, metadata, created_at FROM memories WHERE session_id = 'burst'")
@@ -138,7 +138,7 @@ WORKER = """
 import io, json, sys
 import remindful
 from remindful.embed import FakeEmbedder
-from remindful.hooks.fast import run
+from remindful.services.hooks.fast import run
 path, n = sys.argv[1], int(sys.argv[2])
 with remindful.open(path, embedder=FakeEmbedder()) as memory:
     for i in range(25):
@@ -147,7 +147,7 @@ with remindful.open(path, embedder=FakeEmbedder()) as memory:
                    "tool_use_id": f"t{n}-{i}"}
         assert run(["--path", path, "hook", "PreToolUse"], stdin=io.StringIO(json.dumps(payload))) == 0
         if i % 5 == 0:
-            remindful.hooks.drain(memory)
+            remindful.services.hooks.drain(memory)
 print("done")
 """
 
@@ -170,7 +170,7 @@ def test_eight_processes_storing_at_once(tmp_path: Path, procs: list[Any]) -> No
         assert proc.returncode == 0 and out.strip() == "done", err
         assert "database is locked" not in err and "locked" not in err.lower(), err
     with remindful.open(store, embedder=FakeEmbedder()) as memory:
-        catalog = memory._state.ready().catalog
+        catalog = memory.engine.ready().catalog
         assert catalog.read("SELECT count(*) FROM spool")[0][0] == 0
         stored = [r[0] for r in catalog.read("SELECT content FROM memories")]
     assert len(stored) == 8 * 25 * 2 and len(set(stored)) == len(stored)

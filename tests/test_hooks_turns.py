@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from conftest import open_fake
+from remindful.testing import open_fake
 from test_hooks_events import fire, payload
 
 
@@ -19,7 +19,7 @@ def test_prompt_and_stop_answer_go_through_conversation_capture(tmp_path: Path) 
         assert learned, "nothing was learned from the turn"
         assert any("pytest" in m.content for m in learned)
         assert all(m.session_id == "sess-abc123" for m in learned)
-        sessions = memory._state.catalog.read("SELECT metadata FROM sessions WHERE id = 'sess-abc123'")
+        sessions = memory.engine.catalog.read("SELECT metadata FROM sessions WHERE id = 'sess-abc123'")
         assert "pending_prompt" not in sessions[0][0]
 
 

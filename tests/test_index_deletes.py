@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
-from conftest import open_fake
-from remindful.background import DeleteFinisher
-from remindful.catalog import SCHEMA_VERSION, Catalog
+from remindful.engine.background import DeleteFinisher
+from remindful.engine.catalog import SCHEMA_VERSION, Catalog
 from remindful.errors import StorageError
 from remindful.index import InMemoryIndex
+from remindful.testing import open_fake
 
 
 class GatedDeleteIndex(InMemoryIndex):
@@ -39,14 +39,14 @@ class GatedDeleteIndex(InMemoryIndex):
 
 
 def queued(memory: Any) -> list[str]:
-    return [r[0] for r in memory._state.catalog.read("SELECT memory_id FROM index_deletes")]
+    return [r[0] for r in memory.engine.catalog.read("SELECT memory_id FROM index_deletes")]
 
 
 @pytest.fixture
 def inline_up_to_two(monkeypatch: pytest.MonkeyPatch) -> None:
     """Deletes of more than two memories go to the background deleter."""
-    monkeypatch.setattr("remindful.indexing.INLINE_DELETE", 2)
-    monkeypatch.setattr("remindful.indexing.FINISH_CHUNK", 2)
+    monkeypatch.setattr("remindful.engine.indexing.INLINE_DELETE", 2)
+    monkeypatch.setattr("remindful.engine.indexing.FINISH_CHUNK", 2)
 
 
 def test_a_small_delete_removes_the_vector_before_it_returns(tmp_path: Path) -> None:
@@ -135,7 +135,7 @@ def test_a_memory_stored_again_keeps_its_vector(tmp_path: Path) -> None:
     with open_fake(tmp_path / "s", index=index) as memory:
         mid = memory.store("imported twice")
         memory.flush()
-        state = memory._state
+        state = memory.engine
         catalog = state.catalog
         # Queued but not applied, then the same id comes back (an import keeps ids).
         catalog.write(
@@ -150,7 +150,7 @@ def test_a_memory_stored_again_keeps_its_vector(tmp_path: Path) -> None:
 def test_delete_writes_one_audit_entry_per_memory_with_its_reason(tmp_path: Path) -> None:
     with open_fake(tmp_path / "s") as memory:
         a, b, c = memory.store_batch([{"content": "a"}, {"content": "b", "type": "screen"}, {"content": "c"}])
-        state = memory._state
+        state = memory.engine
         assert state.delete([a, b, "missing"], reason={a: "retention:too_old", b: "dedup"}) == 2
         assert state.delete([c]) == 1
         rows = state.catalog.read("SELECT action, memory_id, detail FROM audit_log WHERE memory_id IS NOT NULL")
@@ -252,7 +252,7 @@ def test_a_rowid_taken_again_before_the_mending_keeps_its_new_window(tmp_path: P
     path = tmp_path / "s"
     with open_fake(path) as memory:
         ids = session_of_nine(memory)
-        catalog = memory._state.catalog
+        catalog = memory.engine.catalog
         catalog.delete_ids([ids[-1]], mend_later=True)  # the newest row: SQLite reuses its rowid
         newcomer = memory.store("fresh words", session_id="t")
         assert catalog.read("SELECT rowid FROM memories WHERE id = ?", (newcomer,))[0][0] == 9
@@ -268,7 +268,7 @@ def test_a_large_delete_mends_the_neighbour_windows_after_it_returns(tmp_path: P
         ids = session_of_nine(memory)
         assert memory.delete_many([ids[1], ids[4], ids[7]]) == 3
         assert memory.flush(timeout=30)
-        catalog = memory._state.catalog
+        catalog = memory.engine.catalog
         assert not any(f"w{i}" in text for text in windows(catalog).values() for i in (1, 4, 7))
         assert catalog.read("SELECT count(*) FROM context_mend")[0][0] == 0
 
@@ -283,7 +283,7 @@ def test_windows_left_unmended_by_a_crash_are_mended_when_the_store_opens(tmp_pa
     with open_fake(path) as memory:
         memory.list()  # opens the catalog only
         assert memory.flush(timeout=30)
-        assert "w2" not in windows(memory._state.catalog)["w1"]
+        assert "w2" not in windows(memory.engine.catalog)["w1"]
 
 
 @pytest.mark.parametrize("version", [1, 2])
@@ -332,6 +332,6 @@ def test_lexical_context_makes_up_for_windows_still_queued_for_removal(tmp_path:
     with open_fake(tmp_path / "s", **only_windows) as memory:
         doomed = memory.store_batch([{"content": "zebra zebra crossing", "session_id": "a"} for _ in range(12)])
         live = memory.store_batch([{"content": f"a zebra note {i}", "session_id": f"b{i}"} for i in range(3)])
-        memory._state.catalog.delete_ids(doomed, mend_later=True)  # queued, nothing mended yet
+        memory.engine.catalog.delete_ids(doomed, mend_later=True)  # queued, nothing mended yet
         # The deleted windows rank first: without fetching more, the three best would all be gone.
         assert sorted(h.id for h in memory.search("zebra", limit=3)) == sorted(live)

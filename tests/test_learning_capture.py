@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from conftest import open_fake
+from remindful.api import MemoryManager
 from remindful.errors import ValidationError
-from remindful.learning.events import MemoryCaptured, subscribe
-from remindful.learning.reinforce import history
-from remindful.learning.types import CaptureSource, ConversationTurn, UserAction
-from remindful.manager import MemoryManager
 from remindful.model import MemoryClass, MemorySource, MemoryType
+from remindful.services.learning.bus import MemoryCaptured, subscribe
+from remindful.services.learning.reinforce import history
+from remindful.services.learning.types import CaptureSource, ConversationTurn, UserAction
+from remindful.testing import open_fake
 
 
 @pytest.fixture
@@ -33,7 +33,7 @@ def test_capture_from_conversation_with_trigger(
     memory: MemoryManager, events: list[MemoryCaptured], caplog: pytest.LogCaptureFixture
 ) -> None:
     turn = ConversationTurn("Remember that we use PostgreSQL", "Noted: PostgreSQL it is.", conversation_id="c1")
-    with caplog.at_level(logging.INFO, logger="remindful.learning"):
+    with caplog.at_level(logging.INFO, logger="remindful.services.learning"):
         captured = memory.capture_conversation(turn)
     assert len(captured) == 1
     (m,) = captured
@@ -43,25 +43,25 @@ def test_capture_from_conversation_with_trigger(
     assert m.metadata["trigger"] is True and m.metadata["confidence"] >= 0.9
     # salience boosted via reinforcement: importance above the 0.5 default, logged as such
     assert m.importance == pytest.approx(0.5 + memory.settings.learning.trigger_boost)
-    assert [r["reason"] for r in history(memory, m.id)] == ["explicit_user_confirmation"]
+    assert [r["reason"] for r in history(memory.engine, m.id)] == ["explicit_user_confirmation"]
     assert "[MEM:CAPTURE] Captured semantic memory from conversation: We use PostgreSQL." in caplog.text
     assert events[-1].source is CaptureSource.CONVERSATION and events[-1].source_id == "c1"
     assert [x.id for x in events[-1].memories] == [m.id]
 
 
 def test_capture_user_correction(memory: MemoryManager, caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.INFO, logger="remindful.learning"):
+    with caplog.at_level(logging.INFO, logger="remindful.services.learning"):
         m = memory.capture_correction("API uses OAuth", "API uses API keys", "authentication")
     assert "API keys" in m.content
     assert m.content == "API uses API keys, not OAuth (authentication)."  # the rule, not the instance
     assert m.type is MemoryType.KNOWLEDGE and m.memory_class is MemoryClass.SEMANTIC
     assert m.source is MemorySource.CORRECTION
-    assert m.importance > 0.5 and history(memory, m.id)[0]["reason"] == "user_correction"  # reinforced
+    assert m.importance > 0.5 and history(memory.engine, m.id)[0]["reason"] == "user_correction"  # reinforced
     assert "[MEM:CAPTURE] Captured correction: API uses OAuth -> API uses API keys" in caplog.text
 
 
 def test_capture_configuration_change(memory: MemoryManager, caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.INFO, logger="remindful.learning"):
+    with caplog.at_level(logging.INFO, logger="remindful.services.learning"):
         m = memory.capture_config_change("theme", "light", "dark")
     assert m is not None
     assert m.content.startswith("User prefers dark mode.")
@@ -77,7 +77,7 @@ def test_capture_workflow_pattern(memory: MemoryManager, caplog: pytest.LogCaptu
     start = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
     names = ["run tests", "build", "commit", "push"]
     actions = [UserAction("command", n, start + timedelta(minutes=5 * i)) for i, n in enumerate(names)]
-    with caplog.at_level(logging.INFO, logger="remindful.learning"):
+    with caplog.at_level(logging.INFO, logger="remindful.services.learning"):
         m = memory.capture_workflow(actions)
     assert m is not None
     assert m.content == "To ship changes: 1) Run tests, 2) Build, 3) Commit, 4) Push."

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from remindful.config import DEFAULT_TRIGGER_PATTERNS
-from remindful.learning.corrections import synthesize_rule
-from remindful.learning.extract import classify, extract, third_person
-from remindful.learning.types import ConversationTurn
+from remindful.services.learning.corrections import synthesize_rule
+from remindful.services.learning.extract import classify, extract, third_person
+from remindful.services.learning.types import ConversationTurn
 
 LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo_dev.json"
 PATTERNS = [re.compile(p, re.IGNORECASE) for p in DEFAULT_TRIGGER_PATTERNS]

@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from remindful.api import MemoryManager
 from remindful.errors import NotFoundError, ValidationError
-from remindful.manager import MemoryManager
 from remindful.model import MemoryType
 from test_learning_capture import _with_distractors
 

@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from conftest import open_fake
-from remindful.learning.llm import FakeLLM, set_llm
-from remindful.learning.types import ConversationTurn, UserAction
-from remindful.manager import MemoryManager
+from remindful.api import MemoryManager
+from remindful.services.learning.llm import FakeLLM, set_llm
+from remindful.services.learning.types import ConversationTurn, UserAction
+from remindful.testing import open_fake
 
 pytestmark = pytest.mark.integration
 
@@ -169,7 +169,7 @@ def test_llm_for_corrections_and_workflows(tmp_path: Path, endpoint: FakeOpenAI)
 def test_use_for_limits_the_capture_points(tmp_path: Path) -> None:
     fake = FakeLLM(replies=['{"statement": "From the LLM."}'])
     with open_fake(tmp_path / "s", **{"learning.llm.use_for": ["correction"]}) as store:
-        set_llm(store, fake)
+        set_llm(store.engine, fake)
         assert store.capture_correction("a b c", "a b d").content == "From the LLM."
         (m,) = store.capture_conversation(ConversationTurn("I prefer rebase over merge for feature branches."))
         assert m.metadata["extractor"] == "rules" and len(fake.prompts) == 1

@@ -11,10 +11,10 @@ import pytest
 from mcp import Client
 from typer.testing import CliRunner
 
-from conftest import open_fake
-from remindful.learning.conversation import turn_from_hook_events
-from remindful.shells.cli import app
-from remindful.shells.mcp_server import LazyManager, build_server
+from remindful.services.learning.conversation import turn_from_hook_events
+from remindful.shells.cli.app import app
+from remindful.shells.mcp.server import LazyManager, build_server
+from remindful.testing import open_fake
 
 runner = CliRunner()
 LEARNING_TOOLS = {

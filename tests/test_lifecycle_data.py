@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import tarfile
 import threading
 from datetime import UTC, datetime, timedelta
@@ -15,9 +16,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import open_fake
+from remindful.api import MemoryManager
 from remindful.errors import ValidationError
-from remindful.manager import MemoryManager
+from remindful.testing import open_fake
 
 
 def _seed(memory: MemoryManager) -> list[str]:
@@ -32,7 +33,7 @@ def _seed(memory: MemoryManager) -> list[str]:
 
 
 def _embedding(memory: MemoryManager, memory_id: str) -> np.ndarray:
-    return memory._state.ready().catalog.embeddings([memory_id])[memory_id]
+    return memory.engine.ready().catalog.embeddings([memory_id])[memory_id]
 
 
 # -- export / import -------------------------------------------------------------------------------
@@ -65,7 +66,7 @@ def test_export_import_round_trip_is_lossless(tmp_path_factory: pytest.TempPathF
     root = tmp_path_factory.mktemp("rt")
     with open_fake(root / "a") as source, open_fake(root / "b") as target:
         ids = source.store_batch(items)
-        source._state.catalog.touch(ids[:1], 1.5e9)  # access counts travel too
+        source.engine.catalog.touch(ids[:1], 1.5e9)  # access counts travel too
         exported = source.export(output_path=root / "out.json")
         assert exported["count"] == len(ids)
         assert target.import_memories(exported["path"])["imported"] == len(ids)
@@ -105,7 +106,7 @@ def test_import_needs_no_reembedding_and_search_works(tmp_path: Path) -> None:
         path = source.export(output_path=tmp_path / "m.json")["path"]
     with open_fake(tmp_path / "b") as target:
         target.import_memories(path)
-        embedder = target._state._given_embedder
+        embedder = target.engine._given_embedder
         assert embedder is not None and embedder.texts_embedded == 0  # type: ignore[attr-defined]
         assert target.search("login button")[0].id == ids[0]
         assert any(s["id"] == "s1" for s in target.list_sessions())
@@ -292,6 +293,20 @@ def test_clear_all_backs_up_then_empties_everything(memory: MemoryManager) -> No
     assert memory.search("login") == []
     memory.restore(result["backup_path"], confirm=True)
     assert memory.stats()["total_memories"] == 4
+
+
+def test_the_store_keeps_working_after_a_restore(memory: MemoryManager, caplog: pytest.LogCaptureFixture) -> None:
+    _seed(memory)
+    archive = memory.backup()["path"]
+    memory.store("written after the backup")
+    memory.restore(archive, confirm=True)
+    with caplog.at_level(logging.WARNING):
+        # The embedder's persistent cache reads the restored catalog, not the closed one.
+        [new] = memory.store_batch([{"content": "Written after the restore"}], defer=False)
+        memory.flush()
+    assert "lookup failed" not in caplog.text
+    assert memory.stats()["total_memories"] == 5
+    assert memory.search("Written after the restore")[0].id == new
 
 
 # -- attachments -----------------------------------------------------------------------------------

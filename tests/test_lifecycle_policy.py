@@ -12,11 +12,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import open_fake
+from remindful.api import MemoryManager
+from remindful.engine.importance import ImportanceInputs, score
 from remindful.errors import ConfigError, ValidationError
-from remindful.manager import MemoryManager
-from remindful.policy.importance import ImportanceInputs, score
-from remindful.policy.scheduler import CleanupScheduler, next_run, start_scheduler
+from remindful.services.policy.scheduler import CleanupScheduler, next_run, start_scheduler
+from remindful.testing import open_fake
 
 NOW = 1_800_000_000.0
 DAY = 86_400.0
@@ -256,7 +256,7 @@ def test_cleanup_audits_each_deletion_with_its_reason_and_reports_its_phases(mem
     assert set(report["phases"]) == {"plan", "consolidate", "delete", "record"} and "ids" not in report
     (kept,) = [m for m in memory.get_batch(dups) if m is not None]
     assert kept.metadata["consolidation"]["count"] == 2
-    audit = memory._state.catalog.read("SELECT action, memory_id FROM audit_log WHERE memory_id IS NOT NULL")
+    audit = memory.engine.catalog.read("SELECT action, memory_id FROM audit_log WHERE memory_id IS NOT NULL")
     assert sorted(audit) == sorted([("retention:retention", old), *[("dedup", d) for d in dups if d != kept.id]])
     assert memory.cleanup(dry_run=True)["phases"].keys() == {"plan"}
 
@@ -284,18 +284,26 @@ def test_scheduler_runs_cleanup_when_due_and_survives_errors(memory: MemoryManag
         return memory.cleanup()
 
     clock = [datetime(2026, 1, 10, 2, 59, 59)]
-    scheduler = CleanupScheduler(memory, job=job, clock=lambda: clock[0])
+    scheduler = CleanupScheduler(memory.engine, job=job, clock=lambda: clock[0])
     assert scheduler.due_at(clock[0]) == datetime(2026, 1, 10, 3, 0)
     assert isinstance(scheduler.run_once(), RuntimeError)  # logged, not raised
     scheduler.run_once()
     assert ran.is_set() and memory.stats()["total_memories"] == 0
 
 
+def test_scheduler_runs_the_retention_cleanup_by_default(memory: MemoryManager) -> None:
+    memory.store("old capture", timestamp=ago(50))
+    memory.store("fresh capture")
+    result = CleanupScheduler(memory.engine).run_once()
+    assert result["deleted"] == 1 and result["by_reason"] == {"retention": 1}
+    assert [m.content for m in memory.list()] == ["fresh capture"]
+
+
 def test_start_scheduler_respects_settings(tmp_path: Path) -> None:
     with open_fake(tmp_path / "a", **{"retention.cleanup.schedule": "manual"}) as memory:
-        assert start_scheduler(memory) is None
+        assert start_scheduler(memory.engine) is None
     with open_fake(tmp_path / "b") as memory:
-        scheduler = start_scheduler(memory)
+        scheduler = start_scheduler(memory.engine)
         assert scheduler is not None and scheduler._thread is not None and scheduler._thread.is_alive()
         scheduler.stop()
         assert scheduler._thread is None
@@ -305,7 +313,7 @@ def test_confirmations_recorded_by_learning_count_as_reinforcement(tmp_path: Pat
     with open_fake(tmp_path / "s", **{"retention.max_items_per_collection": 2}) as memory:
         helped = memory.store("helpful answer", type="knowledge", source="hook")
         plain = memory.store("plain answer", type="knowledge", source="hook")
-        catalog = memory._state.ready().catalog
+        catalog = memory.engine.ready().catalog
         catalog.write(
             lambda c: c.execute(
                 "CREATE TABLE IF NOT EXISTS reinforcements (seq INTEGER PRIMARY KEY, memory_id TEXT NOT NULL, "

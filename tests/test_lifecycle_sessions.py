@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import open_fake
+from remindful.api import MemoryManager
 from remindful.errors import NotFoundError, ValidationError
-from remindful.manager import MemoryManager
-from remindful.sessions import delete_on_exit
+from remindful.services.sessions import delete_on_exit
+from remindful.testing import open_fake
 
 
 def test_first_store_generates_one_session_for_the_process(memory: MemoryManager) -> None:
@@ -69,7 +69,7 @@ def test_delete_session_needs_confirm_backs_up_and_deletes_every_collection(memo
     assert memory.get_batch(ids) == [None, None, None] and memory.get(keep)
     assert "session_abc123" not in [s["id"] for s in memory.list_sessions()]
     assert all(h.session_id != "session_abc123" for h in memory.search("sensitive"))
-    assert memory._resumed_session is None
+    assert memory.engine.resumed_session is None
     with pytest.raises(ValidationError, match="unknown session"):
         memory.delete_session("session_abc123", confirm=True)
 
@@ -77,13 +77,13 @@ def test_delete_session_needs_confirm_backs_up_and_deletes_every_collection(memo
 def test_delete_on_exit_only_when_configured(tmp_path: Path) -> None:
     with open_fake(tmp_path / "a") as memory:
         memory.store("kept")
-        assert delete_on_exit(memory) == 0
+        assert delete_on_exit(memory.engine) == 0
         assert memory.stats()["total_memories"] == 1
     with open_fake(tmp_path / "b", **{"privacy.delete_on_exit": True}) as memory:
         memory.store("ephemeral one")
         memory.store("agent event", session_id="agent-7")
         memory.store("unrelated", session_id="other")
-        assert delete_on_exit(memory) == 1
-        assert delete_on_exit(memory, ["agent-7"]) == 1
+        assert delete_on_exit(memory.engine) == 1
+        assert delete_on_exit(memory.engine, ["agent-7"]) == 1
         assert [m.content for m in memory.list()] == ["unrelated"]
         assert not list((memory.path / "backups").glob("*")) if (memory.path / "backups").exists() else True

@@ -11,9 +11,9 @@ import pytest
 from mcp import Client
 from typer.testing import CliRunner
 
-from conftest import open_fake
-from remindful.shells.cli import app
-from remindful.shells.mcp_server import LazyManager, build_server
+from remindful.shells.cli.app import app
+from remindful.shells.mcp.server import LazyManager, build_server
+from remindful.testing import open_fake
 
 runner = CliRunner()
 LIFECYCLE_TOOLS = {

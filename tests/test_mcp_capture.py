@@ -17,9 +17,9 @@ from mcp import Client, StdioServerParameters
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
-from conftest import open_fake
-from remindful.capture.middleware import CaptureWorker, ToolCall, TypeMapping, capture_tools, describe
-from remindful.manager import MemoryManager
+from remindful.api import MemoryManager
+from remindful.services.capture.middleware import CaptureWorker, ToolCall, TypeMapping, capture_tools, describe
+from remindful.testing import open_fake
 
 pytestmark = pytest.mark.anyio
 
@@ -314,8 +314,8 @@ def test_the_proxy_commits_each_call_before_the_client_sees_its_answer(
     answer relayed before the call was pending, so the capture came after the answer (a kill -9
     then lost it: a flaky CI run) or never (the answer matched no request). Noting a request is
     slowed down here; each answer must still find its call committed to the spool."""
-    from remindful.capture import proxy
-    from remindful.capture.spooled import CaptureSpool
+    from remindful.services.capture import proxy
+    from remindful.services.capture.spooled import CaptureSpool
 
     note = proxy.ToolCallTracker.from_client
 
@@ -356,7 +356,7 @@ def test_the_proxy_commits_each_call_before_the_client_sees_its_answer(
 
 def committed_calls(manager: MemoryManager) -> int:
     """Captured calls committed so far: rows still in the spool, and rows done (stored or skipped)."""
-    catalog = manager._state.ready().catalog
+    catalog = manager.engine.ready().catalog
     [(n,)] = catalog.read("SELECT COUNT(*) FROM (SELECT idem_key FROM spool UNION SELECT idem_key FROM spool_done)")
     return int(n)
 

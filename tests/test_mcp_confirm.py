@@ -9,8 +9,8 @@ from mcp import Client
 from mcp.server.mcpserver import MCPServer
 from mcp_types import ElicitResult
 
-from remindful.shells.mcp_tools.common import DESTRUCTIVE, tool
-from remindful.shells.mcp_tools.confirm import Approval, approved, confirmation, not_confirmed
+from remindful.shells.mcp.tools.common import DESTRUCTIVE, tool
+from remindful.shells.mcp.tools.confirm import Approval, approved, confirmation, not_confirmed
 
 pytestmark = pytest.mark.anyio
 

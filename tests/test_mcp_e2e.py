@@ -70,7 +70,7 @@ async def test_stdio_with_the_sdk_client(tmp_path: Path, mode: str) -> None:
 
 
 NO_SHIPPED_MANIFEST = """
-import remindful.shells.mcp_manifest as m
+import remindful.shells.mcp.manifest as m
 
 m.load = lambda path=None: None  # as in a development tree whose tools changed since it was recorded
 """

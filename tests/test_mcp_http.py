@@ -16,10 +16,12 @@ from typing import Any
 import pytest
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 
-from conftest import open_fake
-from remindful.shells import asgi_h11, mcp_manifest, mcp_modern
-from remindful.shells.mcp_http import HttpFront
-from remindful.shells.mcp_server import LazyManager, build_server
+from remindful.shells.mcp import asgi_h11
+from remindful.shells.mcp import manifest as mcp_manifest
+from remindful.shells.mcp import modern as mcp_modern
+from remindful.shells.mcp.http import HttpFront
+from remindful.shells.mcp.server import LazyManager, build_server
+from remindful.testing import open_fake
 
 pytestmark = pytest.mark.anyio
 
@@ -118,7 +120,7 @@ async def sdk(tmp_path: Path) -> AsyncIterator[Any]:
 @pytest.fixture(scope="module")
 def shipped() -> dict[str, Any]:
     data = mcp_manifest.load()
-    assert data is not None, "the shipped manifest does not apply: run python -m remindful.shells.mcp_manifest"
+    assert data is not None, "the shipped manifest does not apply: run python -m remindful.shells.mcp.manifest"
     return data
 
 

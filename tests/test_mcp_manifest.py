@@ -10,11 +10,12 @@ import anyio
 import pytest
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 
-from remindful.shells import mcp_manifest, mcp_modern
-from remindful.shells.mcp_server import LazyManager, build_server
-from remindful.shells.mcp_stdio import plain_initialize, serve_lines
+from remindful.shells.mcp import manifest as mcp_manifest
+from remindful.shells.mcp import modern as mcp_modern
+from remindful.shells.mcp.fast_start import plain_initialize, serve_lines
+from remindful.shells.mcp.server import LazyManager, build_server
 
-REGENERATE = "run `python -m remindful.shells.mcp_manifest` and commit src/remindful/shells/mcp_manifest.json"
+REGENERATE = "run `python -m remindful.shells.mcp.manifest` and commit src/remindful/shells/mcp_manifest.json"
 
 
 @pytest.fixture(scope="module")

@@ -13,10 +13,10 @@ import anyio
 import pytest
 from mcp import Client
 
-from conftest import open_fake
 from remindful.model import MemoryType
-from remindful.shells.mcp_server import LazyManager, build_server
-from remindful.shells.mcp_tools.common import ArrivalOrder, MemoryTypeName
+from remindful.shells.mcp.server import LazyManager, build_server
+from remindful.shells.mcp.tools.common import ArrivalOrder, MemoryTypeName
+from remindful.testing import open_fake
 
 pytestmark = pytest.mark.anyio
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from remindful.shells.mcp_errors import NOT_PARSED, decoded, invalid_message_answer
+from remindful.shells.mcp.errors import NOT_PARSED, decoded, invalid_message_answer
 
 
 @pytest.mark.parametrize(

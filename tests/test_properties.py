@@ -7,7 +7,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import open_fake
+from remindful.testing import open_fake
 
 json_scalars = st.one_of(
     st.none(),

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 import remindful
-from remindful.manager import MemoryManager
+from remindful.api import MemoryManager
 
 pytestmark = pytest.mark.slow
 
@@ -151,7 +151,7 @@ def test_kill_9_during_background_vector_deletes_brings_nothing_back(tmp_path: P
         assert found and found <= set(kept)  # ...and nothing deleted comes back
         assert memory.flush(timeout=120)
         if memory.index_status()["available"]:
-            state = memory._state
+            state = memory.engine
             assert state.catalog.read("SELECT count(*) FROM index_deletes")[0][0] == 0
             assert set(state.index.ids("action_memories")) == set(kept)  # type: ignore[union-attr]
 

@@ -8,9 +8,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from remindful.config import SearchSettings
-from remindful.filters import SqlFilter
-from remindful.schema import MemoryRow
-from remindful.search import _scored_exactly, best_eligible, boost
+from remindful.engine.catalog import MemoryRow
+from remindful.engine.search import _scored_exactly, best_eligible, boost
+from remindful.engine.sqlfilter import SqlFilter
 
 ANY = SqlFilter("1", ())
 

@@ -10,12 +10,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import open_fake
 from remindful import MemoryDisabledError, StorageFullError, StorageLockedError
-from remindful.catalog import Catalog, with_retries
+from remindful.api import MemoryManager
 from remindful.embed import FakeEmbedder
+from remindful.engine.catalog import Catalog, with_retries
 from remindful.index import InMemoryIndex
-from remindful.manager import MemoryManager
+from remindful.testing import open_fake
 
 
 def test_unwritable_storage_path_disables_memory_with_a_clear_reason(tmp_path: Path) -> None:
@@ -43,7 +43,7 @@ def test_writability_probe_is_private_to_each_opener(tmp_path: Path) -> None:
 
 def test_disk_full_says_storage_full_and_keeps_working_after(memory: MemoryManager) -> None:
     memory.store("small first memory")
-    conn = memory._state.catalog._conn
+    conn = memory.engine.catalog._conn
     pages = conn.execute("PRAGMA page_count").fetchone()[0]
     conn.execute(f"PRAGMA max_page_count = {pages}")  # the database can grow no more: SQLITE_FULL
     with pytest.raises(StorageFullError) as info:
@@ -66,7 +66,7 @@ def _hold_write_lock(path: Path, seconds: float, started: threading.Event) -> No
 def test_lock_contention_is_retried_then_succeeds(memory: MemoryManager) -> None:
     memory.store("first")
     memory.flush()  # the background indexer's writes are done: the holder gets the lock at once
-    catalog = memory._state.catalog
+    catalog = memory.engine.catalog
     catalog._conn.execute("PRAGMA busy_timeout = 20")
     started = threading.Event()
     holder = threading.Thread(target=_hold_write_lock, args=(catalog.path, 0.15, started))

@@ -48,7 +48,7 @@ __all__ = [
 _WHERE = {
     "AsyncMemoryManager": "remindful.aio",
     "open_async": "remindful.aio",
-    "MemoryManager": "remindful.manager",
+    "MemoryManager": "remindful.api",
     "Settings": "remindful.config",
     "load_settings": "remindful.config",
     **{
@@ -77,6 +77,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from remindful.aio import AsyncMemoryManager, open_async
+    from remindful.api import MemoryManager
     from remindful.config import Settings, load_settings
     from remindful.errors import (
         ConfigError,
@@ -91,7 +92,6 @@ if TYPE_CHECKING:
         StorageLockedError,
         ValidationError,
     )
-    from remindful.manager import MemoryManager
     from remindful.model import ChunkMetadata, Memory, MemoryClass, MemorySource, MemoryType, SearchHit, Session
 
 
@@ -113,9 +113,6 @@ def open(path: str | os.PathLike[str] | None = None, **overrides: Any) -> Memory
     Raises ConfigError for invalid settings; an unusable path disables memory instead (every
     call then raises MemoryDisabledError with the reason).
     """
-    from remindful.config import load_settings
-    from remindful.manager import MemoryManager
+    from remindful.api import open_manager
 
-    embedder = overrides.pop("embedder", None)
-    index = overrides.pop("index", None)
-    return MemoryManager(load_settings(path, **overrides), embedder=embedder, index=index)
+    return open_manager(path, **overrides)

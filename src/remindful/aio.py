@@ -12,7 +12,7 @@ import os
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from remindful.manager import MemoryManager
+from remindful.api import MemoryManager, open_manager
 
 _ASYNC_METHODS = (
     "store",
@@ -60,6 +60,4 @@ class AsyncMemoryManager:
 
 def open_async(path: str | os.PathLike[str] | None = None, **overrides: Any) -> AsyncMemoryManager:
     """Like :func:`remindful.open`, returning the async facade."""
-    import remindful
-
-    return AsyncMemoryManager(remindful.open(path, **overrides))
+    return AsyncMemoryManager(open_manager(path, **overrides))

@@ -6,8 +6,8 @@ over within :data:`STANDBY_RETRY_S` if the owner dies):
 - drain the hook spool every ``daemon.poll_interval_ms`` (100 ms), so an event is stored and
   searchable well within 1 s of its hook returning;
 - index and watch the Markdown files of ``auto_capture.watch_dirs`` (and any given directories);
-- run the retention schedule (:mod:`remindful.policy.scheduler`) when it is installed, and at a
-  clean stop honour ``privacy.delete_on_exit`` (:func:`remindful.sessions.delete_on_exit`);
+- run the retention schedule (:mod:`remindful.services.policy.scheduler`) when it is installed, and at a
+  clean stop honour ``privacy.delete_on_exit`` (:func:`remindful.services.sessions.delete_on_exit`);
 - answer local requests on ``http://127.0.0.1:PORT``: ``POST /context`` (context injection for
   hooks: ``{"query", "budget_tokens", "exclude"}`` → ``{"context"}``) and ``GET /health``.
   Every request needs ``Authorization: Bearer TOKEN``; port, token and pid are in
@@ -16,6 +16,9 @@ over within :data:`STANDBY_RETRY_S` if the owner dies):
     handle = start_daemon_threads(manager)   # returns at once; threads are daemonic
     ...
     handle.stop()
+
+The daemon sits above the API: it takes a MemoryManager and hands its storage engine
+(``manager.engine``) to the services it runs.
 """
 
 from __future__ import annotations
@@ -32,9 +35,14 @@ import time
 from collections.abc import Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from remindful.hooks.context import DAEMON_FILE
+from remindful.services.context import DAEMON_FILE
+
+if TYPE_CHECKING:
+    from remindful.api import MemoryManager
+    from remindful.services.capture.watcher import MarkdownWatcher
+    from remindful.services.policy.scheduler import CleanupScheduler
 
 log = logging.getLogger("remindful.daemon")
 
@@ -46,7 +54,9 @@ MAX_BODY = 1_000_000
 class DaemonHandle:
     """The running daemon roles of one process; :meth:`stop` ends them all."""
 
-    def __init__(self, manager: Any, watch_dirs: Sequence[str | os.PathLike[str]] | None, http: bool) -> None:
+    def __init__(
+        self, manager: MemoryManager, watch_dirs: Sequence[str | os.PathLike[str]] | None, http: bool
+    ) -> None:
         self.manager = manager
         self.path = Path(manager.path)
         self.stop_event = threading.Event()
@@ -59,18 +69,18 @@ class DaemonHandle:
         self._lock_fd: int | None = None
         self._threads: list[threading.Thread] = []
         self._server: ThreadingHTTPServer | None = None
-        self._scheduler: Any = None
-        self.watcher: Any = None
+        self._scheduler: CleanupScheduler | None = None
+        self.watcher: MarkdownWatcher | None = None
 
     # -- start and stop -------------------------------------------------------------------------
 
     def start(self) -> DaemonHandle:
         """Validate the watch directories (a missing one raises now), then start the roles."""
         if self.watch_dirs:
-            from remindful.capture.watcher import MarkdownWatcher
+            from remindful.services.capture.watcher import MarkdownWatcher
 
-            self.watcher = MarkdownWatcher(self.manager, self.watch_dirs)
-        self.manager._state.ready()
+            self.watcher = MarkdownWatcher(self.manager.engine, self.watch_dirs)
+        self.manager.check_enabled()
         if not self._try_lock():
             log.info("another process owns %s; standing by", self.path)
             self._spawn(self._standby, "remindful-standby")
@@ -88,9 +98,7 @@ class DaemonHandle:
             self._server.server_close()
         if self._scheduler is not None:
             with contextlib.suppress(Exception):
-                from remindful.policy.scheduler import stop_scheduler
-
-                stop_scheduler(self._scheduler)
+                self._scheduler.stop()
         for thread in self._threads:
             thread.join(timeout)
         if self.owner.is_set():
@@ -104,13 +112,11 @@ class DaemonHandle:
             self._lock_fd = None
 
     def _delete_on_exit(self) -> None:
-        """``privacy.delete_on_exit``: this process's session goes with it (remindful.sessions)."""
+        """``privacy.delete_on_exit``: this process's session goes with it (remindful.services.sessions)."""
+        from remindful.services.sessions import delete_on_exit
+
         try:
-            from remindful.sessions import delete_on_exit
-        except ImportError:
-            return
-        try:
-            delete_on_exit(self.manager)
+            delete_on_exit(self.manager.engine)
         except Exception as exc:
             log.error("privacy.delete_on_exit failed: %s", exc)
 
@@ -137,8 +143,9 @@ class DaemonHandle:
         if self.http:
             self._start_http()
         self._spawn(self._drain_loop, "remindful-drain")
-        if self.watcher is not None:
-            self._spawn(lambda: self.watcher.run(self.stop_event), "remindful-watch")
+        watcher = self.watcher
+        if watcher is not None:
+            self._spawn(lambda: watcher.run(self.stop_event), "remindful-watch")
         self._start_retention()
 
     def _spawn(self, target: Any, name: str) -> None:
@@ -151,31 +158,30 @@ class DaemonHandle:
     def _warm_up(self) -> None:
         """Load the model and open the index now, so the first context request (a hook with a
         2 s timeout) does not pay for them."""
+        engine = self.manager.engine
         try:
-            self.manager._state.embedder.embed(["warm up"])
-            _ = self.manager._state.index
+            engine.embedder.embed(["warm up"])
+            _ = engine.index
         except Exception as exc:
             log.warning("warm-up failed (the first request will retry): %s", exc)
 
     def _drain_loop(self) -> None:
-        from remindful.hooks.drainer import drain_spool
+        from remindful.services.hooks.drainer import drain_spool
 
         interval = self.manager.settings.daemon.poll_interval_ms / 1000
         while not self.stop_event.is_set():
             try:
-                self.drained += drain_spool(self.manager)
+                self.drained += drain_spool(self.manager.engine)
             except Exception as exc:  # keep draining later; the rows stay in the spool
                 log.error("draining the hook spool failed: %s", exc)
                 self.stop_event.wait(1.0)
             self.stop_event.wait(interval)
 
     def _start_retention(self) -> None:
+        from remindful.services.policy.scheduler import start_scheduler
+
         try:
-            from remindful.policy.scheduler import start_scheduler
-        except ImportError:
-            return
-        try:
-            self._scheduler = start_scheduler(self.manager)
+            self._scheduler = start_scheduler(self.manager.engine)
         except Exception as exc:
             log.error("retention schedule not started: %s", exc)
 
@@ -247,10 +253,10 @@ class _Handler(BaseHTTPRequestHandler):
             exclude = request.get("exclude") if isinstance(request.get("exclude"), str) else None
         except (ValueError, AttributeError) as exc:
             return self._send(400, {"success": False, "error": str(exc)})
-        from remindful.hooks.context import context_for
+        from remindful.services.context import context_for
 
         try:
-            text = context_for(self.daemon.manager, query, budget_tokens=budget, exclude=exclude)
+            text = context_for(self.daemon.manager.engine, query, budget_tokens=budget, exclude=exclude)
         except Exception as exc:
             log.error("context request failed: %s", exc)
             return self._send(500, {"success": False, "error": str(exc)})
@@ -258,7 +264,7 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 def start_daemon_threads(
-    manager: Any, *, watch_dirs: Sequence[str | os.PathLike[str]] | None = None, http: bool = True
+    manager: MemoryManager, *, watch_dirs: Sequence[str | os.PathLike[str]] | None = None, http: bool = True
 ) -> DaemonHandle:
     """Start the daemon roles for ``manager`` in background threads and return at once.
 
@@ -266,7 +272,7 @@ def start_daemon_threads(
     return DaemonHandle(manager, watch_dirs, http).start()
 
 
-def run_daemon(manager: Any, *, watch_dirs: Sequence[str | os.PathLike[str]] | None = None) -> None:
+def run_daemon(manager: MemoryManager, *, watch_dirs: Sequence[str | os.PathLike[str]] | None = None) -> None:
     """Run the daemon in the foreground until SIGINT/SIGTERM."""
     import signal
 

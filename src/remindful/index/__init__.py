@@ -3,19 +3,8 @@
 Importing this package does not import chromadb: the Chroma backends import it on first use.
 """
 
-from remindful.index.base import Scalar, VectorIndex, Where
+from remindful.index.base import Scalar, VectorIndex
 from remindful.index.chroma import ChromaEmbeddedIndex, ChromaServerIndex
 from remindful.index.memory import InMemoryIndex
-from remindful.index.where import matches, to_chroma_where, validate_where
 
-__all__ = [
-    "ChromaEmbeddedIndex",
-    "ChromaServerIndex",
-    "InMemoryIndex",
-    "Scalar",
-    "VectorIndex",
-    "Where",
-    "matches",
-    "to_chroma_where",
-    "validate_where",
-]
+__all__ = ["ChromaEmbeddedIndex", "ChromaServerIndex", "InMemoryIndex", "Scalar", "VectorIndex"]

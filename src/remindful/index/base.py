@@ -7,18 +7,12 @@ from the catalog at any time (``remindful reindex``).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
 #: A metadata value an index can hold: no None, no nesting.
 Scalar = str | int | float | bool
-
-#: A filter in Chroma's ``where`` language, which every index understands:
-#: ``{"k": v}`` (equality), ``{"k": {"$eq"|"$ne"|"$gt"|"$gte"|"$lt"|"$lte": v}}``,
-#: ``{"k": {"$in"|"$nin": [v, ...]}}``, ``{"$and": [w, ...]}``, ``{"$or": [w, ...]}``.
-#: Several keys in one dict mean their conjunction (indexes translate that for Chroma).
-Where = Mapping[str, Any]
 
 
 @runtime_checkable
@@ -27,7 +21,8 @@ class VectorIndex(Protocol):
 
     Collections are created on first use. ``upsert`` replaces a vector with the same id.
     ``query`` returns ``(id, similarity)`` pairs best first, similarity = 1 - cosine distance,
-    at most ``k`` of them, only those whose metadata satisfies ``where``.
+    at most ``k`` of them. Filtering is the catalog's job (:mod:`remindful.engine.sqlfilter`): the
+    store checks every hit against it.
     Writes are durable when the call returns. Implementations are thread-safe.
     """
 
@@ -41,9 +36,7 @@ class VectorIndex(Protocol):
 
     def delete(self, collection: str, ids: Sequence[str]) -> None: ...
 
-    def query(
-        self, collection: str, embedding: np.ndarray, k: int, where: Where | None = None
-    ) -> list[tuple[str, float]]: ...
+    def query(self, collection: str, embedding: np.ndarray, k: int) -> list[tuple[str, float]]: ...
 
     def count(self, collection: str) -> int: ...
 

@@ -26,8 +26,8 @@ from typing import Any, TypeVar
 import numpy as np
 
 from remindful.errors import CorruptionError, StorageError, StorageFullError, StorageLockedError
-from remindful.index.base import Scalar, Where
-from remindful.index.where import check_collection_name, check_query, check_upsert, to_chroma_where
+from remindful.index.base import Scalar
+from remindful.index.checks import check_collection_name, check_query, check_upsert
 
 __all__ = ["BACKOFF", "RECOVERY", "RETRIES", "ChromaIndexBase", "classify", "is_locked_message"]
 
@@ -274,13 +274,10 @@ class ChromaIndexBase:
 
                 self._call("delete", run, collection=collection, write=True)
 
-    def query(
-        self, collection: str, embedding: np.ndarray, k: int, where: Where | None = None
-    ) -> list[tuple[str, float]]:
+    def query(self, collection: str, embedding: np.ndarray, k: int) -> list[tuple[str, float]]:
         """Up to ``k`` nearest ``(id, 1 - cosine distance)`` pairs, best first; ``[]`` if empty."""
         check_collection_name(collection)
         vector = check_query(embedding, k)
-        chroma_where = to_chroma_where(where)
 
         def run() -> list[tuple[str, float]]:
             col = self._collection(collection)
@@ -288,7 +285,7 @@ class ChromaIndexBase:
             # and count() costs as much as the query (4-15 ms at 100k), so count only if Chroma objects.
             try:
                 res = col.query(
-                    query_embeddings=vector[None, :], n_results=k, where=chroma_where, include=["distances"]
+                    query_embeddings=vector[None, :], n_results=k, include=["distances"]
                 )
             except Exception as exc:
                 if "result" not in str(exc).lower():
@@ -297,7 +294,7 @@ class ChromaIndexBase:
                 if n == 0:
                     return []
                 res = col.query(
-                    query_embeddings=vector[None, :], n_results=min(k, n), where=chroma_where, include=["distances"]
+                    query_embeddings=vector[None, :], n_results=min(k, n), include=["distances"]
                 )
             ids, dists = res["ids"][0], res["distances"][0]
             # Plain floats: np.clip per scalar cost more than the rest of this method.

@@ -1,8 +1,7 @@
 """``InMemoryIndex``: exact brute-force cosine search in numpy, the shipped fake of ``VectorIndex``.
 
-It is exact where Chroma's HNSW is approximate, keeps nothing on disk, and evaluates ``where``
-filters in pure Python with the same semantics as the Chroma backends (see ``where.py``).
-Use it in tests and for small, throwaway stores.
+It is exact where Chroma's HNSW is approximate, keeps nothing on disk, and checks its arguments
+as the Chroma backends do (:mod:`remindful.index.checks`). Use it in tests and for small, throwaway stores.
 """
 
 from __future__ import annotations
@@ -12,14 +11,8 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from remindful.index.base import Scalar, Where
-from remindful.index.where import (
-    check_collection_name,
-    check_query,
-    check_upsert,
-    evaluate_valid,
-    validate_where,
-)
+from remindful.index.base import Scalar
+from remindful.index.checks import check_collection_name, check_query, check_upsert
 
 __all__ = ["InMemoryIndex"]
 
@@ -109,12 +102,9 @@ class InMemoryIndex:
             if col is not None:
                 col.delete(list(ids))
 
-    def query(
-        self, collection: str, embedding: np.ndarray, k: int, where: Where | None = None
-    ) -> list[tuple[str, float]]:
+    def query(self, collection: str, embedding: np.ndarray, k: int) -> list[tuple[str, float]]:
         check_collection_name(collection)
         vector = check_query(embedding, k)
-        validate_where(where)
         with self._lock:
             col = self._collections.get(collection)
             if col is None or not col.ids:
@@ -124,13 +114,7 @@ class InMemoryIndex:
             norm = float(np.linalg.norm(vector))
             unit = vector / norm if norm > 0 else vector
             sims = col.vectors[: len(col.ids)] @ unit
-            if where:
-                keep = np.fromiter(
-                    (evaluate_valid(where, m) for m in col.metadatas), dtype=bool, count=len(col.metadatas)
-                )
-                candidates = np.flatnonzero(keep)
-            else:
-                candidates = np.arange(len(col.ids))
+            candidates = np.arange(len(col.ids))
             if candidates.size > k:
                 top = np.argpartition(-sims[candidates], k - 1)[:k]
                 candidates = candidates[top]

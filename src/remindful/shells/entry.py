@@ -1,8 +1,8 @@
 """The ``remindful`` console script: dispatch ``remindful hook …`` before anything heavy loads.
 
 A coding agent runs ``remindful hook <event>`` at every tool call, so that path must not import
-typer, rich, pydantic or numpy: it goes straight to :mod:`remindful.hooks.fast`. Every other
-command (and ``remindful hook --help``) goes to the typer app in :mod:`remindful.shells.cli`.
+typer, rich, pydantic or numpy: it goes straight to :mod:`remindful.services.hooks.fast`. Every other
+command (and ``remindful hook --help``) goes to the typer app in :mod:`remindful.shells.cli.app`.
 """
 
 from __future__ import annotations
@@ -44,12 +44,12 @@ def _http_port(argv: list[str]) -> int | None:
 def main() -> None:
     argv = sys.argv[1:]
     if _is_hook(argv):
-        from remindful.hooks.fast import main as hook_main
+        from remindful.services.hooks.fast import main as hook_main
 
         hook_main(argv)
     if argv in (["serve"], ["serve", "--transport", "stdio"]):
         # An MCP client starts `remindful serve` on every session: skip typer (~0.4 s); see mcp_stdio.
-        from remindful.shells.mcp_stdio import main as serve_stdio
+        from remindful.shells.mcp.fast_start import main as serve_stdio
 
         serve_stdio()
         return
@@ -57,7 +57,7 @@ def main() -> None:
     if port is not None:  # the same for HTTP: see mcp_http
         import logging
 
-        from remindful.shells.mcp_http import main as serve_http
+        from remindful.shells.mcp.http import main as serve_http
 
         logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")  # as the CLI does
         sys.stderr.write(f"remindful MCP server on http://127.0.0.1:{port}/mcp\n")

@@ -1,0 +1,352 @@
+"""MemoryManager: the one API every shell (CLI, MCP, HTTP, hooks) calls.
+
+Every write follows one path: validate → catalog commit (acknowledged here: a crash after it
+loses nothing) → embed (cached) → vector index, the last two in the background by default
+(``performance.defer_embedding``; a search first waits for this process's pending embeddings). A
+row the index did not take is marked un-indexed, and embedded and indexed at the next open (or
+``reindex``). The catalog, the embedder and the index
+start on first use, so opening costs a few milliseconds and loads no model.
+
+Thread-safe: the catalog serialises its writes; the index and embedder are thread-safe.
+"""
+
+from __future__ import annotations
+
+import builtins
+import logging
+import os
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from remindful.config import Settings
+from remindful.embed.base import Embedder
+from remindful.engine.store import Store
+from remindful.index.base import VectorIndex
+from remindful.model import (
+    ChunkMetadata,
+    Memory,
+    MemoryClass,
+    MemorySource,
+    MemoryType,
+    SearchHit,
+)
+
+log = logging.getLogger("remindful")
+
+
+class MemoryManager:
+    """Store, search and manage memories in one storage directory.
+
+    ``embedder`` and ``index`` default to the configured ones (ONNX MiniLM; embedded Chroma at
+    ``<storage>/chroma``, or a Chroma server); pass fakes in tests.
+    """
+
+    def __init__(
+        self, settings: Settings, *, embedder: Embedder | None = None, index: VectorIndex | None = None
+    ) -> None:
+        self.settings = settings
+        self.path = settings.storage_path
+        self._store = Store(settings, embedder=embedder, index=index)
+        self._store.on_open.append(self._drain_spool)
+
+    @property
+    def engine(self) -> Store:
+        """The storage engine behind this manager: what services are built on, and what white-box
+        tests inspect. Shells use the manager's methods instead."""
+        return self._store
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def __enter__(self) -> MemoryManager:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until every memory stored so far is in the vector index (search finds them before
+        that too, scored from the catalog) and every large delete so far has left it and the
+        session windows (search skips them before that too). False if ``timeout`` seconds passed
+        first."""
+        return self._store.flush(timeout)
+
+    def close(self) -> None:
+        """Flush pending access counts and release the catalog and the index."""
+        self._store.close()
+
+    def _drain_spool(self) -> None:
+        """Store hook events spooled while no daemon ran (see :mod:`remindful.services.hooks.drainer`)."""
+        from remindful.services.hooks.drainer import drain_on_open
+
+        drain_on_open(self)
+
+    def check_enabled(self) -> None:
+        """Raise MemoryDisabledError (with the reason) if memory is off or its storage unusable."""
+        self._store.ready()
+
+    @property
+    def disabled_reason(self) -> str | None:
+        """Why memory is disabled (config, or an unusable storage path), or None."""
+        return self._store.disabled_reason
+
+    @property
+    def session_id(self) -> str:
+        """This process's session, generated on first use (``session_YYYYmmdd_HHMMSS_xxxx``)."""
+        return self._store.session_id
+
+    @session_id.setter
+    def session_id(self, value: str) -> None:
+        self._store.session_id = value
+
+    # -- writes ---------------------------------------------------------------------------------
+
+    def store(
+        self,
+        content: str,
+        type: str | MemoryType = "action",
+        metadata: Mapping[str, Any] | None = None,
+        session_id: str | None = None,
+        timestamp: datetime | str | float | None = None,
+        source: str | MemorySource = "manual",
+        *,
+        memory_class: str | MemoryClass | None = None,
+        chunk: ChunkMetadata | Mapping[str, Any] | None = None,
+    ) -> str:
+        """Store one memory and return its id. Raises ValidationError naming a bad field."""
+        return self._store.store(
+            content, type, metadata, session_id, timestamp, source, memory_class=memory_class, chunk=chunk
+        )
+
+    def store_batch(self, items: Sequence[Mapping[str, Any]], *, defer: bool | None = None) -> builtins.list[str]:
+        """Store many memories in one catalog transaction with one batched embedding call.
+
+        Each item takes the keyword arguments of :meth:`store`. All or nothing: a bad item
+        raises ValidationError (naming ``items[i].field``) before anything is written.
+        ``defer=False`` embeds before the commit, so an embedding failure raises EmbedderError and
+        stores nothing; by default ``performance.defer_embedding`` decides.
+        """
+        return self._store.store_batch(items, defer=defer)
+
+    def update(self, memory_id: str, content: str | None = None, metadata: Mapping[str, Any] | None = None) -> Memory:
+        """Replace a memory's content and/or merge keys into its metadata (a key set to None is
+        removed). The content is re-embedded. Returns the updated memory."""
+        return self._store.update(memory_id, content, metadata)
+
+    def delete(self, memory_id: str) -> bool:
+        """Delete one memory everywhere; False if there was none with that id."""
+        return self._store.delete(memory_id)
+
+    def delete_by_file_path(self, path: str | os.PathLike[str]) -> int:
+        """Delete every memory (Markdown chunks) taken from the file at ``path``; returns how many."""
+        return self._store.delete_by_file_path(path)
+
+    def delete_many(self, ids: Sequence[str]) -> int:
+        """Delete memories by id; returns how many existed."""
+        return self._store.delete_many(ids)
+
+    # -- reads ----------------------------------------------------------------------------------
+
+    def get(self, memory_id: str) -> Memory:
+        """The memory with this id; raises NotFoundError ("Memory not found", suggests search)."""
+        return self._store.get(memory_id)
+
+    def get_batch(self, ids: Sequence[str]) -> builtins.list[Memory | None]:
+        """Memories for ``ids`` in request order; None where an id does not exist. One query."""
+        return self._store.get_batch(ids)
+
+    def list(
+        self,
+        type: str | MemoryType | None = None,
+        session_id: str | None = None,
+        limit: int = 50,
+        offset: int = 0,
+        *,
+        source: str | MemorySource | None = None,
+    ) -> builtins.list[Memory]:
+        """Memories newest first, optionally of one type, one session and/or one source
+        (``source="hook"``: the spec's find_by_source)."""
+        return self._store.list_memories(type, session_id, limit, offset, source=source)
+
+    def search(
+        self,
+        query: str,
+        types: Sequence[str | MemoryType] | None = None,
+        limit: int = 10,
+        filters: Mapping[str, Any] | None = None,
+        session_id: str | None = None,
+        since: datetime | str | float | None = None,
+        until: datetime | str | float | None = None,
+    ) -> builtins.list[SearchHit]:
+        """Hybrid search (dense + lexical, fused); see :mod:`remindful.engine.search`. Filters apply
+        to every space. Scores are in [0, 1], best first."""
+        return self._store.search(query, types, limit, filters, session_id, since, until)
+
+    def context(
+        self,
+        query: str,
+        budget_tokens: int | None = None,
+        session_id: str | None = None,
+        types: Sequence[str] | None = None,
+        *,
+        exclude: str | None = None,
+    ) -> str:
+        """The memories most relevant to ``query`` as short lines with ids, within ``budget_tokens``
+        (default ``hooks.context_budget_tokens``; estimated, never over): what the hooks inject
+        and ``remindful context`` prints. "" when nothing relevant is stored. ``exclude`` drops
+        hits whose text equals it (the prompt being answered)."""
+        from remindful.services.context import context_for
+
+        return context_for(
+            self._store, query, budget_tokens=budget_tokens, exclude=exclude, types=types, session_id=session_id
+        )
+
+    def resume_session(self, session_id: str) -> int:
+        """Rank this session's memories higher in later searches; returns its memory count."""
+        return self._store.resume_session(session_id)
+
+    def stats(self) -> dict[str, Any]:
+        """Counts per collection, storage size and quota use, latencies, cache hit rate."""
+        from remindful.services.stats import build_stats
+
+        return build_stats(self._store)
+
+    # -- maintenance ----------------------------------------------------------------------------
+
+    def reindex(self, *, reset: bool = False, progress: Any = None) -> dict[str, int]:
+        """Rebuild the vector index from the catalog. ``reset=True`` first backs up and removes
+        the index files (the recovery for a corrupted index). Returns counts per collection."""
+        return self._store.reindex(reset=reset, progress=progress)
+
+    def index_status(self) -> dict[str, Any]:
+        """Whether the vector index is usable, and why not."""
+        return self._store.index_status()
+
+    # -- sessions, retention, export, backup -------------------------------------------------------
+
+    def list_sessions(self) -> builtins.list[dict[str, Any]]:
+        """Every session, newest first: id, start/end, memory count, summary of its activity."""
+        from remindful.services.sessions import list_sessions
+
+        return list_sessions(self._store)
+
+    def delete_session(self, session_id: str, confirm: bool = False) -> dict[str, Any]:
+        """Back up, then delete every memory of the session. Refused (ValidationError) unless ``confirm``."""
+        from remindful.services.sessions import delete_session
+
+        return delete_session(self._store, session_id, confirm=confirm)
+
+    def cleanup(self, dry_run: bool = False) -> dict[str, Any]:
+        """Apply the retention policy (:mod:`remindful.services.policy.retention`); ``dry_run`` only reports."""
+        from remindful.services.policy.retention import cleanup
+
+        return cleanup(self._store.vectors_ready(), dry_run=dry_run).to_dict(with_ids=dry_run)
+
+    def dedup(
+        self, threshold: float | None = None, types: Sequence[str] | None = None, dry_run: bool = False
+    ) -> dict[str, Any]:
+        """Collapse near-duplicates (cosine ≥ threshold) of each type into their most important member."""
+        from remindful.services.policy.dedup import dedup
+
+        return dedup(self._store.vectors_ready(), threshold=threshold, types=types, dry_run=dry_run)
+
+    def export(
+        self, format: str = "json", output_path: str | os.PathLike[str] | None = None, *, progress: Any = None
+    ) -> dict[str, Any]:
+        """Write every memory (content, metadata, embedding) to a JSON file; returns path and count.
+        ``progress(n)`` is called as batches are written."""
+        from remindful.services.export import export_memories
+
+        return export_memories(self._store, format=format, output_path=output_path, progress=progress)
+
+    def import_memories(self, path: str | os.PathLike[str], *, progress: Any = None) -> dict[str, Any]:
+        """Restore memories exported by :meth:`export` exactly (no re-embedding); duplicates skipped."""
+        from remindful.services.export import import_memories
+
+        return import_memories(self._store, path, progress=progress)
+
+    import_ = import_memories
+
+    def backup(self, name: str | None = None, *, automatic: bool = False) -> dict[str, Any]:
+        """Snapshot the store into ``<storage>/backups/backup_YYYYmmdd_HHMMSS[_name].tar.gz``."""
+        from remindful.services.backup import create_backup
+
+        return create_backup(self._store.vectors_ready(), name=name, automatic=automatic)
+
+    def restore(self, path: str | os.PathLike[str], confirm: bool = False, *, progress: Any = None) -> dict[str, Any]:
+        """Replace the store with a validated backup (after backing up the current one)."""
+        from remindful.services.backup import restore_backup
+
+        return restore_backup(self._store, path, confirm=confirm, progress=progress)
+
+    def clear_all(self, confirm: bool = False) -> dict[str, Any]:
+        """Back up, then delete every memory. Refused (ValidationError) unless ``confirm``."""
+        from remindful.services.backup import clear_all
+
+        return clear_all(self._store, confirm=confirm)
+
+    # -- learning ---------------------------------------------------------------------------------
+
+    def capture_conversation(self, turn: Any, *, automatic: bool = False) -> builtins.list[Memory]:
+        """Extract and store up to ``learning.max_memories_per_turn`` memorable statements of a
+        turn (a ConversationTurn or a dict with user_message, assistant_response, ...)."""
+        from remindful.services.learning.conversation import capture_conversation
+
+        return capture_conversation(self._store, turn, automatic=automatic)
+
+    def capture_correction(self, original: str, corrected: str, context: str = "") -> Memory:
+        """Store the rule a user correction teaches, as a reinforced knowledge memory."""
+        from remindful.services.learning.corrections import capture_correction
+
+        return capture_correction(self._store, original, corrected, context)
+
+    def capture_config_change(self, key: str, old: Any, new: Any, *, automatic: bool = False) -> Memory | None:
+        """Store the preference a setting change expresses ("User prefers dark mode")."""
+        from remindful.services.learning.config_changes import capture_config_change
+
+        return capture_config_change(self._store, key, old, new, automatic=automatic)
+
+    def capture_workflow(
+        self, actions: Sequence[Any], *, goal: str | None = None, name: str | None = None
+    ) -> Memory | None:
+        """Store a procedural memory if the actions form a workflow within the time window; else None."""
+        from remindful.services.learning.workflows import capture_workflow
+
+        return capture_workflow(self._store, actions, goal=goal, name=name)
+
+    def create_workflow_from_session(self, session_id: str, name: str) -> Memory:
+        """Build a reusable workflow memory from a session's successful actions."""
+        from remindful.services.learning.workflows import create_workflow_from_session
+
+        return create_workflow_from_session(self._store, session_id, name)
+
+    def confirm(self, query: str, memory_id: str) -> Memory:
+        """A search result helped: reinforce it so it ranks higher for later searches."""
+        from remindful.services.learning.reinforce import confirm
+
+        return confirm(self._store, query, memory_id)
+
+    def suggest(self, context: str, *, action: Mapping[str, Any] | None = None, limit: int = 3) -> dict[str, Any]:
+        """Similar past workflows/actions for a context, and warnings about actions that failed."""
+        from remindful.services.learning.suggest import suggest
+
+        return suggest(self._store, context, action=action, limit=limit)
+
+    def analyze_patterns(self, type: str = "action", metric: str | None = None, **options: Any) -> dict[str, Any]:
+        """Recurring action sequences across sessions, and success rates per kind of action."""
+        from remindful.services.learning.patterns import analyze_patterns
+
+        return analyze_patterns(self._store, type=type, metric=metric, **options)
+
+
+def open_manager(path: str | os.PathLike[str] | None = None, **overrides: Any) -> MemoryManager:
+    """:func:`remindful.open`: settings from ``path`` and ``overrides`` (``embedder=`` and ``index=``
+    inject parts), then a MemoryManager over them."""
+    from remindful.config import load_settings
+
+    embedder = overrides.pop("embedder", None)
+    index = overrides.pop("index", None)
+    return MemoryManager(load_settings(path, **overrides), embedder=embedder, index=index)
+
+
+__all__ = ["MemoryManager", "open_manager"]

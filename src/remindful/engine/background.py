@@ -1,0 +1,265 @@
+"""Work done off the caller's path, and the locks and markers that keep processes out of each other's way.
+
+- :class:`BackgroundIndexer` adds stored memories to the vector index after ``store`` returned:
+  the catalog commit is the acknowledgement, and search scores not-yet-indexed rows exactly, so
+  nothing is missed in between. ``flush()`` waits for it; a crash leaves rows marked un-indexed,
+  which the next open indexes.
+- :class:`DeleteFinisher` finishes a large delete after it returned (neighbours' session
+  windows, then vectors): the catalog delete is the truth (search checks every index hit
+  against it) and queues that work in the same transaction, so a crash leaves it to the next open.
+- :class:`AccessRecorder` counts search hits as accesses in batches.
+- :class:`IndexLock` serialises index writes across threads and processes.
+- :class:`IndexHolders` tells whether the last process that had the index open stopped cleanly,
+  so the (seconds-long) health check of the index files runs only after a crash.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import fcntl
+import logging
+import os
+import queue
+import threading
+import time
+import weakref
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from remindful.engine.catalog import Catalog
+from remindful.errors import RemindfulError
+from remindful.runtime import pid_alive
+
+log = logging.getLogger("remindful")
+
+
+class IndexLock:
+    """Serialises vector-index writes across threads and processes (``<storage>/index.lock``)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._thread_lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def __call__(self) -> Iterator[None]:
+        with self._thread_lock:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                yield
+            finally:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+                os.close(fd)
+
+
+class _Worker:
+    """A daemon thread draining a queue of id lists in coalesced batches. With ``linger`` > 0 a
+    batch waits that many seconds after its first item for more to join it, unless ``flush`` or
+    ``close`` asks for it (or it reached ``MAX_BATCH`` ids)."""
+
+    MAX_BATCH = 10_000
+
+    def __init__(self, name: str, handle: Callable[[list[str]], None], *, linger: float = 0.0) -> None:
+        self._handle = handle
+        self._linger = linger
+        # An item is a list of ids to handle, an Event to set once everything before it is handled,
+        # or None: stop.
+        self._queue: queue.Queue[list[str] | threading.Event | None] = queue.Queue()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def submit(self, ids: list[str]) -> None:
+        if ids:
+            self._queue.put(list(ids))
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until everything submitted so far is handled; False on timeout."""
+        done = threading.Event()
+        self._queue.put(done)
+        return done.wait(timeout) if self._thread.is_alive() else True
+
+    def _run(self) -> None:
+        while True:
+            ids: list[str] = []
+            waiting: list[threading.Event] = []
+            item = self._queue.get()
+            stop = item is None
+            deadline = time.monotonic() + self._linger
+            while item is not None:
+                if isinstance(item, threading.Event):
+                    waiting.append(item)
+                else:
+                    ids.extend(item)
+                wait = 0.0 if waiting or len(ids) >= self.MAX_BATCH else deadline - time.monotonic()
+                try:
+                    item = self._queue.get(timeout=wait) if wait > 0 else self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                stop = item is None
+            if ids:
+                try:
+                    self._handle(ids)
+                except Exception:  # never let the worker die: the rows stay pending and are retried later
+                    log.exception("%s failed on %d memories", self._thread.name, len(ids))
+            for event in waiting:
+                event.set()
+            if stop:
+                return
+
+    def close(self, timeout: float = 30) -> None:
+        """Handle what is queued, then stop."""
+        self._queue.put(None)
+        self._thread.join(timeout=timeout)
+
+
+class BackgroundIndexer(_Worker):
+    """Updates the vector index off the caller's path; ``handle(keys)`` does the work."""
+
+    def __init__(self, handle: Callable[[list[str]], None], *, name: str = "remindful-indexer") -> None:
+        super().__init__(name, handle)
+
+
+class DeleteFinisher:
+    """Finishes large deletes after they returned, a chunk at a time: the deleted memories' session
+    windows, their neighbours', then the vectors (see :meth:`IndexMaintenance.after_delete`).
+
+    ``drain(limit)`` does up to ``limit`` queued items and returns how many it handled
+    (0: none left). Chroma's delete holds the GIL for its whole call (~0.3 ms a vector with
+    chromadb 1.5), so one big call would stall every other thread of the process: after each
+    chunk the thread sleeps ``pause_ratio`` times as long as the chunk took (0.5: the caller's
+    threads keep at least a third of the interpreter), and before the first one ``first_delay``
+    seconds, so that the call that queued the work returns first. The queue lives in the catalog,
+    so stopping (or dying) part-way loses nothing: the rest is applied by
+    :meth:`Store.close` or at the next open.
+    """
+
+    def __init__(
+        self,
+        drain: Callable[[int], int],
+        *,
+        chunk: int = 256,
+        pause_ratio: float = 0.5,
+        first_delay: float = 0.05,
+        name: str = "remindful-delete-finisher",
+    ) -> None:
+        self._drain = drain
+        self.chunk = chunk
+        self.pause_ratio = pause_ratio
+        self.first_delay = first_delay
+        self._cond = threading.Condition()
+        self._kicked = False  # work queued since the last drain started
+        self._busy = False
+        self._stop = False
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def kick(self) -> None:
+        """Deletions were queued: drain them."""
+        with self._cond:
+            self._kicked = True
+            self._cond.notify_all()
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until the queue is drained (or a drain failed: the rest waits for the next kick or
+        open); False on timeout."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self._stop or not (self._kicked or self._busy), timeout)
+
+    def close(self, timeout: float = 30) -> None:
+        """Stop after the current chunk (what is left stays queued)."""
+        with self._cond:
+            self._stop = True
+            self._cond.notify_all()
+        self._thread.join(timeout=timeout)
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                self._cond.wait_for(lambda: self._kicked or self._stop)
+                if self._stop:
+                    return
+                self._kicked, self._busy = False, True
+            try:
+                pause = self.first_delay
+                while True:
+                    with self._cond:
+                        if self._cond.wait_for(lambda: self._stop, pause):
+                            break
+                    started = time.perf_counter()
+                    if not self._drain(self.chunk):
+                        break
+                    pause = (time.perf_counter() - started) * self.pause_ratio
+            except RemindfulError as exc:  # e.g. the index is unavailable: retried at the next kick or open
+                log.warning("%s: %s; the rest stays queued", self._thread.name, exc)
+            except Exception:  # never let the worker die: the deletions stay queued
+                log.exception("%s failed; the rest stays queued", self._thread.name)
+            finally:
+                with self._cond:
+                    self._busy = False
+                    self._cond.notify_all()
+
+
+class AccessRecorder(_Worker):
+    """Counts search hits as accesses off the hot path: a daemon thread batches the updates, up to
+    a second's worth at a time, so a busy server commits once a second instead of once a search
+    (each commit rewrites the hits' rows into the write-ahead log)."""
+
+    def __init__(self, catalog: Catalog, *, linger: float = 1.0) -> None:
+        self._catalog = catalog
+        super().__init__("remindful-access", self._touch, linger=linger)
+        _RECORDERS.add(self)
+
+    def record(self, ids: list[str]) -> None:
+        self.submit(ids)
+
+    def _touch(self, ids: list[str]) -> None:
+        try:
+            self._catalog.touch(ids, time.time())
+        except RemindfulError as exc:  # access counts are best effort; never break a search
+            log.warning("could not record memory access: %s", exc)
+
+
+_RECORDERS: weakref.WeakSet[AccessRecorder] = weakref.WeakSet()
+
+
+@atexit.register
+def _write_access_counts_at_exit() -> None:
+    """A program that ends without closing its store still has its last searches' hits counted."""
+    for recorder in list(_RECORDERS):
+        recorder.flush(timeout=5)
+
+
+class IndexHolders:
+    """``<storage>/index.holders/<pid>``: one file per process that has the index open.
+
+    A file whose process is gone means that process stopped without closing the index (a crash,
+    kill -9): its files may be half-written, so the next opener runs the full health check.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.dir = path
+
+    def crashed(self) -> list[int]:
+        """Pids that held the index and are gone; their markers are removed."""
+        if not self.dir.is_dir():
+            return []
+        dead = []
+        for marker in self.dir.iterdir():
+            try:
+                pid = int(marker.name)
+            except ValueError:
+                continue
+            if pid != os.getpid() and not pid_alive(pid):
+                dead.append(pid)
+                marker.unlink(missing_ok=True)
+        return dead
+
+    def hold(self) -> None:
+        self.dir.mkdir(mode=0o700, exist_ok=True)
+        (self.dir / str(os.getpid())).touch(mode=0o600)
+
+    def release(self) -> None:
+        (self.dir / str(os.getpid())).unlink(missing_ok=True)
+
+

@@ -1,0 +1,602 @@
+"""The SQLite catalog: the source of truth for every memory.
+
+One file, ``<storage>/catalog.sqlite3``, in WAL mode so that many processes (hooks, MCP servers,
+the CLI) can read while one writes. It holds the memories with their embeddings, an FTS5 index
+over their content, sessions, the hook spool, file hashes, the audit log and the persistent
+embedding cache. The Chroma index is derived from it and can always be rebuilt.
+
+Guarantees: a call that returns has committed. Lock contention is retried (SQLite's busy timeout,
+then up to 3 retries with exponential backoff) before :class:`StorageLockedError`; a full disk is
+:class:`StorageFullError`; nothing is half-written, since every write is one transaction.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+
+from remindful.engine import windows as context
+from remindful.engine.lexical import LexicalSearch
+from remindful.engine.schema import MEMORY_COLUMNS, RECOUNT_TYPES, SCHEMA
+from remindful.engine.sqlfilter import SqlFilter
+from remindful.errors import CorruptionError, StorageError, StorageFullError, StorageLockedError
+
+T = TypeVar("T")
+
+#: 2: the ``index_deletes`` queue; 3: the ``context_mend`` queue; 4: ``context_drop`` instead of
+#: the trigger that removed a deleted row's window; 5: the time indexes hold ``rowid`` and
+#: ``expires_at`` (newest-first listings need no sort, and a broad filter is counted from an index
+#: alone); 6: ``type_counts``, kept by triggers; 7: every table is created at open, those of the
+#: capture counts and the learning layer too (:mod:`remindful.engine.schema`). Each upgrade re-runs
+#: the (idempotent) schema and recounts the types.
+SCHEMA_VERSION = 7
+RETRIES = 3
+BACKOFF_S = 0.05
+
+
+def _classify(exc: BaseException) -> StorageError | None:
+    """Map an sqlite/OS error to ours; None means 'retry it' (lock contention)."""
+    text = str(exc).lower()
+    if "locked" in text or "busy" in text:
+        return None
+    if "disk is full" in text or (isinstance(exc, OSError) and exc.errno == errno.ENOSPC):
+        return StorageFullError(str(exc))
+    if "malformed" in text or "not a database" in text or "file is not a database" in text:
+        return CorruptionError(
+            f"The catalog database is damaged: {exc}",
+            suggestion="restore a backup with `remindful restore`, or move catalog.sqlite3 aside",
+        )
+    return StorageError(f"Catalog operation failed: {exc}")
+
+
+def with_retries(operation: Callable[[], T], *, what: str = "catalog operation") -> T:
+    """Run ``operation``; retry lock contention up to 3 times with exponential backoff."""
+    for attempt in range(RETRIES + 1):
+        try:
+            return operation()
+        except (sqlite3.Error, OSError) as exc:
+            mapped = _classify(exc)
+            if mapped is not None:
+                raise mapped from exc
+            if attempt == RETRIES:
+                raise StorageLockedError(
+                    f"{what} failed: the storage stayed locked through {RETRIES} retries ({exc})",
+                    suggestion="another process holds the store; try again, or stop the other process",
+                ) from exc
+            time.sleep(BACKOFF_S * (2**attempt))
+    raise AssertionError("unreachable")
+
+
+@dataclass(slots=True)
+class MemoryRow:
+    """A ``memories`` row as stored: times are UTC epoch seconds, metadata and chunk are JSON text."""
+
+    id: str
+    type: str
+    content: str
+    metadata: str
+    source: str
+    memory_class: str
+    session_id: str | None
+    created_at: float
+    updated_at: float | None = None
+    importance: float = 0.5
+    access_count: int = 0
+    last_accessed: float | None = None
+    bookmarked: bool = False
+    content_hash: str = ""
+    chunk: str | None = None
+    expires_at: float | None = None
+    indexed: bool = False
+    embedding: np.ndarray | None = None
+
+    @classmethod
+    def from_sql(cls, row: Sequence[Any]) -> MemoryRow:
+        """A row read with :data:`~remindful.engine.schema.MEMORY_COLUMNS` (extra columns after them are ignored)."""
+        (
+            mid,
+            mtype,
+            content,
+            metadata,
+            source,
+            mclass,
+            session_id,
+            created_at,
+            updated_at,
+            importance,
+            access_count,
+            last_accessed,
+            bookmarked,
+            chash,
+            chunk,
+            expires_at,
+            indexed,
+        ) = row[:17]
+        return cls(
+            id=mid,
+            type=mtype,
+            content=content,
+            metadata=metadata,
+            source=source,
+            memory_class=mclass,
+            session_id=session_id,
+            created_at=created_at,
+            updated_at=updated_at,
+            importance=importance,
+            access_count=access_count,
+            last_accessed=last_accessed,
+            bookmarked=bool(bookmarked),
+            content_hash=chash,
+            chunk=chunk,
+            expires_at=expires_at,
+            indexed=bool(indexed),
+        )
+
+
+#: A delete of this many rows or more runs with a page cache of BIG_DELETE_CACHE_KIB.
+BIG_DELETE = 1000
+BIG_DELETE_CACHE_KIB = 65536
+
+
+class Catalog:
+    """Thread-safe access to ``catalog.sqlite3``. One connection, serialised by a lock."""
+
+    def __init__(self, path: Path, *, busy_timeout_ms: int = 5000) -> None:
+        self.path = path
+        self._lock = threading.RLock()
+        self._local = threading.local()
+        self._lexical = LexicalSearch(self)
+        self._readers: list[sqlite3.Connection] = []
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        existed = path.exists()
+        try:
+            self._conn = sqlite3.connect(
+                str(path), timeout=busy_timeout_ms / 1000, isolation_level=None, check_same_thread=False
+            )
+        except sqlite3.Error as exc:
+            raise StorageError(f"Cannot open catalog {path}: {exc}") from exc
+        if not existed:
+            os.chmod(path, 0o600)
+        self._conn.execute(f"PRAGMA busy_timeout={busy_timeout_ms}")
+        with_retries(self._init_schema, what="opening the catalog")
+
+    def _init_schema(self) -> None:
+        conn = self._conn
+        mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+        if mode.lower() != "wal":  # pragma: no cover - only on filesystems without shared memory
+            raise StorageError(f"SQLite WAL mode unavailable on {self.path} (got {mode})")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute("PRAGMA foreign_keys=ON")
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version < SCHEMA_VERSION:
+            conn.executescript(
+                "BEGIN IMMEDIATE;"
+                + SCHEMA
+                + RECOUNT_TYPES
+                + f"PRAGMA user_version={SCHEMA_VERSION}; COMMIT;"
+            )
+        elif version > SCHEMA_VERSION:
+            raise StorageError(
+                f"{self.path} was written by a newer remindful (schema {version} > {SCHEMA_VERSION})",
+                suggestion="upgrade remindful",
+            )
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+            for conn in self._readers:
+                conn.close()
+            self._readers.clear()
+
+    def _reader(self) -> sqlite3.Connection:
+        """This thread's own read connection (WAL lets it read while another connection writes)."""
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(str(self.path), timeout=5, isolation_level=None, check_same_thread=False)
+            self._local.conn = conn
+            with self._lock:
+                self._readers.append(conn)
+        return conn
+
+    # -- plumbing ---------------------------------------------------------------------------------
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction (BEGIN IMMEDIATE). The caller wraps it in :func:`with_retries`."""
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._conn
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
+
+    def write(self, fn: Callable[[sqlite3.Connection], T], *, what: str = "write") -> T:
+        """Run ``fn(conn)`` in one retried write transaction."""
+
+        def run() -> T:
+            with self.transaction() as conn:
+                return fn(conn)
+
+        return with_retries(run, what=what)
+
+    def read(self, sql: str, params: Sequence[Any] = (), *, private: bool = False) -> list[Any]:
+        """Rows of a query. ``private=True`` runs it on this thread's own connection, in parallel
+        with the shared one (search runs its lexical queries that way while it embeds the query)."""
+
+        def run() -> list[Any]:
+            if private:
+                return self._reader().execute(sql, params).fetchall()
+            with self._lock:
+                return self._conn.execute(sql, params).fetchall()
+
+        return with_retries(run, what="read")
+
+    def read_in(self, sql: str, keys: Sequence[Any], params: Sequence[Any] = ()) -> list[Any]:
+        """Rows of ``sql`` for every key: ``{marks}`` in it stands for a chunk of ``keys`` (as
+        ``IN ({marks})``), queried 500 at a time to stay under SQLite's variable limit; ``params``
+        bind before the chunk. ``sql`` is a format string: other braces in it must be doubled."""
+        rows: list[Any] = []
+        for start in range(0, len(keys), 500):
+            chunk = list(keys[start : start + 500])
+            rows += self.read(sql.format(marks=",".join("?" * len(chunk))), [*params, *chunk])
+        return rows
+
+    # -- memories -------------------------------------------------------------------------------
+
+    @staticmethod
+    def insert_memories(conn: sqlite3.Connection, rows: Sequence[MemoryRow]) -> None:
+        """Insert rows (inside the caller's transaction) and build their session context windows."""
+        conn.executemany(
+            "INSERT INTO memories (id, type, content, metadata, source, memory_class, session_id, created_at, "
+            "updated_at, importance, access_count, last_accessed, bookmarked, content_hash, chunk, expires_at, "
+            "embedding, indexed, size_bytes) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            [
+                (
+                    r.id,
+                    r.type,
+                    r.content,
+                    r.metadata,
+                    r.source,
+                    r.memory_class,
+                    r.session_id,
+                    r.created_at,
+                    r.updated_at,
+                    r.importance,
+                    r.access_count,
+                    r.last_accessed,
+                    int(r.bookmarked),
+                    r.content_hash,
+                    r.chunk,
+                    r.expires_at,
+                    _blob(r.embedding),
+                    int(r.indexed),
+                    len(r.content.encode()) + len(r.metadata) + (0 if r.embedding is None else r.embedding.nbytes),
+                )
+                for r in rows
+            ],
+        )
+        context.after_insert(conn, [r.id for r in rows])
+
+    def get_rows(self, ids: Sequence[str]) -> dict[str, MemoryRow]:
+        """Rows for ``ids`` that exist, keyed by id."""
+        rows = self.read_in(f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id IN ({{marks}})", ids)
+        return {row[0]: MemoryRow.from_sql(row) for row in rows}
+
+    def rows_passing(self, ids: Sequence[str], flt: SqlFilter) -> dict[str, MemoryRow]:
+        """Rows for the ``ids`` that exist and pass ``flt``, keyed by id."""
+        rows = self.read(f"SELECT {MEMORY_COLUMNS} {_FROM_IDS} WHERE {flt.sql}", [_json(ids), *flt.params])
+        return {row[0]: MemoryRow.from_sql(row) for row in rows}
+
+    def ids_passing(self, ids: Sequence[str], flt: SqlFilter) -> set[str]:
+        """Those of ``ids`` that exist and pass ``flt``."""
+        return {row[0] for row in self.read(f"SELECT id {_FROM_IDS} WHERE {flt.sql}", [_json(ids), *flt.params])}
+
+    def ids_by_rowid(self, rowids: Sequence[int], flt: SqlFilter, *, private: bool = False) -> dict[int, str]:
+        """The ids of those of ``rowids`` that exist and pass ``flt``, keyed by rowid."""
+        sql = f"SELECT memories.rowid, id {_FROM_ROWIDS} WHERE {flt.sql}"
+        return dict(self.read(sql, [_json(rowids), *flt.params], private=private))
+
+    def select_rows(
+        self, flt: SqlFilter, *, limit: int = 100, offset: int = 0, order: str = "created_at DESC, rowid DESC"
+    ) -> list[MemoryRow]:
+        sql = f"SELECT {MEMORY_COLUMNS} FROM memories WHERE {flt.sql} ORDER BY {order} LIMIT ? OFFSET ?"
+        return [MemoryRow.from_sql(r) for r in self.read(sql, [*flt.params, limit, offset])]
+
+    def count(self, flt: SqlFilter | None = None, *, at_most: int | None = None) -> int:
+        """Rows passing ``flt``; with ``at_most``, counting stops there (a broad filter would read
+        the whole table)."""
+        flt = flt or SqlFilter()
+        if at_most is None:
+            return int(self.read(f"SELECT count(*) FROM memories WHERE {flt.sql}", flt.params)[0][0])
+        return int(self.read(_bounded_count_sql(flt), [*flt.params, at_most])[0][0])
+
+    def embeddings(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
+        rows = self.read_in("SELECT id, embedding FROM memories WHERE id IN ({marks}) AND embedding IS NOT NULL", ids)
+        return {mid: np.frombuffer(blob, dtype=np.float32) for mid, blob in rows}
+
+    def filtered_embeddings(self, flt: SqlFilter) -> tuple[list[str], np.ndarray | None]:
+        """Ids and an (n, d) matrix of every embedded row matching ``flt`` (for exact scoring)."""
+        return _matrix(self.read(_embeddings_sql(flt), flt.params))
+
+    def filtered_embeddings_if(
+        self, flt: SqlFilter, few: int, at_most: int, take: Callable[[int], bool]
+    ) -> tuple[list[str], np.ndarray | None] | None:
+        """As :meth:`filtered_embeddings` when at most ``few`` rows pass ``flt``, or when ``take(n)``
+        agrees for their count ``n`` (counted up to ``at_most``); else None. One statement reads
+        the rows, its first ``few + 1`` before the count and the rest after it: none is read
+        twice, and all in one snapshot."""
+        rows_sql, count_sql = _embeddings_sql(flt), _bounded_count_sql(flt)
+
+        def run() -> tuple[list[str], np.ndarray | None] | None:
+            with self._lock:
+                cursor = self._conn.execute(rows_sql, flt.params)
+                try:
+                    rows = cursor.fetchmany(few + 1)
+                    if len(rows) <= few:
+                        return _matrix(rows)
+                    if not take(int(self._conn.execute(count_sql, [*flt.params, at_most]).fetchone()[0])):
+                        return None
+                    return _matrix(rows + cursor.fetchall())
+                finally:
+                    cursor.close()
+
+        return with_retries(run, what="read")
+
+    def pending_embeddings(self, flt: SqlFilter, after: int | None) -> tuple[list[str], np.ndarray | None]:
+        """As :meth:`filtered_embeddings`, among the rows a vector index may lack: those not marked
+        indexed, and (unless ``after`` is None) those above rowid ``after``."""
+        pending = "SELECT rowid FROM memories WHERE indexed = 0"
+        params: list[Any] = []
+        if after is not None:
+            pending += " UNION SELECT rowid FROM memories WHERE rowid > ?"
+            params.append(after)
+        # The few pending rows drive the query: a broad filter's index (on type, say) would scan the table.
+        sql = (
+            f"WITH pending(r) AS ({pending}) SELECT id, embedding FROM pending CROSS JOIN memories "
+            f"ON memories.rowid = pending.r WHERE {flt.sql} AND embedding IS NOT NULL"
+        )
+        return _matrix(self.read(sql, [*params, *flt.params]))
+
+    def lexical(
+        self, terms: Sequence[str], flt: SqlFilter, limit: int, *, table: str = "memories_fts", restricted: bool = True
+    ) -> list[tuple[str, float]]:
+        """BM25 matches among rows passing ``flt``, best first: see :meth:`LexicalSearch.search`."""
+        return self._lexical.search(terms, flt, limit, table=table, restricted=restricted)
+
+    def neighbourhoods(self, ids: Sequence[str], radius: int) -> list[tuple[str, str, int, bytes]]:
+        """For each id: (id, neighbour id, offset, neighbour vector as float32 bytes) for every
+        embedded memory within ``radius`` positions of it in its session (offset 0 is the memory
+        itself)."""
+        if not ids:
+            return []
+        marks = ",".join("?" * len(ids))
+        rows = self.read(
+            "SELECT c.id, m.id, m.seq - c.seq, m.embedding FROM memories c JOIN memories m "
+            "ON m.session_id = c.session_id AND m.seq BETWEEN c.seq - ? AND c.seq + ? "
+            f"WHERE c.id IN ({marks}) AND m.embedding IS NOT NULL",
+            [radius, radius, *ids],
+        )
+        return [(r[0], r[1], int(r[2]), r[3]) for r in rows]
+
+    def unindexed(self, limit: int = 1000) -> list[tuple[MemoryRow, np.ndarray | None]]:
+        rows = self.read(
+            f"SELECT {MEMORY_COLUMNS}, embedding FROM memories WHERE indexed = 0 ORDER BY rowid LIMIT ?", [limit]
+        )
+        return [(MemoryRow.from_sql(r), None if r[-1] is None else np.frombuffer(r[-1], np.float32)) for r in rows]
+
+    def mark_indexed(self, ids: Sequence[str], value: bool = True) -> None:
+        if ids:
+            self.write(
+                lambda c: c.executemany("UPDATE memories SET indexed = ? WHERE id = ?", [(int(value), i) for i in ids]),
+                what="marking memories indexed",
+            )
+
+    def set_embeddings(self, items: dict[str, np.ndarray]) -> None:
+        """Save vectors; a row that had none grows by the vector's size (quota accounting)."""
+        self.write(
+            lambda c: c.executemany(
+                "UPDATE memories SET size_bytes = size_bytes + CASE WHEN embedding IS NULL THEN ? ELSE 0 END, "
+                "embedding = ? WHERE id = ?",
+                [(v.nbytes, _blob(v), k) for k, v in items.items()],
+            ),
+            what="saving embeddings",
+        )
+
+    def without_embeddings(self, ids: Sequence[str]) -> list[tuple[str, str]]:
+        """(id, content) of the memories among ``ids`` that have no vector yet."""
+        return self.read_in("SELECT id, content FROM memories WHERE id IN ({marks}) AND embedding IS NULL", ids)
+
+    def type_counts(self) -> dict[str, int]:
+        """How many memories each type holds (types without any are left out); exact, and cheap."""
+        return dict(self.read("SELECT type, n FROM type_counts WHERE n > 0"))
+
+    def existing_ids(self, ids: Sequence[str]) -> set[str]:
+        """Those of ``ids`` that are stored."""
+        return {r[0] for r in self.read_in("SELECT id FROM memories WHERE id IN ({marks})", ids)}
+
+    def touch(self, ids: Sequence[str], at: float) -> None:
+        """Count an access: ``access_count`` + 1 and ``last_accessed`` = at."""
+        if ids:
+            self.write(
+                lambda c: c.executemany(
+                    "UPDATE memories SET access_count = access_count + 1, last_accessed = ? WHERE id = ?",
+                    [(at, i) for i in ids],
+                ),
+                what="recording access",
+            )
+
+    # -- the rest of the catalog ----------------------------------------------------------------
+
+    def audit(self, conn: sqlite3.Connection, action: str, memory_id: str | None, detail: dict[str, Any]) -> None:
+        conn.execute(
+            "INSERT INTO audit_log (at, action, memory_id, detail) VALUES (?,?,?,?)",
+            (time.time(), action, memory_id, json.dumps(detail, default=str)),
+        )
+
+    def ensure_session(self, conn: sqlite3.Connection, session_id: str, at: float) -> None:
+        conn.execute(
+            "INSERT INTO sessions (id, started_at) VALUES (?, ?) "
+            "ON CONFLICT(id) DO UPDATE SET started_at = min(started_at, excluded.started_at)",
+            (session_id, at),
+        )
+
+    def claim_embedding_model(self, name: str) -> str:
+        """Record ``name`` as the model of this store's vectors unless one is recorded; returns the
+        recorded one."""
+        return str(
+            self.write(
+                lambda c: (
+                    c.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('embedding_model', ?)", (name,)),
+                    c.execute("SELECT value FROM meta WHERE key = 'embedding_model'").fetchone()[0],
+                )[1],
+                what="recording the embedding model",
+            )
+        )
+
+    def vectors_by_hash(self, hashes: Sequence[str]) -> dict[str, np.ndarray]:
+        """Stored memories' vectors by content hash (one per hash)."""
+        rows = self.read_in(
+            "SELECT content_hash, embedding FROM memories WHERE content_hash IN ({marks}) AND embedding IS NOT NULL",
+            hashes,
+        )
+        return {h: np.frombuffer(blob, dtype=np.float32) for h, blob in rows}
+
+    def get_cached_embeddings(self, model: str, hashes: Sequence[str]) -> dict[str, np.ndarray]:
+        rows = self.read_in(
+            "SELECT hash, vector FROM embedding_cache WHERE model = ? AND hash IN ({marks})", hashes, [model]
+        )
+        return {h: np.frombuffer(blob, dtype=np.float32) for h, blob in rows}
+
+    def put_cached_embeddings(self, model: str, items: dict[str, np.ndarray]) -> None:
+        if items:
+            self.write(
+                lambda c: c.executemany(
+                    "INSERT OR IGNORE INTO embedding_cache (model, hash, vector) VALUES (?,?,?)",
+                    [(model, h, _blob(v)) for h, v in items.items()],
+                ),
+                what="caching embeddings",
+            )
+
+    def file_size_bytes(self) -> int:
+        return sum(p.stat().st_size for p in self.path.parent.glob(self.path.name + "*") if p.is_file())
+
+    # -- deletes and their queues ----------------------------------------------------------------
+
+    def delete_ids(
+        self, ids: Sequence[str], *, reason: str | Mapping[str, str] = "delete", mend_later: bool = False
+    ) -> list[tuple[str, str]]:
+        """Delete ``ids`` in one transaction: the rows, their FTS entries and session windows, the
+        windows around them (``mend_later``: the windows are queued for :meth:`mend_windows`
+        instead, see :mod:`remindful.engine.windows`), an audit-log entry per row (action ``reason``, or
+        ``reason[id]``, default ``"delete"``) and an ``index_deletes`` entry per row, from which
+        the vector index catches up (:meth:`pending_index_deletes`). Returns the (id, type) pairs
+        that existed.
+
+        Set-based: the ids go into a temporary table and every step is one statement over it."""
+        reasons = {} if isinstance(reason, str) else reason
+        default = reason if isinstance(reason, str) else "delete"
+        pairs = [(i, reasons.get(i, default)) for i in ids]
+
+        def run(conn: sqlite3.Connection) -> list[tuple[str, str]]:
+            if len(pairs) < BIG_DELETE:
+                return delete(conn)
+            # Each FTS delete reads index pages that SQLite's default 2 MB page cache has dropped
+            # again by the next row: a bigger cache for this transaction makes it ~1.5x faster.
+            size = conn.execute("PRAGMA cache_size").fetchone()[0]
+            conn.execute(f"PRAGMA cache_size = {-BIG_DELETE_CACHE_KIB}")
+            try:
+                return delete(conn)
+            finally:
+                conn.execute(f"PRAGMA cache_size = {int(size)}")
+
+        def delete(conn: sqlite3.Connection) -> list[tuple[str, str]]:
+            conn.execute("CREATE TEMP TABLE IF NOT EXISTS doomed (id TEXT PRIMARY KEY, reason TEXT NOT NULL)")
+            conn.execute("DELETE FROM temp.doomed")
+            conn.executemany("INSERT OR IGNORE INTO temp.doomed (id, reason) VALUES (?, ?)", pairs)
+            gone: list[tuple[str, str]] = conn.execute(
+                "SELECT m.id, m.type FROM temp.doomed d JOIN memories m ON m.id = d.id"
+            ).fetchall()
+            if gone:
+                conn.execute(
+                    "INSERT INTO audit_log (at, action, memory_id, detail) "
+                    "SELECT ?, d.reason, m.id, json_object('type', m.type) "
+                    "FROM temp.doomed d JOIN memories m ON m.id = d.id",
+                    (time.time(),),
+                )
+                conn.execute(
+                    "INSERT OR REPLACE INTO index_deletes (memory_id, type) "
+                    "SELECT m.id, m.type FROM temp.doomed d JOIN memories m ON m.id = d.id"
+                )
+                spots = context.before_delete(conn, later=mend_later)
+                conn.execute("DELETE FROM memories WHERE id IN (SELECT id FROM temp.doomed)")
+                context.after_delete(conn, spots, later=mend_later)
+            conn.execute("DELETE FROM temp.doomed")
+            return gone
+
+        return self.write(run, what="deleting memories")
+
+    def mend_windows(self, limit: int) -> int:
+        """Mend the session windows around up to ``limit`` queued deletion spots; returns how many
+        were handled (0: none left)."""
+        return self.write(lambda c: context.mend_pending(c, limit), what="mending session windows")
+
+    def windows_to_mend(self) -> bool:
+        return bool(self.read("SELECT 1 FROM context_drop UNION ALL SELECT 1 FROM context_mend LIMIT 1"))
+
+    def pending_index_deletes(self, limit: int) -> list[tuple[str, str]]:
+        """Up to ``limit`` queued vector deletions, oldest first: (memory id, type)."""
+        return self.read("SELECT memory_id, type FROM index_deletes ORDER BY rowid LIMIT ?", [limit])
+
+    def finish_index_deletes(self, ids: Sequence[str]) -> None:
+        """Drop queued vector deletions once the index has applied them."""
+        if ids:
+            self.write(
+                lambda c: c.executemany("DELETE FROM index_deletes WHERE memory_id = ?", [(i,) for i in ids]),
+                what="recording vector deletions",
+            )
+
+
+# The given ids or rowids (a JSON array bound as the first parameter) drive the lookup, so the planner
+# never prefers a filter's index: on a broad filter (one type of 100,000 rows) that scanned the table.
+_FROM_IDS = "FROM (SELECT value AS wanted FROM json_each(?)) CROSS JOIN memories ON memories.id = wanted"
+_FROM_ROWIDS = "FROM (SELECT value AS wanted FROM json_each(?)) CROSS JOIN memories ON memories.rowid = wanted"
+
+
+def _json(values: Sequence[Any]) -> str:
+    return json.dumps(list(values))
+
+
+def _embeddings_sql(flt: SqlFilter) -> str:
+    """Every embedded row passing ``flt``: (id, vector blob)."""
+    return f"SELECT id, embedding FROM memories WHERE {flt.sql} AND embedding IS NOT NULL"
+
+
+def _bounded_count_sql(flt: SqlFilter) -> str:
+    """The rows passing ``flt``, counted up to a bound (its last parameter): a broad filter would
+    read the whole table."""
+    return f"SELECT count(*) FROM (SELECT 1 FROM memories WHERE {flt.sql} LIMIT ?)"
+
+
+def _matrix(rows: Sequence[Any]) -> tuple[list[str], np.ndarray | None]:
+    """``(id, vector blob)`` rows as ids and an (n, d) matrix."""
+    if not rows:
+        return [], None
+    matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(len(rows), -1)
+    return [r[0] for r in rows], matrix
+
+
+def _blob(vector: np.ndarray | None) -> bytes | None:
+    return None if vector is None else np.ascontiguousarray(vector, dtype=np.float32).tobytes()

@@ -1,0 +1,134 @@
+"""BM25 search over the catalog's FTS5 tables, with a bounded cost as the store grows.
+
+FTS5's ``bm25()`` scores every row a query matches, so a common term would make a query's cost grow
+with the store. Here the rarest query terms are kept (document frequencies counted once per process
+and remembered), and when even the rarest matches too many rows only its newest matches are ranked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from remindful.engine.sqlfilter import SqlFilter
+
+
+class Rows(Protocol):
+    """What lexical search reads through: the catalog's two read methods."""
+
+    def read(self, sql: str, params: Sequence[Any] = (), *, private: bool = False) -> list[Any]: ...
+
+    def ids_by_rowid(self, rowids: Sequence[int], flt: SqlFilter, *, private: bool = False) -> dict[int, str]: ...
+
+#: Above this many rows matching a lexical query, its most common terms are dropped; if its rarest
+#: term alone matches more, only that term's newest LEXICAL_MAX_MATCHES rows are ranked.
+LEXICAL_MAX_MATCHES = 300
+#: Document frequencies are counted up to this many rows (counting walks the term's doclist), and
+#: past LEXICAL_MAX_MATCHES only when every query term is that common; terms past it tie, and the
+#: longer one counts as rarer.
+DOC_FREQ_CAP = 1000
+
+
+class LexicalSearch:
+    """BM25 queries on one catalog, and the document frequencies they have counted."""
+
+    def __init__(self, catalog: Rows) -> None:
+        self._catalog = catalog
+        # (table, term) -> (rows counted, table size, how far it was counted)
+        self._doc_freqs: dict[tuple[str, str], tuple[int, int, int]] = {}
+
+    def search(
+        self, terms: Sequence[str], flt: SqlFilter, limit: int, *, table: str = "memories_fts", restricted: bool = True
+    ) -> list[tuple[str, float]]:
+        """BM25 matches (any of ``terms``) among rows passing ``flt``: (id, score > 0) best first.
+
+        ``table`` is ``memories_fts`` (the memory's text) or ``context_fts`` (its session window).
+        BM25 scores every row matching any term, so when the terms match more than
+        ``LEXICAL_MAX_MATCHES`` rows the most common terms are dropped (they weigh least in BM25)
+        until the rarest ones fit; when the rarest term alone matches more, only its newest
+        ``LEXICAL_MAX_MATCHES`` rows are ranked: the cost stays bounded as the store grows.
+        Unrestricted searches rank in the FTS index alone and check the filter (and that the memory
+        still exists) on the top rows only.
+        """
+        if table not in ("memories_fts", "context_fts"):
+            raise ValueError(f"unknown lexical table {table!r}")
+        if not terms:
+            return []
+        kept, matches = self._rarest_terms(table, terms)
+        match = fts_or(kept)
+        floor = 0
+        if matches > LEXICAL_MAX_MATCHES:
+            # FTS5 walks a doclist backwards by rowid cheaply; the floor bounds what bm25() scores.
+            newest = self._catalog.read(
+                f"SELECT rowid FROM {table} WHERE {table} MATCH ? ORDER BY rowid DESC LIMIT 1 OFFSET ?",
+                [match, LEXICAL_MAX_MATCHES - 1],
+                private=True,
+            )
+            floor = int(newest[0][0]) if newest else 0
+        if restricted:
+            sql = (
+                f"SELECT m.id, -bm25({table}) FROM {table} JOIN memories m ON m.rowid = {table}.rowid "
+                f"WHERE {table} MATCH ? AND {table}.rowid >= ? AND {flt.sql} ORDER BY bm25({table}) LIMIT ?"
+            )
+            return [
+                (r[0], float(r[1])) for r in self._catalog.read(sql, [match, floor, *flt.params, limit], private=True)
+            ]
+        fetch = limit + limit // 4  # a margin for expired rows, which the filter drops below
+        if table == "context_fts":
+            # Windows of deleted memories still queued for removal may crowd the top: fetch more.
+            waiting = int(self._catalog.read("SELECT count(*) FROM context_drop", private=True)[0][0])
+            fetch += min(waiting, limit * 8)
+        ranked = self._catalog.read(
+            f"SELECT rowid, -bm25({table}) FROM {table} WHERE {table} MATCH ? AND rowid >= ? "
+            f"ORDER BY bm25({table}) LIMIT ?",
+            [match, floor, fetch],
+            private=True,
+        )
+        if not ranked:
+            return []
+        ids = self._catalog.ids_by_rowid([r[0] for r in ranked], flt, private=True)
+        return [(ids[rowid], float(score)) for rowid, score in ranked if rowid in ids][:limit]
+
+    def _rarest_terms(self, table: str, terms: Sequence[str]) -> tuple[list[str], int]:
+        """The terms to match: all of them if their rows add up to at most ``LEXICAL_MAX_MATCHES``,
+        else the rarest that fit (at least one); and how many rows they match (at most
+        ``DOC_FREQ_CAP`` per term)."""
+        size = int(self._catalog.read("SELECT coalesce(max(rowid), 0) FROM memories", private=True)[0][0])
+        # Counting past LEXICAL_MAX_MATCHES only matters when every term is that common: then the
+        # rarest one is kept alone, and telling which needs the longer count.
+        counted = sorted((self._doc_freq(table, t, size, LEXICAL_MAX_MATCHES + 1), -len(t), t) for t in terms)
+        if counted[0][0] > LEXICAL_MAX_MATCHES:
+            counted = sorted((self._doc_freq(table, t, size, DOC_FREQ_CAP), -len(t), t) for t in terms)
+        kept: list[str] = []
+        total = 0
+        for count, _, term in counted:
+            if kept and total + count > LEXICAL_MAX_MATCHES:
+                break
+            kept.append(term)
+            total += count
+        return kept, total
+
+    def _doc_freq(self, table: str, term: str, size: int, cap: int) -> int:
+        """Rows of ``table`` matching ``term``, counted up to ``cap``; remembered until the table
+        (``size``, its largest rowid) grows by a tenth."""
+        known = self._doc_freqs.get((table, term))
+        if known is not None and size <= known[1] * 1.1 + 100:
+            count, _, counted_to = known
+            if count < counted_to or counted_to >= cap:  # exact, or counted at least as far
+                return min(count, cap)
+        count = int(
+            self._catalog.read(
+                f"SELECT count(*) FROM (SELECT 1 FROM {table} WHERE {table} MATCH ? LIMIT ?)",
+                [fts_or([term]), cap],
+                private=True,
+            )[0][0]
+        )
+        if len(self._doc_freqs) > 50_000:
+            self._doc_freqs.clear()
+        self._doc_freqs[(table, term)] = (count, size, cap)
+        return count
+
+
+def fts_or(terms: Sequence[str]) -> str:
+    """An FTS5 expression matching any of the terms (each quoted, so no operator can be injected)."""
+    return " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)

@@ -1,0 +1,163 @@
+"""Redaction rules: secrets are replaced before anything is written (standard library only).
+
+Built-in rules (:data:`DEFAULT_REDACTIONS`): PEM private keys, ``<private>…</private>``, JWTs, AWS
+access keys, GitHub tokens, OpenAI-style ``sk-`` keys, ``password=``-style pairs (the key is kept,
+the value replaced), credit card numbers (13-19 digits passing the Luhn check, not inside a longer
+token such as a hex digest) and emails. Each built-in rule is compiled only when a cheap substring
+test says it may match, which keeps hook processes fast.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs hook processes milliseconds
+if TYPE_CHECKING:
+    from typing import Any
+
+_PAIR_KEYS = (
+    r"password|passwd|pwd|passphrase|secret|client_secret|api[_-]?key|apikey|access[_-]?token|auth[_-]?token"
+    r"|refresh[_-]?token|private[_-]?key|aws_secret_access_key"
+)
+
+#: Built-in rules: (name, pattern, replacement). Order matters: whole blocks first, pairs late.
+DEFAULT_REDACTIONS: tuple[tuple[str, str, str], ...] = (
+    (
+        "pem_private_key",
+        r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----[\s\S]*?(?:-----END (?:[A-Z0-9]+ )*PRIVATE KEY-----|\Z)",
+        "[PRIVATE_KEY_REDACTED]",
+    ),
+    ("private_block", r"<private>[\s\S]*?(?:</private>|\Z)", "[PRIVATE_REDACTED]"),
+    ("jwt", r"\beyJ[A-Za-z0-9_-]{4,}\.eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}", "[JWT_REDACTED]"),
+    ("aws_access_key", r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA)[0-9A-Z]{16}\b", "[AWS_KEY_REDACTED]"),
+    ("github_token", r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{20,})", "[GITHUB_TOKEN_REDACTED]"),
+    ("api_key", r"\bsk-(?:[A-Za-z0-9]+-)*[A-Za-z0-9_]{16,}", "[API_KEY_REDACTED]"),
+    (
+        "password_pair",
+        rf"(?i)\b((?:{_PAIR_KEYS})[\"']?\s*[:=]\s*)([\"']?)(?!\[)[^\s\"',;&]+\2",
+        r"\1\2[REDACTED]\2",
+    ),
+    # Not inside a longer token (a hex digest, an id): bounded by non-word characters.
+    ("credit_card", r"(?<![\w-])(?:\d[ -]?){12,18}\d(?![\w-])", "[CARD_REDACTED]"),
+    ("email", r"\b[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}\b", "[EMAIL_REDACTED]"),
+)
+
+
+def _luhn(digits: str) -> bool:
+    total = 0
+    for i, ch in enumerate(reversed(digits)):
+        n = int(ch)
+        if i % 2:
+            n = n * 2 - 9 if n > 4 else n * 2
+        total += n
+    return total % 10 == 0
+
+
+#: Cheap substring tests: a built-in rule is compiled and run only when its test passes, since
+#: compiling every pattern costs a hook process more than the rest of its work.
+_PRECHECKS: dict[str, Callable[[str], bool]] = {
+    "pem_private_key": lambda t: "PRIVATE KEY" in t,
+    "private_block": lambda t: "<private>" in t,
+    "jwt": lambda t: "eyJ" in t,
+    "aws_access_key": lambda t: any(p in t for p in ("AKIA", "ASIA", "AGPA", "AIDA", "AROA")),
+    "github_token": lambda t: "gh" in t and "_" in t,
+    "api_key": lambda t: "sk-" in t,
+    "password_pair": lambda t: any(k in t.lower() for k in ("pass", "pwd", "secret", "key", "token")),
+    "credit_card": lambda t: sum(map(str.isdigit, t)) >= 13,
+    "email": lambda t: "@" in t,
+}
+
+
+class Redactor:
+    """Redaction rules, compiled on first need. ``redact(text)`` returns the new text and adds
+    hits per rule to ``counts``."""
+
+    def __init__(self, rules: list[tuple[str, str, str]], *, builtin: int = 0) -> None:
+        self.rules = rules
+        self.builtin = builtin  # the first ``builtin`` rules are DEFAULT_REDACTIONS (have prechecks)
+        self._compiled: dict[int, re.Pattern[str]] = {}
+
+    def _pattern(self, i: int) -> re.Pattern[str]:
+        pattern = self._compiled.get(i)
+        if pattern is None:
+            pattern = self._compiled[i] = re.compile(self.rules[i][1])
+        return pattern
+
+    def redact(self, text: str, counts: dict[str, int] | None = None) -> str:
+        """``text`` with every rule applied; adds hits per rule name to ``counts``."""
+        for i, (name, _, replacement) in enumerate(self.rules):
+            check = _PRECHECKS.get(name) if i < self.builtin else None
+            if check is not None and not check(text):
+                continue
+            if name == "credit_card":
+                text, n = _redact_cards(self._pattern(i), replacement, text)
+            else:
+                text, n = self._pattern(i).subn(replacement, text)
+            if n and counts is not None:
+                counts[name] = counts.get(name, 0) + n
+        return text
+
+    def redact_value(self, value: Any, counts: dict[str, int] | None = None) -> Any:
+        """Redact every string inside a JSON-like value (dict keys are kept)."""
+        if isinstance(value, str):
+            return self.redact(value, counts)
+        if isinstance(value, Mapping):
+            return {k: self.redact_value(v, counts) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [self.redact_value(v, counts) for v in value]
+        return value
+
+
+def _redact_cards(pattern: re.Pattern[str], replacement: str, text: str) -> tuple[str, int]:
+    hits = 0
+
+    def sub(match: re.Match[str]) -> str:
+        nonlocal hits
+        digits = re.sub(r"\D", "", match.group(0))
+        if 13 <= len(digits) <= 19 and _luhn(digits):
+            hits += 1
+            return replacement
+        return match.group(0)
+
+    return pattern.sub(sub, text), hits
+
+
+def build_redactor(
+    redact: bool = True, defaults: bool = True, patterns: tuple[tuple[str, str, str], ...] = ()
+) -> Redactor | None:
+    """The redactor for these privacy settings; None when ``redact`` is off."""
+    if not redact:
+        return None
+    rules = list(DEFAULT_REDACTIONS) if defaults else []
+    return Redactor(rules + list(patterns), builtin=len(rules))
+
+
+def redactor_for(privacy: Any) -> Redactor | None:
+    """The redactor of a ``PrivacySettings`` (``privacy.redact``, ``redact_defaults``, ``redact_patterns``)."""
+    patterns = tuple(
+        (rule.name or f"custom_{i}", rule.regex, rule.replacement) for i, rule in enumerate(privacy.redact_patterns)
+    )
+    return build_redactor(privacy.redact, privacy.redact_defaults, patterns)
+
+
+#: Counts of redactions and skipped captures, kept in the catalog table ``capture_stats``.
+def add_counts(conn: Any, counts: Mapping[str, int]) -> None:
+    """Add ``counts`` to ``capture_stats`` inside the caller's transaction."""
+    if counts:
+        conn.execute("CREATE TABLE IF NOT EXISTS capture_stats (name TEXT PRIMARY KEY, value INTEGER NOT NULL)")
+        conn.executemany(
+            "INSERT INTO capture_stats (name, value) VALUES (?, ?) "
+            "ON CONFLICT(name) DO UPDATE SET value = value + excluded.value",
+            list(counts.items()),
+        )
+
+
+def read_counts(read: Callable[[str], list[Any]]) -> dict[str, int]:
+    """Counts from ``capture_stats`` (empty if nothing was ever counted)."""
+    if not read("SELECT 1 FROM sqlite_master WHERE name = 'capture_stats'"):
+        return {}
+    return {str(k): int(v) for k, v in read("SELECT name, value FROM capture_stats ORDER BY name")}
+
+
+__all__ = ["DEFAULT_REDACTIONS", "Redactor", "add_counts", "build_redactor", "read_counts", "redactor_for"]

@@ -1,0 +1,232 @@
+"""Every table, index, trigger and virtual table of the catalog: the one place DDL is written.
+
+Each table is defined once, as a named constant; :data:`SCHEMA` is all of them, in order, and the
+catalog runs it when it opens a store whose schema version is older than its own
+(:mod:`remindful.engine.catalog`). Every statement is idempotent (``IF NOT EXISTS``), so it also
+brings an old catalog up to date. :data:`HOOK_SCHEMA` is the part a hook process creates itself
+when it finds no catalog yet (:mod:`remindful.services.hooks.spool`): the spool, and what a hook
+counts and audits.
+
+Standard library only, and nothing imported at all: hook processes read this module and must stay
+fast. The ``memories`` row as Python sees it (``MemoryRow``) lives in the catalog module.
+"""
+
+from __future__ import annotations
+
+META_DDL = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+"""
+
+MEMORIES_DDL = """
+CREATE TABLE IF NOT EXISTS memories (
+    rowid INTEGER PRIMARY KEY,
+    id TEXT NOT NULL UNIQUE,
+    type TEXT NOT NULL,
+    content TEXT NOT NULL,
+    metadata TEXT NOT NULL DEFAULT '{}',
+    source TEXT NOT NULL,
+    memory_class TEXT NOT NULL,
+    session_id TEXT,
+    created_at REAL NOT NULL,
+    updated_at REAL,
+    importance REAL NOT NULL DEFAULT 0.5,
+    access_count INTEGER NOT NULL DEFAULT 0,
+    last_accessed REAL,
+    bookmarked INTEGER NOT NULL DEFAULT 0,
+    content_hash TEXT NOT NULL,
+    chunk TEXT,
+    expires_at REAL,
+    embedding BLOB,
+    indexed INTEGER NOT NULL DEFAULT 0,
+    size_bytes INTEGER NOT NULL DEFAULT 0,
+    seq INTEGER
+);
+DROP INDEX IF EXISTS idx_memories_type_created;
+DROP INDEX IF EXISTS idx_memories_session;
+DROP INDEX IF EXISTS idx_memories_created;
+-- Newest first (created_at, rowid) straight from the index; expires_at last, so that a search's
+-- bounded count of a broad filter reads the index alone.
+CREATE INDEX IF NOT EXISTS idx_memories_type_time ON memories(type, created_at, rowid, expires_at);
+CREATE INDEX IF NOT EXISTS idx_memories_session_time ON memories(session_id, created_at, rowid, expires_at);
+CREATE INDEX IF NOT EXISTS idx_memories_time ON memories(created_at, rowid, expires_at);
+CREATE INDEX IF NOT EXISTS idx_memories_hash ON memories(content_hash);
+CREATE INDEX IF NOT EXISTS idx_memories_unindexed ON memories(indexed) WHERE indexed = 0;
+"""
+
+#: The lexical index over the memories' content, kept by triggers.
+MEMORIES_FTS_DDL = """
+CREATE VIRTUAL TABLE IF NOT EXISTS memories_fts USING fts5(
+    content, content='memories', content_rowid='rowid', tokenize='porter unicode61 remove_diacritics 2'
+);
+CREATE TRIGGER IF NOT EXISTS memories_ai AFTER INSERT ON memories BEGIN
+    INSERT INTO memories_fts(rowid, content) VALUES (new.rowid, new.content);
+END;
+CREATE TRIGGER IF NOT EXISTS memories_ad AFTER DELETE ON memories BEGIN
+    INSERT INTO memories_fts(memories_fts, rowid, content) VALUES ('delete', old.rowid, old.content);
+END;
+CREATE TRIGGER IF NOT EXISTS memories_au AFTER UPDATE OF content ON memories BEGIN
+    INSERT INTO memories_fts(memories_fts, rowid, content) VALUES ('delete', old.rowid, old.content);
+    INSERT INTO memories_fts(rowid, content) VALUES (new.rowid, new.content);
+END;
+"""
+
+#: How many memories each type holds, kept by triggers in the writing transaction: searches and
+#: stores need it, and a GROUP BY reads a whole index.
+TYPE_COUNTS_DDL = """
+CREATE TABLE IF NOT EXISTS type_counts (type TEXT PRIMARY KEY, n INTEGER NOT NULL) WITHOUT ROWID;
+CREATE TRIGGER IF NOT EXISTS memories_count_ai AFTER INSERT ON memories BEGIN
+    INSERT INTO type_counts(type, n) VALUES (new.type, 1) ON CONFLICT(type) DO UPDATE SET n = n + 1;
+END;
+CREATE TRIGGER IF NOT EXISTS memories_count_ad AFTER DELETE ON memories BEGIN
+    UPDATE type_counts SET n = n - 1 WHERE type = old.type;
+END;
+CREATE TRIGGER IF NOT EXISTS memories_count_au AFTER UPDATE OF type ON memories BEGIN
+    UPDATE type_counts SET n = n - 1 WHERE type = old.type;
+    INSERT INTO type_counts(type, n) VALUES (new.type, 1) ON CONFLICT(type) DO UPDATE SET n = n + 1;
+END;
+"""
+
+SESSIONS_DDL = """
+CREATE TABLE IF NOT EXISTS sessions (
+    id TEXT PRIMARY KEY,
+    started_at REAL NOT NULL,
+    ended_at REAL,
+    metadata TEXT NOT NULL DEFAULT '{}'
+);
+"""
+
+#: The Markdown watcher's record of each file it indexed (:mod:`remindful.services.capture.watcher`).
+FILE_HASHES_DDL = """
+CREATE TABLE IF NOT EXISTS file_hashes (
+    path TEXT PRIMARY KEY,
+    sha256 TEXT NOT NULL,
+    memory_ids TEXT NOT NULL DEFAULT '[]',
+    updated_at REAL NOT NULL
+);
+"""
+
+AUDIT_LOG_DDL = """
+CREATE TABLE IF NOT EXISTS audit_log (
+    seq INTEGER PRIMARY KEY,
+    at REAL NOT NULL,
+    action TEXT NOT NULL,
+    memory_id TEXT,
+    detail TEXT
+);
+"""
+
+EMBEDDING_CACHE_DDL = """
+CREATE TABLE IF NOT EXISTS embedding_cache (
+    model TEXT NOT NULL,
+    hash TEXT NOT NULL,
+    vector BLOB NOT NULL,
+    PRIMARY KEY (model, hash)
+) WITHOUT ROWID;
+"""
+
+#: Vectors still to remove from the index, written in the transaction that deletes the rows (so a
+#: crash cannot leave a deleted memory's vector behind unnoticed); drained after the delete, oldest
+#: (lowest rowid) first.
+INDEX_DELETES_DDL = """
+CREATE TABLE IF NOT EXISTS index_deletes (
+    memory_id TEXT PRIMARY KEY,
+    type TEXT NOT NULL
+);
+"""
+
+#: The hook spool: events committed by hook processes and capture points, drained into memories
+#: by the store owner; ``idem_key`` (unique) stops a replayed event from being spooled twice.
+SPOOL_DDL = """
+CREATE TABLE IF NOT EXISTS spool (
+    seq INTEGER PRIMARY KEY,
+    idem_key TEXT UNIQUE,
+    kind TEXT NOT NULL,
+    payload TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    last_error TEXT
+);
+"""
+
+#: Keys of drained spool rows, remembered for a while so that a replay after the drain is ignored.
+SPOOL_DONE_DDL = """
+CREATE TABLE IF NOT EXISTS spool_done (idem_key TEXT PRIMARY KEY, done_at REAL NOT NULL) WITHOUT ROWID;
+"""
+
+#: Counts of redactions and skipped captures (``stats()["capture"]``).
+CAPTURE_STATS_DDL = """
+CREATE TABLE IF NOT EXISTS capture_stats (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
+"""
+
+#: Session context windows (:mod:`remindful.engine.windows`): each memory's text with its
+#: neighbours', and the queues a large delete leaves for the background.
+CONTEXT_DDL = """
+CREATE VIRTUAL TABLE IF NOT EXISTS context_fts USING fts5(
+    text, tokenize='porter unicode61 remove_diacritics 2'
+);
+CREATE INDEX IF NOT EXISTS idx_memories_session_seq ON memories(session_id, seq);
+-- A deleted row's own window is removed by before_delete (a trigger did that until schema 4).
+DROP TRIGGER IF EXISTS memories_context_ad;
+-- Windows of deleted rows, and where deleted rows sat whose neighbours' windows still include
+-- them: a large delete leaves both to the background (see before_delete, after_delete).
+CREATE TABLE IF NOT EXISTS context_drop (rowid INTEGER PRIMARY KEY);
+CREATE TABLE IF NOT EXISTS context_mend (
+    session_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    PRIMARY KEY (session_id, seq)
+) WITHOUT ROWID;
+"""
+
+#: The learning layer's counters (``stats()["learning"]``) and the history of reinforcements
+#: (:mod:`remindful.services.learning`).
+LEARNING_DDL = """
+CREATE TABLE IF NOT EXISTS learning_counters (
+    kind TEXT NOT NULL,
+    key TEXT NOT NULL,
+    value REAL NOT NULL DEFAULT 0,
+    PRIMARY KEY (kind, key)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS reinforcements (
+    seq INTEGER PRIMARY KEY,
+    memory_id TEXT NOT NULL,
+    at REAL NOT NULL,
+    reason TEXT NOT NULL,
+    query TEXT,
+    importance REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS idx_reinforcements_memory ON reinforcements(memory_id);
+"""
+
+#: What a hook process creates when it finds no catalog (or an old one) yet: the spool and the
+#: tables a hook writes besides it. The catalog creates them too, with everything else.
+HOOK_SCHEMA = SPOOL_DDL + SPOOL_DONE_DDL + AUDIT_LOG_DDL + CAPTURE_STATS_DDL
+
+#: Every table of the catalog, created at open (in this order: later statements use earlier tables).
+SCHEMA = (
+    META_DDL
+    + MEMORIES_DDL
+    + MEMORIES_FTS_DDL
+    + TYPE_COUNTS_DDL
+    + SESSIONS_DDL
+    + FILE_HASHES_DDL
+    + AUDIT_LOG_DDL
+    + EMBEDDING_CACHE_DDL
+    + INDEX_DELETES_DDL
+    + SPOOL_DDL
+    + SPOOL_DONE_DDL
+    + CAPTURE_STATS_DDL
+    + CONTEXT_DDL
+    + LEARNING_DDL
+)
+
+#: Run with every schema upgrade, after ``SCHEMA``: the counts start from the rows present.
+RECOUNT_TYPES = """
+DELETE FROM type_counts;
+INSERT INTO type_counts(type, n) SELECT type, count(*) FROM memories GROUP BY type;
+"""
+
+#: Columns of ``memories`` returned by reads, in this order (no embedding).
+MEMORY_COLUMNS = (
+    "id, type, content, metadata, source, memory_class, session_id, created_at, updated_at, importance, "
+    "access_count, last_accessed, bookmarked, content_hash, chunk, expires_at, indexed"
+)

@@ -1,0 +1,330 @@
+"""The ranking pipeline: candidates from each retrieval space, fused, boosted.
+
+Spaces (each weighted in ``search.*_weight``; weight 0 turns a space off):
+- ``dense``: cosine similarity of the memory's MiniLM vector. Unrestricted searches ask the HNSW
+  index; restricted ones whose matching set is small (``search.exact_filter_max``) are scored
+  exactly from the catalog's stored vectors. Rows the index may not hold yet (stored by another
+  process, or not yet indexed) are always scored exactly.
+- ``context``: the memory's vector plus ``context_neighbour_weight`` times each adjacent memory's
+  vector in its session, normalised. Computed at query time around the dense candidates, so it
+  costs nothing at ingest.
+- ``lexical``: BM25 over the memory's text (FTS5, porter stemming), query terms OR-ed.
+- ``lexical_context``: BM25 over the memory's session window: its text, its neighbours' and its
+  date (see :mod:`remindful.engine.windows`).
+
+Fusion (``search.fusion``): ``score`` sums each space's scores min-max normalised over its
+candidates, weighted, divided by the total weight, so a memory that tops every space scores 1;
+``rrf`` is weighted reciprocal rank, normalised the same way. Boosts then multiply the score by at
+most ``1 + importance_boost`` (importance) and ``1 + session_boost`` (the resumed session).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from remindful.config import SearchSettings
+from remindful.engine.catalog import Catalog, MemoryRow
+from remindful.engine.sqlfilter import SqlFilter
+
+# Words too common to carry meaning in a lexical match; the dense spaces still see them.
+STOPWORDS = frozenset(
+    """a about above after again against all am an and any are as at be because been before being below between
+    both but by can could did do does doing down during each few for from further had has have having he her here
+    hers herself him himself his how i if in into is it its itself just me more most my myself no nor not now of
+    off on once only or other our ours ourselves out over own same she should so some such than that the their
+    theirs them themselves then there these they this those through to too under until up very was we were what
+    when where which while who whom why will with would you your yours yourself yourselves""".split()  # noqa: SIM905
+)
+_WORD = re.compile(r"\w+", re.UNICODE)
+SPACES = ("dense", "context", "lexical", "lexical_context")
+LEXICAL_TABLES = {"lexical": "memories_fts", "lexical_context": "context_fts"}
+#: Restricted searches: sets up to this size are scored exactly (a few milliseconds), and larger
+#: ones (up to ``search.exact_filter_max``) when they are less than INDEX_SHARE of the searched types.
+EXACT_ALWAYS = 1000
+INDEX_SHARE = 0.2
+
+
+def lexical_terms(text: str) -> list[str]:
+    """The query's distinct terms for BM25: lowercased words, without stopwords and single letters
+    (unless nothing else is left), at most 64."""
+    words = list(dict.fromkeys(_WORD.findall(text.lower())))
+    terms = [w for w in words if w not in STOPWORDS and (len(w) > 1 or w.isdigit())]
+    return (terms or words)[:64]
+
+
+@dataclass(slots=True)
+class Candidates:
+    """Scored ids per space, best first."""
+
+    by_space: dict[str, list[tuple[str, float]]] = field(default_factory=dict)
+
+    def add(self, space: str, ranked: Iterable[tuple[str, float]]) -> None:
+        self.by_space[space] = list(ranked)
+
+
+def weights_of(settings: SearchSettings) -> dict[str, float]:
+    return {
+        "dense": settings.dense_weight,
+        "context": settings.context_weight,
+        "lexical": settings.lexical_weight,
+        "lexical_context": settings.lexical_context_weight,
+    }
+
+
+def top_k_exact(query: np.ndarray, ids: Sequence[str], matrix: np.ndarray, k: int) -> list[tuple[str, float]]:
+    """Exact cosine top-k (rows are unit vectors)."""
+    scores = matrix @ query
+    if len(ids) > k:
+        part = np.argpartition(-scores, k)[:k]
+        order = part[np.argsort(-scores[part])]
+    else:
+        order = np.argsort(-scores)
+    return [(ids[i], float(scores[i])) for i in order]
+
+
+def merge_dense(*lists: Sequence[tuple[str, float]], k: int) -> list[tuple[str, float]]:
+    """Union of dense candidate lists (max similarity per id), best first, top k."""
+    best: dict[str, float] = {}
+    for ranked in lists:
+        for mid, score in ranked:
+            if score > best.get(mid, -2.0):
+                best[mid] = score
+    return sorted(best.items(), key=lambda item: -item[1])[:k]
+
+
+def context_scores(
+    catalog: Catalog, query: np.ndarray, dense: Sequence[tuple[str, float]], neighbour_weight: float
+) -> list[tuple[str, float]]:
+    """The context space around the dense candidates: for each candidate and its adjacent memories,
+    cos(query, v + w * (v_prev + v_next)), best first."""
+    if not dense:
+        return []
+    rows: dict[str, int] = {}  # memory id -> row of the matrix below; row 0 is "no neighbour"
+    blobs: list[bytes] = [bytes(4 * len(query))]  # float32 zeros
+    by_pos: dict[tuple[str, int], int] = {}  # (candidate, offset in its session) -> row
+    for cand, nid, offset, blob in catalog.neighbourhoods([mid for mid, _ in dense], radius=2):
+        row = rows.get(nid)
+        if row is None:
+            row = rows[nid] = len(blobs)
+            blobs.append(blob)
+        by_pos[(cand, offset)] = row
+    ids: list[str] = []
+    own: list[int] = []
+    sides: list[int] = []
+    names = {row: nid for nid, row in rows.items()}
+    seen: set[int] = set()
+    for (cand, offset), row in by_pos.items():
+        if abs(offset) > 1 or row in seen:
+            continue
+        seen.add(row)
+        ids.append(names[row])
+        own.append(row)
+        sides += [by_pos.get((cand, offset - 1), 0), by_pos.get((cand, offset + 1), 0)]
+    scored: dict[str, float] = {}
+    if ids:
+        matrix = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(blobs), -1)
+        pairs = np.asarray(sides).reshape(-1, 2)
+        summed = matrix[own] + neighbour_weight * (matrix[pairs[:, 0]] + matrix[pairs[:, 1]])
+        norms = np.linalg.norm(summed, axis=1)
+        sims = (summed @ query) / np.where(norms > 0, norms, 1.0)
+        scored = dict(zip(ids, sims.tolist(), strict=True))
+    # Memories without a session position keep their plain similarity.
+    for mid, score in dense:
+        scored.setdefault(mid, score)
+    return sorted(scored.items(), key=lambda item: -item[1])
+
+
+def fuse(candidates: Candidates, weights: dict[str, float], *, method: str, rrf_k: int) -> dict[str, float]:
+    """Weighted fusion normalised to [0, 1] (see the module docstring)."""
+    total = sum(w for space, w in weights.items() if w > 0 and candidates.by_space.get(space)) or 1.0
+    fused: dict[str, float] = {}
+    for space, ranked in candidates.by_space.items():
+        weight = weights.get(space, 0.0)
+        if weight <= 0 or not ranked:
+            continue
+        if method == "rrf":
+            for rank, (mid, _) in enumerate(ranked, start=1):
+                fused[mid] = fused.get(mid, 0.0) + weight * (rrf_k + 1) / (rrf_k + rank)
+            continue
+        values = [score for _, score in ranked]
+        high, low = max(values), min(values)
+        spread = high - low
+        for mid, score in ranked:
+            fused[mid] = fused.get(mid, 0.0) + weight * ((score - low) / spread if spread > 1e-9 else 1.0)
+    return {mid: score / total for mid, score in fused.items()}
+
+
+def boost(row: MemoryRow, settings: SearchSettings, resumed_session: str | None) -> float:
+    """The factor a memory's fused score is multiplied by: importance, and the resumed session.
+    Multiplicative and bounded, so a boost reorders near-ties but cannot lift an irrelevant memory
+    above a clearly relevant one."""
+    factor = 1.0 + settings.importance_boost * (min(max(row.importance, 0.0), 1.0) - 0.5) * 2
+    if resumed_session is not None and row.session_id == resumed_session:
+        factor *= 1.0 + settings.session_boost
+    return factor
+
+
+def best_eligible(
+    catalog: Catalog,
+    fused: Mapping[str, float],
+    flt: SqlFilter,
+    settings: SearchSettings,
+    resumed_session: str | None,
+    limit: int,
+    *,
+    chunk: int | None = None,
+) -> list[tuple[MemoryRow, float]]:
+    """The ``limit`` candidates with the best boosted scores among those that still exist and pass
+    ``flt``, best first, with their rows.
+
+    No boost multiplies a score by more than ``ceiling``, so rows are read in fused order, a chunk at
+    a time, only until the next candidate could not reach the ``limit``-th boosted score: usually
+    one read of ``chunk`` (default ``2 * limit``) rows, whatever the number of candidates.
+    """
+    order = sorted(fused.items(), key=lambda item: (-item[1], item[0]))
+    ceiling = (1.0 + settings.importance_boost) * (1.0 + (settings.session_boost if resumed_session else 0.0))
+    kept: list[tuple[MemoryRow, float]] = []
+    start, chunk = 0, chunk or max(2 * limit, 20)
+    while start < len(order):
+        batch = order[start : start + chunk]
+        rows = catalog.rows_passing([mid for mid, _ in batch], flt)
+        kept += [
+            (rows[mid], score * boost(rows[mid], settings, resumed_session)) for mid, score in batch if mid in rows
+        ]
+        kept.sort(key=lambda item: (-item[1], item[0].id))
+        del kept[limit:]
+        start += len(batch)
+        if len(kept) == limit and start < len(order) and order[start][1] * ceiling < kept[-1][1]:
+            break
+    return kept
+
+
+def rank(
+    catalog: Catalog,
+    embed_query: Callable[[], np.ndarray],
+    query_text: str,
+    flt: SqlFilter,
+    *,
+    settings: SearchSettings,
+    limit: int,
+    dense_from_index: Callable[[np.ndarray, int], list[tuple[str, float]]] | None,
+    restricted: bool,
+    typed: bool = False,
+    searched: int | None = None,
+    pending_after: int | None = None,
+    resumed_session: str | None = None,
+) -> list[tuple[MemoryRow, float, tuple[str, ...]]]:
+    """Run the pipeline; returns (row, score, spaces that found it) best first, at most ``limit``.
+
+    One worker thread runs the lexical queries on its own connection while this thread calls
+    ``embed_query()`` (which should leave a core free for them) and asks the vector index.
+    ``dense_from_index(vector, k)`` asks the vector index, unfiltered (None when it is
+    unavailable); its results are checked against ``flt`` here. ``restricted`` says that ``flt``
+    narrows what the vector index is asked (anything but types and expiry); ``typed`` that it
+    narrows the searched types, which the lexical tables mix but ``dense_from_index`` asks only
+    for; ``searched`` is how many memories those types hold (None: not known). Rows the index may
+    lack (not marked indexed, or above rowid ``pending_after``) are scored exactly.
+    """
+    k = max(settings.candidates, limit)
+    weights = weights_of(settings)
+    candidates = Candidates()
+    terms = lexical_terms(query_text) if weights["lexical"] > 0 or weights["lexical_context"] > 0 else []
+    wants_vector = weights["dense"] > 0 or weights["context"] > 0
+    # One task runs both lexical queries, one after the other, from the start: the query is
+    # embedded meanwhile on the other cores (embed_query leaves one), then the vector index is asked.
+    tables = {space: table for space, table in LEXICAL_TABLES.items() if terms and weights[space] > 0}
+    lexical = _pool().submit(_lexical, catalog, terms, flt, k, tables, restricted or typed) if tables else None
+    vector = embed_query() if wants_vector else None
+
+    dense: list[tuple[str, float]] = []
+    if vector is not None:
+        dense = _dense(catalog, vector, flt, k, dense_from_index, restricted, searched, pending_after, settings)[:k]
+        if weights["dense"] > 0:
+            candidates.add("dense", dense)
+        if weights["context"] > 0:
+            around = dense[: settings.context_candidates]
+            candidates.add("context", context_scores(catalog, vector, around, settings.context_neighbour_weight))
+    for space, ranked in (lexical.result() if lexical is not None else {}).items():
+        candidates.add(space, ranked)
+
+    # Candidates are checked against the filter (and for still existing) only among the best
+    # fused ones; lexical candidates were checked in SQL, dense ones in _dense when restricted.
+    fused = fuse(candidates, weights, method=settings.fusion, rrf_k=settings.rrf_k)
+    best = best_eligible(catalog, fused, flt, settings, resumed_session, limit)
+    found_by: dict[str, list[str]] = {}
+    for space, ranked in candidates.by_space.items():
+        for mid, _ in ranked:
+            found_by.setdefault(mid, []).append(space)
+    return [(row, min(score, 1.0), tuple(found_by.get(row.id, ()))) for row, score in best]
+
+
+@functools.cache
+def _pool() -> ThreadPoolExecutor:
+    """Threads for the lexical queries of concurrent searches (SQLite releases the GIL while it works)."""
+    return ThreadPoolExecutor(max_workers=2, thread_name_prefix="remindful-lexical")
+
+
+def _lexical(
+    catalog: Catalog, terms: list[str], flt: SqlFilter, k: int, tables: dict[str, str], restricted: bool
+) -> dict[str, list[tuple[str, float]]]:
+    """Each space's BM25 candidates, one query after the other."""
+    return {space: catalog.lexical(terms, flt, k, table=t, restricted=restricted) for space, t in tables.items()}
+
+
+def _dense(
+    catalog: Catalog,
+    vector: np.ndarray,
+    flt: SqlFilter,
+    k: int,
+    dense_from_index: Callable[[np.ndarray, int], list[tuple[str, float]]] | None,
+    restricted: bool,
+    searched: int | None,
+    pending_after: int | None,
+    settings: SearchSettings,
+) -> list[tuple[str, float]]:
+    """Dense candidates, best first; when ``restricted``, only rows passing ``flt``. A restriction
+    that leaves few rows, or a small share of the ``searched`` ones, is scored exactly; otherwise
+    the index is asked without the filter (filtered HNSW queries are slow) for ten times more
+    candidates, which are checked against the filter here; if too few pass, everything matching
+    is scored."""
+    if dense_from_index is None:
+        return _exact(catalog, vector, flt, k)
+    if restricted:
+        # Few rows are read and scored in one pass: a filter no index serves (metadata) reads the table.
+        few = min(EXACT_ALWAYS, settings.exact_filter_max)
+        exact = catalog.filtered_embeddings_if(
+            flt, few, settings.exact_filter_max + 1, lambda n: _scored_exactly(n, searched, settings)
+        )
+        if exact is not None:
+            ids, matrix = exact
+            return top_k_exact(vector, ids, matrix, k) if matrix is not None else []
+    wanted = min(k * 10, 1000) if restricted else k
+    from_index = dense_from_index(vector, wanted)
+    if restricted:
+        passing = catalog.ids_passing([mid for mid, _ in from_index], flt)
+        if len(passing) < k:
+            return _exact(catalog, vector, flt, k)
+        from_index = [(mid, score) for mid, score in from_index if mid in passing]
+    # Rows the index may lack: never indexed, or written by another process since we opened it.
+    ids, matrix = catalog.pending_embeddings(flt, pending_after)
+    pending = top_k_exact(vector, ids, matrix, k) if matrix is not None else []
+    return merge_dense(from_index, pending, k=wanted)
+
+
+def _exact(catalog: Catalog, vector: np.ndarray, flt: SqlFilter, k: int) -> list[tuple[str, float]]:
+    """The top ``k`` of every embedded row passing ``flt``, scored exactly."""
+    ids, matrix = catalog.filtered_embeddings(flt)
+    return top_k_exact(vector, ids, matrix, k) if matrix is not None else []
+
+
+def _scored_exactly(n: int, searched: int | None, settings: SearchSettings) -> bool:
+    """Whether ``n`` rows passing a filter (more than ``EXACT_ALWAYS``) are better scored exactly
+    than found through the index: up to ``exact_filter_max`` if they are less than ``INDEX_SHARE``
+    of the ``searched`` memories (the index's ten-fold candidates would hold too few of them)."""
+    return n <= settings.exact_filter_max and (searched is None or n < searched * INDEX_SHARE)

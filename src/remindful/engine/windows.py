@@ -1,0 +1,206 @@
+"""Session context: each memory's position in its session, and the text window around it.
+
+A memory alone often does not hold the words a later question uses: the answer sits in one
+conversation turn, the topic in the turn before. So every memory with a session has a ``seq``
+(its position in the session, ordered by creation time, then insertion order) and a row in
+``context_fts``: its own text, the text of up to ``WINDOW`` neighbours on each side, and its date
+("8 May 2023") so that questions naming a time can match. Search uses it as the
+``lexical_context`` space; the ``context`` dense space averages neighbours' vectors at query time.
+
+Windows are maintained inside the catalog's write transactions: inserting, deleting or editing a
+memory refreshes the windows that include it. Appending to a session touches only the new rows
+and the ``WINDOW`` rows before them; a memory back-dated into the middle of a session renumbers
+the rows after it (and rebuilds their windows). Deleting a memory removes its window and mends
+its neighbours'; a large delete (retention) may leave both to after it commits, from the
+``context_drop`` and ``context_mend`` queues (:func:`mend_pending`): until then the deleted
+memory's window stays in ``context_fts`` (search maps every hit to a stored memory, so it finds
+nothing) and a neighbour can still match the deleted memory's words. The tables are
+:data:`remindful.engine.schema.CONTEXT_DDL`.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+
+#: Neighbours on each side included in a memory's lexical context window.
+WINDOW = 2
+
+
+def date_words(epoch: float) -> str:
+    """'8 May 2023': the words a question about a date would use."""
+    when = datetime.fromtimestamp(epoch, UTC)
+    return f"{when.day} {when:%B %Y}"
+
+
+def after_insert(conn: sqlite3.Connection, ids: Sequence[str]) -> None:
+    """Number the new rows within their sessions and build the windows they change."""
+    sessions: dict[str, float] = {}
+    loose: list[int] = []
+    for start in range(0, len(ids), 500):
+        chunk = list(ids[start : start + 500])
+        marks = ",".join("?" * len(chunk))
+        for rowid, session_id, created in conn.execute(
+            f"SELECT rowid, session_id, created_at FROM memories WHERE id IN ({marks})", chunk
+        ):
+            if session_id is None:
+                loose.append(rowid)
+            else:
+                sessions[session_id] = min(created, sessions.get(session_id, created))
+    if loose:
+        _write_windows(conn, _loose_windows(conn, loose))
+    for session_id, earliest in sessions.items():
+        first, last = _renumber(conn, session_id, earliest)
+        refresh(conn, session_id, first - WINDOW, last)
+
+
+def _renumber(conn: sqlite3.Connection, session_id: str, earliest: float) -> tuple[int, int]:
+    """Give every row of the session created at/after ``earliest`` its position; returns the seq range."""
+    base = conn.execute(
+        "SELECT coalesce(max(seq) + 1, 0) FROM memories WHERE session_id = ? AND created_at < ?",
+        (session_id, earliest),
+    ).fetchone()[0]
+    rowids = [
+        r[0]
+        for r in conn.execute(
+            "SELECT rowid FROM memories WHERE session_id = ? AND created_at >= ? ORDER BY created_at, rowid",
+            (session_id, earliest),
+        )
+    ]
+    conn.executemany("UPDATE memories SET seq = ? WHERE rowid = ?", [(base + i, r) for i, r in enumerate(rowids)])
+    return base, base + len(rowids) - 1
+
+
+def refresh(conn: sqlite3.Connection, session_id: str, first: int, last: int) -> None:
+    """Rebuild the windows of the session's rows with seq in [first, last]."""
+    _write_windows(conn, _windows(conn, session_id, first, last))
+
+
+def _windows(conn: sqlite3.Connection, session_id: str, first: int, last: int) -> list[tuple[int, str]]:
+    """(rowid, window text) of the session's rows with seq in [first, last]."""
+    rows = conn.execute(
+        "SELECT rowid, seq, content, created_at FROM memories WHERE session_id = ? AND seq BETWEEN ? AND ? "
+        "ORDER BY seq",
+        (session_id, first - WINDOW, last + WINDOW),
+    ).fetchall()
+    windows = []
+    for i, (rowid, seq, _content, created) in enumerate(rows):
+        if not first <= seq <= last:
+            continue
+        around = [r[2] for r in rows[max(0, i - WINDOW) : i + WINDOW + 1] if abs(r[1] - seq) <= WINDOW]
+        windows.append((rowid, "\n".join(around) + f"\n({date_words(created)})"))
+    return windows
+
+
+def before_delete(conn: sqlite3.Connection, *, later: bool = False) -> list[tuple[str, int]]:
+    """Remove the windows of the rows about to be deleted (the ids in ``temp.doomed``, see
+    :meth:`remindful.engine.catalog.Catalog.delete_ids`), or with ``later`` queue them for
+    :func:`mend_pending`; returns where the rows sat, so :func:`after_delete` can mend their
+    neighbours."""
+    doomed = conn.execute(
+        "SELECT rowid, session_id, seq FROM memories WHERE id IN (SELECT id FROM temp.doomed)"
+    ).fetchall()
+    rowids = [(r[0],) for r in doomed]
+    if later:
+        conn.executemany("INSERT OR IGNORE INTO context_drop (rowid) VALUES (?)", rowids)
+    else:
+        conn.executemany("DELETE FROM context_fts WHERE rowid = ?", rowids)
+    return [(session_id, seq) for _rowid, session_id, seq in doomed if seq is not None]
+
+
+def after_delete(conn: sqlite3.Connection, spots: Sequence[tuple[str, int]], *, later: bool = False) -> None:
+    """Rebuild the windows that included deleted rows: those within ``WINDOW`` positions of one
+    (the gaps stay: positions only order). ``later``: only queue the spots for
+    :func:`mend_pending`, in the same transaction (so a crash cannot lose them)."""
+    if later:
+        conn.executemany("INSERT OR IGNORE INTO context_mend (session_id, seq) VALUES (?, ?)", spots)
+    else:
+        _mend(conn, spots)
+
+
+def mend_pending(conn: sqlite3.Connection, limit: int) -> int:
+    """Remove up to ``limit`` queued windows of deleted rows or, when none are left, mend the
+    windows around up to ``limit`` queued spots; returns how many were handled (0: none left)."""
+    drops = [r[0] for r in conn.execute("SELECT rowid FROM context_drop ORDER BY rowid LIMIT ?", (limit,))]
+    if drops:
+        marks = ",".join("?" * len(drops))
+        # A rowid a new memory has taken since (rowids of the newest rows are reused) holds its window.
+        taken = {r[0] for r in conn.execute(f"SELECT rowid FROM memories WHERE rowid IN ({marks})", drops)}
+        conn.executemany("DELETE FROM context_fts WHERE rowid = ?", [(r,) for r in drops if r not in taken])
+        conn.execute(f"DELETE FROM context_drop WHERE rowid IN ({marks})", drops)
+        return len(drops)
+    spots = conn.execute(
+        "SELECT session_id, seq FROM context_mend ORDER BY session_id, seq LIMIT ?", (limit,)
+    ).fetchall()
+    if spots:
+        _mend(conn, spots)
+        conn.executemany("DELETE FROM context_mend WHERE session_id = ? AND seq = ?", spots)
+    return len(spots)
+
+
+def _mend(conn: sqlite3.Connection, spots: Iterable[tuple[str, int]]) -> None:
+    """One read per run of affected positions, one write for all."""
+    by_session: dict[str, set[int]] = {}
+    for session_id, seq in spots:
+        by_session.setdefault(session_id, set()).update(range(seq - WINDOW, seq + WINDOW + 1))
+    windows: list[tuple[int, str]] = []
+    for session_id, seqs in by_session.items():
+        for first, last in _runs(sorted(seqs)):
+            windows += _windows(conn, session_id, first, last)
+    _write_windows(conn, windows)
+
+
+def _runs(seqs: Sequence[int]) -> list[tuple[int, int]]:
+    """Consecutive runs in sorted integers: [1, 2, 3, 7, 8] -> [(1, 3), (7, 8)]."""
+    runs: list[tuple[int, int]] = []
+    for seq in seqs:
+        if runs and seq == runs[-1][1] + 1:
+            runs[-1] = (runs[-1][0], seq)
+        else:
+            runs.append((seq, seq))
+    return runs
+
+
+def after_update(conn: sqlite3.Connection, memory_id: str) -> None:
+    """Rebuild the windows that include a memory whose content changed."""
+    row = conn.execute("SELECT rowid, session_id, seq FROM memories WHERE id = ?", (memory_id,)).fetchone()
+    if row is None:
+        return
+    rowid, session_id, seq = row
+    if session_id is None or seq is None:
+        _write_windows(conn, _loose_windows(conn, [rowid]))
+    else:
+        refresh(conn, session_id, seq - WINDOW, seq + WINDOW)
+
+
+def rebuild(conn: sqlite3.Connection) -> None:
+    """Renumber every session and rebuild every window (after an import or a schema upgrade)."""
+    conn.execute("DELETE FROM context_fts")
+    conn.execute("DELETE FROM context_mend")
+    conn.execute("DELETE FROM context_drop")
+    loose = [r[0] for r in conn.execute("SELECT rowid FROM memories WHERE session_id IS NULL")]
+    _write_windows(conn, _loose_windows(conn, loose))
+    for (session_id,) in conn.execute("SELECT DISTINCT session_id FROM memories WHERE session_id IS NOT NULL"):
+        first, last = _renumber(conn, session_id, float("-inf"))
+        refresh(conn, session_id, first, last)
+
+
+def _loose_windows(conn: sqlite3.Connection, rowids: Sequence[int]) -> list[tuple[int, str]]:
+    out = []
+    for start in range(0, len(rowids), 500):
+        chunk = list(rowids[start : start + 500])
+        marks = ",".join("?" * len(chunk))
+        out += [
+            (rowid, f"{content}\n({date_words(created)})")
+            for rowid, content, created in conn.execute(
+                f"SELECT rowid, content, created_at FROM memories WHERE rowid IN ({marks})", chunk
+            )
+        ]
+    return out
+
+
+def _write_windows(conn: sqlite3.Connection, windows: Sequence[tuple[int, str]]) -> None:
+    if windows:
+        conn.executemany("DELETE FROM context_fts WHERE rowid = ?", [(rowid,) for rowid, _ in windows])
+        conn.executemany("INSERT INTO context_fts (rowid, text) VALUES (?, ?)", windows)

@@ -1,0 +1,132 @@
+"""Who may use remindful's HTTP surfaces: one bearer token per storage directory.
+
+Every HTTP surface (the MCP server's streamable HTTP, the daemon's API, the dashboard) answers only
+requests carrying ``Authorization: Bearer <token>``. The token is ``$REMINDFUL_HTTP_TOKEN`` when
+that is set; otherwise it is generated once (``secrets.token_urlsafe(32)``) and kept in
+``<storage>/http_token``, created with mode 0600 in a 0700 directory, and read back on later starts
+by every process that serves the same store.
+
+    token = http_token(settings.storage_path)
+    if not bearer_ok(request_headers.get("authorization"), token):
+        ...  # 401
+
+Standard library only (plus remindful's errors): HTTP shells import this before anything heavy.
+"""
+
+from __future__ import annotations
+
+import hmac
+import os
+import secrets
+import stat
+import time
+from pathlib import Path
+
+from remindful.errors import StorageError
+
+TOKEN_ENV = "REMINDFUL_HTTP_TOKEN"
+TOKEN_FILE = "http_token"
+#: How long a reader waits for a token file another process has created but not yet written.
+_WRITE_GRACE_S = 2.0
+
+
+def token_file(storage_path: str | os.PathLike[str]) -> Path:
+    """Where the generated token of the store at ``storage_path`` is kept."""
+    return Path(storage_path).expanduser() / TOKEN_FILE
+
+
+def token_source(storage_path: str | os.PathLike[str]) -> str:
+    """Where :func:`http_token` takes the token from, for telling the user (never the token)."""
+    if os.environ.get(TOKEN_ENV, "").strip():
+        return f"${TOKEN_ENV}"
+    return str(token_file(storage_path))
+
+
+def http_token(storage_path: str | os.PathLike[str]) -> str:
+    """The bearer token for the store at ``storage_path``.
+
+    ``$REMINDFUL_HTTP_TOKEN`` if set (and not blank); else the content of ``<storage>/http_token``,
+    which is created (mode 0600, with a new random token) if it does not exist. Two processes
+    starting together agree on one token: the file is created with ``O_EXCL`` and the loser reads
+    the winner's.
+
+    Raises StorageError if the file cannot be created or read, is empty, or can be read by other
+    users (a token that may have leaked is not used; the message says how to replace it).
+    """
+    from_env = os.environ.get(TOKEN_ENV, "").strip()
+    if from_env:
+        return from_env
+    path = token_file(storage_path)
+    deadline = time.monotonic() + _WRITE_GRACE_S
+    while True:
+        try:
+            token = _read(path)
+        except FileNotFoundError:
+            try:
+                return _create(path)
+            except FileExistsError:
+                continue  # another process created it first: read theirs
+        if token or time.monotonic() > deadline:
+            break
+        time.sleep(0.02)  # created by another process that has not written it yet
+    if not token:
+        raise StorageError(f"The HTTP token file {path} is empty", suggestion="Delete it to generate a new token")
+    return token
+
+
+def bearer_ok(header_value: str | bytes | None, token: str) -> bool:
+    """Whether an ``Authorization`` header value is ``Bearer <token>`` (scheme case-insensitive,
+    compared in constant time). False for a missing header or an empty ``token``."""
+    if not header_value or not token:
+        return False
+    if isinstance(header_value, bytes):
+        header_value = header_value.decode("latin-1")
+    scheme, _, credentials = header_value.strip().partition(" ")
+    if scheme.lower() != "bearer":
+        return False
+    return hmac.compare_digest(credentials.strip().encode("utf-8"), token.encode("utf-8"))
+
+
+def _read(path: Path) -> str:
+    """The token in ``path``; FileNotFoundError if there is none (then the caller creates it)."""
+    try:
+        with open(path, "rb", opener=lambda p, flags: os.open(p, flags | getattr(os, "O_NOFOLLOW", 0))) as f:
+            mode = os.fstat(f.fileno()).st_mode
+            if not stat.S_ISREG(mode):
+                raise StorageError(f"The HTTP token file {path} is not a regular file", suggestion="Remove it")
+            if mode & 0o077:
+                raise StorageError(
+                    f"The HTTP token file {path} can be read by other users (mode {stat.S_IMODE(mode):o})",
+                    suggestion="Delete it to generate a new token (the old one may have leaked)",
+                )
+            data = f.read()
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise StorageError(f"Cannot read the HTTP token file {path}: {exc}") from exc
+    try:
+        return data.decode("utf-8").strip()
+    except UnicodeDecodeError:
+        raise StorageError(
+            f"The HTTP token file {path} is not text", suggestion="Delete it to generate a new token"
+        ) from None
+
+
+def _create(path: Path) -> str:
+    """Write a new token to ``path``; FileExistsError if it exists (then the caller reads it)."""
+    token = secrets.token_urlsafe(32)
+    try:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        raise
+    except OSError as exc:  # a storage path that is a file, a read-only disk, ...
+        raise StorageError(f"Cannot create the HTTP token file {path}: {exc}") from exc
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(token + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+    return token
+
+
+__all__ = ["TOKEN_ENV", "TOKEN_FILE", "bearer_ok", "http_token", "token_file", "token_source"]

@@ -1,0 +1,140 @@
+"""The backup archive's layout, and the checks an archive passes before a restore may use it.
+
+:mod:`remindful.services.backup` writes archives in this layout and restores them; what is checked, and
+why current data is never touched before every check passed, is in its module docstring.
+:func:`validate_archive` runs those checks while extracting into a staging folder.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import sqlite3
+import tarfile
+import zlib
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from remindful.errors import ValidationError
+from remindful.model import MemoryType
+
+FORMAT = "remindful-backup"
+VERSION = 1
+MANIFEST = "manifest.json"
+CATALOG = "catalog.sqlite3"
+CHROMA = "chroma"
+ATTACHMENTS = "attachments"
+
+
+def catalog_counts(path: Path) -> dict[str, int]:
+    """Memories per collection in the catalog file at ``path`` (every collection, zeros included)."""
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        found = dict(conn.execute("SELECT type, count(*) FROM memories GROUP BY type").fetchall())
+    finally:
+        conn.close()
+    return {t.collection: int(found.get(t.value, 0)) for t in MemoryType}
+
+
+def validate_archive(path: Path, staging: Path) -> dict[str, Any]:
+    """Extract ``path`` into ``staging`` checking everything (see :mod:`remindful.services.backup`); returns the
+    manifest. Raises ValidationError naming the problem; ``staging`` may then hold partial files."""
+    try:
+        with tarfile.open(path, "r:gz") as tar:
+            members = tar.getmembers()
+            for member in members:
+                _check_member(member, staging)
+            files = {m.name: m for m in members if m.isfile()}
+            if MANIFEST not in files:
+                raise _bad(path, "it has no manifest.json")
+            manifest_file = tar.extractfile(files[MANIFEST])
+            assert manifest_file is not None
+            manifest = _parse_manifest(path, manifest_file.read())
+            listed = manifest["files"]
+            if set(listed) != set(files) - {MANIFEST}:
+                extra = sorted(set(files) - {MANIFEST} - set(listed))
+                missing = sorted(set(listed) - set(files))
+                raise _bad(path, f"its files do not match the manifest (extra {extra[:5]}, missing {missing[:5]})")
+            if CATALOG not in listed:
+                raise _bad(path, "it holds no catalog.sqlite3")
+            wrong = [n for n, m in files.items() if n != MANIFEST and m.size != listed[n].get("size")]
+            if wrong:
+                raise _bad(path, f"the sizes of {wrong[:5]} differ from the manifest")
+            needed = sum(m.size for m in files.values())
+            if needed > shutil.disk_usage(staging).free:
+                raise _bad(path, f"extracting it needs {needed / 1_048_576:.0f} MB, more than the free disk space")
+            for name, member in files.items():
+                if name != MANIFEST:
+                    _extract_checked(tar, member, staging, listed[name], path)
+    except (tarfile.TarError, EOFError, zlib.error, OSError) as exc:
+        raise _bad(path, f"it is not a readable .tar.gz archive (truncated or damaged: {exc})") from None
+    _check_catalog(path, staging / CATALOG, manifest)
+    return manifest
+
+
+def _bad(path: Path, why: str) -> ValidationError:
+    return ValidationError("path", f"refusing to restore {path}: {why}. Current data was not touched")
+
+
+def _check_member(member: tarfile.TarInfo, staging: Path) -> None:
+    name = PurePosixPath(member.name)
+    if member.issym() or member.islnk():
+        raise ValidationError("path", f"refusing to restore: the archive holds a link ({member.name!r})")
+    if not (member.isfile() or member.isdir()):
+        raise ValidationError("path", f"refusing to restore: {member.name!r} is not a regular file or directory")
+    if name.is_absolute() or ".." in name.parts or "\\" in member.name or not member.name.strip("/."):
+        raise ValidationError("path", f"refusing to restore: the archive path {member.name!r} escapes the target")
+    target = (staging / member.name).resolve()
+    if not target.is_relative_to(staging.resolve()):
+        raise ValidationError("path", f"refusing to restore: the archive path {member.name!r} escapes the target")
+
+
+def _parse_manifest(path: Path, raw: bytes) -> dict[str, Any]:
+    try:
+        manifest = json.loads(raw)
+    except ValueError:
+        raise _bad(path, "its manifest.json is not valid JSON") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        raise _bad(path, f"it is not a remindful backup (manifest format must be {FORMAT!r})")
+    if manifest.get("version") != VERSION:
+        raise _bad(path, f"unsupported backup version {manifest.get('version')!r}")
+    files = manifest.get("files")
+    if not isinstance(files, dict) or not all(isinstance(v, dict) and "sha256" in v for v in files.values()):
+        raise _bad(path, "its manifest has no valid file list")
+    return manifest
+
+
+def _extract_checked(
+    tar: tarfile.TarFile, member: tarfile.TarInfo, staging: Path, expected: dict[str, Any], path: Path
+) -> None:
+    target = staging / member.name
+    target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    source = tar.extractfile(member)
+    assert source is not None
+    h = hashlib.sha256()
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as out:
+        for block in iter(lambda: source.read(1 << 20), b""):
+            h.update(block)
+            out.write(block)
+    if h.hexdigest() != expected["sha256"]:
+        raise _bad(path, f"the checksum of {member.name} does not match the manifest")
+
+
+def _check_catalog(path: Path, catalog: Path, manifest: dict[str, Any]) -> None:
+    try:
+        conn = sqlite3.connect(f"file:{catalog}?mode=ro", uri=True)
+        try:
+            result = conn.execute("PRAGMA integrity_check").fetchone()[0]
+        finally:
+            conn.close()
+        counts = catalog_counts(catalog)
+    except sqlite3.Error as exc:
+        raise _bad(path, f"its catalog is not a readable SQLite database ({exc})") from None
+    if result != "ok":
+        raise _bad(path, f"its catalog fails the integrity check ({result})")
+    expected = manifest.get("counts") or {}
+    if any(counts.get(k, 0) != v for k, v in expected.items()):
+        raise _bad(path, f"its catalog counts {counts} differ from the manifest's {expected}")

@@ -1,0 +1,324 @@
+"""Backups: consistent snapshots of a live store as ``.tar.gz``, validated restore, clear-all.
+
+An archive ``<storage>/backups/backup_YYYYmmdd_HHMMSS[_name].tar.gz`` (local time) holds::
+
+    manifest.json      format, version, time, storage path, counts per collection, and the
+                       sha256 and size of every other file
+    catalog.sqlite3    the catalog, copied with SQLite's online backup API: one consistent
+                       snapshot even while other threads and processes write
+    chroma/...         the embedded Chroma files, copied under the index lock (absent in server mode)
+    attachments/...    copied attachment files
+    config/            settings.json (the effective settings) and config.yaml (the YAML file, if any)
+
+Automatic backups (before ``clear_all``, ``delete_session`` and ``restore``) are named
+``..._auto-<reason>`` and only the newest ``backup.keep_automatic`` (5) are kept; named and
+unnamed manual backups are never rotated.
+
+``restore`` validates the whole archive before it touches current data: it is a readable gzip
+tar (a truncated one is refused), every member is a regular file or directory (no symlinks, hard
+links or devices) whose path stays inside the target, the manifest lists exactly the archive's
+files with matching sha256, and the catalog passes SQLite's integrity check with the manifest's
+counts. Only then is the current store backed up, swapped out (rolled back if the swap fails)
+and the vector index rebuilt from the restored catalog. Stop other processes using the store
+(the daemon, MCP servers) before restoring: they would keep writing to the replaced files.
+The layout's names and the archive checks live in :mod:`remindful.services.archive`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import re
+import shutil
+import sqlite3
+import tarfile
+import time
+import uuid
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from remindful.engine.atomic import replaced_atomically
+from remindful.errors import StorageError, ValidationError
+from remindful.services.archive import (
+    ATTACHMENTS,
+    CATALOG,
+    CHROMA,
+    FORMAT,
+    MANIFEST,
+    VERSION,
+    catalog_counts,
+    validate_archive,
+)
+
+if TYPE_CHECKING:
+    from remindful.config import Settings
+    from remindful.engine.store import Store
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+_RESTORED = (CATALOG, CHROMA, ATTACHMENTS)
+_REPLACED = (CATALOG, f"{CATALOG}-wal", f"{CATALOG}-shm", CHROMA, ATTACHMENTS)
+
+
+def backups_dir(storage: Path) -> Path:
+    return storage / "backups"
+
+
+def create_backup(
+    store: Store, *, name: str | None = None, automatic: bool = False, reason: str = "manual"
+) -> dict[str, Any]:
+    """Write a backup archive of what is committed now; returns ``{path, name, automatic, counts,
+    total, bytes}``. Vectors this process has yet to compute are not waited for (the caller may
+    ``store.vectors_ready()`` first); a restore re-embeds rows without one."""
+    if name is not None and (not isinstance(name, str) or not _NAME.match(name)):
+        raise ValidationError("name", "expected 1-64 letters, digits, '_', '-' or '.', starting with a letter or digit")
+    state = store.ready()
+    folder = backups_dir(state.path)
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    suffix = f"_auto-{reason}" if automatic else (f"_{name}" if name else "")
+    stem = f"backup_{datetime.now():%Y%m%d_%H%M%S}{suffix}"
+    target = folder / f"{stem}.tar.gz"
+    n = 2
+    while target.exists():  # two backups in one second
+        target = folder / f"{stem}-{n}.tar.gz"
+        n += 1
+    staging = folder / f".staging-{uuid.uuid4().hex[:8]}"
+    staging.mkdir(mode=0o700)
+    try:
+        _snapshot_catalog(state.catalog.path, staging / CATALOG)
+        chroma = state.path / CHROMA
+        if chroma.is_dir():
+            with state.index_lock():  # no index writes while the files are copied
+                shutil.copytree(chroma, staging / CHROMA, ignore=shutil.ignore_patterns("*.lock"))
+        attachments = state.path / ATTACHMENTS
+        if attachments.is_dir():
+            shutil.copytree(attachments, staging / ATTACHMENTS)
+        _write_config(state.settings, staging / "config")
+        counts = catalog_counts(staging / CATALOG)
+        manifest = {
+            "format": FORMAT,
+            "version": VERSION,
+            "created_at": datetime.now().astimezone().isoformat(),
+            "name": name,
+            "automatic": automatic,
+            "reason": reason,
+            "storage_path": str(state.path),
+            "counts": counts,
+            "total": sum(counts.values()),
+        }
+        files = _files(staging)
+        manifest["files"] = {rel: _digest(staging / rel) for rel in files}
+        (staging / MANIFEST).write_text(json.dumps(manifest, indent=2), encoding="utf-8")
+        with replaced_atomically(target) as raw, tarfile.open(fileobj=raw, mode="w:gz") as tar:
+            for rel in [MANIFEST, *files]:
+                tar.add(staging / rel, arcname=rel, recursive=False)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    if automatic:
+        rotate(state.path, state.settings.backup.keep_automatic)
+    return {
+        "success": True,
+        "path": str(target),
+        "name": name,
+        "automatic": automatic,
+        "counts": counts,
+        "total": manifest["total"],
+        "bytes": target.stat().st_size,
+    }
+
+
+def _snapshot_catalog(source: Path, target: Path) -> None:
+    src = sqlite3.connect(str(source), timeout=30)
+    dst = sqlite3.connect(str(target))
+    try:
+        src.backup(dst)  # one step: a single read transaction, so one consistent state
+        dst.execute("PRAGMA journal_mode=DELETE")  # one self-contained file in the archive
+    finally:
+        dst.close()
+        src.close()
+    os.chmod(target, 0o600)
+
+
+def _write_config(settings: Settings, folder: Path) -> None:
+    from remindful.config import config_file
+
+    folder.mkdir(mode=0o700)
+    (folder / "settings.json").write_text(settings.model_dump_json(indent=2), encoding="utf-8")
+    with contextlib.suppress(Exception):  # an unreadable config file is not worth failing a backup
+        source = config_file()
+        if source is not None:
+            shutil.copyfile(source, folder / "config.yaml")
+
+
+def _files(root: Path) -> list[str]:
+    out = []
+    for folder, _dirs, names in os.walk(root):
+        for file in names:
+            out.append((Path(folder) / file).relative_to(root).as_posix())
+    return sorted(out)
+
+
+def _digest(path: Path) -> dict[str, Any]:
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return {"sha256": h.hexdigest(), "size": path.stat().st_size}
+
+
+def list_backups(storage: Path) -> list[dict[str, Any]]:
+    """Backups in ``<storage>/backups``, oldest first."""
+    folder = backups_dir(storage)
+    if not folder.is_dir():
+        return []
+    return [
+        {"path": str(p), "automatic": "_auto-" in p.name, "bytes": p.stat().st_size}
+        for p in sorted(folder.glob("backup_*.tar.gz"))
+    ]
+
+
+def rotate(storage: Path, keep: int) -> list[str]:
+    """Delete all but the newest ``keep`` automatic backups; returns the deleted paths."""
+    # By the name's timestamp, then by write time (two backups in one second: "...-2" sorts first by name).
+    autos = sorted(backups_dir(storage).glob("backup_*_auto-*.tar.gz"), key=lambda p: (p.name[:22], _mtime(p)))
+    doomed = autos[: max(len(autos) - keep, 0)]
+    for path in doomed:
+        path.unlink(missing_ok=True)
+    return [str(p) for p in doomed]
+
+
+def _mtime(path: Path) -> int:
+    try:
+        return path.stat().st_mtime_ns
+    except OSError:
+        return 0
+
+
+# -- restore ---------------------------------------------------------------------------------------
+
+
+def restore_backup(
+    store: Store, path: str | os.PathLike[str], *, confirm: bool = False, progress: Any = None
+) -> dict[str, Any]:
+    """Replace the store's data with the backup at ``path``; see the module docstring. Without
+    ``confirm`` the archive is still validated, then the restore is refused (ValidationError naming
+    ``confirm``). The store is closed for the swap and reopens on its next use; ``progress(n)`` is
+    called as the vector index is rebuilt."""
+    archive = Path(path).expanduser()
+    if not archive.is_file():
+        raise ValidationError("path", f"{archive} is not a file; expected a backup_*.tar.gz from `remindful backup`")
+    state = store.ready()
+    staging = state.path / f".restore-{uuid.uuid4().hex[:8]}"
+    staging.mkdir(mode=0o700)
+    try:
+        manifest = validate_archive(archive, staging)
+        if not confirm:
+            current = sum(state.type_counts().values())
+            raise ValidationError(
+                "confirm",
+                f"restoring replaces all {current} current memories with the backup's "
+                f"{manifest.get('total', '?')}; pass confirm=True (the current data is backed up first)",
+            )
+        before = create_backup(state, automatic=True, reason="before-restore")
+        state.close()  # releases the catalog and index files; the next use opens the swapped-in ones
+        _swap(state.path, staging)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    old_root = manifest.get("storage_path")
+    if isinstance(old_root, str) and old_root != str(state.path):
+        _rewrite_attachment_paths(state, Path(old_root))
+    state.forget_resumed()
+    counts = state.reindex(reset=False, progress=progress)
+    return {
+        "success": True,
+        "path": str(archive),
+        "counts": counts,
+        "total": sum(counts.values()),
+        "expected": manifest.get("counts"),
+        "backup_path": before["path"],
+    }
+
+
+def _swap(storage: Path, staging: Path) -> None:
+    aside = storage / f".pre-restore-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
+    aside.mkdir(mode=0o700)
+    moved: list[str] = []
+    placed: list[str] = []
+    try:
+        for name in _REPLACED:
+            if (storage / name).exists():
+                os.replace(storage / name, aside / name)
+                moved.append(name)
+        for name in _RESTORED:
+            if (staging / name).exists():
+                os.replace(staging / name, storage / name)
+                placed.append(name)
+    except OSError as exc:
+        for name in placed:
+            _remove(storage / name)
+        for name in moved:
+            os.replace(aside / name, storage / name)
+        shutil.rmtree(aside, ignore_errors=True)
+        raise StorageError(f"Restore failed while swapping files ({exc}); the current data was put back") from exc
+    shutil.rmtree(aside, ignore_errors=True)
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
+
+
+def _rewrite_attachment_paths(store: Store, old_root: Path) -> None:
+    # Copies live under <storage>/attachments: point them at this store's copy.
+    old = json.dumps(str(old_root / ATTACHMENTS))[1:-1]
+    new = json.dumps(str(store.path / ATTACHMENTS))[1:-1]
+    store.ready().catalog.write(
+        lambda c: c.execute(
+            "UPDATE memories SET metadata = replace(metadata, ?, ?) WHERE instr(metadata, ?) > 0", (old, new, old)
+        ),
+        what="relocating attachment paths",
+    )
+
+
+# -- clear all -------------------------------------------------------------------------------------
+
+
+def clear_all(store: Store, *, confirm: bool = False) -> dict[str, Any]:
+    """Back up, then delete every memory of every collection, the sessions, the pending spool,
+    file hashes, the embedding cache and attachment copies; no session stays resumed. Refused
+    without ``confirm``."""
+    state = store.ready()
+    total = state.catalog.count()
+    if not confirm:
+        raise ValidationError(
+            "confirm",
+            f"clear_all deletes all {total} memories in every collection; pass confirm=True (a backup is taken first)",
+        )
+    backup = create_backup(state, automatic=True, reason="before-clear-all")
+    deleted = 0
+    while True:
+        ids = [r[0] for r in state.catalog.read("SELECT id FROM memories LIMIT 5000")]
+        if not ids:
+            break
+        deleted += state.delete_many(ids, reason="clear_all")
+
+    def wipe(conn: sqlite3.Connection) -> None:
+        for table in ("sessions", "spool", "file_hashes", "embedding_cache"):
+            conn.execute(f"DELETE FROM {table}")
+        state.catalog.audit(conn, "clear_all", None, {"deleted": deleted, "backup": backup["path"]})
+
+    state.catalog.write(wipe, what="clearing the store")
+    index = state.index
+    if index is not None:
+        with state.index_lock():
+            index.reset()
+    shutil.rmtree(state.path / ATTACHMENTS, ignore_errors=True)
+    state.forget_resumed()
+    return {"success": True, "deleted": deleted, "backup_path": backup["path"], "counts_before": backup["counts"]}
+
+
+__all__ = ["backups_dir", "clear_all", "create_backup", "list_backups", "restore_backup", "rotate", "validate_archive"]

@@ -1,0 +1,259 @@
+"""The Markdown watcher: index ``.md`` files of watched directories and keep them current.
+
+Per file, the SHA-256 of its bytes is kept in the catalog table ``file_hashes``:
+
+- unchanged hash → nothing happens;
+- new or changed → the text is chunked (:mod:`remindful.services.capture.chunker`) and every chunk stored
+  as a ``document`` memory, source ``md_file``, with ``file_path``, ``file_hash``,
+  ``chunk_index``, ``total_chunks`` and ``word_offset`` in its metadata; then the file's previous
+  chunks are removed. New chunks are committed before old ones go, so a search never finds the
+  file missing; after a crash in between, the next scan sees the stale hash and repairs it (old
+  chunks are found by ``file_path``, not only by the ids recorded for the file);
+- deleted → its chunks and hash are removed.
+
+Edge cases (spec EC-P1-03/04/06/07, ERR-P1-02): a non-UTF-8 or binary file is skipped with
+"Skipping non-UTF8 file: PATH"; a file over 1 MB is processed with "Large file PATH will create N
+chunks"; a file that vanishes mid-read keeps its old chunks until the next successful read; a
+missing watch directory is an error at start ("Watch directory does not exist: PATH"); when the
+OS watch limit is reached the error names the sysctl to raise and watching continues by polling.
+Every chunk goes through the capture filters (trigger ``files``: the switch and redaction).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from remindful.errors import RemindfulError
+from remindful.model import ChunkMetadata
+from remindful.services.capture.chunker import chunk_text
+from remindful.services.capture.filters import apply_filters, filter_for
+
+log = logging.getLogger("remindful.services.capture")
+
+LARGE_FILE_BYTES = 1_048_576
+SKIP_DIRS = {".git", ".hg", ".svn", "node_modules", "__pycache__", ".venv", "venv", ".tox"}
+SYSCTL_HINT = (
+    "File watcher limit reached. Cannot watch additional files. Raise the limit with "
+    "`sudo sysctl fs.inotify.max_user_watches=524288` (persist it in /etc/sysctl.conf); "
+    "continuing by polling."
+)
+
+
+def is_markdown(path: str | os.PathLike[str]) -> bool:
+    return str(path).lower().endswith((".md", ".markdown"))
+
+
+class MarkdownWatcher:
+    """Index and watch the ``.md`` files under ``dirs`` into ``manager``'s store."""
+
+    def __init__(self, manager: Any, dirs: Sequence[str | os.PathLike[str]]) -> None:
+        self.manager = manager
+        self.dirs: list[Path] = []
+        for raw in dirs:
+            path = Path(raw).expanduser()
+            if not path.exists():
+                raise RemindfulError(
+                    f"Watch directory does not exist: {path}",
+                    suggestion="create it, or remove it from auto_capture.watch_dirs",
+                )
+            if not path.is_dir():
+                raise RemindfulError(f"Watch path is not a directory: {path}", suggestion="name a directory")
+            self.dirs.append(path.resolve())
+        self._lock = threading.Lock()
+        self.polling = False
+
+    # -- one file -------------------------------------------------------------------------------
+
+    def process_file(self, path: str | os.PathLike[str]) -> str:
+        """Bring one file's chunks up to date. Returns ``indexed``, ``unchanged``, ``skipped``,
+        ``vanished`` or ``removed``. Storage errors propagate (nothing is silently lost)."""
+        path = Path(path).resolve()
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            if self._known(str(path)) is None:
+                return "vanished"
+            log.error("File disappeared while reading: %s; keeping its chunks until the next successful read", path)
+            return "vanished"
+        except (IsADirectoryError, PermissionError) as exc:
+            log.error("Skipping unreadable file %s: %s", path, exc)
+            return "skipped"
+        try:
+            text = data.decode("utf-8")
+            if "\x00" in text:
+                raise UnicodeDecodeError("utf-8", data, 0, 1, "binary data (NUL bytes)")
+        except UnicodeDecodeError:
+            log.error("Skipping non-UTF8 file: %s", path)
+            return "skipped"
+        digest = hashlib.sha256(data).hexdigest()
+        with self._lock:
+            if self._known(str(path)) == digest:
+                return "unchanged"
+            chunks = chunk_text(text)
+            if len(data) > LARGE_FILE_BYTES:
+                log.warning("Large file %s will create %d chunks", path, len(chunks))
+            items = self._items(path, digest, chunks)
+            if items is None:
+                return "skipped"
+            new_ids = self.manager.store_batch(items, defer=False) if items else []
+            old_ids = [i for i in self._chunk_ids(str(path)) if i not in set(new_ids)]
+            self._catalog().write(
+                lambda c: c.execute(
+                    "INSERT INTO file_hashes (path, sha256, memory_ids, updated_at) VALUES (?, ?, ?, ?) "
+                    "ON CONFLICT(path) DO UPDATE SET sha256 = excluded.sha256, memory_ids = excluded.memory_ids, "
+                    "updated_at = excluded.updated_at",
+                    (str(path), digest, json.dumps(new_ids), time.time()),
+                ),
+                what="recording a file hash",
+            )
+            if old_ids:
+                self.manager.delete_many(old_ids)
+            log.info("indexed %s: %d chunks (%d old removed)", path, len(new_ids), len(old_ids))
+            return "indexed"
+
+    def _items(self, path: Path, digest: str, chunks: list[Any]) -> list[dict[str, Any]] | None:
+        items = []
+        for chunk in chunks:
+            result = apply_filters(
+                self.manager,
+                chunk.text,
+                trigger="files",
+                session_id=self.manager.session_id,
+                metadata={
+                    "file_path": str(path),
+                    "file_hash": digest,
+                    "chunk_index": chunk.index,
+                    "total_chunks": len(chunks),
+                    "word_offset": chunk.start_word,
+                },
+                signature=f"{path}\x00{digest}\x00{chunk.index}",
+            )
+            if not result.allowed:
+                if result.code in ("disabled", "trigger", "excluded"):
+                    return None
+                continue
+            items.append(
+                {
+                    "content": result.content,
+                    "type": "document",
+                    "source": "md_file",
+                    "metadata": result.metadata,
+                    "chunk": ChunkMetadata(str(path), chunk.index, len(chunks), chunk.start_word, chunk.end_word),
+                }
+            )
+        return items
+
+    def remove_file(self, path: str | os.PathLike[str]) -> str:
+        """Forget a deleted file: its chunks and its hash. Returns ``removed`` or ``unknown``."""
+        key = str(Path(path).resolve())
+        with self._lock:
+            ids = self._chunk_ids(key)
+            known = self._known(key) is not None
+            if ids:
+                self.manager.delete_many(ids)
+            self._catalog().write(lambda c: c.execute("DELETE FROM file_hashes WHERE path = ?", (key,)))
+        if ids or known:
+            log.info("removed %s: %d chunks", key, len(ids))
+            return "removed"
+        return "unknown"
+
+    # -- directories ----------------------------------------------------------------------------
+
+    def files(self) -> Iterable[Path]:
+        for root in self.dirs:
+            for dirpath, dirnames, filenames in os.walk(root):
+                dirnames[:] = [d for d in dirnames if d not in SKIP_DIRS and not d.startswith(".")]
+                for name in filenames:
+                    if is_markdown(name):
+                        yield Path(dirpath, name)
+
+    def scan(self) -> dict[str, int]:
+        """Index every file now (initial scan) and forget files deleted while nobody watched."""
+        counts: dict[str, int] = {}
+        present = set()
+        for path in self.files():
+            present.add(str(path.resolve()))
+            outcome = self.process_file(path)
+            counts[outcome] = counts.get(outcome, 0) + 1
+        for (known,) in self._catalog().read("SELECT path FROM file_hashes"):
+            inside = any(known.startswith(str(d) + os.sep) for d in self.dirs)
+            if inside and known not in present and not os.path.exists(known):
+                counts["removed"] = counts.get("removed", 0) + (self.remove_file(known) == "removed")
+        return counts
+
+    def handle(self, change: str, path: str) -> str:
+        """One file event (``added``, ``modified``, ``deleted``)."""
+        if not is_markdown(path):
+            return "ignored"
+        if change == "deleted" and not os.path.exists(path):
+            return self.remove_file(path)
+        return self.process_file(path)
+
+    def run(self, stop: threading.Event, *, initial_scan: bool = True) -> None:
+        """Watch until ``stop`` is set. Errors in one file are logged; watching goes on."""
+        import watchfiles
+
+        if initial_scan:
+            self._safe(self.scan)
+        while not stop.is_set():
+            try:
+                for changes in watchfiles.watch(
+                    *self.dirs,
+                    watch_filter=lambda _c, p: is_markdown(p),
+                    stop_event=stop,
+                    force_polling=self.polling or None,
+                    rust_timeout=500,
+                    yield_on_timeout=False,
+                    raise_interrupt=False,
+                ):
+                    for change, path in sorted(changes, key=lambda c: c[1]):
+                        self._safe(lambda c=change, p=path: self.handle(c.name, p))
+            except OSError as exc:
+                if self.polling or not _is_watch_limit(exc):
+                    raise
+                log.error("%s (%s)", SYSCTL_HINT, exc)
+                self.polling = True
+
+    def _safe(self, fn: Any) -> Any:
+        try:
+            return fn()
+        except RemindfulError as exc:
+            log.error("Markdown watcher: %s", exc)
+            return None
+
+    # -- catalog helpers ------------------------------------------------------------------------
+
+    def _catalog(self) -> Any:
+        return self.manager._store.ready().catalog
+
+    def _known(self, path: str) -> str | None:
+        rows = self._catalog().read("SELECT sha256 FROM file_hashes WHERE path = ?", (path,))
+        return rows[0][0] if rows else None
+
+    def _chunk_ids(self, path: str) -> list[str]:
+        rows = self._catalog().read(
+            "SELECT id FROM memories WHERE type = 'document' AND source = 'md_file' "
+            "AND json_extract(metadata, '$.file_path') = ?",
+            (path,),
+        )
+        return [r[0] for r in rows]
+
+
+def _is_watch_limit(exc: OSError) -> bool:
+    return "watch limit" in str(exc).lower() or exc.errno == 28  # ENOSPC from inotify_add_watch
+
+
+def files_enabled(manager: Any) -> bool:
+    cfg = filter_for(manager).config
+    return cfg.memory_enabled and cfg.enabled and cfg.triggers.get("files", True)
+
+
+__all__ = ["SYSCTL_HINT", "MarkdownWatcher", "files_enabled", "is_markdown"]

@@ -1,0 +1,201 @@
+"""Context injection: the memories most relevant to a prompt, within a token budget.
+
+:func:`build_context` searches, collapses near-duplicates (same text, or word sets overlapping
+≥ 80 %), and writes one short line per memory with its id so the agent can fetch more
+(``remindful get ID`` / ``memory_get``). Token counts use :func:`estimate_tokens`, which
+over-counts (letters ~4 chars/token, digits 3, every symbol 1), so the text is never over the
+budget. :func:`context_for` is what ``MemoryManager.context``, ``remindful context``, the daemon's
+``POST /context`` and the hooks print. :func:`hook_context` is the hook side: it asks the running
+daemon over loopback HTTP (``<storage>/daemon.json`` holds port and token, mode 0600), else opens
+the store itself.
+
+The hook fast path imports this module: it imports only the standard library at module level
+(the store, pydantic and numpy load only when no daemon answers).
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import math
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from remindful.config import Settings
+    from remindful.model import SearchHit
+
+DEFAULT_BUDGET = 1500
+DEFAULT_CANDIDATES = 30
+DEFAULT_LINE_CHARS = 240
+DUPLICATE_JACCARD = 0.8
+HEADER = "Relevant memories from remindful (fetch one in full with `remindful get <id>`):"
+DAEMON_FILE = "daemon.json"
+
+_TOKEN = re.compile(r"[A-Za-z]+|\d+|[^\sA-Za-z\d]")
+_WORDS = re.compile(r"\w+")
+
+
+class Searcher(Protocol):
+    """What context injection reads: the settings and a search. The :class:`~remindful.engine.store.Store`
+    is one (so is anything offering the same two)."""
+
+    @property
+    def settings(self) -> Settings: ...
+
+    def search(
+        self, query: str, *, types: Sequence[str] | None = None, limit: int = 10, session_id: str | None = None
+    ) -> Sequence[SearchHit]: ...
+
+
+def estimate_tokens(text: str) -> int:
+    """An upper estimate of the tokens ``text`` takes in a BPE tokenizer."""
+    total = 0
+    for match in _TOKEN.finditer(text):
+        piece = match.group(0)
+        if piece.isalpha():
+            total += math.ceil(len(piece) / 4)
+        elif piece.isdigit():
+            total += math.ceil(len(piece) / 3)
+        else:
+            total += len(piece.encode("utf-8"))  # non-ASCII may cost a token per byte
+    return total + text.count("\n")
+
+
+def _short(text: str, width: int) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def build_context(
+    searcher: Searcher,
+    query: str,
+    *,
+    budget_tokens: int = DEFAULT_BUDGET,
+    candidates: int = DEFAULT_CANDIDATES,
+    line_chars: int = DEFAULT_LINE_CHARS,
+    exclude: str | None = None,
+    types: Sequence[str] | None = None,
+    session_id: str | None = None,
+) -> str:
+    """Lines for the memories most relevant to ``query``, at most ``budget_tokens`` (estimated)
+    in all; "" when nothing relevant is stored. ``exclude`` drops hits whose text equals it
+    (the prompt being answered, just captured); ``types`` and ``session_id`` narrow the search.
+    Raises what the search raises (ValidationError, MemoryDisabledError)."""
+    if not query.strip() or budget_tokens <= estimate_tokens(HEADER) + 1:
+        return ""
+    hits = searcher.search(query, types=types, limit=candidates, session_id=session_id)
+    lines: list[str] = []
+    used = estimate_tokens(HEADER)
+    seen: list[set[str]] = []
+    skip = " ".join(exclude.split()).lower() if exclude else None
+    for hit in hits:
+        text = " ".join(hit.content.split())
+        if skip is not None and text.lower() == skip:
+            continue
+        words = set(_WORDS.findall(text.lower()))
+        if any(words == other or _jaccard(words, other) >= DUPLICATE_JACCARD for other in seen):
+            continue
+        line = f"- [{hit.id}] ({hit.type.value}, {hit.created_at:%Y-%m-%d}) {_short(hit.content, line_chars)}"
+        cost = estimate_tokens(line) + 1
+        if used + cost > budget_tokens:
+            continue  # a shorter line further down may still fit
+        seen.append(words)
+        lines.append(line)
+        used += cost
+    return "\n".join([HEADER, *lines]) if lines else ""
+
+
+def _jaccard(a: set[str], b: set[str]) -> float:
+    if not a or not b:
+        return 0.0
+    return len(a & b) / len(a | b)
+
+
+def context_query(event: str, payload: dict[str, Any]) -> str:
+    """What to search for: the prompt, or (SessionStart) the project and its recent work."""
+    if event == "UserPromptSubmit":
+        prompt = payload.get("prompt")
+        return prompt if isinstance(prompt, str) else ""
+    project = Path(str(payload.get("cwd") or ".")).resolve().name
+    return f"{project} project: recent work, decisions, errors and open tasks"
+
+
+def ask_daemon(storage: Path, request: dict[str, Any], timeout: float = 2.0) -> str | None:
+    """The daemon's answer to ``POST /context``, or None if no daemon answers."""
+    try:
+        info = json.loads((storage / DAEMON_FILE).read_text(encoding="utf-8"))
+        conn = http.client.HTTPConnection("127.0.0.1", int(info["port"]), timeout=timeout)
+        try:
+            conn.request(
+                "POST",
+                "/context",
+                body=json.dumps(request),
+                headers={"Authorization": f"Bearer {info['token']}", "Content-Type": "application/json"},
+            )
+            response = conn.getresponse()
+            if response.status != 200:
+                return None
+            answer = json.loads(response.read())
+        finally:
+            conn.close()
+    except (OSError, ValueError, KeyError, TypeError, http.client.HTTPException):
+        return None
+    text = answer.get("context") if isinstance(answer, dict) else None
+    return text if isinstance(text, str) else None
+
+
+def hook_context(
+    storage: str | Path, memory: dict[str, Any], event: str, payload: dict[str, Any], path: str | None
+) -> str:
+    """The context text for a SessionStart/UserPromptSubmit hook ("" for none)."""
+    raw_hooks = memory.get("hooks")
+    hooks: dict[str, Any] = raw_hooks if isinstance(raw_hooks, dict) else {}
+    query = context_query(event, payload)
+    budget = int(hooks.get("context_budget_tokens", DEFAULT_BUDGET))
+    prompt = payload.get("prompt")
+    exclude = prompt if event == "UserPromptSubmit" and isinstance(prompt, str) else None
+    if not query.strip():
+        return ""
+    answer = ask_daemon(Path(storage), {"query": query, "budget_tokens": budget, "exclude": exclude})
+    if answer is not None:
+        return answer
+    from remindful.config import load_settings
+    from remindful.engine.store import Store
+
+    # A bare Store, not a manager: no spool drain at open, since storing a backlog of spooled
+    # events would outlast the hook's timeout.
+    store = Store(load_settings(path or storage), embedder=None, index=None)
+    try:
+        return context_for(store, query, budget_tokens=budget, exclude=exclude)
+    finally:
+        store.close()
+
+
+def context_for(
+    searcher: Searcher,
+    query: str,
+    *,
+    budget_tokens: int | None = None,
+    exclude: str | None = None,
+    types: Sequence[str] | None = None,
+    session_id: str | None = None,
+) -> str:
+    """:func:`build_context` with the ``hooks`` settings (``hooks.context_budget_tokens`` when
+    ``budget_tokens`` is None, ``hooks.context_candidates``, ``hooks.line_chars``)."""
+    hooks = searcher.settings.hooks
+    return build_context(
+        searcher,
+        query,
+        budget_tokens=hooks.context_budget_tokens if budget_tokens is None else budget_tokens,
+        candidates=hooks.context_candidates,
+        line_chars=hooks.line_chars,
+        exclude=exclude,
+        types=types,
+        session_id=session_id,
+    )
+
+
+__all__ = ["ask_daemon", "build_context", "context_for", "context_query", "estimate_tokens", "hook_context"]

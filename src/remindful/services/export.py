@@ -1,0 +1,235 @@
+"""Export and import: every memory with its content, metadata and embedding, as one JSON file.
+
+File format (``format: remindful-export``, ``version: 1``)::
+
+    {"format": "remindful-export", "version": 1, "exported_at": "...", "count": n,
+     "embedding": {"dtype": "float32", "byteorder": "little", "encoding": "base64"},
+     "memories": [{"id", "type", "content", "metadata", "source", "memory_class", "session_id",
+                   "created_at", "updated_at", "importance", "access_count", "last_accessed",
+                   "bookmarked", "content_hash", "chunk", "expires_at", "embedding"}, ...]}
+
+Times are UTC epoch seconds (floats, exact); ``embedding`` is the base64 of the float32 vector
+(exact, and a fifth of the size of a list of decimals). Import restores every field exactly, so
+an export → import round trip is lossless and needs no re-embedding. A memory whose id already
+exists is skipped (counted as ``skipped``). Invalid files are refused before anything is written,
+with the position and field of the first problem.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from remindful.engine.atomic import replaced_atomically
+from remindful.engine.catalog import MEMORY_COLUMNS, Catalog, MemoryRow
+from remindful.engine.validation import validate_item
+from remindful.errors import ValidationError
+from remindful.model import MemoryClass, content_hash
+
+if TYPE_CHECKING:
+    from remindful.engine.store import Store
+
+FORMAT = "remindful-export"
+VERSION = 1
+BATCH = 1000
+_FIELDS = MEMORY_COLUMNS.split(", ")
+
+
+def _default_path(store: Store) -> Path:
+    return store.path / "exports" / f"memories_{datetime.now(UTC):%Y%m%d_%H%M%S}.json"
+
+
+def export_memories(
+    store: Store,
+    *,
+    format: str = "json",
+    output_path: str | os.PathLike[str] | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> dict[str, Any]:
+    """Write every memory to ``output_path`` (default ``<storage>/exports/memories_<time>.json``),
+    created 0600. Returns ``{path, count, bytes}``. Only ``format="json"`` exists. First waits
+    (up to a minute) for the vectors of what this process stored, so that they are exported too."""
+    if format != "json":
+        raise ValidationError("format", f"expected 'json', got {format!r}")
+    state = store.vectors_ready()
+    path = Path(output_path).expanduser() if output_path is not None else _default_path(state)
+    if path.is_dir():
+        raise ValidationError(
+            "output_path", f"{path} is a directory; expected a file path such as {path}/memories.json"
+        )
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    count = 0
+    # Streamed in rowid batches, so a large store never sits in memory twice.
+    with replaced_atomically(path, "w", encoding="utf-8") as out:
+        header = {
+            "format": FORMAT,
+            "version": VERSION,
+            "exported_at": datetime.now(UTC).isoformat(),
+            "embedding": {"dtype": "float32", "byteorder": "little", "encoding": "base64"},
+        }
+        out.write(json.dumps(header)[:-1] + ', "memories": [\n')
+        last = 0
+        while True:
+            rows = state.catalog.read(
+                f"SELECT rowid, {MEMORY_COLUMNS}, embedding FROM memories WHERE rowid > ? ORDER BY rowid LIMIT ?",
+                (last, BATCH),
+            )
+            if not rows:
+                break
+            for r in rows:
+                out.write((",\n" if count else "") + json.dumps(_record(r[1:]), ensure_ascii=False))
+                count += 1
+            last = rows[-1][0]
+            if progress:
+                progress(len(rows))
+        out.write(f'\n], "count": {count}}}\n')
+    return {"success": True, "path": str(path), "count": count, "bytes": path.stat().st_size}
+
+
+def _record(row: Any) -> dict[str, Any]:
+    data = dict(zip(_FIELDS, row[:-1], strict=True))
+    data.pop("indexed")
+    data["metadata"] = json.loads(data["metadata"])
+    data["chunk"] = json.loads(data["chunk"]) if data["chunk"] else None
+    data["bookmarked"] = bool(data["bookmarked"])
+    blob = row[-1]
+    data["embedding"] = base64.b64encode(blob).decode("ascii") if blob is not None else None
+    return data
+
+
+def read_export(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """The memories of an export file; raises ValidationError naming the first problem."""
+    file = Path(path).expanduser()
+    if not file.is_file():
+        raise ValidationError("path", f"{file} is not a file; expected a JSON export from `remindful export`")
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ValidationError("path", f"{file} is not valid JSON ({exc}); expected a remindful export") from None
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise ValidationError("path", f"{file} is not a remindful export (format must be {FORMAT!r})")
+    if data.get("version") != VERSION:
+        raise ValidationError("version", f"unsupported export version {data.get('version')!r}; expected {VERSION}")
+    memories = data.get("memories")
+    if not isinstance(memories, list):
+        raise ValidationError("memories", "expected a list of memories")
+    if data.get("count") is not None and data["count"] != len(memories):
+        raise ValidationError("count", f"the file says {data['count']} memories but holds {len(memories)}: truncated?")
+    return memories
+
+
+def _row(item: Any, i: int) -> MemoryRow:
+    where = f"memories[{i}]."
+    if not isinstance(item, dict):
+        raise ValidationError(f"memories[{i}]", "expected an object")
+    fields = validate_item({k: item.get(k) for k in ("content", "type", "metadata", "source")}, where)
+    mid = item.get("id")
+    if not isinstance(mid, str) or not mid.strip():
+        raise ValidationError(where + "id", "expected a non-empty string")
+    created = _number(item.get("created_at"), where + "created_at")
+    assert created is not None
+    try:
+        memory_class = MemoryClass(item.get("memory_class") or "episodic").value
+    except ValueError:
+        raise ValidationError(where + "memory_class", f"unknown value {item.get('memory_class')!r}") from None
+    embedding = None
+    if item.get("embedding") is not None:
+        try:
+            embedding = np.frombuffer(base64.b64decode(item["embedding"], validate=True), dtype="<f4").copy()
+        except (ValueError, TypeError):
+            raise ValidationError(where + "embedding", "expected base64 of little-endian float32 values") from None
+    chunk = item.get("chunk")
+    if chunk is not None:
+        validate_item({"content": "x", "chunk": chunk}, where)
+    session_id = item.get("session_id")
+    if session_id is not None and (not isinstance(session_id, str) or not session_id):
+        raise ValidationError(where + "session_id", "expected a non-empty string or null")
+    return MemoryRow(
+        id=mid,
+        type=fields["type"].value,
+        content=fields["content"],
+        metadata=json.dumps(fields["metadata"], ensure_ascii=False, allow_nan=False),
+        source=fields["source"].value,
+        memory_class=memory_class,
+        session_id=session_id,
+        created_at=created,
+        updated_at=_number(item.get("updated_at"), where + "updated_at", optional=True),
+        importance=_number(item.get("importance", 0.5), where + "importance") or 0.0,
+        access_count=int(_number(item.get("access_count", 0), where + "access_count") or 0),
+        last_accessed=_number(item.get("last_accessed"), where + "last_accessed", optional=True),
+        bookmarked=bool(item.get("bookmarked")),
+        content_hash=item.get("content_hash") or content_hash(fields["content"]),
+        chunk=json.dumps(chunk) if chunk else None,
+        expires_at=_number(item.get("expires_at"), where + "expires_at", optional=True),
+        embedding=embedding,
+    )
+
+
+def _number(value: Any, field: str, *, optional: bool = False) -> float | None:
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValidationError(field, f"expected a number (epoch seconds for times), got {value!r}")
+    return float(value) if isinstance(value, float) else value
+
+
+def import_memories(
+    store: Store, path: str | os.PathLike[str], *, progress: Callable[[int], None] | None = None
+) -> dict[str, Any]:
+    """Import an export file exactly (ids, times, embeddings). Existing ids are skipped.
+    Returns ``{imported, skipped, count, counts}``; all rows are validated before any is written."""
+    started = time.perf_counter()
+    items = read_export(path)
+    rows = [_row(item, i) for i, item in enumerate(items)]
+    state = store.ready()
+    dimension = _stored_dimension(state.catalog)
+    seen: set[str] = set()
+    fresh: list[MemoryRow] = []
+    existing = set(state.catalog.get_rows([r.id for r in rows]))
+    for row in rows:
+        if row.id in existing or row.id in seen:
+            continue
+        seen.add(row.id)
+        if row.embedding is not None and dimension is not None and row.embedding.shape[0] != dimension:
+            row.embedding = None  # another model's vector: re-embedded when indexed
+        fresh.append(row)
+    for start in range(0, len(fresh), BATCH):
+        batch = fresh[start : start + BATCH]
+
+        def run(conn: Any, batch: list[MemoryRow] = batch) -> None:
+            Catalog.insert_memories(conn, batch)
+            for session_id, at in {(r.session_id, r.created_at) for r in batch if r.session_id}:
+                state.catalog.ensure_session(conn, session_id, at)
+            state.catalog.audit(conn, "import", None, {"count": len(batch), "file": str(path)})
+
+        state.catalog.write(run, what="importing memories")
+        state.index_rows([r for r in batch if r.embedding is not None])
+        if progress:
+            progress(len(batch))
+    counts: dict[str, int] = {}
+    for row in fresh:
+        counts[row.type] = counts.get(row.type, 0) + 1
+    return {
+        "success": True,
+        "imported": len(fresh),
+        "skipped": len(rows) - len(fresh),
+        "count": len(rows),
+        "counts": counts,
+        "seconds": round(time.perf_counter() - started, 3),
+    }
+
+
+def _stored_dimension(catalog: Catalog) -> int | None:
+    rows = catalog.read("SELECT length(embedding) FROM memories WHERE embedding IS NOT NULL LIMIT 1")
+    return int(rows[0][0]) // 4 if rows else None
+
+
+__all__ = ["export_memories", "import_memories", "read_export"]

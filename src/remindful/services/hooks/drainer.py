@@ -1,0 +1,354 @@
+"""Drain the hook spool into memories (run by the daemon, and by any process opening the store).
+
+Exactly once: rows are drained under ``<storage>/spool.lock`` (one drainer at a time; the others
+return at once), stored through ``MemoryManager.store_batch`` and then deleted from the spool with
+their keys recorded in ``spool_done``, in one transaction. A crash between the store and the
+delete leaves the row in the spool; re-draining it finds the memory already stored (same content
+hash, same session, same ``spool_key``) and does not store it again.
+
+Mapping: Pre/PostToolUse(Failure) → ``action`` memories, source ``hook``; UserPromptSubmit →
+``conversation``, source ``hook``; Stop/SubagentStop/SessionEnd → the assistant's final answer as
+``conversation``, source ``response`` (chunked when over 500 words, every chunk carrying the same
+``response_id``; an answer already stored for the session is not stored again);
+SessionStart/SessionEnd open and close the session record. A row that fails is retried on later
+drains up to :data:`MAX_ATTEMPTS` times and then kept with its ``last_error`` (never dropped).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import logging
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from remindful.errors import RemindfulError, StorageError
+from remindful.model import ChunkMetadata, content_hash
+from remindful.runtime import pid_alive
+from remindful.services.capture.chunker import chunk_text
+from remindful.services.capture.filters import apply_filters, filter_for
+from remindful.services.capture.spooled import KIND as CAPTURE_KIND
+from remindful.services.capture.spooled import call_from_record, owner_alive
+from remindful.services.context import DAEMON_FILE
+from remindful.services.hooks.spool import DONE_KEEP_DAYS, FALLBACK_NAME, LOCK_NAME
+
+log = logging.getLogger("remindful.services.hooks")
+
+BATCH = 200
+MAX_ATTEMPTS = 5
+RESPONSE_CHUNK_WORDS = 500
+_DDL = ("CREATE TABLE IF NOT EXISTS spool_done (idem_key TEXT PRIMARY KEY, done_at REAL NOT NULL) WITHOUT ROWID",)
+
+
+@contextlib.contextmanager
+def spool_lock(storage: Path) -> Iterator[bool]:
+    """Try to become the one drainer: yields True if the lock was taken, False if someone has it."""
+    fd = os.open(storage / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+def pending(manager: Any) -> bool:
+    """Whether anything waits in the spool (one indexed query and a stat: cheap)."""
+    catalog = manager._store.ready().catalog
+    if _fallback_files(manager.path, include_live=True):
+        return True
+    return bool(catalog.read("SELECT 1 FROM spool WHERE attempts < ? LIMIT 1", (MAX_ATTEMPTS,)))
+
+
+def drain_spool(manager: Any, *, limit: int | None = None) -> int:
+    """Store pending spooled events through ``manager``; returns the events processed."""
+    if not pending(manager):
+        return 0
+    with spool_lock(manager.path) as mine:
+        if not mine:
+            return 0
+        catalog = manager._store.catalog
+        if not getattr(manager, "_spool_ready", False):
+            catalog.write(lambda c: [c.execute(sql) for sql in _DDL], what="preparing the spool")
+            manager._spool_ready = True
+        _import_fallback(manager)
+        done = 0
+        after = 0  # each row once per drain: a failed one waits for the next drain
+        while limit is None or done < limit:
+            rows = catalog.read(
+                "SELECT seq, idem_key, kind, payload, created_at FROM spool WHERE attempts < ? AND seq > ? "
+                "ORDER BY seq LIMIT ?",
+                (MAX_ATTEMPTS, after, BATCH if limit is None else min(BATCH, limit - done)),
+            )
+            if not rows:
+                break
+            done += _process(manager, rows)
+            after = rows[-1][0]
+        return done
+
+
+def drain_on_open(manager: Any) -> None:
+    """Called when a manager opens its catalog: drain unless a live daemon owns the spool."""
+    if not pending(manager) or _daemon_alive(manager.path):
+        return
+    n = drain_spool(manager)
+    if n:
+        log.info("stored %d spooled hook events", n)
+
+
+def _daemon_alive(storage: Path) -> bool:
+    try:
+        pid = int(json.loads((storage / DAEMON_FILE).read_text())["pid"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    return pid != os.getpid() and pid_alive(pid)
+
+
+def _fallback_files(storage: Path, *, include_live: bool) -> list[Path]:
+    """The fallback file (when ``include_live``) and the copies a drainer took to import and did
+    not finish (it died, or its import failed): only the one drainer holding the spool lock may
+    take them, and importing twice is harmless (rows are keyed)."""
+    live = storage / FALLBACK_NAME
+    taken = sorted(storage.glob(f"{FALLBACK_NAME}.*.draining"))
+    return ([live] if include_live and live.exists() else []) + taken
+
+
+def _import_fallback(manager: Any) -> None:
+    """Move the fallback file aside and import it, with any copy an earlier drainer left behind
+    (the caller holds the spool lock)."""
+    path = manager.path / FALLBACK_NAME
+    if path.exists():
+        os.replace(path, path.with_name(f"{FALLBACK_NAME}.{os.getpid()}.draining"))
+    from remindful.services.hooks.spool import INSERT_SQL
+
+    for taken in _fallback_files(manager.path, include_live=False):
+        records = []
+        for line in taken.read_text(encoding="utf-8", errors="replace").splitlines():
+            with contextlib.suppress(ValueError, KeyError, TypeError):
+                r = json.loads(line)
+                records.append((r["idem_key"], r["kind"], r["payload"], float(r["created_at"]), r["idem_key"]))
+        manager._store.catalog.write(
+            lambda c, rs=records: c.executemany(INSERT_SQL, rs), what="importing spooled events"
+        )
+        taken.unlink()
+
+
+def _process(manager: Any, rows: list[Any]) -> int:
+    """Store a batch of spool rows; returns how many were processed (stored, skipped or failed)."""
+    catalog = manager._store.catalog
+    per_row: list[tuple[int, str, dict[str, Any], list[dict[str, Any]]]] = []
+    failures: dict[int, str] = {}
+    seen: set[str] = set()  # responses already taken in this batch (Stop and SessionEnd together)
+    for seq, key, kind, payload, _created in rows:
+        try:
+            record = json.loads(payload)
+            if kind == CAPTURE_KIND:
+                if owner_alive(record.get("owner")):
+                    continue  # its live process stores it (and then deletes the row)
+                per_row.append((seq, key, record, _capture_items(manager, record, key)))
+            else:
+                per_row.append((seq, key, record, _items(manager, record, key, seen)))
+        except (ValueError, KeyError, TypeError, RemindfulError) as exc:
+            failures[seq] = f"{type(exc).__name__}: {exc}"
+    all_items = [item for *_, items in per_row for item in items]
+    done = per_row
+    try:
+        if all_items:
+            manager.store_batch(all_items, defer=False)
+    except StorageError:
+        raise  # the store is unusable: leave every row for the next drain
+    except RemindfulError:
+        done = []
+        for entry in per_row:  # one bad item must not hold back the others
+            try:
+                if entry[3]:
+                    manager.store_batch(entry[3], defer=False)
+                done.append(entry)
+            except StorageError:
+                raise
+            except RemindfulError as exc:
+                failures[entry[0]] = f"{type(exc).__name__}: {exc}"
+    now = time.time()
+
+    def finish(conn: Any) -> None:
+        for seq, key, record, _ in done:
+            conn.execute("DELETE FROM spool WHERE seq = ?", (seq,))
+            conn.execute("INSERT OR REPLACE INTO spool_done (idem_key, done_at) VALUES (?, ?)", (key, now))
+            if record.get("session"):
+                _session_op(conn, record)
+        for seq, error in failures.items():
+            conn.execute("UPDATE spool SET attempts = attempts + 1, last_error = ? WHERE seq = ?", (error[:2000], seq))
+        if any(seq % 500 == 0 for seq, *_ in done):  # now and then, forget old keys
+            conn.execute("DELETE FROM spool_done WHERE done_at < ?", (now - DONE_KEEP_DAYS * 86400,))
+
+    catalog.write(finish, what="finishing spooled events")
+    for seq, error in failures.items():
+        log.warning("spooled hook event %d failed (kept for retry): %s", seq, error)
+    for _, _, record, _ in done:
+        _learn_from_turn(manager, record)
+    return len(per_row) + len(failures)
+
+
+def _learn_from_turn(manager: Any, record: dict[str, Any]) -> None:
+    """A UserPromptSubmit prompt and the Stop answer after it make one conversation turn, which goes
+    through ``capture_conversation`` (it stores nothing unless conversation capture is on). The
+    prompt waits in the session's metadata (``pending_prompt``) until its answer arrives."""
+    event = record.get("event")
+    texts = {m.get("source"): m.get("content") for m in record.get("memories", [])}
+    catalog = manager._store.catalog
+    session_id = record["session_id"]
+    if event == "UserPromptSubmit" and isinstance(texts.get("hook"), str):
+        _set_pending_prompt(catalog, session_id, {"prompt": texts["hook"], "at": record["at"]})
+    elif event in ("Stop", "SubagentStop") and isinstance(texts.get("response"), str):
+        rows = catalog.read("SELECT metadata FROM sessions WHERE id = ?", (session_id,))
+        pending_prompt = json.loads(rows[0][0]).get("pending_prompt") if rows else None
+        if not pending_prompt:
+            return
+        _set_pending_prompt(catalog, session_id, None)
+        turn = {
+            "user_message": pending_prompt["prompt"],
+            "assistant_response": texts["response"],
+            "conversation_id": session_id,
+            "timestamp": float(pending_prompt["at"]),
+        }
+        try:
+            manager.capture_conversation(turn, automatic=True)
+        except RemindfulError as exc:  # learning is a bonus: the hook's own memories are stored
+            log.warning("could not learn from the turn of session %s: %s", session_id, exc)
+
+
+def _set_pending_prompt(catalog: Any, session_id: str, value: dict[str, Any] | None) -> None:
+    def run(conn: Any) -> None:
+        row = conn.execute("SELECT metadata FROM sessions WHERE id = ?", (session_id,)).fetchone()
+        meta = json.loads(row[0]) if row else {}
+        if value is None:
+            meta.pop("pending_prompt", None)
+        else:
+            meta["pending_prompt"] = value
+        conn.execute(
+            "INSERT INTO sessions (id, started_at, metadata) VALUES (?, ?, ?) "
+            "ON CONFLICT(id) DO UPDATE SET metadata = excluded.metadata",
+            (session_id, time.time(), json.dumps(meta)),
+        )
+
+    catalog.write(run, what="remembering the prompt of a turn")
+
+
+def _items(manager: Any, record: dict[str, Any], key: str, seen: set[str]) -> list[dict[str, Any]]:
+    session_id = record["session_id"]
+    at = float(record["at"])
+    catalog = manager._store.catalog
+    items: list[dict[str, Any]] = []
+    for memory in record.get("memories", []):
+        result = apply_filters(
+            manager,
+            memory["content"],
+            trigger="hooks",
+            session_id=session_id,
+            metadata=memory.get("metadata") or {},
+            signature=f"{record['event']}\x00{session_id}\x00{memory['content']}",
+            at=at,
+        )
+        if not result.allowed:
+            continue
+        content, meta = result.content, {**result.metadata, "spool_key": key}
+        base = {"type": memory["type"], "source": memory["source"], "session_id": session_id, "timestamp": at}
+        if memory["source"] == "response":
+            marker = f"{session_id}\x00{content_hash(content)}"
+            if marker in seen or _stored(catalog, content, session_id, None):
+                continue  # the same answer from Stop and SessionEnd, or a replay
+            seen.add(marker)
+            items += _response_items(content, meta, base)
+        elif not _stored(catalog, content, session_id, _key_as_stored(manager, key)):
+            items.append({**base, "content": content, "metadata": meta})
+    return items
+
+
+def _capture_items(manager: Any, record: dict[str, Any], key: str) -> list[dict[str, Any]]:
+    """The memory of a tool call spooled by the middleware or the proxy of a process that is gone
+    (:mod:`remindful.services.capture.spooled`): nothing if that process stored it before it died."""
+    from remindful.services.capture.middleware import capture_item
+
+    item = capture_item(manager, call_from_record(record), record["type"], record["session_id"], key)
+    if item is None or _stored(
+        manager._store.catalog, item["content"], item["session_id"], _key_as_stored(manager, key)
+    ):
+        return []
+    return [item]
+
+
+def _response_items(content: str, meta: dict[str, Any], base: dict[str, Any]) -> list[dict[str, Any]]:
+    response_id = "response_" + content_hash(f"{base['session_id']}\x00{content}")[:16]
+    meta = {**meta, "response_id": response_id}
+    if len(content.split()) <= RESPONSE_CHUNK_WORDS:
+        return [{**base, "content": content, "metadata": meta}]
+    chunks = chunk_text(content)
+    hashes = {"full_content_hash": content_hash(content)}
+    return [
+        {
+            **base,
+            "content": chunk.text,
+            "metadata": {**meta, **hashes, "chunk_index": chunk.index, "total_chunks": len(chunks)},
+            "chunk": ChunkMetadata(response_id, chunk.index, len(chunks), chunk.start_word, chunk.end_word),
+        }
+        for chunk in chunks
+    ]
+
+
+def _stored(catalog: Any, content: str, session_id: str, key: str | None) -> bool:
+    """Whether this content is already stored for the session (with this spool key, if given).
+    A chunked response is found by the hash of its full text in the first chunk's metadata."""
+    digest = content_hash(content)
+    rows = catalog.read("SELECT metadata FROM memories WHERE content_hash = ? AND session_id = ?", (digest, session_id))
+    if key is None:
+        if rows:
+            return True
+        rows = catalog.read(
+            "SELECT 1 FROM memories WHERE session_id = ? AND source = 'response' "
+            "AND json_extract(metadata, '$.full_content_hash') = ? LIMIT 1",
+            (session_id, digest),
+        )
+        return bool(rows)
+    return any(json.loads(meta).get("spool_key") == key for (meta,) in rows)
+
+
+def _key_as_stored(manager: Any, key: str) -> str:
+    """The key as the write path's redaction leaves it (a hex digest normally passes untouched)."""
+    redactor = filter_for(manager).redactor
+    return redactor.redact(key) if redactor is not None else key
+
+
+def _session_op(conn: Any, record: dict[str, Any]) -> None:
+    session = dict(record["session"])
+    op = session.pop("op", None)
+    at = float(record["at"])
+    extra = {k: v for k, v in session.items() if v is not None}
+    row = conn.execute("SELECT metadata FROM sessions WHERE id = ?", (record["session_id"],)).fetchone()
+    meta = {**(json.loads(row[0]) if row else {}), "agent": "claude-code"}
+    if op == "start":
+        meta.update({f"start_{k}" if k == "source" else k: v for k, v in extra.items()})
+        conn.execute(
+            "INSERT INTO sessions (id, started_at, metadata) VALUES (?, ?, ?) ON CONFLICT(id) DO UPDATE SET "
+            "started_at = min(started_at, excluded.started_at), ended_at = NULL, metadata = excluded.metadata",
+            (record["session_id"], at, json.dumps(meta)),
+        )
+    elif op == "end":
+        meta.update({f"end_{k}" if k == "reason" else k: v for k, v in extra.items()})
+        conn.execute(
+            "INSERT INTO sessions (id, started_at, ended_at, metadata) VALUES (?, ?, ?, ?) ON CONFLICT(id) DO UPDATE "
+            "SET ended_at = excluded.ended_at, metadata = excluded.metadata",
+            (record["session_id"], at, at, json.dumps(meta)),
+        )
+
+
+__all__ = ["MAX_ATTEMPTS", "drain_on_open", "drain_spool", "pending", "spool_lock"]

@@ -1,0 +1,284 @@
+"""``remindful hook <event>``: the fast path a coding agent runs at each hook event.
+
+Reads the agent's hook JSON on stdin, prepares and redacts a spool record, commits it in one
+short SQLite transaction and exits. It imports only the standard library (plus PyYAML when a
+config file exists): no numpy, pydantic, chromadb or onnxruntime. SessionStart and
+UserPromptSubmit then print relevant memories as ``hookSpecificOutput.additionalContext`` (asked
+of the running daemon, else read from the store directly).
+
+Exit codes follow Claude Code's hook contract: 0 always for capture (a hook never blocks or
+breaks the agent: an internal error is logged to ``<storage>/logs/hooks.log`` and stderr), 1 (a
+non-blocking error shown to the user) for unusable input such as a missing ``session_id``
+(spec ERR-P1-03: "session_id is required for memory capture"). Never 2, which would block.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+from remindful.services.hooks import spool
+from remindful.services.hooks.events import CONTEXT_EVENTS, HookInputError, build_record, idem_key, normalize_event
+
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs hook processes milliseconds
+if TYPE_CHECKING:
+    from typing import Any
+
+DEFAULT_STORAGE = "~/.remindful/memory"
+DEFAULT_CONFIG = "~/.remindful/config.yaml"
+USAGE = "usage: remindful [--path DIR] hook EVENT < hook.json   (EVENT: SessionStart, PreToolUse, ...)"
+
+
+# -- configuration without pydantic -------------------------------------------------------------
+
+
+def light_config(path: str | None) -> tuple[str, dict[str, Any]]:
+    """The storage path and the ``memory:`` settings as a plain dict, from the same sources as
+    :func:`remindful.config.load_settings` (``--path``, ``REMINDFUL_*``, ``MEMORY_STORAGE_PATH``,
+    the YAML file). Values are not validated here; the store owner validates them."""
+    memory: dict[str, Any] = {}
+    named = os.environ.get("REMINDFUL_CONFIG")
+    config_file = os.path.expanduser(named or DEFAULT_CONFIG)
+    if os.path.isfile(config_file):
+        import yaml
+
+        with open(config_file, encoding="utf-8") as f:
+            loaded = yaml.safe_load(f) or {}
+        if isinstance(loaded, dict) and isinstance(loaded.get("memory"), dict):
+            memory = loaded["memory"]
+    for key, raw in os.environ.items():
+        if not key.startswith("REMINDFUL_") or key == "REMINDFUL_CONFIG":
+            continue
+        parts = key[len("REMINDFUL_") :].lower().split("__")
+        try:
+            value: Any = json.loads(raw)
+        except ValueError:
+            value = raw
+        target = memory
+        for part in parts[:-1]:
+            nxt = target.get(part)
+            if not isinstance(nxt, dict):
+                nxt = target[part] = {}
+            target = nxt
+        target[parts[-1]] = value
+    raw_storage = memory.get("storage")
+    storage_cfg: dict[str, Any] = raw_storage if isinstance(raw_storage, dict) else {}
+    chosen = (
+        path
+        or os.environ.get("REMINDFUL_STORAGE__PATH")
+        or os.environ.get("MEMORY_STORAGE_PATH")
+        or storage_cfg.get("path")
+        or DEFAULT_STORAGE
+    )
+    return os.path.expanduser(os.path.expandvars(str(chosen))), memory
+
+
+def hook_log(storage: str, level: str, message: str) -> None:
+    """One line to ``<storage>/logs/hooks.log`` (0600) and to stderr; never raises."""
+    line = f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {level} {message}\n"
+    sys.stderr.write(f"remindful: {message}\n")
+    try:
+        logs = os.path.join(storage, "logs")
+        os.makedirs(logs, mode=0o700, exist_ok=True)
+        fd = os.open(os.path.join(logs, "hooks.log"), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            os.write(fd, line.encode("utf-8", "replace"))
+        finally:
+            os.close(fd)
+    except OSError:
+        pass
+
+
+# -- the hook -----------------------------------------------------------------------------------
+
+
+def parse_args(argv: list[str]) -> tuple[str | None, str | None, dict[str, Any]]:
+    """``[--path P] [-v] hook EVENT [--path P] [--no-context]`` → (path, event, options)."""
+    path: str | None = None
+    event: str | None = None
+    options: dict[str, Any] = {"context": True}
+    args = list(argv)
+    i = 0
+    seen_hook = False
+    while i < len(args):
+        arg = args[i]
+        if arg in ("--path", "-p") and i + 1 < len(args):
+            path = args[i + 1]
+            i += 2
+            continue
+        if arg.startswith("--path="):
+            path = arg.split("=", 1)[1]
+        elif arg == "--no-context":
+            options["context"] = False
+        elif arg in ("-v", "--verbose"):
+            options["verbose"] = True
+        elif arg == "hook" and not seen_hook:
+            seen_hook = True
+        elif not arg.startswith("-") and seen_hook and event is None:
+            event = arg
+        i += 1
+    return path, event, options
+
+
+def run(argv: list[str], stdin: Any = None, stdout: Any = None) -> int:
+    """Handle one hook invocation; returns the process exit code (see the module docstring)."""
+    stdin = stdin or sys.stdin
+    stdout = stdout or sys.stdout
+    path, event_arg, options = parse_args(argv)
+    try:
+        storage, memory = light_config(path)
+    except Exception as exc:  # a broken config file must not break the agent
+        storage, memory = os.path.expanduser(path or DEFAULT_STORAGE), {}
+        hook_log(storage, "ERROR", f"config unreadable, using defaults: {exc}")
+    try:
+        payload = _read_payload(stdin)
+        event = normalize_event(event_arg or str(payload.get("hook_event_name") or ""))
+        record, warnings = build_record(event, payload, time.time())
+    except HookInputError as exc:
+        hook_log(storage, "ERROR", str(exc))
+        return 1
+    except Exception as exc:
+        hook_log(storage, "ERROR", f"hook failed before spooling: {type(exc).__name__}: {exc}")
+        return 0
+    for warning in warnings:
+        hook_log(storage, "WARNING", warning)
+    captured = False
+    try:
+        captured = _spool(storage, memory, event, payload, record)
+    except Exception as exc:
+        hook_log(storage, "ERROR", f"could not spool the {event} event: {type(exc).__name__}: {exc}")
+    if event in CONTEXT_EVENTS and options["context"] and captured is not None:
+        try:
+            _print_context(storage, memory, event, payload, stdout, path)
+        except Exception as exc:
+            hook_log(storage, "ERROR", f"context injection failed: {type(exc).__name__}: {exc}")
+    return 0
+
+
+def _read_payload(stdin: Any) -> dict[str, Any]:
+    if hasattr(stdin, "isatty") and stdin.isatty():
+        raise HookInputError("hook input: expected the agent's hook JSON on stdin. " + USAGE)
+    text = stdin.read()
+    try:
+        payload = json.loads(text) if text.strip() else None
+    except ValueError as exc:
+        raise HookInputError(f"hook input: expected a JSON object on stdin ({exc})") from None
+    if not isinstance(payload, dict):
+        raise HookInputError("hook input: expected a JSON object on stdin with session_id and hook_event_name")
+    return payload
+
+
+def _spool(storage: str, memory: dict[str, Any], event: str, payload: dict[str, Any], record: dict[str, Any]) -> Any:
+    """Filter, redact and commit the record. Returns True if spooled, False if filtered, None if
+    the session is excluded (then nothing at all is written for it, not even context)."""
+    from remindful.services.capture.filters import CaptureFilter, FilterConfig, add_counts
+
+    flt = CaptureFilter(FilterConfig.from_mapping(memory))
+    if not flt.config.memory_enabled:
+        return None
+    counts: dict[str, int] = {}
+    kept = []
+    excluded = None
+    for item in record["memories"]:
+        result = flt.check(item["content"], trigger="hooks", session_id=record["session_id"], metadata=item["metadata"])
+        if result.allowed:
+            kept.append({**item, "content": result.content, "metadata": result.metadata})
+            counts.update({f"redacted_{k}": counts.get(f"redacted_{k}", 0) + v for k, v in result.redactions.items()})
+        else:
+            counts[f"skipped_{result.code}"] = counts.get(f"skipped_{result.code}", 0) + 1
+            excluded = excluded or (result.reason if result.code == "excluded" else None)
+    if excluded is None and flt.excluded_session(record["session_id"]) is not None:
+        excluded = f"privacy exclusion: session {record['session_id']!r}"
+    if excluded is not None:  # nothing of an excluded session is written, not even its session record
+        kept = []
+        record.pop("session", None)
+    capture_on = flt.config.enabled and flt.config.triggers.get("hooks", True)
+    record["memories"] = kept
+    if "session" in record and flt.redactor is not None:
+        record["session"] = flt.redactor.redact_value(record["session"], counts)
+    if not capture_on:
+        record.pop("session", None)
+    if not kept and "session" not in record and not counts:
+        return None if excluded is not None else False
+    key = idem_key(event, payload)
+    body = json.dumps(record, ensure_ascii=False, default=str)
+    try:
+        conn = spool.connect(storage)
+        _OPEN.append(conn)
+    except Exception:
+        spool.write_fallback(storage, {"idem_key": key, "kind": event, "payload": body, "created_at": record["at"]})
+        return True
+    try:
+        for attempt in range(2):
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    if kept or "session" in record:
+                        conn.execute(INSERT_SQL, (key, event, body, record["at"], key))
+                    add_counts(conn, counts)
+                    if excluded is not None:
+                        conn.execute(
+                            "INSERT INTO audit_log (at, action, memory_id, detail) VALUES (?,?,?,?)",
+                            (time.time(), "capture_excluded", None, json.dumps({"reason": excluded, "event": event})),
+                        )
+                    conn.execute("COMMIT")
+                except BaseException:
+                    conn.execute("ROLLBACK")
+                    raise
+                break
+            except Exception as exc:
+                if attempt == 0 and "no such table" in str(exc):
+                    spool.ensure_tables(conn)
+                    conn.execute(
+                        "CREATE TABLE IF NOT EXISTS audit_log (seq INTEGER PRIMARY KEY, at REAL NOT NULL, "
+                        "action TEXT NOT NULL, memory_id TEXT, detail TEXT)"
+                    )
+                    continue
+                if excluded is None:
+                    spool.write_fallback(
+                        storage, {"idem_key": key, "kind": event, "payload": body, "created_at": record["at"]}
+                    )
+                    hook_log(storage, "WARNING", f"catalog busy ({exc}); event kept in {spool.FALLBACK_NAME}")
+                break
+    finally:
+        if not KEEP_OPEN:
+            _OPEN.remove(conn)
+            conn.close()
+    return None if excluded is not None else bool(kept or "session" in record)
+
+
+INSERT_SQL = spool.INSERT_SQL
+#: The console script leaves its connection open and ends with ``os._exit``: closing the last
+#: connection to a WAL database checkpoints it (an fsync that would double a hook's time). The
+#: committed transaction is in the WAL file; the next connection sees it.
+KEEP_OPEN = False
+_OPEN: list[Any] = []
+
+
+def _print_context(
+    storage: str, memory: dict[str, Any], event: str, payload: dict[str, Any], stdout: Any, path: str | None
+) -> None:
+    from remindful.services.context import hook_context
+
+    text = hook_context(storage, memory, event, payload, path)
+    if text:
+        out = {"hookSpecificOutput": {"hookEventName": event, "additionalContext": text}}
+        stdout.write(json.dumps(out, ensure_ascii=False) + "\n")
+        stdout.flush()
+
+
+def main(argv: list[str] | None = None) -> None:
+    """The process entry: run, flush, and exit without closing the catalog (see KEEP_OPEN)."""
+    global KEEP_OPEN
+    KEEP_OPEN = True
+    code = run(sys.argv[1:] if argv is None else argv)
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    finally:
+        os._exit(code)
+
+
+__all__ = ["light_config", "main", "parse_args", "run"]

@@ -1,0 +1,113 @@
+"""Capture from a user correction: a ``knowledge`` memory stating the rule, not the instance.
+
+The rules compare the two texts word by word: when they share a frame ("API uses OAuth" →
+"API uses API keys"), the statement keeps the corrected text and names what it replaces
+("API uses API keys, not OAuth."); when the whole text was replaced, it says which form to use
+instead of which. The context, if given, is appended. With an LLM configured for ``correction``
+the statement is synthesised by it (spec prompt), falling back to the rules. Corrections are
+high-value: the memory is reinforced by ``learning.correction_boost``.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from remindful.engine.store import Store
+from remindful.errors import ValidationError
+from remindful.model import Memory
+from remindful.services.learning import llm
+from remindful.services.learning.common import finish, preview, store_memories
+from remindful.services.learning.reinforce import ReinforcementReason, reinforce
+from remindful.services.learning.types import CaptureSource
+
+log = logging.getLogger("remindful.services.learning")
+
+SYSTEM = "You turn user corrections into durable rules. Answer with JSON only."
+PROMPT = """The user corrected this output:
+Original: {original}
+Corrected to: {corrected}
+Context: {context}
+
+Synthesize a concise statement to remember that will prevent this mistake in the future.
+Focus on the underlying preference or rule, not the specific instance.
+
+Example: If original was "the API uses OAuth" and corrected to "the API uses API keys",
+the statement should be "The API uses API keys for authentication, not OAuth."
+
+Respond with JSON: {{"statement": "the statement to remember"}}"""
+
+
+def synthesize_rule(original: str, corrected: str, context: str = "") -> str:
+    """The rule-based statement for a correction (see the module docstring)."""
+    o, c = original.strip().rstrip("."), corrected.strip().rstrip(".")
+    ow, cw = o.split(), c.split()
+    head = 0
+    while head < min(len(ow), len(cw)) and ow[head].lower() == cw[head].lower():
+        head += 1
+    tail = 0
+    while tail < min(len(ow), len(cw)) - head and ow[-1 - tail].lower() == cw[-1 - tail].lower():
+        tail += 1
+    removed = " ".join(ow[head : len(ow) - tail])
+    shared = head + tail
+    if removed and shared and shared >= min(len(ow), len(cw)) / 3:
+        statement = f"{c}, not {removed}."
+    elif removed:
+        statement = f'Use "{c}" rather than "{o}".'
+    else:  # the correction only added words: the corrected form is the rule
+        statement = f"{c}."
+    statement = statement[0].upper() + statement[1:]
+    if context.strip():
+        statement = statement.rstrip(".") + f" ({context.strip().rstrip('.')})."
+    return statement
+
+
+def _validate(value: Any) -> str:
+    statement = llm.require_keys(value, ["statement"])["statement"]
+    if not isinstance(statement, str) or not statement.strip() or len(statement) > 1000:
+        raise ValueError("statement must be a non-empty string of at most 1000 characters")
+    return statement.strip()
+
+
+def capture_correction(store: Store, original: str, corrected: str, context: str = "") -> Memory:
+    """Store the lesson of a correction (``knowledge``, semantic, source ``correction``),
+    reinforce it, publish ``MemoryCaptured``; returns the memory. Raises ValidationError."""
+    for name, value in (("original", original), ("corrected", corrected)):
+        if not isinstance(value, str) or not value.strip():
+            raise ValidationError(name, "expected the non-empty text of the " + name + " output")
+    if not isinstance(context, str):
+        raise ValidationError("context", "expected a string (may be empty)")
+    if original.strip() == corrected.strip():
+        raise ValidationError("corrected", "is identical to original; nothing was corrected")
+    prompt = PROMPT.format(original=original, corrected=corrected, context=context or "(none)")
+    statement = llm.ask(store, "correction", SYSTEM, prompt, _validate)
+    synthesized_by = "llm" if statement is not None else "rules"
+    if statement is None:
+        statement = synthesize_rule(original, corrected, context)
+    metadata = {
+        "original": original,
+        "corrected": corrected,
+        "context": context,
+        "synthesized_by": synthesized_by,
+        "learned_from": f"Learned from correction: {context}" if context else "Learned from correction",
+    }
+    (memory,) = store_memories(
+        store,
+        [
+            {
+                "content": statement,
+                "type": "knowledge",
+                "memory_class": "semantic",
+                "source": "correction",
+                "metadata": metadata,
+            }
+        ],
+    )
+    reinforce(store, memory.id, ReinforcementReason.USER_CORRECTION, store.settings.learning.correction_boost)
+    memory = store.get(memory.id)
+    log.info("[MEM:CAPTURE] Captured correction: %s -> %s", preview(original, 30), preview(corrected, 30))
+    finish(store, CaptureSource.CORRECTION, memory.id, [memory])
+    return memory
+
+
+__all__ = ["capture_correction", "synthesize_rule"]

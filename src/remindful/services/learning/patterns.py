@@ -1,0 +1,214 @@
+"""Pattern analysis over action memories (context-persistence.md, "Workflow Pattern Learning"
+and "Analyze automation success patterns").
+
+``analyze_patterns(engine)`` reads the action memories (newest ``max_memories``, optionally only
+the last ``days``), groups them by session in time order and reports:
+
+- **patterns**: contiguous action sequences (``min_length`` = ``learning.min_actions_for_pattern``
+  up to ``max_length`` steps, by action signature) seen in at least ``min_support`` sessions.
+  ``confidence`` = sessions with the whole sequence / sessions with its first step — how reliably
+  the first step leads into the rest. A sequence contained in a longer one with the same support
+  is left out. ``store=True`` saves each as a ``workflow`` memory (updated, not duplicated, on the
+  next run) so that suggestions can offer it.
+- **success rates** per kind of action (verb) and per action (signature), with the high-success
+  (≥ 90 %) and failure-prone (≤ 60 %) ones as insights ("click succeeds 95% (19/20)").
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import defaultdict
+from typing import Any
+
+from remindful.engine.store import Store
+from remindful.errors import ValidationError
+from remindful.model import Memory
+from remindful.services.learning.actions import outcome, signature, step_text
+from remindful.services.learning.common import catalog_of, store_memories
+
+METRICS = ("success_rate", "frequency", "sequences")
+
+
+def _rates(groups: dict[str, list[bool | None]], min_count: int) -> list[dict[str, Any]]:
+    out = []
+    for key, results in groups.items():
+        judged = [r for r in results if r is not None]
+        if len(judged) < min_count:
+            continue
+        successes = sum(judged)
+        out.append(
+            {
+                "action": key,
+                "count": len(results),
+                "successes": successes,
+                "failures": len(judged) - successes,
+                "success_rate": round(successes / len(judged), 3),
+            }
+        )
+    return sorted(out, key=lambda r: (-r["count"], r["action"]))
+
+
+def _load(engine: Store, type: str, days: float | None, max_memories: int) -> list[Memory]:
+    catalog = catalog_of(engine)
+    since = time.time() - days * 86400 if days else 0.0
+    ids = [
+        r[0]
+        for r in catalog.read(
+            "SELECT id FROM memories WHERE type = ? AND created_at >= ? ORDER BY created_at DESC LIMIT ?",
+            (type, since, max_memories),
+        )
+    ]
+    memories = [m for m in engine.get_batch(ids) if m is not None]
+    return sorted(memories, key=lambda m: (m.session_id or "", m.created_at))
+
+
+def _sequences(
+    by_session: dict[str, list[tuple[str, Memory]]], min_length: int, max_length: int, min_support: int
+) -> list[dict[str, Any]]:
+    support: dict[tuple[str, ...], set[str]] = defaultdict(set)
+    examples: dict[tuple[str, ...], list[Memory]] = {}
+    occurrences: dict[tuple[str, ...], int] = defaultdict(int)
+    starts: dict[str, set[str]] = defaultdict(set)
+    for session, steps in by_session.items():
+        sigs = [s for s, _ in steps]
+        for sig in sigs:
+            starts[sig].add(session)
+        for n in range(min_length, max_length + 1):
+            for i in range(len(sigs) - n + 1):
+                key = tuple(sigs[i : i + n])
+                if len(set(key)) < 2:  # one action repeated is not a workflow
+                    continue
+                support[key].add(session)
+                occurrences[key] += 1
+                examples.setdefault(key, [m for _, m in steps[i : i + n]])
+    frequent = {k: v for k, v in support.items() if len(v) >= min_support}
+    kept = [
+        k
+        for k in frequent
+        if not any(len(o) > len(k) and len(frequent[o]) == len(frequent[k]) and _contains(o, k) for o in frequent)
+    ]
+    patterns = []
+    for key in kept:
+        sessions = len(frequent[key])
+        memories = examples[key]
+        results = [outcome(m) for m in memories]
+        judged = [r for r in results if r is not None]
+        patterns.append(
+            {
+                "steps": [step_text(m.content) for m in memories],
+                "signatures": list(key),
+                "length": len(key),
+                "sessions": sessions,
+                "occurrences": occurrences[key],
+                "confidence": round(sessions / max(len(starts[key[0]]), 1), 3),
+                "success_rate": round(sum(judged) / len(judged), 3) if judged else None,
+                "example_memory_ids": [m.id for m in memories],
+                "suggestion": f"Automate this {len(key)}-step workflow, seen in {sessions} sessions: "
+                + " → ".join(step_text(m.content) for m in memories),
+            }
+        )
+    return sorted(patterns, key=lambda p: (-p["sessions"], -p["length"], p["signatures"]))
+
+
+def _contains(longer: tuple[str, ...], shorter: tuple[str, ...]) -> bool:
+    n = len(shorter)
+    return any(longer[i : i + n] == shorter for i in range(len(longer) - n + 1))
+
+
+def analyze_patterns(
+    engine: Store,
+    type: str = "action",
+    metric: str | None = None,
+    *,
+    min_support: int = 2,
+    max_length: int = 6,
+    days: float | None = None,
+    max_memories: int = 20_000,
+    store: bool = False,
+) -> dict[str, Any]:
+    """Recurring sequences and success rates; see the module docstring. ``metric`` narrows the
+    answer to ``success_rate``, ``frequency`` or ``sequences`` (None: everything)."""
+    if type not in ("action", "screen", "workflow"):
+        raise ValidationError("type", f"expected action, screen or workflow, got {type!r}")
+    if metric is not None and metric not in METRICS:
+        raise ValidationError("metric", f"expected one of {', '.join(METRICS)}, got {metric!r}")
+    if isinstance(min_support, bool) or not isinstance(min_support, int) or min_support < 1:
+        raise ValidationError("min_support", f"expected an integer ≥ 1, got {min_support!r}")
+    min_length = engine.settings.learning.min_actions_for_pattern
+    if isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < min_length:
+        raise ValidationError("max_length", f"expected an integer ≥ {min_length}, got {max_length!r}")
+    memories = _load(engine, type, days, max_memories)
+    by_session: dict[str, list[tuple[str, Memory]]] = defaultdict(list)
+    by_verb: dict[str, list[bool | None]] = defaultdict(list)
+    by_signature: dict[str, list[bool | None]] = defaultdict(list)
+    for memory in memories:
+        sig = signature(memory.content, memory.metadata)
+        by_session[memory.session_id or "none"].append((sig, memory))
+        result = outcome(memory)
+        by_verb[sig.split(" ", 1)[0]].append(result)
+        by_signature[sig].append(result)
+    report: dict[str, Any] = {"type": type, "analyzed": len(memories), "sessions": len(by_session)}
+    if metric in (None, "sequences", "frequency"):
+        report["patterns"] = _sequences(by_session, min_length, max_length, min_support)
+    if metric in (None, "success_rate", "frequency"):
+        kinds = _rates(by_verb, 1)
+        actions = _rates(by_signature, 2)
+        report["by_kind"] = kinds
+        report["by_action"] = actions[:50]
+        report["high_success"] = [r for r in kinds if r["success_rate"] >= 0.9 and r["count"] >= 3]
+        report["failure_prone"] = [r for r in actions + kinds if r["success_rate"] <= 0.6]
+        report["insights"] = [
+            f"{r['action']} succeeds {r['success_rate']:.0%} ({r['successes']}/{r['successes'] + r['failures']})"
+            for r in report["high_success"]
+        ] + [
+            f"{r['action']} fails {1 - r['success_rate']:.0%} ({r['failures']}/{r['successes'] + r['failures']}):"
+            " look for a more reliable way (a selector instead of coordinates, a wait before it)"
+            for r in report["failure_prone"]
+        ]
+    if store and report.get("patterns"):
+        report["stored"] = [_store_pattern(engine, p) for p in report["patterns"]]
+    return report
+
+
+def _store_pattern(engine: Store, pattern: dict[str, Any]) -> str:
+    key = json.dumps(pattern["signatures"])
+    catalog = catalog_of(engine)
+    found = catalog.read(
+        "SELECT id FROM memories WHERE type = 'workflow' AND json_extract(metadata, '$.pattern_key') = ? LIMIT 1",
+        (key,),
+    )
+    metadata = {
+        "pattern_key": key,
+        "name": "recurring_" + "_".join(s.split(" ", 1)[0] for s in pattern["signatures"]),
+        "steps": pattern["steps"],
+        "sessions": pattern["sessions"],
+        "confidence": pattern["confidence"],
+        "category": "workflow_pattern",
+    }
+    if pattern["success_rate"] is not None:
+        metadata["success_rate"] = pattern["success_rate"]
+    if found:
+        engine.update(found[0][0], metadata=metadata)
+        return str(found[0][0])
+    listed = ", ".join(f"{i}) {s}" for i, s in enumerate(pattern["steps"], 1))
+    content = (
+        f"Recurring workflow seen in {pattern['sessions']} sessions (confidence {pattern['confidence']:.2f}): "
+        f"{listed}. Consider automating it."
+    )
+    (memory,) = store_memories(
+        engine,
+        [
+            {
+                "content": content,
+                "type": "workflow",
+                "memory_class": "procedural",
+                "source": "workflow_pattern",
+                "metadata": metadata,
+            }
+        ],
+    )
+    return memory.id
+
+
+__all__ = ["analyze_patterns"]

@@ -1,0 +1,137 @@
+"""Context-aware suggestions and failure warnings (context-persistence.md, "Context-Aware
+Suggestions").
+
+``suggest(store, context)``:
+
+- **suggestions**: past workflows and successful actions similar to the context (MiniLM cosine
+  ≥ ``learning.min_suggestion_similarity``), best first, each with its memory id and date:
+  "I found similar login automation from Oct 20, 2023, would you like to replay it?"
+- **warnings**: when the action the context describes (or ``action={"action": "click",
+  "target": {"x": 500, "y": 300}}``) has failed before — the same action signature (verb +
+  target, see :mod:`remindful.services.learning.actions`) — "This action failed 5 times previously,
+  success rate: 0%", with alternatives: successful memories for a similar context.
+
+Relevance is judged by cosine similarity of the stored vectors, not by the fused search score,
+which is relative (the best hit of any search scores near 1 however poor it is).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from remindful.engine.store import Store
+from remindful.errors import ValidationError
+from remindful.model import Memory, MemoryType
+from remindful.services.learning.actions import outcome, signature, step_text, when
+from remindful.services.learning.common import catalog_of
+
+#: Candidates examined per search; enough to count repeated failures of one action.
+CANDIDATES = 50
+
+
+def _similarities(store: Store, context: str, ids: Sequence[str]) -> dict[str, float]:
+    if not ids:
+        return {}
+    vector = store.ready().embedder.embed([context])[0]
+    stored = catalog_of(store).embeddings(list(ids))
+    return {mid: float(np.dot(vec, vector)) for mid, vec in stored.items()}
+
+
+def _candidates(store: Store, context: str, types: list[str]) -> list[Memory]:
+    hits = store.search(context, types=types, limit=CANDIDATES)
+    return [m for m in store.get_batch([h.id for h in hits]) if m is not None]
+
+
+def _what(memory: Memory) -> str:
+    if memory.type is MemoryType.WORKFLOW:
+        name = memory.metadata.get("name")
+        return f"{str(name).replace('_', ' ')} workflow" if name else "workflow"
+    return "action"
+
+
+def suggest(store: Store, context: str, *, action: Mapping[str, Any] | None = None, limit: int = 3) -> dict[str, Any]:
+    """Suggestions and warnings for ``context``; see the module docstring. Read-only.
+
+    Returns ``{"context", "suggestions": [...], "warnings": [...]}``; each suggestion has
+    ``memory_id``, ``type``, ``content``, ``date``, ``similarity``, ``message``; each warning has
+    ``message``, ``failures``, ``successes``, ``success_rate``, ``memory_ids``, ``alternatives``.
+    """
+    if not isinstance(context, str) or not context.strip():
+        raise ValidationError("context", "expected a description of the current situation or intended action")
+    if action is not None and not isinstance(action, Mapping):
+        raise ValidationError("action", 'expected an object like {"action": "click", "target": {"x": 1, "y": 2}}')
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 50:
+        raise ValidationError("limit", f"expected an integer from 1 to 50, got {limit!r}")
+    threshold = store.settings.learning.min_suggestion_similarity
+    candidates = _candidates(store, context, ["workflow", "action"])
+    similarity = _similarities(store, context, [m.id for m in candidates])
+
+    suggestions = []
+    # Workflows first: a workflow is a whole automation the agent can replay.
+    ranked = sorted(candidates, key=lambda m: (m.type is not MemoryType.WORKFLOW, -similarity.get(m.id, 0.0)))
+    for memory in ranked:
+        sim = similarity.get(memory.id, 0.0)
+        if sim < threshold or outcome(memory) is False:
+            continue
+        date = when(memory)
+        suggestions.append(
+            {
+                "memory_id": memory.id,
+                "type": memory.type.value,
+                "content": memory.content,
+                "date": date,
+                "created_at": memory.created_at.isoformat(),
+                "similarity": round(sim, 3),
+                "message": f"I found similar {_what(memory)} from {date}, would you like to replay it?",
+            }
+        )
+        if len(suggestions) >= limit:
+            break
+
+    warnings = []
+    wanted = signature(context, dict(action) if action else None)
+    same = [m for m in candidates if m.type is MemoryType.ACTION and signature(m.content, m.metadata) == wanted]
+    failures = [m for m in same if outcome(m) is False]
+    successes = [m for m in same if outcome(m) is True]
+    if wanted and failures:
+        rate = len(successes) / (len(successes) + len(failures))
+        times = "time" if len(failures) == 1 else "times"
+        verb = wanted.split(" ", 1)[0]
+
+        def alternative(m: Memory) -> bool:
+            # Something that worked for this context: similar enough, or the same kind of action
+            # done another way (a selector instead of coordinates) and at least loosely similar.
+            sig, sim = signature(m.content, m.metadata), similarity.get(m.id, 0.0)
+            if outcome(m) is not True or sig == wanted:
+                return False
+            return sim >= threshold or (sig.split(" ", 1)[0] == verb and sim >= threshold / 2)
+
+        alternatives = [
+            {
+                "memory_id": m.id,
+                "content": step_text(m.content),
+                "date": when(m),
+                "similarity": round(similarity.get(m.id, 0.0), 3),
+            }
+            for m in sorted(candidates, key=lambda m: -similarity.get(m.id, 0.0))
+            if alternative(m)
+        ][:limit]
+        warnings.append(
+            {
+                "message": f"This action failed {len(failures)} {times} previously, success rate: {rate:.0%}",
+                "action": wanted,
+                "failures": len(failures),
+                "successes": len(successes),
+                "success_rate": round(rate, 3),
+                "memory_ids": [m.id for m in failures],
+                "last_failure": max(m.created_at for m in failures).isoformat(),
+                "alternatives": alternatives,
+            }
+        )
+    return {"context": context, "suggestions": suggestions, "warnings": warnings}
+
+
+__all__ = ["suggest"]

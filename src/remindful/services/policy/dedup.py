@@ -1,0 +1,220 @@
+"""Dedup: near-identical memories of one type collapse into one representative.
+
+Clustering is greedy "leader" clustering over cosine similarity, which is deterministic and
+bounded in memory: memories are visited most important first (then newest, see
+:mod:`remindful.engine.importance`); each one not yet in a cluster starts a cluster and takes every
+unclustered memory of the same type with similarity ≥ ``threshold``. The leader is therefore the
+cluster's most important member (ties: the newest) and is kept; the others are deleted, except
+bookmarked / manual_save ones, which are never deleted. The representative's metadata records the
+consolidation: ``consolidation = {"count": n, "merged_ids": [...], "at": ISO time, "threshold": t}``
+(counts accumulate over runs; the id list keeps the latest :data:`MAX_RECORDED_IDS`).
+
+Similarities are computed in blocks of :data:`BLOCK` rows, so memory stays at ``BLOCK x n`` floats.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Collection
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from remindful.engine.importance import columns, inputs_from_row, score
+from remindful.engine.sqlfilter import SqlFilter
+
+if TYPE_CHECKING:
+    from remindful.engine.store import Store
+
+BLOCK = 1024
+#: Neighbour pairs kept in memory at once (beyond, a leader's neighbours are recomputed).
+MAX_STORED_PAIRS = 5_000_000
+MAX_RECORDED_IDS = 100
+
+
+@dataclass(slots=True)
+class Cluster:
+    """One cluster: the kept representative and the members to delete."""
+
+    representative: str
+    type: str
+    duplicates: list[str] = field(default_factory=list)
+    kept_protected: list[str] = field(default_factory=list)
+
+
+def find_clusters(
+    state: Store,
+    *,
+    threshold: float,
+    flt: SqlFilter | None = None,
+    exclude: Collection[str] = (),
+    now: float | None = None,
+) -> list[Cluster]:
+    """Clusters (with at least one duplicate) among embedded memories matching ``flt``, per type.
+
+    ``exclude`` ids (already planned for deletion) take no part."""
+    now = time.time() if now is None else now
+    flt = flt or SqlFilter()
+    catalog = state.catalog
+    types = [r[0] for r in catalog.read(f"SELECT DISTINCT type FROM memories WHERE {flt.sql}", flt.params)]
+    skip = set(exclude)
+    clusters: list[Cluster] = []
+    for type_value in sorted(types):
+        rows = catalog.read(
+            f"SELECT id, bookmarked, embedding FROM memories WHERE type = ? AND ({flt.sql}) AND embedding IS NOT NULL",
+            (type_value, *flt.params),
+        )
+        rows = [r for r in rows if r[0] not in skip]
+        if len(rows) < 2:
+            continue
+        clusters += _cluster_type(catalog, type_value, rows, threshold, now)
+    return clusters
+
+
+def _neighbours(matrix: np.ndarray, threshold: float) -> dict[int, np.ndarray | None]:
+    """For each row with a neighbour besides itself: the indices of its neighbours (itself
+    included), or None when keeping them would exceed :data:`MAX_STORED_PAIRS` (recomputed then)."""
+    found: dict[int, np.ndarray | None] = {}
+    stored = 0
+    for start in range(0, len(matrix), BLOCK):
+        hit_rows, hit_cols = np.nonzero(matrix[start : start + BLOCK] @ matrix.T >= threshold)
+        bounds = np.searchsorted(hit_rows, np.arange(min(BLOCK, len(matrix) - start) + 1))
+        for offset in np.flatnonzero(np.diff(bounds) > 1):
+            cols = hit_cols[bounds[offset] : bounds[offset + 1]]
+            stored += len(cols)
+            found[start + int(offset)] = cols.astype(np.int32) if stored <= MAX_STORED_PAIRS else None
+    return found
+
+
+def _cluster_type(catalog: Any, type_value: str, rows: list[Any], threshold: float, now: float) -> list[Cluster]:
+    raw = np.frombuffer(b"".join(r[2] for r in rows), dtype=np.float32).reshape(len(rows), -1)
+    norms = np.linalg.norm(raw, axis=1, keepdims=True)
+    matrix = (raw / np.where(norms == 0, 1.0, norms)).astype(np.float32)
+    neighbours = _neighbours(matrix, threshold)
+    if not neighbours:
+        return []
+    # Only rows with a neighbour are scored (a lone row is nobody's neighbour either: similarity
+    # is symmetric). Most important first, then newest: a cluster's first member represents it.
+    ids = [rows[i][0] for i in neighbours]
+    inputs = {}
+    cols = columns(catalog)
+    for r in catalog.read_in(f"SELECT {cols} FROM memories WHERE id IN ({{marks}})", ids):
+        inputs[r[0]] = inputs_from_row(r)
+    position = {mid: i for i, mid in enumerate(ids)}
+    order = sorted(
+        neighbours,
+        key=lambda i: (-score(inputs[rows[i][0]], now), -inputs[rows[i][0]].created_at, position[rows[i][0]]),
+    )
+    taken = np.zeros(len(rows), dtype=bool)
+    clusters: list[Cluster] = []
+    for leader in order:
+        if taken[leader]:
+            continue
+        members = neighbours[leader]
+        if members is None:
+            members = np.flatnonzero(matrix @ matrix[leader] >= threshold)
+        members = members[~taken[members]]
+        taken[members] = True
+        cluster = Cluster(representative=rows[leader][0], type=type_value)
+        for m in members:
+            if m != leader:
+                (cluster.kept_protected if rows[m][1] else cluster.duplicates).append(rows[m][0])
+        if cluster.duplicates:
+            clusters.append(cluster)
+    return clusters
+
+
+def apply_clusters(state: Store, clusters: list[Cluster], *, threshold: float, now: float | None = None) -> int:
+    """Delete each cluster's duplicates and record the consolidation on its representative.
+    Returns the number of memories deleted."""
+    if not clusters:
+        return 0
+    updated = record_consolidation(state, clusters, threshold=threshold, now=now)
+    deleted = state.delete_many([d for c in clusters for d in c.duplicates], reason="dedup")
+    refresh_index(state, updated)
+    return deleted
+
+
+def record_consolidation(
+    state: Store, clusters: list[Cluster], *, threshold: float, now: float | None = None
+) -> list[str]:
+    """Record each cluster's consolidation in its representative's metadata (one transaction);
+    returns the representatives updated (those still stored). The duplicates are not deleted."""
+    if not clusters:
+        return []
+    now = time.time() if now is None else now
+    at = datetime.fromtimestamp(now, UTC).isoformat()
+    reps = state.catalog.get_rows([c.representative for c in clusters])
+    updates: list[tuple[str, float, str]] = []
+    for cluster in clusters:
+        row = reps.get(cluster.representative)
+        if row is None:  # deleted meanwhile: nothing to record on
+            continue
+        meta = json.loads(row.metadata)
+        previous = meta.get("consolidation") if isinstance(meta.get("consolidation"), dict) else {}
+        merged = [*previous.get("merged_ids", []), *cluster.duplicates][-MAX_RECORDED_IDS:]
+        meta["consolidation"] = {
+            "count": int(previous.get("count", 0)) + len(cluster.duplicates),
+            "merged_ids": merged,
+            "at": at,
+            "threshold": threshold,
+        }
+        updates.append((json.dumps(meta, ensure_ascii=False), now, row.id))
+    state.catalog.write(
+        lambda c: c.executemany("UPDATE memories SET metadata = ?, updated_at = ?, indexed = 0 WHERE id = ?", updates),
+        what="recording dedup consolidation",
+    )
+    return [u[2] for u in updates]
+
+
+def refresh_index(state: Store, ids: list[str]) -> None:
+    """Re-index the representatives so the index's copy of their metadata is current."""
+    rows = list(state.catalog.get_rows(ids).values())
+    vectors = state.catalog.embeddings([r.id for r in rows])
+    rows = [r for r in rows if r.id in vectors]
+    for r in rows:
+        r.embedding = vectors[r.id]
+    if rows:
+        state.index_rows(rows)
+
+
+def dedup(
+    state: Store,
+    *,
+    threshold: float | None = None,
+    types: Collection[str] | None = None,
+    dry_run: bool = False,
+) -> dict[str, Any]:
+    """Deduplicate every memory (of ``types``, default all) at ``threshold`` (default
+    ``retention.dedup_threshold``). Returns ``{clusters, deleted, dry_run, threshold,
+    representatives: {representative_id: [deleted ids]}}``; ``dry_run`` deletes nothing."""
+    threshold = state.settings.retention.dedup_threshold if threshold is None else threshold
+    if isinstance(threshold, bool) or not isinstance(threshold, int | float) or not 0 < threshold <= 1:
+        from remindful.errors import ValidationError
+
+        raise ValidationError("threshold", f"expected a cosine similarity in (0, 1], got {threshold!r}")
+    flt = None
+    if types:
+        from remindful.engine.sqlfilter import build_filter
+        from remindful.engine.validation import validate_item
+
+        values = [validate_item({"content": "x", "type": t}, "")["type"].value for t in types]
+        flt = build_filter(types=values)
+    started = time.perf_counter()
+    clusters = find_clusters(state, threshold=float(threshold), flt=flt)
+    total = sum(len(c.duplicates) for c in clusters)
+    deleted = total if dry_run else apply_clusters(state, clusters, threshold=float(threshold))
+    return {
+        "dry_run": dry_run,
+        "threshold": float(threshold),
+        "clusters": len(clusters),
+        "deleted": deleted,
+        "seconds": round(time.perf_counter() - started, 4),
+        "representatives": {c.representative: c.duplicates for c in clusters},
+    }
+
+
+__all__ = ["BLOCK", "Cluster", "apply_clusters", "dedup", "find_clusters", "record_consolidation", "refresh_index"]

@@ -1,0 +1,271 @@
+"""The ``remindful`` command line: a thin shell over MemoryManager.
+
+Each command is about one manager call. remindful is imported inside the commands, so
+``remindful --help`` loads neither chromadb nor onnxruntime. Errors are printed and exit non-zero:
+1 for a remindful error, 2 for bad input.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+if TYPE_CHECKING:
+    from remindful.api import MemoryManager
+
+app = typer.Typer(
+    name="remindful",
+    help="Local-first long-term memory for AI agents.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+console = Console()
+err_console = Console(stderr=True)
+
+PathOpt = Annotated[
+    str | None,
+    typer.Option("--path", "-p", help="Storage directory (default: MEMORY_STORAGE_PATH or the configured path)."),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+
+
+class _State:
+    path: str | None = None
+
+
+@app.callback()
+def _root(
+    path: PathOpt = None,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log debug details to stderr.")] = False,
+) -> None:
+    _State.path = path
+    import logging
+
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
+    )
+
+
+def _open() -> MemoryManager:
+    import remindful
+
+    return remindful.open(_State.path)
+
+
+def _fail(exc: Exception) -> typer.Exit:
+    return typer.Exit(_report(exc))
+
+
+def _report(exc: Exception) -> int:
+    """Print ``exc`` as a one-line error; its exit status: 2 for bad input (including settings), else 1."""
+    from remindful.errors import ConfigError, ValidationError
+
+    err_console.print(f"[red]error:[/red] {exc}", highlight=False)
+    return 2 if isinstance(exc, ValidationError | ConfigError) else 1
+
+
+def _run(fn: Any) -> Any:
+    from remindful.errors import RemindfulError
+
+    try:
+        return fn()
+    except RemindfulError as exc:
+        raise _fail(exc) from None
+
+
+def _json_arg(text: str | None, field: str) -> Any:
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        err_console.print(f"[red]error:[/red] Invalid '{field}': expected JSON, e.g. '{{\"success\": true}}' ({exc})")
+        raise typer.Exit(2) from None
+
+
+def _print_json(value: Any) -> None:
+    sys.stdout.write(json.dumps(value, indent=2, ensure_ascii=False, default=str) + "\n")
+
+
+@app.command()
+def store(
+    content: Annotated[str, typer.Argument(help="The text to remember.")],
+    type: Annotated[
+        str, typer.Option("--type", "-t", help="screen, action, workflow, conversation, document, knowledge.")
+    ] = "action",
+    metadata: Annotated[str | None, typer.Option("--metadata", "-m", help="JSON object of metadata.")] = None,
+    session: Annotated[str | None, typer.Option("--session", "-s", help="Session id (default: a new one).")] = None,
+    timestamp: Annotated[str | None, typer.Option("--timestamp", help="ISO 8601 creation time.")] = None,
+    source: Annotated[str, typer.Option("--source", help="Where it came from (manual, import, ...).")] = "manual",
+    json_out: JsonOpt = False,
+) -> None:
+    """Store a memory and print its id."""
+    meta = _json_arg(metadata, "metadata")
+    with _open() as memory:
+        memory_id = _run(lambda: memory.store(content, type, meta, session, timestamp, source))
+    _print_json({"success": True, "memory_id": memory_id}) if json_out else console.print(memory_id)
+
+
+@app.command()
+def search(
+    query: Annotated[str, typer.Argument(help="What to look for, in natural language or keywords.")],
+    type: Annotated[list[str] | None, typer.Option("--type", "-t", help="Restrict to a type (repeatable).")] = None,
+    limit: Annotated[int, typer.Option("--limit", "-n", help="Maximum results.")] = 10,
+    filter: Annotated[
+        str | None, typer.Option("--filter", "-f", help="Metadata filter, JSON: '{\"success\": true}'.")
+    ] = None,
+    session: Annotated[str | None, typer.Option("--session", "-s", help="Only this session.")] = None,
+    since: Annotated[str | None, typer.Option("--since", help="Only memories created at/after (ISO 8601).")] = None,
+    until: Annotated[str | None, typer.Option("--until", help="Only memories created at/before (ISO 8601).")] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Hybrid semantic + keyword search."""
+    filters = _json_arg(filter, "filter")
+    with _open() as memory:
+        hits = _run(lambda: memory.search(query, type or None, limit, filters, session, since, until))
+    if json_out:
+        _print_json({"success": True, "query": query, "count": len(hits), "memories": [h.to_dict() for h in hits]})
+        return
+    table = Table("score", "id", "type", "content", box=None)
+    for hit in hits:
+        table.add_row(f"{hit.score:.3f}", hit.id, hit.type.value, _short(hit.content))
+    console.print(table if hits else "[dim]no memories found[/dim]")
+
+
+@app.command()
+def get(
+    memory_id: Annotated[str, typer.Argument(help="The memory's id.")],
+    json_out: JsonOpt = False,
+) -> None:
+    """Show one memory."""
+    with _open() as memory:
+        found = _run(lambda: memory.get(memory_id))
+    data = found.to_dict()
+    if json_out:
+        _print_json(data)
+        return
+    for key, value in data.items():
+        console.print(
+            f"[bold]{key}[/bold]: {json.dumps(value, ensure_ascii=False) if isinstance(value, dict) else value}"
+        )
+
+
+@app.command()
+def delete(memory_id: Annotated[str, typer.Argument(help="The memory's id.")]) -> None:
+    """Delete one memory."""
+    with _open() as memory:
+        deleted = _run(lambda: memory.delete(memory_id))
+    if not deleted:
+        err_console.print(f"[red]error:[/red] Memory not found: {memory_id!r}. Use `remindful search` to find it.")
+        raise typer.Exit(1)
+    console.print(f"deleted {memory_id}")
+
+
+@app.command("list")
+def list_(
+    type: Annotated[str | None, typer.Option("--type", "-t", help="Only this type.")] = None,
+    session: Annotated[str | None, typer.Option("--session", "-s", help="Only this session.")] = None,
+    limit: Annotated[int, typer.Option("--limit", "-n", help="Maximum rows.")] = 20,
+    offset: Annotated[int, typer.Option("--offset", help="Rows to skip.")] = 0,
+    source: Annotated[str | None, typer.Option("--source", help="Only this source (hook, md_file, ...).")] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """List memories, newest first."""
+    with _open() as memory:
+        found = _run(lambda: memory.list(type, session, limit, offset, source=source))
+    if json_out:
+        _print_json([m.to_dict() for m in found])
+        return
+    table = Table("created", "id", "type", "content", box=None)
+    for m in found:
+        table.add_row(m.created_at.strftime("%Y-%m-%d %H:%M"), m.id, m.type.value, _short(m.content))
+    console.print(table if found else "[dim]no memories[/dim]")
+
+
+@app.command()
+def stats(json_out: JsonOpt = False) -> None:
+    """Counts per collection, storage use, latencies."""
+    with _open() as memory:
+        data = _run(memory.stats)
+    if json_out:
+        _print_json(data)
+        return
+    table = Table("collection", "count", "quota", "used %", box=None)
+    for name, row in data["collections"].items():
+        table.add_row(name, str(row["count"]), str(row["quota"]), f"{row['usage_percent']:.1f}")
+    console.print(table)
+    storage = data["storage"]
+    console.print(
+        f"total {data['total_memories']} memories, {storage['total_size_mb']:.2f} MB of "
+        f"{storage['quota_limit_mb']:.0f} MB ({storage['usage_percent']:.1f}%), {data['sessions']} sessions"
+    )
+
+
+@app.command()
+def reindex(
+    reset: Annotated[
+        bool, typer.Option("--reset", help="Back up and remove the index files first (recovery from corruption).")
+    ] = False,
+) -> None:
+    """Rebuild the vector index from the catalog."""
+    from rich.progress import Progress
+
+    with _open() as memory, Progress(console=err_console, transient=True) as progress:
+        total = _run(lambda: memory.stats()["total_memories"])
+        task = progress.add_task("reindexing", total=total)
+        counts = _run(lambda: memory.reindex(reset=reset, progress=lambda n: progress.advance(task, n)))
+    console.print(
+        f"reindexed {sum(counts.values())} memories: " + ", ".join(f"{k} {v}" for k, v in counts.items() if v)
+    )
+
+
+@app.command()
+def config(
+    defaults: Annotated[
+        bool, typer.Option("--defaults", help="Show the built-in defaults, not the effective values.")
+    ] = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Show the effective configuration (file, environment and defaults merged)."""
+    from remindful.config import Settings, load_settings
+    from remindful.errors import RemindfulError
+
+    try:
+        settings = Settings.model_construct() if defaults else load_settings(_State.path)
+    except RemindfulError as exc:
+        raise _fail(exc) from None
+    data = settings.model_dump(mode="json")
+    if json_out:
+        _print_json(data)
+        return
+    import yaml
+
+    console.print(yaml.safe_dump({"memory": data}, sort_keys=False), highlight=False)
+
+
+def _short(text: str, width: int = 90) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def main() -> None:
+    try:
+        app()
+    except Exception as exc:
+        # Errors raised outside a command's own handling, such as invalid settings met when a
+        # command opens the store: a one-line error, not a traceback.
+        from remindful.errors import RemindfulError
+
+        if not isinstance(exc, RemindfulError):
+            raise
+        sys.exit(_report(exc))
+
+
+if __name__ == "__main__":
+    main()

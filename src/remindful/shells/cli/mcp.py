@@ -1,0 +1,74 @@
+"""``remindful serve`` (the MCP server) and ``remindful proxy`` (capture from another MCP server).
+
+Both import the ``mcp`` SDK and remindful's store inside the command, so ``remindful --help``
+stays light.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from remindful.shells.cli.app import _State, app, err_console
+
+
+@app.command()
+def serve(
+    transport: Annotated[
+        str, typer.Option("--transport", help="stdio (for an MCP client that starts the server) or http.")
+    ] = "stdio",
+    port: Annotated[int, typer.Option("--port", help="Port for --transport http (bound to 127.0.0.1).")] = 8000,
+) -> None:
+    """Run the MCP server with every memory tool (stdio by default; http serves /mcp)."""
+    if transport not in ("stdio", "http"):
+        err_console.print(f"[red]error:[/red] Invalid '--transport': expected stdio or http, got {transport!r}")
+        raise typer.Exit(2)
+    if not 1 <= port <= 65535:
+        err_console.print(f"[red]error:[/red] Invalid '--port': expected 1..65535, got {port}")
+        raise typer.Exit(2)
+    from remindful.shells.mcp.server import serve as run
+
+    if transport == "http":
+        err_console.print(f"remindful MCP server on http://127.0.0.1:{port}/mcp", highlight=False)
+    run("stdio" if transport == "stdio" else "http", port=port, path=_State.path)
+
+
+@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def proxy(
+    command: Annotated[list[str], typer.Argument(help="The command that starts the MCP server to wrap (after --).")],
+    session: Annotated[
+        str | None, typer.Option("--session", "-s", help="Session of the captured calls (default: a new one).")
+    ] = None,
+    map_: Annotated[
+        list[str] | None,
+        typer.Option("--map", help="TOOL_PATTERN=TYPE: store matching tools' calls as TYPE (repeatable, fnmatch)."),
+    ] = None,
+) -> None:
+    """Wrap another stdio MCP server: relay everything unchanged, remember its tool calls.
+
+    Example: remindful proxy --map 'vision_*=screen' -- npx -y @modelcontextprotocol/server-everything
+    """
+    from remindful.model import MemoryType
+    from remindful.services.capture.middleware import TypeMapping
+    from remindful.services.capture.proxy import run_proxy
+    from remindful.services.capture.spooled import CaptureSpool
+    from remindful.shells.mcp.server import LazyManager
+
+    patterns: dict[str, str] = {}
+    for rule in map_ or []:
+        pattern, _, memory_type = rule.partition("=")
+        if not pattern or memory_type not in {t.value for t in MemoryType}:
+            valid = ", ".join(t.value for t in MemoryType)
+            err_console.print(
+                f"[red]error:[/red] Invalid '--map' {rule!r}: expected TOOL_PATTERN=TYPE, TYPE one of {valid}"
+            )
+            raise typer.Exit(2)
+        patterns[pattern] = memory_type
+    manager = LazyManager(_State.path)
+    spool = CaptureSpool.from_config(_State.path, session)  # durable captures from the first call
+    try:
+        code = run_proxy(command, manager, mapping=TypeMapping.from_dict(patterns), session_id=session, spool=spool)
+    finally:
+        manager.close()
+    raise typer.Exit(code)

@@ -1,0 +1,149 @@
+"""What every MCP tool module shares: registration, the order calls take effect in, errors, annotations.
+
+Contract of every memory tool: on success it answers a dict with ``"success": true`` and its data.
+Anything else is a tool error — the SDK's :class:`ToolError`, which the client receives as a
+result with ``isError: true`` and one line of text an agent can act on:
+
+- a remindful error (a bad value, a memory not found, memory disabled) is translated here, at
+  the edge, keeping its message: it names the field and the expected form ("Invalid 'content':
+  expected a non-empty string"), or says what to do next;
+- an ill-typed or missing argument is refused by the SDK from the tool's signature, naming the
+  parameter, and an unknown argument by :func:`reject_unknown_arguments`;
+- anything else is a bug: the SDK logs its traceback and tells the client only "Error executing
+  tool <name>", and the server keeps serving.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+import weakref
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Literal
+
+import anyio
+import anyio.to_thread
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import CallToolResult, TextContent, ToolAnnotations
+
+from remindful.errors import RemindfulError
+
+if TYPE_CHECKING:
+    from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+
+    from remindful.api import MemoryManager
+
+log = logging.getLogger("remindful.mcp")
+
+#: Returns the server's MemoryManager, raising MemoryDisabledError (or the ConfigError that kept it
+#: from opening) when memory cannot be used: see :func:`remindful.shells.mcp.server.build_server`.
+GetManager = Callable[[], "MemoryManager"]
+
+#: The memory types, as the tools' JSON schema lists them (a test keeps this in step with MemoryType).
+MemoryTypeName = Literal["screen", "action", "workflow", "conversation", "document", "knowledge"]
+
+READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+WRITE = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False)
+UPDATE = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False)
+DESTRUCTIVE = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False)
+
+
+class ArrivalOrder:
+    """Tool calls take effect in the order they reach the server.
+
+    The SDK runs every request at once, each in its own thread, so a client that sends
+    ``memory_store`` and then ``memory_search`` without waiting (a script piping requests, an agent
+    making parallel calls) could search before the store was written. Here a call waits for the
+    earlier calls it could observe or disturb: a read for the earlier writes, a write for every
+    earlier call. Reads in a row still run together. The order is taken on the event loop, where
+    the SDK starts the requests' tasks in the order it read them.
+    """
+
+    def __init__(self) -> None:
+        self._running: list[tuple[bool, anyio.Event]] = []
+
+    async def run(self, writes: bool, fn: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
+        earlier = [done for writer, done in self._running if writes or writer]
+        mine = (writes, anyio.Event())
+        self._running.append(mine)
+        try:
+            for done in earlier:
+                await done.wait()
+            # Not abandoned on cancellation: the call's effects are done before later calls start.
+            return await anyio.to_thread.run_sync(functools.partial(fn, **kwargs))
+        finally:
+            self._running.remove(mine)
+            mine[1].set()
+
+
+_ORDERS: weakref.WeakKeyDictionary[Any, ArrivalOrder] = weakref.WeakKeyDictionary()
+
+
+def tool(mcp: Any, annotations: ToolAnnotations) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Register ``fn`` as a tool of the MCPServer ``mcp`` (``mcp.add_tool``), its docstring
+    dedented as the description, ``annotations`` as its hints.
+
+    The SDK sees ``fn``'s signature (the input schema) but calls it through ``mcp``'s
+    :class:`ArrivalOrder` (a tool not annotated read-only counts as a write), in a worker thread,
+    and any :class:`~remindful.errors.RemindfulError` it raises becomes a :class:`ToolError`."""
+    order = _ORDERS.setdefault(mcp, ArrivalOrder())
+    writes = not annotations.read_only_hint
+
+    def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(fn)
+        async def in_order(**kwargs: Any) -> Any:
+            try:
+                return await order.run(writes, fn, kwargs)
+            except RemindfulError as exc:
+                raise tool_error(exc) from exc
+
+        mcp.add_tool(in_order, description=inspect.cleandoc(fn.__doc__ or ""), annotations=annotations)
+        return fn
+
+    return register
+
+
+def tool_error(exc: RemindfulError) -> ToolError:
+    """The tool error for a remindful error: its message (and suggestion) on one line."""
+    return ToolError(" ".join(str(exc).split("\n")))
+
+
+def reject_unknown_arguments(mcp: Any) -> Callable[..., Any]:
+    """Server middleware: a ``tools/call`` naming an argument the tool does not take is a tool
+    error listing the ones it does. (The SDK drops unknown arguments without a word, so a
+    misspelt optional argument — ``memory_typ`` — would silently fall back to its default.)"""
+    known: dict[str, list[str]] = {}
+
+    async def middleware(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        params = ctx.params
+        if ctx.method == "tools/call" and isinstance(params, dict) and isinstance(params.get("arguments"), dict):
+            if not known:
+                for listed in await mcp.list_tools():
+                    known[listed.name] = list(listed.input_schema.get("properties", {}))
+            name = params.get("name")
+            expected = known.get(name) if isinstance(name, str) else None
+            unknown = [key for key in params["arguments"] if expected is not None and key not in expected]
+            if expected is not None and unknown:
+                what = "argument" if len(unknown) == 1 else "arguments"
+                names = ", ".join(repr(key) for key in unknown)
+                takes = f"it takes: {', '.join(expected)}" if expected else "it takes no arguments"
+                text = f"Error executing tool {name}: unknown {what} {names}; {takes}"
+                return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
+        return await call_next(ctx)
+
+    return middleware
+
+
+__all__ = [
+    "DESTRUCTIVE",
+    "READ_ONLY",
+    "UPDATE",
+    "WRITE",
+    "ArrivalOrder",
+    "GetManager",
+    "MemoryTypeName",
+    "reject_unknown_arguments",
+    "tool",
+    "tool_error",
+]

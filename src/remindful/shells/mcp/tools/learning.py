@@ -1,0 +1,191 @@
+"""Learning tools: capture from conversation turns, corrections, setting changes and workflows;
+confirm helpful results; suggestions, failure warnings, pattern analysis; task context.
+
+Each tool is one MemoryManager call (``remindful.services.learning`` does the work) wrapped by
+:func:`~remindful.shells.mcp.tools.common.run`: ``{"success": true, ...}`` or
+``{"success": false, "error": ...}`` naming the bad field.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from remindful.shells.mcp.tools.common import READ_ONLY, WRITE, GetManager, run, tool
+
+
+class Action(BaseModel):
+    """One observed user action."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    action_type: str = Field("action", description='Kind of action, e.g. "command", "click", "navigate".')
+    description: str = Field(description='What was done, e.g. "run tests" or "click submit".')
+    timestamp: str = Field(description="ISO 8601 time of the action.")
+    metadata: dict[str, Any] | None = Field(None, description='Extra facts, e.g. {"success": true, "app": "vscode"}.')
+
+
+def register(mcp: Any, get_manager: GetManager) -> None:
+    """Add the learning tools to the MCPServer ``mcp``."""
+
+    @tool(mcp, WRITE)
+    def memory_capture_turn(
+        user_message: Annotated[str, Field(description="What the user said in this turn.")],
+        assistant_response: Annotated[str, Field(description="What the assistant answered.")] = "",
+        conversation_id: Annotated[str, Field(description="The conversation (becomes the session id).")] = "default",
+        user_id: Annotated[str, Field(description="Who the user is.")] = "user",
+        user_name: Annotated[
+            str | None, Field(description='Name used instead of "I" in the memories (default "User").')
+        ] = None,
+        project_id: Annotated[str | None, Field(description="Project the conversation is about.")] = None,
+        timestamp: Annotated[str | None, Field(description="ISO 8601 time of the turn (default: now).")] = None,
+    ) -> dict[str, Any]:
+        """Learn from one conversation turn: extract up to 3 statements worth remembering
+        (preferences, decisions, project facts and constraints, procedures), each with a confidence
+        of at least 0.7. "Remember that …", "from now on …", "always use …" make a statement rank
+        higher later. Returns {"success": true, "count": n, "memories": [...]} (n may be 0).
+        """
+        turn = {
+            "user_message": user_message,
+            "assistant_response": assistant_response,
+            "conversation_id": conversation_id,
+            "user_id": user_id,
+            "user_name": user_name,
+            "project_id": project_id,
+            "timestamp": timestamp,
+        }
+
+        def act(m: Any) -> dict[str, Any]:
+            found = m.capture_conversation(turn)
+            return {"count": len(found), "memories": [x.to_dict() for x in found]}
+
+        return run(get_manager, act)
+
+    @tool(mcp, WRITE)
+    def memory_capture_correction(
+        original: Annotated[str, Field(description="What the agent originally produced.")],
+        corrected: Annotated[str, Field(description="What the user corrected it to.")],
+        context: Annotated[str, Field(description='What it was about, e.g. "API authentication".')] = "",
+    ) -> dict[str, Any]:
+        """Learn from a user's correction so the mistake is not repeated: stores the rule
+        ("API uses API keys, not OAuth.") as a reinforced knowledge memory. Returns
+        {"success": true, "memory": {...}}.
+        """
+        return run(get_manager, lambda m: {"memory": m.capture_correction(original, corrected, context).to_dict()})
+
+    @tool(mcp, WRITE)
+    def memory_capture_config_change(
+        key: Annotated[str, Field(description='The setting that changed, e.g. "theme" or "editor.fontSize".')],
+        new_value: Annotated[Any, Field(description='Its new value, e.g. "dark", 14, true.')],
+        old_value: Annotated[Any, Field(description="Its previous value, if known.")] = None,
+    ) -> dict[str, Any]:
+        """Remember the preference a settings change expresses ("User prefers dark mode"); an
+        earlier preference for the same setting is marked superseded. Returns {"success": true,
+        "memory": {...}}.
+        """
+
+        def act(m: Any) -> dict[str, Any]:
+            found = m.capture_config_change(key, old_value, new_value)
+            return {"memory": found.to_dict() if found else None}
+
+        return run(get_manager, act)
+
+    @tool(mcp, WRITE)
+    def memory_capture_workflow(
+        actions: Annotated[list[Action], Field(description="The actions, in any order (sorted by time).")],
+        goal: Annotated[str | None, Field(description='What they achieve, e.g. "deploy the app".')] = None,
+        name: Annotated[str | None, Field(description="A short name for the workflow.")] = None,
+    ) -> dict[str, Any]:
+        """Learn a procedure from observed actions: 3 or more related actions within 30 minutes
+        become a workflow memory "To <goal>: 1) …, 2) …". Unrelated or spread-out actions store
+        nothing. Returns {"success": true, "captured": bool, "memory": {...} | null}.
+        """
+
+        def act(m: Any) -> dict[str, Any]:
+            found = m.capture_workflow([a.model_dump() for a in actions], goal=goal, name=name)
+            return {"captured": found is not None, "memory": found.to_dict() if found else None}
+
+        return run(get_manager, act)
+
+    @tool(mcp, WRITE)
+    def memory_create_workflow_from_session(
+        session_id: Annotated[str, Field(description="The session whose actions make up the workflow.")],
+        name: Annotated[str, Field(description='Workflow name, e.g. "google_search_workflow".')],
+    ) -> dict[str, Any]:
+        """Turn a session's successful actions, in order, into a reusable workflow memory that
+        memory_suggest can offer later. Returns {"success": true, "memory": {...}}.
+        """
+        return run(get_manager, lambda m: {"memory": m.create_workflow_from_session(session_id, name).to_dict()})
+
+    @tool(mcp, WRITE)
+    def memory_confirm(
+        query: Annotated[str, Field(description="The search query the result answered.")],
+        memory_id: Annotated[str, Field(description="The id of the result that helped.")],
+    ) -> dict[str, Any]:
+        """Tell memory a search result helped: the memory is reinforced (importance and access
+        count go up) so it ranks higher next time. Returns {"success": true, "memory": {...}}.
+        """
+        return run(get_manager, lambda m: {"memory": m.confirm(query, memory_id).to_dict()})
+
+    @tool(mcp, READ_ONLY)
+    def memory_suggest(
+        context: Annotated[
+            str, Field(description='The current situation or intended action, e.g. "login form on example.com".')
+        ],
+        action: Annotated[
+            dict[str, Any] | None,
+            Field(
+                description='The action about to be taken, e.g. {"action": "click", "target": {"x": 500, "y": 300}}.'
+            ),
+        ] = None,
+        limit: Annotated[int, Field(ge=1, le=50, description="Most suggestions to return.")] = 3,
+    ) -> dict[str, Any]:
+        """Before acting: similar past workflows/actions you could replay (with memory ids and
+        dates), and warnings when this action failed before ("This action failed 5 times
+        previously, success rate: 0%") with alternatives that worked.
+        """
+        return run(get_manager, lambda m: m.suggest(context, action=action, limit=limit))
+
+    @tool(mcp, READ_ONLY)
+    def memory_analyze_patterns(
+        type: Annotated[
+            Literal["action", "screen", "workflow"], Field(description="Memory type to analyse.")
+        ] = "action",
+        metric: Annotated[
+            Literal["success_rate", "frequency", "sequences"] | None,
+            Field(description="What to report; default: everything."),
+        ] = None,
+        min_support: Annotated[int, Field(ge=1, description="Sessions a sequence must recur in.")] = 2,
+        days: Annotated[float | None, Field(gt=0, description="Only the last N days.")] = None,
+        store: Annotated[bool, Field(description="Save recurring sequences as workflow memories.")] = False,
+    ) -> dict[str, Any]:
+        """Find recurring action sequences across sessions (with confidence) and success rates per
+        kind of action, with insights such as "fill succeeds 95% (19/20)" and failure-prone actions.
+        """
+        return run(
+            get_manager,
+            lambda m: m.analyze_patterns(type=type, metric=metric, min_support=min_support, days=days, store=store),
+        )
+
+    @tool(mcp, READ_ONLY)
+    def memory_context(
+        task: Annotated[str, Field(description="The task at hand, in a sentence.")],
+        budget_tokens: Annotated[int, Field(ge=50, le=20_000, description="Most tokens the context may take.")] = 1500,
+    ) -> dict[str, Any]:
+        """Context for the current task: the most relevant memories (preferences, facts,
+        workflows, past outcomes) as short lines with ids, within a token budget, plus warnings
+        about actions that failed before. Call it when starting a task.
+        """
+
+        def act(m: Any) -> dict[str, Any]:
+            from remindful.services.context import build_context, estimate_tokens
+
+            warnings = [f"Warning: {w['message']}" for w in m.suggest(task)["warnings"]]
+            # Warnings first in the budget: they prevent repeating a known failure.
+            room = budget_tokens - sum(estimate_tokens(w) + 1 for w in warnings)
+            text = build_context(m, task, budget_tokens=room) if room > 0 else ""
+            text = "\n".join(x for x in [text, *warnings] if x)
+            return {"context": text, "tokens": estimate_tokens(text), "warnings": warnings}
+
+        return run(get_manager, act)

@@ -1,0 +1,161 @@
+"""Lifecycle tools: sessions, retention and dedup, export/import, backup/restore, clear-all.
+
+Each tool is one :class:`~remindful.api.MemoryManager` call wrapped by
+:func:`~remindful.shells.mcp.tools.common.run`. The destructive ones (delete a session, restore,
+clear everything) ask the user through MCP elicitation when the client supports it and otherwise
+need ``confirm=true`` (:mod:`remindful.shells.mcp.tools.confirm`); each takes a backup first.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated, Any
+
+from pydantic import Field
+
+from remindful.shells.mcp.tools.common import (
+    DESTRUCTIVE,
+    READ_ONLY,
+    WRITE,
+    GetManager,
+    MemoryTypeName,
+    disabled,
+    run,
+    tool,
+)
+from remindful.shells.mcp.tools.confirm import Approval, approved, confirmation, not_confirmed
+
+if TYPE_CHECKING:
+    from remindful.api import MemoryManager
+
+MAX_IDS = 100
+CONFIRM_DELETE_SESSION = confirmation("Delete every memory of this session? A backup is taken first.")
+CONFIRM_RESTORE = confirmation("Replace ALL current memories with the backup? The current data is backed up first.")
+CONFIRM_CLEAR = confirmation("Delete EVERY memory in every collection? A backup is taken first.")
+
+Confirm = Annotated[bool, Field(description="Set true to go ahead without being asked (the user agreed).")]
+Path_ = Annotated[str, Field(description="A file path on the machine running the memory server.")]
+
+
+def register(mcp: Any, get_manager: GetManager) -> None:
+    """Add the lifecycle tools to the MCPServer ``mcp``."""
+
+    @tool(mcp, READ_ONLY)
+    def memory_list_sessions(
+        limit: Annotated[int, Field(ge=1, le=1000, description="Maximum sessions, newest first.")] = 50,
+    ) -> dict[str, Any]:
+        """List sessions newest first: id, start/end time, memory count and a summary of the most
+        common actions, screens and tools. Pass an id to memory_resume_session to continue it."""
+
+        def sessions(m: MemoryManager) -> dict[str, Any]:
+            found = m.list_sessions()
+            return {"count": len(found), "current_session": m.session_id, "sessions": found[:limit]}
+
+        return run(get_manager, sessions)
+
+    @tool(mcp, WRITE)
+    def memory_resume_session(
+        session_id: Annotated[str, Field(description="A session id from memory_list_sessions.")],
+    ) -> dict[str, Any]:
+        """Continue where a previous session left off: from now on, searches rank that session's
+        memories higher (until another session is resumed). Returns its memory count."""
+        return run(get_manager, lambda m: {"session_id": session_id, "memory_count": m.resume_session(session_id)})
+
+    @tool(mcp, DESTRUCTIVE)
+    def memory_delete_session(
+        session_id: Annotated[str, Field(description="The session whose memories to delete.")],
+        confirm: Confirm = False,
+        approval: Annotated[Approval, CONFIRM_DELETE_SESSION] = None,  # type: ignore[assignment]
+    ) -> dict[str, Any]:
+        """Delete ALL memories of one session, in every collection (e.g. after sensitive work).
+        A backup is taken first; returns the count deleted and the backup path."""
+        if off := disabled(get_manager):
+            return off
+        if not approved(approval):
+            return not_confirmed(f"delete every memory of session {session_id!r}", approval)
+        return run(get_manager, lambda m: m.delete_session(session_id, confirm=True))
+
+    @tool(mcp, DESTRUCTIVE)
+    def memory_cleanup(
+        dry_run: Annotated[bool, Field(description="Only report what would be deleted.")] = False,
+    ) -> dict[str, Any]:
+        """Apply the retention policy now: expired and old unprotected memories, near-duplicates,
+        tier caps and quotas. Bookmarked memories are never deleted. Reports counts per reason
+        and the space freed; try dry_run=true first."""
+
+        def clean(m: MemoryManager) -> dict[str, Any]:
+            report = m.cleanup(dry_run=dry_run)
+            ids = report.pop("ids", None)
+            if ids is not None:  # a dry run names what would go; keep the answer small for the agent
+                report["ids"] = ids[:MAX_IDS]
+                report["ids_truncated"] = len(ids) > MAX_IDS
+            return report
+
+        return run(get_manager, clean)
+
+    @tool(mcp, DESTRUCTIVE)
+    def memory_dedup(
+        threshold: Annotated[float, Field(gt=0, le=1, description="Cosine similarity counted as duplicate.")] = 0.95,
+        types: Annotated[list[MemoryTypeName] | None, Field(description="Only these types (default all).")] = None,
+        dry_run: Annotated[bool, Field(description="Only report the clusters.")] = False,
+    ) -> dict[str, Any]:
+        """Collapse near-duplicate memories of the same type into one representative (the most
+        important, then newest); the consolidation is recorded in its metadata."""
+        return run(get_manager, lambda m: m.dedup(threshold=threshold, types=types, dry_run=dry_run))
+
+    @tool(mcp, WRITE)
+    def memory_export(
+        output_path: Annotated[
+            str | None, Field(description="JSON file to write (default: <storage>/exports/memories_<time>.json).")
+        ] = None,
+        format: Annotated[str, Field(description='Only "json".')] = "json",
+    ) -> dict[str, Any]:
+        """Export every memory with content, metadata and embedding to a JSON file that
+        memory_import can load again. Returns the path and the count."""
+        return run(get_manager, lambda m: m.export(format=format, output_path=output_path))
+
+    @tool(mcp, WRITE)
+    def memory_import(path: Path_) -> dict[str, Any]:
+        """Import a JSON export exactly (ids, times, embeddings); memories already present are
+        skipped. Returns the counts imported and skipped."""
+        return run(get_manager, lambda m: m.import_memories(path))
+
+    @tool(mcp, WRITE)
+    def memory_backup(
+        name: Annotated[
+            str | None, Field(description="Optional label, e.g. before_experiment (letters, digits, _ - .).")
+        ] = None,
+    ) -> dict[str, Any]:
+        """Back up all memory data (catalog, vector index, attachments, config) to
+        <storage>/backups/backup_YYYYmmdd_HHMMSS[_name].tar.gz. Returns the path and counts."""
+        return run(get_manager, lambda m: m.backup(name))
+
+    @tool(mcp, DESTRUCTIVE)
+    def memory_restore(
+        backup_path: Annotated[str, Field(description="A backup_*.tar.gz made by memory_backup.")],
+        confirm: Confirm = False,
+        approval: Annotated[Approval, CONFIRM_RESTORE] = None,  # type: ignore[assignment]
+    ) -> dict[str, Any]:
+        """Replace all current memories with a backup. The archive is validated first (checksums,
+        no links or escaping paths); the current data is backed up before it is replaced.
+        Returns the restored counts per collection."""
+        if off := disabled(get_manager):
+            return off
+        if not approved(approval):
+            return not_confirmed("replace all current memories with the backup", approval)
+        return run(get_manager, lambda m: m.restore(backup_path, confirm=True))
+
+    @tool(mcp, DESTRUCTIVE)
+    def memory_clear_all(
+        confirm: Confirm = False,
+        approval: Annotated[Approval, CONFIRM_CLEAR] = None,  # type: ignore[assignment]
+    ) -> dict[str, Any]:
+        """Delete every memory in every collection (fresh start). A backup is taken first; its
+        path is returned so the data can be restored with memory_restore."""
+        if off := disabled(get_manager):
+            return off
+        if not approved(approval):
+            return not_confirmed("delete every memory", approval)
+        return run(get_manager, lambda m: m.clear_all(confirm=True))
+
+
+__all__ = ["register"]

@@ -1,0 +1,41 @@
+"""Helpers for tests, yours and ours: a fast store with the shipped fakes, and a read-only look
+at a store's catalog.
+
+    from remindful.testing import open_fake
+    with open_fake(tmp_path / "store") as memory:
+        memory.store("Clicked login", type="action")
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import remindful
+from remindful.api import MemoryManager
+from remindful.embed.fake import FakeEmbedder
+from remindful.index.memory import InMemoryIndex
+
+
+def open_fake(path: str | os.PathLike[str], **overrides: Any) -> MemoryManager:
+    """A store with the fake embedder and the in-memory index: fast, no model, no Chroma.
+    ``overrides`` are those of :func:`remindful.open`."""
+    overrides.setdefault("embedder", FakeEmbedder())
+    overrides.setdefault("index", InMemoryIndex())
+    return remindful.open(path, **overrides)
+
+
+def catalog_rows(store: str | os.PathLike[str] | MemoryManager, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+    """Rows of ``sql`` run read-only on a store's catalog (``store``: its directory or a manager)."""
+    path = Path(store.path if isinstance(store, MemoryManager) else store) / "catalog.sqlite3"
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
+    try:
+        return conn.execute(sql, tuple(params)).fetchall()
+    finally:
+        conn.close()
+
+
+__all__ = ["FakeEmbedder", "InMemoryIndex", "catalog_rows", "open_fake"]
