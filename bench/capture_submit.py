@@ -9,25 +9,13 @@ the host's path, not the worker storing the memory afterwards. Target: well unde
 
 from __future__ import annotations
 
-import argparse
 import json
 import sqlite3
-import statistics
 import sys
-import tempfile
-import time
-from pathlib import Path
 from typing import Any
 
-import remindful
-from remindful.embed import FakeEmbedder
-from remindful.index import InMemoryIndex
+from common import elapsed_ms, emit, fake_store, machine, parser, pct, percentile, scratch_dir, versus
 from remindful.services.capture.middleware import CaptureWorker, ToolCall
-
-
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 3)
 
 
 def call(i: int) -> ToolCall:
@@ -35,31 +23,26 @@ def call(i: int) -> ToolCall:
 
 
 def bench(calls: int) -> dict[str, Any]:
-    with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp)
-        with remindful.open(root / "store", embedder=FakeEmbedder(), index=InMemoryIndex()) as memory:
+    with scratch_dir() as root:
+        with fake_store(root / "store") as memory:
             worker = CaptureWorker(lambda: memory)
             worker.submit(call(-1))  # waits for the worker to make the spool
             assert worker.flush(30)
-            submits = []
-            for i in range(calls):
-                started = time.perf_counter()
-                worker.submit(call(i))
-                submits.append((time.perf_counter() - started) * 1000)
+            submits = [elapsed_ms(worker.submit, call(i)) for i in range(calls)]
             worker.close(timeout=120)
             captured = worker.stats["captured"]
         conn = sqlite3.connect(root / "bare.sqlite3", isolation_level=None)
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute("CREATE TABLE spool (seq INTEGER PRIMARY KEY, key TEXT, record TEXT)")
-        bare = []
-        for i in range(calls):
+
+        def bare_commit(i: int) -> None:
             record = json.dumps({"tool": "click", "arguments": {"x": i, "selector": f"#button-{i}"}})
-            started = time.perf_counter()
             conn.execute("BEGIN")
             conn.execute("INSERT INTO spool (key, record) VALUES (?, ?)", (f"k{i}", record))
             conn.execute("COMMIT")
-            bare.append((time.perf_counter() - started) * 1000)
+
+        bare = [elapsed_ms(bare_commit, i) for i in range(calls)]
         conn.close()
     return {
         "calls": calls,
@@ -68,24 +51,30 @@ def bench(calls: int) -> dict[str, Any]:
         "submit_p95_ms": pct(submits, 0.95),
         "bare_commit_p50_ms": pct(bare, 0.5),
         "bare_commit_p95_ms": pct(bare, 0.95),
-        "submit_vs_bare": round(statistics.median(submits) / statistics.median(bare), 2),
+        "submit_vs_bare": round(percentile(submits, 0.5) / percentile(bare, 0.5), 2),
+        "machine": machine(),
     }
 
 
+def lines(result: dict[str, Any]) -> list[str]:
+    return [
+        versus(
+            "submit p50",
+            result["submit_p50_ms"],
+            "bare SQLite insert+commit p50",
+            result["bare_commit_p50_ms"],
+            ratio=result["submit_vs_bare"],
+        ),
+        f"p95: submit {result['submit_p95_ms']} ms, bare {result['bare_commit_p95_ms']} ms; "
+        f"{result['captured']} of {result['calls'] + 1} calls stored by the worker",
+    ]
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--calls", type=int, default=500)
-    parser.add_argument("--json", action="store_true")
-    args = parser.parse_args(argv)
-    result = bench(args.calls)
-    if args.json:
-        print(json.dumps(result))
-        return 0
-    print(
-        f"submit p50 {result['submit_p50_ms']} ms (p95 {result['submit_p95_ms']}) vs bare SQLite insert+commit "
-        f"p50 {result['bare_commit_p50_ms']} ms (p95 {result['bare_commit_p95_ms']}) = {result['submit_vs_bare']}x; "
-        f"{result['captured']} of {result['calls'] + 1} calls stored by the worker"
-    )
+    args_parser = parser(__doc__)
+    args_parser.add_argument("--calls", type=int, default=500)
+    args = args_parser.parse_args(argv)
+    emit(bench(args.calls), args.json, lines)
     return 0
 
 

@@ -4,7 +4,7 @@ On the same 512 short texts (LoCoMo turns) it prints, for each backend (ONNX as 
 default; ONNX as shipped, ``quantize=False``; sentence-transformers when installed):
 - load: first-use cost in ms (imports, model resolution, session and tokenizer); for the int8
   default also the first load on a new machine, which prepares the int8 model once;
-- single p50: latency of embedding one text, median over 200 texts, no cache; "query" is the same
+- single p50: latency of embedding one text, p50 over 200 texts, no cache; "query" is the same
   over LoCoMo questions (what a search embeds);
 - throughput: texts/s for all 512 in one ``embed`` call (best of ``--repeat`` runs).
 The backends are measured in interleaved rounds (each round: a share of the single texts, then one
@@ -13,17 +13,13 @@ It also prints the throughput ratios against sentence-transformers and the mean 
 backend's vectors to sentence-transformers' (the fp32 reference). The issue's targets: >= 2x
 sentence-transformers throughput, single text <= 5 ms, load <= 1 s.
 
-    python bench/embedder.py [--threads N] [--batch-size 16] [--json]
+    python bench/embedder.py [--data PATH] [--threads N] [--batch-size 16] [--json]
 """
 
 from __future__ import annotations
 
-import argparse
 import importlib.util
-import json
 import os
-import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -31,31 +27,10 @@ from typing import Any
 
 import numpy as np
 
+from common import add_data_option, elapsed_ms, emit, load_locomo, machine, parser, pct, progress, turn_texts
 from remindful.embed import OnnxMiniLMEmbedder, SentenceTransformersEmbedder, quantize
-from remindful.embed.onnx import default_threads
 
-DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo_dev.json"
 TARGETS = {"throughput_ratio": 2.0, "single_p50_ms": 5.0, "load_ms": 1000.0}
-
-
-def load_texts(path: Path, n: int) -> list[str]:
-    """The first ``n`` conversation turns of a LoCoMo-format file, in session order."""
-    texts: list[str] = []
-    for sample in json.loads(path.read_text(encoding="utf-8")):
-        conversation = sample["conversation"]
-        session = 1
-        while f"session_{session}" in conversation:
-            texts.extend(turn["text"] for turn in conversation[f"session_{session}"])
-            session += 1
-    if len(texts) < n:
-        raise SystemExit(f"{path} has only {len(texts)} turns, need {n}")
-    return texts[:n]
-
-
-def load_questions(path: Path, n: int) -> list[str]:
-    """The first ``n`` QA questions of a LoCoMo-format file."""
-    questions = [qa["question"] for sample in json.loads(path.read_text(encoding="utf-8")) for qa in sample["qa"]]
-    return questions[:n]
 
 
 WARM_UP = ["a short warm-up text", "and a second, slightly longer one to batch with it"] * 4
@@ -85,10 +60,7 @@ def one_round(embedder: Any, timings: Timings, singles: list[str], questions: li
     """Each of ``singles`` and ``questions`` embedded alone, then ``batch`` in one call."""
     progress(f"{type(embedder).__name__}: {len(singles)} single texts, {len(questions)} questions, one batch")
     for source, into in ((singles, timings.singles), (questions, timings.queries)):
-        for text in source:
-            started = time.perf_counter()
-            embedder.embed([text])
-            into.append((time.perf_counter() - started) * 1000)
+        into.extend(elapsed_ms(embedder.embed, [text]) for text in source)
     started = time.perf_counter()
     timings.vectors = embedder.embed(batch)
     timings.batches.append(time.perf_counter() - started)
@@ -97,42 +69,64 @@ def one_round(embedder: Any, timings: Timings, singles: list[str], questions: li
 def summary(load_ms: float, timings: Timings, n: int) -> dict[str, float]:
     return {
         "load_ms": round(load_ms, 1),
-        "single_p50_ms": round(statistics.median(timings.singles), 2),
-        "single_p95_ms": round(statistics.quantiles(timings.singles, n=20)[-1], 2),
-        "query_p50_ms": round(statistics.median(timings.queries), 2),
+        "single_p50_ms": pct(timings.singles, 0.5, 2),
+        "single_p95_ms": pct(timings.singles, 0.95, 2),
+        "query_p50_ms": pct(timings.queries, 0.5, 2),
         "throughput_texts_per_s": round(n / min(timings.batches), 1),
     }
 
 
-def progress(message: str) -> None:
-    if sys.stderr.isatty():
-        print(f"\r\033[K{message}...", end="", file=sys.stderr, flush=True)
+def lines(result: dict[str, Any]) -> list[str]:
+    out = [f"{result['texts']} texts from {Path(result['data']).name}"]
+    for label, key in (
+        ("onnx int8 (default)", "onnx_int8"),
+        ("onnx float (shipped)", "onnx_float"),
+        ("sentence-transformers", "sentence_transformers"),
+    ):
+        figures = result.get(key)
+        if figures is None:
+            out.append(f"{label:22} not installed (pip install 'remindful[st]' to compare)")
+            continue
+        line = (
+            f"{label:22} load {figures['load_ms']:7.1f} ms  single p50 {figures['single_p50_ms']:5.2f} ms "
+            f"(p95 {figures['single_p95_ms']:.2f}), query p50 {figures['query_p50_ms']:5.2f} ms  "
+            f"throughput {figures['throughput_texts_per_s']:6.1f} texts/s"
+        )
+        if "throughput_ratio_over_st" in figures:
+            line += (
+                f"  = {figures['throughput_ratio_over_st']:.2f}x st, cosine to st {figures['mean_cosine_to_st']:.4f}"
+            )
+        out.append(line)
+    out.append(
+        "onnx int8 first load on a new machine (prepares the int8 model once): "
+        f"{result['onnx_int8_first_load_ms']:.0f} ms"
+    )
+    out.append(
+        f"targets: throughput >= {TARGETS['throughput_ratio']}x st, single <= {TARGETS['single_p50_ms']} ms, "
+        f"load <= {TARGETS['load_ms']:.0f} ms"
+    )
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="LoCoMo-format JSON file")
-    parser.add_argument("--n", type=int, default=512, help="number of texts")
-    parser.add_argument("--singles", type=int, default=200, help="texts timed one at a time")
-    parser.add_argument("--repeat", type=int, default=3, help="batch runs; the best counts")
-    parser.add_argument("--threads", type=int, default=None, help="ONNX intra-op threads (default: all cores)")
-    parser.add_argument("--no-spin", action="store_true", help="ONNX worker threads do not busy-wait")
-    parser.add_argument("--batch-size", type=int, default=16, help="ONNX internal batch size")
-    parser.add_argument("--model-dir", type=Path, default=None, help="directory with model.onnx")
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
-    args = parser.parse_args(argv)
+    args_parser = parser(__doc__)
+    add_data_option(args_parser)
+    args_parser.add_argument("--n", type=int, default=512, help="number of texts")
+    args_parser.add_argument("--singles", type=int, default=200, help="texts timed one at a time")
+    args_parser.add_argument("--repeat", type=int, default=3, help="batch runs; the best counts")
+    args_parser.add_argument("--threads", type=int, default=None, help="ONNX intra-op threads (default: all cores)")
+    args_parser.add_argument("--no-spin", action="store_true", help="ONNX worker threads do not busy-wait")
+    args_parser.add_argument("--batch-size", type=int, default=16, help="ONNX internal batch size")
+    args_parser.add_argument("--model-dir", type=Path, default=None, help="directory with model.onnx")
+    args = args_parser.parse_args(argv)
 
-    texts = load_texts(args.data, args.n)
-    questions = load_questions(args.data, args.singles)
+    data = load_locomo(args.data)
+    texts = turn_texts(data)[: args.n]
+    if len(texts) < args.n:
+        raise SystemExit(f"{args.data} has only {len(texts)} turns, need {args.n}")
+    questions = [qa["question"] for sample in data for qa in sample["qa"]][: args.singles]
     options = {"threads": args.threads, "batch_size": args.batch_size, "spin": not args.no_spin}
-    result: dict[str, Any] = {
-        "texts": len(texts),
-        "targets": TARGETS,
-        # Timings on a shared machine mean little without the load they were taken under.
-        "cpus": default_threads(),
-        "load_average_1m": round(os.getloadavg()[0], 2),
-        **options,
-    }
+    result: dict[str, Any] = {"data": str(args.data), "texts": len(texts), "targets": TARGETS, **options}
     with tempfile.TemporaryDirectory() as cache:
         os.environ[quantize.ENV_MODEL_CACHE] = cache
         progress("onnx int8: first load on a new machine (prepares the int8 model)")
@@ -164,37 +158,9 @@ def main(argv: list[str] | None = None) -> int:
             )
             cosines = np.sum(timings[key].vectors * reference.vectors, axis=1)
             result[key]["mean_cosine_to_st"] = round(float(np.mean(cosines)), 5)
-    if sys.stderr.isatty():
-        print("\r\033[K", end="", file=sys.stderr, flush=True)
-
-    if args.json:
-        print(json.dumps(result))
-        return 0
-    print(f"{len(texts)} texts from {args.data.name}, {result['cpus']} CPUs, load average {result['load_average_1m']}")
-    for label, key in (
-        ("onnx int8 (default)", "onnx_int8"),
-        ("onnx float (shipped)", "onnx_float"),
-        ("sentence-transformers", "sentence_transformers"),
-    ):
-        figures = result.get(key)
-        if figures is None:
-            print(f"{label:22} not installed (pip install 'remindful[st]' to compare)")
-            continue
-        line = (
-            f"{label:22} load {figures['load_ms']:7.1f} ms  single p50 {figures['single_p50_ms']:5.2f} ms "
-            f"(p95 {figures['single_p95_ms']:.2f}), query p50 {figures['query_p50_ms']:5.2f} ms  "
-            f"throughput {figures['throughput_texts_per_s']:6.1f} texts/s"
-        )
-        if "throughput_ratio_over_st" in figures:
-            line += (
-                f"  = {figures['throughput_ratio_over_st']:.2f}x st, cosine to st {figures['mean_cosine_to_st']:.4f}"
-            )
-        print(line)
-    print(
-        "onnx int8 first load on a new machine (prepares the int8 model once): "
-        f"{result['onnx_int8_first_load_ms']:.0f} ms"
-    )
-    print(f"targets: single <= {TARGETS['single_p50_ms']} ms, load <= {TARGETS['load_ms']:.0f} ms")
+    progress(None)
+    result["machine"] = machine()
+    emit(result, args.json, lines)
     return 0
 
 

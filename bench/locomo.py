@@ -5,18 +5,20 @@ For each conversation: a fresh store; every turn stored as one ``conversation`` 
 question of categories 1-4 run through ``search()``. Recall@k is the fraction of a question's
 evidence turns found in the top k, averaged over questions (shared/data/README.md).
 
-    python bench/locomo.py --data ../shared/data/locomo_dev.json --k 5,10 [--json]
+The baseline in the same run: the same stores reopened with other search settings (by default
+dense only: the memory's MiniLM vector, as a plain vector store ranks), and every question asked
+again. ``--baseline KEY=VALUE`` picks other settings (an ablation), ``--no-baseline`` skips it.
 
-Any LoCoMo-format file can be measured the same way.
+    python bench/locomo.py [--data PATH] [--k 5,10] [--conversations N] [--no-baseline] [--json]
+
+Any LoCoMo-format file can be measured the same way (``--data``: see bench/common.py).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
-import tempfile
 import time
 from collections import defaultdict
 from datetime import UTC, datetime
@@ -24,8 +26,9 @@ from pathlib import Path
 from typing import Any
 
 import remindful
+from common import add_data_option, emit, load_locomo, machine, parser, pct, scratch_dir, sessions, timed
 
-DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo_dev.json"
+DENSE_ONLY = {"search.context_weight": 0, "search.lexical_weight": 0, "search.lexical_context_weight": 0}
 
 
 def parse_session_date(text: str) -> datetime:
@@ -35,117 +38,158 @@ def parse_session_date(text: str) -> datetime:
 
 def turns(conversation: dict[str, Any]) -> list[dict[str, Any]]:
     """Store items for every turn, in session order."""
-    items = []
-    n = 1
-    while f"session_{n}" in conversation:
-        when = parse_session_date(conversation[f"session_{n}_date_time"])
-        for turn in conversation[f"session_{n}"]:
-            items.append(
-                {
-                    "content": f"{turn['speaker']}: {turn['text']}",
-                    "type": "conversation",
-                    "timestamp": when,
-                    "metadata": {"dia_id": turn["dia_id"]},
-                    "source": "conversation",
-                }
-            )
-        n += 1
-    return items
+    return [
+        {
+            "content": f"{turn['speaker']}: {turn['text']}",
+            "type": "conversation",
+            "timestamp": parse_session_date(date),
+            "metadata": {"dia_id": turn["dia_id"]},
+            "source": "conversation",
+        }
+        for date, session in sessions(conversation)
+        for turn in session
+    ]
 
 
-def evaluate(data: list[dict[str, Any]], ks: list[int], open_store: Any) -> dict[str, Any]:
-    top = max(ks)
-    recalls: dict[int, list[float]] = {k: [] for k in ks}
-    by_category: dict[int, dict[int, list[float]]] = defaultdict(lambda: {k: [] for k in ks})
-    reciprocal: list[float] = []
-    search_ms: list[float] = []
+class Scores:
+    """Recall@k, reciprocal ranks and search times of one configuration, question by question."""
+
+    def __init__(self, ks: list[int]) -> None:
+        self.ks = ks
+        self.recalls: dict[int, list[float]] = {k: [] for k in ks}
+        self.by_category: dict[int, dict[int, list[float]]] = defaultdict(lambda: {k: [] for k in ks})
+        self.reciprocal: list[float] = []
+        self.search_ms: list[float] = []
+
+    def ask(self, memory: Any, qa: dict[str, Any]) -> None:
+        evidence = set(qa["evidence"])
+        seconds, hits = timed(memory.search, qa["question"], limit=max(self.ks))
+        self.search_ms.append(seconds * 1000)
+        ranked = [h.metadata.get("dia_id") for h in hits]
+        for k in self.ks:
+            found = len(evidence & set(ranked[:k])) / len(evidence)
+            self.recalls[k].append(found)
+            self.by_category[qa["category"]][k].append(found)
+        first = next((i for i, d in enumerate(ranked, 1) if d in evidence), None)
+        self.reciprocal.append(1 / first if first else 0.0)
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "questions": len(self.reciprocal),
+            "recall": {f"R@{k}": round(statistics.fmean(v), 4) for k, v in self.recalls.items()},
+            "mrr": round(statistics.fmean(self.reciprocal), 4),
+            "by_category": {
+                str(c): {f"R@{k}": round(statistics.fmean(v), 4) for k, v in sorted(per.items())}
+                | {"n": len(per[self.ks[0]])}
+                for c, per in sorted(self.by_category.items())
+            },
+            "search_p50_ms": pct(self.search_ms, 0.5, 2),
+            "search_p95_ms": pct(self.search_ms, 0.95, 2),
+        }
+
+
+def evaluate(
+    data: list[dict[str, Any]], ks: list[int], settings: dict[str, Any], baseline: dict[str, Any] | None
+) -> dict[str, Any]:
+    """Scores with ``settings``, and with ``baseline`` on top of them (the same stores reopened)."""
+    scores, base_scores = Scores(ks), Scores(ks)
     ingest_s = 0.0
     stored = 0
     for sample in data:
-        with tempfile.TemporaryDirectory() as tmp, open_store(Path(tmp)) as memory:
-            items = turns(sample["conversation"])
-            started = time.perf_counter()
-            memory.store_batch(items)
-            memory.flush()  # embedded and indexed: the whole cost of ingest
-            ingest_s += time.perf_counter() - started
-            stored += len(items)
-            for qa in sample["qa"]:
-                if qa.get("category") not in (1, 2, 3, 4) or not qa.get("evidence"):
-                    continue
-                evidence = set(qa["evidence"])
+        questions = [qa for qa in sample["qa"] if qa.get("category") in (1, 2, 3, 4) and qa.get("evidence")]
+        with scratch_dir() as tmp:
+            with remindful.open(tmp, **settings) as memory:
+                items = turns(sample["conversation"])
                 started = time.perf_counter()
-                hits = memory.search(qa["question"], limit=top)
-                search_ms.append((time.perf_counter() - started) * 1000)
-                ranked = [h.metadata.get("dia_id") for h in hits]
-                for k in ks:
-                    found = len(evidence & set(ranked[:k])) / len(evidence)
-                    recalls[k].append(found)
-                    by_category[qa["category"]][k].append(found)
-                first = next((i for i, d in enumerate(ranked, 1) if d in evidence), None)
-                reciprocal.append(1 / first if first else 0.0)
-    search_ms.sort()
-    return {
-        "questions": len(reciprocal),
-        "recall": {f"R@{k}": round(statistics.fmean(v), 4) for k, v in recalls.items()},
-        "mrr": round(statistics.fmean(reciprocal), 4),
-        "by_category": {
-            str(c): {f"R@{k}": round(statistics.fmean(v), 4) for k, v in sorted(per.items())} | {"n": len(per[ks[0]])}
-            for c, per in sorted(by_category.items())
-        },
-        "ingest_per_s": round(stored / ingest_s, 1),
-        "search_p50_ms": round(search_ms[len(search_ms) // 2], 2),
-        "search_p95_ms": round(search_ms[int(len(search_ms) * 0.95)], 2),
-    }
+                memory.store_batch(items)
+                memory.flush()  # embedded and indexed: the whole cost of ingest
+                ingest_s += time.perf_counter() - started
+                stored += len(items)
+                for qa in questions:
+                    scores.ask(memory, qa)
+            if baseline is not None:
+                with remindful.open(tmp, **{**settings, **baseline}) as memory:
+                    for qa in questions:
+                        base_scores.ask(memory, qa)
+    result = {**scores.summary(), "ingest_per_s": round(stored / ingest_s, 1)}
+    if baseline is not None:
+        result["baseline"] = {"settings": baseline, **base_scores.summary()}
+    return result
+
+
+def overrides(pairs: list[str]) -> dict[str, Any]:
+    """``KEY=VALUE`` pairs as settings; a VALUE that looks like JSON (a number, list, object, true/false) is read so."""
+    result: dict[str, Any] = {}
+    for pair in pairs:
+        key, _, value = pair.partition("=")
+        result[key] = json.loads(value) if value[:1] in "0123456789-[{tf" else value
+    return result
+
+
+def row(figures: dict[str, Any]) -> str:
+    recall = "  ".join(f"{k} {v:.3f}" for k, v in figures["recall"].items())
+    return f"{recall}  MRR {figures['mrr']:.3f}  search p50 {figures['search_p50_ms']:.1f} ms"
+
+
+def lines(result: dict[str, Any]) -> list[str]:
+    out = [f"LoCoMo {result['data']}: {result['questions']} questions (categories 1-4)", "  " + row(result)]
+    for category, figures in result["by_category"].items():
+        out.append(
+            f"  category {category} (n={figures['n']}): "
+            + "  ".join(f"{k} {v:.3f}" for k, v in figures.items() if k != "n")
+        )
+    out.append(
+        f"  ingest {result['ingest_per_s']:.0f} turns/s; search p50 {result['search_p50_ms']:.1f} ms, "
+        f"p95 {result['search_p95_ms']:.1f} ms"
+    )
+    if "baseline" in result:
+        base = result["baseline"]
+        name = "dense only" if base["settings"] == DENSE_ONLY else json.dumps(base["settings"])
+        out.append(f"baseline, same stores, {name}:")
+        out.append("  " + row(base))
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="LoCoMo-format JSON file")
-    parser.add_argument("--k", default="5,10", help="comma-separated cut-offs")
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
-    parser.add_argument("--conversations", type=int, default=None, help="only the first N conversations")
-    parser.add_argument(
+    args_parser = parser(__doc__)
+    add_data_option(args_parser)
+    args_parser.add_argument("--k", default="5,10", help="comma-separated cut-offs")
+    args_parser.add_argument("--conversations", type=int, default=None, help="only the first N conversations")
+    args_parser.add_argument(
         "--set",
         action="append",
         default=[],
         metavar="KEY=VALUE",
         help="a setting override, e.g. search.lexical_weight=0 (repeatable)",
     )
-    parser.add_argument(
+    args_parser.add_argument(
+        "--baseline",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="the baseline's settings on top of --set (repeatable; default: dense only)",
+    )
+    args_parser.add_argument("--no-baseline", action="store_true", help="skip the baseline pass")
+    args_parser.add_argument(
         "--embedding-cache",
         type=Path,
         default=None,
         help="reuse embeddings across runs from this SQLite file (for ablations; ingest rates are then not comparable)",
     )
-    args = parser.parse_args(argv)
+    args = args_parser.parse_args(argv)
     ks = sorted(int(k) for k in args.k.split(","))
-    data = json.loads(args.data.read_text())[: args.conversations]
-    overrides = {}
-    for pair in args.set:
-        key, _, value = pair.partition("=")
-        overrides[key] = json.loads(value) if value[:1] in "0123456789-[{tf" else value
+    data = load_locomo(args.data)[: args.conversations]
+    settings = overrides(args.set)
+    baseline = None if args.no_baseline else overrides(args.baseline) or DENSE_ONLY
     if args.embedding_cache is not None:
         from remindful.embed import CachedEmbedder, OnnxMiniLMEmbedder
         from remindful.engine.catalog import Catalog
 
-        overrides["embedder"] = CachedEmbedder(OnnxMiniLMEmbedder(), store=Catalog(args.embedding_cache))
-    result = evaluate(data, ks, lambda path: remindful.open(path, **overrides))
-    overrides.pop("embedder", None)
-    result["settings"] = overrides
-    if args.json:
-        print(json.dumps(result))
-    else:
-        print(f"LoCoMo {args.data.name}: {result['questions']} questions (categories 1-4)")
-        print("  " + "  ".join(f"{k} {v:.3f}" for k, v in result["recall"].items()) + f"  MRR {result['mrr']:.3f}")
-        for category, figures in result["by_category"].items():
-            print(
-                f"  category {category} (n={figures['n']}): "
-                + "  ".join(f"{k} {v:.3f}" for k, v in figures.items() if k != "n")
-            )
-        print(
-            f"  ingest {result['ingest_per_s']:.0f} turns/s; search p50 {result['search_p50_ms']:.1f} ms, "
-            f"p95 {result['search_p95_ms']:.1f} ms"
-        )
+        settings["embedder"] = CachedEmbedder(OnnxMiniLMEmbedder(), store=Catalog(args.embedding_cache))
+    result = evaluate(data, ks, settings, baseline)
+    settings.pop("embedder", None)
+    result = {"data": str(args.data), **result, "settings": settings, "machine": machine()}
+    emit(result, args.json, lines)
     return 0
 
 

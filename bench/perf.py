@@ -10,47 +10,71 @@ Prints, each against a baseline measured in the same run:
   restrictions (one type, which every memory here has; the newer half by time); and p50 of searches
   made after IDLE_S of idleness (as an agent's are), against Chroma queries made the same way.
 
-    python bench/perf.py --sizes 10000,100000 [--json]
+    python bench/perf.py [--sizes 10000,100000] [--data PATH] [--store-dir DIR] [--json]
+
+``--compare REV`` measures search p50 of this working tree against the commit REV instead, in one
+run: REV is checked out with ``git worktree`` in a temporary folder (removed afterwards), and each
+tree gets a process of its own, started with that tree's ``src`` on PYTHONPATH, that builds its
+store of the same texts and then runs the searches it is sent. The two take turns, round by round
+(A B, then B A), so a machine whose load drifts slows both alike; the ratio is this tree over REV.
+The measuring code uses only what both trees have: ``remindful.open``, ``store_batch``, ``search``,
+``stats`` and ``close``, and ``remindful.embed.OnnxMiniLMEmbedder``.
+
+    python bench/perf.py --compare 0f1eb84 --size 100000 [--queries 200] [--rounds 10]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
+import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
-import numpy as np
+from common import (
+    REPO,
+    add_data_option,
+    elapsed_ms,
+    emit,
+    load_locomo,
+    machine,
+    parser,
+    pct,
+    percentile,
+    progress,
+    scratch_dir,
+    timed,
+    turn_texts,
+    versus,
+)
 
-import remindful
-from remindful.embed import OnnxMiniLMEmbedder
-
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo_dev.json"
 #: Searches "after idleness" wait this long before each: longer than any cache the searches keep warm.
 IDLE_S = 1.5
 IDLE_QUERIES = 12
+#: Memories per ``store_batch`` call when a sized store is built.
+BUILD_BATCH = 2000
 
 
-def corpus(n: int, seed: int = 7) -> list[str]:
-    """n distinct, realistic texts: LoCoMo turns with a varying detail appended."""
-    base = []
-    for sample in json.loads(DATA.read_text()):
-        conv = sample["conversation"]
-        for key, value in conv.items():
-            if key.startswith("session_") and isinstance(value, list):
-                base += [f"{t['speaker']}: {t['text']}" for t in value]
+def turns(data: Path) -> list[str]:
+    """The LoCoMo turns of ``data`` as "Speaker: text", the base of :func:`corpus`."""
+    return turn_texts(load_locomo(data), speaker=True)
+
+
+def corpus(base: list[str], n: int, seed: int = 7) -> list[str]:
+    """n distinct, realistic texts: the ``base`` turns with a varying detail appended."""
     rng = random.Random(seed)
     words = " ".join(base).split()
     return [f"{base[i % len(base)]} {' '.join(rng.choices(words, k=4))} #{i}" for i in range(n)]
 
 
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 3)
+def queries_for(texts: list[str], n: int) -> list[str]:
+    """``n`` queries, each a part of one stored text."""
+    rng = random.Random(3)
+    return [" ".join(t.split()[1:8]) for t in rng.sample(texts, n)]
 
 
 class NoCache:
@@ -61,27 +85,60 @@ class NoCache:
         self.inner = inner
         self.name, self.dimension = inner.name + "-nocache", inner.dimension
 
-    def embed(self, texts: list[str]) -> np.ndarray:
+    def embed(self, texts: list[str]) -> Any:
         return self.inner.embed(texts)
 
-    def embed_query(self, text: str) -> np.ndarray:
+    def embed_query(self, text: str) -> Any:
         return self.inner.embed_query(text)
 
 
-def bench_ingest(embedder: Any, root: Path) -> dict[str, Any]:
-    texts = corpus(1000, seed=1)
-    started = time.perf_counter()
-    embedder.embed(texts)
-    raw_rate = len(texts) / (time.perf_counter() - started)
+def build(path: Path, texts: list[str], embedder: Any, *, reuse: bool) -> float | None:
+    """The store at ``path`` holding ``texts`` as conversation memories spread over 1,000 sessions, all
+    indexed; seconds until the last ``store_batch`` returned, or None when ``reuse`` found it built."""
+    import remindful
+
+    size = len(texts)
+    with remindful.open(path, embedder=embedder, **{"retention.max_items_per_collection": size * 2}) as memory:
+        ingest_s = None
+        if not (reuse and memory.stats()["total_memories"] == size):
+            started = time.perf_counter()
+            for start in range(0, size, BUILD_BATCH):
+                progress(f"building {size:,} memories: {start:,}")
+                memory.store_batch(
+                    [
+                        {"content": t, "type": "conversation", "session_id": f"session_{(start + i) % 1000:04d}"}
+                        for i, t in enumerate(texts[start : start + BUILD_BATCH])
+                    ]
+                )
+            ingest_s = time.perf_counter() - started
+        progress(f"{size:,} memories: indexing")
+        memory.flush()  # every vector indexed before the searches: none of them races the indexer
+        progress(None)
+        return ingest_s
+
+
+def open_for_search(path: Path, embedder: Any) -> Any:
+    """A fresh open of a built store whose searches pay for their query embedding (no cache)."""
+    import remindful
+
+    return remindful.open(path, embedder=NoCache(embedder), **{"embeddings.cache_size": 0})
+
+
+def bench_ingest(embedder: Any, root: Path, base: list[str]) -> dict[str, Any]:
+    import remindful
+
+    texts = corpus(base, 1000, seed=1)
+    raw_s, _ = timed(embedder.embed, texts)
+    raw_rate = len(texts) / raw_s
     with remindful.open(root / "ingest", embedder=NoCache(embedder)) as memory:
         memory.store("warm up the index")
         memory.flush()
         started = time.perf_counter()
-        memory.store_batch([{"content": t} for t in corpus(1000, seed=2)])
+        memory.store_batch([{"content": t} for t in corpus(base, 1000, seed=2)])
         acknowledged = time.perf_counter() - started
         memory.flush()  # until Chroma holds every vector: the whole cost of the batch
         indexed = time.perf_counter() - started
-        fifty = corpus(100, seed=3)
+        fifty = corpus(base, 100, seed=3)
         started = time.perf_counter()
         memory.store_batch([{"content": t} for t in fifty[:50]])
         batch50 = time.perf_counter() - started
@@ -106,89 +163,65 @@ def bench_ingest(embedder: Any, root: Path) -> dict[str, Any]:
     }
 
 
-def bench_size(embedder: Any, root: Path, size: int, queries: int, *, reuse: bool = False) -> dict[str, Any]:
-    texts = corpus(size)
+def chroma_collection(path: Path, name: str) -> Any:
+    """The store's Chroma collection through chromadb's own client, for the baseline: Chroma with
+    nothing of remindful in between. The client settings are the store's, so that chromadb shares
+    one system between the two clients of this process (it refuses a second one with other settings)."""
+    import chromadb
+    from chromadb.config import Settings
+
+    client = chromadb.PersistentClient(
+        str(path / "chroma"), settings=Settings(anonymized_telemetry=False, allow_reset=True)
+    )
+    return client.get_collection(name, embedding_function=None)
+
+
+def bench_size(
+    embedder: Any, root: Path, base: list[str], size: int, queries: int, *, reuse: bool = False
+) -> dict[str, Any]:
+    texts = corpus(base, size)
     path = root / f"s{size}"
-    ingest_s = None
-    with remindful.open(path, embedder=embedder, **{"retention.max_items_per_collection": size * 2}) as memory:
-        built = reuse and memory.stats()["total_memories"] == size
-        started = time.perf_counter()
-        for start in range(0, 0 if built else size, 2000):
-            memory.store_batch(
-                [
-                    {"content": t, "type": "conversation", "session_id": f"session_{(start + i) % 1000:04d}"}
-                    for i, t in enumerate(texts[start : start + 2000])
-                ]
-            )
-        if not built:
-            ingest_s = time.perf_counter() - started
-    # A fresh process-like open: nothing cached but the files.
-    started = time.perf_counter()
-    memory = remindful.open(path, embedder=NoCache(embedder), **{"embeddings.cache_size": 0})
-    open_ms = (time.perf_counter() - started) * 1000
-    started = time.perf_counter()
-    memory.search("warm up")
-    first_search_ms = (time.perf_counter() - started) * 1000
-    rng = random.Random(3)
-    qs = [" ".join(t.split()[1:8]) for t in rng.sample(texts, queries)]
-    plain, filtered, gets, stats_ms = [], [], [], []
-    ids = [m.id for m in memory.list(limit=200)]
-    for q in qs:
-        t0 = time.perf_counter()
-        memory.search(q, limit=10)
-        plain.append((time.perf_counter() - t0) * 1000)
-    for i, q in enumerate(qs):
-        t0 = time.perf_counter()
-        memory.search(q, limit=10, session_id=f"session_{i % 1000:04d}")
-        filtered.append((time.perf_counter() - t0) * 1000)
+    ingest_s = build(path, texts, embedder, reuse=reuse)
+    open_s, memory = timed(open_for_search, path, embedder)  # a fresh process-like open: nothing cached but files
+    first_search_ms = elapsed_ms(memory.search, "warm up")
+    qs = queries_for(texts, queries)
+    progress(f"{size:,} memories: searches")
+    plain = [elapsed_ms(memory.search, q, limit=10) for q in qs]
+    filtered = [elapsed_ms(memory.search, q, limit=10, session_id=f"session_{i % 1000:04d}") for i, q in enumerate(qs)]
     # Broad restrictions: one type (every memory here) and the newer half by time.
-    half = memory.engine.catalog.read(  # type: ignore[union-attr]
+    half = memory.engine.catalog.read(
         "SELECT created_at FROM memories ORDER BY created_at LIMIT 1 OFFSET ?", [size // 2]
     )[0][0]
     typed, broad = [], []
     for q in qs:
-        t0 = time.perf_counter()
-        memory.search(q, limit=10, types=["conversation"])
-        typed.append((time.perf_counter() - t0) * 1000)
-        t0 = time.perf_counter()
-        memory.search(q, limit=10, since=half)
-        broad.append((time.perf_counter() - t0) * 1000)
+        typed.append(elapsed_ms(memory.search, q, limit=10, types=["conversation"]))
+        broad.append(elapsed_ms(memory.search, q, limit=10, since=half))
+    collection = chroma_collection(path, "conversation_memories")
+
+    def chroma_query(q: str, **options: Any) -> None:
+        collection.query(query_embeddings=embedder.embed([q]).tolist(), n_results=10, **options)
+
     # After idleness, alternating with the baseline (embedding + plain Chroma) made the same way.
-    collection = memory.engine.index._collection("conversation_memories")  # type: ignore[union-attr]
+    progress(f"{size:,} memories: {IDLE_QUERIES} searches after {IDLE_S} s idle")
     idle, base_idle = [], []
     for q in qs[:IDLE_QUERIES]:
         time.sleep(IDLE_S)
-        t0 = time.perf_counter()
-        memory.search(q, limit=10)
-        idle.append((time.perf_counter() - t0) * 1000)
+        idle.append(elapsed_ms(memory.search, q, limit=10))
         time.sleep(IDLE_S)
-        t0 = time.perf_counter()
-        collection.query(query_embeddings=embedder.embed([q]).tolist(), n_results=10)
-        base_idle.append((time.perf_counter() - t0) * 1000)
-    for memory_id in ids:
-        t0 = time.perf_counter()
-        memory.get(memory_id)
-        gets.append((time.perf_counter() - t0) * 1000)
-    for _ in range(20):
-        t0 = time.perf_counter()
-        memory.stats()
-        stats_ms.append((time.perf_counter() - t0) * 1000)
+        base_idle.append(elapsed_ms(chroma_query, q))
+    gets = [elapsed_ms(memory.get, m.id) for m in memory.list(limit=200)]
+    stats_ms = [elapsed_ms(memory.stats) for _ in range(20)]
     # Baseline: plain Chroma on the same collection, same query vectors (embedding included).
     base_plain, base_filtered = [], []
     for i, q in enumerate(qs):
-        t0 = time.perf_counter()
-        collection.query(query_embeddings=embedder.embed([q]).tolist(), n_results=10)
-        base_plain.append((time.perf_counter() - t0) * 1000)
-        t0 = time.perf_counter()
-        collection.query(
-            query_embeddings=embedder.embed([q]).tolist(), n_results=10, where={"session_id": f"session_{i % 1000:04d}"}
-        )
-        base_filtered.append((time.perf_counter() - t0) * 1000)
+        base_plain.append(elapsed_ms(chroma_query, q))
+        base_filtered.append(elapsed_ms(chroma_query, q, where={"session_id": f"session_{i % 1000:04d}"}))
     memory.close()
+    progress(None)
     return {
         "size": size,
         "ingest_per_s": round(size / ingest_s, 1) if ingest_s else None,
-        "open_ms": round(open_ms, 2),
+        "open_ms": round(open_s * 1000, 2),
         "first_search_ms": round(first_search_ms, 1),
         "search_p50_ms": pct(plain, 0.5),
         "search_p95_ms": pct(plain, 0.95),
@@ -205,50 +238,44 @@ def bench_size(embedder: Any, root: Path, size: int, queries: int, *, reuse: boo
     }
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sizes", default="10000", help="comma-separated store sizes (e.g. 10000,100000)")
-    parser.add_argument("--queries", type=int, default=200)
-    parser.add_argument("--json", action="store_true")
-    parser.add_argument(
-        "--store-dir",
-        type=Path,
-        default=None,
-        help="keep the sized stores here and reuse them on the next run (no ingest figure then)",
-    )
-    parser.add_argument("--search-only", action="store_true", help="skip init and ingest measurements")
-    args = parser.parse_args(argv)
+def bench(args: argparse.Namespace) -> dict[str, Any]:
+    import remindful
+    from remindful.embed import OnnxMiniLMEmbedder
+
+    base = turns(args.data)
     embedder = OnnxMiniLMEmbedder()
-    started = time.perf_counter()
-    embedder.embed(["load the model"])
-    result: dict[str, Any] = {"model_load_ms": round((time.perf_counter() - started) * 1000, 1)}
-    with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp)
+    load_s, _ = timed(embedder.embed, ["load the model"])
+    result: dict[str, Any] = {"model_load_ms": round(load_s * 1000, 1)}
+    with scratch_dir() as root:
         if not args.search_only:
             started = time.perf_counter()
             with remindful.open(root / "init", embedder=embedder) as memory:
                 memory.store("first memory")
                 result["first_use_init_ms"] = round((time.perf_counter() - started) * 1000, 1)
-            result["ingest"] = bench_ingest(embedder, root)
+            progress("ingest")
+            result["ingest"] = bench_ingest(embedder, root, base)
         stores = args.store_dir or root
         result["sizes"] = [
-            bench_size(embedder, stores, int(s), args.queries, reuse=args.store_dir is not None)
-            for s in args.sizes.split(",")
+            bench_size(embedder, stores, base, size, args.queries, reuse=args.store_dir is not None)
+            for size in args.sizes
         ]
-    if args.json:
-        print(json.dumps(result))
-        return 0
+    result["machine"] = machine()
+    return result
+
+
+def lines(result: dict[str, Any]) -> list[str]:
+    out = []
     if "ingest" in result:
-        print(f"model load {result['model_load_ms']} ms; first-use init {result['first_use_init_ms']} ms")
+        out.append(f"model load {result['model_load_ms']} ms; first-use init {result['first_use_init_ms']} ms")
         ing = result["ingest"]
-        print(
+        out.append(
             f"ingest: store_batch {ing['store_batch_per_s']}/s acknowledged, {ing['store_batch_indexed_per_s']}/s "
             f"indexed, vs raw embedder {ing['raw_embed_per_s']}/s = {ing['ingest_ratio_vs_raw']}x / "
             f"{ing['ingest_indexed_ratio_vs_raw']}x; batch of 50 {ing['batch50_speedup']}x faster than 50 singles "
             f"({ing['batch50_indexed_speedup']}x until indexed)"
         )
     for s in result["sizes"]:
-        print(
+        out.append(
             f"{s['size']:>7} memories: search p50 {s['search_p50_ms']} ms (p95 {s['search_p95_ms']}), "
             f"session-filtered p50 {s['session_search_p50_ms']} ms (p95 {s['session_search_p95_ms']}); "
             f"one type p50 {s['type_search_p50_ms']} ms; newer half p50 {s['half_search_p50_ms']} ms; "
@@ -257,6 +284,213 @@ def main(argv: list[str] | None = None) -> int:
             f"get {s['get_p50_ms']} ms; stats {s['stats_p50_ms']} ms; open {s['open_ms']} ms; "
             f"ingest {s['ingest_per_s']}/s"
         )
+    return out
+
+
+# -- --compare REV ---------------------------------------------------------------------------------
+
+
+def git(*args: str) -> str:
+    done = subprocess.run(["git", "-C", str(REPO), *args], capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"git {' '.join(args)} failed: {done.stderr.strip()}")
+    return done.stdout.strip()
+
+
+def this_tree() -> str:
+    """This working tree, as HEAD's short hash and whether src/ has changes not committed."""
+    changed = git("status", "--porcelain", "--untracked-files=no", "--", "src")
+    return f"working tree ({git('rev-parse', '--short', 'HEAD')}{' + changes' if changed else ''})"
+
+
+class Worker:
+    """A process measuring one tree: ``src`` first on its PYTHONPATH, this file as its program."""
+
+    def __init__(self, label: str, src: Path, store: Path, size: int, data: Path, *, reuse: bool) -> None:
+        self.label = label
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(src), os.environ.get("PYTHONPATH")]))}
+        command = [sys.executable, __file__, "--worker-store", str(store), "--sizes", str(size), "--data", str(data)]
+        self.proc = subprocess.Popen(
+            [*command, *(["--reuse"] if reuse else [])],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        package = Path(self.receive()["package"]).resolve()
+        if not package.is_relative_to(src.resolve()):
+            raise SystemExit(f"{label}: the worker imported remindful from {package}, not from {src}")
+
+    def receive(self) -> dict[str, Any]:
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if not line:
+            raise SystemExit(f"{self.label}: the worker stopped (exit status {self.proc.wait()}); its errors are above")
+        answer: dict[str, Any] = json.loads(line)
+        return answer
+
+    def searches(self, queries: list[str]) -> list[float]:
+        """Milliseconds of each query's search, run back to back after one untimed search."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps({"queries": queries}) + "\n")
+        self.proc.stdin.flush()
+        ms: list[float] = self.receive()["ms"]
+        return ms
+
+    def close(self) -> None:
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def worker(args: argparse.Namespace) -> int:
+    """The measuring side of ``--compare``: build the store, then answer search requests on stdin."""
+    protocol: IO[str] = os.fdopen(os.dup(sys.stdout.fileno()), "w")
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # anything else printed goes to stderr
+
+    def send(message: dict[str, Any]) -> None:
+        protocol.write(json.dumps(message) + "\n")
+        protocol.flush()
+
+    import remindful
+    from remindful.embed import OnnxMiniLMEmbedder
+
+    send({"package": remindful.__file__})
+    embedder = OnnxMiniLMEmbedder()
+    texts = corpus(turns(args.data), args.sizes[0])
+    build(args.worker_store, texts, embedder, reuse=args.reuse)
+    memory = open_for_search(args.worker_store, embedder)
+    memory.search("warm up")
+    send({"ready": True})
+    for line in sys.stdin:
+        request = json.loads(line)
+        memory.search("warm up")  # the other tree ran meanwhile: its first search would count that
+        send({"ms": [elapsed_ms(memory.search, q, limit=10) for q in request["queries"]]})
+    memory.close()
+    return 0
+
+
+def compare_size(sides: list[tuple[str, Path, Path]], args: argparse.Namespace, size: int) -> dict[str, Any]:
+    """Search times of each side (this tree first) at ``size`` memories, in alternating rounds."""
+    texts = corpus(turns(args.data), size)
+    qs = queries_for(texts, args.queries)
+    workers: list[Worker] = []
+    try:
+        for label, src, store in sides:  # one after the other: two builds at once would slow each other
+            print(f"{label}: building or opening {size:,} memories", file=sys.stderr, flush=True)
+            workers.append(Worker(label, src, store, size, args.data, reuse=args.store_dir is not None))
+            workers[-1].receive()  # ready
+        times: list[list[float]] = [[] for _ in workers]
+        round_ratios = []
+        share = max(1, len(qs) // args.rounds)
+        for round_ in range(args.rounds):
+            chunk = qs[round_ * share : (round_ + 1) * share] if round_ < args.rounds - 1 else qs[round_ * share :]
+            if not chunk:
+                continue
+            progress(f"{size:,} memories: round {round_ + 1} of {args.rounds}")
+            p50 = [0.0, 0.0]
+            for side in (0, 1) if round_ % 2 == 0 else (1, 0):
+                ms = workers[side].searches(chunk)
+                times[side] += ms
+                p50[side] = percentile(ms, 0.5)
+            round_ratios.append(p50[0] / p50[1])
+        progress(None)
+    finally:
+        for w in workers:
+            w.close()
+    tree, rev = ({"search_p50_ms": pct(t, 0.5), "search_p95_ms": pct(t, 0.95)} for t in times)
+    return {
+        "size": size,
+        "queries": len(qs),
+        "rounds": len(round_ratios),
+        "tree": tree,
+        "rev": rev,
+        "ratio_p50": round(percentile(times[0], 0.5) / percentile(times[1], 0.5), 3),
+        "round_ratio_min": round(min(round_ratios), 3),
+        "round_ratio_max": round(max(round_ratios), 3),
+    }
+
+
+def compare(args: argparse.Namespace) -> dict[str, Any]:
+    sha = git("rev-parse", "--verify", f"{args.compare}^{{commit}}")
+    label = f"{args.compare} ({sha[:9]})" if not sha.startswith(args.compare) else sha[:9]
+    mine = this_tree()
+    with scratch_dir("remindful-compare-") as tmp:
+        tree = tmp / "tree"
+        git("worktree", "add", "--detach", "--quiet", str(tree), sha)
+        try:
+            stores = args.store_dir or tmp
+            results = [
+                compare_size(
+                    [
+                        (mine, REPO / "src", stores / f"compare-worktree-s{size}"),
+                        (label, tree / "src", stores / f"compare-{sha[:12]}-s{size}"),
+                    ],
+                    args,
+                    size,
+                )
+                for size in args.sizes
+            ]
+        finally:
+            git("worktree", "remove", "--force", str(tree))
+    return {"tree": mine, "rev": label, "rev_sha": sha, "sizes": results, "machine": machine()}
+
+
+def compare_lines(result: dict[str, Any]) -> list[str]:
+    out = []
+    for s in result["sizes"]:
+        tree, rev = s["tree"], s["rev"]
+        out += [
+            f"search p50 at {s['size']:,} memories, {s['queries']} queries in {s['rounds']} alternating rounds:",
+            f"  {result['tree']:<40} p50 {tree['search_p50_ms']} ms  p95 {tree['search_p95_ms']} ms",
+            f"  {result['rev']:<40} p50 {rev['search_p50_ms']} ms  p95 {rev['search_p95_ms']} ms",
+            "  "
+            + versus("this tree p50", tree["search_p50_ms"], result["rev"], rev["search_p50_ms"], ratio=s["ratio_p50"])
+            + f" (per round {s['round_ratio_min']:.2f}-{s['round_ratio_max']:.2f}x)",
+        ]
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    args_parser = parser(__doc__)
+    add_data_option(args_parser)
+    args_parser.add_argument(
+        "--sizes",
+        "--size",
+        type=lambda text: [int(s) for s in text.split(",")],
+        default=[10_000],
+        help="comma-separated store sizes (default 10000; e.g. 10000,100000)",
+    )
+    args_parser.add_argument("--queries", type=int, default=200, help="searches of each kind at each size")
+    args_parser.add_argument(
+        "--store-dir",
+        type=Path,
+        default=None,
+        help="keep the sized stores here and reuse them on the next run (no ingest figure then)",
+    )
+    args_parser.add_argument("--search-only", action="store_true", help="skip init and ingest measurements")
+    args_parser.add_argument(
+        "--compare",
+        metavar="REV",
+        default=None,
+        help="measure search p50 of this working tree against the commit REV instead (see above)",
+    )
+    args_parser.add_argument(
+        "--rounds", type=int, default=10, help="with --compare: the rounds the two trees take turns in"
+    )
+    args_parser.add_argument("--worker-store", type=Path, default=None, help=argparse.SUPPRESS)
+    args_parser.add_argument("--reuse", action="store_true", help=argparse.SUPPRESS)
+    args = args_parser.parse_args(argv)
+    if args.worker_store is not None:
+        return worker(args)
+    if args.compare is not None:
+        emit(compare(args), args.json, compare_lines)
+    else:
+        emit(bench(args), args.json, lines)
     return 0
 
 

@@ -20,19 +20,15 @@ time other processes had the cores.
 
 from __future__ import annotations
 
-import argparse
-import json
 import random
 import shutil
-import tempfile
+import sys
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import remindful
-from remindful.embed import FakeEmbedder
-from remindful.index import InMemoryIndex
+from common import emit, fake_store, machine, parser, progress, scratch_dir, timed
 
 TYPES = ("screen", "action", "workflow")
 SAMPLE = 300
@@ -69,50 +65,34 @@ def build(path: Path, n: int, index: str) -> None:
                 "source": "hook",
             }
         )
-    with open_store(path, index) as memory:
+    with fake_store(path, index=index) as memory:
         for start in range(0, n, 1000):
             memory.store_batch(items[start : start + 1000])
 
 
-def open_store(path: Path, index: str) -> Any:
-    extra = {"index": InMemoryIndex()} if index == "memory" else {}
-    return remindful.open(path, embedder=FakeEmbedder(), **extra)
-
-
-def timed(fn: Any) -> tuple[float, Any]:
-    started = time.perf_counter()
-    result = fn()
-    return time.perf_counter() - started, result
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--n", type=int, default=10_000)
-    parser.add_argument("--index", choices=["chroma", "memory"], default="chroma")
-    parser.add_argument("--json", action="store_true")
-    parser.add_argument("--no-baseline", action="store_true", help="skip the (slow) one-by-one delete baseline")
-    args = parser.parse_args()
-    root = Path(tempfile.mkdtemp(prefix="remindful-retention-"))
-    try:
-        print(f"building {args.n:,} memories ({args.index} index)…", flush=True)
-        build(root / "base", args.n, args.index)
-        out: dict[str, Any] = {"n": args.n, "index": args.index}
-        for name in ("plan", "clean") if args.no_baseline else ("plan", "clean", "baseline"):
+def bench(n: int, index: str, *, baseline: bool) -> dict[str, Any]:
+    with scratch_dir("remindful-retention-") as root:
+        progress(f"building {n:,} memories ({index} index)")
+        build(root / "base", n, index)
+        out: dict[str, Any] = {"n": n, "index": index}
+        for name in ("plan", "clean", "baseline") if baseline else ("plan", "clean"):
             shutil.copytree(root / "base", root / name)
 
-        with open_store(root / "plan", args.index) as memory:
+        with fake_store(root / "plan", index=index) as memory:
+            progress("cleanup --dry-run")
             memory.search("warm up")  # open the catalog and the index outside the timing
-            out["dry_run_s"], report = timed(lambda: memory.cleanup(dry_run=True))
+            out["dry_run_s"], report = timed(memory.cleanup, dry_run=True)
             plan_phases = report["phases"]
             doomed = report["ids"]
             out["planned"] = report["deleted"]
             out["by_reason"] = report["by_reason"]
             catalog = memory.engine.catalog
             out["baseline_list_s"], _ = timed(
-                lambda: catalog.read("SELECT id, type, created_at, metadata, access_count FROM memories")
+                catalog.read, "SELECT id, type, created_at, metadata, access_count FROM memories"
             )
 
-        with open_store(root / "clean", args.index) as memory:
+        with fake_store(root / "clean", index=index) as memory:
+            progress("cleanup")
             memory.search("warm up")
             started, cpu = time.perf_counter(), time.thread_time()
             out["cleanup_s"], report = timed(memory.cleanup)
@@ -124,30 +104,45 @@ def main() -> None:
             out["phases"] = report["phases"]
             out["plan_phases"] = plan_phases
 
-        if not args.no_baseline:
-            with open_store(root / "baseline", args.index) as memory:
+        if baseline:
+            with fake_store(root / "baseline", index=index) as memory:
+                progress(f"baseline: delete() one by one, {SAMPLE} ids")
                 memory.search("warm up")
                 sample = doomed[:SAMPLE]
                 seconds, _ = timed(lambda: [memory.delete(i) for i in sample])
                 out["baseline_one_by_one_s"] = round(seconds * len(doomed) / max(len(sample), 1), 3)
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
+        progress(None)
     for key in ("dry_run_s", "cleanup_s", "baseline_list_s"):
         out[key] = round(out[key], 3)
-    if args.json:
-        print(json.dumps(out, indent=2))
-        return
-    print(f"\n{args.n:,} memories, {args.index} index: {out['deleted']:,} deleted ({out['by_reason']})")
-    print(f"{'cleanup (plan + delete)':<38}{out['cleanup_s']:>9.3f} s   target ≤ 1 s (spec: < 5 s)")
-    print(f"{'  CPU time of the calling thread':<38}{out['cleanup_cpu_s']:>9.3f} s   (busy machine: wall > CPU)")
-    print(f"{'  phases':<38}{', '.join(f'{k} {v:.3f}' for k, v in out['phases'].items())}")
-    print(f"{'  … index and windows caught up (flush)':<38}{out['index_caught_up_s']:>9.3f} s   (in the background)")
-    print(f"{'cleanup --dry-run (plan only)':<38}{out['dry_run_s']:>9.3f} s")
-    print(f"{'baseline: list the rows':<38}{out['baseline_list_s']:>9.3f} s")
+    out["machine"] = machine()
+    return out
+
+
+def lines(out: dict[str, Any]) -> list[str]:
+    result = [
+        f"{out['n']:,} memories, {out['index']} index: {out['deleted']:,} deleted ({out['by_reason']})",
+        f"{'cleanup (plan + delete)':<38}{out['cleanup_s']:>9.3f} s   target ≤ 1 s (spec: < 5 s)",
+        f"{'  CPU time of the calling thread':<38}{out['cleanup_cpu_s']:>9.3f} s   (busy machine: wall > CPU)",
+        f"{'  phases':<38}{', '.join(f'{k} {v:.3f}' for k, v in out['phases'].items())}",
+        f"{'  … index and windows caught up (flush)':<38}{out['index_caught_up_s']:>9.3f} s   (in the background)",
+        f"{'cleanup --dry-run (plan only)':<38}{out['dry_run_s']:>9.3f} s",
+        f"{'baseline: list the rows':<38}{out['baseline_list_s']:>9.3f} s",
+    ]
     if "baseline_one_by_one_s" in out:
         seconds = out["baseline_one_by_one_s"]
-        print(f"{'baseline: delete() one by one':<38}{seconds:>9.3f} s   (extrapolated from {SAMPLE})")
+        result.append(f"{'baseline: delete() one by one':<38}{seconds:>9.3f} s   (extrapolated from {SAMPLE})")
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    args_parser = parser(__doc__)
+    args_parser.add_argument("--n", type=int, default=10_000)
+    args_parser.add_argument("--index", choices=["chroma", "memory"], default="chroma")
+    args_parser.add_argument("--no-baseline", action="store_true", help="skip the (slow) one-by-one delete baseline")
+    args = args_parser.parse_args(argv)
+    emit(bench(args.n, args.index, baseline=not args.no_baseline), args.json, lines)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -22,6 +22,7 @@ LAYERS: dict[str, int] = {
     "remindful.model": 0,
     "remindful.errors": 0,
     "remindful.config": 0,
+    "remindful.config_defaults": 0,
     "remindful.runtime": 0,
     "remindful.embed": 1,
     "remindful.index": 1,
@@ -34,7 +35,15 @@ LAYERS: dict[str, int] = {
     "remindful.daemon": 5,
     "remindful.shells": 6,
 }
-LAYER_NAMES = {0: "model/errors/config", 1: "embed/index", 2: "engine", 3: "services", 4: "api", 5: "daemon", 6: "shells"}
+LAYER_NAMES = {
+    0: "model/errors/config",
+    1: "embed/index",
+    2: "engine",
+    3: "services",
+    4: "api",
+    5: "daemon",
+    6: "shells",
+}
 
 
 def module_name(path: Path) -> str:

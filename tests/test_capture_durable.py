@@ -41,15 +41,15 @@ manager = remindful.open(store, embedder=FakeEmbedder(), index=InMemoryIndex())
 
 
 class StallingStore:
-    def __init__(self, manager):
-        self._manager, self.count = manager, 0
+    def __init__(self, inner):
+        self.inner, self.count = inner, 0
 
     def __getattr__(self, name):
-        return getattr(self._manager, name)
+        return getattr(self.inner, name)
 
     def store(self, *args, **kwargs):
         self.count += 1
-        memory_id = self._manager.store(*args, **kwargs)
+        memory_id = self.inner.store(*args, **kwargs)
         if self.count == int(os.environ["STALL_AT"]):
             (store / "stalled").write_text(memory_id)
             threading.Event().wait()
@@ -64,7 +64,7 @@ def click(x: int) -> str:
     return f"clicked {x}"
 
 
-wrapped = StallingStore(manager)
+wrapped = StallingStore(manager.engine)
 capture_tools(mcp, lambda: wrapped, session_id="hands_run")
 mcp.run("stdio")
 """
@@ -74,9 +74,9 @@ STALL_PROXY = """
 import os, threading
 
 if os.environ.get("STALL_AT"):
-    from remindful.api import MemoryManager
+    from remindful.engine.store import Store
 
-    real, count = MemoryManager.store, [0]
+    real, count = Store.store, [0]
 
     def store(self, *args, **kwargs):
         count[0] += 1
@@ -85,7 +85,7 @@ if os.environ.get("STALL_AT"):
             threading.Event().wait()
         return memory_id
 
-    MemoryManager.store = store
+    Store.store = store
 """
 
 SERVER = """
@@ -252,10 +252,10 @@ def test_a_spooled_call_is_redacted_before_it_is_written(tmp_path: Path) -> None
 
 def test_nothing_is_spooled_for_an_excluded_session_or_with_memory_off(tmp_path: Path) -> None:
     with open_fake(tmp_path / "a", **{"privacy.exclude_sessions": ["banking_*"]}) as manager:
-        key, _ = CaptureSpool.for_manager(manager, "banking_1").append(ToolCall("click", {}, True, 1.0), "action")
+        key, _ = CaptureSpool.for_store(manager.engine, "banking_1").append(ToolCall("click", {}, True, 1.0), "action")
         assert key is None and manager.stats()["spool_pending"] == 0
     with open_fake(tmp_path / "b", enabled=False) as manager:
-        worker = CaptureWorker(lambda: manager)
+        worker = CaptureWorker(lambda: manager.engine)
         worker.submit(ToolCall("click", {}, True, 1.0))
         worker.close()
         assert worker.stats["skipped"] == 1
@@ -267,7 +267,7 @@ def test_calls_submitted_back_to_back_are_each_stored_once(tmp_path: Path) -> No
     """Fifty calls submitted back to back are all stored, once each, and leave the spool empty.
     (How long submit holds up a tool's answer is measured by bench/capture_submit.py.)"""
     with open_fake(tmp_path / "store") as manager:
-        worker = CaptureWorker(lambda: manager)
+        worker = CaptureWorker(lambda: manager.engine)
         assert worker.flush(10)
         for i in range(50):
             worker.submit(ToolCall("click", {"x": i}, True, 1.0))
@@ -287,7 +287,7 @@ def test_a_call_answered_before_the_spool_exists_waits_for_it(tmp_path: Path) ->
 
         def slow_to_open() -> Any:
             opened.wait(10)  # the store opens only after the first call was answered
-            return manager
+            return manager.engine
 
         worker = CaptureWorker(slow_to_open)
         threading.Timer(0.3, opened.set).start()

@@ -101,11 +101,11 @@ def test_min_interval_and_mouse_moves() -> None:
     assert flt.counts == {"skipped_repeat": 1, "skipped_mouse_move": 1}
 
 
-def test_apply_filters_with_a_manager_counts_in_stats_and_audits(tmp_path: Path) -> None:
+def test_apply_filters_with_a_store_counts_in_stats_and_audits(tmp_path: Path) -> None:
     with open_fake(tmp_path / "s", **{"privacy.exclude_sessions": ["banking_*"]}) as memory:
-        result = apply_filters(memory, "mail carol@example.com", trigger="hooks", session_id="s1")
+        result = apply_filters(memory.engine, "mail carol@example.com", trigger="hooks", session_id="s1")
         assert result.allowed and result.content == "mail [EMAIL_REDACTED]"
-        skipped = apply_filters(memory, "pay", trigger="hooks", session_id="banking_42")
+        skipped = apply_filters(memory.engine, "pay", trigger="hooks", session_id="banking_42")
         assert not skipped.allowed
         stats = memory.stats()["capture"]
         assert stats == {"redacted_email": 1, "skipped_excluded": 1}

@@ -66,9 +66,9 @@ def test_secret_corpus_never_reaches_any_file(tmp_path: Path, onnx_embedder: Any
         memory.store(TEXT, type="knowledge", metadata={"note": TEXT, "nested": [{"k": TEXT}]})
         mid = memory.store("placeholder", type="action")
         memory.update(mid, content=TEXT, metadata={"more": TEXT})
-        result = apply_filters(memory, TEXT, trigger="successful_actions", session_id="sec")
+        result = apply_filters(memory.engine, TEXT, trigger="successful_actions", session_id="sec")
         memory.store(result.content, metadata=result.metadata)
-        MarkdownWatcher(memory, [docs]).scan()
+        MarkdownWatcher(memory.engine, [docs]).scan()
         assert memory.search("card payment login", limit=5)  # the index really holds them
         exported = memory.export(output_path=str(tmp_path / "export.json"))
         counts = memory.stats()["capture"]

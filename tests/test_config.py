@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -104,3 +105,36 @@ def test_every_field_is_described() -> None:
         return missing
 
     assert walk(Settings) == []
+
+
+def test_the_light_readers_defaults_are_the_settings_defaults() -> None:
+    """Hook processes read the settings without pydantic (light_config, FilterConfig.from_mapping);
+    with nothing configured they see exactly the defaults Settings has."""
+    from remindful.config_defaults import DEFAULTS, setting
+    from remindful.services.capture.filters import FilterConfig
+    from remindful.services.hooks.fast import light_config
+
+    settings = load_settings()
+    dumped = settings.model_dump(mode="json")
+
+    def leaves(tree: dict[str, Any], prefix: str = "") -> list[str]:
+        return [
+            key
+            for name, value in tree.items()
+            for key in (leaves(value, f"{prefix}{name}.") if isinstance(value, dict) else [f"{prefix}{name}"])
+        ]
+
+    shared = leaves(DEFAULTS)
+    assert "auto_capture.filters.min_interval_seconds" in shared and "hooks.context_budget_tokens" in shared
+    for key in shared:
+        light = setting({}, key)
+        if key == "storage.path":  # Settings expands the user's home
+            light = str(Path(light).expanduser())
+        full: Any = dumped
+        for part in key.split("."):
+            full = full[part]
+        assert light == full, key
+    from_mapping, from_settings = FilterConfig.from_mapping({}), FilterConfig.from_settings(settings)
+    for name in FilterConfig.__slots__:
+        assert getattr(from_mapping, name) == getattr(from_settings, name), name
+    assert light_config(None) == (str(settings.storage.path), {})

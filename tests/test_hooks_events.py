@@ -95,7 +95,7 @@ def test_crash_between_store_and_spool_delete_does_not_duplicate(tmp_path: Path)
         )
         first_key = memory.list()[0].metadata["spool_key"]
         memory.engine.catalog.write(lambda c: c.execute("UPDATE spool SET idem_key = ?", (first_key,)))
-        assert drain(memory) == 1
+        assert drain(memory.engine) == 1
         assert len(memory.list()) == 1
 
 
@@ -227,3 +227,20 @@ def test_embedding_failure_keeps_the_event_for_a_retry(tmp_path: Path) -> None:
     with open_fake(store) as memory:  # the next drain stores it
         assert len(memory.list()) == 1
         assert memory.stats()["spool_pending"] == 0
+
+
+def test_a_hook_writes_into_a_catalog_made_before_its_tables_were_created_at_open(tmp_path: Path) -> None:
+    """A schema-6 catalog has no capture_stats table: the hook creates what it writes (the DDL of
+    engine/schema.py), and the next open brings the catalog up to date without losing the counts."""
+    store = tmp_path / "s"
+    with open_fake(store) as memory:
+        memory.store("an older memory")
+    with sqlite3.connect(store / "catalog.sqlite3") as conn:
+        conn.executescript("DROP TABLE capture_stats; DROP TABLE spool_done; PRAGMA user_version = 6;")
+    data = {"session_id": "old", "tool_name": "Bash", "tool_input": {"command": "mail bob@example.com"}}
+    assert fire(store, "PreToolUse", data) == (0, "")
+    with open_fake(store) as memory:
+        assert memory.stats()["capture"] == {"redacted_email": 1}
+        assert {m.content for m in memory.list()} == {"an older memory", "Bash: command=mail [EMAIL_REDACTED]"}
+    with sqlite3.connect(store / "catalog.sqlite3") as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] >= 7

@@ -147,7 +147,7 @@ with remindful.open(path, embedder=FakeEmbedder()) as memory:
                    "tool_use_id": f"t{n}-{i}"}
         assert run(["--path", path, "hook", "PreToolUse"], stdin=io.StringIO(json.dumps(payload))) == 0
         if i % 5 == 0:
-            remindful.services.hooks.drain(memory)
+            remindful.services.hooks.drain(memory.engine)
 print("done")
 """
 

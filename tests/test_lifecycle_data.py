@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from remindful.api import MemoryManager
 from remindful.errors import ValidationError
-from remindful.testing import open_fake
+from remindful.testing import FakeEmbedder, open_fake
 
 
 def _seed(memory: MemoryManager) -> list[str]:
@@ -104,10 +104,10 @@ def test_import_needs_no_reembedding_and_search_works(tmp_path: Path) -> None:
     with open_fake(tmp_path / "a") as source:
         ids = _seed(source)
         path = source.export(output_path=tmp_path / "m.json")["path"]
-    with open_fake(tmp_path / "b") as target:
+    embedder = FakeEmbedder()
+    with open_fake(tmp_path / "b", embedder=embedder) as target:
         target.import_memories(path)
-        embedder = target.engine._given_embedder
-        assert embedder is not None and embedder.texts_embedded == 0  # type: ignore[attr-defined]
+        assert embedder.texts_embedded == 0
         assert target.search("login button")[0].id == ids[0]
         assert any(s["id"] == "s1" for s in target.list_sessions())
 

@@ -35,7 +35,7 @@ def server(wiped: list[bool]) -> MCPServer:
     def memory_wipe(confirm: bool = False, approval: Annotated[Approval, CONFIRM_WIPE] = None) -> dict[str, Any]:
         """Wipe everything (test tool)."""
         if not approved(approval):
-            return not_confirmed("wipe the store", approval)
+            raise not_confirmed("wipe the store", approval)
         wiped.append(True)
         return {"success": True}
 
@@ -59,9 +59,12 @@ async def test_approval_is_not_a_tool_argument(server: MCPServer) -> None:
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
 async def test_without_elicitation_confirm_true_is_required(server: MCPServer, wiped: list[bool], mode: str) -> None:
     async with Client(server, mode=mode) as client:
-        refused = (await client.call_tool("memory_wipe", {})).structured_content
-        assert refused["success"] is False and refused["confirmation_required"] is True
-        assert "confirm=true" in refused["error"] and not wiped
+        refused = await client.call_tool("memory_wipe", {})
+        assert refused.is_error and not wiped
+        assert refused.content[0].text == (
+            "Error executing tool memory_wipe: Confirmation required to wipe the store: "
+            "call again with confirm=true (nothing was changed)"
+        )
         done = (await client.call_tool("memory_wipe", {"confirm": True})).structured_content
         assert done == {"success": True} and wiped == [True]
 
@@ -75,7 +78,9 @@ async def test_elicitation_asks_the_user(
     server: MCPServer, wiped: list[bool], mode: str, action: str, confirm: bool | None, expected: bool
 ) -> None:
     async with Client(server, mode=mode, elicitation_callback=answering(action, confirm)) as client:
-        answer = (await client.call_tool("memory_wipe", {})).structured_content
-    assert answer["success"] is expected and bool(wiped) is expected
-    if not expected:
-        assert "Not confirmed" in answer["error"] and "confirmation_required" not in answer
+        answer = await client.call_tool("memory_wipe", {})
+    assert answer.is_error is not expected and bool(wiped) is expected
+    if expected:
+        assert answer.structured_content == {"success": True}
+    else:
+        assert "Not confirmed: the user did not agree to wipe the store" in answer.content[0].text

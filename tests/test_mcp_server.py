@@ -1,4 +1,4 @@
-"""The MCP server in-process, through the SDK's own client: every core tool, bad input, disabled memory."""
+"""The MCP server in-process, through the SDK's own client: every core tool, tool errors, disabled memory."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from typing import Any, get_args
 import anyio
 import pytest
 from mcp import Client
+from mcp.shared.exceptions import MCPError
 
 from remindful.model import MemoryType
 from remindful.shells.mcp.server import LazyManager, build_server
@@ -61,16 +62,28 @@ async def call(client: Client, tool: str, **arguments: Any) -> dict[str, Any]:
 
 
 async def tool_error(client: Client, tool: str, **arguments: Any) -> str:
+    """The text of the tool error a call answers; fails the test if the call succeeds."""
     result = await client.call_tool(tool, arguments)
-    assert result.is_error
-    return result.content[0].text
+    assert result.is_error, result.structured_content
+    (content,) = result.content
+    return content.text
 
 
-async def test_listing_tools_loads_nothing(server: Any, lazy: LazyManager) -> None:
+async def domain_error(client: Client, tool: str, **arguments: Any) -> str:
+    """:func:`tool_error` for an error of remindful's (not the SDK's argument validation): one line."""
+    text = await tool_error(client, tool, **arguments)
+    assert text.startswith(f"Error executing tool {tool}: ") and "\n" not in text, text
+    return text
+
+
+async def test_listing_tools_loads_nothing(server: Any, lazy: LazyManager, tmp_path: Path) -> None:
     async with Client(server) as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
+        assert not (tmp_path / "store").exists()  # the lifespan opens the manager, which touches nothing yet
+        assert (await call(client, "memory_list"))["count"] == 0
+        assert lazy.opened
+    assert not lazy.opened  # closed when the server's lifespan ends
     assert set(tools) >= CORE_TOOLS
-    assert not lazy.opened
     for name, tool in tools.items():
         assert name.startswith("memory_") and re.fullmatch(r"[a-z_]+", name)
         assert tool.description and len(tool.description) > 40, name
@@ -124,8 +137,8 @@ async def test_store_search_get_update_delete(server: Any) -> None:
 
         deleted = await call(client, "memory_delete", memory_id=memory_id)
         assert deleted == {"success": True, "deleted": True, "memory_id": memory_id}
-        gone = await call(client, "memory_get", memory_id=memory_id)
-        assert gone["success"] is False and "Memory not found" in gone["error"] and "memory_search" in gone["error"]
+        gone = await domain_error(client, "memory_get", memory_id=memory_id)
+        assert "Memory not found" in gone and memory_id in gone and "memory_search" in gone
 
 
 async def test_batch_list_and_stats(server: Any) -> None:
@@ -172,7 +185,7 @@ async def test_resources(server: Any) -> None:
         assert one["memory"]["id"] == stored["memory_id"]
 
 
-async def test_missing_and_ill_typed_arguments_are_tool_errors(server: Any) -> None:
+async def test_missing_ill_typed_and_unknown_arguments_are_tool_errors(server: Any) -> None:
     async with Client(server) as client:
         assert "content" in await tool_error(client, "memory_store")
         assert "content" in await tool_error(client, "memory_store", content=5)
@@ -183,35 +196,34 @@ async def test_missing_and_ill_typed_arguments_are_tool_errors(server: Any) -> N
         assert "limit" in await tool_error(client, "memory_search", query="x", limit="ten")
         assert "memory_ids" in await tool_error(client, "memory_get_batch", memory_ids="id")
         assert "items" in await tool_error(client, "memory_store_batch", items=[{"content": "x", "colour": "red"}])
-        # The server is alive and well after all of that.
+        # A misspelt optional argument would silently fall back to its default: it is refused.
+        typo = await domain_error(client, "memory_search", query="x", memory_typ=["action"])
+        assert "unknown argument 'memory_typ'" in typo and "memory_types" in typo
+        assert "it takes no arguments" in await domain_error(client, "memory_stats", verbose=True)
+        # The server is alive and well after all of that, and stored nothing.
+        assert (await call(client, "memory_stats"))["total_memories"] == 0
         assert (await call(client, "memory_store", content="still here"))["success"] is True
 
 
-async def test_bad_values_answer_clear_failures(server: Any) -> None:
+async def test_bad_values_are_tool_errors_naming_the_field(server: Any) -> None:
     async with Client(server) as client:
-        empty = await call(client, "memory_store", content="   ")
-        assert empty["success"] is False and empty["field"] == "content" and "non-empty" in empty["error"]
-        huge = await call(client, "memory_store", content="x" * 1_000_001)
-        assert huge["success"] is False and "1,000,000" in huge["error"]
-        bad_time = await call(client, "memory_store", content="x", timestamp="yesterday-ish")
-        assert bad_time["success"] is False and bad_time["field"] == "timestamp"
-        bad_filter = await call(client, "memory_search", query="x", filters={"$bogus": 1})
-        assert bad_filter["success"] is False and "filter" in bad_filter["error"].lower()
-        nothing = await call(client, "memory_update", memory_id="action_x")
-        assert nothing["success"] is False and "at least one" in nothing["error"]
-        unknown = await call(client, "memory_update", memory_id="action_missing", content="x")
-        assert unknown["success"] is False and "Memory not found" in unknown["error"]
-        unknown = await call(client, "memory_delete", memory_id="action_missing")
-        assert unknown["success"] is False and "Memory not found" in unknown["error"]
-        empty_batch = await call(client, "memory_store_batch", items=[])
-        assert empty_batch["success"] is False and empty_batch["field"] == "items"
-        bad_item = await call(client, "memory_store_batch", items=[{"content": "ok"}, {"content": ""}])
-        assert bad_item["success"] is False and "items[1].content" in bad_item["error"]
+        empty = await domain_error(client, "memory_store", content="   ")
+        assert "Invalid 'content'" in empty and "non-empty" in empty
+        assert "1,000,000" in await domain_error(client, "memory_store", content="x" * 1_000_001)
+        assert "Invalid 'timestamp'" in await domain_error(client, "memory_store", content="x", timestamp="yesterday")
+        assert "filter" in (await domain_error(client, "memory_search", query="x", filters={"$bogus": 1})).lower()
+        nothing = await domain_error(client, "memory_update", memory_id="action_x")
+        assert "Invalid 'content'" in nothing and "at least one" in nothing
+        assert "Memory not found" in await domain_error(client, "memory_update", memory_id="action_missing", content="x")
+        assert "Memory not found" in await domain_error(client, "memory_delete", memory_id="action_missing")
+        assert "Invalid 'items': expected 1 to 1000" in await domain_error(client, "memory_store_batch", items=[])
+        bad_item = await domain_error(client, "memory_store_batch", items=[{"content": "ok"}, {"content": ""}])
+        assert "items[1].content" in bad_item
         assert (await call(client, "memory_stats"))["total_memories"] == 0  # all-or-nothing: nothing stored
         assert (await call(client, "memory_store", content="still here"))["success"] is True
 
 
-async def test_disabled_memory_answers_every_tool_and_keeps_serving(tmp_path: Path) -> None:
+async def test_disabled_memory_is_a_tool_error_for_every_tool_and_keeps_serving(tmp_path: Path) -> None:
     lazy = LazyManager(factory=lambda: open_fake(tmp_path / "off", enabled=False))
     arguments = {
         "memory_store": {"content": "x"},
@@ -229,13 +241,13 @@ async def test_disabled_memory_answers_every_tool_and_keeps_serving(tmp_path: Pa
         "memory_clear_all": {},
         "memory_list_sessions": {},
         "memory_cleanup": {"dry_run": True},
+        "memory_capture_turn": {"user_message": "Remember that I prefer tabs."},
+        "memory_capture_status": {},
     }
     async with Client(build_server(lazy)) as client:
         for tool, args in arguments.items():
-            answer = await call(client, tool, **args)
-            assert answer["success"] is False, tool
-            assert answer["error"].startswith("Memory features are disabled"), tool
-            assert "enabled: false" in answer["reason"], tool
+            error = await domain_error(client, tool, **args)
+            assert error.endswith(": Memory features are disabled: disabled in configuration (enabled: false)"), error
         assert len((await client.list_tools()).tools) >= len(CORE_TOOLS)
     lazy.close()
 
@@ -245,19 +257,29 @@ async def test_unusable_storage_path_disables_memory(tmp_path: Path) -> None:
     blocker.write_text("not a directory")
     lazy = LazyManager(factory=lambda: open_fake(blocker / "store"))
     async with Client(build_server(lazy)) as client:
-        answer = await call(client, "memory_store", content="x")
-        assert answer["success"] is False and answer["error"].startswith("Memory features are disabled")
-        assert "not usable" in answer["reason"]
-        assert (await call(client, "memory_stats"))["success"] is False
+        error = await domain_error(client, "memory_store", content="x")
+        assert "Memory features are disabled" in error and "not usable" in error
+        assert "Memory features are disabled" in await domain_error(client, "memory_stats")
     lazy.close()
 
 
-async def test_invalid_config_is_a_clear_failure(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_invalid_config_is_a_tool_error_naming_the_setting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("REMINDFUL_RETENTION__DEFAULT_RETENTION_DAYS", "-3")
-    lazy = LazyManager(tmp_path / "store")
+    async with Client(build_server(path=tmp_path / "store")) as client:
+        assert "retention.default_retention_days" in await domain_error(client, "memory_list")
+        monkeypatch.delenv("REMINDFUL_RETENTION__DEFAULT_RETENTION_DAYS")
+        # Each call tries again: once the setting is fixed, the tools work without a restart.
+        assert (await call(client, "memory_list"))["count"] == 0
+
+
+async def test_resources_answer_errors_as_protocol_errors(tmp_path: Path) -> None:
+    lazy = LazyManager(factory=lambda: open_fake(tmp_path / "off", enabled=False))
     async with Client(build_server(lazy)) as client:
-        answer = await call(client, "memory_list")
-    assert answer["success"] is False and "retention.default_retention_days" in answer["error"]
+        with pytest.raises(MCPError, match="Memory features are disabled"):
+            await client.read_resource("memory://stats")
+    lazy.close()
 
 
 async def test_legacy_handshake_client(server: Any) -> None:

@@ -49,7 +49,7 @@ def test_create_modify_unchanged_delete(memory: MemoryManager, tmp_path: Path) -
     docs.mkdir()
     note = docs / "test.md"
     note.write_text(words(500))
-    watcher = MarkdownWatcher(memory, [docs])
+    watcher = MarkdownWatcher(memory.engine, [docs])
     assert watcher.process_file(note) == "indexed"
     first = chunks_of(memory, note)
     assert len(first) == 3  # TC-P1-05
@@ -75,7 +75,7 @@ def test_non_utf8_and_large_files(memory: MemoryManager, tmp_path: Path, caplog:
     bad.write_bytes(b"caf\xe9 \xff\xfe")
     big = tmp_path / "big.md"
     big.write_text(("Lorem ipsum dolor sit amet. " * 40_000)[:1_100_000])
-    watcher = MarkdownWatcher(memory, [tmp_path])
+    watcher = MarkdownWatcher(memory.engine, [tmp_path])
     with caplog.at_level(logging.INFO, "remindful.services.capture"):
         counts = watcher.scan()
     assert f"Skipping non-UTF8 file: {bad.resolve()}" in caplog.text
@@ -89,7 +89,7 @@ def test_file_vanishing_mid_read_keeps_its_chunks(
 ) -> None:
     note = tmp_path / "a.md"
     note.write_text(words(300))
-    watcher = MarkdownWatcher(memory, [tmp_path])
+    watcher = MarkdownWatcher(memory.engine, [tmp_path])
     watcher.process_file(note)
     note.write_text(words(300, "new"))
 
@@ -105,7 +105,7 @@ def test_file_vanishing_mid_read_keeps_its_chunks(
 
 def test_missing_directory_is_an_error_at_start(memory: MemoryManager, tmp_path: Path) -> None:
     with pytest.raises(RemindfulError, match=f"Watch directory does not exist: {tmp_path / 'nope'}"):
-        MarkdownWatcher(memory, [tmp_path / "nope"])
+        MarkdownWatcher(memory.engine, [tmp_path / "nope"])
 
 
 def test_files_trigger_off_and_redaction(tmp_path: Path) -> None:
@@ -113,10 +113,10 @@ def test_files_trigger_off_and_redaction(tmp_path: Path) -> None:
     note.parent.mkdir()
     note.write_text("Contact ops@example.com for the deploy key.")
     with open_fake(tmp_path / "off", **{"auto_capture.triggers.files": False}) as memory:
-        assert MarkdownWatcher(memory, [note.parent]).process_file(note) == "skipped"
+        assert MarkdownWatcher(memory.engine, [note.parent]).process_file(note) == "skipped"
         assert memory.list() == []
     with open_fake(tmp_path / "on") as memory:
-        MarkdownWatcher(memory, [note.parent]).process_file(note)
+        MarkdownWatcher(memory.engine, [note.parent]).process_file(note)
         assert memory.list()[0].content == "Contact [EMAIL_REDACTED] for the deploy key."
 
 
@@ -124,7 +124,7 @@ def test_scan_forgets_files_deleted_while_not_watching(memory: MemoryManager, tm
     note = tmp_path / "gone.md"
     note.write_text(words(20))
     (tmp_path / "notes.txt").write_text("not markdown")
-    watcher = MarkdownWatcher(memory, [tmp_path])
+    watcher = MarkdownWatcher(memory.engine, [tmp_path])
     assert watcher.scan() == {"indexed": 1}
     note.unlink()
     assert watcher.scan() == {"removed": 1}
@@ -136,7 +136,7 @@ def test_real_file_events(memory: MemoryManager, tmp_path: Path) -> None:
     docs = tmp_path / "docs"
     (docs / "sub").mkdir(parents=True)
     (docs / "old.md").write_text(words(50, "old"))
-    watcher = MarkdownWatcher(memory, [docs])
+    watcher = MarkdownWatcher(memory.engine, [docs])
     stop = threading.Event()
     thread = threading.Thread(target=watcher.run, args=(stop,), daemon=True)
     thread.start()
@@ -173,7 +173,7 @@ def test_watch_limit_gives_the_sysctl_and_falls_back_to_polling(
         return iter(())
 
     monkeypatch.setattr(watchfiles, "watch", fake_watch)
-    watcher = MarkdownWatcher(memory, [tmp_path])
+    watcher = MarkdownWatcher(memory.engine, [tmp_path])
     with caplog.at_level(logging.ERROR, "remindful.services.capture"):
         watcher.run(threading.Event(), initial_scan=False)
     assert calls == [None, True]

@@ -79,7 +79,7 @@ class MemoryManager:
         """Store hook events spooled while no daemon ran (see :mod:`remindful.services.hooks.drainer`)."""
         from remindful.services.hooks.drainer import drain_on_open
 
-        drain_on_open(self)
+        drain_on_open(self._store)
 
     def check_enabled(self) -> None:
         """Raise MemoryDisabledError (with the reason) if memory is off or its storage unusable."""

@@ -26,6 +26,7 @@ from pydantic_settings import (
     YamlConfigSettingsSource,
 )
 
+from remindful.config_defaults import CONFIG_FILE, REDACT_REPLACEMENT, STORAGE_PATH, default
 from remindful.errors import ConfigError
 from remindful.model import MemoryType
 
@@ -33,7 +34,7 @@ log = logging.getLogger("remindful.config")
 
 # -- where settings come from (sources in precedence order) and how failures are reported ----------
 
-DEFAULT_CONFIG_FILE = "~/.remindful/config.yaml"
+DEFAULT_CONFIG_FILE = CONFIG_FILE
 
 SettingsT = TypeVar("SettingsT", bound=BaseSettings)
 
@@ -168,7 +169,7 @@ def _log_sources(overrides: dict[str, Any]) -> None:
     log.debug("settings sources: overrides=%s env=%s file=%s", sorted(overrides), env, config_file())
 
 
-DEFAULT_STORAGE_PATH = "~/.remindful/memory"
+DEFAULT_STORAGE_PATH = STORAGE_PATH
 
 
 class _Section(BaseModel):
@@ -225,23 +226,41 @@ class EmbeddingSettings(_Section):
 
 
 class CaptureTriggers(_Section):
-    ai_analysis: bool = Field(True, description="capture screen analyses")
-    successful_actions: bool = Field(True, description="capture actions that succeeded")
-    failed_actions: bool = Field(True, description="capture actions that failed")
-    workflow_completion: bool = Field(True, description="capture completed workflows")
-    manual_save: bool = Field(True, description="allow explicit memory_store calls")
-    hooks: bool = Field(True, description="capture coding-agent hook events (remindful hook)")
-    files: bool = Field(True, description="capture Markdown files from watch_dirs / remindful watch")
+    ai_analysis: bool = Field(default("auto_capture.triggers.ai_analysis"), description="capture screen analyses")
+    successful_actions: bool = Field(
+        default("auto_capture.triggers.successful_actions"), description="capture actions that succeeded"
+    )
+    failed_actions: bool = Field(
+        default("auto_capture.triggers.failed_actions"), description="capture actions that failed"
+    )
+    workflow_completion: bool = Field(
+        default("auto_capture.triggers.workflow_completion"), description="capture completed workflows"
+    )
+    manual_save: bool = Field(
+        default("auto_capture.triggers.manual_save"), description="allow explicit memory_store calls"
+    )
+    hooks: bool = Field(
+        default("auto_capture.triggers.hooks"), description="capture coding-agent hook events (remindful hook)"
+    )
+    files: bool = Field(
+        default("auto_capture.triggers.files"), description="capture Markdown files from watch_dirs / remindful watch"
+    )
 
 
 class CaptureFilters(_Section):
-    min_interval_seconds: float = Field(5, ge=0, description="skip an identical capture repeated within this window")
-    ignore_mouse_moves: bool = Field(True, description="skip mouse-move actions")
+    min_interval_seconds: float = Field(
+        default("auto_capture.filters.min_interval_seconds"),
+        ge=0,
+        description="skip an identical capture repeated within this window",
+    )
+    ignore_mouse_moves: bool = Field(
+        default("auto_capture.filters.ignore_mouse_moves"), description="skip mouse-move actions"
+    )
     ignore_sessions: list[str] = Field(default_factory=list, description="fnmatch patterns of sessions to skip")
 
 
 class AutoCaptureSettings(_Section):
-    enabled: bool = Field(True, description="master switch for every automatic capture")
+    enabled: bool = Field(default("auto_capture.enabled"), description="master switch for every automatic capture")
     triggers: CaptureTriggers = Field(default_factory=CaptureTriggers, description="per-kind capture switches")
     filters: CaptureFilters = Field(default_factory=CaptureFilters, description="capture filters")
     watch_dirs: list[Path] = Field(
@@ -314,7 +333,7 @@ class BackupSettings(_Section):
 
 class RedactPattern(_Section):
     regex: str = Field(description="regular expression to replace")
-    replacement: str = Field("[REDACTED]", description="replacement text")
+    replacement: str = Field(REDACT_REPLACEMENT, description="replacement text")
     name: str | None = Field(None, description="name under which stats() counts this rule's hits")
 
     @field_validator("regex")
@@ -332,8 +351,13 @@ class RedactPattern(_Section):
 class PrivacySettings(_Section):
     redact_screenshots: bool = Field(False, description="redact sensitive text in screen memories")
     redact_patterns: list[RedactPattern] = Field(default_factory=list, description="extra redaction rules")
-    redact: bool = Field(True, description="redact secrets (cards, emails, API keys, ...) before anything is written")
-    redact_defaults: bool = Field(True, description="apply the built-in redaction rules (besides redact_patterns)")
+    redact: bool = Field(
+        default("privacy.redact"),
+        description="redact secrets (cards, emails, API keys, ...) before anything is written",
+    )
+    redact_defaults: bool = Field(
+        default("privacy.redact_defaults"), description="apply the built-in redaction rules (besides redact_patterns)"
+    )
     exclude_sessions: list[str] = Field(default_factory=list, description="fnmatch patterns never stored")
     auto_delete_days: int | None = Field(None, ge=1, description="set expires_at this many days after creation")
     delete_on_exit: bool = Field(False, description="delete the session's memories when the daemon exits")
@@ -341,10 +365,17 @@ class PrivacySettings(_Section):
 
 class HookSettings(_Section):
     context_budget_tokens: int = Field(
-        1500, ge=50, le=100_000, description="token budget of the context printed on SessionStart/UserPromptSubmit"
+        default("hooks.context_budget_tokens"),
+        ge=50,
+        le=100_000,
+        description="token budget of the context printed on SessionStart/UserPromptSubmit",
     )
-    context_candidates: int = Field(30, ge=1, le=200, description="memories searched before the budget is applied")
-    line_chars: int = Field(240, ge=40, le=2000, description="maximum characters of one injected context line")
+    context_candidates: int = Field(
+        default("hooks.context_candidates"), ge=1, le=200, description="memories searched before the budget is applied"
+    )
+    line_chars: int = Field(
+        default("hooks.line_chars"), ge=40, le=2000, description="maximum characters of one injected context line"
+    )
 
 
 class DaemonSettings(_Section):
@@ -466,7 +497,7 @@ class Settings(BaseSettings):
         env_prefix="REMINDFUL_", env_nested_delimiter="__", extra="forbid", validate_assignment=True
     )
 
-    enabled: bool = Field(True, description="turn every memory feature on or off")
+    enabled: bool = Field(default("enabled"), description="turn every memory feature on or off")
     storage: StorageSettings = Field(default_factory=StorageSettings, description="where and how much")
     embeddings: EmbeddingSettings = Field(default_factory=EmbeddingSettings, description="embedding model")
     auto_capture: AutoCaptureSettings = Field(default_factory=AutoCaptureSettings, description="capture")

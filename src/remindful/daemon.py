@@ -54,9 +54,7 @@ MAX_BODY = 1_000_000
 class DaemonHandle:
     """The running daemon roles of one process; :meth:`stop` ends them all."""
 
-    def __init__(
-        self, manager: MemoryManager, watch_dirs: Sequence[str | os.PathLike[str]] | None, http: bool
-    ) -> None:
+    def __init__(self, manager: MemoryManager, watch_dirs: Sequence[str | os.PathLike[str]] | None, http: bool) -> None:
         self.manager = manager
         self.path = Path(manager.path)
         self.stop_event = threading.Event()

@@ -28,7 +28,7 @@ import numpy as np
 
 from remindful.engine import windows as context
 from remindful.engine.lexical import LexicalSearch
-from remindful.engine.schema import MEMORY_COLUMNS, RECOUNT_TYPES, SCHEMA
+from remindful.engine.schema import DOOMED_DDL, MEMORY_COLUMNS, RECOUNT_TYPES, SCHEMA
 from remindful.engine.sqlfilter import SqlFilter
 from remindful.errors import CorruptionError, StorageError, StorageFullError, StorageLockedError
 
@@ -181,10 +181,7 @@ class Catalog:
         version = conn.execute("PRAGMA user_version").fetchone()[0]
         if version < SCHEMA_VERSION:
             conn.executescript(
-                "BEGIN IMMEDIATE;"
-                + SCHEMA
-                + RECOUNT_TYPES
-                + f"PRAGMA user_version={SCHEMA_VERSION}; COMMIT;"
+                "BEGIN IMMEDIATE;" + SCHEMA + RECOUNT_TYPES + f"PRAGMA user_version={SCHEMA_VERSION}; COMMIT;"
             )
         elif version > SCHEMA_VERSION:
             raise StorageError(
@@ -523,7 +520,7 @@ class Catalog:
                 conn.execute(f"PRAGMA cache_size = {int(size)}")
 
         def delete(conn: sqlite3.Connection) -> list[tuple[str, str]]:
-            conn.execute("CREATE TEMP TABLE IF NOT EXISTS doomed (id TEXT PRIMARY KEY, reason TEXT NOT NULL)")
+            conn.execute(DOOMED_DDL)
             conn.execute("DELETE FROM temp.doomed")
             conn.executemany("INSERT OR IGNORE INTO temp.doomed (id, reason) VALUES (?, ?)", pairs)
             gone: list[tuple[str, str]] = conn.execute(

@@ -141,11 +141,14 @@ def redactor_for(privacy: Any) -> Redactor | None:
     return build_redactor(privacy.redact, privacy.redact_defaults, patterns)
 
 
-#: Counts of redactions and skipped captures, kept in the catalog table ``capture_stats``.
+# -- counts of redactions and skipped captures: the catalog table ``capture_stats`` ----------------
+
+
 def add_counts(conn: Any, counts: Mapping[str, int]) -> None:
-    """Add ``counts`` to ``capture_stats`` inside the caller's transaction."""
+    """Add ``counts`` (name → hits) to ``capture_stats`` inside the caller's transaction. The table
+    is :data:`remindful.engine.schema.CAPTURE_STATS_DDL`: the catalog creates it at open, and a hook
+    process that finds no catalog creates it with the spool."""
     if counts:
-        conn.execute("CREATE TABLE IF NOT EXISTS capture_stats (name TEXT PRIMARY KEY, value INTEGER NOT NULL)")
         conn.executemany(
             "INSERT INTO capture_stats (name, value) VALUES (?, ?) "
             "ON CONFLICT(name) DO UPDATE SET value = value + excluded.value",
@@ -154,9 +157,8 @@ def add_counts(conn: Any, counts: Mapping[str, int]) -> None:
 
 
 def read_counts(read: Callable[[str], list[Any]]) -> dict[str, int]:
-    """Counts from ``capture_stats`` (empty if nothing was ever counted)."""
-    if not read("SELECT 1 FROM sqlite_master WHERE name = 'capture_stats'"):
-        return {}
+    """Counts from ``capture_stats``, by name (empty if nothing was ever counted); ``read`` runs a
+    query on an open catalog (``catalog.read``)."""
     return {str(k): int(v) for k, v in read("SELECT name, value FROM capture_stats ORDER BY name")}
 
 

@@ -219,6 +219,10 @@ SCHEMA = (
     + LEARNING_DDL
 )
 
+#: The ids a delete removes, with each one's audit reason: a temporary table of the deleting
+#: connection, emptied after each delete (:meth:`remindful.engine.catalog.Catalog.delete_ids`).
+DOOMED_DDL = "CREATE TEMP TABLE IF NOT EXISTS doomed (id TEXT PRIMARY KEY, reason TEXT NOT NULL)"
+
 #: Run with every schema upgrade, after ``SCHEMA``: the counts start from the rows present.
 RECOUNT_TYPES = """
 DELETE FROM type_counts;

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from remindful.engine.sqlfilter import build_filter
 from remindful.errors import ValidationError
+from remindful.services.backup import create_backup
 
 if TYPE_CHECKING:
     from remindful.engine.store import Store
@@ -131,8 +132,6 @@ def delete_session(store: Store, session_id: str, *, confirm: bool = False) -> d
             f"deleting session {session_id!r} removes its {count} memories from every collection; "
             "pass confirm=True (a backup is taken first)",
         )
-    from remindful.services.backup import create_backup
-
     backup = create_backup(state, automatic=True, reason="before-delete-session")
     deleted = _delete_all(state, session_id, reason="delete_session")
     state.forget_resumed(session_id)

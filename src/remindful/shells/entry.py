@@ -9,6 +9,10 @@ from __future__ import annotations
 
 import sys
 
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: the hook path must not import typing
+if TYPE_CHECKING:
+    from typing import Any
+
 _GLOBAL_WITH_VALUE = ("--path", "-p")
 
 
@@ -28,17 +32,20 @@ def _is_hook(argv: list[str]) -> bool:
     return False
 
 
-def _http_port(argv: list[str]) -> int | None:
-    """The port of exactly ``serve --transport http [--port N]`` with a valid N, else None (then
-    typer parses the command and reports any error)."""
-    if argv[:3] != ["serve", "--transport", "http"]:
+def _http_options(argv: list[str]) -> dict[str, Any] | None:
+    """``{"host": ..., "port": ...}`` for exactly ``serve --transport http`` with any of ``--port N``
+    (1..65535) and ``--host H``, each once, else None (then typer parses the command and reports
+    any error)."""
+    if argv[:1] != ["serve"] or len(argv) % 2 == 0:
         return None
-    rest = argv[3:]
-    if not rest:
-        return 8000
-    if len(rest) == 2 and rest[0] == "--port" and rest[1].isdigit() and 1 <= int(rest[1]) <= 65535:
-        return int(rest[1])
-    return None
+    options = dict(zip(argv[1::2], argv[2::2], strict=True))
+    if len(options) != len(argv) // 2 or not set(options) <= {"--transport", "--port", "--host"}:
+        return None
+    port = options.get("--port", "8000")
+    if options.get("--transport") != "http" or not port.isdigit() or not 1 <= int(port) <= 65535:
+        return None
+    host = options.get("--host", "127.0.0.1")
+    return {"host": host, "port": int(port)} if host and not host.startswith("-") else None
 
 
 def main() -> None:
@@ -48,24 +55,32 @@ def main() -> None:
 
         hook_main(argv)
     if argv in (["serve"], ["serve", "--transport", "stdio"]):
-        # An MCP client starts `remindful serve` on every session: skip typer (~0.4 s); see mcp_stdio.
+        # An MCP client starts `remindful serve` for each session: skip typer (~0.4 s).
         from remindful.shells.mcp.fast_start import main as serve_stdio
 
         serve_stdio()
         return
-    port = _http_port(argv)
-    if port is not None:  # the same for HTTP: see mcp_http
-        import logging
-
-        from remindful.shells.mcp.http import main as serve_http
-
-        logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")  # as the CLI does
-        sys.stderr.write(f"remindful MCP server on http://127.0.0.1:{port}/mcp\n")
-        serve_http(port)
+    http = _http_options(argv)
+    if http is not None:  # the same for HTTP
+        _serve_http(**http)
         return
     from remindful.shells.cli import main as cli_main
 
     cli_main()
+
+
+def _serve_http(host: str, port: int) -> None:
+    import logging
+
+    from remindful.errors import ConfigError, RemindfulError
+    from remindful.shells.mcp.server import serve_http
+
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")  # as the CLI does
+    try:
+        serve_http(host=host, port=port)
+    except RemindfulError as exc:  # an invalid config, an unusable token file: one line, as the CLI says it
+        sys.stderr.write(f"error: {exc}\n")
+        raise SystemExit(2 if isinstance(exc, ConfigError) else 1) from None
 
 
 if __name__ == "__main__":

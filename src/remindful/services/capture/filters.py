@@ -12,12 +12,13 @@ Order of checks (the first that fails skips the capture and logs why):
 6. redaction (``privacy.redact``, on by default) of the content and every string in the metadata:
    credit cards (Luhn-checked), emails, AWS/GitHub/``sk-`` API keys, JWTs, PEM private keys,
    ``password=``-style pairs and ``<private>…</private>`` (:mod:`remindful.engine.redact`), plus
-   ``privacy.redact_patterns``. The manager's write path redacts every store and update too
-   (:func:`redact_for_store`), so even an explicit memory_store never writes a secret.
+   ``privacy.redact_patterns``. The Store's write path redacts every store and update with the
+   same rules (``Store.redact``), so even an explicit memory_store never writes a secret.
 
-This module imports only the standard library, so the hook fast path can use it. Counts of
-redactions and skips are kept per process (:attr:`CaptureFilter.counts`) and, through
-:func:`apply_filters` with a manager, in the catalog table ``capture_stats`` shown by ``stats()``.
+This module imports only the standard library, so the hook fast path can use it; its defaults are
+those of the settings (:mod:`remindful.config_defaults`). Counts of redactions and skips are kept
+per process (:attr:`CaptureFilter.counts`) and, through :func:`apply_filters` with a Store, in the
+catalog table ``capture_stats`` shown by ``stats()``.
 """
 
 from __future__ import annotations
@@ -27,14 +28,18 @@ import json
 import re
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 
-from remindful.engine.redact import DEFAULT_REDACTIONS, Redactor
+from remindful.config_defaults import CAPTURE_TRIGGERS, REDACT_REPLACEMENT, setting
+from remindful.engine.redact import Redactor, add_counts, build_redactor, read_counts
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs hook processes milliseconds
 if TYPE_CHECKING:
     import sqlite3
     from typing import Any
+
+    from remindful.config import Settings
+    from remindful.engine.store import Store
 
 
 class _LazyLogger:
@@ -51,21 +56,14 @@ class _LazyLogger:
 
 log = _LazyLogger("remindful.services.capture")
 
-TRIGGERS = (
-    "ai_analysis",
-    "successful_actions",
-    "failed_actions",
-    "workflow_completion",
-    "manual_save",
-    "hooks",
-    "files",
-)
+TRIGGERS = CAPTURE_TRIGGERS
 
 _MOUSE_MOVE = re.compile(r"(?i)mouse[_ -]?move|move[_ -]?mouse|mouse[_ -]?moved|hover")
 
 
 class FilterConfig:
     """The settings the filters read, as plain data (built from Settings or a raw config dict).
+    Construct it with :meth:`from_mapping` or :meth:`from_settings`, which fill in the defaults.
 
     A plain class, not a dataclass: importing dataclasses costs hook processes ~10 ms."""
 
@@ -83,19 +81,20 @@ class FilterConfig:
 
     def __init__(
         self,
-        memory_enabled: bool = True,
-        enabled: bool = True,
-        triggers: Mapping[str, bool] | None = None,
-        min_interval_seconds: float = 5.0,
-        ignore_mouse_moves: bool = True,
-        excluded_sessions: tuple[str, ...] = (),
-        redact: bool = True,
-        redact_defaults: bool = True,
-        redact_patterns: tuple[tuple[str, str, str], ...] = (),
+        *,
+        memory_enabled: bool,
+        enabled: bool,
+        triggers: Mapping[str, bool],
+        min_interval_seconds: float,
+        ignore_mouse_moves: bool,
+        excluded_sessions: tuple[str, ...],
+        redact: bool,
+        redact_defaults: bool,
+        redact_patterns: tuple[tuple[str, str, str], ...],
     ) -> None:
         self.memory_enabled = memory_enabled
         self.enabled = enabled
-        self.triggers = dict(triggers or {})
+        self.triggers = dict(triggers)
         self.min_interval_seconds = min_interval_seconds
         self.ignore_mouse_moves = ignore_mouse_moves
         self.excluded_sessions = excluded_sessions
@@ -105,36 +104,32 @@ class FilterConfig:
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any]) -> FilterConfig:
-        """From the ``memory:`` section's shape (missing keys take the defaults)."""
-        capture = data.get("auto_capture") or {}
-        filters = capture.get("filters") or {}
-        privacy = data.get("privacy") or {}
+        """From the ``memory:`` section's shape, as read raw (missing keys take the settings'
+        defaults, :mod:`remindful.config_defaults`)."""
         patterns = []
-        for i, rule in enumerate(privacy.get("redact_patterns") or []):
+        for i, rule in enumerate(setting(data, "privacy.redact_patterns")):
             name = rule.get("name") or f"custom_{i}"
-            patterns.append((str(name), str(rule["regex"]), str(rule.get("replacement", "[REDACTED]"))))
+            patterns.append((str(name), str(rule["regex"]), str(rule.get("replacement", REDACT_REPLACEMENT))))
         return cls(
-            memory_enabled=bool(data.get("enabled", True)),
-            enabled=bool(capture.get("enabled", True)),
-            triggers={k: bool(v) for k, v in (capture.get("triggers") or {}).items()},
-            min_interval_seconds=float(filters.get("min_interval_seconds", 5)),
-            ignore_mouse_moves=bool(filters.get("ignore_mouse_moves", True)),
-            excluded_sessions=tuple(privacy.get("exclude_sessions") or ())
-            + tuple(filters.get("ignore_sessions") or ()),
-            redact=bool(privacy.get("redact", True)),
-            redact_defaults=bool(privacy.get("redact_defaults", True)),
+            memory_enabled=bool(setting(data, "enabled")),
+            enabled=bool(setting(data, "auto_capture.enabled")),
+            triggers={t: bool(setting(data, f"auto_capture.triggers.{t}")) for t in TRIGGERS},
+            min_interval_seconds=float(setting(data, "auto_capture.filters.min_interval_seconds")),
+            ignore_mouse_moves=bool(setting(data, "auto_capture.filters.ignore_mouse_moves")),
+            excluded_sessions=tuple(setting(data, "privacy.exclude_sessions"))
+            + tuple(setting(data, "auto_capture.filters.ignore_sessions")),
+            redact=bool(setting(data, "privacy.redact")),
+            redact_defaults=bool(setting(data, "privacy.redact_defaults")),
             redact_patterns=tuple(patterns),
         )
 
     @classmethod
-    def from_settings(cls, settings: Any) -> FilterConfig:
+    def from_settings(cls, settings: Settings) -> FilterConfig:
         return cls.from_mapping(settings.model_dump(mode="json"))
 
     def redactor(self) -> Redactor | None:
-        if not self.redact:
-            return None
-        rules = list(DEFAULT_REDACTIONS) if self.redact_defaults else []
-        return Redactor(rules + list(self.redact_patterns), builtin=len(rules))
+        """The redaction rules these settings ask for; None when ``privacy.redact`` is off."""
+        return build_redactor(self.redact, self.redact_defaults, self.redact_patterns)
 
 
 class FilterResult:
@@ -239,53 +234,38 @@ class CaptureFilter:
         return None
 
 
-# -- persistence of counts (table capture_stats in the catalog) -------------------------------------
-
-COUNTS_DDL = "CREATE TABLE IF NOT EXISTS capture_stats (name TEXT PRIMARY KEY, value INTEGER NOT NULL)"
-
-
-def add_counts(conn: sqlite3.Connection, counts: Mapping[str, int]) -> None:
-    """Add ``counts`` to ``capture_stats`` inside the caller's transaction."""
-    if counts:
-        conn.execute(COUNTS_DDL)
-        conn.executemany(
-            "INSERT INTO capture_stats (name, value) VALUES (?, ?) "
-            "ON CONFLICT(name) DO UPDATE SET value = value + excluded.value",
-            list(counts.items()),
-        )
-
-
-def read_counts(read: Callable[[str], list[Any]]) -> dict[str, int]:
-    """Counts from ``capture_stats`` (empty if nothing was ever counted)."""
-    if not read("SELECT 1 FROM sqlite_master WHERE name = 'capture_stats'"):
-        return {}
-    return {str(k): int(v) for k, v in read("SELECT name, value FROM capture_stats ORDER BY name")}
-
-
 # -- the entry point every capture path calls ----------------------------------------------------
 
-_BY_SETTINGS: dict[int, tuple[Any, CaptureFilter]] = {}
+_BY_SETTINGS: dict[int, tuple[Any, CaptureFilter]] = {}  # id(settings) -> (weak ref to them, filter)
 _GUARD = threading.Lock()
 
 
-def filter_for(target: Any) -> CaptureFilter:
-    """The CaptureFilter of a MemoryManager (kept on it) or of a Settings object (cached)."""
-    settings = getattr(target, "settings", target)
+def filter_for(target: Store | Settings) -> CaptureFilter:
+    """The CaptureFilter of a Store's settings, or of a Settings object: one per settings object
+    for as long as it lives, so that the repeat window spans every capture path of a store."""
+    settings = _settings_of(target)
+    key = id(settings)
     with _GUARD:
-        cached = getattr(target, "_capture_filter", None) if hasattr(target, "settings") else None
-        if cached is not None:
-            return cached
-        hit = _BY_SETTINGS.get(id(settings))
-        if hit is None or hit[0] is not settings:
-            hit = (settings, CaptureFilter(FilterConfig.from_settings(settings)))
-            _BY_SETTINGS[id(settings)] = hit
-        if hasattr(target, "settings"):
-            target._capture_filter = hit[1]
-        return hit[1]
+        hit = _BY_SETTINGS.get(key)
+        if hit is not None and hit[0]() is settings:
+            return hit[1]
+        import weakref  # not at module level: the hook fast path never needs it
+
+        def forget(ref: Any) -> None:  # no lock: this may run in a garbage collection under _GUARD
+            if (entry := _BY_SETTINGS.get(key)) is not None and entry[0] is ref:
+                _BY_SETTINGS.pop(key, None)
+
+        flt = CaptureFilter(FilterConfig.from_settings(settings))
+        _BY_SETTINGS[key] = (weakref.ref(settings, forget), flt)
+        return flt
+
+
+def _settings_of(target: Any) -> Settings:
+    return target.settings if hasattr(target, "settings") else target
 
 
 def apply_filters(
-    target: Any,
+    target: Store | Settings,
     content: str,
     *,
     trigger: str,
@@ -297,8 +277,8 @@ def apply_filters(
 ) -> FilterResult:
     """Decide whether a capture may be stored, and redact it. Every capture path calls this.
 
-    ``target`` is a MemoryManager (counts and the exclusion audit line go to its catalog) or a
-    Settings object (counts kept in the process only). ``trigger`` is one of :data:`TRIGGERS`.
+    ``target`` is a Store (counts and the exclusion audit line go to its catalog) or a Settings
+    object (counts kept in the process only). ``trigger`` is one of :data:`TRIGGERS`.
     ``signature`` identifies "the same action" for ``min_interval_seconds`` (default: trigger,
     session and content); ``action`` is the action's name, for ``ignore_mouse_moves``; ``at`` is
     the event's epoch time (default now). Returns a :class:`FilterResult`: when ``allowed``, store
@@ -309,12 +289,14 @@ def apply_filters(
     result = flt.check(
         content, trigger=trigger, session_id=session_id, metadata=metadata, signature=signature, action=action, at=at
     )
-    if hasattr(target, "settings"):
+    if hasattr(target, "ready"):  # a Store; Settings have no catalog
         _persist(target, result, session_id)
     return result
 
 
-def _persist(manager: Any, result: FilterResult, session_id: str | None) -> None:
+def _persist(store: Any, result: FilterResult, session_id: str | None) -> None:
+    """Count the result's redactions and skip in ``capture_stats``, and audit a session exclusion.
+    Best effort: a failure is logged, and the filters' decision stands."""
     counts = {"redacted_" + k: v for k, v in result.redactions.items()}
     excluded = result.code == "excluded"
     if result.code is not None and result.reason != "memory disabled":
@@ -322,7 +304,7 @@ def _persist(manager: Any, result: FilterResult, session_id: str | None) -> None
     if not counts:
         return
     try:
-        catalog = manager._store.ready().catalog
+        catalog = store.ready().catalog
 
         def run(conn: sqlite3.Connection) -> None:
             add_counts(conn, counts)
@@ -330,7 +312,7 @@ def _persist(manager: Any, result: FilterResult, session_id: str | None) -> None
                 catalog.audit(conn, "capture_excluded", None, {"session_id": session_id, "reason": result.reason})
 
         catalog.write(run, what="recording capture filter counts")
-    except Exception as exc:  # counts are best effort; the decision above stands
+    except Exception as exc:
         log.warning("could not record capture filter counts: %s", exc)
 
 
@@ -340,31 +322,12 @@ def canonical_json(value: Any) -> str:
 
 
 __all__ = [
-    "DEFAULT_REDACTIONS",
     "TRIGGERS",
     "CaptureFilter",
     "FilterConfig",
     "FilterResult",
-    "Redactor",
-    "add_counts",
     "apply_filters",
     "canonical_json",
     "filter_for",
     "read_counts",
-    "redact_for_store",
 ]
-
-
-def redact_for_store(manager: Any, content: str, metadata: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    """Redact ``content`` and ``metadata`` for a manager's write path (every store and update).
-
-    A no-op when ``privacy.redact`` is off. Hits are counted in ``capture_stats``."""
-    redactor = filter_for(manager).redactor
-    if redactor is None:
-        return content, metadata
-    counts: dict[str, int] = {}
-    content = redactor.redact(content, counts)
-    metadata = redactor.redact_value(metadata, counts)
-    if counts:
-        _persist(manager, FilterResult(True, content, metadata, None, counts), None)
-    return content, metadata

@@ -1,7 +1,10 @@
 """Capture the tool calls of any in-process MCP server (``mcp`` SDK ``MCPServer``) as memories.
 
     from remindful.services.capture.middleware import capture_tools
-    worker = capture_tools(server, lambda: manager)          # every tools/call is now remembered
+    worker = capture_tools(server, lambda: store)            # every tools/call is now remembered
+
+``store`` is the :class:`~remindful.engine.store.Store` the calls are stored in
+(``remindful.open(path).engine``).
 
 Each completed ``tools/call`` becomes one memory: tool name, arguments, outcome (success or
 error, with the error text), duration and session, as type ``action`` — or ``screen`` for
@@ -26,11 +29,13 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from remindful.services.capture.calls import ToolCall
+
 if TYPE_CHECKING:
-    from remindful.api import MemoryManager
+    from remindful.engine.store import Store
     from remindful.services.capture.spooled import CaptureSpool
 
 log = logging.getLogger("remindful.services.capture")
@@ -68,21 +73,6 @@ class TypeMapping:
         return cls(tuple(mapping.items()) + DEFAULT_TYPE_PATTERNS, default)
 
 
-@dataclass
-class ToolCall:
-    """One completed tool call, as the middleware or the proxy saw it."""
-
-    tool: str
-    arguments: dict[str, Any]
-    success: bool
-    duration_ms: float
-    error: str | None = None
-    result: str | None = None
-    server: str | None = None
-    mcp_session: str | None = None
-    finished_at: float = field(default_factory=time.time)
-
-
 def describe(call: ToolCall) -> str:
     """The memory's content: one line a search can match on tool, outcome and arguments."""
     args = json.dumps(call.arguments, ensure_ascii=False, sort_keys=True, default=str)
@@ -101,13 +91,14 @@ class CaptureWorker:
 
     ``submit`` never raises and blocks only for the spool commit: each call is first committed,
     redacted, to the store's spool (``spool``, a :class:`~remindful.services.capture.spooled.CaptureSpool`;
-    by default the worker thread makes one from the manager as soon as it starts, and a call
+    by default the worker thread makes one from the store as soon as it starts, and a call
     submitted before that waits for it, up to ``SPOOL_WAIT_S``). So a call survives the process
     being killed once it has been answered: the next opener of the store stores it. When the
     bounded queue is full the call is dropped from memory and counted (``stats["dropped"]``) — its
-    spool row is still stored once this process has exited. ``get_manager`` is called in the
-    worker thread, so loading the store costs the host nothing; ``warm=True`` also opens the vector
-    index at once. ``session_id`` defaults to the spool's session (the manager's, one per process).
+    spool row is still stored once this process has exited. ``get_store`` (returning the
+    :class:`~remindful.engine.store.Store`) is called in the worker thread, so loading the store
+    costs the host nothing; ``warm=True`` also opens the vector index at once. ``session_id``
+    defaults to the spool's session (the store's, one per process).
     :meth:`close` at shutdown stores what is queued.
     """
 
@@ -117,7 +108,7 @@ class CaptureWorker:
 
     def __init__(
         self,
-        get_manager: Callable[[], MemoryManager],
+        get_store: Callable[[], Store],
         *,
         mapping: Callable[[str], str] | None = None,
         session_id: str | None = None,
@@ -125,7 +116,7 @@ class CaptureWorker:
         warm: bool = False,
         spool: CaptureSpool | None = None,
     ) -> None:
-        self._get_manager = get_manager
+        self._get_store = get_store
         self._warm = warm
         self.mapping = mapping or TypeMapping()
         self.session_id = session_id or (spool.session_id if spool is not None else None)
@@ -194,7 +185,7 @@ class CaptureWorker:
                 self._queue.task_done()
 
     def _start(self) -> None:
-        """Make the spool from the manager (unless given) and, with ``warm``, open the store and
+        """Make the spool from the store (unless given) and, with ``warm``, open the store and
         its vector index before the first call arrives, so that captures are stored within
         milliseconds even when the host is stopped soon after its last call."""
         try:
@@ -202,37 +193,36 @@ class CaptureWorker:
                 from remindful.services.capture.spooled import CaptureSpool
 
                 try:
-                    spool = CaptureSpool.for_manager(self._get_manager(), self.session_id)
+                    spool = CaptureSpool.for_store(self._get_store(), self.session_id)
                     self.session_id = self.session_id or spool.session_id
                     self.spool = spool
                 finally:
                     self._spool_made.set()
             if self._warm:
-                manager = self._get_manager()
-                if not manager.disabled_reason:
-                    manager.stats()
-                    manager.index_status()
+                store = self._get_store()
+                if not store.disabled_reason:
+                    store.ready().index_status()
         except Exception as exc:  # the first capture reports it again, with its own error
             log.debug("capture start-up failed: %s", exc)
 
     def _store(self, call: ToolCall, key: str | None, memory_type: str) -> None:
-        manager = self._get_manager()
+        store = self._get_store()
         spool = self.spool
         if key is None and spool is not None:  # submitted before the spool was made
             key, call = spool.append(call, memory_type)
-        item = capture_item(manager, call, memory_type, self.session_id or manager.session_id, key)
+        item = capture_item(store, call, memory_type, self.session_id or store.session_id, key)
         if item is None:
             self.stats["skipped"] += 1
         else:
             args = ("content", "type", "metadata", "session_id", "timestamp", "source")
-            self.memory_ids.append(manager.store(*(item[a] for a in args)))
+            self.memory_ids.append(store.store(*(item[a] for a in args)))
             self.stats["captured"] += 1
         if key is not None and spool is not None:
             spool.done(key)
 
 
 def capture_item(
-    manager: MemoryManager, call: ToolCall, memory_type: str, session_id: str, spool_key: str | None = None
+    store: Store, call: ToolCall, memory_type: str, session_id: str, spool_key: str | None = None
 ) -> dict[str, Any] | None:
     """The memory to store for ``call`` (a ``store_batch`` item), after the capture filters; None
     when they skip it. ``spool_key`` (the call's spool row) is kept in the metadata, so that a
@@ -246,7 +236,7 @@ def capture_item(
     for key in ("error", "server", "mcp_session"):
         if getattr(call, key):
             metadata[key] = getattr(call, key)
-    kept = apply_capture_filters(manager, describe(call), memory_type, call, session_id, metadata)
+    kept = apply_capture_filters(store, describe(call), memory_type, call, session_id, metadata)
     if kept is None:
         return None
     content, metadata = kept
@@ -272,7 +262,7 @@ def trigger_for(memory_type: str, success: bool) -> str:
 
 
 def apply_capture_filters(
-    manager: MemoryManager,
+    store: Store,
     content: str,
     memory_type: str,
     call: ToolCall,
@@ -288,7 +278,7 @@ def apply_capture_filters(
     from remindful.services.capture.filters import apply_filters, canonical_json
 
     result = apply_filters(
-        manager,
+        store,
         content,
         trigger=trigger_for(memory_type, call.success),
         session_id=session_id,
@@ -381,7 +371,7 @@ class ToolCaptureMiddleware:
 
 def capture_tools(
     server: Any,
-    get_manager: Callable[[], MemoryManager],
+    get_store: Callable[[], Store],
     *,
     mapping: Callable[[str], str] | Mapping[str, str] | None = None,
     session_id: str | None = None,
@@ -391,13 +381,14 @@ def capture_tools(
     """Install tool capture on an ``MCPServer`` (or low-level ``Server``); returns the worker.
 
     ``mapping`` is a :class:`TypeMapping`, a callable tool name → memory type, or a dict of
-    fnmatch patterns → types tried before the defaults. ``spool`` makes captures durable from the
-    very first call (default: from the manager, once the worker thread has it). Call
+    fnmatch patterns → types tried before the defaults. ``get_store`` returns the Store the calls
+    are stored in (called in the worker thread). ``spool`` makes captures durable from the
+    very first call (default: from the store, once the worker thread has it). Call
     ``worker.close()`` at shutdown to store what is still queued.
     """
     if isinstance(mapping, Mapping):
         mapping = TypeMapping.from_dict(mapping)
-    worker = CaptureWorker(get_manager, mapping=mapping, session_id=session_id, spool=spool)
+    worker = CaptureWorker(get_store, mapping=mapping, session_id=session_id, spool=spool)
     server.middleware.append(ToolCaptureMiddleware(worker, server_name=server_name or getattr(server, "name", None)))
     return worker
 

@@ -32,7 +32,7 @@ from typing import IO, TYPE_CHECKING, Any
 from remindful.services.capture.middleware import CaptureWorker, ToolCall, TypeMapping, result_outcome
 
 if TYPE_CHECKING:
-    from remindful.api import MemoryManager
+    from remindful.engine.store import Store
     from remindful.services.capture.spooled import CaptureSpool
 
 log = logging.getLogger("remindful.services.capture")
@@ -157,7 +157,7 @@ def _pump(
 
 def run_proxy(
     command: Sequence[str],
-    get_manager: Callable[[], MemoryManager],
+    get_store: Callable[[], Store],
     *,
     mapping: Callable[[str], str] | None = None,
     session_id: str | None = None,
@@ -168,10 +168,12 @@ def run_proxy(
 ) -> int:
     """Start ``command``, relay stdio between it and this process, capture its tool calls.
 
-    ``mapping`` maps tool names to memory types (default :class:`TypeMapping`); ``session_id``
-    names the session the captures belong to (default: the spool's, else the manager's, one per
-    run). ``spool`` (``CaptureSpool.from_config(path)``, milliseconds) makes every capture
-    durable from the first call; without it the worker makes one once the store is open.
+    ``get_store`` returns the Store the captures go to (called in the capture worker's thread,
+    so the relay starts before the store is open). ``mapping`` maps tool names to memory types
+    (default :class:`TypeMapping`); ``session_id`` names the session the captures belong to
+    (default: the spool's, else the store's, one per run). ``spool``
+    (``CaptureSpool.from_config(path)``, milliseconds) makes every capture durable from the first
+    call; without it the worker makes one once the store is open.
 
     Returns the wrapped server's exit code (127 if it could not be started).
     """
@@ -187,7 +189,7 @@ def run_proxy(
         sys.stderr.write(f"remindful proxy: could not start {command[0]!r}: {exc}\n")
         return 127
     assert child.stdin is not None and child.stdout is not None
-    worker = CaptureWorker(get_manager, mapping=mapping or TypeMapping(), session_id=session_id, warm=True, spool=spool)
+    worker = CaptureWorker(get_store, mapping=mapping or TypeMapping(), session_id=session_id, warm=True, spool=spool)
     tracker = ToolCallTracker(worker.submit)
 
     def terminate_if_running() -> None:

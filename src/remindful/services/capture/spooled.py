@@ -30,8 +30,10 @@ import os
 import threading
 import time
 
+from remindful.engine.redact import add_counts
 from remindful.runtime import new_session_id, pid_alive
-from remindful.services.capture.filters import CaptureFilter, FilterConfig, add_counts
+from remindful.services.capture.calls import ToolCall
+from remindful.services.capture.filters import CaptureFilter, FilterConfig
 from remindful.services.hooks import spool
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: kept as light as the hook path
@@ -40,7 +42,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
     from typing import Any
 
-    from remindful.services.capture.middleware import ToolCall
+    from remindful.engine.store import Store
 
 
 KIND = "mcp_tool"
@@ -108,11 +110,11 @@ class CaptureSpool:
         return cls(storage, session_id or new_session_id(), CaptureFilter(FilterConfig.from_mapping(memory)))
 
     @classmethod
-    def for_manager(cls, manager: Any, session_id: str | None = None) -> CaptureSpool:
-        """For an open MemoryManager; the session defaults to the manager's."""
+    def for_store(cls, store: Store, session_id: str | None = None) -> CaptureSpool:
+        """For a Store (its path and its settings' filters); the session defaults to the store's."""
         from remindful.services.capture.filters import filter_for
 
-        return cls(manager.path, session_id or manager.session_id, filter_for(manager))
+        return cls(store.path, session_id or store.session_id, filter_for(store))
 
     # -- the request path -------------------------------------------------------------------------
 
@@ -191,8 +193,6 @@ class CaptureSpool:
 
 def call_from_record(record: Mapping[str, Any]) -> ToolCall:
     """The (redacted) call of a spooled ``mcp_tool`` record."""
-    from remindful.services.capture.middleware import ToolCall
-
     fields = {f.name for f in dataclasses.fields(ToolCall)}
     return ToolCall(**{k: v for k, v in record["call"].items() if k in fields})
 

@@ -29,12 +29,15 @@ import threading
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from remindful.errors import RemindfulError
 from remindful.model import ChunkMetadata
 from remindful.services.capture.chunker import chunk_text
 from remindful.services.capture.filters import apply_filters, filter_for
+
+if TYPE_CHECKING:
+    from remindful.engine.store import Store
 
 log = logging.getLogger("remindful.services.capture")
 
@@ -52,10 +55,11 @@ def is_markdown(path: str | os.PathLike[str]) -> bool:
 
 
 class MarkdownWatcher:
-    """Index and watch the ``.md`` files under ``dirs`` into ``manager``'s store."""
+    """Index and watch the ``.md`` files under ``dirs`` into ``store``. Raises RemindfulError
+    naming a watch directory that does not exist or is not a directory."""
 
-    def __init__(self, manager: Any, dirs: Sequence[str | os.PathLike[str]]) -> None:
-        self.manager = manager
+    def __init__(self, store: Store, dirs: Sequence[str | os.PathLike[str]]) -> None:
+        self.store = store
         self.dirs: list[Path] = []
         for raw in dirs:
             path = Path(raw).expanduser()
@@ -103,7 +107,7 @@ class MarkdownWatcher:
             items = self._items(path, digest, chunks)
             if items is None:
                 return "skipped"
-            new_ids = self.manager.store_batch(items, defer=False) if items else []
+            new_ids = self.store.store_batch(items, defer=False) if items else []
             old_ids = [i for i in self._chunk_ids(str(path)) if i not in set(new_ids)]
             self._catalog().write(
                 lambda c: c.execute(
@@ -115,7 +119,7 @@ class MarkdownWatcher:
                 what="recording a file hash",
             )
             if old_ids:
-                self.manager.delete_many(old_ids)
+                self.store.delete_many(old_ids)
             log.info("indexed %s: %d chunks (%d old removed)", path, len(new_ids), len(old_ids))
             return "indexed"
 
@@ -123,10 +127,10 @@ class MarkdownWatcher:
         items = []
         for chunk in chunks:
             result = apply_filters(
-                self.manager,
+                self.store,
                 chunk.text,
                 trigger="files",
-                session_id=self.manager.session_id,
+                session_id=self.store.session_id,
                 metadata={
                     "file_path": str(path),
                     "file_hash": digest,
@@ -158,7 +162,7 @@ class MarkdownWatcher:
             ids = self._chunk_ids(key)
             known = self._known(key) is not None
             if ids:
-                self.manager.delete_many(ids)
+                self.store.delete_many(ids)
             self._catalog().write(lambda c: c.execute("DELETE FROM file_hashes WHERE path = ?", (key,)))
         if ids or known:
             log.info("removed %s: %d chunks", key, len(ids))
@@ -232,7 +236,7 @@ class MarkdownWatcher:
     # -- catalog helpers ------------------------------------------------------------------------
 
     def _catalog(self) -> Any:
-        return self.manager._store.ready().catalog
+        return self.store.ready().catalog
 
     def _known(self, path: str) -> str | None:
         rows = self._catalog().read("SELECT sha256 FROM file_hashes WHERE path = ?", (path,))
@@ -251,8 +255,9 @@ def _is_watch_limit(exc: OSError) -> bool:
     return "watch limit" in str(exc).lower() or exc.errno == 28  # ENOSPC from inotify_add_watch
 
 
-def files_enabled(manager: Any) -> bool:
-    cfg = filter_for(manager).config
+def files_enabled(store: Store) -> bool:
+    """Whether the settings let Markdown files be captured (memory, auto-capture and ``files`` on)."""
+    cfg = filter_for(store).config
     return cfg.memory_enabled and cfg.enabled and cfg.triggers.get("files", True)
 
 

@@ -11,15 +11,15 @@ from __future__ import annotations
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs hook processes milliseconds
 if TYPE_CHECKING:
-    from typing import Any
+    from remindful.engine.store import Store
 
 
-def drain(manager: Any, *, limit: int | None = None) -> int:
-    """Store every pending spooled hook event through ``manager``; returns how many events were
+def drain(store: Store, *, limit: int | None = None) -> int:
+    """Store every pending spooled hook event through ``store``; returns how many events were
     processed. Safe to call from many processes at once (one drains, the others return 0)."""
     from remindful.services.hooks.drainer import drain_spool
 
-    return drain_spool(manager, limit=limit)
+    return drain_spool(store, limit=limit)
 
 
 __all__ = ["drain"]

@@ -1,7 +1,7 @@
 """Drain the hook spool into memories (run by the daemon, and by any process opening the store).
 
 Exactly once: rows are drained under ``<storage>/spool.lock`` (one drainer at a time; the others
-return at once), stored through ``MemoryManager.store_batch`` and then deleted from the spool with
+return at once), stored through ``Store.store_batch`` and then deleted from the spool with
 their keys recorded in ``spool_done``, in one transaction. A crash between the store and the
 delete leaves the row in the spool; re-draining it finds the memory already stored (same content
 hash, same session, same ``spool_key``) and does not store it again.
@@ -23,8 +23,9 @@ import logging
 import os
 import time
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from remindful.errors import RemindfulError, StorageError
 from remindful.model import ChunkMetadata, content_hash
@@ -34,14 +35,16 @@ from remindful.services.capture.filters import apply_filters, filter_for
 from remindful.services.capture.spooled import KIND as CAPTURE_KIND
 from remindful.services.capture.spooled import call_from_record, owner_alive
 from remindful.services.context import DAEMON_FILE
-from remindful.services.hooks.spool import DONE_KEEP_DAYS, FALLBACK_NAME, LOCK_NAME
+from remindful.services.hooks.spool import DONE_KEEP_DAYS, FALLBACK_NAME, INSERT_SQL, LOCK_NAME
+
+if TYPE_CHECKING:
+    from remindful.engine.store import Store
 
 log = logging.getLogger("remindful.services.hooks")
 
 BATCH = 200
 MAX_ATTEMPTS = 5
 RESPONSE_CHUNK_WORDS = 500
-_DDL = ("CREATE TABLE IF NOT EXISTS spool_done (idem_key TEXT PRIMARY KEY, done_at REAL NOT NULL) WITHOUT ROWID",)
 
 
 @contextlib.contextmanager
@@ -62,26 +65,25 @@ def spool_lock(storage: Path) -> Iterator[bool]:
         os.close(fd)
 
 
-def pending(manager: Any) -> bool:
+def pending(store: Store) -> bool:
     """Whether anything waits in the spool (one indexed query and a stat: cheap)."""
-    catalog = manager._store.ready().catalog
-    if _fallback_files(manager.path, include_live=True):
+    catalog = store.ready().catalog
+    if _fallback_files(store.path, include_live=True):
         return True
     return bool(catalog.read("SELECT 1 FROM spool WHERE attempts < ? LIMIT 1", (MAX_ATTEMPTS,)))
 
 
-def drain_spool(manager: Any, *, limit: int | None = None) -> int:
-    """Store pending spooled events through ``manager``; returns the events processed."""
-    if not pending(manager):
+def drain_spool(store: Store, *, limit: int | None = None) -> int:
+    """Store pending spooled events through ``store`` (the Store's write path: validated, redacted,
+    indexed); returns the events processed. Safe to call from many processes at once: one drains
+    under the spool lock, the others return 0."""
+    if not pending(store):
         return 0
-    with spool_lock(manager.path) as mine:
+    with spool_lock(store.path) as mine:
         if not mine:
             return 0
-        catalog = manager._store.catalog
-        if not getattr(manager, "_spool_ready", False):
-            catalog.write(lambda c: [c.execute(sql) for sql in _DDL], what="preparing the spool")
-            manager._spool_ready = True
-        _import_fallback(manager)
+        catalog = store.catalog
+        _import_fallback(store)
         done = 0
         after = 0  # each row once per drain: a failed one waits for the next drain
         while limit is None or done < limit:
@@ -92,16 +94,17 @@ def drain_spool(manager: Any, *, limit: int | None = None) -> int:
             )
             if not rows:
                 break
-            done += _process(manager, rows)
+            done += _process(store, rows)
             after = rows[-1][0]
         return done
 
 
-def drain_on_open(manager: Any) -> None:
-    """Called when a manager opens its catalog: drain unless a live daemon owns the spool."""
-    if not pending(manager) or _daemon_alive(manager.path):
+def drain_on_open(store: Store) -> None:
+    """Run when ``store`` opens its catalog (the composition root registers it in ``Store.on_open``):
+    drain unless a live daemon owns the spool."""
+    if not pending(store) or _daemon_alive(store.path):
         return
-    n = drain_spool(manager)
+    n = drain_spool(store)
     if n:
         log.info("stored %d spooled hook events", n)
 
@@ -123,29 +126,29 @@ def _fallback_files(storage: Path, *, include_live: bool) -> list[Path]:
     return ([live] if include_live and live.exists() else []) + taken
 
 
-def _import_fallback(manager: Any) -> None:
+def _import_fallback(store: Store) -> None:
     """Move the fallback file aside and import it, with any copy an earlier drainer left behind
     (the caller holds the spool lock)."""
-    path = manager.path / FALLBACK_NAME
+    path = store.path / FALLBACK_NAME
     if path.exists():
         os.replace(path, path.with_name(f"{FALLBACK_NAME}.{os.getpid()}.draining"))
-    from remindful.services.hooks.spool import INSERT_SQL
-
-    for taken in _fallback_files(manager.path, include_live=False):
-        records = []
+    for taken in _fallback_files(store.path, include_live=False):
+        records: list[tuple[str, str, str, float, str]] = []
         for line in taken.read_text(encoding="utf-8", errors="replace").splitlines():
             with contextlib.suppress(ValueError, KeyError, TypeError):
                 r = json.loads(line)
                 records.append((r["idem_key"], r["kind"], r["payload"], float(r["created_at"]), r["idem_key"]))
-        manager._store.catalog.write(
-            lambda c, rs=records: c.executemany(INSERT_SQL, rs), what="importing spooled events"
-        )
+        store.catalog.write(partial(_insert_spooled, records=records), what="importing spooled events")
         taken.unlink()
 
 
-def _process(manager: Any, rows: list[Any]) -> int:
+def _insert_spooled(conn: Any, records: list[tuple[str, str, str, float, str]]) -> None:
+    conn.executemany(INSERT_SQL, records)
+
+
+def _process(store: Store, rows: list[Any]) -> int:
     """Store a batch of spool rows; returns how many were processed (stored, skipped or failed)."""
-    catalog = manager._store.catalog
+    catalog = store.catalog
     per_row: list[tuple[int, str, dict[str, Any], list[dict[str, Any]]]] = []
     failures: dict[int, str] = {}
     seen: set[str] = set()  # responses already taken in this batch (Stop and SessionEnd together)
@@ -155,16 +158,16 @@ def _process(manager: Any, rows: list[Any]) -> int:
             if kind == CAPTURE_KIND:
                 if owner_alive(record.get("owner")):
                     continue  # its live process stores it (and then deletes the row)
-                per_row.append((seq, key, record, _capture_items(manager, record, key)))
+                per_row.append((seq, key, record, _capture_items(store, record, key)))
             else:
-                per_row.append((seq, key, record, _items(manager, record, key, seen)))
+                per_row.append((seq, key, record, _items(store, record, key, seen)))
         except (ValueError, KeyError, TypeError, RemindfulError) as exc:
             failures[seq] = f"{type(exc).__name__}: {exc}"
     all_items = [item for *_, items in per_row for item in items]
     done = per_row
     try:
         if all_items:
-            manager.store_batch(all_items, defer=False)
+            store.store_batch(all_items, defer=False)
     except StorageError:
         raise  # the store is unusable: leave every row for the next drain
     except RemindfulError:
@@ -172,7 +175,7 @@ def _process(manager: Any, rows: list[Any]) -> int:
         for entry in per_row:  # one bad item must not hold back the others
             try:
                 if entry[3]:
-                    manager.store_batch(entry[3], defer=False)
+                    store.store_batch(entry[3], defer=False)
                 done.append(entry)
             except StorageError:
                 raise
@@ -195,17 +198,17 @@ def _process(manager: Any, rows: list[Any]) -> int:
     for seq, error in failures.items():
         log.warning("spooled hook event %d failed (kept for retry): %s", seq, error)
     for _, _, record, _ in done:
-        _learn_from_turn(manager, record)
+        _learn_from_turn(store, record)
     return len(per_row) + len(failures)
 
 
-def _learn_from_turn(manager: Any, record: dict[str, Any]) -> None:
+def _learn_from_turn(store: Store, record: dict[str, Any]) -> None:
     """A UserPromptSubmit prompt and the Stop answer after it make one conversation turn, which goes
     through ``capture_conversation`` (it stores nothing unless conversation capture is on). The
     prompt waits in the session's metadata (``pending_prompt``) until its answer arrives."""
     event = record.get("event")
     texts = {m.get("source"): m.get("content") for m in record.get("memories", [])}
-    catalog = manager._store.catalog
+    catalog = store.catalog
     session_id = record["session_id"]
     if event == "UserPromptSubmit" and isinstance(texts.get("hook"), str):
         _set_pending_prompt(catalog, session_id, {"prompt": texts["hook"], "at": record["at"]})
@@ -221,8 +224,10 @@ def _learn_from_turn(manager: Any, record: dict[str, Any]) -> None:
             "conversation_id": session_id,
             "timestamp": float(pending_prompt["at"]),
         }
+        from remindful.services.learning.conversation import capture_conversation
+
         try:
-            manager.capture_conversation(turn, automatic=True)
+            capture_conversation(store, turn, automatic=True)
         except RemindfulError as exc:  # learning is a bonus: the hook's own memories are stored
             log.warning("could not learn from the turn of session %s: %s", session_id, exc)
 
@@ -244,14 +249,14 @@ def _set_pending_prompt(catalog: Any, session_id: str, value: dict[str, Any] | N
     catalog.write(run, what="remembering the prompt of a turn")
 
 
-def _items(manager: Any, record: dict[str, Any], key: str, seen: set[str]) -> list[dict[str, Any]]:
+def _items(store: Store, record: dict[str, Any], key: str, seen: set[str]) -> list[dict[str, Any]]:
     session_id = record["session_id"]
     at = float(record["at"])
-    catalog = manager._store.catalog
+    catalog = store.catalog
     items: list[dict[str, Any]] = []
     for memory in record.get("memories", []):
         result = apply_filters(
-            manager,
+            store,
             memory["content"],
             trigger="hooks",
             session_id=session_id,
@@ -269,20 +274,18 @@ def _items(manager: Any, record: dict[str, Any], key: str, seen: set[str]) -> li
                 continue  # the same answer from Stop and SessionEnd, or a replay
             seen.add(marker)
             items += _response_items(content, meta, base)
-        elif not _stored(catalog, content, session_id, _key_as_stored(manager, key)):
+        elif not _stored(catalog, content, session_id, _key_as_stored(store, key)):
             items.append({**base, "content": content, "metadata": meta})
     return items
 
 
-def _capture_items(manager: Any, record: dict[str, Any], key: str) -> list[dict[str, Any]]:
+def _capture_items(store: Store, record: dict[str, Any], key: str) -> list[dict[str, Any]]:
     """The memory of a tool call spooled by the middleware or the proxy of a process that is gone
     (:mod:`remindful.services.capture.spooled`): nothing if that process stored it before it died."""
     from remindful.services.capture.middleware import capture_item
 
-    item = capture_item(manager, call_from_record(record), record["type"], record["session_id"], key)
-    if item is None or _stored(
-        manager._store.catalog, item["content"], item["session_id"], _key_as_stored(manager, key)
-    ):
+    item = capture_item(store, call_from_record(record), record["type"], record["session_id"], key)
+    if item is None or _stored(store.catalog, item["content"], item["session_id"], _key_as_stored(store, key)):
         return []
     return [item]
 
@@ -322,9 +325,9 @@ def _stored(catalog: Any, content: str, session_id: str, key: str | None) -> boo
     return any(json.loads(meta).get("spool_key") == key for (meta,) in rows)
 
 
-def _key_as_stored(manager: Any, key: str) -> str:
+def _key_as_stored(store: Store, key: str) -> str:
     """The key as the write path's redaction leaves it (a hex digest normally passes untouched)."""
-    redactor = filter_for(manager).redactor
+    redactor = filter_for(store).redactor
     return redactor.redact(key) if redactor is not None else key
 
 

@@ -19,6 +19,7 @@ import os
 import sys
 import time
 
+from remindful.config_defaults import CONFIG_FILE, STORAGE_PATH
 from remindful.services.hooks import spool
 from remindful.services.hooks.events import CONTEXT_EVENTS, HookInputError, build_record, idem_key, normalize_event
 
@@ -26,8 +27,6 @@ TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs hook p
 if TYPE_CHECKING:
     from typing import Any
 
-DEFAULT_STORAGE = "~/.remindful/memory"
-DEFAULT_CONFIG = "~/.remindful/config.yaml"
 USAGE = "usage: remindful [--path DIR] hook EVENT < hook.json   (EVENT: SessionStart, PreToolUse, ...)"
 
 
@@ -37,10 +36,11 @@ USAGE = "usage: remindful [--path DIR] hook EVENT < hook.json   (EVENT: SessionS
 def light_config(path: str | None) -> tuple[str, dict[str, Any]]:
     """The storage path and the ``memory:`` settings as a plain dict, from the same sources as
     :func:`remindful.config.load_settings` (``--path``, ``REMINDFUL_*``, ``MEMORY_STORAGE_PATH``,
-    the YAML file). Values are not validated here; the store owner validates them."""
+    the YAML file). Values are not validated here; the store owner validates them. A setting
+    missing from the dict has its default (read it with :func:`remindful.config_defaults.setting`)."""
     memory: dict[str, Any] = {}
     named = os.environ.get("REMINDFUL_CONFIG")
-    config_file = os.path.expanduser(named or DEFAULT_CONFIG)
+    config_file = os.path.expanduser(named or CONFIG_FILE)
     if os.path.isfile(config_file):
         import yaml
 
@@ -70,7 +70,7 @@ def light_config(path: str | None) -> tuple[str, dict[str, Any]]:
         or os.environ.get("REMINDFUL_STORAGE__PATH")
         or os.environ.get("MEMORY_STORAGE_PATH")
         or storage_cfg.get("path")
-        or DEFAULT_STORAGE
+        or STORAGE_PATH
     )
     return os.path.expanduser(os.path.expandvars(str(chosen))), memory
 
@@ -130,7 +130,7 @@ def run(argv: list[str], stdin: Any = None, stdout: Any = None) -> int:
     try:
         storage, memory = light_config(path)
     except Exception as exc:  # a broken config file must not break the agent
-        storage, memory = os.path.expanduser(path or DEFAULT_STORAGE), {}
+        storage, memory = os.path.expanduser(path or STORAGE_PATH), {}
         hook_log(storage, "ERROR", f"config unreadable, using defaults: {exc}")
     try:
         payload = _read_payload(stdin)
@@ -173,7 +173,8 @@ def _read_payload(stdin: Any) -> dict[str, Any]:
 def _spool(storage: str, memory: dict[str, Any], event: str, payload: dict[str, Any], record: dict[str, Any]) -> Any:
     """Filter, redact and commit the record. Returns True if spooled, False if filtered, None if
     the session is excluded (then nothing at all is written for it, not even context)."""
-    from remindful.services.capture.filters import CaptureFilter, FilterConfig, add_counts
+    from remindful.engine.redact import add_counts
+    from remindful.services.capture.filters import CaptureFilter, FilterConfig
 
     flt = CaptureFilter(FilterConfig.from_mapping(memory))
     if not flt.config.memory_enabled:
@@ -229,12 +230,8 @@ def _spool(storage: str, memory: dict[str, Any], event: str, payload: dict[str, 
                     raise
                 break
             except Exception as exc:
-                if attempt == 0 and "no such table" in str(exc):
+                if attempt == 0 and "no such table" in str(exc):  # no catalog yet, or an old one
                     spool.ensure_tables(conn)
-                    conn.execute(
-                        "CREATE TABLE IF NOT EXISTS audit_log (seq INTEGER PRIMARY KEY, at REAL NOT NULL, "
-                        "action TEXT NOT NULL, memory_id TEXT, detail TEXT)"
-                    )
                     continue
                 if excluded is None:
                     spool.write_fallback(

@@ -4,7 +4,8 @@ Standard library only. A spool row is acknowledged once committed; ``idem_key`` 
 replayed event from being spooled twice, and ``spool_done`` remembers drained keys for
 :data:`DONE_KEEP_DAYS` so that a replay after the drain is ignored too. If the catalog cannot be
 written (locked for longer than the busy timeout, say), the record is appended to
-``spool-fallback.jsonl`` instead and imported by the next drain: nothing is lost.
+``spool-fallback.jsonl`` instead and imported by the next drain: nothing is lost. The tables are
+:data:`remindful.engine.schema.SPOOL_DDL` and ``SPOOL_DONE_DDL``.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+
+from remindful.engine.schema import HOOK_SCHEMA
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs hook processes milliseconds
 if TYPE_CHECKING:
@@ -22,19 +25,6 @@ FALLBACK_NAME = "spool-fallback.jsonl"
 LOCK_NAME = "spool.lock"
 DONE_KEEP_DAYS = 30
 BUSY_TIMEOUT_MS = 10_000
-
-SPOOL_DDL = """
-CREATE TABLE IF NOT EXISTS spool (
-    seq INTEGER PRIMARY KEY,
-    idem_key TEXT UNIQUE,
-    kind TEXT NOT NULL,
-    payload TEXT NOT NULL,
-    created_at REAL NOT NULL,
-    attempts INTEGER NOT NULL DEFAULT 0,
-    last_error TEXT
-);
-CREATE TABLE IF NOT EXISTS spool_done (idem_key TEXT PRIMARY KEY, done_at REAL NOT NULL) WITHOUT ROWID;
-"""
 
 INSERT_SQL = (
     "INSERT OR IGNORE INTO spool (idem_key, kind, payload, created_at) "
@@ -63,7 +53,9 @@ def connect(storage: str | os.PathLike[str], *, check_same_thread: bool = True) 
 
 
 def ensure_tables(conn: sqlite3.Connection) -> None:
-    conn.executescript(SPOOL_DDL)
+    """Create what a hook writes (the spool, the audit log, the capture counts) when no catalog,
+    or an older one, holds them yet; the catalog creates them too when it opens."""
+    conn.executescript(HOOK_SCHEMA)
 
 
 def write_fallback(storage: str | os.PathLike[str], record: dict[str, Any]) -> None:

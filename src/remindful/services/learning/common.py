@@ -1,10 +1,10 @@
-"""What every capture point shares: the catalog tables of the learning layer, its counters
-(shown by ``stats()["learning"]``), storing extracted memories and finishing a capture
-(metrics, ``[MEM:CAPTURE]`` log line, ``MemoryCaptured`` event).
+"""What every capture point shares: the learning layer's counters (shown by
+``stats()["learning"]``), storing extracted memories and finishing a capture (metrics,
+``[MEM:CAPTURE]`` log line, ``MemoryCaptured`` event).
 
-The tables are created on first use with ``CREATE ... IF NOT EXISTS`` (the catalog's schema
-version is unchanged: old stores simply gain them). Counters live in the catalog, so the CLI,
-hooks and servers writing to one store add up to one set of figures.
+The tables (``learning_counters``, ``reinforcements``) are the catalog's, created when it opens
+(:data:`remindful.engine.schema.LEARNING_DDL`). Counters live in the catalog, so the CLI, hooks
+and servers writing to one store add up to one set of figures.
 """
 
 from __future__ import annotations
@@ -12,12 +12,10 @@ from __future__ import annotations
 import logging
 import sqlite3
 import time
-import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from remindful.engine.catalog import Catalog
-from remindful.engine.schema import LEARNING_DDL
 from remindful.engine.store import Store
 from remindful.model import Memory
 from remindful.services.learning.bus import MemoryCaptured, publish
@@ -25,33 +23,8 @@ from remindful.services.learning.types import CaptureSource
 
 log = logging.getLogger("remindful.services.learning")
 
-_TABLES = LEARNING_DDL  # the catalog creates these tables at open (schema 7), so this is a no-op there
-
-_READY: weakref.WeakSet[Catalog] = weakref.WeakSet()
-
 #: Width of the extraction-confidence histogram's buckets.
 BUCKETS = tuple(round(i / 10, 1) for i in range(10))
-
-
-def catalog_of(store: Store) -> Catalog:
-    """The store's catalog with the learning tables in place (raises MemoryDisabledError)."""
-    catalog = store.ready().catalog
-    ensure_tables(catalog)
-    return catalog
-
-
-def ensure_tables(catalog: Catalog) -> None:
-    if catalog in _READY:
-        return
-
-    def run(conn: sqlite3.Connection) -> None:
-        # Statement by statement: executescript() would COMMIT the surrounding transaction.
-        for statement in _TABLES.split(";"):
-            if statement.strip():
-                conn.execute(statement)
-
-    catalog.write(run, what="creating learning tables")
-    _READY.add(catalog)
 
 
 def bump(catalog: Catalog, counts: Mapping[tuple[str, str], float]) -> None:
@@ -69,14 +42,13 @@ def bump(catalog: Catalog, counts: Mapping[tuple[str, str], float]) -> None:
         )
 
     try:
-        ensure_tables(catalog)
         catalog.write(run, what="counting captures")
     except Exception as exc:
         log.warning("could not update learning metrics: %s", exc)
 
 
 def counters(catalog: Catalog) -> dict[str, dict[str, float]]:
-    ensure_tables(catalog)
+    """Every counter, as ``{kind: {key: value}}``."""
     out: dict[str, dict[str, float]] = {}
     for kind, key, value in catalog.read("SELECT kind, key, value FROM learning_counters ORDER BY kind, key"):
         out.setdefault(kind, {})[key] = int(value) if float(value).is_integer() else value

@@ -16,7 +16,7 @@ from typing import Any
 from remindful.engine.store import Store
 from remindful.errors import ValidationError
 from remindful.model import Memory
-from remindful.services.learning.common import catalog_of, finish, store_memories
+from remindful.services.learning.common import finish, store_memories
 from remindful.services.learning.types import CaptureSource
 
 log = logging.getLogger("remindful.services.learning")
@@ -65,7 +65,7 @@ def capture_config_change(store: Store, key: str, old: Any, new: Any, *, automat
         raise ValidationError("new", "expected JSON-safe values (string, number, boolean, list, object)") from None
     if old == new:
         raise ValidationError("new", f"is the same as old ({new!r}); nothing changed")
-    catalog = catalog_of(store)
+    catalog = store.ready().catalog
     earlier = [
         row[0]
         for row in catalog.read(

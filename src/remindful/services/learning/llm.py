@@ -26,7 +26,7 @@ from typing import Any, Protocol, TypeVar
 
 from remindful.engine.store import Store
 from remindful.errors import RemindfulError
-from remindful.services.learning.common import bump, catalog_of
+from remindful.services.learning.common import bump
 
 log = logging.getLogger("remindful.services.learning")
 T = TypeVar("T")
@@ -158,7 +158,7 @@ def _today() -> str:
 
 
 def tokens_used_today(store: Store) -> int:
-    rows = catalog_of(store).read(
+    rows = store.ready().catalog.read(
         "SELECT value FROM learning_counters WHERE kind = 'llm_tokens' AND key = ?", (_today(),)
     )
     return int(rows[0][0]) if rows else 0
@@ -187,11 +187,11 @@ def ask(
         llm = llm_for(store, point)
     except RemindfulError as exc:
         log.warning("LLM not usable (%s); using the rules", exc)
-        bump(catalog_of(store), {("llm", "unusable"): 1})
+        bump(store.ready().catalog, {("llm", "unusable"): 1})
         return None
     if llm is None:
         return None
-    catalog = catalog_of(store)
+    catalog = store.ready().catalog
     cap = store.settings.learning.llm.daily_token_cap
     used = tokens_used_today(store)
     if used + estimate_tokens(system + prompt) + max_tokens > cap:

@@ -8,13 +8,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 from remindful.engine.store import Store
-from remindful.services.learning.common import BUCKETS, bucket, catalog_of, counters
+from remindful.services.learning.common import BUCKETS, bucket, counters
 
 
 def learning_stats(store: Store) -> dict[str, Any]:
     """The figures above, summed over every process that wrote to the store (the counters live in
     its catalog). Raises MemoryDisabledError."""
-    catalog = catalog_of(store)
+    catalog = store.ready().catalog
     found = counters(catalog)
     histogram: dict[str, float] = {bucket(low): 0 for low in BUCKETS}
     histogram.update(found.get("confidence", {}))

@@ -25,7 +25,7 @@ from remindful.engine.store import Store
 from remindful.errors import ValidationError
 from remindful.model import Memory
 from remindful.services.learning.actions import outcome, signature, step_text
-from remindful.services.learning.common import catalog_of, store_memories
+from remindful.services.learning.common import store_memories
 
 METRICS = ("success_rate", "frequency", "sequences")
 
@@ -50,7 +50,7 @@ def _rates(groups: dict[str, list[bool | None]], min_count: int) -> list[dict[st
 
 
 def _load(engine: Store, type: str, days: float | None, max_memories: int) -> list[Memory]:
-    catalog = catalog_of(engine)
+    catalog = engine.ready().catalog
     since = time.time() - days * 86400 if days else 0.0
     ids = [
         r[0]
@@ -173,7 +173,7 @@ def analyze_patterns(
 
 def _store_pattern(engine: Store, pattern: dict[str, Any]) -> str:
     key = json.dumps(pattern["signatures"])
-    catalog = catalog_of(engine)
+    catalog = engine.ready().catalog
     found = catalog.read(
         "SELECT id FROM memories WHERE type = 'workflow' AND json_extract(metadata, '$.pattern_key') = ? LIMIT 1",
         (key,),

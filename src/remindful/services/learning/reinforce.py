@@ -22,7 +22,7 @@ from typing import Any
 from remindful.engine.store import Store
 from remindful.errors import NotFoundError, ValidationError
 from remindful.model import Memory
-from remindful.services.learning.common import catalog_of, finish, now
+from remindful.services.learning.common import finish, now
 from remindful.services.learning.types import CaptureSource
 
 log = logging.getLogger("remindful.services.learning")
@@ -41,7 +41,7 @@ def reinforce(
     new importance. Raises NotFoundError if there is no such memory."""
     if not 0 <= step <= 1:
         raise ValidationError("step", f"expected a number from 0 to 1, got {step!r}")
-    catalog = catalog_of(store)
+    catalog = store.ready().catalog
     at = now()
 
     def run(conn: sqlite3.Connection) -> float | None:
@@ -84,7 +84,7 @@ def confirm(store: Store, query: str, memory_id: str) -> Memory:
 
 def history(store: Store, memory_id: str) -> list[dict[str, Any]]:
     """The memory's reinforcements, oldest first: ``{at, reason, query, importance}``."""
-    rows = catalog_of(store).read(
+    rows = store.ready().catalog.read(
         "SELECT at, reason, query, importance FROM reinforcements WHERE memory_id = ? ORDER BY seq", (memory_id,)
     )
     return [{"at": at, "reason": reason, "query": query, "importance": imp} for at, reason, query, imp in rows]

@@ -26,7 +26,6 @@ from remindful.engine.store import Store
 from remindful.errors import ValidationError
 from remindful.model import Memory, MemoryType
 from remindful.services.learning.actions import outcome, signature, step_text, when
-from remindful.services.learning.common import catalog_of
 
 #: Candidates examined per search; enough to count repeated failures of one action.
 CANDIDATES = 50
@@ -36,7 +35,7 @@ def _similarities(store: Store, context: str, ids: Sequence[str]) -> dict[str, f
     if not ids:
         return {}
     vector = store.ready().embedder.embed([context])[0]
-    stored = catalog_of(store).embeddings(list(ids))
+    stored = store.ready().catalog.embeddings(list(ids))
     return {mid: float(np.dot(vec, vector)) for mid, vec in stored.items()}
 
 

@@ -80,7 +80,7 @@ def watch(
     from remindful.services.capture.watcher import MarkdownWatcher
 
     with _open() as memory:
-        watcher = _run(lambda: MarkdownWatcher(memory, dirs))
+        watcher = _run(lambda: MarkdownWatcher(memory.engine, dirs))
         counts = _run(watcher.scan)
         if json_out:
             _print_json({"success": True, "scan": counts})

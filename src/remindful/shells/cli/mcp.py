@@ -18,20 +18,29 @@ def serve(
     transport: Annotated[
         str, typer.Option("--transport", help="stdio (for an MCP client that starts the server) or http.")
     ] = "stdio",
-    port: Annotated[int, typer.Option("--port", help="Port for --transport http (bound to 127.0.0.1).")] = 8000,
+    port: Annotated[int, typer.Option("--port", help="Port for --transport http.")] = 8000,
+    host: Annotated[
+        str,
+        typer.Option("--host", help="Address for --transport http; anything but loopback is reachable from others."),
+    ] = "127.0.0.1",
 ) -> None:
-    """Run the MCP server with every memory tool (stdio by default; http serves /mcp)."""
+    """Run the MCP server with every memory tool (stdio by default).
+
+    --transport http serves http://127.0.0.1:PORT/mcp; every request needs
+    'Authorization: Bearer <token>', the token from $REMINDFUL_HTTP_TOKEN or <storage>/http_token.
+    """
     if transport not in ("stdio", "http"):
         err_console.print(f"[red]error:[/red] Invalid '--transport': expected stdio or http, got {transport!r}")
         raise typer.Exit(2)
     if not 1 <= port <= 65535:
         err_console.print(f"[red]error:[/red] Invalid '--port': expected 1..65535, got {port}")
         raise typer.Exit(2)
+    if not host.strip():
+        err_console.print("[red]error:[/red] Invalid '--host': expected an address or a host name, got ''")
+        raise typer.Exit(2)
     from remindful.shells.mcp.server import serve as run
 
-    if transport == "http":
-        err_console.print(f"remindful MCP server on http://127.0.0.1:{port}/mcp", highlight=False)
-    run("stdio" if transport == "stdio" else "http", port=port, path=_State.path)
+    run("stdio" if transport == "stdio" else "http", port=port, host=host, path=_State.path)
 
 
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
@@ -68,7 +77,9 @@ def proxy(
     manager = LazyManager(_State.path)
     spool = CaptureSpool.from_config(_State.path, session)  # durable captures from the first call
     try:
-        code = run_proxy(command, manager, mapping=TypeMapping.from_dict(patterns), session_id=session, spool=spool)
+        code = run_proxy(
+            command, lambda: manager().engine, mapping=TypeMapping.from_dict(patterns), session_id=session, spool=spool
+        )
     finally:
         manager.close()
     raise typer.Exit(code)

@@ -1,309 +1,153 @@
-"""The stdio front of ``remindful serve``: answer ``tools/list`` and its preludes before the SDK loads.
+"""The stdio front of ``remindful serve``: answer the handshake before the MCP SDK has loaded.
 
-Why: importing the ``mcp`` SDK costs 1-2 s of CPU (it builds pydantic models for every protocol
-revision), far above the 0.5 s cold-start budget. So the process starts with only the standard
-library, reads stdin itself and loads the SDK in a thread. While the SDK loads, an
-``initialize`` or ``tools/list`` request (handshake era), or a ``server/discover`` or
-``tools/list`` request (2026-07-28 era, :mod:`remindful.shells.mcp.modern`: the era the SDK
-client's default ``mode="auto"`` opens with) is answered from a *manifest* of the SDK's own answers:
+Why: importing the ``mcp`` SDK takes most of a second (it builds pydantic models for every
+protocol revision), and an MCP client starts the server for each session and waits for its tool
+list. So the process starts on the standard library only, answers ``initialize`` and
+``tools/list`` from the shipped manifest (:mod:`remindful.shells.mcp.manifest`) while a thread
+imports the SDK, and then the SDK's own stdio transport (``MCPServer.run_stdio_async``) serves.
 
-1. the manifest shipped in the package (:mod:`remindful.shells.mcp.manifest`), recorded at build
-   time and used only when the installed versions and tool sources are the ones it was recorded
-   with — so the very first start after an install answers at once;
-2. otherwise a per-user cache recorded by an earlier run of the same code (keyed by the Python
-   version, every module of remindful and the SDK's files, per protocol version): a development
-   tree with edited tools answers early from its second start.
+The hand-over keeps the SDK's session whole: fd 0 and fd 1 become pipes to the SDK, and every
+line the client sends goes to it in order, the ones answered early included; the SDK's answers
+to those are dropped here. Only a plain handshake is answered early: an ``initialize`` the SDK
+surely accepts as the connection's first request, and ``tools/list`` without parameters after
+it. Everything else (a 2026-era ``server/discover``, a cursor, a tool call) waits for the SDK.
 
-Every message — including the ones answered early — is still handed to the SDK in order once it
-is up, so the SDK's session state is exactly as if it had answered everything; its duplicate
-answers are dropped (and checked: an answer that differs from the early one is logged and
-recorded in the user cache, which then takes precedence). The connection's first request decides
-its era, as it does for the SDK; only requests of that era are answered early, and only in their
-plainest shape: an ``initialize`` the SDK surely accepts and a ``tools/list`` without parameters,
-or a ``server/discover`` / ``tools/list`` carrying a plain envelope and nothing else (an envelope
-version the SDK does not serve gets its -32022 error). Anything else goes to the SDK.
+Two fixes where the SDK is silent:
 
-Standard streams: fd 0 and fd 1 are moved to private descriptors and replaced by /dev/null and
-stderr, so a stray ``print`` or child process cannot corrupt the wire.
+- a line it cannot read (not JSON, not a JSON-RPC message) it drops without a word: here it gets
+  JSON-RPC's parse error (-32700) or invalid request (-32600) naming the field at fault;
+- at the end of its input it cancels the requests still running, so a client that writes its
+  requests and closes stdin (a script) lost their answers: here the SDK's input is closed once
+  they are answered (at most :data:`DRAIN_TIMEOUT_S` later).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import queue
 import sys
 import threading
 
 from remindful.shells.mcp import manifest as mcp_manifest
-from remindful.shells.mcp import modern as mcp_modern
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: every import here delays the first answer
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
     from typing import Any
 
-EARLY_METHODS = ("initialize", "tools/list", "server/discover")
-#: When stdin closes, requests already received are answered before the SDK is told (it cancels
-#: whatever is still running at the end of its input); this bounds the wait.
 DRAIN_TIMEOUT_S = 60.0
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+_INITIALIZE_KEYS = {"protocolVersion", "capabilities", "clientInfo", "_meta"}
+_CLIENT_INFO_KEYS = {"name", "version", "title", "description", "websiteUrl"}
 
 
-def manifest_path() -> str:
-    """The per-user cache of recorded answers."""
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "remindful", "mcp-manifest.json")
+def _is_id(value: Any) -> bool:
+    """An id the SDK reads (an integral float too: JSON ``1.0`` is its request 1)."""
+    return type(value) is int or isinstance(value, str) or (type(value) is float and value.is_integer())
 
 
-def manifest_key() -> str:
-    """Changes whenever the answers could: remindful, the SDK, or any tool module changed."""
-    import importlib.util
-
-    parts = [sys.version.split()[0]]
-    # Every module of remindful (tool docstrings may come from anywhere in it): ~100 stats, ~1 ms.
-    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    for folder, dirs, files in os.walk(package):
-        dirs[:] = sorted(d for d in dirs if not d.startswith("__"))
-        for name in sorted(files):
-            if name.endswith(".py"):
-                st = os.stat(os.path.join(folder, name))
-                parts.append(f"{os.path.relpath(folder, package)}/{name}:{st.st_size}:{st.st_mtime_ns}")
-    for package_name in ("mcp", "mcp_types"):
-        spec = importlib.util.find_spec(package_name)
-        origin = spec.origin if spec and spec.origin else ""
-        parts.append(f"{package_name}:{os.stat(origin).st_mtime_ns if origin else 0}")
-    return "|".join(parts)
+def _key(request_id: Any) -> str:
+    return json.dumps(request_id)
 
 
-def _id_key(value: Any) -> str:
-    return json.dumps(value)
+def unreadable(line: bytes | str) -> tuple[dict[str, Any] | None, Any]:
+    """``(error answer, None)`` for a line the SDK would drop or misread, naming what is wrong,
+    else ``(None, message)``. A request (``method`` and ``id``) must be one the SDK answers: one
+    with an unusable id it would take for a notification and never answer. Notifications and
+    responses are checked only as far as the SDK checks them (it ignores extra keys)."""
+    try:
+        message = json.loads(line)
+    except ValueError:  # UnicodeDecodeError included
+        return {"jsonrpc": "2.0", "id": None, "error": {"code": PARSE_ERROR, "message": "Parse error: not valid JSON"}}, None
+    if not isinstance(message, dict):
+        return _invalid(None, [f"expected a JSON object, got {type(message).__name__}"]), None
+    problems = [] if message.get("jsonrpc") == "2.0" else ['jsonrpc: expected "2.0"']
+    request_id = message.get("id")
+    if "method" in message:
+        if not isinstance(message["method"], str):
+            problems.append("method: expected a string")
+        if "id" in message and not _is_id(request_id):
+            problems.append("id: expected an integer or a string")
+        if message.get("params") is not None and not isinstance(message["params"], dict):
+            problems.append("params: expected an object")
+    elif "result" in message or "error" in message:
+        error = message.get("error")
+        is_error = isinstance(error, dict) and _is_code(error.get("code")) and isinstance(error.get("message"), str)
+        if is_error and (request_id is None or _is_id(request_id)):
+            pass  # an error response (the SDK reads it whatever else the message holds)
+        elif not _is_id(request_id):
+            problems.append("id: expected an integer or a string")
+        elif "error" in message and not is_error:
+            problems.append("error: expected an object with an integer code and a string message")
+        elif not isinstance(message.get("result"), dict):
+            problems.append("result: expected an object")
+    else:
+        problems.append("expected a request (method, id), a notification (method) or a response (result or error)")
+    return (None, message) if not problems else (_invalid(request_id, problems), None)
 
 
-def plain_initialize(params: Any) -> str | None:
-    """The requested protocol version if ``params`` is an initialize the SDK surely accepts (so
-    an early success answer cannot contradict an SDK error), else None."""
-    if not isinstance(params, dict) or not set(params) <= {"protocolVersion", "capabilities", "clientInfo", "_meta"}:
+def _is_code(value: Any) -> bool:
+    return isinstance(value, int) or (type(value) is float and value.is_integer())
+
+
+def _invalid(request_id: Any, problems: list[str]) -> dict[str, Any]:
+    error = {"code": INVALID_REQUEST, "message": f"Invalid request: {'; '.join(problems)}"}
+    return {"jsonrpc": "2.0", "id": request_id if _is_id(request_id) else None, "error": error}
+
+
+def plain_initialize(message: dict[str, Any]) -> str | None:
+    """The requested protocol version if ``message`` is an ``initialize`` the SDK surely accepts
+    (so an early success cannot contradict the SDK's answer), else None."""
+    params = message.get("params")
+    if message.get("method") != "initialize" or not isinstance(params, dict) or not set(params) <= _INITIALIZE_KEYS:
         return None
     version, capabilities, info = params.get("protocolVersion"), params.get("capabilities"), params.get("clientInfo")
     if not isinstance(version, str) or not isinstance(capabilities, dict) or not isinstance(info, dict):
         return None
-    if not all(isinstance(v, dict) for v in capabilities.values()):
+    if not all(isinstance(v, dict) for v in capabilities.values()) or not isinstance(params.get("_meta", {}), dict):
         return None
-    if not isinstance(info.get("name"), str) or not isinstance(info.get("version"), str):
-        return None
-    if not isinstance(params.get("_meta", {}), dict):
+    if not {"name", "version"} <= set(info) <= _CLIENT_INFO_KEYS or not all(isinstance(v, str) for v in info.values()):
         return None
     return version
 
 
 class StdioFront:
-    """Owns the wire; see the module docstring. ``run()`` returns when stdin closes."""
+    """Owns the process's stdin and stdout; see the module docstring. ``run()`` returns when the
+    client has closed stdin and the SDK has answered and stopped."""
 
-    def __init__(self, path: str | None = None, *, shipped: bool = True) -> None:
+    def __init__(self, path: str | None = None, manifest: dict[str, Any] | None = None) -> None:
         self.path = path
-        self._wire_in = os.fdopen(os.dup(0), "rb", closefd=True)
-        self._wire_out = os.fdopen(os.dup(1), "wb", closefd=True)
-        devnull = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(devnull, 0)
-        os.close(devnull)
-        os.dup2(2, 1)
+        self.manifest = manifest
+        self._wire_in = os.fdopen(os.dup(0), "rb")
+        self._wire_out = os.dup(1)
+        # fd 0 and fd 1, which the SDK's stdio transport takes over, become pipes to it.
+        sdk_reads, self._to_sdk = os.pipe()
+        self._from_sdk, sdk_writes = os.pipe()
+        os.dup2(sdk_reads, 0)
+        os.dup2(sdk_writes, 1)
+        os.close(sdk_reads)
+        os.close(sdk_writes)
+        self._end_of_sdk = f"remindful-end-of-sdk-output-{os.getpid()}-{id(self)}\n".encode()
         self._out_lock = threading.Lock()
-        self._to_sdk: queue.Queue[str | None] = queue.Queue()
-        self._sdk_up = threading.Event()
-        self._state_lock = threading.Lock()
-        self._answered: dict[str, Any] = {}  # request id answered early -> that message: drop the SDK's
-        self._pending: dict[str, tuple[str, str]] = {}  # request id -> (method, protocol version)
-        self._unanswered: dict[str, int] = {}  # request id -> requests with it handed to the SDK, not answered
-        self._answered_all = threading.Condition(self._state_lock)
-        self._version: str | None = None  # negotiated by initialize (handshake era)
-        self._era: str | None = None  # decided by the first request: "legacy", "modern" or "unknown"
-        self._shipped = mcp_manifest.load() if shipped else None
-        self._key: str | None = None  # of the user cache: computed only when there is one (~1 ms)
-        self._manifest = self._load_manifest()
-        self._recorded = False
+        self._lock = threading.Lock()
+        self._settled = threading.Condition(self._lock)
+        self._opened: bool | None = None  # did the connection open with a plain initialize?
+        self._answered_early: set[str] = set()  # ids whose SDK answer is dropped
+        self._unanswered: dict[str, int] = {}  # id -> requests with that id the SDK has not answered
+        self._client_gone = False
 
-    # -- manifests ------------------------------------------------------------------------------
-
-    def _load_manifest(self) -> dict[str, Any]:
-        try:
-            with open(manifest_path(), encoding="utf-8") as f:
-                data = json.load(f)
-        except (OSError, ValueError):
-            return {}
-        return data if isinstance(data, dict) and data.get("key") == self._cache_key() else {}
-
-    def _cache_key(self) -> str:
-        if self._key is None:
-            self._key = manifest_key()
-        return self._key
-
-    def _lookup(self, method: str, version: str) -> dict[str, Any] | None:
-        """The early answer, ``{"result": ...}`` or ``{"error": ...}``: the user cache's (recorded by
-        this very code) or the shipped one. ``version``: the requested (initialize), negotiated
-        (handshake tools/list) or envelope (2026 era) protocol version."""
-        recorded = self._manifest.get(self._cache_method(method), {}).get(version)
-        if recorded is not None:
-            return {"result": recorded}
-        if self._shipped is None:
-            return None
-        if self._era == "modern":
-            return mcp_modern.answer(self._shipped, method, version)
-        if method == "initialize":
-            return {"result": mcp_manifest.initialize_answer(self._shipped, version)}
-        tools = mcp_manifest.tools_answer(self._shipped, version)
-        return None if tools is None else {"result": tools}
-
-    def _cache_method(self, method: str) -> str:
-        """The user cache's key for ``method``'s answers in this connection's era: a 2026-era
-        ``tools/list`` at a handshake version is an error, not the handshake era's answer."""
-        return method if self._era == "legacy" else f"{self._era} {method}"
-
-    def _record(self, method: str, version: str, result: Any) -> None:
-        answers = self._manifest.setdefault(self._cache_method(method), {})
-        if answers.get(version) != result:
-            answers[version] = result
-            self._recorded = True
-
-    def _save_manifest(self) -> None:
-        if not self._recorded:
-            return
-        self._manifest["key"] = self._cache_key()
-        target = manifest_path()
-        try:
-            os.makedirs(os.path.dirname(target), mode=0o700, exist_ok=True)
-            tmp = f"{target}.{os.getpid()}.tmp"
-            with open(tmp, "w", encoding="utf-8") as f:
-                json.dump(self._manifest, f)
-            os.chmod(tmp, 0o600)
-            os.replace(tmp, target)
-            self._recorded = False
-        except OSError:
-            pass  # only a cache: the next start is slower, nothing else
-
-    # -- wire -----------------------------------------------------------------------------------
-
-    def _write(self, line: str) -> None:
-        with self._out_lock:
-            self._wire_out.write(line.encode("utf-8") + b"\n")
-            self._wire_out.flush()
-
-    def _from_client(self, raw: bytes) -> None:
-        line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
-        if not line.strip():
-            return
-        try:
-            message = json.loads(line)
-        except ValueError:
-            message = None
-        if self._era is None:
-            with self._state_lock:
-                self._era = mcp_modern.opening_era(message)
-        if isinstance(message, dict) and message.get("method") == "notifications/cancelled":
-            params = message.get("params")
-            if isinstance(params, dict) and "requestId" in params:  # the client expects no answer now
-                rid = _id_key(params["requestId"])
-                with self._state_lock:
-                    if rid in self._unanswered:
-                        self._settled(rid)
-        if isinstance(message, dict) and "method" in message and "id" in message:
-            rid = _id_key(message["id"])
-            with self._state_lock:
-                self._unanswered[rid] = self._unanswered.get(rid, 0) + 1
-            if message["method"] in EARLY_METHODS:
-                try:
-                    self._early(message)
-                except Exception as exc:  # a malformed request: the SDK answers it with the proper error
-                    sys.stderr.write(f"remindful serve: not answered early ({type(exc).__name__}: {exc})\n")
-        self._to_sdk.put(line)
-
-    def _early(self, message: dict[str, Any]) -> None:
-        method, request_id = message["method"], message["id"]
-        rid = _id_key(request_id)
-        with self._state_lock:
-            version = self._early_version(message)
-            self._pending[rid] = (method, version or "")
-            if version is None or self._sdk_up.is_set():
-                return
-            answer = self._lookup(method, version)
-            if answer is None:
-                return
-            if method == "initialize":
-                self._version = answer["result"].get("protocolVersion")
-            self._answered[rid] = {"jsonrpc": "2.0", "id": request_id, **answer}
-        if "result" in answer:
-            self._write(mcp_manifest.render(request_id, answer["result"]))
-        else:
-            self._write(mcp_manifest.render_error(request_id, answer["error"]))
-
-    def _early_version(self, message: dict[str, Any]) -> str | None:
-        """The protocol version to answer ``message`` at, or None if the SDK must answer it."""
-        method, params = message["method"], message.get("params")
-        if self._era == "modern":
-            plain = mcp_modern.plain_request(message)
-            return None if plain is None else plain[1]
-        if self._era != "legacy" or message.get("jsonrpc") != "2.0":
-            return None
-        if not isinstance(message["id"], str) and type(message["id"]) is not int:
-            return None  # a float, bool or null id: the SDK's own answer (or error) only
-        if method == "initialize":
-            return plain_initialize(params)  # None for an unusual initialize: the SDK validates it
-        if method == "tools/list" and params in (None, {}):
-            return self._version  # None before initialize: leave it to the SDK
-        return None  # a cursor or other options, or server/discover in this era
-
-    def _from_sdk(self, line: str) -> None:
-        try:
-            message = json.loads(line)
-        except ValueError:
-            message = None
-        if isinstance(message, dict) and "id" in message and "method" not in message:
-            rid = _id_key(message["id"])
-            with self._state_lock:
-                self._settled(rid)
-                method, version = self._pending.pop(rid, ("", ""))
-                result = message.get("result")
-                early = self._answered.get(rid)
-                if early is not None and early != message:
-                    sys.stderr.write(
-                        f"remindful serve: the early {method} answer differed from the SDK's; recorded the "
-                        "SDK's for next time (a stale manifest: python -m remindful.shells.mcp.manifest)\n"
-                    )
-                if method and isinstance(result, dict):
-                    if method == "initialize":
-                        self._version = result.get("protocolVersion")
-                    elif self._era == "legacy":  # the negotiated version: its initialize answer came first
-                        version = self._version or version
-                    if version and (early is None or early != message):
-                        self._record(method, version, result)
-                    if method == "tools/list":
-                        self._save_manifest()
-                if rid in self._answered:
-                    del self._answered[rid]
-                    return
-        self._write(line.rstrip("\n"))
-
-    def _settled(self, rid: str) -> None:
-        """One request with id ``rid`` was answered (the caller holds the state lock)."""
-        left = self._unanswered.get(rid, 0) - 1
-        if left > 0:
-            self._unanswered[rid] = left
-        else:
-            self._unanswered.pop(rid, None)
-            if not self._unanswered:
-                self._answered_all.notify_all()
-
-    # -- run ------------------------------------------------------------------------------------
+    # -- the client's side ----------------------------------------------------------------------
 
     def run(self) -> None:
         sdk = threading.Thread(target=self._run_sdk, name="remindful-mcp-sdk", daemon=True)
+        pump = threading.Thread(target=self._pump, name="remindful-mcp-out", daemon=True)
         sdk.start()
+        pump.start()
         try:
             for raw in iter(self._wire_in.readline, b""):
                 self._from_client(raw)
-            # End of input: a client that sent requests and closed stdin (a script, or a client
-            # shutting down) still gets their answers; the SDK would cancel them at its end of input.
-            with self._state_lock:
-                if not self._answered_all.wait_for(lambda: not self._unanswered, DRAIN_TIMEOUT_S):
+            with self._lock:  # the requests already sent are answered before the SDK hears the end
+                if not self._settled.wait_for(lambda: not self._unanswered, DRAIN_TIMEOUT_S):
                     sys.stderr.write(
                         f"remindful serve: input closed; {len(self._unanswered)} request(s) still unanswered "
                         f"after {DRAIN_TIMEOUT_S:.0f}s are cancelled\n"
@@ -311,88 +155,108 @@ class StdioFront:
         except KeyboardInterrupt:
             pass
         finally:
-            self._to_sdk.put(None)
+            os.close(self._to_sdk)
         sdk.join(timeout=30)
+        pump.join(timeout=10)
+
+    def _from_client(self, raw: bytes) -> None:
+        line = raw.rstrip(b"\r\n")
+        if not line.strip():
+            return
+        error, message = unreadable(line)
+        if error is not None:
+            self._write(error)
+            return
+        method, request_id = message.get("method"), message.get("id")
+        if method == "notifications/cancelled" and isinstance(message.get("params"), dict):
+            with self._lock:  # the SDK sends no answer to a cancelled request
+                self._settle(_key(message["params"].get("requestId")))
+        elif method is not None and "id" in message:
+            with self._lock:
+                key = _key(request_id)
+                self._unanswered[key] = self._unanswered.get(key, 0) + 1
+                answer = self._early(message)
+                if answer is not None:
+                    self._answered_early.add(key)
+            if answer is not None:
+                self._write({"jsonrpc": "2.0", "id": request_id, "result": answer})
+        os.write(self._to_sdk, line + b"\n")
+
+    def _early(self, message: dict[str, Any]) -> dict[str, Any] | None:
+        """The result to answer ``message`` with now, or None to leave it to the SDK (the caller
+        holds the lock)."""
+        if self.manifest is None or not (type(message["id"]) is int or isinstance(message["id"], str)):
+            return None  # an id the SDK would rewrite (1.0 -> 1): its own answer only
+        if self._opened is None:  # the first request decides, as it decides the SDK's era
+            version = plain_initialize(message)
+            self._opened = version is not None
+            return None if version is None else mcp_manifest.initialize_result(self.manifest, version)
+        if self._opened and message["method"] == "tools/list" and message.get("params") in (None, {}):
+            return mcp_manifest.tools_result(self.manifest)
+        return None
+
+    def _write(self, message: dict[str, Any] | bytes) -> None:
+        data = message if isinstance(message, bytes) else json.dumps(message, ensure_ascii=False).encode() + b"\n"
+        with self._out_lock:
+            if self._client_gone:
+                return
+            try:
+                while data:
+                    data = data[os.write(self._wire_out, data) :]
+            except OSError:  # the client stopped reading: nobody is left to answer
+                self._client_gone = True
+
+    def _settle(self, key: str) -> None:
+        left = self._unanswered.get(key, 0) - 1
+        if left > 0:
+            self._unanswered[key] = left
+        else:
+            self._unanswered.pop(key, None)
+            if not self._unanswered:
+                self._settled.notify_all()
+
+    # -- the SDK's side -------------------------------------------------------------------------
 
     def _run_sdk(self) -> None:
         try:
             import anyio
 
-            from remindful.shells.mcp.server import LazyManager, build_server, start_daemon_later
+            from remindful.shells.mcp.server import build_server
 
-            manager = LazyManager(self.path)
-            server = build_server(manager)
-            stop_daemon = start_daemon_later(manager)
-            try:
-                anyio.run(serve_lines, server, self._next_line, self._from_sdk)
-            finally:
-                stop_daemon()
-                manager.close()
-                self._save_manifest()
+            anyio.run(build_server(path=self.path, daemon=True).run_stdio_async)
         except BaseException:
             import traceback
 
             traceback.print_exc()
             sys.stderr.flush()
             os._exit(1)
+        os.write(1, self._end_of_sdk)  # fd 1 is the pipe again once the SDK has let it go
 
-    async def _next_line(self) -> str | None:
-        import anyio.to_thread
-
-        self._sdk_up.set()
-        while True:
-            line = await anyio.to_thread.run_sync(self._to_sdk.get, abandon_on_cancel=True)
-            if line is None or self._sdk_takes(line):
-                return line
-
-    def _sdk_takes(self, line: str) -> bool:
-        """Whether to hand ``line`` to the SDK: what it cannot read is answered here instead
-        (:func:`remindful.shells.mcp.errors.unreadable`)."""
-        from remindful.shells.mcp.errors import decoded, unreadable
-
-        error = unreadable(line)
-        if error is None:
-            return True
-        self._write(json.dumps(error, separators=(",", ":")))
-        raw = decoded(line)
-        if isinstance(raw, dict) and "method" in raw and "id" in raw:
-            rid = _id_key(raw["id"])  # counted by _from_client: no other answer is coming
-            with self._state_lock:
-                self._settled(rid)
-        return False
-
-
-async def serve_lines(
-    server: Any, next_line: Callable[[], Awaitable[str | None]], write_line: Callable[[str], None]
-) -> None:
-    """Run the SDK's stdio session of ``server`` over our own line source and sink: ``next_line()``
-    returns what the client sent next (None at the end), ``write_line`` takes each answer line."""
-    from mcp.server.stdio import stdio_server
-
-    class Lines:  # the SDK's stdin: what the client sent, in order
-        def __aiter__(self) -> Lines:
-            return self
-
-        async def __anext__(self) -> str:
-            line = await next_line()
-            if line is None:
-                raise StopAsyncIteration
-            return line
-
-    class Out:  # the SDK's stdout
-        async def write(self, text: str) -> None:
-            for line in text.splitlines():
-                if line.strip():
-                    write_line(line)
-
-        async def flush(self) -> None:
-            return None
-
-    lowlevel = server._lowlevel_server  # what MCPServer.run_stdio_async drives, with our streams
-    async with stdio_server(stdin=Lines(), stdout=Out()) as (read, write):  # type: ignore[arg-type]
-        await lowlevel.run(read, write, lowlevel.create_initialization_options())
+    def _pump(self) -> None:
+        """Copy the SDK's output to the client, without its answers to requests answered early;
+        anything else it printed goes to stderr."""
+        with os.fdopen(self._from_sdk, "rb") as sdk_out:
+            for raw in iter(sdk_out.readline, b""):
+                if raw == self._end_of_sdk:
+                    return
+                try:
+                    message = json.loads(raw)
+                except ValueError:
+                    message = None
+                if not isinstance(message, dict):
+                    sys.stderr.buffer.write(raw)
+                    sys.stderr.flush()
+                    continue
+                if "id" in message and "method" not in message:  # an answer
+                    key = _key(message["id"])
+                    with self._lock:
+                        self._settle(key)
+                        if key in self._answered_early:
+                            self._answered_early.discard(key)
+                            continue
+                self._write(raw if raw.endswith(b"\n") else raw + b"\n")
 
 
 def main(path: str | None = None) -> None:
-    """Serve MCP over stdio with the early-answer front."""
-    StdioFront(path).run()
+    """Serve MCP over stdio, answering the handshake from the shipped manifest while the SDK loads."""
+    StdioFront(path, mcp_manifest.load()).run()

@@ -1,26 +1,33 @@
-"""remindful's MCP server: every memory tool over stdio or streamable HTTP.
+"""remindful's MCP server: every memory tool, over stdio or streamable HTTP, on the official SDK.
 
-Built on the official ``mcp`` SDK (2.x, where FastMCP is ``MCPServer``). The server registers the
-tool modules named in :data:`remindful.shells.mcp.tools.MODULES` that exist, in that order, each
-through ``register(mcp, get_manager)``.
+Built on the ``mcp`` SDK 2.x (``MCPServer``, formerly FastMCP). :func:`build_server` registers the
+tools of each module of :mod:`remindful.shells.mcp.tools`; the server's ``lifespan`` opens the
+MemoryManager (cheap: the model and the vector index load on the first operation that needs
+them, and the opening runs beside the server's start) and closes it when the server stops.
 
-Start-up is cheap by design: the MemoryManager is created on the first tool call that needs it
-(:class:`LazyManager`), and the embedding model and Chroma load only on the first operation that
-embeds or searches, so ``initialize`` and ``tools/list`` answer without loading either.
+Transports, both the SDK's own:
+
+- stdio (:func:`serve` ``"stdio"``): :mod:`remindful.shells.mcp.fast_start` answers
+  ``initialize`` and ``tools/list`` from the shipped manifest while the SDK imports, then
+  ``MCPServer.run_stdio_async`` serves the connection;
+- HTTP (:func:`serve_http`): the SDK's streamable-HTTP app (with its Host/Origin checks) behind
+  :class:`BearerGate`, served by uvicorn at ``http://127.0.0.1:8000/mcp`` by default.
 """
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import logging
 import os
+import socket
+import sys
 import threading
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
+    from mcp.server.transport_security import TransportSecuritySettings
 
     from remindful.api import MemoryManager
 
@@ -29,12 +36,15 @@ log = logging.getLogger("remindful.mcp")
 INSTRUCTIONS = (
     "Long-term memory. Before a task, memory_search for how similar tasks went; after a step that "
     "worked, failed or taught something, memory_store it (type action, workflow, knowledge, ...). "
-    "Every tool answers {success: true, ...} or {success: false, error}."
+    "Every tool answers {success: true, ...}; a failed call is a tool error saying what to fix."
 )
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+DEFAULT_PORT = 8000
 
 
 class LazyManager:
-    """Opens the MemoryManager on first use, once, from any thread.
+    """Opens the MemoryManager on first use, once, from any thread; :meth:`close` closes it (a
+    later call opens it again).
 
     ``factory`` defaults to ``remindful.open(path)``. A failing factory (an invalid config) is
     retried on the next call, so fixing the config does not need a restart.
@@ -60,7 +70,7 @@ class LazyManager:
 
     @property
     def opened(self) -> bool:
-        """Whether the manager has been created (tests check that listing tools does not)."""
+        """Whether the manager is open."""
         return self._manager is not None
 
     def close(self) -> None:
@@ -70,7 +80,7 @@ class LazyManager:
                 self._manager = None
 
 
-def start_daemon_later(manager: LazyManager) -> Callable[[], None]:
+def start_daemon_later(manager: Callable[[], MemoryManager]) -> Callable[[], None]:
     """Run the capture daemon's roles (hook spool, watchers, retention schedule, local HTTP) for
     this server's store, in the background, ``daemon.serve_start_delay_s`` after the server is up,
     so that listing tools stays instant. Returns ``stop()``. Off with ``daemon.in_serve: false``."""
@@ -102,72 +112,193 @@ def start_daemon_later(manager: LazyManager) -> Callable[[], None]:
     return stop
 
 
-def tool_modules() -> list[str]:
-    """The names of the tool modules that exist, in registration order."""
-    from remindful.shells.mcp.tools import MODULES
-
-    return [name for name in MODULES if importlib.util.find_spec(f"remindful.shells.mcp.tools.{name}") is not None]
-
-
 def build_server(
     get_manager: Callable[[], MemoryManager] | None = None,
     *,
     path: str | os.PathLike[str] | None = None,
     name: str = "remindful",
+    daemon: bool = False,
 ) -> MCPServer:
-    """The MCPServer with every available tool module registered.
+    """The MCPServer with every memory tool and resource.
 
-    ``get_manager`` returns the MemoryManager (default: a :class:`LazyManager` over ``path``).
+    ``get_manager`` opens the MemoryManager (default: ``remindful.open(path)``); a
+    :class:`LazyManager` is used as given, any other callable is wrapped in one. The server's
+    lifespan opens it and closes it at the end (so a passed LazyManager is closed too, and opens
+    again if used later). A manager that cannot open (an invalid config) is retried at each tool
+    call, which answers the error until then. ``daemon``: the lifespan also runs the capture
+    daemon's roles (:func:`start_daemon_later`), as ``remindful serve`` does.
     """
+    import anyio.to_thread
     from mcp.server.mcpserver import MCPServer
 
     import remindful
+    from remindful.errors import RemindfulError
+    from remindful.shells.mcp.tools import capture, core, learning, lifecycle
+    from remindful.shells.mcp.tools.common import reject_unknown_arguments
 
-    manager = get_manager or LazyManager(path)
-    server: MCPServer = MCPServer(name, instructions=INSTRUCTIONS, version=remindful.__version__, log_level="WARNING")
-    for module_name in tool_modules():
-        module = importlib.import_module(f"remindful.shells.mcp.tools.{module_name}")
-        module.register(server, manager)
+    holder = get_manager if isinstance(get_manager, LazyManager) else LazyManager(path, factory=get_manager)
+
+    def enabled_manager() -> MemoryManager:
+        """The tools' manager: raises MemoryDisabledError, or the error that kept it from opening."""
+        manager = holder()
+        manager.check_enabled()
+        return manager
+
+    def open_now() -> None:
+        try:
+            holder()
+        except RemindfulError as exc:
+            log.warning("memory not opened (each tool call retries and reports it): %s", exc)
+
+    @asynccontextmanager
+    async def lifespan(server: MCPServer[LazyManager]) -> AsyncIterator[LazyManager]:
+        # Opened beside the server's start, not before it: importing the manager's modules takes
+        # ~0.1-0.2 s that listing tools does not need. A tool call waits for it (the holder's lock).
+        opening = threading.Thread(target=open_now, name="remindful-open", daemon=True)
+        opening.start()
+        stop_daemon = start_daemon_later(holder) if daemon else None
+        try:
+            yield holder
+        finally:
+            if stop_daemon is not None:
+                await anyio.to_thread.run_sync(stop_daemon)
+            await anyio.to_thread.run_sync(opening.join)
+            await anyio.to_thread.run_sync(holder.close)
+
+    server: MCPServer[LazyManager] = MCPServer(
+        name, instructions=INSTRUCTIONS, version=remindful.__version__, log_level="WARNING", lifespan=lifespan
+    )
+    server.middleware.append(reject_unknown_arguments(server))
+    core.register(server, enabled_manager)
+    lifecycle.register(server, enabled_manager)
+    learning.register(server, enabled_manager)
+    capture.register(server, enabled_manager)
     return server
+
+
+# -- HTTP -----------------------------------------------------------------------------------------
+
+
+class BearerGate:
+    """ASGI middleware in front of an app: an HTTP request without ``Authorization: Bearer
+    <token>`` gets 401 and nothing else (:func:`remindful.services.access.bearer_ok`)."""
+
+    def __init__(self, app: Any, token: str) -> None:
+        self.app = app
+        self.token = token
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        from remindful.services.access import bearer_ok
+
+        if scope["type"] in ("http", "websocket"):
+            values = [v for k, v in scope["headers"] if k == b"authorization"]
+            if len(values) != 1 or not bearer_ok(values[0], self.token):
+                if scope["type"] == "websocket":
+                    await send({"type": "websocket.close", "code": 1008})
+                    return
+                body = b"Unauthorized\n"
+                headers = [
+                    (b"www-authenticate", b'Bearer realm="remindful"'),
+                    (b"content-type", b"text/plain; charset=utf-8"),
+                    (b"content-length", str(len(body)).encode()),
+                ]
+                await send({"type": "http.response.start", "status": 401, "headers": headers})
+                await send({"type": "http.response.body", "body": body})
+                return
+        await self.app(scope, receive, send)
+
+
+def served_names(host: str) -> list[str]:
+    """The names a client may use in ``Host`` for a server bound to ``host``: the loopback names,
+    plus ``host`` itself, or for a wildcard bind (0.0.0.0, ::) this machine's names and addresses."""
+    names = ["127.0.0.1", "localhost", "::1"]
+    if host in ("0.0.0.0", "::", ""):
+        try:
+            hostname, aliases, addresses = socket.gethostbyname_ex(socket.gethostname())
+            extra = [hostname, *aliases, *addresses, socket.getfqdn()]
+        except OSError:
+            extra = [socket.gethostname()]
+    else:
+        extra = [host]
+    return list(dict.fromkeys([*names, *extra]))
+
+
+def transport_security(host: str) -> TransportSecuritySettings:
+    """The SDK's DNS-rebinding protection for a server bound to ``host``: ``Host`` must be one of
+    :func:`served_names` (with any port), else 421; an ``Origin``, if sent, the same over http,
+    else 403. (The SDK turns it on by itself only for loopback binds.)"""
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    hosts = [f"[{name}]" if ":" in name else name for name in served_names(host)]
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=[f"{h}:*" for h in hosts],
+        allowed_origins=[f"http://{h}:*" for h in hosts],
+    )
+
+
+def _exit_on_sigterm(signum: int, frame: Any) -> None:
+    raise SystemExit(0)
+
+
+def serve_http(*, host: str = "127.0.0.1", port: int = DEFAULT_PORT, path: str | os.PathLike[str] | None = None) -> None:
+    """Serve MCP over streamable HTTP at ``http://host:port/mcp`` until SIGINT/SIGTERM (exit 0).
+
+    Every request needs the bearer token of the store (:mod:`remindful.services.access`); the
+    URL and where the token is are printed on stderr. ``host`` is 127.0.0.1 unless the user
+    names another. Raises RemindfulError for an invalid config or an unusable token file.
+    """
+    import signal
+
+    # Before the slow imports; uvicorn takes SIGTERM over while it runs, and raises it again
+    # once it has shut down cleanly: this handler then exits with status 0.
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    import uvicorn
+
+    from remindful.config import load_settings
+    from remindful.services.access import http_token, token_source
+
+    storage = load_settings(path).storage_path
+    token = http_token(storage)
+    server = build_server(path=path, daemon=True)
+    app = BearerGate(server.streamable_http_app(transport_security=transport_security(host), host=host), token)
+    shown = socket.gethostname() if host in ("0.0.0.0", "::", "") else host
+    url = f"http://{f'[{shown}]' if ':' in shown else shown}:{port}/mcp"
+    sys.stderr.write(
+        f"remindful MCP server on {url}\n"
+        f"  every request needs 'Authorization: Bearer <token>'; the token is in {token_source(storage)}\n"
+    )
+    sys.stderr.flush()
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on", server_header=False)
+    uvicorn.Server(config).run()
 
 
 def serve(
     transport: Literal["stdio", "http"] = "stdio",
     *,
-    port: int = 8000,
+    port: int = DEFAULT_PORT,
     host: str = "127.0.0.1",
     path: str | os.PathLike[str] | None = None,
 ) -> None:
     """Run the server until the client disconnects (stdio) or the process is stopped (http).
 
-    stdio runs behind :mod:`remindful.shells.mcp.fast_start` and HTTP behind
-    :mod:`remindful.shells.mcp.http` (both answer ``initialize``/``tools/list`` while the SDK
-    loads). HTTP serves the streamable HTTP transport at ``http://127.0.0.1:{port}/mcp``; it binds
-    127.0.0.1 only because the tools read and delete private memories.
+    stdio runs behind :mod:`remindful.shells.mcp.fast_start`; http is :func:`serve_http`.
     """
     if transport == "stdio":
         from remindful.shells.mcp.fast_start import main as serve_stdio
 
         serve_stdio(None if path is None else str(path))
         return
-    if host != "127.0.0.1":
-        raise ValueError("the MCP server binds 127.0.0.1 only")
-    from remindful.shells.mcp.http import main as serve_http
-
-    serve_http(port, None if path is None else str(path))
+    serve_http(host=host, port=port, path=path)
 
 
-def main(argv: list[str] | None = None) -> Any:
-    """``python -m remindful.shells.mcp.server [--transport stdio|http] [--port N]``."""
-    import argparse
-
-    parser = argparse.ArgumentParser(prog="remindful-mcp", description="remindful MCP server")
-    parser.add_argument("--transport", choices=["stdio", "http"], default="stdio")
-    parser.add_argument("--port", type=int, default=8000)
-    parser.add_argument("--path", default=None)
-    args = parser.parse_args(argv)
-    serve(args.transport, port=args.port, path=args.path)
-
-
-if __name__ == "__main__":
-    main()
+__all__ = [
+    "INSTRUCTIONS",
+    "BearerGate",
+    "LazyManager",
+    "build_server",
+    "serve",
+    "serve_http",
+    "start_daemon_later",
+    "transport_security",
+]

@@ -6,8 +6,8 @@
 Both want one MemoryManager call that the manager does not offer yet: ``capture_status()``
 (the spool, the capture counters and the number of indexed Markdown files) and
 ``index_file(path)`` (the outcome and the file's chunk count). Until it does, each tool answers
-what the public API gives — ``stats()`` and the watcher's outcome — and ``null`` for the count
-it cannot read (``files_indexed``, ``chunks``).
+what the public API gives — ``stats()``, and the Markdown watcher run on ``manager.engine`` — and
+``null`` for the count it cannot read (``files_indexed``, ``chunks``).
 """
 
 from __future__ import annotations
@@ -61,5 +61,5 @@ def register(mcp: Any, get_manager: GetManager) -> None:
         index_file = getattr(m, "index_file", None)  # not in the MemoryManager yet
         if index_file is not None:
             return {"success": True, **index_file(file)}
-        outcome = MarkdownWatcher(m, [file.parent]).process_file(file)
+        outcome = MarkdownWatcher(m.engine, [file.parent]).process_file(file)
         return {"success": True, "outcome": outcome, "chunks": None}

@@ -1,9 +1,9 @@
 """Learning tools: capture from conversation turns, corrections, setting changes and workflows;
 confirm helpful results; suggestions, failure warnings, pattern analysis; task context.
 
-Each tool is one MemoryManager call (``remindful.services.learning`` does the work) wrapped by
-:func:`~remindful.shells.mcp.tools.common.run`: ``{"success": true, ...}`` or
-``{"success": false, "error": ...}`` naming the bad field.
+Each tool is one MemoryManager call (``remindful.services.learning`` does the work) answering
+``{"success": true, ...}``; a failure is a tool error naming the bad field
+(:mod:`remindful.shells.mcp.tools.common`).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from remindful.shells.mcp.tools.common import READ_ONLY, WRITE, GetManager, run, tool
+from remindful.shells.mcp.tools.common import READ_ONLY, WRITE, GetManager, tool
 
 
 class Action(BaseModel):
@@ -55,12 +55,8 @@ def register(mcp: Any, get_manager: GetManager) -> None:
             "project_id": project_id,
             "timestamp": timestamp,
         }
-
-        def act(m: Any) -> dict[str, Any]:
-            found = m.capture_conversation(turn)
-            return {"count": len(found), "memories": [x.to_dict() for x in found]}
-
-        return run(get_manager, act)
+        found = get_manager().capture_conversation(turn)
+        return {"success": True, "count": len(found), "memories": [x.to_dict() for x in found]}
 
     @tool(mcp, WRITE)
     def memory_capture_correction(
@@ -72,7 +68,7 @@ def register(mcp: Any, get_manager: GetManager) -> None:
         ("API uses API keys, not OAuth.") as a reinforced knowledge memory. Returns
         {"success": true, "memory": {...}}.
         """
-        return run(get_manager, lambda m: {"memory": m.capture_correction(original, corrected, context).to_dict()})
+        return {"success": True, "memory": get_manager().capture_correction(original, corrected, context).to_dict()}
 
     @tool(mcp, WRITE)
     def memory_capture_config_change(
@@ -84,12 +80,8 @@ def register(mcp: Any, get_manager: GetManager) -> None:
         earlier preference for the same setting is marked superseded. Returns {"success": true,
         "memory": {...}}.
         """
-
-        def act(m: Any) -> dict[str, Any]:
-            found = m.capture_config_change(key, old_value, new_value)
-            return {"memory": found.to_dict() if found else None}
-
-        return run(get_manager, act)
+        found = get_manager().capture_config_change(key, old_value, new_value)
+        return {"success": True, "memory": found.to_dict() if found else None}
 
     @tool(mcp, WRITE)
     def memory_capture_workflow(
@@ -101,12 +93,8 @@ def register(mcp: Any, get_manager: GetManager) -> None:
         become a workflow memory "To <goal>: 1) …, 2) …". Unrelated or spread-out actions store
         nothing. Returns {"success": true, "captured": bool, "memory": {...} | null}.
         """
-
-        def act(m: Any) -> dict[str, Any]:
-            found = m.capture_workflow([a.model_dump() for a in actions], goal=goal, name=name)
-            return {"captured": found is not None, "memory": found.to_dict() if found else None}
-
-        return run(get_manager, act)
+        found = get_manager().capture_workflow([a.model_dump() for a in actions], goal=goal, name=name)
+        return {"success": True, "captured": found is not None, "memory": found.to_dict() if found else None}
 
     @tool(mcp, WRITE)
     def memory_create_workflow_from_session(
@@ -116,7 +104,7 @@ def register(mcp: Any, get_manager: GetManager) -> None:
         """Turn a session's successful actions, in order, into a reusable workflow memory that
         memory_suggest can offer later. Returns {"success": true, "memory": {...}}.
         """
-        return run(get_manager, lambda m: {"memory": m.create_workflow_from_session(session_id, name).to_dict()})
+        return {"success": True, "memory": get_manager().create_workflow_from_session(session_id, name).to_dict()}
 
     @tool(mcp, WRITE)
     def memory_confirm(
@@ -126,7 +114,7 @@ def register(mcp: Any, get_manager: GetManager) -> None:
         """Tell memory a search result helped: the memory is reinforced (importance and access
         count go up) so it ranks higher next time. Returns {"success": true, "memory": {...}}.
         """
-        return run(get_manager, lambda m: {"memory": m.confirm(query, memory_id).to_dict()})
+        return {"success": True, "memory": get_manager().confirm(query, memory_id).to_dict()}
 
     @tool(mcp, READ_ONLY)
     def memory_suggest(
@@ -145,7 +133,7 @@ def register(mcp: Any, get_manager: GetManager) -> None:
         dates), and warnings when this action failed before ("This action failed 5 times
         previously, success rate: 0%") with alternatives that worked.
         """
-        return run(get_manager, lambda m: m.suggest(context, action=action, limit=limit))
+        return {"success": True, **get_manager().suggest(context, action=action, limit=limit)}
 
     @tool(mcp, READ_ONLY)
     def memory_analyze_patterns(
@@ -163,10 +151,11 @@ def register(mcp: Any, get_manager: GetManager) -> None:
         """Find recurring action sequences across sessions (with confidence) and success rates per
         kind of action, with insights such as "fill succeeds 95% (19/20)" and failure-prone actions.
         """
-        return run(
-            get_manager,
-            lambda m: m.analyze_patterns(type=type, metric=metric, min_support=min_support, days=days, store=store),
-        )
+        m = get_manager()
+        return {
+            "success": True,
+            **m.analyze_patterns(type=type, metric=metric, min_support=min_support, days=days, store=store),
+        }
 
     @tool(mcp, READ_ONLY)
     def memory_context(
@@ -177,15 +166,12 @@ def register(mcp: Any, get_manager: GetManager) -> None:
         workflows, past outcomes) as short lines with ids, within a token budget, plus warnings
         about actions that failed before. Call it when starting a task.
         """
+        from remindful.services.context import estimate_tokens
 
-        def act(m: Any) -> dict[str, Any]:
-            from remindful.services.context import build_context, estimate_tokens
-
-            warnings = [f"Warning: {w['message']}" for w in m.suggest(task)["warnings"]]
-            # Warnings first in the budget: they prevent repeating a known failure.
-            room = budget_tokens - sum(estimate_tokens(w) + 1 for w in warnings)
-            text = build_context(m, task, budget_tokens=room) if room > 0 else ""
-            text = "\n".join(x for x in [text, *warnings] if x)
-            return {"context": text, "tokens": estimate_tokens(text), "warnings": warnings}
-
-        return run(get_manager, act)
+        m = get_manager()
+        warnings = [f"Warning: {w['message']}" for w in m.suggest(task)["warnings"]]
+        # Warnings first in the budget: they prevent repeating a known failure.
+        room = budget_tokens - sum(estimate_tokens(w) + 1 for w in warnings)
+        text = m.context(task, budget_tokens=room) if room > 0 else ""
+        text = "\n".join(x for x in [text, *warnings] if x)
+        return {"success": True, "context": text, "tokens": estimate_tokens(text), "warnings": warnings}

@@ -1,14 +1,15 @@
 """Lifecycle tools: sessions, retention and dedup, export/import, backup/restore, clear-all.
 
-Each tool is one :class:`~remindful.api.MemoryManager` call wrapped by
-:func:`~remindful.shells.mcp.tools.common.run`. The destructive ones (delete a session, restore,
-clear everything) ask the user through MCP elicitation when the client supports it and otherwise
-need ``confirm=true`` (:mod:`remindful.shells.mcp.tools.confirm`); each takes a backup first.
+Each tool is one :class:`~remindful.api.MemoryManager` call answering ``{"success": true, ...}``;
+a failure is a tool error (:mod:`remindful.shells.mcp.tools.common`). The destructive ones (delete
+a session, restore, clear everything) ask the user through MCP elicitation when the client
+supports it and otherwise need ``confirm=true`` (:mod:`remindful.shells.mcp.tools.confirm`); each
+takes a backup first. Disabled memory is reported before anyone is asked to confirm.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 from pydantic import Field
 
@@ -18,14 +19,9 @@ from remindful.shells.mcp.tools.common import (
     WRITE,
     GetManager,
     MemoryTypeName,
-    disabled,
-    run,
     tool,
 )
 from remindful.shells.mcp.tools.confirm import Approval, approved, confirmation, not_confirmed
-
-if TYPE_CHECKING:
-    from remindful.api import MemoryManager
 
 MAX_IDS = 100
 CONFIRM_DELETE_SESSION = confirmation("Delete every memory of this session? A backup is taken first.")
@@ -45,12 +41,9 @@ def register(mcp: Any, get_manager: GetManager) -> None:
     ) -> dict[str, Any]:
         """List sessions newest first: id, start/end time, memory count and a summary of the most
         common actions, screens and tools. Pass an id to memory_resume_session to continue it."""
-
-        def sessions(m: MemoryManager) -> dict[str, Any]:
-            found = m.list_sessions()
-            return {"count": len(found), "current_session": m.session_id, "sessions": found[:limit]}
-
-        return run(get_manager, sessions)
+        m = get_manager()
+        found = m.list_sessions()
+        return {"success": True, "count": len(found), "current_session": m.session_id, "sessions": found[:limit]}
 
     @tool(mcp, WRITE)
     def memory_resume_session(
@@ -58,7 +51,7 @@ def register(mcp: Any, get_manager: GetManager) -> None:
     ) -> dict[str, Any]:
         """Continue where a previous session left off: from now on, searches rank that session's
         memories higher (until another session is resumed). Returns its memory count."""
-        return run(get_manager, lambda m: {"session_id": session_id, "memory_count": m.resume_session(session_id)})
+        return {"success": True, "session_id": session_id, "memory_count": get_manager().resume_session(session_id)}
 
     @tool(mcp, DESTRUCTIVE)
     def memory_delete_session(
@@ -68,11 +61,10 @@ def register(mcp: Any, get_manager: GetManager) -> None:
     ) -> dict[str, Any]:
         """Delete ALL memories of one session, in every collection (e.g. after sensitive work).
         A backup is taken first; returns the count deleted and the backup path."""
-        if off := disabled(get_manager):
-            return off
+        m = get_manager()
         if not approved(approval):
-            return not_confirmed(f"delete every memory of session {session_id!r}", approval)
-        return run(get_manager, lambda m: m.delete_session(session_id, confirm=True))
+            raise not_confirmed(f"delete every memory of session {session_id!r}", approval)
+        return {"success": True, **m.delete_session(session_id, confirm=True)}
 
     @tool(mcp, DESTRUCTIVE)
     def memory_cleanup(
@@ -81,16 +73,12 @@ def register(mcp: Any, get_manager: GetManager) -> None:
         """Apply the retention policy now: expired and old unprotected memories, near-duplicates,
         tier caps and quotas. Bookmarked memories are never deleted. Reports counts per reason
         and the space freed; try dry_run=true first."""
-
-        def clean(m: MemoryManager) -> dict[str, Any]:
-            report = m.cleanup(dry_run=dry_run)
-            ids = report.pop("ids", None)
-            if ids is not None:  # a dry run names what would go; keep the answer small for the agent
-                report["ids"] = ids[:MAX_IDS]
-                report["ids_truncated"] = len(ids) > MAX_IDS
-            return report
-
-        return run(get_manager, clean)
+        report = get_manager().cleanup(dry_run=dry_run)
+        ids = report.pop("ids", None)
+        if ids is not None:  # a dry run names what would go; keep the answer small for the agent
+            report["ids"] = ids[:MAX_IDS]
+            report["ids_truncated"] = len(ids) > MAX_IDS
+        return {"success": True, **report}
 
     @tool(mcp, DESTRUCTIVE)
     def memory_dedup(
@@ -100,7 +88,7 @@ def register(mcp: Any, get_manager: GetManager) -> None:
     ) -> dict[str, Any]:
         """Collapse near-duplicate memories of the same type into one representative (the most
         important, then newest); the consolidation is recorded in its metadata."""
-        return run(get_manager, lambda m: m.dedup(threshold=threshold, types=types, dry_run=dry_run))
+        return {"success": True, **get_manager().dedup(threshold=threshold, types=types, dry_run=dry_run)}
 
     @tool(mcp, WRITE)
     def memory_export(
@@ -111,13 +99,13 @@ def register(mcp: Any, get_manager: GetManager) -> None:
     ) -> dict[str, Any]:
         """Export every memory with content, metadata and embedding to a JSON file that
         memory_import can load again. Returns the path and the count."""
-        return run(get_manager, lambda m: m.export(format=format, output_path=output_path))
+        return {"success": True, **get_manager().export(format=format, output_path=output_path)}
 
     @tool(mcp, WRITE)
     def memory_import(path: Path_) -> dict[str, Any]:
         """Import a JSON export exactly (ids, times, embeddings); memories already present are
         skipped. Returns the counts imported and skipped."""
-        return run(get_manager, lambda m: m.import_memories(path))
+        return {"success": True, **get_manager().import_memories(path)}
 
     @tool(mcp, WRITE)
     def memory_backup(
@@ -127,7 +115,7 @@ def register(mcp: Any, get_manager: GetManager) -> None:
     ) -> dict[str, Any]:
         """Back up all memory data (catalog, vector index, attachments, config) to
         <storage>/backups/backup_YYYYmmdd_HHMMSS[_name].tar.gz. Returns the path and counts."""
-        return run(get_manager, lambda m: m.backup(name))
+        return {"success": True, **get_manager().backup(name)}
 
     @tool(mcp, DESTRUCTIVE)
     def memory_restore(
@@ -138,11 +126,10 @@ def register(mcp: Any, get_manager: GetManager) -> None:
         """Replace all current memories with a backup. The archive is validated first (checksums,
         no links or escaping paths); the current data is backed up before it is replaced.
         Returns the restored counts per collection."""
-        if off := disabled(get_manager):
-            return off
+        m = get_manager()
         if not approved(approval):
-            return not_confirmed("replace all current memories with the backup", approval)
-        return run(get_manager, lambda m: m.restore(backup_path, confirm=True))
+            raise not_confirmed("replace all current memories with the backup", approval)
+        return {"success": True, **m.restore(backup_path, confirm=True)}
 
     @tool(mcp, DESTRUCTIVE)
     def memory_clear_all(
@@ -151,11 +138,10 @@ def register(mcp: Any, get_manager: GetManager) -> None:
     ) -> dict[str, Any]:
         """Delete every memory in every collection (fresh start). A backup is taken first; its
         path is returned so the data can be restored with memory_restore."""
-        if off := disabled(get_manager):
-            return off
+        m = get_manager()
         if not approved(approval):
-            return not_confirmed("delete every memory", approval)
-        return run(get_manager, lambda m: m.clear_all(confirm=True))
+            raise not_confirmed("delete every memory", approval)
+        return {"success": True, **m.clear_all(confirm=True)}
 
 
 __all__ = ["register"]

@@ -1,0 +1,222 @@
+"""What the benches share: where the data is, the command line, timing, the machine note, scratch stores.
+
+The data option
+---------------
+A bench that reads the LoCoMo data takes ``--data PATH`` (a LoCoMo-format JSON file). Its default,
+decided here and nowhere else:
+
+1. the environment variable ``REMINDFUL_BENCH_DATA``, if set;
+2. else ``<repo>/../shared/data/locomo_dev.json``: the ``shared/`` folder beside the repository,
+   where ``<repo>`` is the folder that holds ``bench/`` (found once, from this file's place).
+
+Using it
+--------
+The benches run as scripts (``python bench/perf.py``), and Python puts a script's own folder first on
+``sys.path``, so ``from common import ...`` finds this module. It imports only the standard library
+when loaded; remindful is imported inside the functions that need it, because ``perf.py --compare``
+runs the same measuring code against an older tree whose package layout differs.
+
+Every bench prints its figures next to a baseline measured in the same run, and the machine note
+(cores, load average): timings on a shared machine mean little without the load they were taken
+under. Past figures belong in those outputs, not in comments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+#: The repository: the folder that holds ``bench/``.
+REPO = Path(__file__).resolve().parent.parent
+#: The environment variable that overrides the default of ``--data``.
+DATA_ENV = "REMINDFUL_BENCH_DATA"
+
+
+def default_data() -> Path:
+    """The default of ``--data``: ``$REMINDFUL_BENCH_DATA``, else ``<repo>/../shared/data/locomo_dev.json``."""
+    configured = os.environ.get(DATA_ENV)
+    if configured:
+        return Path(configured).expanduser()
+    return REPO.parent / "shared" / "data" / "locomo_dev.json"
+
+
+# -- the command line ----------------------------------------------------------------------------
+
+
+def parser(doc: str | None) -> argparse.ArgumentParser:
+    """A bench's parser: its module docstring as the description (kept as written) and ``--json``."""
+    result = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    result.add_argument("--json", action="store_true", help="print one JSON object instead of the text lines")
+    return result
+
+
+def add_data_option(parser: argparse.ArgumentParser) -> None:
+    """``--data PATH``, the one way a bench is told where the LoCoMo data is (see this module's docstring)."""
+    parser.add_argument(
+        "--data",
+        type=Path,
+        default=default_data(),
+        metavar="PATH",
+        help=f"LoCoMo-format JSON file (default: ${DATA_ENV}, else <repo>/../shared/data/locomo_dev.json; "
+        "now %(default)s)",
+    )
+
+
+def emit(result: dict[str, Any], as_json: bool, lines: Callable[[dict[str, Any]], Iterable[str]]) -> None:
+    """Print ``result`` as one JSON object, or the text ``lines(result)`` followed by the machine note."""
+    if as_json:
+        print(json.dumps(result))
+        return
+    for line in lines(result):
+        print(line)
+    if "machine" in result:
+        print(machine_note(result["machine"]))
+
+
+# -- timing --------------------------------------------------------------------------------------
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The nearest-rank ``q`` quantile (``0 <= q <= 1``) of ``values``, which must not be empty: the
+    value at index ``int(q * n)`` of the sorted values, so the p50 of an even count is the upper middle."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def pct(values: Sequence[float], q: float, digits: int = 3) -> float:
+    """:func:`percentile`, rounded for printing."""
+    return round(percentile(values, q), digits)
+
+
+def timed(fn: Callable[..., T], *args: Any, **kwargs: Any) -> tuple[float, T]:
+    """Wall seconds of one call ``fn(*args, **kwargs)``, and what it returned."""
+    started = time.perf_counter()
+    result = fn(*args, **kwargs)
+    return time.perf_counter() - started, result
+
+
+def elapsed_ms(fn: Callable[..., object], *args: Any, **kwargs: Any) -> float:
+    """Wall milliseconds of one call ``fn(*args, **kwargs)``."""
+    return timed(fn, *args, **kwargs)[0] * 1000
+
+
+def figure(value: float) -> str:
+    """``value`` with three significant digits or more, never in exponent form."""
+    if value >= 100:
+        return f"{value:.0f}"
+    if value >= 10:
+        return f"{value:.1f}"
+    if value >= 1:
+        return f"{value:.2f}"
+    return f"{value:.3g}"
+
+
+def versus(
+    name: str, value: float, baseline_name: str, baseline: float, *, unit: str = "ms", ratio: float | None = None
+) -> str:
+    """One line: a figure, its same-run baseline and their ratio; ``ratio`` defaults to ``value / baseline``
+    (pass the ratio of the unrounded figures when these are rounded)."""
+    if ratio is None and baseline:
+        ratio = value / baseline
+    times = "n/a" if ratio is None else f"{ratio:.2f}x"
+    return f"{name} {figure(value)} {unit} vs {baseline_name} {figure(baseline)} {unit} = {times}"
+
+
+# -- the machine ---------------------------------------------------------------------------------
+
+
+def cores() -> int:
+    """The CPU cores this process may run on (the affinity mask, which containers narrow)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def machine() -> dict[str, Any]:
+    """The cores and the 1-minute load average now: call it at the end of a run, when the average
+    covers the measurements."""
+    return {"cpus": cores(), "load_average_1m": round(os.getloadavg()[0], 2)}
+
+
+def machine_note(info: dict[str, Any]) -> str:
+    return f"machine: {info['cpus']} CPUs, load average {info['load_average_1m']} (1 min) at the end of the run"
+
+
+def progress(message: str | None) -> None:
+    """Show what a long run is doing on a terminal's stderr (``None`` clears the line); silent otherwise,
+    so piped and ``--json`` output stays clean."""
+    if not sys.stderr.isatty():
+        return
+    if message is None:
+        print("\r\033[K", end="", file=sys.stderr, flush=True)
+    else:
+        print(f"\r\033[K{message}...", end="", file=sys.stderr, flush=True)
+
+
+# -- stores --------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def scratch_dir(prefix: str = "remindful-bench-") -> Iterator[Path]:
+    """A temporary folder for stores, removed afterwards (what cannot be removed is left behind)."""
+    with tempfile.TemporaryDirectory(prefix=prefix, ignore_cleanup_errors=True) as tmp:
+        yield Path(tmp)
+
+
+def fake_store(path: Path, *, index: str = "memory", **settings: Any) -> Any:
+    """A store at ``path`` with the fake embedder, so that a figure is about storage and not the model;
+    ``index`` is ``"memory"`` (the in-memory index) or ``"chroma"`` (the configured default, embedded
+    Chroma). ``settings`` are dotted setting overrides, as ``remindful.open`` takes them."""
+    import remindful
+    from remindful.embed import FakeEmbedder
+
+    if index == "memory":
+        from remindful.index import InMemoryIndex
+
+        settings["index"] = InMemoryIndex()
+    elif index != "chroma":
+        raise ValueError(f"index must be 'memory' or 'chroma', not {index!r}")
+    return remindful.open(path, embedder=FakeEmbedder(), **settings)
+
+
+# -- the LoCoMo data -----------------------------------------------------------------------------
+
+
+def load_locomo(path: Path) -> list[dict[str, Any]]:
+    """The samples of a LoCoMo-format file (``shared/data/README.md`` describes the format)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SystemExit(f"no LoCoMo data at {path}: pass --data PATH or set {DATA_ENV}") from None
+    data: list[dict[str, Any]] = json.loads(text)
+    return data
+
+
+def sessions(conversation: dict[str, Any]) -> Iterator[tuple[str, list[dict[str, Any]]]]:
+    """Each session of a LoCoMo conversation in order: its date text ("1:56 pm on 8 May, 2023") and
+    its turns (``speaker``, ``dia_id``, ``text``)."""
+    n = 1
+    while f"session_{n}" in conversation:
+        yield conversation.get(f"session_{n}_date_time", ""), conversation[f"session_{n}"]
+        n += 1
+
+
+def turn_texts(data: Iterable[dict[str, Any]], *, speaker: bool = False) -> list[str]:
+    """Every turn's text in session order, as ``"Speaker: text"`` with ``speaker``."""
+    return [
+        f"{turn['speaker']}: {turn['text']}" if speaker else turn["text"]
+        for sample in data
+        for _, turns in sessions(sample["conversation"])
+        for turn in turns
+    ]
