@@ -25,7 +25,7 @@ def call(i: int) -> ToolCall:
 def bench(calls: int) -> dict[str, Any]:
     with scratch_dir() as root:
         with fake_store(root / "store") as memory:
-            worker = CaptureWorker(lambda: memory)
+            worker = CaptureWorker(lambda: memory.engine)
             worker.submit(call(-1))  # waits for the worker to make the spool
             assert worker.flush(30)
             submits = [elapsed_ms(worker.submit, call(i)) for i in range(calls)]

@@ -319,6 +319,7 @@ class Worker:
         )
         package = Path(self.receive()["package"]).resolve()
         if not package.is_relative_to(src.resolve()):
+            self.close()
             raise SystemExit(f"{label}: the worker imported remindful from {package}, not from {src}")
 
     def receive(self) -> dict[str, Any]:

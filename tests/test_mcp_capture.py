@@ -87,7 +87,7 @@ async def test_middleware_captures_without_changing_or_delaying_answers(tmp_path
         expected = [(await plain.call_tool(name, args)).model_dump(exclude={"meta"}) for name, args in calls]
 
     with open_fake(tmp_path / "store") as manager:
-        slow = SlowStore(manager)
+        slow = SlowStore(manager.engine)
         server = vision_server()
         worker = capture_tools(server, lambda: slow)  # type: ignore[arg-type,return-value]
         async with Client(server) as client:
@@ -119,7 +119,7 @@ async def test_middleware_captures_without_changing_or_delaying_answers(tmp_path
 async def test_mapping_is_configurable(tmp_path: Path) -> None:
     with open_fake(tmp_path / "store") as manager:
         server = vision_server()
-        worker = capture_tools(server, lambda: manager, mapping={"click": "workflow", "analyze_*": "knowledge"})
+        worker = capture_tools(server, lambda: manager.engine, mapping={"click": "workflow", "analyze_*": "knowledge"})
         async with Client(server) as client:
             await client.call_tool("click", {"x": 1, "y": 2})
             await client.call_tool("analyze_screen", {"region": "all"})
@@ -132,7 +132,7 @@ async def test_mapping_is_configurable(tmp_path: Path) -> None:
 async def test_capture_follows_the_capture_settings(tmp_path: Path) -> None:
     with open_fake(tmp_path / "off", **{"auto_capture.enabled": False}) as manager:
         server = vision_server()
-        worker = capture_tools(server, lambda: manager)
+        worker = capture_tools(server, lambda: manager.engine)
         async with Client(server) as client:
             assert (await client.call_tool("click", {"x": 1, "y": 2})).is_error is False
         worker.close()
@@ -140,7 +140,7 @@ async def test_capture_follows_the_capture_settings(tmp_path: Path) -> None:
     overrides = {"auto_capture.triggers.failed_actions": False, "privacy.exclude_sessions": ["banking_*"]}
     with open_fake(tmp_path / "some", **overrides) as manager:
         server = vision_server()
-        worker = capture_tools(server, lambda: manager)
+        worker = capture_tools(server, lambda: manager.engine)
         async with Client(server) as client:
             await client.call_tool("type_text", {"text": ""})  # a failure: that trigger is off
             await client.call_tool("type_text", {"text": "card 4111 1111 1111 1111"})
@@ -150,7 +150,7 @@ async def test_capture_follows_the_capture_settings(tmp_path: Path) -> None:
         assert "4111" not in kept.content and "4111" not in json.dumps(kept.metadata)
         assert worker.stats["captured"] == 1 and worker.stats["skipped"] == 2
         banking = open_fake(tmp_path / "bank", **{"privacy.exclude_sessions": ["banking_*"]})
-        excluded = CaptureWorker(lambda: banking, session_id="banking_42")
+        excluded = CaptureWorker(lambda: banking.engine, session_id="banking_42")
         excluded.submit(ToolCall("click", {"x": 1}, True, 1.0))
         excluded.close()
         assert excluded.stats["skipped"] == 1 and banking.list() == []
@@ -327,13 +327,13 @@ def test_the_proxy_commits_each_call_before_the_client_sees_its_answer(
     store = tmp_path / "store"
     (tmp_path / "server.py").write_text(ECHO_SERVER)
     manager = open_fake(store)
-    spool = CaptureSpool.for_manager(manager, "echo_run")
+    spool = CaptureSpool.for_store(manager.engine, "echo_run")
     client_in, to_proxy = os.pipe()
     from_proxy, client_out = os.pipe()
     with os.fdopen(client_in, "rb") as proxy_in, os.fdopen(client_out, "wb") as proxy_out:
         relay = threading.Thread(
             target=proxy.run_proxy,
-            args=([sys.executable, str(tmp_path / "server.py")], lambda: manager),
+            args=([sys.executable, str(tmp_path / "server.py")], lambda: manager.engine),
             kwargs={"stdin": proxy_in, "stdout": proxy_out, "spool": spool},
         )
         relay.start()
@@ -373,7 +373,7 @@ async def test_a_call_waiting_for_the_spool_does_not_hold_up_other_requests(tmp_
 
         def slow_to_open() -> MemoryManager:
             opened.wait(30)
-            return manager
+            return manager.engine
 
         server = vision_server()
         worker = capture_tools(server, slow_to_open)

@@ -1,4 +1,6 @@
-"""End to end: spawn `remindful serve` and drive it with real clients (SDK stdio + HTTP, MCP Inspector CLI)."""
+"""End to end over stdio: spawn `remindful serve` and drive it with real clients (the SDK's, the MCP Inspector CLI).
+
+(Over HTTP: test_mcp_http.py.)"""
 
 from __future__ import annotations
 
@@ -62,10 +64,21 @@ async def store_and_search(client: Client) -> list[str]:
     return tools
 
 
+async def errors_are_tool_errors(client: Client) -> None:
+    """A bad value, an unknown argument and an ill-typed one: tool errors naming the field."""
+    empty = await client.call_tool("memory_store", {"content": "  "})
+    assert empty.is_error and empty.content[0].text.startswith("Error executing tool memory_store: Invalid 'content'")
+    typo = await client.call_tool("memory_search", {"query": "x", "limti": 3})
+    assert typo.is_error and "unknown argument 'limti'" in typo.content[0].text
+    ill_typed = await client.call_tool("memory_search", {"query": "x", "limit": "ten"})
+    assert ill_typed.is_error and "limit" in ill_typed.content[0].text
+
+
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
 async def test_stdio_with_the_sdk_client(tmp_path: Path, mode: str) -> None:
     async with Client(stdio(tmp_path), mode=mode, read_timeout_seconds=120) as client:
         tools = await store_and_search(client)
+        await errors_are_tool_errors(client)
     assert {"memory_store", "memory_search", "memory_stats"} <= set(tools)
 
 
@@ -157,39 +170,10 @@ async def listed_while_held(stack: AsyncExitStack, client: Client, gate: Gate) -
     return opened, listed, gate.held
 
 
-@pytest.mark.parametrize("mode", ["legacy", "auto"])
-async def test_without_the_shipped_manifest_the_second_start_answers_from_the_user_cache(
-    tmp_path: Path, mode: str
-) -> None:
-    """The first start records the SDK's initialize (or, in auto mode, server/discover) and
-    tools/list answers; the next start replays them while its SDK import is held, and they equal
-    what the SDK answers itself."""
-    env = patched(server_env(tmp_path), tmp_path / "patch", NO_SHIPPED_MANIFEST)
-    params = StdioServerParameters(command=remindful_script(), args=["serve"], env=env)
-    async with Client(params, mode=mode, read_timeout_seconds=ANSWER_TIMEOUT) as client:
-        first = (await client.list_tools()).model_dump()
-        first_info = client.server_info
-    manifest = tmp_path / "home" / ".cache" / "remindful" / "mcp-manifest.json"
-    recorded = json.loads(manifest.read_text())
-    assert ("modern server/discover" in recorded) == (mode == "auto"), sorted(recorded)
-    env, gate = held_sdk(server_env(tmp_path), tmp_path / "held", NO_SHIPPED_MANIFEST)
-    params = StdioServerParameters(command=remindful_script(), args=["serve"], env=env)
-    async with AsyncExitStack() as stack:
-        client, listed, held = await listed_while_held(
-            stack, Client(params, mode=mode, read_timeout_seconds=ANSWER_TIMEOUT), gate
-        )
-        assert client.server_info == first_info
-        await anyio.to_thread.run_sync(gate.release)
-        # The SDK takes over for everything else, with the session the early answers began.
-        assert (await client.call_tool("memory_stats", {})).structured_content["success"] is True
-    assert held, waited_for_the_sdk("initialize or server/discover, or tools/list, from the user cache")
-    assert listed.model_dump() == first
-
-
-def test_the_first_start_answers_at_once_with_the_sdk_bytes(tmp_path: Path) -> None:
-    """With the SDK import held and no user cache (a fresh HOME: the first start after an install),
-    initialize and tools/list are answered from the shipped manifest, byte for byte what the SDK
-    answers when it answers itself; the tool call is answered by the SDK once the import is let go."""
+def test_the_handshake_is_answered_before_the_sdk_loads(tmp_path: Path) -> None:
+    """With the SDK import held, initialize and tools/list are answered from the shipped manifest,
+    as the SDK answers them itself (a server without the manifest); the tool call is answered by
+    the SDK once the import is let go, in the session the early answers began."""
     requests = [
         {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INITIALIZE},
         {"jsonrpc": "2.0", "method": "notifications/initialized"},
@@ -199,60 +183,45 @@ def test_the_first_start_answers_at_once_with_the_sdk_bytes(tmp_path: Path) -> N
     by_sdk = raw_session(patched(server_env(tmp_path / "a"), tmp_path / "p1", NO_SHIPPED_MANIFEST), requests)
     env, gate = held_sdk(server_env(tmp_path / "b"), tmp_path / "p2")
     early = raw_session(env, requests, gate, early=(1, 2))
-    assert early[1]["line"] == by_sdk[1]["line"] and early[2]["line"] == by_sdk[2]["line"]
+    assert [early[i]["message"] for i in (1, 2)] == [by_sdk[i]["message"] for i in (1, 2)]
     assert [early[i]["held"] for i in (1, 2, 3)] == [True, True, False]  # the tool call only after the release
     assert early[3]["message"]["result"]["structuredContent"]["success"] is True
-    assert not (tmp_path / "b" / "home" / ".cache" / "remindful").exists()  # the SDK agreed: nothing to record
 
 
-ENVELOPE = {
-    "_meta": {
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientInfo": {"name": "mcp", "version": "0.1.0"},
-        "io.modelcontextprotocol/clientCapabilities": {},
+def test_only_a_plain_handshake_is_answered_early(tmp_path: Path) -> None:
+    """A connection that opens otherwise (the 2026 era's server/discover) is the SDK's alone."""
+    envelope = {
+        "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientInfo": {"name": "mcp", "version": "0.1.0"},
+            "io.modelcontextprotocol/clientCapabilities": {},
+        }
     }
-}
-
-
-def test_the_2026_era_is_answered_at_once_with_the_sdk_bytes(tmp_path: Path) -> None:
-    """The same in the 2026-07-28 era the SDK client's default auto mode opens: server/discover and
-    tools/list in its envelope (and a request at a version the server does not serve: -32022) are
-    answered with the SDK's bytes while its import is held; the tool call waits for the SDK."""
-    unsupported = {"_meta": {**ENVELOPE["_meta"], "io.modelcontextprotocol/protocolVersion": "2099-01-01"}}
     requests = [
-        {"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": ENVELOPE},
-        {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": ENVELOPE},
-        {"jsonrpc": "2.0", "id": 4, "method": "server/discover", "params": unsupported},
-        {
-            "jsonrpc": "2.0",
-            "id": 3,
-            "method": "tools/call",
-            "params": {"name": "memory_stats", "arguments": {}, **ENVELOPE},
-        },
+        {"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": envelope},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": envelope},
+        {"jsonrpc": "2.0", "id": 3, "method": "tools/list"},
     ]
-    by_sdk = raw_session(patched(server_env(tmp_path / "a"), tmp_path / "p1", NO_SHIPPED_MANIFEST), requests)
-    env, gate = held_sdk(server_env(tmp_path / "b"), tmp_path / "p2")
-    early = raw_session(env, requests, gate, early=(1, 2, 4))
-    assert [early[i]["line"] for i in (1, 2, 4)] == [by_sdk[i]["line"] for i in (1, 2, 4)]
-    assert early[4]["message"]["error"]["code"] == -32022
-    assert [early[i]["held"] for i in (1, 2, 4, 3)] == [True, True, True, False]
-    assert early[3]["message"]["result"]["structuredContent"]["success"] is True
-    assert not (tmp_path / "b" / "home" / ".cache" / "remindful").exists()  # the SDK agreed: nothing to record
+    env, gate = held_sdk(server_env(tmp_path), tmp_path / "p")
+    answers = raw_session(env, requests, gate)
+    assert [answers[i]["held"] for i in (1, 2, 3)] == [False, False, False]
+    assert answers[1]["message"]["result"]["supportedVersions"] == ["2026-07-28"]
+    assert answers[2]["message"]["result"]["tools"]
+    assert answers[3]["message"]["error"]["code"] == -32600  # the SDK's: no envelope on a 2026 connection
 
 
-async def test_the_sdk_client_in_auto_mode_lists_tools_before_the_sdk_is_up(tmp_path: Path) -> None:
-    """The SDK's stdio client in its default mode probes server/discover and lists tools in the
-    2026 era while the server's SDK import is held, then stores and searches after the handover."""
+async def test_the_sdk_client_lists_tools_before_the_sdk_is_up(tmp_path: Path) -> None:
+    """The SDK's stdio client (handshake era) gets initialize and tools/list while the server's SDK
+    import is held, then stores and searches after the handover."""
     env, gate = held_sdk(server_env(tmp_path), tmp_path / "patch")
     params = StdioServerParameters(command=remindful_script(), args=["serve"], env=env)
     async with AsyncExitStack() as stack:
-        client, listed, held = await listed_while_held(stack, Client(params, read_timeout_seconds=ANSWER_TIMEOUT), gate)
-        assert client.protocol_version == "2026-07-28"
+        client = Client(params, mode="legacy", read_timeout_seconds=ANSWER_TIMEOUT)
+        client, listed, held = await listed_while_held(stack, client, gate)
         await anyio.to_thread.run_sync(gate.release)
         await store_and_search(client)
-    assert held, waited_for_the_sdk("server/discover or tools/list")
+    assert held, waited_for_the_sdk("initialize or tools/list")
     assert {"memory_store", "memory_search"} <= {t.name for t in listed.tools}
-    assert not (tmp_path / "home" / ".cache" / "remindful").exists()  # the SDK agreed with every early answer
 
 
 INITIALIZE = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "0"}}
@@ -401,10 +370,10 @@ def test_unreadable_messages_get_errors_and_the_rest_is_served(tmp_path: Path) -
     errors = [(a["id"], a["error"]["code"], a["error"]["message"]) for a in answers if "error" in a]
     assert errors == [
         (None, -32700, "Parse error: not valid JSON"),
-        (5, -32600, "Invalid request: method: Input should be a valid string"),
-        (None, -32600, "Invalid request: id: Input should be a valid integer or a valid string"),
-        (7, -32600, "Invalid request: jsonrpc: Field required"),
-        (8, -32600, "Invalid request: params: Input should be a valid dictionary"),
+        (5, -32600, "Invalid request: method: expected a string"),
+        (None, -32600, "Invalid request: id: expected an integer or a string"),
+        (7, -32600, 'Invalid request: jsonrpc: expected "2.0"'),
+        (8, -32600, "Invalid request: params: expected an object"),
     ]
     assert [a["id"] for a in answers if "result" in a] == [1, 9]
     assert "unanswered" not in stderr
@@ -447,78 +416,31 @@ async def test_stdio_with_the_real_embedder(tmp_path: Path) -> None:
     assert "login" in found.structured_content["memories"][0]["content"]
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-@pytest.fixture
-def http_server(tmp_path: Path) -> Iterator[str]:
-    port = free_port()
-    log = tmp_path / "serve.log"
-    with log.open("wb") as sink:
-        proc = subprocess.Popen(
-            [remindful_script(), "serve", "--transport", "http", "--port", str(port)],
-            env=server_env(tmp_path),
-            stdout=subprocess.DEVNULL,
-            stderr=sink,
-        )
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail(f"remindful serve --transport http did not start: {log.read_text()}")
-                time.sleep(0.1)
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
-async def test_streamable_http(http_server: str) -> None:
-    async with Client(http_server, read_timeout_seconds=120) as client:
-        await store_and_search(client)
-    port = int(http_server.rsplit(":", 1)[1].split("/")[0])
-    addresses = [a for a in _own_addresses() if a != "127.0.0.1"]
-    for address in addresses[:1]:  # bound to loopback only: another interface is refused
-        with pytest.raises(OSError):
-            socket.create_connection((address, port), timeout=1).close()
-
-
-def _own_addresses() -> list[str]:
-    try:
-        return list({info[4][0] for info in socket.getaddrinfo(socket.gethostname(), None, socket.AF_INET)})
-    except OSError:
-        return []
-
-
 def test_serve_rejects_bad_options() -> None:
     result = subprocess.run([remindful_script(), "serve", "--transport", "carrier-pigeon"], capture_output=True)
     assert result.returncode == 2 and b"--transport" in result.stderr
     result = subprocess.run([remindful_script(), "serve", "--transport", "http", "--port", "0"], capture_output=True)
     assert result.returncode == 2 and b"--port" in result.stderr  # not taken by the entry's fast path
+    result = subprocess.run([remindful_script(), "serve", "--transport", "http", "--host", ""], capture_output=True)
+    assert result.returncode == 2 and b"--host" in result.stderr
 
 
 def test_the_entry_fast_path_takes_only_plain_http_commands() -> None:
-    from remindful.shells.entry import _http_port
+    from remindful.shells.entry import _http_options
 
-    assert _http_port(["serve", "--transport", "http"]) == 8000
-    assert _http_port(["serve", "--transport", "http", "--port", "9123"]) == 9123
+    assert _http_options(["serve", "--transport", "http"]) == {"host": "127.0.0.1", "port": 8000}
+    assert _http_options(["serve", "--transport", "http", "--port", "9123"]) == {"host": "127.0.0.1", "port": 9123}
+    assert _http_options(["serve", "--host", "::1", "--transport", "http"]) == {"host": "::1", "port": 8000}
     for argv in (
         ["serve"],
+        ["serve", "--port", "9123"],
         ["serve", "--transport", "http", "--port", "70000"],
+        ["serve", "--transport", "http", "--port", "1", "--port", "2"],
+        ["serve", "--transport", "http", "--host", ""],
         ["serve", "--transport", "http", "-v"],
+        ["serve", "--transport", "http", "--verbose", "x"],
     ):
-        assert _http_port(argv) is None
+        assert _http_options(argv) is None, argv
 
 
 def inspector(tmp_path: Path, *args: str) -> Any:
@@ -568,3 +490,5 @@ def test_mcp_inspector_cli(tmp_path: Path) -> None:
     memories = found["structuredContent"]["memories"]
     assert memories[0]["id"] == stored["structuredContent"]["memory_id"]
     assert memories[0]["metadata"] == {"via": "inspector"}
+    missing = inspector(tmp_path, "--method", "tools/call", "--tool-name", "memory_get", "--tool-arg", "memory_id=x")
+    assert missing["isError"] is True and "Memory not found: 'x'" in missing["content"][0]["text"]

@@ -114,9 +114,9 @@ class MemoryManager:
         chunk: ChunkMetadata | Mapping[str, Any] | None = None,
     ) -> str:
         """Store one memory and return its id. Raises ValidationError naming a bad field."""
-        return self._store.store(
-            content, type, metadata, session_id, timestamp, source, memory_class=memory_class, chunk=chunk
-        )
+        item: dict[str, Any] = {"content": content, "type": type, "metadata": metadata, "session_id": session_id}
+        item |= {"timestamp": timestamp, "source": source, "memory_class": memory_class, "chunk": chunk}
+        return self._store.store_batch([item])[0]
 
     def store_batch(self, items: Sequence[Mapping[str, Any]], *, defer: bool | None = None) -> builtins.list[str]:
         """Store many memories in one catalog transaction with one batched embedding call.

@@ -239,31 +239,6 @@ class Store:
 
     # -- writes ---------------------------------------------------------------------------------
 
-    def store(
-        self,
-        content: str,
-        type: str | MemoryType = "action",
-        metadata: Mapping[str, Any] | None = None,
-        session_id: str | None = None,
-        timestamp: datetime | str | float | None = None,
-        source: str | MemorySource = "manual",
-        *,
-        memory_class: str | MemoryClass | None = None,
-        chunk: ChunkMetadata | Mapping[str, Any] | None = None,
-    ) -> str:
-        """Store one memory and return its id. Raises ValidationError naming a bad field."""
-        item = {
-            "content": content,
-            "type": type,
-            "metadata": metadata,
-            "session_id": session_id,
-            "timestamp": timestamp,
-            "source": source,
-            "memory_class": memory_class,
-            "chunk": chunk,
-        }
-        return self.store_batch([item])[0]
-
     def store_batch(self, items: Sequence[Mapping[str, Any]], *, defer: bool | None = None) -> list[str]:
         """Store many memories in one catalog transaction with one batched embedding call.
 

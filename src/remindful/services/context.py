@@ -23,13 +23,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from remindful.config_defaults import default, setting
+
 if TYPE_CHECKING:
     from remindful.config import Settings
     from remindful.model import SearchHit
 
-DEFAULT_BUDGET = 1500
-DEFAULT_CANDIDATES = 30
-DEFAULT_LINE_CHARS = 240
+DEFAULT_BUDGET: int = default("hooks.context_budget_tokens")
+DEFAULT_CANDIDATES: int = default("hooks.context_candidates")
+DEFAULT_LINE_CHARS: int = default("hooks.line_chars")
 DUPLICATE_JACCARD = 0.8
 HEADER = "Relevant memories from remindful (fetch one in full with `remindful get <id>`):"
 DAEMON_FILE = "daemon.json"
@@ -151,10 +153,8 @@ def hook_context(
     storage: str | Path, memory: dict[str, Any], event: str, payload: dict[str, Any], path: str | None
 ) -> str:
     """The context text for a SessionStart/UserPromptSubmit hook ("" for none)."""
-    raw_hooks = memory.get("hooks")
-    hooks: dict[str, Any] = raw_hooks if isinstance(raw_hooks, dict) else {}
     query = context_query(event, payload)
-    budget = int(hooks.get("context_budget_tokens", DEFAULT_BUDGET))
+    budget = int(setting(memory, "hooks.context_budget_tokens"))
     prompt = payload.get("prompt")
     exclude = prompt if event == "UserPromptSubmit" and isinstance(prompt, str) else None
     if not query.strip():

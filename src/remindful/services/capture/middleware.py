@@ -215,7 +215,7 @@ class CaptureWorker:
             self.stats["skipped"] += 1
         else:
             args = ("content", "type", "metadata", "session_id", "timestamp", "source")
-            self.memory_ids.append(store.store(*(item[a] for a in args)))
+            self.memory_ids.append(store.store_batch([{a: item[a] for a in args}])[0])
             self.stats["captured"] += 1
         if key is not None and spool is not None:
             spool.done(key)

@@ -42,8 +42,9 @@ _CLIENT_INFO_KEYS = {"name", "version", "title", "description", "websiteUrl"}
 
 
 def _is_id(value: Any) -> bool:
-    """An id the SDK reads (an integral float too: JSON ``1.0`` is its request 1)."""
-    return type(value) is int or isinstance(value, str) or (type(value) is float and value.is_integer())
+    """A request id the SDK reads: with any other (1.5, true, null) it takes the request for a
+    notification, and never answers it."""
+    return type(value) is int or isinstance(value, str)
 
 
 def _key(request_id: Any) -> str:
@@ -51,48 +52,33 @@ def _key(request_id: Any) -> str:
 
 
 def unreadable(line: bytes | str) -> tuple[dict[str, Any] | None, Any]:
-    """``(error answer, None)`` for a line the SDK would drop or misread, naming what is wrong,
-    else ``(None, message)``. A request (``method`` and ``id``) must be one the SDK answers: one
-    with an unusable id it would take for a notification and never answer. Notifications and
-    responses are checked only as far as the SDK checks them (it ignores extra keys)."""
+    """``(error answer, None)`` for a line the SDK would drop, or take for a notification when it
+    is a request (``method`` and ``id``) and so never answer, naming what is wrong; else
+    ``(None, message)``. A response (``result`` or ``error``) goes to the SDK unchecked: it reads
+    more shapes of those than are worth copying here."""
     try:
         message = json.loads(line)
     except ValueError:  # UnicodeDecodeError included
         return {"jsonrpc": "2.0", "id": None, "error": {"code": PARSE_ERROR, "message": "Parse error: not valid JSON"}}, None
     if not isinstance(message, dict):
-        return _invalid(None, [f"expected a JSON object, got {type(message).__name__}"]), None
-    problems = [] if message.get("jsonrpc") == "2.0" else ['jsonrpc: expected "2.0"']
-    request_id = message.get("id")
-    if "method" in message:
+        problems = [f"expected a JSON object, got {type(message).__name__}"]
+    elif "method" in message and not ("id" not in message and ("result" in message or "error" in message)):
+        problems = [] if message.get("jsonrpc") == "2.0" else ['jsonrpc: expected "2.0"']
         if not isinstance(message["method"], str):
             problems.append("method: expected a string")
-        if "id" in message and not _is_id(request_id):
+        if "id" in message and not _is_id(message["id"]):
             problems.append("id: expected an integer or a string")
         if message.get("params") is not None and not isinstance(message["params"], dict):
             problems.append("params: expected an object")
     elif "result" in message or "error" in message:
-        error = message.get("error")
-        is_error = isinstance(error, dict) and _is_code(error.get("code")) and isinstance(error.get("message"), str)
-        if is_error and (request_id is None or _is_id(request_id)):
-            pass  # an error response (the SDK reads it whatever else the message holds)
-        elif not _is_id(request_id):
-            problems.append("id: expected an integer or a string")
-        elif "error" in message and not is_error:
-            problems.append("error: expected an object with an integer code and a string message")
-        elif not isinstance(message.get("result"), dict):
-            problems.append("result: expected an object")
+        problems = []
     else:
-        problems.append("expected a request (method, id), a notification (method) or a response (result or error)")
-    return (None, message) if not problems else (_invalid(request_id, problems), None)
-
-
-def _is_code(value: Any) -> bool:
-    return isinstance(value, int) or (type(value) is float and value.is_integer())
-
-
-def _invalid(request_id: Any, problems: list[str]) -> dict[str, Any]:
+        problems = ["expected a request (method, id), a notification (method) or a response (result or error)"]
+    if not problems:
+        return None, message
+    request_id = message.get("id") if isinstance(message, dict) else None
     error = {"code": INVALID_REQUEST, "message": f"Invalid request: {'; '.join(problems)}"}
-    return {"jsonrpc": "2.0", "id": request_id if _is_id(request_id) else None, "error": error}
+    return {"jsonrpc": "2.0", "id": request_id if _is_id(request_id) else None, "error": error}, None
 
 
 def plain_initialize(message: dict[str, Any]) -> str | None:
@@ -185,8 +171,8 @@ class StdioFront:
     def _early(self, message: dict[str, Any]) -> dict[str, Any] | None:
         """The result to answer ``message`` with now, or None to leave it to the SDK (the caller
         holds the lock)."""
-        if self.manifest is None or not (type(message["id"]) is int or isinstance(message["id"], str)):
-            return None  # an id the SDK would rewrite (1.0 -> 1): its own answer only
+        if self.manifest is None:
+            return None
         if self._opened is None:  # the first request decides, as it decides the SDK's era
             version = plain_initialize(message)
             self._opened = version is not None
