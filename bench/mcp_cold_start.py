@@ -6,7 +6,7 @@ import of the MCP SDK (which every HTTP start pays: the SDK's app serves it). Ev
 fresh HOME and storage directory. Cases:
 
 - stdio: `initialize`, `notifications/initialized`, `tools/list`, answered from the manifest
-  shipped in the package while the SDK imports (target: ≤ 3× `python -c pass`);
+  shipped in the package while the SDK imports (target: ≤ 3x `python -c pass`);
 - stdio, no manifest: the same with the shipped manifest disabled (a `sitecustomize` makes it
   not apply), so the SDK answers after its import — what the shim saves;
 - http: `serve --transport http`, from spawn to the `tools/list` answer over streamable HTTP
@@ -182,7 +182,7 @@ def main() -> None:
     print(f"remindful serve: spawn → tools/list ({tools} tools), p50 of {args.runs} runs")
     print(
         f"  stdio (shipped manifest)        {p50['stdio']:.3f} s, max {result['stdio_max_s']:.3f} s"
-        f"  = {result['stdio_over_python']:.1f}× python -c pass (target ≤ {STDIO_TARGET_RATIO:.0f}×)"
+        f"  = {result['stdio_over_python']:.1f}x python -c pass (target ≤ {STDIO_TARGET_RATIO:.0f}x)"
     )
     print(f"  stdio, no manifest (the SDK)    {p50['stdio_no_manifest']:.3f} s")
     print(

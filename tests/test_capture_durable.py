@@ -47,13 +47,13 @@ class StallingStore:
     def __getattr__(self, name):
         return getattr(self.inner, name)
 
-    def store(self, *args, **kwargs):
+    def store_batch(self, *args, **kwargs):
         self.count += 1
-        memory_id = self.inner.store(*args, **kwargs)
+        memory_ids = self.inner.store_batch(*args, **kwargs)
         if self.count == int(os.environ["STALL_AT"]):
-            (store / "stalled").write_text(memory_id)
+            (store / "stalled").write_text(memory_ids[0])
             threading.Event().wait()
-        return memory_id
+        return memory_ids
 
 
 mcp = MCPServer("hands")
@@ -76,16 +76,16 @@ import os, threading
 if os.environ.get("STALL_AT"):
     from remindful.engine.store import Store
 
-    real, count = Store.store, [0]
+    real, count = Store.store_batch, [0]
 
-    def store(self, *args, **kwargs):
+    def store_batch(self, *args, **kwargs):
         count[0] += 1
-        memory_id = real(self, *args, **kwargs)
+        memory_ids = real(self, *args, **kwargs)
         if count[0] == int(os.environ["STALL_AT"]):
             threading.Event().wait()
-        return memory_id
+        return memory_ids
 
-    Store.store = store
+    Store.store_batch = store_batch
 """
 
 SERVER = """

@@ -138,3 +138,81 @@ def test_the_light_readers_defaults_are_the_settings_defaults() -> None:
     for name in FilterConfig.__slots__:
         assert getattr(from_mapping, name) == getattr(from_settings, name), name
     assert light_config(None) == (str(settings.storage.path), {})
+
+
+# -- issue 14: config failures fail closed ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("pattern", "why"),
+    [
+        ("(unclosed", "not a valid regular expression"),
+        ("(a+)+$", "backtracks"),
+        (r"(\w+\s?)+$", "backtracks"),
+        ("(a|aa)+$", "backtracks"),
+    ],
+)
+def test_bad_redact_pattern_is_a_config_error_naming_it(pattern: str, why: str) -> None:
+    import time
+
+    patterns = [{"regex": r"\bEMP-\d{5}\b"}, {"regex": pattern}]
+    started = time.monotonic()
+    with pytest.raises(ConfigError) as info:
+        load_settings(**{"privacy.redact_patterns": patterns})
+    assert time.monotonic() - started < 10  # the probe cannot hang the process
+    assert info.value.field == "privacy.redact_patterns[1].regex"
+    assert pattern in str(info.value) and why in str(info.value)
+
+
+def test_bad_redact_pattern_in_the_yaml_file_is_a_config_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text("memory:\n  privacy:\n    redact_patterns:\n      - regex: '(x+x+)+y'\n")
+    monkeypatch.setenv("REMINDFUL_CONFIG", str(config))
+    with pytest.raises(ConfigError) as info:
+        load_settings()
+    assert info.value.field == "privacy.redact_patterns[0].regex"
+
+
+def test_ordinary_redact_patterns_pass_the_probe() -> None:
+    from remindful.engine.redact import DEFAULT_REDACTIONS
+
+    patterns = [{"regex": r"\bEMP-\d{5}\b", "name": "employee"}] + [{"regex": p} for _n, p, _r in DEFAULT_REDACTIONS]
+    settings = load_settings(**{"privacy.redact_patterns": patterns})
+    assert len(settings.privacy.redact_patterns) == len(patterns)
+
+
+BILLION_LAUGHS = (
+    "a: &a ['lol','lol','lol','lol','lol','lol','lol','lol','lol']\n"
+    + "".join(
+        f"{chr(ord('a') + i)}: &{chr(ord('a') + i)} [{', '.join(['*' + chr(ord('a') + i - 1)] * 9)}]\n"
+        for i in range(1, 9)
+    )
+    + "memory:\n  privacy:\n    exclude_sessions: *i\n"
+)
+
+
+def test_billion_laughs_yaml_is_a_config_error_fast(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+
+    config = tmp_path / "config.yaml"
+    config.write_text(BILLION_LAUGHS)
+    monkeypatch.setenv("REMINDFUL_CONFIG", str(config))
+    started = time.monotonic()
+    with pytest.raises(ConfigError, match="alias"):
+        load_settings()
+    assert time.monotonic() - started < 2
+
+
+def test_small_yaml_aliases_still_work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        "sessions: &private ['banking_*', 'health_*']\n"
+        "memory:\n  privacy:\n    exclude_sessions: *private\n"
+        "  auto_capture:\n    filters:\n      ignore_sessions: *private\n"
+    )
+    monkeypatch.setenv("REMINDFUL_CONFIG", str(config))
+    settings = load_settings()
+    assert settings.privacy.exclude_sessions == ["banking_*", "health_*"]
+    assert settings.auto_capture.filters.ignore_sessions == ["banking_*", "health_*"]

@@ -10,12 +10,11 @@ import pwd
 import queue
 import random
 import shutil
-import socket
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Collection, Iterator
+from collections.abc import Collection
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import IO, Any
@@ -85,7 +84,7 @@ async def test_stdio_with_the_sdk_client(tmp_path: Path, mode: str) -> None:
 NO_SHIPPED_MANIFEST = """
 import remindful.shells.mcp.manifest as m
 
-m.load = lambda path=None: None  # as in a development tree whose tools changed since it was recorded
+m.load = lambda path=None: None  # as with an SDK or pydantic other than the ones it was recorded with
 """
 
 HELD_SDK = """
@@ -207,7 +206,7 @@ def test_only_a_plain_handshake_is_answered_early(tmp_path: Path) -> None:
     assert [answers[i]["held"] for i in (1, 2, 3)] == [False, False, False]
     assert answers[1]["message"]["result"]["supportedVersions"] == ["2026-07-28"]
     assert answers[2]["message"]["result"]["tools"]
-    assert answers[3]["message"]["error"]["code"] == -32600  # the SDK's: no envelope on a 2026 connection
+    assert "error" in answers[3]["message"]  # the SDK refuses a request without the envelope on a 2026 connection
 
 
 async def test_the_sdk_client_lists_tools_before_the_sdk_is_up(tmp_path: Path) -> None:

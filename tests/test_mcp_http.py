@@ -171,7 +171,10 @@ def test_the_sdks_host_and_origin_checks_still_refuse(tmp_path: Path) -> None:
     """DNS rebinding: a Host or an Origin that is not this server's is refused, token or not."""
     with spawned(tmp_path) as served:
         assert request(served, {**bearer(), "Host": "attacker.example:80"})[::2] == (421, b"Invalid Host header")
-        assert request(served, {**bearer(), "Origin": "http://attacker.example"})[::2] == (403, b"Invalid Origin header")
+        assert request(served, {**bearer(), "Origin": "http://attacker.example"})[::2] == (
+            403,
+            b"Invalid Origin header",
+        )
         assert request(served, {**bearer(), "Origin": f"http://127.0.0.1:{served.port}"})[0] == 200
         assert request(served, {**bearer(), "Host": f"localhost:{served.port}"})[0] == 200
         assert request(served, {"Host": "attacker.example:80"})[0] == 401  # the token is checked first

@@ -77,7 +77,11 @@ def test_the_installed_versions_are_read_from_the_dist_info() -> None:
     }
 
 
-INITIALIZE = {"protocolVersion": "2025-06-18", "capabilities": {"roots": {}}, "clientInfo": {"name": "c", "version": "1"}}
+INITIALIZE = {
+    "protocolVersion": "2025-06-18",
+    "capabilities": {"roots": {}},
+    "clientInfo": {"name": "c", "version": "1"},
+}
 
 
 @pytest.mark.parametrize(

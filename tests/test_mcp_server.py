@@ -214,7 +214,9 @@ async def test_bad_values_are_tool_errors_naming_the_field(server: Any) -> None:
         assert "filter" in (await domain_error(client, "memory_search", query="x", filters={"$bogus": 1})).lower()
         nothing = await domain_error(client, "memory_update", memory_id="action_x")
         assert "Invalid 'content'" in nothing and "at least one" in nothing
-        assert "Memory not found" in await domain_error(client, "memory_update", memory_id="action_missing", content="x")
+        assert "Memory not found" in await domain_error(
+            client, "memory_update", memory_id="action_missing", content="x"
+        )
         assert "Memory not found" in await domain_error(client, "memory_delete", memory_id="action_missing")
         assert "Invalid 'items': expected 1 to 1000" in await domain_error(client, "memory_store_batch", items=[])
         bad_item = await domain_error(client, "memory_store_batch", items=[{"content": "ok"}, {"content": ""}])

@@ -1,4 +1,5 @@
-"""The stdio front's answers to lines the MCP SDK cannot read (it drops them without a word)."""
+"""The stdio front's answers to lines the MCP SDK cannot read (it drops them without a word), or
+takes for a notification although they are requests (it never answers them)."""
 
 from __future__ import annotations
 
@@ -24,9 +25,6 @@ from remindful.shells.mcp.fast_start import unreadable
         ('{"jsonrpc": "2.0", "id": 1.5, "method": "tools/list"}', -32600, None, "id: expected an integer or a string"),
         ('{"jsonrpc": "2.0", "id": true, "method": "tools/list"}', -32600, None, "id: expected an integer or a string"),
         ('{"jsonrpc": "2.0", "method": {"x": 1}}', -32600, None, "method: expected a string"),
-        ('{"jsonrpc": "2.0", "id": 4, "result": 9}', -32600, 4, "result: expected an object"),
-        ('{"jsonrpc": "2.0", "id": 4, "error": {"code": "x"}}', -32600, 4, "error: expected an object with"),
-        ('{"jsonrpc": "2.0", "result": {}}', -32600, None, "id: expected an integer or a string"),
         ('{"jsonrpc": "2.0", "id": 2}', -32600, 2, "expected a request (method, id), a notification"),
     ],
 )
@@ -50,6 +48,9 @@ def test_an_unreadable_line_gets_the_json_rpc_error_naming_the_field(
         {"jsonrpc": "2.0", "method": "notifications/initialized"},
         {"jsonrpc": "2.0", "id": 7, "result": {}},
         {"jsonrpc": "2.0", "id": 7, "error": {"code": -1, "message": "no"}},
+        # Responses go to the SDK as they are: it reads more shapes of them than are worth copying.
+        {"jsonrpc": "2.0", "id": 4, "result": 9},
+        {"jsonrpc": "2.0", "id": None, "error": {"code": "-1", "message": "no"}},
     ],
 )
 def test_a_json_rpc_message_goes_to_the_sdk(message: dict[str, Any]) -> None:

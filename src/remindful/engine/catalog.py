@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import errno
 import json
+import logging
 import os
 import sqlite3
 import threading
@@ -33,6 +34,7 @@ from remindful.engine.sqlfilter import SqlFilter
 from remindful.errors import CorruptionError, StorageError, StorageFullError, StorageLockedError
 
 T = TypeVar("T")
+log = logging.getLogger("remindful")
 
 #: 2: the ``index_deletes`` queue; 3: the ``context_mend`` queue; 4: ``context_drop`` instead of
 #: the trigger that removed a deleted row's window; 5: the time indexes hold ``rowid`` and
@@ -149,6 +151,24 @@ BIG_DELETE = 1000
 BIG_DELETE_CACHE_KIB = 65536
 
 
+def _make_private(path: Path) -> None:
+    """Create the catalog file 0600 before SQLite does (SQLite would create it 0644 under the usual
+    umask, readable until a chmod), and tighten an existing one and its -wal/-shm files (SQLite gives
+    new -wal/-shm files the database file's mode)."""
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    except FileExistsError:
+        pass
+    for file in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        try:
+            if file.stat().st_mode & 0o077:
+                os.chmod(file, 0o600)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:  # not ours, or a filesystem without modes: usable, but say so
+            log.warning("cannot make %s private (0600): %s", file, exc)
+
+
 class Catalog:
     """Thread-safe access to ``catalog.sqlite3``. One connection, serialised by a lock."""
 
@@ -159,15 +179,13 @@ class Catalog:
         self._lexical = LexicalSearch(self)
         self._readers: list[sqlite3.Connection] = []
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        existed = path.exists()
         try:
+            _make_private(path)
             self._conn = sqlite3.connect(
                 str(path), timeout=busy_timeout_ms / 1000, isolation_level=None, check_same_thread=False
             )
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, OSError) as exc:
             raise StorageError(f"Cannot open catalog {path}: {exc}") from exc
-        if not existed:
-            os.chmod(path, 0o600)
         self._conn.execute(f"PRAGMA busy_timeout={busy_timeout_ms}")
         with_retries(self._init_schema, what="opening the catalog")
 

@@ -99,14 +99,61 @@ class Redactor:
         return text
 
     def redact_value(self, value: Any, counts: dict[str, int] | None = None) -> Any:
-        """Redact every string inside a JSON-like value (dict keys are kept)."""
+        """Redact every string inside a JSON-like value, dict keys included (a secret used as a
+        key is as much a leak as one used as a value). Two keys that redact to the same text are
+        both kept: the later one gets a ``_2``, ``_3``… suffix."""
         if isinstance(value, str):
             return self.redact(value, counts)
         if isinstance(value, Mapping):
-            return {k: self.redact_value(v, counts) for k, v in value.items()}
+            out: dict[Any, Any] = {}
+            for k, v in value.items():
+                key = self.redact(k, counts) if isinstance(k, str) else k
+                if key in out:
+                    n = 2
+                    while f"{key}_{n}" in out:
+                        n += 1
+                    key = f"{key}_{n}"
+                out[key] = self.redact_value(v, counts)
+            return out
         if isinstance(value, list | tuple):
             return [self.redact_value(v, counts) for v in value]
         return value
+
+    def check(self) -> None:
+        """Compile every rule now; raises ValueError naming the first pattern that does not compile
+        (``privacy.redact_patterns[i].regex``), so that a config error is reported, not hit mid-capture."""
+        for i in range(len(self.rules)):
+            try:
+                self._pattern(i)
+            except re.error as exc:
+                where = f"privacy.redact_patterns[{i - self.builtin}].regex" if i >= self.builtin else self.rules[i][0]
+                raise ValueError(
+                    f"{where}: {self.rules[i][1]!r} is not a valid regular expression ({exc}); expected a Python regex"
+                ) from None
+
+
+def redact_then_truncate(
+    text: str,
+    limit: int,
+    redactor: Redactor | None,
+    counts: dict[str, int] | None = None,
+    *,
+    flatten: bool = False,
+    ellipsis: str = "…",
+) -> str:
+    """THE way a capture path shortens a text: redact the whole text, then cut it to ``limit``
+    characters (``ellipsis`` included). Cutting first could split a secret so that no rule
+    matches its remaining head (``…AKIAIOSFODNN7EXA``); cutting redacted text cannot. With
+    ``flatten`` runs of whitespace become one space (after redaction, so multi-line blocks such
+    as PEM keys are still whole when the rules see them). ``redactor`` None (``privacy.redact``
+    off) only cuts."""
+    if redactor is not None:
+        text = redactor.redact(text, counts)
+    if flatten:
+        text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    return text[: max(0, limit - len(ellipsis))] + ellipsis
 
 
 def _redact_cards(pattern: re.Pattern[str], replacement: str, text: str) -> tuple[str, int]:
@@ -162,4 +209,12 @@ def read_counts(read: Callable[[str], list[Any]]) -> dict[str, int]:
     return {str(k): int(v) for k, v in read("SELECT name, value FROM capture_stats ORDER BY name")}
 
 
-__all__ = ["DEFAULT_REDACTIONS", "Redactor", "add_counts", "build_redactor", "read_counts", "redactor_for"]
+__all__ = [
+    "DEFAULT_REDACTIONS",
+    "Redactor",
+    "add_counts",
+    "build_redactor",
+    "read_counts",
+    "redact_then_truncate",
+    "redactor_for",
+]

@@ -163,6 +163,11 @@ class Store:
     def _open_catalog(self) -> None:
         try:
             self.path.mkdir(parents=True, exist_ok=True, mode=0o700)
+            if self.path.stat().st_mode & 0o077:  # existed (or was made) readable by others: tighten it
+                try:
+                    os.chmod(self.path, 0o700)
+                except OSError as exc:  # not ours, or a filesystem without modes: usable, but say so
+                    log.warning("cannot make the storage directory %s private (0700): %s", self.path, exc)
             # a probe of our own: processes opening one path at once must not remove each other's
             with tempfile.NamedTemporaryFile(dir=self.path, prefix=".write-test-"):
                 pass

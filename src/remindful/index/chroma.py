@@ -14,10 +14,12 @@ own an embedded store.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import time
@@ -69,6 +71,22 @@ class ChromaEmbeddedIndex(ChromaIndexBase):
         return chromadb.PersistentClient(
             str(self.path), settings=Settings(anonymized_telemetry=False, allow_reset=True)
         )
+
+    def _after_write(self) -> None:
+        """Make what Chroma created private: files 0600, directories 0700.
+
+        Chroma creates its files with the process umask (0644 and 0755 under the usual 022). We chmod
+        after each client creation and write batch rather than set a 077 umask around Chroma's calls:
+        the umask is process-wide, so while it is set every other thread of the host (and chromadb's
+        own) would create files with it, and two threads saving and restoring it around overlapping
+        calls can leave the process with the wrong umask for good. Between Chroma's creation of a file
+        and this chmod nobody else can reach it: the storage directory and this one are 0700. A walk
+        over Chroma's few dozen entries costs well under a millisecond, small beside a write batch.
+        """
+        try:
+            _make_private(self.path)
+        except OSError as exc:  # vanished during a reset, or not ours: the 0700 parent still guards it
+            log.debug("cannot tighten the permissions under %s: %s", self.path, exc)
 
     def _other_error(self, exc: BaseException, what: str, write: bool) -> StorageError:
         # chromadb 1.x often reports a full disk as "Error in compaction: ..." with no errno
@@ -231,6 +249,24 @@ class ChromaServerIndex(ChromaIndexBase):
             super().close()
         for session in sessions:
             session.close()
+
+
+def _make_private(root: Path) -> None:
+    """chmod ``root`` and every directory under it 0700, every file 0600 (only those that differ)."""
+    pending = [root]
+    while pending:
+        folder = pending.pop()
+        if stat.S_IMODE(folder.stat().st_mode) != 0o700:
+            os.chmod(folder, 0o700)
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                if entry.is_symlink():
+                    continue
+                if entry.is_dir():
+                    pending.append(Path(entry.path))
+                elif stat.S_IMODE(entry.stat().st_mode) != 0o600:
+                    with contextlib.suppress(FileNotFoundError):
+                        os.chmod(entry.path, 0o600)
 
 
 def _json_line(line: str) -> dict[str, Any]:

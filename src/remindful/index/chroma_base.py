@@ -116,12 +116,16 @@ class ChromaIndexBase:
     def _other_error(self, exc: BaseException, what: str, write: bool) -> StorageError:
         return StorageError(f"Vector index {what} failed on {self._describe()}: {exc}")
 
+    def _after_write(self) -> None:
+        """Called after every client creation and write batch (the embedded index makes new files private)."""
+
     # -- client and collection handles ------------------------------------------------------
 
     def _get_client(self) -> Any:
         with self._lock:
             if self._client is None:
                 self._client = self._make_client()
+                self._after_write()
             return self._client
 
     def _collection(self, name: str) -> Any:
@@ -142,6 +146,7 @@ class ChromaIndexBase:
                         suggestion=RECOVERY,
                     )
                 self._collections[name] = col
+            self._after_write()
             return col
 
     def _batch_size(self) -> int:
@@ -228,7 +233,10 @@ class ChromaIndexBase:
                 def run(chunk: slice = chunk) -> None:
                     self._upsert_chunk(self._collection(collection), ids_[chunk], vectors[chunk], metas[chunk])
 
-                self._call("upsert", run, collection=collection, write=True)
+                try:
+                    self._call("upsert", run, collection=collection, write=True)
+                finally:
+                    self._after_write()
 
     @staticmethod
     def _upsert_chunk(col: Any, ids: list[str], vectors: np.ndarray, metas: list[dict[str, Scalar]]) -> None:
@@ -272,7 +280,10 @@ class ChromaIndexBase:
                 def run(chunk: list[str] = ids_[start : start + size]) -> None:
                     self._collection(collection).delete(ids=chunk)
 
-                self._call("delete", run, collection=collection, write=True)
+                try:
+                    self._call("delete", run, collection=collection, write=True)
+                finally:
+                    self._after_write()
 
     def query(self, collection: str, embedding: np.ndarray, k: int) -> list[tuple[str, float]]:
         """Up to ``k`` nearest ``(id, 1 - cosine distance)`` pairs, best first; ``[]`` if empty."""
@@ -331,7 +342,10 @@ class ChromaIndexBase:
                     client.delete_collection(col.name)
                 self._collections.clear()
 
-        self._call("reset", run, write=True)
+        try:
+            self._call("reset", run, write=True)
+        finally:
+            self._after_write()
 
     def close(self) -> None:
         """Release the client (files, connections). The index reopens lazily if used again."""
@@ -348,6 +362,7 @@ class ChromaIndexBase:
 
             client._system.stop()
             SharedSystemClient._identifier_to_system.pop(client._identifier, None)
+        self._after_write()  # files flushed at close
 
 
 def is_locked_message(text: str) -> bool:

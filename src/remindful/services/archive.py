@@ -110,7 +110,8 @@ def _extract_checked(
     tar: tarfile.TarFile, member: tarfile.TarInfo, staging: Path, expected: dict[str, Any], path: Path
 ) -> None:
     target = staging / member.name
-    target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    for folder in reversed(target.relative_to(staging).parents[:-1]):  # each level 0700 (parents=True would not)
+        (staging / folder).mkdir(exist_ok=True, mode=0o700)
     source = tar.extractfile(member)
     assert source is not None
     h = hashlib.sha256()

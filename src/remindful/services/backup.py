@@ -113,7 +113,7 @@ def create_backup(
         (staging / MANIFEST).write_text(json.dumps(manifest, indent=2), encoding="utf-8")
         with replaced_atomically(target) as raw, tarfile.open(fileobj=raw, mode="w:gz") as tar:
             for rel in [MANIFEST, *files]:
-                tar.add(staging / rel, arcname=rel, recursive=False)
+                tar.add(staging / rel, arcname=rel, recursive=False, filter=_private_member)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     if automatic:
@@ -127,6 +127,13 @@ def create_backup(
         "total": manifest["total"],
         "bytes": target.stat().st_size,
     }
+
+
+def _private_member(member: tarfile.TarInfo) -> tarfile.TarInfo:
+    # The staged copies carry whatever mode they were written with (the umask's 0644 for the
+    # manifest and the config): an archive is as private as the store it holds.
+    member.mode = 0o700 if member.isdir() else 0o600
+    return member
 
 
 def _snapshot_catalog(source: Path, target: Path) -> None:

@@ -184,7 +184,9 @@ def _number(value: Any, field: str, *, optional: bool = False) -> float | None:
 def import_memories(
     store: Store, path: str | os.PathLike[str], *, progress: Callable[[int], None] | None = None
 ) -> dict[str, Any]:
-    """Import an export file exactly (ids, times, embeddings). Existing ids are skipped.
+    """Import an export file exactly (ids, times, embeddings). Existing ids are skipped. Contents
+    and metadata are redacted as every store is (:meth:`Store.redact`); a memory whose content
+    redaction changed loses its imported embedding and is re-embedded from the redacted text.
     Returns ``{imported, skipped, count, counts}``; all rows are validated before any is written."""
     started = time.perf_counter()
     items = read_export(path)
@@ -198,6 +200,11 @@ def import_memories(
         if row.id in existing or row.id in seen:
             continue
         seen.add(row.id)
+        # An import is a capture path like any other: the same redaction as every store.
+        content, metadata = store.redact(row.content, json.loads(row.metadata))
+        if content != row.content:  # the vector was made from the secret: re-embed the redacted text
+            row.content, row.content_hash, row.embedding = content, content_hash(content), None
+        row.metadata = json.dumps(metadata, ensure_ascii=False, allow_nan=False)
         if row.embedding is not None and dimension is not None and row.embedding.shape[0] != dimension:
             row.embedding = None  # another model's vector: re-embedded when indexed
         fresh.append(row)

@@ -1,8 +1,11 @@
 """The ``remindful`` console script: dispatch ``remindful hook …`` before anything heavy loads.
 
 A coding agent runs ``remindful hook <event>`` at every tool call, so that path must not import
-typer, rich, pydantic or numpy: it goes straight to :mod:`remindful.services.hooks.fast`. Every other
-command (and ``remindful hook --help``) goes to the typer app in :mod:`remindful.shells.cli.app`.
+typer, rich, pydantic or numpy: it goes straight to :mod:`remindful.services.hooks.fast`. An MCP
+client starts ``remindful serve`` for each session, so its plain forms skip typer too:
+stdio goes to :mod:`remindful.shells.mcp.fast_start`, ``--transport http`` to
+:func:`remindful.shells.mcp.server.serve_http`. Every other command (and ``remindful hook --help``)
+goes to the typer app in :mod:`remindful.shells.cli.app`.
 """
 
 from __future__ import annotations
@@ -55,13 +58,12 @@ def main() -> None:
 
         hook_main(argv)
     if argv in (["serve"], ["serve", "--transport", "stdio"]):
-        # An MCP client starts `remindful serve` for each session: skip typer (~0.4 s).
         from remindful.shells.mcp.fast_start import main as serve_stdio
 
         serve_stdio()
         return
     http = _http_options(argv)
-    if http is not None:  # the same for HTTP
+    if http is not None:
         _serve_http(**http)
         return
     from remindful.shells.cli import main as cli_main

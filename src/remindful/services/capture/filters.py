@@ -105,21 +105,30 @@ class FilterConfig:
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any]) -> FilterConfig:
         """From the ``memory:`` section's shape, as read raw (missing keys take the settings'
-        defaults, :mod:`remindful.config_defaults`)."""
+        defaults, :mod:`remindful.config_defaults`). Values are checked as the settings class
+        would (booleans also as ``true``/``no``/``1``…): raises ValueError naming the first bad
+        field and the expected form, so that a hook fails closed instead of reading a string
+        ``exclude_sessions`` as a list of characters."""
         patterns = []
-        for i, rule in enumerate(setting(data, "privacy.redact_patterns")):
-            name = rule.get("name") or f"custom_{i}"
-            patterns.append((str(name), str(rule["regex"]), str(rule.get("replacement", REDACT_REPLACEMENT))))
+        rules = _typed_list(data, "privacy.redact_patterns", dict, "a list of {name, regex, replacement} mappings")
+        for i, rule in enumerate(rules):
+            field = f"privacy.redact_patterns[{i}]"
+            name, regex = rule.get("name") or f"custom_{i}", rule.get("regex")
+            replacement = rule.get("replacement", REDACT_REPLACEMENT)
+            for key, value in (("name", name), ("regex", regex), ("replacement", replacement)):
+                if not isinstance(value, str) or (key == "regex" and not value):
+                    raise ValueError(f"{field}.{key}: expected a string, got {value!r}")
+            patterns.append((name, regex, replacement))
         return cls(
-            memory_enabled=bool(setting(data, "enabled")),
-            enabled=bool(setting(data, "auto_capture.enabled")),
-            triggers={t: bool(setting(data, f"auto_capture.triggers.{t}")) for t in TRIGGERS},
-            min_interval_seconds=float(setting(data, "auto_capture.filters.min_interval_seconds")),
-            ignore_mouse_moves=bool(setting(data, "auto_capture.filters.ignore_mouse_moves")),
-            excluded_sessions=tuple(setting(data, "privacy.exclude_sessions"))
-            + tuple(setting(data, "auto_capture.filters.ignore_sessions")),
-            redact=bool(setting(data, "privacy.redact")),
-            redact_defaults=bool(setting(data, "privacy.redact_defaults")),
+            memory_enabled=_bool(data, "enabled"),
+            enabled=_bool(data, "auto_capture.enabled"),
+            triggers={t: _bool(data, f"auto_capture.triggers.{t}") for t in TRIGGERS},
+            min_interval_seconds=_number(data, "auto_capture.filters.min_interval_seconds"),
+            ignore_mouse_moves=_bool(data, "auto_capture.filters.ignore_mouse_moves"),
+            excluded_sessions=tuple(_typed_list(data, "privacy.exclude_sessions", str, "a list of fnmatch patterns"))
+            + tuple(_typed_list(data, "auto_capture.filters.ignore_sessions", str, "a list of fnmatch patterns")),
+            redact=_bool(data, "privacy.redact"),
+            redact_defaults=_bool(data, "privacy.redact_defaults"),
             redact_patterns=tuple(patterns),
         )
 
@@ -130,6 +139,42 @@ class FilterConfig:
     def redactor(self) -> Redactor | None:
         """The redaction rules these settings ask for; None when ``privacy.redact`` is off."""
         return build_redactor(self.redact, self.redact_defaults, self.redact_patterns)
+
+
+_TRUE = ("1", "on", "t", "true", "y", "yes")
+_FALSE = ("0", "off", "f", "false", "n", "no")
+
+
+def _bool(data: Mapping[str, Any], dotted: str) -> bool:
+    """A boolean setting, accepted in the forms the settings class accepts."""
+    value = setting(data, dotted)
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.strip().lower() in _TRUE + _FALSE:
+        return value.strip().lower() in _TRUE
+    raise ValueError(f"{dotted}: expected true or false, got {value!r}")
+
+
+def _number(data: Mapping[str, Any], dotted: str) -> float:
+    value = setting(data, dotted)
+    if not isinstance(value, bool):
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            pass
+        else:
+            if number >= 0 and number != float("inf"):
+                return number
+    raise ValueError(f"{dotted}: expected a number of seconds >= 0, got {value!r}")
+
+
+def _typed_list(data: Mapping[str, Any], dotted: str, kind: type, expected: str) -> list[Any]:
+    value = setting(data, dotted)
+    if not isinstance(value, list | tuple) or not all(isinstance(v, kind) for v in value):
+        raise ValueError(f"{dotted}: expected {expected}, got {value!r}")
+    return list(value)
 
 
 class FilterResult:

@@ -32,9 +32,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from remindful.engine.redact import redact_then_truncate
 from remindful.services.capture.calls import ToolCall
 
 if TYPE_CHECKING:
+    from remindful.engine.redact import Redactor
     from remindful.engine.store import Store
     from remindful.services.capture.spooled import CaptureSpool
 
@@ -73,16 +75,18 @@ class TypeMapping:
         return cls(tuple(mapping.items()) + DEFAULT_TYPE_PATTERNS, default)
 
 
-def describe(call: ToolCall) -> str:
-    """The memory's content: one line a search can match on tool, outcome and arguments."""
+def describe(call: ToolCall, redactor: Redactor | None = None) -> str:
+    """The memory's content: one line a search can match on tool, outcome and arguments. Long
+    arguments, errors and results are redacted whole by ``redactor`` before they are cut, so that
+    no secret is split by the cut (``call`` is usually redacted already, by the spool)."""
     args = json.dumps(call.arguments, ensure_ascii=False, sort_keys=True, default=str)
-    if len(args) > MAX_ARG_CHARS:
-        args = args[:MAX_ARG_CHARS] + "…"
+    args = redact_then_truncate(args, MAX_ARG_CHARS + 1, redactor)
     where = f"{call.server}." if call.server else ""
-    outcome = "succeeded" if call.success else f"failed: {call.error or 'error'}"
+    error = redact_then_truncate(call.error or "error", MAX_RESULT_CHARS, redactor)
+    outcome = "succeeded" if call.success else f"failed: {error}"
     text = f"Tool {where}{call.tool} {outcome} ({call.duration_ms:.0f} ms). Arguments: {args}"
     if call.success and call.result:
-        text += f". Result: {call.result[:MAX_RESULT_CHARS]}"
+        text += f". Result: {redact_then_truncate(call.result, MAX_RESULT_CHARS, redactor)}"
     return text
 
 
@@ -233,10 +237,15 @@ def capture_item(
         "success": call.success,
         "duration_ms": round(call.duration_ms, 3),
     }
+    from remindful.services.capture.filters import filter_for
+
+    redactor = filter_for(store).redactor
     for key in ("error", "server", "mcp_session"):
         if getattr(call, key):
             metadata[key] = getattr(call, key)
-    kept = apply_capture_filters(store, describe(call), memory_type, call, session_id, metadata)
+    if call.error:  # whole errors reach the spool; the memory keeps a redacted, bounded one
+        metadata["error"] = redact_then_truncate(call.error, MAX_RESULT_CHARS, redactor)
+    kept = apply_capture_filters(store, describe(call, redactor), memory_type, call, session_id, metadata)
     if kept is None:
         return None
     content, metadata = kept
@@ -316,7 +325,7 @@ def result_outcome(result: Any) -> tuple[bool, str | None, str | None]:
     ]
     text = "\n".join(t for t in texts if t) or None
     if result.get("isError"):
-        return False, (text or "tool error")[:MAX_RESULT_CHARS], None
+        return False, text or "tool error", None  # whole: cut only after redaction (describe)
     return True, None, text
 
 

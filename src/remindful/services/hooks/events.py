@@ -16,6 +16,8 @@ from __future__ import annotations
 import json
 import os
 
+from remindful.engine.redact import redact_then_truncate
+
 try:  # the built-in module: hashlib would load OpenSSL, which costs hook processes milliseconds
     from _sha256 import sha256
 except ImportError:  # pragma: no cover - other Python builds
@@ -24,6 +26,8 @@ except ImportError:  # pragma: no cover - other Python builds
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs hook processes milliseconds
 if TYPE_CHECKING:
     from typing import Any
+
+    from remindful.engine.redact import Redactor
 
 EVENTS = (
     "SessionStart",
@@ -69,14 +73,20 @@ def idem_key(event: str, payload: dict[str, Any]) -> str:
     return sha256(raw.encode("utf-8", "replace")).hexdigest()
 
 
-def _flat(text: str, limit: int) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+def _flat(text: str, limit: int, redactor: Redactor | None, counts: dict[str, int] | None) -> str:
+    return redact_then_truncate(text, limit, redactor, counts, flatten=True)
 
 
-def describe_tool(tool_name: str, tool_input: Any, description: Any = None) -> str:
+def describe_tool(
+    tool_name: str,
+    tool_input: Any,
+    description: Any = None,
+    redactor: Redactor | None = None,
+    counts: dict[str, int] | None = None,
+) -> str:
     """What the tool call does, in one line: ``Tool: description [key inputs]`` (either part may
-    be missing; "" when there is nothing to say)."""
+    be missing; "" when there is nothing to say). Each part is redacted whole by ``redactor``
+    before it is cut (hits added to ``counts``)."""
     what = ""
     if isinstance(description, str) and description.strip():
         what = description
@@ -95,19 +105,25 @@ def describe_tool(tool_name: str, tool_input: Any, description: Any = None) -> s
         detail = " ".join(parts)
     elif isinstance(tool_input, str):
         detail = tool_input
-    what, detail = _flat(what, INPUT_CHARS), _flat(detail, INPUT_CHARS)
+    what, detail = _flat(what, INPUT_CHARS, redactor, counts), _flat(detail, INPUT_CHARS, redactor, counts)
     text = f"{what} [{detail}]" if what and detail else what or detail
     if not text:
         return ""
     return f"{tool_name}: {text}" if tool_name else text
 
 
-def summarize_output(response: Any, limit: int = SUMMARY_CHARS) -> str:
-    """A short summary of a tool's output (the first useful fields, flattened and cut)."""
+def summarize_output(
+    response: Any,
+    limit: int = SUMMARY_CHARS,
+    redactor: Redactor | None = None,
+    counts: dict[str, int] | None = None,
+) -> str:
+    """A short summary of a tool's output (the first useful fields, flattened, redacted whole by
+    ``redactor``, then cut)."""
     if response is None:
         return ""
     if isinstance(response, str):
-        return _flat(response, limit)
+        return _flat(response, limit, redactor, counts)
     if isinstance(response, dict):
         parts = []
         for key in _OUTPUT_KEYS:
@@ -118,12 +134,12 @@ def summarize_output(response: Any, limit: int = SUMMARY_CHARS) -> str:
                 parts.append(f"{key}: {value['filePath']}")
         if not parts:
             parts = [json.dumps(response, ensure_ascii=False, default=str, sort_keys=True)]
-        return _flat(" | ".join(parts), limit)
+        return _flat(" | ".join(parts), limit, redactor, counts)
     if isinstance(response, list):
         texts = [b.get("text", "") for b in response if isinstance(b, dict)]
         joined = " ".join(t for t in texts if isinstance(t, str))
-        return _flat(joined or json.dumps(response, ensure_ascii=False, default=str), limit)
-    return _flat(str(response), limit)
+        return _flat(joined or json.dumps(response, ensure_ascii=False, default=str), limit, redactor, counts)
+    return _flat(str(response), limit, redactor, counts)
 
 
 def _succeeded(response: Any) -> bool:
@@ -174,9 +190,17 @@ def last_assistant_text(transcript_path: str | os.PathLike[str]) -> str:
     return "\n\n".join(t for t in reversed(texts) if t.strip()).strip()
 
 
-def build_record(event: str, payload: dict[str, Any], at: float) -> tuple[dict[str, Any], list[str]]:
+def build_record(
+    event: str,
+    payload: dict[str, Any],
+    at: float,
+    redactor: Redactor | None = None,
+    counts: dict[str, int] | None = None,
+) -> tuple[dict[str, Any], list[str]]:
     """The spool record for one event and the warnings to log. Raises HookInputError (ERR-P1-03)
-    when ``session_id`` is missing."""
+    when ``session_id`` is missing. Every text that is shortened is redacted whole by
+    ``redactor`` first (hits added to ``counts``): a secret is never cut in two. The memories'
+    full texts and metadata still pass the capture filters' redaction before they are spooled."""
     session_id = payload.get("session_id")
     if not isinstance(session_id, str) or not session_id.strip():
         raise HookInputError("session_id is required for memory capture")
@@ -187,7 +211,7 @@ def build_record(event: str, payload: dict[str, Any], at: float) -> tuple[dict[s
     raw_tool = payload.get("tool_name")
     tool_name = raw_tool if isinstance(raw_tool, str) else ""
     if event in ("PreToolUse", "PostToolUse", "PostToolUseFailure"):
-        description = describe_tool(tool_name, payload.get("tool_input"), payload.get("description"))
+        description = describe_tool(tool_name, payload.get("tool_input"), payload.get("description"), redactor, counts)
         if not description.strip():
             warnings.append(f"Skipping empty hook description for {event}")
         else:
@@ -196,13 +220,13 @@ def build_record(event: str, payload: dict[str, Any], at: float) -> tuple[dict[s
                 meta["tool_use_id"] = payload["tool_use_id"]
             content = description
             if event == "PostToolUse":
-                summary = summarize_output(payload.get("tool_response"))
+                summary = summarize_output(payload.get("tool_response"), SUMMARY_CHARS, redactor, counts)
                 meta["success"] = _succeeded(payload.get("tool_response"))
                 if summary:
                     content += f"\nOutput: {summary}"
             elif event == "PostToolUseFailure":
                 meta["success"] = False
-                error = summarize_output(payload.get("error"))
+                error = summarize_output(payload.get("error"), SUMMARY_CHARS, redactor, counts)
                 content += f"\nFailed: {error}" if error else "\nFailed"
             memories.append({"content": content, "type": "action", "source": "hook", "metadata": meta})
     elif event == "UserPromptSubmit":

@@ -27,6 +27,8 @@ TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs hook p
 if TYPE_CHECKING:
     from typing import Any
 
+    from remindful.services.capture.filters import CaptureFilter
+
 USAGE = "usage: remindful [--path DIR] hook EVENT < hook.json   (EVENT: SessionStart, PreToolUse, ...)"
 
 
@@ -36,18 +38,33 @@ USAGE = "usage: remindful [--path DIR] hook EVENT < hook.json   (EVENT: SessionS
 def light_config(path: str | None) -> tuple[str, dict[str, Any]]:
     """The storage path and the ``memory:`` settings as a plain dict, from the same sources as
     :func:`remindful.config.load_settings` (``--path``, ``REMINDFUL_*``, ``MEMORY_STORAGE_PATH``,
-    the YAML file). Values are not validated here; the store owner validates them. A setting
-    missing from the dict has its default (read it with :func:`remindful.config_defaults.setting`)."""
+    the YAML file). Only the capture settings are validated, by the hook
+    (:meth:`~remindful.services.capture.filters.FilterConfig.from_mapping`); the store owner
+    validates the rest. A setting missing from the dict has its default (read it with
+    :func:`remindful.config_defaults.setting`).
+
+    Raises ValueError (naming the file and the expected form) when ``$REMINDFUL_CONFIG`` names no
+    file, or the file is unreadable, not YAML, or not a mapping with a ``memory:`` mapping: a hook
+    never captures with defaults in place of a config it could not read."""
     memory: dict[str, Any] = {}
     named = os.environ.get("REMINDFUL_CONFIG")
     config_file = os.path.expanduser(named or CONFIG_FILE)
+    if named and not os.path.isfile(config_file):
+        raise ValueError(f"REMINDFUL_CONFIG: {config_file} is not a file; expected the path of a YAML file")
     if os.path.isfile(config_file):
         import yaml
 
-        with open(config_file, encoding="utf-8") as f:
-            loaded = yaml.safe_load(f) or {}
-        if isinstance(loaded, dict) and isinstance(loaded.get("memory"), dict):
-            memory = loaded["memory"]
+        try:
+            with open(config_file, encoding="utf-8") as f:
+                loaded = yaml.safe_load(f)
+        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+            reason = " ".join(str(exc).split())
+            raise ValueError(f"config file {config_file}: {reason}; expected a readable YAML file") from None
+        loaded = {} if loaded is None else loaded
+        section = loaded.get("memory", {}) if isinstance(loaded, dict) else None
+        if not isinstance(section, dict | None):
+            raise ValueError(f"config file {config_file}: expected a mapping with a 'memory:' mapping")
+        memory = section or {}
     for key, raw in os.environ.items():
         if not key.startswith("REMINDFUL_") or key == "REMINDFUL_CONFIG":
             continue
@@ -127,15 +144,25 @@ def run(argv: list[str], stdin: Any = None, stdout: Any = None) -> int:
     stdin = stdin or sys.stdin
     stdout = stdout or sys.stdout
     path, event_arg, options = parse_args(argv)
+    from remindful.services.capture.filters import CaptureFilter, FilterConfig
+
+    storage: str | None = None
     try:
         storage, memory = light_config(path)
-    except Exception as exc:  # a broken config file must not break the agent
-        storage, memory = os.path.expanduser(path or STORAGE_PATH), {}
-        hook_log(storage, "ERROR", f"config unreadable, using defaults: {exc}")
+        flt = CaptureFilter(FilterConfig.from_mapping(memory))
+        if flt.redactor is not None:
+            flt.redactor.check()  # a user pattern that does not compile is a config error, now
+    except Exception as exc:  # fail closed: never capture with defaults in place of a broken config
+        if storage is None:  # the config that names the storage path is the broken one
+            chosen = path or os.environ.get("REMINDFUL_STORAGE__PATH") or os.environ.get("MEMORY_STORAGE_PATH")
+            storage = os.path.expanduser(os.path.expandvars(chosen or STORAGE_PATH))
+        hook_log(storage, "ERROR", f"config invalid, nothing captured: {exc}")
+        return 0
+    counts: dict[str, int] = {}
     try:
         payload = _read_payload(stdin)
         event = normalize_event(event_arg or str(payload.get("hook_event_name") or ""))
-        record, warnings = build_record(event, payload, time.time())
+        record, warnings = build_record(event, payload, time.time(), flt.redactor, counts)
     except HookInputError as exc:
         hook_log(storage, "ERROR", str(exc))
         return 1
@@ -146,7 +173,7 @@ def run(argv: list[str], stdin: Any = None, stdout: Any = None) -> int:
         hook_log(storage, "WARNING", warning)
     captured = False
     try:
-        captured = _spool(storage, memory, event, payload, record)
+        captured = _spool(storage, flt, counts, event, payload, record)
     except Exception as exc:
         hook_log(storage, "ERROR", f"could not spool the {event} event: {type(exc).__name__}: {exc}")
     if event in CONTEXT_EVENTS and options["context"] and captured is not None:
@@ -170,13 +197,19 @@ def _read_payload(stdin: Any) -> dict[str, Any]:
     return payload
 
 
-def _spool(storage: str, memory: dict[str, Any], event: str, payload: dict[str, Any], record: dict[str, Any]) -> Any:
-    """Filter, redact and commit the record. Returns True if spooled, False if filtered, None if
-    the session is excluded (then nothing at all is written for it, not even context)."""
+def _spool(
+    storage: str,
+    flt: CaptureFilter,
+    redacted: dict[str, int],
+    event: str,
+    payload: dict[str, Any],
+    record: dict[str, Any],
+) -> Any:
+    """Filter, redact and commit the record (``redacted``: the hits of the redaction that ran
+    while it was built). Returns True if spooled, False if filtered, None if the session is
+    excluded (then nothing at all is written for it, not even context)."""
     from remindful.engine.redact import add_counts
-    from remindful.services.capture.filters import CaptureFilter, FilterConfig
 
-    flt = CaptureFilter(FilterConfig.from_mapping(memory))
     if not flt.config.memory_enabled:
         return None
     counts: dict[str, int] = {}
@@ -196,6 +229,9 @@ def _spool(storage: str, memory: dict[str, Any], event: str, payload: dict[str, 
         kept = []
         record.pop("session", None)
     capture_on = flt.config.enabled and flt.config.triggers.get("hooks", True)
+    if kept:
+        for name, n in redacted.items():
+            counts[f"redacted_{name}"] = counts.get(f"redacted_{name}", 0) + n
     record["memories"] = kept
     if "session" in record and flt.redactor is not None:
         record["session"] = flt.redactor.redact_value(record["session"], counts)

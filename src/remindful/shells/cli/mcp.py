@@ -38,9 +38,14 @@ def serve(
     if not host.strip():
         err_console.print("[red]error:[/red] Invalid '--host': expected an address or a host name, got ''")
         raise typer.Exit(2)
-    from remindful.shells.mcp.server import serve as run
+    if transport == "stdio":
+        from remindful.shells.mcp.fast_start import main as serve_stdio
 
-    run("stdio" if transport == "stdio" else "http", port=port, host=host, path=_State.path)
+        serve_stdio(_State.path)
+        return
+    from remindful.shells.mcp.server import serve_http
+
+    serve_http(host=host, port=port, path=_State.path)
 
 
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})

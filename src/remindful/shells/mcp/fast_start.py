@@ -1,10 +1,11 @@
 """The stdio front of ``remindful serve``: answer the handshake before the MCP SDK has loaded.
 
-Why: importing the ``mcp`` SDK takes most of a second (it builds pydantic models for every
-protocol revision), and an MCP client starts the server for each session and waits for its tool
-list. So the process starts on the standard library only, answers ``initialize`` and
-``tools/list`` from the shipped manifest (:mod:`remindful.shells.mcp.manifest`) while a thread
-imports the SDK, and then the SDK's own stdio transport (``MCPServer.run_stdio_async``) serves.
+Why: importing the ``mcp`` SDK is by far the slowest part of a start (it builds pydantic models
+for every protocol revision; ``bench/mcp_cold_start.py`` prints it), and an MCP client starts the
+server for each session and waits for its tool list. So the process starts on the standard
+library only, answers ``initialize`` and ``tools/list`` from the shipped manifest
+(:mod:`remindful.shells.mcp.manifest`) while a thread imports the SDK, and then the SDK's own
+stdio transport (``MCPServer.run_stdio_async``) serves.
 
 The hand-over keeps the SDK's session whole: fd 0 and fd 1 become pipes to the SDK, and every
 line the client sends goes to it in order, the ones answered early included; the SDK's answers
@@ -59,7 +60,11 @@ def unreadable(line: bytes | str) -> tuple[dict[str, Any] | None, Any]:
     try:
         message = json.loads(line)
     except ValueError:  # UnicodeDecodeError included
-        return {"jsonrpc": "2.0", "id": None, "error": {"code": PARSE_ERROR, "message": "Parse error: not valid JSON"}}, None
+        return {
+            "jsonrpc": "2.0",
+            "id": None,
+            "error": {"code": PARSE_ERROR, "message": "Parse error: not valid JSON"},
+        }, None
     if not isinstance(message, dict):
         problems = [f"expected a JSON object, got {type(message).__name__}"]
     elif "method" in message and not ("id" not in message and ("result" in message or "error" in message)):

@@ -93,7 +93,7 @@ def tools_result(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def generate() -> dict[str, Any]:
-    """Record the real server's answers through the SDK's own client (imports the SDK; ~2 s)."""
+    """Record the real server's answers through the SDK's own client (imports the SDK)."""
     import tempfile
 
     import anyio

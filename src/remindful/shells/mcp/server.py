@@ -7,9 +7,8 @@ them, and the opening runs beside the server's start) and closes it when the ser
 
 Transports, both the SDK's own:
 
-- stdio (:func:`serve` ``"stdio"``): :mod:`remindful.shells.mcp.fast_start` answers
-  ``initialize`` and ``tools/list`` from the shipped manifest while the SDK imports, then
-  ``MCPServer.run_stdio_async`` serves the connection;
+- stdio: :mod:`remindful.shells.mcp.fast_start` answers ``initialize`` and ``tools/list`` from
+  the shipped manifest while the SDK imports, then ``MCPServer.run_stdio_async`` serves;
 - HTTP (:func:`serve_http`): the SDK's streamable-HTTP app (with its Host/Origin checks) behind
   :class:`BearerGate`, served by uvicorn at ``http://127.0.0.1:8000/mcp`` by default.
 """
@@ -23,7 +22,9 @@ import sys
 import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
+
+from remindful.services.access import bearer_ok
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
@@ -152,8 +153,8 @@ def build_server(
 
     @asynccontextmanager
     async def lifespan(server: MCPServer[LazyManager]) -> AsyncIterator[LazyManager]:
-        # Opened beside the server's start, not before it: importing the manager's modules takes
-        # ~0.1-0.2 s that listing tools does not need. A tool call waits for it (the holder's lock).
+        # Opened beside the server's start, not before it: importing the manager's modules is work
+        # that listing tools does not need. A tool call waits for it (the holder's lock).
         opening = threading.Thread(target=open_now, name="remindful-open", daemon=True)
         opening.start()
         stop_daemon = start_daemon_later(holder) if daemon else None
@@ -188,8 +189,6 @@ class BearerGate:
         self.token = token
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        from remindful.services.access import bearer_ok
-
         if scope["type"] in ("http", "websocket"):
             values = [v for k, v in scope["headers"] if k == b"authorization"]
             if len(values) != 1 or not bearer_ok(values[0], self.token):
@@ -241,7 +240,9 @@ def _exit_on_sigterm(signum: int, frame: Any) -> None:
     raise SystemExit(0)
 
 
-def serve_http(*, host: str = "127.0.0.1", port: int = DEFAULT_PORT, path: str | os.PathLike[str] | None = None) -> None:
+def serve_http(
+    *, host: str = "127.0.0.1", port: int = DEFAULT_PORT, path: str | os.PathLike[str] | None = None
+) -> None:
     """Serve MCP over streamable HTTP at ``http://host:port/mcp`` until SIGINT/SIGTERM (exit 0).
 
     Every request needs the bearer token of the store (:mod:`remindful.services.access`); the
@@ -273,31 +274,11 @@ def serve_http(*, host: str = "127.0.0.1", port: int = DEFAULT_PORT, path: str |
     uvicorn.Server(config).run()
 
 
-def serve(
-    transport: Literal["stdio", "http"] = "stdio",
-    *,
-    port: int = DEFAULT_PORT,
-    host: str = "127.0.0.1",
-    path: str | os.PathLike[str] | None = None,
-) -> None:
-    """Run the server until the client disconnects (stdio) or the process is stopped (http).
-
-    stdio runs behind :mod:`remindful.shells.mcp.fast_start`; http is :func:`serve_http`.
-    """
-    if transport == "stdio":
-        from remindful.shells.mcp.fast_start import main as serve_stdio
-
-        serve_stdio(None if path is None else str(path))
-        return
-    serve_http(host=host, port=port, path=path)
-
-
 __all__ = [
     "INSTRUCTIONS",
     "BearerGate",
     "LazyManager",
     "build_server",
-    "serve",
     "serve_http",
     "start_daemon_later",
     "transport_security",

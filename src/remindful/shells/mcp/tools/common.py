@@ -104,9 +104,14 @@ def tool(mcp: Any, annotations: ToolAnnotations) -> Callable[[Callable[..., Any]
     return register
 
 
+def one_line(exc: RemindfulError) -> str:
+    """A remindful error's message (and suggestion) on one line."""
+    return " ".join(str(exc).split("\n"))
+
+
 def tool_error(exc: RemindfulError) -> ToolError:
-    """The tool error for a remindful error: its message (and suggestion) on one line."""
-    return ToolError(" ".join(str(exc).split("\n")))
+    """The tool error for a remindful error."""
+    return ToolError(one_line(exc))
 
 
 def reject_unknown_arguments(mcp: Any) -> Callable[..., Any]:
@@ -143,6 +148,7 @@ __all__ = [
     "ArrivalOrder",
     "GetManager",
     "MemoryTypeName",
+    "one_line",
     "reject_unknown_arguments",
     "tool",
     "tool_error",

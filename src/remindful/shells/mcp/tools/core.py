@@ -23,6 +23,7 @@ from remindful.shells.mcp.tools.common import (
     WRITE,
     GetManager,
     MemoryTypeName,
+    one_line,
     tool,
 )
 
@@ -215,7 +216,7 @@ def register(mcp: Any, get_manager: GetManager) -> None:
         try:
             answer = read(get_manager())
         except RemindfulError as exc:
-            raise ResourceError(" ".join(str(exc).split("\n"))) from exc
+            raise ResourceError(one_line(exc)) from exc
         return json.dumps(answer, indent=2, ensure_ascii=False, default=str)
 
     @mcp.resource("memory://stats", name="stats", mime_type="application/json")
