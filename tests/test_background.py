@@ -167,12 +167,12 @@ class BrokenQueryIndex(InMemoryIndex):
 
     closed = 0
 
-    def query(self, collection: str, embedding: Any, k: int, where: Any = None) -> list[tuple[str, float]]:
+    def query(self, collection: str, embedding: Any, k: int) -> list[tuple[str, float]]:
         if collection == "screen_memories":
             from remindful.errors import StorageError
 
             raise StorageError("Error creating hnsw segment reader: Nothing found on disk")
-        return super().query(collection, embedding, k, where)
+        return super().query(collection, embedding, k)
 
     def close(self) -> None:
         self.closed += 1

@@ -160,19 +160,17 @@ def test_bad_redact_pattern_is_a_config_error_naming_it(pattern: str, why: str) 
     with pytest.raises(ConfigError) as info:
         load_settings(**{"privacy.redact_patterns": patterns})
     assert time.monotonic() - started < 10  # the probe cannot hang the process
-    assert info.value.field == "privacy.redact_patterns[1].regex"
+    assert info.value.field == "privacy.redact_patterns.1.regex"
     assert pattern in str(info.value) and why in str(info.value)
 
 
-def test_bad_redact_pattern_in_the_yaml_file_is_a_config_error(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_bad_redact_pattern_in_the_yaml_file_is_a_config_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     config = tmp_path / "config.yaml"
     config.write_text("memory:\n  privacy:\n    redact_patterns:\n      - regex: '(x+x+)+y'\n")
     monkeypatch.setenv("REMINDFUL_CONFIG", str(config))
     with pytest.raises(ConfigError) as info:
         load_settings()
-    assert info.value.field == "privacy.redact_patterns[0].regex"
+    assert info.value.field == "privacy.redact_patterns.0.regex"
 
 
 def test_ordinary_redact_patterns_pass_the_probe() -> None:

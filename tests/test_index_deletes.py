@@ -45,8 +45,8 @@ def queued(memory: Any) -> list[str]:
 @pytest.fixture
 def inline_up_to_two(monkeypatch: pytest.MonkeyPatch) -> None:
     """Deletes of more than two memories go to the background deleter."""
-    monkeypatch.setattr("remindful.engine.indexing.INLINE_DELETE", 2)
-    monkeypatch.setattr("remindful.engine.indexing.FINISH_CHUNK", 2)
+    monkeypatch.setattr("remindful.engine.store.INLINE_DELETE", 2)
+    monkeypatch.setattr("remindful.engine.store.FINISH_CHUNK", 2)
 
 
 def test_a_small_delete_removes_the_vector_before_it_returns(tmp_path: Path) -> None:
@@ -151,8 +151,8 @@ def test_delete_writes_one_audit_entry_per_memory_with_its_reason(tmp_path: Path
     with open_fake(tmp_path / "s") as memory:
         a, b, c = memory.store_batch([{"content": "a"}, {"content": "b", "type": "screen"}, {"content": "c"}])
         state = memory.engine
-        assert state.delete([a, b, "missing"], reason={a: "retention:too_old", b: "dedup"}) == 2
-        assert state.delete([c]) == 1
+        assert state.delete_many([a, b, "missing"], reason={a: "retention:too_old", b: "dedup"}) == 2
+        assert state.delete(c) is True
         rows = state.catalog.read("SELECT action, memory_id, detail FROM audit_log WHERE memory_id IS NOT NULL")
         assert sorted(rows) == [
             ("dedup", b, '{"type":"screen"}'),

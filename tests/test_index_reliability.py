@@ -294,7 +294,7 @@ def test_metadata_only_change_skips_the_vector_rewrite(embedded: Any, monkeypatc
     monkeypatch.setattr(col, "upsert", lambda **kw: (upserted.append(kw["ids"]), real(**kw)))
     embedded.upsert(COL, ["a", "b", "c"], np.stack([v[0], v[2], v[2]]), [{"k": 2}, {"k": 2}, {"k": 2}])
     assert upserted == [["b", "c"]]  # "a" kept its vector: metadata update only
-    assert sorted(i for i, _ in embedded.query(COL, v[0], 5, {"k": 2})) == ["a", "b", "c"]
+    assert sorted(i for i, _ in embedded.query(COL, v[0], 5)) == ["a", "b", "c"]
 
 
 def test_upsert_is_chunked_below_the_max_batch_size(embedded: Any, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -4,11 +4,16 @@ takes for a notification although they are requests (it never answers them)."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from remindful.shells.mcp.fast_start import unreadable
+from remindful.shells.mcp.manifest import dumps, loads
 
 
 @pytest.mark.parametrize(
@@ -55,3 +60,41 @@ def test_an_unreadable_line_gets_the_json_rpc_error_naming_the_field(
 )
 def test_a_json_rpc_message_goes_to_the_sdk(message: dict[str, Any]) -> None:
     assert unreadable(json.dumps(message)) == (None, message)
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@given(JSON)
+def test_the_fronts_json_is_the_json_packages(value: Any) -> None:
+    text = dumps(value)
+    assert text == json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    assert loads(text) == value and loads(f" \n{text}\r\n".encode()) == value
+
+
+@pytest.mark.parametrize("text", ["", " ", "{", "[1,]", "1 2", "nul", '"abc', '{"a":}', "[1] x", "01", '"\\x"'])
+def test_what_the_json_package_refuses_the_front_refuses(text: str) -> None:
+    with pytest.raises(ValueError):
+        json.loads(text)
+    with pytest.raises(ValueError):
+        loads(text)
+
+
+def test_the_first_answers_import_no_json_package_and_no_sdk() -> None:
+    """What runs before the first answers is kept to the standard library's cheapest modules."""
+    code = (
+        "import sys\n"
+        "from remindful.shells.mcp import fast_start as f\n"
+        "data = f.mcp_manifest.load()\n"
+        "assert data is not None\n"
+        'f.unreadable(b\'{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}\')\n'
+        "f.dumps(f.mcp_manifest.tools_result(data))\n"
+        "print(sorted(m for m in ('json', 're', 'typing', 'mcp', 'pydantic') if m in sys.modules))\n"
+        "print(f.unreadable(b'{')[0]['error']['code'], f.unreadable(b'[1] 2')[0]['error']['code'])\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.split("\n")[:2] == ["[]", "-32700 -32700"]  # a bad line, in a process without json

@@ -75,8 +75,177 @@ def settings_sources(
     )
     yaml_file = config_file()
     if yaml_file is not None:
-        sources += (YamlConfigSettingsSource(settings_cls, yaml_file=yaml_file, yaml_config_section="memory"),)
+        sources += (BoundedYamlSource(settings_cls, yaml_file=yaml_file, yaml_config_section="memory"),)
     return sources
+
+
+#: Nodes a YAML document may hold once its aliases are expanded (a real config holds a few hundred).
+YAML_MAX_NODES = 10_000
+
+
+class BoundedYamlSource(YamlConfigSettingsSource):
+    """The YAML file, read with ``SafeLoader`` but refused when its aliases expand to more than
+    :data:`YAML_MAX_NODES` nodes (or into a cycle). PyYAML shares an aliased node rather than
+    copying it, so a "billion laughs" document loads in microseconds; it is whoever walks the result
+    (validation, an error message's repr of it) that runs out of time and memory. The expanded size
+    is counted on the composed node graph, before anything is built."""
+
+    def _read_file(self, file_path: Any) -> dict[str, Any]:
+        import yaml
+
+        encoding = self.yaml_file_encoding or "utf-8"
+        with file_path.open(encoding=encoding) as stream:
+            loader = yaml.SafeLoader(stream)
+            try:
+                node = loader.get_single_node()
+                if node is None:
+                    return {}
+                size = _expanded_size(node, {})
+                if size > YAML_MAX_NODES:
+                    raise ConfigError(
+                        "config file",
+                        f"{file_path}: YAML aliases expand to {_count(size)} nodes, more than {YAML_MAX_NODES:,}",
+                        suggestion="write the values out instead of repeating them through aliases (*name)",
+                    )
+                return loader.construct_document(node) or {}
+            finally:
+                loader.dispose()
+
+
+def _expanded_size(node: Any, sizes: dict[int, int | None]) -> int:
+    """Nodes under ``node`` with every alias expanded (``sizes`` memoises shared nodes; a cycle
+    counts as unbounded)."""
+    key = id(node)
+    if key in sizes:
+        known = sizes[key]
+        return YAML_MAX_NODES + 1 if known is None else known  # None: still being counted, a cycle
+    sizes[key] = None
+    total = 1
+    if isinstance(node.value, list):
+        for item in node.value:
+            for child in item if isinstance(item, tuple) else (item,):
+                total += _expanded_size(child, sizes)
+                if total > YAML_MAX_NODES * 1000:  # enough to refuse; stop before the integers grow huge
+                    break
+    sizes[key] = total
+    return total
+
+
+def _count(size: int) -> str:
+    return f"{size:,}" if size <= YAML_MAX_NODES * 1000 else f"more than {YAML_MAX_NODES * 1000:,}"
+
+
+# -- user redaction patterns: each must compile and must not backtrack catastrophically ------------
+
+#: CPU time one pattern may spend on one 10 kB probe.
+REGEX_PROBE_BUDGET_S = 0.05
+REGEX_PROBE_CHARS = 10_000
+
+# Run in a child process: Python's re cannot be interrupted, so a catastrophic pattern would hang
+# whoever runs it. Before each probe the child arms a CPU-time timer whose default action (SIGPROF,
+# no handler installed) kills it, so the budget is CPU time, unaffected by a loaded machine; where
+# there is no setitimer (Windows) the parent's wall-clock deadline alone stops it.
+_PROBE_CHILD = r"""
+import json, re, signal, sys, time
+patterns, size, budget = json.loads(sys.stdin.read())
+timer = getattr(signal, "setitimer", None)
+for i, pattern in enumerate(patterns):
+    compiled = re.compile(pattern)
+    chars = sorted(set("a0A .-_@/=:\t\n") | {c for c in pattern if c.isalnum()})
+    for c in chars:
+        text = c * size + "!"
+        print(json.dumps([i, c]), flush=True)
+        if timer:
+            timer(signal.ITIMER_PROF, budget)
+        start = time.process_time()
+        compiled.search(text)
+        spent = time.process_time() - start
+        if timer:
+            timer(signal.ITIMER_PROF, 0)
+        if spent > budget:
+            print(json.dumps([i, c, spent]), flush=True)
+            sys.exit(0)
+print(json.dumps(["done"]), flush=True)
+"""
+
+_probed: dict[str, str | None] = {}  # pattern -> why it is refused (None: it passed); one probe per process
+
+
+def check_redact_patterns(patterns: list[str]) -> None:
+    """Raise :class:`ConfigError` naming ``privacy.redact_patterns.<i>.regex`` for the first pattern
+    that spends more than 50 ms of CPU on a 10 kB run of one character (a pattern with nested
+    quantifiers such as ``(a+)+$`` takes exponential time there). The probe runs once per pattern
+    and process, in a child process that is killed when over budget: the caller never hangs."""
+    todo = [p for p in dict.fromkeys(patterns) if p not in _probed]
+    if todo:
+        _probed.update(_probe(todo))
+    for i, pattern in enumerate(patterns):
+        why = _probed.get(pattern)
+        if why:
+            raise ConfigError(
+                f"privacy.redact_patterns.{i}.regex",
+                f"'{pattern}' {why}",
+                suggestion="bound the repetition (e.g. \\w{1,64}) and avoid a repeated group that repeats, "
+                "such as (a+)+; expected e.g. '\\bEMP-\\d{5}\\b'",
+            )
+
+
+def _probe(patterns: list[str]) -> dict[str, str | None]:
+    import json
+    import selectors
+    import subprocess
+    import sys
+    import time
+
+    verdicts: dict[str, str | None] = dict.fromkeys(patterns)
+    payload = json.dumps([patterns, REGEX_PROBE_CHARS, REGEX_PROBE_BUDGET_S])
+    try:
+        child = subprocess.Popen(
+            [sys.executable, "-I", "-S", "-c", _PROBE_CHILD],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+    except OSError as exc:  # no interpreter to spawn (an embedded Python): the patterns did compile
+        log.warning("cannot probe redaction patterns for catastrophic backtracking: %s", exc)
+        return verdicts
+    assert child.stdin is not None and child.stdout is not None
+    last: list[Any] = []
+    # Wall-clock backstops: the interpreter's start on a loaded machine, then each probe.
+    deadline = time.monotonic() + 10
+    try:
+        child.stdin.write(payload)
+        child.stdin.close()
+        with selectors.DefaultSelector() as selector:
+            selector.register(child.stdout, selectors.EVENT_READ)
+            while True:
+                if not selector.select(timeout=max(0.0, deadline - time.monotonic())):
+                    break  # over the deadline: killed below
+                line = child.stdout.readline()
+                if not line:
+                    break  # the child exited (done, over budget, or killed by its CPU timer)
+                last = json.loads(line)
+                if last == ["done"]:
+                    break
+                deadline = time.monotonic() + 2
+    finally:
+        if child.poll() is None:
+            child.kill()
+        child.wait()
+        child.stdout.close()
+    if last and last != ["done"]:
+        i, char = last[0], last[1]
+        spent = f"{last[2] * 1000:.0f} ms" if len(last) > 2 else f"more than {REGEX_PROBE_BUDGET_S * 1000:.0f} ms"
+        verdicts[patterns[i]] = (
+            f"backtracks catastrophically: {spent} on a {REGEX_PROBE_CHARS // 1000} kB run of {char!r} "
+            f"(at most {REGEX_PROBE_BUDGET_S * 1000:.0f} ms allowed)"
+        )
+        for later in patterns[i + 1 :]:
+            verdicts.pop(later, None)  # not probed: probed again at the next load
+    elif not last:
+        log.warning("the redaction pattern probe did not run; patterns accepted after compiling")
+    return verdicts
 
 
 def build_settings(
@@ -350,7 +519,10 @@ class RedactPattern(_Section):
 
 class PrivacySettings(_Section):
     redact_screenshots: bool = Field(False, description="redact sensitive text in screen memories")
-    redact_patterns: list[RedactPattern] = Field(default_factory=list, description="extra redaction rules")
+    redact_patterns: list[RedactPattern] = Field(
+        default_factory=list,
+        description="extra redaction rules; each must compile and spend under 50 ms on a 10 kB text",
+    )
     redact: bool = Field(
         default("privacy.redact"),
         description="redact secrets (cards, emails, API keys, ...) before anything is written",
@@ -361,6 +533,13 @@ class PrivacySettings(_Section):
     exclude_sessions: list[str] = Field(default_factory=list, description="fnmatch patterns never stored")
     auto_delete_days: int | None = Field(None, ge=1, description="set expires_at this many days after creation")
     delete_on_exit: bool = Field(False, description="delete the session's memories when the daemon exits")
+
+    @field_validator("redact_patterns")
+    @classmethod
+    def _no_catastrophic_backtracking(cls, value: list[RedactPattern]) -> list[RedactPattern]:
+        # Raises ConfigError itself (pydantic passes it through): the field names the pattern's index.
+        check_redact_patterns([p.regex for p in value])
+        return value
 
 
 class HookSettings(_Section):

@@ -20,7 +20,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -155,10 +155,8 @@ def _make_private(path: Path) -> None:
     """Create the catalog file 0600 before SQLite does (SQLite would create it 0644 under the usual
     umask, readable until a chmod), and tighten an existing one and its -wal/-shm files (SQLite gives
     new -wal/-shm files the database file's mode)."""
-    try:
+    with suppress(FileExistsError):
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
-    except FileExistsError:
-        pass
     for file in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
         try:
             if file.stat().st_mode & 0o077:

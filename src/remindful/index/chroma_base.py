@@ -295,18 +295,14 @@ class ChromaIndexBase:
             # chromadb 1.5 answers n_results > count (and an empty collection) without error or warning,
             # and count() costs as much as the query (4-15 ms at 100k), so count only if Chroma objects.
             try:
-                res = col.query(
-                    query_embeddings=vector[None, :], n_results=k, include=["distances"]
-                )
+                res = col.query(query_embeddings=vector[None, :], n_results=k, include=["distances"])
             except Exception as exc:
                 if "result" not in str(exc).lower():
                     raise
                 n = col.count()
                 if n == 0:
                     return []
-                res = col.query(
-                    query_embeddings=vector[None, :], n_results=min(k, n), include=["distances"]
-                )
+                res = col.query(query_embeddings=vector[None, :], n_results=min(k, n), include=["distances"])
             ids, dists = res["ids"][0], res["distances"][0]
             # Plain floats: np.clip per scalar cost more than the rest of this method.
             return [(i, min(1.0, max(-1.0, 1.0 - float(d)))) for i, d in zip(ids, dists, strict=True)]

@@ -7,11 +7,14 @@ library only, answers ``initialize`` and ``tools/list`` from the shipped manifes
 (:mod:`remindful.shells.mcp.manifest`) while a thread imports the SDK, and then the SDK's own
 stdio transport (``MCPServer.run_stdio_async``) serves.
 
-The hand-over keeps the SDK's session whole: fd 0 and fd 1 become pipes to the SDK, and every
-line the client sends goes to it in order, the ones answered early included; the SDK's answers
-to those are dropped here. Only a plain handshake is answered early: an ``initialize`` the SDK
-surely accepts as the connection's first request, and ``tools/list`` without parameters after
-it. Everything else (a 2026-era ``server/discover``, a cursor, a tool call) waits for the SDK.
+The SDK's import starts once the handshake is answered (or at the first request that is not, or
+:data:`SDK_START_DELAY_S` after the start): begun at once, it would take CPU from the very answers
+it is waiting behind. The hand-over keeps the SDK's session whole: fd 0 and fd 1 become pipes to
+the SDK, and every line the client sends goes to it in order, the ones answered early included;
+the SDK's answers to those are dropped here. Only a plain handshake is answered early: an
+``initialize`` the SDK surely accepts as the connection's first request, and ``tools/list``
+without parameters after it. Everything else (a 2026-era ``server/discover``, a cursor, a tool
+call) waits for the SDK.
 
 Two fixes where the SDK is silent:
 
@@ -24,18 +27,20 @@ Two fixes where the SDK is silent:
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import threading
 
 from remindful.shells.mcp import manifest as mcp_manifest
+from remindful.shells.mcp.manifest import dumps, loads
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: every import here delays the first answer
 if TYPE_CHECKING:
     from typing import Any
 
 DRAIN_TIMEOUT_S = 60.0
+#: The SDK's import starts at the latest this long after the process (a client slow to open).
+SDK_START_DELAY_S = 0.2
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
 _INITIALIZE_KEYS = {"protocolVersion", "capabilities", "clientInfo", "_meta"}
@@ -49,7 +54,7 @@ def _is_id(value: Any) -> bool:
 
 
 def _key(request_id: Any) -> str:
-    return json.dumps(request_id)
+    return dumps(request_id)
 
 
 def unreadable(line: bytes | str) -> tuple[dict[str, Any] | None, Any]:
@@ -58,8 +63,8 @@ def unreadable(line: bytes | str) -> tuple[dict[str, Any] | None, Any]:
     ``(None, message)``. A response (``result`` or ``error``) goes to the SDK unchecked: it reads
     more shapes of those than are worth copying here."""
     try:
-        message = json.loads(line)
-    except ValueError:  # UnicodeDecodeError included
+        message = loads(line)
+    except (ValueError, RecursionError):  # UnicodeDecodeError included
         return {
             "jsonrpc": "2.0",
             "id": None,
@@ -126,17 +131,20 @@ class StdioFront:
         self._answered_early: set[str] = set()  # ids whose SDK answer is dropped
         self._unanswered: dict[str, int] = {}  # id -> requests with that id the SDK has not answered
         self._client_gone = False
+        self._sdk = threading.Thread(target=self._run_sdk, name="remindful-mcp-sdk", daemon=True)
 
     # -- the client's side ----------------------------------------------------------------------
 
     def run(self) -> None:
-        sdk = threading.Thread(target=self._run_sdk, name="remindful-mcp-sdk", daemon=True)
         pump = threading.Thread(target=self._pump, name="remindful-mcp-out", daemon=True)
-        sdk.start()
         pump.start()
+        later = threading.Timer(SDK_START_DELAY_S, self._start_sdk)
+        later.daemon = True
+        later.start()
         try:
             for raw in iter(self._wire_in.readline, b""):
                 self._from_client(raw)
+            self._start_sdk()
             with self._lock:  # the requests already sent are answered before the SDK hears the end
                 if not self._settled.wait_for(lambda: not self._unanswered, DRAIN_TIMEOUT_S):
                     sys.stderr.write(
@@ -146,9 +154,17 @@ class StdioFront:
         except KeyboardInterrupt:
             pass
         finally:
+            later.cancel()
             os.close(self._to_sdk)
-        sdk.join(timeout=30)
-        pump.join(timeout=10)
+        if self._sdk.ident is not None:
+            self._sdk.join(timeout=30)
+            pump.join(timeout=10)
+
+    def _start_sdk(self) -> None:
+        """Start importing and running the SDK, once (see the module docstring for when)."""
+        with self._lock:
+            if self._sdk.ident is None:
+                self._sdk.start()
 
     def _from_client(self, raw: bytes) -> None:
         line = raw.rstrip(b"\r\n")
@@ -171,6 +187,8 @@ class StdioFront:
                     self._answered_early.add(key)
             if answer is not None:
                 self._write({"jsonrpc": "2.0", "id": request_id, "result": answer})
+            if answer is None or method == "tools/list":  # the SDK is needed now, or the handshake is done
+                self._start_sdk()
         os.write(self._to_sdk, line + b"\n")
 
     def _early(self, message: dict[str, Any]) -> dict[str, Any] | None:
@@ -187,7 +205,7 @@ class StdioFront:
         return None
 
     def _write(self, message: dict[str, Any] | bytes) -> None:
-        data = message if isinstance(message, bytes) else json.dumps(message, ensure_ascii=False).encode() + b"\n"
+        data = message if isinstance(message, bytes) else dumps(message).encode() + b"\n"
         with self._out_lock:
             if self._client_gone:
                 return
@@ -231,8 +249,8 @@ class StdioFront:
                 if raw == self._end_of_sdk:
                     return
                 try:
-                    message = json.loads(raw)
-                except ValueError:
+                    message = loads(raw)
+                except (ValueError, RecursionError):
                     message = None
                 if not isinstance(message, dict):
                     sys.stderr.buffer.write(raw)

@@ -13,17 +13,18 @@ records the versions of the SDK and of pydantic (which renders the tools' input 
 :func:`load` ignores the file when another version of either is installed, and the SDK then
 answers everything itself.
 
-Standard library only at import time: the generator imports the SDK inside :func:`generate`.
+Standard library only at import time: the generator imports the SDK inside :func:`generate`. So
+are :func:`loads` and :func:`dumps`, the stdio front's JSON.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: this runs before the SDK import, at every start
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
 
 FORMAT = 3  # 3: one tool list for every handshake version, no per-source digests
@@ -68,9 +69,9 @@ def load(path: str | None = None) -> dict[str, Any] | None:
     """The manifest, or None if it is missing, unreadable, of another format, or recorded with
     other versions of the SDK or pydantic than the installed ones."""
     try:
-        with open(path or manifest_file(), encoding="utf-8") as f:
-            data = json.load(f)
-    except (OSError, ValueError):
+        with open(path or manifest_file(), "rb") as f:
+            data = loads(f.read())
+    except (OSError, ValueError, RecursionError):
         return None
     if not isinstance(data, dict) or data.get("format") != FORMAT or data.get("versions") != installed_versions():
         return None
@@ -87,6 +88,65 @@ def initialize_result(data: dict[str, Any], requested: str) -> dict[str, Any]:
 def tools_result(data: dict[str, Any]) -> dict[str, Any]:
     """The ``tools/list`` result (the same under every handshake version)."""
     return {"tools": data["tools"]}
+
+
+# -- JSON without the json package ----------------------------------------------------------------
+# ``import json`` (re, enum and the regular expressions it compiles) costs more CPU than everything
+# else the first answers need. The package's own C accelerator, ``_json``, does the same work
+# without it; an interpreter that lacks it (PyPy) imports the package.
+
+_SPACE = " \t\n\r"
+
+
+class _Decoding:
+    """What the C scanner reads from its context: ``json.loads``'s defaults."""
+
+    strict = True
+    object_hook = None
+    object_pairs_hook = None
+    parse_float = float
+    parse_int = int
+    parse_constant = {"-Infinity": float("-inf"), "Infinity": float("inf"), "NaN": float("nan")}.__getitem__
+
+
+def _unencodable(value: Any) -> Any:
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+_scan: Callable[[str, int], tuple[Any, int]] | None
+_encode: Callable[[Any, int], Any] | None
+try:
+    import _json
+
+    _scan = _json.make_scanner(_Decoding())  # type: ignore[arg-type]
+    _encode = _json.make_encoder(None, _unencodable, _json.encode_basestring, None, ":", ",", False, False, True)
+except ImportError:  # pragma: no cover - CPython has it
+    _scan = _encode = None
+
+
+def loads(text: str | bytes) -> Any:
+    """``json.loads(text)`` for UTF-8 input: ValueError (or RecursionError) unless it is one JSON value."""
+    if _scan is not None:
+        decoded = text if isinstance(text, str) else text.decode("utf-8")
+        try:
+            value, end = _scan(decoded, len(decoded) - len(decoded.lstrip(_SPACE)))
+        except (StopIteration, SystemError):
+            pass  # not JSON: the package says why (the C scanner finds its error class only once it is imported)
+        else:
+            if not decoded[end:].strip(_SPACE):
+                return value
+    import json
+
+    return json.loads(text)
+
+
+def dumps(value: Any) -> str:
+    """``json.dumps(value, ensure_ascii=False, separators=(",", ":"))``."""
+    if _encode is None:  # pragma: no cover
+        import json
+
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return "".join(_encode(value, 0))
 
 
 # -- writing ----------------------------------------------------------------------------------------
@@ -126,6 +186,8 @@ def generate() -> dict[str, Any]:
 
 
 def write(data: dict[str, Any], path: str | None = None) -> None:
+    import json
+
     with open(path or manifest_file(), "w", encoding="utf-8") as f:
         json.dump(data, f, ensure_ascii=False, indent=1)
         f.write("\n")
@@ -142,8 +204,8 @@ def main(argv: list[str] | None = None) -> int:
     fresh = generate()
     if args.check:
         try:
-            with open(manifest_file(), encoding="utf-8") as f:
-                shipped = json.load(f)
+            with open(manifest_file(), "rb") as f:
+                shipped = loads(f.read())
         except (OSError, ValueError):
             shipped = None
         if shipped != fresh:
