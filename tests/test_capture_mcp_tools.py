@@ -11,7 +11,6 @@ import pytest
 from mcp import Client
 
 from conftest import open_fake
-from remindful.api import MemoryManager
 from remindful.services.hooks.fast import run
 from remindful.shells.mcp.server import LazyManager, build_server
 
@@ -76,20 +75,7 @@ async def test_capture_status_and_index_file(store: Path, note: Path, tmp_path: 
         lazy.close()
 
 
-@pytest.mark.parametrize(
-    "count",
-    [
-        pytest.param(
-            count,
-            marks=pytest.mark.xfail(
-                not hasattr(MemoryManager, method),
-                reason=f"needs the public MemoryManager.{method}(): until then the tool answers {count}: null",
-                strict=True,
-            ),
-        )
-        for count, method in sorted(NEEDS.items())
-    ],
-)
+@pytest.mark.parametrize("count", sorted(NEEDS))
 async def test_the_tools_report_their_counts(store: Path, note: Path, count: str) -> None:
     lazy = LazyManager(factory=lambda: open_fake(store))
     try:

@@ -125,10 +125,10 @@ async def test_mcp_learning_tools(lazy: Any) -> None:
         assert (await _call(client, "memory_analyze_patterns", metric="sequences"))["patterns"] == []
         suggestion = await _call(client, "memory_suggest", context="fill the login form and submit")
         assert suggestion["suggestions"][0]["memory_id"] == wf["memory"]["id"]
-        bad = await _call(client, "memory_confirm", query="x", memory_id="knowledge_nope")
-        assert bad["success"] is False and "Memory not found" in bad["error"]
-        bad = await _call(client, "memory_create_workflow_from_session", session_id="none", name="x")
-        assert bad["success"] is False and bad["field"] == "session_id"
+        bad = await client.call_tool("memory_confirm", {"query": "x", "memory_id": "knowledge_nope"})
+        assert bad.is_error and "Memory not found" in bad.content[0].text
+        bad = await client.call_tool("memory_create_workflow_from_session", {"session_id": "none", "name": "x"})
+        assert bad.is_error and "Invalid 'session_id'" in bad.content[0].text
 
 
 def test_turn_from_hook_events(tmp_path: Path) -> None:

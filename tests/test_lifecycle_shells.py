@@ -83,6 +83,13 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
+async def tool_error(client: Any, tool: str, **arguments: Any) -> str:
+    """The message of a tool call that must fail as an MCP tool error."""
+    result = await client.call_tool(tool, arguments)
+    assert result.is_error, result.structured_content
+    return str(result.content[0].text)
+
+
 async def call(client: Client, tool: str, **arguments: Any) -> dict[str, Any]:
     result = await client.call_tool(tool, arguments)
     assert not result.is_error, result.content
@@ -105,8 +112,8 @@ async def test_mcp_lifecycle_tools(tmp_path: Path) -> None:
             listed = await call(client, "memory_list_sessions")
             assert listed["success"] and {s["id"] for s in listed["sessions"]} == {"session_abc123", "keep"}
             assert (await call(client, "memory_resume_session", session_id="keep"))["memory_count"] == 1
-            refused = await call(client, "memory_delete_session", session_id="session_abc123")
-            assert not refused["success"] and refused["confirmation_required"]
+            refused = await tool_error(client, "memory_delete_session", session_id="session_abc123")
+            assert "call again with confirm=true" in refused
             deleted = await call(client, "memory_delete_session", session_id="session_abc123", confirm=True)
             assert deleted["success"] and deleted["deleted"] == 1 and Path(deleted["backup_path"]).exists()
             exported = await call(client, "memory_export", output_path=str(tmp_path / "m.json"))
@@ -115,16 +122,17 @@ async def test_mcp_lifecycle_tools(tmp_path: Path) -> None:
             assert (await call(client, "memory_dedup", dry_run=True))["clusters"] == 0
             backup = await call(client, "memory_backup", name="before_experiment")
             assert backup["success"] and backup["path"].endswith("_before_experiment.tar.gz")
-            bad_name = await call(client, "memory_backup", name="../x")
-            assert not bad_name["success"] and bad_name["field"] == "name"
-            assert not (await call(client, "memory_clear_all"))["success"]
+            assert "Invalid 'name'" in await tool_error(client, "memory_backup", name="../x")
+            assert "confirm=true" in await tool_error(client, "memory_clear_all")
             cleared = await call(client, "memory_clear_all", confirm=True)
             assert cleared["deleted"] == 1
             assert (await call(client, "memory_import", path=str(tmp_path / "m.json")))["imported"] == 1
-            assert not (await call(client, "memory_restore", backup_path=backup["path"]))["success"]
+            assert "confirm=true" in await tool_error(client, "memory_restore", backup_path=backup["path"])
             restored = await call(client, "memory_restore", backup_path=backup["path"], confirm=True)
             assert restored["success"] and restored["total"] == 1
-            missing = await call(client, "memory_restore", backup_path=str(tmp_path / "nope.tar.gz"), confirm=True)
-            assert not missing["success"] and "is not a file" in missing["error"]
+            missing = await tool_error(
+                client, "memory_restore", backup_path=str(tmp_path / "nope.tar.gz"), confirm=True
+            )
+            assert "is not a file" in missing
     finally:
         lazy.close()

@@ -222,6 +222,20 @@ class MemoryManager:
         """Whether the vector index is usable, and why not."""
         return self._store.index_status()
 
+    def capture_status(self) -> dict[str, Any]:
+        """``{"spool_pending", "capture", "files_indexed"}``: hook events waiting in the spool,
+        redactions and skipped captures by reason, Markdown files indexed."""
+        from remindful.services.stats import capture_status
+
+        return capture_status(self._store)
+
+    def index_file(self, path: str | os.PathLike[str]) -> dict[str, Any]:
+        """Index one Markdown file now (its chunks replace the older ones; an unchanged file is
+        left): ``{"outcome": "indexed" | "unchanged" | "skipped" | "vanished", "chunks": n}``."""
+        from remindful.services.capture.watcher import index_file
+
+        return index_file(self._store, path)
+
     # -- sessions, retention, export, backup -------------------------------------------------------
 
     def list_sessions(self) -> builtins.list[dict[str, Any]]:

@@ -261,5 +261,3 @@ class IndexHolders:
 
     def release(self) -> None:
         (self.dir / str(os.getpid())).unlink(missing_ok=True)
-
-

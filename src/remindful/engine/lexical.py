@@ -20,6 +20,7 @@ class Rows(Protocol):
 
     def ids_by_rowid(self, rowids: Sequence[int], flt: SqlFilter, *, private: bool = False) -> dict[int, str]: ...
 
+
 #: Above this many rows matching a lexical query, its most common terms are dropped; if its rarest
 #: term alone matches more, only that term's newest LEXICAL_MAX_MATCHES rows are ranked.
 LEXICAL_MAX_MATCHES = 300

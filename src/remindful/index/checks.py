@@ -31,7 +31,6 @@ def _scalar(value: object, where_: str) -> Scalar:
     raise ValueError(f"{where_}: expected a str, int, float or bool, got {value!r} ({type(value).__name__})")
 
 
-
 def check_collection_name(name: str) -> str:
     """Return ``name`` if Chroma accepts it (3-512 chars of ``[a-zA-Z0-9._-]``, alphanumeric ends)."""
     if not isinstance(name, str) or not _NAME.match(name) or ".." in name:

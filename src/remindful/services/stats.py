@@ -13,6 +13,7 @@ from remindful.engine.sqlfilter import SqlFilter
 from remindful.engine.store import Store
 from remindful.model import MemoryType
 from remindful.services.capture.filters import read_counts
+from remindful.services.capture.watcher import files_indexed
 from remindful.services.learning.metrics import learning_stats
 from remindful.services.policy.retention import last_cleanup
 
@@ -22,6 +23,13 @@ def _percentile(values: list[float], q: float) -> float | None:
         return None
     ordered = sorted(values)
     return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 3)
+
+
+def capture_status(store: Store) -> dict[str, Any]:
+    """What automatic capture is doing: hook events waiting in the spool, redaction and skip counts
+    by reason, and the number of Markdown files indexed."""
+    stats = build_stats(store)
+    return {"spool_pending": stats["spool_pending"], "capture": stats["capture"], "files_indexed": files_indexed(store)}
 
 
 def build_stats(store: Store) -> dict[str, Any]:

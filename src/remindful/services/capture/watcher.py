@@ -255,6 +255,20 @@ def _is_watch_limit(exc: OSError) -> bool:
     return "watch limit" in str(exc).lower() or exc.errno == 28  # ENOSPC from inotify_add_watch
 
 
+def index_file(store: Store, path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Bring one Markdown file's chunks up to date now: ``{"outcome": "indexed" | "unchanged" |
+    "skipped" | "vanished", "chunks": n}`` (n: the file's chunks stored after the call)."""
+    file = Path(path).expanduser().resolve()
+    watcher = MarkdownWatcher(store, [file.parent])
+    outcome = watcher.process_file(file)
+    return {"outcome": outcome, "chunks": len(watcher._chunk_ids(str(file)))}
+
+
+def files_indexed(store: Store) -> int:
+    """How many Markdown files the store has indexed (their hashes are recorded)."""
+    return int(store.ready().catalog.read("SELECT count(*) FROM file_hashes")[0][0])
+
+
 def files_enabled(store: Store) -> bool:
     """Whether the settings let Markdown files be captured (memory, auto-capture and ``files`` on)."""
     cfg = filter_for(store).config

@@ -2,12 +2,6 @@
 
 (Token-budgeted context for a task is ``memory_context`` in the learning module; the hooks use
 :func:`remindful.services.context.context_for`.)
-
-Both want one MemoryManager call that the manager does not offer yet: ``capture_status()``
-(the spool, the capture counters and the number of indexed Markdown files) and
-``index_file(path)`` (the outcome and the file's chunk count). Until it does, each tool answers
-what the public API gives — ``stats()``, and the Markdown watcher run on ``manager.engine`` — and
-``null`` for the count it cannot read (``files_indexed``, ``chunks``).
 """
 
 from __future__ import annotations
@@ -30,17 +24,7 @@ def register(mcp: Any, get_manager: GetManager) -> None:
         skipped captures by reason (privacy exclusions, repeats, disabled triggers), and the number
         of Markdown files indexed. Returns {"success": true, "spool_pending", "capture", "files_indexed"}.
         """
-        m = get_manager()
-        capture_status = getattr(m, "capture_status", None)  # not in the MemoryManager yet
-        if capture_status is not None:
-            return {"success": True, **capture_status()}
-        stats = m.stats()
-        return {
-            "success": True,
-            "spool_pending": stats["spool_pending"],
-            "capture": stats["capture"],
-            "files_indexed": stats.get("files_indexed"),
-        }
+        return {"success": True, **get_manager().capture_status()}
 
     @tool(mcp, WRITE)
     def memory_index_file(
@@ -50,16 +34,11 @@ def register(mcp: Any, get_manager: GetManager) -> None:
         document memories, replacing the file's older chunks. An unchanged file is left as is.
         Returns {"success": true, "outcome": "indexed" | "unchanged" | "skipped" | "vanished", "chunks": n}.
         """
-        from remindful.services.capture.watcher import MarkdownWatcher, is_markdown
+        from remindful.services.capture.watcher import is_markdown
 
         file = Path(path).expanduser()
         if not is_markdown(file):
             raise ValidationError("path", f"expected a Markdown file (.md), got {path!r}")
         if not file.is_file():
             raise ValidationError("path", f"no such file {path!r}")
-        m = get_manager()
-        index_file = getattr(m, "index_file", None)  # not in the MemoryManager yet
-        if index_file is not None:
-            return {"success": True, **index_file(file)}
-        outcome = MarkdownWatcher(m.engine, [file.parent]).process_file(file)
-        return {"success": True, "outcome": outcome, "chunks": None}
+        return {"success": True, **get_manager().index_file(file)}
