@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -116,3 +117,14 @@ def test_every_command_has_help_and_is_in_the_readme() -> None:
         name = command.name or command.callback.__name__  # type: ignore[union-attr]
         assert command.callback.__doc__, name  # type: ignore[union-attr]
         assert re.search(rf"remindful (--\S+ \S+ )?{name}\b", readme), f"`remindful {name}` missing from README"
+
+
+def test_token_prints_the_stores_http_token(store_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    code, out = invoke("token")
+    token = out.strip()
+    assert code == 0 and len(token) >= 32
+    token_file = store_path / "http_token"
+    assert token_file.read_text().strip() == token and stat.S_IMODE(token_file.stat().st_mode) == 0o600
+    assert invoke("token")[1].strip() == token  # kept, not generated again
+    monkeypatch.setenv("REMINDFUL_HTTP_TOKEN", "from-the-environment")
+    assert invoke("token")[1].strip() == "from-the-environment"

@@ -13,7 +13,7 @@
     └── MemoryDisabledError         memory is turned off in config, or was disabled by an error
 
 Shells translate these at the edge: the CLI prints the message and exits non-zero,
-the MCP server answers ``success: false`` with the message.
+the MCP server raises the SDK's tool error (``isError: true``) with the message.
 """
 
 from __future__ import annotations

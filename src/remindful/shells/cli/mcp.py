@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from remindful.shells.cli.app import _State, app, err_console
+from remindful.shells.cli.app import _open, _run, _State, app, err_console
 
 
 @app.command()
@@ -88,3 +88,12 @@ def proxy(
     finally:
         manager.close()
     raise typer.Exit(code)
+
+
+@app.command()
+def token() -> None:
+    """Print the bearer token every HTTP surface of this store requires (creating it if needed)."""
+    from remindful.services.access import http_token
+
+    with _open() as memory:
+        typer.echo(_run(lambda: http_token(memory.path)))
