@@ -418,3 +418,15 @@ def test_the_lexical_queries_start_before_the_query_is_embedded(
         memory.flush()
         assert memory.search("billing deploy")[0].content == "deploy notes for the billing service"
     assert waited == [True]
+
+
+def test_ids_within_one_batch_never_collide(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A batch's rows share a timestamp, so two could draw the same 8 random hex digits and fail the
+    whole batch on the catalog's unique id (seen in CI with 7,000 rows)."""
+    import uuid
+
+    real, same = uuid.uuid4, [uuid.UUID(int=1), uuid.UUID(int=1)]
+    monkeypatch.setattr(uuid, "uuid4", lambda: same.pop() if same else real())
+    with open_fake(tmp_path / "s") as memory:
+        ids = memory.store_batch([{"content": "a"}, {"content": "b"}, {"content": "c"}])
+        assert len(set(ids)) == 3 and [m.content for m in memory.get_batch(ids) if m] == ["a", "b", "c"]
