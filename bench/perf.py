@@ -18,9 +18,10 @@ tree gets a process of its own, started with that tree's ``src`` on PYTHONPATH, 
 store of the same texts and then runs the searches it is sent. The two take turns, round by round
 (A B, then B A), so a machine whose load drifts slows both alike; the ratio is this tree over REV.
 The measuring code uses only what both trees have: ``remindful.open``, ``store_batch``, ``search``,
-``stats`` and ``close``, and ``remindful.embed.OnnxMiniLMEmbedder``.
+``stats`` and ``close``, and ``remindful.embed.OnnxMiniLMEmbedder``. The working tree is imported
+as it is when each module is first loaded: ``--tree REV2`` measures a commit in its place.
 
-    python bench/perf.py --compare 0f1eb84 --size 100000 [--queries 200] [--rounds 10]
+    python bench/perf.py --compare 0f1eb84 --size 100000 [--tree REV2] [--queries 200] [--rounds 10]
 """
 
 from __future__ import annotations
@@ -416,29 +417,39 @@ def compare_size(sides: list[tuple[str, Path, Path]], args: argparse.Namespace, 
     }
 
 
+def resolve(rev: str) -> tuple[str, str]:
+    """The commit ``rev`` names, and a label for it."""
+    sha = git("rev-parse", "--verify", f"{rev}^{{commit}}")
+    return sha, (sha[:9] if sha.startswith(rev) else f"{rev} ({sha[:9]})")
+
+
 def compare(args: argparse.Namespace) -> dict[str, Any]:
-    sha = git("rev-parse", "--verify", f"{args.compare}^{{commit}}")
-    label = f"{args.compare} ({sha[:9]})" if not sha.startswith(args.compare) else sha[:9]
-    mine = this_tree()
+    rev_sha, rev_label = resolve(args.compare)
+    if args.tree is not None and resolve(args.tree)[0] == rev_sha:
+        raise SystemExit(f"--tree and --compare name the same commit {rev_sha[:9]}")
     with scratch_dir("remindful-compare-") as tmp:
-        tree = tmp / "tree"
-        git("worktree", "add", "--detach", "--quiet", str(tree), sha)
+        stores = args.store_dir or tmp
+        checked_out: list[Path] = []
+
+        def side(rev: str | None, size: int) -> tuple[str, Path, Path]:
+            if rev is None:  # the working tree as it is, uncommitted changes included
+                return this_tree(), REPO / "src", stores / f"compare-worktree-s{size}"
+            sha, label = resolve(rev)
+            tree = tmp / sha
+            if tree not in checked_out:
+                git("worktree", "add", "--detach", "--quiet", str(tree), sha)
+                checked_out.append(tree)
+            return label, tree / "src", stores / f"compare-{sha[:12]}-s{size}"
+
         try:
-            stores = args.store_dir or tmp
             results = [
-                compare_size(
-                    [
-                        (mine, REPO / "src", stores / f"compare-worktree-s{size}"),
-                        (label, tree / "src", stores / f"compare-{sha[:12]}-s{size}"),
-                    ],
-                    args,
-                    size,
-                )
-                for size in args.sizes
+                compare_size([side(args.tree, size), side(args.compare, size)], args, size) for size in args.sizes
             ]
+            tree_label = side(args.tree, args.sizes[0])[0]
         finally:
-            git("worktree", "remove", "--force", str(tree))
-    return {"tree": mine, "rev": label, "rev_sha": sha, "sizes": results, "machine": machine()}
+            for tree in checked_out:
+                git("worktree", "remove", "--force", str(tree))
+    return {"tree": tree_label, "rev": rev_label, "rev_sha": rev_sha, "sizes": results, "machine": machine()}
 
 
 def compare_lines(result: dict[str, Any]) -> list[str]:
@@ -450,7 +461,7 @@ def compare_lines(result: dict[str, Any]) -> list[str]:
             f"  {result['tree']:<40} p50 {tree['search_p50_ms']} ms  p95 {tree['search_p95_ms']} ms",
             f"  {result['rev']:<40} p50 {rev['search_p50_ms']} ms  p95 {rev['search_p95_ms']} ms",
             "  "
-            + versus("this tree p50", tree["search_p50_ms"], result["rev"], rev["search_p50_ms"], ratio=s["ratio_p50"])
+            + versus(result["tree"], tree["search_p50_ms"], result["rev"], rev["search_p50_ms"], ratio=s["ratio_p50"])
             + f" (per round {s['round_ratio_min']:.2f}-{s['round_ratio_max']:.2f}x)",
         ]
     return out
@@ -479,6 +490,12 @@ def main(argv: list[str] | None = None) -> int:
         metavar="REV",
         default=None,
         help="measure search p50 of this working tree against the commit REV instead (see above)",
+    )
+    args_parser.add_argument(
+        "--tree",
+        metavar="REV",
+        default=None,
+        help="with --compare: measure the commit REV instead of the working tree (which others may be editing)",
     )
     args_parser.add_argument(
         "--rounds", type=int, default=10, help="with --compare: the rounds the two trees take turns in"
