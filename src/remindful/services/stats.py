@@ -28,8 +28,12 @@ def _percentile(values: list[float], q: float) -> float | None:
 def capture_status(store: Store) -> dict[str, Any]:
     """What automatic capture is doing: hook events waiting in the spool, redaction and skip counts
     by reason, and the number of Markdown files indexed."""
-    stats = build_stats(store)
-    return {"spool_pending": stats["spool_pending"], "capture": stats["capture"], "files_indexed": files_indexed(store)}
+    catalog = store.ready().catalog
+    return {
+        "spool_pending": _spool_pending(catalog),
+        "capture": _capture_counts(catalog),
+        "files_indexed": files_indexed(store),
+    }
 
 
 def build_stats(store: Store) -> dict[str, Any]:
@@ -50,7 +54,7 @@ def build_stats(store: Store) -> dict[str, Any]:
     size_mb = store.size_mb(max_age_s=0)
     quota_mb = settings.storage.max_size_mb
     sessions = catalog.read("SELECT count(*) FROM sessions")[0][0]
-    spool = catalog.read("SELECT count(*) FROM spool")[0][0]
+    spool = _spool_pending(catalog)
     search_ms = list(store.search_ms)
     store_ms = list(store.store_ms)
     return {
@@ -78,6 +82,11 @@ def build_stats(store: Store) -> dict[str, Any]:
             "embedding_cache": store.embedding_cache_stats(),
         },
     }
+
+
+def _spool_pending(catalog: Catalog) -> int:
+    """Hook events and captured tool calls waiting in the spool."""
+    return int(catalog.read("SELECT count(*) FROM spool")[0][0])
 
 
 def _capture_counts(catalog: Catalog) -> dict[str, int]:
