@@ -108,7 +108,7 @@ class MarkdownWatcher:
             if items is None:
                 return "skipped"
             new_ids = self.store.store_batch(items, defer=False) if items else []
-            old_ids = [i for i in self._chunk_ids(str(path)) if i not in set(new_ids)]
+            old_ids = [i for i in self.chunk_ids(str(path)) if i not in set(new_ids)]
             self._catalog().write(
                 lambda c: c.execute(
                     "INSERT INTO file_hashes (path, sha256, memory_ids, updated_at) VALUES (?, ?, ?, ?) "
@@ -159,7 +159,7 @@ class MarkdownWatcher:
         """Forget a deleted file: its chunks and its hash. Returns ``removed`` or ``unknown``."""
         key = str(Path(path).resolve())
         with self._lock:
-            ids = self._chunk_ids(key)
+            ids = self.chunk_ids(key)
             known = self._known(key) is not None
             if ids:
                 self.store.delete_many(ids)
@@ -242,7 +242,8 @@ class MarkdownWatcher:
         rows = self._catalog().read("SELECT sha256 FROM file_hashes WHERE path = ?", (path,))
         return rows[0][0] if rows else None
 
-    def _chunk_ids(self, path: str) -> list[str]:
+    def chunk_ids(self, path: str) -> list[str]:
+        """The ids of the chunks stored for the file at ``path`` (resolved, as stored)."""
         rows = self._catalog().read(
             "SELECT id FROM memories WHERE type = 'document' AND source = 'md_file' "
             "AND json_extract(metadata, '$.file_path') = ?",
@@ -261,7 +262,7 @@ def index_file(store: Store, path: str | os.PathLike[str]) -> dict[str, Any]:
     file = Path(path).expanduser().resolve()
     watcher = MarkdownWatcher(store, [file.parent])
     outcome = watcher.process_file(file)
-    return {"outcome": outcome, "chunks": len(watcher._chunk_ids(str(file)))}
+    return {"outcome": outcome, "chunks": len(watcher.chunk_ids(str(file)))}
 
 
 def files_indexed(store: Store) -> int:
