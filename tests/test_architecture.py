@@ -33,6 +33,7 @@ LAYERS: dict[str, int] = {
     "remindful.aio": 4,
     "remindful.testing": 4,
     "remindful.daemon": 5,
+    "remindful.web": 5,  # the dashboard app: above the API, served by the daemon and by `remindful dashboard`
     "remindful.shells": 6,
 }
 LAYER_NAMES = {
