@@ -5,9 +5,15 @@ For each conversation: a fresh store; every turn stored as one ``conversation`` 
 question of categories 1-4 run through ``search()``. Recall@k is the fraction of a question's
 evidence turns found in the top k, averaged over questions (shared/data/README.md).
 
+Relevance floor (issue 16): every question is also asked with ``min_score=0`` (the top hits
+whatever they score), and the R@5 the default floor costs is printed; and the next conversation's
+questions (categories 1-4) are asked against each store: abstention is the share of them that get
+no hit with the default ``search.min_score`` and no context block (``context.min_score``).
+
 The baseline in the same run: the same stores reopened with other search settings (by default
 dense only: the memory's MiniLM vector, as a plain vector store ranks), and every question asked
 again. ``--baseline KEY=VALUE`` picks other settings (an ablation), ``--no-baseline`` skips it.
+Each target of issue 16 is printed beside its figure and its baseline.
 
     python bench/locomo.py [--data PATH] [--k 5,10] [--conversations N] [--no-baseline] [--json]
 
@@ -29,6 +35,8 @@ import remindful
 from common import add_data_option, emit, load_locomo, machine, parser, pct, scratch_dir, sessions, timed
 
 DENSE_ONLY = {"search.context_weight": 0, "search.lexical_weight": 0, "search.lexical_context_weight": 0}
+#: Issue 16's targets on the dev split.
+TARGETS = {"R@5": 0.72, "R@10": 0.81, "abstention": 0.90, "R@5 loss": 0.01}
 
 
 def parse_session_date(text: str) -> datetime:
@@ -61,9 +69,9 @@ class Scores:
         self.reciprocal: list[float] = []
         self.search_ms: list[float] = []
 
-    def ask(self, memory: Any, qa: dict[str, Any]) -> None:
+    def ask(self, memory: Any, qa: dict[str, Any], min_score: float | None = None) -> None:
         evidence = set(qa["evidence"])
-        seconds, hits = timed(memory.search, qa["question"], limit=max(self.ks))
+        seconds, hits = timed(memory.search, qa["question"], limit=max(self.ks), min_score=min_score)
         self.search_ms.append(seconds * 1000)
         ranked = [h.metadata.get("dia_id") for h in hits]
         for k in self.ks:
@@ -92,11 +100,14 @@ def evaluate(
     data: list[dict[str, Any]], ks: list[int], settings: dict[str, Any], baseline: dict[str, Any] | None
 ) -> dict[str, Any]:
     """Scores with ``settings``, and with ``baseline`` on top of them (the same stores reopened)."""
-    scores, base_scores = Scores(ks), Scores(ks)
+    scores, base_scores, floorless = Scores(ks), Scores(ks), Scores(ks)
     ingest_s = 0.0
     stored = 0
-    for sample in data:
+    foreign = {"asked": 0, "no_hit": 0, "no_context": 0}
+    for index, sample in enumerate(data):
         questions = [qa for qa in sample["qa"] if qa.get("category") in (1, 2, 3, 4) and qa.get("evidence")]
+        # The next conversation's questions: this store holds nothing that answers them.
+        others = [qa for qa in data[(index + 1) % len(data)]["qa"] if qa.get("category") in (1, 2, 3, 4)]
         with scratch_dir() as tmp:
             with remindful.open(tmp, **settings) as memory:
                 items = turns(sample["conversation"])
@@ -107,11 +118,24 @@ def evaluate(
                 stored += len(items)
                 for qa in questions:
                     scores.ask(memory, qa)
+                    floorless.ask(memory, qa, min_score=0)
+                if len(data) > 1:
+                    for qa in others:
+                        foreign["asked"] += 1
+                        foreign["no_hit"] += not memory.search(qa["question"], limit=max(ks))
+                        foreign["no_context"] += not memory.context(qa["question"]).text
             if baseline is not None:
                 with remindful.open(tmp, **{**settings, **baseline}) as memory:
                     for qa in questions:
                         base_scores.ask(memory, qa)
     result = {**scores.summary(), "ingest_per_s": round(stored / ingest_s, 1)}
+    result["min_score_0"] = floorless.summary()
+    if foreign["asked"]:
+        result["abstention"] = {
+            "questions": foreign["asked"],
+            "no_hit": round(foreign["no_hit"] / foreign["asked"], 4),
+            "no_context": round(foreign["no_context"] / foreign["asked"], 4),
+        }
     if baseline is not None:
         result["baseline"] = {"settings": baseline, **base_scores.summary()}
     return result
@@ -142,11 +166,33 @@ def lines(result: dict[str, Any]) -> list[str]:
         f"  ingest {result['ingest_per_s']:.0f} turns/s; search p50 {result['search_p50_ms']:.1f} ms, "
         f"p95 {result['search_p95_ms']:.1f} ms"
     )
-    if "baseline" in result:
-        base = result["baseline"]
+    base = result.get("baseline")
+    if base is not None:
         name = "dense only" if base["settings"] == DENSE_ONLY else json.dumps(base["settings"])
         out.append(f"baseline, same stores, {name}:")
         out.append("  " + row(base))
+        for category, figures in base["by_category"].items():
+            out.append(
+                f"  category {category}: " + "  ".join(f"{k} {v:.3f}" for k, v in figures.items() if k != "n")
+            )
+    out.append("issue 16 targets (figure | target | same-run baseline):")
+    for k in ("R@5", "R@10"):
+        if k in result["recall"]:
+            against = f"{base['recall'][k]:.3f} ({name})" if base is not None else "-"
+            out.append(f"  {k} {result['recall'][k]:.3f} | >= {TARGETS[k]:.2f} | {against}")
+    floorless = result["min_score_0"]["recall"]
+    if "R@5" in floorless:
+        loss = floorless["R@5"] - result["recall"]["R@5"]
+        out.append(
+            f"  R@5 lost to the default min_score {loss:.4f} | <= {TARGETS['R@5 loss']:.2f} | "
+            f"min_score=0: " + "  ".join(f"{k} {v:.3f}" for k, v in floorless.items())
+        )
+    if "abstention" in result:
+        a = result["abstention"]
+        out.append(
+            f"  abstention (next conversation's {a['questions']} questions): no hit {a['no_hit']:.1%}, "
+            f"no context {a['no_context']:.1%} | >= {TARGETS['abstention']:.0%} | min_score=0: 0.0%"
+        )
     return out
 
 

@@ -15,6 +15,9 @@ from remindful.shells.entry import _is_hook
 @pytest.fixture
 def runner(monkeypatch: pytest.MonkeyPatch) -> CliRunner:
     monkeypatch.setenv("REMINDFUL_EMBEDDINGS__BACKEND", "fake")
+    # The relevance floors are calibrated on MiniLM's cosines, not the fake embedder's.
+    monkeypatch.setenv("REMINDFUL_SEARCH__MIN_SCORE", "0")
+    monkeypatch.setenv("REMINDFUL_CONTEXT__MIN_SCORE", "0")
     return CliRunner()
 
 

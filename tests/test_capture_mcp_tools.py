@@ -55,7 +55,7 @@ def note(tmp_path: Path) -> Path:
 
 
 async def test_capture_status_and_index_file(store: Path, note: Path, tmp_path: Path) -> None:
-    lazy = LazyManager(factory=lambda: open_fake(store))
+    lazy = LazyManager(factory=lambda: open_fake(store, **{"security.allowed_paths": [note.parent]}))
     try:
         async with Client(build_server(lazy)) as client:
             status = await call(client, "memory_capture_status")
@@ -77,7 +77,7 @@ async def test_capture_status_and_index_file(store: Path, note: Path, tmp_path: 
 
 @pytest.mark.parametrize("count", sorted(NEEDS))
 async def test_the_tools_report_their_counts(store: Path, note: Path, count: str) -> None:
-    lazy = LazyManager(factory=lambda: open_fake(store))
+    lazy = LazyManager(factory=lambda: open_fake(store, **{"security.allowed_paths": [note.parent]}))
     try:
         async with Client(build_server(lazy)) as client:
             indexed = await call(client, "memory_index_file", path=str(note))

@@ -70,7 +70,7 @@ def test_lexical_context_finds_the_turn_next_to_the_words(memory: MemoryManager)
         "Caroline: I painted a lake at sunrise.",
     ]
     ids = memory.store_batch([{"content": t, "session_id": "chat", "type": "conversation"} for t in turns])
-    hits = memory.search("support group meeting", limit=4)
+    hits = memory.search("support group meeting", limit=4, min_score=0)  # the ranking, not the floor
     assert ids[1] in [h.id for h in hits[:2]]
     assert "lexical_context" in next(h for h in hits if h.id == ids[1]).sources
 
@@ -78,7 +78,8 @@ def test_lexical_context_finds_the_turn_next_to_the_words(memory: MemoryManager)
 def test_date_words_make_dates_searchable(memory: MemoryManager) -> None:
     may = memory.store("went hiking", session_id="a", timestamp="2023-05-08T10:00:00Z")
     memory.store("went hiking", session_id="b", timestamp="2023-09-01T10:00:00Z")
-    assert memory.search("hiking in May 2023", limit=1)[0].id == may
+    # Two copies of one text: collapsed, the newer would stand for both; the ranking itself is checked.
+    assert memory.search("hiking in May 2023", limit=1, collapse=False)[0].id == may
 
 
 def test_every_space_can_be_turned_off(tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -164,15 +165,16 @@ def test_context_is_what_the_hooks_and_the_cli_print(memory: MemoryManager) -> N
     deploy = memory.store("Deploys run make release from the main branch", type="knowledge")
     memory.store("Deploys run make release from the main branch.", type="knowledge")  # a near-duplicate
     staging = memory.store("The staging deploy needs the VPN up", session_id="s1")
-    text = memory.context("how do we deploy a release")
+    text = memory.context("how do we deploy a release").text
     assert text == context_for(memory.engine, "how do we deploy a release")
-    assert text.startswith(HEADER + "\n") and f"[{deploy}] (knowledge, " in text and f"[{staging}]" in text
+    assert text.startswith(HEADER + "\n") and "(knowledge, " in text and f"[{staging}]" in text
     assert text.count("make release") == 1  # near-duplicates collapse into one line
+    assert deploy in text or "+1 similar" in text
     assert estimate_tokens(text) <= memory.settings.hooks.context_budget_tokens
-    assert estimate_tokens(memory.context("how do we deploy a release", budget_tokens=45)) <= 45
-    assert memory.context("how do we deploy a release", budget_tokens=5) == ""  # not even the header fits
-    assert staging not in memory.context("deploy", types=["knowledge"])
+    assert estimate_tokens(memory.context("how do we deploy a release", budget_tokens=45).text) <= 45
+    assert memory.context("how do we deploy a release", budget_tokens=5).text == ""  # not even the header fits
+    assert staging not in memory.context("deploy", types=["knowledge"]).text
     only = memory.context("deploy", session_id="s1")
-    assert f"[{staging}]" in only and deploy not in only
-    assert staging not in memory.context("deploy", exclude="the staging  deploy needs the VPN up")
-    assert memory.context("   ") == ""
+    assert f"[{staging}]" in only.text and deploy not in only.text and [h.id for h in only.hits] == [staging]
+    assert staging not in memory.context("deploy", exclude="the staging  deploy needs the VPN up").text
+    assert memory.context("   ").text == ""

@@ -199,15 +199,21 @@ def test_record_building_is_pure() -> None:
     assert record["memories"][0]["metadata"]["success"] is False and warnings == []
 
 
-def test_drain_failure_is_kept_for_retry(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+def test_a_broken_spooled_event_is_set_aside_not_retried_forever(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     store = tmp_path / "s"
     fire(store, "PreToolUse", payload("PreToolUse"))
+    fire(store, "PostToolUse", payload("PostToolUse"))
     with sqlite3.connect(store / "catalog.sqlite3") as conn:
-        conn.execute("UPDATE spool SET payload = '{\"broken\": true}'")
+        conn.execute("UPDATE spool SET payload = '{\"broken\": true}' WHERE kind = 'PreToolUse'")
     with caplog.at_level(logging.WARNING), open_fake(store) as memory:
-        assert memory.list() == []
-        row = memory.engine.catalog.read("SELECT attempts, last_error FROM spool")[0]
-        assert row[0] == 1 and "KeyError" in row[1]
+        assert len(memory.list()) == 1  # the good event behind it is stored
+        assert memory.engine.catalog.read("SELECT count(*) FROM spool")[0][0] == 0
+    (rejected,) = (store / "spool-rejected.jsonl").read_text().splitlines()
+    assert "KeyError" in json.loads(rejected)["error"] and json.loads(rejected)["kind"] == "PreToolUse"
+    assert (store / "spool-rejected.jsonl").stat().st_mode & 0o777 == 0o600
+    assert "set aside in spool-rejected.jsonl" in caplog.text
 
 
 def test_embedding_failure_keeps_the_event_for_a_retry(tmp_path: Path) -> None:

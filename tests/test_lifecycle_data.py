@@ -88,10 +88,11 @@ def test_an_export_appears_whole_or_not_at_all(tmp_path: Path, memory: MemoryMan
         raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        memory.export(output_path=target, progress=interrupted)
+        memory.export(output_path=target, overwrite=True, progress=interrupted)
     assert target.read_text() == "the previous export" and [p.name for p in target.parent.iterdir()] == ["out.json"]
     # Two exports to one path at once each write a file of their own: the survivor is whole.
-    threads = [threading.Thread(target=memory.export, kwargs={"output_path": target}) for _ in range(4)]
+    again = {"output_path": target, "overwrite": True}
+    threads = [threading.Thread(target=memory.export, kwargs=again) for _ in range(4)]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -325,7 +326,11 @@ def test_copied_attachment_follows_the_memory(tmp_path: Path) -> None:
     shot.write_bytes(b"\x89PNG fake")
     doc = tmp_path / "notes.pdf"
     doc.write_bytes(b"%PDF")
-    overrides = {"attachments.copy_attachments": True, "attachments.path_keys": ["screenshot_path", "file_path"]}
+    overrides = {
+        "attachments.copy_attachments": True,
+        "attachments.path_keys": ["screenshot_path", "file_path"],
+        "security.allowed_paths": [tmp_path],
+    }
     with open_fake(tmp_path / "s", **overrides) as memory:
         memory_id = memory.store(
             "login screen", type="screen", metadata={"screenshot_path": str(shot), "file_path": str(doc)}
@@ -351,9 +356,12 @@ def test_copied_attachment_follows_the_memory(tmp_path: Path) -> None:
 def test_retention_deletes_attachment_copies(tmp_path: Path) -> None:
     shot = tmp_path / "s.png"
     shot.write_bytes(b"png")
-    with open_fake(tmp_path / "s", **{"attachments.copy_attachments": True}) as memory:
+    overrides = {"attachments.copy_attachments": True, "security.allowed_paths": [tmp_path]}
+    with open_fake(tmp_path / "s", **overrides) as memory:
         old = datetime.now(UTC) - timedelta(days=60)
-        memory_id = memory.store("old screen", type="screen", metadata={"screenshot_path": str(shot)}, timestamp=old)
+        memory_id = memory.store(
+            "old screen", type="screen", source="hook", metadata={"screenshot_path": str(shot)}, timestamp=old
+        )
         copy = Path(memory.get(memory_id).metadata["screenshot_path"])
         assert copy.exists()
         memory.cleanup()

@@ -78,7 +78,7 @@ def test_score_orders_the_obvious_cases() -> None:
 
 def test_cleanup_deletes_old_unprotected_and_keeps_bookmarks(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     with open_fake(tmp_path / "s") as memory:
-        old = memory.store("old auto capture", type="action", timestamp=ago(40))
+        old = memory.store("old auto capture", type="action", source="hook", timestamp=ago(40))
         bookmarked = memory.store("old bookmark", type="action", metadata={"bookmarked": True}, timestamp=ago(100))
         manual = memory.store("old manual save", type="screen", metadata={"manual_save": True}, timestamp=ago(100))
         recent = memory.store("recent capture", type="action", timestamp=ago(2))
@@ -94,7 +94,7 @@ def test_cleanup_deletes_old_unprotected_and_keeps_bookmarks(tmp_path: Path, cap
 
 
 def test_dry_run_reports_without_deleting(memory: MemoryManager) -> None:
-    doomed = memory.store("old thing", timestamp=ago(45))
+    doomed = memory.store("old thing", source="hook", timestamp=ago(45))
     report = memory.cleanup(dry_run=True)
     assert report["dry_run"] and report["deleted"] == 1 and report["ids"] == [doomed]
     assert memory.get(doomed).id == doomed
@@ -111,8 +111,12 @@ def test_expired_memories_are_deleted(tmp_path: Path) -> None:
 
 def test_long_term_keeps_successful_workflows_and_drops_the_ancient(memory: MemoryManager) -> None:
     kept = memory.store("deploy workflow", type="workflow", metadata={"success": True}, timestamp=ago(90))
-    failed = memory.store("broken workflow", type="workflow", metadata={"success": False}, timestamp=ago(90))
-    ancient = memory.store("ancient workflow", type="workflow", metadata={"success": True}, timestamp=ago(400))
+    failed = memory.store(
+        "broken workflow", type="workflow", source="hook", metadata={"success": False}, timestamp=ago(90)
+    )
+    ancient = memory.store(
+        "ancient workflow", type="workflow", source="hook", metadata={"success": True}, timestamp=ago(400)
+    )
     report = memory.cleanup()
     assert report["by_reason"] == {"retention": 1, "too_old": 1}
     assert [m is not None for m in memory.get_batch([kept, failed, ancient])] == [True, False, False]
@@ -122,7 +126,7 @@ def test_medium_tier_cap_keeps_the_most_important(tmp_path: Path) -> None:
     tiers = {"medium": {"max_age_days": 30, "max_items": 2, "keep_successful": True}}
     with open_fake(tmp_path / "s", **{"retention.tiers": tiers}) as memory:
         ids = [
-            memory.store(f"note {word}", type="knowledge", metadata={"importance": imp}, timestamp=ago(10))
+            memory.store(f"note {word}", type="knowledge", source="hook", metadata={"importance": imp}, timestamp=ago(10))
             for word, imp in [("alpha", 0.9), ("beta", 0.1), ("gamma", 0.8), ("delta", 0.2)]
         ]
         success = memory.store("succeeded", type="knowledge", metadata={"success": True}, timestamp=ago(10))
@@ -249,7 +253,7 @@ def test_cleanup_dedups_the_medium_tier(memory: MemoryManager) -> None:
 
 
 def test_cleanup_audits_each_deletion_with_its_reason_and_reports_its_phases(memory: MemoryManager) -> None:
-    old = memory.store("old auto capture", timestamp=ago(40))
+    old = memory.store("old auto capture", source="hook", timestamp=ago(40))
     dups = [memory.store("Settings dialog opened", type="screen", timestamp=ago(10 + i / 10)) for i in range(3)]
     report = memory.cleanup()
     assert report["deleted"] == 3 and report["by_reason"] == {"retention": 1, "dedup": 2}
@@ -272,7 +276,7 @@ def test_next_run_daily_and_weekly() -> None:
 
 
 def test_scheduler_runs_cleanup_when_due_and_survives_errors(memory: MemoryManager) -> None:
-    memory.store("old capture", timestamp=ago(50))
+    memory.store("old capture", source="hook", timestamp=ago(50))
     ran = threading.Event()
     calls: list[Any] = []
 
@@ -292,7 +296,7 @@ def test_scheduler_runs_cleanup_when_due_and_survives_errors(memory: MemoryManag
 
 
 def test_scheduler_runs_the_retention_cleanup_by_default(memory: MemoryManager) -> None:
-    memory.store("old capture", timestamp=ago(50))
+    memory.store("old capture", source="hook", timestamp=ago(50))
     memory.store("fresh capture")
     result = CleanupScheduler(memory.engine).run_once()
     assert result["deleted"] == 1 and result["by_reason"] == {"retention": 1}

@@ -46,7 +46,7 @@ def test_resume_session_boosts_its_memories_until_another_is_resumed(memory: Mem
     memory.store("configure the build pipeline", session_id="old")
     memory.store("configure the build pipeline", session_id="other")
     assert memory.resume_session("old") == 1
-    assert memory.search("build pipeline")[0].session_id == "old"
+    assert memory.search("build pipeline")[0].session_id == "old"  # the copy shown is the boosted one
     assert [s["id"] for s in memory.list_sessions() if s["resumed"]] == ["old"]
     memory.resume_session("other")
     assert memory.search("build pipeline")[0].session_id == "other"
@@ -70,7 +70,7 @@ def test_delete_session_needs_confirm_backs_up_and_deletes_every_collection(memo
     assert "session_abc123" not in [s["id"] for s in memory.list_sessions()]
     assert all(h.session_id != "session_abc123" for h in memory.search("sensitive"))
     assert memory.engine.resumed_session is None
-    with pytest.raises(ValidationError, match="unknown session"):
+    with pytest.raises(NotFoundError, match="Session not found"):
         memory.delete_session("session_abc123", confirm=True)
 
 
@@ -87,3 +87,27 @@ def test_delete_on_exit_only_when_configured(tmp_path: Path) -> None:
         assert delete_on_exit(memory.engine, ["agent-7"]) == 1
         assert [m.content for m in memory.list()] == ["unrelated"]
         assert not list((memory.path / "backups").glob("*")) if (memory.path / "backups").exists() else True
+
+
+def test_sessions_page_and_pick_one(tmp_path: Path) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    base = datetime(2026, 1, 1, tzinfo=UTC)
+    with open_fake(tmp_path / "s") as memory:
+        for i in range(5):
+            for j in range(i + 1):
+                memory.store(
+                    f"step {j} of run {i}",
+                    type="action",
+                    session_id=f"run{i}",
+                    timestamp=base + timedelta(days=i, minutes=j),
+                    metadata={"action": f"act{j}"},
+                )
+        everything = memory.list_sessions()
+        assert [s["id"] for s in everything] == ["run4", "run3", "run2", "run1", "run0"]
+        assert memory.session_count() == 5
+        page = memory.list_sessions(limit=2, offset=1)
+        assert page == everything[1:3]
+        assert memory.list_sessions(session_id="run2") == [everything[2]]
+        assert everything[2]["memory_count"] == 3 and everything[2]["by_type"] == {"action": 3}
+        assert memory.list_sessions(session_id="nope") == [] and memory.list_sessions(offset=9) == []

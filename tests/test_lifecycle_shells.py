@@ -46,7 +46,7 @@ def store_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 @pytest.mark.slow
 def test_cli_lifecycle_end_to_end(store_path: Path, tmp_path: Path) -> None:
     old = (datetime.now(UTC) - timedelta(days=60)).isoformat()
-    assert invoke("store", "old capture", "--timestamp", old, "--session", "s-old")[0] == 0
+    assert invoke("store", "old capture", "--timestamp", old, "--session", "s-old", "--source", "hook")[0] == 0
     assert invoke("store", "Login screen", "--type", "screen", "--session", "s1")[0] == 0
     assert invoke("store", "Login screen", "--type", "screen", "--session", "s1")[0] == 0
     code, out = invoke("sessions", "--json")
@@ -116,7 +116,7 @@ async def test_mcp_lifecycle_tools(tmp_path: Path) -> None:
             assert "call again with confirm=true" in refused
             deleted = await call(client, "memory_delete_session", session_id="session_abc123", confirm=True)
             assert deleted["success"] and deleted["deleted"] == 1 and Path(deleted["backup_path"]).exists()
-            exported = await call(client, "memory_export", output_path=str(tmp_path / "m.json"))
+            exported = await call(client, "memory_export", output_path=str(tmp_path / "store" / "m.json"))
             assert exported["count"] == 1
             assert (await call(client, "memory_cleanup", dry_run=True))["deleted"] == 0
             assert (await call(client, "memory_dedup", dry_run=True))["clusters"] == 0
@@ -126,13 +126,13 @@ async def test_mcp_lifecycle_tools(tmp_path: Path) -> None:
             assert "confirm=true" in await tool_error(client, "memory_clear_all")
             cleared = await call(client, "memory_clear_all", confirm=True)
             assert cleared["deleted"] == 1
-            assert (await call(client, "memory_import", path=str(tmp_path / "m.json")))["imported"] == 1
+            assert (await call(client, "memory_import", path=str(tmp_path / "store" / "m.json")))["imported"] == 1
             assert "confirm=true" in await tool_error(client, "memory_restore", backup_path=backup["path"])
             restored = await call(client, "memory_restore", backup_path=backup["path"], confirm=True)
             assert restored["success"] and restored["total"] == 1
             missing = await tool_error(
-                client, "memory_restore", backup_path=str(tmp_path / "nope.tar.gz"), confirm=True
+                client, "memory_restore", backup_path=str(tmp_path / "store" / "nope.tar.gz"), confirm=True
             )
-            assert "is not a file" in missing
+            assert "no file" in missing and "expected a backup" in missing
     finally:
         lazy.close()

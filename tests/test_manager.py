@@ -139,11 +139,13 @@ def test_search_filters_apply_to_every_space(memory: MemoryManager) -> None:
     memory.store("Clicked login button", type="screen", metadata={"success": True, "attempt": 5})
     hits = memory.search("login button", types=["action"], filters={"success": True})
     assert [h.id for h in hits] == [ok]
-    assert {h.id for h in memory.search("login", filters={"attempt": {"$gte": 3}})} == {
+    # The three are copies of one text: collapse=False lists each instead of one "+N similar" hit.
+    assert {h.id for h in memory.search("login", filters={"attempt": {"$gte": 3}}, collapse=False)} == {
         ok,
         *[h.id for h in memory.search("login", types=["screen"])],
     }
-    assert len(memory.search("login", filters={"attempt": {"$in": [1, 5]}})) == 2
+    assert len(memory.search("login", filters={"attempt": {"$in": [1, 5]}}, collapse=False)) == 2
+    assert [h.similar for h in memory.search("login")] == [2]
 
 
 def test_search_filters_on_metadata_keys_with_braces(memory: MemoryManager) -> None:
@@ -264,7 +266,7 @@ def test_resume_session_boosts_that_session(memory: MemoryManager) -> None:
     a = memory.store("configure the database connection pool", session_id="old")
     b = memory.store("configure the database connection pool", session_id="other")
     memory.resume_session("old")
-    ranked = [h.id for h in memory.search("database connection")]
+    ranked = [h.id for h in memory.search("database connection", collapse=False)]
     assert ranked.index(a) < ranked.index(b)
     with pytest.raises(NotFoundError):
         memory.resume_session("no-such-session")

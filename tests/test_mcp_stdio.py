@@ -20,7 +20,7 @@ from remindful.shells.mcp.manifest import dumps, loads
     ("line", "code", "answer_id", "says"),
     [
         ("{not json", -32700, None, "Parse error: not valid JSON"),
-        (b"\xff\xfe", -32700, None, "Parse error: not valid JSON"),
+        (b"\xff\xfe", -32700, None, "Parse error: not valid UTF-8 (byte 0xff at offset 0)"),
         ("[1, 2]", -32600, None, "Invalid request: expected a JSON object, got list"),
         ("null", -32600, None, "Invalid request: expected a JSON object, got NoneType"),
         ('{"jsonrpc": "2.0", "id": 5, "method": 123}', -32600, 5, "method: expected a string"),

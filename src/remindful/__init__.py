@@ -21,6 +21,7 @@ __all__ = [
     "AsyncMemoryManager",
     "ChunkMetadata",
     "ConfigError",
+    "Context",
     "CorruptionError",
     "DependencyMissingError",
     "EmbedderError",
@@ -53,7 +54,16 @@ _WHERE = {
     "load_settings": "remindful.config",
     **{
         name: "remindful.model"
-        for name in ("ChunkMetadata", "Memory", "MemoryClass", "MemorySource", "MemoryType", "SearchHit", "Session")
+        for name in (
+            "ChunkMetadata",
+            "Context",
+            "Memory",
+            "MemoryClass",
+            "MemorySource",
+            "MemoryType",
+            "SearchHit",
+            "Session",
+        )
     },
     **{
         name: "remindful.errors"
@@ -92,7 +102,16 @@ if TYPE_CHECKING:
         StorageLockedError,
         ValidationError,
     )
-    from remindful.model import ChunkMetadata, Memory, MemoryClass, MemorySource, MemoryType, SearchHit, Session
+    from remindful.model import (
+        ChunkMetadata,
+        Context,
+        Memory,
+        MemoryClass,
+        MemorySource,
+        MemoryType,
+        SearchHit,
+        Session,
+    )
 
 
 def __getattr__(name: str) -> Any:

@@ -25,6 +25,7 @@ from remindful.engine.store import Store
 from remindful.index.base import VectorIndex
 from remindful.model import (
     ChunkMetadata,
+    Context,
     Memory,
     MemoryClass,
     MemorySource,
@@ -177,10 +178,17 @@ class MemoryManager:
         session_id: str | None = None,
         since: datetime | str | float | None = None,
         until: datetime | str | float | None = None,
+        min_score: float | None = None,
+        collapse: bool = True,
     ) -> builtins.list[SearchHit]:
         """Hybrid search (dense + lexical, fused); see :mod:`remindful.engine.search`. Filters apply
-        to every space. Scores are in [0, 1], best first."""
-        return self._store.search(query, types, limit, filters, session_id, since, until)
+        to every space. Best first; ``score`` is a calibrated relevance in [0, 1], comparable across
+        queries, and hits under ``min_score`` (default ``search.min_score``; 0: the top hits
+        whatever they score) are left out, so an unrelated query finds nothing. Near-duplicates
+        come back as one hit counting the others (``similar``) and an older version of a subject is
+        marked ``superseded_by`` the newer, unless ``collapse`` is False (every copy, in order)."""
+        floor = self._store.settings.search.min_score if min_score is None else min_score
+        return self._store.search(query, types, limit, filters, session_id, since, until, floor, collapse=collapse)
 
     def context(
         self,
@@ -190,15 +198,23 @@ class MemoryManager:
         types: Sequence[str] | None = None,
         *,
         exclude: str | None = None,
-    ) -> str:
-        """The memories most relevant to ``query`` as short lines with ids, within ``budget_tokens``
-        (default ``hooks.context_budget_tokens``; estimated, never over): what the hooks inject
-        and ``remindful context`` prints. "" when nothing relevant is stored. ``exclude`` drops
-        hits whose text equals it (the prompt being answered)."""
-        from remindful.services.context import context_for
+        min_score: float | None = None,
+    ) -> Context:
+        """The memories most relevant to ``query``: ``.text`` holds them as short lines with ids,
+        within ``budget_tokens`` (default ``hooks.context_budget_tokens``; estimated, never over),
+        as the hooks inject them and ``remindful context`` prints them; ``.hits`` are those memories.
+        When none scores ``min_score`` (default ``context.min_score``) ``.text`` is "" and a hook
+        injects nothing. ``exclude`` drops hits whose text equals it (the prompt being answered)."""
+        from remindful.services.context import gather_context
 
-        return context_for(
-            self._store, query, budget_tokens=budget_tokens, exclude=exclude, types=types, session_id=session_id
+        return gather_context(
+            self._store,
+            query,
+            budget_tokens=budget_tokens,
+            exclude=exclude,
+            types=types,
+            session_id=session_id,
+            min_score=min_score,
         )
 
     def resume_session(self, session_id: str) -> int:
@@ -238,11 +254,20 @@ class MemoryManager:
 
     # -- sessions, retention, export, backup -------------------------------------------------------
 
-    def list_sessions(self) -> builtins.list[dict[str, Any]]:
-        """Every session, newest first: id, start/end, memory count, summary of its activity."""
+    def list_sessions(
+        self, limit: int | None = None, offset: int = 0, session_id: str | None = None
+    ) -> builtins.list[dict[str, Any]]:
+        """Sessions, newest first (``limit`` from ``offset``, or the one ``session_id``): id,
+        start/end, memory count, summary of its activity."""
         from remindful.services.sessions import list_sessions
 
-        return list_sessions(self._store)
+        return list_sessions(self._store, limit=limit, offset=offset, session_id=session_id)
+
+    def session_count(self) -> int:
+        """How many sessions :meth:`list_sessions` lists."""
+        from remindful.services.sessions import session_count
+
+        return session_count(self._store)
 
     def delete_session(self, session_id: str, confirm: bool = False) -> dict[str, Any]:
         """Back up, then delete every memory of the session. Refused (ValidationError) unless ``confirm``."""
@@ -265,13 +290,21 @@ class MemoryManager:
         return dedup(self._store.vectors_ready(), threshold=threshold, types=types, dry_run=dry_run)
 
     def export(
-        self, format: str = "json", output_path: str | os.PathLike[str] | None = None, *, progress: Any = None
+        self,
+        format: str = "json",
+        output_path: str | os.PathLike[str] | None = None,
+        *,
+        overwrite: bool = False,
+        progress: Any = None,
     ) -> dict[str, Any]:
         """Write every memory (content, metadata, embedding) to a JSON file; returns path and count.
+        An existing file is replaced only with ``overwrite``; a missing directory is an error.
         ``progress(n)`` is called as batches are written."""
         from remindful.services.export import export_memories
 
-        return export_memories(self._store, format=format, output_path=output_path, progress=progress)
+        return export_memories(
+            self._store, format=format, output_path=output_path, overwrite=overwrite, progress=progress
+        )
 
     def import_memories(self, path: str | os.PathLike[str], *, progress: Any = None) -> dict[str, Any]:
         """Restore memories exported by :meth:`export` exactly (no re-embedding); duplicates skipped."""

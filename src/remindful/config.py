@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic import ValidationError as PydanticValidationError
 from pydantic_settings import (
     BaseSettings,
@@ -465,20 +465,39 @@ class RetentionTier(_Section):
         return value
 
 
+#: Each tier's defaults; a tier given in part (one field from YAML, env or ``open()``) is merged with them.
+RETENTION_TIER_DEFAULTS: dict[str, dict[str, Any]] = {
+    "recent": {"max_age_days": 7},
+    "medium": {"max_age_days": 30, "max_items": 1000, "keep_successful": True, "discard_repetitive": True},
+    "long_term": {"max_age_days": 365, "max_items": 500, "keep_criteria": {}},
+}
+
+
 class RetentionTiers(_Section):
     recent: RetentionTier = Field(
-        default_factory=lambda: RetentionTier(max_age_days=7), description="keep everything this young"
+        default_factory=lambda: RetentionTier(**RETENTION_TIER_DEFAULTS["recent"]),
+        description="keep everything this young",
     )
     medium: RetentionTier = Field(
-        default_factory=lambda: RetentionTier(
-            max_age_days=30, max_items=1000, keep_successful=True, discard_repetitive=True
-        ),
+        default_factory=lambda: RetentionTier(**RETENTION_TIER_DEFAULTS["medium"]),
         description="keep important items, remove duplicates",
     )
     long_term: RetentionTier = Field(
-        default_factory=lambda: RetentionTier(max_age_days=365, max_items=500, keep_criteria=KeepCriteria()),
+        default_factory=lambda: RetentionTier(**RETENTION_TIER_DEFAULTS["long_term"]),
         description="keep only significant items; everything older is deleted unless bookmarked",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _merge_with_defaults(cls, value: Any) -> Any:
+        if not isinstance(value, dict):
+            return value
+        return {
+            name: {**RETENTION_TIER_DEFAULTS[name], **given}
+            if isinstance(given, dict) and name in RETENTION_TIER_DEFAULTS
+            else given
+            for name, given in value.items()
+        }
 
 
 class RetentionSettings(_Section):
@@ -494,6 +513,37 @@ class AttachmentSettings(_Section):
     path_keys: list[str] = Field(
         default_factory=lambda: ["screenshot_path"], description="metadata keys holding a file path to attach"
     )
+
+
+class SecuritySettings(_Section):
+    allowed_paths: list[Path] = Field(
+        default_factory=list,
+        description=(
+            "directories whose files MCP tools may read or write (export, import, restore, index_file, "
+            "attachments), besides the storage directory and auto_capture.watch_dirs"
+        ),
+    )
+
+
+class LimitSettings(_Section):
+    """Sizes past which input is refused with an error naming the limit (never truncated)."""
+
+    content_chars: int = Field(
+        default("limits.content_chars"), ge=1, description="most characters of one memory's content"
+    )
+    query_chars: int = Field(default("limits.query_chars"), ge=1, description="most characters of a search query")
+    metadata_bytes: int = Field(
+        default("limits.metadata_bytes"), ge=2, description="most bytes of one memory's metadata, as UTF-8 JSON"
+    )
+    metadata_depth: int = Field(
+        default("limits.metadata_depth"), ge=1, le=100, description="most nesting levels of one memory's metadata"
+    )
+    hook_payload_bytes: int = Field(
+        default("limits.hook_payload_bytes"),
+        ge=1024,
+        description="most bytes of a hook's stdin payload; a larger one is logged and not captured",
+    )
+    batch_items: int = Field(default("limits.batch_items"), ge=1, description="most items of one store_batch call")
 
 
 class BackupSettings(_Section):
@@ -557,6 +607,15 @@ class HookSettings(_Section):
     )
 
 
+class ContextSettings(_Section):
+    min_score: float = Field(
+        default("context.min_score"),
+        ge=0,
+        le=1,
+        description="relevance floor of injected context: when no memory scores this much, nothing is injected",
+    )
+
+
 class DaemonSettings(_Section):
     port: int = Field(0, ge=0, le=65535, description="loopback HTTP port of the daemon (0: any free port)")
     poll_interval_ms: int = Field(100, ge=10, le=5000, description="how often the daemon checks the hook spool")
@@ -607,6 +666,29 @@ class SearchSettings(_Section):
         ge=0,
         description="filtered sets up to this size may be scored exactly instead of via the HNSW index "
         "(always up to 1,000; above that when they are under a fifth of the searched memories)",
+    )
+    min_score: float = Field(
+        default("search.min_score"),
+        ge=0,
+        le=1,
+        description="relevance floor: hits whose calibrated score (the estimated probability of a genuine match) "
+        "is lower are not returned; 0 returns the top hits whatever they score",
+    )
+    recency_half_life_days: float = Field(
+        default("search.recency_half_life_days"),
+        ge=0,
+        description="recency prior: a memory this many days old gets half the recency boost of a new one (0: off)",
+    )
+    recency_boost: float = Field(0.1, ge=0, le=1, description="max score share added for recency")
+    collapse_similarity: float = Field(
+        0.9, gt=0, le=1, description="cosine at which near-duplicate memories collapse into one hit (+N similar)"
+    )
+    supersede_similarity: float = Field(
+        0.6,
+        gt=0,
+        le=1,
+        description="cosine at which two memories with mostly the same words are versions of one subject: "
+        "the newer ranks first and the older is marked superseded",
     )
 
 
@@ -685,9 +767,12 @@ class Settings(BaseSettings):
     performance: PerformanceSettings = Field(default_factory=PerformanceSettings, description="tuning")
     search: SearchSettings = Field(default_factory=SearchSettings, description="ranking")
     hooks: HookSettings = Field(default_factory=HookSettings, description="coding-agent hooks and context injection")
+    context: ContextSettings = Field(default_factory=ContextSettings, description="context injection relevance")
     daemon: DaemonSettings = Field(default_factory=DaemonSettings, description="the capture daemon")
     attachments: AttachmentSettings = Field(default_factory=AttachmentSettings, description="attached files")
     backup: BackupSettings = Field(default_factory=BackupSettings, description="backups")
+    limits: LimitSettings = Field(default_factory=LimitSettings, description="input size limits")
+    security: SecuritySettings = Field(default_factory=SecuritySettings, description="what tools may touch")
     learning: LearningSettings = Field(default_factory=LearningSettings, description="learning from conversations")
 
     @classmethod
@@ -704,6 +789,12 @@ class Settings(BaseSettings):
     @property
     def storage_path(self) -> Path:
         return self.storage.path
+
+    def allowed_roots(self) -> list[Path]:
+        """The directories whose files tools may read or write, symlinks resolved: the storage
+        directory, ``auto_capture.watch_dirs`` and ``security.allowed_paths``."""
+        roots = [self.storage_path, *self.auto_capture.watch_dirs, *self.security.allowed_paths]
+        return list(dict.fromkeys(Path(root).expanduser().resolve() for root in roots))
 
     def max_items_for(self, memory_type: MemoryType) -> int:
         return self.storage.max_items.get(memory_type, self.retention.max_items_per_collection)

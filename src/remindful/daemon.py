@@ -8,9 +8,11 @@ over within :data:`STANDBY_RETRY_S` if the owner dies):
 - index and watch the Markdown files of ``auto_capture.watch_dirs`` (and any given directories);
 - run the retention schedule (:mod:`remindful.services.policy.scheduler`) when it is installed, and at a
   clean stop honour ``privacy.delete_on_exit`` (:func:`remindful.services.sessions.delete_on_exit`);
-- answer local requests on ``http://127.0.0.1:PORT``: ``POST /context`` (context injection for
-  hooks: ``{"query", "budget_tokens", "exclude"}`` → ``{"context"}``) and ``GET /health``.
-  Every request needs ``Authorization: Bearer TOKEN``; port, token and pid are in
+- answer local requests on ``http://127.0.0.1:PORT`` (uvicorn, in a thread): ``POST /context``
+  (context injection for hooks: ``{"query", "budget_tokens", "exclude"}`` → ``{"context"}``),
+  ``GET /health``, and the dashboard (:mod:`remindful.web`) on every other path. Each request
+  needs the store's bearer token (:mod:`remindful.services.access`, the same token as every HTTP
+  surface; the dashboard also takes its session cookie); port and pid are in
   ``<storage>/daemon.json``, mode 0600, removed at a clean stop.
 
     handle = start_daemon_threads(manager)   # returns at once; threads are daemonic
@@ -25,21 +27,25 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import hmac
 import json
 import logging
 import os
-import secrets
+import socket
 import threading
 import time
 from collections.abc import Sequence
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from remindful.services.access import bearer_ok, http_token
 from remindful.services.context import DAEMON_FILE
 
 if TYPE_CHECKING:
+    import uvicorn
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse
+
     from remindful.api import MemoryManager
     from remindful.services.capture.watcher import MarkdownWatcher
     from remindful.services.policy.scheduler import CleanupScheduler
@@ -62,11 +68,11 @@ class DaemonHandle:
         self.http = http
         self.watch_dirs = [*manager.settings.auto_capture.watch_dirs, *(watch_dirs or [])]
         self.port: int | None = None
-        self.token = secrets.token_urlsafe(32)
+        self.token = ""  # the store's bearer token, read when the HTTP role starts
         self.drained = 0
         self._lock_fd: int | None = None
         self._threads: list[threading.Thread] = []
-        self._server: ThreadingHTTPServer | None = None
+        self._server: uvicorn.Server | None = None
         self._scheduler: CleanupScheduler | None = None
         self.watcher: MarkdownWatcher | None = None
 
@@ -92,8 +98,7 @@ class DaemonHandle:
             return
         self.stop_event.set()
         if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
+            self._server.should_exit = True
         if self._scheduler is not None:
             with contextlib.suppress(Exception):
                 self._scheduler.stop()
@@ -184,81 +189,110 @@ class DaemonHandle:
             log.error("retention schedule not started: %s", exc)
 
     def _start_http(self) -> None:
-        handle = self
+        import uvicorn
 
-        class Handler(_Handler):
-            daemon = handle
-
+        try:
+            self.token = http_token(self.path)
+        except Exception as exc:  # StorageError: a token file other users can read, a read-only disk
+            log.error("the daemon's HTTP API is off: %s", exc)
+            return
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         port = self.manager.settings.daemon.port
-        self._server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-        self._server.daemon_threads = True
-        self.port = int(self._server.server_address[1])
-        info = {"pid": os.getpid(), "port": self.port, "token": self.token, "started_at": time.time()}
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError as exc:
+            sock.close()
+            log.error("the daemon's HTTP API is off: cannot listen on 127.0.0.1:%d: %s", port, exc)
+            return
+        sock.listen(128)  # connections wait in the backlog until uvicorn has started: no refusals meanwhile
+        self.port = int(sock.getsockname()[1])
+        config = uvicorn.Config(
+            self.app(), log_level="warning", access_log=False, lifespan="off", server_header=False
+        )
+        self._server = server = uvicorn.Server(config)
+        self._spawn(lambda: server.run(sockets=[sock]), "remindful-http")
+        info = {"pid": os.getpid(), "port": self.port, "started_at": time.time()}
         tmp = self.path / f".{DAEMON_FILE}.{os.getpid()}"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as f:
             json.dump(info, f)
         os.replace(tmp, self.path / DAEMON_FILE)
-        self._spawn(self._server.serve_forever, "remindful-http")
         log.info("daemon listening on 127.0.0.1:%d", self.port)
 
+    def app(self) -> Starlette:
+        """The daemon's ASGI app: the hooks' API (``/health``, ``/context``) and the dashboard."""
+        from starlette.applications import Starlette
+        from starlette.routing import Mount, Route
 
-class _Handler(BaseHTTPRequestHandler):
-    daemon: DaemonHandle
-    server_version = "remindful"
-
-    def log_message(self, format: str, *args: Any) -> None:
-        log.debug("http: " + format, *args)
-
-    def _authorized(self) -> bool:
-        given = self.headers.get("Authorization", "")
-        return hmac.compare_digest(given.encode(), f"Bearer {self.daemon.token}".encode())
-
-    def _send(self, status: int, body: dict[str, Any]) -> None:
-        data = json.dumps(body, ensure_ascii=False).encode("utf-8")
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
+        routes: list[Any] = [
+            Route("/health", self._health, methods=["GET"]),
+            Route("/context", self._context, methods=["POST"]),
+        ]
         try:
-            self.wfile.write(data)
-        except (BrokenPipeError, ConnectionResetError):  # the hook gave up waiting; nothing to do
-            log.debug("client left before the answer was sent")
+            from remindful.web import build_app
+        except ImportError as exc:  # the dashboard's optional parts are missing
+            log.warning("the dashboard is not served: %s", exc)
+        else:
+            routes.append(Mount("/", app=build_app(self.manager, self.token)))
+        return Starlette(routes=routes)
 
-    def do_GET(self) -> None:
-        if not self._authorized():
-            return self._send(401, {"success": False, "error": "missing or wrong bearer token"})
-        if self.path == "/health":
-            return self._send(200, {"success": True, "pid": os.getpid(), "drained": self.daemon.drained})
-        return self._send(404, {"success": False, "error": f"no such endpoint {self.path}"})
+    def _refused(self, request: Request) -> JSONResponse | None:
+        from starlette.responses import JSONResponse
 
-    def do_POST(self) -> None:
-        if not self._authorized():
-            return self._send(401, {"success": False, "error": "missing or wrong bearer token"})
-        if self.path != "/context":
-            return self._send(404, {"success": False, "error": f"no such endpoint {self.path}"})
+        if bearer_ok(request.headers.get("authorization"), self.token):
+            return None
+        return JSONResponse(
+            {"success": False, "error": "missing or wrong bearer token"},
+            status_code=401,
+            headers={"WWW-Authenticate": 'Bearer realm="remindful"'},
+        )
+
+    async def _health(self, request: Request) -> JSONResponse:
+        from starlette.responses import JSONResponse
+
+        return self._refused(request) or JSONResponse({"success": True, "pid": os.getpid(), "drained": self.drained})
+
+    async def _context(self, request: Request) -> JSONResponse:
+        from starlette.concurrency import run_in_threadpool
+        from starlette.responses import JSONResponse
+
+        if (refused := self._refused(request)) is not None:
+            return refused
         try:
-            length = int(self.headers.get("Content-Length", "0"))
-            if not 0 < length <= MAX_BODY:
+            declared = int(request.headers.get("content-length", "0"))
+            if not 0 < declared <= MAX_BODY:
                 raise ValueError(f"body: expected 1 to {MAX_BODY} bytes of JSON")
-            request = json.loads(self.rfile.read(length))
-            query = request.get("query")
-            if not isinstance(query, str) or not query.strip():
-                raise ValueError("query: expected a non-empty string")
-            budget = request.get("budget_tokens")
-            if budget is not None and (not isinstance(budget, int) or budget < 1):
-                raise ValueError("budget_tokens: expected a positive integer")
-            exclude = request.get("exclude") if isinstance(request.get("exclude"), str) else None
-        except (ValueError, AttributeError) as exc:
-            return self._send(400, {"success": False, "error": str(exc)})
+            body = await request.body()
+            if len(body) > MAX_BODY:
+                raise ValueError(f"body: expected 1 to {MAX_BODY} bytes of JSON")
+            query, budget, exclude = _context_request(json.loads(body))
+        except (ValueError, RecursionError) as exc:
+            return JSONResponse({"success": False, "error": str(exc)}, status_code=400)
         from remindful.services.context import context_for
 
         try:
-            text = context_for(self.daemon.manager.engine, query, budget_tokens=budget, exclude=exclude)
+            text = await run_in_threadpool(
+                context_for, self.manager.engine, query, budget_tokens=budget, exclude=exclude
+            )
         except Exception as exc:
             log.error("context request failed: %s", exc)
-            return self._send(500, {"success": False, "error": str(exc)})
-        return self._send(200, {"success": True, "context": text})
+            return JSONResponse({"success": False, "error": str(exc)}, status_code=500)
+        return JSONResponse({"success": True, "context": text})
+
+
+def _context_request(request: Any) -> tuple[str, int | None, str | None]:
+    """``(query, budget_tokens, exclude)`` of a ``POST /context`` body; ValueError naming the field."""
+    if not isinstance(request, dict):
+        raise ValueError("body: expected a JSON object")
+    query = request.get("query")
+    if not isinstance(query, str) or not query.strip():
+        raise ValueError("query: expected a non-empty string")
+    budget = request.get("budget_tokens")
+    if budget is not None and (type(budget) is not int or budget < 1):
+        raise ValueError("budget_tokens: expected a positive integer")
+    exclude = request.get("exclude")
+    return query, budget, exclude if isinstance(exclude, str) else None
 
 
 def start_daemon_threads(

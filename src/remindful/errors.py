@@ -63,14 +63,16 @@ class CorruptionError(StorageError):
 
 
 class NotFoundError(RemindfulError):
-    """No memory has the requested id."""
+    """No memory has the requested id (or, with ``kind="session"``, no session)."""
 
-    def __init__(self, memory_id: str) -> None:
+    def __init__(self, memory_id: str, *, kind: str = "memory") -> None:
         self.memory_id = memory_id
-        super().__init__(
-            f"Memory not found: {memory_id!r}",
-            suggestion="Use memory_search() (or `remindful search`) to find similar memories",
-        )
+        self.kind = kind
+        if kind == "session":
+            suggestion = "Use memory_list_sessions() (or `remindful sessions`) to see the session ids"
+        else:
+            suggestion = "Use memory_search() (or `remindful search`) to find similar memories"
+        super().__init__(f"{kind.capitalize()} not found: {memory_id!r}", suggestion=suggestion)
 
 
 class ValidationError(RemindfulError):

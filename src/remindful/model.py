@@ -70,7 +70,8 @@ def utcnow() -> datetime:
 def new_memory_id(memory_type: MemoryType, at: datetime | None = None) -> str:
     """``{type}_{YYYYmmddHHMMSSffffff}_{uuid8}`` in UTC."""
     at = (at or utcnow()).astimezone(UTC)
-    return f"{memory_type.value}_{at:%Y%m%d%H%M%S%f}_{uuid.uuid4().hex[:8]}"
+    # The year is padded by hand: strftime's %Y writes year 1 as "1", not "0001".
+    return f"{memory_type.value}_{at.year:04d}{at:%m%d%H%M%S%f}_{uuid.uuid4().hex[:8]}"
 
 
 def content_hash(text: str) -> str:
@@ -137,8 +138,10 @@ class Memory:
 
 @dataclass(frozen=True, slots=True)
 class SearchHit:
-    """One search result. ``score`` is in [0, 1], higher is better; ``sources`` names the
-    retrieval spaces (``dense``, ``lexical``) that found it."""
+    """One search result. ``score`` is a calibrated relevance in [0, 1], the same scale for every
+    query (see :mod:`remindful.engine.calibration`); ``sources`` names the retrieval spaces
+    (``dense``, ``lexical``) that found it; ``similar`` counts the near-duplicates this hit stands
+    for ("+29 similar"); ``superseded_by`` is the id of a newer memory about the same subject."""
 
     id: str
     type: MemoryType
@@ -149,6 +152,8 @@ class SearchHit:
     session_id: str | None = None
     source: MemorySource = MemorySource.MANUAL
     sources: tuple[str, ...] = field(default_factory=tuple)
+    similar: int = 0
+    superseded_by: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -161,7 +166,25 @@ class SearchHit:
             "session_id": self.session_id,
             "source": self.source.value,
             "sources": list(self.sources),
+            "similar": self.similar,
+            "superseded_by": self.superseded_by,
         }
+
+
+@dataclass(frozen=True, slots=True)
+class Context:
+    """What context injection gives an agent: ``text``, the block a hook injects ("" when no
+    memory is relevant enough: then nothing, not even a header, is injected), and ``hits``, the
+    memories in it, in order."""
+
+    text: str
+    hits: tuple[SearchHit, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.text)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"context": self.text, "hits": [hit.to_dict() for hit in self.hits]}
 
 
 @dataclass(slots=True)

@@ -22,8 +22,12 @@ from remindful.index.memory import InMemoryIndex
 
 def open_fake(path: str | os.PathLike[str], **overrides: Any) -> MemoryManager:
     """A store with the fake embedder and the in-memory index: fast, no model, no Chroma.
-    ``overrides`` are those of :func:`remindful.open`."""
-    overrides.setdefault("embedder", FakeEmbedder())
+    ``overrides`` are those of :func:`remindful.open`. The relevance floors (``search.min_score``,
+    ``context.min_score``) default to 0 here: they are calibrated on MiniLM's cosines, and the fake
+    embedder's bag-of-words cosines have another scale."""
+    if isinstance(overrides.setdefault("embedder", FakeEmbedder()), FakeEmbedder):
+        overrides.setdefault("search.min_score", 0.0)
+        overrides.setdefault("context.min_score", 0.0)
     overrides.setdefault("index", InMemoryIndex())
     return remindful.open(path, **overrides)
 

@@ -5,7 +5,9 @@ The path is always recorded as given. With ``attachments.copy_attachments`` on, 
 to ``<storage>/attachments/<memory id>/<file name>`` (0600, in a 0700 directory) when the memory
 is stored, the metadata key then points at the copy and ``<key>_original`` keeps the original
 path. Deleting the memory deletes its copy (hooked into the one delete path of the store). A path
-that does not name a readable file is kept as a reference and logged; the memory is still stored.
+that does not name a readable file, or whose real path lies outside the directories tools may use
+(``Settings.allowed_roots()``: storage, watch directories, ``security.allowed_paths``), is kept as a
+reference only and logged; the memory is still stored.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ def attach_files(settings: Settings, rows: Sequence[MemoryRow]) -> None:
     if not config.copy_attachments or not config.path_keys:
         return
     root = attachments_dir(settings.storage_path)
+    roots = settings.allowed_roots()
     for row in rows:
         if not any(f'"{key}"' in row.metadata for key in config.path_keys):
             continue
@@ -50,6 +53,16 @@ def attach_files(settings: Settings, rows: Sequence[MemoryRow]) -> None:
             if not source.is_file():
                 log.warning(
                     "attachment %s=%r of %s is not a readable file; keeping the reference only", key, value, row.id
+                )
+                continue
+            source = source.resolve()
+            if not any(source.is_relative_to(allowed) for allowed in roots):
+                log.warning(
+                    "attachment %s=%r of %s is outside the storage directory, the watch directories and "
+                    "security.allowed_paths; keeping the reference only",
+                    key,
+                    value,
+                    row.id,
                 )
                 continue
             target_dir = root / row.id

@@ -8,7 +8,8 @@
   windows, then vectors): the catalog delete is the truth (search checks every index hit
   against it) and queues that work in the same transaction, so a crash leaves it to the next open.
 - :class:`AccessRecorder` counts search hits as accesses in batches.
-- :class:`IndexLock` serialises index writes across threads and processes.
+- :class:`IndexLock` serialises index writes across threads and processes and counts them, so a
+  process can tell that its view of the index files is stale.
 - :class:`IndexHolders` tells whether the last process that had the index open stopped cleanly,
   so the (seconds-long) health check of the index files runs only after a crash.
 """
@@ -26,6 +27,7 @@ import time
 import weakref
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any, Protocol
 
 from remindful.engine.catalog import Catalog
 from remindful.errors import RemindfulError
@@ -35,22 +37,53 @@ log = logging.getLogger("remindful")
 
 
 class IndexLock:
-    """Serialises vector-index writes across threads and processes (``<storage>/index.lock``)."""
+    """Serialises vector-index writes across threads and processes (``<storage>/index.lock``), and
+    counts them.
+
+    The lock file holds a generation number that every holder bumps when it leaves (unless it
+    says it wrote nothing): a process compares it with the generation its view of the index was
+    loaded at to tell whether another process wrote since (:meth:`generation`, one small read).
+    chromadb's embedded client keeps its own copy of each HNSW graph in memory and writes it back
+    to the shared files, so a write through a stale copy would overwrite the others' vectors.
+    """
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self._thread_lock = threading.Lock()
 
+    def generation(self) -> int:
+        """The generation now (0 before the first write); not locked, so possibly already old."""
+        try:
+            return _read_generation(self.path.read_bytes())
+        except FileNotFoundError:
+            return 0
+
     @contextlib.contextmanager
-    def __call__(self) -> Iterator[None]:
+    def __call__(self, *, write: bool = True) -> Iterator[int]:
+        """Hold the lock; yields the generation at entry. With ``write`` (the default) the
+        generation is bumped on the way out, even after an error (a write may have half happened)."""
         with self._thread_lock:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX)
-                yield
+                generation = _read_generation(os.pread(fd, 32, 0))
+                try:
+                    yield generation
+                finally:
+                    if write:
+                        data = str(generation + 1).encode()
+                        os.pwrite(fd, data, 0)
+                        os.ftruncate(fd, len(data))
             finally:
                 fcntl.flock(fd, fcntl.LOCK_UN)
                 os.close(fd)
+
+
+def _read_generation(data: bytes) -> int:
+    try:
+        return int(data.decode("ascii").strip() or 0)
+    except ValueError:  # written by an older release (empty) or damaged: any change counts
+        return 0
 
 
 class _Worker:
@@ -114,10 +147,48 @@ class _Worker:
 
 
 class BackgroundIndexer(_Worker):
-    """Updates the vector index off the caller's path; ``handle(keys)`` does the work."""
+    """Updates the vector index off the caller's path; ``handle(keys)`` does the work.
 
-    def __init__(self, handle: Callable[[list[str]], None], *, name: str = "remindful-indexer") -> None:
+    With ``prepare`` (embedding), a thread of its own runs it on each batch first and passes the
+    batch on: an index write can wait long for the lock other processes hold, and the next
+    batches' vectors (which searches wait for) must not wait behind it."""
+
+    def __init__(
+        self,
+        handle: Callable[[list[str]], None],
+        *,
+        prepare: Callable[[list[str]], None] | None = None,
+        name: str = "remindful-indexer",
+    ) -> None:
         super().__init__(name, handle)
+        self._prepare: _Worker | None = None
+        if prepare is not None:
+
+            def forward(ids: list[str]) -> None:
+                try:
+                    prepare(ids)
+                finally:
+                    super(BackgroundIndexer, self).submit(ids)
+
+            self._prepare = _Worker(f"{name}-prepare", forward)
+
+    def submit(self, ids: list[str]) -> None:
+        if self._prepare is not None:
+            self._prepare.submit(ids)
+        else:
+            super().submit(ids)
+
+    def flush(self, timeout: float | None = None) -> bool:
+        started = time.monotonic()
+        if self._prepare is not None and not self._prepare.flush(timeout):
+            return False
+        left = None if timeout is None else max(0.0, timeout - (time.monotonic() - started))
+        return super().flush(left)
+
+    def close(self, timeout: float = 30) -> None:
+        if self._prepare is not None:
+            self._prepare.close(timeout)
+        super().close(timeout)
 
 
 class DeleteFinisher:
@@ -228,6 +299,34 @@ def _write_access_counts_at_exit() -> None:
     """A program that ends without closing its store still has its last searches' hits counted."""
     for recorder in list(_RECORDERS):
         recorder.flush(timeout=5)
+
+
+class _Closable(Protocol):
+    def close_for_exit(self) -> None: ...
+
+
+_OPEN: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def close_at_exit(owner: _Closable) -> None:
+    """Call ``owner.close_for_exit()`` when the interpreter exits, if the program did not close it.
+
+    A program that stores and exits without ``close()`` would otherwise end with the background
+    threads inside the embedder or Chroma's native code: the interpreter stops them where they
+    stand, and a native thread pool torn down under them aborts the process ("terminate called
+    without an active exception", exit 134). Closing finishes the queued work, writes the index
+    files and removes the process's holder marker, so the next open need not check the files.
+    """
+    _OPEN.add(owner)
+
+
+@atexit.register
+def _close_at_exit() -> None:
+    for owner in list(_OPEN):
+        try:
+            owner.close_for_exit()
+        except Exception:  # one store failing to close must not keep the others open
+            log.exception("closing %r at exit failed", owner)
 
 
 class IndexHolders:

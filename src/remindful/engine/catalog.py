@@ -519,47 +519,56 @@ class Catalog:
         that existed.
 
         Set-based: the ids go into a temporary table and every step is one statement over it."""
-        reasons = {} if isinstance(reason, str) else reason
-        default = reason if isinstance(reason, str) else "delete"
-        pairs = [(i, reasons.get(i, default)) for i in ids]
 
         def run(conn: sqlite3.Connection) -> list[tuple[str, str]]:
-            if len(pairs) < BIG_DELETE:
-                return delete(conn)
+            if len(ids) < BIG_DELETE:
+                return self.delete_in(conn, ids, reason=reason, mend_later=mend_later)
             # Each FTS delete reads index pages that SQLite's default 2 MB page cache has dropped
             # again by the next row: a bigger cache for this transaction makes it ~1.5x faster.
             size = conn.execute("PRAGMA cache_size").fetchone()[0]
             conn.execute(f"PRAGMA cache_size = {-BIG_DELETE_CACHE_KIB}")
             try:
-                return delete(conn)
+                return self.delete_in(conn, ids, reason=reason, mend_later=mend_later)
             finally:
                 conn.execute(f"PRAGMA cache_size = {int(size)}")
 
-        def delete(conn: sqlite3.Connection) -> list[tuple[str, str]]:
-            conn.execute(DOOMED_DDL)
-            conn.execute("DELETE FROM temp.doomed")
-            conn.executemany("INSERT OR IGNORE INTO temp.doomed (id, reason) VALUES (?, ?)", pairs)
-            gone: list[tuple[str, str]] = conn.execute(
-                "SELECT m.id, m.type FROM temp.doomed d JOIN memories m ON m.id = d.id"
-            ).fetchall()
-            if gone:
-                conn.execute(
-                    "INSERT INTO audit_log (at, action, memory_id, detail) "
-                    "SELECT ?, d.reason, m.id, json_object('type', m.type) "
-                    "FROM temp.doomed d JOIN memories m ON m.id = d.id",
-                    (time.time(),),
-                )
-                conn.execute(
-                    "INSERT OR REPLACE INTO index_deletes (memory_id, type) "
-                    "SELECT m.id, m.type FROM temp.doomed d JOIN memories m ON m.id = d.id"
-                )
-                spots = context.before_delete(conn, later=mend_later)
-                conn.execute("DELETE FROM memories WHERE id IN (SELECT id FROM temp.doomed)")
-                context.after_delete(conn, spots, later=mend_later)
-            conn.execute("DELETE FROM temp.doomed")
-            return gone
-
         return self.write(run, what="deleting memories")
+
+    @staticmethod
+    def delete_in(
+        conn: sqlite3.Connection,
+        ids: Sequence[str],
+        *,
+        reason: str | Mapping[str, str] = "delete",
+        mend_later: bool = False,
+    ) -> list[tuple[str, str]]:
+        """:meth:`delete_ids` inside the caller's transaction ``conn`` (a quota eviction commits
+        with the insert it makes room for, or not at all)."""
+        reasons = {} if isinstance(reason, str) else reason
+        default = reason if isinstance(reason, str) else "delete"
+        pairs = [(i, reasons.get(i, default)) for i in ids]
+        conn.execute(DOOMED_DDL)
+        conn.execute("DELETE FROM temp.doomed")
+        conn.executemany("INSERT OR IGNORE INTO temp.doomed (id, reason) VALUES (?, ?)", pairs)
+        gone: list[tuple[str, str]] = conn.execute(
+            "SELECT m.id, m.type FROM temp.doomed d JOIN memories m ON m.id = d.id"
+        ).fetchall()
+        if gone:
+            conn.execute(
+                "INSERT INTO audit_log (at, action, memory_id, detail) "
+                "SELECT ?, d.reason, m.id, json_object('type', m.type) "
+                "FROM temp.doomed d JOIN memories m ON m.id = d.id",
+                (time.time(),),
+            )
+            conn.execute(
+                "INSERT OR REPLACE INTO index_deletes (memory_id, type) "
+                "SELECT m.id, m.type FROM temp.doomed d JOIN memories m ON m.id = d.id"
+            )
+            spots = context.before_delete(conn, later=mend_later)
+            conn.execute("DELETE FROM memories WHERE id IN (SELECT id FROM temp.doomed)")
+            context.after_delete(conn, spots, later=mend_later)
+        conn.execute("DELETE FROM temp.doomed")
+        return gone
 
     def mend_windows(self, limit: int) -> int:
         """Mend the session windows around up to ``limit`` queued deletion spots; returns how many

@@ -14,14 +14,23 @@ Spaces (each weighted in ``search.*_weight``; weight 0 turns a space off):
 
 Fusion (``search.fusion``): ``score`` sums each space's scores min-max normalised over its
 candidates, weighted, divided by the total weight, so a memory that tops every space scores 1;
-``rrf`` is weighted reciprocal rank, normalised the same way. Boosts then multiply the score by at
-most ``1 + importance_boost`` (importance) and ``1 + session_boost`` (the resumed session).
+``rrf`` is weighted reciprocal rank, normalised the same way. Boosts then multiply the fused score
+by at most ``1 + importance_boost`` (importance), ``1 + session_boost`` (the resumed session) and
+``1 + recency_boost`` (the recency prior: ``recency_boost * 0.5 ** (age / half-life)``, with the
+half-life ``search.recency_half_life_days``, 0 turning it off). That orders the candidates.
+
+Then near-duplicates collapse and newer versions of a subject move above older ones
+(:mod:`remindful.engine.diversity`), over a pool that grows until ``limit`` distinct hits are
+found; and each hit gets its calibrated score (:mod:`remindful.engine.calibration`), an absolute
+relevance in [0, 1] comparable across queries. Hits below ``min_score`` are dropped: the fused
+order is kept, the score says how much to trust each hit.
 """
 
 from __future__ import annotations
 
 import functools
 import re
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -29,6 +38,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from remindful.config import SearchSettings
+from remindful.engine import calibration, diversity
 from remindful.engine.catalog import Catalog, MemoryRow
 from remindful.engine.sqlfilter import SqlFilter
 
@@ -160,14 +170,25 @@ def fuse(candidates: Candidates, weights: dict[str, float], *, method: str, rrf_
     return {mid: score / total for mid, score in fused.items()}
 
 
-def boost(row: MemoryRow, settings: SearchSettings, resumed_session: str | None) -> float:
-    """The factor a memory's fused score is multiplied by: importance, and the resumed session.
+def boost(row: MemoryRow, settings: SearchSettings, resumed_session: str | None, now: float | None = None) -> float:
+    """The factor a memory's fused score is multiplied by: importance, the resumed session and
+    the recency prior (``now``: the epoch ages are measured from, default the current time).
     Multiplicative and bounded, so a boost reorders near-ties but cannot lift an irrelevant memory
     above a clearly relevant one."""
     factor = 1.0 + settings.importance_boost * (min(max(row.importance, 0.0), 1.0) - 0.5) * 2
     if resumed_session is not None and row.session_id == resumed_session:
         factor *= 1.0 + settings.session_boost
+    if settings.recency_half_life_days > 0 and settings.recency_boost > 0:
+        age_days = max((time.time() if now is None else now) - row.created_at, 0.0) / 86400
+        factor *= 1.0 + settings.recency_boost * 0.5 ** (age_days / settings.recency_half_life_days)
     return factor
+
+
+def boost_ceiling(settings: SearchSettings, resumed_session: str | None) -> float:
+    """The largest factor :func:`boost` can give."""
+    recency = settings.recency_boost if settings.recency_half_life_days > 0 else 0.0
+    session = settings.session_boost if resumed_session else 0.0
+    return (1.0 + settings.importance_boost) * (1.0 + session) * (1.0 + recency)
 
 
 def best_eligible(
@@ -188,14 +209,15 @@ def best_eligible(
     one read of ``chunk`` (default ``2 * limit``) rows, whatever the number of candidates.
     """
     order = sorted(fused.items(), key=lambda item: (-item[1], item[0]))
-    ceiling = (1.0 + settings.importance_boost) * (1.0 + (settings.session_boost if resumed_session else 0.0))
+    ceiling = boost_ceiling(settings, resumed_session)
+    now = time.time()
     kept: list[tuple[MemoryRow, float]] = []
     start, chunk = 0, chunk or max(2 * limit, 20)
     while start < len(order):
         batch = order[start : start + chunk]
         rows = catalog.rows_passing([mid for mid, _ in batch], flt)
         kept += [
-            (rows[mid], score * boost(rows[mid], settings, resumed_session)) for mid, score in batch if mid in rows
+            (rows[mid], score * boost(rows[mid], settings, resumed_session, now)) for mid, score in batch if mid in rows
         ]
         kept.sort(key=lambda item: (-item[1], item[0].id))
         del kept[limit:]
@@ -203,6 +225,18 @@ def best_eligible(
         if len(kept) == limit and start < len(order) and order[start][1] * ceiling < kept[-1][1]:
             break
     return kept
+
+
+@dataclass(slots=True)
+class Ranked:
+    """One result of :func:`rank`: the memory shown, its calibrated score, the spaces that found
+    it, how many near-duplicates it stands for and the newer memory that supersedes it, if any."""
+
+    row: MemoryRow
+    score: float
+    spaces: tuple[str, ...]
+    similar: int = 0
+    superseded_by: str | None = None
 
 
 def rank(
@@ -219,8 +253,12 @@ def rank(
     searched: int | None = None,
     pending_after: int | None = None,
     resumed_session: str | None = None,
-) -> list[tuple[MemoryRow, float, tuple[str, ...]]]:
-    """Run the pipeline; returns (row, score, spaces that found it) best first, at most ``limit``.
+    min_score: float | None = None,
+    diverse: bool = True,
+) -> list[Ranked]:
+    """Run the pipeline; returns at most ``limit`` hits best first, none scoring below
+    ``min_score`` (default ``settings.min_score``). ``diverse``: collapse near-duplicates and put
+    newer versions first (callers that count repeats, such as failure warnings, turn it off).
 
     One worker thread runs the lexical queries on its own connection while this thread calls
     ``embed_query()`` (which should leave a core free for them) and asks the vector index.
@@ -234,16 +272,15 @@ def rank(
     k = max(settings.candidates, limit)
     weights = weights_of(settings)
     candidates = Candidates()
-    terms = lexical_terms(query_text) if weights["lexical"] > 0 or weights["lexical_context"] > 0 else []
-    wants_vector = weights["dense"] > 0 or weights["context"] > 0
+    terms = lexical_terms(query_text)
     # One task runs both lexical queries, one after the other, from the start: the query is
     # embedded meanwhile on the other cores (embed_query leaves one), then the vector index is asked.
     tables = {space: table for space, table in LEXICAL_TABLES.items() if terms and weights[space] > 0}
     lexical = _pool().submit(_lexical, catalog, terms, flt, k, tables, restricted or typed) if tables else None
-    vector = embed_query() if wants_vector else None
+    # The vector is needed for the calibrated score even when both dense spaces are off.
+    vector = embed_query()
 
-    dense: list[tuple[str, float]] = []
-    if vector is not None:
+    if weights["dense"] > 0 or weights["context"] > 0:
         dense = _dense(catalog, vector, flt, k, dense_from_index, restricted, searched, pending_after, settings)[:k]
         if weights["dense"] > 0:
             candidates.add("dense", dense)
@@ -256,12 +293,71 @@ def rank(
     # Candidates are checked against the filter (and for still existing) only among the best
     # fused ones; lexical candidates were checked in SQL, dense ones in _dense when restricted.
     fused = fuse(candidates, weights, method=settings.fusion, rrf_k=settings.rrf_k)
-    best = best_eligible(catalog, fused, flt, settings, resumed_session, limit)
+    wanted = max(limit, calibration.BEST_OF)
+    groups, vectors, rows = _distinct(catalog, fused, flt, settings, resumed_session, wanted, diverse)
+    scores = _calibrated(catalog, vector, terms, groups, vectors, settings)
+    floor = settings.min_score if min_score is None else min_score
     found_by: dict[str, list[str]] = {}
     for space, ranked in candidates.by_space.items():
         for mid, _ in ranked:
             found_by.setdefault(mid, []).append(space)
-    return [(row, min(score, 1.0), tuple(found_by.get(row.id, ()))) for row, score in best]
+    return [
+        Ranked(rows[g.shown.id], score, tuple(found_by.get(g.shown.id, ())), g.similar, g.superseded_by)
+        for g, score in zip(groups, scores, strict=True)
+        if score >= floor
+    ][:limit]
+
+
+def _distinct(
+    catalog: Catalog,
+    fused: Mapping[str, float],
+    flt: SqlFilter,
+    settings: SearchSettings,
+    resumed_session: str | None,
+    wanted: int,
+    diverse: bool = True,
+) -> tuple[list[diversity.Group], dict[str, np.ndarray], dict[str, MemoryRow]]:
+    """The first ``wanted`` distinct hits (near-duplicates collapsed, newer versions first), the
+    vectors and the rows read. The pool of boosted candidates starts at twice ``wanted`` and doubles while
+    duplicates leave fewer than ``wanted`` groups and more candidates remain."""
+    pool = max(2 * wanted, 20)
+    while True:
+        best = best_eligible(catalog, fused, flt, settings, resumed_session, pool)
+        rows = {row.id: row for row, _ in best}
+        vectors = catalog.embeddings(list(rows))
+        ranked = [diversity.Candidate(row.id, row.content, row.created_at) for row, _ in best]
+        similarity = settings.collapse_similarity if diverse else float("inf")
+        groups, _ = diversity.collapse(ranked, vectors, similarity, stop_at=wanted)
+        if len(groups) >= wanted or len(best) < pool or pool >= len(fused):
+            break
+        pool *= 2
+    if diverse:
+        groups = diversity.supersede(groups, vectors, settings.supersede_similarity)
+    return groups, vectors, rows
+
+
+def _calibrated(
+    catalog: Catalog,
+    vector: np.ndarray,
+    terms: Sequence[str],
+    groups: Sequence[diversity.Group],
+    vectors: Mapping[str, np.ndarray],
+    settings: SearchSettings,
+) -> list[float]:
+    """Each group's calibrated score (see :mod:`remindful.engine.calibration`)."""
+    if not groups:
+        return []
+    shown = [g.shown for g in groups]
+    dense = [(c.id, float(vectors[c.id] @ vector) if c.id in vectors else 0.0) for c in shown]
+    covered = [calibration.coverage(terms, c.content) for c in shown]
+    own = [calibration.evidence(cos, cov) for (_, cos), cov in zip(dense, covered, strict=True)]
+    top = [d for d in dense[: calibration.BEST_OF] if d[0] in vectors]
+    context = dict(context_scores(catalog, vector, top, settings.context_neighbour_weight))
+    best = max(
+        calibration.evidence(max(cos, context.get(mid, cos)), cov)
+        for (mid, cos), cov in zip(dense[: calibration.BEST_OF], covered, strict=False)
+    )
+    return [calibration.relevance(o, best) for o in own]
 
 
 @functools.cache

@@ -41,7 +41,7 @@ import tempfile
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -52,12 +52,27 @@ from remindful.config import Settings
 from remindful.embed.base import Embedder
 from remindful.engine import windows
 from remindful.engine.attachments import attach_files, remove_copies
-from remindful.engine.background import AccessRecorder, BackgroundIndexer, DeleteFinisher, IndexHolders, IndexLock
+from remindful.engine.background import (
+    AccessRecorder,
+    BackgroundIndexer,
+    DeleteFinisher,
+    IndexHolders,
+    IndexLock,
+    close_at_exit,
+)
 from remindful.engine.catalog import Catalog, MemoryRow
 from remindful.engine.redact import Redactor, add_counts, redactor_for
 from remindful.engine.search import rank
 from remindful.engine.sqlfilter import SqlFilter, build_filter, index_metadata, to_epoch
-from remindful.engine.validation import parse_enum, validate_item
+from remindful.engine.validation import (
+    Limits,
+    check_batch,
+    check_metadata,
+    check_text,
+    check_unicode,
+    parse_enum,
+    validate_item,
+)
 from remindful.errors import (
     CorruptionError,
     MemoryDisabledError,
@@ -83,6 +98,11 @@ from remindful.runtime import new_session_id
 log = logging.getLogger("remindful")
 
 INDEX_BATCH = 1000
+#: After a transient failure to open the vector index, how long search uses the catalog alone
+#: before the index is opened again.
+INDEX_RETRY_S = 1.0
+#: A failed index write is retried this many times in all, the index reloaded before each retry.
+INDEX_WRITE_TRIES = 2
 PENDING_REFRESH = 2000
 #: A delete of at most this many memories finishes before it returns: vectors (~0.1 s in Chroma)
 #: and neighbours' session windows; a larger one leaves them to the :class:`DeleteFinisher`.
@@ -120,6 +140,12 @@ class Store:
         # Rows up to this rowid are in this process's view of the index; later ones may have been
         # written by another process and are scored exactly until the view is refreshed.
         self._index_rowid = 0
+        # The IndexLock generation this process's view of the index files is current at (-1: none).
+        self._index_generation = -1
+        self._exiting = False  # set by close_for_exit: open nothing new
+        self._refreshed_at = 0.0  # monotonic time of the last _refresh_view
+        self._index_retry_at = 0.0  # after a transient failure to open the index: when to try again
+        self._index_failed: str | None = None  # a write failed: what is un-indexed waits for the next write
         self._spans: dict[str, tuple[int, int]] = {}
         self._init_lock = threading.RLock()
         self._index_lock = IndexLock(self.path / "index.lock")
@@ -183,6 +209,7 @@ class Store:
             raise MemoryDisabledError(self.disabled_reason) from exc
         self._access = AccessRecorder(catalog)
         self._catalog = catalog
+        close_at_exit(self)
         if catalog.windows_to_mend():  # left by a process that stopped before it finished a delete
             self._finisher().kick()
         for callback in self.on_open:
@@ -255,6 +282,7 @@ class Store:
         """
         if not isinstance(items, Sequence) or isinstance(items, str | bytes):
             raise ValidationError("items", "expected a list of dicts with at least 'content'")
+        check_batch(list(items), Limits.of(self.settings.limits))
         state = self.ready()
         now = time.time()
         rows: list[MemoryRow] = []
@@ -278,9 +306,9 @@ class Store:
             vectors = state.embedder.embed([r.content for r in rows])
             for row, vector in zip(rows, vectors, strict=True):
                 row.embedding = vector
-        state.make_room(rows)
+        victims = state.make_room(rows)
         attach_files(self.settings, rows)
-        state.commit_new(rows)
+        state.commit_new(rows, evict=victims)
         state.index_rows(rows)
         return [r.id for r in rows]
 
@@ -292,7 +320,7 @@ class Store:
 
     def _new_row(self, item: Mapping[str, Any], position: int | None, now: float) -> MemoryRow:
         prefix = "" if position is None else f"items[{position}]."
-        fields = validate_item(item, prefix)
+        fields = validate_item(item, prefix, Limits.of(self.settings.limits))
         # Privacy: secrets are redacted before anything is written (capture/filters.py).
         fields["content"], fields["metadata"] = self.redact(fields["content"], fields["metadata"])
         memory_type: MemoryType = fields["type"]
@@ -323,7 +351,10 @@ class Store:
         state = self.ready()
         row = self._row(memory_id)
         if content is not None:
-            row.content, _ = self.redact(_text(content, "content"), {})
+            limits = self.settings.limits
+            row.content, _ = self.redact(
+                check_text(content, "content", max_chars=limits.content_chars, setting="content_chars"), {}
+            )
             row.content_hash = content_hash(row.content)
             row.embedding = state.embedder.embed([row.content])[0]
         if metadata is not None:
@@ -331,7 +362,9 @@ class Store:
                 raise ValidationError("metadata", "expected a dict")
             merged = {**json.loads(row.metadata), **metadata}
             merged = self.redact(row.content, {k: v for k, v in merged.items() if v is not None})[1]
-            row.metadata = validate_item({"content": row.content, "metadata": merged}, "")["metadata"]
+            row.metadata = validate_item(
+                {"content": row.content, "metadata": merged}, "", Limits.of(self.settings.limits)
+            )["metadata"]
             row.metadata = json.dumps(row.metadata, ensure_ascii=False, allow_nan=False)
             row.bookmarked = bool(merged.get("bookmarked") or merged.get("manual_save"))
         state.commit_update(row)
@@ -397,11 +430,23 @@ class Store:
         session_id: str | None = None,
         since: datetime | str | float | None = None,
         until: datetime | str | float | None = None,
+        min_score: float | None = None,
+        collapse: bool = False,
     ) -> list[SearchHit]:
         """Hybrid search (dense + lexical, fused); see :mod:`remindful.engine.search`. Filters apply to
-        every space. Scores are in [0, 1], best first."""
-        query = _text(query, "query")
+        every space. Best first; scores are calibrated relevances in [0, 1], and hits scoring under
+        ``min_score`` are left out (None: none is; the services judge relevance with their own
+        thresholds, while ``MemoryManager.search`` and context apply the configured floors). ``collapse``
+        folds near-duplicates into one hit and puts newer versions first (what users and context see;
+        off by default for the services, which count repeats)."""
+        query = check_text(query, "query", max_chars=self.settings.limits.query_chars, setting="query_chars")
+        if filters is not None:
+            check_metadata(filters, "filters", Limits.of(self.settings.limits))
         limit = _bounded(limit, "limit", 1, 1000)
+        if min_score is not None and (
+            isinstance(min_score, bool) or not isinstance(min_score, int | float) or not 0 <= min_score <= 1
+        ):
+            raise ValidationError("min_score", f"expected a number from 0 to 1, got {min_score!r}")
         type_values = [_type(t).value for t in types] if types else None
         flt = build_filter(
             types=type_values,
@@ -430,21 +475,25 @@ class Store:
             searched=sum(counts.get(t.value, 0) for t in searched_types),
             pending_after=state.pending_after() if state.index is not None else None,
             resumed_session=self._resumed_session,
+            min_score=0.0 if min_score is None else min_score,
+            diverse=collapse,
         )
-        state.record_search(time.perf_counter() - started, [row.id for row, _, _ in results])
+        state.record_search(time.perf_counter() - started, [hit.row.id for hit in results])
         return [
             SearchHit(
-                id=row.id,
-                type=MemoryType(row.type),
-                content=row.content,
-                metadata=json.loads(row.metadata),
-                score=score,
-                created_at=datetime.fromtimestamp(row.created_at, UTC),
-                session_id=row.session_id,
-                source=MemorySource(row.source),
-                sources=spaces,
+                id=hit.row.id,
+                type=MemoryType(hit.row.type),
+                content=hit.row.content,
+                metadata=json.loads(hit.row.metadata),
+                score=hit.score,
+                created_at=datetime.fromtimestamp(hit.row.created_at, UTC),
+                session_id=hit.row.session_id,
+                source=MemorySource(hit.row.source),
+                sources=hit.spaces,
+                similar=hit.similar,
+                superseded_by=hit.superseded_by,
             )
-            for row, score, spaces in results
+            for hit in results
         ]
 
     def resume_session(self, session_id: str) -> int:
@@ -452,7 +501,7 @@ class Store:
         session_id = _text(session_id, "session_id")
         count = self.ready().catalog.count(build_filter(session_id=session_id))
         if count == 0:
-            raise NotFoundError(session_id)
+            raise NotFoundError(session_id, kind="session")
         self._resumed_session = session_id
         return count
 
@@ -476,10 +525,15 @@ class Store:
 
     # -- write path -----------------------------------------------------------------------------
 
-    def commit_new(self, rows: Sequence[MemoryRow]) -> None:
+    def commit_new(self, rows: Sequence[MemoryRow], *, evict: Sequence[str] = ()) -> None:
+        """Insert ``rows`` and delete ``evict`` (quota evictions, audited as ``quota_evict``) in ONE
+        transaction: a crash never leaves memories evicted for rows that were not stored."""
         started = time.perf_counter()
+        gone: list[tuple[str, str]] = []
 
         def run(conn: Any) -> tuple[int, int]:
+            if evict:
+                gone[:] = Catalog.delete_in(conn, evict, reason="quota_evict", mend_later=len(evict) > INLINE_DELETE)
             before = conn.execute("SELECT coalesce(max(rowid), 0) FROM memories").fetchone()[0]
             Catalog.insert_memories(conn, rows)
             for session_id, at in {(r.session_id, r.created_at) for r in rows if r.session_id}:
@@ -487,6 +541,10 @@ class Store:
             return before, conn.execute("SELECT max(rowid) FROM memories").fetchone()[0]
 
         span = self.catalog.write(run, what="storing memories")
+        if gone:
+            remove_copies(self.path, [mid for mid, _t in gone])
+            self.after_delete(gone, later=len(evict) > INLINE_DELETE)
+            log.info("quota: evicted %d least important memories to store %d", len(gone), len(rows))
         self._spans[rows[0].id] = span
         self.stores += len(rows)
         self.store_ms.append((time.perf_counter() - started) * 1000 / len(rows))
@@ -530,15 +588,24 @@ class Store:
         self.after_delete(gone, later=later)
         return len(gone)
 
-    def make_room(self, rows: Sequence[MemoryRow]) -> None:
-        """Enforce per-type item quotas (evict the least important unprotected memories) and warn
-        when the storage nears its size quota. The new rows are always stored."""
+    def make_room(self, rows: Sequence[MemoryRow]) -> list[str]:
+        """The memories to evict (the least important unprotected ones) so that ``rows`` fit the
+        per-type item quotas; :meth:`commit_new` deletes them in the insert's transaction. Warns
+        when the storage nears its size quota. Raises ValidationError for a batch that
+        alone holds more memories of a type than its quota: it could never be stored whole."""
         incoming: dict[str, int] = {}
+        evict: list[str] = []
         for row in rows:
             incoming[row.type] = incoming.get(row.type, 0) + 1
         counts = self.type_counts()
         for type_value, n_new in incoming.items():
             limit = self.settings.max_items_for(MemoryType(type_value))
+            if n_new > limit:
+                raise ValidationError(
+                    "items",
+                    f"at most {limit} {type_value} memories (that type's quota), got {n_new}; nothing was stored: "
+                    "store fewer at a time or raise the quota (retention.max_items_per_collection)",
+                )
             excess = counts.get(type_value, 0) + n_new - limit
             if excess <= 0:
                 continue
@@ -549,10 +616,9 @@ class Store:
                 log.warning(
                     "%s_memories is over its quota of %d but every remaining memory is bookmarked", type_value, limit
                 )
-            if victims:
-                self.delete_many(victims, reason="quota_evict")
-                log.info("quota: evicted %d least important %s memories (limit %d)", len(victims), type_value, limit)
+            evict += victims
         self._warn_if_near_size_quota()
+        return evict
 
     def type_counts(self) -> dict[str, int]:
         """How many memories each type holds, as committed (by any process)."""
@@ -598,11 +664,11 @@ class Store:
         if last is None or percent > last[1] or now - last[0] >= SIZE_WARNING_INTERVAL_S:
             self._size_warned = (now, percent)
             log.warning(
-                "Memory storage at %.0f%% of its quota (%.1f MB of %.0f MB): enable auto-cleanup "
+                "Memory storage at %.0f%% of its quota (%s MB of %s MB): enable auto-cleanup "
                 "(retention.cleanup.enabled) or increase storage.max_size_mb",
                 100 * used / quota,
-                used,
-                quota,
+                megabytes(used),
+                megabytes(quota),
             )
 
     # -- read path ------------------------------------------------------------------------------
@@ -625,6 +691,13 @@ class Store:
         asking never loads the model."""
         embedder = self._embedder
         return embedder.stats() if embedder is not None and hasattr(embedder, "stats") else {}
+
+    def close_for_exit(self) -> None:
+        """:meth:`close` at interpreter exit (the program did not close the store): queued work is
+        finished with what is loaded, but neither the index nor the embedder is opened now (the
+        interpreter refuses new threads by then); what is left is indexed at the next open."""
+        self._exiting = True
+        self.close()
 
     def close(self) -> None:
         if self._indexer is not None:
@@ -649,15 +722,62 @@ class Store:
 
     @property
     def index(self) -> VectorIndex | None:
-        """The vector index, or None while it is unusable (the reason is in ``index_status``)."""
-        if not self._index_opened:
+        """The vector index, or None while it is unusable (the reason is in ``index_status``). A
+        transient failure to open it (a lock, an unreachable server) is retried after
+        ``INDEX_RETRY_S``; damage waits for ``reindex(reset=True)``."""
+        if self._exiting and not self._index_opened:
+            return None
+        if not self._index_opened or (self._index_retry_at and time.monotonic() >= self._index_retry_at):
             with self._init_lock:
-                if not self._index_opened:
+                if not self._index_opened or (self._index_retry_at and time.monotonic() >= self._index_retry_at):
+                    self._index_retry_at = 0.0
                     self._open_index()
                     self._index_opened = True
         return self._index
 
-    def index_lock(self) -> contextlib.AbstractContextManager[None]:
+    @contextlib.contextmanager
+    def _writing(self, index: VectorIndex) -> Iterator[None]:
+        """Hold the index lock for a write through ``index``. If another process wrote the index
+        since this one loaded its view, the view is reloaded first: chromadb's embedded client
+        writes its in-memory copy of a graph back over the shared files, so a write through a
+        stale copy would drop the other processes' vectors ("Error finding id" later)."""
+        with self._index_lock() as generation:
+            if generation != self._index_generation:
+                self._reload_view(index)
+            yield
+            self._index_generation = generation + 1
+            self._index_rowid = self._view_floor()  # the view is current: what is marked indexed is in it
+
+    def _reload_view(self, index: VectorIndex) -> None:
+        """Under the index lock: load the index files afresh (if the index keeps a copy of them)
+        and note which rows the new view may lack (:meth:`_view_floor`)."""
+        floor = self._view_floor()
+        reload = getattr(index, "reload", None)
+        if reload is not None:
+            reload()
+        self._index_rowid = floor
+
+    def _view_floor(self) -> int:
+        """A rowid up to which every row marked indexed is in the index files as they are now
+        (read under the index lock): rows not yet indexed may be indexed by another process later,
+        so the view is complete only below the first of them."""
+        top, first = self.catalog.read(
+            "SELECT (SELECT coalesce(max(rowid), 0) FROM memories), (SELECT min(rowid) FROM memories WHERE indexed = 0)"
+        )[0]
+        return int(top) if first is None else min(int(top), int(first) - 1)
+
+    def _refresh_view(self, index: VectorIndex, *, force: bool = False) -> None:
+        """Bring the view up to date (a search found many rows it may lack): reload it if another
+        process wrote the index since (or ``force``), else just note what it holds."""
+        self._refreshed_at = time.monotonic()
+        with self._index_lock(write=False) as generation:
+            if force or generation != self._index_generation:
+                self._reload_view(index)
+                self._index_generation = generation
+            else:
+                self._index_rowid = self._view_floor()
+
+    def index_lock(self) -> contextlib.AbstractContextManager[int]:
         """Hold the vector-index lock for a ``with`` block: no thread or process of this storage
         directory writes the index meanwhile (a backup copies the index files under it). Not
         re-entrant: do not call index-writing Store methods inside the block."""
@@ -681,28 +801,42 @@ class Store:
         try:
             self._check_index_files(index)
             try:
+                preload = getattr(index, "preload", None)
+                if preload is not None:
+                    preload()  # not under the lock: other processes would wait for the import
+                with self._index_lock(write=False) as generation:
+                    self._reload_view(index)  # the files are read under the lock: no writer is half-way
+                    self._index_generation = generation
                 queued = self._sync_index(index)
             except CorruptionError as exc:
                 if exc.backup_path is not None or not hasattr(index, "check"):
                     raise
                 index.close()
                 index.check()  # back up the damaged files and describe the damage
-                raise
+                # The files are sound: the error was passing (another process was writing). Retry.
+                raise StorageError(f"the vector index failed while opening ({exc})") from exc
         except CorruptionError as exc:
             self._index_error = str(exc)
+            copied = f" (a copy of the damaged files is in {exc.backup_path})" if exc.backup_path else ""
             log.error(
-                "Vector index unusable: %s (damaged files copied to %s). Search continues from the catalog; "
+                "Vector index unusable: %s%s. Search continues from the catalog; "
                 "run `remindful reindex --reset` to rebuild the index.",
                 exc,
-                exc.backup_path,
+                copied,
             )
             return
         except StorageError as exc:
             self._index_error = str(exc)
-            log.error("Vector index unavailable: %s. Search continues from the catalog.", exc)
+            self._index_retry_at = time.monotonic() + INDEX_RETRY_S
+            log.warning(
+                "Vector index unavailable: %s. Search continues from the catalog; retrying in %.0f s.",
+                exc,
+                INDEX_RETRY_S,
+            )
+            with contextlib.suppress(Exception):
+                index.close()
             return
-        self._index = index
-        self._index_rowid = self._max_rowid()
+        self._index, self._index_error = index, None
         self._holders.hold()
         if queued:  # left by a process that stopped (or crashed) before it drained them
             self._track_unindexing(queued)
@@ -743,7 +877,7 @@ class Store:
             in_catalog = {r[0] for r in catalog.read(f"SELECT id FROM memories WHERE {flt.sql}", flt.params)}
             extra = sorted(in_index - in_catalog)
             if extra:
-                with self._index_lock():
+                with self._writing(index):
                     index.delete(memory_type.collection, extra)
             missing = sorted(in_catalog - in_index)
             catalog.mark_indexed(missing, value=False)
@@ -757,24 +891,16 @@ class Store:
     def pending_after(self) -> int:
         """The rowid above which this process's index view may lack rows (beside rows not marked indexed).
 
-        When too many accumulate, the view is refreshed: they are upserted again (idempotent)."""
+        When too many accumulate, the view is refreshed (at most once a second): reloaded from the
+        files if another process wrote them since (:meth:`_refresh_view`)."""
         # An upper bound (rowids only grow): counting rows would read the whole table.
-        above = self._max_rowid() - self._index_rowid
-        if above > PENDING_REFRESH and self._index is not None:
-            top = self._max_rowid()
-            with self._init_lock:
-                for start in range(self._index_rowid, top, INDEX_BATCH):
-                    rows = self.catalog.select_rows(
-                        SqlFilter("rowid > ? AND rowid <= ? AND embedding IS NOT NULL", (start, start + INDEX_BATCH)),
-                        limit=INDEX_BATCH,
-                        order="rowid",
-                    )
-                    vectors = self.catalog.embeddings([r.id for r in rows])
-                    for row in rows:
-                        row.embedding = vectors[row.id]
-                    if rows:
-                        self._upsert(self._index, rows)
-                self._index_rowid = top
+        index = self._index
+        if (
+            index is not None
+            and self._max_rowid() - self._index_rowid > PENDING_REFRESH
+            and time.monotonic() - self._refreshed_at >= 1.0
+        ):
+            self._refresh_view(index)
         return int(self._index_rowid)
 
     def _index_pending(self, index: VectorIndex, progress: Callable[[int], None] | None = None) -> int:
@@ -797,7 +923,7 @@ class Store:
         by_type: dict[str, list[MemoryRow]] = {}
         for row in rows:
             by_type.setdefault(row.type, []).append(row)
-        with contextlib.nullcontext() if locked else self._index_lock():
+        with contextlib.nullcontext() if locked else self._writing(index):
             for type_value, group in by_type.items():
                 index.upsert(
                     MemoryType(type_value).collection,
@@ -816,7 +942,7 @@ class Store:
                         for r in group
                     ],
                 )
-        self.catalog.mark_indexed([r.id for r in rows])
+            self.catalog.mark_indexed([r.id for r in rows])
 
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until the vector index reflects every store and delete so far; False on timeout."""
@@ -858,7 +984,7 @@ class Store:
         return len(pairs)
 
     def _unindex(self, index: VectorIndex, pairs: Sequence[tuple[str, str]]) -> None:
-        with self._index_lock():
+        with self._writing(index):
             ids = [mid for mid, _t in pairs]
             # Stored again since (an import keeps ids): its vector is current, keep it.
             back = self.catalog.existing_ids(ids)
@@ -931,6 +1057,11 @@ class Store:
         try:
             return index.query(memory_type.collection, vector, k)
         except RemindfulError as exc:
+            log.info("vector index query of %s failed (%s); reloading and retrying", memory_type.collection, exc)
+        try:  # a view loaded while another process was writing the files: load it again, under the lock
+            self._refresh_view(index, force=True)
+            return index.query(memory_type.collection, vector, k)
+        except RemindfulError as exc:
             log.warning("vector index query of %s failed (%s); scoring from the catalog", memory_type.collection, exc)
             with contextlib.suppress(Exception):
                 index.close()
@@ -956,21 +1087,21 @@ class Store:
         self.ready()
         with self._init_lock:
             index = self._index or self._new_index()
-            with self._index_lock():
-                if reset and hasattr(index, "reset_files"):
-                    index.reset_files()
-                else:
-                    index.reset()
 
             def restart(conn: Any) -> None:
                 conn.execute("UPDATE memories SET indexed = 0")
                 conn.execute("DELETE FROM index_deletes")  # the index is rebuilt from the catalog
 
-            self.catalog.write(restart, what="reindex")
+            with self._index_lock() as generation:  # other processes reload their view at their next write
+                if reset and hasattr(index, "reset_files"):
+                    index.reset_files()
+                else:
+                    index.reset()
+                self.catalog.write(restart, what="reindex")
+                self._index_generation, self._index_rowid = generation + 1, self._view_floor()
             self._unindexing.clear()
             self._index_pending(index, progress)
-            self._index, self._index_error, self._index_opened = index, None, True
-            self._index_rowid = self._max_rowid()
+            self._index, self._index_error, self._index_opened, self._index_retry_at = index, None, True, 0.0
         return {t.collection: index.count(t.collection) for t in MemoryType}
 
     # -- adding stored memories to the index ---------------------------------------------------
@@ -994,7 +1125,7 @@ class Store:
             if self._indexer is None:
                 with self._init_lock:
                     if self._indexer is None:
-                        self._indexer = BackgroundIndexer(self.index_ids)
+                        self._indexer = BackgroundIndexer(self.index_ids, prepare=self._embed_stored)
             self._indexer.submit([r.id for r in rows])
         else:
             self.index_ids([r.id for r in rows])
@@ -1016,30 +1147,44 @@ class Store:
         index = self.index
         if index is None:
             return
-        span = self._spans.pop(ids[0], None)
-        try:
-            with self._index_lock():
-                found = self.catalog.get_rows(ids)
-                vectors = self.catalog.embeddings([i for i in ids if i in found and not found[i].indexed])
-                rows = [found[i] for i in ids if i in vectors]
-                for row in rows:
-                    row.embedding = vectors[row.id]
-                if rows:
-                    self._upsert(index, rows, locked=True)
-        except RemindfulError as exc:
-            log.warning(
-                "stored %d memories but could not index them yet (%s); they will be indexed later", len(rows), exc
-            )
-            return
-        if span is not None and span[0] == self._index_rowid:
-            # Nobody else wrote in between: the view of the index is complete up to our rows.
-            self._index_rowid = span[1]
+        self._spans.pop(ids[0], None)
+        for attempt in range(INDEX_WRITE_TRIES):
+            try:
+                with self._writing(index):
+                    found = self.catalog.get_rows(ids)
+                    vectors = self.catalog.embeddings([i for i in ids if i in found and not found[i].indexed])
+                    rows = [found[i] for i in ids if i in vectors]
+                    for row in rows:
+                        row.embedding = vectors[row.id]
+                    if rows:
+                        self._upsert(index, rows, locked=True)
+                break
+            except RemindfulError as exc:
+                self._index_generation = -1  # whatever went wrong, the next write reloads the view first
+                if attempt + 1 < INDEX_WRITE_TRIES and not isinstance(exc, CorruptionError):
+                    log.info("indexing %d memories failed (%s); reloading the index and retrying", len(ids), exc)
+                    continue
+                self._index_failed = str(exc)
+                log.warning(
+                    "stored %d memories but could not index them yet (%s); search scores them from the catalog "
+                    "and the next write indexes them",
+                    len(ids),
+                    exc,
+                )
+                return
+        if self._index_failed is not None:  # an earlier write failed: index what it left
+            self._index_failed = None
+            try:
+                self._index_pending(index)
+            except RemindfulError as exc:
+                self._index_failed = str(exc)
+                self._index_generation = -1
 
     def _embed_stored(self, ids: list[str]) -> None:
         """Embed the memories among ``ids`` committed without a vector (outside the index lock:
         other processes need not wait for the model)."""
         try:
-            if self._unembedded.isdisjoint(ids):
+            if self._unembedded.isdisjoint(ids) or (self._exiting and self._embedder is None):
                 return
             self._embed_and_save(self.catalog.without_embeddings(ids))
         finally:
@@ -1127,9 +1272,15 @@ def _to_memory(row: MemoryRow) -> Memory:
     )
 
 
+def megabytes(value: float) -> str:
+    """A size in MB for a message: whole MB from 10 up, else two significant digits (0.4, not 0)."""
+    return f"{value:,.0f}" if value >= 10 else f"{value:.2g}"
+
+
 def _text(value: Any, field: str) -> str:
     if not isinstance(value, str) or not value.strip():
         raise ValidationError(field, "expected a non-empty string")
+    check_unicode(value, field)
     return value
 
 

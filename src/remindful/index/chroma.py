@@ -98,6 +98,31 @@ class ChromaEmbeddedIndex(ChromaIndexBase):
                 pass
         return super()._other_error(exc, what, write)
 
+    def preload(self) -> None:
+        """Import chromadb now (1-2 s): before taking a lock that other processes wait for."""
+        import chromadb  # noqa: F401
+
+    def reload(self) -> None:
+        """Drop this process's copy of the index and load the files afresh, now.
+
+        chromadb's embedded client loads each collection's HNSW graph into memory once and never
+        looks at the files again, so it does not see what other processes wrote since; a write
+        through it would store its stale graph over theirs. The caller holds the store's index
+        lock, so no writer is half-way through the files; the graphs are loaded here (one small
+        query per collection), not at some later query outside the lock.
+        """
+        with self._lock:
+            self.close()
+            client = self._get_client()
+
+            def warm() -> None:
+                for col in client.list_collections():
+                    dimension = getattr(getattr(col, "_model", None), "dimension", None)
+                    if dimension and col.count():
+                        col.query(query_embeddings=[[0.0] * int(dimension)], n_results=1, include=[])
+
+            self._call("load", warm)
+
     def quick_check(self) -> str | None:
         """What looks wrong with the store's files, or None: the SQLite header and the HNSW file
         sizes, read in this process without a database connection (milliseconds). Only safe before

@@ -1,4 +1,6 @@
-"""Who may use remindful's HTTP surfaces: one bearer token per storage directory.
+"""Who may use remindful, and what its tools may touch.
+
+**HTTP: one bearer token per storage directory.**
 
 Every HTTP surface (the MCP server's streamable HTTP, the daemon's API, the dashboard) answers only
 requests carrying ``Authorization: Bearer <token>``. The token is ``$REMINDFUL_HTTP_TOKEN`` when
@@ -10,6 +12,12 @@ by every process that serves the same store.
     if not bearer_ok(request_headers.get("authorization"), token):
         ...  # 401
 
+**Files: the allowed roots.** A tool (an MCP tool, whose caller is a model that a web page or a
+file may have prompt-injected) reads or writes only files inside the storage directory, the
+``auto_capture.watch_dirs`` and ``security.allowed_paths`` (``Settings.allowed_roots()``), judged after
+every symlink is resolved (:func:`tool_path`). The CLI and the Python API, used by the person at
+the keyboard, may name any path.
+
 Standard library only (plus remindful's errors): HTTP shells import this before anything heavy.
 """
 
@@ -20,9 +28,14 @@ import os
 import secrets
 import stat
 import time
+from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from remindful.errors import StorageError
+from remindful.errors import StorageError, ValidationError
+
+if TYPE_CHECKING:
+    from remindful.config import Settings
 
 TOKEN_ENV = "REMINDFUL_HTTP_TOKEN"
 TOKEN_FILE = "http_token"
@@ -87,6 +100,37 @@ def bearer_ok(header_value: str | bytes | None, token: str) -> bool:
     return hmac.compare_digest(credentials.strip().encode("utf-8"), token.encode("utf-8"))
 
 
+def inside(path: Path, roots: Iterable[Path]) -> bool:
+    """Whether the resolved ``path`` is one of ``roots`` or lies below one."""
+    return any(path == root or path.is_relative_to(root) for root in roots)
+
+
+def tool_path(value: object, settings: Settings, *, field: str) -> Path:
+    """The real path (every symlink resolved) of the file a tool named in ``field``, when it lies
+    inside ``Settings.allowed_roots()``; the caller then uses that path, not the name it was given.
+
+    Raises ValidationError naming ``field`` and the allowed roots otherwise (also for a relative
+    path, whose meaning would depend on the server's working directory)."""
+    if not isinstance(value, str) or not value.strip() or "\x00" in value:
+        raise ValidationError(field, "expected an absolute file path")
+    given = Path(value).expanduser()
+    if not given.is_absolute():
+        raise ValidationError(field, f"expected an absolute file path, got {value!r}")
+    try:
+        real = given.resolve()
+    except (OSError, RuntimeError) as exc:  # a symlink loop
+        raise ValidationError(field, f"cannot resolve {value!r}: {exc}") from None
+    roots = settings.allowed_roots()
+    if not inside(real, roots):
+        via = f" (a link to {real})" if real != given else ""
+        raise ValidationError(
+            field,
+            f"{value!r}{via} is outside the directories tools may use: {', '.join(map(str, roots))} "
+            "(the storage directory, auto_capture.watch_dirs and security.allowed_paths)",
+        )
+    return real
+
+
 def _read(path: Path) -> str:
     """The token in ``path``; FileNotFoundError if there is none (then the caller creates it)."""
     try:
@@ -129,4 +173,13 @@ def _create(path: Path) -> str:
     return token
 
 
-__all__ = ["TOKEN_ENV", "TOKEN_FILE", "bearer_ok", "http_token", "token_file", "token_source"]
+__all__ = [
+    "TOKEN_ENV",
+    "TOKEN_FILE",
+    "bearer_ok",
+    "http_token",
+    "inside",
+    "token_file",
+    "token_source",
+    "tool_path",
+]

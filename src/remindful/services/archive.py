@@ -26,6 +26,10 @@ MANIFEST = "manifest.json"
 CATALOG = "catalog.sqlite3"
 CHROMA = "chroma"
 ATTACHMENTS = "attachments"
+#: A member path deeper or longer than any remindful writes (chroma/<segment>/<file>,
+#: attachments/<id>/<file>) is refused before anything is extracted.
+MAX_DEPTH = 16
+MAX_NAME = 1024
 
 
 def catalog_counts(path: Path) -> dict[str, int]:
@@ -80,6 +84,13 @@ def _bad(path: Path, why: str) -> ValidationError:
 
 def _check_member(member: tarfile.TarInfo, staging: Path) -> None:
     name = PurePosixPath(member.name)
+    if len(name.parts) > MAX_DEPTH or len(member.name) > MAX_NAME:
+        raise ValidationError(
+            "path",
+            f"refusing to restore: the archive path {member.name[:60]!r}… is {len(name.parts)} levels and "
+            f"{len(member.name)} characters deep (a remindful backup has at most {MAX_DEPTH} levels and "
+            f"{MAX_NAME} characters)",
+        )
     if member.issym() or member.islnk():
         raise ValidationError("path", f"refusing to restore: the archive holds a link ({member.name!r})")
     if not (member.isfile() or member.isdir()):

@@ -1,13 +1,18 @@
 """Context injection: the memories most relevant to a prompt, within a token budget.
 
-:func:`build_context` searches, collapses near-duplicates (same text, or word sets overlapping
-≥ 80 %), and writes one short line per memory with its id so the agent can fetch more
+:func:`gather_context` searches with the relevance floor ``context.min_score`` (the calibrated
+score of :mod:`remindful.engine.calibration`), so a prompt no memory is about gets no context at
+all, not even the header. Search has already collapsed near-duplicates into one hit ("+N
+similar", shown on the line) and put newer versions of a subject first; here a memory another hit
+supersedes is left out, and so is any remaining near-duplicate (same text, or word sets
+overlapping ≥ 80 %). Each memory is one short line with its id so the agent can fetch more
 (``remindful get ID`` / ``memory_get``). Token counts use :func:`estimate_tokens`, which
 over-counts (letters ~4 chars/token, digits 3, every symbol 1), so the text is never over the
-budget. :func:`context_for` is what ``MemoryManager.context``, ``remindful context``, the daemon's
-``POST /context`` and the hooks print. :func:`hook_context` is the hook side: it asks the running
-daemon over loopback HTTP (``<storage>/daemon.json`` holds port and token, mode 0600), else opens
-the store itself.
+budget. ``MemoryManager.context`` returns the :class:`~remindful.model.Context`;
+:func:`context_for` is its text, which ``remindful context``, the daemon's ``POST /context`` and
+the hooks print. :func:`hook_context` is the hook side: it asks the running daemon over loopback
+HTTP (``<storage>/daemon.json`` holds port and token, mode 0600), else opens the store itself;
+both apply the same settings, so both inject the same text.
 
 The hook fast path imports this module: it imports only the standard library at module level
 (the store, pydantic and numpy load only when no daemon answers).
@@ -27,11 +32,12 @@ from remindful.config_defaults import default, setting
 
 if TYPE_CHECKING:
     from remindful.config import Settings
-    from remindful.model import SearchHit
+    from remindful.model import Context, SearchHit
 
 DEFAULT_BUDGET: int = default("hooks.context_budget_tokens")
 DEFAULT_CANDIDATES: int = default("hooks.context_candidates")
 DEFAULT_LINE_CHARS: int = default("hooks.line_chars")
+DEFAULT_MIN_SCORE: float = default("context.min_score")
 DUPLICATE_JACCARD = 0.8
 HEADER = "Relevant memories from remindful (fetch one in full with `remindful get <id>`):"
 DAEMON_FILE = "daemon.json"
@@ -48,7 +54,14 @@ class Searcher(Protocol):
     def settings(self) -> Settings: ...
 
     def search(
-        self, query: str, *, types: Sequence[str] | None = None, limit: int = 10, session_id: str | None = None
+        self,
+        query: str,
+        *,
+        types: Sequence[str] | None = None,
+        limit: int = 10,
+        session_id: str | None = None,
+        min_score: float | None = None,
+        collapse: bool = False,
     ) -> Sequence[SearchHit]: ...
 
 
@@ -71,6 +84,12 @@ def _short(text: str, width: int) -> str:
     return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 
+def line_of(hit: SearchHit, line_chars: int = DEFAULT_LINE_CHARS) -> str:
+    """The context line of one hit: id, type, date, the near-duplicates it stands for, its text."""
+    similar = f", +{hit.similar} similar" if hit.similar else ""
+    return f"- [{hit.id}] ({hit.type.value}, {hit.created_at:%Y-%m-%d}{similar}) {_short(hit.content, line_chars)}"
+
+
 def build_context(
     searcher: Searcher,
     query: str,
@@ -78,36 +97,46 @@ def build_context(
     budget_tokens: int = DEFAULT_BUDGET,
     candidates: int = DEFAULT_CANDIDATES,
     line_chars: int = DEFAULT_LINE_CHARS,
+    min_score: float = DEFAULT_MIN_SCORE,
     exclude: str | None = None,
     types: Sequence[str] | None = None,
     session_id: str | None = None,
-) -> str:
-    """Lines for the memories most relevant to ``query``, at most ``budget_tokens`` (estimated)
-    in all; "" when nothing relevant is stored. ``exclude`` drops hits whose text equals it
-    (the prompt being answered, just captured); ``types`` and ``session_id`` narrow the search.
-    Raises what the search raises (ValidationError, MemoryDisabledError)."""
+) -> Context:
+    """The memories most relevant to ``query`` scoring at least ``min_score``, as lines within
+    ``budget_tokens`` (estimated) in all; an empty Context when none fits. ``exclude`` drops hits
+    whose text equals it (the prompt being answered, just captured); ``types`` and ``session_id``
+    narrow the search. Raises what the search raises (ValidationError, MemoryDisabledError)."""
+    from remindful.model import Context
+
     if not query.strip() or budget_tokens <= estimate_tokens(HEADER) + 1:
-        return ""
-    hits = searcher.search(query, types=types, limit=candidates, session_id=session_id)
+        return Context("")
+    hits = searcher.search(
+        query, types=types, limit=candidates, session_id=session_id, min_score=min_score, collapse=True
+    )
+    shown = {hit.id for hit in hits}
     lines: list[str] = []
+    kept: list[SearchHit] = []
     used = estimate_tokens(HEADER)
     seen: list[set[str]] = []
     skip = " ".join(exclude.split()).lower() if exclude else None
     for hit in hits:
+        if hit.superseded_by in shown:
+            continue  # its newer version is in the context: the old one would mislead
         text = " ".join(hit.content.split())
         if skip is not None and text.lower() == skip:
             continue
         words = set(_WORDS.findall(text.lower()))
         if any(words == other or _jaccard(words, other) >= DUPLICATE_JACCARD for other in seen):
             continue
-        line = f"- [{hit.id}] ({hit.type.value}, {hit.created_at:%Y-%m-%d}) {_short(hit.content, line_chars)}"
+        line = line_of(hit, line_chars)
         cost = estimate_tokens(line) + 1
         if used + cost > budget_tokens:
             continue  # a shorter line further down may still fit
         seen.append(words)
         lines.append(line)
+        kept.append(hit)
         used += cost
-    return "\n".join([HEADER, *lines]) if lines else ""
+    return Context("\n".join([HEADER, *lines]), tuple(kept)) if lines else Context("")
 
 
 def _jaccard(a: set[str], b: set[str]) -> float:
@@ -127,15 +156,19 @@ def context_query(event: str, payload: dict[str, Any]) -> str:
 
 def ask_daemon(storage: Path, request: dict[str, Any], timeout: float = 2.0) -> str | None:
     """The daemon's answer to ``POST /context``, or None if no daemon answers."""
+    from remindful.errors import StorageError
+    from remindful.services.access import http_token
+
     try:
         info = json.loads((storage / DAEMON_FILE).read_text(encoding="utf-8"))
+        token = http_token(storage)
         conn = http.client.HTTPConnection("127.0.0.1", int(info["port"]), timeout=timeout)
         try:
             conn.request(
                 "POST",
                 "/context",
                 body=json.dumps(request),
-                headers={"Authorization": f"Bearer {info['token']}", "Content-Type": "application/json"},
+                headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
             )
             response = conn.getresponse()
             if response.status != 200:
@@ -143,7 +176,7 @@ def ask_daemon(storage: Path, request: dict[str, Any], timeout: float = 2.0) -> 
             answer = json.loads(response.read())
         finally:
             conn.close()
-    except (OSError, ValueError, KeyError, TypeError, http.client.HTTPException):
+    except (OSError, ValueError, KeyError, TypeError, http.client.HTTPException, StorageError):
         return None
     text = answer.get("context") if isinstance(answer, dict) else None
     return text if isinstance(text, str) else None
@@ -174,6 +207,33 @@ def hook_context(
         store.close()
 
 
+def gather_context(
+    searcher: Searcher,
+    query: str,
+    *,
+    budget_tokens: int | None = None,
+    exclude: str | None = None,
+    types: Sequence[str] | None = None,
+    session_id: str | None = None,
+    min_score: float | None = None,
+) -> Context:
+    """:func:`build_context` with the settings: ``hooks.context_budget_tokens`` when
+    ``budget_tokens`` is None, ``hooks.context_candidates``, ``hooks.line_chars``, and
+    ``context.min_score`` when ``min_score`` is None."""
+    settings = searcher.settings
+    return build_context(
+        searcher,
+        query,
+        budget_tokens=settings.hooks.context_budget_tokens if budget_tokens is None else budget_tokens,
+        candidates=settings.hooks.context_candidates,
+        line_chars=settings.hooks.line_chars,
+        min_score=settings.context.min_score if min_score is None else min_score,
+        exclude=exclude,
+        types=types,
+        session_id=session_id,
+    )
+
+
 def context_for(
     searcher: Searcher,
     query: str,
@@ -182,20 +242,27 @@ def context_for(
     exclude: str | None = None,
     types: Sequence[str] | None = None,
     session_id: str | None = None,
+    min_score: float | None = None,
 ) -> str:
-    """:func:`build_context` with the ``hooks`` settings (``hooks.context_budget_tokens`` when
-    ``budget_tokens`` is None, ``hooks.context_candidates``, ``hooks.line_chars``)."""
-    hooks = searcher.settings.hooks
-    return build_context(
+    """The text of :func:`gather_context` ("" when nothing is relevant enough)."""
+    return gather_context(
         searcher,
         query,
-        budget_tokens=hooks.context_budget_tokens if budget_tokens is None else budget_tokens,
-        candidates=hooks.context_candidates,
-        line_chars=hooks.line_chars,
+        budget_tokens=budget_tokens,
         exclude=exclude,
         types=types,
         session_id=session_id,
-    )
+        min_score=min_score,
+    ).text
 
 
-__all__ = ["ask_daemon", "build_context", "context_for", "context_query", "estimate_tokens", "hook_context"]
+__all__ = [
+    "ask_daemon",
+    "build_context",
+    "context_for",
+    "context_query",
+    "estimate_tokens",
+    "gather_context",
+    "hook_context",
+    "line_of",
+]

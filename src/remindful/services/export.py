@@ -11,17 +11,21 @@ File format (``format: remindful-export``, ``version: 1``)::
 Times are UTC epoch seconds (floats, exact); ``embedding`` is the base64 of the float32 vector
 (exact, and a fifth of the size of a list of decimals). Import restores every field exactly, so
 an export → import round trip is lossless and needs no re-embedding. A memory whose id already
-exists is skipped (counted as ``skipped``). Invalid files are refused before anything is written,
-with the position and field of the first problem.
+exists is skipped (counted as ``skipped``). Invalid files are refused before anything is written:
+every bad record is named on a line of its own with its position and field (an id of letters,
+digits and ``_.:-``; times within the years 1 to 9999; finite embeddings, all of one dimension; the
+store's ``limits`` on content and metadata). Vectors of another dimension than the store's model
+(another model's export) are dropped and the texts re-embedded.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,7 +34,7 @@ import numpy as np
 
 from remindful.engine.atomic import replaced_atomically
 from remindful.engine.catalog import MEMORY_COLUMNS, Catalog, MemoryRow
-from remindful.engine.validation import validate_item
+from remindful.engine.validation import Limits, check_epoch, check_unicode, validate_item
 from remindful.errors import ValidationError
 from remindful.model import MemoryClass, content_hash
 
@@ -52,23 +56,27 @@ def export_memories(
     *,
     format: str = "json",
     output_path: str | os.PathLike[str] | None = None,
+    overwrite: bool = False,
     progress: Callable[[int], None] | None = None,
 ) -> dict[str, Any]:
     """Write every memory to ``output_path`` (default ``<storage>/exports/memories_<time>.json``),
     created 0600. Returns ``{path, count, bytes}``. Only ``format="json"`` exists. First waits
-    (up to a minute) for the vectors of what this process stored, so that they are exported too."""
+    (up to a minute) for the vectors of what this process stored, so that they are exported too.
+
+    An existing file is replaced only with ``overwrite=True``, and a missing directory is never
+    created (ValidationError naming ``output_path`` for both), except ``<storage>/exports``."""
     if format != "json":
         raise ValidationError("format", f"expected 'json', got {format!r}")
     state = store.vectors_ready()
-    path = Path(output_path).expanduser() if output_path is not None else _default_path(state)
-    if path.is_dir():
-        raise ValidationError(
-            "output_path", f"{path} is a directory; expected a file path such as {path}/memories.json"
-        )
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if output_path is None:
+        path = _default_path(state)
+        path.parent.mkdir(exist_ok=True, mode=0o700)
+    else:
+        path = Path(output_path).expanduser()
+    check_output_path(path, overwrite=overwrite)
     count = 0
     # Streamed in rowid batches, so a large store never sits in memory twice.
-    with replaced_atomically(path, "w", encoding="utf-8") as out:
+    with _writing(path), replaced_atomically(path, "w", overwrite=overwrite, encoding="utf-8") as out:
         header = {
             "format": FORMAT,
             "version": VERSION,
@@ -94,6 +102,29 @@ def export_memories(
     return {"success": True, "path": str(path), "count": count, "bytes": path.stat().st_size}
 
 
+def check_output_path(path: Path, *, overwrite: bool, field: str = "output_path") -> None:
+    """Refuse (ValidationError naming ``field``) to write ``path`` over a directory, over an existing
+    file unless ``overwrite``, or into a directory that does not exist (it is not created)."""
+    if path.is_dir():
+        raise ValidationError(field, f"{path} is a directory; expected a file path such as {path}/memories.json")
+    if os.path.lexists(path) and not overwrite:
+        raise ValidationError(field, f"{path} already exists; choose another name or ask to overwrite it")
+    if not path.parent.is_dir():
+        raise ValidationError(field, f"the directory {path.parent} does not exist; create it first")
+
+
+@contextlib.contextmanager
+def _writing(path: Path) -> Iterator[None]:
+    """Turns an OSError writing ``path`` (a file created there meanwhile, a read-only or full disk,
+    a directory such as /proc that takes no files) into a ValidationError naming ``output_path``."""
+    try:
+        yield
+    except FileExistsError:
+        raise ValidationError("output_path", f"{path} already exists; choose another name") from None
+    except OSError as exc:
+        raise ValidationError("output_path", f"cannot write {path}: {exc.strerror or exc}") from None
+
+
 def _record(row: Any) -> dict[str, Any]:
     data = dict(zip(_FIELDS, row[:-1], strict=True))
     data.pop("indexed")
@@ -114,6 +145,8 @@ def read_export(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
         data = json.loads(file.read_text(encoding="utf-8"))
     except (ValueError, UnicodeDecodeError) as exc:
         raise ValidationError("path", f"{file} is not valid JSON ({exc}); expected a remindful export") from None
+    except RecursionError:
+        raise ValidationError("path", f"{file} is nested too deeply to read; expected a remindful export") from None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise ValidationError("path", f"{file} is not a remindful export (format must be {FORMAT!r})")
     if data.get("version") != VERSION:
@@ -126,15 +159,70 @@ def read_export(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     return memories
 
 
-def _row(item: Any, i: int) -> MemoryRow:
+#: Bad records named in the error of an import, at most.
+MAX_REPORTED = 20
+
+
+def _rows(items: list[Any], limits: Limits) -> list[MemoryRow]:
+    """Every record as a row, or ValidationError naming each bad record (one line each, at most
+    :data:`MAX_REPORTED`): nothing is imported from a file with a bad record."""
+    rows: list[MemoryRow] = []
+    problems: list[str] = []
+    dimension: tuple[int, int] | None = None  # (dimension, position) of the first embedding
+    for i, item in enumerate(items):
+        try:
+            row = _row(item, i, limits)
+            if row.embedding is not None:
+                if dimension is None:
+                    dimension = (row.embedding.shape[0], i)
+                elif row.embedding.shape[0] != dimension[0]:
+                    raise ValidationError(
+                        f"memories[{i}].embedding",
+                        f"{row.embedding.shape[0]} values; expected {dimension[0]}, as memories[{dimension[1]}] has",
+                    )
+            rows.append(row)
+        except ValidationError as exc:
+            problems.append(str(exc))
+    if problems:
+        shown = problems[:MAX_REPORTED]
+        more = f"\n  ... and {len(problems) - len(shown)} more" if len(problems) > len(shown) else ""
+        raise ValidationError(
+            "memories",
+            f"{len(problems)} of {len(items)} records are invalid, nothing was imported:\n  "
+            + "\n  ".join(shown)
+            + more,
+        )
+    return rows
+
+
+_HEX = frozenset("0123456789abcdef")
+_ID_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.:-")
+
+
+def _check_id(value: Any, field: str) -> str:
+    if not isinstance(value, str) or not value or len(value) > 200 or not set(value) <= _ID_CHARS:
+        raise ValidationError(
+            field,
+            f"expected an id such as action_20240501120000000000_1a2b3c4d (letters, digits and _.:-, "
+            f"at most 200 characters), got {_shown(value)}",
+        )
+    return value
+
+
+def _time(value: Any, field: str, *, optional: bool = False) -> float | None:
+    """Epoch seconds of a date from the year 1 to 9999 (a later one overflows every date
+    computation), or None when ``optional``."""
+    number = _number(value, field, optional=optional)
+    return None if number is None else check_epoch(number, field)
+
+
+def _row(item: Any, i: int, limits: Limits) -> MemoryRow:
     where = f"memories[{i}]."
     if not isinstance(item, dict):
         raise ValidationError(f"memories[{i}]", "expected an object")
-    fields = validate_item({k: item.get(k) for k in ("content", "type", "metadata", "source")}, where)
-    mid = item.get("id")
-    if not isinstance(mid, str) or not mid.strip():
-        raise ValidationError(where + "id", "expected a non-empty string")
-    created = _number(item.get("created_at"), where + "created_at")
+    mid = _check_id(item.get("id"), where + "id")
+    fields = validate_item({k: item.get(k) for k in ("content", "type", "metadata", "source")}, where, limits)
+    created = _time(item.get("created_at"), where + "created_at")
     assert created is not None
     try:
         memory_class = MemoryClass(item.get("memory_class") or "episodic").value
@@ -146,12 +234,27 @@ def _row(item: Any, i: int) -> MemoryRow:
             embedding = np.frombuffer(base64.b64decode(item["embedding"], validate=True), dtype="<f4").copy()
         except (ValueError, TypeError):
             raise ValidationError(where + "embedding", "expected base64 of little-endian float32 values") from None
+        if embedding.size == 0:
+            raise ValidationError(where + "embedding", "no values; expected base64 of float32 values, or null")
+        if not np.isfinite(embedding).all():  # one NaN would break every later search
+            raise ValidationError(where + "embedding", "holds NaN or infinite values; expected finite numbers")
     chunk = item.get("chunk")
     if chunk is not None:
         validate_item({"content": "x", "chunk": chunk}, where)
     session_id = item.get("session_id")
     if session_id is not None and (not isinstance(session_id, str) or not session_id):
         raise ValidationError(where + "session_id", "expected a non-empty string or null")
+    if session_id is not None:
+        check_unicode(session_id, where + "session_id")
+    importance = _number(item.get("importance", 0.5), where + "importance")
+    if importance is None or not 0 <= importance <= 1:
+        raise ValidationError(where + "importance", f"expected a number from 0 to 1, got {_shown(importance)}")
+    access_count = item.get("access_count", 0)
+    if isinstance(access_count, bool) or not isinstance(access_count, int) or not 0 <= access_count < 2**63:
+        raise ValidationError(where + "access_count", f"expected a count (integer >= 0), got {_shown(access_count)}")
+    digest = item.get("content_hash")
+    if digest is not None and (not isinstance(digest, str) or len(digest) != 64 or set(digest) - _HEX):
+        raise ValidationError(where + "content_hash", "expected 64 hex digits (SHA-256), or null")
     return MemoryRow(
         id=mid,
         type=fields["type"].value,
@@ -161,23 +264,32 @@ def _row(item: Any, i: int) -> MemoryRow:
         memory_class=memory_class,
         session_id=session_id,
         created_at=created,
-        updated_at=_number(item.get("updated_at"), where + "updated_at", optional=True),
-        importance=_number(item.get("importance", 0.5), where + "importance") or 0.0,
-        access_count=int(_number(item.get("access_count", 0), where + "access_count") or 0),
-        last_accessed=_number(item.get("last_accessed"), where + "last_accessed", optional=True),
+        updated_at=_time(item.get("updated_at"), where + "updated_at", optional=True),
+        importance=importance,
+        access_count=access_count,
+        last_accessed=_time(item.get("last_accessed"), where + "last_accessed", optional=True),
         bookmarked=bool(item.get("bookmarked")),
         content_hash=item.get("content_hash") or content_hash(fields["content"]),
         chunk=json.dumps(chunk) if chunk else None,
-        expires_at=_number(item.get("expires_at"), where + "expires_at", optional=True),
+        expires_at=_time(item.get("expires_at"), where + "expires_at", optional=True),
         embedding=embedding,
     )
+
+
+def _shown(value: Any) -> str:
+    """``repr(value)`` cut to 60 characters (an integer of thousands of digits has no repr)."""
+    try:
+        text = repr(value)
+    except ValueError:
+        return "an integer of thousands of digits"
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _number(value: Any, field: str, *, optional: bool = False) -> float | None:
     if value is None and optional:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ValidationError(field, f"expected a number (epoch seconds for times), got {value!r}")
+        raise ValidationError(field, f"expected a number (epoch seconds for times), got {_shown(value)}")
     return float(value) if isinstance(value, float) else value
 
 
@@ -190,7 +302,7 @@ def import_memories(
     Returns ``{imported, skipped, count, counts}``; all rows are validated before any is written."""
     started = time.perf_counter()
     items = read_export(path)
-    rows = [_row(item, i) for i, item in enumerate(items)]
+    rows = _rows(items, Limits.of(store.settings.limits))
     state = store.ready()
     dimension = _stored_dimension(state.catalog)
     seen: set[str] = set()

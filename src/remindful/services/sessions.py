@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from remindful.engine.sqlfilter import build_filter
-from remindful.errors import ValidationError
+from remindful.errors import NotFoundError, ValidationError
 from remindful.services.backup import create_backup
 
 if TYPE_CHECKING:
@@ -37,15 +37,19 @@ def _label(keys: tuple[str, ...], fallback: str | None) -> str:
 
 
 _CONTENT = "substr(content, 1, 40)"
-_SUMMARY_SQL = f"""
+
+
+def _summary_sql(where: str) -> str:
+    """The most common actions, screens and tools per session, for the sessions ``where`` picks."""
+    return f"""
 SELECT session_id, 'actions', {_label(ACTION_KEYS, _CONTENT)}, count(*) FROM memories
-    WHERE type = 'action' AND session_id IS NOT NULL GROUP BY 1, 3
+    WHERE type = 'action' AND {where} GROUP BY 1, 3
 UNION ALL
 SELECT session_id, 'screens', {_label(SCREEN_KEYS, _CONTENT)}, count(*) FROM memories
-    WHERE type = 'screen' AND session_id IS NOT NULL GROUP BY 1, 3
+    WHERE type = 'screen' AND {where} GROUP BY 1, 3
 UNION ALL
 SELECT session_id, 'tools', {_label(TOOL_KEYS, None)}, count(*) FROM memories
-    WHERE session_id IS NOT NULL AND {_label(TOOL_KEYS, None)} IS NOT NULL GROUP BY 1, 3
+    WHERE {where} AND {_label(TOOL_KEYS, None)} IS NOT NULL GROUP BY 1, 3
 """
 
 
@@ -53,35 +57,72 @@ def _iso(epoch: float | None) -> str | None:
     return datetime.fromtimestamp(epoch, UTC).isoformat() if epoch is not None else None
 
 
-def list_sessions(store: Store) -> list[dict[str, Any]]:
-    """Every session that has memories or a row in ``sessions``, newest first:
-    ``{id, started_at, ended_at, memory_count, by_type, summary: {actions, screens, tools}, text,
-    current, resumed}``. ``ended_at`` is the session's recorded end, else its last memory's time;
-    ``current`` marks this process's session, ``resumed`` the one :meth:`Store.resume_session` ranks
-    higher."""
+def _spans(store: Store, session_id: str | None) -> list[dict[str, Any]]:
+    """Each session's id, memory count, start and end, newest start first (one pass over the
+    session index; no row is read)."""
     catalog = store.ready().catalog
-    current, resumed = store.current_session, store.resumed_session
+    where, args = ("session_id = ?", (session_id,)) if session_id is not None else ("session_id IS NOT NULL", ())
     found: dict[str, dict[str, Any]] = {}
     for sid, count, first, last in catalog.read(
-        "SELECT session_id, count(*), min(created_at), max(created_at) FROM memories "
-        "WHERE session_id IS NOT NULL GROUP BY session_id"
+        f"SELECT session_id, count(*), min(created_at), max(created_at) FROM memories WHERE {where} "
+        "GROUP BY session_id",
+        args,
     ):
         found[sid] = {"id": sid, "memory_count": count, "start": first, "end": last, "by_type": {}}
-    for sid, started, ended in catalog.read("SELECT id, started_at, ended_at FROM sessions"):
+    sql = "SELECT id, started_at, ended_at FROM sessions" + (" WHERE id = ?" if session_id is not None else "")
+    for sid, started, ended in catalog.read(sql, args):
         entry = found.setdefault(sid, {"id": sid, "memory_count": 0, "start": started, "end": ended, "by_type": {}})
         entry["start"] = min(entry["start"], started) if entry["start"] is not None else started
         if ended is not None:
             entry["end"] = ended
+    return sorted(found.values(), key=lambda e: (-(e["start"] or 0.0), e["id"]))
+
+
+def session_count(store: Store) -> int:
+    """How many sessions :func:`list_sessions` lists."""
+    ((count,),) = store.ready().catalog.read(
+        "SELECT count(*) FROM "
+        "(SELECT session_id FROM memories WHERE session_id IS NOT NULL UNION SELECT id FROM sessions)"
+    )
+    return int(count)
+
+
+def list_sessions(
+    store: Store, *, limit: int | None = None, offset: int = 0, session_id: str | None = None
+) -> list[dict[str, Any]]:
+    """The sessions that have memories or a row in ``sessions``, newest first, ``limit`` of them
+    from ``offset`` (all by default; ``session_id`` picks one): ``{id, started_at, ended_at,
+    memory_count, by_type, summary: {actions, screens, tools}, text, current, resumed}``.
+    ``ended_at`` is the session's recorded end, else its last memory's time; ``current`` marks
+    this process's session, ``resumed`` the one :meth:`Store.resume_session` ranks higher. Only
+    the listed sessions' memories are read for their summaries."""
+    if limit is not None and (type(limit) is not int or limit < 0):
+        raise ValidationError("limit", f"expected a non-negative integer, got {limit!r}")
+    if type(offset) is not int or offset < 0:
+        raise ValidationError("offset", f"expected a non-negative integer, got {offset!r}")
+    spans = _spans(store, session_id)
+    page = spans[offset : None if limit is None else offset + limit]
+    if not page:
+        return []
+    catalog = store.ready().catalog
+    entries = {e["id"]: e for e in page}
+    if session_id is None and len(page) == len(spans):
+        where, args = "session_id IS NOT NULL", ()
+    else:
+        where, args = f"session_id IN ({', '.join('?' * len(page))})", tuple(entries)
     for sid, mtype, count in catalog.read(
-        "SELECT session_id, type, count(*) FROM memories WHERE session_id IS NOT NULL GROUP BY 1, 2"
+        f"SELECT session_id, type, count(*) FROM memories WHERE {where} GROUP BY 1, 2", args
     ):
-        found[sid]["by_type"][mtype] = count
+        if sid in entries:
+            entries[sid]["by_type"][mtype] = count
     tops: dict[str, dict[str, list[tuple[str, int]]]] = {}
-    for sid, kind, label, count in catalog.read(_SUMMARY_SQL):
+    for sid, kind, label, count in catalog.read(_summary_sql(where), args * 3):
         if label is not None:
             tops.setdefault(sid, {}).setdefault(kind, []).append((" ".join(str(label).split()), count))
+    current, resumed = store.current_session, store.resumed_session
     out = []
-    for sid, entry in found.items():
+    for entry in page:
+        sid = entry["id"]
         summary = {
             kind: [{"name": name, "count": n} for name, n in sorted(pairs, key=lambda p: (-p[1], p[0]))[:TOP]]
             for kind, pairs in tops.get(sid, {}).items()
@@ -97,12 +138,8 @@ def list_sessions(store: Store) -> list[dict[str, Any]]:
                 "text": _text(entry, summary),
                 "current": sid == current,
                 "resumed": sid == resumed,
-                "_start": entry["start"] or 0.0,
             }
         )
-    out.sort(key=lambda s: -s["_start"])
-    for s in out:
-        del s["_start"]
     return out
 
 
@@ -125,7 +162,7 @@ def delete_session(store: Store, session_id: str, *, confirm: bool = False) -> d
     count = state.catalog.count(flt)
     known = state.catalog.read("SELECT 1 FROM sessions WHERE id = ?", (session_id,))
     if count == 0 and not known:
-        raise ValidationError("session_id", f"unknown session {session_id!r}; list them with list_sessions")
+        raise NotFoundError(session_id, kind="session")
     if not confirm:
         raise ValidationError(
             "confirm",

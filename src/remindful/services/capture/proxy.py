@@ -38,6 +38,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("remindful.services.capture")
 
 EXIT_GRACE_SECONDS = 5.0
+#: The JSON-RPC error code of the answer to a request the wrapped server exited without answering
+#: (-32000 to -32099: implementation-defined server errors).
+SERVER_EXITED = -32000
 SERVER_INFO_META = "io.modelcontextprotocol/serverInfo"
 
 
@@ -47,6 +50,7 @@ class ToolCallTracker:
     def __init__(self, submit: Callable[[ToolCall], None]) -> None:
         self._submit = submit
         self._pending: dict[Any, tuple[str, dict[str, Any], float]] = {}
+        self._unanswered: dict[str, Any] = {}  # every client request awaiting its response, by key
         self._lock = threading.Lock()
         self.server_name: str | None = None
 
@@ -55,8 +59,16 @@ class ToolCallTracker:
         relayed, so the capture is committed before the client sees the answer)."""
         return bool(self._pending)
 
+    def unanswered(self) -> list[Any]:
+        """The ids of the client's requests the server has not answered (yet)."""
+        with self._lock:
+            return list(self._unanswered.values())
+
     def from_client(self, line: bytes) -> None:
         for message in _messages(line):
+            if "method" in message and "id" in message:
+                with self._lock:
+                    self._unanswered[_key(message["id"])] = message["id"]
             if message.get("method") == "tools/call" and "id" in message:
                 params = message.get("params") or {}
                 arguments = params.get("arguments") if isinstance(params, dict) else None
@@ -75,6 +87,7 @@ class ToolCallTracker:
             if self.server_name is None and isinstance(result, dict):
                 self.server_name = _server_name(result)
             with self._lock:
+                self._unanswered.pop(_key(message["id"]), None)
                 pending = self._pending.pop(_key(message["id"]), None)
             if pending is None:
                 continue
@@ -179,7 +192,11 @@ def run_proxy(
     """
     if not command:
         raise ValueError("expected a command to start the MCP server, e.g. `remindful proxy -- npx -y SERVER`")
-    client_in = stdin or sys.stdin.buffer
+    # The thread reading the client blocks in readline() until the client closes stdin, possibly
+    # past the end of the program: on sys.stdin.buffer it would hold that object's lock while the
+    # interpreter shuts down ("Fatal Python error: _enter_buffered_busy", exit 134). It reads a
+    # reader of its own on a duplicate of the descriptor, which shutdown does not touch.
+    client_in = stdin or os.fdopen(os.dup(sys.stdin.fileno()), "rb")
     client_out = stdout or sys.stdout.buffer
     try:
         child = subprocess.Popen(
@@ -225,10 +242,22 @@ def run_proxy(
         child.terminate()
     code = child.wait()
     child.stdout.close()
+    _answer_unanswered(client_out, tracker.unanswered(), code)
     worker.close(timeout=30)
     if worker.stats["failed"]:
         log.warning("remindful proxy: %d captures failed (see the log)", worker.stats["failed"])
     return code
+
+
+def _answer_unanswered(out: IO[bytes], ids: Sequence[Any], code: int) -> None:
+    """Answer each request the wrapped server left unanswered with a JSON-RPC error, so the client
+    hears why instead of waiting for ever."""
+    how = f"with code {code}" if code >= 0 else f"on signal {-code}"
+    for request_id in ids:
+        error = {"code": SERVER_EXITED, "message": f"The wrapped MCP server exited {how} before answering"}
+        with contextlib.suppress(OSError, ValueError):  # the client is gone too
+            out.write(json.dumps({"jsonrpc": "2.0", "id": request_id, "error": error}).encode() + b"\n")
+            out.flush()
 
 
 __all__ = ["ToolCallTracker", "run_proxy"]

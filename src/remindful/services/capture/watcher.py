@@ -172,12 +172,26 @@ class MarkdownWatcher:
     # -- directories ----------------------------------------------------------------------------
 
     def files(self) -> Iterable[Path]:
+        """The Markdown files under the watch directories. A symlink whose target lies outside them
+        (and outside ``Settings.allowed_roots()``) is skipped and logged: whoever can write in a
+        watched directory must not make the watcher read any file of ours."""
         for root in self.dirs:
             for dirpath, dirnames, filenames in os.walk(root):
                 dirnames[:] = [d for d in dirnames if d not in SKIP_DIRS and not d.startswith(".")]
                 for name in filenames:
-                    if is_markdown(name):
+                    if is_markdown(name) and not self._links_out(Path(dirpath, name)):
                         yield Path(dirpath, name)
+
+    def _links_out(self, path: Path) -> bool:
+        """Whether ``path`` is a link to a file outside the watched directories and the allowed roots
+        (then it is skipped, and logged)."""
+        if not path.is_symlink():
+            return False
+        real = path.resolve()
+        if any(real.is_relative_to(root) for root in [*self.dirs, *self.store.settings.allowed_roots()]):
+            return False
+        log.warning("Skipping %s: it links to %s, outside the watched directories", path, real)
+        return True
 
     def scan(self) -> dict[str, int]:
         """Index every file now (initial scan) and forget files deleted while nobody watched."""
@@ -199,6 +213,8 @@ class MarkdownWatcher:
             return "ignored"
         if change == "deleted" and not os.path.exists(path):
             return self.remove_file(path)
+        if self._links_out(Path(path)):
+            return "skipped"
         return self.process_file(path)
 
     def run(self, stop: threading.Event, *, initial_scan: bool = True) -> None:

@@ -11,7 +11,10 @@ Mapping: Pre/PostToolUse(Failure) → ``action`` memories, source ``hook``; User
 ``conversation``, source ``response`` (chunked when over 500 words, every chunk carrying the same
 ``response_id``; an answer already stored for the session is not stored again);
 SessionStart/SessionEnd open and close the session record. A row that fails is retried on later
-drains up to :data:`MAX_ATTEMPTS` times and then kept with its ``last_error`` (never dropped).
+drains up to :data:`MAX_ATTEMPTS` times; a row that can never be stored (invalid input, a payload
+over ``limits.hook_payload_bytes``, or out of attempts) is moved aside to ``spool-rejected.jsonl``
+in the storage directory with its error and a log line, so no drain is ever stuck on it (and
+nothing is dropped).
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from remindful.errors import RemindfulError, StorageError
+from remindful.errors import RemindfulError, StorageError, ValidationError
 from remindful.model import ChunkMetadata, content_hash
 from remindful.runtime import pid_alive
 from remindful.services.capture.chunker import chunk_text
@@ -35,7 +38,14 @@ from remindful.services.capture.filters import apply_filters, filter_for
 from remindful.services.capture.spooled import KIND as CAPTURE_KIND
 from remindful.services.capture.spooled import call_from_record, owner_alive
 from remindful.services.context import DAEMON_FILE
-from remindful.services.hooks.spool import DONE_KEEP_DAYS, FALLBACK_NAME, INSERT_SQL, LOCK_NAME
+from remindful.services.hooks.spool import (
+    DONE_KEEP_DAYS,
+    FALLBACK_NAME,
+    INSERT_SQL,
+    LOCK_NAME,
+    REJECTED_NAME,
+    write_fallback,
+)
 
 if TYPE_CHECKING:
     from remindful.engine.store import Store
@@ -87,10 +97,16 @@ def drain_spool(store: Store, *, limit: int | None = None) -> int:
         done = 0
         after = 0  # each row once per drain: a failed one waits for the next drain
         while limit is None or done < limit:
+            # An oversized payload is not read here (NULL): it is set aside, read once, by _process.
             rows = catalog.read(
-                "SELECT seq, idem_key, kind, payload, created_at FROM spool WHERE attempts < ? AND seq > ? "
-                "ORDER BY seq LIMIT ?",
-                (MAX_ATTEMPTS, after, BATCH if limit is None else min(BATCH, limit - done)),
+                "SELECT seq, idem_key, kind, CASE WHEN length(CAST(payload AS BLOB)) > ? THEN NULL ELSE payload END, "
+                "created_at, attempts FROM spool WHERE attempts < ? AND seq > ? ORDER BY seq LIMIT ?",
+                (
+                    store.settings.limits.hook_payload_bytes,
+                    MAX_ATTEMPTS,
+                    after,
+                    BATCH if limit is None else min(BATCH, limit - done),
+                ),
             )
             if not rows:
                 break
@@ -151,8 +167,15 @@ def _process(store: Store, rows: list[Any]) -> int:
     catalog = store.catalog
     per_row: list[tuple[int, str, dict[str, Any], list[dict[str, Any]]]] = []
     failures: dict[int, str] = {}
+    hopeless: set[int] = set()  # failures no retry can fix: set aside now
     seen: set[str] = set()  # responses already taken in this batch (Stop and SessionEnd together)
-    for seq, key, kind, payload, _created in rows:
+    attempts = {row[0]: row[5] for row in rows}
+    for seq, key, kind, payload, _created, _attempts in rows:
+        if payload is None:
+            limit = store.settings.limits.hook_payload_bytes
+            failures[seq] = f"payload over limits.hook_payload_bytes ({limit:,} bytes)"
+            hopeless.add(seq)
+            continue
         try:
             record = json.loads(payload)
             if kind == CAPTURE_KIND:
@@ -161,8 +184,11 @@ def _process(store: Store, rows: list[Any]) -> int:
                 per_row.append((seq, key, record, _capture_items(store, record, key)))
             else:
                 per_row.append((seq, key, record, _items(store, record, key, seen)))
-        except (ValueError, KeyError, TypeError, RemindfulError) as exc:
+        except StorageError:
+            raise
+        except Exception as exc:  # a record that cannot be read never will be
             failures[seq] = f"{type(exc).__name__}: {exc}"
+            hopeless.add(seq)
     all_items = [item for *_, items in per_row for item in items]
     done = per_row
     try:
@@ -170,7 +196,7 @@ def _process(store: Store, rows: list[Any]) -> int:
             store.store_batch(all_items, defer=False)
     except StorageError:
         raise  # the store is unusable: leave every row for the next drain
-    except RemindfulError:
+    except Exception:
         done = []
         for entry in per_row:  # one bad item must not hold back the others
             try:
@@ -179,8 +205,13 @@ def _process(store: Store, rows: list[Any]) -> int:
                 done.append(entry)
             except StorageError:
                 raise
-            except RemindfulError as exc:
+            except Exception as exc:
                 failures[entry[0]] = f"{type(exc).__name__}: {exc}"
+                if isinstance(exc, ValidationError):
+                    hopeless.add(entry[0])
+    hopeless |= {seq for seq in failures if attempts[seq] + 1 >= MAX_ATTEMPTS}
+    for seq in hopeless:
+        _set_aside(store, seq, failures[seq])
     now = time.time()
 
     def finish(conn: Any) -> None:
@@ -190,16 +221,38 @@ def _process(store: Store, rows: list[Any]) -> int:
             if record.get("session"):
                 _session_op(conn, record)
         for seq, error in failures.items():
-            conn.execute("UPDATE spool SET attempts = attempts + 1, last_error = ? WHERE seq = ?", (error[:2000], seq))
+            if seq in hopeless:
+                conn.execute(
+                    "INSERT OR REPLACE INTO spool_done (idem_key, done_at) SELECT idem_key, ? FROM spool WHERE seq = ?",
+                    (now, seq),
+                )
+                conn.execute("DELETE FROM spool WHERE seq = ?", (seq,))
+            else:
+                conn.execute(
+                    "UPDATE spool SET attempts = attempts + 1, last_error = ? WHERE seq = ?", (error[:2000], seq)
+                )
         if any(seq % 500 == 0 for seq, *_ in done):  # now and then, forget old keys
             conn.execute("DELETE FROM spool_done WHERE done_at < ?", (now - DONE_KEEP_DAYS * 86400,))
 
     catalog.write(finish, what="finishing spooled events")
     for seq, error in failures.items():
-        log.warning("spooled hook event %d failed (kept for retry): %s", seq, error)
+        if seq in hopeless:
+            log.warning("spooled hook event %d cannot be stored, set aside in %s: %s", seq, REJECTED_NAME, error[:500])
+        else:
+            log.warning("spooled hook event %d failed (kept for retry): %s", seq, error[:500])
     for _, _, record, _ in done:
         _learn_from_turn(store, record)
     return len(per_row) + len(failures)
+
+
+def _set_aside(store: Store, seq: int, error: str) -> None:
+    """Append the spool row ``seq`` with ``error`` to ``spool-rejected.jsonl`` (0600); the caller
+    then deletes it from the spool."""
+    rows = store.catalog.read("SELECT idem_key, kind, payload, created_at FROM spool WHERE seq = ?", (seq,))
+    if rows:
+        key, kind, payload, created = rows[0]
+        record = {"idem_key": key, "kind": kind, "payload": payload, "created_at": created, "error": error[:2000]}
+        write_fallback(store.path, record, name=REJECTED_NAME)
 
 
 def _learn_from_turn(store: Store, record: dict[str, Any]) -> None:

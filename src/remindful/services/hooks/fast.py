@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import json
 import os
+import re  # json imports it anyway
 import sys
 import time
 
-from remindful.config_defaults import CONFIG_FILE, STORAGE_PATH
+from remindful.config_defaults import CONFIG_FILE, STORAGE_PATH, default, setting
 from remindful.services.hooks import spool
 from remindful.services.hooks.events import CONTEXT_EVENTS, HookInputError, build_record, idem_key, normalize_event
 
@@ -160,7 +161,17 @@ def run(argv: list[str], stdin: Any = None, stdout: Any = None) -> int:
         return 0
     counts: dict[str, int] = {}
     try:
-        payload = _read_payload(stdin)
+        payload = _read_payload(stdin, _payload_limit(memory))
+    except PayloadTooLarge as exc:  # refused up front: never spooled to fail at every drain
+        hook_log(storage, "WARNING", f"nothing captured: {exc}")
+        return 0
+    except HookInputError as exc:
+        hook_log(storage, "ERROR", str(exc))
+        return 1
+    except Exception as exc:
+        hook_log(storage, "ERROR", f"hook failed before spooling: {type(exc).__name__}: {exc}")
+        return 0
+    try:
         event = normalize_event(event_arg or str(payload.get("hook_event_name") or ""))
         record, warnings = build_record(event, payload, time.time(), flt.redactor, counts)
     except HookInputError as exc:
@@ -184,17 +195,71 @@ def run(argv: list[str], stdin: Any = None, stdout: Any = None) -> int:
     return 0
 
 
-def _read_payload(stdin: Any) -> dict[str, Any]:
+TOO_DEEP = "hook input: the JSON on stdin is nested too deeply; expected a hook JSON object"
+
+
+class PayloadTooLarge(Exception):
+    """The hook's stdin is larger than ``limits.hook_payload_bytes``."""
+
+
+def _payload_limit(memory: dict[str, Any]) -> int:
+    value = setting(memory, "limits.hook_payload_bytes")
+    return value if type(value) is int and value > 0 else int(default("limits.hook_payload_bytes"))
+
+
+def _read_payload(stdin: Any, limit: int) -> dict[str, Any]:
+    """The JSON object on ``stdin``, read up to ``limit`` bytes: a larger payload raises
+    PayloadTooLarge once the rest is read and dropped (the agent writing it never sees a broken pipe)."""
     if hasattr(stdin, "isatty") and stdin.isatty():
         raise HookInputError("hook input: expected the agent's hook JSON on stdin. " + USAGE)
-    text = stdin.read()
+    raw = getattr(stdin, "buffer", None)
+    data: str | bytes = raw.read(limit + 1) if raw is not None else stdin.read(limit + 1)
+    if len(data) > limit:
+        size = len(data)
+        while chunk := (raw.read(1 << 20) if raw is not None else stdin.read(1 << 20)):
+            size += len(chunk)
+        raise PayloadTooLarge(
+            f"hook input of {size:,} bytes is over limits.hook_payload_bytes ({limit:,}); "
+            "raise the limit in the config to capture such events"
+        )
     try:
+        text = data.decode("utf-8") if isinstance(data, bytes) else data
         payload = json.loads(text) if text.strip() else None
-    except ValueError as exc:
+    except RecursionError:
+        raise HookInputError(TOO_DEEP) from None
+    except ValueError as exc:  # not UTF-8, not JSON, an integer of thousands of digits
         raise HookInputError(f"hook input: expected a JSON object on stdin ({exc})") from None
     if not isinstance(payload, dict):
         raise HookInputError("hook input: expected a JSON object on stdin with session_id and hook_event_name")
+    if "\\u" in text and _SURROGATE_ESCAPE.search(text):
+        try:
+            payload = _without_lone_surrogates(payload)
+        except RecursionError:
+            raise HookInputError(TOO_DEEP) from None
     return payload
+
+
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def _without_lone_surrogates(value: Any) -> Any:
+    """``value`` with each lone UTF-16 surrogate (a ``\\ud800`` escape in the JSON, which cannot
+    be written as UTF-8) replaced by U+FFFD, so that the rest of the event is captured."""
+    if isinstance(value, str):
+        return "".join("\ufffd" if "\ud800" <= c <= "\udfff" else c for c in value) if _has_surrogate(value) else value
+    if isinstance(value, dict):
+        return {_without_lone_surrogates(k): _without_lone_surrogates(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_without_lone_surrogates(v) for v in value]
+    return value
+
+
+def _has_surrogate(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 def _spool(

@@ -22,6 +22,8 @@ if TYPE_CHECKING:
 
 CATALOG_NAME = "catalog.sqlite3"
 FALLBACK_NAME = "spool-fallback.jsonl"
+#: Where the drainer sets aside a spooled event it cannot store (one JSON line each, with the error).
+REJECTED_NAME = "spool-rejected.jsonl"
 LOCK_NAME = "spool.lock"
 DONE_KEEP_DAYS = 30
 BUSY_TIMEOUT_MS = 10_000
@@ -58,10 +60,11 @@ def ensure_tables(conn: sqlite3.Connection) -> None:
     conn.executescript(HOOK_SCHEMA)
 
 
-def write_fallback(storage: str | os.PathLike[str], record: dict[str, Any]) -> None:
-    """Append one spool record to the fallback file (used when the catalog is unwritable)."""
+def write_fallback(storage: str | os.PathLike[str], record: dict[str, Any], *, name: str = FALLBACK_NAME) -> None:
+    """Append one spool record to the fallback file (used when the catalog is unwritable), or to
+    the file ``name`` in the storage directory."""
     os.makedirs(storage, mode=0o700, exist_ok=True)
-    fd = os.open(os.path.join(storage, FALLBACK_NAME), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    fd = os.open(os.path.join(storage, name), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     try:
         os.write(fd, (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8"))
     finally:

@@ -9,6 +9,7 @@ so these helpers read the common metadata keys (``action``/``tool_name``/``tool`
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 from remindful.model import Memory
@@ -131,7 +132,18 @@ def _target(md: dict[str, Any]) -> str:
 
 
 def signature(content: str, metadata: dict[str, Any] | None = None) -> str:
-    """``"<verb> <target>"`` normalised: the identity of "the same action" across memories."""
+    """``"<verb> <target>"`` normalised (words stemmed): the identity of "the same action" across
+    memories. Not for display: :func:`label` is the same words as written."""
+    return _action(content, metadata, stem)
+
+
+def label(content: str, metadata: dict[str, Any] | None = None) -> str:
+    """``"<verb> <target>"`` as written ("navigate dashboard", where the signature says "navigat
+    dashboard"): how an action is named to a user."""
+    return _action(content, metadata, str)
+
+
+def _action(content: str, metadata: dict[str, Any] | None, normal: Callable[[str], str]) -> str:
     md = metadata or {}
     verb = next((md[k] for k in ("action", "tool_name", "tool", "action_type") if isinstance(md.get(k), str)), "")
     target = _target(md)
@@ -147,12 +159,12 @@ def signature(content: str, metadata: dict[str, Any] | None = None) -> str:
         verb, words = words[at], words[at + 1 :]
     if not target:
         target = " ".join(words[:3])
-    parts = [stem(w) for w in _WORD.findall(str(verb).lower())] + [
-        stem(w) if not w.startswith("(") else w for w in _WORD.findall(target.lower())
+    parts = [normal(w) for w in _WORD.findall(str(verb).lower())] + [
+        normal(w) if not w.startswith("(") else w for w in _WORD.findall(target.lower())
     ]
     coords = _COORDS.search(target)
     if coords:
-        parts = [stem(w) for w in _WORD.findall(str(verb).lower())] + [f"({coords.group(1)},{coords.group(2)})"]
+        parts = [normal(w) for w in _WORD.findall(str(verb).lower())] + [f"({coords.group(1)},{coords.group(2)})"]
     return " ".join(p for p in parts if p)
 
 
@@ -173,4 +185,4 @@ def when(memory: Memory) -> str:
     return f"{at:%b} {at.day}, {at.year}"
 
 
-__all__ = ["outcome", "signature", "stem", "step_text", "when"]
+__all__ = ["label", "outcome", "signature", "stem", "step_text", "when"]

@@ -18,19 +18,23 @@ from __future__ import annotations
 
 import json
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from typing import Any
 
 from remindful.engine.store import Store
 from remindful.errors import ValidationError
 from remindful.model import Memory
-from remindful.services.learning.actions import outcome, signature, step_text
+from remindful.services.learning.actions import label, outcome, signature, step_text
 from remindful.services.learning.common import store_memories
 
 METRICS = ("success_rate", "frequency", "sequences")
 
 
-def _rates(groups: dict[str, list[bool | None]], min_count: int) -> list[dict[str, Any]]:
+def _rates(
+    groups: dict[str, list[bool | None]], min_count: int, labels: dict[str, Counter[str]]
+) -> list[dict[str, Any]]:
+    """Success rates per group; ``action`` names the group by its most frequent wording (groups are
+    keyed by stemmed words, which are not for display)."""
     out = []
     for key, results in groups.items():
         judged = [r for r in results if r is not None]
@@ -39,7 +43,7 @@ def _rates(groups: dict[str, list[bool | None]], min_count: int) -> list[dict[st
         successes = sum(judged)
         out.append(
             {
-                "action": key,
+                "action": labels[key].most_common(1)[0][0] if labels.get(key) else key,
                 "count": len(results),
                 "successes": successes,
                 "failures": len(judged) - successes,
@@ -98,6 +102,7 @@ def _sequences(
             {
                 "steps": [step_text(m.content) for m in memories],
                 "signatures": list(key),
+                "actions": [label(m.content, m.metadata) for m in memories],
                 "length": len(key),
                 "sessions": sessions,
                 "occurrences": occurrences[key],
@@ -142,18 +147,24 @@ def analyze_patterns(
     by_session: dict[str, list[tuple[str, Memory]]] = defaultdict(list)
     by_verb: dict[str, list[bool | None]] = defaultdict(list)
     by_signature: dict[str, list[bool | None]] = defaultdict(list)
+    sig_labels: dict[str, Counter[str]] = defaultdict(Counter)  # signature -> its wordings
+    verb_labels: dict[str, Counter[str]] = defaultdict(Counter)
     for memory in memories:
         sig = signature(memory.content, memory.metadata)
+        words = label(memory.content, memory.metadata)
         by_session[memory.session_id or "none"].append((sig, memory))
         result = outcome(memory)
-        by_verb[sig.split(" ", 1)[0]].append(result)
+        verb = sig.split(" ", 1)[0]
+        by_verb[verb].append(result)
         by_signature[sig].append(result)
+        sig_labels[sig][words] += 1
+        verb_labels[verb][words.split(" ", 1)[0]] += 1
     report: dict[str, Any] = {"type": type, "analyzed": len(memories), "sessions": len(by_session)}
     if metric in (None, "sequences", "frequency"):
         report["patterns"] = _sequences(by_session, min_length, max_length, min_support)
     if metric in (None, "success_rate", "frequency"):
-        kinds = _rates(by_verb, 1)
-        actions = _rates(by_signature, 2)
+        kinds = _rates(by_verb, 1, verb_labels)
+        actions = _rates(by_signature, 2, sig_labels)
         report["by_kind"] = kinds
         report["by_action"] = actions[:50]
         report["high_success"] = [r for r in kinds if r["success_rate"] >= 0.9 and r["count"] >= 3]
@@ -180,7 +191,7 @@ def _store_pattern(engine: Store, pattern: dict[str, Any]) -> str:
     )
     metadata = {
         "pattern_key": key,
-        "name": "recurring_" + "_".join(s.split(" ", 1)[0] for s in pattern["signatures"]),
+        "name": "recurring_" + "_".join(s.split(" ", 1)[0] for s in pattern["actions"]),
         "steps": pattern["steps"],
         "sessions": pattern["sessions"],
         "confidence": pattern["confidence"],

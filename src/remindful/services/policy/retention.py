@@ -1,8 +1,10 @@
 """Retention: the cleanup that keeps the store from growing without bound.
 
 ``cleanup(state, dry_run=False)`` first plans, then (unless ``dry_run``) deletes. Bookmarked and
-``manual_save`` memories are never deleted by any step. The steps, each on what the previous
-ones left:
+``manual_save`` memories are never deleted by any step. Memories a user stored by hand (source
+``manual``) are not deleted for their age (steps 2, 3 and 5: the spec deletes "only auto-captured,
+non-important old memories"); the expiry they were given and the quotas still apply. The steps,
+each on what the previous ones left:
 
 1. ``expired``: ``expires_at`` (set from ``privacy.auto_delete_days``) has passed.
 2. ``too_old``: older than ``tiers.long_term.max_age_days`` (365).
@@ -96,16 +98,17 @@ class _Row:
     size: int
     success: bool
     consolidated: bool
+    manual: bool = False  # stored by hand: not deleted for its age
     score: float | None = None  # computed only for rows a cap or quota has to rank
 
 
 def _load(state: Store) -> list[_Row]:
     rows = state.catalog.read(
         "SELECT id, type, created_at, expires_at, size_bytes, json_type(metadata, '$.success') = 'true', "
-        "CASE WHEN type = 'screen' THEN json_type(metadata, '$.consolidation') IS NOT NULL ELSE 0 END "
-        "FROM memories WHERE bookmarked = 0"
+        "CASE WHEN type = 'screen' THEN json_type(metadata, '$.consolidation') IS NOT NULL ELSE 0 END, "
+        "source = 'manual' FROM memories WHERE bookmarked = 0"
     )
-    return [_Row(r[0], r[1], r[2], r[3], r[4], bool(r[5]), bool(r[6])) for r in rows]
+    return [_Row(r[0], r[1], r[2], r[3], r[4], bool(r[5]), bool(r[6]), bool(r[7])) for r in rows]
 
 
 def _ranked(state: Store, rows: list[_Row], now: float) -> list[_Row]:
@@ -152,6 +155,8 @@ def _plan(state: Store, now: float) -> tuple[dict[str, str], list[Cluster], list
     for row in rows:
         if row.expires_at is not None and row.expires_at <= now:
             doomed[row.id] = "expired"
+        elif row.manual:
+            continue
         elif row.created_at < too_old:
             doomed[row.id] = "too_old"
         elif row.created_at < past_retention and not keep(row):
@@ -174,7 +179,7 @@ def _plan(state: Store, now: float) -> tuple[dict[str, str], list[Cluster], list
     for tier in (tiers.recent, tiers.medium, tiers.long_term):
         if tier.max_items is not None:  # lower < age <= max_age_days
             newest, oldest = now - lower * DAY_S, now - tier.max_age_days * DAY_S
-            in_tier = [r for r in rows if oldest <= r.created_at < newest and r.id not in doomed]
+            in_tier = [r for r in rows if oldest <= r.created_at < newest and r.id not in doomed and not r.manual]
             _cap(state, in_tier, tier, doomed, now)
         lower = tier.max_age_days
 
@@ -246,7 +251,7 @@ def cleanup(state: Store, *, dry_run: bool = False, now: float | None = None) ->
     report.clusters = len(clusters)
     report.protected_kept = int(
         state.catalog.read(
-            "SELECT count(*) FROM memories WHERE bookmarked = 1 AND created_at < ?",
+            "SELECT count(*) FROM memories WHERE (bookmarked = 1 OR source = 'manual') AND created_at < ?",
             (now - state.settings.retention.default_retention_days * DAY_S,),
         )[0][0]
     )

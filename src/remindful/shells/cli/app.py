@@ -26,7 +26,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 console = Console()
-err_console = Console(stderr=True)
+err_console = Console(stderr=True, soft_wrap=True)  # an error stays one line, however long
 
 PathOpt = Annotated[
     str | None,
@@ -82,11 +82,13 @@ def _run(fn: Any) -> Any:
 def _json_arg(text: str | None, field: str) -> Any:
     if text is None:
         return None
+    from remindful.engine.validation import parse_json
+    from remindful.errors import ValidationError
+
     try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        err_console.print(f"[red]error:[/red] Invalid '{field}': expected JSON, e.g. '{{\"success\": true}}' ({exc})")
-        raise typer.Exit(2) from None
+        return parse_json(text, field)
+    except ValidationError as exc:
+        raise _fail(exc) from None
 
 
 def _print_json(value: Any) -> None:
@@ -123,19 +125,26 @@ def search(
     session: Annotated[str | None, typer.Option("--session", "-s", help="Only this session.")] = None,
     since: Annotated[str | None, typer.Option("--since", help="Only memories created at/after (ISO 8601).")] = None,
     until: Annotated[str | None, typer.Option("--until", help="Only memories created at/before (ISO 8601).")] = None,
+    min_score: Annotated[
+        float | None,
+        typer.Option("--min-score", help="Relevance floor 0-1 (default search.min_score; 0: every top hit)."),
+    ] = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Hybrid semantic + keyword search."""
+    """Hybrid semantic + keyword search; scores are calibrated relevances (0-1)."""
     filters = _json_arg(filter, "filter")
     with _open() as memory:
-        hits = _run(lambda: memory.search(query, type or None, limit, filters, session, since, until))
+        hits = _run(lambda: memory.search(query, type or None, limit, filters, session, since, until, min_score))
     if json_out:
         _print_json({"success": True, "query": query, "count": len(hits), "memories": [h.to_dict() for h in hits]})
         return
     table = Table("score", "id", "type", "content", box=None)
     for hit in hits:
-        table.add_row(f"{hit.score:.3f}", hit.id, hit.type.value, _short(hit.content))
-    console.print(table if hits else "[dim]no memories found[/dim]")
+        notes = (f" (+{hit.similar} similar)" if hit.similar else "") + (
+            f" (superseded by {hit.superseded_by})" if hit.superseded_by else ""
+        )
+        table.add_row(f"{hit.score:.3f}", hit.id, hit.type.value, _short(hit.content) + notes)
+    console.print(table if hits else "[dim]no relevant memories found[/dim]")
 
 
 @app.command()
@@ -196,15 +205,25 @@ def stats(json_out: JsonOpt = False) -> None:
     if json_out:
         _print_json(data)
         return
+    for warning in data.get("warnings", []):
+        err_console.print(f"[yellow]warning:[/yellow] {warning}", highlight=False)
     table = Table("collection", "count", "quota", "used %", box=None)
     for name, row in data["collections"].items():
-        table.add_row(name, str(row["count"]), str(row["quota"]), f"{row['usage_percent']:.1f}")
+        used = row.get("usage_percent")
+        table.add_row(name, str(row["count"]), str(row["quota"]), "?" if used is None else f"{used:.1f}")
     console.print(table)
     storage = data["storage"]
     console.print(
         f"total {data['total_memories']} memories, {storage['total_size_mb']:.2f} MB of "
-        f"{storage['quota_limit_mb']:.0f} MB ({storage['usage_percent']:.1f}%), {data['sessions']} sessions"
+        f"{storage['quota_limit_mb']:g} MB ({storage['usage_percent']:.1f}%), {data['sessions']} sessions"
     )
+    length = data.get("session_length") or {}
+    if length.get("avg_memories") is not None:
+        console.print(f"average session: {length['avg_memories']:g} memories, {length['avg_minutes']:g} minutes")
+    for kind in ("actions", "screens"):
+        top = (data.get("activity") or {}).get(kind) or []
+        if top:
+            console.print(f"most frequent {kind}: " + ", ".join(f"{t['name']} x{t['count']}" for t in top[:5]))
 
 
 @app.command()
@@ -260,11 +279,19 @@ def main() -> None:
     except Exception as exc:
         # Errors raised outside a command's own handling, such as invalid settings met when a
         # command opens the store: a one-line error, not a traceback.
+        import logging
+
         from remindful.errors import RemindfulError
 
-        if not isinstance(exc, RemindfulError):
-            raise
-        sys.exit(_report(exc))
+        if isinstance(exc, RemindfulError):
+            sys.exit(_report(exc))
+        # A bug of ours, not the user's input: still one line (the traceback with --verbose).
+        logging.getLogger("remindful.cli").debug("unexpected error", exc_info=exc)
+        err_console.print(
+            f"[red]error:[/red] unexpected {type(exc).__name__}: {str(exc)[:300]} (run with --verbose for details)",
+            highlight=False,
+        )
+        sys.exit(1)
 
 
 if __name__ == "__main__":

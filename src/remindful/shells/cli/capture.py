@@ -104,17 +104,19 @@ def context(
     budget: Annotated[
         int | None, typer.Option("--budget", help="Token budget (default hooks.context_budget_tokens).")
     ] = None,
+    min_score: Annotated[
+        float | None,
+        typer.Option("--min-score", help="Relevance floor 0-1 (default context.min_score)."),
+    ] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Print the memories most relevant to QUERY within a token budget (what hooks inject)."""
-    from remindful.services.context import context_for
-
     if budget is not None and budget < 1:
         err_console.print(f"[red]error:[/red] Invalid '--budget': expected a positive integer, got {budget}")
         raise typer.Exit(2)
     with _open() as memory:
-        text = _run(lambda: context_for(memory, query, budget_tokens=budget))
+        found = _run(lambda: memory.context(query, budget_tokens=budget, min_score=min_score))
     if json_out:
-        _print_json({"success": True, "context": text})
+        _print_json({"success": True, **found.to_dict()})
     else:
-        sys.stdout.write((text or "no relevant memories") + "\n")
+        sys.stdout.write((found.text or "no relevant memories") + "\n")

@@ -80,6 +80,8 @@ def capture_config(
             return json.loads(text)
         except json.JSONDecodeError:
             return text  # plain words: "dark"
+        except (ValueError, RecursionError):  # nested too deeply, an integer of thousands of digits
+            return text
 
     with _open() as memory:
         found = _run(lambda: memory.capture_config_change(key, value(old), value(new)))

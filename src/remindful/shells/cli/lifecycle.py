@@ -107,13 +107,17 @@ def export(
         str | None, typer.Argument(help="JSON file to write (default: <storage>/exports/memories_<time>.json).")
     ] = None,
     format: Annotated[str, typer.Option("--format", help="Only json.")] = "json",
+    force: Annotated[bool, typer.Option("--force", help="Replace OUTPUT if it exists.")] = False,
     json_out: JsonOpt = False,
 ) -> None:
-    """Export every memory with content, metadata and embedding to JSON."""
+    """Export every memory with content, metadata and embedding to JSON (never over an existing
+    file without --force, never into a directory that does not exist)."""
     with _open() as memory:
         total = _run(lambda: memory.stats()["total_memories"])
         with _progress("exporting", total) as advance:
-            result = _run(lambda: memory.export(format=format, output_path=output, progress=advance))
+            result = _run(
+                lambda: memory.export(format=format, output_path=output, overwrite=force, progress=advance)
+            )
     if json_out:
         _print_json(result)
         return

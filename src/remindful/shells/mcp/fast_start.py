@@ -18,7 +18,8 @@ call) waits for the SDK.
 
 Two fixes where the SDK is silent:
 
-- a line it cannot read (not JSON, not a JSON-RPC message) it drops without a word: here it gets
+- a line it cannot read (not JSON, not a JSON-RPC message, JSON nested deeper than its parser
+  reads, a string holding a lone UTF-16 surrogate) it drops without a word: here it gets
   JSON-RPC's parse error (-32700) or invalid request (-32600) naming the field at fault;
 - at the end of its input it cancels the requests still running, so a client that writes its
   requests and closes stdin (a script) lost their answers: here the SDK's input is closed once
@@ -43,6 +44,8 @@ DRAIN_TIMEOUT_S = 60.0
 SDK_START_DELAY_S = 0.2
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
+#: Containers the SDK's JSON parser (pydantic-core) nests; it drops a deeper line unanswered.
+SDK_MAX_DEPTH = 200
 _INITIALIZE_KEYS = {"protocolVersion", "capabilities", "clientInfo", "_meta"}
 _CLIENT_INFO_KEYS = {"name", "version", "title", "description", "websiteUrl"}
 
@@ -62,14 +65,24 @@ def unreadable(line: bytes | str) -> tuple[dict[str, Any] | None, Any]:
     is a request (``method`` and ``id``) and so never answer, naming what is wrong; else
     ``(None, message)``. A response (``result`` or ``error``) goes to the SDK unchecked: it reads
     more shapes of those than are worth copying here."""
+    why: str | None
     try:
         message = loads(line)
-    except (ValueError, RecursionError):  # UnicodeDecodeError included
-        return {
-            "jsonrpc": "2.0",
-            "id": None,
-            "error": {"code": PARSE_ERROR, "message": "Parse error: not valid JSON"},
-        }, None
+        beyond = _beyond_the_sdk(line, message)
+    except UnicodeDecodeError as exc:
+        why = f"not valid UTF-8 (byte 0x{exc.object[exc.start]:02x} at offset {exc.start})"
+    except RecursionError:
+        why = f"nested deeper than {SDK_MAX_DEPTH} levels; expected at most {SDK_MAX_DEPTH}"
+    except ValueError:
+        why = "not valid JSON"
+    else:
+        why = None
+        if beyond is not None:  # valid JSON: the request is answered, by its id
+            request_id = message.get("id") if isinstance(message, dict) else None
+            error = {"code": INVALID_REQUEST, "message": f"Invalid request: {beyond}"}
+            return {"jsonrpc": "2.0", "id": request_id if _is_id(request_id) else None, "error": error}, None
+    if why is not None:
+        return {"jsonrpc": "2.0", "id": None, "error": {"code": PARSE_ERROR, "message": f"Parse error: {why}"}}, None
     if not isinstance(message, dict):
         problems = [f"expected a JSON object, got {type(message).__name__}"]
     elif "method" in message and not ("id" not in message and ("result" in message or "error" in message)):
@@ -89,6 +102,60 @@ def unreadable(line: bytes | str) -> tuple[dict[str, Any] | None, Any]:
     request_id = message.get("id") if isinstance(message, dict) else None
     error = {"code": INVALID_REQUEST, "message": f"Invalid request: {'; '.join(problems)}"}
     return {"jsonrpc": "2.0", "id": request_id if _is_id(request_id) else None, "error": error}, None
+
+
+def _beyond_the_sdk(line: bytes | str, message: Any) -> str | None:
+    """What in ``message`` (read from ``line``) the SDK's parser refuses although Python's reads
+    it: nesting deeper than :data:`SDK_MAX_DEPTH`, a lone surrogate (``"\\ud800"``); else None.
+    Only a line with that many brackets, or a surrogate escape, is walked."""
+    text = line.decode("latin-1") if isinstance(line, bytes) else line  # only ASCII is looked at
+    deep = text.count("[") + text.count("{") > SDK_MAX_DEPTH
+    escapes = _surrogate_escape(text)
+    if not (deep or escapes):
+        return None
+    stack: list[tuple[Any, str, int]] = [(message, "", 1)]
+    while stack:
+        value, where, depth = stack.pop()
+        if isinstance(value, dict | list):
+            if depth > SDK_MAX_DEPTH:
+                return f"{_path(where)} is nested deeper than {SDK_MAX_DEPTH} levels; expected at most {SDK_MAX_DEPTH}"
+            items = value.items() if isinstance(value, dict) else enumerate(value)
+            for key, item in items:
+                if isinstance(key, str):
+                    if escapes and _lone_surrogate(key):
+                        return f"a key in {_path(where)} holds {_lone_surrogate(key)}; expected valid Unicode text"
+                    stack.append((item, f"{where}.{key}" if where else key, depth + 1))
+                else:
+                    stack.append((item, f"{where}[{key}]", depth + 1))
+        elif escapes and isinstance(value, str) and _lone_surrogate(value):
+            return f"{_path(where)} holds {_lone_surrogate(value)}; expected valid Unicode text"
+    return None
+
+
+def _surrogate_escape(text: str) -> bool:
+    """Whether ``text`` holds an escape ``\\uD800`` to ``\\uDFFF`` (no ``re``: it costs the first answer)."""
+    at = text.find("\\u")
+    while at != -1:
+        pair = text[at + 2 : at + 4].lower()
+        if len(pair) == 2 and pair[0] == "d" and pair[1] in "89abcdef":
+            return True
+        at = text.find("\\u", at + 2)
+    return False
+
+
+def _lone_surrogate(text: str) -> str | None:
+    """``"a lone UTF-16 surrogate (\\ud800)"`` for the first one in ``text``, else None."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return f"a lone UTF-16 surrogate (\\u{ord(text[exc.start]):04x})"
+    return None
+
+
+def _path(where: str) -> str:
+    if not where:
+        return "the message"
+    return where if len(where) <= 80 else where[:77] + "..."
 
 
 def plain_initialize(message: dict[str, Any]) -> str | None:

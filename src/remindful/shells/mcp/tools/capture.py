@@ -12,6 +12,7 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from remindful.errors import ValidationError
+from remindful.services.access import tool_path
 from remindful.shells.mcp.tools.common import READ_ONLY, WRITE, GetManager, tool
 
 
@@ -36,9 +37,10 @@ def register(mcp: Any, get_manager: GetManager) -> None:
         """
         from remindful.services.capture.watcher import is_markdown
 
-        file = Path(path).expanduser()
-        if not is_markdown(file):
+        m = get_manager()
+        file = tool_path(path, m.settings, field="path")
+        if not is_markdown(Path(path)) or not is_markdown(file):
             raise ValidationError("path", f"expected a Markdown file (.md), got {path!r}")
         if not file.is_file():
             raise ValidationError("path", f"no such file {path!r}")
-        return {"success": True, **get_manager().index_file(file)}
+        return {"success": True, **m.index_file(file)}

@@ -128,15 +128,26 @@ def register(mcp: Any, get_manager: GetManager) -> None:
         session_id: SessionId = None,
         since: Annotated[str | None, Field(description="Only memories created at/after (ISO 8601).")] = None,
         until: Annotated[str | None, Field(description="Only memories created at/before (ISO 8601).")] = None,
+        min_score: Annotated[
+            float | None,
+            Field(
+                ge=0,
+                le=1,
+                description="Relevance floor (default search.min_score); 0 returns the top hits whatever they score.",
+            ),
+        ] = None,
     ) -> dict[str, Any]:
-        """Search memories by meaning and keywords (hybrid); best first, scores in [0, 1].
+        """Search memories by meaning and keywords (hybrid); best first. ``score`` is a calibrated
+        relevance in [0, 1], the same scale for every query (about the chance the hit is a real
+        match); hits under min_score are left out, so no results means nothing relevant is stored.
 
         Use it before starting a task to recall how similar tasks went. Returns
         {"success": true, "query": ..., "count": n, "memories": [{id, type, content, metadata,
-        score, created_at, session_id, ...}]}.
+        score, created_at, session_id, similar (near-duplicates folded into this hit),
+        superseded_by (a newer memory on the same subject), ...}]}.
         """
         m = get_manager()
-        hits = m.search(query, memory_types, limit, filters, session(m, session_id), since, until)
+        hits = m.search(query, memory_types, limit, filters, session(m, session_id), since, until, min_score)
         return {"success": True, "query": query, "count": len(hits), "memories": [h.to_dict() for h in hits]}
 
     @tool(mcp, READ_ONLY)
@@ -205,8 +216,9 @@ def register(mcp: Any, get_manager: GetManager) -> None:
 
     @tool(mcp, READ_ONLY)
     def memory_stats() -> dict[str, Any]:
-        """Memory usage: counts per collection, storage size and quota use, sessions, average
-        store/search latency, embedding cache hit rate."""
+        """Memory usage: counts per collection, storage size and quota use (``storage_full`` on a
+        full disk), sessions and their average length, the most frequent actions and screens,
+        captures per day, search latency percentiles, embedding cache hit rate."""
         return {"success": True, **get_manager().stats()}
 
     # -- resources ------------------------------------------------------------------------------

@@ -161,10 +161,15 @@ def register(mcp: Any, get_manager: GetManager) -> None:
     def memory_context(
         task: Annotated[str, Field(description="The task at hand, in a sentence.")],
         budget_tokens: Annotated[int, Field(ge=50, le=20_000, description="Most tokens the context may take.")] = 1500,
+        min_score: Annotated[
+            float | None,
+            Field(ge=0, le=1, description="Relevance floor of the memories (default context.min_score)."),
+        ] = None,
     ) -> dict[str, Any]:
         """Context for the current task: the most relevant memories (preferences, facts,
         workflows, past outcomes) as short lines with ids, within a token budget, plus warnings
-        about actions that failed before. Call it when starting a task.
+        about actions that failed before. Call it when starting a task. An empty context means
+        no stored memory is relevant enough (min_score).
         """
         from remindful.services.context import estimate_tokens
 
@@ -172,6 +177,6 @@ def register(mcp: Any, get_manager: GetManager) -> None:
         warnings = [f"Warning: {w['message']}" for w in m.suggest(task)["warnings"]]
         # Warnings first in the budget: they prevent repeating a known failure.
         room = budget_tokens - sum(estimate_tokens(w) + 1 for w in warnings)
-        text = m.context(task, budget_tokens=room) if room > 0 else ""
+        text = m.context(task, budget_tokens=room, min_score=min_score).text if room > 0 else ""
         text = "\n".join(x for x in [text, *warnings] if x)
         return {"success": True, "context": text, "tokens": estimate_tokens(text), "warnings": warnings}

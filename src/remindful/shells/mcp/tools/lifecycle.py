@@ -13,6 +13,8 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
+from remindful.errors import NotFoundError, ValidationError
+from remindful.services.access import tool_path
 from remindful.shells.mcp.tools.common import (
     DESTRUCTIVE,
     READ_ONLY,
@@ -62,6 +64,8 @@ def register(mcp: Any, get_manager: GetManager) -> None:
         """Delete ALL memories of one session, in every collection (e.g. after sensitive work).
         A backup is taken first; returns the count deleted and the backup path."""
         m = get_manager()
+        if not m.list(session_id=session_id, limit=1) and session_id not in {s["id"] for s in m.list_sessions()}:
+            raise NotFoundError(session_id, kind="session")  # said before asking for a confirmation
         if not approved(approval):
             raise not_confirmed(f"delete every memory of session {session_id!r}", approval)
         return {"success": True, **m.delete_session(session_id, confirm=True)}
@@ -96,16 +100,21 @@ def register(mcp: Any, get_manager: GetManager) -> None:
             str | None, Field(description="JSON file to write (default: <storage>/exports/memories_<time>.json).")
         ] = None,
         format: Annotated[str, Field(description='Only "json".')] = "json",
+        overwrite: Annotated[bool, Field(description="Replace output_path if it exists.")] = False,
     ) -> dict[str, Any]:
         """Export every memory with content, metadata and embedding to a JSON file that
-        memory_import can load again. Returns the path and the count."""
-        return {"success": True, **get_manager().export(format=format, output_path=output_path)}
+        memory_import can load again. output_path must lie inside the storage directory, a watch
+        directory or security.allowed_paths, in an existing directory. Returns the path and the count."""
+        m = get_manager()
+        target = None if output_path is None else tool_path(output_path, m.settings, field="output_path")
+        return {"success": True, **m.export(format=format, output_path=target, overwrite=overwrite)}
 
     @tool(mcp, WRITE)
     def memory_import(path: Path_) -> dict[str, Any]:
         """Import a JSON export exactly (ids, times, embeddings); memories already present are
         skipped. Returns the counts imported and skipped."""
-        return {"success": True, **get_manager().import_memories(path)}
+        m = get_manager()
+        return {"success": True, **m.import_memories(tool_path(path, m.settings, field="path"))}
 
     @tool(mcp, WRITE)
     def memory_backup(
@@ -127,9 +136,12 @@ def register(mcp: Any, get_manager: GetManager) -> None:
         no links or escaping paths); the current data is backed up before it is replaced.
         Returns the restored counts per collection."""
         m = get_manager()
+        archive = tool_path(backup_path, m.settings, field="backup_path")
+        if not archive.is_file():  # said before asking for a confirmation
+            raise ValidationError("backup_path", f"no file {str(archive)!r}; expected a backup made by memory_backup")
         if not approved(approval):
             raise not_confirmed("replace all current memories with the backup", approval)
-        return {"success": True, **m.restore(backup_path, confirm=True)}
+        return {"success": True, **m.restore(archive, confirm=True)}
 
     @tool(mcp, DESTRUCTIVE)
     def memory_clear_all(

@@ -1,0 +1,146 @@
+"""Diversity and supersession over ranked candidates.
+
+:func:`collapse` folds near-duplicates (cosine of their MiniLM vectors at least
+``search.collapse_similarity``) into one group, in ranked order: a candidate joins the group of
+the member it is most similar to if that one is a near-duplicate, else it starts a new group
+(single linkage: thirty log lines that differ in a number each resemble their neighbours more
+than the first line). A group is shown once, by its best-ranked member, or by its newest if that
+one was stored at least :data:`SUPERSEDE_AFTER` later (the current copy of a fact repeated over
+time; copies stored together keep the ranking's choice, boosts included), and counts the others
+(``SearchHit.similar``: "+29 similar"). So thirty log lines saying the same thing take one place
+in the top k and in the context budget, and the distinct memories behind them move up.
+
+:func:`supersede` then looks for pairs of groups about the same subject with different content:
+cosine at least ``search.supersede_similarity``, word sets overlapping at least
+:data:`SUBJECT_JACCARD` ("The user moved to Berlin" / "The user moved to Lisbon") and stored at
+least :data:`SUPERSEDE_AFTER` apart. The newer one
+is moved just above the older, and the older is marked superseded by it
+(``SearchHit.superseded_by``).
+
+Both are pure functions of the candidates; the caller reads the vectors.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+#: Word-set overlap (Jaccard) two memories need to be about the same subject.
+SUBJECT_JACCARD = 0.5
+#: Seconds a newer version must follow an older one to supersede it: memories stored together are
+#: alternatives (or a list), not an update, and keep the order the ranking gave them.
+SUPERSEDE_AFTER = 3600.0
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+@dataclass(slots=True)
+class Candidate:
+    """One ranked candidate: what collapse and supersession read."""
+
+    id: str
+    content: str
+    created_at: float
+
+
+@dataclass(slots=True)
+class Group:
+    """Near-duplicates shown as one hit: ``shown`` (see the module docstring) for ``leader``."""
+
+    leader: Candidate
+    shown: Candidate
+    members: int = 1
+    superseded_by: str | None = None
+    words: frozenset[str] = field(default_factory=frozenset)
+
+    @property
+    def similar(self) -> int:
+        """How many other memories this hit stands for."""
+        return self.members - 1
+
+
+def words_of(text: str) -> frozenset[str]:
+    return frozenset(_WORD.findall(text.lower()))
+
+
+def collapse(
+    ranked: Sequence[Candidate], vectors: Mapping[str, np.ndarray], similarity: float, *, stop_at: int | None = None
+) -> tuple[list[Group], int]:
+    """Groups of near-duplicates in ranked order; a candidate without a vector leads its own
+    group. Stops once ``stop_at`` groups exist and the next candidate would start another;
+    returns the groups and how many candidates were consumed."""
+    groups: list[Group] = []
+    members: list[np.ndarray] = []
+    group_of: list[int] = []  # index into groups for each row of ``members``
+    consumed = merged = 0
+    for cand in ranked:
+        vector = vectors.get(cand.id)
+        near: list[int] = []
+        if vector is not None and members:
+            sims = np.asarray(members) @ vector
+            near = sorted({group_of[i] for i in np.flatnonzero(sims >= similarity)})
+        if not near and stop_at is not None and len(groups) - merged >= stop_at:
+            break
+        consumed += 1
+        if not near:
+            home = len(groups)
+            groups.append(Group(cand, cand))
+        else:
+            home = near[0]
+            group = groups[home]
+            group.members += 1
+            if cand.created_at > max(group.shown.created_at, group.leader.created_at + SUPERSEDE_AFTER):
+                group.shown = cand
+            for other in near[1:]:  # the candidate links groups that were apart: they become one
+                absorbed = groups[other]
+                group.members += absorbed.members
+                absorbed.members = 0
+                if absorbed.shown.created_at > max(group.shown.created_at, group.leader.created_at + SUPERSEDE_AFTER):
+                    group.shown = absorbed.shown
+                group_of = [home if g == other else g for g in group_of]
+                merged += 1
+        if vector is not None:
+            members.append(vector)
+            group_of.append(home)
+    return [g for g in groups if g.members], consumed
+
+
+def supersede(groups: list[Group], vectors: Mapping[str, np.ndarray], similarity: float) -> list[Group]:
+    """``groups`` with each newer version of a subject moved above its older one, which is marked
+    superseded (see the module docstring). One pass, in ranked order."""
+    for group in groups:
+        group.words = words_of(group.shown.content)
+    order = list(groups)
+    i = 0
+    while i < len(order):
+        older = order[i]
+        vector = vectors.get(older.shown.id)
+        if vector is not None and older.superseded_by is None:
+            for j in range(i + 1, len(order)):
+                newer = order[j]
+                other = vectors.get(newer.shown.id)
+                if (
+                    other is not None
+                    and newer.shown.created_at > older.shown.created_at + SUPERSEDE_AFTER
+                    and newer.words != older.words
+                    and _jaccard(newer.words, older.words) >= SUBJECT_JACCARD
+                    and float(vector @ other) >= similarity
+                ):
+                    older.superseded_by = newer.shown.id
+                    order.insert(i, order.pop(j))
+                    i += 1  # the older one now sits at i + 1; check it no further
+                    break
+        i += 1
+    return order
+
+
+def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:
+    if not a or not b:
+        return 0.0
+    return len(a & b) / len(a | b)
+
+
+__all__ = ["Candidate", "Group", "collapse", "supersede"]
