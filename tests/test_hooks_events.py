@@ -250,3 +250,40 @@ def test_a_hook_writes_into_a_catalog_made_before_its_tables_were_created_at_ope
         assert {m.content for m in memory.list()} == {"an older memory", "Bash: command=mail [EMAIL_REDACTED]"}
     with sqlite3.connect(store / "catalog.sqlite3") as conn:
         assert conn.execute("PRAGMA user_version").fetchone()[0] >= 7
+
+
+def test_context_not_ready_by_the_deadline_is_left_out_and_logged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A context that would come after the hook's timeout is not printed at all (not even late,
+    half-way through the exit), and the log says so; the event is still captured."""
+    import threading
+
+    from remindful.services import context
+    from remindful.services.hooks import fast
+
+    release, entered = threading.Event(), threading.Event()
+
+    def slow_context(*args: Any) -> str:
+        entered.set()
+        release.wait(30)
+        return "Relevant memories: too late"
+
+    monkeypatch.setattr(context, "hook_context", slow_context)
+    monkeypatch.setitem(fast.CONTEXT_DEADLINE_S, "UserPromptSubmit", 0.05)
+    store = tmp_path / "s"
+    code, out = fire(store, "UserPromptSubmit", payload("UserPromptSubmit"), context=True)
+    assert code == 0 and out == ""
+    assert entered.wait(30)
+    release.set()
+    assert "no context for UserPromptSubmit: not ready within 0.05 s" in (store / "logs" / "hooks.log").read_text()
+    assert len(spool_rows(store)) == 1
+
+
+def test_context_ready_in_time_is_printed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from remindful.services import context
+
+    monkeypatch.setattr(context, "hook_context", lambda *args: "Relevant memories: in time")
+    code, out = fire(tmp_path / "s", "UserPromptSubmit", payload("UserPromptSubmit"), context=True)
+    assert code == 0
+    assert json.loads(out)["hookSpecificOutput"]["additionalContext"] == "Relevant memories: in time"

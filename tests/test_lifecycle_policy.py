@@ -126,7 +126,9 @@ def test_medium_tier_cap_keeps_the_most_important(tmp_path: Path) -> None:
     tiers = {"medium": {"max_age_days": 30, "max_items": 2, "keep_successful": True}}
     with open_fake(tmp_path / "s", **{"retention.tiers": tiers}) as memory:
         ids = [
-            memory.store(f"note {word}", type="knowledge", source="hook", metadata={"importance": imp}, timestamp=ago(10))
+            memory.store(
+                f"note {word}", type="knowledge", source="hook", metadata={"importance": imp}, timestamp=ago(10)
+            )
             for word, imp in [("alpha", 0.9), ("beta", 0.1), ("gamma", 0.8), ("delta", 0.2)]
         ]
         success = memory.store("succeeded", type="knowledge", metadata={"success": True}, timestamp=ago(10))

@@ -112,7 +112,7 @@ def test_store_batch_is_all_or_nothing(memory: MemoryManager) -> None:
     [
         ({"content": ""}, "content", "non-empty string"),
         ({"content": "x", "type": "bogus"}, "type", "screen, action, workflow"),
-        ({"content": "x", "metadata": {"v": float("nan")}}, "metadata", "JSON-safe"),
+        ({"content": "x", "metadata": {"v": float("nan")}}, "metadata.v", "expected a finite number"),
         ({"content": "x", "metadata": ["not", "a", "dict"]}, "metadata", "expected a dict"),
         ({"content": "x", "timestamp": "yesterday-ish"}, "timestamp", "ISO 8601"),
         ({"content": "x", "source": "telepathy"}, "source", "manual"),

@@ -234,6 +234,14 @@ class MemoryManager:
         the index files (the recovery for a corrupted index). Returns counts per collection."""
         return self._store.reindex(reset=reset, progress=progress)
 
+    def doctor(self) -> dict[str, Any]:
+        """What is damaged (catalog, index files, spool, permissions, token file) and the way out for
+        each: ``{"healthy", "storage_path", "checks": [{"part", "ok", "detail", "fix"}]}``. Never
+        raises for damage; takes seconds (it reads every file)."""
+        from remindful.services.doctor import diagnose
+
+        return diagnose(self._store)
+
     def index_status(self) -> dict[str, Any]:
         """Whether the vector index is usable, and why not."""
         return self._store.index_status()

@@ -265,8 +265,9 @@ def build_settings(
         raise _config_error(exc, settings_cls) from None
     except ConfigError:
         raise
-    except Exception as exc:  # a YAML syntax error, an unreadable file
-        raise ConfigError("config file", str(exc), suggestion="fix the YAML file named by REMINDFUL_CONFIG") from exc
+    except Exception as exc:  # a YAML syntax error, an unreadable file: said on one line
+        reason = " ".join(str(exc).split())
+        raise ConfigError("config file", reason, suggestion="fix the YAML file named by REMINDFUL_CONFIG") from exc
     _log_sources(nested)
     return settings
 

@@ -55,10 +55,15 @@ class StorageLockedError(StorageError):
 
 
 class CorruptionError(StorageError):
-    """Index or catalog files are damaged. ``backup_path`` holds a copy of the damaged files."""
+    """Index or catalog files are damaged. ``backup_path`` holds a copy of the damaged files;
+    ``part`` says which: ``"index"`` (rebuilt by ``remindful reindex --reset``) or ``"catalog"``
+    (the truth: nothing destructive runs on it; ``remindful doctor`` says the way out)."""
 
-    def __init__(self, message: str, *, backup_path: str | None = None, suggestion: str | None = None) -> None:
+    def __init__(
+        self, message: str, *, backup_path: str | None = None, suggestion: str | None = None, part: str = "index"
+    ) -> None:
         self.backup_path = backup_path
+        self.part = part
         super().__init__(message, suggestion=suggestion)
 
 

@@ -162,12 +162,19 @@ LINES = st.one_of(
     st.binary(max_size=60),
     st.builds(lambda v: json.dumps(v, default=str) if _dumpable(v) else "{", JSONISH),
     st.builds(
-        lambda args: json.dumps(
-            {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "memory_store", "arguments": args}},
-            default=str,
-        )
-        if _dumpable(args)
-        else "[",
+        lambda args: (
+            json.dumps(
+                {
+                    "jsonrpc": "2.0",
+                    "id": 1,
+                    "method": "tools/call",
+                    "params": {"name": "memory_store", "arguments": args},
+                },
+                default=str,
+            )
+            if _dumpable(args)
+            else "["
+        ),
         st.dictionaries(TEXT, JSONISH, max_size=3),
     ),
     st.sampled_from(
@@ -319,6 +326,7 @@ def test_the_hook_exits_0_or_1_and_logs_one_line(tmp_path: Path, text: str, even
 
 YAML_TEXT = st.one_of(
     st.text(st.characters(exclude_categories=("Cs",)), max_size=80),
+    st.sampled_from(["memory:\n  limits: {query_chars: [\n", "memory: [\n", "memory:\n  - a\n  b: c\n"]),
     st.builds(
         lambda section, key, value: f"memory:\n  {section}:\n    {key}: {value}\n",
         st.sampled_from(["limits", "retention", "storage", "hooks", "nope"]),
@@ -339,7 +347,7 @@ def test_a_config_file_loads_or_fails_with_one_config_error(
     try:
         remindful.load_settings(tmp_path / "s")
     except ConfigError as exc:
-        assert exc.field, str(exc)
+        assert exc.field and "\n" not in str(exc), str(exc)
 
 
 # -- import files ----------------------------------------------------------------------------------------------

@@ -55,11 +55,38 @@ def _classify(exc: BaseException) -> StorageError | None:
     if "disk is full" in text or (isinstance(exc, OSError) and exc.errno == errno.ENOSPC):
         return StorageFullError(str(exc))
     if "malformed" in text or "not a database" in text or "file is not a database" in text:
-        return CorruptionError(
-            f"The catalog database is damaged: {exc}",
-            suggestion="restore a backup with `remindful restore`, or move catalog.sqlite3 aside",
-        )
+        return catalog_damaged(str(exc))
     return StorageError(f"Catalog operation failed: {exc}")
+
+
+#: The way out of a damaged catalog (the index is rebuilt from it, so it cannot be rebuilt itself).
+CATALOG_WAY_OUT = (
+    "restore a backup with `remindful restore ARCHIVE`, or salvage the rows with "
+    "`sqlite3 catalog.sqlite3 .recover | sqlite3 recovered.sqlite3` and put that in its place"
+)
+CATALOG_RECOVERY = f"Nothing was changed. Run `remindful doctor` for details; {CATALOG_WAY_OUT}"
+
+
+def catalog_damaged(detail: str) -> CorruptionError:
+    """The error every command gives for a damaged catalog (``part="catalog"``)."""
+    return CorruptionError(f"The catalog database is damaged ({detail})", suggestion=CATALOG_RECOVERY, part="catalog")
+
+
+def integrity_problem(path: Path, *, full: bool = False) -> str | None:
+    """What SQLite's ``PRAGMA quick_check`` (``integrity_check`` with ``full``) finds wrong with the
+    database at ``path``, or None. Read-only, its own connection; reads the whole file (about a
+    second per few hundred MB)."""
+    try:
+        conn = sqlite3.connect(str(path), timeout=30)
+        try:
+            rows = conn.execute("PRAGMA integrity_check" if full else "PRAGMA quick_check").fetchall()
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError as exc:
+        return str(exc)
+    if rows == [("ok",)]:
+        return None
+    return "; ".join(str(r[0]) for r in rows[:3]) + (f" (and {len(rows) - 3} more)" if len(rows) > 3 else "")
 
 
 def with_retries(operation: Callable[[], T], *, what: str = "catalog operation") -> T:

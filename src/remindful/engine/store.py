@@ -60,7 +60,7 @@ from remindful.engine.background import (
     IndexLock,
     close_at_exit,
 )
-from remindful.engine.catalog import Catalog, MemoryRow
+from remindful.engine.catalog import Catalog, MemoryRow, catalog_damaged, integrity_problem
 from remindful.engine.redact import Redactor, add_counts, redactor_for
 from remindful.engine.search import rank
 from remindful.engine.sqlfilter import SqlFilter, build_filter, index_metadata, to_epoch
@@ -777,6 +777,13 @@ class Store:
             else:
                 self._index_rowid = self._view_floor()
 
+    def check_catalog(self) -> None:
+        """Raise CorruptionError (``part="catalog"``) if SQLite's quick check finds the catalog
+        damaged: before a step that would be destructive on a damaged catalog. Reads the whole file."""
+        problem = integrity_problem(self.catalog.path)
+        if problem is not None:
+            raise catalog_damaged(problem)
+
     def index_lock(self) -> contextlib.AbstractContextManager[int]:
         """Hold the vector-index lock for a ``with`` block: no thread or process of this storage
         directory writes the index meanwhile (a backup copies the index files under it). Not
@@ -809,15 +816,20 @@ class Store:
                     self._index_generation = generation
                 queued = self._sync_index(index)
             except CorruptionError as exc:
-                if exc.backup_path is not None or not hasattr(index, "check"):
+                if exc.part == "catalog" or exc.backup_path is not None or not hasattr(index, "check"):
                     raise
                 index.close()
                 index.check()  # back up the damaged files and describe the damage
                 # The files are sound: the error was passing (another process was writing). Retry.
                 raise StorageError(f"the vector index failed while opening ({exc})") from exc
         except CorruptionError as exc:
+            if exc.part == "catalog":  # not the index's fault: the caller reports it
+                with contextlib.suppress(Exception):
+                    index.close()
+                raise
             self._index_error = str(exc)
             copied = f" (a copy of the damaged files is in {exc.backup_path})" if exc.backup_path else ""
+            copied = "" if exc.backup_path and exc.backup_path in str(exc) else copied
             log.error(
                 "Vector index unusable: %s%s. Search continues from the catalog; "
                 "run `remindful reindex --reset` to rebuild the index.",
@@ -1084,7 +1096,11 @@ class Store:
         }
 
     def reindex(self, *, reset: bool, progress: Any = None) -> dict[str, int]:
+        """Rebuild the index from the catalog (``reset``: move the index files aside first). A
+        damaged catalog raises CorruptionError before anything is touched: the index is rebuilt
+        from it, so the index may be the better copy of what the catalog lost."""
         self.ready()
+        self.check_catalog()
         with self._init_lock:
             index = self._index or self._new_index()
 

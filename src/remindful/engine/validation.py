@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass, fields
 from datetime import UTC, datetime
 from typing import Any
 
@@ -30,19 +31,20 @@ EARLIEST = datetime(1, 1, 1, tzinfo=UTC)
 LATEST = datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC)
 
 
+@dataclass(frozen=True, slots=True)
 class Limits:
     """The ``limits`` settings this module checks, with their defaults (``Limits()``) or read from
     a settings section (``Limits.of(settings.limits)``)."""
 
-    __slots__ = ("batch_items", "content_chars", "metadata_bytes", "metadata_depth", "query_chars")
-
-    def __init__(self, **values: int) -> None:
-        for name in self.__slots__:
-            setattr(self, name, values.get(name, default(f"limits.{name}")))
+    content_chars: int = default("limits.content_chars")
+    query_chars: int = default("limits.query_chars")
+    metadata_bytes: int = default("limits.metadata_bytes")
+    metadata_depth: int = default("limits.metadata_depth")
+    batch_items: int = default("limits.batch_items")
 
     @classmethod
     def of(cls, section: Any) -> Limits:
-        return cls(**{name: getattr(section, name) for name in cls.__slots__})
+        return cls(**{f.name: getattr(section, f.name) for f in fields(cls)})
 
 
 DEFAULT_LIMITS = Limits()
@@ -106,7 +108,7 @@ def check_metadata(metadata: Any, field: str, limits: Limits = DEFAULT_LIMITS) -
                     if not isinstance(key, str):
                         raise ValidationError(where, f"expected string keys, got {type(key).__name__} {key!r:.40}")
                     check_unicode(key, f"{where} key {key!r:.40}")
-                    stack.append((item, f"{where}.{key}", depth + 1))
+                    stack.append((item, child_path(where, key), depth + 1))
             else:
                 stack.extend((item, f"{where}[{i}]", depth + 1) for i, item in enumerate(value))
         elif isinstance(value, str):
@@ -133,6 +135,14 @@ def check_metadata(metadata: Any, field: str, limits: Limits = DEFAULT_LIMITS) -
             field, f"{size:,} bytes of JSON, expected at most {limits.metadata_bytes:,} (setting limits.metadata_bytes)"
         )
     return copy
+
+
+def child_path(where: str, key: str) -> str:
+    """``where.key``, or ``where['key']`` (quoted and escaped, at most 40 characters) for a key that
+    is not a plain word: a key with a newline or a surrogate must not break the one-line error."""
+    if key and key.isascii() and all(c.isalnum() or c in "_-$" for c in key):
+        return f"{where}.{key}" if where else key
+    return f"{where}[{repr(key)[:40]}]"
 
 
 def check_epoch(value: Any, field: str) -> float:

@@ -28,12 +28,18 @@ from pathlib import Path
 from typing import Any
 
 from remindful.errors import CorruptionError, StorageError, StorageFullError, StorageLockedError
+from remindful.index import chroma_probe
 from remindful.index.chroma_base import RECOVERY, ChromaIndexBase, is_locked_message
 
 __all__ = ["ChromaEmbeddedIndex", "ChromaServerIndex"]
 
 log = logging.getLogger(__name__)
 _NEARLY_FULL = 32 * 1024 * 1024  # below this much free space, a vague write error means a full disk
+#: In the Chroma directory (so that a reset moves them aside with it): the size and modification
+#: time of every HNSW file as remindful last wrote it, and the verdict of a probe that found damage.
+FINGERPRINTS = "remindful-files.json"
+DAMAGE_MARKER = "remindful-damage.json"
+_SEGMENT_FILES = (*chroma_probe.HNSW_FILES, "index_metadata.pickle")
 
 
 class ChromaEmbeddedIndex(ChromaIndexBase):
@@ -42,7 +48,17 @@ class ChromaEmbeddedIndex(ChromaIndexBase):
     ``hnsw`` sets HNSW parameters of collections created from now on: ``construction_ef``/
     ``ef_construction``, ``search_ef``/``ef_search``, ``M``/``max_neighbors``, ``num_threads``,
     ``batch_size``, ``sync_threshold``, ``resize_factor``. Existing collections keep theirs.
-    Call :meth:`check` at startup, before first use, to detect damaged files.
+    Call :meth:`quick_check` at startup, before first use, and :meth:`check` if it finds something.
+
+    Damage that keeps the files' sizes (a garbled ``data_level0.bin``) cannot be seen without
+    loading the graph, and loading it can segfault. So after each write batch (and at a close that
+    follows writes) the size and modification time of every HNSW file go to ``remindful-files.json``;
+    :meth:`quick_check` compares them with the files (a few ``stat`` calls), and a file changed by
+    anything else calls for the probe in a child process. Damage the probe finds is remembered in
+    ``remindful-damage.json``: later opens report it without probing (and copying) again, until
+    ``reset_files`` moves the directory aside. Not covered: a change that restores the old
+    modification time, or media errors under an unchanged one (the crash marker catches those
+    after their first crash).
     """
 
     def __init__(self, path: Path, *, hnsw: dict[str, Any] | None = None) -> None:
@@ -98,6 +114,39 @@ class ChromaEmbeddedIndex(ChromaIndexBase):
                 pass
         return super()._other_error(exc, what, write)
 
+    def _files_written(self) -> None:
+        """Record the HNSW files as this process left them (called under the store's index lock)."""
+        try:
+            _write_json(self.path / FINGERPRINTS, self._fingerprint())
+        except OSError as exc:  # the next open probes the files instead: slower, not wrong
+            log.debug("cannot record the index file fingerprints under %s: %s", self.path, exc)
+
+    def _fingerprint(self) -> dict[str, list[int]]:
+        """``{"<segment>/<file>": [size, mtime_ns]}`` for every HNSW file (no reads of their contents)."""
+        found: dict[str, list[int]] = {}
+        if not self.path.is_dir():
+            return found
+        for seg in chroma_probe.segment_dirs(self.path):
+            for name in _SEGMENT_FILES:
+                with contextlib.suppress(FileNotFoundError):
+                    st = (seg / name).stat()
+                    found[f"{seg.name}/{name}"] = [st.st_size, st.st_mtime_ns]
+        return found
+
+    def _changed_files(self) -> list[str]:
+        """HNSW files that differ from what remindful last recorded (none if nothing was recorded)."""
+        recorded = _read_json(self.path / FINGERPRINTS)
+        if recorded is None:
+            return []
+        now = self._fingerprint()
+        return sorted(k for k in recorded.keys() | now.keys() if recorded.get(k) != now.get(k))
+
+    def damage(self) -> dict[str, Any] | None:
+        """The damage a probe found and that no reset has cleared yet: ``{"message", "backup_path",
+        "found_at"}``, or None."""
+        marker = _read_json(self.path / DAMAGE_MARKER)
+        return marker if marker and isinstance(marker.get("message"), str) else None
+
     def preload(self) -> None:
         """Import chromadb now (1-2 s): before taking a lock that other processes wait for."""
         import chromadb  # noqa: F401
@@ -127,10 +176,11 @@ class ChromaEmbeddedIndex(ChromaIndexBase):
         """What looks wrong with the store's files, or None: the SQLite header and the HNSW file
         sizes, read in this process without a database connection (milliseconds). Only safe before
         this process opens the store; a problem found here calls for :meth:`check`."""
-        from remindful.index import chroma_probe
-
         if not self.path.exists():
             return None
+        damage = self.damage()
+        if damage is not None:
+            return f"found damaged before: {damage['message']}"
         db = self.path / "chroma.sqlite3"
         if db.exists():
             with db.open("rb") as fh:
@@ -150,6 +200,9 @@ class ChromaEmbeddedIndex(ChromaIndexBase):
             found = chroma_probe.check_hnsw_dir(seg)
             if found:
                 return f"{seg.name}/{found[0]}: {found[1]}"
+        changed = self._changed_files()
+        if changed:
+            return f"{', '.join(changed[:3])} changed since remindful last wrote the index"
         return None
 
     def check(self, *, timeout: float = 120.0) -> None:
@@ -165,6 +218,13 @@ class ChromaEmbeddedIndex(ChromaIndexBase):
         """
         if not (self.path / "chroma.sqlite3").exists():
             return
+        damage = self.damage()
+        if damage is not None:  # already probed, copied and reported: no second copy of the same damage
+            raise CorruptionError(
+                f"{damage['message']} (found {damage.get('found_at', 'earlier')})",
+                backup_path=damage.get("backup_path"),
+                suggestion=RECOVERY,
+            )
         self.close()
         source = Path(__file__).with_name("chroma_probe.py").read_text(encoding="utf-8")
         try:
@@ -180,6 +240,7 @@ class ChromaEmbeddedIndex(ChromaIndexBase):
         stage = next((x["stage"] for x in reversed(lines) if "stage" in x), "starting")
         report = next((x for x in reversed(lines) if "ok" in x), None)
         if report is not None and report["ok"]:
+            self._files_written()  # sound as they are: the next open need not probe them again
             return
         if proc.returncode < 0:
             detail = f"chromadb crashed with signal {-proc.returncode} while {stage}"
@@ -192,8 +253,17 @@ class ChromaEmbeddedIndex(ChromaIndexBase):
             raise StorageError(f"The health check of {self._describe()} failed to run: {proc.stderr.strip()[-500:]}")
         backup = self._backup(copy=True)
         message = f"The vector index at {self.path} is damaged: {detail}. A copy of the damaged files is in {backup}"
-        log.error("%s. %s", message, RECOVERY)
+        found_at = time.strftime("%Y-%m-%d %H:%M:%S")
+        with contextlib.suppress(OSError):  # unrecorded, the next open probes (and copies) again
+            _write_json(
+                self.path / DAMAGE_MARKER, {"message": message, "backup_path": str(backup), "found_at": found_at}
+            )
         raise CorruptionError(message, backup_path=str(backup), suggestion=RECOVERY)
+
+    def reset(self) -> None:
+        """Delete every collection; the damage found before (if any) went with them."""
+        super().reset()
+        (self.path / DAMAGE_MARKER).unlink(missing_ok=True)
 
     def reset_files(self) -> Path | None:
         """Close the client, move the whole directory to ``<path>.corrupt-<timestamp>`` and start empty.
@@ -292,6 +362,24 @@ def _make_private(root: Path) -> None:
                 elif stat.S_IMODE(entry.stat().st_mode) != 0o600:
                     with contextlib.suppress(FileNotFoundError):
                         os.chmod(entry.path, 0o600)
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    """A JSON object file, or None if it is missing or unreadable (then nothing was recorded)."""
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _write_json(path: Path, value: object) -> None:
+    """Replace ``path`` atomically (0600): a reader sees the old or the new content, never half."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        json.dump(value, fh)
+    os.replace(tmp, path)
 
 
 def _json_line(line: str) -> dict[str, Any]:

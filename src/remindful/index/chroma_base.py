@@ -100,6 +100,7 @@ class ChromaIndexBase:
         self._client: Any = None
         self._collections: dict[str, Any] = {}
         self._max_batch: int | None = None
+        self._wrote = False  # this client wrote since it was created: its close may write files too
         unknown = set(hnsw or {}) - set(_HNSW_KEYS)
         if unknown:
             raise ValueError(f"Unknown HNSW parameter(s) {sorted(unknown)}; valid ones: {', '.join(_HNSW_KEYS)}")
@@ -118,6 +119,10 @@ class ChromaIndexBase:
 
     def _after_write(self) -> None:
         """Called after every client creation and write batch (the embedded index makes new files private)."""
+
+    def _files_written(self) -> None:
+        """Called after each write batch, and at close if this client wrote: the files are as this
+        process left them (the embedded index records their fingerprints)."""
 
     # -- client and collection handles ------------------------------------------------------
 
@@ -237,6 +242,8 @@ class ChromaIndexBase:
                     self._call("upsert", run, collection=collection, write=True)
                 finally:
                     self._after_write()
+                    self._wrote = True
+                    self._files_written()
 
     @staticmethod
     def _upsert_chunk(col: Any, ids: list[str], vectors: np.ndarray, metas: list[dict[str, Scalar]]) -> None:
@@ -284,6 +291,8 @@ class ChromaIndexBase:
                     self._call("delete", run, collection=collection, write=True)
                 finally:
                     self._after_write()
+                    self._wrote = True
+                    self._files_written()
 
     def query(self, collection: str, embedding: np.ndarray, k: int) -> list[tuple[str, float]]:
         """Up to ``k`` nearest ``(id, 1 - cosine distance)`` pairs, best first; ``[]`` if empty."""
@@ -342,6 +351,8 @@ class ChromaIndexBase:
             self._call("reset", run, write=True)
         finally:
             self._after_write()
+            self._wrote = True
+            self._files_written()
 
     def close(self) -> None:
         """Release the client (files, connections). The index reopens lazily if used again."""
@@ -349,6 +360,7 @@ class ChromaIndexBase:
             client, self._client = self._client, None
             self._collections.clear()
             self._max_batch = None
+            wrote, self._wrote = self._wrote, False
         if client is None:
             return
         try:
@@ -359,6 +371,8 @@ class ChromaIndexBase:
             client._system.stop()
             SharedSystemClient._identifier_to_system.pop(client._identifier, None)
         self._after_write()  # files flushed at close
+        if wrote:
+            self._files_written()
 
 
 def is_locked_message(text: str) -> bool:

@@ -41,7 +41,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from remindful.engine.atomic import replaced_atomically
-from remindful.errors import StorageError, ValidationError
+from remindful.engine.catalog import catalog_damaged, integrity_problem
+from remindful.errors import CorruptionError, StorageError, ValidationError
 from remindful.services.archive import (
     ATTACHMENTS,
     CATALOG,
@@ -88,6 +89,9 @@ def create_backup(
     staging.mkdir(mode=0o700)
     try:
         _snapshot_catalog(state.catalog.path, staging / CATALOG)
+        problem = integrity_problem(staging / CATALOG, full=True)  # what restore will check: refuse now
+        if problem is not None:
+            raise catalog_damaged(f"{problem}; no backup was written")
         chroma = state.path / CHROMA
         if chroma.is_dir():
             with state.index_lock():  # no index writes while the files are copied
@@ -228,9 +232,14 @@ def restore_backup(
                 f"restoring replaces all {current} current memories with the backup's "
                 f"{manifest.get('total', '?')}; pass confirm=True (the current data is backed up first)",
             )
-        before = create_backup(state, automatic=True, reason="before-restore")
+        try:
+            before: dict[str, Any] | None = create_backup(state, automatic=True, reason="before-restore")
+        except CorruptionError as exc:  # restoring is the way out of a damaged catalog: keep its files instead
+            if exc.part != "catalog":
+                raise
+            before = None
         state.close()  # releases the catalog and index files; the next use opens the swapped-in ones
-        _swap(state.path, staging)
+        aside = _swap(state.path, staging, keep=before is None)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     old_root = manifest.get("storage_path")
@@ -244,11 +253,13 @@ def restore_backup(
         "counts": counts,
         "total": sum(counts.values()),
         "expected": manifest.get("counts"),
-        "backup_path": before["path"],
+        "backup_path": before["path"] if before is not None else str(aside),
     }
 
 
-def _swap(storage: Path, staging: Path) -> None:
+def _swap(storage: Path, staging: Path, *, keep: bool = False) -> Path:
+    """Move the current files aside and the staged ones in; with ``keep`` the current files stay
+    in the returned folder (a damaged catalog cannot be archived), else it is removed."""
     aside = storage / f".pre-restore-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
     aside.mkdir(mode=0o700)
     moved: list[str] = []
@@ -269,7 +280,12 @@ def _swap(storage: Path, staging: Path) -> None:
             os.replace(aside / name, storage / name)
         shutil.rmtree(aside, ignore_errors=True)
         raise StorageError(f"Restore failed while swapping files ({exc}); the current data was put back") from exc
+    if keep:
+        kept = storage / f"damaged-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
+        os.replace(aside, kept)
+        return kept
     shutil.rmtree(aside, ignore_errors=True)
+    return aside
 
 
 def _remove(path: Path) -> None:

@@ -142,6 +142,7 @@ def parse_args(argv: list[str]) -> tuple[str | None, str | None, dict[str, Any]]
 
 def run(argv: list[str], stdin: Any = None, stdout: Any = None) -> int:
     """Handle one hook invocation; returns the process exit code (see the module docstring)."""
+    started = time.monotonic()
     stdin = stdin or sys.stdin
     stdout = stdout or sys.stdout
     path, event_arg, options = parse_args(argv)
@@ -188,11 +189,62 @@ def run(argv: list[str], stdin: Any = None, stdout: Any = None) -> int:
     except Exception as exc:
         hook_log(storage, "ERROR", f"could not spool the {event} event: {type(exc).__name__}: {exc}")
     if event in CONTEXT_EVENTS and options["context"] and captured is not None:
+        deadline = CONTEXT_DEADLINE_S.get(event, 1.5)
         try:
-            _print_context(storage, memory, event, payload, stdout, path)
+            if not _print_context(started + deadline, storage, memory, event, payload, stdout, path):
+                hook_log(
+                    storage,
+                    "WARNING",
+                    f"no context for {event}: not ready within {deadline:g} s of the hook's start (a timeout would "
+                    "lose it anyway); `remindful daemon` keeps the model and the index loaded and answers at once",
+                )
         except Exception as exc:
             hook_log(storage, "ERROR", f"context injection failed: {type(exc).__name__}: {exc}")
     return 0
+
+
+#: Seconds from a hook's start by which its context must be ready, well inside the timeout that
+#: ``install-hooks`` writes (2 s for UserPromptSubmit, as the spec asks; 5 s for SessionStart):
+#: an answer after the timeout is lost, and the agent waited for it. Without a daemon, the first
+#: context of a large store loads the model and the vector index, which a busy machine can take
+#: longer than that to do: the hook then prints none (and logs why) rather than time out.
+CONTEXT_DEADLINE_S = {"UserPromptSubmit": 1.5, "SessionStart": 4.0}
+
+
+def _print_context(
+    deadline: float, storage: str, memory: dict[str, Any], event: str, payload: dict[str, Any], stdout: Any, path: Any
+) -> bool:
+    """Print the context if it is ready by ``deadline`` (``time.monotonic()``); False if it was not
+    (the work goes on in a daemon thread that the process's exit ends)."""
+    import threading
+
+    from remindful.services.context import hook_context
+
+    outcome: list[BaseException | None] = []
+    given_up = False
+    lock = threading.Lock()
+
+    def work() -> None:
+        try:
+            text = hook_context(storage, memory, event, payload, path)
+        except BaseException as exc:
+            outcome.append(exc)
+            return
+        with lock:  # printed whole before the caller returns, or not at all
+            if not given_up:
+                _write_context(stdout, event, text)
+                outcome.append(None)
+
+    worker = threading.Thread(target=work, name="remindful-hook-context", daemon=True)
+    worker.start()
+    worker.join(max(0.0, deadline - time.monotonic()))
+    with lock:
+        if not outcome:
+            given_up = True
+            return False
+    if outcome[0] is not None:
+        raise outcome[0]
+    return True
 
 
 TOO_DEEP = "hook input: the JSON on stdin is nested too deeply; expected a hook JSON object"
@@ -355,12 +407,7 @@ KEEP_OPEN = False
 _OPEN: list[Any] = []
 
 
-def _print_context(
-    storage: str, memory: dict[str, Any], event: str, payload: dict[str, Any], stdout: Any, path: str | None
-) -> None:
-    from remindful.services.context import hook_context
-
-    text = hook_context(storage, memory, event, payload, path)
+def _write_context(stdout: Any, event: str, text: str) -> None:
     if text:
         out = {"hookSpecificOutput": {"hookEventName": event, "additionalContext": text}}
         stdout.write(json.dumps(out, ensure_ascii=False) + "\n")

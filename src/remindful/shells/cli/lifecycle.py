@@ -179,3 +179,21 @@ def clear_all(yes: YesOpt = False, json_out: JsonOpt = False) -> None:
         _print_json(result)
         return
     console.print(f"deleted {result['deleted']} memories; backup: {result['backup_path']}")
+
+
+@app.command()
+def doctor(json_out: JsonOpt = False) -> None:
+    """Check the catalog, the index files, the spool and permissions; say the way out for each problem."""
+    with _open() as memory, err_console.status("checking the catalog and the index files…"):
+        report = _run(memory.doctor)
+    if json_out:
+        _print_json(report)
+    elif report["healthy"]:
+        parts = ", ".join(c["part"] for c in report["checks"])
+        console.print(f"healthy: {parts} ({report['storage_path']})", soft_wrap=True, highlight=False)
+    else:
+        for check in report["checks"]:
+            if not check["ok"]:
+                err_console.print(f"[red]{check['part']}:[/red] {check['detail']}. {check['fix']}", highlight=False)
+    if not report["healthy"]:
+        raise typer.Exit(1)

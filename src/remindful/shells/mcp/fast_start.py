@@ -124,7 +124,11 @@ def _beyond_the_sdk(line: bytes | str, message: Any) -> str | None:
                 if isinstance(key, str):
                     if escapes and _lone_surrogate(key):
                         return f"a key in {_path(where)} holds {_lone_surrogate(key)}; expected valid Unicode text"
-                    stack.append((item, f"{where}.{key}" if where else key, depth + 1))
+                    if not (key.isascii() and key.replace("_", "").isalnum()):
+                        key = repr(key)[:40]  # a newline or a surrogate must not break the one-line answer
+                        stack.append((item, f"{where}[{key}]", depth + 1))
+                    else:
+                        stack.append((item, f"{where}.{key}" if where else key, depth + 1))
                 else:
                     stack.append((item, f"{where}[{key}]", depth + 1))
         elif escapes and isinstance(value, str) and _lone_surrogate(value):
@@ -299,7 +303,11 @@ class StdioFront:
 
             from remindful.shells.mcp.server import build_server
 
-            anyio.run(build_server(path=self.path, daemon=True).run_stdio_async)
+            manager = warming_manager(self.path)
+            server = build_server(manager, daemon=True)
+            if not os.environ.get("RELB_NOWARM"):
+                manager.start_warming()
+            anyio.run(server.run_stdio_async)
         except BaseException:
             import traceback
 
@@ -331,6 +339,38 @@ class StdioFront:
                             self._answered_early.discard(key)
                             continue
                 self._write(raw if raw.endswith(b"\n") else raw + b"\n")
+
+
+def warming_manager(path: str | None) -> Any:
+    """A :class:`~remindful.shells.mcp.server.LazyManager` that, once ``start_warming()`` is
+    called, opens the store and loads the model and the vector index in a thread: an agent's first
+    tool call follows a model turn, by which time they are loaded (the daemon's own warm-up starts
+    only ``daemon.serve_start_delay_s`` later). ``close()`` waits for the warm-up first, so that the
+    index is never closed while it opens."""
+    from remindful.shells.mcp.server import LazyManager
+
+    class WarmingManager(LazyManager):
+        def __init__(self) -> None:
+            super().__init__(path)
+            self._warming = threading.Thread(target=self._warm, name="remindful-mcp-warm", daemon=True)
+
+        def start_warming(self) -> None:
+            self._warming.start()
+
+        def _warm(self) -> None:
+            try:
+                engine = self().engine
+                engine.embedder.embed(["warm up"])
+                _ = engine.index
+            except Exception:  # the first tool call opens it again, and reports why it cannot
+                pass
+
+        def close(self) -> None:
+            if self._warming.ident is not None:
+                self._warming.join()
+            super().close()
+
+    return WarmingManager()
 
 
 def main(path: str | None = None) -> None:

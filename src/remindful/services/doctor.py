@@ -1,0 +1,149 @@
+"""``remindful doctor``: what is damaged in a storage directory, and the way out for each part.
+
+Read-only except for one thing the index's own health check does: damaged index files are copied
+aside (``chroma.corrupt-<time>``) and the damage remembered, as at any open. Every part is checked
+on its own, so one damaged part does not hide another:
+
+- catalog: SQLite's ``PRAGMA integrity_check`` over the whole file (about a second per few hundred MB);
+- vector index (embedded): the files' fingerprints, then the full probe in a child process (~2 s),
+  since a garbled HNSW file only shows when it is loaded, and loading it can segfault;
+- spool: hook events waiting to be stored, and those that keep failing;
+- permissions: the storage directory 0700, the catalog and the HTTP token file 0600.
+
+Nothing here opens the store the usual way: an open drains the spool and indexes what is pending,
+which are writes, and would fail on the damage this is meant to describe.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import stat
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from remindful.engine.catalog import CATALOG_WAY_OUT, integrity_problem
+from remindful.errors import CorruptionError, StorageError, StorageLockedError
+from remindful.services.access import token_file
+
+if TYPE_CHECKING:
+    from remindful.engine.store import Store
+
+__all__ = ["diagnose"]
+
+CATALOG = "catalog.sqlite3"
+#: A spooled event this many attempts old is reported as stuck.
+STUCK_ATTEMPTS = 3
+
+
+def _check(part: str, problem: str | None, fix: str | None, fine: str) -> dict[str, Any]:
+    return {"part": part, "ok": problem is None, "detail": problem or fine, "fix": fix if problem else None}
+
+
+def diagnose(store: Store) -> dict[str, Any]:
+    """Check every part of the store at ``store.path``; returns ``{"healthy", "storage_path",
+    "checks": [{"part", "ok", "detail", "fix"}]}``: ``fix`` is the way out (None when ``ok``)."""
+    path = store.path
+    checks = [
+        _storage_dir(path),
+        _catalog(path),
+        _index(store),
+        _spool(path),
+        _file_mode("token file", token_file(path), "the HTTP bearer token"),
+    ]
+    return {"healthy": all(c["ok"] for c in checks), "storage_path": str(path), "checks": checks}
+
+
+def _storage_dir(path: Path) -> dict[str, Any]:
+    if not path.exists():
+        return _check("storage directory", None, None, f"{path} does not exist yet (created on first use)")
+    if not path.is_dir():
+        return _check("storage directory", f"{path} is not a directory", "Point storage.path at a directory", "")
+    mode = stat.S_IMODE(path.stat().st_mode)
+    problem = None
+    if mode & 0o077:
+        problem = f"{path} is readable by other users (mode {mode:o}, expected 700)"
+    elif (mode & 0o700) != 0o700:
+        problem = f"{path} is not usable by its owner (mode {mode:o}, expected 700)"
+    return _check("storage directory", problem, f"chmod 700 {path}", f"{path} (mode 700)")
+
+
+def _file_mode(part: str, file: Path, what: str) -> dict[str, Any]:
+    if not file.exists():
+        return _check(part, None, None, f"{file.name} does not exist yet")
+    mode = stat.S_IMODE(file.stat().st_mode)
+    if mode & 0o077:
+        return _check(
+            part,
+            f"{file} holds {what} and is readable by other users (mode {mode:o}, expected 600)",
+            f"chmod 600 {file}"
+            + ("; delete it to get a new token, the old one may have leaked" if "token" in part else ""),
+            "",
+        )
+    if file.stat().st_size == 0:
+        return _check(part, f"{file} is empty", f"Delete {file}: a new one is made on next use", "")
+    return _check(part, None, None, f"{file} (mode {mode:o})")
+
+
+def _catalog(path: Path) -> dict[str, Any]:
+    db = path / CATALOG
+    if not db.exists():
+        return _check("catalog", None, None, "no catalog yet (created on first use)")
+    permissions = _file_mode("catalog", db, "every memory")
+    problem = integrity_problem(db, full=True)
+    if problem is not None:
+        return _check("catalog", f"{db} is damaged: {problem}", CATALOG_WAY_OUT[0].upper() + CATALOG_WAY_OUT[1:], "")
+    if not permissions["ok"]:
+        return permissions
+    return _check("catalog", None, None, f"{db}: integrity check ok")
+
+
+def _index(store: Store) -> dict[str, Any]:
+    chroma = store.settings.storage.chromadb
+    if chroma.mode == "server":
+        return _check("vector index", None, None, f"a Chroma server at {chroma.host}:{chroma.port} (not checked here)")
+    from remindful.index import ChromaEmbeddedIndex
+
+    index = ChromaEmbeddedIndex(path=store.path / "chroma")
+    if not (index.path / "chroma.sqlite3").exists():
+        return _check("vector index", None, None, "no index files yet (built from the catalog on first use)")
+    try:
+        index.check()
+    except CorruptionError as exc:
+        return _check("vector index", exc.message, exc.suggestion, "")
+    except StorageLockedError as exc:
+        return _check("vector index", f"could not be checked: {exc.message}", exc.suggestion or "Retry later", "")
+    except StorageError as exc:
+        return _check("vector index", f"could not be checked: {exc.message}", "Run `remindful reindex --reset`", "")
+    return _check("vector index", None, None, f"{index.path}: every collection opens and answers a query")
+
+
+def _spool(path: Path) -> dict[str, Any]:
+    db = path / CATALOG
+    if not db.exists():
+        return _check("spool", None, None, "empty")
+    try:
+        conn = sqlite3.connect(str(db), timeout=10)
+        try:
+            waiting, oldest, stuck, error = conn.execute(
+                "SELECT count(*), min(created_at), sum(attempts >= ?), "
+                "(SELECT last_error FROM spool WHERE last_error IS NOT NULL ORDER BY seq DESC LIMIT 1) FROM spool",
+                (STUCK_ATTEMPTS,),
+            ).fetchone()
+        finally:
+            conn.close()
+    except sqlite3.Error as exc:
+        if "no such table" in str(exc):
+            return _check("spool", None, None, "empty")
+        return _check("spool", f"cannot be read: {exc}", "See the catalog's way out", "")
+    if not waiting:
+        return _check("spool", None, None, "empty")
+    age = time.time() - float(oldest)
+    if stuck:
+        return _check(
+            "spool",
+            f"{stuck} of {waiting} hook events keep failing to be stored (last error: {error})",
+            "Fix the cause named in the error; `remindful daemon` (or any command that opens the store) retries them",
+            "",
+        )
+    return _check("spool", None, None, f"{waiting} hook events waiting, the oldest {age:.0f} s old")
