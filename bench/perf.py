@@ -139,18 +139,7 @@ def bench_ingest(embedder: Any, root: Path, base: list[str]) -> dict[str, Any]:
         acknowledged = time.perf_counter() - started
         memory.flush()  # until Chroma holds every vector: the whole cost of the batch
         indexed = time.perf_counter() - started
-        fifty = corpus(base, 100, seed=3)
-        started = time.perf_counter()
-        memory.store_batch([{"content": t} for t in fifty[:50]])
-        batch50 = time.perf_counter() - started
-        memory.flush()
-        batch50_indexed = time.perf_counter() - started
-        started = time.perf_counter()
-        for t in fifty[50:]:
-            memory.store(t)
-        single50 = time.perf_counter() - started
-        memory.flush()
-        single50_indexed = time.perf_counter() - started
+        batch50, batch50_indexed, single50, single50_indexed = batch_vs_single(memory, corpus(base, 100, seed=3))
     return {
         "raw_embed_per_s": round(raw_rate, 1),
         "store_batch_per_s": round(1000 / acknowledged, 1),
@@ -161,6 +150,49 @@ def bench_ingest(embedder: Any, root: Path, base: list[str]) -> dict[str, Any]:
         "single50_s": round(single50, 3),
         "batch50_speedup": round(single50 / batch50, 2),
         "batch50_indexed_speedup": round(single50_indexed / batch50_indexed, 2),
+    }
+
+
+def batch_vs_single(memory: Any, texts: list[str]) -> tuple[float, float, float, float]:
+    """Seconds of one ``store_batch`` of the first half of ``texts`` and of single stores of the
+    other half: until the calls return, and until Chroma holds every vector (``flush``)."""
+    half = len(texts) // 2
+    started = time.perf_counter()
+    memory.store_batch([{"content": t} for t in texts[:half]])
+    batch = time.perf_counter() - started
+    memory.flush()
+    batch_indexed = time.perf_counter() - started
+    started = time.perf_counter()
+    for t in texts[half:]:
+        memory.store(t)
+    single = time.perf_counter() - started
+    memory.flush()
+    single_indexed = time.perf_counter() - started
+    return batch, batch_indexed, single, single_indexed
+
+
+def bench_batch(embedder: Any, root: Path, base: list[str], rounds: int, **options: Any) -> dict[str, Any]:
+    """``--only batch``: a batch of 50 vs 50 single stores, ``rounds`` times on one store opened
+    with ``options``; medians."""
+    import remindful
+
+    runs = []
+    with remindful.open(root / f"batch{len(options)}", embedder=NoCache(embedder), **options) as memory:
+        memory.store("warm up the index")
+        memory.flush()
+        for i in range(rounds):
+            progress(f"batch of 50 vs 50 singles: round {i + 1} of {rounds}")
+            runs.append(batch_vs_single(memory, corpus(base, 100, seed=10 + i)))
+    progress(None)
+    batch, batch_indexed, single, single_indexed = (percentile(list(column), 0.5) for column in zip(*runs, strict=True))
+    return {
+        "rounds": rounds,
+        "batch50_s": round(batch, 3),
+        "batch50_indexed_s": round(batch_indexed, 3),
+        "single50_s": round(single, 3),
+        "single50_indexed_s": round(single_indexed, 3),
+        "batch50_speedup": round(single / batch, 2),
+        "batch50_indexed_speedup": round(single_indexed / batch_indexed, 2),
     }
 
 
@@ -262,6 +294,45 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
         ]
     result["machine"] = machine()
     return result
+
+
+def batch_only(args: argparse.Namespace) -> dict[str, Any]:
+    from remindful.embed import OnnxMiniLMEmbedder
+
+    embedder = OnnxMiniLMEmbedder()
+    embedder.embed(["load the model"])
+    base = turns(args.data)
+    with scratch_dir() as root:
+        result = {
+            "default": bench_batch(embedder, root, base, args.rounds),
+            # the caller embeds (what the capture paths' store_batch(defer=False) does): no coalescing
+            "defer_embedding_off": bench_batch(
+                embedder, root, base, args.rounds, **{"performance.defer_embedding": False}
+            ),
+        }
+    result["machine"] = machine()
+    return result
+
+
+def batch_lines(result: dict[str, Any]) -> list[str]:
+    out = []
+    for config in ("default", "defer_embedding_off"):
+        out.append(f"{config}:")
+        out.extend("  " + line for line in batch_pair_lines(result[config]))
+    return out
+
+
+def batch_pair_lines(result: dict[str, Any]) -> list[str]:
+    return [
+        versus("50 single stores", result["single50_s"] * 1000, "a batch of 50", result["batch50_s"] * 1000).replace(
+            " = ", " = batch "
+        )
+        + " faster (acknowledged)",
+        versus(
+            "50 single stores", result["single50_indexed_s"] * 1000, "a batch of 50", result["batch50_indexed_s"] * 1000
+        ).replace(" = ", " = batch ")
+        + f" faster (until indexed); medians of {result['rounds']} rounds",
+    ]
 
 
 def lines(result: dict[str, Any]) -> list[str]:
@@ -502,9 +573,18 @@ def main(argv: list[str] | None = None) -> int:
     )
     args_parser.add_argument("--worker-store", type=Path, default=None, help=argparse.SUPPRESS)
     args_parser.add_argument("--reuse", action="store_true", help=argparse.SUPPRESS)
+    args_parser.add_argument(
+        "--only",
+        choices=["batch"],
+        default=None,
+        help="batch: only a batch of 50 vs 50 single stores, --rounds times (medians)",
+    )
     args = args_parser.parse_args(argv)
     if args.worker_store is not None:
         return worker(args)
+    if args.only == "batch":
+        emit(batch_only(args), args.json, batch_lines)
+        return 0
     if args.compare is not None:
         emit(compare(args), args.json, compare_lines)
     else:

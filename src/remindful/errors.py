@@ -85,7 +85,10 @@ class ValidationError(RemindfulError):
 
     def __init__(self, field: str, message: str) -> None:
         self.field = field
-        super().__init__(f"Invalid '{field}': {message}")
+        # A field path built from the caller's keys may hold a newline or a lone surrogate: shown
+        # escaped, so that the error stays one printable line.
+        shown = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in field)
+        super().__init__(f"Invalid '{shown}': {message}")
 
 
 class EmbedderError(RemindfulError):

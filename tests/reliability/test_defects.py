@@ -117,6 +117,33 @@ async def test_mcp_tools_say_not_found_before_asking_for_a_confirmation(tmp_path
     assert "Confirmation required" in texts["known"]  # a real session still asks first
 
 
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_a_client_that_can_be_asked_is_not_asked_about_what_is_not_there(tmp_path: Path, mode: str) -> None:
+    from mcp_types import ElicitResult
+
+    asked: list[str] = []
+
+    async def answer_yes(ctx: Any, params: Any) -> ElicitResult:
+        asked.append(params.message)
+        return ElicitResult(action="accept", content={"confirm": True})
+
+    lazy = LazyManager(factory=lambda: open_fake(tmp_path / "store"))
+    try:
+        async with Client(build_server(lazy), mode=mode, elicitation_callback=answer_yes) as client:
+            await client.call_tool("memory_store", {"content": "kept", "session_id": "known"})
+            unknown = await client.call_tool("memory_delete_session", {"session_id": "nope"})
+            missing = await client.call_tool("memory_restore", {"backup_path": str(tmp_path / "store" / "none.tar.gz")})
+            assert asked == []  # nobody was asked about a session or a file that does not exist
+            known = await client.call_tool("memory_delete_session", {"session_id": "known"})
+    finally:
+        lazy.close()
+    assert unknown.is_error and "Session not found: 'nope'" in unknown.content[0].text
+    assert missing.is_error and "Invalid 'backup_path': no file" in missing.content[0].text
+    assert not known.is_error and known.structured_content["deleted"] == 1
+    assert asked == ["Delete every memory of this session? A backup is taken first."]
+
+
 # -- the quota warning, patterns' words, the id of year 1 -------------------------------------------------------
 
 
@@ -162,6 +189,7 @@ def test_a_memory_of_the_year_1_gets_a_well_formed_id(memory: remindful.MemoryMa
         (["store", "x", "--metadata", '{"a":' + "9" * 5000 + "}"], "Invalid 'metadata': holds an integer of more"),
         (["store", "x", "--timestamp", "99999-01-01"], "Invalid 'timestamp'"),
         (["search", "x", "--filter", '{"a":"\\udfff"}'], "Invalid 'filters.a'"),
+        (["search", "x", "--filter", '{"\\u0000":1}'], "Invalid 'filters': bad field name '\\x00'"),
     ],
 )
 def test_bad_cli_input_is_one_line_naming_the_field(

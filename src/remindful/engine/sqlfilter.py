@@ -163,7 +163,7 @@ def _field(key: str, p: str) -> _Field:
         if key == "bookmarked":
             return _Field(f"{p}bookmarked", None, lambda v: int(bool(v)))
         return _Field(f"{p}{key}", None, _identity)
-    if not key or any(not part for part in key.split(".")):
+    if not key or any(not part for part in key.split(".")) or "\x00" in key:  # SQLite's SQL text takes no NUL
         raise ValidationError("filters", f"bad field name {key!r}; expected a name like 'success' or 'target.x'")
     json_path = "$" + "".join('."' + part.replace('"', '""') + '"' for part in key.split("."))
     quoted = json_path.replace("'", "''")

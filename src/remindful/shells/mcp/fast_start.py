@@ -34,6 +34,7 @@ import threading
 
 from remindful.shells.mcp import manifest as mcp_manifest
 from remindful.shells.mcp.manifest import dumps, loads
+from remindful.shells.mcp.wire import INVALID_REQUEST, SDK_MAX_DEPTH, beyond_the_sdk, is_id
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: every import here delays the first answer
 if TYPE_CHECKING:
@@ -43,17 +44,8 @@ DRAIN_TIMEOUT_S = 60.0
 #: The SDK's import starts at the latest this long after the process (a client slow to open).
 SDK_START_DELAY_S = 0.2
 PARSE_ERROR = -32700
-INVALID_REQUEST = -32600
-#: Containers the SDK's JSON parser (pydantic-core) nests; it drops a deeper line unanswered.
-SDK_MAX_DEPTH = 200
 _INITIALIZE_KEYS = {"protocolVersion", "capabilities", "clientInfo", "_meta"}
 _CLIENT_INFO_KEYS = {"name", "version", "title", "description", "websiteUrl"}
-
-
-def _is_id(value: Any) -> bool:
-    """A request id the SDK reads: with any other (1.5, true, null) it takes the request for a
-    notification, and never answers it."""
-    return type(value) is int or isinstance(value, str)
 
 
 def _key(request_id: Any) -> str:
@@ -68,7 +60,7 @@ def unreadable(line: bytes | str) -> tuple[dict[str, Any] | None, Any]:
     why: str | None
     try:
         message = loads(line)
-        beyond = _beyond_the_sdk(line, message)
+        beyond = beyond_the_sdk(line, message)
     except UnicodeDecodeError as exc:
         why = f"not valid UTF-8 (byte 0x{exc.object[exc.start]:02x} at offset {exc.start})"
     except RecursionError:
@@ -80,7 +72,7 @@ def unreadable(line: bytes | str) -> tuple[dict[str, Any] | None, Any]:
         if beyond is not None:  # valid JSON: the request is answered, by its id
             request_id = message.get("id") if isinstance(message, dict) else None
             error = {"code": INVALID_REQUEST, "message": f"Invalid request: {beyond}"}
-            return {"jsonrpc": "2.0", "id": request_id if _is_id(request_id) else None, "error": error}, None
+            return {"jsonrpc": "2.0", "id": request_id if is_id(request_id) else None, "error": error}, None
     if why is not None:
         return {"jsonrpc": "2.0", "id": None, "error": {"code": PARSE_ERROR, "message": f"Parse error: {why}"}}, None
     if not isinstance(message, dict):
@@ -89,7 +81,7 @@ def unreadable(line: bytes | str) -> tuple[dict[str, Any] | None, Any]:
         problems = [] if message.get("jsonrpc") == "2.0" else ['jsonrpc: expected "2.0"']
         if not isinstance(message["method"], str):
             problems.append("method: expected a string")
-        if "id" in message and not _is_id(message["id"]):
+        if "id" in message and not is_id(message["id"]):
             problems.append("id: expected an integer or a string")
         if message.get("params") is not None and not isinstance(message["params"], dict):
             problems.append("params: expected an object")
@@ -101,65 +93,7 @@ def unreadable(line: bytes | str) -> tuple[dict[str, Any] | None, Any]:
         return None, message
     request_id = message.get("id") if isinstance(message, dict) else None
     error = {"code": INVALID_REQUEST, "message": f"Invalid request: {'; '.join(problems)}"}
-    return {"jsonrpc": "2.0", "id": request_id if _is_id(request_id) else None, "error": error}, None
-
-
-def _beyond_the_sdk(line: bytes | str, message: Any) -> str | None:
-    """What in ``message`` (read from ``line``) the SDK's parser refuses although Python's reads
-    it: nesting deeper than :data:`SDK_MAX_DEPTH`, a lone surrogate (``"\\ud800"``); else None.
-    Only a line with that many brackets, or a surrogate escape, is walked."""
-    text = line.decode("latin-1") if isinstance(line, bytes) else line  # only ASCII is looked at
-    deep = text.count("[") + text.count("{") > SDK_MAX_DEPTH
-    escapes = _surrogate_escape(text)
-    if not (deep or escapes):
-        return None
-    stack: list[tuple[Any, str, int]] = [(message, "", 1)]
-    while stack:
-        value, where, depth = stack.pop()
-        if isinstance(value, dict | list):
-            if depth > SDK_MAX_DEPTH:
-                return f"{_path(where)} is nested deeper than {SDK_MAX_DEPTH} levels; expected at most {SDK_MAX_DEPTH}"
-            items = value.items() if isinstance(value, dict) else enumerate(value)
-            for key, item in items:
-                if isinstance(key, str):
-                    if escapes and _lone_surrogate(key):
-                        return f"a key in {_path(where)} holds {_lone_surrogate(key)}; expected valid Unicode text"
-                    if not (key.isascii() and key.replace("_", "").isalnum()):
-                        key = repr(key)[:40]  # a newline or a surrogate must not break the one-line answer
-                        stack.append((item, f"{where}[{key}]", depth + 1))
-                    else:
-                        stack.append((item, f"{where}.{key}" if where else key, depth + 1))
-                else:
-                    stack.append((item, f"{where}[{key}]", depth + 1))
-        elif escapes and isinstance(value, str) and _lone_surrogate(value):
-            return f"{_path(where)} holds {_lone_surrogate(value)}; expected valid Unicode text"
-    return None
-
-
-def _surrogate_escape(text: str) -> bool:
-    """Whether ``text`` holds an escape ``\\uD800`` to ``\\uDFFF`` (no ``re``: it costs the first answer)."""
-    at = text.find("\\u")
-    while at != -1:
-        pair = text[at + 2 : at + 4].lower()
-        if len(pair) == 2 and pair[0] == "d" and pair[1] in "89abcdef":
-            return True
-        at = text.find("\\u", at + 2)
-    return False
-
-
-def _lone_surrogate(text: str) -> str | None:
-    """``"a lone UTF-16 surrogate (\\ud800)"`` for the first one in ``text``, else None."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        return f"a lone UTF-16 surrogate (\\u{ord(text[exc.start]):04x})"
-    return None
-
-
-def _path(where: str) -> str:
-    if not where:
-        return "the message"
-    return where if len(where) <= 80 else where[:77] + "..."
+    return {"jsonrpc": "2.0", "id": request_id if is_id(request_id) else None, "error": error}, None
 
 
 def plain_initialize(message: dict[str, Any]) -> str | None:
@@ -303,11 +237,7 @@ class StdioFront:
 
             from remindful.shells.mcp.server import build_server
 
-            manager = warming_manager(self.path)
-            server = build_server(manager, daemon=True)
-            if not os.environ.get("RELB_NOWARM"):
-                manager.start_warming()
-            anyio.run(server.run_stdio_async)
+            anyio.run(build_server(path=self.path, daemon=True).run_stdio_async)
         except BaseException:
             import traceback
 
@@ -339,38 +269,6 @@ class StdioFront:
                             self._answered_early.discard(key)
                             continue
                 self._write(raw if raw.endswith(b"\n") else raw + b"\n")
-
-
-def warming_manager(path: str | None) -> Any:
-    """A :class:`~remindful.shells.mcp.server.LazyManager` that, once ``start_warming()`` is
-    called, opens the store and loads the model and the vector index in a thread: an agent's first
-    tool call follows a model turn, by which time they are loaded (the daemon's own warm-up starts
-    only ``daemon.serve_start_delay_s`` later). ``close()`` waits for the warm-up first, so that the
-    index is never closed while it opens."""
-    from remindful.shells.mcp.server import LazyManager
-
-    class WarmingManager(LazyManager):
-        def __init__(self) -> None:
-            super().__init__(path)
-            self._warming = threading.Thread(target=self._warm, name="remindful-mcp-warm", daemon=True)
-
-        def start_warming(self) -> None:
-            self._warming.start()
-
-        def _warm(self) -> None:
-            try:
-                engine = self().engine
-                engine.embedder.embed(["warm up"])
-                _ = engine.index
-            except Exception:  # the first tool call opens it again, and reports why it cannot
-                pass
-
-        def close(self) -> None:
-            if self._warming.ident is not None:
-                self._warming.join()
-            super().close()
-
-    return WarmingManager()
 
 
 def main(path: str | None = None) -> None:

@@ -15,6 +15,7 @@ Transports, both the SDK's own:
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import socket
@@ -25,6 +26,7 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 from remindful.services.access import bearer_ok
+from remindful.shells.mcp.wire import sdk_misreads
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
@@ -207,6 +209,39 @@ class BearerGate:
         await self.app(scope, receive, send)
 
 
+class ReadableBodies:
+    """ASGI middleware: a POST body that is JSON but that the SDK's parser refuses with a
+    misleading message (a lone surrogate: "unexpected end of hex escape"; nesting past its limit)
+    gets 400 and a JSON-RPC error naming the field, the answer stdio gives
+    (:func:`remindful.shells.mcp.wire.sdk_misreads`). Any other request goes through as it came."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope.get("method") != "POST":
+            await self.app(scope, receive, send)
+            return
+        received: list[Any] = []
+        while True:
+            message = await receive()
+            received.append(message)
+            if message["type"] != "http.request" or not message.get("more_body"):
+                break
+        answer = sdk_misreads(b"".join(m.get("body", b"") for m in received if m["type"] == "http.request"))
+        if answer is not None:
+            body = json.dumps(answer).encode()
+            headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+            await send({"type": "http.response.start", "status": 400, "headers": headers})
+            await send({"type": "http.response.body", "body": body})
+            return
+
+        async def replay() -> Any:
+            return received.pop(0) if received else await receive()
+
+        await self.app(scope, replay, send)
+
+
 def served_names(host: str) -> list[str]:
     """The names a client may use in ``Host`` for a server bound to ``host``: the loopback names,
     plus ``host`` itself, or for a wildcard bind (0.0.0.0, ::) this machine's names and addresses."""
@@ -262,7 +297,9 @@ def serve_http(
     storage = load_settings(path).storage_path
     token = http_token(storage)
     server = build_server(path=path, daemon=True)
-    app = BearerGate(server.streamable_http_app(transport_security=transport_security(host), host=host), token)
+    app = BearerGate(
+        ReadableBodies(server.streamable_http_app(transport_security=transport_security(host), host=host)), token
+    )
     shown = socket.gethostname() if host in ("0.0.0.0", "::", "") else host
     url = f"http://{f'[{shown}]' if ':' in shown else shown}:{port}/mcp"
     sys.stderr.write(

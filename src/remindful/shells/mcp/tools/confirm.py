@@ -61,14 +61,21 @@ def confirmation(message: str) -> Resolve:
     """A resolver marker asking ``message``; see the module docstring for the contract."""
 
     def ask(confirm: bool, ctx: Context) -> Elicit[Confirmation] | bool:
-        if confirm is True:
-            return True
-        if client_can_elicit(ctx):
-            return Elicit(message, Confirmation)
-        return False
+        return ask_to_confirm(message, confirm, ctx)
 
     ask.__qualname__ = f"confirmation[{message[:40]}]"
     return Resolve(ask)
+
+
+def ask_to_confirm(message: str, confirm: bool, ctx: Context) -> Elicit[Confirmation] | bool:
+    """What a confirmation resolver returns: True for ``confirm=true``, else the question when the
+    client can be asked, else False. For a resolver of its own that checks the tool's arguments
+    first (a destructive tool says "not found" before anyone is asked to confirm)."""
+    if confirm is True:
+        return True
+    if client_can_elicit(ctx):
+        return Elicit(message, Confirmation)
+    return False
 
 
 def approved(approval: Any) -> bool:
@@ -87,4 +94,12 @@ def not_confirmed(what: str, approval: Any) -> ToolError:
     return ToolError(f"Confirmation required to {what}: call again with confirm=true (nothing was changed)")
 
 
-__all__ = ["Approval", "Confirmation", "approved", "client_can_elicit", "confirmation", "not_confirmed"]
+__all__ = [
+    "Approval",
+    "Confirmation",
+    "approved",
+    "ask_to_confirm",
+    "client_can_elicit",
+    "confirmation",
+    "not_confirmed",
+]

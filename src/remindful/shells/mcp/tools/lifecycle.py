@@ -9,11 +9,14 @@ takes a backup first. Disabled memory is reported before anyone is asked to conf
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
 
+from mcp.server.mcpserver import Context, Elicit, Resolve
 from pydantic import Field
 
-from remindful.errors import NotFoundError, ValidationError
+from remindful.errors import NotFoundError, RemindfulError, ValidationError
 from remindful.services.access import tool_path
 from remindful.shells.mcp.tools.common import (
     DESTRUCTIVE,
@@ -22,12 +25,42 @@ from remindful.shells.mcp.tools.common import (
     GetManager,
     MemoryTypeName,
     tool,
+    tool_error,
 )
-from remindful.shells.mcp.tools.confirm import Approval, approved, confirmation, not_confirmed
+from remindful.shells.mcp.tools.confirm import (
+    Approval,
+    Confirmation,
+    approved,
+    ask_to_confirm,
+    confirmation,
+    not_confirmed,
+)
 
 MAX_IDS = 100
-CONFIRM_DELETE_SESSION = confirmation("Delete every memory of this session? A backup is taken first.")
-CONFIRM_RESTORE = confirmation("Replace ALL current memories with the backup? The current data is backed up first.")
+ToolFn = TypeVar("ToolFn", bound=Callable[..., Any])
+
+
+def approval_resolved_by(resolver: Callable[..., Any]) -> Callable[[ToolFn], ToolFn]:
+    """Annotate a tool's ``approval`` parameter as ``Annotated[Approval, Resolve(resolver)]``, as
+    an object: a resolver made inside ``register`` (it needs the manager) is not a name the SDK
+    could evaluate from this module's postponed (string) annotations."""
+
+    def annotate(fn: ToolFn) -> ToolFn:
+        fn.__annotations__["approval"] = Annotated[Approval, Resolve(resolver)]
+        return fn
+
+    return annotate
+
+
+def checked(check: Callable[[str], Any], value: str) -> None:
+    """``check(value)``, a remindful error raised as the tool error (a resolver runs outside the
+    tool's own translation of errors)."""
+    try:
+        check(value)
+    except RemindfulError as exc:
+        raise tool_error(exc) from None
+ASK_DELETE_SESSION = "Delete every memory of this session? A backup is taken first."
+ASK_RESTORE = "Replace ALL current memories with the backup? The current data is backed up first."
 CONFIRM_CLEAR = confirmation("Delete EVERY memory in every collection? A backup is taken first.")
 
 Confirm = Annotated[bool, Field(description="Set true to go ahead without being asked (the user agreed).")]
@@ -55,17 +88,39 @@ def register(mcp: Any, get_manager: GetManager) -> None:
         memories higher (until another session is resumed). Returns its memory count."""
         return {"success": True, "session_id": session_id, "memory_count": get_manager().resume_session(session_id)}
 
+    # The destructive tools below say "not found" before the user is asked to confirm: their
+    # resolvers (which the SDK runs before the tool, asking the user there) check first.
+
+    def known_session(session_id: str) -> None:
+        m = get_manager()
+        if not m.list(session_id=session_id, limit=1) and session_id not in {s["id"] for s in m.list_sessions()}:
+            raise NotFoundError(session_id, kind="session")
+
+    def existing_backup(backup_path: str) -> Path:
+        m = get_manager()
+        archive = tool_path(backup_path, m.settings, field="backup_path")
+        if not archive.is_file():
+            raise ValidationError("backup_path", f"no file {str(archive)!r}; expected a backup made by memory_backup")
+        return archive
+
+    def ask_delete_session(session_id: str, confirm: bool, ctx: Context) -> Elicit[Confirmation] | bool:
+        checked(known_session, session_id)
+        return ask_to_confirm(ASK_DELETE_SESSION, confirm, ctx)
+
+    def ask_restore(backup_path: str, confirm: bool, ctx: Context) -> Elicit[Confirmation] | bool:
+        checked(existing_backup, backup_path)
+        return ask_to_confirm(ASK_RESTORE, confirm, ctx)
+
     @tool(mcp, DESTRUCTIVE)
+    @approval_resolved_by(ask_delete_session)
     def memory_delete_session(
         session_id: Annotated[str, Field(description="The session whose memories to delete.")],
         confirm: Confirm = False,
-        approval: Annotated[Approval, CONFIRM_DELETE_SESSION] = None,  # type: ignore[assignment]
+        approval: Approval = None,  # type: ignore[assignment]
     ) -> dict[str, Any]:
         """Delete ALL memories of one session, in every collection (e.g. after sensitive work).
         A backup is taken first; returns the count deleted and the backup path."""
-        m = get_manager()
-        if not m.list(session_id=session_id, limit=1) and session_id not in {s["id"] for s in m.list_sessions()}:
-            raise NotFoundError(session_id, kind="session")  # said before asking for a confirmation
+        m = get_manager()  # the session is known: ask_delete_session checked it
         if not approved(approval):
             raise not_confirmed(f"delete every memory of session {session_id!r}", approval)
         return {"success": True, **m.delete_session(session_id, confirm=True)}
@@ -127,18 +182,17 @@ def register(mcp: Any, get_manager: GetManager) -> None:
         return {"success": True, **get_manager().backup(name)}
 
     @tool(mcp, DESTRUCTIVE)
+    @approval_resolved_by(ask_restore)
     def memory_restore(
         backup_path: Annotated[str, Field(description="A backup_*.tar.gz made by memory_backup.")],
         confirm: Confirm = False,
-        approval: Annotated[Approval, CONFIRM_RESTORE] = None,  # type: ignore[assignment]
+        approval: Approval = None,  # type: ignore[assignment]
     ) -> dict[str, Any]:
         """Replace all current memories with a backup. The archive is validated first (checksums,
         no links or escaping paths); the current data is backed up before it is replaced.
         Returns the restored counts per collection."""
         m = get_manager()
-        archive = tool_path(backup_path, m.settings, field="backup_path")
-        if not archive.is_file():  # said before asking for a confirmation
-            raise ValidationError("backup_path", f"no file {str(archive)!r}; expected a backup made by memory_backup")
+        archive = existing_backup(backup_path)
         if not approved(approval):
             raise not_confirmed("replace all current memories with the backup", approval)
         return {"success": True, **m.restore(archive, confirm=True)}
