@@ -214,3 +214,26 @@ def test_small_yaml_aliases_still_work(tmp_path: Path, monkeypatch: pytest.Monke
     settings = load_settings()
     assert settings.privacy.exclude_sessions == ["banking_*", "health_*"]
     assert settings.auto_capture.filters.ignore_sessions == ["banking_*", "health_*"]
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "says"),
+    [
+        ("REMINDFUL_LIMITS", "{", "Invalid setting 'REMINDFUL_LIMITS': expected a JSON object"),
+        (
+            "REMINDFUL_RETENTION__TIERS__MEDIUM",
+            "{x",
+            "Invalid setting 'REMINDFUL_RETENTION__TIERS__MEDIUM': expected a JSON object",
+        ),
+        ("REMINDFUL_LIMITS__QUERY_CHARS", "9" * 5000, "Invalid setting 'limits.query_chars'"),
+    ],
+)
+def test_a_bad_environment_variable_is_named_in_one_short_line(
+    monkeypatch: pytest.MonkeyPatch, variable: str, value: str, says: str
+) -> None:
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(ConfigError) as caught:
+        load_settings()
+    text = str(caught.value)
+    assert text.startswith(says) and "\n" not in text and len(text) < 400, text
+    assert "YAML" not in text

@@ -266,10 +266,40 @@ def build_settings(
     except ConfigError:
         raise
     except Exception as exc:  # a YAML syntax error, an unreadable file: said on one line
+        env_field = _env_source_field(exc)
+        if env_field is not None:  # a REMINDFUL_* variable holding a section that is not JSON
+            variable = _unparsable_variable("REMINDFUL_" + env_field.upper())
+            raise ConfigError(
+                variable, "expected a JSON object", suggestion=f'e.g. {variable}=\'{{"key": 1}}\', or set one field'
+            ) from exc
         reason = " ".join(str(exc).split())
         raise ConfigError("config file", reason, suggestion="fix the YAML file named by REMINDFUL_CONFIG") from exc
     _log_sources(nested)
     return settings
+
+
+def _env_source_field(exc: Exception) -> str | None:
+    """The field pydantic-settings could not parse from the environment ("error parsing value for
+    field "limits" from source "EnvSettingsSource""), else None."""
+    text = str(exc)
+    if "EnvSettingsSource" not in text or 'field "' not in text:
+        return None
+    return text.split('field "', 1)[1].split('"', 1)[0]
+
+
+def _unparsable_variable(prefix: str) -> str:
+    """The variable under ``prefix`` (``REMINDFUL_RETENTION`` or ``REMINDFUL_RETENTION__TIERS__…``)
+    whose value looks like JSON but is not; ``prefix`` if none does."""
+    import json
+
+    for name, value in sorted(os.environ.items()):
+        under = name.upper() == prefix or name.upper().startswith(prefix + "__")
+        if under and value.strip()[:1] in ("{", "["):
+            try:
+                json.loads(value)
+            except ValueError:
+                return name
+    return prefix
 
 
 def _set_dotted(target: dict[str, Any], keys: list[str], value: Any) -> None:
@@ -289,7 +319,8 @@ def _config_error(exc: PydanticValidationError, settings_cls: type[BaseSettings]
     if first["type"] == "extra_forbidden":
         message = "unknown setting"
     elif first["type"] == "enum" or (got is not None and not isinstance(got, dict)):
-        message = f"{message} (got {got!r})"
+        shown = repr(got) if not isinstance(got, int) or abs(got) < 10**60 else "an integer of many digits"
+        message = f"{message} (got {shown if len(shown) <= 80 else shown[:77] + '...'})"
     return ConfigError(field, message, suggestion=_expected_form(field, settings_cls))
 
 

@@ -295,7 +295,8 @@ def rank(
     fused = fuse(candidates, weights, method=settings.fusion, rrf_k=settings.rrf_k)
     wanted = max(limit, calibration.BEST_OF)
     groups, vectors, rows = _distinct(catalog, fused, flt, settings, resumed_session, wanted, diverse)
-    scores = _calibrated(catalog, vector, terms, groups, vectors, settings)
+    known = dict(candidates.by_space.get("context", ()))
+    scores = _calibrated(catalog, vector, terms, groups, vectors, settings, known)
     floor = settings.min_score if min_score is None else min_score
     found_by: dict[str, list[str]] = {}
     for space, ranked in candidates.by_space.items():
@@ -343,8 +344,10 @@ def _calibrated(
     groups: Sequence[diversity.Group],
     vectors: Mapping[str, np.ndarray],
     settings: SearchSettings,
+    known: Mapping[str, float],
 ) -> list[float]:
-    """Each group's calibrated score (see :mod:`remindful.engine.calibration`)."""
+    """Each group's calibrated score (see :mod:`remindful.engine.calibration`). ``known``: context
+    scores the search already has (they are not computed twice)."""
     if not groups:
         return []
     shown = [g.shown for g in groups]
@@ -352,7 +355,9 @@ def _calibrated(
     covered = [calibration.coverage(terms, c.content) for c in shown]
     own = [calibration.evidence(cos, cov) for (_, cos), cov in zip(dense, covered, strict=True)]
     top = [d for d in dense[: calibration.BEST_OF] if d[0] in vectors]
-    context = dict(context_scores(catalog, vector, top, settings.context_neighbour_weight))
+    missing = [d for d in top if d[0] not in known]
+    context = {mid: known[mid] for mid, _ in top if mid in known}
+    context.update(context_scores(catalog, vector, missing, settings.context_neighbour_weight))
     best = max(
         calibration.evidence(max(cos, context.get(mid, cos)), cov)
         for (mid, cos), cov in zip(dense[: calibration.BEST_OF], covered, strict=False)
