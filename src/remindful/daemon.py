@@ -161,8 +161,8 @@ class DaemonHandle:
     def _warm_up(self) -> None:
         """Load the model and open the index now, so the first context request (a hook with a
         2 s timeout) does not pay for them."""
-        engine = self.manager.engine
         try:
+            engine = self.manager.engine.ready()
             engine.embedder.embed(["warm up"])
             _ = engine.index
         except Exception as exc:

@@ -247,7 +247,7 @@ class Dashboard:
     def _session(self, session_id: str) -> dict[str, Any]:
         found = self.manager.list_sessions(session_id=session_id)
         if not found:
-            raise NotFoundError(session_id)
+            raise NotFoundError(session_id, kind="session")
         return found[0]
 
     def session(self, request: Request) -> Response:
