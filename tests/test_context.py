@@ -160,13 +160,13 @@ def test_when_every_term_is_common_the_rarest_is_told_by_a_longer_count(memory: 
 
 
 def test_context_is_what_the_hooks_and_the_cli_print(memory: MemoryManager) -> None:
-    from remindful.services.context import HEADER, context_for, estimate_tokens
+    from remindful.services.context import HEADER, estimate_tokens, gather_context
 
     deploy = memory.store("Deploys run make release from the main branch", type="knowledge")
     memory.store("Deploys run make release from the main branch.", type="knowledge")  # a near-duplicate
     staging = memory.store("The staging deploy needs the VPN up", session_id="s1")
     text = memory.context("how do we deploy a release").text
-    assert text == context_for(memory.engine, "how do we deploy a release")
+    assert text == gather_context(memory.engine, "how do we deploy a release").text
     assert text.startswith(HEADER + "\n") and "(knowledge, " in text and f"[{staging}]" in text
     assert text.count("make release") == 1  # near-duplicates collapse into one line
     assert deploy in text or "+1 similar" in text

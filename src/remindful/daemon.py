@@ -269,11 +269,11 @@ class DaemonHandle:
             query, budget, exclude = _context_request(json.loads(body))
         except (ValueError, RecursionError) as exc:
             return JSONResponse({"success": False, "error": str(exc)}, status_code=400)
-        from remindful.services.context import context_for
+        from remindful.services.context import gather_context
 
         try:
             text = await run_in_threadpool(
-                context_for, self.manager.engine, query, budget_tokens=budget, exclude=exclude
+                lambda: gather_context(self.manager.engine, query, budget_tokens=budget, exclude=exclude).text
             )
         except Exception as exc:
             log.error("context request failed: %s", exc)

@@ -9,9 +9,9 @@ overlapping ≥ 80 %). Each memory is one short line with its id so the agent ca
 (``remindful get ID`` / ``memory_get``). Token counts use :func:`estimate_tokens`, which
 over-counts (letters ~4 chars/token, digits 3, every symbol 1), so the text is never over the
 budget. ``MemoryManager.context`` returns the :class:`~remindful.model.Context`;
-:func:`context_for` is its text, which ``remindful context``, the daemon's ``POST /context`` and
+:func:`gather_context` (its ``.text``) is what ``remindful context``, the daemon's ``POST /context`` and
 the hooks print. :func:`hook_context` is the hook side: it asks the running daemon over loopback
-HTTP (``<storage>/daemon.json`` holds port and token, mode 0600), else opens the store itself;
+HTTP (``<storage>/daemon.json`` holds its port; the token is the store's), else opens the store itself;
 both apply the same settings, so both inject the same text.
 
 The hook fast path imports this module: it imports only the standard library at module level
@@ -202,7 +202,7 @@ def hook_context(
     # events would outlast the hook's timeout.
     store = Store(load_settings(path or storage), embedder=None, index=None)
     try:
-        return context_for(store, query, budget_tokens=budget, exclude=exclude)
+        return gather_context(store, query, budget_tokens=budget, exclude=exclude).text
     finally:
         store.close()
 
@@ -234,32 +234,9 @@ def gather_context(
     )
 
 
-def context_for(
-    searcher: Searcher,
-    query: str,
-    *,
-    budget_tokens: int | None = None,
-    exclude: str | None = None,
-    types: Sequence[str] | None = None,
-    session_id: str | None = None,
-    min_score: float | None = None,
-) -> str:
-    """The text of :func:`gather_context` ("" when nothing is relevant enough)."""
-    return gather_context(
-        searcher,
-        query,
-        budget_tokens=budget_tokens,
-        exclude=exclude,
-        types=types,
-        session_id=session_id,
-        min_score=min_score,
-    ).text
-
-
 __all__ = [
     "ask_daemon",
     "build_context",
-    "context_for",
     "context_query",
     "estimate_tokens",
     "gather_context",

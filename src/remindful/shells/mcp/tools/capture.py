@@ -1,7 +1,7 @@
 """Capture tools: capture status, and indexing a Markdown file on demand.
 
 (Token-budgeted context for a task is ``memory_context`` in the learning module; the hooks use
-:func:`remindful.services.context.context_for`.)
+:func:`remindful.services.context.gather_context`.)
 """
 
 from __future__ import annotations
