@@ -5,12 +5,12 @@ from __future__ import annotations
 import io
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 from mcp import Client
 
 from conftest import open_fake
+from mcp_client import call, tool_error
 from remindful.services.hooks.fast import run
 from remindful.shells.mcp.server import LazyManager, build_server
 
@@ -23,19 +23,6 @@ NEEDS = {"files_indexed": "capture_status", "chunks": "index_file"}
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
-
-
-async def call(client: Client, tool: str, **arguments: Any) -> dict[str, Any]:
-    result = await client.call_tool(tool, arguments)
-    assert not result.is_error, result.content
-    assert result.structured_content is not None
-    return result.structured_content
-
-
-async def tool_error(client: Client, tool: str, **arguments: Any) -> str:
-    result = await client.call_tool(tool, arguments)
-    assert result.is_error, result.structured_content
-    return result.content[0].text
 
 
 @pytest.fixture

@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 import pytest
 from mcp import Client
 from typer.testing import CliRunner
 
+from mcp_client import call, tool_error
 from remindful.shells.cli.app import app
 from remindful.shells.mcp.server import LazyManager, build_server
 from remindful.testing import open_fake
@@ -81,20 +81,6 @@ def test_cli_lifecycle_end_to_end(store_path: Path, tmp_path: Path) -> None:
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
-
-
-async def tool_error(client: Any, tool: str, **arguments: Any) -> str:
-    """The message of a tool call that must fail as an MCP tool error."""
-    result = await client.call_tool(tool, arguments)
-    assert result.is_error, result.structured_content
-    return str(result.content[0].text)
-
-
-async def call(client: Client, tool: str, **arguments: Any) -> dict[str, Any]:
-    result = await client.call_tool(tool, arguments)
-    assert not result.is_error, result.content
-    assert result.structured_content is not None
-    return result.structured_content
 
 
 @pytest.mark.anyio

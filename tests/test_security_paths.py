@@ -11,12 +11,12 @@ import io
 import json
 import tarfile
 from pathlib import Path
-from typing import Any
 
 import pytest
 from mcp import Client
 from typer.testing import CliRunner
 
+from mcp_client import call, tool_error
 from remindful.errors import ValidationError
 from remindful.shells.cli.app import app
 from remindful.shells.mcp.server import LazyManager, build_server
@@ -28,19 +28,6 @@ SECRET_LINE = "root:$6$not-a-real-hash:20228:0:99999:7:::"
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
-
-
-async def tool_error(client: Client, tool: str, **arguments: Any) -> str:
-    result = await client.call_tool(tool, arguments)
-    assert result.is_error, result.structured_content
-    return str(result.content[0].text)  # type: ignore[union-attr]
-
-
-async def call(client: Client, tool: str, **arguments: Any) -> dict[str, Any]:
-    result = await client.call_tool(tool, arguments)
-    assert not result.is_error, result.content
-    assert result.structured_content is not None
-    return result.structured_content
 
 
 @pytest.fixture
