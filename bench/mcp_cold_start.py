@@ -73,16 +73,21 @@ def remindful_command() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-m", "remindful.shells.entry"]
 
 
-def time_stdio(env: dict[str, str]) -> tuple[float, int]:
-    """Seconds from spawn to the tools/list answer, and the number of tools listed."""
-    started = time.perf_counter()
-    proc = subprocess.Popen(
+def spawn_serve(env: dict[str, str]) -> subprocess.Popen[bytes]:
+    """``remindful serve`` on stdio, its stdin and stdout piped."""
+    return subprocess.Popen(
         [*remindful_command(), "serve"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         env=env,
     )
+
+
+def time_stdio(env: dict[str, str]) -> tuple[float, int]:
+    """Seconds from spawn to the tools/list answer, and the number of tools listed."""
+    started = time.perf_counter()
+    proc = spawn_serve(env)
     assert proc.stdin is not None and proc.stdout is not None
     proc.stdin.write(b"".join(json.dumps(r).encode() + b"\n" for r in (INITIALIZE, INITIALIZED, TOOLS_LIST)))
     proc.stdin.flush()
@@ -102,13 +107,7 @@ def time_first_call(env: dict[str, str], idle: float) -> float:
     """Seconds from spawn to the answer of the first memory_search (after a memory_store), the two
     sent ``idle`` seconds after the tools/list answer (0: with the handshake)."""
     started = time.perf_counter()
-    proc = subprocess.Popen(
-        [*remindful_command(), "serve"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        env=env,
-    )
+    proc = spawn_serve(env)
     assert proc.stdin is not None and proc.stdout is not None
 
     def send(*messages: dict[str, object]) -> None:

@@ -163,18 +163,11 @@ def run(argv: list[str], stdin: Any = None, stdout: Any = None) -> int:
     counts: dict[str, int] = {}
     try:
         payload = _read_payload(stdin, _payload_limit(memory))
+        event = normalize_event(event_arg or str(payload.get("hook_event_name") or ""))
+        record, warnings = build_record(event, payload, time.time(), flt.redactor, counts)
     except PayloadTooLarge as exc:  # refused up front: never spooled to fail at every drain
         hook_log(storage, "WARNING", f"nothing captured: {exc}")
         return 0
-    except HookInputError as exc:
-        hook_log(storage, "ERROR", str(exc))
-        return 1
-    except Exception as exc:
-        hook_log(storage, "ERROR", f"hook failed before spooling: {type(exc).__name__}: {exc}")
-        return 0
-    try:
-        event = normalize_event(event_arg or str(payload.get("hook_event_name") or ""))
-        record, warnings = build_record(event, payload, time.time(), flt.redactor, counts)
     except HookInputError as exc:
         hook_log(storage, "ERROR", str(exc))
         return 1
