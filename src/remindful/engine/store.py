@@ -40,7 +40,7 @@ import os
 import tempfile
 import threading
 import time
-from collections import Counter, deque
+from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -872,30 +872,45 @@ class Store:
     def _sync_index(self, index: VectorIndex) -> list[tuple[str, str]]:
         """Make the index match the catalog: drop vectors of deleted rows, re-add missing ones.
         Queued deletions (``index_deletes``) are left to the background deleter: a count that
-        differs only by them needs no comparison of ids. Returns them."""
-        catalog = self.catalog
-        # Vectors of deleted rows still queued for deletion: the index may hold them until drained.
-        queued = catalog.read(
-            "SELECT memory_id, type FROM index_deletes "
-            "WHERE NOT EXISTS (SELECT 1 FROM memories WHERE memories.id = index_deletes.memory_id)"
-        )
-        waiting = Counter(t for _mid, t in queued)
+        differs only by them needs no comparison of ids. Returns them.
+
+        The counts are compared first without the index lock (one small read each); the ids are
+        compared, and stale vectors removed, only under it: another process may be between its
+        upsert and marking those rows indexed, and its vectors are not stale."""
+        queued = self._queued_deletes()
         for memory_type in MemoryType:
-            flt = build_filter(types=[memory_type.value]) & SqlFilter("indexed = 1")
-            expected = catalog.count(flt)
-            if index.count(memory_type.collection) in (expected, expected + waiting[memory_type.value]):
+            if self._index_agrees(index, memory_type, queued):
                 continue
-            in_index = set(index.ids(memory_type.collection))
-            in_catalog = {r[0] for r in catalog.read(f"SELECT id FROM memories WHERE {flt.sql}", flt.params)}
-            extra = sorted(in_index - in_catalog)
-            if extra:
-                with self._writing(index):
+            with self._writing(index):
+                queued = self._queued_deletes()
+                if self._index_agrees(index, memory_type, queued):
+                    continue
+                flt = build_filter(types=[memory_type.value]) & SqlFilter("indexed = 1")
+                in_index = set(index.ids(memory_type.collection))
+                in_catalog = {r[0] for r in self.catalog.read(f"SELECT id FROM memories WHERE {flt.sql}", flt.params)}
+                extra = sorted(in_index - in_catalog)
+                if extra:
                     index.delete(memory_type.collection, extra)
-            missing = sorted(in_catalog - in_index)
-            catalog.mark_indexed(missing, value=False)
+                missing = sorted(in_catalog - in_index)
+                self.catalog.mark_indexed(missing, value=False)
             log.info("index %s: removed %d stale, re-adding %d", memory_type.collection, len(extra), len(missing))
         self._index_pending(index)
         return queued
+
+    def _queued_deletes(self) -> list[tuple[str, str]]:
+        """(memory id, type) of deleted rows whose vectors are still queued for deletion: the index
+        may hold them until the background deleter drains them."""
+        return self.catalog.read(
+            "SELECT memory_id, type FROM index_deletes "
+            "WHERE NOT EXISTS (SELECT 1 FROM memories WHERE memories.id = index_deletes.memory_id)"
+        )
+
+    def _index_agrees(self, index: VectorIndex, memory_type: MemoryType, queued: list[tuple[str, str]]) -> bool:
+        """Whether the index's count for ``memory_type`` is the catalog's indexed count (plus the
+        vectors still queued for deletion)."""
+        expected = self.catalog.count(build_filter(types=[memory_type.value]) & SqlFilter("indexed = 1"))
+        waiting = sum(1 for _mid, t in queued if t == memory_type.value)
+        return index.count(memory_type.collection) in (expected, expected + waiting)
 
     def _max_rowid(self) -> int:
         return int(self.catalog.read("SELECT coalesce(max(rowid), 0) FROM memories")[0][0])
