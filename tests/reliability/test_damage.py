@@ -24,6 +24,7 @@ with remindful.open(sys.argv[1]) as m:
     m.store("the quokka is a small marsupial that lives on Rottnest island")
 """
 QUOKKA = "quokka marsupial island"
+NOTE = "note 5 about deploying service 5 to the cluster"
 
 
 @pytest.fixture(scope="module")
@@ -93,17 +94,22 @@ def test_a_garbled_hnsw_file_is_found_copied_aside_and_search_answers_from_the_c
             "-c",
             "import sys, json, remindful\n"
             "with remindful.open(sys.argv[1]) as m:\n"
-            "    hits = m.search(sys.argv[2], limit=1)\n"
-            "    print(json.dumps([m.index_status()['available'], hits[0].content, list(hits[0].sources)]))",
+            "    hits = [m.search(q, limit=1)[0] for q in sys.argv[2:]]\n"
+            "    print(json.dumps([m.index_status()['available'], [[h.content, list(h.sources)] for h in hits]]))",
             str(store),
             QUOKKA,
+            NOTE,
         ],
         capture_output=True,
         text=True,
         timeout=120,
     )
-    available, content, sources = json.loads(status.stdout)
-    assert available is True and "quokka" in content and "dense" in sources
+    available, [(quokka, _), (note, sources)] = json.loads(status.stdout)
+    # The rebuilt index answers. (Dense retrieval is checked on a note, not on the quokka: among 1,100
+    # near-identical notes the one outlier may get no incoming HNSW link, depending on the order the
+    # rebuild inserted it, and is then found lexically only: an approximate index's property.)
+    assert available is True and "quokka" in quokka
+    assert note.startswith("note ") and "dense" in sources  # the notes collapse into one hit, the newest
     assert cli(store, "doctor").returncode == 0
 
 
