@@ -342,3 +342,33 @@ def test_embedded_use_touches_no_network_and_no_default_model(
     index.close()
     assert attempts == []
     assert not list(isolated_env.rglob("onnx_models")) and not (isolated_env / ".cache" / "chroma").exists()
+
+
+def test_a_small_collection_is_searched_exhaustively_a_large_one_with_the_usual_candidates(tmp_path: Path) -> None:
+    """HNSW at its usual candidate list missed a distinct memory among 1,100 near-identical ones
+    (tests/reliability/test_damage.py has the real case); a collection of up to EXHAUSTIVE_BELOW rows
+    is asked for all of them, so HNSW visits every node it can reach."""
+    from remindful.engine.store import EXHAUSTIVE_BELOW
+    from remindful.index import InMemoryIndex
+    from remindful.testing import open_fake
+
+    class Recording(InMemoryIndex):
+        def __init__(self) -> None:
+            super().__init__()
+            self.asked: list[tuple[str, int]] = []
+
+        def query(self, collection: str, embedding: np.ndarray, k: int) -> list[tuple[str, float]]:
+            self.asked.append((collection, k))
+            return super().query(collection, embedding, k)
+
+    index = Recording()
+    memory = open_fake(tmp_path / "s", index=index, **{"performance.async_indexing": False})
+    memory.store_batch([{"content": f"note {i} about deploying", "type": "action"} for i in range(300)])
+    memory.store_batch([{"content": f"fact {i}", "type": "knowledge"} for i in range(EXHAUSTIVE_BELOW + 1)])
+    index.asked.clear()
+    memory.search("deploying", limit=5, types=["action"])
+    assert index.asked and all(k >= 300 for c, k in index.asked if c == "action_memories")  # candidates: 50
+    index.asked.clear()
+    memory.search("fact", limit=5, types=["knowledge"])
+    assert index.asked and all(k < EXHAUSTIVE_BELOW for c, k in index.asked if c == "knowledge_memories")
+    memory.close()

@@ -104,11 +104,8 @@ def test_a_garbled_hnsw_file_is_found_copied_aside_and_search_answers_from_the_c
         text=True,
         timeout=120,
     )
-    available, [(quokka, _), (note, sources)] = json.loads(status.stdout)
-    # The rebuilt index answers. (Dense retrieval is checked on a note, not on the quokka: among 1,100
-    # near-identical notes the one outlier may get no incoming HNSW link, depending on the order the
-    # rebuild inserted it, and is then found lexically only: an approximate index's property.)
-    assert available is True and "quokka" in quokka
+    available, [(quokka, quokka_sources), (note, sources)] = json.loads(status.stdout)
+    assert available is True and "quokka" in quokka and "dense" in quokka_sources
     assert note.startswith("note ") and "dense" in sources  # the notes collapse into one hit, the newest
     assert cli(store, "doctor").returncode == 0
 
@@ -171,3 +168,31 @@ def test_doctor_on_a_healthy_store_says_healthy(store: Path) -> None:
         "token file",
     }
     assert not corrupt_copies(store)
+
+
+def test_a_distinct_memory_among_near_identical_ones_is_found_by_dense_retrieval_after_every_rebuild(
+    store: Path,
+) -> None:
+    """Regression: the quokka, one distinct memory among 1,100 near-identical notes, was missed by
+    dense retrieval (cosine 0.80 with the query, the best by far) in 5 of 12 indexes rebuilt by
+    `reindex --reset`: HNSW's usual candidate list (ef = 100) did not reach it from the notes'
+    cluster. A small collection is now searched exhaustively. Three rebuilds: the insertion order,
+    and so the graph, differs each time."""
+    for _ in range(3):
+        assert cli(store, "reindex", "--reset").returncode == 0
+        found = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                "import sys, json, remindful\n"
+                "with remindful.open(sys.argv[1]) as m:\n"
+                "    print(json.dumps([[h.content, list(h.sources)] for h in m.search(sys.argv[2], limit=3)]))",
+                str(store),
+                QUOKKA,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        hits = json.loads(found.stdout)
+        assert any("quokka" in content and "dense" in sources for content, sources in hits), hits
