@@ -182,3 +182,69 @@ def test_supersede_moves_the_newer_version_of_a_subject_up() -> None:
     ranked[2] = Candidate("new", "Completely different words here", 86400.0)
     groups, _ = collapse(ranked, vectors, 0.9999)
     assert [g.shown.id for g in supersede(groups, vectors, 0.6)] == ["old", "other", "new"]
+
+
+@pytest.mark.slow
+def test_a_question_naming_someone_ranks_their_answer_above_anothers_question(
+    store_path: Path, onnx_embedder: Any
+) -> None:
+    # Fused alone put Caroline's question first: it shares "play" and "instruments" with the query,
+    # and BM25 weighs a name the store repeats at almost nothing. The re-ranking counts the name.
+    turns = [
+        "Caroline: You play any instruments?",
+        "Melanie: Yeah, I play clarinet! Started when I was young.",
+        "Caroline: What type of music do you play?",
+        "Melanie: I carve out me-time each day, running, reading or playing my violin.",
+    ]
+    with remindful.open(store_path, embedder=onnx_embedder) as memory:
+        memory.store_batch([{"content": text, "type": "conversation"} for text in turns])
+        hits = memory.search("What instrument does Melanie play?", min_score=0)
+        assert hits[0].content == turns[1]
+        plain = remindful.open(store_path, embedder=onnx_embedder, **{"search.rerank": False})
+        with plain:  # the setting turns the model off: the fused order
+            assert plain.search("What instrument does Melanie play?", min_score=0)[0].content == turns[0]
+
+
+def test_the_rerank_features_read_names_terms_and_cosines() -> None:
+    from remindful.engine import rerank
+    from remindful.engine.search import STOPWORDS
+
+    # The first word is capitalised by any sentence; stopwords are not names.
+    assert rerank.entities("Which books has Tim read with The Anna team?", STOPWORDS) == ["tim", "anna"]
+    assert rerank.entities("what does anna like", STOPWORDS) == []
+    base = (0.5, 0.4, 0.5, 0.5, 0.0)  # fused, cosine, context BM25, coverage, names
+    more = [tuple(v + 0.1 * (i == j) for i, v in enumerate(base)) for j in range(len(rerank.FEATURES))]
+    first, *others = rerank.scores([base, *more])
+    assert all(other > first for other in others)  # each feature counts for the memory
+    assert rerank.scores([]) == []
+
+
+def _collapse_reference(ranked: list[Candidate], vectors: dict[str, np.ndarray], similarity: float) -> list[set[str]]:
+    """Single linkage, spelled out: a candidate joins every earlier group holding a near-duplicate."""
+    groups: list[set[str]] = []
+    for cand in ranked:
+        near = [g for g in groups if any(float(vectors[m] @ vectors[cand.id]) >= similarity for m in g)]
+        merged = {cand.id}.union(*near)
+        groups = [g for g in groups if g not in near] + [merged]
+    return groups
+
+
+@given(seed=st.integers(0, 10_000), n=st.integers(1, 60))
+def test_collapse_groups_as_single_linkage_does(seed: int, n: int) -> None:
+    rng = np.random.default_rng(seed)
+    bases = rng.standard_normal((max(1, n // 4), 384))
+    # Clusters (noise around a few bases: some pairs above 0.9, some under, so chains form) among
+    # unrelated vectors.
+    raw = [
+        bases[rng.integers(len(bases))] + rng.normal(0, rng.choice([0.15, 0.3, 0.4]), 384)
+        if rng.random() < 0.7
+        else rng.standard_normal(384)
+        for _ in range(n)
+    ]
+    vectors = {f"m{i}": (v / np.linalg.norm(v)).astype(np.float32) for i, v in enumerate(raw)}
+    ranked = [Candidate(mid, mid, 0.0) for mid in vectors]
+    groups, consumed = collapse(ranked, vectors, 0.9)
+    assert consumed == n
+    order = {c.id: i for i, c in enumerate(ranked)}
+    expected = [(min(g, key=order.__getitem__), len(g)) for g in _collapse_reference(ranked, vectors, 0.9)]
+    assert sorted((g.leader.id, g.members) for g in groups) == sorted(expected)

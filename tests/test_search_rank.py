@@ -24,9 +24,11 @@ class RowsCatalog:
 
     def __init__(self, rows: dict[str, MemoryRow], passing: set[str]) -> None:
         self.rows, self.passing, self.reads = rows, passing, 0
+        self.asked: list[str] = []  # the ids of the last read
 
     def rows_passing(self, ids: Sequence[str], flt: SqlFilter) -> dict[str, MemoryRow]:
         self.reads += 1
+        self.asked = list(ids)
         return {mid: self.rows[mid] for mid in ids if mid in self.passing}
 
 
@@ -57,6 +59,18 @@ def test_clear_leaders_are_settled_in_one_read_and_filtered_rows_are_skipped() -
     best = best_eligible(catalog, fused, ANY, settings, None, 3)  # type: ignore[arg-type]
     assert [r.id for r, _ in best] == ["m001", "m003", "m004"]
     assert catalog.reads == 1
+
+
+def test_a_larger_pool_reads_only_the_rows_it_adds() -> None:
+    settings = SearchSettings(importance_boost=0.1, session_boost=0.15)
+    fused = {f"m{i:03d}": 1.0 / (i + 1) for i in range(300)}
+    catalog = RowsCatalog({mid: row(mid) for mid in fused}, set(fused) - {"m001"})
+    read: dict[str, MemoryRow | None] = {}
+    first = best_eligible(catalog, fused, ANY, settings, None, 20, read=read)  # type: ignore[arg-type]
+    assert catalog.reads == 1 and len(read) == 40 and read["m001"] is None  # the rows that failed are kept too
+    second = best_eligible(catalog, fused, ANY, settings, None, 40, read=read)  # type: ignore[arg-type]
+    assert catalog.reads == 2 and catalog.asked == [f"m{i:03d}" for i in range(40, 80)]
+    assert [r.id for r, _ in second][:20] == [r.id for r, _ in first] and "m001" not in {r.id for r, _ in second}
 
 
 @settings(max_examples=300)

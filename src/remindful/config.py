@@ -691,6 +691,11 @@ class SearchSettings(_Section):
     context_candidates: int = Field(
         20, ge=1, le=1000, description="dense candidates whose session neighbourhood the context space scores"
     )
+    rerank: bool = Field(
+        True,
+        description="re-order the first fused candidates by a linear model of their cosine, context BM25, "
+        "term and name overlap (fitted on the LoCoMo dev split; see remindful.engine.rerank)",
+    )
     importance_boost: float = Field(0.1, ge=0, le=1, description="max score share added for importance")
     session_boost: float = Field(0.15, ge=0, le=1, description="score share added for the resumed session")
     exact_filter_max: int = Field(

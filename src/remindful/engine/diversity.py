@@ -72,16 +72,16 @@ def collapse(
     """Groups of near-duplicates in ranked order; a candidate without a vector leads its own
     group. Stops once ``stop_at`` groups exist and the next candidate would start another;
     returns the groups and how many candidates were consumed."""
+    # The candidates with a vector get rows in ranked order, and every candidate before the current
+    # one was consumed: its earlier rows are the ones to compare with.
+    rows = {c.id: i for i, c in enumerate(c for c in ranked if c.id in vectors)} if similarity <= 1.0 else {}
+    earlier = _near_earlier(np.stack([vectors[c.id] for c in ranked if c.id in rows]), similarity) if rows else {}
+    group_of: list[int] = []  # for each row consumed, the index of its group
     groups: list[Group] = []
-    members: list[np.ndarray] = []
-    group_of: list[int] = []  # index into groups for each row of ``members``
     consumed = merged = 0
     for cand in ranked:
-        vector = vectors.get(cand.id)
-        near: list[int] = []
-        if vector is not None and members:
-            sims = np.asarray(members) @ vector
-            near = sorted({group_of[i] for i in np.flatnonzero(sims >= similarity)})
+        row = rows.get(cand.id)
+        near = sorted({group_of[i] for i in earlier.get(row, ())}) if row is not None else []
         if not near and stop_at is not None and len(groups) - merged >= stop_at:
             break
         consumed += 1
@@ -102,17 +102,37 @@ def collapse(
                     group.shown = absorbed.shown
                 group_of = [home if g == other else g for g in group_of]
                 merged += 1
-        if vector is not None:
-            members.append(vector)
+        if row is not None:
             group_of.append(home)
     return [g for g in groups if g.members], consumed
+
+
+#: Matrix products of at most this many multiply-adds: OpenBLAS shares larger ones among its
+#: threads, and on a busy machine waiting for the second thread costs milliseconds, far more than
+#: the product (its threshold is 65536 * 4).
+_ONE_THREAD_PRODUCT = 65536 * 4
+
+
+def _near_earlier(matrix: np.ndarray, similarity: float) -> dict[int, list[int]]:
+    """For each row of ``matrix`` (unit vectors), the earlier rows at cosine ``similarity`` or more.
+    The products are cut into blocks of rows small enough to run on one thread."""
+    n, dim = matrix.shape
+    block = max(1, _ONE_THREAD_PRODUCT // (n * dim))
+    earlier: dict[int, list[int]] = {}
+    for start in range(0, n, block):
+        sims = matrix[start : start + block] @ matrix[: start + block].T
+        for offset, column in zip(*np.nonzero(sims >= similarity), strict=True):
+            row = start + int(offset)
+            if column < row:
+                earlier.setdefault(row, []).append(int(column))
+    return earlier
 
 
 def supersede(groups: list[Group], vectors: Mapping[str, np.ndarray], similarity: float) -> list[Group]:
     """``groups`` with each newer version of a subject moved above its older one, which is marked
     superseded (see the module docstring). One pass, in ranked order."""
     for group in groups:
-        group.words = words_of(group.shown.content)
+        group.words = frozenset()
     order = list(groups)
     i = 0
     while i < len(order):
@@ -122,12 +142,12 @@ def supersede(groups: list[Group], vectors: Mapping[str, np.ndarray], similarity
             for j in range(i + 1, len(order)):
                 newer = order[j]
                 other = vectors.get(newer.shown.id)
+                # Cheapest test first: most pairs differ in time or meaning, and words are read only then.
                 if (
                     other is not None
                     and newer.shown.created_at > older.shown.created_at + SUPERSEDE_AFTER
-                    and newer.words != older.words
-                    and _jaccard(newer.words, older.words) >= SUBJECT_JACCARD
                     and float(vector @ other) >= similarity
+                    and _same_subject(newer, older)
                 ):
                     older.superseded_by = newer.shown.id
                     order.insert(i, order.pop(j))
@@ -135,6 +155,15 @@ def supersede(groups: list[Group], vectors: Mapping[str, np.ndarray], similarity
                     break
         i += 1
     return order
+
+
+def _same_subject(a: Group, b: Group) -> bool:
+    """Mostly the same words, not all of them (see the module docstring); each group's words are
+    read once."""
+    for group in (a, b):
+        if not group.words:
+            group.words = words_of(group.shown.content)
+    return a.words != b.words and _jaccard(a.words, b.words) >= SUBJECT_JACCARD
 
 
 def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:

@@ -17,13 +17,17 @@ candidates, weighted, divided by the total weight, so a memory that tops every s
 ``rrf`` is weighted reciprocal rank, normalised the same way. Boosts then multiply the fused score
 by at most ``1 + importance_boost`` (importance), ``1 + session_boost`` (the resumed session) and
 ``1 + recency_boost`` (the recency prior: ``recency_boost * 0.5 ** (age / half-life)``, with the
-half-life ``search.recency_half_life_days``, 0 turning it off). That orders the candidates.
+half-life ``search.recency_half_life_days``, 0 turning it off). That orders the candidates, and
+the first of them are re-ordered by a fitted linear model of their cosine, context BM25, term and
+name overlap (:mod:`remindful.engine.rerank`; ``search.rerank``), its score multiplied by the
+same boosts.
 
 Then near-duplicates collapse and newer versions of a subject move above older ones
 (:mod:`remindful.engine.diversity`), over a pool that grows until ``limit`` distinct hits are
-found; and each hit gets its calibrated score (:mod:`remindful.engine.calibration`), an absolute
-relevance in [0, 1] comparable across queries. Hits below ``min_score`` are dropped: the fused
-order is kept, the score says how much to trust each hit.
+found (at least ``BEST_OF``, and as many again in reserve); and each hit gets its calibrated score
+(:mod:`remindful.engine.calibration`), an absolute relevance in [0, 1] comparable across queries.
+Hits below ``min_score`` are dropped and the reserve fills their places: the order is kept, the
+score says how much to trust each hit.
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from remindful.config import SearchSettings
-from remindful.engine import calibration, diversity
+from remindful.engine import calibration, diversity, rerank
 from remindful.engine.catalog import Catalog, MemoryRow
 from remindful.engine.sqlfilter import SqlFilter
 
@@ -200,6 +204,8 @@ def best_eligible(
     limit: int,
     *,
     chunk: int | None = None,
+    read: dict[str, MemoryRow | None] | None = None,
+    vectors: dict[str, np.ndarray] | None = None,
 ) -> list[tuple[MemoryRow, float]]:
     """The ``limit`` candidates with the best boosted scores among those that still exist and pass
     ``flt``, best first, with their rows.
@@ -207,15 +213,27 @@ def best_eligible(
     No boost multiplies a score by more than ``ceiling``, so rows are read in fused order, a chunk at
     a time, only until the next candidate could not reach the ``limit``-th boosted score: usually
     one read of ``chunk`` (default ``2 * limit``) rows, whatever the number of candidates.
+    ``read``: the rows of earlier calls with the same filter, by id (None: the row did not pass),
+    which are not read again; the rows read are added to it. ``vectors``: the embeddings of the
+    rows read are added to it.
     """
     order = sorted(fused.items(), key=lambda item: (-item[1], item[0]))
     ceiling = boost_ceiling(settings, resumed_session)
     now = time.time()
     kept: list[tuple[MemoryRow, float]] = []
     start, chunk = 0, chunk or max(2 * limit, 20)
+    known = {} if read is None else read
     while start < len(order):
         batch = order[start : start + chunk]
-        rows = catalog.rows_passing([mid for mid, _ in batch], flt)
+        unread = [mid for mid, _ in batch if mid not in known]
+        if unread:
+            found = (
+                catalog.rows_passing(unread, flt)
+                if vectors is None
+                else catalog.rows_passing(unread, flt, vectors=vectors)
+            )
+            known.update((mid, found.get(mid)) for mid in unread)
+        rows = {mid: row for mid, _ in batch if (row := known[mid]) is not None}
         kept += [
             (rows[mid], score * boost(rows[mid], settings, resumed_session, now)) for mid, score in batch if mid in rows
         ]
@@ -294,9 +312,22 @@ def rank(
     # fused ones; lexical candidates were checked in SQL, dense ones in _dense when restricted.
     fused = fuse(candidates, weights, method=settings.fusion, rrf_k=settings.rrf_k)
     wanted = max(limit, calibration.BEST_OF)
-    groups, vectors, rows = _distinct(catalog, fused, flt, settings, resumed_session, wanted, diverse)
+    covered: dict[str, float] = {}  # term coverage by memory id, computed once per search
+    reorder = (
+        Reorder(
+            vector,
+            terms,
+            rerank.entities(query_text, STOPWORDS),
+            fused,
+            candidates.by_space.get("lexical_context"),
+            covered,
+        )
+        if settings.rerank
+        else None
+    )
+    groups, vectors, rows = _distinct(catalog, fused, flt, settings, resumed_session, wanted, diverse, reorder)
     known = dict(candidates.by_space.get("context", ()))
-    scores = _calibrated(catalog, vector, terms, groups, vectors, settings, known)
+    scores = _calibrated(vector, terms, groups, vectors, known, covered)
     floor = settings.min_score if min_score is None else min_score
     found_by: dict[str, list[str]] = {}
     for space, ranked in candidates.by_space.items():
@@ -309,6 +340,54 @@ def rank(
     ][:limit]
 
 
+@dataclass(slots=True)
+class Reorder:
+    """The re-ranking of the first fused candidates (:mod:`remindful.engine.rerank`) for one query.
+    The model reads the fused score before the boosts, and its score is multiplied by the same
+    boost factor, so importance, the resumed session and recency reorder near-ties as before."""
+
+    vector: np.ndarray
+    terms: Sequence[str]
+    names: Sequence[str]
+    fused: Mapping[str, float]
+    lexical_context: Sequence[tuple[str, float]] | None
+    covered: dict[str, float]
+    named: dict[str, float] = field(default_factory=dict)
+
+    def __call__(
+        self, best: list[tuple[MemoryRow, float]], vectors: Mapping[str, np.ndarray]
+    ) -> list[tuple[MemoryRow, float]]:
+        head, tail = best[: rerank.DEPTH], best[rerank.DEPTH :]
+        features = self.features(head, vectors)
+        scored = []
+        for position, ((row, boosted), model, (fused, *_)) in enumerate(
+            zip(head, rerank.scores(features), features, strict=True)
+        ):
+            scored.append((-model * (boosted / fused if fused > 0 else 1.0), position, row, boosted))
+        scored.sort(key=lambda item: item[:2])
+        return [(row, boosted) for _, _, row, boosted in scored] + tail
+
+    def features(
+        self, head: Sequence[tuple[MemoryRow, float]], vectors: Mapping[str, np.ndarray]
+    ) -> list[tuple[float, ...]]:
+        """Each candidate's :data:`remindful.engine.rerank.FEATURES`, in order."""
+        if not head:
+            return []
+        bm25 = dict(self.lexical_context or ())
+        top = max(bm25.values(), default=0.0)
+        zero = np.zeros_like(self.vector)
+        cosines = (np.stack([vectors.get(row.id, zero) for row, _ in head]) @ self.vector).tolist()
+        result: list[tuple[float, ...]] = []
+        for (row, _), cosine in zip(head, cosines, strict=True):
+            if row.id not in self.named:  # a larger pool re-reads the same first candidates
+                stems = calibration.stems(row.content)
+                self.covered[row.id] = calibration.covered(self.terms, stems)
+                self.named[row.id] = calibration.covered(self.names, stems)
+            lexical = bm25.get(row.id, 0.0) / top if top > 0 else 0.0
+            result.append((self.fused.get(row.id, 0.0), cosine, lexical, self.covered[row.id], self.named[row.id]))
+        return result
+
+
 def _distinct(
     catalog: Catalog,
     fused: Mapping[str, float],
@@ -317,51 +396,59 @@ def _distinct(
     resumed_session: str | None,
     wanted: int,
     diverse: bool = True,
+    reorder: Callable[[list[tuple[MemoryRow, float]], Mapping[str, np.ndarray]], list[tuple[MemoryRow, float]]]
+    | None = None,
 ) -> tuple[list[diversity.Group], dict[str, np.ndarray], dict[str, MemoryRow]]:
-    """The first ``wanted`` distinct hits (near-duplicates collapsed, newer versions first), the
-    vectors and the rows read. The pool of boosted candidates starts at twice ``wanted`` and doubles while
-    duplicates leave fewer than ``wanted`` groups and more candidates remain."""
+    """Up to twice ``wanted`` distinct hits (near-duplicates collapsed, newer versions first), at
+    least ``wanted`` where the candidates allow, with the rows and their vectors (read together):
+    the hits past ``wanted`` fill the places of those the relevance floor drops. The pool of
+    boosted candidates, ``reorder``-ed (the re-ranking) before they are grouped, starts at twice
+    ``wanted`` and grows (at least doubles) while duplicates leave fewer than ``wanted`` groups and
+    more candidates remain; a larger pool reads only the rows it adds."""
     pool = max(2 * wanted, 20)
+    vectors: dict[str, np.ndarray] = {}
+    rows_read: dict[str, MemoryRow | None] = {}
     while True:
-        best = best_eligible(catalog, fused, flt, settings, resumed_session, pool)
+        best = best_eligible(catalog, fused, flt, settings, resumed_session, pool, read=rows_read, vectors=vectors)
         rows = {row.id: row for row, _ in best}
-        vectors = catalog.embeddings(list(rows))
+        if reorder is not None:
+            best = reorder(best, vectors)
         ranked = [diversity.Candidate(row.id, row.content, row.created_at) for row, _ in best]
         similarity = settings.collapse_similarity if diverse else float("inf")
-        groups, _ = diversity.collapse(ranked, vectors, similarity, stop_at=wanted)
+        groups, _ = diversity.collapse(ranked, vectors, similarity, stop_at=2 * wanted)
         if len(groups) >= wanted or len(best) < pool or pool >= len(fused):
             break
-        pool *= 2
+        # At the rate these candidates gave distinct hits, how many would give ``wanted``: at least twice as many.
+        pool *= max(2, -(-wanted // max(len(groups), 1)))
     if diverse:
         groups = diversity.supersede(groups, vectors, settings.supersede_similarity)
     return groups, vectors, rows
 
 
 def _calibrated(
-    catalog: Catalog,
     vector: np.ndarray,
     terms: Sequence[str],
     groups: Sequence[diversity.Group],
     vectors: Mapping[str, np.ndarray],
-    settings: SearchSettings,
     known: Mapping[str, float],
+    covered: dict[str, float],
 ) -> list[float]:
-    """Each group's calibrated score (see :mod:`remindful.engine.calibration`). ``known``: context
-    scores the search already has (they are not computed twice)."""
+    """Each group's calibrated score (see :mod:`remindful.engine.calibration`): a hit's evidence
+    takes the higher of its cosine and its context cosine where the search computed one
+    (``known``), and ``best`` is the highest evidence among the groups. ``covered``: term coverage
+    already computed, by memory id."""
     if not groups:
         return []
-    shown = [g.shown for g in groups]
-    dense = [(c.id, float(vectors[c.id] @ vector) if c.id in vectors else 0.0) for c in shown]
-    covered = [calibration.coverage(terms, c.content) for c in shown]
-    own = [calibration.evidence(cos, cov) for (_, cos), cov in zip(dense, covered, strict=True)]
-    top = [d for d in dense[: calibration.BEST_OF] if d[0] in vectors]
-    missing = [d for d in top if d[0] not in known]
-    context = {mid: known[mid] for mid, _ in top if mid in known}
-    context.update(context_scores(catalog, vector, missing, settings.context_neighbour_weight))
-    best = max(
-        calibration.evidence(max(cos, context.get(mid, cos)), cov)
-        for (mid, cos), cov in zip(dense[: calibration.BEST_OF], covered, strict=False)
-    )
+    own = []
+    for group in groups:
+        shown = group.shown
+        memory = vectors.get(shown.id)
+        cosine = float(memory @ vector) if memory is not None else 0.0
+        covers = covered.get(shown.id)
+        if covers is None:
+            covers = calibration.coverage(terms, shown.content)
+        own.append(calibration.evidence(max(cosine, known.get(shown.id, cosine)), covers))
+    best = max(own)
     return [calibration.relevance(o, best) for o in own]
 
 
