@@ -14,9 +14,11 @@ fresh HOME and storage directory. Cases:
   with the bearer token) (target: ≤ 1 s);
 - first call: over stdio on a fresh store with the real model and index, from spawn to the answer
   of the first `memory_search` after a `memory_store`: sent at once with the handshake (the worst
-  case: model and index load on the call's path), and sent 1 s after the `tools/list` answer (an
-  agent's first call follows a model turn: the server warms up meanwhile). Target: ≤ 2 s from
-  spawn to a usable server (the spec's initialisation budget), i.e. the second case ≤ 2 s + 1 s.
+  case: the model loads on the call's path; a store this small is scored exactly from the catalog
+  until the index is open, which the daemon's roles do after the first answer), and sent 1 s after
+  the `tools/list` answer (an agent's first call follows a model turn: the server loads the model
+  meanwhile). Target: ≤ 2 s from spawn to a usable server (the spec's initialisation budget), i.e.
+  the second case ≤ 2 s + 1 s.
 
 The child processes may write bytecode (one untimed start of each case first), as an installed
 package has it: with PYTHONDONTWRITEBYTECODE set and stale caches, every start would recompile.
@@ -218,7 +220,9 @@ def main() -> None:
 
         cases: dict[str, Callable[[], float]] = {
             "stdio": lambda: time_stdio(fresh())[0],
-            "stdio_no_manifest": lambda: time_stdio(fresh({"PYTHONPATH": str(patch)}))[0],
+            "stdio_no_manifest": lambda: time_stdio(
+                fresh({"PYTHONPATH": os.pathsep.join(filter(None, [str(patch), base.get("PYTHONPATH")]))})
+            )[0],
             "http": lambda: time_http(fresh()),
             "first_call": lambda: time_first_call(fresh(model_cache), 0),
             "first_call_after_idle": lambda: time_first_call(fresh(model_cache), IDLE_BEFORE_CALL_S),
@@ -259,7 +263,7 @@ def main() -> None:
     )
     print(
         f"  first memory_search, sent at once  {p50['first_call']:.3f} s, max {result['first_call_max_s']:.3f} s"
-        "  (model and index load on its path)"
+        "  (the model loads on its path; the index does not: the store is scored exactly until it opens)"
     )
     print(
         f"  first memory_search, sent {IDLE_BEFORE_CALL_S:g} s after tools/list  {p50['first_call_after_idle']:.3f} s, "

@@ -6,8 +6,10 @@ import importlib.util
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -334,18 +336,64 @@ def test_onnx_float_batch_equals_single() -> None:
 
 @pytest.mark.slow
 @needs_model
-@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("threads", [1, 2, 3])
 def test_onnx_query_embedding_leaves_a_core_and_equals_embed(threads: int) -> None:
     embedder = OnnxMiniLMEmbedder(threads=threads)
     vector = embedder.embed_query("what did we decide about the deploy")
     np.testing.assert_allclose(vector, embedder.embed(["what did we decide about the deploy"])[0], atol=1e-5)
-    session, query_session = embedder._session, embedder._query_session
-    assert query_session is not None
-    if threads == 1:
-        assert query_session is session  # no core to leave
-    else:
-        assert query_session is not session
-        assert query_session.get_session_options().intra_op_num_threads == threads - 1
+    one_core = embedder._session
+    assert one_core is not None
+    assert one_core.get_session_options().intra_op_num_threads == 1  # embed() runs one call per core
+    query, lone = embedder._cores_session(1), embedder._cores_session(0)  # a query; a batch of one run
+    assert (query is one_core) == (threads <= 2) and (lone is one_core) == (threads == 1)
+    assert lone.get_session_options().intra_op_num_threads == threads
+    assert query.get_session_options().intra_op_num_threads == max(1, threads - 1)
+
+
+def test_length_buckets_pad_little_and_cover_every_text() -> None:
+    lengths = [12, 100, 13, 12, 48, 50, 256, 11, 49, 14, 12, 12]
+    runs = onnx.length_buckets(lengths, max_rows=3)
+    assert sorted(i for run in runs for i in run) == list(range(len(lengths)))
+    for run in runs:
+        width, real = max(lengths[i] for i in run), sum(lengths[i] for i in run)
+        assert len(run) <= 3 and (len(run) == 1 or width * len(run) <= real * (1 + onnx.PAD_WASTE))
+    costs = [len(run) * max(lengths[i] for i in run) for run in runs]
+    assert costs == sorted(costs, reverse=True)  # the longest runs are shared out first
+    assert onnx.length_buckets([], max_rows=4) == []
+    # Equal lengths share a run up to the token budget.
+    assert [len(run) for run in onnx.length_buckets([64] * 20, max_rows=32)] == [8, 8, 4]
+
+
+def test_runs_on_threads_do_every_job_once_and_raise_the_first_error() -> None:
+    done: list[list[int]] = []
+    onnx._run_on_threads(done.append, [[i] for i in range(50)], workers=3)
+    assert sorted(job[0] for job in done) == list(range(50))
+
+    def fail(job: list[int]) -> None:
+        if job == [7]:
+            raise EmbedderError("boom")
+
+    with pytest.raises(EmbedderError, match="boom"):
+        onnx._run_on_threads(fail, [[i] for i in range(20)], workers=2)
+
+
+@pytest.mark.slow
+@needs_model
+def test_onnx_batch_runs_on_every_core_and_equals_one_core() -> None:
+    texts = [f"{text} #{i}" for i, text in enumerate(BATCH_TEXTS)]
+    one, two = OnnxMiniLMEmbedder(threads=1), OnnxMiniLMEmbedder(threads=2)
+    calls: list[str] = []
+    run_batch = two._run_batch
+
+    def counting(session: Any, batch: list[list[int]]) -> np.ndarray:
+        calls.append(threading.current_thread().name)
+        time.sleep(0.05)  # long runs: the helper thread surely starts before the caller did them all
+        return run_batch(session, batch)
+
+    two._run_batch = counting  # type: ignore[method-assign]
+    # The same runs, whichever thread does them: the same vectors.
+    np.testing.assert_allclose(two.embed(texts), one.embed(texts), atol=1e-6)
+    assert len(calls) > 2 and "remindful-embed" in calls
 
 
 @pytest.mark.slow

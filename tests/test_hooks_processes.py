@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -18,7 +19,7 @@ from typing import Any
 import pytest
 
 import remindful
-from remindful.embed import FakeEmbedder
+from remindful.embed import FakeEmbedder, quantize
 from remindful.services.hooks.fast import run
 
 FIXTURES = Path(__file__).parent / "fixtures" / "hooks"
@@ -137,7 +138,7 @@ def test_kill_9_of_the_daemon_during_a_burst_loses_nothing(tmp_path: Path, procs
 WORKER = """
 import io, json, sys
 import remindful
-from remindful.embed import FakeEmbedder
+from remindful.embed import FakeEmbedder, quantize
 from remindful.services.hooks.fast import run
 path, n = sys.argv[1], int(sys.argv[2])
 with remindful.open(path, embedder=FakeEmbedder()) as memory:
@@ -175,3 +176,49 @@ def test_eight_processes_storing_at_once(tmp_path: Path, procs: list[Any]) -> No
         stored = [r[0] for r in catalog.read("SELECT content FROM memories")]
     assert len(stored) == 8 * 25 * 2 and len(set(stored)) == len(stored)
     assert threading.active_count() >= 1
+
+
+CONTEXT_CHILD = """
+import io, json, sys
+from remindful.services.hooks import fast
+from remindful.services.hooks.fast import run
+fast.CONTEXT_DEADLINE_S["UserPromptSubmit"] = 600.0  # however busy the machine: speed is bench/hook_latency.py's
+out = io.StringIO()
+payload = {"session_id": "other", "hook_event_name": "UserPromptSubmit", "prompt": sys.argv[2]}
+code = run(["--path", sys.argv[1], "hook", "UserPromptSubmit"], stdin=io.StringIO(json.dumps(payload)), stdout=out)
+printed = json.loads(out.getvalue())["hookSpecificOutput"]["additionalContext"] if out.getvalue() else ""
+print(json.dumps({"code": code, "chromadb": "chromadb" in sys.modules, "context": printed}))
+"""
+
+
+@pytest.mark.slow
+def test_prompt_context_without_a_daemon_skips_the_vector_index_and_matches_it(tmp_path: Path) -> None:
+    """Issue 15: a UserPromptSubmit hook without a daemon imported chromadb and opened the index
+    (most of its ~1.5 s); a small store is now scored exactly from the catalog, same context.
+    The real model: the fake embedder's vectors tie, and ties may be ordered either way."""
+    store = tmp_path / "s"
+    topics = ["deploy", "docker", "pytest", "migration", "login", "cache", "index", "review"]
+    words = ["amber", "basil", "cedar", "delta", "ember", "fjord", "garnet", "harbor", "iris", "juniper", "kelp"]
+    rng = random.Random(15)
+    texts = [f"Step {i}: {topics[i % 8]} work of task {i // 8}, {' '.join(rng.sample(words, 4))}" for i in range(300)]
+    prompt = "how did the docker work of task 12 go?"
+    with remindful.open(store) as memory:
+        memory.store_batch([{"content": text, "session_id": "earlier"} for text in texts])
+        memory.flush()
+        assert memory.engine.index is not None  # the normal path: the index open
+        expected = memory.context(prompt, exclude=prompt).text
+    assert "docker" in expected
+    env = child_env(tmp_path)
+    del env["REMINDFUL_EMBEDDINGS__BACKEND"]
+    env[quantize.ENV_MODEL_CACHE] = str(quantize.model_cache_dir())  # the int8 model this process prepared
+    done = subprocess.run(
+        [sys.executable, "-c", CONTEXT_CHILD, str(store), prompt],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=True,
+    )
+    result = json.loads(done.stdout)
+    assert result == {"code": 0, "chromadb": False, "context": expected}, done.stderr
+    assert not list((store / "index.holders").iterdir())  # nobody left the index open

@@ -1,19 +1,31 @@
 """The stdio front's answers to lines the MCP SDK cannot read (it drops them without a word), or
-takes for a notification although they are requests (it never answers them)."""
+takes for a notification although they are requests (it never answers them); and what a new
+server does before its first answer."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import threading
+from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from mcp import Client, StdioServerParameters
 
+import remindful
+from mcp_client import call
+from remindful import daemon
+from remindful.config import load_settings
+from remindful.embed import quantize
 from remindful.shells.mcp.fast_start import unreadable
 from remindful.shells.mcp.manifest import dumps, loads
+from remindful.shells.mcp.server import start_daemon_later
 
 
 @pytest.mark.parametrize(
@@ -98,3 +110,79 @@ def test_the_first_answers_import_no_json_package_and_no_sdk() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.split("\n")[:2] == ["[]", "-32700 -32700"]  # a bad line, in a process without json
+
+
+# -- the first tool call on a fresh server (issue 15) ------------------------------------------
+
+
+class _Roles:
+    def __init__(self) -> None:
+        self.started = threading.Event()
+        self.stopped = False
+
+    def start(self, manager: Any) -> _Roles:
+        self.started.set()
+        return self
+
+    def stop(self) -> None:
+        self.stopped = True
+
+
+def test_daemon_roles_wait_for_the_first_answer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Their start (the warm-up imports chromadb) took CPU from the first tool call."""
+    roles = _Roles()
+    monkeypatch.setattr(daemon, "start_daemon_threads", roles.start)
+    manager = SimpleNamespace(settings=load_settings(tmp_path, **{"daemon.serve_start_delay_s": 0.01}))
+    answered = threading.Event()
+    stop = start_daemon_later(lambda: manager, answered)  # type: ignore[arg-type, return-value]
+    assert not roles.started.wait(0.3)  # can only pass wrongly on a machine too slow to start them
+    answered.set()
+    assert roles.started.wait(60)
+    stop()
+    assert roles.stopped
+
+
+def server_env(tmp_path: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("REMINDFUL_") and k != "XDG_CACHE_HOME"}
+    env.update(HOME=str(tmp_path / "home"), MEMORY_STORAGE_PATH=str(tmp_path / "store"))
+    env[quantize.ENV_MODEL_CACHE] = str(quantize.model_cache_dir())  # the int8 model this process prepared
+    env["REMINDFUL_DAEMON__SERVE_START_DELAY_S"] = "600"  # the roles' warm-up would open the index
+    return env
+
+
+FACTS = [
+    "The deploy script needs AWS_PROFILE=prod before it runs",
+    "Caroline adopted a grey kitten called Pixel in March",
+    "The staging database listens on port 5433, not 5432",
+    "Run the integration tests with pytest -m integration",
+    "Melanie painted a sunrise over the lake last summer",
+    "The login form rejects passwords shorter than twelve characters",
+    "Docker compose brings up redis, postgres and the web app",
+    "The quarterly report is due on the first Monday of April",
+]
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.mark.slow
+@pytest.mark.anyio
+async def test_the_first_search_of_a_new_server_does_not_open_the_index(tmp_path: Path) -> None:
+    """Issue 15: the first memory_search waited for chromadb's import and the index's opening; on a
+    small store it is now scored exactly from the catalog, with the hits the index gives."""
+    store = tmp_path / "store"
+    query = "which port does the staging database use?"
+    with remindful.open(store) as memory:
+        memory.store_batch([{"content": fact} for fact in FACTS])
+        memory.flush()
+        assert memory.engine.index is not None  # the normal path: the index open
+        expected = [hit.id for hit in memory.search(query, min_score=0)]
+    assert expected and not list((store / "index.holders").iterdir())
+    server = StdioServerParameters(command=str(Path(sys.executable).parent / "remindful"), args=["serve"])
+    server.env = server_env(tmp_path)
+    async with Client(server, read_timeout_seconds=120) as client:
+        found = await call(client, "memory_search", query=query, min_score=0)
+        assert [hit["id"] for hit in found["memories"]] == expected
+        assert not list((store / "index.holders").iterdir())  # the server did not open the index

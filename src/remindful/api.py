@@ -40,15 +40,22 @@ class MemoryManager:
     """Store, search and manage memories in one storage directory.
 
     ``embedder`` and ``index`` default to the configured ones (ONNX MiniLM; embedded Chroma at
-    ``<storage>/chroma``, or a Chroma server); pass fakes in tests.
+    ``<storage>/chroma``, or a Chroma server); pass fakes in tests. ``exact_before_index``: until the
+    vector index is open, searches over up to this many memories are scored exactly from the catalog
+    rather than wait for it (a server's first answer; see :class:`~remindful.engine.store.Store`).
     """
 
     def __init__(
-        self, settings: Settings, *, embedder: Embedder | None = None, index: VectorIndex | None = None
+        self,
+        settings: Settings,
+        *,
+        embedder: Embedder | None = None,
+        index: VectorIndex | None = None,
+        exact_before_index: int = 0,
     ) -> None:
         self.settings = settings
         self.path = settings.storage_path
-        self._store = Store(settings, embedder=embedder, index=index)
+        self._store = Store(settings, embedder=embedder, index=index, exact_before_index=exact_before_index)
         self._store.on_open.append(self._drain_spool)
 
     @property
@@ -75,6 +82,11 @@ class MemoryManager:
     def close(self) -> None:
         """Flush pending access counts and release the catalog and the index."""
         self._store.close()
+
+    def load_model(self) -> None:
+        """Open the store and load the embedding model now rather than at the first store or search
+        (a server does it while it waits for its first call). Raises what opening or loading raises."""
+        self._store.ready().embedder.embed(["load the model"])
 
     def _drain_spool(self) -> None:
         """Store hook events spooled while no daemon ran (see :mod:`remindful.services.hooks.drainer`)."""

@@ -653,7 +653,11 @@ class DaemonSettings(_Section):
     poll_interval_ms: int = Field(100, ge=10, le=5000, description="how often the daemon checks the hook spool")
     in_serve: bool = Field(True, description="`remindful serve` also runs the daemon's roles once the server is up")
     serve_start_delay_s: float = Field(
-        1.0, ge=0, le=600, description="seconds `remindful serve` waits before starting the daemon's roles"
+        1.0,
+        ge=0,
+        le=600,
+        description="seconds `remindful serve` waits after answering its first tool call (without a call, 10 s "
+        "after its start) before starting the daemon's roles; 0: at its start",
     )
 
 
@@ -702,7 +706,9 @@ class SearchSettings(_Section):
         10_000,
         ge=0,
         description="filtered sets up to this size may be scored exactly instead of via the HNSW index "
-        "(always up to 1,000; above that when they are under a fifth of the searched memories)",
+        "(always up to 1,000; above that when they are under a fifth of the searched memories); stores up to "
+        "this size are scored exactly by a hook's context without a daemon, and by `remindful serve` until "
+        "its index is open",
     )
     min_score: float = Field(
         default("search.min_score"),

@@ -19,7 +19,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -179,6 +179,64 @@ def default_threads() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+#: A run may pad its texts by this share of their tokens: padding costs as much as real tokens.
+PAD_WASTE = 0.1
+#: Padded tokens per run: beyond a few hundred, longer runs are no faster per token.
+RUN_TOKENS = 512
+
+
+def length_buckets(lengths: Sequence[int], *, max_rows: int, waste: float = PAD_WASTE) -> list[list[int]]:
+    """The positions of ``lengths`` grouped into model runs, longest run first.
+
+    Positions are taken shortest first; a run is closed before a text that would make its padding
+    (every row padded to the run's longest) exceed ``waste`` times its real tokens, or the run exceed
+    ``RUN_TOKENS`` padded tokens or ``max_rows`` rows. A text of any length still gets a run of its own.
+    """
+    runs: list[list[int]] = []
+    rows: list[int] = []
+    real = 0
+    for position in sorted(range(len(lengths)), key=lengths.__getitem__):
+        width = lengths[position]
+        padded = width * (len(rows) + 1)
+        if rows and (padded > (real + width) * (1 + waste) or padded > RUN_TOKENS or len(rows) >= max_rows):
+            runs.append(rows)
+            rows, real = [], 0
+        rows.append(position)
+        real += width
+    if rows:
+        runs.append(rows)
+    # Longest first: shared out over threads, the last to start are then the shortest.
+    return sorted(runs, key=lambda run: -len(run) * max(lengths[i] for i in run))
+
+
+def _run_on_threads(run: Callable[[list[int]], None], jobs: list[list[int]], workers: int) -> None:
+    """``run(job)`` for every job, on the calling thread and ``workers - 1`` helpers, each taking the
+    next job when done with one. The first error is raised once all have stopped."""
+    pending = iter(jobs)
+    lock = threading.Lock()
+    errors: list[BaseException] = []
+
+    def work() -> None:
+        while not errors:
+            with lock:
+                job = next(pending, None)
+            if job is None:
+                return
+            try:
+                run(job)
+            except BaseException as exc:  # re-raised on the calling thread below
+                errors.append(exc)
+
+    helpers = [threading.Thread(target=work, name="remindful-embed", daemon=True) for _ in range(workers - 1)]
+    for helper in helpers:
+        helper.start()
+    work()
+    for helper in helpers:
+        helper.join()
+    if errors:
+        raise errors[0]
+
+
 def _session_options(ort: Any, threads: int, *, spin: bool) -> Any:
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads
@@ -205,11 +263,16 @@ class OnnxMiniLMEmbedder:
     per model file by :mod:`remindful.embed.quantize` and cached; if preparing fails, the model runs
     as shipped. Int8 activations are scaled per model call, so a vector can differ slightly with the
     texts batched alongside it (cosine >= 0.95 to the text embedded alone, typically 0.99);
-    ``quantize=False`` makes every vector a function of its text alone. ``threads`` defaults to
-    every core. ONNX Runtime's worker threads busy-wait between the operators of one run, never
-    after it; ``spin=False`` stops that too: on an idle machine spinning is fastest (a 12-token
-    query in about 2.6 ms instead of 4.2 on 2 cores), on a busy one it is about twice as slow, so
-    shared machines should turn it off (or use ``threads=1``).
+    ``quantize=False`` makes every vector a function of its text alone.
+
+    ``threads`` (default: every core) is how many model calls :meth:`embed` runs at once, each on one
+    core: a batch is cut into runs of texts of about the same length (:func:`length_buckets`) and
+    those are shared out. One run per core needs no synchronisation inside the run, so a busy machine
+    (where a thread that waits for another may wait a whole time slice) slows it only by its share
+    of the cores. A batch that is one run (one text, say) runs on every core instead, and
+    :meth:`embed_query` on every core but one; their worker threads busy-wait between the operators
+    of a run (never after it), and ``spin=False`` stops that too: on an idle machine spinning is
+    fastest, on a busy one about twice as slow.
     """
 
     def __init__(
@@ -218,7 +281,7 @@ class OnnxMiniLMEmbedder:
         *,
         threads: int | None = None,
         max_length: int = 256,
-        batch_size: int = 16,
+        batch_size: int = 32,
         spin: bool = True,
         quantize: bool = True,
     ) -> None:
@@ -234,7 +297,8 @@ class OnnxMiniLMEmbedder:
         self._quantize = quantize
         self._lock = threading.Lock()
         self._session: onnxruntime.InferenceSession | None = None
-        self._query_session: onnxruntime.InferenceSession | None = None
+        # Sessions running one model call on several cores, by their thread count (_cores_session).
+        self._wide_sessions: dict[int, onnxruntime.InferenceSession] = {}
         self._session_args: tuple[str, dict[str, Any]] = ("", {})  # what opened the session: file, keywords
         self._tokenizer: tokenizers.Tokenizer | None = None
         self._needs_token_types = True
@@ -280,7 +344,8 @@ class OnnxMiniLMEmbedder:
                 suggestion="Reinstall remindful: pip install --force-reinstall remindful",
             ) from exc
         files = resolve_model_files(self._model_dir)
-        options = _session_options(ort, self._threads or default_threads(), spin=self._spin)
+        # Each run on one core; embed() runs several at once (see the class docstring).
+        options = _session_options(ort, 1, spin=False)
         plain = (str(files.onnx_path), {"providers": ["CPUExecutionProvider"]})
         prepared = self._quantized_session(ort, files, options) if self._quantize else None
         session, origin, args = prepared or (None, files.origin, plain)
@@ -342,28 +407,36 @@ class OnnxMiniLMEmbedder:
         """One search query's vector, computed on every core but one: search runs its lexical
         queries on that one meanwhile (a run on every core would wait for them at each of its
         operators). The same vector as ``embed([text])[0]``, up to float rounding."""
-        session, tokenizer = self._ensure_loaded()
-        if self._query_session is None:
-            with self._lock:
-                if self._query_session is None:
-                    self._query_session = self._open_query_session(session)
-        return self._run_batch(self._query_session, [tokenizer.encode(text).ids])[0]
+        _, tokenizer = self._ensure_loaded()
+        return self._run_batch(self._cores_session(1), [tokenizer.encode(text).ids])[0]
 
-    def _open_query_session(self, session: onnxruntime.InferenceSession) -> onnxruntime.InferenceSession:
-        import onnxruntime as ort
-
-        threads = (self._threads or default_threads()) - 1
-        if threads < 1:
+    def _cores_session(self, fewer: int) -> onnxruntime.InferenceSession:
+        """A session running one model call on every core but ``fewer`` (0: a lone run of
+        :meth:`embed`; 1: a query), or the one-core session when that is one core. Opened on first use."""
+        session, _ = self._ensure_loaded()
+        threads = (self._threads or default_threads()) - fewer
+        if threads <= 1:
             return session
-        path, keywords = self._session_args
-        return ort.InferenceSession(path, _session_options(ort, threads, spin=self._spin), **keywords)
+        found = self._wide_sessions.get(threads)
+        if found is None:
+            with self._lock:
+                found = self._wide_sessions.get(threads)
+                if found is None:
+                    import onnxruntime as ort
+
+                    path, keywords = self._session_args
+                    options = _session_options(ort, threads, spin=self._spin)
+                    found = self._wide_sessions[threads] = ort.InferenceSession(path, options, **keywords)
+        return found
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Embed ``texts``: a ``(len(texts), 384)`` float32 array of unit rows, in input order.
 
-        Texts are sorted by token count and run in batches padded to their longest member, so short
-        texts do not pay for long ones; padding does not change any vector (the mask excludes it).
-        Raises :class:`EmbedderError` if the model cannot be found or loaded.
+        Texts are grouped by token count (:func:`length_buckets`) and each group runs padded to its
+        longest member, so short texts do not pay for long ones; padding does not change any vector
+        (the mask excludes it). Up to ``threads`` groups run at once, each on one core; a single
+        group (one text, say) runs on every core. Raises :class:`EmbedderError` if the model cannot
+        be found or loaded.
         """
         if isinstance(texts, str):
             raise TypeError("embed() takes a sequence of texts, not a single string")
@@ -374,10 +447,20 @@ class OnnxMiniLMEmbedder:
         texts = list(texts)
         encodings = [tokenizer.encode(texts[0])] if len(texts) == 1 else tokenizer.encode_batch(texts)
         ids = [e.ids for e in encodings]
-        order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
-        for start in range(0, len(order), self._batch_size):
-            rows = order[start : start + self._batch_size]
+        runs = length_buckets([len(seq) for seq in ids], max_rows=self._batch_size)
+        if len(runs) == 1:  # nothing to share out: the run itself uses the cores
+            out[runs[0]] = self._run_batch(self._cores_session(0), [ids[i] for i in runs[0]])
+            return out
+
+        def run(rows: list[int]) -> None:
             out[rows] = self._run_batch(session, [ids[i] for i in rows])
+
+        workers = min(self._threads or default_threads(), len(runs))
+        if workers <= 1:
+            for rows in runs:
+                run(rows)
+        else:
+            _run_on_threads(run, runs, workers)
         return out
 
     def _run_batch(self, session: onnxruntime.InferenceSession, batch: list[list[int]]) -> np.ndarray:

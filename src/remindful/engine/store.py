@@ -132,8 +132,19 @@ SIZE_MAX_AGE_S = 5.0
 class Store:
     """Lazily opened parts of one storage directory and the operations that span them."""
 
-    def __init__(self, settings: Settings, *, embedder: Embedder | None, index: VectorIndex | None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        embedder: Embedder | None,
+        index: VectorIndex | None,
+        exact_before_index: int = 0,
+    ) -> None:
+        """``exact_before_index``: until this process opened the vector index, a search over at most
+        this many memories scores them all exactly from the catalog instead of opening it (for a
+        short-lived reader such as a hook: importing chromadb and loading the graph take a second)."""
         self.settings = settings
+        self.exact_before_index = exact_before_index
         self.path = settings.storage_path
         self.disabled_reason = None if settings.enabled else "disabled in configuration (enabled: false)"
         self._given_embedder = embedder
@@ -468,6 +479,11 @@ class Store:
         restricted = bool(filters or session_id or since is not None or until is not None)
         searched_types = [MemoryType(t) for t in type_values] if type_values else list(MemoryType)
         counts = state.type_counts()
+        searched = sum(counts.get(t.value, 0) for t in searched_types)
+        # A short-lived reader (exact_before_index) scores a small store exactly from the catalog
+        # rather than open the index: faster, and exact (what the index approximates).
+        exact = self.exact_before_index > 0 and searched <= self.exact_before_index
+        exact = exact and not state.index_state()["opened"]
         results = rank(
             state.catalog,
             lambda: _embed_query(state.embedder, query),
@@ -475,11 +491,11 @@ class Store:
             flt,
             settings=self.settings.search,
             limit=limit,
-            dense_from_index=state.dense_query(searched_types, counts),
+            dense_from_index=None if exact else state.dense_query(searched_types, counts),
             restricted=restricted,
             typed=type_values is not None and len(set(type_values)) < len(MemoryType),
-            searched=sum(counts.get(t.value, 0) for t in searched_types),
-            pending_after=state.pending_after() if state.index is not None else None,
+            searched=searched,
+            pending_after=None if exact or state.index is None else state.pending_after(),
             resumed_session=self._resumed_session,
             min_score=0.0 if min_score is None else min_score,
             diverse=collapse,

@@ -199,8 +199,11 @@ def hook_context(
     from remindful.engine.store import Store
 
     # A bare Store, not a manager: no spool drain at open, since storing a backlog of spooled
-    # events would outlast the hook's timeout.
-    store = Store(load_settings(path or storage), embedder=None, index=None)
+    # events would outlast the hook's timeout. A store small enough to score exactly (the bound
+    # restricted searches use) is searched from the catalog: opening the vector index (importing
+    # chromadb, loading the graph) would take most of the hook's time.
+    settings = load_settings(path or storage)
+    store = Store(settings, embedder=None, index=None, exact_before_index=settings.search.exact_filter_max)
     try:
         return gather_context(store, query, budget_tokens=budget, exclude=exclude).text
     finally:

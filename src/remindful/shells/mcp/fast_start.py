@@ -237,7 +237,7 @@ class StdioFront:
 
             from remindful.shells.mcp.server import build_server
 
-            anyio.run(build_server(path=self.path, daemon=True).run_stdio_async)
+            anyio.run(build_server(path=self.path, daemon=True, warm_model=True).run_stdio_async)
         except BaseException:
             import traceback
 

@@ -83,10 +83,45 @@ class LazyManager:
                 self._manager = None
 
 
-def start_daemon_later(manager: Callable[[], MemoryManager]) -> Callable[[], None]:
-    """Run the capture daemon's roles (hook spool, watchers, retention schedule, local HTTP) for
-    this server's store, in the background, ``daemon.serve_start_delay_s`` after the server is up,
-    so that listing tools stays instant. Returns ``stop()``. Off with ``daemon.in_serve: false``."""
+def open_for_serving(path: str | os.PathLike[str] | None = None) -> MemoryManager:
+    """The manager ``remindful serve`` opens: as ``remindful.open(path)``, except that until the
+    vector index is open (the daemon's roles open it once the first call is answered), searches of
+    a store small enough to score exactly (``search.exact_filter_max``) do not wait for it."""
+    from remindful.api import MemoryManager
+    from remindful.config import load_settings
+
+    settings = load_settings(path)
+    return MemoryManager(settings, exact_before_index=settings.search.exact_filter_max)
+
+
+def warm_up(manager: Callable[[], MemoryManager], *, model: bool = False) -> None:
+    """Open the manager and, with ``model``, the store and the model; a failure is logged, and each
+    tool call retries and reports it."""
+    from remindful.errors import MemoryDisabledError, RemindfulError
+
+    try:
+        opened = manager()
+        if model:
+            opened.load_model()
+    except MemoryDisabledError:
+        pass  # each tool call says so
+    except RemindfulError as exc:
+        log.warning("memory not opened (each tool call retries and reports it): %s", exc)
+
+
+#: Without a tool call, the daemon's roles start at the latest this long after the server.
+DAEMON_START_LATEST_S = 10.0
+
+
+def start_daemon_later(
+    manager: Callable[[], MemoryManager], first_answer: threading.Event | None = None
+) -> Callable[[], None]:
+    """Run the capture daemon's roles (hook spool, watchers, retention schedule, local HTTP; their
+    warm-up opens the vector index) for this server's store, in the background:
+    ``daemon.serve_start_delay_s`` after ``first_answer`` is set (the first tool call answered: the
+    roles' start would slow it down), or :data:`DAEMON_START_LATEST_S` after the start when no call
+    comes; without ``first_answer``, or with a delay of 0, that delay after the start. Returns
+    ``stop()``. Off with ``daemon.in_serve: false``."""
     from remindful.errors import RemindfulError
 
     stopping = threading.Event()
@@ -95,7 +130,12 @@ def start_daemon_later(manager: Callable[[], MemoryManager]) -> Callable[[], Non
     def run() -> None:
         try:
             settings = manager().settings
-            if not settings.daemon.in_serve or stopping.wait(settings.daemon.serve_start_delay_s):
+            if not settings.daemon.in_serve:
+                return
+            delay = settings.daemon.serve_start_delay_s
+            if first_answer is not None and delay > 0 and not first_answer.wait(DAEMON_START_LATEST_S):
+                delay = 0  # no call came: start now
+            if stopping.wait(delay):
                 return
             from remindful.daemon import start_daemon_threads
 
@@ -121,6 +161,7 @@ def build_server(
     path: str | os.PathLike[str] | None = None,
     name: str = "remindful",
     daemon: bool = False,
+    warm_model: bool = False,
 ) -> MCPServer:
     """The MCPServer with every memory tool and resource.
 
@@ -129,17 +170,23 @@ def build_server(
     lifespan opens it and closes it at the end (so a passed LazyManager is closed too, and opens
     again if used later). A manager that cannot open (an invalid config) is retried at each tool
     call, which answers the error until then. ``daemon``: the lifespan also runs the capture
-    daemon's roles (:func:`start_daemon_later`), as ``remindful serve`` does.
+    daemon's roles (:func:`start_daemon_later`), as ``remindful serve`` does. ``warm_model``: the
+    lifespan loads the model too (over stdio, where the handshake was answered before the SDK
+    loaded; over HTTP the SDK answers it, and the model's load would delay that).
     """
     import anyio.to_thread
     from mcp.server.mcpserver import MCPServer
 
     import remindful
-    from remindful.errors import RemindfulError
     from remindful.shells.mcp.tools import capture, core, learning, lifecycle
     from remindful.shells.mcp.tools.common import reject_unknown_arguments
 
-    holder = get_manager if isinstance(get_manager, LazyManager) else LazyManager(path, factory=get_manager)
+    if isinstance(get_manager, LazyManager):
+        holder = get_manager
+    else:
+        factory = get_manager or ((lambda: open_for_serving(path)) if daemon else None)
+        holder = LazyManager(path, factory=factory)
+    answered = threading.Event()  # the first tool call was answered
 
     def enabled_manager() -> MemoryManager:
         """The tools' manager: raises MemoryDisabledError, or the error that kept it from opening."""
@@ -147,19 +194,15 @@ def build_server(
         manager.check_enabled()
         return manager
 
-    def open_now() -> None:
-        try:
-            holder()
-        except RemindfulError as exc:
-            log.warning("memory not opened (each tool call retries and reports it): %s", exc)
-
     @asynccontextmanager
     async def lifespan(server: MCPServer[LazyManager]) -> AsyncIterator[LazyManager]:
         # Opened beside the server's start, not before it: importing the manager's modules is work
         # that listing tools does not need. A tool call waits for it (the holder's lock).
-        opening = threading.Thread(target=open_now, name="remindful-open", daemon=True)
+        opening = threading.Thread(
+            target=warm_up, args=(holder,), kwargs={"model": warm_model}, name="remindful-open", daemon=True
+        )
         opening.start()
-        stop_daemon = start_daemon_later(holder) if daemon else None
+        stop_daemon = start_daemon_later(holder, answered) if daemon else None
         try:
             yield holder
         finally:
@@ -172,6 +215,15 @@ def build_server(
         name, instructions=INSTRUCTIONS, version=remindful.__version__, log_level="WARNING", lifespan=lifespan
     )
     server.middleware.append(reject_unknown_arguments(server))
+
+    async def note_first_answer(ctx: Any, call_next: Any) -> Any:
+        try:
+            return await call_next(ctx)
+        finally:
+            if ctx.method == "tools/call":
+                answered.set()
+
+    server.middleware.append(note_first_answer)
     core.register(server, enabled_manager)
     lifecycle.register(server, enabled_manager)
     learning.register(server, enabled_manager)
@@ -316,7 +368,9 @@ __all__ = [
     "BearerGate",
     "LazyManager",
     "build_server",
+    "open_for_serving",
     "serve_http",
     "start_daemon_later",
     "transport_security",
+    "warm_up",
 ]
