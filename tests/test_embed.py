@@ -521,3 +521,13 @@ def test_every_install_of_the_packaged_model_shares_one_preparation(tmp_path: Pa
     elsewhere.parent.mkdir()
     elsewhere.write_bytes(b"x")
     assert str(elsewhere.resolve()) in quantize.source_identity(elsewhere)
+
+
+def test_the_embedding_batch_size_setting_reaches_the_onnx_embedder(tmp_path: Path) -> None:
+    """performance.embedding_batch_size was read by nothing: the embedder always ran 32 texts."""
+    import remindful
+
+    memory = remindful.open(tmp_path / "s", **{"performance.embedding_batch_size": 7})
+    inner = memory.engine.ready().embedder.inner  # built lazily; the model itself is not loaded here
+    assert isinstance(inner, OnnxMiniLMEmbedder) and inner._batch_size == 7
+    memory.close()

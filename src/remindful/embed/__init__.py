@@ -33,17 +33,22 @@ BACKENDS: tuple[str, ...] = ("onnx", "sentence-transformers", "fake")
 
 
 def default_embedder(
-    model_dir: Path | str | None = None, backend: Backend | str = "onnx", *, quantize: bool = True
+    model_dir: Path | str | None = None,
+    backend: Backend | str = "onnx",
+    *,
+    quantize: bool = True,
+    batch_size: int = 32,
 ) -> Embedder:
     """A new, not yet loaded embedder for ``backend``, without a cache (wrap it in :class:`CachedEmbedder`).
 
     ``model_dir`` applies to the ONNX backend (see :func:`resolve_model_files`) and, when given, is the
-    model path of the sentence-transformers backend; ``quantize`` (the fused int8 graph) to the ONNX backend.
+    model path of the sentence-transformers backend; ``quantize`` (the fused int8 graph) and ``batch_size``
+    (texts per model run, ``performance.embedding_batch_size``) to the ONNX backend.
     Raises :class:`ConfigError` for an unknown backend and :class:`DependencyMissingError` when
     sentence-transformers is asked for but missing.
     """
     if backend == "onnx":
-        return OnnxMiniLMEmbedder(model_dir, quantize=quantize)
+        return OnnxMiniLMEmbedder(model_dir, quantize=quantize, batch_size=batch_size)
     if backend == "sentence-transformers":
         return SentenceTransformersEmbedder(model_dir) if model_dir is not None else SentenceTransformersEmbedder()
     if backend == "fake":

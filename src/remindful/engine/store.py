@@ -249,7 +249,10 @@ class Store:
 
                     settings = self.settings.embeddings
                     inner = self._given_embedder or default_embedder(
-                        model_dir=settings.model_dir, backend=settings.backend, quantize=settings.quantize
+                        model_dir=settings.model_dir,
+                        backend=settings.backend,
+                        quantize=settings.quantize,
+                        batch_size=self.settings.performance.embedding_batch_size,
                     )
                     # The current catalog, not this one: a restore closes the store and reopens it.
                     self._embedder = CachedEmbedder(
