@@ -38,6 +38,12 @@ def patient_hooks(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
+def anyio_backend() -> str:
+    """The ``@pytest.mark.anyio`` tests (MCP clients) run on asyncio only."""
+    return "asyncio"
+
+
+@pytest.fixture
 def memory(tmp_path: Path) -> Iterator[MemoryManager]:
     with open_fake(tmp_path / "store") as manager:
         yield manager

@@ -21,11 +21,6 @@ NEEDS = {"files_indexed": "capture_status", "chunks": "index_file"}
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
 def store(tmp_path: Path) -> Path:
     """A store with one hook event spooled (its command holds an email address)."""
     store = tmp_path / "store"

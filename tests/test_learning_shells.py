@@ -80,11 +80,6 @@ def test_cli_learning_commands(store_path: Path, tmp_path: Path) -> None:
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
 def lazy(tmp_path: Path) -> Any:
     manager = LazyManager(factory=lambda: open_fake(tmp_path / "store"))
     yield manager

@@ -78,11 +78,6 @@ def test_cli_lifecycle_end_to_end(store_path: Path, tmp_path: Path) -> None:
     assert code == 2 and "refusing to restore" in out
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @pytest.mark.anyio
 async def test_mcp_lifecycle_tools(tmp_path: Path) -> None:
     lazy = LazyManager(factory=lambda: open_fake(tmp_path / "store"))

@@ -26,11 +26,6 @@ pytestmark = pytest.mark.anyio
 STORE_DELAY = 1.0
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def vision_server() -> MCPServer:
     """A stand-in for the spec's vision/hands servers: analysis, action and workflow tools."""
     mcp: MCPServer = MCPServer("vision")

@@ -18,11 +18,6 @@ CONFIRM_WIPE = confirmation("Wipe the test store?")
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
 def wiped() -> list[bool]:
     return []
 

@@ -29,11 +29,6 @@ pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.integration]
 NPX = shutil.which("npx")
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def remindful_script() -> str:
     script = Path(sys.executable).parent / "remindful"
     assert script.exists(), f"the remindful entry point is not installed next to {sys.executable}"

@@ -33,11 +33,6 @@ TOKEN = "test-token-0123456789"
 START_TIMEOUT = 60.0
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -20,11 +20,6 @@ from remindful.shells.mcp.server import LazyManager, build_server
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @pytest.fixture(scope="module")
 def shipped() -> dict[str, Any]:
     data = mcp_manifest.load()

@@ -35,11 +35,6 @@ CORE_TOOLS = {
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
 def lazy(tmp_path: Path) -> LazyManager:
     manager = LazyManager(factory=lambda: open_fake(tmp_path / "store"))
     yield manager

@@ -162,11 +162,6 @@ FACTS = [
 ]
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @pytest.mark.slow
 @pytest.mark.anyio
 async def test_the_first_search_of_a_new_server_does_not_open_the_index(tmp_path: Path) -> None:

@@ -26,11 +26,6 @@ SECRET_LINE = "root:$6$not-a-real-hash:20228:0:99999:7:::"
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
 def outside(tmp_path: Path) -> Path:
     """A directory that is not an allowed root, holding a 'private' file."""
     folder = tmp_path / "outside"

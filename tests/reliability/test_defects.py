@@ -88,11 +88,6 @@ def test_resuming_an_unknown_session_says_the_session_is_not_found(memory: remin
     assert "memory_search" not in str(caught.value) and "memory_list_sessions" in str(caught.value)
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @pytest.mark.anyio
 async def test_mcp_tools_say_not_found_before_asking_for_a_confirmation(tmp_path: Path) -> None:
     lazy = LazyManager(factory=lambda: open_fake(tmp_path / "store"))

@@ -115,11 +115,6 @@ def test_the_limits_come_from_the_environment_and_are_validated(
 # -- MCP ---------------------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @pytest.mark.anyio
 async def test_mcp_tools_refuse_over_the_limits_and_keep_serving(tmp_path: Path) -> None:
     lazy = LazyManager(factory=lambda: open_fake(tmp_path / "store", **SMALL))
