@@ -1,7 +1,7 @@
 """Wall time of ``remindful hook PreToolUse`` processes against ``python -c pass``.
 
     python bench/hook_latency.py [--runs 50] [--json]
-    python bench/hook_latency.py --context [--memories 2000] [--runs 10] [--json]
+    python bench/hook_latency.py --context [--memories 2000 | --store DIR] [--runs 10] [--json]
 
 Each run is a fresh process fed a distinct PreToolUse payload on stdin (as Claude Code does),
 writing to a temporary store that already exists. Prints p50/p95 for both, their CPU time (user +
@@ -9,9 +9,11 @@ sys), and the hook's overhead over the bare interpreter. Target (issue 4): hook 
 
 ``--context``: ``UserPromptSubmit`` with context injection and no daemon running (the hook loads
 the model and the vector index itself) on a store of ``--memories`` memories made with the real
-model. Prints p50/p95/max beside ``python -c pass`` and how many runs printed context; the hook
-gives up on context it cannot have ready 1.5 s after its start (the timeout ``install-hooks``
-writes is 2 s, the spec's), so the max must stay under 2 s with a margin (issue 15).
+model, or on a copy of the store ``--store`` names (the original is never written; a store of
+100,000 memories takes minutes to make). Prints p50/p95/max beside ``python -c pass`` and how
+many runs printed context; the hook gives up on context it cannot have ready 1.5 s after its
+start (the timeout ``install-hooks`` writes is 2 s, the spec's), so the max must stay under 2 s
+with a margin (issue 15).
 
 The package is byte-compiled first (as ``pip install`` does): with PYTHONDONTWRITEBYTECODE set and
 no ``.pyc`` files, every hook process would recompile remindful's sources.
@@ -26,6 +28,7 @@ import shutil
 import subprocess
 import sys
 import time
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -88,8 +91,9 @@ def bench(runs: int) -> dict[str, Any]:
     }
 
 
-def bench_context(runs: int, memories: int) -> dict[str, Any]:
-    """UserPromptSubmit with context, no daemon: a fresh hook process per run on a populated store."""
+def bench_context(runs: int, memories: int, source: Path | None = None) -> dict[str, Any]:
+    """UserPromptSubmit with context, no daemon: a fresh hook process per run on a populated store
+    (``memories`` made here, or a copy of ``source``)."""
     script = shutil.which("remindful") or str(Path(sys.executable).with_name("remindful"))
     import remindful
 
@@ -101,17 +105,23 @@ def bench_context(runs: int, memories: int) -> dict[str, Any]:
         env["HOME"], env["XDG_CACHE_HOME"] = str(tmp), str(tmp / "cache")
         store = tmp / "store"
         topics = ["deploy", "docker", "pytest", "migration", "login", "cache", "index", "review"]
-        with remindful.open(store) as memory:
-            memory.store_batch(
-                [
-                    {
-                        "content": f"Note {i}: the {topics[i % 8]} step of task {i // 8} worked after a retry",
-                        "source": "hook",
-                    }
-                    for i in range(memories)
-                ]
-            )
-            memory.flush()
+        prompts = [f"how did the {topics[i % 8]} step go?" for i in range(runs)]
+        if source is not None:
+            shutil.copytree(source, store)
+            memories = count_memories(store)
+            prompts = sample_prompts(store, runs)
+        else:
+            with remindful.open(store) as memory:
+                memory.store_batch(
+                    [
+                        {
+                            "content": f"Note {i}: the {topics[i % 8]} step of task {i // 8} worked after a retry",
+                            "source": "hook",
+                        }
+                        for i in range(memories)
+                    ]
+                )
+                memory.flush()
         hook = [script, "--path", str(store), "hook", "UserPromptSubmit"]
         patch = tmp / "patch"
         patch.mkdir()
@@ -122,7 +132,7 @@ def bench_context(runs: int, memories: int) -> dict[str, Any]:
             body = {
                 "session_id": f"bench{i}",
                 "hook_event_name": "UserPromptSubmit",
-                "prompt": f"how did the {topics[i % 8]} step go?",
+                "prompt": prompts[i % len(prompts)],
             }
             started = time.perf_counter()
             done = subprocess.run(hook, input=json.dumps(body).encode(), env=env, capture_output=True, check=False)
@@ -150,6 +160,29 @@ def bench_context(runs: int, memories: int) -> dict[str, Any]:
         "timeout_ms": CONTEXT_TIMEOUT_MS,
         "machine": machine(),
     }
+
+
+def count_memories(store: Path) -> int:
+    """The memories in ``store``, read from its catalog without opening it (which could drain a spool)."""
+    import sqlite3
+
+    with closing(sqlite3.connect(f"file:{store / 'catalog.sqlite3'}?mode=ro", uri=True)) as catalog:
+        return int(catalog.execute("SELECT count(*) FROM memories").fetchone()[0])
+
+
+def sample_prompts(store: Path, n: int) -> list[str]:
+    """``n`` prompts made of the first words of memories spread over ``store``, so that each has
+    context to find."""
+    import sqlite3
+
+    with closing(sqlite3.connect(f"file:{store / 'catalog.sqlite3'}?mode=ro", uri=True)) as catalog:
+        last = int(catalog.execute("SELECT max(rowid) FROM memories").fetchone()[0] or 0)
+        rows = [
+            catalog.execute("SELECT content FROM memories WHERE rowid >= ? LIMIT 1", (last * (i + 1) // (n + 1),))
+            .fetchone()
+            for i in range(n)
+        ]
+    return [" ".join(str(row[0]).split()[:12]) for row in rows if row]
 
 
 def context_lines(result: dict[str, Any]) -> list[str]:
@@ -182,9 +215,10 @@ def main(argv: list[str] | None = None) -> int:
     args_parser.add_argument("--runs", type=int, default=None, help="default: 50, or 10 with --context")
     args_parser.add_argument("--context", action="store_true", help="UserPromptSubmit with context, no daemon")
     args_parser.add_argument("--memories", type=int, default=2000, help="store size for --context")
+    args_parser.add_argument("--store", type=Path, default=None, help="--context on a copy of this store instead")
     args = args_parser.parse_args(argv)
     if args.context:
-        emit(bench_context(args.runs or 10, args.memories), args.json, context_lines)
+        emit(bench_context(args.runs or 10, args.memories, args.store), args.json, context_lines)
     else:
         emit(bench(args.runs or 50), args.json, lines)
     return 0

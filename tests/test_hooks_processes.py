@@ -192,9 +192,14 @@ print(json.dumps({"code": code, "chromadb": "chromadb" in sys.modules, "context"
 
 
 @pytest.mark.slow
-def test_prompt_context_without_a_daemon_skips_the_vector_index_and_matches_it(tmp_path: Path) -> None:
+@pytest.mark.parametrize("exact_filter_max", [None, 100])
+def test_prompt_context_without_a_daemon_skips_the_vector_index_and_matches_it(
+    tmp_path: Path, exact_filter_max: int | None
+) -> None:
     """Issue 15: a UserPromptSubmit hook without a daemon imported chromadb and opened the index
-    (most of its ~1.5 s); a small store is now scored exactly from the catalog, same context.
+    (most of its ~1.5 s); a store of up to HOOK_EXACT_MAX memories is now scored exactly from the
+    catalog, same context, even one larger than ``search.exact_filter_max`` (100 here: a store of
+    100,000 took the hook past its deadline through the index, bench/hook_latency.py --store).
     The real model: the fake embedder's vectors tie, and ties may be ordered either way."""
     store = tmp_path / "s"
     topics = ["deploy", "docker", "pytest", "migration", "login", "cache", "index", "review"]
@@ -211,6 +216,8 @@ def test_prompt_context_without_a_daemon_skips_the_vector_index_and_matches_it(t
     env = child_env(tmp_path)
     del env["REMINDFUL_EMBEDDINGS__BACKEND"]
     env[quantize.ENV_MODEL_CACHE] = str(quantize.model_cache_dir())  # the int8 model this process prepared
+    if exact_filter_max is not None:
+        env["REMINDFUL_SEARCH__EXACT_FILTER_MAX"] = str(exact_filter_max)
     done = subprocess.run(
         [sys.executable, "-c", CONTEXT_CHILD, str(store), prompt],
         capture_output=True,

@@ -181,3 +181,45 @@ async def test_the_first_search_of_a_new_server_does_not_open_the_index(tmp_path
         found = await call(client, "memory_search", query=query, min_score=0)
         assert [hit["id"] for hit in found["memories"]] == expected
         assert not list((store / "index.holders").iterdir())  # the server did not open the index
+
+
+INITIALIZE_PARAMS = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}
+GC_CHILD = """
+import gc, sys
+from remindful.shells.mcp import fast_start as f
+collect_again = f.StdioFront.collect_again
+def reported(self):
+    was = gc.isenabled()
+    collect_again(self)
+    sys.stderr.write(f"collector was {was}, is {gc.isenabled()}, froze {gc.get_freeze_count() > 0}\\n")
+    sys.stderr.flush()
+f.StdioFront.collect_again = reported
+f.main()
+"""
+
+
+@pytest.mark.slow
+def test_the_collector_is_off_during_the_start_and_on_after_the_first_answer(tmp_path: Path) -> None:
+    """Issue 15: the start's collections (among some 150,000 objects that live as long as the
+    server) took about a tenth of the first call's CPU (bench/mcp_cold_start.py). The collector is
+    off until the SDK's first answer, then on again, the start's objects frozen out of its walks."""
+    handshake = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INITIALIZE_PARAMS},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "ping"},  # answered by the SDK, not early
+    ]
+    proc = subprocess.Popen(
+        [sys.executable, "-c", GC_CHILD],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=server_env(tmp_path),
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write(b"".join(json.dumps(m).encode() + b"\n" for m in handshake))
+    proc.stdin.flush()
+    answers = [json.loads(proc.stdout.readline()) for _ in range(2)]
+    assert [a["id"] for a in answers] == [1, 2] and answers[1]["result"] == {}
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    assert b"collector was False, is True, froze True" in err, err

@@ -182,6 +182,11 @@ def ask_daemon(storage: Path, request: dict[str, Any], timeout: float = 2.0) -> 
     return text if isinstance(text, str) else None
 
 
+#: Without a daemon, a context hook scores a store of up to this many memories exactly from the
+#: catalog rather than open the vector index (see :func:`hook_context`).
+HOOK_EXACT_MAX = 100_000
+
+
 def hook_context(
     storage: str | Path, memory: dict[str, Any], event: str, payload: dict[str, Any], path: str | None
 ) -> str:
@@ -199,11 +204,13 @@ def hook_context(
     from remindful.engine.store import Store
 
     # A bare Store, not a manager: no spool drain at open, since storing a backlog of spooled
-    # events would outlast the hook's timeout. A store small enough to score exactly (the bound
-    # restricted searches use) is searched from the catalog: opening the vector index (importing
-    # chromadb, loading the graph) would take most of the hook's time.
+    # events would outlast the hook's timeout. A store of up to HOOK_EXACT_MAX memories (or the
+    # bound restricted searches use, if larger) is scored exactly from the catalog: opening the
+    # vector index (importing chromadb, loading the graph) took longer than reading every stored
+    # vector at 100,000 memories (bench/hook_latency.py --context --store); larger stores open it.
     settings = load_settings(path or storage)
-    store = Store(settings, embedder=None, index=None, exact_before_index=settings.search.exact_filter_max)
+    bound = max(settings.search.exact_filter_max, HOOK_EXACT_MAX)
+    store = Store(settings, embedder=None, index=None, exact_before_index=bound)
     try:
         return gather_context(store, query, budget_tokens=budget, exclude=exclude).text
     finally:

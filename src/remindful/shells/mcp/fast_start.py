@@ -28,6 +28,7 @@ Two fixes where the SDK is silent:
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 import threading
@@ -43,6 +44,8 @@ if TYPE_CHECKING:
 DRAIN_TIMEOUT_S = 60.0
 #: The SDK's import starts at the latest this long after the process (a client slow to open).
 SDK_START_DELAY_S = 0.2
+#: The garbage collector that :func:`main` turns off is on again at the latest this long after the start.
+GC_OFF_LATEST_S = 10.0
 PARSE_ERROR = -32700
 _INITIALIZE_KEYS = {"protocolVersion", "capabilities", "clientInfo", "_meta"}
 _CLIENT_INFO_KEYS = {"name", "version", "title", "description", "websiteUrl"}
@@ -146,6 +149,9 @@ class StdioFront:
         later = threading.Timer(SDK_START_DELAY_S, self._start_sdk)
         later.daemon = True
         later.start()
+        gc_later = threading.Timer(GC_OFF_LATEST_S, self.collect_again)
+        gc_later.daemon = True
+        gc_later.start()
         try:
             for raw in iter(self._wire_in.readline, b""):
                 self._from_client(raw)
@@ -160,10 +166,20 @@ class StdioFront:
             pass
         finally:
             later.cancel()
+            gc_later.cancel()
             os.close(self._to_sdk)
         if self._sdk.ident is not None:
             self._sdk.join(timeout=30)
             pump.join(timeout=10)
+
+    def collect_again(self) -> None:
+        """Turn the garbage collector back on if it is off, the objects made so far (modules,
+        classes, the SDK's models, the model: all kept for the process's life) frozen out of its
+        walks."""
+        with self._lock:
+            if not gc.isenabled():
+                gc.freeze()
+                gc.enable()
 
     def _start_sdk(self) -> None:
         """Start importing and running the SDK, once (see the module docstring for when)."""
@@ -269,8 +285,16 @@ class StdioFront:
                             self._answered_early.discard(key)
                             continue
                 self._write(raw if raw.endswith(b"\n") else raw + b"\n")
+                if "id" in message and "method" not in message:  # the SDK's first answer is out
+                    self.collect_again()
 
 
 def main(path: str | None = None) -> None:
-    """Serve MCP over stdio, answering the handshake from the shipped manifest while the SDK loads."""
+    """Serve MCP over stdio, answering the handshake from the shipped manifest while the SDK loads.
+
+    The garbage collector is off until the SDK's first answer (:meth:`StdioFront.collect_again`):
+    the imports before it make some 150,000 tracked objects that all live as long as the process,
+    and the collections that their allocation sets off find nothing to free (what that costs the
+    first answer: ``bench/mcp_cold_start.py --gc``)."""
+    gc.disable()
     StdioFront(path, mcp_manifest.load()).run()
