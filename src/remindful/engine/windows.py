@@ -57,10 +57,14 @@ def after_insert(conn: sqlite3.Connection, ids: Sequence[str]) -> None:
 
 def _renumber(conn: sqlite3.Connection, session_id: str, earliest: float) -> tuple[int, int]:
     """Give every row of the session created at/after ``earliest`` its position; returns the seq range."""
-    base = conn.execute(
-        "SELECT coalesce(max(seq) + 1, 0) FROM memories WHERE session_id = ? AND created_at < ?",
+    # Positions follow (created_at, rowid), so the last earlier row holds the highest one: one index
+    # seek, where max(seq) read every earlier row of the session (a store grew slower with its session).
+    before = conn.execute(
+        "SELECT seq FROM memories WHERE session_id = ? AND created_at < ? AND seq IS NOT NULL "
+        "ORDER BY created_at DESC, rowid DESC LIMIT 1",
         (session_id, earliest),
-    ).fetchone()[0]
+    ).fetchone()
+    base = 0 if before is None else before[0] + 1
     rowids = [
         r[0]
         for r in conn.execute(
