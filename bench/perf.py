@@ -17,6 +17,8 @@ run: REV is checked out with ``git worktree`` in a temporary folder (removed aft
 tree gets a process of its own, started with that tree's ``src`` on PYTHONPATH, that builds its
 store of the same texts and then runs the searches it is sent. The two take turns, round by round
 (A B, then B A), so a machine whose load drifts slows both alike; the ratio is this tree over REV.
+Beside it, the mean CPU time each search cost its process (every thread), which a busy machine
+moves less than the wall time.
 The measuring code uses only what both trees have: ``remindful.open``, ``store_batch``, ``search``,
 ``stats`` and ``close``, and ``remindful.embed.OnnxMiniLMEmbedder``. The working tree is imported
 as it is when each module is first loaded: ``--tree REV2`` measures a commit in its place.
@@ -30,6 +32,7 @@ import argparse
 import json
 import os
 import random
+import statistics
 import subprocess
 import sys
 import time
@@ -171,21 +174,54 @@ def batch_vs_single(memory: Any, texts: list[str]) -> tuple[float, float, float,
     return batch, batch_indexed, single, single_indexed
 
 
+def batch_and_singles(memory: Any, texts: list[str]) -> tuple[float, float, float, float, float, float]:
+    """:func:`batch_vs_single`, and the CPU seconds of this process (every thread) for each half
+    until indexed."""
+    half = len(texts) // 2
+    cpu, started = process_cpu(), time.perf_counter()
+    memory.store_batch([{"content": t} for t in texts[:half]])
+    batch = time.perf_counter() - started
+    memory.flush()
+    batch_indexed, batch_cpu = time.perf_counter() - started, process_cpu() - cpu
+    cpu, started = process_cpu(), time.perf_counter()
+    for t in texts[half:]:
+        memory.store(t)
+    single = time.perf_counter() - started
+    memory.flush()
+    return batch, batch_indexed, single, time.perf_counter() - started, batch_cpu, process_cpu() - cpu
+
+
+def process_cpu() -> float:
+    """CPU seconds this process has used so far, every thread (user + system)."""
+    times = os.times()
+    return times.user + times.system
+
+
 def bench_batch(embedder: Any, root: Path, base: list[str], rounds: int, **options: Any) -> dict[str, Any]:
     """``--only batch``: a batch of 50 vs 50 single stores, ``rounds`` times on one store opened
-    with ``options``; medians."""
+    with ``options``; medians. Also, each round, the model alone on the batch's 50 texts (the floor
+    of the batch's time until indexed: the singles embed the same texts while they store), and the
+    CPU seconds the process spent on the batch and on the singles until indexed (on a busy machine
+    the wall times tend to their ratio)."""
     import remindful
 
-    runs = []
+    runs, model = [], []
     with remindful.open(root / f"batch{len(options)}", embedder=NoCache(embedder), **options) as memory:
         memory.store("warm up the index")
         memory.flush()
         for i in range(rounds):
             progress(f"batch of 50 vs 50 singles: round {i + 1} of {rounds}")
-            runs.append(batch_vs_single(memory, corpus(base, 100, seed=10 + i)))
+            texts = corpus(base, 100, seed=10 + i)
+            runs.append(batch_and_singles(memory, texts))
+            model.append(timed(embedder.embed, [f"{t} (model)" for t in texts[:50]])[0])
     progress(None)
-    batch, batch_indexed, single, single_indexed = (percentile(list(column), 0.5) for column in zip(*runs, strict=True))
+    batch, batch_indexed, single, single_indexed, cpu_batch, cpu_single = (
+        percentile(list(column), 0.5) for column in zip(*runs, strict=True)
+    )
     return {
+        "model50_s": round(percentile(model, 0.5), 3),
+        "batch50_cpu_s": round(cpu_batch, 3),
+        "single50_cpu_s": round(cpu_single, 3),
         "rounds": rounds,
         "batch50_s": round(batch, 3),
         "batch50_indexed_s": round(batch_indexed, 3),
@@ -332,6 +368,19 @@ def batch_pair_lines(result: dict[str, Any]) -> list[str]:
             "50 single stores", result["single50_indexed_s"] * 1000, "a batch of 50", result["batch50_indexed_s"] * 1000
         ).replace(" = ", " = batch ")
         + f" faster (until indexed); medians of {result['rounds']} rounds",
+        versus(
+            "a batch of 50 until indexed",
+            result["batch50_indexed_s"] * 1000,
+            "the model alone on its texts",
+            result["model50_s"] * 1000,
+        ),
+        versus(
+            "CPU of 50 single stores",
+            result["single50_cpu_s"] * 1000,
+            "of a batch of 50",
+            result["batch50_cpu_s"] * 1000,
+        )
+        + " (until indexed, every thread)",
     ]
 
 
@@ -402,13 +451,14 @@ class Worker:
         answer: dict[str, Any] = json.loads(line)
         return answer
 
-    def searches(self, queries: list[str]) -> list[float]:
-        """Milliseconds of each query's search, run back to back after one untimed search."""
+    def searches(self, queries: list[str]) -> tuple[list[float], list[float]]:
+        """Milliseconds of each query's search, run back to back after one untimed search, and the
+        CPU milliseconds the worker process spent on each (every thread: the lexical queries too)."""
         assert self.proc.stdin is not None
         self.proc.stdin.write(json.dumps({"queries": queries}) + "\n")
         self.proc.stdin.flush()
-        ms: list[float] = self.receive()["ms"]
-        return ms
+        answer = self.receive()
+        return answer["ms"], answer["cpu_ms"]
 
     def close(self) -> None:
         if self.proc.stdin is not None:
@@ -442,9 +492,17 @@ def worker(args: argparse.Namespace) -> int:
     for line in sys.stdin:
         request = json.loads(line)
         memory.search("warm up")  # the other tree ran meanwhile: its first search would count that
-        send({"ms": [elapsed_ms(memory.search, q, limit=10) for q in request["queries"]]})
+        timings = [search_timed(memory, q) for q in request["queries"]]
+        send({"ms": [ms for ms, _ in timings], "cpu_ms": [cpu for _, cpu in timings]})
     memory.close()
     return 0
+
+
+def search_timed(memory: Any, query: str) -> tuple[float, float]:
+    """Milliseconds of one search, and the CPU milliseconds this process spent meanwhile."""
+    cpu = time.process_time()
+    ms = elapsed_ms(memory.search, query, limit=10)
+    return ms, (time.process_time() - cpu) * 1000
 
 
 def compare_size(sides: list[tuple[str, Path, Path]], args: argparse.Namespace, size: int) -> dict[str, Any]:
@@ -458,6 +516,7 @@ def compare_size(sides: list[tuple[str, Path, Path]], args: argparse.Namespace, 
             workers.append(Worker(label, src, store, size, args.data, reuse=args.store_dir is not None))
             workers[-1].receive()  # ready
         times: list[list[float]] = [[] for _ in workers]
+        cpu: list[list[float]] = [[] for _ in workers]
         round_ratios = []
         share = max(1, len(qs) // args.rounds)
         for round_ in range(args.rounds):
@@ -467,15 +526,19 @@ def compare_size(sides: list[tuple[str, Path, Path]], args: argparse.Namespace, 
             progress(f"{size:,} memories: round {round_ + 1} of {args.rounds}")
             p50 = [0.0, 0.0]
             for side in (0, 1) if round_ % 2 == 0 else (1, 0):
-                ms = workers[side].searches(chunk)
+                ms, cpu_ms = workers[side].searches(chunk)
                 times[side] += ms
+                cpu[side] += cpu_ms
                 p50[side] = percentile(ms, 0.5)
             round_ratios.append(p50[0] / p50[1])
         progress(None)
     finally:
         for w in workers:
             w.close()
-    tree, rev = ({"search_p50_ms": pct(t, 0.5), "search_p95_ms": pct(t, 0.95)} for t in times)
+    tree, rev = (
+        {"search_p50_ms": pct(t, 0.5), "search_p95_ms": pct(t, 0.95), "cpu_mean_ms": round(statistics.fmean(c), 3)}
+        for t, c in zip(times, cpu, strict=True)
+    )
     return {
         "size": size,
         "queries": len(qs),
@@ -483,6 +546,7 @@ def compare_size(sides: list[tuple[str, Path, Path]], args: argparse.Namespace, 
         "tree": tree,
         "rev": rev,
         "ratio_p50": round(percentile(times[0], 0.5) / percentile(times[1], 0.5), 3),
+        "ratio_cpu": round(statistics.fmean(cpu[0]) / statistics.fmean(cpu[1]), 3),
         "round_ratio_min": round(min(round_ratios), 3),
         "round_ratio_max": round(max(round_ratios), 3),
     }
@@ -534,6 +598,8 @@ def compare_lines(result: dict[str, Any]) -> list[str]:
             "  "
             + versus(result["tree"], tree["search_p50_ms"], result["rev"], rev["search_p50_ms"], ratio=s["ratio_p50"])
             + f" (per round {s['round_ratio_min']:.2f}-{s['round_ratio_max']:.2f}x)",
+            "  CPU per search, every thread of the process: "
+            + versus(result["tree"], tree["cpu_mean_ms"], result["rev"], rev["cpu_mean_ms"], ratio=s["ratio_cpu"]),
         ]
     return out
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 import remindful
@@ -149,6 +149,25 @@ def test_a_weak_hit_stays_weak_beside_a_strong_one() -> None:
     assert calibration.relevance(0.2, 0.2) < 0.01  # an off-topic query
     assert calibration.coverage(["deploy", "staging"], "Deploys to the staging box") == 1.0
     assert calibration.coverage(["pizza"], "Deploys to the staging box") == 0.0
+
+
+#: Letters whose case changes length or kind (dotted capital I, dotless i, sharp s), a combining
+#: dot, a superscript and an Arabic-Indic digit (both word characters), beside plain letters and separators.
+_ODD = "\u0130\u0131\u00df\u1e9e\u0307\u00b2\u0663"
+_WORDS = st.text(st.sampled_from("abcde\u00e9_-1 " + _ODD), min_size=1, max_size=8)
+_TEXTS = st.text(st.sampled_from("abcdefg\u00e9\u00c9_-.1 \n" + _ODD), max_size=60)
+
+
+@example(text="a-b ab", words=["a-b"])
+@given(text=_TEXTS, words=st.lists(_WORDS, max_size=6))
+def test_the_finder_finds_what_splitting_into_words_finds(text: str, words: list[str]) -> None:
+    # The query's terms come from its words (lowercased); a finder must give every coverage the
+    # word split gives, on any text: words of other scripts, underscores, case that changes length.
+    terms = calibration.stems(" ".join(words)) | set(words)  # stems, whole words and odd strings alike
+    terms_list = sorted(terms)
+    find = calibration.finder(terms_list)
+    assert calibration.covered(terms_list, find(text)) == calibration.coverage(terms_list, text)
+    assert find(text) <= calibration.stems(text)
 
 
 def _unit(*values: float) -> np.ndarray:

@@ -1,15 +1,18 @@
-"""The ranking pipeline's pure parts: boosts and the choice of the best eligible candidates."""
+"""The ranking pipeline's pure parts: boosts, the choice of the best eligible candidates, and how
+few rows they take."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from remindful.config import SearchSettings
 from remindful.engine.catalog import MemoryRow
-from remindful.engine.search import _scored_exactly, best_eligible, boost
+from remindful.engine.diversity import Candidate, collapse, supersede
+from remindful.engine.search import _distinct, _scored_exactly, best_eligible, boost
 from remindful.engine.sqlfilter import SqlFilter
 
 ANY = SqlFilter("1", ())
@@ -67,10 +70,20 @@ def test_a_larger_pool_reads_only_the_rows_it_adds() -> None:
     catalog = RowsCatalog({mid: row(mid) for mid in fused}, set(fused) - {"m001"})
     read: dict[str, MemoryRow | None] = {}
     first = best_eligible(catalog, fused, ANY, settings, None, 20, read=read)  # type: ignore[arg-type]
-    assert catalog.reads == 1 and len(read) == 40 and read["m001"] is None  # the rows that failed are kept too
+    assert catalog.reads == 1 and len(read) == 25 and read["m001"] is None  # the rows that failed are kept too
     second = best_eligible(catalog, fused, ANY, settings, None, 40, read=read)  # type: ignore[arg-type]
-    assert catalog.reads == 2 and catalog.asked == [f"m{i:03d}" for i in range(40, 80)]
+    assert catalog.reads == 2 and catalog.asked == [f"m{i:03d}" for i in range(25, 50)]
     assert [r.id for r, _ in second][:20] == [r.id for r, _ in first] and "m001" not in {r.id for r, _ in second}
+
+
+def test_near_ties_are_read_in_one_more_read_not_a_chunk_at_a_time() -> None:
+    # Every candidate could still reach the 20th boosted score: the second read takes all of them.
+    settings = SearchSettings(importance_boost=0.1, session_boost=0.15)
+    fused = {f"m{i:03d}": 1.0 - i * 0.0001 for i in range(300)}
+    catalog = RowsCatalog({mid: row(mid) for mid in fused}, set(fused))
+    best = best_eligible(catalog, fused, ANY, settings, None, 20)  # type: ignore[arg-type]
+    assert [r.id for r, _ in best] == [f"m{i:03d}" for i in range(20)]
+    assert catalog.reads == 2 and len(catalog.asked) == 275
 
 
 @settings(max_examples=300)
@@ -111,3 +124,47 @@ def test_restrictions_are_scored_exactly_when_small_or_a_small_share() -> None:
     assert not _scored_exactly(10_001, 100_000, settings)  # too many to score exactly
     assert _scored_exactly(8_000, None, settings)  # the searched size unknown: up to exact_filter_max
     assert not _scored_exactly(5, 10, SearchSettings(exact_filter_max=0))
+
+
+class VectorsCatalog(RowsCatalog):
+    """:class:`RowsCatalog` that also gives the rows' vectors, and counts every row it reads."""
+
+    def __init__(self, rows: dict[str, MemoryRow], vectors: dict[str, np.ndarray]) -> None:
+        super().__init__(rows, set(rows))
+        self.vectors, self.rows_read = vectors, 0
+
+    def rows_passing(  # type: ignore[override]
+        self, ids: Sequence[str], flt: SqlFilter, *, vectors: dict[str, np.ndarray] | None = None
+    ) -> dict[str, MemoryRow]:
+        found = super().rows_passing(ids, flt)
+        self.rows_read += len(ids)
+        if vectors is not None:
+            vectors.update((mid, self.vectors[mid]) for mid in found)
+        return found
+
+
+def test_a_pool_grown_past_many_duplicates_is_grouped_as_a_whole_pool_would_be_reading_fewer_rows() -> None:
+    # The first 100 candidates are near-copies of one memory, 200 distinct ones follow: the pool grows
+    # from 20 to 200, and 20 groups are complete some way into it. Ranking the pool a part at a time
+    # gives the same groups as ranking all of it, without the rows past the part the grouping took.
+    rng = np.random.default_rng(5)
+    base = rng.standard_normal(384)
+    raw = [base + rng.normal(0, 0.05, 384) for _ in range(100)] + [rng.standard_normal(384) for _ in range(200)]
+    vectors = {f"m{i:03d}": (v / np.linalg.norm(v)).astype(np.float32) for i, v in enumerate(raw)}
+    fused = {mid: 0.98**i for i, mid in enumerate(vectors)}  # the boosts cannot reorder beyond ~10 places
+    rows = {mid: row(mid) for mid in fused}
+    config = SearchSettings()
+
+    catalog = VectorsCatalog(rows, vectors)
+    groups, _, shown = _distinct(catalog, fused, ANY, config, None, 10)  # type: ignore[arg-type]
+
+    whole = VectorsCatalog(rows, vectors)
+    read: dict[str, np.ndarray] = {}
+    best = best_eligible(whole, fused, ANY, config, None, 200, vectors=read)  # type: ignore[arg-type]
+    ranked = [Candidate(r.id, r.content, r.created_at) for r, _ in best]
+    expected, _ = collapse(ranked, read, config.collapse_similarity, stop_at=20)
+    expected = supersede(expected, read, config.supersede_similarity)
+
+    assert [(g.shown.id, g.similar) for g in groups] == [(g.shown.id, g.similar) for g in expected]
+    assert len(groups) == 20 and groups[0].similar == 99 and set(shown) >= {g.shown.id for g in groups}
+    assert catalog.rows_read < whole.rows_read

@@ -51,7 +51,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 #: Logistic weights fitted on the dev split (see the module docstring).
 W_EVIDENCE = 9.339
@@ -81,8 +81,42 @@ def stems(text: str) -> frozenset[str]:
     return frozenset(word[:STEM_CHARS] for word in _WORD.findall(text.lower()))
 
 
+def finder(words: Iterable[str]) -> Callable[[str], frozenset[str]]:
+    """A function giving the :func:`stems` of a text that are stems of ``words`` (lowercased words,
+    such as a query's lexical terms): all :func:`covered` needs to know of the text, for less than
+    splitting it into words costs. A stem of :data:`STEM_CHARS` characters is found at the start of
+    a word, a shorter one as a whole word."""
+    # A stem holding characters no word holds is no word's stem (``stems`` splits at them).
+    wanted = [stem for stem in dict.fromkeys(word[:STEM_CHARS] for word in words) if _WORD.fullmatch(stem)]
+
+    def find(text: str) -> frozenset[str]:
+        lowered = text.lower()
+        return frozenset(stem for stem in wanted if stem in lowered and _starts_word(lowered, stem))
+
+    return find
+
+
+def _starts_word(text: str, stem: str) -> bool:
+    """Whether a word of ``text`` (a run of ``\\w`` characters) starts with ``stem`` or, for a stem
+    shorter than :data:`STEM_CHARS`, is ``stem``."""
+    whole = len(stem) < STEM_CHARS
+    at = text.find(stem)
+    while at >= 0:
+        end = at + len(stem)
+        if (at == 0 or not _word_char(text[at - 1])) and not (whole and end < len(text) and _word_char(text[end])):
+            return True
+        at = text.find(stem, at + 1)
+    return False
+
+
+def _word_char(char: str) -> bool:
+    """What ``\\w`` matches (in str patterns): letters, digits and numerals of any script, and ``_``."""
+    return char.isalnum() or char == "_"
+
+
 def covered(terms: Sequence[str], found: frozenset[str]) -> float:
-    """:func:`coverage` of a text whose :func:`stems` are ``found``."""
+    """:func:`coverage` of a text whose :func:`stems` are ``found`` (or those a :func:`finder` of
+    ``terms`` found in it)."""
     if not terms:
         return 0.0
     return sum(term[:STEM_CHARS] in found for term in terms) / len(terms)
@@ -102,4 +136,4 @@ def _sigmoid(z: float) -> float:
     return 0.0 if z < -60 else 1.0 / (1.0 + math.exp(-z))
 
 
-__all__ = ["BEST_OF", "coverage", "covered", "evidence", "relevance", "stems"]
+__all__ = ["BEST_OF", "coverage", "covered", "evidence", "finder", "relevance", "stems"]

@@ -75,7 +75,9 @@ def collapse(
     # The candidates with a vector get rows in ranked order, and every candidate before the current
     # one was consumed: its earlier rows are the ones to compare with.
     rows = {c.id: i for i, c in enumerate(c for c in ranked if c.id in vectors)} if similarity <= 1.0 else {}
-    earlier = _near_earlier(np.stack([vectors[c.id] for c in ranked if c.id in rows]), similarity) if rows else {}
+    stack = [vectors[c.id] for c in ranked if c.id in rows]
+    # One concatenation: np.stack costs several times more.
+    earlier = _near_earlier(np.concatenate(stack).reshape(len(stack), -1), similarity) if stack else {}
     group_of: list[int] = []  # for each row consumed, the index of its group
     groups: list[Group] = []
     consumed = merged = 0
@@ -121,10 +123,10 @@ def _near_earlier(matrix: np.ndarray, similarity: float) -> dict[int, list[int]]
     earlier: dict[int, list[int]] = {}
     for start in range(0, n, block):
         sims = matrix[start : start + block] @ matrix[: start + block].T
-        for offset, column in zip(*np.nonzero(sims >= similarity), strict=True):
-            row = start + int(offset)
-            if column < row:
-                earlier.setdefault(row, []).append(int(column))
+        # Only the pairs below the diagonal (earlier columns), as Python ints in one conversion each.
+        offsets, columns = np.nonzero(np.tril(sims >= similarity, k=start - 1))
+        for offset, column in zip(offsets.tolist(), columns.tolist(), strict=True):
+            earlier.setdefault(start + offset, []).append(column)
     return earlier
 
 

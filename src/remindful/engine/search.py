@@ -38,6 +38,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from operator import itemgetter
 
 import numpy as np
 
@@ -195,6 +196,12 @@ def boost_ceiling(settings: SearchSettings, resumed_session: str | None) -> floa
     return (1.0 + settings.importance_boost) * (1.0 + session) * (1.0 + recency)
 
 
+def by_fused(fused: Mapping[str, float]) -> list[tuple[str, float]]:
+    """``fused`` best first, ties by id: the order :func:`best_eligible` reads candidates in."""
+    # Two sorts on C-level keys: by id, then (stable) by score descending.
+    return sorted(sorted(fused.items()), key=itemgetter(1), reverse=True)
+
+
 def best_eligible(
     catalog: Catalog,
     fused: Mapping[str, float],
@@ -206,25 +213,29 @@ def best_eligible(
     chunk: int | None = None,
     read: dict[str, MemoryRow | None] | None = None,
     vectors: dict[str, np.ndarray] | None = None,
+    order: Sequence[tuple[str, float]] | None = None,
 ) -> list[tuple[MemoryRow, float]]:
     """The ``limit`` candidates with the best boosted scores among those that still exist and pass
     ``flt``, best first, with their rows.
 
-    No boost multiplies a score by more than ``ceiling``, so rows are read in fused order, a chunk at
-    a time, only until the next candidate could not reach the ``limit``-th boosted score: usually
-    one read of ``chunk`` (default ``2 * limit``) rows, whatever the number of candidates.
+    No boost multiplies a score by more than ``ceiling``, so rows are read in fused order only
+    until the next candidate could not reach the ``limit``-th boosted score: first ``chunk``
+    (default ``limit + limit // 4``, at least 20) rows, then, once ``limit`` rows passed, in one
+    read every further candidate that still could (another ``chunk`` while fewer passed): one or
+    two reads as a rule, whatever the number of candidates.
     ``read``: the rows of earlier calls with the same filter, by id (None: the row did not pass),
     which are not read again; the rows read are added to it. ``vectors``: the embeddings of the
-    rows read are added to it.
+    rows read are added to it. ``order``: :func:`by_fused` of ``fused``, if the caller has it.
     """
-    order = sorted(fused.items(), key=lambda item: (-item[1], item[0]))
+    order = by_fused(fused) if order is None else order
     ceiling = boost_ceiling(settings, resumed_session)
     now = time.time()
     kept: list[tuple[MemoryRow, float]] = []
-    start, chunk = 0, chunk or max(2 * limit, 20)
+    chunk = chunk or max(limit + limit // 4, 20)
+    start, size = 0, chunk
     known = {} if read is None else read
     while start < len(order):
-        batch = order[start : start + chunk]
+        batch = order[start : start + size]
         unread = [mid for mid, _ in batch if mid not in known]
         if unread:
             found = (
@@ -240,8 +251,15 @@ def best_eligible(
         kept.sort(key=lambda item: (-item[1], item[0].id))
         del kept[limit:]
         start += len(batch)
-        if len(kept) == limit and start < len(order) and order[start][1] * ceiling < kept[-1][1]:
+        if len(kept) < limit:
+            size = chunk
+            continue
+        end = start
+        while end < len(order) and order[end][1] * ceiling >= kept[-1][1]:
+            end += 1
+        if end == start:
             break
+        size = end - start
     return kept
 
 
@@ -313,31 +331,29 @@ def rank(
     fused = fuse(candidates, weights, method=settings.fusion, rrf_k=settings.rrf_k)
     wanted = max(limit, calibration.BEST_OF)
     covered: dict[str, float] = {}  # term coverage by memory id, computed once per search
+    names = rerank.entities(query_text, STOPWORDS) if settings.rerank else []
+    find = calibration.finder([*terms, *names])
     reorder = (
-        Reorder(
-            vector,
-            terms,
-            rerank.entities(query_text, STOPWORDS),
-            fused,
-            candidates.by_space.get("lexical_context"),
-            covered,
-        )
+        Reorder(vector, terms, names, fused, candidates.by_space.get("lexical_context"), covered, find)
         if settings.rerank
         else None
     )
     groups, vectors, rows = _distinct(catalog, fused, flt, settings, resumed_session, wanted, diverse, reorder)
     known = dict(candidates.by_space.get("context", ()))
-    scores = _calibrated(vector, terms, groups, vectors, known, covered)
+    scores = _calibrated(vector, terms, groups, vectors, known, covered, find)
     floor = settings.min_score if min_score is None else min_score
-    found_by: dict[str, list[str]] = {}
-    for space, ranked in candidates.by_space.items():
-        for mid, _ in ranked:
-            found_by.setdefault(mid, []).append(space)
+    kept = [(g, score) for g, score in zip(groups, scores, strict=True) if score >= floor][:limit]
+    found_in = {space: {mid for mid, _ in ranked} for space, ranked in candidates.by_space.items()}
     return [
-        Ranked(rows[g.shown.id], score, tuple(found_by.get(g.shown.id, ())), g.similar, g.superseded_by)
-        for g, score in zip(groups, scores, strict=True)
-        if score >= floor
-    ][:limit]
+        Ranked(
+            rows[g.shown.id],
+            score,
+            tuple(space for space, ids in found_in.items() if g.shown.id in ids),
+            g.similar,
+            g.superseded_by,
+        )
+        for g, score in kept
+    ]
 
 
 @dataclass(slots=True)
@@ -352,7 +368,14 @@ class Reorder:
     fused: Mapping[str, float]
     lexical_context: Sequence[tuple[str, float]] | None
     covered: dict[str, float]
+    find: Callable[[str], frozenset[str]]  # a calibration.finder of the terms and the names
     named: dict[str, float] = field(default_factory=dict)
+    bm25: dict[str, float] = field(init=False)
+    top: float = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.bm25 = dict(self.lexical_context or ())
+        self.top = max(self.bm25.values(), default=0.0)
 
     def __call__(
         self, best: list[tuple[MemoryRow, float]], vectors: Mapping[str, np.ndarray]
@@ -373,16 +396,15 @@ class Reorder:
         """Each candidate's :data:`remindful.engine.rerank.FEATURES`, in order."""
         if not head:
             return []
-        bm25 = dict(self.lexical_context or ())
-        top = max(bm25.values(), default=0.0)
+        bm25, top = self.bm25, self.top
         zero = np.zeros_like(self.vector)
-        cosines = (np.stack([vectors.get(row.id, zero) for row, _ in head]) @ self.vector).tolist()
+        cosines = (stacked([vectors.get(row.id, zero) for row, _ in head]) @ self.vector).tolist()
         result: list[tuple[float, ...]] = []
         for (row, _), cosine in zip(head, cosines, strict=True):
             if row.id not in self.named:  # a larger pool re-reads the same first candidates
-                stems = calibration.stems(row.content)
-                self.covered[row.id] = calibration.covered(self.terms, stems)
-                self.named[row.id] = calibration.covered(self.names, stems)
+                found = self.find(row.content)
+                self.covered[row.id] = calibration.covered(self.terms, found)
+                self.named[row.id] = calibration.covered(self.names, found)
             lexical = bm25.get(row.id, 0.0) / top if top > 0 else 0.0
             result.append((self.fused.get(row.id, 0.0), cosine, lexical, self.covered[row.id], self.named[row.id]))
         return result
@@ -404,22 +426,34 @@ def _distinct(
     the hits past ``wanted`` fill the places of those the relevance floor drops. The pool of
     boosted candidates, ``reorder``-ed (the re-ranking) before they are grouped, starts at twice
     ``wanted`` and grows (at least doubles) while duplicates leave fewer than ``wanted`` groups and
-    more candidates remain; a larger pool reads only the rows it adds."""
-    pool = max(2 * wanted, 20)
+    more candidates remain; a larger pool reads only the rows it adds.
+
+    The grouping stops at twice ``wanted`` groups, and what it gives depends only on the candidates
+    it took: so a pool is ranked a part at a time (the part doubling from the last pool's size),
+    and a part the grouping stopped within gives what the whole pool would, without reading the
+    rows of the rest."""
+    pool = size = max(2 * wanted, 20)
     vectors: dict[str, np.ndarray] = {}
     rows_read: dict[str, MemoryRow | None] = {}
+    order = by_fused(fused)
+    similarity = settings.collapse_similarity if diverse else float("inf")
     while True:
-        best = best_eligible(catalog, fused, flt, settings, resumed_session, pool, read=rows_read, vectors=vectors)
+        best = best_eligible(
+            catalog, fused, flt, settings, resumed_session, size, read=rows_read, vectors=vectors, order=order
+        )
         rows = {row.id: row for row, _ in best}
         if reorder is not None:
             best = reorder(best, vectors)
         ranked = [diversity.Candidate(row.id, row.content, row.created_at) for row, _ in best]
-        similarity = settings.collapse_similarity if diverse else float("inf")
-        groups, _ = diversity.collapse(ranked, vectors, similarity, stop_at=2 * wanted)
-        if len(groups) >= wanted or len(best) < pool or pool >= len(fused):
+        groups, consumed = diversity.collapse(ranked, vectors, similarity, stop_at=2 * wanted)
+        if size < pool and consumed == len(ranked) == size:  # the grouping may take more of the pool
+            size = min(pool, 2 * size)
+            continue
+        if len(groups) >= wanted or len(best) < size or pool >= len(fused):
             break
         # At the rate these candidates gave distinct hits, how many would give ``wanted``: at least twice as many.
-        pool *= max(2, -(-wanted // max(len(groups), 1)))
+        grown = pool * max(2, -(-wanted // max(len(groups), 1)))
+        size, pool = min(grown, 2 * pool), grown
     if diverse:
         groups = diversity.supersede(groups, vectors, settings.supersede_similarity)
     return groups, vectors, rows
@@ -432,11 +466,13 @@ def _calibrated(
     vectors: Mapping[str, np.ndarray],
     known: Mapping[str, float],
     covered: dict[str, float],
+    find: Callable[[str], frozenset[str]],
 ) -> list[float]:
     """Each group's calibrated score (see :mod:`remindful.engine.calibration`): a hit's evidence
     takes the higher of its cosine and its context cosine where the search computed one
     (``known``), and ``best`` is the highest evidence among the groups. ``covered``: term coverage
-    already computed, by memory id."""
+    already computed, by memory id; ``find``: a :func:`remindful.engine.calibration.finder` of
+    ``terms``, for the others."""
     if not groups:
         return []
     own = []
@@ -446,10 +482,15 @@ def _calibrated(
         cosine = float(memory @ vector) if memory is not None else 0.0
         covers = covered.get(shown.id)
         if covers is None:
-            covers = calibration.coverage(terms, shown.content)
+            covers = calibration.covered(terms, find(shown.content))
         own.append(calibration.evidence(max(cosine, known.get(shown.id, cosine)), covers))
     best = max(own)
     return [calibration.relevance(o, best) for o in own]
+
+
+def stacked(vectors: Sequence[np.ndarray]) -> np.ndarray:
+    """Equal-length vectors as the rows of one matrix (``np.stack`` costs several times more)."""
+    return np.concatenate(vectors).reshape(len(vectors), -1)
 
 
 @functools.cache
