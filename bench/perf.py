@@ -142,7 +142,7 @@ def bench_ingest(embedder: Any, root: Path, base: list[str]) -> dict[str, Any]:
         acknowledged = time.perf_counter() - started
         memory.flush()  # until Chroma holds every vector: the whole cost of the batch
         indexed = time.perf_counter() - started
-        batch50, batch50_indexed, single50, single50_indexed = batch_vs_single(memory, corpus(base, 100, seed=3))
+        batch50, batch50_indexed, single50, single50_indexed, *_ = batch_vs_single(memory, corpus(base, 100, seed=3))
     return {
         "raw_embed_per_s": round(raw_rate, 1),
         "store_batch_per_s": round(1000 / acknowledged, 1),
@@ -156,45 +156,22 @@ def bench_ingest(embedder: Any, root: Path, base: list[str]) -> dict[str, Any]:
     }
 
 
-def batch_vs_single(memory: Any, texts: list[str]) -> tuple[float, float, float, float]:
+def batch_vs_single(memory: Any, texts: list[str]) -> tuple[float, float, float, float, float, float]:
     """Seconds of one ``store_batch`` of the first half of ``texts`` and of single stores of the
-    other half: until the calls return, and until Chroma holds every vector (``flush``)."""
+    other half: until the calls return, and until Chroma holds every vector (``flush``); then the
+    CPU seconds this process (every thread) spent on each half until indexed."""
     half = len(texts) // 2
-    started = time.perf_counter()
+    cpu, started = time.process_time(), time.perf_counter()
     memory.store_batch([{"content": t} for t in texts[:half]])
     batch = time.perf_counter() - started
     memory.flush()
-    batch_indexed = time.perf_counter() - started
-    started = time.perf_counter()
+    batch_indexed, batch_cpu = time.perf_counter() - started, time.process_time() - cpu
+    cpu, started = time.process_time(), time.perf_counter()
     for t in texts[half:]:
         memory.store(t)
     single = time.perf_counter() - started
     memory.flush()
-    single_indexed = time.perf_counter() - started
-    return batch, batch_indexed, single, single_indexed
-
-
-def batch_and_singles(memory: Any, texts: list[str]) -> tuple[float, float, float, float, float, float]:
-    """:func:`batch_vs_single`, and the CPU seconds of this process (every thread) for each half
-    until indexed."""
-    half = len(texts) // 2
-    cpu, started = process_cpu(), time.perf_counter()
-    memory.store_batch([{"content": t} for t in texts[:half]])
-    batch = time.perf_counter() - started
-    memory.flush()
-    batch_indexed, batch_cpu = time.perf_counter() - started, process_cpu() - cpu
-    cpu, started = process_cpu(), time.perf_counter()
-    for t in texts[half:]:
-        memory.store(t)
-    single = time.perf_counter() - started
-    memory.flush()
-    return batch, batch_indexed, single, time.perf_counter() - started, batch_cpu, process_cpu() - cpu
-
-
-def process_cpu() -> float:
-    """CPU seconds this process has used so far, every thread (user + system)."""
-    times = os.times()
-    return times.user + times.system
+    return batch, batch_indexed, single, time.perf_counter() - started, batch_cpu, time.process_time() - cpu
 
 
 def bench_batch(embedder: Any, root: Path, base: list[str], rounds: int, **options: Any) -> dict[str, Any]:
@@ -212,7 +189,7 @@ def bench_batch(embedder: Any, root: Path, base: list[str], rounds: int, **optio
         for i in range(rounds):
             progress(f"batch of 50 vs 50 singles: round {i + 1} of {rounds}")
             texts = corpus(base, 100, seed=10 + i)
-            runs.append(batch_and_singles(memory, texts))
+            runs.append(batch_vs_single(memory, texts))
             model.append(timed(embedder.embed, [f"{t} (model)" for t in texts[:50]])[0])
     progress(None)
     batch, batch_indexed, single, single_indexed, cpu_batch, cpu_single = (

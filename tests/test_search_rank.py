@@ -29,7 +29,9 @@ class RowsCatalog:
         self.rows, self.passing, self.reads = rows, passing, 0
         self.asked: list[str] = []  # the ids of the last read
 
-    def rows_passing(self, ids: Sequence[str], flt: SqlFilter) -> dict[str, MemoryRow]:
+    def rows_passing(
+        self, ids: Sequence[str], flt: SqlFilter, *, vectors: dict[str, np.ndarray] | None = None
+    ) -> dict[str, MemoryRow]:
         self.reads += 1
         self.asked = list(ids)
         return {mid: self.rows[mid] for mid in ids if mid in self.passing}

@@ -707,8 +707,8 @@ class SearchSettings(_Section):
         ge=0,
         description="filtered sets up to this size may be scored exactly instead of via the HNSW index "
         "(always up to 1,000; above that when they are under a fifth of the searched memories); stores up to "
-        "this size are scored exactly by a hook's context without a daemon, and by `remindful serve` until "
-        "its index is open",
+        "this size are scored exactly by `remindful serve` until its index is open, and by a hook's context "
+        "without a daemon (that one up to 100,000 at least)",
     )
     min_score: float = Field(
         default("search.min_score"),

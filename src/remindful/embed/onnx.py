@@ -433,10 +433,11 @@ class OnnxMiniLMEmbedder:
         """Embed ``texts``: a ``(len(texts), 384)`` float32 array of unit rows, in input order.
 
         Texts are grouped by token count (:func:`length_buckets`) and each group runs padded to its
-        longest member, so short texts do not pay for long ones; padding does not change any vector
-        (the mask excludes it). Up to ``threads`` groups run at once, each on one core; a single
-        group (one text, say) runs on every core. Raises :class:`EmbedderError` if the model cannot
-        be found or loaded.
+        longest member, so short texts do not pay for long ones. The mask keeps padding out of the
+        float model's vectors; the int8 model scales activations per run, so there the texts sharing
+        a run (and their padding) move a vector slightly (see the class docstring). Up to
+        ``threads`` groups run at once, each on one core; a single group (one text, say) runs on
+        every core. Raises :class:`EmbedderError` if the model cannot be found or loaded.
         """
         if isinstance(texts, str):
             raise TypeError("embed() takes a sequence of texts, not a single string")

@@ -340,11 +340,10 @@ class Catalog:
     ) -> dict[str, MemoryRow]:
         """Rows for the ``ids`` that exist and pass ``flt``, keyed by id; with ``vectors``, their
         embeddings are read in the same statement and added to it."""
-        if vectors is None:
-            rows = self.read(f"SELECT {MEMORY_COLUMNS} {_FROM_IDS} WHERE {flt.sql}", [_json(ids), *flt.params])
-            return {row[0]: MemoryRow.from_sql(row) for row in rows}
-        rows = self.read(f"SELECT {MEMORY_COLUMNS}, embedding {_FROM_IDS} WHERE {flt.sql}", [_json(ids), *flt.params])
-        vectors.update((row[0], np.frombuffer(row[-1], dtype=np.float32)) for row in rows if row[-1] is not None)
+        embedding = "" if vectors is None else ", embedding"
+        rows = self.read(f"SELECT {MEMORY_COLUMNS}{embedding} {_FROM_IDS} WHERE {flt.sql}", [_json(ids), *flt.params])
+        if vectors is not None:
+            vectors.update((row[0], np.frombuffer(row[-1], dtype=np.float32)) for row in rows if row[-1] is not None)
         return {row[0]: MemoryRow.from_sql(row) for row in rows}
 
     def ids_passing(self, ids: Sequence[str], flt: SqlFilter) -> set[str]:

@@ -76,8 +76,7 @@ def collapse(
     # one was consumed: its earlier rows are the ones to compare with.
     rows = {c.id: i for i, c in enumerate(c for c in ranked if c.id in vectors)} if similarity <= 1.0 else {}
     stack = [vectors[c.id] for c in ranked if c.id in rows]
-    # One concatenation: np.stack costs several times more.
-    earlier = _near_earlier(np.concatenate(stack).reshape(len(stack), -1), similarity) if stack else {}
+    earlier = _near_earlier(stacked(stack), similarity) if stack else {}
     group_of: list[int] = []  # for each row consumed, the index of its group
     groups: list[Group] = []
     consumed = merged = 0
@@ -107,6 +106,11 @@ def collapse(
         if row is not None:
             group_of.append(home)
     return [g for g in groups if g.members], consumed
+
+
+def stacked(vectors: Sequence[np.ndarray]) -> np.ndarray:
+    """Equal-length vectors as the rows of one matrix (``np.stack`` costs several times more)."""
+    return np.concatenate(vectors).reshape(len(vectors), -1)
 
 
 #: Matrix products of at most this many multiply-adds: OpenBLAS shares larger ones among its
@@ -174,4 +178,4 @@ def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:
     return len(a & b) / len(a | b)
 
 
-__all__ = ["Candidate", "Group", "collapse", "supersede"]
+__all__ = ["Candidate", "Group", "collapse", "stacked", "supersede"]

@@ -238,11 +238,7 @@ def best_eligible(
         batch = order[start : start + size]
         unread = [mid for mid, _ in batch if mid not in known]
         if unread:
-            found = (
-                catalog.rows_passing(unread, flt)
-                if vectors is None
-                else catalog.rows_passing(unread, flt, vectors=vectors)
-            )
+            found = catalog.rows_passing(unread, flt, vectors=vectors)
             known.update((mid, found.get(mid)) for mid in unread)
         rows = {mid: row for mid, _ in batch if (row := known[mid]) is not None}
         kept += [
@@ -398,7 +394,7 @@ class Reorder:
             return []
         bm25, top = self.bm25, self.top
         zero = np.zeros_like(self.vector)
-        cosines = (stacked([vectors.get(row.id, zero) for row, _ in head]) @ self.vector).tolist()
+        cosines = (diversity.stacked([vectors.get(row.id, zero) for row, _ in head]) @ self.vector).tolist()
         result: list[tuple[float, ...]] = []
         for (row, _), cosine in zip(head, cosines, strict=True):
             if row.id not in self.named:  # a larger pool re-reads the same first candidates
@@ -486,11 +482,6 @@ def _calibrated(
         own.append(calibration.evidence(max(cosine, known.get(shown.id, cosine)), covers))
     best = max(own)
     return [calibration.relevance(o, best) for o in own]
-
-
-def stacked(vectors: Sequence[np.ndarray]) -> np.ndarray:
-    """Equal-length vectors as the rows of one matrix (``np.stack`` costs several times more)."""
-    return np.concatenate(vectors).reshape(len(vectors), -1)
 
 
 @functools.cache

@@ -129,6 +129,11 @@ SIZE_WARNING_INTERVAL_S = 600.0
 SIZE_MAX_AGE_S = 5.0
 
 
+def _indexed_of(memory_type: MemoryType) -> SqlFilter:
+    """The catalog's rows of ``memory_type`` marked indexed: what its collection should hold."""
+    return build_filter(types=[memory_type.value]) & SqlFilter("indexed = 1")
+
+
 class Store:
     """Lazily opened parts of one storage directory and the operations that span them."""
 
@@ -910,7 +915,7 @@ class Store:
                 queued = self._queued_deletes()
                 if self._index_agrees(index, memory_type, queued):
                     continue
-                flt = build_filter(types=[memory_type.value]) & SqlFilter("indexed = 1")
+                flt = _indexed_of(memory_type)
                 in_index = set(index.ids(memory_type.collection))
                 in_catalog = {r[0] for r in self.catalog.read(f"SELECT id FROM memories WHERE {flt.sql}", flt.params)}
                 extra = sorted(in_index - in_catalog)
@@ -933,7 +938,7 @@ class Store:
     def _index_agrees(self, index: VectorIndex, memory_type: MemoryType, queued: list[tuple[str, str]]) -> bool:
         """Whether the index's count for ``memory_type`` is the catalog's indexed count (plus the
         vectors still queued for deletion)."""
-        expected = self.catalog.count(build_filter(types=[memory_type.value]) & SqlFilter("indexed = 1"))
+        expected = self.catalog.count(_indexed_of(memory_type))
         waiting = sum(1 for _mid, t in queued if t == memory_type.value)
         return index.count(memory_type.collection) in (expected, expected + waiting)
 

@@ -199,9 +199,9 @@ def run(argv: list[str], stdin: Any = None, stdout: Any = None) -> int:
 #: Seconds from a hook's start by which its context must be ready, well inside the timeout that
 #: ``install-hooks`` writes (2 s for UserPromptSubmit, as the spec asks; 5 s for SessionStart):
 #: an answer after the timeout is lost, and the agent waited for it. Without a daemon the hook loads
-#: the model, and for a store of more than ``search.exact_filter_max`` memories the vector index
-#: too (a smaller one is scored exactly from the catalog), which a busy machine can take longer
-#: than that to do: the hook then prints none (and logs why) rather than time out.
+#: the model, and for a store of more than ``HOOK_EXACT_MAX`` memories (services/context.py) the
+#: vector index too (a smaller one is scored exactly from the catalog), which a busy machine can
+#: take longer than that to do: the hook then prints none (and logs why) rather than time out.
 CONTEXT_DEADLINE_S = {"UserPromptSubmit": 1.5, "SessionStart": 4.0}
 
 
