@@ -141,6 +141,15 @@ def test_the_calibrated_score_is_a_probability_rising_with_the_evidence(own: flo
     assert 0.0 <= score <= 1.0
     assert calibration.relevance(own + more, best) >= score
     assert calibration.relevance(own, best + more) >= score
+    first = calibration.relevance(own, best, first=True)
+    assert score <= first <= 1.0
+    assert calibration.relevance(own + more, best, first=True) >= first
+
+
+def test_the_ranking_s_first_hit_scores_higher_than_the_same_evidence_further_down() -> None:
+    assert calibration.relevance(0.4, 0.5, first=True) > calibration.relevance(0.4, 0.5) + 0.1
+    # Not past the gate: an unrelated first hit stays unrelated.
+    assert calibration.relevance(0.05, 0.05, first=True) < 0.01
 
 
 def test_a_weak_hit_stays_weak_beside_a_strong_one() -> None:

@@ -211,7 +211,11 @@ def length_buckets(lengths: Sequence[int], *, max_rows: int, waste: float = PAD_
 
 def _run_on_threads(run: Callable[[list[int]], None], jobs: list[list[int]], workers: int) -> None:
     """``run(job)`` for every job, on the calling thread and ``workers - 1`` helpers, each taking the
-    next job when done with one. The first error is raised once all have stopped."""
+    next job when done with one. The first error is raised once all have stopped.
+
+    The helpers are daemon threads started per call, not a ``ThreadPoolExecutor``: the executor's
+    workers are joined when the interpreter exits, so an embedding still in flight (a hook killed
+    at its deadline, a server stopping) would hold the exit until it finished."""
     pending = iter(jobs)
     lock = threading.Lock()
     errors: list[BaseException] = []

@@ -466,7 +466,8 @@ def _calibrated(
 ) -> list[float]:
     """Each group's calibrated score (see :mod:`remindful.engine.calibration`): a hit's evidence
     takes the higher of its cosine and its context cosine where the search computed one
-    (``known``), and ``best`` is the highest evidence among the groups. ``covered``: term coverage
+    (``known``), ``best`` is the highest evidence among the groups, and the first group is the
+    ranking's first. ``covered``: term coverage
     already computed, by memory id; ``find``: a :func:`remindful.engine.calibration.finder` of
     ``terms``, for the others."""
     if not groups:
@@ -481,7 +482,7 @@ def _calibrated(
             covers = calibration.covered(terms, find(shown.content))
         own.append(calibration.evidence(max(cosine, known.get(shown.id, cosine)), covers))
     best = max(own)
-    return [calibration.relevance(o, best) for o in own]
+    return [calibration.relevance(o, best, first=i == 0) for i, o in enumerate(own)]
 
 
 @functools.cache
