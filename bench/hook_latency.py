@@ -178,8 +178,9 @@ def sample_prompts(store: Path, n: int) -> list[str]:
     with closing(sqlite3.connect(f"file:{store / 'catalog.sqlite3'}?mode=ro", uri=True)) as catalog:
         last = int(catalog.execute("SELECT max(rowid) FROM memories").fetchone()[0] or 0)
         rows = [
-            catalog.execute("SELECT content FROM memories WHERE rowid >= ? LIMIT 1", (last * (i + 1) // (n + 1),))
-            .fetchone()
+            catalog.execute(
+                "SELECT content FROM memories WHERE rowid >= ? LIMIT 1", (last * (i + 1) // (n + 1),)
+            ).fetchone()
             for i in range(n)
         ]
     return [" ".join(str(row[0]).split()[:12]) for row in rows if row]

@@ -172,9 +172,7 @@ def lines(result: dict[str, Any]) -> list[str]:
         out.append(f"baseline, same stores, {name}:")
         out.append("  " + row(base))
         for category, figures in base["by_category"].items():
-            out.append(
-                f"  category {category}: " + "  ".join(f"{k} {v:.3f}" for k, v in figures.items() if k != "n")
-            )
+            out.append(f"  category {category}: " + "  ".join(f"{k} {v:.3f}" for k, v in figures.items() if k != "n"))
     out.append("issue 16 targets (figure | target | same-run baseline):")
     for k in ("R@5", "R@10"):
         if k in result["recall"]:

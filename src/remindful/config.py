@@ -270,7 +270,7 @@ def build_settings(
         if env_field is not None:  # a REMINDFUL_* variable holding a section that is not JSON
             variable = _unparsable_variable("REMINDFUL_" + env_field.upper())
             raise ConfigError(
-                variable, "expected a JSON object", suggestion=f'e.g. {variable}=\'{{"key": 1}}\', or set one field'
+                variable, "expected a JSON object", suggestion=f"e.g. {variable}='{{\"key\": 1}}', or set one field"
             ) from exc
         reason = " ".join(str(exc).split())
         raise ConfigError("config file", reason, suggestion="fix the YAML file named by REMINDFUL_CONFIG") from exc

@@ -207,9 +207,7 @@ class DaemonHandle:
             return
         sock.listen(128)  # connections wait in the backlog until uvicorn has started: no refusals meanwhile
         self.port = int(sock.getsockname()[1])
-        config = uvicorn.Config(
-            self.app(), log_level="warning", access_log=False, lifespan="off", server_header=False
-        )
+        config = uvicorn.Config(self.app(), log_level="warning", access_log=False, lifespan="off", server_header=False)
         self._server = server = uvicorn.Server(config)
         self._spawn(lambda: server.run(sockets=[sock]), "remindful-http")
         info = {"pid": os.getpid(), "port": self.port, "started_at": time.time()}

@@ -115,9 +115,7 @@ def export(
     with _open() as memory:
         total = _run(lambda: memory.stats()["total_memories"])
         with _progress("exporting", total) as advance:
-            result = _run(
-                lambda: memory.export(format=format, output_path=output, overwrite=force, progress=advance)
-            )
+            result = _run(lambda: memory.export(format=format, output_path=output, overwrite=force, progress=advance))
     if json_out:
         _print_json(result)
         return

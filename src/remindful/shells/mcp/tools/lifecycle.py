@@ -59,6 +59,8 @@ def checked(check: Callable[[str], Any], value: str) -> None:
         check(value)
     except RemindfulError as exc:
         raise tool_error(exc) from None
+
+
 ASK_DELETE_SESSION = "Delete every memory of this session? A backup is taken first."
 ASK_RESTORE = "Replace ALL current memories with the backup? The current data is backed up first."
 CONFIRM_CLEAR = confirmation("Delete EVERY memory in every collection? A backup is taken first.")
