@@ -29,7 +29,7 @@ from unittest import mock
 import numpy as np
 
 import remindful
-from common import add_data_option, emit, load_locomo, machine, parser, scratch_dir
+from common import add_data_option, emit, load_locomo, logistic, machine, parser, scratch_dir
 from locomo import turns
 
 L2 = 1e-4
@@ -113,18 +113,7 @@ def rows(questions: list[Question]) -> tuple[np.ndarray, np.ndarray]:
 
 def fit(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, float]:
     """Raw-unit weights and bias of a class-balanced, L2-regularised logistic regression."""
-    mean, scale = x.mean(0), x.std(0) + 1e-9
-    z = np.hstack([(x - mean) / scale, np.ones((len(x), 1))])
-    positive = y.sum()
-    sample = np.where(y > 0, (len(y) - positive) / max(positive, 1.0), 1.0)
-    w = np.zeros(z.shape[1])
-    for _ in range(30):
-        p = 1 / (1 + np.exp(-(z @ w)))
-        gradient = z.T @ (sample * (p - y)) + L2 * len(y) * w
-        hessian = (z * (sample * p * (1 - p))[:, None]).T @ z + L2 * len(y) * np.eye(len(w))
-        w -= np.linalg.solve(hessian, gradient)
-    weights = w[:-1] / scale
-    return weights, float(w[-1] - mean @ weights)
+    return logistic(x, y, L2)
 
 
 def scores(q: Question, weights: np.ndarray, bias: float) -> np.ndarray:
