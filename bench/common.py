@@ -60,8 +60,11 @@ def parser(doc: str | None) -> argparse.ArgumentParser:
     return result
 
 
-def add_data_option(parser: argparse.ArgumentParser) -> None:
-    """``--data PATH``, the one way a bench is told where the LoCoMo data is (see this module's docstring)."""
+def add_data_option(parser: argparse.ArgumentParser, *, conversations: bool = False) -> None:
+    """``--data PATH``, the one way a bench is told where the LoCoMo data is (see this module's
+    docstring); with ``conversations``, ``--conversations N`` too (only the first N of them)."""
+    if conversations:
+        parser.add_argument("--conversations", type=int, default=None, help="only the first N conversations")
     parser.add_argument(
         "--data",
         type=Path,

@@ -157,8 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     from remindful.engine import calibration
 
     args_parser = parser(__doc__)
-    add_data_option(args_parser)
-    args_parser.add_argument("--conversations", type=int, default=None, help="only the first N conversations")
+    add_data_option(args_parser, conversations=True)
     args = args_parser.parse_args(argv)
     recorded = record(load_locomo(args.data)[: args.conversations])
     floor = SearchSettings().min_score

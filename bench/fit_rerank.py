@@ -93,8 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     from remindful.engine import rerank
 
     args_parser = parser(__doc__)
-    add_data_option(args_parser)
-    args_parser.add_argument("--conversations", type=int, default=None, help="only the first N conversations")
+    add_data_option(args_parser, conversations=True)
     args = args_parser.parse_args(argv)
     recorded = record(load_locomo(args.data)[: args.conversations])
     every = [row for rows in recorded for row in rows]

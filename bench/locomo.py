@@ -196,9 +196,8 @@ def lines(result: dict[str, Any]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     args_parser = parser(__doc__)
-    add_data_option(args_parser)
+    add_data_option(args_parser, conversations=True)
     args_parser.add_argument("--k", default="5,10", help="comma-separated cut-offs")
-    args_parser.add_argument("--conversations", type=int, default=None, help="only the first N conversations")
     args_parser.add_argument(
         "--set",
         action="append",
