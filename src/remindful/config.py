@@ -693,7 +693,7 @@ class SearchSettings(_Section):
     rrf_k: int = Field(60, ge=1, description="reciprocal-rank-fusion constant (fusion: rrf)")
     candidates: int = Field(50, ge=1, le=1000, description="candidates taken from each space before fusion")
     context_candidates: int = Field(
-        20, ge=1, le=1000, description="dense candidates whose session neighbourhood the context space scores"
+        10, ge=1, le=1000, description="dense candidates whose session neighbourhood the context space scores"
     )
     rerank: bool = Field(
         True,

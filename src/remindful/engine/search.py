@@ -6,7 +6,9 @@ Spaces (each weighted in ``search.*_weight``; weight 0 turns a space off):
   exactly from the catalog's stored vectors. Rows the index may not hold yet (stored by another
   process, or not yet indexed) are always scored exactly.
 - ``context``: the memory's vector plus ``context_neighbour_weight`` times each adjacent memory's
-  vector in its session, normalised. Computed at query time around the dense candidates, so it
+  vector in its session, normalised. Computed at query time around the first
+  ``context_candidates`` dense candidates (10: on the LoCoMo dev split 20 found no more and read
+  twice the neighbourhoods, the largest cost of a search after the model and the index), so it
   costs nothing at ingest.
 - ``lexical``: BM25 over the memory's text (FTS5, porter stemming), query terms OR-ed.
 - ``lexical_context``: BM25 over the memory's session window: its text, its neighbours' and its
