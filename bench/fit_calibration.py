@@ -51,21 +51,16 @@ class Question:
 
 def record(data: list[dict[str, Any]]) -> list[list[Question]]:
     """Per conversation: its own questions, then the next conversation's."""
-    from remindful.engine import calibration, search
+    from remindful.engine import search
 
     recorded: list[list[Question]] = []
     seen: list[tuple[list[str], list[float]]] = []
-    calibrated = search._calibrated
+    evidence_of = search._evidence
 
-    def spy(vector: Any, terms: Any, groups: Any, vectors: Any, known: Any, covered: Any, find: Any) -> list[float]:
-        own = []
-        for group in groups:
-            memory = vectors.get(group.shown.id)
-            cosine = float(memory @ vector) if memory is not None else 0.0
-            covers = calibration.covered(terms, find(group.shown.content))
-            own.append(calibration.evidence(max(cosine, known.get(group.shown.id, cosine)), covers))
+    def spy(vector: Any, terms: Any, groups: Any, *rest: Any) -> list[float]:
+        own = evidence_of(vector, terms, groups, *rest)
         seen.append(([group.shown.id for group in groups], own))
-        return calibrated(vector, terms, groups, vectors, known, covered, find)
+        return own
 
     for index, sample in enumerate(data):
         following = data[(index + 1) % len(data)]
@@ -79,7 +74,7 @@ def record(data: list[dict[str, Any]]) -> list[list[Question]]:
             dia = {
                 mid: json.loads(meta).get("dia_id") for mid, meta in catalog.read("SELECT id, metadata FROM memories")
             }
-            with mock.patch.object(search, "_calibrated", spy):
+            with mock.patch.object(search, "_evidence", spy):
                 for qa, is_own in [(qa, True) for qa in own] + [(qa, False) for qa in others]:
                     seen.clear()
                     memory.search(qa["question"], limit=10, min_score=0)

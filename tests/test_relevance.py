@@ -150,6 +150,13 @@ def test_the_ranking_s_first_hit_scores_higher_than_the_same_evidence_further_do
     assert calibration.relevance(0.4, 0.5, first=True) > calibration.relevance(0.4, 0.5) + 0.1
     # Not past the gate: an unrelated first hit stays unrelated.
     assert calibration.relevance(0.05, 0.05, first=True) < 0.01
+    # A search's scores: the best evidence among all its hits, the bonus for the first one only.
+    assert calibration.scores([0.4, 0.6, 0.4]) == [
+        calibration.relevance(0.4, 0.6, first=True),
+        calibration.relevance(0.6, 0.6),
+        calibration.relevance(0.4, 0.6),
+    ]
+    assert calibration.scores([]) == []
 
 
 def test_a_weak_hit_stays_weak_beside_a_strong_one() -> None:

@@ -140,8 +140,15 @@ def relevance(own: float, best: float, first: bool = False) -> float:
     return _sigmoid(z) * _sigmoid(GATE_SLOPE * (own - GATE_EVIDENCE))
 
 
+def scores(evidence: Sequence[float]) -> list[float]:
+    """The calibrated score of each of a search's ranked hits, from their ``evidence`` in ranked
+    order: ``best`` is the highest of them, and the first is the ranking's first."""
+    best = max(evidence, default=0.0)
+    return [relevance(own, best, first=place == 0) for place, own in enumerate(evidence)]
+
+
 def _sigmoid(z: float) -> float:
     return 0.0 if z < -60 else 1.0 / (1.0 + math.exp(-z))
 
 
-__all__ = ["BEST_OF", "coverage", "covered", "evidence", "finder", "relevance", "stems"]
+__all__ = ["BEST_OF", "coverage", "covered", "evidence", "finder", "relevance", "scores", "stems"]

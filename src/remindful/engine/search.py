@@ -338,7 +338,7 @@ def rank(
     )
     groups, vectors, rows = _distinct(catalog, fused, flt, settings, resumed_session, wanted, diverse, reorder)
     known = dict(candidates.by_space.get("context", ()))
-    scores = _calibrated(vector, terms, groups, vectors, known, covered, find)
+    scores = calibration.scores(_evidence(vector, terms, groups, vectors, known, covered, find))
     floor = settings.min_score if min_score is None else min_score
     kept = [(g, score) for g, score in zip(groups, scores, strict=True) if score >= floor][:limit]
     found_in = {space: {mid for mid, _ in ranked} for space, ranked in candidates.by_space.items()}
@@ -457,7 +457,7 @@ def _distinct(
     return groups, vectors, rows
 
 
-def _calibrated(
+def _evidence(
     vector: np.ndarray,
     terms: Sequence[str],
     groups: Sequence[diversity.Group],
@@ -466,14 +466,10 @@ def _calibrated(
     covered: dict[str, float],
     find: Callable[[str], frozenset[str]],
 ) -> list[float]:
-    """Each group's calibrated score (see :mod:`remindful.engine.calibration`): a hit's evidence
-    takes the higher of its cosine and its context cosine where the search computed one
-    (``known``), ``best`` is the highest evidence among the groups, and the first group is the
-    ranking's first. ``covered``: term coverage
-    already computed, by memory id; ``find``: a :func:`remindful.engine.calibration.finder` of
-    ``terms``, for the others."""
-    if not groups:
-        return []
+    """Each group's evidence (:func:`remindful.engine.calibration.evidence`), in ranked order: the
+    higher of its cosine and its context cosine where the search computed one (``known``), plus its
+    term coverage. ``covered``: term coverage already computed, by memory id; ``find``: a
+    :func:`remindful.engine.calibration.finder` of ``terms``, for the others."""
     own = []
     for group in groups:
         shown = group.shown
@@ -483,8 +479,7 @@ def _calibrated(
         if covers is None:
             covers = calibration.covered(terms, find(shown.content))
         own.append(calibration.evidence(max(cosine, known.get(shown.id, cosine)), covers))
-    best = max(own)
-    return [calibration.relevance(o, best, first=i == 0) for i, o in enumerate(own)]
+    return own
 
 
 @functools.cache
