@@ -128,3 +128,19 @@ def test_token_prints_the_stores_http_token(store_path: Path, monkeypatch: pytes
     assert invoke("token")[1].strip() == token  # kept, not generated again
     monkeypatch.setenv("REMINDFUL_HTTP_TOKEN", "from-the-environment")
     assert invoke("token")[1].strip() == "from-the-environment"
+
+
+def test_mcp_config_names_this_installation_by_its_absolute_path(store_path: Path) -> None:
+    """Issue 24: a bare `remindful` in a desktop client's config does not resolve outside the venv."""
+    code, out = invoke("mcp-config")
+    assert code == 0, out
+    server = json.loads(out)["mcpServers"]["remindful"]
+    command = Path(server["command"])
+    assert command.is_absolute() and command.exists()
+    assert server["args"][-1] == "serve" and server["env"] == {"MEMORY_STORAGE_PATH": str(store_path)}
+    done = subprocess.run([str(command), *server["args"][:-1], "--help"], capture_output=True, text=True)
+    assert done.returncode == 0 and "serve" in done.stdout
+    code, out = invoke("mcp-config", "--client", "claude-code")
+    assert code == 0 and out.startswith("claude mcp add remindful ") and f" -- {command} " in out
+    code, out = invoke("mcp-config", "--client", "vscode")
+    assert code == 2 and "Invalid '--client': expected json or claude-code, got 'vscode'" in out

@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+import concurrent.futures
+import functools
 import json
 import os
 import pwd
@@ -24,6 +26,8 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp_types import ListToolsResult
 
+from remindful.shells.mcp import manifest as mcp_manifest
+
 pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.integration]
 
 NPX = shutil.which("npx")
@@ -35,12 +39,23 @@ def remindful_script() -> str:
     return str(script)
 
 
-def server_env(tmp_path: Path, *, fake: bool = True) -> dict[str, str]:
+@functools.cache
+def manifest() -> dict[str, Any]:
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:  # generate() runs an event loop of its own
+        return pool.submit(mcp_manifest.generate).result()
+
+
+def server_env(tmp_path: Path, *, fake: bool = True, cached_manifest: bool = True) -> dict[str, str]:
+    """A server's environment: its own HOME and store, and (``cached_manifest``) the MCP manifest
+    cache in that HOME, as every start of an installation but its first finds it."""
     # The per-user caches must land in the temporary HOME: XDG_CACHE_HOME would move them.
     env = {k: v for k, v in os.environ.items() if not k.startswith("REMINDFUL_") and k != "XDG_CACHE_HOME"}
     env.update(HOME=str(tmp_path / "home"), MEMORY_STORAGE_PATH=str(tmp_path / "store"))
     if fake:
         env["REMINDFUL_EMBEDDINGS__BACKEND"] = "fake"
+    if cached_manifest:
+        name = Path(mcp_manifest.manifest_file()).name
+        mcp_manifest.write(manifest(), str(tmp_path / "home" / ".cache" / "remindful" / name))
     return env
 
 
@@ -75,12 +90,6 @@ async def test_stdio_with_the_sdk_client(tmp_path: Path, mode: str) -> None:
         await errors_are_tool_errors(client)
     assert {"memory_store", "memory_search", "memory_stats"} <= set(tools)
 
-
-NO_SHIPPED_MANIFEST = """
-import remindful.shells.mcp.manifest as m
-
-m.load = lambda path=None: None  # as with an SDK or pydantic other than the ones it was recorded with
-"""
 
 HELD_SDK = """
 import os, sys, time
@@ -165,8 +174,8 @@ async def listed_while_held(stack: AsyncExitStack, client: Client, gate: Gate) -
 
 
 def test_the_handshake_is_answered_before_the_sdk_loads(tmp_path: Path) -> None:
-    """With the SDK import held, initialize and tools/list are answered from the shipped manifest,
-    as the SDK answers them itself (a server without the manifest); the tool call is answered by
+    """With the SDK import held, initialize and tools/list are answered from the manifest cache,
+    as the SDK answers them itself (a server without the cache); the tool call is answered by
     the SDK once the import is let go, in the session the early answers began."""
     requests = [
         {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INITIALIZE},
@@ -174,7 +183,7 @@ def test_the_handshake_is_answered_before_the_sdk_loads(tmp_path: Path) -> None:
         {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
         {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "memory_stats", "arguments": {}}},
     ]
-    by_sdk = raw_session(patched(server_env(tmp_path / "a"), tmp_path / "p1", NO_SHIPPED_MANIFEST), requests)
+    by_sdk = raw_session(server_env(tmp_path / "a", cached_manifest=False), requests)
     env, gate = held_sdk(server_env(tmp_path / "b"), tmp_path / "p2")
     early = raw_session(env, requests, gate, early=(1, 2))
     assert [early[i]["message"] for i in (1, 2)] == [by_sdk[i]["message"] for i in (1, 2)]

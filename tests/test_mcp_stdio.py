@@ -98,6 +98,9 @@ def test_what_the_json_package_refuses_the_front_refuses(text: str) -> None:
 
 def test_the_first_answers_import_no_json_package_and_no_sdk() -> None:
     """What runs before the first answers is kept to the standard library's cheapest modules."""
+    from remindful.shells.mcp import manifest
+
+    manifest.write(manifest.generate())  # in this test's HOME
     code = (
         "import sys\n"
         "from remindful.shells.mcp import fast_start as f\n"

@@ -97,3 +97,35 @@ def token() -> None:
 
     with _open() as memory:
         typer.echo(_run(lambda: http_token(memory.path)))
+
+
+MCP_CLIENTS = ("json", "claude-code")
+
+
+@app.command("mcp-config")
+def mcp_config(
+    client: Annotated[
+        str, typer.Option("--client", help="json (Claude Desktop, .mcp.json, Cursor...) or claude-code (a command).")
+    ] = "json",
+) -> None:
+    """Print the MCP client configuration for this machine: the absolute path of this installation's
+    `remindful` (a venv or pipx install is not on a desktop app's PATH) and the storage path."""
+    import json
+    import shlex
+    import sys
+    from pathlib import Path
+
+    from remindful.config import load_settings
+
+    if client not in MCP_CLIENTS:
+        err_console.print(f"[red]error:[/red] Invalid '--client': expected {' or '.join(MCP_CLIENTS)}, got {client!r}")
+        raise typer.Exit(2)
+    script = Path(sys.executable).parent / "remindful"
+    command = [str(script)] if script.exists() else [sys.executable, "-m", "remindful.shells.entry"]
+    storage = str(_run(lambda: load_settings(_State.path)).storage_path)
+    if client == "claude-code":
+        words = ["claude", "mcp", "add", "remindful", "-e", f"MEMORY_STORAGE_PATH={storage}", "--", *command, "serve"]
+        typer.echo(shlex.join(words))
+        return
+    server = {"command": command[0], "args": [*command[1:], "serve"], "env": {"MEMORY_STORAGE_PATH": storage}}
+    typer.echo(json.dumps({"mcpServers": {"remindful": server}}, indent=2))

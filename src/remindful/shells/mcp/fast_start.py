@@ -3,9 +3,12 @@
 Why: importing the ``mcp`` SDK is by far the slowest part of a start (it builds pydantic models
 for every protocol revision; ``bench/mcp_cold_start.py`` prints it), and an MCP client starts the
 server for each session and waits for its tool list. So the process starts on the standard
-library only, answers ``initialize`` and ``tools/list`` from the shipped manifest
+library only, answers ``initialize`` and ``tools/list`` from the manifest cache
 (:mod:`remindful.shells.mcp.manifest`) while a thread imports the SDK, and then the SDK's own
-stdio transport (``MCPServer.run_stdio_async``) serves.
+stdio transport (``MCPServer.run_stdio_async``) serves. Without a cache that applies (the first
+run of an installation, or another SDK or pydantic release since), the SDK answers everything and
+its answers to the handshake fill the cache; every early answer is checked against the SDK's own
+answer to the same request, and a difference drops the cache.
 
 The SDK's import starts once the handshake is answered (or at the first request that is not, or
 :data:`SDK_START_DELAY_S` after the start): begun at once, it would take CPU from the very answers
@@ -136,7 +139,9 @@ class StdioFront:
         self._lock = threading.Lock()
         self._settled = threading.Condition(self._lock)
         self._opened: bool | None = None  # did the connection open with a plain initialize?
-        self._answered_early: set[str] = set()  # ids whose SDK answer is dropped
+        self._answered_early: dict[str, dict[str, Any]] = {}  # id -> the early result; the SDK's answer is dropped
+        self._to_record: dict[str, str] = {}  # id -> "initialize" or "tools": the SDK's answer fills the cache
+        self._recorded: dict[str, dict[str, Any]] = {}
         self._unanswered: dict[str, int] = {}  # id -> requests with that id the SDK has not answered
         self._client_gone = False
         self._sdk = threading.Thread(target=self._run_sdk, name="remindful-mcp-sdk", daemon=True)
@@ -203,25 +208,31 @@ class StdioFront:
             with self._lock:
                 key = _key(request_id)
                 self._unanswered[key] = self._unanswered.get(key, 0) + 1
-                answer = self._early(message)
+                answer = self._early(message, key)
                 if answer is not None:
-                    self._answered_early.add(key)
+                    self._answered_early[key] = answer
             if answer is not None:
                 self._write({"jsonrpc": "2.0", "id": request_id, "result": answer})
             if answer is None or method == "tools/list":  # the SDK is needed now, or the handshake is done
                 self._start_sdk()
         os.write(self._to_sdk, line + b"\n")
 
-    def _early(self, message: dict[str, Any]) -> dict[str, Any] | None:
+    def _early(self, message: dict[str, Any], key: str) -> dict[str, Any] | None:
         """The result to answer ``message`` with now, or None to leave it to the SDK (the caller
-        holds the lock)."""
-        if self.manifest is None:
-            return None
+        holds the lock). Without a manifest, the SDK's answer to a plain handshake is recorded."""
         if self._opened is None:  # the first request decides, as it decides the SDK's era
             version = plain_initialize(message)
             self._opened = version is not None
-            return None if version is None else mcp_manifest.initialize_result(self.manifest, version)
+            if version is None:
+                return None
+            if self.manifest is None:
+                self._to_record[key] = "initialize"
+                return None
+            return mcp_manifest.initialize_result(self.manifest, version)
         if self._opened and message["method"] == "tools/list" and message.get("params") in (None, {}):
+            if self.manifest is None:
+                self._to_record.setdefault(key, "tools")
+                return None
             return mcp_manifest.tools_result(self.manifest)
         return None
 
@@ -281,16 +292,37 @@ class StdioFront:
                     key = _key(message["id"])
                     with self._lock:
                         self._settle(key)
-                        if key in self._answered_early:
-                            self._answered_early.discard(key)
-                            continue
+                        early = self._answered_early.pop(key, None)
+                        recording = self._to_record.pop(key, None)
+                    if early is not None:
+                        self._check(early, message)
+                        continue
+                    if recording is not None and isinstance(message.get("result"), dict):
+                        self._record(recording, message["result"])
                 self._write(raw if raw.endswith(b"\n") else raw + b"\n")
                 if "id" in message and "method" not in message:  # the SDK's first answer is out
                     self.collect_again()
 
+    def _check(self, early: dict[str, Any], answer: dict[str, Any]) -> None:
+        """The SDK answered a request that was answered early: if not alike, the cache is wrong for
+        this installation (it cannot tell every change apart), and the next start goes without it."""
+        if answer.get("result") != early:
+            mcp_manifest.forget()
+            sys.stderr.write("remindful serve: the cached MCP manifest differed from the SDK's answer; dropped\n")
+            sys.stderr.flush()
+
+    def _record(self, kind: str, result: dict[str, Any]) -> None:
+        """Keep the SDK's answer to a plain handshake; with both halves, write the cache."""
+        self._recorded[kind] = result
+        if len(self._recorded) == 2:
+            try:
+                mcp_manifest.write(mcp_manifest.record(self._recorded["initialize"], self._recorded["tools"]))
+            except Exception as exc:  # a cache: losing it costs the next start its early answer, nothing else
+                sys.stderr.write(f"remindful serve: could not cache the MCP manifest: {exc}\n")
+
 
 def main(path: str | None = None) -> None:
-    """Serve MCP over stdio, answering the handshake from the shipped manifest while the SDK loads.
+    """Serve MCP over stdio, answering the handshake from the manifest cache while the SDK loads.
 
     The garbage collector is off until the SDK's first answer (:meth:`StdioFront.collect_again`):
     the imports before it make some 150,000 tracked objects that all live as long as the process,

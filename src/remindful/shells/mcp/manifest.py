@@ -1,17 +1,21 @@
-"""The shipped MCP manifest: the server's ``initialize`` and ``tools/list`` answers, recorded at build time.
+"""The MCP manifest: the server's ``initialize`` and ``tools/list`` answers, cached from the SDK itself.
 
-``remindful serve`` answers the handshake from ``manifest.json`` (next to this module) while the
-``mcp`` SDK is still importing (:mod:`remindful.shells.mcp.fast_start`). The file holds what the
-real server answers through the SDK — its capabilities, instructions, server info and tool list,
-and the protocol versions its handshake accepts — written by::
+``remindful serve`` answers the handshake from this cache while the ``mcp`` SDK is still importing
+(:mod:`remindful.shells.mcp.fast_start`). Nothing is shipped: the cache holds what the installed
+SDK answered in an earlier run of this very installation, so it stays right by construction when a
+dependency publishes a release:
 
-    python -m remindful.shells.mcp.manifest          # regenerate
-    python -m remindful.shells.mcp.manifest --check  # exit 1 if it is stale
+- it lives in the user's cache directory (``$XDG_CACHE_HOME/remindful``, else ``~/.cache/remindful``),
+  one file per installation (keyed by the package's folder);
+- it records what it was built from: the versions of the SDK and of pydantic (which renders the
+  tools' input schemas) and a stamp of remindful's own source files. :func:`load` ignores it when
+  any of them differs, and the SDK then answers everything itself;
+- the stdio front fills it from the SDK's own answers to a plain handshake (:func:`record`), and
+  compares every early answer with the SDK's answer to the same request: a difference drops the file,
+  so at most one run answers from a cache that the installed code no longer matches.
 
-A test compares it with what the SDK server lists, so it cannot go stale unnoticed. It also
-records the versions of the SDK and of pydantic (which renders the tools' input schemas):
-:func:`load` ignores the file when another version of either is installed, and the SDK then
-answers everything itself.
+``python -m remindful.shells.mcp.manifest`` builds it ahead of time through the SDK's own client
+(``--check`` exits 1 if the cache is missing or differs from what the server answers now).
 
 Standard library only at import time: the generator imports the SDK inside :func:`generate`. So
 are :func:`loads` and :func:`dumps`, the stdio front's JSON.
@@ -19,27 +23,36 @@ are :func:`loads` and :func:`dumps`, the stdio front's JSON.
 
 from __future__ import annotations
 
+import contextlib  # imported by the interpreter's start already
 import os
 import sys
+import zlib
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: this runs before the SDK import, at every start
 if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
-FORMAT = 3  # 3: one tool list for every handshake version, no per-source digests
-MANIFEST_NAME = "manifest.json"
+FORMAT = 4  # 4: cached per installation, with the source stamp; 3 was shipped in the package
 #: Distributions whose versions change the answers (the SDK builds them with pydantic).
-DISTRIBUTIONS = ("mcp", "pydantic")
+DISTRIBUTIONS = ("mcp", "mcp_types", "pydantic", "pydantic_core")
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # .../remindful
+
+
+def cache_dir() -> str:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "remindful")
 
 
 def manifest_file() -> str:
-    return os.path.join(os.path.dirname(os.path.abspath(__file__)), MANIFEST_NAME)
+    """This installation's cache file (two venvs sharing a home keep one each)."""
+    return os.path.join(cache_dir(), f"mcp-manifest-{zlib.crc32(_PACKAGE.encode()):08x}.json")
 
 
 def installed_versions() -> dict[str, str]:
     """The versions of :data:`DISTRIBUTIONS` found next to their packages on ``sys.path`` (from the
-    ``.dist-info`` folder names: importlib.metadata would cost more than answering)."""
+    ``.dist-info`` folder names: importlib.metadata would cost more than answering). A version that
+    cannot be told is "" (and then no cache applies: see :func:`load`)."""
     versions = {}
     listed: dict[str, list[str]] = {}
     for name in DISTRIBUTIONS:
@@ -65,15 +78,44 @@ def installed_versions() -> dict[str, str]:
     return versions
 
 
+def source_stamp() -> list[int]:
+    """``[files, total size, newest mtime_ns]`` of remindful's ``.py`` files: an editable install
+    whose tools changed gets no stale answer."""
+    files = size = newest = 0
+    stack = [_PACKAGE]
+    while stack:
+        with os.scandir(stack.pop()) as entries:
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    if entry.name != "__pycache__":
+                        stack.append(entry.path)
+                elif entry.name.endswith(".py"):
+                    info = entry.stat()
+                    files, size, newest = files + 1, size + info.st_size, max(newest, info.st_mtime_ns)
+    return [files, size, newest]
+
+
+def built_from() -> dict[str, Any]:
+    """What a cached manifest must have been built from to answer for this process."""
+    return {"format": FORMAT, "versions": installed_versions(), "source": source_stamp()}
+
+
 def load(path: str | None = None) -> dict[str, Any] | None:
-    """The manifest, or None if it is missing, unreadable, of another format, or recorded with
-    other versions of the SDK or pydantic than the installed ones."""
+    """The cached manifest, or None if it is missing, unreadable, or built from another format,
+    other versions of the SDK or pydantic, or other remindful sources than the installed ones."""
     try:
         with open(path or manifest_file(), "rb") as f:
             data = loads(f.read())
     except (OSError, ValueError, RecursionError):
         return None
-    if not isinstance(data, dict) or data.get("format") != FORMAT or data.get("versions") != installed_versions():
+    if not isinstance(data, dict):
+        return None
+    expected = built_from()
+    if "" in expected["versions"].values() or any(data.get(key) != value for key, value in expected.items()):
+        return None
+    if not isinstance(data.get("initialize"), dict) or not isinstance(data.get("tools"), list):
+        return None
+    if not isinstance(data.get("handshake_versions"), list) or not data["handshake_versions"]:
         return None
     return data
 
@@ -90,10 +132,29 @@ def tools_result(data: dict[str, Any]) -> dict[str, Any]:
     return {"tools": data["tools"]}
 
 
+def record(initialize: dict[str, Any], tools: dict[str, Any]) -> dict[str, Any]:
+    """The manifest of the SDK's answers to a plain ``initialize`` and a plain ``tools/list``
+    (the SDK is imported by then: this reads which handshake versions it accepts)."""
+    from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+
+    answered = {key: value for key, value in initialize.items() if key != "protocolVersion"}
+    return {
+        **built_from(),
+        "handshake_versions": list(HANDSHAKE_PROTOCOL_VERSIONS),
+        "initialize": answered,
+        "tools": tools["tools"],
+    }
+
+
+def forget(path: str | None = None) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(path or manifest_file())
+
+
 # -- JSON without the json package ----------------------------------------------------------------
 # ``import json`` (re, enum and the regular expressions it compiles) costs more CPU than everything
 # else the first answers need. The package's own C accelerator, ``_json``, does the same work
-# without it; an interpreter that lacks it (PyPy) imports the package.
+# without it; an interpreter that lacks it, or whose private API differs, imports the package.
 
 _SPACE = " \t\n\r"
 
@@ -120,7 +181,10 @@ try:
 
     _scan = _json.make_scanner(_Decoding())  # type: ignore[arg-type]
     _encode = _json.make_encoder(None, _unencodable, _json.encode_basestring, None, ":", ",", False, False, True)
-except ImportError:  # pragma: no cover - CPython has it
+    _sample = '{"a":[1,"\\u00e9"]}'
+    if _scan(_sample, 0) != ({"a": [1, "é"]}, len(_sample)) or "".join(_encode({"a": "é"}, 0)) != '{"a":"é"}':
+        raise ImportError("the private _json API answers differently")
+except Exception:  # pragma: no cover - CPython has it; anything else takes the json package
     _scan = _encode = None
 
 
@@ -158,9 +222,8 @@ def generate() -> dict[str, Any]:
 
     import anyio
 
-    async def record(storage: str) -> dict[str, Any]:
+    async def answers(storage: str) -> tuple[dict[str, Any], dict[str, Any]]:
         from mcp import Client
-        from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
         from remindful.shells.mcp.server import build_server
 
@@ -168,48 +231,43 @@ def generate() -> dict[str, Any]:
             return model.model_dump(by_alias=True, mode="json", exclude_none=True)
 
         async with Client(build_server(path=storage), mode="legacy") as client:
-            listed = dump(await client.list_tools())
+            tools = dump(await client.list_tools())
             initialize: dict[str, Any] = {"capabilities": dump(client.server_capabilities)}
             if client.instructions is not None:
                 initialize["instructions"] = client.instructions
             initialize["serverInfo"] = dump(client.server_info)
-        return {
-            "format": FORMAT,
-            "versions": installed_versions(),
-            "handshake_versions": list(HANDSHAKE_PROTOCOL_VERSIONS),
-            "initialize": initialize,
-            "tools": listed["tools"],
-        }
+        return initialize, tools
 
     with tempfile.TemporaryDirectory() as storage:  # listing touches no store; the server opens one
-        return anyio.run(record, storage)
+        return record(*anyio.run(answers, storage))
 
 
 def write(data: dict[str, Any], path: str | None = None) -> None:
-    import json
-
-    with open(path or manifest_file(), "w", encoding="utf-8") as f:
-        json.dump(data, f, ensure_ascii=False, indent=1)
-        f.write("\n")
+    """Write the cache atomically (a concurrent start reads the old file or the new one, whole)."""
+    target = path or manifest_file()
+    folder = os.path.dirname(target)
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    temporary = os.path.join(folder, f".{os.path.basename(target)}.{os.getpid()}.tmp")
+    try:
+        with open(temporary, "w", encoding="utf-8") as f:
+            f.write(dumps(data))
+        os.replace(temporary, target)
+    except OSError:  # a cache: a read-only or full home only costs the next start its early answer
+        forget(temporary)
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m remindful.shells.mcp.manifest [--check]``: regenerate the shipped manifest, or
-    (``--check``) exit 1 if it differs from what the server answers now."""
+    """``python -m remindful.shells.mcp.manifest [--check]``: build this installation's manifest
+    cache now, or (``--check``) exit 1 if it is missing or differs from what the server answers."""
     import argparse
 
     parser = argparse.ArgumentParser(prog="python -m remindful.shells.mcp.manifest", description=main.__doc__)
-    parser.add_argument("--check", action="store_true", help="only compare; exit 1 if the file is stale")
+    parser.add_argument("--check", action="store_true", help="only compare; exit 1 if the cache is stale")
     args = parser.parse_args(argv)
     fresh = generate()
     if args.check:
-        try:
-            with open(manifest_file(), "rb") as f:
-                shipped = loads(f.read())
-        except (OSError, ValueError):
-            shipped = None
-        if shipped != fresh:
-            print(f"{manifest_file()} is stale: run python -m remindful.shells.mcp.manifest", file=sys.stderr)
+        if load() != fresh:
+            print(f"{manifest_file()} is missing or stale", file=sys.stderr)
             return 1
         return 0
     write(fresh)

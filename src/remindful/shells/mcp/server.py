@@ -8,7 +8,7 @@ them, and the opening runs beside the server's start) and closes it when the ser
 Transports, both the SDK's own:
 
 - stdio: :mod:`remindful.shells.mcp.fast_start` answers ``initialize`` and ``tools/list`` from
-  the shipped manifest while the SDK imports, then ``MCPServer.run_stdio_async`` serves;
+  the manifest cache while the SDK imports, then ``MCPServer.run_stdio_async`` serves;
 - HTTP (:func:`serve_http`): the SDK's streamable-HTTP app (with its Host/Origin checks) behind
   :class:`BearerGate`, served by uvicorn at ``http://127.0.0.1:8000/mcp`` by default.
 """
