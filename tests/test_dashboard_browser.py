@@ -194,7 +194,8 @@ def test_dashboard_in_a_real_browser(served: dict[str, Any], browser: Any, tmp_p
     page.goto(base + "/memories?type=screen")
     page.click("#memories tbody tr:first-child td a")
     image = page.wait_for_selector("img[id='attachment-screenshot_path']")
-    assert page.evaluate("(img) => img.complete && img.naturalWidth > 0", image)
+    # Loaded, not only in the page: the image arrives after the element (a real failure times out).
+    page.wait_for_function("(img) => img.complete && img.naturalWidth > 0", arg=image, timeout=30_000)
 
     # Sessions, one session, and its deletion through the confirmation.
     page.click("nav >> text=Sessions")
