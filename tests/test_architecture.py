@@ -6,7 +6,8 @@ module level, not inside a function, not under TYPE_CHECKING — and the imports
 no cycle. Outside ``api.py`` nothing touches a private attribute of the MemoryManager.
 
 The catalog is reached through the engine only: no SQL statement and no ``import sqlite3`` outside
-``engine/`` (the services ask the named methods of :mod:`remindful.engine.repositories`), no service
+``engine/``, and only the engine and the root hold the Catalog, whose ``read``/``write`` run raw SQL
+(the services ask the named methods of :mod:`remindful.engine.repositories`); no service
 takes the whole Store (each declares the narrow protocol it uses), and the store's parts (Store,
 Catalog, indexes, embedders) are built only by the composition root, ``api.py``.
 """
@@ -307,6 +308,23 @@ def test_services_take_narrow_parts_not_the_store() -> None:
     assert not found, "services importing the Store (declare a Protocol of what they use):\n" + "\n".join(found)
 
 
+def catalog_reaches(path: Path) -> Iterator[int]:
+    """Lines reaching a store's catalog (``x.catalog``), whose ``read``/``write`` run raw SQL."""
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Attribute) and node.attr == "catalog":
+            yield node.lineno
+
+
+def test_only_the_engine_and_the_root_reach_the_catalog() -> None:
+    """``Catalog.read``/``write`` are the engine's: a service gets repositories, never the catalog."""
+    found = [
+        f"{path.relative_to(ROOT)}:{line}"
+        for path in outside_engine(INGEST_PENDING, ("api.py",))
+        for line in catalog_reaches(path)
+    ]
+    assert not found, "the catalog reached outside engine/ and api.py (use a repository):\n" + "\n".join(found)
+
+
 def part_constructors() -> set[str]:
     """Names whose call builds a part of the store: Store, Catalog, every index and embedder class
     (``...Index``, ``...Embedder``) defined in ``index/`` and ``embed/``, and ``default_embedder``."""
@@ -342,19 +360,22 @@ def test_the_store_is_composed_only_at_the_root() -> None:
 
 def test_the_catalog_checks_see_what_they_forbid(tmp_path: Path) -> None:
     """The walkers themselves: a service's SQL (plain, f-string, implicit concatenation), its
-    sqlite3 import, a Store import and a constructed index are found; prose is not."""
+    sqlite3 import, a Store import, its reach for the catalog and a constructed index are found;
+    prose is not."""
     probe = tmp_path / "_catalog_probe.py"
     probe.write_text(
         '"""Reads ``PRAGMA integrity_check`` and SELECT x FROM y in prose."""\n'
         "import sqlite3\n"
         "from remindful.engine.store import Store\n"
         "from remindful.index import ChromaEmbeddedIndex\n"
-        "def f(catalog, table):\n"
+        "def f(store, table):\n"
+        "    catalog = store.catalog\n"
         '    catalog.read("SELECT count(*) " "FROM memories")\n'
         '    catalog.write(lambda c: c.execute(f"DELETE FROM {table} WHERE id = ?", (1,)))\n'
         '    return ChromaEmbeddedIndex(path="x"), "select a few words from the list"\n'
     )
-    assert [line for line, _text in sql_strings(probe)] == [6, 7]
+    assert [line for line, _text in sql_strings(probe)] == [7, 8]
     assert list(sqlite_imports(probe)) == [2]
     assert list(store_imports(probe)) == [3]
-    assert list(constructions(probe, part_constructors())) == [(8, "ChromaEmbeddedIndex")]
+    assert list(catalog_reaches(probe)) == [6]
+    assert list(constructions(probe, part_constructors())) == [(9, "ChromaEmbeddedIndex")]
