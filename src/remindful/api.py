@@ -18,7 +18,7 @@ from __future__ import annotations
 import builtins
 import logging
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -355,7 +355,9 @@ class MemoryManager:
         self._store.vectors_ready()
         return cleanup(self._policy(), dry_run=dry_run).to_dict(with_ids=dry_run)
 
-    def cleanup_scheduler(self, *, job: Any = None, clock: Any = None) -> CleanupScheduler:
+    def cleanup_scheduler(
+        self, *, job: Callable[[], Any] | None = None, clock: Callable[[], datetime] | None = None
+    ) -> CleanupScheduler:
         """A scheduler (not started) running the retention cleanup at ``retention.cleanup.time``
         (:mod:`remindful.services.policy.scheduler`): ``job`` and ``clock`` replace the cleanup and
         the time in tests."""
