@@ -4,11 +4,18 @@ Layers, lowest first (../shared/DESIGN.md): model/errors/config → {embed, inde
 api → daemon → shells. A module may import its own layer or a lower one, never a higher one — not at
 module level, not inside a function, not under TYPE_CHECKING — and the imports between modules make
 no cycle. Outside ``api.py`` nothing touches a private attribute of the MemoryManager.
+
+The catalog is reached through the engine only: no SQL statement and no ``import sqlite3`` outside
+``engine/``, and only the engine and the root hold the Catalog, whose ``read``/``write`` run raw SQL
+(the services ask the named methods of :mod:`remindful.engine.repositories`); no service
+takes the whole Store (each declares the narrow protocol it uses), and the store's parts (Store,
+Catalog, indexes, embedders) are built only by the composition root, ``api.py``.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -181,3 +188,194 @@ def test_the_checks_see_an_upward_import(tmp_path: Path) -> None:
     found = list(imports(probe, "remindful.engine._architecture_probe"))
     assert found == [("remindful.services.stats", 2)]
     assert layer("remindful.services.stats") > layer("remindful.engine._architecture_probe")
+
+
+# -- the catalog behind the engine, one composition root ---------------------------------------------
+
+#: The ingest packages (hook events, spool, capture) whose SQL, own SQLite connections and Store
+#: parameters move behind engine methods in the ingest change of issue 25: the lead removes this
+#: exemption when both land.
+INGEST_PENDING = ("services/hooks/", "services/capture/")
+#: Outside the engine, and not the catalog: Chroma's own SQLite file, probed before chromadb opens it.
+NOT_THE_CATALOG = ("index/chroma_probe.py",)
+#: The hook's context fallback (``hook_context``) opens a bare Store when no daemon answers; it moves
+#: with the hook process entry to ``shells/`` in the ingest change, where it opens a MemoryManager.
+HOOK_CONTEXT_PENDING = ("services/context.py",)
+#: Where the store's parts may be built: the composition root, the fakes' entry (``open_fake`` hands
+#: them to the root), and the packages that define them.
+COMPOSERS = ("api.py", "testing.py", "engine/", "embed/", "index/")
+
+#: A string that reads as an SQL statement (keywords in capitals, as the engine writes them).
+SQL_STATEMENT = re.compile(
+    r"\bSELECT\b[\s\S]*\bFROM\b|\bINSERT\s+(?:OR\s+[A-Z]+\s+)?INTO\b|\bUPDATE\s+\w+\s+SET\b|\bDELETE\s+FROM\b"
+    r"|\bCREATE\s+(?:TEMP\s+|TEMPORARY\s+|VIRTUAL\s+|UNIQUE\s+)?(?:TABLE|INDEX|TRIGGER|VIEW)\b"
+    r"|\b(?:DROP|ALTER)\s+(?:TABLE|INDEX|TRIGGER|VIEW)\b|\bPRAGMA\s+\w+|\bBEGIN\s+(?:IMMEDIATE|EXCLUSIVE|DEFERRED)\b"
+    r"|^\s*(?:COMMIT|ROLLBACK)\s*$"
+)
+
+
+def relative(path: Path) -> str:
+    return path.relative_to(PACKAGE).as_posix()
+
+
+def outside_engine(*exempt: tuple[str, ...]) -> Iterator[Path]:
+    """Every module of the package outside ``engine/`` and the ``exempt`` paths (folders end in /)."""
+    skipped = ("engine/", *(prefix for group in exempt for prefix in group))
+    for path in MODULES.values():
+        if not relative(path).startswith(skipped):
+            yield path
+
+
+def docstrings(tree: ast.AST) -> set[int]:
+    """``id()`` of the docstring nodes of a module and its classes and functions (prose, not SQL)."""
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                found.add(id(first.value))
+    return found
+
+
+def sql_strings(path: Path) -> Iterator[tuple[int, str]]:
+    """The string constants of ``path`` that read as SQL statements (an f-string is read whole, its
+    fields as ``{}``), with their lines."""
+    tree = ast.parse(path.read_text(), str(path))
+    skip = docstrings(tree) | {id(v) for n in ast.walk(tree) if isinstance(n, ast.JoinedStr) for v in n.values}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.JoinedStr):
+            text = "".join(v.value if isinstance(v, ast.Constant) else "{}" for v in node.values)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in skip:
+            text = node.value
+        else:
+            continue
+        if SQL_STATEMENT.search(text):
+            yield node.lineno, " ".join(text.split())[:80]
+
+
+def test_no_sql_outside_the_engine() -> None:
+    found = [
+        f"{path.relative_to(ROOT)}:{line}: {text!r}"
+        for path in outside_engine(INGEST_PENDING, NOT_THE_CATALOG)
+        for line, text in sql_strings(path)
+    ]
+    assert not found, "SQL outside engine/ (add a named repository method instead):\n" + "\n".join(found)
+
+
+def sqlite_imports(path: Path) -> Iterator[int]:
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            modules = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            modules = [node.module or ""]
+        else:
+            continue
+        if any(module.split(".")[0] == "sqlite3" for module in modules):
+            yield node.lineno
+
+
+def test_no_sqlite3_import_outside_the_engine() -> None:
+    found = [
+        f"{path.relative_to(ROOT)}:{line}"
+        for path in outside_engine(INGEST_PENDING, NOT_THE_CATALOG)
+        for line in sqlite_imports(path)
+    ]
+    assert not found, "sqlite3 imported outside engine/:\n" + "\n".join(found)
+
+
+def store_imports(path: Path) -> Iterator[int]:
+    """Lines importing the Store class (``remindful.engine.store``), anywhere in the file."""
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom) and node.module == "remindful.engine.store":
+            if any(alias.name == "Store" for alias in node.names):
+                yield node.lineno
+        elif isinstance(node, ast.ImportFrom) and node.module == "remindful.engine":
+            if any(alias.name == "store" for alias in node.names):
+                yield node.lineno
+        elif isinstance(node, ast.Import) and any(a.name == "remindful.engine.store" for a in node.names):
+            yield node.lineno
+
+
+def test_services_take_narrow_parts_not_the_store() -> None:
+    services = [p for p in MODULES.values() if relative(p).startswith("services/")]
+    found = [
+        f"{path.relative_to(ROOT)}:{line}"
+        for path in services
+        if not relative(path).startswith((*INGEST_PENDING, *HOOK_CONTEXT_PENDING))
+        for line in store_imports(path)
+    ]
+    assert services
+    assert not found, "services importing the Store (declare a Protocol of what they use):\n" + "\n".join(found)
+
+
+def catalog_reaches(path: Path) -> Iterator[int]:
+    """Lines reaching a store's catalog (``x.catalog``), whose ``read``/``write`` run raw SQL."""
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Attribute) and node.attr == "catalog":
+            yield node.lineno
+
+
+def test_only_the_engine_and_the_root_reach_the_catalog() -> None:
+    """``Catalog.read``/``write`` are the engine's: a service gets repositories, never the catalog."""
+    found = [
+        f"{path.relative_to(ROOT)}:{line}"
+        for path in outside_engine(INGEST_PENDING, ("api.py",))
+        for line in catalog_reaches(path)
+    ]
+    assert not found, "the catalog reached outside engine/ and api.py (use a repository):\n" + "\n".join(found)
+
+
+def part_constructors() -> set[str]:
+    """Names whose call builds a part of the store: Store, Catalog, every index and embedder class
+    (``...Index``, ``...Embedder``) defined in ``index/`` and ``embed/``, and ``default_embedder``."""
+    names = {"Store", "Catalog", "default_embedder"}
+    for path in MODULES.values():
+        if relative(path).startswith(("index/", "embed/")):
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                if isinstance(node, ast.ClassDef) and node.name.endswith(("Index", "Embedder")):
+                    names.add(node.name)
+    return names
+
+
+def constructions(path: Path, names: set[str]) -> Iterator[tuple[int, str]]:
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Call):
+            func = node.func
+            name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+            if name in names:
+                yield node.lineno, name
+
+
+def test_the_store_is_composed_only_at_the_root() -> None:
+    names = part_constructors()
+    assert {"Store", "Catalog", "ChromaEmbeddedIndex", "InMemoryIndex", "OnnxMiniLMEmbedder"} <= names
+    found = [
+        f"{path.relative_to(ROOT)}:{line}: {name}(...)"
+        for path in MODULES.values()
+        if not relative(path).startswith((*COMPOSERS, *HOOK_CONTEXT_PENDING))
+        for line, name in constructions(path, names)
+    ]
+    assert not found, "parts of the store built outside the composition root (api.py):\n" + "\n".join(found)
+
+
+def test_the_catalog_checks_see_what_they_forbid(tmp_path: Path) -> None:
+    """The walkers themselves: a service's SQL (plain, f-string, implicit concatenation), its
+    sqlite3 import, a Store import, its reach for the catalog and a constructed index are found;
+    prose is not."""
+    probe = tmp_path / "_catalog_probe.py"
+    probe.write_text(
+        '"""Reads ``PRAGMA integrity_check`` and SELECT x FROM y in prose."""\n'
+        "import sqlite3\n"
+        "from remindful.engine.store import Store\n"
+        "from remindful.index import ChromaEmbeddedIndex\n"
+        "def f(store, table):\n"
+        "    catalog = store.catalog\n"
+        '    catalog.read("SELECT count(*) " "FROM memories")\n'
+        '    catalog.write(lambda c: c.execute(f"DELETE FROM {table} WHERE id = ?", (1,)))\n'
+        '    return ChromaEmbeddedIndex(path="x"), "select a few words from the list"\n'
+    )
+    assert [line for line, _text in sql_strings(probe)] == [7, 8]
+    assert list(sqlite_imports(probe)) == [2]
+    assert list(store_imports(probe)) == [3]
+    assert list(catalog_reaches(probe)) == [6]
+    assert list(constructions(probe, part_constructors())) == [(9, "ChromaEmbeddedIndex")]

@@ -10,12 +10,18 @@ from pathlib import Path
 import pytest
 
 from remindful.api import MemoryManager
+from remindful.engine.repositories import LearningRepository
 from remindful.errors import ValidationError
 from remindful.model import MemoryClass, MemorySource, MemoryType
 from remindful.services.learning.bus import MemoryCaptured, subscribe
 from remindful.services.learning.reinforce import history
 from remindful.services.learning.types import CaptureSource, ConversationTurn, UserAction
 from remindful.testing import open_fake
+
+
+def _learning(memory: MemoryManager) -> LearningRepository:
+    """The learning tables of ``memory``'s store."""
+    return LearningRepository(memory.engine.ready().catalog)
 
 
 @pytest.fixture
@@ -43,7 +49,7 @@ def test_capture_from_conversation_with_trigger(
     assert m.metadata["trigger"] is True and m.metadata["confidence"] >= 0.9
     # salience boosted via reinforcement: importance above the 0.5 default, logged as such
     assert m.importance == pytest.approx(0.5 + memory.settings.learning.trigger_boost)
-    assert [r["reason"] for r in history(memory.engine, m.id)] == ["explicit_user_confirmation"]
+    assert [r["reason"] for r in history(_learning(memory), m.id)] == ["explicit_user_confirmation"]
     assert "[MEM:CAPTURE] Captured semantic memory from conversation: We use PostgreSQL." in caplog.text
     assert events[-1].source is CaptureSource.CONVERSATION and events[-1].source_id == "c1"
     assert [x.id for x in events[-1].memories] == [m.id]
@@ -56,7 +62,7 @@ def test_capture_user_correction(memory: MemoryManager, caplog: pytest.LogCaptur
     assert m.content == "API uses API keys, not OAuth (authentication)."  # the rule, not the instance
     assert m.type is MemoryType.KNOWLEDGE and m.memory_class is MemoryClass.SEMANTIC
     assert m.source is MemorySource.CORRECTION
-    assert m.importance > 0.5 and history(memory.engine, m.id)[0]["reason"] == "user_correction"  # reinforced
+    assert m.importance > 0.5 and history(_learning(memory), m.id)[0]["reason"] == "user_correction"  # reinforced
     assert "[MEM:CAPTURE] Captured correction: API uses OAuth -> API uses API keys" in caplog.text
 
 

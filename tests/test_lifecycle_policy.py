@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from remindful.api import MemoryManager
 from remindful.engine.importance import ImportanceInputs, score
 from remindful.errors import ConfigError, ValidationError
-from remindful.services.policy.scheduler import CleanupScheduler, next_run, start_scheduler
+from remindful.services.policy.scheduler import next_run, start_scheduler
 from remindful.testing import open_fake
 
 NOW = 1_800_000_000.0
@@ -290,7 +290,7 @@ def test_scheduler_runs_cleanup_when_due_and_survives_errors(memory: MemoryManag
         return memory.cleanup()
 
     clock = [datetime(2026, 1, 10, 2, 59, 59)]
-    scheduler = CleanupScheduler(memory.engine, job=job, clock=lambda: clock[0])
+    scheduler = memory.cleanup_scheduler(job=job, clock=lambda: clock[0])
     assert scheduler.due_at(clock[0]) == datetime(2026, 1, 10, 3, 0)
     assert isinstance(scheduler.run_once(), RuntimeError)  # logged, not raised
     scheduler.run_once()
@@ -300,16 +300,16 @@ def test_scheduler_runs_cleanup_when_due_and_survives_errors(memory: MemoryManag
 def test_scheduler_runs_the_retention_cleanup_by_default(memory: MemoryManager) -> None:
     memory.store("old capture", source="hook", timestamp=ago(50))
     memory.store("fresh capture")
-    result = CleanupScheduler(memory.engine).run_once()
+    result = memory.cleanup_scheduler().run_once()
     assert result["deleted"] == 1 and result["by_reason"] == {"retention": 1}
     assert [m.content for m in memory.list()] == ["fresh capture"]
 
 
 def test_start_scheduler_respects_settings(tmp_path: Path) -> None:
     with open_fake(tmp_path / "a", **{"retention.cleanup.schedule": "manual"}) as memory:
-        assert start_scheduler(memory.engine) is None
+        assert start_scheduler(memory.cleanup_scheduler()) is None
     with open_fake(tmp_path / "b") as memory:
-        scheduler = start_scheduler(memory.engine)
+        scheduler = start_scheduler(memory.cleanup_scheduler())
         assert scheduler is not None and scheduler._thread is not None and scheduler._thread.is_alive()
         scheduler.stop()
         assert scheduler._thread is None

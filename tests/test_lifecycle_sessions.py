@@ -9,7 +9,6 @@ import pytest
 
 from remindful.api import MemoryManager
 from remindful.errors import NotFoundError, ValidationError
-from remindful.services.sessions import delete_on_exit
 from remindful.testing import open_fake
 
 
@@ -77,14 +76,14 @@ def test_delete_session_needs_confirm_backs_up_and_deletes_every_collection(memo
 def test_delete_on_exit_only_when_configured(tmp_path: Path) -> None:
     with open_fake(tmp_path / "a") as memory:
         memory.store("kept")
-        assert delete_on_exit(memory.engine) == 0
+        assert memory.delete_on_exit() == 0
         assert memory.stats()["total_memories"] == 1
     with open_fake(tmp_path / "b", **{"privacy.delete_on_exit": True}) as memory:
         memory.store("ephemeral one")
         memory.store("agent event", session_id="agent-7")
         memory.store("unrelated", session_id="other")
-        assert delete_on_exit(memory.engine) == 1
-        assert delete_on_exit(memory.engine, ["agent-7"]) == 1
+        assert memory.delete_on_exit() == 1
+        assert memory.delete_on_exit(["agent-7"]) == 1
         assert [m.content for m in memory.list()] == ["unrelated"]
         assert not list((memory.path / "backups").glob("*")) if (memory.path / "backups").exists() else True
 

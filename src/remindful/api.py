@@ -1,4 +1,7 @@
-"""MemoryManager: the one API every shell (CLI, MCP, HTTP, hooks) calls.
+"""MemoryManager: the one API every shell (CLI, MCP, HTTP, hooks) calls, and the composition root:
+it builds the store (catalog, embedder, index), the repositories over its catalog and what each
+service needs, once, and hands every service the narrow parts it uses (the daemon and the shells
+get theirs from the manager's methods).
 
 Every write follows one path: validate → catalog commit (acknowledged here: a crash after it
 loses nothing) → embed (cached) → vector index, the last two in the background by default
@@ -15,12 +18,14 @@ from __future__ import annotations
 import builtins
 import logging
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from remindful.config import Settings
 from remindful.embed.base import Embedder
+from remindful.engine.catalog import Catalog
+from remindful.engine.repositories import Repositories
 from remindful.engine.store import Store
 from remindful.index.base import VectorIndex
 from remindful.model import (
@@ -32,6 +37,11 @@ from remindful.model import (
     MemoryType,
     SearchHit,
 )
+
+if TYPE_CHECKING:
+    from remindful.services.capture.watcher import MarkdownWatcher
+    from remindful.services.policy.retention import Policy
+    from remindful.services.policy.scheduler import CleanupScheduler
 
 log = logging.getLogger("remindful")
 
@@ -57,6 +67,16 @@ class MemoryManager:
         self.path = settings.storage_path
         self._store = Store(settings, embedder=embedder, index=index, exact_before_index=exact_before_index)
         self._store.on_open.append(self._drain_spool)
+        self._repos = Repositories.over(self._catalog)
+
+    def _catalog(self) -> Catalog:
+        """The open catalog, as the repositories reach it (opening the store on first use)."""
+        return self._store.ready().catalog
+
+    def _policy(self) -> Policy:
+        from remindful.services.policy.retention import Policy
+
+        return Policy(self._store, self._repos.memories, self._repos.retention)
 
     @property
     def engine(self) -> Store:
@@ -93,6 +113,18 @@ class MemoryManager:
         from remindful.services.hooks.drainer import drain_on_open
 
         drain_on_open(self._store)
+
+    def drain_spool(self) -> int:
+        """Store what the hook spool holds now (the daemon's loop); returns how many events."""
+        from remindful.services.hooks.drainer import drain_spool
+
+        return drain_spool(self._store)
+
+    def warm_up(self) -> None:
+        """Open the store, load the model and open the vector index now, so that the first request
+        does not pay for them. Raises what opening or loading raises."""
+        self._store.ready().embedder.embed(["warm up"])
+        _ = self._store.index
 
     def check_enabled(self) -> None:
         """Raise MemoryDisabledError (with the reason) if memory is off or its storage unusable."""
@@ -237,7 +269,7 @@ class MemoryManager:
         """Counts per collection, storage size and quota use, latencies, cache hit rate."""
         from remindful.services.stats import build_stats
 
-        return build_stats(self._store)
+        return build_stats(self._store, self._repos)
 
     # -- maintenance ----------------------------------------------------------------------------
 
@@ -252,7 +284,13 @@ class MemoryManager:
         raises for damage; takes seconds (it reads every file)."""
         from remindful.services.doctor import diagnose
 
-        return diagnose(self._store)
+        chroma = self.settings.storage.chromadb
+        files = None
+        if chroma.mode != "server":
+            from remindful.index import ChromaEmbeddedIndex
+
+            files = ChromaEmbeddedIndex(path=self.path / "chroma")  # its files only: nothing is opened
+        return diagnose(self.path, self.settings, files)
 
     def index_status(self) -> dict[str, Any]:
         """Whether the vector index is usable, and why not."""
@@ -263,7 +301,7 @@ class MemoryManager:
         redactions and skipped captures by reason, Markdown files indexed."""
         from remindful.services.stats import capture_status
 
-        return capture_status(self._store)
+        return capture_status(self._repos.stats)
 
     def index_file(self, path: str | os.PathLike[str]) -> dict[str, Any]:
         """Index one Markdown file now (its chunks replace the older ones; an unchanged file is
@@ -271,6 +309,14 @@ class MemoryManager:
         from remindful.services.capture.watcher import index_file
 
         return index_file(self._store, path)
+
+    def markdown_watcher(self, dirs: Sequence[str | os.PathLike[str]]) -> MarkdownWatcher:
+        """A watcher that indexes the Markdown files of ``dirs`` into this store and keeps them
+        current (:class:`~remindful.services.capture.watcher.MarkdownWatcher`); raises for a missing
+        directory."""
+        from remindful.services.capture.watcher import MarkdownWatcher
+
+        return MarkdownWatcher(self._store, dirs)
 
     # -- sessions, retention, export, backup -------------------------------------------------------
 
@@ -281,25 +327,45 @@ class MemoryManager:
         start/end, memory count, summary of its activity."""
         from remindful.services.sessions import list_sessions
 
-        return list_sessions(self._store, limit=limit, offset=offset, session_id=session_id)
+        return list_sessions(self._repos.sessions, self._store, limit=limit, offset=offset, session_id=session_id)
 
     def session_count(self) -> int:
         """How many sessions :meth:`list_sessions` lists."""
         from remindful.services.sessions import session_count
 
-        return session_count(self._store)
+        return session_count(self._repos.sessions)
 
     def delete_session(self, session_id: str, confirm: bool = False) -> dict[str, Any]:
         """Back up, then delete every memory of the session. Refused (ValidationError) unless ``confirm``."""
         from remindful.services.sessions import delete_session
 
-        return delete_session(self._store, session_id, confirm=confirm)
+        return delete_session(self._store, self._repos.sessions, session_id, confirm=confirm)
+
+    def delete_on_exit(self, session_ids: Sequence[str] | None = None) -> int:
+        """With ``privacy.delete_on_exit`` on, delete every memory of ``session_ids`` (default: this
+        process's session) without a backup; returns how many (0 when the setting is off)."""
+        from remindful.services.sessions import delete_on_exit
+
+        return delete_on_exit(self._store, self._repos.sessions, session_ids)
 
     def cleanup(self, dry_run: bool = False) -> dict[str, Any]:
         """Apply the retention policy (:mod:`remindful.services.policy.retention`); ``dry_run`` only reports."""
         from remindful.services.policy.retention import cleanup
 
-        return cleanup(self._store.vectors_ready(), dry_run=dry_run).to_dict(with_ids=dry_run)
+        self._store.vectors_ready()
+        return cleanup(self._policy(), dry_run=dry_run).to_dict(with_ids=dry_run)
+
+    def cleanup_scheduler(
+        self, *, job: Callable[[], Any] | None = None, clock: Callable[[], datetime] | None = None
+    ) -> CleanupScheduler:
+        """A scheduler (not started) running the retention cleanup at ``retention.cleanup.time``
+        (:mod:`remindful.services.policy.scheduler`): ``job`` and ``clock`` replace the cleanup and
+        the time in tests."""
+        from remindful.services.policy.scheduler import CleanupScheduler
+
+        if clock is None:
+            return CleanupScheduler(self._policy(), job=job)
+        return CleanupScheduler(self._policy(), job=job, clock=clock)
 
     def dedup(
         self, threshold: float | None = None, types: Sequence[str] | None = None, dry_run: bool = False
@@ -307,7 +373,10 @@ class MemoryManager:
         """Collapse near-duplicates (cosine ≥ threshold) of each type into their most important member."""
         from remindful.services.policy.dedup import dedup
 
-        return dedup(self._store.vectors_ready(), threshold=threshold, types=types, dry_run=dry_run)
+        self._store.vectors_ready()
+        return dedup(
+            self._store, self._repos.memories, self._repos.retention, threshold=threshold, types=types, dry_run=dry_run
+        )
 
     def export(
         self,
@@ -323,14 +392,19 @@ class MemoryManager:
         from remindful.services.export import export_memories
 
         return export_memories(
-            self._store, format=format, output_path=output_path, overwrite=overwrite, progress=progress
+            self._store,
+            self._repos.memories,
+            format=format,
+            output_path=output_path,
+            overwrite=overwrite,
+            progress=progress,
         )
 
     def import_memories(self, path: str | os.PathLike[str], *, progress: Any = None) -> dict[str, Any]:
         """Restore memories exported by :meth:`export` exactly (no re-embedding); duplicates skipped."""
         from remindful.services.export import import_memories
 
-        return import_memories(self._store, path, progress=progress)
+        return import_memories(self._store, self._repos.memories, path, progress=progress)
 
     import_ = import_memories
 
@@ -344,13 +418,13 @@ class MemoryManager:
         """Replace the store with a validated backup (after backing up the current one)."""
         from remindful.services.backup import restore_backup
 
-        return restore_backup(self._store, path, confirm=confirm, progress=progress)
+        return restore_backup(self._store, self._repos.memories, path, confirm=confirm, progress=progress)
 
     def clear_all(self, confirm: bool = False) -> dict[str, Any]:
         """Back up, then delete every memory. Refused (ValidationError) unless ``confirm``."""
         from remindful.services.backup import clear_all
 
-        return clear_all(self._store, confirm=confirm)
+        return clear_all(self._store, self._repos.memories, confirm=confirm)
 
     # -- learning ---------------------------------------------------------------------------------
 
@@ -359,19 +433,21 @@ class MemoryManager:
         turn (a ConversationTurn or a dict with user_message, assistant_response, ...)."""
         from remindful.services.learning.conversation import capture_conversation
 
-        return capture_conversation(self._store, turn, automatic=automatic)
+        return capture_conversation(self._store, self._repos.learning, turn, automatic=automatic)
 
     def capture_correction(self, original: str, corrected: str, context: str = "") -> Memory:
         """Store the rule a user correction teaches, as a reinforced knowledge memory."""
         from remindful.services.learning.corrections import capture_correction
 
-        return capture_correction(self._store, original, corrected, context)
+        return capture_correction(self._store, self._repos.learning, original, corrected, context)
 
     def capture_config_change(self, key: str, old: Any, new: Any, *, automatic: bool = False) -> Memory | None:
         """Store the preference a setting change expresses ("User prefers dark mode")."""
         from remindful.services.learning.config_changes import capture_config_change
 
-        return capture_config_change(self._store, key, old, new, automatic=automatic)
+        return capture_config_change(
+            self._store, self._repos.memories, self._repos.learning, key, old, new, automatic=automatic
+        )
 
     def capture_workflow(
         self, actions: Sequence[Any], *, goal: str | None = None, name: str | None = None
@@ -379,31 +455,31 @@ class MemoryManager:
         """Store a procedural memory if the actions form a workflow within the time window; else None."""
         from remindful.services.learning.workflows import capture_workflow
 
-        return capture_workflow(self._store, actions, goal=goal, name=name)
+        return capture_workflow(self._store, self._repos.learning, actions, goal=goal, name=name)
 
     def create_workflow_from_session(self, session_id: str, name: str) -> Memory:
         """Build a reusable workflow memory from a session's successful actions."""
         from remindful.services.learning.workflows import create_workflow_from_session
 
-        return create_workflow_from_session(self._store, session_id, name)
+        return create_workflow_from_session(self._store, self._repos.learning, session_id, name)
 
     def confirm(self, query: str, memory_id: str) -> Memory:
         """A search result helped: reinforce it so it ranks higher for later searches."""
         from remindful.services.learning.reinforce import confirm
 
-        return confirm(self._store, query, memory_id)
+        return confirm(self._store, self._repos.learning, query, memory_id)
 
     def suggest(self, context: str, *, action: Mapping[str, Any] | None = None, limit: int = 3) -> dict[str, Any]:
         """Similar past workflows/actions for a context, and warnings about actions that failed."""
         from remindful.services.learning.suggest import suggest
 
-        return suggest(self._store, context, action=action, limit=limit)
+        return suggest(self._store, self._repos.memories, context, action=action, limit=limit)
 
     def analyze_patterns(self, type: str = "action", metric: str | None = None, **options: Any) -> dict[str, Any]:
         """Recurring action sequences across sessions, and success rates per kind of action."""
         from remindful.services.learning.patterns import analyze_patterns
 
-        return analyze_patterns(self._store, type=type, metric=metric, **options)
+        return analyze_patterns(self._store, self._repos.memories, type=type, metric=metric, **options)
 
 
 def open_manager(path: str | os.PathLike[str] | None = None, **overrides: Any) -> MemoryManager:

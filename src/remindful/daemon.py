@@ -19,8 +19,9 @@ over within :data:`STANDBY_RETRY_S` if the owner dies):
     ...
     handle.stop()
 
-The daemon sits above the API: it takes a MemoryManager and hands its storage engine
-(``manager.engine``) to the services it runs.
+The daemon sits above the API: it takes a MemoryManager and gets every part it runs from it (the
+spool drain, the file watcher, the cleanup scheduler, context), built by the manager, the one
+composition root.
 """
 
 from __future__ import annotations
@@ -81,9 +82,7 @@ class DaemonHandle:
     def start(self) -> DaemonHandle:
         """Validate the watch directories (a missing one raises now), then start the roles."""
         if self.watch_dirs:
-            from remindful.services.capture.watcher import MarkdownWatcher
-
-            self.watcher = MarkdownWatcher(self.manager.engine, self.watch_dirs)
+            self.watcher = self.manager.markdown_watcher(self.watch_dirs)
         self.manager.check_enabled()
         if not self._try_lock():
             log.info("another process owns %s; standing by", self.path)
@@ -116,10 +115,8 @@ class DaemonHandle:
 
     def _delete_on_exit(self) -> None:
         """``privacy.delete_on_exit``: this process's session goes with it (remindful.services.sessions)."""
-        from remindful.services.sessions import delete_on_exit
-
         try:
-            delete_on_exit(self.manager.engine)
+            self.manager.delete_on_exit()
         except Exception as exc:
             log.error("privacy.delete_on_exit failed: %s", exc)
 
@@ -162,19 +159,15 @@ class DaemonHandle:
         """Load the model and open the index now, so the first context request (a hook with a
         2 s timeout) does not pay for them."""
         try:
-            engine = self.manager.engine.ready()
-            engine.embedder.embed(["warm up"])
-            _ = engine.index
+            self.manager.warm_up()
         except Exception as exc:
             log.warning("warm-up failed (the first request will retry): %s", exc)
 
     def _drain_loop(self) -> None:
-        from remindful.services.hooks.drainer import drain_spool
-
         interval = self.manager.settings.daemon.poll_interval_ms / 1000
         while not self.stop_event.is_set():
             try:
-                self.drained += drain_spool(self.manager.engine)
+                self.drained += self.manager.drain_spool()
             except Exception as exc:  # keep draining later; the rows stay in the spool
                 log.error("draining the hook spool failed: %s", exc)
                 self.stop_event.wait(1.0)
@@ -184,7 +177,7 @@ class DaemonHandle:
         from remindful.services.policy.scheduler import start_scheduler
 
         try:
-            self._scheduler = start_scheduler(self.manager.engine)
+            self._scheduler = start_scheduler(self.manager.cleanup_scheduler())
         except Exception as exc:
             log.error("retention schedule not started: %s", exc)
 
@@ -267,11 +260,9 @@ class DaemonHandle:
             query, budget, exclude = _context_request(json.loads(body))
         except (ValueError, RecursionError) as exc:
             return JSONResponse({"success": False, "error": str(exc)}, status_code=400)
-        from remindful.services.context import gather_context
-
         try:
             text = await run_in_threadpool(
-                lambda: gather_context(self.manager.engine, query, budget_tokens=budget, exclude=exclude).text
+                lambda: self.manager.context(query, budget_tokens=budget, exclude=exclude).text
             )
         except Exception as exc:
             log.error("context request failed: %s", exc)

@@ -9,7 +9,6 @@ at a store's catalog.
 from __future__ import annotations
 
 import os
-import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ from typing import Any
 import remindful
 from remindful.api import MemoryManager
 from remindful.embed.fake import FakeEmbedder
+from remindful.engine.catalog_files import read_only_rows
 from remindful.index.memory import InMemoryIndex
 
 
@@ -35,11 +35,7 @@ def open_fake(path: str | os.PathLike[str], **overrides: Any) -> MemoryManager:
 def catalog_rows(store: str | os.PathLike[str] | MemoryManager, sql: str, params: Sequence[Any] = ()) -> list[Any]:
     """Rows of ``sql`` run read-only on a store's catalog (``store``: its directory or a manager)."""
     path = Path(store.path if isinstance(store, MemoryManager) else store) / "catalog.sqlite3"
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
-    try:
-        return conn.execute(sql, tuple(params)).fetchall()
-    finally:
-        conn.close()
+    return read_only_rows(path, sql, params)
 
 
 __all__ = ["FakeEmbedder", "InMemoryIndex", "catalog_rows", "open_fake"]

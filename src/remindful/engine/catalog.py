@@ -36,6 +36,10 @@ from remindful.errors import CorruptionError, StorageError, StorageFullError, St
 T = TypeVar("T")
 log = logging.getLogger("remindful")
 
+#: How a repository reaches the catalog: the open one, asked for at each query (a restore closes the
+#: catalog and the next use opens the swapped-in file), raising MemoryDisabledError when memory is off.
+CatalogSource = Callable[[], "Catalog"]
+
 #: 2: the ``index_deletes`` queue; 3: the ``context_mend`` queue; 4: ``context_drop`` instead of
 #: the trigger that removed a deleted row's window; 5: the time indexes hold ``rowid`` and
 #: ``expires_at`` (newest-first listings need no sort, and a broad filter is counted from an index
@@ -195,7 +199,12 @@ def _make_private(path: Path) -> None:
 
 
 class Catalog:
-    """Thread-safe access to ``catalog.sqlite3``. One connection, serialised by a lock."""
+    """Thread-safe access to ``catalog.sqlite3``. One connection, serialised by a lock.
+
+    :meth:`read`, :meth:`read_in`, :meth:`write` and :meth:`transaction` run raw SQL: they are the
+    engine's own. Everything above the engine asks a repository of :mod:`remindful.engine.repositories`
+    (or a named method here) instead, so that a second catalog backend can replace this one
+    (``tests/test_architecture.py`` holds every module outside ``engine/`` to that)."""
 
     def __init__(self, path: Path, *, busy_timeout_ms: int = 5000) -> None:
         self.path = path

@@ -11,13 +11,13 @@ import hashlib
 import json
 import os
 import shutil
-import sqlite3
 import tarfile
 import zlib
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from remindful.errors import ValidationError
+from remindful.engine import catalog_files
+from remindful.errors import StorageError, ValidationError
 from remindful.model import MemoryType
 
 FORMAT = "remindful-backup"
@@ -33,12 +33,9 @@ MAX_NAME = 1024
 
 
 def catalog_counts(path: Path) -> dict[str, int]:
-    """Memories per collection in the catalog file at ``path`` (every collection, zeros included)."""
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    try:
-        found = dict(conn.execute("SELECT type, count(*) FROM memories GROUP BY type").fetchall())
-    finally:
-        conn.close()
+    """Memories per collection in the catalog file at ``path`` (every collection, zeros included).
+    Raises StorageError when it is not a readable catalog."""
+    found = catalog_files.type_counts(path)
     return {t.collection: int(found.get(t.value, 0)) for t in MemoryType}
 
 
@@ -137,13 +134,9 @@ def _extract_checked(
 
 def _check_catalog(path: Path, catalog: Path, manifest: dict[str, Any]) -> None:
     try:
-        conn = sqlite3.connect(f"file:{catalog}?mode=ro", uri=True)
-        try:
-            result = conn.execute("PRAGMA integrity_check").fetchone()[0]
-        finally:
-            conn.close()
+        result = catalog_files.integrity(catalog)
         counts = catalog_counts(catalog)
-    except sqlite3.Error as exc:
+    except StorageError as exc:
         raise _bad(path, f"its catalog is not a readable SQLite database ({exc})") from None
     if result != "ok":
         raise _bad(path, f"its catalog fails the integrity check ({result})")

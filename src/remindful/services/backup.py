@@ -32,16 +32,18 @@ import json
 import os
 import re
 import shutil
-import sqlite3
 import tarfile
 import time
 import uuid
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from remindful.engine.atomic import replaced_atomically
 from remindful.engine.catalog import catalog_damaged, integrity_problem
+from remindful.engine.catalog_files import snapshot
 from remindful.errors import CorruptionError, StorageError, ValidationError
 from remindful.services.archive import (
     ATTACHMENTS,
@@ -56,7 +58,42 @@ from remindful.services.archive import (
 
 if TYPE_CHECKING:
     from remindful.config import Settings
-    from remindful.engine.store import Store
+    from remindful.engine.repositories import MemoryRepository
+    from remindful.index.base import VectorIndex
+
+
+class Archivable(Protocol):
+    """What a backup reads of the store (:class:`~remindful.engine.store.Store` is one)."""
+
+    @property
+    def path(self) -> Path: ...
+
+    @property
+    def settings(self) -> Settings: ...
+
+    def ready(self) -> object:
+        """Open the catalog (MemoryDisabledError when memory is off)."""
+
+    def index_lock(self) -> AbstractContextManager[int]:
+        """Hold off every index write while the index files are copied."""
+
+
+class Restorable(Archivable, Protocol):
+    """What a restore and a clear-all do to the store besides backing it up."""
+
+    @property
+    def index(self) -> VectorIndex | None: ...
+
+    def type_counts(self) -> dict[str, int]: ...
+
+    def close(self) -> None: ...
+
+    def reindex(self, *, reset: bool, progress: Any = None) -> dict[str, int]: ...
+
+    def delete_many(self, ids: Sequence[str], *, reason: str | Mapping[str, str] = "delete") -> int: ...
+
+    def forget_resumed(self, session_id: str | None = None) -> None: ...
+
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _RESTORED = (CATALOG, CHROMA, ATTACHMENTS)
@@ -68,15 +105,15 @@ def backups_dir(storage: Path) -> Path:
 
 
 def create_backup(
-    store: Store, *, name: str | None = None, automatic: bool = False, reason: str = "manual"
+    store: Archivable, *, name: str | None = None, automatic: bool = False, reason: str = "manual"
 ) -> dict[str, Any]:
     """Write a backup archive of what is committed now; returns ``{path, name, automatic, counts,
     total, bytes}``. Vectors this process has yet to compute are not waited for (the caller may
     ``store.vectors_ready()`` first); a restore re-embeds rows without one."""
     if name is not None and (not isinstance(name, str) or not _NAME.match(name)):
         raise ValidationError("name", "expected 1-64 letters, digits, '_', '-' or '.', starting with a letter or digit")
-    state = store.ready()
-    folder = backups_dir(state.path)
+    store.ready()
+    folder = backups_dir(store.path)
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
     suffix = f"_auto-{reason}" if automatic else (f"_{name}" if name else "")
     stem = f"backup_{datetime.now():%Y%m%d_%H%M%S}{suffix}"
@@ -88,18 +125,18 @@ def create_backup(
     staging = folder / f".staging-{uuid.uuid4().hex[:8]}"
     staging.mkdir(mode=0o700)
     try:
-        _snapshot_catalog(state.catalog.path, staging / CATALOG)
+        snapshot(store.path / CATALOG, staging / CATALOG)
         problem = integrity_problem(staging / CATALOG, full=True)  # what restore will check: refuse now
         if problem is not None:
             raise catalog_damaged(f"{problem}; no backup was written")
-        chroma = state.path / CHROMA
+        chroma = store.path / CHROMA
         if chroma.is_dir():
-            with state.index_lock():  # no index writes while the files are copied
+            with store.index_lock():  # no index writes while the files are copied
                 shutil.copytree(chroma, staging / CHROMA, ignore=shutil.ignore_patterns("*.lock"))
-        attachments = state.path / ATTACHMENTS
+        attachments = store.path / ATTACHMENTS
         if attachments.is_dir():
             shutil.copytree(attachments, staging / ATTACHMENTS)
-        _write_config(state.settings, staging / "config")
+        _write_config(store.settings, staging / "config")
         counts = catalog_counts(staging / CATALOG)
         manifest = {
             "format": FORMAT,
@@ -108,7 +145,7 @@ def create_backup(
             "name": name,
             "automatic": automatic,
             "reason": reason,
-            "storage_path": str(state.path),
+            "storage_path": str(store.path),
             "counts": counts,
             "total": sum(counts.values()),
         }
@@ -121,7 +158,7 @@ def create_backup(
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     if automatic:
-        rotate(state.path, state.settings.backup.keep_automatic)
+        rotate(store.path, store.settings.backup.keep_automatic)
     return {
         "success": True,
         "path": str(target),
@@ -138,18 +175,6 @@ def _private_member(member: tarfile.TarInfo) -> tarfile.TarInfo:
     # manifest and the config): an archive is as private as the store it holds.
     member.mode = 0o700 if member.isdir() else 0o600
     return member
-
-
-def _snapshot_catalog(source: Path, target: Path) -> None:
-    src = sqlite3.connect(str(source), timeout=30)
-    dst = sqlite3.connect(str(target))
-    try:
-        src.backup(dst)  # one step: a single read transaction, so one consistent state
-        dst.execute("PRAGMA journal_mode=DELETE")  # one self-contained file in the archive
-    finally:
-        dst.close()
-        src.close()
-    os.chmod(target, 0o600)
 
 
 def _write_config(settings: Settings, folder: Path) -> None:
@@ -211,7 +236,12 @@ def _mtime(path: Path) -> int:
 
 
 def restore_backup(
-    store: Store, path: str | os.PathLike[str], *, confirm: bool = False, progress: Any = None
+    store: Restorable,
+    memories: MemoryRepository,
+    path: str | os.PathLike[str],
+    *,
+    confirm: bool = False,
+    progress: Any = None,
 ) -> dict[str, Any]:
     """Replace the store's data with the backup at ``path``; see the module docstring. Without
     ``confirm`` the archive is still validated, then the restore is refused (ValidationError naming
@@ -220,33 +250,33 @@ def restore_backup(
     archive = Path(path).expanduser()
     if not archive.is_file():
         raise ValidationError("path", f"{archive} is not a file; expected a backup_*.tar.gz from `remindful backup`")
-    state = store.ready()
-    staging = state.path / f".restore-{uuid.uuid4().hex[:8]}"
+    store.ready()
+    staging = store.path / f".restore-{uuid.uuid4().hex[:8]}"
     staging.mkdir(mode=0o700)
     try:
         manifest = validate_archive(archive, staging)
         if not confirm:
-            current = sum(state.type_counts().values())
+            current = sum(store.type_counts().values())
             raise ValidationError(
                 "confirm",
                 f"restoring replaces all {current} current memories with the backup's "
                 f"{manifest.get('total', '?')}; pass confirm=True (the current data is backed up first)",
             )
         try:
-            before: dict[str, Any] | None = create_backup(state, automatic=True, reason="before-restore")
+            before: dict[str, Any] | None = create_backup(store, automatic=True, reason="before-restore")
         except CorruptionError as exc:  # restoring is the way out of a damaged catalog: keep its files instead
             if exc.part != "catalog":
                 raise
             before = None
-        state.close()  # releases the catalog and index files; the next use opens the swapped-in ones
-        aside = _swap(state.path, staging, keep=before is None)
+        store.close()  # releases the catalog and index files; the next use opens the swapped-in ones
+        aside = _swap(store.path, staging, keep=before is None)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     old_root = manifest.get("storage_path")
-    if isinstance(old_root, str) and old_root != str(state.path):
-        _rewrite_attachment_paths(state, Path(old_root))
-    state.forget_resumed()
-    counts = state.reindex(reset=False, progress=progress)
+    if isinstance(old_root, str) and old_root != str(store.path):
+        _rewrite_attachment_paths(memories, Path(old_root), store.path)
+    store.forget_resumed()
+    counts = store.reindex(reset=False, progress=progress)
     return {
         "success": True,
         "path": str(archive),
@@ -295,52 +325,40 @@ def _remove(path: Path) -> None:
         path.unlink(missing_ok=True)
 
 
-def _rewrite_attachment_paths(store: Store, old_root: Path) -> None:
+def _rewrite_attachment_paths(memories: MemoryRepository, old_root: Path, new_root: Path) -> None:
     # Copies live under <storage>/attachments: point them at this store's copy.
     old = json.dumps(str(old_root / ATTACHMENTS))[1:-1]
-    new = json.dumps(str(store.path / ATTACHMENTS))[1:-1]
-    store.ready().catalog.write(
-        lambda c: c.execute(
-            "UPDATE memories SET metadata = replace(metadata, ?, ?) WHERE instr(metadata, ?) > 0", (old, new, old)
-        ),
-        what="relocating attachment paths",
-    )
+    new = json.dumps(str(new_root / ATTACHMENTS))[1:-1]
+    memories.relocate_attachments(old, new)
 
 
 # -- clear all -------------------------------------------------------------------------------------
 
 
-def clear_all(store: Store, *, confirm: bool = False) -> dict[str, Any]:
+def clear_all(store: Restorable, memories: MemoryRepository, *, confirm: bool = False) -> dict[str, Any]:
     """Back up, then delete every memory of every collection, the sessions, the pending spool,
     file hashes, the embedding cache and attachment copies; no session stays resumed. Refused
     without ``confirm``."""
-    state = store.ready()
-    total = state.catalog.count()
+    total = memories.count()
     if not confirm:
         raise ValidationError(
             "confirm",
             f"clear_all deletes all {total} memories in every collection; pass confirm=True (a backup is taken first)",
         )
-    backup = create_backup(state, automatic=True, reason="before-clear-all")
+    backup = create_backup(store, automatic=True, reason="before-clear-all")
     deleted = 0
     while True:
-        ids = [r[0] for r in state.catalog.read("SELECT id FROM memories LIMIT 5000")]
+        ids = memories.some_ids(5000)
         if not ids:
             break
-        deleted += state.delete_many(ids, reason="clear_all")
-
-    def wipe(conn: sqlite3.Connection) -> None:
-        for table in ("sessions", "spool", "file_hashes", "embedding_cache"):
-            conn.execute(f"DELETE FROM {table}")
-        state.catalog.audit(conn, "clear_all", None, {"deleted": deleted, "backup": backup["path"]})
-
-    state.catalog.write(wipe, what="clearing the store")
-    index = state.index
+        deleted += store.delete_many(ids, reason="clear_all")
+    memories.clear_side_tables({"deleted": deleted, "backup": backup["path"]})
+    index = store.index
     if index is not None:
-        with state.index_lock():
+        with store.index_lock():
             index.reset()
-    shutil.rmtree(state.path / ATTACHMENTS, ignore_errors=True)
-    state.forget_resumed()
+    shutil.rmtree(store.path / ATTACHMENTS, ignore_errors=True)
+    store.forget_resumed()
     return {"success": True, "deleted": deleted, "backup_path": backup["path"], "counts_before": backup["counts"]}
 
 

@@ -16,18 +16,18 @@ which are writes, and would fail on the damage this is meant to describe.
 
 from __future__ import annotations
 
-import sqlite3
 import stat
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from remindful.engine.catalog import CATALOG_WAY_OUT, integrity_problem
+from remindful.engine.catalog_files import spool_health
 from remindful.errors import CorruptionError, StorageError, StorageLockedError
 from remindful.services.access import token_file
 
 if TYPE_CHECKING:
-    from remindful.engine.store import Store
+    from remindful.config import Settings
 
 __all__ = ["diagnose"]
 
@@ -36,18 +36,28 @@ CATALOG = "catalog.sqlite3"
 STUCK_ATTEMPTS = 3
 
 
+class IndexFiles(Protocol):
+    """An embedded vector index's files, checked for damage (``ChromaEmbeddedIndex`` is one)."""
+
+    @property
+    def path(self) -> Path: ...
+
+    def check(self) -> None:
+        """Raise CorruptionError for damaged files (StorageError when they cannot be checked)."""
+
+
 def _check(part: str, problem: str | None, fix: str | None, fine: str) -> dict[str, Any]:
     return {"part": part, "ok": problem is None, "detail": problem or fine, "fix": fix if problem else None}
 
 
-def diagnose(store: Store) -> dict[str, Any]:
-    """Check every part of the store at ``store.path``; returns ``{"healthy", "storage_path",
-    "checks": [{"part", "ok", "detail", "fix"}]}``: ``fix`` is the way out (None when ``ok``)."""
-    path = store.path
+def diagnose(path: Path, settings: Settings, index: IndexFiles | None) -> dict[str, Any]:
+    """Check every part of the store at ``path``; returns ``{"healthy", "storage_path",
+    "checks": [{"part", "ok", "detail", "fix"}]}``: ``fix`` is the way out (None when ``ok``).
+    ``index`` is the embedded index's files (None in server mode: a server is not checked here)."""
     checks = [
         _storage_dir(path),
         _catalog(path),
-        _index(store),
+        _index(settings, index),
         _spool(path),
         _file_mode("token file", token_file(path), "the HTTP bearer token"),
     ]
@@ -98,13 +108,10 @@ def _catalog(path: Path) -> dict[str, Any]:
     return _check("catalog", None, None, f"{db}: integrity check ok")
 
 
-def _index(store: Store) -> dict[str, Any]:
-    chroma = store.settings.storage.chromadb
-    if chroma.mode == "server":
+def _index(settings: Settings, index: IndexFiles | None) -> dict[str, Any]:
+    chroma = settings.storage.chromadb
+    if chroma.mode == "server" or index is None:
         return _check("vector index", None, None, f"a Chroma server at {chroma.host}:{chroma.port} (not checked here)")
-    from remindful.index import ChromaEmbeddedIndex
-
-    index = ChromaEmbeddedIndex(path=store.path / "chroma")
     if not (index.path / "chroma.sqlite3").exists():
         return _check("vector index", None, None, "no index files yet (built from the catalog on first use)")
     try:
@@ -123,22 +130,12 @@ def _spool(path: Path) -> dict[str, Any]:
     if not db.exists():
         return _check("spool", None, None, "empty")
     try:
-        conn = sqlite3.connect(str(db), timeout=10)
-        try:
-            waiting, oldest, stuck, error = conn.execute(
-                "SELECT count(*), min(created_at), sum(attempts >= ?), "
-                "(SELECT last_error FROM spool WHERE last_error IS NOT NULL ORDER BY seq DESC LIMIT 1) FROM spool",
-                (STUCK_ATTEMPTS,),
-            ).fetchone()
-        finally:
-            conn.close()
-    except sqlite3.Error as exc:
-        if "no such table" in str(exc):
-            return _check("spool", None, None, "empty")
+        waiting, oldest, stuck, error = spool_health(db, STUCK_ATTEMPTS)
+    except StorageError as exc:
         return _check("spool", f"cannot be read: {exc}", "See the catalog's way out", "")
-    if not waiting:
+    if not waiting or oldest is None:
         return _check("spool", None, None, "empty")
-    age = time.time() - float(oldest)
+    age = time.time() - oldest
     if stuck:
         return _check(
             "spool",

@@ -25,34 +25,57 @@ import contextlib
 import json
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 from remindful.engine.atomic import replaced_atomically
-from remindful.engine.catalog import MEMORY_COLUMNS, Catalog, MemoryRow
+from remindful.engine.catalog import MemoryRow
 from remindful.engine.validation import Limits, check_epoch, check_unicode, validate_item
 from remindful.errors import ValidationError
 from remindful.model import MemoryClass, content_hash
 
 if TYPE_CHECKING:
-    from remindful.engine.store import Store
+    from remindful.config import Settings
+    from remindful.engine.repositories import MemoryRepository
 
 FORMAT = "remindful-export"
 VERSION = 1
 BATCH = 1000
-_FIELDS = MEMORY_COLUMNS.split(", ")
 
 
-def _default_path(store: Store) -> Path:
-    return store.path / "exports" / f"memories_{datetime.now(UTC):%Y%m%d_%H%M%S}.json"
+class Exporter(Protocol):
+    """What an export reads of the store besides its rows (:class:`~remindful.engine.store.Store` is one)."""
+
+    @property
+    def path(self) -> Path: ...
+
+    def vectors_ready(self) -> object:
+        """Wait (up to a minute) for the vectors this process has yet to compute."""
+
+
+class Importer(Protocol):
+    """What an import does to the store besides writing rows: redact them as every store is, and
+    index them (:class:`~remindful.engine.store.Store` is one)."""
+
+    @property
+    def settings(self) -> Settings: ...
+
+    def redact(self, content: str, metadata: dict[str, Any]) -> tuple[str, dict[str, Any]]: ...
+
+    def index_rows(self, rows: Sequence[MemoryRow]) -> None: ...
+
+
+def _default_path(storage: Path) -> Path:
+    return storage / "exports" / f"memories_{datetime.now(UTC):%Y%m%d_%H%M%S}.json"
 
 
 def export_memories(
-    store: Store,
+    store: Exporter,
+    memories: MemoryRepository,
     *,
     format: str = "json",
     output_path: str | os.PathLike[str] | None = None,
@@ -67,9 +90,9 @@ def export_memories(
     created (ValidationError naming ``output_path`` for both), except ``<storage>/exports``."""
     if format != "json":
         raise ValidationError("format", f"expected 'json', got {format!r}")
-    state = store.vectors_ready()
+    store.vectors_ready()
     if output_path is None:
-        path = _default_path(state)
+        path = _default_path(store.path)
         path.parent.mkdir(exist_ok=True, mode=0o700)
     else:
         path = Path(output_path).expanduser()
@@ -86,18 +109,15 @@ def export_memories(
         out.write(json.dumps(header)[:-1] + ', "memories": [\n')
         last = 0
         while True:
-            rows = state.catalog.read(
-                f"SELECT rowid, {MEMORY_COLUMNS}, embedding FROM memories WHERE rowid > ? ORDER BY rowid LIMIT ?",
-                (last, BATCH),
-            )
-            if not rows:
+            page = memories.page(last, BATCH)
+            if not page:
                 break
-            for r in rows:
-                out.write((",\n" if count else "") + json.dumps(_record(r[1:]), ensure_ascii=False))
+            for _rowid, row in page:
+                out.write((",\n" if count else "") + json.dumps(_record(row), ensure_ascii=False))
                 count += 1
-            last = rows[-1][0]
+            last = page[-1][0]
             if progress:
-                progress(len(rows))
+                progress(len(page))
         out.write(f'\n], "count": {count}}}\n')
     return {"success": True, "path": str(path), "count": count, "bytes": path.stat().st_size}
 
@@ -125,15 +145,27 @@ def _writing(path: Path) -> Iterator[None]:
         raise ValidationError("output_path", f"cannot write {path}: {exc.strerror or exc}") from None
 
 
-def _record(row: Any) -> dict[str, Any]:
-    data = dict(zip(_FIELDS, row[:-1], strict=True))
-    data.pop("indexed")
-    data["metadata"] = json.loads(data["metadata"])
-    data["chunk"] = json.loads(data["chunk"]) if data["chunk"] else None
-    data["bookmarked"] = bool(data["bookmarked"])
-    blob = row[-1]
-    data["embedding"] = base64.b64encode(blob).decode("ascii") if blob is not None else None
-    return data
+def _record(row: MemoryRow) -> dict[str, Any]:
+    vector = row.embedding
+    return {
+        "id": row.id,
+        "type": row.type,
+        "content": row.content,
+        "metadata": json.loads(row.metadata),
+        "source": row.source,
+        "memory_class": row.memory_class,
+        "session_id": row.session_id,
+        "created_at": row.created_at,
+        "updated_at": row.updated_at,
+        "importance": row.importance,
+        "access_count": row.access_count,
+        "last_accessed": row.last_accessed,
+        "bookmarked": row.bookmarked,
+        "content_hash": row.content_hash,
+        "chunk": json.loads(row.chunk) if row.chunk else None,
+        "expires_at": row.expires_at,
+        "embedding": base64.b64encode(vector.tobytes()).decode("ascii") if vector is not None else None,
+    }
 
 
 def read_export(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
@@ -294,7 +326,11 @@ def _number(value: Any, field: str, *, optional: bool = False) -> float | None:
 
 
 def import_memories(
-    store: Store, path: str | os.PathLike[str], *, progress: Callable[[int], None] | None = None
+    store: Importer,
+    memories: MemoryRepository,
+    path: str | os.PathLike[str],
+    *,
+    progress: Callable[[int], None] | None = None,
 ) -> dict[str, Any]:
     """Import an export file exactly (ids, times, embeddings). Existing ids are skipped. Contents
     and metadata are redacted as every store is (:meth:`Store.redact`); a memory whose content
@@ -303,11 +339,10 @@ def import_memories(
     started = time.perf_counter()
     items = read_export(path)
     rows = _rows(items, Limits.of(store.settings.limits))
-    state = store.ready()
-    dimension = _stored_dimension(state.catalog)
+    dimension = memories.embedding_dimension()
     seen: set[str] = set()
     fresh: list[MemoryRow] = []
-    existing = set(state.catalog.get_rows([r.id for r in rows]))
+    existing = memories.existing_ids([r.id for r in rows])
     for row in rows:
         if row.id in existing or row.id in seen:
             continue
@@ -322,15 +357,8 @@ def import_memories(
         fresh.append(row)
     for start in range(0, len(fresh), BATCH):
         batch = fresh[start : start + BATCH]
-
-        def run(conn: Any, batch: list[MemoryRow] = batch) -> None:
-            Catalog.insert_memories(conn, batch)
-            for session_id, at in {(r.session_id, r.created_at) for r in batch if r.session_id}:
-                state.catalog.ensure_session(conn, session_id, at)
-            state.catalog.audit(conn, "import", None, {"count": len(batch), "file": str(path)})
-
-        state.catalog.write(run, what="importing memories")
-        state.index_rows([r for r in batch if r.embedding is not None])
+        memories.insert_imported(batch, {"count": len(batch), "file": str(path)})
+        store.index_rows([r for r in batch if r.embedding is not None])
         if progress:
             progress(len(batch))
     counts: dict[str, int] = {}
@@ -344,11 +372,6 @@ def import_memories(
         "counts": counts,
         "seconds": round(time.perf_counter() - started, 3),
     }
-
-
-def _stored_dimension(catalog: Catalog) -> int | None:
-    rows = catalog.read("SELECT length(embedding) FROM memories WHERE embedding IS NOT NULL LIMIT 1")
-    return int(rows[0][0]) // 4 if rows else None
 
 
 __all__ = ["export_memories", "import_memories", "read_export"]

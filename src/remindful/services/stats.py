@@ -22,21 +22,20 @@ import shutil
 import threading
 import time
 import weakref
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from remindful.engine.catalog import Catalog
-from remindful.engine.sqlfilter import SqlFilter
-from remindful.engine.store import Store
+from remindful.engine.repositories.labels import ACTION_KEYS, SCREEN_KEYS
 from remindful.errors import MemoryDisabledError, StorageFullError
 from remindful.model import MemoryType
 from remindful.services.backup import list_backups
-from remindful.services.capture.filters import read_counts
-from remindful.services.capture.watcher import files_indexed
 from remindful.services.learning.metrics import learning_stats
-from remindful.services.policy.retention import last_cleanup
-from remindful.services.sessions import ACTION_KEYS, SCREEN_KEYS
+
+if TYPE_CHECKING:
+    from remindful.config import Settings
+    from remindful.engine.repositories import Repositories, SessionRepository, StatsRepository
 
 log = logging.getLogger("remindful")
 
@@ -50,7 +49,7 @@ DAYS_CHARTED = 30
 AGGREGATE_MAX_AGE_S = 5.0
 #: How long they are kept when nothing was added or deleted (an update can rename an action).
 AGGREGATE_KEEP_S = 60.0
-_aggregates: weakref.WeakKeyDictionary[Store, tuple[tuple[Any, ...], float, dict[str, Any]]] = (
+_aggregates: weakref.WeakKeyDictionary[StatsRepository, tuple[tuple[Any, ...], float, dict[str, Any]]] = (
     weakref.WeakKeyDictionary()
 )
 _aggregates_lock = threading.Lock()
@@ -62,6 +61,41 @@ _FULL_WARNING = (
 )
 
 
+class StoreFigures(Protocol):
+    """What the statistics read of the store besides its catalog: its directory, settings, this
+    process's counters and latencies, the index and embedding cache as loaded (nothing is opened
+    for them). :class:`~remindful.engine.store.Store` is one."""
+
+    @property
+    def path(self) -> Path: ...
+
+    @property
+    def settings(self) -> Settings: ...
+
+    @property
+    def stores(self) -> int: ...
+
+    @property
+    def searches(self) -> int: ...
+
+    @property
+    def store_ms(self) -> Sequence[float]: ...
+
+    @property
+    def search_ms(self) -> Sequence[float]: ...
+
+    def ready(self) -> object:
+        """Open the catalog (MemoryDisabledError when memory is off, StorageFullError on a full disk)."""
+
+    def type_counts(self) -> dict[str, int]: ...
+
+    def size_mb(self, *, max_age_s: float = ...) -> float: ...
+
+    def index_state(self) -> dict[str, Any]: ...
+
+    def embedding_cache_stats(self) -> dict[str, Any]: ...
+
+
 def _percentile(values: list[float], q: float) -> float | None:
     if not values:
         return None
@@ -69,18 +103,17 @@ def _percentile(values: list[float], q: float) -> float | None:
     return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 3)
 
 
-def capture_status(store: Store) -> dict[str, Any]:
+def capture_status(stats: StatsRepository) -> dict[str, Any]:
     """What automatic capture is doing: hook events waiting in the spool, redaction and skip counts
     by reason, and the number of Markdown files indexed."""
-    catalog = store.ready().catalog
     return {
-        "spool_pending": _spool_pending(catalog),
-        "capture": _capture_counts(catalog),
-        "files_indexed": files_indexed(store),
+        "spool_pending": stats.spool_pending(),
+        "capture": stats.capture_counts(),
+        "files_indexed": stats.files_indexed(),
     }
 
 
-def build_stats(store: Store) -> dict[str, Any]:
+def build_stats(store: StoreFigures, repos: Repositories) -> dict[str, Any]:
     """Everything ``MemoryManager.stats()`` reports, read from ``store`` without loading the
     embedder or opening the vector index.
 
@@ -90,8 +123,8 @@ def build_stats(store: Store) -> dict[str, Any]:
     free = _free_bytes(store.path)
     disk_full = free is not None and free < FULL_BELOW_BYTES
     try:
-        catalog = store.ready().catalog
-        return _full_report(store, catalog, free, disk_full)
+        store.ready()
+        return _full_report(store, repos, free, disk_full)
     except (StorageFullError, MemoryDisabledError) as exc:
         if isinstance(exc, MemoryDisabledError) and (not disk_full or not store.settings.enabled):
             raise
@@ -99,7 +132,7 @@ def build_stats(store: Store) -> dict[str, Any]:
         return _report_without_catalog(store, free)
 
 
-def _full_report(store: Store, catalog: Catalog, free: int | None, disk_full: bool) -> dict[str, Any]:
+def _full_report(store: StoreFigures, repos: Repositories, free: int | None, disk_full: bool) -> dict[str, Any]:
     settings = store.settings
     counts = store.type_counts()
     collections = {}
@@ -113,7 +146,7 @@ def _full_report(store: Store, catalog: Catalog, free: int | None, disk_full: bo
         }
     search_ms = list(store.search_ms)
     store_ms = list(store.store_ms)
-    heavy = _heavy_aggregates(store, catalog, sum(counts.values()))
+    heavy = _heavy_aggregates(repos, sum(counts.values()))
     lengths = heavy["session_length"]
     report = {
         "total_memories": sum(counts.values()),
@@ -123,12 +156,12 @@ def _full_report(store: Store, catalog: Catalog, free: int | None, disk_full: bo
         "session_length": lengths,
         "activity": heavy["activity"],
         "captures_per_day": heavy["captures_per_day"],
-        "spool_pending": _spool_pending(catalog),
-        "last_cleanup": _last_cleanup(store),
+        "spool_pending": repos.stats.spool_pending(),
+        "last_cleanup": _last_cleanup(repos.retention.last_cleanup()),
         "last_backup": last_backup(store.path),
-        "capture": _capture_counts(catalog),
-        "learning": learning_stats(store),
-        "index": {**store.index_state(), "unindexed": catalog.count(SqlFilter("indexed = 0"))},
+        "capture": repos.stats.capture_counts(),
+        "learning": learning_stats(repos.learning, settings),
+        "index": {**store.index_state(), "unindexed": repos.stats.unindexed()},
         "performance": {
             "stores": store.stores,
             "searches": store.searches,
@@ -146,29 +179,30 @@ def _full_report(store: Store, catalog: Catalog, free: int | None, disk_full: bo
     return report
 
 
-def _heavy_aggregates(store: Store, catalog: Catalog, total: int) -> dict[str, Any]:
+def _heavy_aggregates(repos: Repositories, total: int) -> dict[str, Any]:
     """Session lengths, the most frequent actions and screens, captures per day: reused as the
     module docstring says. The key notices any insert or delete (the newest rowid and the count)."""
-    key = (catalog.read("SELECT max(rowid) FROM memories")[0][0], total, time.strftime("%Y-%m-%d", time.gmtime()))
+    stats = repos.stats
+    key = (stats.newest_rowid(), total, time.strftime("%Y-%m-%d", time.gmtime()))
     now = time.monotonic()
     with _aggregates_lock:
-        cached = _aggregates.get(store)
+        cached = _aggregates.get(stats)
     if cached is not None:
         cached_key, at, values = cached
         age = now - at
         if age < AGGREGATE_MAX_AGE_S or (cached_key == key and age < AGGREGATE_KEEP_S):
             return values
     values = {
-        "session_length": session_lengths(catalog),
-        "activity": most_frequent(catalog),
-        "captures_per_day": captures_per_day(catalog),
+        "session_length": session_lengths(repos.sessions),
+        "activity": most_frequent(stats),
+        "captures_per_day": captures_per_day(stats),
     }
     with _aggregates_lock:
-        _aggregates[store] = (key, now, values)
+        _aggregates[stats] = (key, now, values)
     return values
 
 
-def _report_without_catalog(store: Store, free: int | None) -> dict[str, Any]:
+def _report_without_catalog(store: StoreFigures, free: int | None) -> dict[str, Any]:
     """What can be said of a store whose catalog cannot be read because the disk is full."""
     return {
         "total_memories": None,
@@ -180,7 +214,7 @@ def _report_without_catalog(store: Store, free: int | None) -> dict[str, Any]:
     }
 
 
-def _storage(store: Store, free: int | None, disk_full: bool) -> dict[str, Any]:
+def _storage(store: StoreFigures, free: int | None, disk_full: bool) -> dict[str, Any]:
     size_mb = store.size_mb(max_age_s=0)
     quota_mb = store.settings.storage.max_size_mb
     return {
@@ -208,20 +242,7 @@ def _size(free: int | None) -> str:
     return "unknown free space" if free is None else f"{free / 1024:.0f} kB free"
 
 
-def _label(keys: tuple[str, ...]) -> str:
-    """SQL naming a memory's action or screen: the first metadata key set, else its first words."""
-    names = [f"json_extract(metadata, '$.{k}')" for k in keys]
-    return f"coalesce({', '.join(names)}, substr(content, 1, 40))"
-
-
-_TOP_SQL = """
-SELECT label, count(*) FROM (
-    SELECT {label} AS label FROM memories WHERE type = ? ORDER BY created_at DESC LIMIT ?
-) WHERE label IS NOT NULL GROUP BY label ORDER BY 2 DESC, 1 LIMIT ?
-"""
-
-
-def most_frequent(catalog: Catalog, window: int = ACTIVITY_WINDOW, top: int = TOP_ACTIVITY) -> dict[str, Any]:
+def most_frequent(stats: StatsRepository, window: int = ACTIVITY_WINDOW, top: int = TOP_ACTIVITY) -> dict[str, Any]:
     """``{"actions": [{name, count}], "screens": [...], "window": n}``: the most frequent actions
     and screens among the newest ``window`` memories of each type, most frequent first. An action
     is named by its ``action`` / ``action_type`` / ``command`` metadata, a screen by ``screen_name``
@@ -229,40 +250,32 @@ def most_frequent(catalog: Catalog, window: int = ACTIVITY_WINDOW, top: int = TO
     characters of the content (the same names as the session summaries)."""
     out: dict[str, Any] = {"window": window}
     for kind, memory_type, keys in (("actions", "action", ACTION_KEYS), ("screens", "screen", SCREEN_KEYS)):
-        rows = catalog.read(_TOP_SQL.format(label=_label(keys)), (memory_type, window, top))
-        out[kind] = [{"name": " ".join(str(name).split()), "count": int(n)} for name, n in rows]
+        rows = stats.most_frequent(memory_type, keys, window, top)
+        out[kind] = [{"name": " ".join(name.split()), "count": n} for name, n in rows]
     return out
 
 
-def session_lengths(catalog: Catalog) -> dict[str, Any]:
+def session_lengths(sessions: SessionRepository) -> dict[str, Any]:
     """``{"sessions", "avg_memories", "avg_minutes"}``: how many sessions the store knows, and the
     average session's memory count and span (first to last memory, or the recorded start to end),
     over the sessions that have memories. The averages are None when no session has any."""
-    sessions = int(catalog.read("SELECT count(*) FROM sessions")[0][0])
-    row = catalog.read(
-        "SELECT count(*), avg(n), avg(span) FROM (SELECT count(*) AS n, max(created_at) - min(created_at) AS span "
-        "FROM memories WHERE session_id IS NOT NULL GROUP BY session_id)"
-    )[0]
-    with_memories, avg_n, avg_span = row
+    recorded, with_memories, avg_n, avg_span = sessions.lengths()
     return {
-        "sessions": max(sessions, int(with_memories)),
+        "sessions": max(recorded, with_memories),
         "avg_memories": round(avg_n, 2) if avg_n is not None else None,
         "avg_minutes": round(avg_span / 60, 2) if avg_span is not None else None,
     }
 
 
-def captures_per_day(catalog: Catalog, days: int = DAYS_CHARTED, *, now: float | None = None) -> list[dict[str, Any]]:
+def captures_per_day(
+    stats: StatsRepository, days: int = DAYS_CHARTED, *, now: float | None = None
+) -> list[dict[str, Any]]:
     """Memories created on each of the last ``days`` UTC days, oldest first, days without any
     included: ``[{"day": "YYYY-MM-DD", "count": n}, ...]``."""
     now = time.time() if now is None else now
     today = datetime.fromtimestamp(now, UTC).replace(hour=0, minute=0, second=0, microsecond=0)
     start = today.timestamp() - (days - 1) * 86400
-    found = dict(
-        catalog.read(
-            "SELECT date(created_at, 'unixepoch'), count(*) FROM memories WHERE created_at >= ? GROUP BY 1",
-            (start,),
-        )
-    )
+    found = stats.captures_per_day(start)
     out = []
     for i in range(days):
         day = datetime.fromtimestamp(start + i * 86400, UTC).strftime("%Y-%m-%d")
@@ -290,19 +303,8 @@ def last_backup(storage: Path) -> dict[str, Any] | None:
     return {**newest, "at": datetime.fromtimestamp(newest_at, UTC).isoformat()}
 
 
-def _spool_pending(catalog: Catalog) -> int:
-    """Hook events and captured tool calls waiting in the spool."""
-    return int(catalog.read("SELECT count(*) FROM spool")[0][0])
-
-
-def _capture_counts(catalog: Catalog) -> dict[str, int]:
-    """Redactions and skipped captures per reason (capture filters), summed over every process."""
-    return read_counts(catalog.read)
-
-
-def _last_cleanup(store: Store) -> dict[str, Any] | None:
+def _last_cleanup(report: dict[str, Any] | None) -> dict[str, Any] | None:
     """The last retention run: when, how many deleted by reason, MB freed (None if never)."""
-    report = last_cleanup(store)
     if report is None:
         return None
     keys = ("at", "deleted", "by_reason", "freed_mb", "clusters", "seconds")

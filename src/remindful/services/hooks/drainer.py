@@ -277,10 +277,11 @@ def _learn_from_turn(store: Store, record: dict[str, Any]) -> None:
             "conversation_id": session_id,
             "timestamp": float(pending_prompt["at"]),
         }
+        from remindful.engine.repositories import LearningRepository
         from remindful.services.learning.conversation import capture_conversation
 
         try:
-            capture_conversation(store, turn, automatic=True)
+            capture_conversation(store, LearningRepository(catalog), turn, automatic=True)
         except RemindfulError as exc:  # learning is a bonus: the hook's own memories are stored
             log.warning("could not learn from the turn of session %s: %s", session_id, exc)
 

@@ -7,6 +7,8 @@ capture publishes :class:`~remindful.services.learning.bus.MemoryCaptured` on th
 counts itself in the metrics shown by ``stats()["learning"]``.
 
 Submodules are imported explicitly (``from remindful.services.learning.conversation import ...``).
-Each function takes the :class:`~remindful.engine.store.Store` and stores through its write path
-(validated, redacted); the manager's ``capture_*`` / ``confirm`` / ``suggest`` methods delegate to them.
+Each function takes the store's write path (:class:`~remindful.services.learning.common.MemoryWriter`:
+validated, redacted) and the repositories it reads and counts with
+(:class:`~remindful.engine.repositories.LearningRepository`, ``MemoryRepository``); the manager's
+``capture_*`` / ``confirm`` / ``suggest`` methods delegate to them.
 """

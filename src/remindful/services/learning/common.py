@@ -1,58 +1,90 @@
-"""What every capture point shares: the learning layer's counters (shown by
-``stats()["learning"]``), storing extracted memories and finishing a capture (metrics,
-``[MEM:CAPTURE]`` log line, ``MemoryCaptured`` event).
+"""What every capture point shares: the store's write path it stores through (:class:`MemoryWriter`),
+the learning layer's counters (shown by ``stats()["learning"]``), storing extracted memories and
+finishing a capture (metrics, ``[MEM:CAPTURE]`` log line, ``MemoryCaptured`` event).
 
-The tables (``learning_counters``, ``reinforcements``) are the catalog's, created when it opens
-(:data:`remindful.engine.schema.LEARNING_DDL`). Counters live in the catalog, so the CLI, hooks
-and servers writing to one store add up to one set of figures.
+The counters and reinforcements are tables of the catalog
+(:class:`~remindful.engine.repositories.LearningRepository`), so the CLI, hooks and servers
+writing to one store add up to one set of figures.
 """
 
 from __future__ import annotations
 
 import logging
-import sqlite3
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Protocol
 
-from remindful.engine.catalog import Catalog
-from remindful.engine.store import Store
-from remindful.model import Memory
+from remindful.model import Memory, MemorySource, MemoryType, SearchHit
 from remindful.services.learning.bus import MemoryCaptured, publish
 from remindful.services.learning.types import CaptureSource
 
+if TYPE_CHECKING:
+    from remindful.config import Settings
+    from remindful.embed.base import Embedder
+    from remindful.engine.repositories import LearningRepository
+
 log = logging.getLogger("remindful.services.learning")
+
+
+class MemoryWriter(Protocol):
+    """The store's write and read path as the learning layer uses it: every memory is stored
+    validated and redacted (:class:`~remindful.engine.store.Store` is one)."""
+
+    @property
+    def settings(self) -> Settings: ...
+
+    @property
+    def embedder(self) -> Embedder: ...
+
+    def ready(self) -> object:
+        """Open the catalog (MemoryDisabledError when memory is off)."""
+
+    def store_batch(self, items: Sequence[Mapping[str, Any]], *, defer: bool | None = None) -> list[str]: ...
+
+    def get(self, memory_id: str) -> Memory: ...
+
+    def get_batch(self, ids: Sequence[str]) -> list[Memory | None]: ...
+
+    def update(
+        self, memory_id: str, content: str | None = None, metadata: Mapping[str, Any] | None = None
+    ) -> Memory: ...
+
+    def list_memories(
+        self,
+        type: str | MemoryType | None = None,
+        session_id: str | None = None,
+        limit: int = 50,
+        offset: int = 0,
+        *,
+        source: str | MemorySource | None = None,
+    ) -> list[Memory]: ...
+
+    def search(
+        self,
+        query: str,
+        types: Sequence[str | MemoryType] | None = None,
+        limit: int = 10,
+        filters: Mapping[str, Any] | None = None,
+        session_id: str | None = None,
+        since: datetime | str | float | None = None,
+        until: datetime | str | float | None = None,
+        min_score: float | None = None,
+        collapse: bool = False,
+    ) -> list[SearchHit]: ...
+
 
 #: Width of the extraction-confidence histogram's buckets.
 BUCKETS = tuple(round(i / 10, 1) for i in range(10))
 
 
-def bump(catalog: Catalog, counts: Mapping[tuple[str, str], float]) -> None:
+def bump(learning: LearningRepository, counts: Mapping[tuple[str, str], float]) -> None:
     """Add to counters, one transaction. Best effort: a failure is logged, never raised, since
     a metric must not fail a capture whose memories are already stored."""
-    items = [(kind, key, value) for (kind, key), value in counts.items() if value]
-    if not items:
-        return
-
-    def run(conn: sqlite3.Connection) -> None:
-        conn.executemany(
-            "INSERT INTO learning_counters (kind, key, value) VALUES (?,?,?) "
-            "ON CONFLICT(kind, key) DO UPDATE SET value = value + excluded.value",
-            items,
-        )
-
     try:
-        catalog.write(run, what="counting captures")
+        learning.add_to_counters(counts)
     except Exception as exc:
         log.warning("could not update learning metrics: %s", exc)
-
-
-def counters(catalog: Catalog) -> dict[str, dict[str, float]]:
-    """Every counter, as ``{kind: {key: value}}``."""
-    out: dict[str, dict[str, float]] = {}
-    for kind, key, value in catalog.read("SELECT kind, key, value FROM learning_counters ORDER BY kind, key"):
-        out.setdefault(kind, {})[key] = int(value) if float(value).is_integer() else value
-    return out
 
 
 def bucket(confidence: float) -> str:
@@ -60,7 +92,7 @@ def bucket(confidence: float) -> str:
     return f"{low:.1f}-{low + 0.1:.1f}"
 
 
-def store_memories(store: Store, items: Sequence[Mapping[str, Any]]) -> list[Memory]:
+def store_memories(store: MemoryWriter, items: Sequence[Mapping[str, Any]]) -> list[Memory]:
     """Store ``items`` (keyword arguments of ``Store.store``) in one batch through the Store's
     write path (validated and redacted); returns the stored memories."""
     if not items:
@@ -69,13 +101,13 @@ def store_memories(store: Store, items: Sequence[Mapping[str, Any]]) -> list[Mem
     return [m for m in store.get_batch(ids) if m is not None]
 
 
-def refresh(store: Store, memories: Sequence[Memory]) -> list[Memory]:
+def refresh(store: MemoryWriter, memories: Sequence[Memory]) -> list[Memory]:
     """The memories as stored now (after reinforcement changed their importance)."""
     return [m for m in store.get_batch([m.id for m in memories]) if m is not None]
 
 
 def finish(
-    store: Store,
+    learning: LearningRepository,
     source: CaptureSource,
     source_id: str,
     memories: Sequence[Memory],
@@ -90,10 +122,7 @@ def finish(
         counts[key] = counts.get(key, 0) + 1
     for key, value in (extra or {}).items():
         counts[key] = counts.get(key, 0) + value
-    try:
-        bump(store.ready().catalog, counts)
-    except Exception as exc:  # disabled mid-way, closed store: the memories are stored regardless
-        log.warning("could not count capture: %s", exc)
+    bump(learning, counts)  # disabled mid-way, closed store: logged; the memories are stored regardless
     event = MemoryCaptured(source_id=source_id, source=source, memories=tuple(memories))
     publish(event)
     return event

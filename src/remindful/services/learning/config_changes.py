@@ -11,13 +11,15 @@ from __future__ import annotations
 import json
 import logging
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from remindful.engine.store import Store
 from remindful.errors import ValidationError
 from remindful.model import Memory
-from remindful.services.learning.common import finish, store_memories
+from remindful.services.learning.common import MemoryWriter, finish, store_memories
 from remindful.services.learning.types import CaptureSource
+
+if TYPE_CHECKING:
+    from remindful.engine.repositories import LearningRepository, MemoryRepository
 
 log = logging.getLogger("remindful.services.learning")
 
@@ -48,7 +50,16 @@ def preference_statement(key: str, old: Any, new: Any) -> str:
     return text
 
 
-def capture_config_change(store: Store, key: str, old: Any, new: Any, *, automatic: bool = False) -> Memory | None:
+def capture_config_change(
+    store: MemoryWriter,
+    memories: MemoryRepository,
+    learning: LearningRepository,
+    key: str,
+    old: Any,
+    new: Any,
+    *,
+    automatic: bool = False,
+) -> Memory | None:
     """Store the preference a setting change expresses (``knowledge``, semantic, source
     ``config``) and publish ``MemoryCaptured``. ``automatic=True`` returns None when
     ``learning.capture_config_changes`` or ``auto_capture.enabled`` is off. Raises ValidationError."""
@@ -65,15 +76,7 @@ def capture_config_change(store: Store, key: str, old: Any, new: Any, *, automat
         raise ValidationError("new", "expected JSON-safe values (string, number, boolean, list, object)") from None
     if old == new:
         raise ValidationError("new", f"is the same as old ({new!r}); nothing changed")
-    catalog = store.ready().catalog
-    earlier = [
-        row[0]
-        for row in catalog.read(
-            "SELECT id FROM memories WHERE source = 'config' AND json_extract(metadata, '$.setting') = ? "
-            "AND json_extract(metadata, '$.superseded_by') IS NULL",
-            (key,),
-        )
-    ]
+    earlier = memories.current_preferences(key)
     (memory,) = store_memories(
         store,
         [
@@ -89,7 +92,7 @@ def capture_config_change(store: Store, key: str, old: Any, new: Any, *, automat
     for memory_id in earlier:
         store.update(memory_id, metadata={"superseded_by": memory.id})
     log.info("[MEM:CAPTURE] Captured config change: %s = %s", key, _value(new))
-    finish(store, CaptureSource.CONFIGURATION, key, [memory])
+    finish(learning, CaptureSource.CONFIGURATION, key, [memory])
     return memory
 
 

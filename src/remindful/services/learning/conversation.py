@@ -19,16 +19,16 @@ from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from remindful.engine.store import Store
 from remindful.model import Memory, MemoryClass, MemoryType
 from remindful.services.learning import llm
-from remindful.services.learning.common import bucket, finish, preview, refresh, store_memories
+from remindful.services.learning.common import MemoryWriter, bucket, finish, preview, refresh, store_memories
 from remindful.services.learning.extract import extract
 from remindful.services.learning.reinforce import ReinforcementReason, reinforce
 from remindful.services.learning.types import CaptureSource, ConversationTurn, Extraction, as_datetime
 
 if TYPE_CHECKING:
     from remindful.config import Settings
+    from remindful.engine.repositories import LearningRepository
 
 log = logging.getLogger("remindful.services.learning")
 
@@ -88,7 +88,11 @@ def _validate_llm(value: Any) -> list[Extraction]:
 
 
 def capture_conversation(
-    store: Store, turn: ConversationTurn | Mapping[str, Any], *, automatic: bool = False
+    store: MemoryWriter,
+    learning: LearningRepository,
+    turn: ConversationTurn | Mapping[str, Any],
+    *,
+    automatic: bool = False,
 ) -> list[Memory]:
     """Extract and store the memorable statements of ``turn``; see the module docstring.
 
@@ -104,26 +108,26 @@ def capture_conversation(
     store.ready()  # memory disabled: MemoryDisabledError with the reason, even for an empty turn
     if not turn.user_message.strip() and not turn.assistant_response.strip():
         return []
-    learning = settings.learning
+    config = settings.learning
     patterns = trigger_patterns(settings)
     has_trigger = any(p.search(turn.user_message) for p in patterns)
     subject = turn.user_name or "User"
     prompt = PROMPT.format(user=turn.user_message, assistant=turn.assistant_response, subject=subject)
-    extractions = llm.ask(store, "conversation", SYSTEM, prompt, _validate_llm)
+    extractions = llm.ask(store, learning, "conversation", SYSTEM, prompt, _validate_llm)
     extractor = "llm" if extractions is not None else "rules"
     if extractions is None:
         extractions = extract(turn, patterns)
-    kept = [e for e in extractions if e.confidence >= learning.min_extraction_confidence]
+    kept = [e for e in extractions if e.confidence >= config.min_extraction_confidence]
     counts: dict[tuple[str, str], float] = {}
     for e in extractions:
         counts[("confidence", bucket(e.confidence))] = counts.get(("confidence", bucket(e.confidence)), 0) + 1
     counts[("dropped", "low_confidence")] = len(extractions) - len(kept)
-    counts[("dropped", "over_cap")] = max(0, len(kept) - learning.max_memories_per_turn)
-    kept = kept[: learning.max_memories_per_turn]
+    counts[("dropped", "over_cap")] = max(0, len(kept) - config.max_memories_per_turn)
+    kept = kept[: config.max_memories_per_turn]
     memories = store_memories(store, [_item(turn, e, extractor, has_trigger) for e in kept])
     boosted = [m for m, e in zip(memories, kept, strict=True) if e.trigger or (has_trigger and extractor == "llm")]
     for memory in boosted:
-        reinforce(store, memory.id, ReinforcementReason.EXPLICIT_USER_CONFIRMATION, learning.trigger_boost)
+        reinforce(learning, memory.id, ReinforcementReason.EXPLICIT_USER_CONFIRMATION, config.trigger_boost)
     if boosted:
         memories = refresh(store, memories)
     for memory in memories:
@@ -132,7 +136,7 @@ def capture_conversation(
             memory.memory_class.value,
             preview(memory.content, 50),
         )
-    finish(store, CaptureSource.CONVERSATION, turn.conversation_id, memories, counts)
+    finish(learning, CaptureSource.CONVERSATION, turn.conversation_id, memories, counts)
     return memories
 
 

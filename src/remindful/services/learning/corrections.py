@@ -11,15 +11,17 @@ high-value: the memory is reinforced by ``learning.correction_boost``.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from remindful.engine.store import Store
 from remindful.errors import ValidationError
 from remindful.model import Memory
 from remindful.services.learning import llm
-from remindful.services.learning.common import finish, preview, store_memories
+from remindful.services.learning.common import MemoryWriter, finish, preview, store_memories
 from remindful.services.learning.reinforce import ReinforcementReason, reinforce
 from remindful.services.learning.types import CaptureSource
+
+if TYPE_CHECKING:
+    from remindful.engine.repositories import LearningRepository
 
 log = logging.getLogger("remindful.services.learning")
 
@@ -69,7 +71,9 @@ def _validate(value: Any) -> str:
     return statement.strip()
 
 
-def capture_correction(store: Store, original: str, corrected: str, context: str = "") -> Memory:
+def capture_correction(
+    store: MemoryWriter, learning: LearningRepository, original: str, corrected: str, context: str = ""
+) -> Memory:
     """Store the lesson of a correction (``knowledge``, semantic, source ``correction``),
     reinforce it, publish ``MemoryCaptured``; returns the memory. Raises ValidationError."""
     for name, value in (("original", original), ("corrected", corrected)):
@@ -80,7 +84,7 @@ def capture_correction(store: Store, original: str, corrected: str, context: str
     if original.strip() == corrected.strip():
         raise ValidationError("corrected", "is identical to original; nothing was corrected")
     prompt = PROMPT.format(original=original, corrected=corrected, context=context or "(none)")
-    statement = llm.ask(store, "correction", SYSTEM, prompt, _validate)
+    statement = llm.ask(store, learning, "correction", SYSTEM, prompt, _validate)
     synthesized_by = "llm" if statement is not None else "rules"
     if statement is None:
         statement = synthesize_rule(original, corrected, context)
@@ -103,10 +107,10 @@ def capture_correction(store: Store, original: str, corrected: str, context: str
             }
         ],
     )
-    reinforce(store, memory.id, ReinforcementReason.USER_CORRECTION, store.settings.learning.correction_boost)
+    reinforce(learning, memory.id, ReinforcementReason.USER_CORRECTION, store.settings.learning.correction_boost)
     memory = store.get(memory.id)
     log.info("[MEM:CAPTURE] Captured correction: %s -> %s", preview(original, 30), preview(corrected, 30))
-    finish(store, CaptureSource.CORRECTION, memory.id, [memory])
+    finish(learning, CaptureSource.CORRECTION, memory.id, [memory])
     return memory
 
 

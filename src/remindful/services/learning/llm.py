@@ -22,11 +22,13 @@ import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from remindful.engine.store import Store
 from remindful.errors import RemindfulError
-from remindful.services.learning.common import bump
+from remindful.services.learning.common import MemoryWriter, bump
+
+if TYPE_CHECKING:
+    from remindful.engine.repositories import LearningRepository
 
 log = logging.getLogger("remindful.services.learning")
 T = TypeVar("T")
@@ -120,11 +122,11 @@ class FakeLLM:
         return Completion(answer, self.tokens_per_call)
 
 
-_INJECTED: weakref.WeakKeyDictionary[Store, LLM] = weakref.WeakKeyDictionary()
-_BUILT: weakref.WeakKeyDictionary[Store, LLM] = weakref.WeakKeyDictionary()
+_INJECTED: weakref.WeakKeyDictionary[MemoryWriter, LLM] = weakref.WeakKeyDictionary()
+_BUILT: weakref.WeakKeyDictionary[MemoryWriter, LLM] = weakref.WeakKeyDictionary()
 
 
-def set_llm(store: Store, llm: LLM | None) -> None:
+def set_llm(store: MemoryWriter, llm: LLM | None) -> None:
     """Use ``llm`` for this store's capture points named in ``learning.llm.use_for`` (even if
     ``learning.llm.enabled`` is false); ``None`` goes back to the configured one. A manager's
     store is ``manager.engine``."""
@@ -134,7 +136,7 @@ def set_llm(store: Store, llm: LLM | None) -> None:
         _INJECTED[store] = llm
 
 
-def llm_for(store: Store, point: str) -> LLM | None:
+def llm_for(store: MemoryWriter, point: str) -> LLM | None:
     """The LLM to ask at capture point ``point``, or None (rules)."""
     settings = store.settings.learning.llm
     if point not in settings.use_for:
@@ -157,11 +159,8 @@ def _today() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%d")
 
 
-def tokens_used_today(store: Store) -> int:
-    rows = store.ready().catalog.read(
-        "SELECT value FROM learning_counters WHERE kind = 'llm_tokens' AND key = ?", (_today(),)
-    )
-    return int(rows[0][0]) if rows else 0
+def tokens_used_today(learning: LearningRepository) -> int:
+    return int(learning.counter("llm_tokens", _today()))
 
 
 def parse_json(text: str) -> Any:
@@ -174,7 +173,8 @@ def parse_json(text: str) -> Any:
 
 
 def ask(
-    store: Store,
+    store: MemoryWriter,
+    learning: LearningRepository,
     point: str,
     system: str,
     prompt: str,
@@ -187,31 +187,30 @@ def ask(
         llm = llm_for(store, point)
     except RemindfulError as exc:
         log.warning("LLM not usable (%s); using the rules", exc)
-        bump(store.ready().catalog, {("llm", "unusable"): 1})
+        bump(learning, {("llm", "unusable"): 1})
         return None
     if llm is None:
         return None
-    catalog = store.ready().catalog
     cap = store.settings.learning.llm.daily_token_cap
-    used = tokens_used_today(store)
+    used = tokens_used_today(learning)
     if used + estimate_tokens(system + prompt) + max_tokens > cap:
         log.warning("[MEM:CAPTURE] LLM daily token cap reached (%d of %d used); using the rules", used, cap)
-        bump(catalog, {("llm", "capped"): 1})
+        bump(learning, {("llm", "capped"): 1})
         return None
     try:
         completion = llm.complete(system, prompt, max_tokens=max_tokens)
     except Exception as exc:  # a broken endpoint or client must not fail the capture
         log.warning("LLM call failed (%s); using the rules", exc)
-        bump(catalog, {("llm", "failed"): 1})
+        bump(learning, {("llm", "failed"): 1})
         return None
-    bump(catalog, {("llm_tokens", _today()): completion.tokens, ("llm", "calls"): 1})
+    bump(learning, {("llm_tokens", _today()): completion.tokens, ("llm", "calls"): 1})
     try:
         result = validate(parse_json(completion.text))
     except (ValueError, TypeError, KeyError) as exc:
         log.warning("LLM answer rejected (%s): %.200r; using the rules", exc, completion.text)
-        bump(catalog, {("llm", "invalid"): 1})
+        bump(learning, {("llm", "invalid"): 1})
         return None
-    bump(catalog, {("llm", "valid"): 1})
+    bump(learning, {("llm", "valid"): 1})
     return result
 
 

@@ -5,21 +5,23 @@ dropped), drops by reason, reinforcements, and LLM use against the daily token c
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from remindful.engine.store import Store
-from remindful.services.learning.common import BUCKETS, bucket, counters
+from remindful.services.learning.common import BUCKETS, bucket
+
+if TYPE_CHECKING:
+    from remindful.config import Settings
+    from remindful.engine.repositories import LearningRepository
 
 
-def learning_stats(store: Store) -> dict[str, Any]:
+def learning_stats(learning: LearningRepository, settings: Settings) -> dict[str, Any]:
     """The figures above, summed over every process that wrote to the store (the counters live in
     its catalog). Raises MemoryDisabledError."""
-    catalog = store.ready().catalog
-    found = counters(catalog)
+    found = learning.counters()
     histogram: dict[str, float] = {bucket(low): 0 for low in BUCKETS}
     histogram.update(found.get("confidence", {}))
     today = datetime.now(UTC).strftime("%Y-%m-%d")
-    llm_settings = store.settings.learning.llm
+    llm_settings = settings.learning.llm
     used = int(found.get("llm_tokens", {}).get(today, 0))
     cap = llm_settings.daily_token_cap
     return {
@@ -27,7 +29,7 @@ def learning_stats(store: Store) -> dict[str, Any]:
         "memories_created": {"by_type": found.get("created_type", {}), "by_class": found.get("created_class", {})},
         "extraction_confidence": histogram,
         "dropped": {"low_confidence": 0, "over_cap": 0, **found.get("dropped", {})},
-        "reinforcements": int(catalog.read("SELECT count(*) FROM reinforcements")[0][0]),
+        "reinforcements": learning.reinforcement_count(),
         "llm": {
             "enabled": llm_settings.enabled,
             "model": llm_settings.model or None,

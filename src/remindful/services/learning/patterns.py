@@ -19,13 +19,15 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter, defaultdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from remindful.engine.store import Store
 from remindful.errors import ValidationError
 from remindful.model import Memory
 from remindful.services.learning.actions import label, outcome, signature, step_text
-from remindful.services.learning.common import store_memories
+from remindful.services.learning.common import MemoryWriter, store_memories
+
+if TYPE_CHECKING:
+    from remindful.engine.repositories import MemoryRepository
 
 METRICS = ("success_rate", "frequency", "sequences")
 
@@ -53,18 +55,13 @@ def _rates(
     return sorted(out, key=lambda r: (-r["count"], r["action"]))
 
 
-def _load(engine: Store, type: str, days: float | None, max_memories: int) -> list[Memory]:
-    catalog = engine.ready().catalog
+def _load(
+    engine: MemoryWriter, memories: MemoryRepository, type: str, days: float | None, max_memories: int
+) -> list[Memory]:
     since = time.time() - days * 86400 if days else 0.0
-    ids = [
-        r[0]
-        for r in catalog.read(
-            "SELECT id FROM memories WHERE type = ? AND created_at >= ? ORDER BY created_at DESC LIMIT ?",
-            (type, since, max_memories),
-        )
-    ]
-    memories = [m for m in engine.get_batch(ids) if m is not None]
-    return sorted(memories, key=lambda m: (m.session_id or "", m.created_at))
+    ids = memories.newest_ids(type, since, max_memories)
+    found = [m for m in engine.get_batch(ids) if m is not None]
+    return sorted(found, key=lambda m: (m.session_id or "", m.created_at))
 
 
 def _sequences(
@@ -122,7 +119,8 @@ def _contains(longer: tuple[str, ...], shorter: tuple[str, ...]) -> bool:
 
 
 def analyze_patterns(
-    engine: Store,
+    engine: MemoryWriter,
+    memories: MemoryRepository,
     type: str = "action",
     metric: str | None = None,
     *,
@@ -143,13 +141,13 @@ def analyze_patterns(
     min_length = engine.settings.learning.min_actions_for_pattern
     if isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < min_length:
         raise ValidationError("max_length", f"expected an integer ≥ {min_length}, got {max_length!r}")
-    memories = _load(engine, type, days, max_memories)
+    loaded = _load(engine, memories, type, days, max_memories)
     by_session: dict[str, list[tuple[str, Memory]]] = defaultdict(list)
     by_verb: dict[str, list[bool | None]] = defaultdict(list)
     by_signature: dict[str, list[bool | None]] = defaultdict(list)
     sig_labels: dict[str, Counter[str]] = defaultdict(Counter)  # signature -> its wordings
     verb_labels: dict[str, Counter[str]] = defaultdict(Counter)
-    for memory in memories:
+    for memory in loaded:
         sig = signature(memory.content, memory.metadata)
         words = label(memory.content, memory.metadata)
         by_session[memory.session_id or "none"].append((sig, memory))
@@ -159,7 +157,7 @@ def analyze_patterns(
         by_signature[sig].append(result)
         sig_labels[sig][words] += 1
         verb_labels[verb][words.split(" ", 1)[0]] += 1
-    report: dict[str, Any] = {"type": type, "analyzed": len(memories), "sessions": len(by_session)}
+    report: dict[str, Any] = {"type": type, "analyzed": len(loaded), "sessions": len(by_session)}
     if metric in (None, "sequences", "frequency"):
         report["patterns"] = _sequences(by_session, min_length, max_length, min_support)
     if metric in (None, "success_rate", "frequency"):
@@ -178,17 +176,13 @@ def analyze_patterns(
             for r in report["failure_prone"]
         ]
     if store and report.get("patterns"):
-        report["stored"] = [_store_pattern(engine, p) for p in report["patterns"]]
+        report["stored"] = [_store_pattern(engine, memories, p) for p in report["patterns"]]
     return report
 
 
-def _store_pattern(engine: Store, pattern: dict[str, Any]) -> str:
+def _store_pattern(engine: MemoryWriter, memories: MemoryRepository, pattern: dict[str, Any]) -> str:
     key = json.dumps(pattern["signatures"])
-    catalog = engine.ready().catalog
-    found = catalog.read(
-        "SELECT id FROM memories WHERE type = 'workflow' AND json_extract(metadata, '$.pattern_key') = ? LIMIT 1",
-        (key,),
-    )
+    found = memories.workflow_with_pattern(key)
     metadata = {
         "pattern_key": key,
         "name": "recurring_" + "_".join(s.split(" ", 1)[0] for s in pattern["actions"]),
@@ -199,9 +193,9 @@ def _store_pattern(engine: Store, pattern: dict[str, Any]) -> str:
     }
     if pattern["success_rate"] is not None:
         metadata["success_rate"] = pattern["success_rate"]
-    if found:
-        engine.update(found[0][0], metadata=metadata)
-        return str(found[0][0])
+    if found is not None:
+        engine.update(found, metadata=metadata)
+        return found
     listed = ", ".join(f"{i}) {s}" for i, s in enumerate(pattern["steps"], 1))
     content = (
         f"Recurring workflow seen in {pattern['sessions']} sessions (confidence {pattern['confidence']:.2f}): "

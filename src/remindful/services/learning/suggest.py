@@ -18,28 +18,34 @@ which is relative (the best hit of any search scores near 1 however poor it is).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from remindful.engine.store import Store
 from remindful.errors import ValidationError
 from remindful.model import Memory, MemoryType
 from remindful.services.learning.actions import outcome, signature, step_text, when
+from remindful.services.learning.common import MemoryWriter
+
+if TYPE_CHECKING:
+    from remindful.engine.repositories import MemoryRepository
 
 #: Candidates examined per search; enough to count repeated failures of one action.
 CANDIDATES = 50
 
 
-def _similarities(store: Store, context: str, ids: Sequence[str]) -> dict[str, float]:
+def _similarities(
+    store: MemoryWriter, memories: MemoryRepository, context: str, ids: Sequence[str]
+) -> dict[str, float]:
     if not ids:
         return {}
-    vector = store.ready().embedder.embed([context])[0]
-    stored = store.ready().catalog.embeddings(list(ids))
+    store.ready()
+    vector = store.embedder.embed([context])[0]
+    stored = memories.embeddings(list(ids))
     return {mid: float(np.dot(vec, vector)) for mid, vec in stored.items()}
 
 
-def _candidates(store: Store, context: str, types: list[str]) -> list[Memory]:
+def _candidates(store: MemoryWriter, context: str, types: list[str]) -> list[Memory]:
     hits = store.search(context, types=types, limit=CANDIDATES)
     return [m for m in store.get_batch([h.id for h in hits]) if m is not None]
 
@@ -51,7 +57,14 @@ def _what(memory: Memory) -> str:
     return "action"
 
 
-def suggest(store: Store, context: str, *, action: Mapping[str, Any] | None = None, limit: int = 3) -> dict[str, Any]:
+def suggest(
+    store: MemoryWriter,
+    memories: MemoryRepository,
+    context: str,
+    *,
+    action: Mapping[str, Any] | None = None,
+    limit: int = 3,
+) -> dict[str, Any]:
     """Suggestions and warnings for ``context``; see the module docstring. Read-only.
 
     Returns ``{"context", "suggestions": [...], "warnings": [...]}``; each suggestion has
@@ -66,7 +79,7 @@ def suggest(store: Store, context: str, *, action: Mapping[str, Any] | None = No
         raise ValidationError("limit", f"expected an integer from 1 to 50, got {limit!r}")
     threshold = store.settings.learning.min_suggestion_similarity
     candidates = _candidates(store, context, ["workflow", "action"])
-    similarity = _similarities(store, context, [m.id for m in candidates])
+    similarity = _similarities(store, memories, context, [m.id for m in candidates])
 
     suggestions = []
     # Workflows first: a workflow is a whole automation the agent can replay.

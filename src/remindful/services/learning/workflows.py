@@ -20,15 +20,17 @@ import itertools
 import logging
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from remindful.engine.store import Store
 from remindful.errors import ValidationError
 from remindful.model import Memory
 from remindful.services.learning import llm
 from remindful.services.learning.actions import outcome, stem, step_text
-from remindful.services.learning.common import finish, preview, store_memories
+from remindful.services.learning.common import MemoryWriter, finish, preview, store_memories
 from remindful.services.learning.types import CaptureSource, UserAction
+
+if TYPE_CHECKING:
+    from remindful.engine.repositories import LearningRepository
 
 log = logging.getLogger("remindful.services.learning")
 
@@ -198,22 +200,23 @@ def prepare(actions: Sequence[UserAction | Mapping[str, Any]]) -> list[UserActio
 
 
 def capture_workflow(
-    store: Store,
+    store: MemoryWriter,
+    learning: LearningRepository,
     actions: Sequence[UserAction | Mapping[str, Any]],
     *,
     goal: str | None = None,
     name: str | None = None,
 ) -> Memory | None:
     """Store the procedural memory for ``actions`` if they form a workflow; else None."""
-    learning = store.settings.learning
+    config = store.settings.learning
     steps = prepare(actions)
-    if len(steps) < learning.min_actions_for_pattern:
+    if len(steps) < config.min_actions_for_pattern:
         return None
     span = (steps[-1].timestamp - steps[0].timestamp).total_seconds()
-    if span > learning.pattern_time_window_minutes * 60:
+    if span > config.pattern_time_window_minutes * 60:
         return None
     listing = "\n".join(f"{i}. {a.action_type}: {a.description}" for i, a in enumerate(steps, 1))
-    content = llm.ask(store, "workflow", SYSTEM, PROMPT.format(actions=listing), _validate)
+    content = llm.ask(store, learning, "workflow", SYSTEM, PROMPT.format(actions=listing), _validate)
     synthesized_by = "llm" if content is not None else "rules"
     if content == "":
         return None  # the LLM judged the actions unrelated
@@ -249,11 +252,13 @@ def capture_workflow(
         ],
     )
     log.info("[MEM:CAPTURE] Captured workflow: %s", preview(content, 50))
-    finish(store, CaptureSource.WORKFLOW_PATTERN, metadata["name"], [memory])
+    finish(learning, CaptureSource.WORKFLOW_PATTERN, metadata["name"], [memory])
     return memory
 
 
-def create_workflow_from_session(store: Store, session_id: str, name: str, *, only_successful: bool = True) -> Memory:
+def create_workflow_from_session(
+    store: MemoryWriter, learning: LearningRepository, session_id: str, name: str, *, only_successful: bool = True
+) -> Memory:
     """A reusable workflow from the session's action memories, oldest first (failed ones left
     out unless ``only_successful=False``). Raises ValidationError if fewer than 2 steps remain."""
     if not isinstance(session_id, str) or not session_id.strip():
@@ -298,7 +303,7 @@ def create_workflow_from_session(store: Store, session_id: str, name: str, *, on
         ],
     )
     log.info("[MEM:CAPTURE] Captured workflow: %s", preview(content, 50))
-    finish(store, CaptureSource.WORKFLOW_PATTERN, name, [memory])
+    finish(learning, CaptureSource.WORKFLOW_PATTERN, name, [memory])
     return memory
 
 

@@ -16,23 +16,38 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Collection
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from remindful.engine.importance import columns, inputs_from_row, score
+from remindful.engine.importance import score
 from remindful.engine.sqlfilter import SqlFilter
 
 if TYPE_CHECKING:
-    from remindful.engine.store import Store
+    from remindful.config import Settings
+    from remindful.engine.catalog import MemoryRow
+    from remindful.engine.repositories import MemoryRepository, RetentionRepository
+    from remindful.engine.repositories.retention import Embedded
 
 BLOCK = 1024
 #: Neighbour pairs kept in memory at once (beyond, a leader's neighbours are recomputed).
 MAX_STORED_PAIRS = 5_000_000
 MAX_RECORDED_IDS = 100
+
+
+class Pruner(Protocol):
+    """What dedup (and retention) do to the store: delete memories and re-index the ones whose
+    metadata changed (:class:`~remindful.engine.store.Store` is one)."""
+
+    @property
+    def settings(self) -> Settings: ...
+
+    def delete_many(self, ids: Sequence[str], *, reason: str | Mapping[str, str] = "delete") -> int: ...
+
+    def index_rows(self, rows: Sequence[MemoryRow]) -> None: ...
 
 
 @dataclass(slots=True)
@@ -46,7 +61,7 @@ class Cluster:
 
 
 def find_clusters(
-    state: Store,
+    retention: RetentionRepository,
     *,
     threshold: float,
     flt: SqlFilter | None = None,
@@ -58,19 +73,13 @@ def find_clusters(
     ``exclude`` ids (already planned for deletion) take no part."""
     now = time.time() if now is None else now
     flt = flt or SqlFilter()
-    catalog = state.catalog
-    types = [r[0] for r in catalog.read(f"SELECT DISTINCT type FROM memories WHERE {flt.sql}", flt.params)]
     skip = set(exclude)
     clusters: list[Cluster] = []
-    for type_value in sorted(types):
-        rows = catalog.read(
-            f"SELECT id, bookmarked, embedding FROM memories WHERE type = ? AND ({flt.sql}) AND embedding IS NOT NULL",
-            (type_value, *flt.params),
-        )
-        rows = [r for r in rows if r[0] not in skip]
+    for type_value in sorted(retention.types(flt)):
+        rows = [r for r in retention.embedded(type_value, flt) if r.id not in skip]
         if len(rows) < 2:
             continue
-        clusters += _cluster_type(catalog, type_value, rows, threshold, now)
+        clusters += _cluster_type(retention, type_value, rows, threshold, now)
     return clusters
 
 
@@ -89,8 +98,10 @@ def _neighbours(matrix: np.ndarray, threshold: float) -> dict[int, np.ndarray | 
     return found
 
 
-def _cluster_type(catalog: Any, type_value: str, rows: list[Any], threshold: float, now: float) -> list[Cluster]:
-    raw = np.frombuffer(b"".join(r[2] for r in rows), dtype=np.float32).reshape(len(rows), -1)
+def _cluster_type(
+    retention: RetentionRepository, type_value: str, rows: list[Embedded], threshold: float, now: float
+) -> list[Cluster]:
+    raw = np.frombuffer(b"".join(r.vector for r in rows), dtype=np.float32).reshape(len(rows), -1)
     norms = np.linalg.norm(raw, axis=1, keepdims=True)
     matrix = (raw / np.where(norms == 0, 1.0, norms)).astype(np.float32)
     neighbours = _neighbours(matrix, threshold)
@@ -98,15 +109,12 @@ def _cluster_type(catalog: Any, type_value: str, rows: list[Any], threshold: flo
         return []
     # Only rows with a neighbour are scored (a lone row is nobody's neighbour either: similarity
     # is symmetric). Most important first, then newest: a cluster's first member represents it.
-    ids = [rows[i][0] for i in neighbours]
-    inputs = {}
-    cols = columns(catalog)
-    for r in catalog.read_in(f"SELECT {cols} FROM memories WHERE id IN ({{marks}})", ids):
-        inputs[r[0]] = inputs_from_row(r)
+    ids = [rows[i].id for i in neighbours]
+    inputs = retention.importance_inputs(ids)
     position = {mid: i for i, mid in enumerate(ids)}
     order = sorted(
         neighbours,
-        key=lambda i: (-score(inputs[rows[i][0]], now), -inputs[rows[i][0]].created_at, position[rows[i][0]]),
+        key=lambda i: (-score(inputs[rows[i].id], now), -inputs[rows[i].id].created_at, position[rows[i].id]),
     )
     taken = np.zeros(len(rows), dtype=bool)
     clusters: list[Cluster] = []
@@ -118,28 +126,41 @@ def _cluster_type(catalog: Any, type_value: str, rows: list[Any], threshold: flo
             members = np.flatnonzero(matrix @ matrix[leader] >= threshold)
         members = members[~taken[members]]
         taken[members] = True
-        cluster = Cluster(representative=rows[leader][0], type=type_value)
+        cluster = Cluster(representative=rows[leader].id, type=type_value)
         for m in members:
             if m != leader:
-                (cluster.kept_protected if rows[m][1] else cluster.duplicates).append(rows[m][0])
+                (cluster.kept_protected if rows[m].bookmarked else cluster.duplicates).append(rows[m].id)
         if cluster.duplicates:
             clusters.append(cluster)
     return clusters
 
 
-def apply_clusters(state: Store, clusters: list[Cluster], *, threshold: float, now: float | None = None) -> int:
+def apply_clusters(
+    store: Pruner,
+    memories: MemoryRepository,
+    retention: RetentionRepository,
+    clusters: list[Cluster],
+    *,
+    threshold: float,
+    now: float | None = None,
+) -> int:
     """Delete each cluster's duplicates and record the consolidation on its representative.
     Returns the number of memories deleted."""
     if not clusters:
         return 0
-    updated = record_consolidation(state, clusters, threshold=threshold, now=now)
-    deleted = state.delete_many([d for c in clusters for d in c.duplicates], reason="dedup")
-    refresh_index(state, updated)
+    updated = record_consolidation(memories, retention, clusters, threshold=threshold, now=now)
+    deleted = store.delete_many([d for c in clusters for d in c.duplicates], reason="dedup")
+    refresh_index(store, memories, updated)
     return deleted
 
 
 def record_consolidation(
-    state: Store, clusters: list[Cluster], *, threshold: float, now: float | None = None
+    memories: MemoryRepository,
+    retention: RetentionRepository,
+    clusters: list[Cluster],
+    *,
+    threshold: float,
+    now: float | None = None,
 ) -> list[str]:
     """Record each cluster's consolidation in its representative's metadata (one transaction);
     returns the representatives updated (those still stored). The duplicates are not deleted."""
@@ -147,7 +168,7 @@ def record_consolidation(
         return []
     now = time.time() if now is None else now
     at = datetime.fromtimestamp(now, UTC).isoformat()
-    reps = state.catalog.get_rows([c.representative for c in clusters])
+    reps = memories.rows([c.representative for c in clusters])
     updates: list[tuple[str, float, str]] = []
     for cluster in clusters:
         row = reps.get(cluster.representative)
@@ -163,26 +184,25 @@ def record_consolidation(
             "threshold": threshold,
         }
         updates.append((json.dumps(meta, ensure_ascii=False), now, row.id))
-    state.catalog.write(
-        lambda c: c.executemany("UPDATE memories SET metadata = ?, updated_at = ?, indexed = 0 WHERE id = ?", updates),
-        what="recording dedup consolidation",
-    )
+    retention.record_consolidations(updates)
     return [u[2] for u in updates]
 
 
-def refresh_index(state: Store, ids: list[str]) -> None:
+def refresh_index(store: Pruner, memories: MemoryRepository, ids: list[str]) -> None:
     """Re-index the representatives so the index's copy of their metadata is current."""
-    rows = list(state.catalog.get_rows(ids).values())
-    vectors = state.catalog.embeddings([r.id for r in rows])
+    rows = list(memories.rows(ids).values())
+    vectors = memories.embeddings([r.id for r in rows])
     rows = [r for r in rows if r.id in vectors]
     for r in rows:
         r.embedding = vectors[r.id]
     if rows:
-        state.index_rows(rows)
+        store.index_rows(rows)
 
 
 def dedup(
-    state: Store,
+    store: Pruner,
+    memories: MemoryRepository,
+    retention: RetentionRepository,
     *,
     threshold: float | None = None,
     types: Collection[str] | None = None,
@@ -191,7 +211,7 @@ def dedup(
     """Deduplicate every memory (of ``types``, default all) at ``threshold`` (default
     ``retention.dedup_threshold``). Returns ``{clusters, deleted, dry_run, threshold,
     representatives: {representative_id: [deleted ids]}}``; ``dry_run`` deletes nothing."""
-    threshold = state.settings.retention.dedup_threshold if threshold is None else threshold
+    threshold = store.settings.retention.dedup_threshold if threshold is None else threshold
     if isinstance(threshold, bool) or not isinstance(threshold, int | float) or not 0 < threshold <= 1:
         from remindful.errors import ValidationError
 
@@ -204,9 +224,9 @@ def dedup(
         values = [validate_item({"content": "x", "type": t}, "")["type"].value for t in types]
         flt = build_filter(types=values)
     started = time.perf_counter()
-    clusters = find_clusters(state, threshold=float(threshold), flt=flt)
+    clusters = find_clusters(retention, threshold=float(threshold), flt=flt)
     total = sum(len(c.duplicates) for c in clusters)
-    deleted = total if dry_run else apply_clusters(state, clusters, threshold=float(threshold))
+    deleted = total if dry_run else apply_clusters(store, memories, retention, clusters, threshold=float(threshold))
     return {
         "dry_run": dry_run,
         "threshold": float(threshold),
@@ -217,4 +237,13 @@ def dedup(
     }
 
 
-__all__ = ["BLOCK", "Cluster", "apply_clusters", "dedup", "find_clusters", "record_consolidation", "refresh_index"]
+__all__ = [
+    "BLOCK",
+    "Cluster",
+    "Pruner",
+    "apply_clusters",
+    "dedup",
+    "find_clusters",
+    "record_consolidation",
+    "refresh_index",
+]

@@ -1,6 +1,6 @@
 """Retention: the cleanup that keeps the store from growing without bound.
 
-``cleanup(state, dry_run=False)`` first plans, then (unless ``dry_run``) deletes. Bookmarked and
+``cleanup(policy, dry_run=False)`` first plans, then (unless ``dry_run``) deletes. Bookmarked and
 ``manual_save`` memories are never deleted by any step. Memories a user stored by hand (source
 ``manual``) are not deleted for their age (steps 2, 3 and 5: the spec deletes "only auto-captured,
 non-important old memories"); the expiry they were given and the quotas still apply. The steps,
@@ -29,27 +29,50 @@ The run is logged (count and freed bytes) and recorded in the catalog's ``meta``
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from remindful.engine.importance import columns, inputs_from_row, score
-from remindful.engine.sqlfilter import SqlFilter
+from remindful.engine.importance import score
+from remindful.engine.repositories.retention import created_window
 from remindful.model import MemoryType
-from remindful.services.policy.dedup import Cluster, find_clusters, record_consolidation, refresh_index
+from remindful.services.policy.dedup import Cluster, Pruner, find_clusters, record_consolidation, refresh_index
 
 if TYPE_CHECKING:
     from remindful.config import RetentionTier, Settings
-    from remindful.engine.store import Store
+    from remindful.engine.repositories import MemoryRepository, RetentionRepository
 
 log = logging.getLogger("remindful")
 
 DAY_S = 86_400.0
 SIZE_TARGET = 0.9
+
+
+class Retainer(Pruner, Protocol):
+    """What a cleanup reads of the store besides its catalog, and does to it
+    (:class:`~remindful.engine.store.Store` is one)."""
+
+    @property
+    def disabled_reason(self) -> str | None: ...
+
+    def type_counts(self) -> dict[str, int]: ...
+
+    def size_mb(self, *, max_age_s: float = ...) -> float: ...
+
+    def vectors_ready(self) -> object:
+        """Wait (up to a minute) for the vectors this process has yet to compute."""
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """A cleanup's parts: the store it deletes from and the repositories it reads and records with."""
+
+    store: Retainer
+    memories: MemoryRepository
+    retention: RetentionRepository
 
 
 @dataclass(slots=True)
@@ -102,22 +125,16 @@ class _Row:
     score: float | None = None  # computed only for rows a cap or quota has to rank
 
 
-def _load(state: Store) -> list[_Row]:
-    rows = state.catalog.read(
-        "SELECT id, type, created_at, expires_at, size_bytes, json_type(metadata, '$.success') = 'true', "
-        "CASE WHEN type = 'screen' THEN json_type(metadata, '$.consolidation') IS NOT NULL ELSE 0 END, "
-        "source = 'manual' FROM memories WHERE bookmarked = 0"
-    )
-    return [_Row(r[0], r[1], r[2], r[3], r[4], bool(r[5]), bool(r[6]), bool(r[7])) for r in rows]
+def _load(retention: RetentionRepository) -> list[_Row]:
+    return [_Row(*candidate) for candidate in retention.candidates()]
 
 
-def _ranked(state: Store, rows: list[_Row], now: float) -> list[_Row]:
+def _ranked(retention: RetentionRepository, rows: list[_Row], now: float) -> list[_Row]:
     """``rows`` least important first (ties: older first), scoring those not scored yet."""
     missing = {r.id: r for r in rows if r.score is None}
     if missing:
-        cols = columns(state.catalog)
-        for r in state.catalog.read_in(f"SELECT {cols} FROM memories WHERE id IN ({{marks}})", list(missing)):
-            missing[r[0]].score = score(inputs_from_row(r), now)
+        for mid, inputs in retention.importance_inputs(list(missing)).items():
+            missing[mid].score = score(inputs, now)
     return sorted(rows, key=lambda r: (r.score or 0.0, r.created_at))
 
 
@@ -136,17 +153,17 @@ def _long_term_keeper(settings: Settings) -> Callable[[_Row], bool]:
     return keep
 
 
-def plan(state: Store, now: float | None = None) -> tuple[dict[str, str], list[Cluster]]:
+def plan(policy: Policy, now: float | None = None) -> tuple[dict[str, str], list[Cluster]]:
     """``{id: reason}`` of every memory cleanup would delete, and the dedup clusters."""
-    doomed, clusters, _rows = _plan(state, time.time() if now is None else now)
+    doomed, clusters, _rows = _plan(policy, time.time() if now is None else now)
     return doomed, clusters
 
 
-def _plan(state: Store, now: float) -> tuple[dict[str, str], list[Cluster], list[_Row]]:
-    settings = state.settings
+def _plan(policy: Policy, now: float) -> tuple[dict[str, str], list[Cluster], list[_Row]]:
+    settings = policy.store.settings
     retention = settings.retention
     tiers = retention.tiers
-    rows = _load(state)
+    rows = _load(policy.retention)
     doomed: dict[str, str] = {}
     # Ages as creation-time bounds: "older than d days" is created_at < now - d days.
     too_old = now - tiers.long_term.max_age_days * DAY_S
@@ -166,10 +183,10 @@ def _plan(state: Store, now: float) -> tuple[dict[str, str], list[Cluster], list
     lower = 0.0
     for tier in (tiers.recent, tiers.medium, tiers.long_term):
         if tier.discard_repetitive:
-            window = SqlFilter(
-                "created_at < ? AND created_at >= ?", (now - lower * DAY_S, now - tier.max_age_days * DAY_S)
+            window = created_window(now - tier.max_age_days * DAY_S, now - lower * DAY_S)
+            found = find_clusters(
+                policy.retention, threshold=retention.dedup_threshold, flt=window, exclude=doomed, now=now
             )
-            found = find_clusters(state, threshold=retention.dedup_threshold, flt=window, exclude=doomed, now=now)
             for cluster in found:
                 doomed.update(dict.fromkeys(cluster.duplicates, "dedup"))
             clusters += found
@@ -180,23 +197,25 @@ def _plan(state: Store, now: float) -> tuple[dict[str, str], list[Cluster], list
         if tier.max_items is not None:  # lower < age <= max_age_days
             newest, oldest = now - lower * DAY_S, now - tier.max_age_days * DAY_S
             in_tier = [r for r in rows if oldest <= r.created_at < newest and r.id not in doomed and not r.manual]
-            _cap(state, in_tier, tier, doomed, now)
+            _cap(policy.retention, in_tier, tier, doomed, now)
         lower = tier.max_age_days
 
     live = [r for r in rows if r.id not in doomed]
-    counts = state.type_counts()
+    counts = policy.store.type_counts()
     gone = Counter(r.type for r in rows if r.id in doomed)
     for type_value, count in counts.items():
         excess = count - gone.get(type_value, 0) - settings.max_items_for(MemoryType(type_value))
         if excess > 0:
-            victims = _ranked(state, [r for r in live if r.type == type_value], now)
+            victims = _ranked(policy.retention, [r for r in live if r.type == type_value], now)
             doomed.update(dict.fromkeys((r.id for r in victims[:excess]), "quota"))
 
-    _size_quota(state, rows, doomed, now)
+    _size_quota(policy, rows, doomed, now)
     return doomed, clusters, rows
 
 
-def _cap(state: Store, in_tier: list[_Row], tier: RetentionTier, doomed: dict[str, str], now: float) -> None:
+def _cap(
+    retention: RetentionRepository, in_tier: list[_Row], tier: RetentionTier, doomed: dict[str, str], now: float
+) -> None:
     if tier.max_items is None:
         return
     by_type: dict[str, list[_Row]] = {}
@@ -206,26 +225,26 @@ def _cap(state: Store, in_tier: list[_Row], tier: RetentionTier, doomed: dict[st
         by_type.setdefault(row.type, []).append(row)
     for group in by_type.values():
         if len(group) > tier.max_items:
-            ranked = _ranked(state, group, now)
+            ranked = _ranked(retention, group, now)
             doomed.update(dict.fromkeys((r.id for r in ranked[: len(group) - tier.max_items]), "tier_cap"))
 
 
-def _size_quota(state: Store, rows: list[_Row], doomed: dict[str, str], now: float) -> None:
-    quota = state.settings.storage.max_size_mb
-    used = state.size_mb(max_age_s=0)
+def _size_quota(policy: Policy, rows: list[_Row], doomed: dict[str, str], now: float) -> None:
+    quota = policy.store.settings.storage.max_size_mb
+    used = policy.store.size_mb(max_age_s=0)
     if used <= quota:
         return
-    total = int(state.catalog.read("SELECT coalesce(sum(size_bytes), 0) FROM memories")[0][0])
+    total = policy.retention.total_bytes()
     target = total * (1 - SIZE_TARGET * quota / used)
     freed = sum(r.size for r in rows if r.id in doomed)
-    for row in _ranked(state, [r for r in rows if r.id not in doomed], now):
+    for row in _ranked(policy.retention, [r for r in rows if r.id not in doomed], now):
         if freed >= target:
             break
         doomed[row.id] = "size_quota"
         freed += row.size
 
 
-def cleanup(state: Store, *, dry_run: bool = False, now: float | None = None) -> CleanupReport:
+def cleanup(policy: Policy, *, dry_run: bool = False, now: float | None = None) -> CleanupReport:
     """Apply the retention policy (see the module docstring); ``dry_run`` only reports.
 
     Everything planned is deleted in one catalog transaction (audit action ``retention:<reason>``,
@@ -244,38 +263,32 @@ def cleanup(state: Store, *, dry_run: bool = False, now: float | None = None) ->
         mark = at
 
     now = time.time() if now is None else now
-    doomed, clusters, rows = _plan(state, now)
+    store, settings = policy.store, policy.store.settings
+    doomed, clusters, rows = _plan(policy, now)
     ids = list(doomed)
     report.ids = ids
     report.by_reason = dict(Counter(doomed.values()))
     report.clusters = len(clusters)
-    report.protected_kept = int(
-        state.catalog.read(
-            "SELECT count(*) FROM memories WHERE (bookmarked = 1 OR source = 'manual') AND created_at < ?",
-            (now - state.settings.retention.default_retention_days * DAY_S,),
-        )[0][0]
-    )
+    report.protected_kept = policy.retention.protected_before(now - settings.retention.default_retention_days * DAY_S)
     planned = [r for r in rows if r.id in doomed]  # (a duplicate stored after the plan began is not counted)
     report.freed_bytes = sum(r.size for r in planned)
     report.by_type = dict(Counter(r.type for r in planned))
     lap("plan")
     if not dry_run and ids:
-        threshold = state.settings.retention.dedup_threshold
-        representatives = record_consolidation(state, clusters, threshold=threshold, now=now)
+        threshold = settings.retention.dedup_threshold
+        representatives = record_consolidation(
+            policy.memories, policy.retention, clusters, threshold=threshold, now=now
+        )
         lap("consolidate")
         reasons = {mid: "dedup" if why == "dedup" else f"retention:{why}" for mid, why in doomed.items()}
-        report.deleted = state.delete_many(ids, reason=reasons)
+        report.deleted = store.delete_many(ids, reason=reasons)
         lap("delete")
-        refresh_index(state, representatives)
+        refresh_index(store, policy.memories, representatives)
     else:
         report.deleted = len(ids)
     report.seconds = round(time.perf_counter() - started, 4)
     if not dry_run:
-        summary = json.dumps({**report.to_dict(), "at": now})
-        state.catalog.write(
-            lambda c: c.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('last_cleanup', ?)", (summary,)),
-            what="recording the cleanup",
-        )
+        policy.retention.record_cleanup({**report.to_dict(), "at": now})
         lap("record")
     log.info(
         "retention%s: %s %d memories (%s), freed %.2f MB in %.2f s",
@@ -289,10 +302,9 @@ def cleanup(state: Store, *, dry_run: bool = False, now: float | None = None) ->
     return report
 
 
-def last_cleanup(state: Store) -> dict[str, Any] | None:
+def last_cleanup(retention: RetentionRepository) -> dict[str, Any] | None:
     """The report of the last (non-dry) cleanup, or None if none ran."""
-    rows = state.catalog.read("SELECT value FROM meta WHERE key = 'last_cleanup'")
-    return json.loads(rows[0][0]) if rows else None
+    return retention.last_cleanup()
 
 
-__all__ = ["CleanupReport", "cleanup", "last_cleanup", "plan"]
+__all__ = ["CleanupReport", "Policy", "Retainer", "cleanup", "last_cleanup", "plan"]

@@ -9,7 +9,7 @@ seven days after the last run; ``manual`` (or ``cleanup.enabled: false``) never 
 A run missed while nothing was running (the last one is older than the period) happens
 :data:`CATCH_UP_DELAY_S` after start.
 
-    scheduler = start_scheduler(store)   # None when cleanup is not scheduled
+    scheduler = start_scheduler(CleanupScheduler(policy))   # None when cleanup is not scheduled
     ...
     scheduler.stop()
 """
@@ -23,10 +23,10 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from remindful.services.policy.retention import cleanup, last_cleanup
+from remindful.services.policy.retention import cleanup
 
 if TYPE_CHECKING:
-    from remindful.engine.store import Store
+    from remindful.services.policy.retention import Policy
 
 log = logging.getLogger("remindful")
 
@@ -48,25 +48,26 @@ def next_run(at: str, schedule: str, now: datetime, last_run: datetime | None) -
     return candidate
 
 
-def run_cleanup(store: Store) -> dict[str, Any]:
-    """The scheduled job: one retention cleanup of ``store``, once this process's pending vectors
-    are computed (dedup compares them); returns the report as a dict."""
-    return cleanup(store.vectors_ready()).to_dict()
+def run_cleanup(policy: Policy) -> dict[str, Any]:
+    """The scheduled job: one retention cleanup, once this process's pending vectors are computed
+    (dedup compares them); returns the report as a dict."""
+    policy.store.vectors_ready()
+    return cleanup(policy).to_dict()
 
 
 class CleanupScheduler:
-    """Runs ``job`` (default :func:`run_cleanup` of ``store``) on the store's configured schedule
+    """Runs ``job`` (default :func:`run_cleanup` of ``policy``) on the store's configured schedule
     in a daemon thread."""
 
     def __init__(
         self,
-        store: Store,
+        policy: Policy,
         *,
         job: Callable[[], Any] | None = None,
         clock: Callable[[], datetime] = datetime.now,
     ) -> None:
-        self.store = store
-        self._job = job or (lambda: run_cleanup(store))
+        self.policy = policy
+        self._job = job or (lambda: run_cleanup(policy))
         self._clock = clock
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -75,7 +76,7 @@ class CleanupScheduler:
         self.runs = 0
 
     def due_at(self, now: datetime) -> datetime:
-        schedule = self.store.settings.retention.cleanup
+        schedule = self.policy.store.settings.retention.cleanup
         return next_run(schedule.time, schedule.schedule, now, self.last_run)
 
     def start(self) -> CleanupScheduler:
@@ -116,9 +117,9 @@ class CleanupScheduler:
 
     def _first_due(self) -> datetime:
         now = self._clock()
-        schedule = self.store.settings.retention.cleanup.schedule
+        schedule = self.policy.store.settings.retention.cleanup.schedule
         try:
-            last = last_cleanup(self.store.ready())
+            last = self.policy.retention.last_cleanup()
         except Exception:  # a store that cannot open yet: just use the schedule
             last = None
         if last is not None:
@@ -133,13 +134,14 @@ def _brief(result: Any) -> str:
     return repr(result)
 
 
-def start_scheduler(store: Store) -> CleanupScheduler | None:
-    """Start the cleanup thread for ``store``; None when cleanup is disabled or manual, or memory
-    is disabled."""
+def start_scheduler(scheduler: CleanupScheduler) -> CleanupScheduler | None:
+    """Start ``scheduler``'s thread; None (not started) when cleanup is disabled or manual, or
+    memory is disabled."""
+    store = scheduler.policy.store
     settings = store.settings.retention.cleanup
     if not settings.enabled or settings.schedule == "manual" or store.disabled_reason:
         return None
-    scheduler = CleanupScheduler(store).start()
+    scheduler.start()
     log.info("cleanup scheduled %s at %s", settings.schedule, settings.time)
     return scheduler
 

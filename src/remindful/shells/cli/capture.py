@@ -77,10 +77,8 @@ def watch(
     """Index the Markdown files of DIRS, then keep them current as they change (Ctrl-C to stop)."""
     import threading
 
-    from remindful.services.capture.watcher import MarkdownWatcher
-
     with _open() as memory:
-        watcher = _run(lambda: MarkdownWatcher(memory.engine, dirs))
+        watcher = _run(lambda: memory.markdown_watcher(dirs))
         counts = _run(watcher.scan)
         if json_out:
             _print_json({"success": True, "scan": counts})

@@ -1,0 +1,106 @@
+"""The catalog as a file: what backups, restores, the doctor and tests do to a ``catalog.sqlite3``
+without opening it as a store (no schema upgrade, no spool drain, no index): an online snapshot,
+the check and counts of a copy, the spool read on a connection of its own, and read-only queries.
+
+Each opens its own short-lived connection. (The damage check of a live catalog is
+:func:`remindful.engine.catalog.integrity_problem`.)
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from remindful.errors import StorageError
+
+
+def snapshot(source: Path, target: Path) -> None:
+    """Copy the catalog at ``source`` to a new file ``target`` (0600) with SQLite's online backup
+    API: one read transaction, so one consistent state while other threads and processes write;
+    the copy is one self-contained file (rollback journal, no WAL)."""
+    src = sqlite3.connect(str(source), timeout=30)
+    dst = sqlite3.connect(str(target))
+    try:
+        src.backup(dst)
+        dst.execute("PRAGMA journal_mode=DELETE")
+    finally:
+        dst.close()
+        src.close()
+    os.chmod(target, 0o600)
+
+
+def _read_only(path: Path, timeout: float = 5.0) -> sqlite3.Connection:
+    return sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=timeout)
+
+
+def type_counts(path: Path) -> dict[str, int]:
+    """Memories per type in the catalog file at ``path`` (types without any left out), read-only.
+    Raises sqlite3's errors as StorageError."""
+    try:
+        conn = _read_only(path)
+        try:
+            return {str(t): int(n) for t, n in conn.execute("SELECT type, count(*) FROM memories GROUP BY type")}
+        finally:
+            conn.close()
+    except sqlite3.Error as exc:
+        raise StorageError(str(exc)) from exc
+
+
+def integrity(path: Path) -> str:
+    """The first line of SQLite's ``PRAGMA integrity_check`` on the catalog file at ``path``
+    (``"ok"`` when it is sound), read-only. Raises StorageError when it is not a readable database."""
+    try:
+        conn = _read_only(path)
+        try:
+            return str(conn.execute("PRAGMA integrity_check").fetchone()[0])
+        finally:
+            conn.close()
+    except sqlite3.Error as exc:
+        raise StorageError(str(exc)) from exc
+
+
+class SpoolHealth(NamedTuple):
+    """The spool of a catalog file: events waiting, the oldest one's time, those tried at least a
+    given number of times, and the newest error recorded."""
+
+    waiting: int
+    oldest: float | None
+    stuck: int
+    last_error: str | None
+
+
+def spool_health(path: Path, stuck_attempts: int) -> SpoolHealth:
+    """:class:`SpoolHealth` of the catalog file at ``path``, read on a connection of its own (no
+    store is opened: opening one drains the spool); all zeros when it has no spool table yet.
+    Raises StorageError when the file cannot be read."""
+    try:
+        conn = sqlite3.connect(str(path), timeout=10)
+        try:
+            waiting, oldest, stuck, error = conn.execute(
+                "SELECT count(*), min(created_at), sum(attempts >= ?), "
+                "(SELECT last_error FROM spool WHERE last_error IS NOT NULL ORDER BY seq DESC LIMIT 1) FROM spool",
+                (stuck_attempts,),
+            ).fetchone()
+        finally:
+            conn.close()
+    except sqlite3.Error as exc:
+        if "no such table" in str(exc):
+            return SpoolHealth(0, None, 0, None)
+        raise StorageError(str(exc)) from exc
+    return SpoolHealth(int(waiting), oldest, int(stuck or 0), error)
+
+
+def read_only_rows(path: Path, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+    """Rows of ``sql`` run on a read-only connection to the catalog file at ``path`` (for tests:
+    :func:`remindful.testing.catalog_rows`)."""
+    conn = _read_only(path, timeout=30)
+    try:
+        return conn.execute(sql, tuple(params)).fetchall()
+    finally:
+        conn.close()
+
+
+__all__ = ["SpoolHealth", "integrity", "read_only_rows", "snapshot", "spool_health", "type_counts"]
