@@ -37,7 +37,7 @@ from common import emit, machine, parser, pct, percentile, scratch_dir, versus
 TARGET_P50_MS = 80
 CONTEXT_TIMEOUT_MS = 2000  # what install-hooks writes for UserPromptSubmit
 # Makes the hook wait for its context however long it takes: what the deadline cuts short.
-NO_DEADLINE = "import remindful.services.hooks.fast as f\nf.CONTEXT_DEADLINE_S.update(UserPromptSubmit=600.0)\n"
+NO_DEADLINE = "import remindful.shells.hook as f\nf.CONTEXT_DEADLINE_S.update(UserPromptSubmit=600.0)\n"
 
 
 def run(cmd: list[str], stdin: bytes, env: dict[str, str]) -> tuple[float, float]:

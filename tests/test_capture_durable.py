@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from remindful.services.capture.middleware import CaptureWorker, ToolCall
-from remindful.services.capture.spooled import CaptureSpool, owner, owner_alive
-from remindful.services.hooks.spool import FALLBACK_NAME
+from remindful.engine.spool import FALLBACK_NAME
+from remindful.services.ingest.middleware import CaptureWorker, ToolCall
+from remindful.services.ingest.spooled import CaptureSpool, owner, owner_alive
 from remindful.testing import open_fake
 
 CALLS = 6
@@ -32,7 +32,7 @@ from pathlib import Path
 
 import remindful
 from mcp.server.mcpserver import MCPServer
-from remindful.services.capture.middleware import capture_tools
+from remindful.services.ingest.middleware import capture_tools
 from remindful.embed import FakeEmbedder
 from remindful.index import InMemoryIndex
 

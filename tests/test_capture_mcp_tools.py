@@ -11,7 +11,7 @@ from mcp import Client
 
 from conftest import open_fake
 from mcp_client import call, tool_error
-from remindful.services.hooks.fast import run
+from remindful.shells.hook import run
 from remindful.shells.mcp.server import LazyManager, build_server
 
 pytestmark = pytest.mark.anyio

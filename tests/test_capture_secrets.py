@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 import remindful
-from remindful.services.capture.filters import apply_filters
-from remindful.services.capture.watcher import MarkdownWatcher
-from remindful.services.hooks.fast import run
+from remindful.services.ingest.filters import apply_filters
+from remindful.services.ingest.watcher import MarkdownWatcher
+from remindful.shells.hook import run
 
 SECRETS = [
     "4539578763621486",  # Visa test number (Luhn-valid)

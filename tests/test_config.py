@@ -111,8 +111,8 @@ def test_the_light_readers_defaults_are_the_settings_defaults() -> None:
     """Hook processes read the settings without pydantic (light_config, FilterConfig.from_mapping);
     with nothing configured they see exactly the defaults Settings has."""
     from remindful.config_defaults import DEFAULTS, setting
-    from remindful.services.capture.filters import FilterConfig
-    from remindful.services.hooks.fast import light_config
+    from remindful.services.ingest.filters import FilterConfig
+    from remindful.shells.hook import light_config
 
     settings = load_settings()
     dumped = settings.model_dump(mode="json")

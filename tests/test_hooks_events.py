@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from remindful.services.hooks import drain
-from remindful.services.hooks.events import build_record, last_assistant_text, normalize_event
-from remindful.services.hooks.fast import run
+from remindful.services.ingest.drainer import drain_spool as drain
+from remindful.services.ingest.events import build_record, last_assistant_text, normalize_event
+from remindful.shells.hook import run
 from remindful.testing import open_fake
 
 FIXTURES = Path(__file__).parent / "fixtures" / "hooks"
@@ -260,7 +260,7 @@ def test_context_not_ready_by_the_deadline_is_left_out_and_logged(
     import threading
 
     from remindful.services import context
-    from remindful.services.hooks import fast
+    from remindful.shells import hook as fast
 
     release, entered = threading.Event(), threading.Event()
 

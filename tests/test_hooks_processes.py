@@ -20,7 +20,7 @@ import pytest
 
 import remindful
 from remindful.embed import FakeEmbedder, quantize
-from remindful.services.hooks.fast import run
+from remindful.shells.hook import run
 
 FIXTURES = Path(__file__).parent / "fixtures" / "hooks"
 SCRIPT = str(Path(sys.executable).with_name("remindful"))
@@ -74,7 +74,7 @@ def test_capture_hook_imports_nothing_heavy(tmp_path: Path) -> None:
     payload = json.dumps({"session_id": "s", "tool_name": "Bash", "tool_input": {"command": "ls"}})
     script = (
         "import sys, io\n"
-        "from remindful.services.hooks.fast import run\n"
+        "from remindful.shells.hook import run\n"
         f"code = run(['--path', {str(tmp_path / 's')!r}, 'hook', 'PreToolUse'], stdin=io.StringIO({payload!r}))\n"
         f"print(code, sorted({{m.split('.')[0] for m in sys.modules}} & set({HEAVY!r})))\n"
     )
@@ -139,7 +139,8 @@ WORKER = """
 import io, json, sys
 import remindful
 from remindful.embed import FakeEmbedder, quantize
-from remindful.services.hooks.fast import run
+import remindful.services.ingest.drainer
+from remindful.shells.hook import run
 path, n = sys.argv[1], int(sys.argv[2])
 with remindful.open(path, embedder=FakeEmbedder()) as memory:
     for i in range(25):
@@ -148,7 +149,7 @@ with remindful.open(path, embedder=FakeEmbedder()) as memory:
                    "tool_use_id": f"t{n}-{i}"}
         assert run(["--path", path, "hook", "PreToolUse"], stdin=io.StringIO(json.dumps(payload))) == 0
         if i % 5 == 0:
-            remindful.services.hooks.drain(memory.engine)
+            remindful.services.ingest.drainer.drain_spool(memory.engine)
 print("done")
 """
 
@@ -180,8 +181,8 @@ def test_eight_processes_storing_at_once(tmp_path: Path, procs: list[Any]) -> No
 
 CONTEXT_CHILD = """
 import io, json, sys
-from remindful.services.hooks import fast
-from remindful.services.hooks.fast import run
+from remindful.shells import hook as fast
+from remindful.shells.hook import run
 fast.CONTEXT_DEADLINE_S["UserPromptSubmit"] = 600.0  # however busy the machine: speed is bench/hook_latency.py's
 out = io.StringIO()
 payload = {"session_id": "other", "hook_event_name": "UserPromptSubmit", "prompt": sys.argv[2]}

@@ -20,11 +20,11 @@ import pytest
 import remindful
 from remindful.embed import FakeEmbedder
 from remindful.engine.redact import build_redactor, redact_then_truncate
-from remindful.services.capture.middleware import CaptureWorker, ToolCall
-from remindful.services.capture.proxy import ToolCallTracker
-from remindful.services.capture.watcher import MarkdownWatcher
-from remindful.services.hooks.events import INPUT_CHARS, SUMMARY_CHARS, build_record
-from remindful.services.hooks.fast import run
+from remindful.services.ingest.events import INPUT_CHARS, SUMMARY_CHARS, build_record
+from remindful.services.ingest.middleware import CaptureWorker, ToolCall
+from remindful.services.ingest.proxy import ToolCallTracker
+from remindful.services.ingest.watcher import MarkdownWatcher
+from remindful.shells.hook import run
 from remindful.testing import open_fake
 
 SCRIPT = str(Path(sys.executable).with_name("remindful"))

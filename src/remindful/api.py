@@ -89,8 +89,8 @@ class MemoryManager:
         self._store.ready().embedder.embed(["load the model"])
 
     def _drain_spool(self) -> None:
-        """Store hook events spooled while no daemon ran (see :mod:`remindful.services.hooks.drainer`)."""
-        from remindful.services.hooks.drainer import drain_on_open
+        """Store hook events spooled while no daemon ran (see :mod:`remindful.services.ingest.drainer`)."""
+        from remindful.services.ingest.drainer import drain_on_open
 
         drain_on_open(self._store)
 
@@ -268,7 +268,7 @@ class MemoryManager:
     def index_file(self, path: str | os.PathLike[str]) -> dict[str, Any]:
         """Index one Markdown file now (its chunks replace the older ones; an unchanged file is
         left): ``{"outcome": "indexed" | "unchanged" | "skipped" | "vanished", "chunks": n}``."""
-        from remindful.services.capture.watcher import index_file
+        from remindful.services.ingest.watcher import index_file
 
         return index_file(self._store, path)
 

@@ -1,8 +1,8 @@
 """The setting defaults that processes without pydantic read too: standard library only.
 
 :mod:`remindful.config` builds its fields' defaults from these values, and the hook fast path
-(:func:`remindful.services.hooks.fast.light_config`), the capture filters
-(:class:`remindful.services.capture.filters.FilterConfig`) and the hook context read them from here,
+(:func:`remindful.shells.hook.light_config`), the capture filters
+(:class:`remindful.services.ingest.filters.FilterConfig`) and the hook context read them from here,
 so each default is written once. :data:`DEFAULTS` has the shape of the YAML file's ``memory:``
 section; :func:`setting` reads a raw (unvalidated) section with these defaults.
 """

@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from starlette.responses import JSONResponse
 
     from remindful.api import MemoryManager
-    from remindful.services.capture.watcher import MarkdownWatcher
+    from remindful.services.ingest.watcher import MarkdownWatcher
     from remindful.services.policy.scheduler import CleanupScheduler
 
 log = logging.getLogger("remindful.daemon")
@@ -81,7 +81,7 @@ class DaemonHandle:
     def start(self) -> DaemonHandle:
         """Validate the watch directories (a missing one raises now), then start the roles."""
         if self.watch_dirs:
-            from remindful.services.capture.watcher import MarkdownWatcher
+            from remindful.services.ingest.watcher import MarkdownWatcher
 
             self.watcher = MarkdownWatcher(self.manager.engine, self.watch_dirs)
         self.manager.check_enabled()
@@ -169,7 +169,7 @@ class DaemonHandle:
             log.warning("warm-up failed (the first request will retry): %s", exc)
 
     def _drain_loop(self) -> None:
-        from remindful.services.hooks.drainer import drain_spool
+        from remindful.services.ingest.drainer import drain_spool
 
         interval = self.manager.settings.daemon.poll_interval_ms / 1000
         while not self.stop_event.is_set():

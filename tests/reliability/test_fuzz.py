@@ -27,8 +27,8 @@ from typer.testing import CliRunner
 
 import remindful
 from remindful.errors import ConfigError, RemindfulError, ValidationError
-from remindful.services.hooks.fast import run as run_hook
 from remindful.shells.cli.app import app
+from remindful.shells.hook import run as run_hook
 from remindful.shells.mcp.fast_start import unreadable
 from remindful.shells.mcp.server import LazyManager, build_server
 from remindful.testing import open_fake

@@ -18,8 +18,8 @@ from typer.testing import CliRunner
 
 import remindful
 from remindful.errors import ConfigError, ValidationError
-from remindful.services.hooks.fast import run as run_hook
 from remindful.shells.cli.app import app
+from remindful.shells.hook import run as run_hook
 from remindful.shells.mcp.server import LazyManager, build_server
 from remindful.testing import open_fake
 
@@ -191,7 +191,7 @@ def test_the_drainer_sets_aside_a_spooled_event_over_the_limit(
 
 
 def test_an_event_that_keeps_failing_is_set_aside_after_its_attempts(tmp_path: Path) -> None:
-    from remindful.services.hooks.drainer import MAX_ATTEMPTS
+    from remindful.services.ingest.drainer import MAX_ATTEMPTS
 
     store = tmp_path / "s"
     payload = {"session_id": "s1", "hook_event_name": "UserPromptSubmit", "prompt": "hello"}

@@ -32,8 +32,8 @@ from remindful.engine.store import Store
 from remindful.errors import MemoryDisabledError, StorageFullError
 from remindful.model import MemoryType
 from remindful.services.backup import list_backups
-from remindful.services.capture.filters import read_counts
-from remindful.services.capture.watcher import files_indexed
+from remindful.services.ingest.filters import read_counts
+from remindful.services.ingest.watcher import files_indexed
 from remindful.services.learning.metrics import learning_stats
 from remindful.services.policy.retention import last_cleanup
 from remindful.services.sessions import ACTION_KEYS, SCREEN_KEYS

@@ -29,7 +29,7 @@ def hook(
     opens the store, turns it into memories). SessionStart and UserPromptSubmit print relevant
     memories as hookSpecificOutput.additionalContext. Install with `remindful install-hooks`.
     """
-    from remindful.services.hooks.fast import run
+    from remindful.shells.hook import run
 
     argv = [*(["--path", _State.path] if _State.path else []), "hook", event]
     raise typer.Exit(run([*argv, "--no-context"] if no_context else argv))
@@ -45,7 +45,7 @@ def install_hooks(
     json_out: JsonOpt = False,
 ) -> None:
     """Add remindful's hooks to Claude Code's settings, keeping every other hook."""
-    from remindful.services.hooks.install import install, settings_file
+    from remindful.services.ingest.install import install, settings_file
 
     result = _run(lambda: install(settings_file(project, user), storage=_State.path, uninstall=uninstall))
     if json_out:
@@ -77,7 +77,7 @@ def watch(
     """Index the Markdown files of DIRS, then keep them current as they change (Ctrl-C to stop)."""
     import threading
 
-    from remindful.services.capture.watcher import MarkdownWatcher
+    from remindful.services.ingest.watcher import MarkdownWatcher
 
     with _open() as memory:
         watcher = _run(lambda: MarkdownWatcher(memory.engine, dirs))

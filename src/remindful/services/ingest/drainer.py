@@ -30,15 +30,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from remindful.errors import RemindfulError, StorageError, ValidationError
-from remindful.model import ChunkMetadata, content_hash
-from remindful.runtime import pid_alive
-from remindful.services.capture.chunker import chunk_text
-from remindful.services.capture.filters import apply_filters, filter_for
-from remindful.services.capture.spooled import KIND as CAPTURE_KIND
-from remindful.services.capture.spooled import call_from_record, owner_alive
-from remindful.services.context import DAEMON_FILE
-from remindful.services.hooks.spool import (
+from remindful.engine.spool import (
     DONE_KEEP_DAYS,
     FALLBACK_NAME,
     INSERT_SQL,
@@ -46,11 +38,19 @@ from remindful.services.hooks.spool import (
     REJECTED_NAME,
     write_fallback,
 )
+from remindful.errors import RemindfulError, StorageError, ValidationError
+from remindful.model import ChunkMetadata, content_hash
+from remindful.runtime import pid_alive
+from remindful.services.context import DAEMON_FILE
+from remindful.services.ingest.chunker import chunk_text
+from remindful.services.ingest.filters import apply_filters, filter_for
+from remindful.services.ingest.spooled import KIND as CAPTURE_KIND
+from remindful.services.ingest.spooled import call_from_record, owner_alive
 
 if TYPE_CHECKING:
     from remindful.engine.store import Store
 
-log = logging.getLogger("remindful.services.hooks")
+log = logging.getLogger("remindful.services.ingest")
 
 BATCH = 200
 MAX_ATTEMPTS = 5
@@ -334,8 +334,8 @@ def _items(store: Store, record: dict[str, Any], key: str, seen: set[str]) -> li
 
 def _capture_items(store: Store, record: dict[str, Any], key: str) -> list[dict[str, Any]]:
     """The memory of a tool call spooled by the middleware or the proxy of a process that is gone
-    (:mod:`remindful.services.capture.spooled`): nothing if that process stored it before it died."""
-    from remindful.services.capture.middleware import capture_item
+    (:mod:`remindful.services.ingest.spooled`): nothing if that process stored it before it died."""
+    from remindful.services.ingest.middleware import capture_item
 
     item = capture_item(store, call_from_record(record), record["type"], record["session_id"], key)
     if item is None or _stored(store.catalog, item["content"], item["session_id"], _key_as_stored(store, key)):

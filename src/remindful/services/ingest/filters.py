@@ -54,7 +54,7 @@ class _LazyLogger:
         return getattr(logging.getLogger(self.name), attr)
 
 
-log = _LazyLogger("remindful.services.capture")
+log = _LazyLogger("remindful.services.ingest")
 
 TRIGGERS = CAPTURE_TRIGGERS
 

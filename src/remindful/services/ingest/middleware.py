@@ -1,6 +1,6 @@
 """Capture the tool calls of any in-process MCP server (``mcp`` SDK ``MCPServer``) as memories.
 
-    from remindful.services.capture.middleware import capture_tools
+    from remindful.services.ingest.middleware import capture_tools
     worker = capture_tools(server, lambda: store)            # every tools/call is now remembered
 
 ``store`` is the :class:`~remindful.engine.store.Store` the calls are stored in
@@ -11,12 +11,12 @@ error, with the error text), duration and session, as type ``action`` — or ``s
 analysis tools and ``workflow`` for workflow tools (:class:`TypeMapping`, configurable).
 
 Storage is off the request path: the middleware measures, commits the redacted call to the
-store's spool (one small SQLite transaction, :mod:`remindful.services.capture.spooled`) and enqueues it; a
+store's spool (one small SQLite transaction, :mod:`remindful.services.ingest.spooled`) and enqueues it; a
 daemon thread (:class:`CaptureWorker`) stores it and drops the spool row. A slow or failing store
 never delays or changes a tool's answer; failures are logged and counted, never raised. A process
 killed right after a tool answered loses no capture: the next process that opens the store (or the
 daemon) stores what its spool rows hold, exactly once. The same worker serves ``remindful proxy``
-(:mod:`remindful.services.capture.proxy`).
+(:mod:`remindful.services.ingest.proxy`).
 """
 
 from __future__ import annotations
@@ -33,14 +33,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from remindful.engine.redact import redact_then_truncate
-from remindful.services.capture.calls import ToolCall
+from remindful.services.ingest.calls import ToolCall
 
 if TYPE_CHECKING:
     from remindful.engine.redact import Redactor
     from remindful.engine.store import Store
-    from remindful.services.capture.spooled import CaptureSpool
+    from remindful.services.ingest.spooled import CaptureSpool
 
-log = logging.getLogger("remindful.services.capture")
+log = logging.getLogger("remindful.services.ingest")
 
 #: Default tool-name patterns (fnmatch, case-insensitive) → memory type; the first match wins,
 #: anything else is an ``action``.
@@ -94,7 +94,7 @@ class CaptureWorker:
     """Stores :class:`ToolCall` records as memories from a daemon thread.
 
     ``submit`` never raises and blocks only for the spool commit: each call is first committed,
-    redacted, to the store's spool (``spool``, a :class:`~remindful.services.capture.spooled.CaptureSpool`;
+    redacted, to the store's spool (``spool``, a :class:`~remindful.services.ingest.spooled.CaptureSpool`;
     by default the worker thread makes one from the store as soon as it starts, and a call
     submitted before that waits for it, up to ``SPOOL_WAIT_S``). So a call survives the process
     being killed once it has been answered: the next opener of the store stores it. When the
@@ -194,7 +194,7 @@ class CaptureWorker:
         milliseconds even when the host is stopped soon after its last call."""
         try:
             if self.spool is None:
-                from remindful.services.capture.spooled import CaptureSpool
+                from remindful.services.ingest.spooled import CaptureSpool
 
                 try:
                     spool = CaptureSpool.for_store(self._get_store(), self.session_id)
@@ -237,7 +237,7 @@ def capture_item(
         "success": call.success,
         "duration_ms": round(call.duration_ms, 3),
     }
-    from remindful.services.capture.filters import filter_for
+    from remindful.services.ingest.filters import filter_for
 
     redactor = filter_for(store).redactor
     for key in ("error", "server", "mcp_session"):
@@ -279,12 +279,12 @@ def apply_capture_filters(
     metadata: dict[str, Any],
 ) -> tuple[str, dict[str, Any]] | None:
     """THE point where a captured call passes the capture filters (issue 4's
-    :func:`remindful.services.capture.filters.apply_filters`): master switch and per-trigger switches,
+    :func:`remindful.services.ingest.filters.apply_filters`): master switch and per-trigger switches,
     session exclusions, mouse moves, the ``min_interval_seconds`` repeat window (same tool, same
     arguments, same outcome) and redaction. Returns the (redacted) content and metadata, or None
     to skip — the reason is logged there.
     """
-    from remindful.services.capture.filters import apply_filters, canonical_json
+    from remindful.services.ingest.filters import apply_filters, canonical_json
 
     result = apply_filters(
         store,

@@ -1,12 +1,12 @@
 """Durable tool-call captures: each call is committed to the store's spool before it is stored.
 
 The middleware and ``remindful proxy`` hand every completed tool call to a
-:class:`~remindful.services.capture.middleware.CaptureWorker`, which stores it from a background thread.
+:class:`~remindful.services.ingest.middleware.CaptureWorker`, which stores it from a background thread.
 Before that, :meth:`CaptureSpool.append` commits the call — redacted, as every capture path does
 before writing — as one row of the hook spool (``kind`` ``mcp_tool``, one small SQLite
 transaction, ~0.1-0.3 ms), so a process killed (``kill -9``) right after a tool answered loses
 nothing: the next process that opens the store, or the daemon, stores the row
-(:mod:`remindful.services.hooks.drainer`).
+(:mod:`remindful.services.ingest.drainer`).
 
 Who stores a row: the live process that spooled it (its worker stores it and deletes the row), and
 only once that process is gone, a drainer — each row names its *owner* (pid and, on Linux, the
@@ -30,11 +30,11 @@ import os
 import threading
 import time
 
+from remindful.engine import spool
 from remindful.engine.redact import add_counts
 from remindful.runtime import new_session_id, pid_alive
-from remindful.services.capture.calls import ToolCall
-from remindful.services.capture.filters import CaptureFilter, FilterConfig
-from remindful.services.hooks import spool
+from remindful.services.ingest.calls import ToolCall
+from remindful.services.ingest.filters import CaptureFilter, FilterConfig
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: kept as light as the hook path
 if TYPE_CHECKING:
@@ -104,7 +104,7 @@ class CaptureSpool:
     def from_config(cls, path: str | None = None, session_id: str | None = None) -> CaptureSpool:
         """For the store ``remindful.open(path)`` would open, without opening it (milliseconds):
         storage path and filters read as the hook fast path reads them."""
-        from remindful.services.hooks.fast import light_config
+        from remindful.shells.hook import light_config
 
         storage, memory = light_config(path)
         return cls(storage, session_id or new_session_id(), CaptureFilter(FilterConfig.from_mapping(memory)))
@@ -112,7 +112,7 @@ class CaptureSpool:
     @classmethod
     def for_store(cls, store: Store, session_id: str | None = None) -> CaptureSpool:
         """For a Store (its path and its settings' filters); the session defaults to the store's."""
-        from remindful.services.capture.filters import filter_for
+        from remindful.services.ingest.filters import filter_for
 
         return cls(store.path, session_id or store.session_id, filter_for(store))
 

@@ -21,14 +21,14 @@ import sys
 import time
 
 from remindful.config_defaults import CONFIG_FILE, STORAGE_PATH, default, setting
-from remindful.services.hooks import spool
-from remindful.services.hooks.events import CONTEXT_EVENTS, HookInputError, build_record, idem_key, normalize_event
+from remindful.engine import spool
+from remindful.services.ingest.events import CONTEXT_EVENTS, HookInputError, build_record, idem_key, normalize_event
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs hook processes milliseconds
 if TYPE_CHECKING:
     from typing import Any
 
-    from remindful.services.capture.filters import CaptureFilter
+    from remindful.services.ingest.filters import CaptureFilter
 
 USAGE = "usage: remindful [--path DIR] hook EVENT < hook.json   (EVENT: SessionStart, PreToolUse, ...)"
 
@@ -40,7 +40,7 @@ def light_config(path: str | None) -> tuple[str, dict[str, Any]]:
     """The storage path and the ``memory:`` settings as a plain dict, from the same sources as
     :func:`remindful.config.load_settings` (``--path``, ``REMINDFUL_*``, ``MEMORY_STORAGE_PATH``,
     the YAML file). Only the capture settings are validated, by the hook
-    (:meth:`~remindful.services.capture.filters.FilterConfig.from_mapping`); the store owner
+    (:meth:`~remindful.services.ingest.filters.FilterConfig.from_mapping`); the store owner
     validates the rest. A setting missing from the dict has its default (read it with
     :func:`remindful.config_defaults.setting`).
 
@@ -146,7 +146,7 @@ def run(argv: list[str], stdin: Any = None, stdout: Any = None) -> int:
     stdin = stdin or sys.stdin
     stdout = stdout or sys.stdout
     path, event_arg, options = parse_args(argv)
-    from remindful.services.capture.filters import CaptureFilter, FilterConfig
+    from remindful.services.ingest.filters import CaptureFilter, FilterConfig
 
     storage: str | None = None
     try:
