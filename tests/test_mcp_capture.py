@@ -18,7 +18,9 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
 from remindful.api import MemoryManager
-from remindful.services.ingest.middleware import CaptureWorker, ToolCall, TypeMapping, capture_tools, describe
+from remindful.services.ingest.calls import ToolCall, TypeMapping, describe
+from remindful.services.ingest.middleware import capture_tools
+from remindful.services.ingest.worker import CaptureWorker
 from remindful.testing import open_fake
 
 pytestmark = pytest.mark.anyio

@@ -56,7 +56,6 @@ class MemoryManager:
         self.settings = settings
         self.path = settings.storage_path
         self._store = Store(settings, embedder=embedder, index=index, exact_before_index=exact_before_index)
-        self._store.on_open.append(self._drain_spool)
 
     @property
     def engine(self) -> Store:
@@ -88,11 +87,23 @@ class MemoryManager:
         (a server does it while it waits for its first call). Raises what opening or loading raises."""
         self._store.ready().embedder.embed(["load the model"])
 
-    def _drain_spool(self) -> None:
-        """Store hook events spooled while no daemon ran (see :mod:`remindful.services.ingest.drainer`)."""
-        from remindful.services.ingest.drainer import drain_on_open
+    def drain_spool(self) -> int:
+        """Store what hooks and capture points spooled (:mod:`remindful.services.ingest.drainer`):
+        the explicit step of a process that owns the store, since opening one stores nothing (the
+        CLI's commands, ``remindful serve`` and the proxy take it when they open the store; the
+        daemon drains all along). Returns the events processed; 0 at once when another live process
+        runs the daemon, which drains within ``daemon.poll_interval_ms``, or when another process is
+        draining. Raises what opening the store raises (MemoryDisabledError...)."""
+        from remindful.runtime import daemon_elsewhere
+        from remindful.services.ingest.drainer import drain_spool
 
-        drain_on_open(self._store)
+        self._store.ready()
+        if daemon_elsewhere(self.path):
+            return 0
+        count = drain_spool(self._store)
+        if count:
+            log.info("stored %d spooled events", count)
+        return count
 
     def check_enabled(self) -> None:
         """Raise MemoryDisabledError (with the reason) if memory is off or its storage unusable."""

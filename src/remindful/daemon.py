@@ -37,8 +37,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from remindful.runtime import DAEMON_FILE
 from remindful.services.access import bearer_ok, http_token
-from remindful.services.context import DAEMON_FILE
 
 if TYPE_CHECKING:
     import uvicorn

@@ -5,7 +5,7 @@ and relays every JSON-RPC message both ways, byte for byte (requests, responses,
 notifications, server-to-client requests such as sampling or elicitation, any protocol
 version): the client sees exactly what the wrapped server says. Along the way it pairs each
 ``tools/call`` request with its response and hands the completed call — tool, arguments, outcome,
-duration — to a :class:`~remindful.services.ingest.middleware.CaptureWorker`, which stores it from a
+duration — to a :class:`~remindful.services.ingest.worker.CaptureWorker`, which stores it from a
 background thread (so relaying never waits for storage) through the capture filters. A response
 that completes a tool call is committed to the store's spool before it is relayed (one small SQLite
 transaction, :mod:`remindful.services.ingest.spooled`), so once the client has the answer, the capture
@@ -29,7 +29,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import IO, TYPE_CHECKING, Any
 
-from remindful.services.ingest.middleware import CaptureWorker, ToolCall, TypeMapping, result_outcome
+from remindful.services.ingest.calls import ToolCall, TypeMapping, result_outcome
+from remindful.services.ingest.worker import CaptureWorker
 
 if TYPE_CHECKING:
     from remindful.engine.store import Store

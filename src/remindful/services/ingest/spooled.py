@@ -1,7 +1,7 @@
 """Durable tool-call captures: each call is committed to the store's spool before it is stored.
 
 The middleware and ``remindful proxy`` hand every completed tool call to a
-:class:`~remindful.services.ingest.middleware.CaptureWorker`, which stores it from a background thread.
+:class:`~remindful.services.ingest.worker.CaptureWorker`, which stores it from a background thread.
 Before that, :meth:`CaptureSpool.append` commits the call — redacted, as every capture path does
 before writing — as one row of the hook spool (``kind`` ``mcp_tool``, one small SQLite
 transaction, ~0.1-0.3 ms), so a process killed (``kill -9``) right after a tool answered loses
@@ -31,6 +31,7 @@ import threading
 import time
 
 from remindful.engine import spool
+from remindful.engine.connection import BUSY_TIMEOUT_MS
 from remindful.engine.redact import add_counts
 from remindful.runtime import new_session_id, pid_alive
 from remindful.services.ingest.calls import ToolCall
@@ -103,11 +104,13 @@ class CaptureSpool:
     @classmethod
     def from_config(cls, path: str | None = None, session_id: str | None = None) -> CaptureSpool:
         """For the store ``remindful.open(path)`` would open, without opening it (milliseconds):
-        storage path and filters read as the hook fast path reads them."""
-        from remindful.shells.hook import light_config
+        storage path and filters read as a hook reads them (:mod:`remindful.config_sources`).
+        Raises ConfigError or ValueError (naming the setting) for a config it cannot use."""
+        from remindful.config_sources import read_sources, storage_path
 
-        storage, memory = light_config(path)
-        return cls(storage, session_id or new_session_id(), CaptureFilter(FilterConfig.from_mapping(memory)))
+        memory = read_sources().merged()
+        flt = CaptureFilter(FilterConfig.from_mapping(memory))
+        return cls(storage_path(path, memory), session_id or new_session_id(), flt)
 
     @classmethod
     def for_store(cls, store: Store, session_id: str | None = None) -> CaptureSpool:
@@ -147,7 +150,7 @@ class CaptureSpool:
                 conn = self._connect("append", APPEND_BUSY_MS)
                 conn.execute("BEGIN IMMEDIATE")
                 try:
-                    conn.execute(spool.INSERT_SQL, (key, KIND, body, call.finished_at, key))
+                    spool.append(conn, key, KIND, body, call.finished_at)
                     add_counts(conn, {f"redacted_{k}": v for k, v in counts.items()})
                     conn.execute("COMMIT")
                 except BaseException:
@@ -164,11 +167,10 @@ class CaptureSpool:
     def done(self, key: str) -> None:
         """The call is stored (or deliberately skipped): drop its row, remember its key."""
         with self._locks["done"]:
-            conn = self._connect("done", spool.BUSY_TIMEOUT_MS)
+            conn = self._connect("done", BUSY_TIMEOUT_MS)
             conn.execute("BEGIN IMMEDIATE")
             try:
-                conn.execute("DELETE FROM spool WHERE idem_key = ?", (key,))
-                conn.execute("INSERT OR REPLACE INTO spool_done (idem_key, done_at) VALUES (?, ?)", (key, time.time()))
+                spool.finish_key(conn, key, time.time())
                 conn.execute("COMMIT")
             except BaseException:
                 conn.execute("ROLLBACK")
@@ -184,9 +186,8 @@ class CaptureSpool:
     def _connect(self, role: str, busy_ms: int) -> sqlite3.Connection:
         conn = self._conns.get(role)
         if conn is None:
-            conn = spool.connect(self.storage, check_same_thread=False)
+            conn = spool.connect(self.storage, busy_timeout_ms=busy_ms, check_same_thread=False)
             spool.ensure_tables(conn)
-            conn.execute(f"PRAGMA busy_timeout={int(busy_ms)}")
             self._conns[role] = conn
         return conn
 

@@ -25,8 +25,8 @@ def hook(
 ) -> None:
     """Capture one coding-agent hook event (Claude Code's hook JSON on stdin).
 
-    Spools the event in one short transaction and exits 0 (the daemon, or the next process that
-    opens the store, turns it into memories). SessionStart and UserPromptSubmit print relevant
+    Spools the event in one short transaction and exits 0 (the daemon, or the next remindful
+    command that opens the store, turns it into memories). SessionStart and UserPromptSubmit print relevant
     memories as hookSpecificOutput.additionalContext. Install with `remindful install-hooks`.
     """
     from remindful.shells.hook import run
@@ -63,7 +63,7 @@ def daemon(
     """Run the capture daemon: drain hook events, watch Markdown dirs, run retention, serve context."""
     from remindful.daemon import run_daemon
 
-    with _open() as memory:
+    with _open(drain=False) as memory:  # its drain loop stores the spool
         err_console.print(f"remindful daemon for {memory.path} (Ctrl-C to stop)", highlight=False)
         _run(lambda: run_daemon(memory, watch_dirs=watch or []))
 

@@ -64,7 +64,7 @@ def proxy(
     Example: remindful proxy --map 'vision_*=screen' -- npx -y @modelcontextprotocol/server-everything
     """
     from remindful.model import MemoryType
-    from remindful.services.ingest.middleware import TypeMapping
+    from remindful.services.ingest.calls import TypeMapping
     from remindful.services.ingest.proxy import run_proxy
     from remindful.services.ingest.spooled import CaptureSpool
     from remindful.shells.mcp.server import LazyManager
