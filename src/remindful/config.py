@@ -204,6 +204,11 @@ def build_settings(
         settings = settings_cls(**nested)
     except PydanticValidationError as exc:
         raise _config_error(exc, settings_cls) from None
+    except ConfigError:
+        raise
+    except Exception as exc:  # whatever else a source or a validator raised: one line, naming the config
+        reason = " ".join(str(exc).split())
+        raise ConfigError("settings", reason, suggestion="check the config file and the REMINDFUL_* variables") from exc
     _log_sources(nested)
     return settings
 

@@ -129,7 +129,7 @@ def read_config_file(path: str) -> dict[str, Any]:
                 document = loader.construct_document(node)
             finally:
                 loader.dispose()
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+    except (OSError, ValueError, RecursionError, yaml.YAMLError) as exc:  # ValueError: not UTF-8, a huge integer
         reason = " ".join(str(exc).split())
         raise ConfigError("config file", f"{path}: {reason}", suggestion="expected a readable YAML file") from None
     if document is None:

@@ -9,7 +9,7 @@ duration — to a :class:`~remindful.services.ingest.worker.CaptureWorker`, whic
 background thread (so relaying never waits for storage) through the capture filters. A response
 that completes a tool call is committed to the store's spool before it is relayed (one small SQLite
 transaction, :mod:`remindful.services.ingest.spooled`), so once the client has the answer, the capture
-survives even a ``kill -9`` of the proxy: the next process opening the store stores it.
+survives even a ``kill -9`` of the proxy: the next owner of the store stores it.
 
 Lifetime: when the client closes the proxy's stdin, the wrapped server's stdin is closed; when
 the wrapped server exits, the proxy stores what is queued and exits with its exit code.

@@ -5,7 +5,7 @@ The middleware and ``remindful proxy`` hand every completed tool call to a
 Before that, :meth:`CaptureSpool.append` commits the call — redacted, as every capture path does
 before writing — as one row of the hook spool (``kind`` ``mcp_tool``, one small SQLite
 transaction, ~0.1-0.3 ms), so a process killed (``kill -9``) right after a tool answered loses
-nothing: the next process that opens the store, or the daemon, stores the row
+nothing: the next owner of the store (the daemon, a remindful command, a server) stores the row
 (:mod:`remindful.services.ingest.drainer`).
 
 Who stores a row: the live process that spooled it (its worker stores it and deletes the row), and

@@ -26,7 +26,7 @@ class CaptureWorker:
     redacted, to the store's spool (``spool``, a :class:`~remindful.services.ingest.spooled.CaptureSpool`;
     by default the worker thread makes one from the store as soon as it starts, and a call
     submitted before that waits for it, up to ``SPOOL_WAIT_S``). So a call survives the process
-    being killed once it has been answered: the next opener of the store stores it. When the
+    being killed once it has been answered: the next owner of the store stores it. When the
     bounded queue is full the call is dropped from memory and counted (``stats["dropped"]``) — its
     spool row is still stored once this process has exited. ``get_store`` (returning the
     :class:`~remindful.engine.store.Store`) is called in the worker thread, so loading the store

@@ -157,13 +157,14 @@ def run(argv: list[str], stdin: Any = None, stdout: Any = None) -> int:
 
 def _storage_for_the_log(path: str | None) -> str:
     """Where to log a config that cannot be used: the storage directory as far as the sources that
-    can still be read name it (the environment's without the file's, else the default)."""
+    can still be read name it (the environment's without the file's), else ``--path`` as given (a
+    log that cannot be written there goes to stderr only), else the default."""
     for layers in (lambda: read_sources(file=False).merged(), dict):
         try:
             return storage_path(path, layers())
         except Exception:
             continue
-    return os.path.expanduser(STORAGE_PATH)
+    return os.path.expanduser(path or STORAGE_PATH)
 
 
 #: Seconds from a hook's start by which its context must be ready, well inside the timeout that
