@@ -196,11 +196,15 @@ def _merge(target: dict[str, Any], layer: Mapping[str, Any]) -> None:
 def storage_path(path: str | os.PathLike[str] | None, memory: Mapping[str, Any]) -> str:
     """THE storage directory: ``path`` if given (``--path``, ``remindful.open(path)``), else
     ``storage.path`` of the merged sources ``memory`` (:meth:`Sources.merged`), else the default;
-    expanded and checked by :func:`expand_storage_path` (ValueError if it is not usable)."""
+    expanded and checked by :func:`expand_storage_path` (ValueError naming ``storage.path`` if it is
+    not usable)."""
     if path is None:
         storage = memory.get("storage")
         path = storage.get("path") if isinstance(storage, dict) else None
-    return expand_storage_path(STORAGE_PATH if path is None else path)
+    try:
+        return expand_storage_path(STORAGE_PATH if path is None else path)
+    except ValueError as exc:
+        raise ValueError(f"storage.path: {exc}") from None
 
 
 def expand_storage_path(value: Any) -> str:
