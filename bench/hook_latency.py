@@ -8,7 +8,8 @@ writing to a temporary store that already exists. Prints p50/p95 for both, their
 sys), and the hook's overhead over the bare interpreter. Target (issue 4): hook p50 <= 80 ms.
 ``--compare REV``: the hook of the commit REV too (its ``src/`` taken with ``git archive``), each
 side on its own store and started alike (``python -c`` with that side's ``src`` first on
-PYTHONPATH), the three processes taking turns in every run, so that a busy moment weighs on each.
+PYTHONPATH), the three processes taking turns in every run (the two hooks in alternating order), so
+that a busy moment weighs on each.
 
 ``--context``: ``UserPromptSubmit`` with context injection and no daemon running (the hook loads
 the model and the vector index itself) on a store of ``--memories`` memories made with the real
@@ -108,7 +109,8 @@ def bench(runs: int, compare: str | None = None) -> dict[str, Any]:
             bare.append(wall)
             bare_cpu.append(cpu)
             body = json.dumps({**payload, "tool_use_id": f"toolu_{i}", "tool_input": {"command": f"step {i}"}})
-            for n, (_label, command, side_env) in enumerate(sides):
+            turns = list(enumerate(sides))
+            for n, (_label, command, side_env) in turns if i % 2 == 0 else turns[::-1]:  # neither side always first
                 wall, cpu = run([*command, "hook", "PreToolUse"], body.encode(), side_env)
                 walls[n].append(wall)
                 cpus[n].append(cpu)
