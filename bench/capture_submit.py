@@ -15,7 +15,8 @@ import sys
 from typing import Any
 
 from common import elapsed_ms, emit, fake_store, machine, parser, pct, percentile, scratch_dir, versus
-from remindful.services.capture.middleware import CaptureWorker, ToolCall
+from remindful.services.ingest.calls import ToolCall
+from remindful.services.ingest.worker import CaptureWorker
 
 
 def call(i: int) -> ToolCall:

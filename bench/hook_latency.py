@@ -1,11 +1,15 @@
 """Wall time of ``remindful hook PreToolUse`` processes against ``python -c pass``.
 
-    python bench/hook_latency.py [--runs 50] [--json]
+    python bench/hook_latency.py [--runs 50] [--compare REV] [--json]
     python bench/hook_latency.py --context [--memories 2000 | --store DIR] [--runs 10] [--json]
 
 Each run is a fresh process fed a distinct PreToolUse payload on stdin (as Claude Code does),
 writing to a temporary store that already exists. Prints p50/p95 for both, their CPU time (user +
 sys), and the hook's overhead over the bare interpreter. Target (issue 4): hook p50 <= 80 ms.
+``--compare REV``: the hook of the commit REV too (its ``src/`` taken with ``git archive``), each
+side on its own store and started alike (``python -c`` with that side's ``src`` first on
+PYTHONPATH), the three processes taking turns in every run (the two hooks in alternating order), so
+that a busy moment weighs on each.
 
 ``--context``: ``UserPromptSubmit`` with context injection and no daemon running (the hook loads
 the model and the vector index itself) on a store of ``--memories`` memories made with the real
@@ -32,12 +36,12 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
-from common import emit, machine, parser, pct, percentile, scratch_dir, versus
+from common import REPO, emit, machine, parser, pct, percentile, scratch_dir, versus
 
 TARGET_P50_MS = 80
 CONTEXT_TIMEOUT_MS = 2000  # what install-hooks writes for UserPromptSubmit
 # Makes the hook wait for its context however long it takes: what the deadline cuts short.
-NO_DEADLINE = "import remindful.services.hooks.fast as f\nf.CONTEXT_DEADLINE_S.update(UserPromptSubmit=600.0)\n"
+NO_DEADLINE = "import remindful.shells.hook as f\nf.CONTEXT_DEADLINE_S.update(UserPromptSubmit=600.0)\n"
 
 
 def run(cmd: list[str], stdin: bytes, env: dict[str, str]) -> tuple[float, float]:
@@ -53,7 +57,23 @@ def run(cmd: list[str], stdin: bytes, env: dict[str, str]) -> tuple[float, float
     return elapsed * 1000, cpu * 1000
 
 
-def bench(runs: int) -> dict[str, Any]:
+#: How ``--compare`` starts a side's hook: what the ``remindful`` console script does.
+ENTRY = "import sys; from remindful.shells.entry import main; sys.exit(main())"
+
+
+def checkout(rev: str, into: Path) -> tuple[str, Path]:
+    """``src/`` of the commit ``rev`` under ``into`` (read from the repository, nothing written to
+    it): the commit's short hash and the folder to put first on PYTHONPATH."""
+    sha = subprocess.run(
+        ["git", "-C", str(REPO), "rev-parse", "--short", rev], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    into.mkdir(parents=True)
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", sha, "src"], capture_output=True, check=True)
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive.stdout, check=True)
+    return sha, into / "src"
+
+
+def bench(runs: int, compare: str | None = None) -> dict[str, Any]:
     script = shutil.which("remindful") or str(Path(sys.executable).with_name("remindful"))
     import remindful
 
@@ -61,6 +81,16 @@ def bench(runs: int) -> dict[str, Any]:
     with scratch_dir() as tmp:
         env = {k: v for k, v in os.environ.items() if not k.startswith("REMINDFUL_") and k != "MEMORY_STORAGE_PATH"}
         env["HOME"] = str(tmp)
+        sides: list[tuple[str, list[str], dict[str, str]]] = []
+        if compare is None:
+            sides.append(("this tree", [script, "--path", str(tmp / "store")], env))
+        else:
+            sha, rev_src = checkout(compare, tmp / "rev")
+            for label, src in (("this tree", REPO / "src"), (sha, rev_src)):
+                subprocess.run([sys.executable, "-m", "compileall", "-q", str(src / "remindful")], check=False)
+                side_env = {**env, "PYTHONPATH": os.pathsep.join(filter(None, [str(src), env.get("PYTHONPATH")]))}
+                store = tmp / f"store-{len(sides)}"
+                sides.append((label, [sys.executable, "-c", ENTRY, "--path", str(store)], side_env))
         payload = {
             "session_id": "bench",
             "transcript_path": str(tmp / "t.jsonl"),
@@ -69,18 +99,23 @@ def bench(runs: int) -> dict[str, Any]:
             "tool_name": "Bash",
             "tool_input": {"command": "pytest -q", "description": "Run the test suite"},
         }
-        hook = [script, "--path", str(tmp / "store"), "hook", "PreToolUse"]
-        run(hook, json.dumps({**payload, "tool_use_id": "warm"}).encode(), env)  # creates the store
-        bare, hooked, bare_cpu, hook_cpu = [], [], [], []
+        for _label, command, side_env in sides:  # creates the store
+            run([*command, "hook", "PreToolUse"], json.dumps({**payload, "tool_use_id": "warm"}).encode(), side_env)
+        bare, bare_cpu = [], []
+        walls: list[list[float]] = [[] for _ in sides]
+        cpus: list[list[float]] = [[] for _ in sides]
         for i in range(runs):
             wall, cpu = run([sys.executable, "-c", "pass"], b"", env)
             bare.append(wall)
             bare_cpu.append(cpu)
             body = json.dumps({**payload, "tool_use_id": f"toolu_{i}", "tool_input": {"command": f"step {i}"}})
-            wall, cpu = run(hook, body.encode(), env)
-            hooked.append(wall)
-            hook_cpu.append(cpu)
-    return {
+            turns = list(enumerate(sides))
+            for n, (_label, command, side_env) in turns if i % 2 == 0 else turns[::-1]:  # neither side always first
+                wall, cpu = run([*command, "hook", "PreToolUse"], body.encode(), side_env)
+                walls[n].append(wall)
+                cpus[n].append(cpu)
+    hooked, hook_cpu = walls[0], cpus[0]
+    result: dict[str, Any] = {
         "runs": runs,
         "python_pass_ms": {"p50": pct(bare, 0.5, 1), "p95": pct(bare, 0.95, 1)},
         "hook_ms": {"p50": pct(hooked, 0.5, 1), "p95": pct(hooked, 0.95, 1)},
@@ -89,6 +124,15 @@ def bench(runs: int) -> dict[str, Any]:
         "target_p50_ms": TARGET_P50_MS,
         "machine": machine(),
     }
+    if compare is not None:
+        result["compare"] = {
+            "rev": sides[1][0],
+            "hook_ms": {"p50": pct(walls[1], 0.5, 1), "p95": pct(walls[1], 0.95, 1)},
+            "cpu_ms_p50": pct(cpus[1], 0.5, 1),
+            "ratio_p50": round(percentile(hooked, 0.5) / percentile(walls[1], 0.5), 3),
+            "ratio_cpu_p50": round(percentile(hook_cpu, 0.5) / percentile(cpus[1], 0.5), 3),
+        }
+    return result
 
 
 def bench_context(runs: int, memories: int, source: Path | None = None) -> dict[str, Any]:
@@ -208,6 +252,19 @@ def lines(result: dict[str, Any]) -> list[str]:
         f"CPU (user+sys) p50: python -c pass {cpu['python_pass']} ms, hook {cpu['hook']} ms",
         versus("hook p50", hook["p50"], "python -c pass p50", bare["p50"])
         + f"; overhead {result['overhead_p50_ms']} ms; target hook p50 <= {result['target_p50_ms']} ms",
+        *compare_lines(result),
+    ]
+
+
+def compare_lines(result: dict[str, Any]) -> list[str]:
+    other = result.get("compare")
+    if other is None:
+        return []
+    rev, hook = other["rev"], other["hook_ms"]
+    return [
+        f"hook at {rev:9} p50 {hook['p50']:6.1f} ms  p95 {hook['p95']:6.1f} ms  (CPU p50 {other['cpu_ms_p50']} ms)",
+        versus("this tree's hook p50", result["hook_ms"]["p50"], f"{rev}'s", hook["p50"], ratio=other["ratio_p50"])
+        + f"; CPU p50 {result['cpu_ms_p50']['hook']} ms vs {other['cpu_ms_p50']} ms = {other['ratio_cpu_p50']:.2f}x",
     ]
 
 
@@ -217,11 +274,14 @@ def main(argv: list[str] | None = None) -> int:
     args_parser.add_argument("--context", action="store_true", help="UserPromptSubmit with context, no daemon")
     args_parser.add_argument("--memories", type=int, default=2000, help="store size for --context")
     args_parser.add_argument("--store", type=Path, default=None, help="--context on a copy of this store instead")
+    args_parser.add_argument("--compare", metavar="REV", default=None, help="also the hook of the commit REV, in turns")
     args = args_parser.parse_args(argv)
     if args.context:
+        if args.compare is not None:
+            args_parser.error("--compare measures the capture hook; it does not go with --context")
         emit(bench_context(args.runs or 10, args.memories, args.store), args.json, context_lines)
     else:
-        emit(bench(args.runs or 50), args.json, lines)
+        emit(bench(args.runs or 50, args.compare), args.json, lines)
     return 0
 
 

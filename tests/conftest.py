@@ -31,10 +31,10 @@ def patient_hooks(monkeypatch: pytest.MonkeyPatch) -> None:
     """In-process hooks wait for their context however busy the machine: the hook's deadline (a
     margin under Claude Code's timeout) is a speed target, measured by bench/hook_latency.py, and a
     test of what the hook prints must not depend on the load. Tests of the deadline set it again."""
-    from remindful.services.hooks import fast
+    from remindful.shells import hook
 
-    for event in list(fast.CONTEXT_DEADLINE_S):
-        monkeypatch.setitem(fast.CONTEXT_DEADLINE_S, event, 120.0)
+    for event in list(hook.CONTEXT_DEADLINE_S):
+        monkeypatch.setitem(hook.CONTEXT_DEADLINE_S, event, 120.0)
 
 
 @pytest.fixture

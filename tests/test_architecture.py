@@ -3,7 +3,8 @@
 Layers, lowest first (../shared/DESIGN.md): model/errors/config → {embed, index} → engine → services →
 api → daemon → shells. A module may import its own layer or a lower one, never a higher one — not at
 module level, not inside a function, not under TYPE_CHECKING — and the imports between modules make
-no cycle. Outside ``api.py`` nothing touches a private attribute of the MemoryManager.
+no cycle, nor do the imports between packages. Outside ``api.py`` nothing touches a private
+attribute of the MemoryManager.
 
 The catalog is reached through the engine only: no SQL statement and no ``import sqlite3`` outside
 ``engine/``, and only the engine and the root hold the Catalog, whose ``read``/``write`` run raw SQL
@@ -30,6 +31,7 @@ LAYERS: dict[str, int] = {
     "remindful.errors": 0,
     "remindful.config": 0,
     "remindful.config_defaults": 0,
+    "remindful.config_sources": 0,
     "remindful.runtime": 0,
     "remindful.embed": 1,
     "remindful.index": 1,
@@ -141,6 +143,105 @@ def test_imports_make_no_cycle() -> None:
     assert not cycles, "import cycles:\n" + "\n".join(cycles)
 
 
+def package_of(module: str) -> str:
+    """The package a module belongs to: a package's ``__init__`` is the package itself; a module of
+    ``remindful/`` itself (api, config, daemon...) is a unit of its own, the top of the tree being
+    layers rather than one package."""
+    if MODULES[module].name == "__init__.py":
+        return module
+    parent = module.rpartition(".")[0]
+    return module if parent == "remindful" else parent
+
+
+def reexports(path: Path) -> Iterator[str]:
+    """Modules an ``__init__.py`` names in strings (a lazy re-export table such as
+    ``{"MemoryManager": "remindful.api"}``, imported on first access)."""
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            for candidate in (node.value, node.value.rpartition(".")[0]):
+                if candidate in MODULES:
+                    yield candidate
+                    break
+
+
+def package_edges() -> dict[str, set[str]]:
+    """Package → packages its modules import, ``__init__`` re-exports (imports and lazy tables) included."""
+    graph: dict[str, set[str]] = {}
+    for name, targets in edges().items():
+        if MODULES[name].name == "__init__.py":
+            targets = targets | set(reexports(MODULES[name]))
+        source = package_of(name)
+        graph.setdefault(source, set())
+        for target in targets:
+            if target in MODULES and package_of(target) != source:
+                graph[source].add(package_of(target))
+    return graph
+
+
+def cycles_of(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one node (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in sorted(graph.get(node, ())):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_packages_make_no_cycle() -> None:
+    """Two packages that import each other are one idea split in two, or two ideas tangled (the
+    capture and hooks packages were, through the spool, until issue 25 made them one)."""
+    graph = package_edges()
+    assert "remindful.services.ingest" in graph["remindful.shells.hook"]  # the walk sees packages
+    found = []
+    for component in cycles_of(graph):
+        members = set(component)
+        links = [
+            f"  {module} -> {target}"
+            for module, targets in sorted(edges().items())
+            if package_of(module) in members
+            for target in sorted(targets)
+            if target in MODULES and package_of(target) in members and package_of(target) != package_of(module)
+        ]
+        found.append(" <-> ".join(component) + "\n" + "\n".join(links))
+    assert not found, "package cycles:\n" + "\n".join(found)
+
+
+def test_the_package_cycle_check_sees_a_cycle_through_a_reexport(tmp_path: Path) -> None:
+    """The checks themselves: a cycle closed by an ``__init__``'s lazy re-export table is found."""
+    probe = tmp_path / "__init__.py"
+    probe.write_text('_LAZY = {"drain": "remindful.services.ingest.drainer"}\n')
+    assert list(reexports(probe)) == ["remindful.services.ingest.drainer"]
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert cycles_of(graph) == [["a", "b", "c"]]
+    assert cycles_of({"a": {"b"}, "b": set()}) == []
+
+
 def manager_private_names() -> set[str]:
     """Private attributes and methods of MemoryManager (from api.py), plus the old ``_state``."""
     tree = ast.parse((PACKAGE / "api.py").read_text())
@@ -195,12 +296,12 @@ def test_the_checks_see_an_upward_import(tmp_path: Path) -> None:
 #: The ingest packages (hook events, spool, capture) whose SQL, own SQLite connections and Store
 #: parameters move behind engine methods in the ingest change of issue 25: the lead removes this
 #: exemption when both land.
-INGEST_PENDING = ("services/hooks/", "services/capture/")
+INGEST_PENDING = ("services/ingest/",)
 #: Outside the engine, and not the catalog: Chroma's own SQLite file, probed before chromadb opens it.
 NOT_THE_CATALOG = ("index/chroma_probe.py",)
 #: The hook's context fallback (``hook_context``) opens a bare Store when no daemon answers; it moves
 #: with the hook process entry to ``shells/`` in the ingest change, where it opens a MemoryManager.
-HOOK_CONTEXT_PENDING = ("services/context.py",)
+HOOK_CONTEXT_PENDING: tuple[str, ...] = ()
 #: Where the store's parts may be built: the composition root, the fakes' entry (``open_fake`` hands
 #: them to the root), and the packages that define them.
 COMPOSERS = ("api.py", "testing.py", "engine/", "embed/", "index/")

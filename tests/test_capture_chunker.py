@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from remindful.services.capture.chunker import chunk_text
+from remindful.services.ingest.chunker import chunk_text
 
 
 def words(n: int, *, end_at: set[int] = frozenset()) -> str:
@@ -37,7 +37,7 @@ def test_tc_p1_03_boundary_snaps_to_sentence_end_at_word_195() -> None:
 
 
 def test_sentence_end_beyond_20_words_is_not_used(caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.WARNING, "remindful.services.capture"):
+    with caplog.at_level(logging.WARNING, "remindful.services.ingest"):
         chunks = chunk_text(words(400, end_at={170}))
     assert chunks[0].end_word == 200
     assert "Chunk split mid-sentence at word 200" in caplog.text

@@ -1,5 +1,5 @@
 """Captures of the middleware and the proxy survive ``kill -9`` right after the tool calls answered:
-the next open of the store stores every one of them, exactly once."""
+the next owner of the store stores every one of them, exactly once."""
 
 from __future__ import annotations
 
@@ -16,9 +16,10 @@ from typing import Any
 
 import pytest
 
-from remindful.services.capture.middleware import CaptureWorker, ToolCall
-from remindful.services.capture.spooled import CaptureSpool, owner, owner_alive
-from remindful.services.hooks.spool import FALLBACK_NAME
+from remindful.engine.spool import FALLBACK_NAME
+from remindful.services.ingest.calls import ToolCall
+from remindful.services.ingest.spooled import CaptureSpool, owner, owner_alive
+from remindful.services.ingest.worker import CaptureWorker
 from remindful.testing import open_fake
 
 CALLS = 6
@@ -32,7 +33,7 @@ from pathlib import Path
 
 import remindful
 from mcp.server.mcpserver import MCPServer
-from remindful.services.capture.middleware import capture_tools
+from remindful.services.ingest.middleware import capture_tools
 from remindful.embed import FakeEmbedder
 from remindful.index import InMemoryIndex
 
@@ -146,7 +147,8 @@ def call_then_kill(proc: subprocess.Popen[bytes], before_kill: Any = None) -> li
 
 
 def stored_once_each(store: Path, session: str) -> None:
-    with open_fake(store) as manager:  # the next open drains the spool of the killed process
+    with open_fake(store) as manager:  # the next owner drains the spool of the killed process
+        manager.drain_spool()
         captured = [m for m in manager.list(limit=100) if m.source.value == "mcp_tool"]
         pending = manager.stats()["spool_pending"]
     xs = sorted(m.metadata["arguments"]["x"] for m in captured)
@@ -315,7 +317,8 @@ def test_fallback_records_a_drainer_took_and_did_not_import_are_drained_later(tm
     line = {"idem_key": "mcp_tool_orphan", "kind": "mcp_tool", "payload": json.dumps(record), "created_at": 1.0}
     orphan = store / f"{FALLBACK_NAME}.99999.draining"  # the copy of a drainer that is gone
     orphan.write_text(json.dumps(line) + "\n")
-    with open_fake(store) as manager:  # opening drains
+    with open_fake(store) as manager:
+        assert manager.drain_spool() == 1
         stored = [m.metadata["arguments"] for m in manager.list(limit=10) if m.source.value == "mcp_tool"]
         assert manager.stats()["spool_pending"] == 0
     assert stored == [{"x": 4}] and not orphan.exists()

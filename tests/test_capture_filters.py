@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from remindful.config import load_settings
-from remindful.services.capture.filters import CaptureFilter, FilterConfig, apply_filters
+from remindful.services.ingest.filters import CaptureFilter, FilterConfig, apply_filters
 from remindful.testing import open_fake
 
 SECRETS = {
@@ -78,7 +78,7 @@ def test_switches() -> None:
 
 def test_session_exclusion_is_logged(caplog: pytest.LogCaptureFixture) -> None:
     flt = fresh(privacy={"exclude_sessions": ["banking_*"]}, auto_capture={"filters": {"ignore_sessions": ["test_*"]}})
-    with caplog.at_level(logging.INFO, "remindful.services.capture"):
+    with caplog.at_level(logging.INFO, "remindful.services.ingest"):
         result = flt.check("transfer", trigger="successful_actions", session_id="banking_session_123")
     assert not result.allowed and result.code == "excluded"
     assert "excluded session: banking_session_123" in caplog.text

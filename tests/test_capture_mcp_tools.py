@@ -11,7 +11,7 @@ from mcp import Client
 
 from conftest import open_fake
 from mcp_client import call, tool_error
-from remindful.services.hooks.fast import run
+from remindful.shells.hook import run
 from remindful.shells.mcp.server import LazyManager, build_server
 
 pytestmark = pytest.mark.anyio
@@ -41,7 +41,7 @@ async def test_capture_status_and_index_file(store: Path, note: Path, tmp_path: 
     try:
         async with Client(build_server(lazy)) as client:
             status = await call(client, "memory_capture_status")
-            assert status["success"] is True and status["spool_pending"] == 0  # drained when the store opened
+            assert status["success"] is True and status["spool_pending"] == 0  # the server drained it at its open
             assert status["capture"]["redacted_email"] == 1
             indexed = await call(client, "memory_index_file", path=str(note))
             assert indexed["success"] is True and indexed["outcome"] == "indexed"

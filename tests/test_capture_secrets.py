@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 import remindful
-from remindful.services.capture.filters import apply_filters
-from remindful.services.capture.watcher import MarkdownWatcher
-from remindful.services.hooks.fast import run
+from remindful.services.ingest.filters import apply_filters
+from remindful.services.ingest.watcher import MarkdownWatcher
+from remindful.shells.hook import run
 
 SECRETS = [
     "4539578763621486",  # Visa test number (Luhn-valid)
@@ -62,7 +62,7 @@ def test_secret_corpus_never_reaches_any_file(tmp_path: Path, onnx_embedder: Any
     docs.mkdir()
     (docs / "notes.md").write_text(f"# Notes\n\n{TEXT}\n")
     with remindful.open(store, embedder=onnx_embedder) as memory:  # real MiniLM and embedded Chroma
-        assert memory.stats()["spool_pending"] == 0
+        assert memory.drain_spool() == 4 and memory.stats()["spool_pending"] == 0
         memory.store(TEXT, type="knowledge", metadata={"note": TEXT, "nested": [{"k": TEXT}]})
         mid = memory.store("placeholder", type="action")
         memory.update(mid, content=TEXT, metadata={"more": TEXT})

@@ -108,11 +108,11 @@ def test_every_field_is_described() -> None:
 
 
 def test_the_light_readers_defaults_are_the_settings_defaults() -> None:
-    """Hook processes read the settings without pydantic (light_config, FilterConfig.from_mapping);
+    """Hook processes read the settings without pydantic (config_sources, FilterConfig.from_mapping);
     with nothing configured they see exactly the defaults Settings has."""
     from remindful.config_defaults import DEFAULTS, setting
-    from remindful.services.capture.filters import FilterConfig
-    from remindful.services.hooks.fast import light_config
+    from remindful.config_sources import read_sources, storage_path
+    from remindful.services.ingest.filters import FilterConfig
 
     settings = load_settings()
     dumped = settings.model_dump(mode="json")
@@ -137,7 +137,183 @@ def test_the_light_readers_defaults_are_the_settings_defaults() -> None:
     from_mapping, from_settings = FilterConfig.from_mapping({}), FilterConfig.from_settings(settings)
     for name in FilterConfig.__slots__:
         assert getattr(from_mapping, name) == getattr(from_settings, name), name
-    assert light_config(None) == (str(settings.storage.path), {})
+    assert read_sources().merged() == {}
+    assert storage_path(None, {}) == str(settings.storage.path)
+
+
+# -- issue 25: one reader of the sources, one set of rules -----------------------------------------
+
+BOOLS = [True, False, 0, 1, 2, 0.0, 1.0, 1.5, "true", "TRUE", "Off", "y", "t", " yes ", "yes\n", "", "maybe", None, []]
+NUMBERS = [0, 5, 5.5, "5", " 5 ", "5.0", "1e3", "inf", "-inf", "nan", float("inf"), float("nan"), -1, True, False]
+NUMBERS += [None, "", "x", [1], "0x10", "5_0", ".5", "5.", "+5", "\u0663"]
+LISTS = [[], ["a*"], ("a*",), "a*", [1], ["a", None], None, {"a": 1}]
+PAYLOAD_SIZES = [1024, 1023, "2048", 2048.0, 2048.5, "2048.0", True, None, " 2048 ", "1e4", "x", "2_048", "+2048"]
+PAYLOAD_SIZES += ["2048.", "\u0663" * 4, 10**20]
+RULES = [[], [{"regex": "a"}], [{"regex": "a", "extra": 1}], [{"regex": "a", "name": None}], [{"regex": ""}]]
+RULES += [
+    [{"regex": 5}],
+    [{"replacement": "x"}],
+    ["a"],
+    [{"regex": "a", "replacement": None}],
+    "a",
+    None,
+    [{"regex": "("}],
+]
+RULES += [[{"regex": "a", "name": "n", "replacement": "R"}], [{"regex": "b", "name": 3}]]
+PROBES = (
+    [(field, v) for field in ("enabled", "auto_capture.triggers.hooks", "privacy.redact") for v in BOOLS]
+    + [("auto_capture.filters.min_interval_seconds", v) for v in NUMBERS]
+    + [(field, v) for field in ("privacy.exclude_sessions", "auto_capture.filters.ignore_sessions") for v in LISTS]
+    + [("privacy.redact_patterns", v) for v in RULES]
+    + [("limits.hook_payload_bytes", v) for v in PAYLOAD_SIZES]
+    + [("hooks.context_budget_tokens", v) for v in [49, 50, "100000", 100_001, "1500"]]
+    + [("auto_capture.bogus", 1), ("auto_capture.filters.bogus", 1), ("privacy.bogus", 1), ("bogus", 1)]
+    + [("auto_capture", "x"), ("auto_capture.triggers", ["hooks"]), ("privacy", None)]
+)
+
+
+def _nested(dotted: str, value: Any) -> dict[str, Any]:
+    out: Any = value
+    for part in reversed(dotted.split(".")):
+        out = {part: out}
+    return out  # type: ignore[no-any-return]
+
+
+def _light_verdict(memory: dict[str, Any]) -> tuple[Any, ...]:
+    """What a hook makes of a raw ``memory:`` mapping: its filters and the numbers it reads."""
+    from remindful.config_defaults import read_int
+    from remindful.services.ingest.filters import CaptureFilter, FilterConfig
+
+    try:
+        config = FilterConfig.from_mapping(memory)
+        redactor = CaptureFilter(config).redactor
+        if redactor is not None:
+            redactor.check()
+        payload = read_int(memory, "limits.hook_payload_bytes", ge=1024)
+        budget = read_int(memory, "hooks.context_budget_tokens", ge=50, le=100_000)
+    except ValueError:
+        return ("invalid",)
+    return ("valid", *(getattr(config, name) for name in FilterConfig.__slots__), payload, budget)
+
+
+def _settings_verdict(field: str, value: Any) -> tuple[Any, ...]:
+    from remindful.services.ingest.filters import FilterConfig
+
+    try:
+        settings = load_settings(**{field: value})
+    except ConfigError:
+        return ("invalid",)
+    config = FilterConfig.from_settings(settings)
+    return (
+        "valid",
+        *(getattr(config, name) for name in FilterConfig.__slots__),
+        settings.limits.hook_payload_bytes,
+        settings.hooks.context_budget_tokens,
+    )
+
+
+@pytest.mark.parametrize(("field", "value"), PROBES, ids=[f"{f}={v!r}" for f, v in PROBES])
+def test_the_light_path_gives_the_settings_verdict_on_every_value_it_reads(field: str, value: Any) -> None:
+    """The pydantic model is the truth; a hook validates the few settings it acts on without it
+    (config_defaults' readers, FilterConfig.from_mapping), and must accept and refuse exactly what
+    the model does, reading the same values (a string "off" is False to both, "5_0" is 50.0...)."""
+    assert _light_verdict(_nested(field, value)) == _settings_verdict(field, value)
+
+
+def test_the_one_rule_the_light_path_leaves_to_the_model_is_the_backtracking_probe() -> None:
+    """The probe of redaction patterns for catastrophic backtracking runs a child process: too slow
+    for a hook at every tool call. Every other process refuses such a config, and says so."""
+    rules = [{"regex": "(a+)+$"}]
+    assert _light_verdict(_nested("privacy.redact_patterns", rules))[0] == "valid"
+    assert _settings_verdict("privacy.redact_patterns", rules) == ("invalid",)
+
+
+def test_the_section_keys_the_light_path_checks_are_the_models() -> None:
+    from remindful.config_defaults import SECTION_KEYS
+
+    for section, keys in SECTION_KEYS.items():
+        model: Any = Settings
+        for part in filter(None, section.split(".")):
+            model = model.model_fields[part].annotation
+        assert sorted(keys) == sorted(model.model_fields), section
+
+
+def test_the_hook_reads_the_sources_the_settings_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One reader: the YAML file, the environment over it (a section as JSON, a field as text) and
+    MEMORY_STORAGE_PATH give the hook the storage path and filters the settings have."""
+    from remindful.config_sources import read_sources, storage_path
+    from remindful.services.ingest.filters import FilterConfig
+
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        "memory:\n"
+        "  storage:\n    path: /tmp/from-yaml\n"
+        "  auto_capture:\n    filters:\n      min_interval_seconds: 9\n      ignore_sessions: ['ci_*']\n"
+        "  privacy:\n    redact_patterns:\n      - {regex: 'EMP-\\d+', name: employee}\n"
+    )
+    monkeypatch.setenv("REMINDFUL_CONFIG", str(config))
+
+    def both() -> tuple[Any, ...]:
+        settings = load_settings()
+        memory = read_sources().merged()
+        full = FilterConfig.from_settings(settings)
+        light = FilterConfig.from_mapping(memory)
+        assert [getattr(light, n) for n in FilterConfig.__slots__] == [getattr(full, n) for n in FilterConfig.__slots__]
+        assert storage_path(None, memory) == str(settings.storage.path)
+        return full.min_interval_seconds, full.excluded_sessions, str(settings.storage.path)
+
+    assert both() == (9.0, ("ci_*",), "/tmp/from-yaml")
+    monkeypatch.setenv("MEMORY_STORAGE_PATH", str(tmp_path / "spec"))
+    monkeypatch.setenv("REMINDFUL_AUTO_CAPTURE__FILTERS", '{"min_interval_seconds": 3, "ignore_sessions": ["x_*"]}')
+    monkeypatch.setenv("REMINDFUL_PRIVACY__EXCLUDE_SESSIONS", '["bank_*"]')
+    monkeypatch.setenv("REMINDFUL_AUTO_CAPTURE__FILTERS__MIN_INTERVAL_SECONDS", "4.5")
+    monkeypatch.setenv("REMINDFUL_UNRELATED", "not a setting")  # another program's variable: ignored by both
+    assert both() == (4.5, ("bank_*", "x_*"), str(tmp_path / "spec"))
+    monkeypatch.setenv("REMINDFUL_STORAGE__PATH", "$HOME/ours")
+    assert both()[2] == str(Path("~/ours").expanduser())
+
+
+@pytest.mark.parametrize("value", ["", "  "])
+def test_an_empty_storage_path_is_refused_not_read_as_the_current_directory(
+    value: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from remindful.config_sources import read_sources, storage_path
+
+    monkeypatch.setenv("REMINDFUL_STORAGE__PATH", value)
+    with pytest.raises(ConfigError, match=r"storage\.path.*must be a directory path"):
+        load_settings()
+    with pytest.raises(ValueError, match="must be a directory path"):
+        storage_path(None, read_sources().merged())
+
+
+@pytest.mark.parametrize(
+    ("text", "readable"),
+    [
+        ("", True),
+        ("memory:\n", True),
+        ("memory:\n  enabled: false\n", True),
+        ("other: 1\n", False),
+        ("memory: 5\n", False),
+        ("- a\n", False),
+        ("memory: [unclosed\n", False),
+    ],
+)
+def test_the_settings_and_the_hook_read_a_config_file_alike(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str, readable: bool
+) -> None:
+    from remindful.config_sources import read_sources
+
+    config = tmp_path / "config.yaml"
+    config.write_text(text)
+    monkeypatch.setenv("REMINDFUL_CONFIG", str(config))
+    if readable:
+        assert load_settings().enabled is (read_sources().merged().get("enabled", True))
+        return
+    with pytest.raises(ConfigError, match="config file") as full:
+        load_settings()
+    with pytest.raises(ConfigError, match="config file") as light:
+        read_sources()
+    assert str(full.value) == str(light.value) and "\n" not in str(full.value)
 
 
 # -- issue 14: config failures fail closed ---------------------------------------------------------

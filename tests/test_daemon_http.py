@@ -15,7 +15,7 @@ import pytest
 
 from remindful.daemon import DaemonHandle, start_daemon_threads
 from remindful.services.access import http_token
-from remindful.services.hooks.fast import run
+from remindful.shells.hook import run
 from remindful.testing import open_fake
 
 

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from remindful.services.hooks import drain
-from remindful.services.hooks.events import build_record, last_assistant_text, normalize_event
-from remindful.services.hooks.fast import run
+from remindful.services.ingest.drainer import drain_spool
+from remindful.services.ingest.events import build_record, last_assistant_text, normalize_event
+from remindful.shells.hook import run
 from remindful.testing import open_fake
 
 FIXTURES = Path(__file__).parent / "fixtures" / "hooks"
@@ -44,7 +44,9 @@ def test_every_event_fixture_is_captured(tmp_path: Path) -> None:
     for event in EVENTS:
         assert fire(store, event, payload(event)) == (0, "")
     assert [kind for kind, _ in spool_rows(store)] == EVENTS
-    with open_fake(store) as memory:  # opening the store drains the spool
+    with open_fake(store) as memory:
+        assert memory.stats()["spool_pending"] == len(EVENTS)  # opening the store stores nothing
+        assert memory.drain_spool() == len(EVENTS)  # the owner's explicit step
         assert memory.stats()["spool_pending"] == 0
         found = memory.list(session_id="sess-abc123", limit=50)
         by_event = {m.metadata["hook_event"]: m for m in found}
@@ -74,10 +76,12 @@ def test_replayed_event_is_stored_once_even_after_the_drain(tmp_path: Path) -> N
     fire(store, "PreToolUse", payload("PreToolUse"))
     assert len(spool_rows(store)) == 1
     with open_fake(store) as memory:
+        memory.drain_spool()
         assert len(memory.list(type="action")) == 1
     fire(store, "PreToolUse", payload("PreToolUse"))  # replay after the drain
     assert spool_rows(store) == []
     with open_fake(store) as memory:
+        assert memory.drain_spool() == 0
         assert len(memory.list(type="action")) == 1
 
 
@@ -86,6 +90,7 @@ def test_crash_between_store_and_spool_delete_does_not_duplicate(tmp_path: Path)
     fire(store, "PostToolUse", payload("PostToolUse"))
     [(kind, body)] = spool_rows(store)
     with open_fake(store) as memory:
+        memory.drain_spool()
         assert len(memory.list()) == 1
         # Simulate the crash: the row comes back as if its delete had never committed.
         memory.engine.catalog.write(
@@ -95,7 +100,7 @@ def test_crash_between_store_and_spool_delete_does_not_duplicate(tmp_path: Path)
         )
         first_key = memory.list()[0].metadata["spool_key"]
         memory.engine.catalog.write(lambda c: c.execute("UPDATE spool SET idem_key = ?", (first_key,)))
-        assert drain(memory.engine) == 1
+        assert drain_spool(memory.engine) == 1
         assert len(memory.list()) == 1
 
 
@@ -128,10 +133,20 @@ def test_unknown_event_and_event_names(tmp_path: Path, capsys: pytest.CaptureFix
 
 
 def test_internal_error_logs_and_exits_zero(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    blocker = tmp_path / "file"
-    blocker.write_text("x")  # the storage path is a file: nothing can be written under it
-    assert fire(blocker, "PreToolUse", payload("PreToolUse"))[0] == 0
+    store = tmp_path / "s"
+    for name in ("catalog.sqlite3", "spool-fallback.jsonl"):  # neither the catalog nor the fallback opens
+        (store / name).mkdir(parents=True)
+    assert fire(store, "PreToolUse", payload("PreToolUse"))[0] == 0
     assert "could not spool" in capsys.readouterr().err
+
+
+def test_a_storage_path_that_is_a_file_is_a_config_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The settings refuse it (storage.path), and so does the hook, by the same rule."""
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    assert fire(blocker, "PreToolUse", payload("PreToolUse"))[0] == 0
+    err = capsys.readouterr().err
+    assert "config invalid, nothing captured" in err and "is not a directory" in err
 
 
 def test_excluded_session_writes_nothing_but_an_audit_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -171,6 +186,7 @@ def test_long_response_is_chunked_with_a_shared_response_id(tmp_path: Path) -> N
     answer = " ".join(f"word{i}" + ("." if i % 12 == 11 else "") for i in range(1200))
     fire(store, "Stop", payload("Stop", last_assistant_message=answer))
     with open_fake(store) as memory:
+        memory.drain_spool()
         chunks = sorted(memory.list(limit=100), key=lambda m: m.chunk.index if m.chunk else -1)
         assert len(chunks) == 8
         assert len({m.metadata["response_id"] for m in chunks}) == 1
@@ -178,6 +194,7 @@ def test_long_response_is_chunked_with_a_shared_response_id(tmp_path: Path) -> N
         assert all(m.chunk and m.chunk.total == 8 and m.source.value == "response" for m in chunks)
     fire(store, "SessionEnd", payload("SessionEnd", last_assistant_message=answer))
     with open_fake(store) as memory:
+        memory.drain_spool()
         assert len(memory.list(limit=100)) == 8  # the same answer at SessionEnd is not stored again
 
 
@@ -208,6 +225,7 @@ def test_a_broken_spooled_event_is_set_aside_not_retried_forever(
     with sqlite3.connect(store / "catalog.sqlite3") as conn:
         conn.execute("UPDATE spool SET payload = '{\"broken\": true}' WHERE kind = 'PreToolUse'")
     with caplog.at_level(logging.WARNING), open_fake(store) as memory:
+        assert memory.drain_spool() == 2
         assert len(memory.list()) == 1  # the good event behind it is stored
         assert memory.engine.catalog.read("SELECT count(*) FROM spool")[0][0] == 0
     (rejected,) = (store / "spool-rejected.jsonl").read_text().splitlines()
@@ -227,10 +245,12 @@ def test_embedding_failure_keeps_the_event_for_a_retry(tmp_path: Path) -> None:
     store = tmp_path / "s"
     fire(store, "PreToolUse", payload("PreToolUse"))
     with open_fake(store, embedder=Broken()) as memory:  # ERR-P1-01: not stored, error kept, no crash
+        assert memory.drain_spool() == 1
         assert memory.engine.ready().catalog.count() == 0
         row = memory.engine.catalog.read("SELECT attempts, last_error FROM spool")[0]
         assert row[0] == 1 and "Failed to generate embeddings" in row[1]
     with open_fake(store) as memory:  # the next drain stores it
+        memory.drain_spool()
         assert len(memory.list()) == 1
         assert memory.stats()["spool_pending"] == 0
 
@@ -246,6 +266,7 @@ def test_a_hook_writes_into_a_catalog_made_before_its_tables_were_created_at_ope
     data = {"session_id": "old", "tool_name": "Bash", "tool_input": {"command": "mail bob@example.com"}}
     assert fire(store, "PreToolUse", data) == (0, "")
     with open_fake(store) as memory:
+        memory.drain_spool()
         assert memory.stats()["capture"] == {"redacted_email": 1}
         assert {m.content for m in memory.list()} == {"an older memory", "Bash: command=mail [EMAIL_REDACTED]"}
     with sqlite3.connect(store / "catalog.sqlite3") as conn:
@@ -259,8 +280,7 @@ def test_context_not_ready_by_the_deadline_is_left_out_and_logged(
     half-way through the exit), and the log says so; the event is still captured."""
     import threading
 
-    from remindful.services import context
-    from remindful.services.hooks import fast
+    from remindful.shells import hook
 
     release, entered = threading.Event(), threading.Event()
 
@@ -269,8 +289,8 @@ def test_context_not_ready_by_the_deadline_is_left_out_and_logged(
         release.wait(30)
         return "Relevant memories: too late"
 
-    monkeypatch.setattr(context, "hook_context", slow_context)
-    monkeypatch.setitem(fast.CONTEXT_DEADLINE_S, "UserPromptSubmit", 0.05)
+    monkeypatch.setattr(hook, "context_text", slow_context)
+    monkeypatch.setitem(hook.CONTEXT_DEADLINE_S, "UserPromptSubmit", 0.05)
     store = tmp_path / "s"
     code, out = fire(store, "UserPromptSubmit", payload("UserPromptSubmit"), context=True)
     assert code == 0 and out == ""
@@ -281,9 +301,9 @@ def test_context_not_ready_by_the_deadline_is_left_out_and_logged(
 
 
 def test_context_ready_in_time_is_printed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from remindful.services import context
+    from remindful.shells import hook
 
-    monkeypatch.setattr(context, "hook_context", lambda *args: "Relevant memories: in time")
+    monkeypatch.setattr(hook, "context_text", lambda *args: "Relevant memories: in time")
     code, out = fire(tmp_path / "s", "UserPromptSubmit", payload("UserPromptSubmit"), context=True)
     assert code == 0
     assert json.loads(out)["hookSpecificOutput"]["additionalContext"] == "Relevant memories: in time"

@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from remindful.errors import ValidationError
-from remindful.services.hooks.install import HOOK_TIMEOUTS, install, is_ours, settings_file
+from remindful.services.ingest.install import HOOK_TIMEOUTS, install, is_ours, settings_file
 from remindful.shells.cli.app import app
 
 OTHER = {"type": "command", "command": "npx prettier --write", "timeout": 30}

@@ -20,7 +20,7 @@ import pytest
 
 import remindful
 from remindful.embed import FakeEmbedder, quantize
-from remindful.services.hooks.fast import run
+from remindful.shells.hook import run
 
 FIXTURES = Path(__file__).parent / "fixtures" / "hooks"
 SCRIPT = str(Path(sys.executable).with_name("remindful"))
@@ -74,7 +74,7 @@ def test_capture_hook_imports_nothing_heavy(tmp_path: Path) -> None:
     payload = json.dumps({"session_id": "s", "tool_name": "Bash", "tool_input": {"command": "ls"}})
     script = (
         "import sys, io\n"
-        "from remindful.services.hooks.fast import run\n"
+        "from remindful.shells.hook import run\n"
         f"code = run(['--path', {str(tmp_path / 's')!r}, 'hook', 'PreToolUse'], stdin=io.StringIO({payload!r}))\n"
         f"print(code, sorted({{m.split('.')[0] for m in sys.modules}} & set({HEAVY!r})))\n"
     )
@@ -141,7 +141,7 @@ WORKER = """
 import io, json, sys
 import remindful
 from remindful.embed import FakeEmbedder, quantize
-from remindful.services.hooks.fast import run
+from remindful.shells.hook import run
 path, n = sys.argv[1], int(sys.argv[2])
 with remindful.open(path, embedder=FakeEmbedder()) as memory:
     for i in range(25):
@@ -150,7 +150,7 @@ with remindful.open(path, embedder=FakeEmbedder()) as memory:
                    "tool_use_id": f"t{n}-{i}"}
         assert run(["--path", path, "hook", "PreToolUse"], stdin=io.StringIO(json.dumps(payload))) == 0
         if i % 5 == 0:
-            remindful.services.hooks.drain(memory.engine)
+            memory.drain_spool()
 print("done")
 """
 
@@ -173,6 +173,7 @@ def test_eight_processes_storing_at_once(tmp_path: Path, procs: list[Any]) -> No
         assert proc.returncode == 0 and out.strip() == "done", err
         assert "database is locked" not in err and "locked" not in err.lower(), err
     with remindful.open(store, embedder=FakeEmbedder()) as memory:
+        memory.drain_spool()  # what was spooled after each worker's last drain
         catalog = memory.engine.ready().catalog
         assert catalog.read("SELECT count(*) FROM spool")[0][0] == 0
         stored = [r[0] for r in catalog.read("SELECT content FROM memories")]
@@ -182,9 +183,9 @@ def test_eight_processes_storing_at_once(tmp_path: Path, procs: list[Any]) -> No
 
 CONTEXT_CHILD = """
 import io, json, sys
-from remindful.services.hooks import fast
-from remindful.services.hooks.fast import run
-fast.CONTEXT_DEADLINE_S["UserPromptSubmit"] = 600.0  # however busy the machine: speed is bench/hook_latency.py's
+from remindful.shells import hook
+from remindful.shells.hook import run
+hook.CONTEXT_DEADLINE_S["UserPromptSubmit"] = 600.0  # however busy the machine: speed is bench/hook_latency.py's
 out = io.StringIO()
 payload = {"session_id": "other", "hook_event_name": "UserPromptSubmit", "prompt": sys.argv[2]}
 code = run(["--path", sys.argv[1], "hook", "UserPromptSubmit"], stdin=io.StringIO(json.dumps(payload)), stdout=out)

@@ -14,7 +14,8 @@ def test_prompt_and_stop_answer_go_through_conversation_capture(tmp_path: Path) 
     answer = "Understood. I will always run the tests with pytest -q so the output stays short."
     assert fire(store, "UserPromptSubmit", payload("UserPromptSubmit", prompt=prompt))[0] == 0
     assert fire(store, "Stop", payload("Stop", last_assistant_message=answer))[0] == 0
-    with open_fake(store) as memory:  # opening the store drains the spool
+    with open_fake(store) as memory:
+        assert memory.drain_spool() == 2
         learned = [m for m in memory.list(limit=50) if m.source.value == "conversation"]
         assert learned, "nothing was learned from the turn"
         assert any("pytest" in m.content for m in learned)
@@ -28,4 +29,5 @@ def test_no_turn_without_conversation_capture(tmp_path: Path) -> None:
     fire(store, "UserPromptSubmit", payload("UserPromptSubmit", prompt="From now on always use tabs."))
     fire(store, "Stop", payload("Stop", last_assistant_message="I will always use tabs from now on."))
     with open_fake(store, **{"learning.capture_all_conversations": False}) as memory:
+        assert memory.drain_spool() == 2
         assert not [m for m in memory.list(limit=50) if m.source.value == "conversation"]

@@ -18,7 +18,9 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
 from remindful.api import MemoryManager
-from remindful.services.capture.middleware import CaptureWorker, ToolCall, TypeMapping, capture_tools, describe
+from remindful.services.ingest.calls import ToolCall, TypeMapping, describe
+from remindful.services.ingest.middleware import capture_tools
+from remindful.services.ingest.worker import CaptureWorker
 from remindful.testing import open_fake
 
 pytestmark = pytest.mark.anyio
@@ -309,8 +311,8 @@ def test_the_proxy_commits_each_call_before_the_client_sees_its_answer(
     answer relayed before the call was pending, so the capture came after the answer (a kill -9
     then lost it: a flaky CI run) or never (the answer matched no request). Noting a request is
     slowed down here; each answer must still find its call committed to the spool."""
-    from remindful.services.capture import proxy
-    from remindful.services.capture.spooled import CaptureSpool
+    from remindful.services.ingest import proxy
+    from remindful.services.ingest.spooled import CaptureSpool
 
     note = proxy.ToolCallTracker.from_client
 

@@ -63,7 +63,7 @@ def test_an_unrelated_query_finds_nothing_and_scores_do_not_normalise_per_query(
 
 @pytest.mark.slow
 def test_no_context_and_no_hook_output_when_nothing_is_relevant(three: MemoryManager, store_path: Path) -> None:
-    from remindful.services.hooks.fast import run
+    from remindful.shells.hook import run
 
     found = three.context("give me a pizza recipe")
     assert found.text == "" and found.hits == () and not found

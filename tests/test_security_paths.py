@@ -166,7 +166,7 @@ def test_restore_refuses_a_2000_level_deep_member_clearly(tmp_path: Path) -> Non
 
 
 def test_the_watcher_does_not_follow_a_link_out_of_the_watched_directory(tmp_path: Path, outside: Path) -> None:
-    from remindful.services.capture.watcher import MarkdownWatcher
+    from remindful.services.ingest.watcher import MarkdownWatcher
 
     notes = tmp_path / "notes"
     notes.mkdir()

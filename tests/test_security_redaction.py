@@ -20,11 +20,12 @@ import pytest
 import remindful
 from remindful.embed import FakeEmbedder
 from remindful.engine.redact import build_redactor, redact_then_truncate
-from remindful.services.capture.middleware import CaptureWorker, ToolCall
-from remindful.services.capture.proxy import ToolCallTracker
-from remindful.services.capture.watcher import MarkdownWatcher
-from remindful.services.hooks.events import INPUT_CHARS, SUMMARY_CHARS, build_record
-from remindful.services.hooks.fast import run
+from remindful.services.ingest.calls import ToolCall
+from remindful.services.ingest.events import INPUT_CHARS, SUMMARY_CHARS, build_record
+from remindful.services.ingest.proxy import ToolCallTracker
+from remindful.services.ingest.watcher import MarkdownWatcher
+from remindful.services.ingest.worker import CaptureWorker
+from remindful.shells.hook import run
 from remindful.testing import open_fake
 
 SCRIPT = str(Path(sys.executable).with_name("remindful"))
@@ -173,6 +174,7 @@ def test_planted_secrets_reach_no_file_through_any_capture_path(tmp_path: Path) 
         )
     )
     with remindful.open(store, embedder=FakeEmbedder()) as memory:  # the real embedded Chroma
+        memory.drain_spool()
         assert memory.stats()["spool_pending"] == 0
         memory.store(ALL, type="knowledge", metadata={"AKIAIOSFODNN7EXAMPLE": "v", "note": ALL, "n": [{ALL: ALL}]})
         mid = memory.store("placeholder", type="action")

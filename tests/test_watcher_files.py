@@ -14,7 +14,7 @@ import pytest
 
 from remindful.api import MemoryManager
 from remindful.errors import RemindfulError
-from remindful.services.capture.watcher import SYSCTL_HINT, MarkdownWatcher
+from remindful.services.ingest.watcher import SYSCTL_HINT, MarkdownWatcher
 from remindful.testing import open_fake
 
 
@@ -76,7 +76,7 @@ def test_non_utf8_and_large_files(memory: MemoryManager, tmp_path: Path, caplog:
     big = tmp_path / "big.md"
     big.write_text(("Lorem ipsum dolor sit amet. " * 40_000)[:1_100_000])
     watcher = MarkdownWatcher(memory.engine, [tmp_path])
-    with caplog.at_level(logging.INFO, "remindful.services.capture"):
+    with caplog.at_level(logging.INFO, "remindful.services.ingest"):
         counts = watcher.scan()
     assert f"Skipping non-UTF8 file: {bad.resolve()}" in caplog.text
     assert f"Large file {big.resolve()} will create" in caplog.text
@@ -97,7 +97,7 @@ def test_file_vanishing_mid_read_keeps_its_chunks(
         raise FileNotFoundError(2, "No such file or directory", str(self))
 
     monkeypatch.setattr(Path, "read_bytes", vanish)
-    with caplog.at_level(logging.ERROR, "remindful.services.capture"):
+    with caplog.at_level(logging.ERROR, "remindful.services.ingest"):
         assert watcher.process_file(note) == "vanished"
     assert "disappeared while reading" in caplog.text
     assert len(chunks_of(memory, note)) == 2
@@ -174,7 +174,7 @@ def test_watch_limit_gives_the_sysctl_and_falls_back_to_polling(
 
     monkeypatch.setattr(watchfiles, "watch", fake_watch)
     watcher = MarkdownWatcher(memory.engine, [tmp_path])
-    with caplog.at_level(logging.ERROR, "remindful.services.capture"):
+    with caplog.at_level(logging.ERROR, "remindful.services.ingest"):
         watcher.run(threading.Event(), initial_scan=False)
     assert calls == [None, True]
     assert SYSCTL_HINT in caplog.text and "fs.inotify.max_user_watches" in caplog.text

@@ -39,7 +39,7 @@ from remindful.model import (
 )
 
 if TYPE_CHECKING:
-    from remindful.services.capture.watcher import MarkdownWatcher
+    from remindful.services.ingest.watcher import MarkdownWatcher
     from remindful.services.policy.retention import Policy
     from remindful.services.policy.scheduler import CleanupScheduler
 
@@ -66,7 +66,6 @@ class MemoryManager:
         self.settings = settings
         self.path = settings.storage_path
         self._store = Store(settings, embedder=embedder, index=index, exact_before_index=exact_before_index)
-        self._store.on_open.append(self._drain_spool)
         self._repos = Repositories.over(self._catalog)
 
     def _catalog(self) -> Catalog:
@@ -108,17 +107,23 @@ class MemoryManager:
         (a server does it while it waits for its first call). Raises what opening or loading raises."""
         self._store.ready().embedder.embed(["load the model"])
 
-    def _drain_spool(self) -> None:
-        """Store hook events spooled while no daemon ran (see :mod:`remindful.services.hooks.drainer`)."""
-        from remindful.services.hooks.drainer import drain_on_open
-
-        drain_on_open(self._store)
-
     def drain_spool(self) -> int:
-        """Store what the hook spool holds now (the daemon's loop); returns how many events."""
-        from remindful.services.hooks.drainer import drain_spool
+        """Store what hooks and capture points spooled (:mod:`remindful.services.ingest.drainer`):
+        the explicit step of a process that owns the store, since opening one stores nothing (the
+        CLI's commands, ``remindful serve`` and the proxy take it when they open the store; the
+        daemon drains all along). Returns the events processed; 0 at once when another live process
+        runs the daemon, which drains within ``daemon.poll_interval_ms``, or when another process is
+        draining. Raises what opening the store raises (MemoryDisabledError...)."""
+        from remindful.runtime import daemon_elsewhere
+        from remindful.services.ingest.drainer import drain_spool
 
-        return drain_spool(self._store)
+        self._store.ready()
+        if daemon_elsewhere(self.path):
+            return 0
+        count = drain_spool(self._store)
+        if count:
+            log.info("stored %d spooled events", count)
+        return count
 
     def warm_up(self) -> None:
         """Open the store, load the model and open the vector index now, so that the first request
@@ -306,15 +311,15 @@ class MemoryManager:
     def index_file(self, path: str | os.PathLike[str]) -> dict[str, Any]:
         """Index one Markdown file now (its chunks replace the older ones; an unchanged file is
         left): ``{"outcome": "indexed" | "unchanged" | "skipped" | "vanished", "chunks": n}``."""
-        from remindful.services.capture.watcher import index_file
+        from remindful.services.ingest.watcher import index_file
 
         return index_file(self._store, path)
 
     def markdown_watcher(self, dirs: Sequence[str | os.PathLike[str]]) -> MarkdownWatcher:
         """A watcher that indexes the Markdown files of ``dirs`` into this store and keeps them
-        current (:class:`~remindful.services.capture.watcher.MarkdownWatcher`); raises for a missing
+        current (:class:`~remindful.services.ingest.watcher.MarkdownWatcher`); raises for a missing
         directory."""
-        from remindful.services.capture.watcher import MarkdownWatcher
+        from remindful.services.ingest.watcher import MarkdownWatcher
 
         return MarkdownWatcher(self._store, dirs)
 

@@ -5,8 +5,9 @@ variables ``REMINDFUL_*`` (``__`` nests: ``REMINDFUL_RETENTION__DEFAULT_RETENTIO
 spec's ``MEMORY_STORAGE_PATH``, the YAML file's ``memory:`` section, then the defaults below.
 The YAML file is ``$REMINDFUL_CONFIG`` if set, else ``~/.remindful/config.yaml`` if it exists.
 Every invalid value raises :class:`~remindful.errors.ConfigError` naming the field and the
-expected form. This module declares the settings and loads them: every default and every source
-lives here (the stdlib-only hook path reads the same defaults).
+expected form. This module declares the settings and validates them: it is the truth. The
+sources are read by :mod:`remindful.config_sources`, which the stdlib-only hook path reads too;
+the defaults they share are in :mod:`remindful.config_defaults`.
 """
 
 from __future__ import annotations
@@ -18,121 +19,61 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic import ValidationError as PydanticValidationError
-from pydantic_settings import (
-    BaseSettings,
-    EnvSettingsSource,
-    PydanticBaseSettingsSource,
-    SettingsConfigDict,
-    YamlConfigSettingsSource,
-)
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from remindful.config_defaults import CONFIG_FILE, REDACT_REPLACEMENT, STORAGE_PATH, default
+from remindful import config_sources
+from remindful.config_defaults import REDACT_REPLACEMENT, STORAGE_PATH, default
 from remindful.errors import ConfigError
 from remindful.model import MemoryType
 
 log = logging.getLogger("remindful.config")
 
-# -- where settings come from (sources in precedence order) and how failures are reported ----------
-
-DEFAULT_CONFIG_FILE = CONFIG_FILE
+# -- where settings come from (remindful.config_sources reads them) and how failures are reported ---
 
 SettingsT = TypeVar("SettingsT", bound=BaseSettings)
 
 
-class MemoryStoragePathSource(EnvSettingsSource):
-    """The spec's ``MEMORY_STORAGE_PATH`` names the storage directory (below ``REMINDFUL_*``)."""
+class SourceLayer(PydanticBaseSettingsSource):
+    """One layer of :func:`remindful.config_sources.read_sources` as a pydantic-settings source;
+    ``label`` says where it came from (the dashboard's settings page shows it)."""
+
+    def __init__(self, settings_cls: type[BaseSettings], data: dict[str, Any], label: str) -> None:
+        super().__init__(settings_cls)
+        self.data = data
+        self.label = label
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+        return self.data.get(field_name), field_name, False
 
     def __call__(self) -> dict[str, Any]:
-        value = os.environ.get("MEMORY_STORAGE_PATH")
-        return {"storage": {"path": value}} if value else {}
+        return self.data
 
 
 def config_file() -> Path | None:
-    """The YAML file to read: ``$REMINDFUL_CONFIG``, else the default file if it exists."""
-    named = os.environ.get("REMINDFUL_CONFIG")
-    if named:
-        path = Path(named).expanduser()
-        if not path.is_file():
-            raise ConfigError("REMINDFUL_CONFIG", f"{path} is not a file", suggestion="point it at a YAML file")
-        return path
-    default = Path(DEFAULT_CONFIG_FILE).expanduser()
-    return default if default.is_file() else None
+    """The YAML file the settings are read from (:func:`remindful.config_sources.config_file`)."""
+    found = config_sources.config_file()
+    return None if found is None else Path(found)
 
 
 def settings_sources(
-    settings_cls: type[BaseSettings],
-    init_settings: PydanticBaseSettingsSource,
-    env_settings: PydanticBaseSettingsSource,
+    settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource, *, file: bool = True
 ) -> tuple[PydanticBaseSettingsSource, ...]:
-    """The sources of ``settings_cls``, highest first (``settings_customise_sources`` returns them).
+    """The sources of ``settings_cls``, highest first (``settings_customise_sources`` returns them):
+    ``init_settings``, then the layers :func:`remindful.config_sources.read_sources` reads (the
+    YAML file's only with ``file``).
 
-    Raises :class:`ConfigError` if ``$REMINDFUL_CONFIG`` names no file.
+    Raises :class:`ConfigError` if ``$REMINDFUL_CONFIG`` names no file, the file cannot be read,
+    or a ``REMINDFUL_*`` value is not the JSON it looks like.
     """
-    sources: tuple[PydanticBaseSettingsSource, ...] = (
+    sources = config_sources.read_sources(file=file)
+    layers: tuple[PydanticBaseSettingsSource, ...] = (
         init_settings,
-        env_settings,
-        MemoryStoragePathSource(settings_cls),
+        SourceLayer(settings_cls, sources.env, "environment (REMINDFUL_*)"),
+        SourceLayer(settings_cls, sources.storage_layer(), f"environment ({config_sources.STORAGE_VARIABLE})"),
     )
-    yaml_file = config_file()
-    if yaml_file is not None:
-        sources += (BoundedYamlSource(settings_cls, yaml_file=yaml_file, yaml_config_section="memory"),)
-    return sources
-
-
-#: Nodes a YAML document may hold once its aliases are expanded (a real config holds a few hundred).
-YAML_MAX_NODES = 10_000
-
-
-class BoundedYamlSource(YamlConfigSettingsSource):
-    """The YAML file, read with ``SafeLoader`` but refused when its aliases expand to more than
-    :data:`YAML_MAX_NODES` nodes (or into a cycle). PyYAML shares an aliased node rather than
-    copying it, so a "billion laughs" document loads in microseconds; it is whoever walks the result
-    (validation, an error message's repr of it) that runs out of time and memory. The expanded size
-    is counted on the composed node graph, before anything is built."""
-
-    def _read_file(self, file_path: Any) -> dict[str, Any]:
-        import yaml
-
-        encoding = self.yaml_file_encoding or "utf-8"
-        with file_path.open(encoding=encoding) as stream:
-            loader = yaml.SafeLoader(stream)
-            try:
-                node = loader.get_single_node()
-                if node is None:
-                    return {}
-                size = _expanded_size(node, {})
-                if size > YAML_MAX_NODES:
-                    raise ConfigError(
-                        "config file",
-                        f"{file_path}: YAML aliases expand to {_count(size)} nodes, more than {YAML_MAX_NODES:,}",
-                        suggestion="write the values out instead of repeating them through aliases (*name)",
-                    )
-                return loader.construct_document(node) or {}
-            finally:
-                loader.dispose()
-
-
-def _expanded_size(node: Any, sizes: dict[int, int | None]) -> int:
-    """Nodes under ``node`` with every alias expanded (``sizes`` memoises shared nodes; a cycle
-    counts as unbounded)."""
-    key = id(node)
-    if key in sizes:
-        known = sizes[key]
-        return YAML_MAX_NODES + 1 if known is None else known  # None: still being counted, a cycle
-    sizes[key] = None
-    total = 1
-    if isinstance(node.value, list):
-        for item in node.value:
-            for child in item if isinstance(item, tuple) else (item,):
-                total += _expanded_size(child, sizes)
-                if total > YAML_MAX_NODES * 1000:  # enough to refuse; stop before the integers grow huge
-                    break
-    sizes[key] = total
-    return total
-
-
-def _count(size: int) -> str:
-    return f"{size:,}" if size <= YAML_MAX_NODES * 1000 else f"more than {YAML_MAX_NODES * 1000:,}"
+    if sources.file is not None:
+        layers += (SourceLayer(settings_cls, sources.file_section, f"config file {sources.file}"),)
+    return layers
 
 
 # -- user redaction patterns: each must compile and must not backtrack catastrophically ------------
@@ -265,41 +206,11 @@ def build_settings(
         raise _config_error(exc, settings_cls) from None
     except ConfigError:
         raise
-    except Exception as exc:  # a YAML syntax error, an unreadable file: said on one line
-        env_field = _env_source_field(exc)
-        if env_field is not None:  # a REMINDFUL_* variable holding a section that is not JSON
-            variable = _unparsable_variable("REMINDFUL_" + env_field.upper())
-            raise ConfigError(
-                variable, "expected a JSON object", suggestion=f"e.g. {variable}='{{\"key\": 1}}', or set one field"
-            ) from exc
+    except Exception as exc:  # whatever else a source or a validator raised: one line, naming the config
         reason = " ".join(str(exc).split())
-        raise ConfigError("config file", reason, suggestion="fix the YAML file named by REMINDFUL_CONFIG") from exc
+        raise ConfigError("settings", reason, suggestion="check the config file and the REMINDFUL_* variables") from exc
     _log_sources(nested)
     return settings
-
-
-def _env_source_field(exc: Exception) -> str | None:
-    """The field pydantic-settings could not parse from the environment ("error parsing value for
-    field "limits" from source "EnvSettingsSource""), else None."""
-    text = str(exc)
-    if "EnvSettingsSource" not in text or 'field "' not in text:
-        return None
-    return text.split('field "', 1)[1].split('"', 1)[0]
-
-
-def _unparsable_variable(prefix: str) -> str:
-    """The variable under ``prefix`` (``REMINDFUL_RETENTION`` or ``REMINDFUL_RETENTION__TIERS__…``)
-    whose value looks like JSON but is not; ``prefix`` if none does."""
-    import json
-
-    for name, value in sorted(os.environ.items()):
-        under = name.upper() == prefix or name.upper().startswith(prefix + "__")
-        if under and value.strip()[:1] in ("{", "["):
-            try:
-                json.loads(value)
-            except ValueError:
-                return name
-    return prefix
 
 
 def _set_dotted(target: dict[str, Any], keys: list[str], value: Any) -> None:
@@ -402,15 +313,11 @@ class StorageSettings(_Section):
     )
     chromadb: ChromaSettings = Field(default_factory=ChromaSettings, description="vector index settings")
 
-    @field_validator("path")
+    @field_validator("path", mode="before")
     @classmethod
-    def _expand(cls, value: Path) -> Path:
-        path = Path(os.path.expandvars(str(value))).expanduser()
-        if not str(value).strip():
-            raise ValueError("must be a directory path, e.g. ~/.remindful/memory")
-        if path.exists() and not path.is_dir():
-            raise ValueError(f"{path} exists and is not a directory; expected a directory path")
-        return path
+    def _expand(cls, value: Any) -> Path:
+        # Before pydantic's own conversion, which reads "" as "." (the current directory).
+        return Path(config_sources.expand_storage_path(value))  # the rule the hook's light path applies
 
 
 class EmbeddingSettings(_Section):
@@ -827,7 +734,7 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        return settings_sources(settings_cls, init_settings, env_settings)
+        return settings_sources(settings_cls, init_settings)
 
     @property
     def storage_path(self) -> Path:

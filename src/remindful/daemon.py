@@ -38,8 +38,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from remindful.runtime import DAEMON_FILE
 from remindful.services.access import bearer_ok, http_token
-from remindful.services.context import DAEMON_FILE
 
 if TYPE_CHECKING:
     import uvicorn
@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from starlette.responses import JSONResponse
 
     from remindful.api import MemoryManager
-    from remindful.services.capture.watcher import MarkdownWatcher
+    from remindful.services.ingest.watcher import MarkdownWatcher
     from remindful.services.policy.scheduler import CleanupScheduler
 
 log = logging.getLogger("remindful.daemon")

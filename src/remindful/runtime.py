@@ -1,10 +1,15 @@
 """This process and its peers, standard library only (hook processes import it): the session id
-format, and whether a process id is alive."""
+format, whether a process id is alive, and whether another process runs a store's daemon."""
 
 from __future__ import annotations
 
+import json
 import os
 import time
+
+#: The file in the storage directory where the process running the daemon's roles writes its port
+#: and pid (:mod:`remindful.daemon`), removed when it stops cleanly.
+DAEMON_FILE = "daemon.json"
 
 
 def new_session_id() -> str:
@@ -23,4 +28,15 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
-__all__ = ["new_session_id", "pid_alive"]
+def daemon_elsewhere(storage: str | os.PathLike[str]) -> bool:
+    """Whether another live process runs the daemon's roles for the store in ``storage`` (then it
+    drains the spool, within ``daemon.poll_interval_ms``)."""
+    try:
+        with open(os.path.join(storage, DAEMON_FILE), encoding="utf-8") as f:
+            pid = int(json.load(f)["pid"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    return pid != os.getpid() and pid_alive(pid)
+
+
+__all__ = ["DAEMON_FILE", "daemon_elsewhere", "new_session_id", "pid_alive"]

@@ -27,8 +27,8 @@ from typer.testing import CliRunner
 
 import remindful
 from remindful.errors import ConfigError, RemindfulError, ValidationError
-from remindful.services.hooks.fast import run as run_hook
 from remindful.shells.cli.app import app
+from remindful.shells.hook import run as run_hook
 from remindful.shells.mcp.fast_start import unreadable
 from remindful.shells.mcp.server import LazyManager, build_server
 from remindful.testing import open_fake
@@ -358,7 +358,7 @@ def test_the_hook_exits_0_or_1_and_logs_one_line(tmp_path: Path, text: str, even
     assert code in (0, 1), err.getvalue()
     assert "Traceback" not in err.getvalue()
     with open_fake(store) as memory:  # whatever was spooled drains (or is set aside), never stuck
-        memory.list()
+        memory.drain_spool()
         pending = memory.capture_status()["spool_pending"]
         assert pending == 0, pending
 

@@ -18,8 +18,8 @@ from typer.testing import CliRunner
 
 import remindful
 from remindful.errors import ConfigError, ValidationError
-from remindful.services.hooks.fast import run as run_hook
 from remindful.shells.cli.app import app
+from remindful.shells.hook import run as run_hook
 from remindful.shells.mcp.server import LazyManager, build_server
 from remindful.testing import open_fake
 
@@ -168,6 +168,7 @@ def test_a_lone_surrogate_in_a_hook_payload_is_replaced_and_captured(tmp_path: P
     text = '{"session_id": "s1", "hook_event_name": "UserPromptSubmit", "prompt": "fix \\ud800 this"}'
     assert hook(store, text)[0] == 0
     with open_fake(store) as memory:
+        memory.drain_spool()
         (stored,) = memory.list()
         assert stored.content == "fix \ufffd this"
 
@@ -181,17 +182,19 @@ def test_the_drainer_sets_aside_a_spooled_event_over_the_limit(
         assert hook(store, json.dumps(payload))[0] == 0
     assert spooled(store) == 2  # spooled under the default limit (say, by an older version)
     with caplog.at_level(logging.WARNING), open_fake(store, **{"limits.hook_payload_bytes": 2000}) as memory:
+        assert memory.drain_spool() == 2
         assert [m.content for m in memory.list()] == ["a normal prompt"]
         assert spooled(store) == 0
     (aside,) = (store / "spool-rejected.jsonl").read_text().splitlines()
     assert "p" * 5000 in json.loads(aside)["payload"] and "limits.hook_payload_bytes" in json.loads(aside)["error"]
     assert "set aside in spool-rejected.jsonl" in caplog.text
     with open_fake(store) as memory:  # and it is not tried again
+        assert memory.drain_spool() == 0
         assert len(memory.list()) == 1
 
 
 def test_an_event_that_keeps_failing_is_set_aside_after_its_attempts(tmp_path: Path) -> None:
-    from remindful.services.hooks.drainer import MAX_ATTEMPTS
+    from remindful.services.ingest.drainer import MAX_ATTEMPTS
 
     store = tmp_path / "s"
     payload = {"session_id": "s1", "hook_event_name": "UserPromptSubmit", "prompt": "hello"}
@@ -200,6 +203,7 @@ def test_an_event_that_keeps_failing_is_set_aside_after_its_attempts(tmp_path: P
         conn.execute("UPDATE spool SET attempts = ?", (MAX_ATTEMPTS - 1,))
         conn.execute("UPDATE spool SET payload = '[1, 2]'")  # unreadable as a record: fails again
     with open_fake(store) as memory:
+        assert memory.drain_spool() == 1
         assert memory.list() == [] and spooled(store) == 0
     assert (store / "spool-rejected.jsonl").exists()
 

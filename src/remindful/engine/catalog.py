@@ -15,18 +15,18 @@ from __future__ import annotations
 import errno
 import json
 import logging
-import os
 import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
 
+from remindful.engine import connection, spool
 from remindful.engine import windows as context
 from remindful.engine.lexical import LexicalSearch
 from remindful.engine.schema import DOOMED_DDL, MEMORY_COLUMNS, RECOUNT_TYPES, SCHEMA
@@ -182,22 +182,6 @@ BIG_DELETE = 1000
 BIG_DELETE_CACHE_KIB = 65536
 
 
-def _make_private(path: Path) -> None:
-    """Create the catalog file 0600 before SQLite does (SQLite would create it 0644 under the usual
-    umask, readable until a chmod), and tighten an existing one and its -wal/-shm files (SQLite gives
-    new -wal/-shm files the database file's mode)."""
-    with suppress(FileExistsError):
-        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
-    for file in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
-        try:
-            if file.stat().st_mode & 0o077:
-                os.chmod(file, 0o600)
-        except FileNotFoundError:
-            pass
-        except OSError as exc:  # not ours, or a filesystem without modes: usable, but say so
-            log.warning("cannot make %s private (0600): %s", file, exc)
-
-
 class Catalog:
     """Thread-safe access to ``catalog.sqlite3``. One connection, serialised by a lock.
 
@@ -206,7 +190,7 @@ class Catalog:
     (or a named method here) instead, so that a second catalog backend can replace this one
     (``tests/test_architecture.py`` holds every module outside ``engine/`` to that)."""
 
-    def __init__(self, path: Path, *, busy_timeout_ms: int = 5000) -> None:
+    def __init__(self, path: Path, *, busy_timeout_ms: int = connection.BUSY_TIMEOUT_MS) -> None:
         self.path = path
         self._lock = threading.RLock()
         self._local = threading.local()
@@ -214,13 +198,10 @@ class Catalog:
         self._readers: list[sqlite3.Connection] = []
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         try:
-            _make_private(path)
-            self._conn = sqlite3.connect(
-                str(path), timeout=busy_timeout_ms / 1000, isolation_level=None, check_same_thread=False
-            )
+            connection.make_private(path)
+            self._conn = connection.connect(path, busy_timeout_ms=busy_timeout_ms, check_same_thread=False)
         except (sqlite3.Error, OSError) as exc:
             raise StorageError(f"Cannot open catalog {path}: {exc}") from exc
-        self._conn.execute(f"PRAGMA busy_timeout={busy_timeout_ms}")
         with_retries(self._init_schema, what="opening the catalog")
 
     def _init_schema(self) -> None:
@@ -228,8 +209,6 @@ class Catalog:
         mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
         if mode.lower() != "wal":  # pragma: no cover - only on filesystems without shared memory
             raise StorageError(f"SQLite WAL mode unavailable on {self.path} (got {mode})")
-        conn.execute("PRAGMA synchronous=NORMAL")
-        conn.execute("PRAGMA foreign_keys=ON")
         version = conn.execute("PRAGMA user_version").fetchone()[0]
         if version < SCHEMA_VERSION:
             conn.executescript(
@@ -252,7 +231,7 @@ class Catalog:
         """This thread's own read connection (WAL lets it read while another connection writes)."""
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
-            conn = sqlite3.connect(str(self.path), timeout=5, isolation_level=None, check_same_thread=False)
+            conn = connection.connect(self.path, check_same_thread=False)
             self._local.conn = conn
             with self._lock:
                 self._readers.append(conn)
@@ -496,16 +475,56 @@ class Catalog:
     # -- the rest of the catalog ----------------------------------------------------------------
 
     def audit(self, conn: sqlite3.Connection, action: str, memory_id: str | None, detail: dict[str, Any]) -> None:
-        conn.execute(
-            "INSERT INTO audit_log (at, action, memory_id, detail) VALUES (?,?,?,?)",
-            (time.time(), action, memory_id, json.dumps(detail, default=str)),
-        )
+        """One audit-log entry, now, in the caller's transaction (the statement hook processes run
+        too: :func:`remindful.engine.spool.audit`)."""
+        spool.audit(conn, action, memory_id, detail)
 
     def ensure_session(self, conn: sqlite3.Connection, session_id: str, at: float) -> None:
+        self.upsert_session(conn, session_id, at)
+
+    @staticmethod
+    def upsert_session(
+        conn: sqlite3.Connection,
+        session_id: str,
+        at: float,
+        *,
+        metadata: Mapping[str, Any] | None = None,
+        ended: bool | None = None,
+    ) -> None:
+        """Record session ``session_id`` as seen at ``at``, in the caller's transaction: a new one
+        starts at ``at``, a known one keeps the earlier start. ``metadata`` (if given) replaces its
+        metadata; ``ended`` True ends it at ``at``, False reopens it, None leaves that as it is."""
+        ended_at = "excluded.ended_at" if ended else ("NULL" if ended is False else "ended_at")
         conn.execute(
-            "INSERT INTO sessions (id, started_at) VALUES (?, ?) "
-            "ON CONFLICT(id) DO UPDATE SET started_at = min(started_at, excluded.started_at)",
-            (session_id, at),
+            "INSERT INTO sessions (id, started_at, ended_at, metadata) VALUES (?, ?, ?, coalesce(?, '{}')) "
+            "ON CONFLICT(id) DO UPDATE SET started_at = min(started_at, excluded.started_at), "
+            f"ended_at = {ended_at}, metadata = coalesce(?, metadata)",
+            (session_id, at, at if ended else None, *(2 * [None if metadata is None else json.dumps(metadata)])),
+        )
+
+    def session_metadata(self, session_id: str, conn: sqlite3.Connection | None = None) -> dict[str, Any]:
+        """The metadata of session ``session_id`` ({} for a session not recorded); read in the
+        caller's transaction ``conn`` when given (to update it there)."""
+        sql, params = "SELECT metadata FROM sessions WHERE id = ?", (session_id,)
+        rows = conn.execute(sql, params).fetchall() if conn is not None else self.read(sql, params)
+        return dict(json.loads(rows[0][0])) if rows and rows[0][0] else {}
+
+    def stored_with(self, content_hash: str, session_id: str) -> list[dict[str, Any]]:
+        """The metadata of each memory of session ``session_id`` whose content has ``content_hash``."""
+        rows = self.read(
+            "SELECT metadata FROM memories WHERE content_hash = ? AND session_id = ?", (content_hash, session_id)
+        )
+        return [json.loads(metadata) for (metadata,) in rows]
+
+    def has_chunked_response(self, session_id: str, full_content_hash: str) -> bool:
+        """Whether session ``session_id`` holds a response stored in chunks whose whole text has
+        ``full_content_hash`` (its chunks carry it in their metadata)."""
+        return bool(
+            self.read(
+                "SELECT 1 FROM memories WHERE session_id = ? AND source = 'response' "
+                "AND json_extract(metadata, '$.full_content_hash') = ? LIMIT 1",
+                (session_id, full_content_hash),
+            )
         )
 
     def claim_embedding_model(self, name: str) -> str:

@@ -4,7 +4,7 @@ Each table is defined once, as a named constant; :data:`SCHEMA` is all of them, 
 catalog runs it when it opens a store whose schema version is older than its own
 (:mod:`remindful.engine.catalog`). Every statement is idempotent (``IF NOT EXISTS``), so it also
 brings an old catalog up to date. :data:`HOOK_SCHEMA` is the part a hook process creates itself
-when it finds no catalog yet (:mod:`remindful.services.hooks.spool`): the spool, and what a hook
+when it finds no catalog yet (:mod:`remindful.engine.spool`): the spool, and what a hook
 counts and audits.
 
 Standard library only, and nothing imported at all: hook processes read this module and must stay
@@ -95,7 +95,7 @@ CREATE TABLE IF NOT EXISTS sessions (
 );
 """
 
-#: The Markdown watcher's record of each file it indexed (:mod:`remindful.services.capture.watcher`).
+#: The Markdown watcher's record of each file it indexed (:mod:`remindful.services.ingest.watcher`).
 FILE_HASHES_DDL = """
 CREATE TABLE IF NOT EXISTS file_hashes (
     path TEXT PRIMARY KEY,

@@ -178,9 +178,6 @@ class Store:
         self._deleter: DeleteFinisher | None = None
         self._unindexing: dict[str, set[str]] = {}
         self._holders = IndexHolders(self.path / "index.holders")
-        #: Run once when the catalog opens (the manager drains the hook spool here); a failure is
-        #: logged and does not stop the open.
-        self.on_open: list[Callable[[], None]] = []
         self._size_mb = 0.0
         self._size_at = 0.0
         self._size_warned: tuple[float, int] | None = None  # (monotonic time, percent) of the last warning
@@ -234,11 +231,6 @@ class Store:
         close_at_exit(self)
         if catalog.windows_to_mend():  # left by a process that stopped before it finished a delete
             self._finisher().kick()
-        for callback in self.on_open:
-            try:
-                callback()
-            except Exception as exc:  # e.g. a spooled event that cannot be stored yet: retried later
-                log.warning("task at catalog open failed: %s", exc)
 
     @property
     def catalog(self) -> Catalog:

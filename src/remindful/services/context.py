@@ -10,12 +10,11 @@ overlapping ≥ 80 %). Each memory is one short line with its id so the agent ca
 over-counts (letters ~4 chars/token, digits 3, every symbol 1), so the text is never over the
 budget. ``MemoryManager.context`` returns the :class:`~remindful.model.Context`;
 :func:`gather_context` (its ``.text``) is what ``remindful context``, the daemon's ``POST /context`` and
-the hooks print. :func:`hook_context` is the hook side: it asks the running daemon over loopback
-HTTP (``<storage>/daemon.json`` holds its port; the token is the store's), else opens the store itself;
-both apply the same settings, so both inject the same text.
+the hooks print. A hook (:mod:`remindful.shells.hook`) asks the running daemon over loopback HTTP
+(:func:`ask_daemon`: ``<storage>/daemon.json`` holds its port; the token is the store's), else the
+store itself; both apply the same settings, so both inject the same text.
 
-The hook fast path imports this module: it imports only the standard library at module level
-(the store, pydantic and numpy load only when no daemon answers).
+The hook's light path imports this module: it imports only the standard library at module level.
 """
 
 from __future__ import annotations
@@ -28,7 +27,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from remindful.config_defaults import default, setting
+from remindful.config_defaults import default
+from remindful.runtime import DAEMON_FILE
 
 if TYPE_CHECKING:
     from remindful.config import Settings
@@ -40,7 +40,6 @@ DEFAULT_LINE_CHARS: int = default("hooks.line_chars")
 DEFAULT_MIN_SCORE: float = default("context.min_score")
 DUPLICATE_JACCARD = 0.8
 HEADER = "Relevant memories from remindful (fetch one in full with `remindful get <id>`):"
-DAEMON_FILE = "daemon.json"
 
 _TOKEN = re.compile(r"[A-Za-z]+|\d+|[^\sA-Za-z\d]")
 _WORDS = re.compile(r"\w+")
@@ -182,41 +181,6 @@ def ask_daemon(storage: Path, request: dict[str, Any], timeout: float = 2.0) -> 
     return text if isinstance(text, str) else None
 
 
-#: Without a daemon, a context hook scores a store of up to this many memories exactly from the
-#: catalog rather than open the vector index (see :func:`hook_context`).
-HOOK_EXACT_MAX = 100_000
-
-
-def hook_context(
-    storage: str | Path, memory: dict[str, Any], event: str, payload: dict[str, Any], path: str | None
-) -> str:
-    """The context text for a SessionStart/UserPromptSubmit hook ("" for none)."""
-    query = context_query(event, payload)
-    budget = int(setting(memory, "hooks.context_budget_tokens"))
-    prompt = payload.get("prompt")
-    exclude = prompt if event == "UserPromptSubmit" and isinstance(prompt, str) else None
-    if not query.strip():
-        return ""
-    answer = ask_daemon(Path(storage), {"query": query, "budget_tokens": budget, "exclude": exclude})
-    if answer is not None:
-        return answer
-    from remindful.config import load_settings
-    from remindful.engine.store import Store
-
-    # A bare Store, not a manager: no spool drain at open, since storing a backlog of spooled
-    # events would outlast the hook's timeout. A store of up to HOOK_EXACT_MAX memories (or the
-    # bound restricted searches use, if larger) is scored exactly from the catalog: opening the
-    # vector index (importing chromadb, loading the graph) took longer than reading every stored
-    # vector at 100,000 memories (bench/hook_latency.py --context --store); larger stores open it.
-    settings = load_settings(path or storage)
-    bound = max(settings.search.exact_filter_max, HOOK_EXACT_MAX)
-    store = Store(settings, embedder=None, index=None, exact_before_index=bound)
-    try:
-        return gather_context(store, query, budget_tokens=budget, exclude=exclude).text
-    finally:
-        store.close()
-
-
 def gather_context(
     searcher: Searcher,
     query: str,
@@ -250,6 +214,5 @@ __all__ = [
     "context_query",
     "estimate_tokens",
     "gather_context",
-    "hook_context",
     "line_of",
 ]

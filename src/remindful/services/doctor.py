@@ -10,8 +10,8 @@ on its own, so one damaged part does not hide another:
 - spool: hook events waiting to be stored, and those that keep failing;
 - permissions: the storage directory 0700, the catalog and the HTTP token file 0600.
 
-Nothing here opens the store the usual way: an open drains the spool and indexes what is pending,
-which are writes, and would fail on the damage this is meant to describe.
+Nothing here opens the store the usual way: an open indexes what is pending (and a command then
+drains the spool), which are writes, and would fail on the damage this is meant to describe.
 """
 
 from __future__ import annotations

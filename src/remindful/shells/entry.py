@@ -1,7 +1,7 @@
 """The ``remindful`` console script: dispatch ``remindful hook …`` before anything heavy loads.
 
 A coding agent runs ``remindful hook <event>`` at every tool call, so that path must not import
-typer, rich, pydantic or numpy: it goes straight to :mod:`remindful.services.hooks.fast`. An MCP
+typer, rich, pydantic or numpy: it goes straight to :mod:`remindful.shells.hook`. An MCP
 client starts ``remindful serve`` for each session, so its plain forms skip typer too:
 stdio goes to :mod:`remindful.shells.mcp.fast_start`, ``--transport http`` to
 :func:`remindful.shells.mcp.server.serve_http`. Every other command (and ``remindful hook --help``)
@@ -54,7 +54,7 @@ def _http_options(argv: list[str]) -> dict[str, Any] | None:
 def main() -> None:
     argv = sys.argv[1:]
     if _is_hook(argv):
-        from remindful.services.hooks.fast import main as hook_main
+        from remindful.shells.hook import main as hook_main
 
         hook_main(argv)
     if argv in (["serve"], ["serve", "--transport", "stdio"]):

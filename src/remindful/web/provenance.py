@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from pydantic_settings import EnvSettingsSource, InitSettingsSource
+from pydantic_settings import InitSettingsSource
 
-from remindful.config import Settings, config_file, settings_sources
+from remindful.config import Settings, settings_sources
 from remindful.errors import RemindfulError
 
 HIDDEN = "(hidden)"
@@ -50,27 +50,19 @@ def setting_rows(settings: Settings) -> list[SettingRow]:
 
 def _source_layers() -> list[tuple[str, dict[str, Any]]]:
     """``(label, {dotted name: value})`` of each source that sets anything, highest first."""
-    try:
-        yaml_file = config_file()
-        sources = settings_sources(Settings, InitSettingsSource(Settings, {}), EnvSettingsSource(Settings))
-    except RemindfulError:  # the file vanished since the store opened: report the rest
-        yaml_file, sources = None, (EnvSettingsSource(Settings),)
-    labels = {
-        "EnvSettingsSource": "environment (REMINDFUL_*)",
-        "MemoryStoragePathSource": "environment (MEMORY_STORAGE_PATH)",
-        "BoundedYamlSource": f"config file {yaml_file}",
-    }
     out: list[tuple[str, dict[str, Any]]] = []
-    for source in sources:
-        label = labels.get(type(source).__name__)
-        if label is None:
-            continue
+    try:
+        sources = settings_sources(Settings, InitSettingsSource(Settings, {}))
+    except RemindfulError as exc:  # the file became unreadable since the store opened: report the rest
+        out.append((f"config file (unreadable now: {exc})", {}))
         try:
-            found = source()
-        except Exception as exc:  # an unreadable file: the store opened with it, so say so
-            out.append((f"{label} (unreadable now: {exc})", {}))
-            continue
-        out.append((label, _flatten(found)))
+            sources = settings_sources(Settings, InitSettingsSource(Settings, {}), file=False)
+        except RemindfulError:
+            return out
+    for source in sources:
+        label = getattr(source, "label", None)  # the init source (the program's values) has none
+        if label is not None:
+            out.append((label, _flatten(source())))
     return out
 
 

@@ -52,10 +52,26 @@ def _root(
     )
 
 
-def _open() -> MemoryManager:
+def _open(*, drain: bool = True) -> MemoryManager:
+    """The store ``--path`` names. With ``drain`` (every command but ``doctor``, which must not
+    write, and ``daemon``, which drains all along) what hooks and capture points spooled is stored
+    first, so that a command sees it; a failure to is logged, and the command goes on to report
+    what it finds."""
     import remindful
 
-    return remindful.open(_State.path)
+    memory = remindful.open(_State.path)
+    if drain:
+        import logging
+
+        from remindful.errors import MemoryDisabledError
+
+        try:
+            memory.drain_spool()
+        except MemoryDisabledError:
+            pass  # the command says so
+        except Exception as exc:  # e.g. a damaged catalog: the command reports it in its own words
+            logging.getLogger("remindful").warning("spooled events not stored: %s", exc)
+    return memory
 
 
 def _fail(exc: Exception) -> typer.Exit:

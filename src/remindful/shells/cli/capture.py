@@ -25,11 +25,11 @@ def hook(
 ) -> None:
     """Capture one coding-agent hook event (Claude Code's hook JSON on stdin).
 
-    Spools the event in one short transaction and exits 0 (the daemon, or the next process that
-    opens the store, turns it into memories). SessionStart and UserPromptSubmit print relevant
+    Spools the event in one short transaction and exits 0 (the daemon, or the next remindful
+    command that opens the store, turns it into memories). SessionStart and UserPromptSubmit print relevant
     memories as hookSpecificOutput.additionalContext. Install with `remindful install-hooks`.
     """
-    from remindful.services.hooks.fast import run
+    from remindful.shells.hook import run
 
     argv = [*(["--path", _State.path] if _State.path else []), "hook", event]
     raise typer.Exit(run([*argv, "--no-context"] if no_context else argv))
@@ -45,7 +45,7 @@ def install_hooks(
     json_out: JsonOpt = False,
 ) -> None:
     """Add remindful's hooks to Claude Code's settings, keeping every other hook."""
-    from remindful.services.hooks.install import install, settings_file
+    from remindful.services.ingest.install import install, settings_file
 
     result = _run(lambda: install(settings_file(project, user), storage=_State.path, uninstall=uninstall))
     if json_out:
@@ -63,7 +63,7 @@ def daemon(
     """Run the capture daemon: drain hook events, watch Markdown dirs, run retention, serve context."""
     from remindful.daemon import run_daemon
 
-    with _open() as memory:
+    with _open(drain=False) as memory:  # its drain loop stores the spool
         err_console.print(f"remindful daemon for {memory.path} (Ctrl-C to stop)", highlight=False)
         _run(lambda: run_daemon(memory, watch_dirs=watch or []))
 

@@ -182,7 +182,7 @@ def clear_all(yes: YesOpt = False, json_out: JsonOpt = False) -> None:
 @app.command()
 def doctor(json_out: JsonOpt = False) -> None:
     """Check the catalog, the index files, the spool and permissions; say the way out for each problem."""
-    with _open() as memory, err_console.status("checking the catalog and the index files…"):
+    with _open(drain=False) as memory, err_console.status("checking the catalog and the index files…"):
         report = _run(memory.doctor)
     if json_out:
         _print_json(report)

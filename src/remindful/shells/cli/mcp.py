@@ -64,9 +64,9 @@ def proxy(
     Example: remindful proxy --map 'vision_*=screen' -- npx -y @modelcontextprotocol/server-everything
     """
     from remindful.model import MemoryType
-    from remindful.services.capture.middleware import TypeMapping
-    from remindful.services.capture.proxy import run_proxy
-    from remindful.services.capture.spooled import CaptureSpool
+    from remindful.services.ingest.calls import TypeMapping
+    from remindful.services.ingest.proxy import run_proxy
+    from remindful.services.ingest.spooled import CaptureSpool
     from remindful.shells.mcp.server import LazyManager
 
     patterns: dict[str, str] = {}

@@ -50,7 +50,9 @@ class LazyManager:
     later call opens it again).
 
     ``factory`` defaults to ``remindful.open(path)``. A failing factory (an invalid config) is
-    retried on the next call, so fixing the config does not need a restart.
+    retried on the next call, so fixing the config does not need a restart. Once open, what hooks and
+    capture points spooled is stored (``MemoryManager.drain_spool``) before any caller gets the
+    manager: the server, or the proxy, owns the store from then on.
     """
 
     def __init__(self, path: str | os.PathLike[str] | None = None, factory: Callable[[], MemoryManager] | None = None):
@@ -64,11 +66,13 @@ class LazyManager:
             with self._lock:
                 if self._manager is None:
                     if self._factory is not None:
-                        self._manager = self._factory()
+                        manager = self._factory()
                     else:
                         import remindful
 
-                        self._manager = remindful.open(self._path)
+                        manager = remindful.open(self._path)
+                    _drain(manager)
+                    self._manager = manager
         return self._manager
 
     @property
@@ -81,6 +85,17 @@ class LazyManager:
             if self._manager is not None:
                 self._manager.close()
                 self._manager = None
+
+
+def _drain(manager: MemoryManager) -> None:
+    from remindful.errors import MemoryDisabledError
+
+    try:
+        manager.drain_spool()
+    except MemoryDisabledError:
+        pass  # each tool call says so
+    except Exception as exc:  # a store that cannot open: each tool call reports it
+        log.warning("spooled events not stored: %s", exc)
 
 
 def open_for_serving(path: str | os.PathLike[str] | None = None) -> MemoryManager:

@@ -35,7 +35,7 @@ def register(mcp: Any, get_manager: GetManager) -> None:
         document memories, replacing the file's older chunks. An unchanged file is left as is.
         Returns {"success": true, "outcome": "indexed" | "unchanged" | "skipped" | "vanished", "chunks": n}.
         """
-        from remindful.services.capture.watcher import is_markdown
+        from remindful.services.ingest.watcher import is_markdown
 
         m = get_manager()
         file = tool_path(path, m.settings, field="path")

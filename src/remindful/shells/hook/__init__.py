@@ -1,10 +1,19 @@
-"""``remindful hook <event>``: the fast path a coding agent runs at each hook event.
+"""``remindful hook <event>``: the process a coding agent runs at each hook event.
 
-Reads the agent's hook JSON on stdin, prepares and redacts a spool record, commits it in one
-short SQLite transaction and exits. It imports only the standard library (plus PyYAML when a
-config file exists): no numpy, pydantic, chromadb or onnxruntime. SessionStart and
-UserPromptSubmit then print relevant memories as ``hookSpecificOutput.additionalContext`` (asked
-of the running daemon, else read from the store directly).
+Reads the agent's hook JSON on stdin, turns it into a redacted spool record
+(:mod:`remindful.services.ingest.events`), commits it in one short SQLite transaction
+(:func:`remindful.services.ingest.hooks.spool_record`) and exits. It imports only the standard
+library (plus PyYAML when a config file exists): no numpy, pydantic, chromadb or onnxruntime. The
+settings come from the sources every process reads (:mod:`remindful.config_sources`); the capture
+settings are validated here by the model's rules (:meth:`~remindful.services.ingest.filters.FilterConfig.from_mapping`).
+SessionStart and UserPromptSubmit then print relevant memories as
+``hookSpecificOutput.additionalContext``: the running daemon's answer, else the store's own
+(:func:`context_text`), if ready by :data:`CONTEXT_DEADLINE_S`.
+
+Nothing here drains the spool: the daemon does, or the next remindful process that owns the store.
+A package of its own, beside the console script's dispatcher (:mod:`remindful.shells.entry`) and the
+typer app (:mod:`remindful.shells.cli`, whose ``hook`` command serves ``--help`` and in-process
+callers): both use it, and it uses neither.
 
 Exit codes follow Claude Code's hook contract: 0 always for capture (a hook never blocks or
 breaks the agent: an internal error is logged to ``<storage>/logs/hooks.log`` and stderr), 1 (a
@@ -20,77 +29,15 @@ import re  # json imports it anyway
 import sys
 import time
 
-from remindful.config_defaults import CONFIG_FILE, STORAGE_PATH, default, setting
-from remindful.services.hooks import spool
-from remindful.services.hooks.events import CONTEXT_EVENTS, HookInputError, build_record, idem_key, normalize_event
+from remindful.config_defaults import STORAGE_PATH, read_int
+from remindful.config_sources import read_sources, storage_path
+from remindful.services.ingest.events import CONTEXT_EVENTS, HookInputError, build_record, normalize_event
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs hook processes milliseconds
 if TYPE_CHECKING:
     from typing import Any
 
-    from remindful.services.capture.filters import CaptureFilter
-
 USAGE = "usage: remindful [--path DIR] hook EVENT < hook.json   (EVENT: SessionStart, PreToolUse, ...)"
-
-
-# -- configuration without pydantic -------------------------------------------------------------
-
-
-def light_config(path: str | None) -> tuple[str, dict[str, Any]]:
-    """The storage path and the ``memory:`` settings as a plain dict, from the same sources as
-    :func:`remindful.config.load_settings` (``--path``, ``REMINDFUL_*``, ``MEMORY_STORAGE_PATH``,
-    the YAML file). Only the capture settings are validated, by the hook
-    (:meth:`~remindful.services.capture.filters.FilterConfig.from_mapping`); the store owner
-    validates the rest. A setting missing from the dict has its default (read it with
-    :func:`remindful.config_defaults.setting`).
-
-    Raises ValueError (naming the file and the expected form) when ``$REMINDFUL_CONFIG`` names no
-    file, or the file is unreadable, not YAML, or not a mapping with a ``memory:`` mapping: a hook
-    never captures with defaults in place of a config it could not read."""
-    memory: dict[str, Any] = {}
-    named = os.environ.get("REMINDFUL_CONFIG")
-    config_file = os.path.expanduser(named or CONFIG_FILE)
-    if named and not os.path.isfile(config_file):
-        raise ValueError(f"REMINDFUL_CONFIG: {config_file} is not a file; expected the path of a YAML file")
-    if os.path.isfile(config_file):
-        import yaml
-
-        try:
-            with open(config_file, encoding="utf-8") as f:
-                loaded = yaml.safe_load(f)
-        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-            reason = " ".join(str(exc).split())
-            raise ValueError(f"config file {config_file}: {reason}; expected a readable YAML file") from None
-        loaded = {} if loaded is None else loaded
-        section = loaded.get("memory", {}) if isinstance(loaded, dict) else None
-        if not isinstance(section, dict | None):
-            raise ValueError(f"config file {config_file}: expected a mapping with a 'memory:' mapping")
-        memory = section or {}
-    for key, raw in os.environ.items():
-        if not key.startswith("REMINDFUL_") or key == "REMINDFUL_CONFIG":
-            continue
-        parts = key[len("REMINDFUL_") :].lower().split("__")
-        try:
-            value: Any = json.loads(raw)
-        except ValueError:
-            value = raw
-        target = memory
-        for part in parts[:-1]:
-            nxt = target.get(part)
-            if not isinstance(nxt, dict):
-                nxt = target[part] = {}
-            target = nxt
-        target[parts[-1]] = value
-    raw_storage = memory.get("storage")
-    storage_cfg: dict[str, Any] = raw_storage if isinstance(raw_storage, dict) else {}
-    chosen = (
-        path
-        or os.environ.get("REMINDFUL_STORAGE__PATH")
-        or os.environ.get("MEMORY_STORAGE_PATH")
-        or storage_cfg.get("path")
-        or STORAGE_PATH
-    )
-    return os.path.expanduser(os.path.expandvars(str(chosen))), memory
 
 
 def hook_log(storage: str, level: str, message: str) -> None:
@@ -146,23 +93,23 @@ def run(argv: list[str], stdin: Any = None, stdout: Any = None) -> int:
     stdin = stdin or sys.stdin
     stdout = stdout or sys.stdout
     path, event_arg, options = parse_args(argv)
-    from remindful.services.capture.filters import CaptureFilter, FilterConfig
+    from remindful.services.ingest.filters import CaptureFilter, FilterConfig
 
     storage: str | None = None
     try:
-        storage, memory = light_config(path)
+        memory = read_sources().merged()
+        storage = storage_path(path, memory)
         flt = CaptureFilter(FilterConfig.from_mapping(memory))
         if flt.redactor is not None:
             flt.redactor.check()  # a user pattern that does not compile is a config error, now
+        limit = read_int(memory, "limits.hook_payload_bytes", ge=1024)
     except Exception as exc:  # fail closed: never capture with defaults in place of a broken config
-        if storage is None:  # the config that names the storage path is the broken one
-            chosen = path or os.environ.get("REMINDFUL_STORAGE__PATH") or os.environ.get("MEMORY_STORAGE_PATH")
-            storage = os.path.expanduser(os.path.expandvars(chosen or STORAGE_PATH))
+        storage = storage or _storage_for_the_log(path)
         hook_log(storage, "ERROR", f"config invalid, nothing captured: {exc}")
         return 0
     counts: dict[str, int] = {}
     try:
-        payload = _read_payload(stdin, _payload_limit(memory))
+        payload = _read_payload(stdin, limit)
         event = normalize_event(event_arg or str(payload.get("hook_event_name") or ""))
         record, warnings = build_record(event, payload, time.time(), flt.redactor, counts)
     except PayloadTooLarge as exc:  # refused up front: never spooled to fail at every drain
@@ -176,9 +123,20 @@ def run(argv: list[str], stdin: Any = None, stdout: Any = None) -> int:
         return 0
     for warning in warnings:
         hook_log(storage, "WARNING", warning)
-    captured = False
+    captured: bool | None = False
     try:
-        captured = _spool(storage, flt, counts, event, payload, record)
+        from remindful.services.ingest.hooks import spool_record
+
+        captured = spool_record(
+            storage,
+            flt,
+            counts,
+            event,
+            payload,
+            record,
+            warn=lambda message: hook_log(storage, "WARNING", message),
+            keep_open=_OPEN if KEEP_OPEN else None,
+        )
     except Exception as exc:
         hook_log(storage, "ERROR", f"could not spool the {event} event: {type(exc).__name__}: {exc}")
     if event in CONTEXT_EVENTS and options["context"] and captured is not None:
@@ -196,6 +154,18 @@ def run(argv: list[str], stdin: Any = None, stdout: Any = None) -> int:
     return 0
 
 
+def _storage_for_the_log(path: str | None) -> str:
+    """Where to log a config that cannot be used: the storage directory as far as the sources that
+    can still be read name it (the environment's without the file's), else ``--path`` as given (a
+    log that cannot be written there goes to stderr only), else the default."""
+    for layers in (lambda: read_sources(file=False).merged(), dict):
+        try:
+            return storage_path(path, layers())
+        except Exception:
+            continue
+    return os.path.expanduser(path or STORAGE_PATH)
+
+
 #: Seconds from a hook's start by which its context must be ready, well inside the timeout that
 #: ``install-hooks`` writes (2 s for UserPromptSubmit, as the spec asks; 5 s for SessionStart):
 #: an answer after the timeout is lost, and the agent waited for it. Without a daemon the hook loads
@@ -205,6 +175,40 @@ def run(argv: list[str], stdin: Any = None, stdout: Any = None) -> int:
 CONTEXT_DEADLINE_S = {"UserPromptSubmit": 1.5, "SessionStart": 4.0}
 
 
+#: Without a daemon, a context hook scores a store of up to this many memories exactly from the
+#: catalog rather than open the vector index: opening it (importing chromadb, loading the graph) took
+#: longer than reading every stored vector at 100,000 memories (bench/hook_latency.py --context --store).
+HOOK_EXACT_MAX = 100_000
+
+
+def context_text(storage: str, memory: dict[str, Any], event: str, payload: dict[str, Any], path: str | None) -> str:
+    """The context for a SessionStart/UserPromptSubmit hook ("" for none): the running daemon's
+    answer, else :meth:`MemoryManager.context` of the store itself. That one scores a store of up to
+    :data:`HOOK_EXACT_MAX` memories (or ``search.exact_filter_max``, if larger) exactly from the
+    catalog, and stores nothing: a backlog of spooled events is the daemon's or the next owner's
+    to store, and would outlast the hook's timeout."""
+    from pathlib import Path
+
+    from remindful.services.context import ask_daemon, context_query
+
+    query = context_query(event, payload)
+    if not query.strip():
+        return ""
+    budget = read_int(memory, "hooks.context_budget_tokens", ge=50, le=100_000)
+    prompt = payload.get("prompt")
+    exclude = prompt if event == "UserPromptSubmit" and isinstance(prompt, str) else None
+    answer = ask_daemon(Path(storage), {"query": query, "budget_tokens": budget, "exclude": exclude})
+    if answer is not None:
+        return answer
+    from remindful.api import MemoryManager
+    from remindful.config import load_settings
+
+    settings = load_settings(path or storage)
+    bound = max(settings.search.exact_filter_max, HOOK_EXACT_MAX)
+    with MemoryManager(settings, exact_before_index=bound) as manager:
+        return manager.context(query, budget_tokens=budget, exclude=exclude).text
+
+
 def _print_context(
     deadline: float, storage: str, memory: dict[str, Any], event: str, payload: dict[str, Any], stdout: Any, path: Any
 ) -> bool:
@@ -212,15 +216,13 @@ def _print_context(
     (the work goes on in a daemon thread that the process's exit ends)."""
     import threading
 
-    from remindful.services.context import hook_context
-
     outcome: list[BaseException | None] = []
     given_up = False
     lock = threading.Lock()
 
     def work() -> None:
         try:
-            text = hook_context(storage, memory, event, payload, path)
+            text = context_text(storage, memory, event, payload, path)
         except BaseException as exc:
             outcome.append(exc)
             return
@@ -246,11 +248,6 @@ TOO_DEEP = "hook input: the JSON on stdin is nested too deeply; expected a hook 
 
 class PayloadTooLarge(Exception):
     """The hook's stdin is larger than ``limits.hook_payload_bytes``."""
-
-
-def _payload_limit(memory: dict[str, Any]) -> int:
-    value = setting(memory, "limits.hook_payload_bytes")
-    return value if type(value) is int and value > 0 else int(default("limits.hook_payload_bytes"))
 
 
 def _read_payload(stdin: Any, limit: int) -> dict[str, Any]:
@@ -308,97 +305,11 @@ def _has_surrogate(text: str) -> bool:
     return False
 
 
-def _spool(
-    storage: str,
-    flt: CaptureFilter,
-    redacted: dict[str, int],
-    event: str,
-    payload: dict[str, Any],
-    record: dict[str, Any],
-) -> Any:
-    """Filter, redact and commit the record (``redacted``: the hits of the redaction that ran
-    while it was built). Returns True if spooled, False if filtered, None if the session is
-    excluded (then nothing at all is written for it, not even context)."""
-    from remindful.engine.redact import add_counts
-
-    if not flt.config.memory_enabled:
-        return None
-    counts: dict[str, int] = {}
-    kept = []
-    excluded = None
-    for item in record["memories"]:
-        result = flt.check(item["content"], trigger="hooks", session_id=record["session_id"], metadata=item["metadata"])
-        if result.allowed:
-            kept.append({**item, "content": result.content, "metadata": result.metadata})
-            counts.update({f"redacted_{k}": counts.get(f"redacted_{k}", 0) + v for k, v in result.redactions.items()})
-        else:
-            counts[f"skipped_{result.code}"] = counts.get(f"skipped_{result.code}", 0) + 1
-            excluded = excluded or (result.reason if result.code == "excluded" else None)
-    if excluded is None and flt.excluded_session(record["session_id"]) is not None:
-        excluded = f"privacy exclusion: session {record['session_id']!r}"
-    if excluded is not None:  # nothing of an excluded session is written, not even its session record
-        kept = []
-        record.pop("session", None)
-    capture_on = flt.config.enabled and flt.config.triggers.get("hooks", True)
-    if kept:
-        for name, n in redacted.items():
-            counts[f"redacted_{name}"] = counts.get(f"redacted_{name}", 0) + n
-    record["memories"] = kept
-    if "session" in record and flt.redactor is not None:
-        record["session"] = flt.redactor.redact_value(record["session"], counts)
-    if not capture_on:
-        record.pop("session", None)
-    if not kept and "session" not in record and not counts:
-        return None if excluded is not None else False
-    key = idem_key(event, payload)
-    body = json.dumps(record, ensure_ascii=False, default=str)
-    try:
-        conn = spool.connect(storage)
-        _OPEN.append(conn)
-    except Exception:
-        spool.write_fallback(storage, {"idem_key": key, "kind": event, "payload": body, "created_at": record["at"]})
-        return True
-    try:
-        for attempt in range(2):
-            try:
-                conn.execute("BEGIN IMMEDIATE")
-                try:
-                    if kept or "session" in record:
-                        conn.execute(INSERT_SQL, (key, event, body, record["at"], key))
-                    add_counts(conn, counts)
-                    if excluded is not None:
-                        conn.execute(
-                            "INSERT INTO audit_log (at, action, memory_id, detail) VALUES (?,?,?,?)",
-                            (time.time(), "capture_excluded", None, json.dumps({"reason": excluded, "event": event})),
-                        )
-                    conn.execute("COMMIT")
-                except BaseException:
-                    conn.execute("ROLLBACK")
-                    raise
-                break
-            except Exception as exc:
-                if attempt == 0 and "no such table" in str(exc):  # no catalog yet, or an old one
-                    spool.ensure_tables(conn)
-                    continue
-                if excluded is None:
-                    spool.write_fallback(
-                        storage, {"idem_key": key, "kind": event, "payload": body, "created_at": record["at"]}
-                    )
-                    hook_log(storage, "WARNING", f"catalog busy ({exc}); event kept in {spool.FALLBACK_NAME}")
-                break
-    finally:
-        if not KEEP_OPEN:
-            _OPEN.remove(conn)
-            conn.close()
-    return None if excluded is not None else bool(kept or "session" in record)
-
-
-INSERT_SQL = spool.INSERT_SQL
 #: The console script leaves its connection open and ends with ``os._exit``: closing the last
 #: connection to a WAL database checkpoints it (an fsync that would double a hook's time). The
 #: committed transaction is in the WAL file; the next connection sees it.
 KEEP_OPEN = False
-_OPEN: list[Any] = []
+_OPEN: list[Any] = []  # the engine's connections (engine.connection)
 
 
 def _write_context(stdout: Any, event: str, text: str) -> None:
@@ -420,4 +331,4 @@ def main(argv: list[str] | None = None) -> None:
         os._exit(code)
 
 
-__all__ = ["light_config", "main", "parse_args", "run"]
+__all__ = ["context_text", "main", "parse_args", "run"]

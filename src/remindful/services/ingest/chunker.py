@@ -21,7 +21,7 @@ import logging
 import re
 from dataclasses import dataclass
 
-log = logging.getLogger("remindful.services.capture")
+log = logging.getLogger("remindful.services.ingest")
 
 CHUNK_WORDS = 200
 OVERLAP_WORDS = 50

@@ -1,12 +1,12 @@
 """Durable tool-call captures: each call is committed to the store's spool before it is stored.
 
 The middleware and ``remindful proxy`` hand every completed tool call to a
-:class:`~remindful.services.capture.middleware.CaptureWorker`, which stores it from a background thread.
+:class:`~remindful.services.ingest.worker.CaptureWorker`, which stores it from a background thread.
 Before that, :meth:`CaptureSpool.append` commits the call — redacted, as every capture path does
 before writing — as one row of the hook spool (``kind`` ``mcp_tool``, one small SQLite
 transaction, ~0.1-0.3 ms), so a process killed (``kill -9``) right after a tool answered loses
-nothing: the next process that opens the store, or the daemon, stores the row
-(:mod:`remindful.services.hooks.drainer`).
+nothing: the next owner of the store (the daemon, a remindful command, a server) stores the row
+(:mod:`remindful.services.ingest.drainer`).
 
 Who stores a row: the live process that spooled it (its worker stores it and deletes the row), and
 only once that process is gone, a drainer — each row names its *owner* (pid and, on Linux, the
@@ -30,11 +30,12 @@ import os
 import threading
 import time
 
+from remindful.engine import spool
+from remindful.engine.connection import BUSY_TIMEOUT_MS
 from remindful.engine.redact import add_counts
 from remindful.runtime import new_session_id, pid_alive
-from remindful.services.capture.calls import ToolCall
-from remindful.services.capture.filters import CaptureFilter, FilterConfig
-from remindful.services.hooks import spool
+from remindful.services.ingest.calls import ToolCall
+from remindful.services.ingest.filters import CaptureFilter, FilterConfig
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: kept as light as the hook path
 if TYPE_CHECKING:
@@ -103,16 +104,18 @@ class CaptureSpool:
     @classmethod
     def from_config(cls, path: str | None = None, session_id: str | None = None) -> CaptureSpool:
         """For the store ``remindful.open(path)`` would open, without opening it (milliseconds):
-        storage path and filters read as the hook fast path reads them."""
-        from remindful.services.hooks.fast import light_config
+        storage path and filters read as a hook reads them (:mod:`remindful.config_sources`).
+        Raises ConfigError or ValueError (naming the setting) for a config it cannot use."""
+        from remindful.config_sources import read_sources, storage_path
 
-        storage, memory = light_config(path)
-        return cls(storage, session_id or new_session_id(), CaptureFilter(FilterConfig.from_mapping(memory)))
+        memory = read_sources().merged()
+        flt = CaptureFilter(FilterConfig.from_mapping(memory))
+        return cls(storage_path(path, memory), session_id or new_session_id(), flt)
 
     @classmethod
     def for_store(cls, store: Store, session_id: str | None = None) -> CaptureSpool:
         """For a Store (its path and its settings' filters); the session defaults to the store's."""
-        from remindful.services.capture.filters import filter_for
+        from remindful.services.ingest.filters import filter_for
 
         return cls(store.path, session_id or store.session_id, filter_for(store))
 
@@ -147,7 +150,7 @@ class CaptureSpool:
                 conn = self._connect("append", APPEND_BUSY_MS)
                 conn.execute("BEGIN IMMEDIATE")
                 try:
-                    conn.execute(spool.INSERT_SQL, (key, KIND, body, call.finished_at, key))
+                    spool.append(conn, key, KIND, body, call.finished_at)
                     add_counts(conn, {f"redacted_{k}": v for k, v in counts.items()})
                     conn.execute("COMMIT")
                 except BaseException:
@@ -164,11 +167,10 @@ class CaptureSpool:
     def done(self, key: str) -> None:
         """The call is stored (or deliberately skipped): drop its row, remember its key."""
         with self._locks["done"]:
-            conn = self._connect("done", spool.BUSY_TIMEOUT_MS)
+            conn = self._connect("done", BUSY_TIMEOUT_MS)
             conn.execute("BEGIN IMMEDIATE")
             try:
-                conn.execute("DELETE FROM spool WHERE idem_key = ?", (key,))
-                conn.execute("INSERT OR REPLACE INTO spool_done (idem_key, done_at) VALUES (?, ?)", (key, time.time()))
+                spool.finish_key(conn, key, time.time())
                 conn.execute("COMMIT")
             except BaseException:
                 conn.execute("ROLLBACK")
@@ -184,9 +186,8 @@ class CaptureSpool:
     def _connect(self, role: str, busy_ms: int) -> sqlite3.Connection:
         conn = self._conns.get(role)
         if conn is None:
-            conn = spool.connect(self.storage, check_same_thread=False)
+            conn = spool.connect(self.storage, busy_timeout_ms=busy_ms, check_same_thread=False)
             spool.ensure_tables(conn)
-            conn.execute(f"PRAGMA busy_timeout={int(busy_ms)}")
             self._conns[role] = conn
         return conn
 

@@ -1,4 +1,5 @@
-"""Drain the hook spool into memories (run by the daemon, and by any process opening the store).
+"""Drain the spool into memories: the explicit step of whoever owns the store (the daemon's loop,
+``MemoryManager.drain_spool`` for the CLI, ``remindful serve`` and the proxy).
 
 Exactly once: rows are drained under ``<storage>/spool.lock`` (one drainer at a time; the others
 return at once), stored through ``Store.store_batch`` and then deleted from the spool with
@@ -30,29 +31,23 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from remindful.engine import spool
+from remindful.engine.spool import FALLBACK_NAME, REJECTED_NAME, write_fallback
 from remindful.errors import RemindfulError, StorageError, ValidationError
 from remindful.model import ChunkMetadata, content_hash
-from remindful.runtime import pid_alive
-from remindful.services.capture.chunker import chunk_text
-from remindful.services.capture.filters import apply_filters, filter_for
-from remindful.services.capture.spooled import KIND as CAPTURE_KIND
-from remindful.services.capture.spooled import call_from_record, owner_alive
-from remindful.services.context import DAEMON_FILE
-from remindful.services.hooks.spool import (
-    DONE_KEEP_DAYS,
-    FALLBACK_NAME,
-    INSERT_SQL,
-    LOCK_NAME,
-    REJECTED_NAME,
-    write_fallback,
-)
+from remindful.services.ingest.calls import capture_item
+from remindful.services.ingest.chunker import chunk_text
+from remindful.services.ingest.filters import apply_filters, filter_for
+from remindful.services.ingest.spooled import KIND as CAPTURE_KIND
+from remindful.services.ingest.spooled import call_from_record, owner_alive
 
 if TYPE_CHECKING:
     from remindful.engine.store import Store
 
-log = logging.getLogger("remindful.services.hooks")
+log = logging.getLogger("remindful.services.ingest")
 
 BATCH = 200
+LOCK_NAME = "spool.lock"
 MAX_ATTEMPTS = 5
 RESPONSE_CHUNK_WORDS = 500
 
@@ -80,7 +75,7 @@ def pending(store: Store) -> bool:
     catalog = store.ready().catalog
     if _fallback_files(store.path, include_live=True):
         return True
-    return bool(catalog.read("SELECT 1 FROM spool WHERE attempts < ? LIMIT 1", (MAX_ATTEMPTS,)))
+    return spool.pending(catalog.read, MAX_ATTEMPTS)
 
 
 def drain_spool(store: Store, *, limit: int | None = None) -> int:
@@ -97,40 +92,19 @@ def drain_spool(store: Store, *, limit: int | None = None) -> int:
         done = 0
         after = 0  # each row once per drain: a failed one waits for the next drain
         while limit is None or done < limit:
-            # An oversized payload is not read here (NULL): it is set aside, read once, by _process.
-            rows = catalog.read(
-                "SELECT seq, idem_key, kind, CASE WHEN length(CAST(payload AS BLOB)) > ? THEN NULL ELSE payload END, "
-                "created_at, attempts FROM spool WHERE attempts < ? AND seq > ? ORDER BY seq LIMIT ?",
-                (
-                    store.settings.limits.hook_payload_bytes,
-                    MAX_ATTEMPTS,
-                    after,
-                    BATCH if limit is None else min(BATCH, limit - done),
-                ),
+            # An oversized payload is not read here (None): it is set aside, read once, by _process.
+            rows = spool.claim(
+                catalog.read,
+                after=after,
+                limit=BATCH if limit is None else min(BATCH, limit - done),
+                max_attempts=MAX_ATTEMPTS,
+                payload_limit=store.settings.limits.hook_payload_bytes,
             )
             if not rows:
                 break
             done += _process(store, rows)
             after = rows[-1][0]
         return done
-
-
-def drain_on_open(store: Store) -> None:
-    """Run when ``store`` opens its catalog (the composition root registers it in ``Store.on_open``):
-    drain unless a live daemon owns the spool."""
-    if not pending(store) or _daemon_alive(store.path):
-        return
-    n = drain_spool(store)
-    if n:
-        log.info("stored %d spooled hook events", n)
-
-
-def _daemon_alive(storage: Path) -> bool:
-    try:
-        pid = int(json.loads((storage / DAEMON_FILE).read_text())["pid"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return False
-    return pid != os.getpid() and pid_alive(pid)
 
 
 def _fallback_files(storage: Path, *, include_live: bool) -> list[Path]:
@@ -149,17 +123,13 @@ def _import_fallback(store: Store) -> None:
     if path.exists():
         os.replace(path, path.with_name(f"{FALLBACK_NAME}.{os.getpid()}.draining"))
     for taken in _fallback_files(store.path, include_live=False):
-        records: list[tuple[str, str, str, float, str]] = []
+        records: list[tuple[str, str, str, float]] = []
         for line in taken.read_text(encoding="utf-8", errors="replace").splitlines():
             with contextlib.suppress(ValueError, KeyError, TypeError):
                 r = json.loads(line)
-                records.append((r["idem_key"], r["kind"], r["payload"], float(r["created_at"]), r["idem_key"]))
-        store.catalog.write(partial(_insert_spooled, records=records), what="importing spooled events")
+                records.append((r["idem_key"], r["kind"], r["payload"], float(r["created_at"])))
+        store.catalog.write(partial(spool.append_many, records=records), what="importing spooled events")
         taken.unlink()
-
-
-def _insert_spooled(conn: Any, records: list[tuple[str, str, str, float, str]]) -> None:
-    conn.executemany(INSERT_SQL, records)
 
 
 def _process(store: Store, rows: list[Any]) -> int:
@@ -216,23 +186,16 @@ def _process(store: Store, rows: list[Any]) -> int:
 
     def finish(conn: Any) -> None:
         for seq, key, record, _ in done:
-            conn.execute("DELETE FROM spool WHERE seq = ?", (seq,))
-            conn.execute("INSERT OR REPLACE INTO spool_done (idem_key, done_at) VALUES (?, ?)", (key, now))
+            spool.finish(conn, seq, key, now)
             if record.get("session"):
-                _session_op(conn, record)
+                _session_op(catalog, conn, record)
         for seq, error in failures.items():
             if seq in hopeless:
-                conn.execute(
-                    "INSERT OR REPLACE INTO spool_done (idem_key, done_at) SELECT idem_key, ? FROM spool WHERE seq = ?",
-                    (now, seq),
-                )
-                conn.execute("DELETE FROM spool WHERE seq = ?", (seq,))
+                spool.give_up(conn, seq, now)
             else:
-                conn.execute(
-                    "UPDATE spool SET attempts = attempts + 1, last_error = ? WHERE seq = ?", (error[:2000], seq)
-                )
+                spool.retry_later(conn, seq, error)
         if any(seq % 500 == 0 for seq, *_ in done):  # now and then, forget old keys
-            conn.execute("DELETE FROM spool_done WHERE done_at < ?", (now - DONE_KEEP_DAYS * 86400,))
+            spool.forget_keys(conn, now)
 
     catalog.write(finish, what="finishing spooled events")
     for seq, error in failures.items():
@@ -242,15 +205,15 @@ def _process(store: Store, rows: list[Any]) -> int:
             log.warning("spooled hook event %d failed (kept for retry): %s", seq, error[:500])
     for _, _, record, _ in done:
         _learn_from_turn(store, record)
-    return len(per_row) + len(failures)
+    return len({seq for seq, *_ in per_row} | failures.keys())  # a row that failed is counted once
 
 
 def _set_aside(store: Store, seq: int, error: str) -> None:
     """Append the spool row ``seq`` with ``error`` to ``spool-rejected.jsonl`` (0600); the caller
     then deletes it from the spool."""
-    rows = store.catalog.read("SELECT idem_key, kind, payload, created_at FROM spool WHERE seq = ?", (seq,))
-    if rows:
-        key, kind, payload, created = rows[0]
+    found = spool.row(store.catalog.read, seq)
+    if found is not None:
+        key, kind, payload, created = found
         record = {"idem_key": key, "kind": kind, "payload": payload, "created_at": created, "error": error[:2000]}
         write_fallback(store.path, record, name=REJECTED_NAME)
 
@@ -266,8 +229,7 @@ def _learn_from_turn(store: Store, record: dict[str, Any]) -> None:
     if event == "UserPromptSubmit" and isinstance(texts.get("hook"), str):
         _set_pending_prompt(catalog, session_id, {"prompt": texts["hook"], "at": record["at"]})
     elif event in ("Stop", "SubagentStop") and isinstance(texts.get("response"), str):
-        rows = catalog.read("SELECT metadata FROM sessions WHERE id = ?", (session_id,))
-        pending_prompt = json.loads(rows[0][0]).get("pending_prompt") if rows else None
+        pending_prompt = catalog.session_metadata(session_id).get("pending_prompt")
         if not pending_prompt:
             return
         _set_pending_prompt(catalog, session_id, None)
@@ -288,17 +250,12 @@ def _learn_from_turn(store: Store, record: dict[str, Any]) -> None:
 
 def _set_pending_prompt(catalog: Any, session_id: str, value: dict[str, Any] | None) -> None:
     def run(conn: Any) -> None:
-        row = conn.execute("SELECT metadata FROM sessions WHERE id = ?", (session_id,)).fetchone()
-        meta = json.loads(row[0]) if row else {}
+        meta = catalog.session_metadata(session_id, conn)
         if value is None:
             meta.pop("pending_prompt", None)
         else:
             meta["pending_prompt"] = value
-        conn.execute(
-            "INSERT INTO sessions (id, started_at, metadata) VALUES (?, ?, ?) "
-            "ON CONFLICT(id) DO UPDATE SET metadata = excluded.metadata",
-            (session_id, time.time(), json.dumps(meta)),
-        )
+        catalog.upsert_session(conn, session_id, time.time(), metadata=meta)
 
     catalog.write(run, what="remembering the prompt of a turn")
 
@@ -335,9 +292,7 @@ def _items(store: Store, record: dict[str, Any], key: str, seen: set[str]) -> li
 
 def _capture_items(store: Store, record: dict[str, Any], key: str) -> list[dict[str, Any]]:
     """The memory of a tool call spooled by the middleware or the proxy of a process that is gone
-    (:mod:`remindful.services.capture.spooled`): nothing if that process stored it before it died."""
-    from remindful.services.capture.middleware import capture_item
-
+    (:mod:`remindful.services.ingest.spooled`): nothing if that process stored it before it died."""
     item = capture_item(store, call_from_record(record), record["type"], record["session_id"], key)
     if item is None or _stored(store.catalog, item["content"], item["session_id"], _key_as_stored(store, key)):
         return []
@@ -366,17 +321,10 @@ def _stored(catalog: Any, content: str, session_id: str, key: str | None) -> boo
     """Whether this content is already stored for the session (with this spool key, if given).
     A chunked response is found by the hash of its full text in the first chunk's metadata."""
     digest = content_hash(content)
-    rows = catalog.read("SELECT metadata FROM memories WHERE content_hash = ? AND session_id = ?", (digest, session_id))
+    stored = catalog.stored_with(digest, session_id)
     if key is None:
-        if rows:
-            return True
-        rows = catalog.read(
-            "SELECT 1 FROM memories WHERE session_id = ? AND source = 'response' "
-            "AND json_extract(metadata, '$.full_content_hash') = ? LIMIT 1",
-            (session_id, digest),
-        )
-        return bool(rows)
-    return any(json.loads(meta).get("spool_key") == key for (meta,) in rows)
+        return bool(stored) or catalog.has_chunked_response(session_id, digest)
+    return any(meta.get("spool_key") == key for meta in stored)
 
 
 def _key_as_stored(store: Store, key: str) -> str:
@@ -385,27 +333,21 @@ def _key_as_stored(store: Store, key: str) -> str:
     return redactor.redact(key) if redactor is not None else key
 
 
-def _session_op(conn: Any, record: dict[str, Any]) -> None:
+def _session_op(catalog: Any, conn: Any, record: dict[str, Any]) -> None:
+    """SessionStart opens the session record (reopens an ended one), SessionEnd ends it; both keep
+    what the agent said (source, reason, cwd...) in its metadata."""
     session = dict(record["session"])
     op = session.pop("op", None)
+    if op not in ("start", "end"):
+        return
     at = float(record["at"])
     extra = {k: v for k, v in session.items() if v is not None}
-    row = conn.execute("SELECT metadata FROM sessions WHERE id = ?", (record["session_id"],)).fetchone()
-    meta = {**(json.loads(row[0]) if row else {}), "agent": "claude-code"}
+    meta = {**catalog.session_metadata(record["session_id"], conn), "agent": "claude-code"}
     if op == "start":
         meta.update({f"start_{k}" if k == "source" else k: v for k, v in extra.items()})
-        conn.execute(
-            "INSERT INTO sessions (id, started_at, metadata) VALUES (?, ?, ?) ON CONFLICT(id) DO UPDATE SET "
-            "started_at = min(started_at, excluded.started_at), ended_at = NULL, metadata = excluded.metadata",
-            (record["session_id"], at, json.dumps(meta)),
-        )
-    elif op == "end":
+    else:
         meta.update({f"end_{k}" if k == "reason" else k: v for k, v in extra.items()})
-        conn.execute(
-            "INSERT INTO sessions (id, started_at, ended_at, metadata) VALUES (?, ?, ?, ?) ON CONFLICT(id) DO UPDATE "
-            "SET ended_at = excluded.ended_at, metadata = excluded.metadata",
-            (record["session_id"], at, at, json.dumps(meta)),
-        )
+    catalog.upsert_session(conn, record["session_id"], at, metadata=meta, ended=op == "end")
 
 
-__all__ = ["MAX_ATTEMPTS", "drain_on_open", "drain_spool", "pending", "spool_lock"]
+__all__ = ["MAX_ATTEMPTS", "drain_spool", "pending", "spool_lock"]

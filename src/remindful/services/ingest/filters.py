@@ -30,7 +30,15 @@ import threading
 import time
 from collections.abc import Mapping
 
-from remindful.config_defaults import CAPTURE_TRIGGERS, REDACT_REPLACEMENT, setting
+from remindful.config_defaults import (
+    CAPTURE_TRIGGERS,
+    REDACT_REPLACEMENT,
+    check_keys,
+    read_bool,
+    read_float,
+    read_list,
+    read_strings,
+)
 from remindful.engine.redact import Redactor, add_counts, build_redactor, read_counts
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs hook processes milliseconds
@@ -54,7 +62,7 @@ class _LazyLogger:
         return getattr(logging.getLogger(self.name), attr)
 
 
-log = _LazyLogger("remindful.services.capture")
+log = _LazyLogger("remindful.services.ingest")
 
 TRIGGERS = CAPTURE_TRIGGERS
 
@@ -104,77 +112,64 @@ class FilterConfig:
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any]) -> FilterConfig:
-        """From the ``memory:`` section's shape, as read raw (missing keys take the settings'
-        defaults, :mod:`remindful.config_defaults`). Values are checked as the settings class
-        would (booleans also as ``true``/``no``/``1``…): raises ValueError naming the first bad
-        field and the expected form, so that a hook fails closed instead of reading a string
-        ``exclude_sessions`` as a list of characters."""
-        patterns = []
-        rules = _typed_list(data, "privacy.redact_patterns", dict, "a list of {name, regex, replacement} mappings")
+        """From a raw ``memory:`` mapping (:meth:`remindful.config_sources.Sources.merged`), for a
+        process without the settings model (a hook): missing keys take the defaults, and every value
+        read is validated by the model's rules (:mod:`remindful.config_defaults`'s readers), unknown
+        keys in the sections read included. Raises ValueError naming the first bad field and the
+        expected form, so that a hook fails closed instead of capturing with a setting it misread.
+        One rule is left to the processes that have the model: the probe of ``redact_patterns``
+        for catastrophic backtracking, which runs a child process (a hook cannot spend that)."""
+        for section in ("", "auto_capture", "auto_capture.triggers", "auto_capture.filters", "privacy"):
+            check_keys(data, section)
+        patterns: list[tuple[str, str, str]] = []
+        rules = read_list(data, "privacy.redact_patterns", "a list of {regex, replacement, name} mappings")
         for i, rule in enumerate(rules):
-            field = f"privacy.redact_patterns[{i}]"
-            name, regex = rule.get("name") or f"custom_{i}", rule.get("regex")
-            replacement = rule.get("replacement", REDACT_REPLACEMENT)
-            for key, value in (("name", name), ("regex", regex), ("replacement", replacement)):
-                if not isinstance(value, str) or (key == "regex" and not value):
+            field = f"privacy.redact_patterns.{i}"
+            if not isinstance(rule, dict):
+                raise ValueError(f"{field}: expected a {{regex, replacement, name}} mapping, got {rule!r}")
+            unknown = sorted(set(rule) - {"regex", "replacement", "name"})
+            if unknown:
+                raise ValueError(f"{field}.{unknown[0]}: unknown setting; known settings: name, regex, replacement")
+            regex, replacement, name = rule.get("regex"), rule.get("replacement", REDACT_REPLACEMENT), rule.get("name")
+            for key, value in (("regex", regex), ("replacement", replacement), ("name", name or "")):
+                if not isinstance(value, str):
                     raise ValueError(f"{field}.{key}: expected a string, got {value!r}")
-            patterns.append((name, regex, replacement))
+            patterns.append((str(name or f"custom_{i}"), str(regex), str(replacement)))
         return cls(
-            memory_enabled=_bool(data, "enabled"),
-            enabled=_bool(data, "auto_capture.enabled"),
-            triggers={t: _bool(data, f"auto_capture.triggers.{t}") for t in TRIGGERS},
-            min_interval_seconds=_number(data, "auto_capture.filters.min_interval_seconds"),
-            ignore_mouse_moves=_bool(data, "auto_capture.filters.ignore_mouse_moves"),
-            excluded_sessions=tuple(_typed_list(data, "privacy.exclude_sessions", str, "a list of fnmatch patterns"))
-            + tuple(_typed_list(data, "auto_capture.filters.ignore_sessions", str, "a list of fnmatch patterns")),
-            redact=_bool(data, "privacy.redact"),
-            redact_defaults=_bool(data, "privacy.redact_defaults"),
+            memory_enabled=read_bool(data, "enabled"),
+            enabled=read_bool(data, "auto_capture.enabled"),
+            triggers={t: read_bool(data, f"auto_capture.triggers.{t}") for t in TRIGGERS},
+            min_interval_seconds=read_float(data, "auto_capture.filters.min_interval_seconds", ge=0),
+            ignore_mouse_moves=read_bool(data, "auto_capture.filters.ignore_mouse_moves"),
+            excluded_sessions=tuple(read_strings(data, "privacy.exclude_sessions"))
+            + tuple(read_strings(data, "auto_capture.filters.ignore_sessions")),
+            redact=read_bool(data, "privacy.redact"),
+            redact_defaults=read_bool(data, "privacy.redact_defaults"),
             redact_patterns=tuple(patterns),
         )
 
     @classmethod
     def from_settings(cls, settings: Settings) -> FilterConfig:
-        return cls.from_mapping(settings.model_dump(mode="json"))
+        """From validated settings, as they are: nothing is validated twice."""
+        capture, privacy = settings.auto_capture, settings.privacy
+        return cls(
+            memory_enabled=settings.enabled,
+            enabled=capture.enabled,
+            triggers={t: getattr(capture.triggers, t) for t in TRIGGERS},
+            min_interval_seconds=capture.filters.min_interval_seconds,
+            ignore_mouse_moves=capture.filters.ignore_mouse_moves,
+            excluded_sessions=tuple(privacy.exclude_sessions) + tuple(capture.filters.ignore_sessions),
+            redact=privacy.redact,
+            redact_defaults=privacy.redact_defaults,
+            redact_patterns=tuple(
+                (rule.name or f"custom_{i}", rule.regex, rule.replacement)
+                for i, rule in enumerate(privacy.redact_patterns)
+            ),
+        )
 
     def redactor(self) -> Redactor | None:
         """The redaction rules these settings ask for; None when ``privacy.redact`` is off."""
         return build_redactor(self.redact, self.redact_defaults, self.redact_patterns)
-
-
-_TRUE = ("1", "on", "t", "true", "y", "yes")
-_FALSE = ("0", "off", "f", "false", "n", "no")
-
-
-def _bool(data: Mapping[str, Any], dotted: str) -> bool:
-    """A boolean setting, accepted in the forms the settings class accepts."""
-    value = setting(data, dotted)
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, int) and value in (0, 1):
-        return bool(value)
-    if isinstance(value, str) and value.strip().lower() in _TRUE + _FALSE:
-        return value.strip().lower() in _TRUE
-    raise ValueError(f"{dotted}: expected true or false, got {value!r}")
-
-
-def _number(data: Mapping[str, Any], dotted: str) -> float:
-    value = setting(data, dotted)
-    if not isinstance(value, bool):
-        try:
-            number = float(value)
-        except (TypeError, ValueError):
-            pass
-        else:
-            if number >= 0 and number != float("inf"):
-                return number
-    raise ValueError(f"{dotted}: expected a number of seconds >= 0, got {value!r}")
-
-
-def _typed_list(data: Mapping[str, Any], dotted: str, kind: type, expected: str) -> list[Any]:
-    value = setting(data, dotted)
-    if not isinstance(value, list | tuple) or not all(isinstance(v, kind) for v in value):
-        raise ValueError(f"{dotted}: expected {expected}, got {value!r}")
-    return list(value)
 
 
 class FilterResult:

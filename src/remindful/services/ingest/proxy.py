@@ -5,11 +5,11 @@ and relays every JSON-RPC message both ways, byte for byte (requests, responses,
 notifications, server-to-client requests such as sampling or elicitation, any protocol
 version): the client sees exactly what the wrapped server says. Along the way it pairs each
 ``tools/call`` request with its response and hands the completed call — tool, arguments, outcome,
-duration — to a :class:`~remindful.services.capture.middleware.CaptureWorker`, which stores it from a
+duration — to a :class:`~remindful.services.ingest.worker.CaptureWorker`, which stores it from a
 background thread (so relaying never waits for storage) through the capture filters. A response
 that completes a tool call is committed to the store's spool before it is relayed (one small SQLite
-transaction, :mod:`remindful.services.capture.spooled`), so once the client has the answer, the capture
-survives even a ``kill -9`` of the proxy: the next process opening the store stores it.
+transaction, :mod:`remindful.services.ingest.spooled`), so once the client has the answer, the capture
+survives even a ``kill -9`` of the proxy: the next owner of the store stores it.
 
 Lifetime: when the client closes the proxy's stdin, the wrapped server's stdin is closed; when
 the wrapped server exits, the proxy stores what is queued and exits with its exit code.
@@ -29,13 +29,14 @@ import time
 from collections.abc import Callable, Sequence
 from typing import IO, TYPE_CHECKING, Any
 
-from remindful.services.capture.middleware import CaptureWorker, ToolCall, TypeMapping, result_outcome
+from remindful.services.ingest.calls import ToolCall, TypeMapping, result_outcome
+from remindful.services.ingest.worker import CaptureWorker
 
 if TYPE_CHECKING:
     from remindful.engine.store import Store
-    from remindful.services.capture.spooled import CaptureSpool
+    from remindful.services.ingest.spooled import CaptureSpool
 
-log = logging.getLogger("remindful.services.capture")
+log = logging.getLogger("remindful.services.ingest")
 
 EXIT_GRACE_SECONDS = 5.0
 #: The JSON-RPC error code of the answer to a request the wrapped server exited without answering

@@ -3,7 +3,7 @@
 Per file, the SHA-256 of its bytes is kept in the catalog table ``file_hashes``:
 
 - unchanged hash → nothing happens;
-- new or changed → the text is chunked (:mod:`remindful.services.capture.chunker`) and every chunk stored
+- new or changed → the text is chunked (:mod:`remindful.services.ingest.chunker`) and every chunk stored
   as a ``document`` memory, source ``md_file``, with ``file_path``, ``file_hash``,
   ``chunk_index``, ``total_chunks`` and ``word_offset`` in its metadata; then the file's previous
   chunks are removed. New chunks are committed before old ones go, so a search never finds the
@@ -33,13 +33,13 @@ from typing import TYPE_CHECKING, Any
 
 from remindful.errors import RemindfulError
 from remindful.model import ChunkMetadata
-from remindful.services.capture.chunker import chunk_text
-from remindful.services.capture.filters import apply_filters, filter_for
+from remindful.services.ingest.chunker import chunk_text
+from remindful.services.ingest.filters import apply_filters, filter_for
 
 if TYPE_CHECKING:
     from remindful.engine.store import Store
 
-log = logging.getLogger("remindful.services.capture")
+log = logging.getLogger("remindful.services.ingest")
 
 LARGE_FILE_BYTES = 1_048_576
 SKIP_DIRS = {".git", ".hg", ".svn", "node_modules", "__pycache__", ".venv", "venv", ".tox"}

@@ -1,0 +1,69 @@
+"""How every process opens ``<storage>/catalog.sqlite3``: the Catalog, a hook process, a capture point.
+
+One busy timeout and one set of pragmas for all of them (WAL, ``synchronous=NORMAL``, foreign
+keys), so that a hook and the store owner wait for each other alike. Standard library only, and
+paths are strings: hook processes open the catalog on every event, and pathlib's imports cost them
+milliseconds.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+
+CATALOG_NAME = "catalog.sqlite3"
+#: How long a connection waits for another process's write transaction before it gives up.
+BUSY_TIMEOUT_MS = 5000
+
+
+def connect(
+    path: str | os.PathLike[str], *, busy_timeout_ms: int = BUSY_TIMEOUT_MS, check_same_thread: bool = True
+) -> sqlite3.Connection:
+    """A connection to the catalog file ``path`` in autocommit mode (the caller runs its own
+    ``BEGIN IMMEDIATE``), with the pragmas every connection has. A missing file is created 0600
+    (its directory 0700) before SQLite would create it 0644, and put in WAL mode; the Catalog then
+    creates the tables (a hook creates those it writes, :data:`remindful.engine.schema.HOOK_SCHEMA`)."""
+    path = os.fspath(path)
+    fresh = not os.path.exists(path)
+    if fresh:
+        os.makedirs(os.path.dirname(path) or ".", mode=0o700, exist_ok=True)
+        _create(path)  # unless another process made it first
+    conn = sqlite3.connect(
+        path, timeout=busy_timeout_ms / 1000, isolation_level=None, check_same_thread=check_same_thread
+    )
+    conn.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
+    if fresh:
+        conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    conn.execute("PRAGMA foreign_keys=ON")
+    return conn
+
+
+def make_private(path: str | os.PathLike[str]) -> None:
+    """Create the catalog file 0600 if it is missing, and tighten an existing one and its -wal/-shm
+    files (SQLite gives new -wal/-shm files the database file's mode). A file that cannot be
+    tightened (not ours, a filesystem without modes) stays usable, with a warning."""
+    path = os.fspath(path)
+    _create(path)
+    for file in (path, path + "-wal", path + "-shm"):
+        try:
+            if os.stat(file).st_mode & 0o077:
+                os.chmod(file, 0o600)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            import logging
+
+            logging.getLogger("remindful").warning("cannot make %s private (0600): %s", file, exc)
+
+
+def _create(path: str) -> bool:
+    """Create the file ``path`` 0600 unless it exists; whether this call created it."""
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    except FileExistsError:
+        return False
+    return True
+
+
+__all__ = ["BUSY_TIMEOUT_MS", "CATALOG_NAME", "connect", "make_private"]

@@ -1,0 +1,115 @@
+"""One coding-agent hook event into the spool: filtered, redacted and committed in one short
+transaction (the record is built from the hook's JSON by :mod:`remindful.services.ingest.events`).
+
+Standard library only: a hook process (:mod:`remindful.shells.hook`) runs this at every event of
+the agent and must not load the store. What a hook writes besides the spool row is what it counted
+(redactions and skips, ``capture_stats``) and, for a session the privacy settings exclude, one
+audit-log line and nothing else. If the catalog stays locked past the busy timeout, or cannot be
+opened, the row goes to the spool's fallback file, which the next drain imports: nothing is lost.
+"""
+
+from __future__ import annotations
+
+import json
+
+from remindful.engine import spool
+from remindful.engine.redact import add_counts
+from remindful.services.ingest.events import idem_key
+
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs hook processes milliseconds
+if TYPE_CHECKING:
+    import sqlite3
+    from collections.abc import Callable
+    from typing import Any
+
+    from remindful.services.ingest.filters import CaptureFilter
+
+
+def spool_record(
+    storage: str,
+    flt: CaptureFilter,
+    redacted: dict[str, int],
+    event: str,
+    payload: dict[str, Any],
+    record: dict[str, Any],
+    *,
+    warn: Callable[[str], None],
+    keep_open: list[sqlite3.Connection] | None = None,
+) -> bool | None:
+    """Filter, redact and commit the ``record`` built from ``payload`` for ``event`` (``redacted``:
+    the hits of the redaction that ran while it was built). Returns True if spooled, False if
+    filtered, None if memory is off or the session is excluded (then nothing at all is written for
+    it, not even context). ``warn`` reports an event kept in the fallback file. With ``keep_open``
+    the connection is left open and appended to it: closing the last connection to a WAL database
+    checkpoints it (an fsync that would double a hook's time), and a process that ends with
+    ``os._exit`` need not (the committed transaction is in the WAL file; the next connection sees it).
+    """
+    if not flt.config.memory_enabled:
+        return None
+    counts: dict[str, int] = {}
+    kept = []
+    excluded = None
+    for item in record["memories"]:
+        result = flt.check(item["content"], trigger="hooks", session_id=record["session_id"], metadata=item["metadata"])
+        if result.allowed:
+            kept.append({**item, "content": result.content, "metadata": result.metadata})
+            counts.update({f"redacted_{k}": counts.get(f"redacted_{k}", 0) + v for k, v in result.redactions.items()})
+        else:
+            counts[f"skipped_{result.code}"] = counts.get(f"skipped_{result.code}", 0) + 1
+            excluded = excluded or (result.reason if result.code == "excluded" else None)
+    if excluded is None and flt.excluded_session(record["session_id"]) is not None:
+        excluded = f"privacy exclusion: session {record['session_id']!r}"
+    if excluded is not None:  # nothing of an excluded session is written, not even its session record
+        kept = []
+        record.pop("session", None)
+    capture_on = flt.config.enabled and flt.config.triggers.get("hooks", True)
+    if kept:
+        for name, n in redacted.items():
+            counts[f"redacted_{name}"] = counts.get(f"redacted_{name}", 0) + n
+    record["memories"] = kept
+    if "session" in record and flt.redactor is not None:
+        record["session"] = flt.redactor.redact_value(record["session"], counts)
+    if not capture_on:
+        record.pop("session", None)
+    if not kept and "session" not in record and not counts:
+        return None if excluded is not None else False
+    key = idem_key(event, payload)
+    body = json.dumps(record, ensure_ascii=False, default=str)
+    fallback = {"idem_key": key, "kind": event, "payload": body, "created_at": record["at"]}
+    try:
+        conn = spool.connect(storage)
+    except Exception:
+        spool.write_fallback(storage, fallback)
+        return True
+    try:
+        for attempt in range(2):
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    if kept or "session" in record:
+                        spool.append(conn, key, event, body, record["at"])
+                    add_counts(conn, counts)
+                    if excluded is not None:
+                        spool.audit(conn, "capture_excluded", None, {"reason": excluded, "event": event})
+                    conn.execute("COMMIT")
+                except BaseException:
+                    conn.execute("ROLLBACK")
+                    raise
+                break
+            except Exception as exc:
+                if attempt == 0 and "no such table" in str(exc):  # no catalog yet, or an old one
+                    spool.ensure_tables(conn)
+                    continue
+                if excluded is None:
+                    spool.write_fallback(storage, fallback)
+                    warn(f"catalog busy ({exc}); event kept in {spool.FALLBACK_NAME}")
+                break
+    finally:
+        if keep_open is None:
+            conn.close()
+        else:
+            keep_open.append(conn)
+    return None if excluded is not None else bool(kept or "session" in record)
+
+
+__all__ = ["spool_record"]
