@@ -6,9 +6,10 @@ delete), Sessions (``/sessions``, ``/sessions/{id}``: resume, delete after a con
 the automatic backup), Patterns (``/patterns``) and Settings (``/settings``, read-only). Charts are
 drawn by Chart.js, shipped in ``static/`` with its license: the pages work offline.
 
-Every route runs behind :class:`remindful.web.gate.DashboardGate` (the bearer token, its cookie,
-Host and Origin checks); every POST carries the CSRF token. Errors become pages with a status code:
-bad input 400 naming the field and the expected form, an unknown id 404, disabled memory 503.
+Every route runs behind :class:`remindful.web.gate.BearerGate` (the bearer token, its cookie,
+Host and Origin checks); every POST carries the CSRF token. Errors become pages with the status code
+of :func:`remindful.errors.http_status`: bad input 400 naming the field and the expected form, an
+unknown id 404, disabled memory 503.
 """
 
 from __future__ import annotations
@@ -33,9 +34,9 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 from remindful.engine.attachments import attachments_dir
-from remindful.errors import MemoryDisabledError, NotFoundError, RemindfulError, ValidationError
+from remindful.errors import NotFoundError, RemindfulError, ValidationError, http_status
 from remindful.model import MemorySource, MemoryType
-from remindful.web.gate import CSRF_FIELD, LOOPBACK_NAMES, CsrfTokens, DashboardGate
+from remindful.web.gate import CSRF_FIELD, LOOPBACK_NAMES, BearerGate, CsrfTokens
 from remindful.web.provenance import setting_rows
 
 if TYPE_CHECKING:
@@ -56,8 +57,15 @@ IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".gif", ".webp", ".bmp"}
 
 
 def build_app(manager: MemoryManager, token: str, *, hosts: Iterable[str] = LOOPBACK_NAMES) -> Any:
-    """The whole dashboard as one ASGI app (mountable at ``/``), behind the bearer ``token`` of the
-    store. ``hosts`` are the names browsers may use for the server (loopback by default)."""
+    """The whole dashboard as one ASGI app, behind the bearer ``token`` of the store (the gate of
+    every HTTP surface, :class:`~remindful.web.gate.BearerGate`). ``hosts`` are the names browsers
+    may use for the server (loopback by default)."""
+    return BearerGate(dashboard_app(manager), token, hosts=hosts, browser=True)
+
+
+def dashboard_app(manager: MemoryManager) -> Starlette:
+    """The dashboard's pages without a gate: for a server that puts its own in front (the daemon
+    mounts it at ``/``)."""
     dashboard = Dashboard(manager)
     routes = [
         Route("/", dashboard.overview, name="overview"),
@@ -74,14 +82,13 @@ def build_app(manager: MemoryManager, token: str, *, hosts: Iterable[str] = LOOP
         Route("/settings", dashboard.settings, name="settings"),
         Mount("/static", app=StaticFiles(directory=HERE / "static"), name="static"),
     ]
-    app = Starlette(
+    return Starlette(
         routes=routes,
         exception_handlers={
             HTTPException: dashboard.http_error,
             RemindfulError: dashboard.remindful_error,
         },
     )
-    return DashboardGate(app, token, hosts=hosts)
 
 
 class Dashboard:
@@ -107,14 +114,8 @@ class Dashboard:
         return self.page(request, "error.html", exc.status_code, title=f"Error {exc.status_code}", message=exc.detail)
 
     def remindful_error(self, request: Request, exc: Exception) -> Response:
-        status = 500
-        if isinstance(exc, ValidationError):
-            status = 400
-        elif isinstance(exc, NotFoundError):
-            status = 404
-        elif isinstance(exc, MemoryDisabledError):
-            status = 503
-        else:
+        status = http_status(exc)
+        if status >= 500:
             log.warning("dashboard: %s %s failed: %s", request.method, request.url.path, exc)
         return self.page(request, "error.html", status, title=f"Error {status}", message=str(exc))
 
@@ -434,4 +435,4 @@ def _short(text: str, width: int = 140) -> str:
     return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 
-__all__ = ["Dashboard", "build_app"]
+__all__ = ["Dashboard", "build_app", "dashboard_app"]
