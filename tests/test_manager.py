@@ -97,6 +97,20 @@ def test_list_filters_and_pages(memory: MemoryManager) -> None:
     assert first[0].created_at >= first[-1].created_at
 
 
+def test_list_takes_a_time_range_including_both_ends(memory: MemoryManager) -> None:
+    day = 86_400.0
+    start = datetime(2025, 3, 1, tzinfo=UTC).timestamp()
+    ids = memory.store_batch([{"content": f"day {i}", "timestamp": start + i * day} for i in range(10)])
+    since, until = datetime.fromtimestamp(start + 2 * day, UTC), (start + 5 * day)
+    assert [m.id for m in memory.list(since=since, until=until)] == ids[5:1:-1]  # 5, 4, 3, 2: newest first
+    assert [m.id for m in memory.list(since=since, until=until, limit=2, offset=1)] == ids[4:2:-1]
+    assert [m.id for m in memory.list(since="2025-03-09T00:00:00Z")] == ids[:7:-1]
+    assert [m.id for m in memory.list(until="2025-03-01T00:00:00+00:00")] == ids[:1]
+    assert memory.list(type="screen", since=since) == []
+    with pytest.raises(ValidationError, match="'until'"):
+        memory.list(until="next week")
+
+
 def test_store_batch_is_all_or_nothing(memory: MemoryManager) -> None:
     with pytest.raises(ValidationError) as info:
         memory.store_batch([{"content": "fine"}, {"content": ""}])

@@ -176,10 +176,13 @@ class MemoryManager:
         offset: int = 0,
         *,
         source: str | MemorySource | None = None,
+        since: datetime | str | float | None = None,
+        until: datetime | str | float | None = None,
     ) -> builtins.list[Memory]:
         """Memories newest first, optionally of one type, one session and/or one source
-        (``source="hook"``: the spec's find_by_source)."""
-        return self._store.list_memories(type, session_id, limit, offset, source=source)
+        (``source="hook"``: the spec's find_by_source), created from ``since`` to ``until`` (both
+        included; ISO 8601, a datetime or epoch seconds). One indexed query whatever the range."""
+        return self._store.list_memories(type, session_id, limit, offset, source=source, since=since, until=until)
 
     def search(
         self,

@@ -19,7 +19,7 @@ import logging
 import mimetypes
 import os
 from collections.abc import Iterable
-from datetime import UTC, datetime, time, timedelta
+from datetime import UTC, datetime, time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
@@ -335,50 +335,25 @@ class MemoryFilters:
     def params(self) -> dict[str, str]:
         out = {"type": self.type, "session": self.session, "source": self.source}
         out["since"] = self.since.date().isoformat() if self.since else ""
-        out["until"] = (self.until - timedelta(microseconds=1)).date().isoformat() if self.until else ""
+        out["until"] = self.until.date().isoformat() if self.until else ""
         return {k: v for k, v in out.items() if v}
 
     def listing(self, manager: MemoryManager, limit: int, offset: int) -> list[Any]:
-        """The filtered memories newest first, ``limit`` of them from ``offset`` on.
-
-        ``manager.list`` filters by type, session and source; a time range is found in that same
-        newest-first listing by bisection (:func:`_first_older`), so it costs a few dozen
-        one-row reads whatever the store's size."""
-
-        def page(at: int, count: int) -> list[Any]:
-            return manager.list(self.type or None, self.session or None, count, at, source=self.source or None)
-
-        start = 0 if self.until is None else _first_older(page, self.until)
-        end = None if self.since is None else _first_older(page, self.since)
-        at = start + offset
-        count = limit if end is None else min(limit, end - at)
-        return page(at, count) if count > 0 else []
-
-
-def _first_older(page: Any, moment: datetime) -> int:
-    """The offset of the first memory created before ``moment`` in a newest-first listing
-    (``page(offset, limit)``), or the listing's length if none is."""
-
-    def older(at: int) -> bool:
-        found = page(at, 1)
-        return not found or found[0].created_at < moment
-
-    if older(0):
-        return 0
-    low, high = 0, 1  # older(low) is False
-    while not older(high):
-        low, high = high, high * 2
-    while high - low > 1:
-        middle = (low + high) // 2
-        if older(middle):
-            high = middle
-        else:
-            low = middle
-    return high
+        """The filtered memories newest first, ``limit`` of them from ``offset`` on."""
+        return manager.list(
+            self.type or None,
+            self.session or None,
+            limit,
+            offset,
+            source=self.source or None,
+            since=self.since,
+            until=self.until,
+        )
 
 
 def _day(value: str | None, field: str, *, end: bool) -> datetime | None:
-    """A ``YYYY-MM-DD`` (or ISO date-time) filter value as UTC; an end day means up to its end."""
+    """A ``YYYY-MM-DD`` (or ISO date-time) filter value as UTC; an end day means up to its last
+    microsecond (a range includes both ends, as ``list`` and ``search`` take it)."""
     value = (value or "").strip()
     if not value:
         return None
@@ -389,7 +364,7 @@ def _day(value: str | None, field: str, *, end: bool) -> datetime | None:
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=UTC)
     if end and len(value) <= 10:
-        parsed = datetime.combine(parsed.date(), time.min, UTC) + timedelta(days=1)
+        parsed = datetime.combine(parsed.date(), time.max, UTC)
     return parsed
 
 

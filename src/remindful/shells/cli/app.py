@@ -183,11 +183,13 @@ def list_(
     limit: Annotated[int, typer.Option("--limit", "-n", help="Maximum rows.")] = 20,
     offset: Annotated[int, typer.Option("--offset", help="Rows to skip.")] = 0,
     source: Annotated[str | None, typer.Option("--source", help="Only this source (hook, md_file, ...).")] = None,
+    since: Annotated[str | None, typer.Option("--since", help="Only memories created at/after (ISO 8601).")] = None,
+    until: Annotated[str | None, typer.Option("--until", help="Only memories created at/before (ISO 8601).")] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """List memories, newest first."""
     with _open() as memory:
-        found = _run(lambda: memory.list(type, session, limit, offset, source=source))
+        found = _run(lambda: memory.list(type, session, limit, offset, source=source, since=since, until=until))
     if json_out:
         _print_json([m.to_dict() for m in found])
         return

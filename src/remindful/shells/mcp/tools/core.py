@@ -207,11 +207,13 @@ def register(mcp: Any, get_manager: GetManager) -> None:
         session_id: SessionId = None,
         limit: Annotated[int, Field(ge=1, le=1000, description="Maximum memories.")] = 20,
         offset: Annotated[int, Field(ge=0, description="Memories to skip (paging).")] = 0,
+        since: Annotated[str | None, Field(description="Only memories created at/after (ISO 8601).")] = None,
+        until: Annotated[str | None, Field(description="Only memories created at/before (ISO 8601).")] = None,
     ) -> dict[str, Any]:
         """List memories newest first, optionally of one type or one session ("current" for
-        this server's session). Page with offset."""
+        this server's session) and within a time range. Page with offset."""
         m = get_manager()
-        found = m.list(type, session(m, session_id), limit, offset)
+        found = m.list(type, session(m, session_id), limit, offset, since=since, until=until)
         return {"success": True, "count": len(found), "offset": offset, "memories": [x.to_dict() for x in found]}
 
     @tool(mcp, READ_ONLY)
