@@ -58,9 +58,17 @@ def test_a_memory_deleted_before_it_was_indexed_stays_out_of_the_index(tmp_path:
         first = memory.store("first")
         assert index.entered.wait(10)  # the indexer is now inside the upsert of `first`
         second = memory.store("second")
-        assert memory.delete(second)
+        # The delete commits at once, then waits for the index writer (the gated upsert) to take
+        # the vector out: it runs beside the test, which opens the gate once the row is gone.
+        deleted: list[bool] = []
+        deleting = threading.Thread(target=lambda: deleted.append(memory.delete(second)))
+        deleting.start()
+        while deleting.is_alive() and memory.get_batch([second]) != [None]:
+            time.sleep(0.01)
         index.gate.set()
-        memory.flush(timeout=30)
+        deleting.join(30)
+        assert deleted == [True]
+        assert memory.flush(timeout=30), "flush timed out"
         assert index.ids("action_memories") == [first]
 
 

@@ -335,8 +335,6 @@ class MemoryManager:
 
         return import_memories(self._store, path, progress=progress)
 
-    import_ = import_memories
-
     def backup(self, name: str | None = None, *, automatic: bool = False) -> dict[str, Any]:
         """Snapshot the store into ``<storage>/backups/backup_YYYYmmdd_HHMMSS[_name].tar.gz``."""
         from remindful.services.backup import create_backup

@@ -34,8 +34,6 @@ log = logging.getLogger("remindful.config")
 
 # -- where settings come from (sources in precedence order) and how failures are reported ----------
 
-DEFAULT_CONFIG_FILE = CONFIG_FILE
-
 SettingsT = TypeVar("SettingsT", bound=BaseSettings)
 
 
@@ -55,7 +53,7 @@ def config_file() -> Path | None:
         if not path.is_file():
             raise ConfigError("REMINDFUL_CONFIG", f"{path} is not a file", suggestion="point it at a YAML file")
         return path
-    default = Path(DEFAULT_CONFIG_FILE).expanduser()
+    default = Path(CONFIG_FILE).expanduser()
     return default if default.is_file() else None
 
 
@@ -370,9 +368,6 @@ def _log_sources(overrides: dict[str, Any]) -> None:
     log.debug("settings sources: overrides=%s env=%s file=%s", sorted(overrides), env, config_file())
 
 
-DEFAULT_STORAGE_PATH = STORAGE_PATH
-
-
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
@@ -392,7 +387,7 @@ class ChromaSettings(_Section):
 
 class StorageSettings(_Section):
     path: Path = Field(
-        Path(DEFAULT_STORAGE_PATH),
+        Path(STORAGE_PATH),
         validate_default=True,
         description="storage directory (catalog, Chroma data, backups)",
     )
