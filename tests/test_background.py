@@ -48,7 +48,7 @@ def test_store_returns_before_indexing_and_search_still_finds_it(tmp_path: Path)
         index.gate.set()
         assert memory.flush(timeout=30)
         assert index.count("action_memories") == 1
-        assert memory.index_status()["unindexed"] == 0
+        assert memory.index_status().unindexed == 0
 
 
 def test_a_memory_deleted_before_it_was_indexed_stays_out_of_the_index(tmp_path: Path) -> None:
@@ -266,5 +266,5 @@ def test_rows_stored_without_a_vector_before_a_crash_are_embedded_at_the_next_op
     with open_fake(tmp_path / "s") as memory:
         hits = memory.search("when does the release train depart", limit=1)
         assert hits and hits[0].id == ids[0]
-        assert memory.flush(timeout=30) and memory.index_status()["unindexed"] == 0
+        assert memory.flush(timeout=30) and memory.index_status().unindexed == 0
         assert set(memory.engine.catalog.embeddings(ids)) == set(ids)

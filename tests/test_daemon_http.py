@@ -62,7 +62,7 @@ def test_event_is_searchable_within_one_second(daemon: Any, tmp_path: Path) -> N
         found = [h for h in memory.search("database migrations", limit=5) if "alembic" in h.content]
         time.sleep(0.02)
     assert found, "not searchable within 1 s"
-    assert memory.stats()["spool_pending"] == 0
+    assert memory.stats().spool_pending == 0
 
 
 def test_daemon_file_is_private_and_removed_at_stop(tmp_path: Path) -> None:

@@ -24,13 +24,29 @@ from remindful.embed.base import Embedder
 from remindful.engine.store import Store
 from remindful.index.base import VectorIndex
 from remindful.model import (
+    BackupResult,
+    CaptureStatus,
     ChunkMetadata,
+    CleanupReport,
+    ClearResult,
     Context,
+    DedupReport,
+    Diagnosis,
+    ExportResult,
+    FileIndexed,
+    ImportResult,
+    IndexStatus,
     Memory,
     MemoryClass,
     MemorySource,
     MemoryType,
+    PatternReport,
+    RestoreResult,
     SearchHit,
+    Session,
+    SessionDeleted,
+    Stats,
+    Suggestions,
 )
 
 log = logging.getLogger("remindful")
@@ -236,7 +252,7 @@ class MemoryManager:
         """Rank this session's memories higher in later searches; returns its memory count."""
         return self._store.resume_session(session_id)
 
-    def stats(self) -> dict[str, Any]:
+    def stats(self) -> Stats:
         """Counts per collection, storage size and quota use, latencies, cache hit rate."""
         from remindful.services.stats import build_stats
 
@@ -249,28 +265,27 @@ class MemoryManager:
         the index files (the recovery for a corrupted index). Returns counts per collection."""
         return self._store.reindex(reset=reset, progress=progress)
 
-    def doctor(self) -> dict[str, Any]:
+    def doctor(self) -> Diagnosis:
         """What is damaged (catalog, index files, spool, permissions, token file) and the way out for
-        each: ``{"healthy", "storage_path", "checks": [{"part", "ok", "detail", "fix"}]}``. Never
-        raises for damage; takes seconds (it reads every file)."""
+        each. Never raises for damage; takes seconds (it reads every file)."""
         from remindful.services.doctor import diagnose
 
         return diagnose(self._store)
 
-    def index_status(self) -> dict[str, Any]:
+    def index_status(self) -> IndexStatus:
         """Whether the vector index is usable, and why not."""
-        return self._store.index_status()
+        return IndexStatus(**self._store.index_status())
 
-    def capture_status(self) -> dict[str, Any]:
-        """``{"spool_pending", "capture", "files_indexed"}``: hook events waiting in the spool,
-        redactions and skipped captures by reason, Markdown files indexed."""
+    def capture_status(self) -> CaptureStatus:
+        """Hook events waiting in the spool, redactions and skipped captures by reason, Markdown
+        files indexed."""
         from remindful.services.stats import capture_status
 
         return capture_status(self._store)
 
-    def index_file(self, path: str | os.PathLike[str]) -> dict[str, Any]:
+    def index_file(self, path: str | os.PathLike[str]) -> FileIndexed:
         """Index one Markdown file now (its chunks replace the older ones; an unchanged file is
-        left): ``{"outcome": "indexed" | "unchanged" | "skipped" | "vanished", "chunks": n}``."""
+        left); says what happened and how many chunks it has now."""
         from remindful.services.capture.watcher import index_file
 
         return index_file(self._store, path)
@@ -279,7 +294,7 @@ class MemoryManager:
 
     def list_sessions(
         self, limit: int | None = None, offset: int = 0, session_id: str | None = None
-    ) -> builtins.list[dict[str, Any]]:
+    ) -> builtins.list[Session]:
         """Sessions, newest first (``limit`` from ``offset``, or the one ``session_id``): id,
         start/end, memory count, summary of its activity."""
         from remindful.services.sessions import list_sessions
@@ -292,21 +307,21 @@ class MemoryManager:
 
         return session_count(self._store)
 
-    def delete_session(self, session_id: str, confirm: bool = False) -> dict[str, Any]:
+    def delete_session(self, session_id: str, confirm: bool = False) -> SessionDeleted:
         """Back up, then delete every memory of the session. Refused (ValidationError) unless ``confirm``."""
         from remindful.services.sessions import delete_session
 
         return delete_session(self._store, session_id, confirm=confirm)
 
-    def cleanup(self, dry_run: bool = False) -> dict[str, Any]:
+    def cleanup(self, dry_run: bool = False) -> CleanupReport:
         """Apply the retention policy (:mod:`remindful.services.policy.retention`); ``dry_run`` only reports."""
         from remindful.services.policy.retention import cleanup
 
-        return cleanup(self._store.vectors_ready(), dry_run=dry_run).to_dict(with_ids=dry_run)
+        return cleanup(self._store.vectors_ready(), dry_run=dry_run)
 
     def dedup(
         self, threshold: float | None = None, types: Sequence[str] | None = None, dry_run: bool = False
-    ) -> dict[str, Any]:
+    ) -> DedupReport:
         """Collapse near-duplicates (cosine ≥ threshold) of each type into their most important member."""
         from remindful.services.policy.dedup import dedup
 
@@ -319,7 +334,7 @@ class MemoryManager:
         *,
         overwrite: bool = False,
         progress: Any = None,
-    ) -> dict[str, Any]:
+    ) -> ExportResult:
         """Write every memory (content, metadata, embedding) to a JSON file; returns path and count.
         An existing file is replaced only with ``overwrite``; a missing directory is an error.
         ``progress(n)`` is called as batches are written."""
@@ -329,25 +344,25 @@ class MemoryManager:
             self._store, format=format, output_path=output_path, overwrite=overwrite, progress=progress
         )
 
-    def import_memories(self, path: str | os.PathLike[str], *, progress: Any = None) -> dict[str, Any]:
+    def import_memories(self, path: str | os.PathLike[str], *, progress: Any = None) -> ImportResult:
         """Restore memories exported by :meth:`export` exactly (no re-embedding); duplicates skipped."""
         from remindful.services.export import import_memories
 
         return import_memories(self._store, path, progress=progress)
 
-    def backup(self, name: str | None = None, *, automatic: bool = False) -> dict[str, Any]:
+    def backup(self, name: str | None = None, *, automatic: bool = False) -> BackupResult:
         """Snapshot the store into ``<storage>/backups/backup_YYYYmmdd_HHMMSS[_name].tar.gz``."""
         from remindful.services.backup import create_backup
 
         return create_backup(self._store.vectors_ready(), name=name, automatic=automatic)
 
-    def restore(self, path: str | os.PathLike[str], confirm: bool = False, *, progress: Any = None) -> dict[str, Any]:
+    def restore(self, path: str | os.PathLike[str], confirm: bool = False, *, progress: Any = None) -> RestoreResult:
         """Replace the store with a validated backup (after backing up the current one)."""
         from remindful.services.backup import restore_backup
 
         return restore_backup(self._store, path, confirm=confirm, progress=progress)
 
-    def clear_all(self, confirm: bool = False) -> dict[str, Any]:
+    def clear_all(self, confirm: bool = False) -> ClearResult:
         """Back up, then delete every memory. Refused (ValidationError) unless ``confirm``."""
         from remindful.services.backup import clear_all
 
@@ -394,13 +409,13 @@ class MemoryManager:
 
         return confirm(self._store, query, memory_id)
 
-    def suggest(self, context: str, *, action: Mapping[str, Any] | None = None, limit: int = 3) -> dict[str, Any]:
+    def suggest(self, context: str, *, action: Mapping[str, Any] | None = None, limit: int = 3) -> Suggestions:
         """Similar past workflows/actions for a context, and warnings about actions that failed."""
         from remindful.services.learning.suggest import suggest
 
         return suggest(self._store, context, action=action, limit=limit)
 
-    def analyze_patterns(self, type: str = "action", metric: str | None = None, **options: Any) -> dict[str, Any]:
+    def analyze_patterns(self, type: str = "action", metric: str | None = None, **options: Any) -> PatternReport:
         """Recurring action sequences across sessions, and success rates per kind of action."""
         from remindful.services.learning.patterns import analyze_patterns
 

@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 from remindful.engine.atomic import replaced_atomically
 from remindful.engine.catalog import catalog_damaged, integrity_problem
 from remindful.errors import CorruptionError, StorageError, ValidationError
+from remindful.model import BackupResult, ClearResult, RestoreResult
 from remindful.services.archive import (
     ATTACHMENTS,
     CATALOG,
@@ -69,10 +70,10 @@ def backups_dir(storage: Path) -> Path:
 
 def create_backup(
     store: Store, *, name: str | None = None, automatic: bool = False, reason: str = "manual"
-) -> dict[str, Any]:
-    """Write a backup archive of what is committed now; returns ``{path, name, automatic, counts,
-    total, bytes}``. Vectors this process has yet to compute are not waited for (the caller may
-    ``store.vectors_ready()`` first); a restore re-embeds rows without one."""
+) -> BackupResult:
+    """Write a backup archive of what is committed now. Vectors this process has yet to compute are
+    not waited for (the caller may ``store.vectors_ready()`` first); a restore re-embeds rows
+    without one."""
     if name is not None and (not isinstance(name, str) or not _NAME.match(name)):
         raise ValidationError("name", "expected 1-64 letters, digits, '_', '-' or '.', starting with a letter or digit")
     state = store.ready()
@@ -122,15 +123,7 @@ def create_backup(
         shutil.rmtree(staging, ignore_errors=True)
     if automatic:
         rotate(state.path, state.settings.backup.keep_automatic)
-    return {
-        "success": True,
-        "path": str(target),
-        "name": name,
-        "automatic": automatic,
-        "counts": counts,
-        "total": manifest["total"],
-        "bytes": target.stat().st_size,
-    }
+    return BackupResult(str(target), name, automatic, counts, sum(counts.values()), target.stat().st_size)
 
 
 def _private_member(member: tarfile.TarInfo) -> tarfile.TarInfo:
@@ -212,7 +205,7 @@ def _mtime(path: Path) -> int:
 
 def restore_backup(
     store: Store, path: str | os.PathLike[str], *, confirm: bool = False, progress: Any = None
-) -> dict[str, Any]:
+) -> RestoreResult:
     """Replace the store's data with the backup at ``path``; see the module docstring. Without
     ``confirm`` the archive is still validated, then the restore is refused (ValidationError naming
     ``confirm``). The store is closed for the swap and reopens on its next use; ``progress(n)`` is
@@ -233,7 +226,7 @@ def restore_backup(
                 f"{manifest.get('total', '?')}; pass confirm=True (the current data is backed up first)",
             )
         try:
-            before: dict[str, Any] | None = create_backup(state, automatic=True, reason="before-restore")
+            before: BackupResult | None = create_backup(state, automatic=True, reason="before-restore")
         except CorruptionError as exc:  # restoring is the way out of a damaged catalog: keep its files instead
             if exc.part != "catalog":
                 raise
@@ -247,14 +240,13 @@ def restore_backup(
         _rewrite_attachment_paths(state, Path(old_root))
     state.forget_resumed()
     counts = state.reindex(reset=False, progress=progress)
-    return {
-        "success": True,
-        "path": str(archive),
-        "counts": counts,
-        "total": sum(counts.values()),
-        "expected": manifest.get("counts"),
-        "backup_path": before["path"] if before is not None else str(aside),
-    }
+    return RestoreResult(
+        path=str(archive),
+        counts=counts,
+        total=sum(counts.values()),
+        expected=manifest.get("counts"),
+        backup_path=before.path if before is not None else str(aside),
+    )
 
 
 def _swap(storage: Path, staging: Path, *, keep: bool = False) -> Path:
@@ -310,7 +302,7 @@ def _rewrite_attachment_paths(store: Store, old_root: Path) -> None:
 # -- clear all -------------------------------------------------------------------------------------
 
 
-def clear_all(store: Store, *, confirm: bool = False) -> dict[str, Any]:
+def clear_all(store: Store, *, confirm: bool = False) -> ClearResult:
     """Back up, then delete every memory of every collection, the sessions, the pending spool,
     file hashes, the embedding cache and attachment copies; no session stays resumed. Refused
     without ``confirm``."""
@@ -332,7 +324,7 @@ def clear_all(store: Store, *, confirm: bool = False) -> dict[str, Any]:
     def wipe(conn: sqlite3.Connection) -> None:
         for table in ("sessions", "spool", "file_hashes", "embedding_cache"):
             conn.execute(f"DELETE FROM {table}")
-        state.catalog.audit(conn, "clear_all", None, {"deleted": deleted, "backup": backup["path"]})
+        state.catalog.audit(conn, "clear_all", None, {"deleted": deleted, "backup": backup.path})
 
     state.catalog.write(wipe, what="clearing the store")
     index = state.index
@@ -341,7 +333,7 @@ def clear_all(store: Store, *, confirm: bool = False) -> dict[str, Any]:
             index.reset()
     shutil.rmtree(state.path / ATTACHMENTS, ignore_errors=True)
     state.forget_resumed()
-    return {"success": True, "deleted": deleted, "backup_path": backup["path"], "counts_before": backup["counts"]}
+    return ClearResult(deleted, backup.path, backup.counts)
 
 
 __all__ = ["backups_dir", "clear_all", "create_backup", "list_backups", "restore_backup", "rotate", "validate_archive"]

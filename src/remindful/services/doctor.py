@@ -20,10 +20,11 @@ import sqlite3
 import stat
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from remindful.engine.catalog import CATALOG_WAY_OUT, integrity_problem
 from remindful.errors import CorruptionError, StorageError, StorageLockedError
+from remindful.model import Diagnosis, HealthCheck
 from remindful.services.access import token_file
 
 if TYPE_CHECKING:
@@ -36,13 +37,12 @@ CATALOG = "catalog.sqlite3"
 STUCK_ATTEMPTS = 3
 
 
-def _check(part: str, problem: str | None, fix: str | None, fine: str) -> dict[str, Any]:
-    return {"part": part, "ok": problem is None, "detail": problem or fine, "fix": fix if problem else None}
+def _check(part: str, problem: str | None, fix: str | None, fine: str) -> HealthCheck:
+    return HealthCheck(part, problem is None, problem or fine, fix if problem else None)
 
 
-def diagnose(store: Store) -> dict[str, Any]:
-    """Check every part of the store at ``store.path``; returns ``{"healthy", "storage_path",
-    "checks": [{"part", "ok", "detail", "fix"}]}``: ``fix`` is the way out (None when ``ok``)."""
+def diagnose(store: Store) -> Diagnosis:
+    """Check every part of the store at ``store.path``: each check's ``fix`` is the way out (None when ``ok``)."""
     path = store.path
     checks = [
         _storage_dir(path),
@@ -51,10 +51,10 @@ def diagnose(store: Store) -> dict[str, Any]:
         _spool(path),
         _file_mode("token file", token_file(path), "the HTTP bearer token"),
     ]
-    return {"healthy": all(c["ok"] for c in checks), "storage_path": str(path), "checks": checks}
+    return Diagnosis(all(c.ok for c in checks), str(path), tuple(checks))
 
 
-def _storage_dir(path: Path) -> dict[str, Any]:
+def _storage_dir(path: Path) -> HealthCheck:
     if not path.exists():
         return _check("storage directory", None, None, f"{path} does not exist yet (created on first use)")
     if not path.is_dir():
@@ -68,7 +68,7 @@ def _storage_dir(path: Path) -> dict[str, Any]:
     return _check("storage directory", problem, f"chmod 700 {path}", f"{path} (mode 700)")
 
 
-def _file_mode(part: str, file: Path, what: str) -> dict[str, Any]:
+def _file_mode(part: str, file: Path, what: str) -> HealthCheck:
     if not file.exists():
         return _check(part, None, None, f"{file.name} does not exist yet")
     mode = stat.S_IMODE(file.stat().st_mode)
@@ -85,7 +85,7 @@ def _file_mode(part: str, file: Path, what: str) -> dict[str, Any]:
     return _check(part, None, None, f"{file} (mode {mode:o})")
 
 
-def _catalog(path: Path) -> dict[str, Any]:
+def _catalog(path: Path) -> HealthCheck:
     db = path / CATALOG
     if not db.exists():
         return _check("catalog", None, None, "no catalog yet (created on first use)")
@@ -93,12 +93,12 @@ def _catalog(path: Path) -> dict[str, Any]:
     problem = integrity_problem(db, full=True)
     if problem is not None:
         return _check("catalog", f"{db} is damaged: {problem}", CATALOG_WAY_OUT[0].upper() + CATALOG_WAY_OUT[1:], "")
-    if not permissions["ok"]:
+    if not permissions.ok:
         return permissions
     return _check("catalog", None, None, f"{db}: integrity check ok")
 
 
-def _index(store: Store) -> dict[str, Any]:
+def _index(store: Store) -> HealthCheck:
     chroma = store.settings.storage.chromadb
     if chroma.mode == "server":
         return _check("vector index", None, None, f"a Chroma server at {chroma.host}:{chroma.port} (not checked here)")
@@ -118,7 +118,7 @@ def _index(store: Store) -> dict[str, Any]:
     return _check("vector index", None, None, f"{index.path}: every collection opens and answers a query")
 
 
-def _spool(path: Path) -> dict[str, Any]:
+def _spool(path: Path) -> HealthCheck:
     db = path / CATALOG
     if not db.exists():
         return _check("spool", None, None, "empty")

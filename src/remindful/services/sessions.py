@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from remindful.engine.sqlfilter import build_filter
 from remindful.errors import NotFoundError, ValidationError
+from remindful.model import Session, SessionDeleted
 from remindful.services.backup import create_backup
 
 if TYPE_CHECKING:
@@ -53,8 +54,8 @@ SELECT session_id, 'tools', {_label(TOOL_KEYS, None)}, count(*) FROM memories
 """
 
 
-def _iso(epoch: float | None) -> str | None:
-    return datetime.fromtimestamp(epoch, UTC).isoformat() if epoch is not None else None
+def _time(epoch: float | None) -> datetime | None:
+    return datetime.fromtimestamp(epoch, UTC) if epoch is not None else None
 
 
 def _spans(store: Store, session_id: str | None) -> list[dict[str, Any]]:
@@ -89,13 +90,11 @@ def session_count(store: Store) -> int:
 
 def list_sessions(
     store: Store, *, limit: int | None = None, offset: int = 0, session_id: str | None = None
-) -> list[dict[str, Any]]:
+) -> list[Session]:
     """The sessions that have memories or a row in ``sessions``, newest first, ``limit`` of them
-    from ``offset`` (all by default; ``session_id`` picks one): ``{id, started_at, ended_at,
-    memory_count, by_type, summary: {actions, screens, tools}, text, current, resumed}``.
-    ``ended_at`` is the session's recorded end, else its last memory's time; ``current`` marks
-    this process's session, ``resumed`` the one :meth:`Store.resume_session` ranks higher. Only
-    the listed sessions' memories are read for their summaries."""
+    from ``offset`` (all by default; ``session_id`` picks one); see :class:`~remindful.model.Session`.
+    ``current`` marks this process's session, ``resumed`` the one :meth:`Store.resume_session`
+    ranks higher. Only the listed sessions' memories are read for their summaries."""
     if limit is not None and (type(limit) is not int or limit < 0):
         raise ValidationError("limit", f"expected a non-negative integer, got {limit!r}")
     if type(offset) is not int or offset < 0:
@@ -128,17 +127,17 @@ def list_sessions(
             for kind, pairs in tops.get(sid, {}).items()
         }
         out.append(
-            {
-                "id": sid,
-                "started_at": _iso(entry["start"]),
-                "ended_at": _iso(entry["end"]),
-                "memory_count": entry["memory_count"],
-                "by_type": entry["by_type"],
-                "summary": {k: summary.get(k, []) for k in ("actions", "screens", "tools")},
-                "text": _text(entry, summary),
-                "current": sid == current,
-                "resumed": sid == resumed,
-            }
+            Session(
+                id=sid,
+                started_at=_time(entry["start"]),
+                ended_at=_time(entry["end"]),
+                memory_count=entry["memory_count"],
+                by_type=entry["by_type"],
+                summary={k: summary.get(k, []) for k in ("actions", "screens", "tools")},
+                text=_text(entry, summary),
+                current=sid == current,
+                resumed=sid == resumed,
+            )
         )
     return out
 
@@ -151,10 +150,9 @@ def _text(entry: dict[str, Any], summary: dict[str, list[dict[str, Any]]]) -> st
     return "; ".join(parts)
 
 
-def delete_session(store: Store, session_id: str, *, confirm: bool = False) -> dict[str, Any]:
+def delete_session(store: Store, session_id: str, *, confirm: bool = False) -> SessionDeleted:
     """Back up, then delete every memory of ``session_id`` in every collection and the session
-    itself (no longer ranked higher if it was resumed). Returns ``{session_id, deleted,
-    backup_path}``. Refused without ``confirm``."""
+    itself (no longer ranked higher if it was resumed). Refused without ``confirm``."""
     if not isinstance(session_id, str) or not session_id.strip():
         raise ValidationError("session_id", "expected a non-empty session id (see list_sessions)")
     state = store.ready()
@@ -172,7 +170,7 @@ def delete_session(store: Store, session_id: str, *, confirm: bool = False) -> d
     backup = create_backup(state, automatic=True, reason="before-delete-session")
     deleted = _delete_all(state, session_id, reason="delete_session")
     state.forget_resumed(session_id)
-    return {"success": True, "session_id": session_id, "deleted": deleted, "backup_path": backup["path"]}
+    return SessionDeleted(session_id, deleted, backup.path)
 
 
 def _delete_all(state: Store, session_id: str, *, reason: str) -> int:

@@ -35,7 +35,7 @@ from starlette.templating import Jinja2Templates
 
 from remindful.engine.attachments import attachments_dir
 from remindful.errors import NotFoundError, RemindfulError, ValidationError, http_status
-from remindful.model import MemorySource, MemoryType
+from remindful.model import MemorySource, MemoryType, Session
 from remindful.web.gate import CSRF_FIELD, LOOPBACK_NAMES, BearerGate, CsrfTokens
 from remindful.web.provenance import setting_rows
 
@@ -132,10 +132,11 @@ class Dashboard:
     def overview(self, request: Request) -> Response:
         stats = self.manager.stats()
         charts = {
-            "per_day": stats.get("captures_per_day", []),
-            "by_type": {name.removesuffix("_memories"): c["count"] for name, c in stats["collections"].items()},
+            "per_day": stats.captures_per_day or [],
+            "by_type": {name.removesuffix("_memories"): c.count for name, c in stats.collections.items()},
         }
-        return self.page(request, "overview.html", stats=stats, charts=charts)
+        # The page shows the JSON form, which leaves out what a full disk kept from being read.
+        return self.page(request, "overview.html", stats=stats.to_dict(), charts=charts)
 
     def memories(self, request: Request) -> Response:
         q = request.query_params
@@ -245,7 +246,7 @@ class Dashboard:
             backup=request.query_params.get("backup"),
         )
 
-    def _session(self, session_id: str) -> dict[str, Any]:
+    def _session(self, session_id: str) -> Session:
         found = self.manager.list_sessions(session_id=session_id)
         if not found:
             raise NotFoundError(session_id, kind="session")
@@ -254,21 +255,21 @@ class Dashboard:
     def session(self, request: Request) -> Response:
         info = self._session(request.path_params["session_id"])
         page = _int(request.query_params.get("page"), "page", 0, 10**7)
-        count = info["memory_count"]
+        count = info.memory_count
         # The listing is newest first: the k-th memory in time order is at offset count - 1 - k.
         first = page * SESSION_MEMORIES_PAGE
         last = min(first + SESSION_MEMORIES_PAGE, count)
         memories = []
         if last > first:
-            memories = self.manager.list(session_id=info["id"], limit=last - first, offset=count - last)[::-1]
+            memories = self.manager.list(session_id=info.id, limit=last - first, offset=count - last)[::-1]
         return self.page(
             request,
             "session.html",
             info=info,
             memories=memories,
             first_number=first + 1,
-            prev_url=_url(f"/sessions/{info['id']}", {"page": page - 1}) if page > 0 else None,
-            next_url=_url(f"/sessions/{info['id']}", {"page": page + 1}) if last < count else None,
+            prev_url=_url(f"/sessions/{info.id}", {"page": page - 1}) if page > 0 else None,
+            next_url=_url(f"/sessions/{info.id}", {"page": page + 1}) if last < count else None,
             resumed=request.query_params.get("resumed"),
         )
 
@@ -287,15 +288,17 @@ class Dashboard:
             return self.page(request, "delete_session.html", info=info, backups=backups, backup_name=pattern)
         form = await self.form(request)
         result = self.manager.delete_session(session_id, confirm=form.get("confirm") == "yes")
-        params = {"deleted": session_id, "backup": result["backup_path"]}
+        params = {"deleted": session_id, "backup": result.backup_path}
         return RedirectResponse(_url("/sessions", params), status_code=303)
 
     def patterns(self, request: Request) -> Response:
         report = self.manager.analyze_patterns(max_memories=PATTERN_MEMORIES)
         charts = {
-            "kinds": [{"name": r["action"], "rate": r["success_rate"], "count": r["count"]} for r in report["by_kind"]],
+            "kinds": [
+                {"name": r["action"], "rate": r["success_rate"], "count": r["count"]} for r in report.by_kind or []
+            ],
         }
-        shown = {k: report.get(k) or [] for k in ("patterns", "failure_prone", "insights")}
+        shown = {k: getattr(report, k) or [] for k in ("patterns", "failure_prone", "insights")}
         shown = {k: v[:PATTERN_ROWS] for k, v in shown.items()}
         return self.page(
             request,

@@ -1,5 +1,5 @@
 """What every capture point shares: the learning layer's counters (shown by
-``stats()["learning"]``), storing extracted memories and finishing a capture (metrics,
+``stats().learning``), storing extracted memories and finishing a capture (metrics,
 ``[MEM:CAPTURE]`` log line, ``MemoryCaptured`` event).
 
 The tables (``learning_counters``, ``reinforcements``) are the catalog's, created when it opens

@@ -25,6 +25,7 @@ import numpy as np
 
 from remindful.engine.importance import columns, inputs_from_row, score
 from remindful.engine.sqlfilter import SqlFilter
+from remindful.model import DedupReport
 
 if TYPE_CHECKING:
     from remindful.engine.store import Store
@@ -187,10 +188,9 @@ def dedup(
     threshold: float | None = None,
     types: Collection[str] | None = None,
     dry_run: bool = False,
-) -> dict[str, Any]:
+) -> DedupReport:
     """Deduplicate every memory (of ``types``, default all) at ``threshold`` (default
-    ``retention.dedup_threshold``). Returns ``{clusters, deleted, dry_run, threshold,
-    representatives: {representative_id: [deleted ids]}}``; ``dry_run`` deletes nothing."""
+    ``retention.dedup_threshold``); ``dry_run`` deletes nothing."""
     threshold = state.settings.retention.dedup_threshold if threshold is None else threshold
     if isinstance(threshold, bool) or not isinstance(threshold, int | float) or not 0 < threshold <= 1:
         from remindful.errors import ValidationError
@@ -207,14 +207,14 @@ def dedup(
     clusters = find_clusters(state, threshold=float(threshold), flt=flt)
     total = sum(len(c.duplicates) for c in clusters)
     deleted = total if dry_run else apply_clusters(state, clusters, threshold=float(threshold))
-    return {
-        "dry_run": dry_run,
-        "threshold": float(threshold),
-        "clusters": len(clusters),
-        "deleted": deleted,
-        "seconds": round(time.perf_counter() - started, 4),
-        "representatives": {c.representative: c.duplicates for c in clusters},
-    }
+    return DedupReport(
+        dry_run=dry_run,
+        threshold=float(threshold),
+        clusters=len(clusters),
+        deleted=deleted,
+        seconds=round(time.perf_counter() - started, 4),
+        representatives={c.representative: c.duplicates for c in clusters},
+    )
 
 
 __all__ = ["BLOCK", "Cluster", "apply_clusters", "dedup", "find_clusters", "record_consolidation", "refresh_index"]

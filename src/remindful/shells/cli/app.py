@@ -95,6 +95,11 @@ def _print_json(value: Any) -> None:
     sys.stdout.write(json.dumps(value, indent=2, ensure_ascii=False, default=str) + "\n")
 
 
+def _ok(result: Any) -> dict[str, Any]:
+    """``--json`` of a manager's result (:mod:`remindful.model`): ``{"success": true, ...its JSON form}``."""
+    return {"success": True, **result.to_dict()}
+
+
 @app.command()
 def store(
     content: Annotated[str, typer.Argument(help="The text to remember.")],
@@ -203,7 +208,7 @@ def list_(
 def stats(json_out: JsonOpt = False) -> None:
     """Counts per collection, storage use, latencies."""
     with _open() as memory:
-        data = _run(memory.stats)
+        data = _run(memory.stats).to_dict()
     if json_out:
         _print_json(data)
         return
@@ -238,7 +243,7 @@ def reindex(
     from rich.progress import Progress
 
     with _open() as memory, Progress(console=err_console, transient=True) as progress:
-        total = _run(lambda: memory.stats()["total_memories"])
+        total = _run(lambda: memory.stats().total_memories)
         task = progress.add_task("reindexing", total=total)
         counts = _run(lambda: memory.reindex(reset=reset, progress=lambda n: progress.advance(task, n)))
     console.print(

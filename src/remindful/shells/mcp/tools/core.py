@@ -23,6 +23,7 @@ from remindful.shells.mcp.tools.common import (
     WRITE,
     GetManager,
     MemoryTypeName,
+    ok,
     one_line,
     tool,
 )
@@ -221,7 +222,7 @@ def register(mcp: Any, get_manager: GetManager) -> None:
         """Memory usage: counts per collection, storage size and quota use (``storage_full`` on a
         full disk), sessions and their average length, the most frequent actions and screens,
         captures per day, search latency percentiles, embedding cache hit rate."""
-        return {"success": True, **get_manager().stats()}
+        return ok(get_manager().stats())
 
     # -- resources ------------------------------------------------------------------------------
     # A resource that cannot be read is the SDK's ResourceError: a JSON-RPC error with the message.
@@ -236,7 +237,7 @@ def register(mcp: Any, get_manager: GetManager) -> None:
     @mcp.resource("memory://stats", name="stats", mime_type="application/json")
     def stats_resource() -> str:
         """Memory usage statistics (the memory_stats answer)."""
-        return as_json(lambda m: m.stats())
+        return as_json(lambda m: m.stats().to_dict())
 
     @mcp.resource("memory://recent", name="recent", mime_type="application/json")
     def recent_resource() -> str:
