@@ -1,8 +1,8 @@
 """The records remindful stores and returns.
 
-Every MemoryManager method answers one of these (or a list of them), never a bare dict; each has
-``to_dict()``, its JSON form, which is what the CLI's ``--json``, the MCP tools and the HTTP
-surfaces show (the shells add ``"success": true``).
+MemoryManager's methods answer these records (or lists of them), or plain values (an id, a count,
+``reindex``'s counts per collection). Each record has ``to_dict()``, its JSON form: what the CLI's
+``--json``, the MCP tools and the HTTP surfaces show (the shells add ``"success": true``).
 
 A memory id is ``{type}_{YYYYmmddHHMMSSffffff}_{uuid8}``: ids of one type sort by creation time,
 and the 32 random bits make a collision within the same microsecond vanishingly unlikely.
