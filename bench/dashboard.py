@@ -32,7 +32,7 @@ def _settings(size: int) -> dict[str, Any]:
 def build(path: Path, size: int) -> float | None:
     """Fill the store at ``path`` with ``size`` memories (seconds taken), or None if it holds them."""
     with fake_store(path, **_settings(size)) as memory:
-        if memory.stats()["total_memories"] >= size:
+        if memory.stats().total_memories >= size:
             return None
         started = time.perf_counter()
         rng = random.Random(7)

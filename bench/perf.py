@@ -104,7 +104,7 @@ def build(path: Path, texts: list[str], embedder: Any, *, reuse: bool) -> float 
     size = len(texts)
     with remindful.open(path, embedder=embedder, **{"retention.max_items_per_collection": size * 2}) as memory:
         ingest_s = None
-        if not (reuse and memory.stats()["total_memories"] == size):
+        if not (reuse and memory.stats().total_memories == size):
             started = time.perf_counter()
             for start in range(0, size, BUILD_BATCH):
                 progress(f"building {size:,} memories: {start:,}")

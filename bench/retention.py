@@ -82,10 +82,10 @@ def bench(n: int, index: str, *, baseline: bool) -> dict[str, Any]:
             progress("cleanup --dry-run")
             memory.search("warm up")  # open the catalog and the index outside the timing
             out["dry_run_s"], report = timed(memory.cleanup, dry_run=True)
-            plan_phases = report["phases"]
-            doomed = report["ids"]
-            out["planned"] = report["deleted"]
-            out["by_reason"] = report["by_reason"]
+            plan_phases = report.phases
+            doomed = report.ids
+            out["planned"] = report.deleted
+            out["by_reason"] = report.by_reason
             catalog = memory.engine.catalog
             out["baseline_list_s"], _ = timed(
                 catalog.read, "SELECT id, type, created_at, metadata, access_count FROM memories"
@@ -99,9 +99,9 @@ def bench(n: int, index: str, *, baseline: bool) -> dict[str, Any]:
             out["cleanup_cpu_s"] = round(time.thread_time() - cpu, 3)
             memory.flush()
             out["index_caught_up_s"] = round(time.perf_counter() - started, 3)
-            out["deleted"] = report["deleted"]
-            out["freed_mb"] = report["freed_mb"]
-            out["phases"] = report["phases"]
+            out["deleted"] = report.deleted
+            out["freed_mb"] = report.freed_mb
+            out["phases"] = report.phases
             out["plan_phases"] = plan_phases
 
         if baseline:

@@ -48,7 +48,7 @@ def test_store_returns_before_indexing_and_search_still_finds_it(tmp_path: Path)
         index.gate.set()
         assert memory.flush(timeout=30)
         assert index.count("action_memories") == 1
-        assert memory.index_status()["unindexed"] == 0
+        assert memory.index_status().unindexed == 0
 
 
 def test_a_memory_deleted_before_it_was_indexed_stays_out_of_the_index(tmp_path: Path) -> None:
@@ -58,9 +58,17 @@ def test_a_memory_deleted_before_it_was_indexed_stays_out_of_the_index(tmp_path:
         first = memory.store("first")
         assert index.entered.wait(10)  # the indexer is now inside the upsert of `first`
         second = memory.store("second")
-        assert memory.delete(second)
+        # The delete commits at once, then waits for the index writer (the gated upsert) to take
+        # the vector out: it runs beside the test, which opens the gate once the row is gone.
+        deleted: list[bool] = []
+        deleting = threading.Thread(target=lambda: deleted.append(memory.delete(second)))
+        deleting.start()
+        while deleting.is_alive() and memory.get_batch([second]) != [None]:
+            time.sleep(0.01)
         index.gate.set()
-        memory.flush(timeout=30)
+        deleting.join(30)
+        assert deleted == [True]
+        assert memory.flush(timeout=30), "flush timed out"
         assert index.ids("action_memories") == [first]
 
 
@@ -258,5 +266,5 @@ def test_rows_stored_without_a_vector_before_a_crash_are_embedded_at_the_next_op
     with open_fake(tmp_path / "s") as memory:
         hits = memory.search("when does the release train depart", limit=1)
         assert hits and hits[0].id == ids[0]
-        assert memory.flush(timeout=30) and memory.index_status()["unindexed"] == 0
+        assert memory.flush(timeout=30) and memory.index_status().unindexed == 0
         assert set(memory.engine.catalog.embeddings(ids)) == set(ids)

@@ -150,7 +150,7 @@ def stored_once_each(store: Path, session: str) -> None:
     with open_fake(store) as manager:  # the next owner drains the spool of the killed process
         manager.drain_spool()
         captured = [m for m in manager.list(limit=100) if m.source.value == "mcp_tool"]
-        pending = manager.stats()["spool_pending"]
+        pending = manager.stats().spool_pending
     xs = sorted(m.metadata["arguments"]["x"] for m in captured)
     assert xs == list(range(1, CALLS + 1)), f"stored x values {xs}: each call must be stored exactly once"
     assert {m.session_id for m in captured} == {session} and pending == 0
@@ -255,7 +255,7 @@ def test_a_spooled_call_is_redacted_before_it_is_written(tmp_path: Path) -> None
 def test_nothing_is_spooled_for_an_excluded_session_or_with_memory_off(tmp_path: Path) -> None:
     with open_fake(tmp_path / "a", **{"privacy.exclude_sessions": ["banking_*"]}) as manager:
         key, _ = CaptureSpool.for_store(manager.engine, "banking_1").append(ToolCall("click", {}, True, 1.0), "action")
-        assert key is None and manager.stats()["spool_pending"] == 0
+        assert key is None and manager.stats().spool_pending == 0
     with open_fake(tmp_path / "b", enabled=False) as manager:
         worker = CaptureWorker(lambda: manager.engine)
         worker.submit(ToolCall("click", {}, True, 1.0))
@@ -274,7 +274,7 @@ def test_calls_submitted_back_to_back_are_each_stored_once(tmp_path: Path) -> No
         for i in range(50):
             worker.submit(ToolCall("click", {"x": i}, True, 1.0))
         worker.close(timeout=60)
-        assert worker.stats["captured"] == 50 and manager.stats()["spool_pending"] == 0
+        assert worker.stats["captured"] == 50 and manager.stats().spool_pending == 0
         xs = sorted(m.metadata["arguments"]["x"] for m in manager.list(limit=100))
     assert xs == list(range(50))
 
@@ -296,7 +296,7 @@ def test_a_call_answered_before_the_spool_exists_waits_for_it(tmp_path: Path) ->
         worker.submit(ToolCall("click", {"x": 1}, True, 1.0))
         try:
             with sqlite3.connect(f"file:{store / 'catalog.sqlite3'}?mode=ro", uri=True) as conn:
-                spooled = conn.execute("SELECT count(*) FROM spool").fetchone()[0] + manager.stats()["total_memories"]
+                spooled = conn.execute("SELECT count(*) FROM spool").fetchone()[0] + manager.stats().total_memories
         except sqlite3.OperationalError:  # no catalog or no spool table yet: nothing was committed
             spooled = 0
         worker.close(timeout=60)
@@ -320,5 +320,5 @@ def test_fallback_records_a_drainer_took_and_did_not_import_are_drained_later(tm
     with open_fake(store) as manager:
         assert manager.drain_spool() == 1
         stored = [m.metadata["arguments"] for m in manager.list(limit=10) if m.source.value == "mcp_tool"]
-        assert manager.stats()["spool_pending"] == 0
+        assert manager.stats().spool_pending == 0
     assert stored == [{"x": 4}] and not orphan.exists()

@@ -107,7 +107,7 @@ def test_apply_filters_with_a_store_counts_in_stats_and_audits(tmp_path: Path) -
         assert result.allowed and result.content == "mail [EMAIL_REDACTED]"
         skipped = apply_filters(memory.engine, "pay", trigger="hooks", session_id="banking_42")
         assert not skipped.allowed
-        stats = memory.stats()["capture"]
+        stats = memory.stats().capture
         assert stats == {"redacted_email": 1, "skipped_excluded": 1}
         audit = memory.engine.catalog.read("SELECT action, detail FROM audit_log WHERE action = 'capture_excluded'")
         assert len(audit) == 1 and "banking_42" in audit[0][1]

@@ -62,7 +62,7 @@ def test_secret_corpus_never_reaches_any_file(tmp_path: Path, onnx_embedder: Any
     docs.mkdir()
     (docs / "notes.md").write_text(f"# Notes\n\n{TEXT}\n")
     with remindful.open(store, embedder=onnx_embedder) as memory:  # real MiniLM and embedded Chroma
-        assert memory.drain_spool() == 4 and memory.stats()["spool_pending"] == 0
+        assert memory.drain_spool() == 4 and memory.stats().spool_pending == 0
         memory.store(TEXT, type="knowledge", metadata={"note": TEXT, "nested": [{"k": TEXT}]})
         mid = memory.store("placeholder", type="action")
         memory.update(mid, content=TEXT, metadata={"more": TEXT})
@@ -71,10 +71,10 @@ def test_secret_corpus_never_reaches_any_file(tmp_path: Path, onnx_embedder: Any
         MarkdownWatcher(memory.engine, [docs]).scan()
         assert memory.search("card payment login", limit=5, min_score=0)  # the index really holds them
         exported = memory.export(output_path=str(tmp_path / "export.json"))
-        counts = memory.stats()["capture"]
+        counts = memory.stats().capture
         assert len(memory.list(limit=100)) >= 8
     assert counts["redacted_email"] >= 8 and counts["redacted_pem_private_key"] >= 8
-    files = [p for p in store.rglob("*") if p.is_file()] + [Path(exported["path"])]
+    files = [p for p in store.rglob("*") if p.is_file()] + [Path(exported.path)]
     assert any("chroma" in str(p) for p in files)
     blob = b"".join(p.read_bytes() for p in files)
     leaks = [s for s in SECRETS if s.encode() in blob or s.replace(" ", "").encode() in blob]

@@ -20,8 +20,8 @@ def counted(path: Path) -> dict[str, int]:
 def check(memory: MemoryManager) -> dict[str, int]:
     kept = memory.engine.ready().type_counts()
     assert kept == counted(memory.path)
-    stats = memory.stats()["collections"]
-    assert {t: stats[f"{t}_memories"]["count"] for t in kept} == kept
+    stats = memory.stats().collections
+    assert {t: stats[f"{t}_memories"].count for t in kept} == kept
     return kept
 
 

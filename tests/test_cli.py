@@ -46,6 +46,12 @@ def test_store_search_get_list_delete_round_trip(store_path: Path) -> None:
     assert json.loads(out)["metadata"] == {"success": True}
     code, out = invoke("list", "--json")
     assert [m["id"] for m in json.loads(out)] == [memory_id]
+    code, out = invoke("list", "--since", "2000-01-01", "--until", "2999-12-31T23:59:59Z", "--json")
+    assert [m["id"] for m in json.loads(out)] == [memory_id]
+    code, out = invoke("list", "--until", "2000-01-01", "--json")
+    assert (code, json.loads(out)) == (0, [])
+    code, out = invoke("list", "--since", "last week")
+    assert code == 2 and "Invalid 'since'" in out
     code, out = invoke("stats", "--json")
     assert json.loads(out)["collections"]["action_memories"]["count"] == 1
     code, out = invoke("delete", memory_id)

@@ -168,6 +168,7 @@ def test_memories_page_lists_newest_first_with_filters(client: TestClient, store
     assert "an old note" in by_day and "deploy needs" not in by_day
     recent = client.get(f"/memories?since={time.strftime('%Y-%m-%d', time.gmtime(time.time() - 86400))}").text
     assert "deploy needs" in recent and "an old note" not in recent
+    assert "an old note" in client.get("/memories?until=9999-12-31").text  # the last day there is: no overflow
     store.store("from a hook", type="action", source="hook")
     hooks = client.get("/memories?source=hook").text
     assert "from a hook" in hooks and "clicked login" not in hooks

@@ -45,9 +45,9 @@ def test_every_event_fixture_is_captured(tmp_path: Path) -> None:
         assert fire(store, event, payload(event)) == (0, "")
     assert [kind for kind, _ in spool_rows(store)] == EVENTS
     with open_fake(store) as memory:
-        assert memory.stats()["spool_pending"] == len(EVENTS)  # opening the store stores nothing
+        assert memory.stats().spool_pending == len(EVENTS)  # opening the store stores nothing
         assert memory.drain_spool() == len(EVENTS)  # the owner's explicit step
-        assert memory.stats()["spool_pending"] == 0
+        assert memory.stats().spool_pending == 0
         found = memory.list(session_id="sess-abc123", limit=50)
         by_event = {m.metadata["hook_event"]: m for m in found}
         pre, post = by_event["PreToolUse"], by_event["PostToolUse"]
@@ -157,7 +157,7 @@ def test_excluded_session_writes_nothing_but_an_audit_line(tmp_path: Path, monke
     assert spool_rows(store) == []
     with open_fake(store) as memory:
         assert memory.list() == []
-        assert memory.stats()["capture"]["skipped_excluded"] >= 4
+        assert memory.stats().capture["skipped_excluded"] >= 4
         audit = memory.engine.catalog.read("SELECT detail FROM audit_log WHERE action = 'capture_excluded'")
         assert audit and "banking_2024" in audit[0][0]
         assert memory.engine.catalog.read("SELECT count(*) FROM sessions")[0][0] == 0
@@ -252,7 +252,7 @@ def test_embedding_failure_keeps_the_event_for_a_retry(tmp_path: Path) -> None:
     with open_fake(store) as memory:  # the next drain stores it
         memory.drain_spool()
         assert len(memory.list()) == 1
-        assert memory.stats()["spool_pending"] == 0
+        assert memory.stats().spool_pending == 0
 
 
 def test_a_hook_writes_into_a_catalog_made_before_its_tables_were_created_at_open(tmp_path: Path) -> None:
@@ -267,7 +267,7 @@ def test_a_hook_writes_into_a_catalog_made_before_its_tables_were_created_at_ope
     assert fire(store, "PreToolUse", data) == (0, "")
     with open_fake(store) as memory:
         memory.drain_spool()
-        assert memory.stats()["capture"] == {"redacted_email": 1}
+        assert memory.stats().capture == {"redacted_email": 1}
         assert {m.content for m in memory.list()} == {"an older memory", "Bash: command=mail [EMAIL_REDACTED]"}
     with sqlite3.connect(store / "catalog.sqlite3") as conn:
         assert conn.execute("PRAGMA user_version").fetchone()[0] >= 7

@@ -72,7 +72,7 @@ def test_a_large_delete_returns_before_the_index_catches_up(tmp_path: Path) -> N
             assert memory.delete_many(doomed) == 5  # would wait for the gate if the vectors went inline
             assert time.monotonic() - started < 10
             assert sorted(queued(memory)) == sorted(doomed)
-            assert memory.index_status()["pending_deletes"] == 5
+            assert memory.index_status().pending_deletes == 5
             assert index.count("action_memories") == 6
             assert [h.id for h in memory.search("wifi password hint", limit=10)] == [kept]
             assert memory.get_batch(doomed) == [None] * 5
@@ -81,7 +81,7 @@ def test_a_large_delete_returns_before_the_index_catches_up(tmp_path: Path) -> N
         assert memory.flush(timeout=30)
         assert index.ids("action_memories") == [kept]
         assert queued(memory) == []
-        assert memory.index_status()["pending_deletes"] == 0
+        assert memory.index_status().pending_deletes == 0
         assert max(index.calls) <= 2  # in chunks
 
 

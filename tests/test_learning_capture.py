@@ -119,7 +119,7 @@ def test_workflow_needs_enough_related_actions_within_the_window(memory: MemoryM
 def test_low_confidence_statements_are_dropped(memory: MemoryManager) -> None:
     turn = ConversationTurn("Hey! How are you? Maybe I might try that later, not sure.", "Sounds good!")
     assert memory.capture_conversation(turn) == []
-    learning = memory.stats()["learning"]
+    learning = memory.stats().learning
     assert learning["dropped"]["low_confidence"] >= 3
     assert sum(v for k, v in learning["extraction_confidence"].items() if k < "0.7") >= 3
 
@@ -143,7 +143,7 @@ def test_at_most_three_memories_per_turn_most_confident_first(memory: MemoryMana
     assert len(captured) == 3
     confidences = [m.metadata["confidence"] for m in captured]
     assert confidences == sorted(confidences, reverse=True) and min(confidences) >= 0.7
-    assert memory.stats()["learning"]["dropped"]["over_cap"] == 2
+    assert memory.stats().learning["dropped"]["over_cap"] == 2
     with open_fake(memory.path.parent / "one", **{"learning.max_memories_per_turn": 1}) as one:
         assert len(one.capture_conversation(ConversationTurn(message, ""))) == 1
 
@@ -235,7 +235,7 @@ def test_every_capture_publishes_an_event_and_is_counted(memory: MemoryManager, 
         "configuration",
         "search_confirmation",
     ]
-    learning = memory.stats()["learning"]
+    learning = memory.stats().learning
     assert learning["capture_events"] == {
         "conversation": 2,
         "correction": 1,

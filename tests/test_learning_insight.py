@@ -53,7 +53,7 @@ def test_reinforcement_is_bounded_and_errors_are_clear(memory: MemoryManager) ->
     for _ in range(10):
         m = memory.confirm("linting", mid)
     assert m.importance == 1.0
-    assert memory.stats()["learning"]["reinforcements"] == 10
+    assert memory.stats().learning["reinforcements"] == 10
     with pytest.raises(NotFoundError):
         memory.confirm("linting", "knowledge_missing")
     with pytest.raises(ValidationError, match="'query'"):
@@ -78,8 +78,8 @@ def test_create_workflow_from_session(memory: MemoryManager) -> None:
     assert wf.metadata["success_rate"] == 1.0 and wf.metadata["step_count"] == 5
     # ... and it can be suggested when a similar context comes up
     found = memory.suggest("navigate to google.com and search for remindful in the search box")
-    assert found["suggestions"][0]["memory_id"] == wf.id
-    assert "google search workflow" in found["suggestions"][0]["message"]
+    assert found.suggestions[0].memory_id == wf.id
+    assert "google search workflow" in found.suggestions[0].message
     with pytest.raises(ValidationError, match="no action memories"):
         memory.create_workflow_from_session("session_none", "x")
 
@@ -101,16 +101,16 @@ def test_detect_repeated_action_sequence_across_sessions(memory: MemoryManager) 
         _actions(memory, f"session_{day}", [("Opened browser", True), *flow], T0 + timedelta(days=day))
     _actions(memory, "session_other", [("Opened browser", True), ("Closed tab", True)])
     report = memory.analyze_patterns(store=True)
-    top = report["patterns"][0]
+    top = report.patterns[0]
     assert top["sessions"] == 3 and top["length"] == 4  # the 3-step flow inside a 4-step one, same support
     assert [s for s in top["steps"]][1:] == [s for s, _ in flow]
     assert top["confidence"] == 0.75  # "Opened browser" led into the flow in 3 of its 4 sessions
-    assert all(p["length"] >= 3 for p in report["patterns"])
-    (stored,) = report["stored"]
+    assert all(p["length"] >= 3 for p in report.patterns)
+    (stored,) = report.stored
     wf = memory.get(stored)
     assert wf.type is MemoryType.WORKFLOW and wf.metadata["confidence"] == 0.75
     assert "Consider automating it" in wf.content
-    assert memory.analyze_patterns(store=True)["stored"] == [stored]  # updated, not duplicated
+    assert memory.analyze_patterns(store=True).stored == [stored]  # updated, not duplicated
     assert len(memory.list(type="workflow")) == 1
 
 
@@ -119,9 +119,9 @@ def test_success_rate_analysis(memory: MemoryManager) -> None:
     _actions(memory, "s_forms", steps)
     _actions(memory, "s_clicks", [("Clicked the dynamic menu item", ok) for ok in (True, False, False, True, False)])
     report = memory.analyze_patterns(metric="success_rate")
-    assert "patterns" not in report
-    assert "filled succeeds 95% (19/20)" in report["insights"]  # the words as written, not their stems
-    prone = {r["action"]: r["success_rate"] for r in report["failure_prone"]}
+    assert report.patterns is None and "patterns" not in report.to_dict()
+    assert "filled succeeds 95% (19/20)" in report.insights  # the words as written, not their stems
+    prone = {r["action"]: r["success_rate"] for r in report.failure_prone}
     assert prone["clicked"] == 0.4 and prone["clicked dynamic menu item"] == 0.4
     with pytest.raises(ValidationError, match="'metric'"):
         memory.analyze_patterns(metric="speed")
@@ -143,26 +143,26 @@ def test_suggest_similar_past_automation_with_id_and_date(memory: MemoryManager)
     )
     memory.store("Exported the quarterly report as PDF - success", type="action")
     result = memory.suggest("user is viewing a login form with username and password fields")
-    first = result["suggestions"][0]
-    assert first["memory_id"] == wf_id and first["date"] == "Oct 20, 2023"
-    assert first["message"] == "I found similar login workflow from Oct 20, 2023, would you like to replay it?"
-    assert all("quarterly" not in s["content"] for s in result["suggestions"])  # below the similarity bar
-    assert result["warnings"] == []
+    first = result.suggestions[0]
+    assert first.memory_id == wf_id and first.date == "Oct 20, 2023"
+    assert first.message == "I found similar login workflow from Oct 20, 2023, would you like to replay it?"
+    assert all("quarterly" not in s.content for s in result.suggestions)  # below the similarity bar
+    assert result.warnings == ()
 
 
 def test_warn_about_previously_failed_action(memory: MemoryManager) -> None:
     _actions(memory, "s_fail", [("Clicked login button at (500, 300)", False)] * 5)
     _actions(memory, "s_ok", [("Clicked login button by its id #login-submit", True)])
     result = memory.suggest("about to click the login button at (500, 300)")
-    (warning,) = result["warnings"]
-    assert warning["message"] == "This action failed 5 times previously, success rate: 0%"
-    assert warning["failures"] == 5 and len(warning["memory_ids"]) == 5
-    alternatives = [a["content"] for a in warning["alternatives"]]
+    (warning,) = result.warnings
+    assert warning.message == "This action failed 5 times previously, success rate: 0%"
+    assert warning.failures == 5 and len(warning.memory_ids) == 5
+    alternatives = [a.content for a in warning.alternatives]
     assert alternatives == ["Clicked login button by its id #login-submit"]
     # structured form, as the hands server would describe the action
     structured = memory.suggest("click", action={"action": "click", "target": {"x": 500, "y": 300}})
-    assert structured["warnings"][0]["failures"] == 5
-    assert memory.suggest("click at (10, 20)")["warnings"] == []
+    assert structured.warnings[0].failures == 5
+    assert memory.suggest("click at (10, 20)").warnings == ()
     with pytest.raises(ValidationError, match="'context'"):
         memory.suggest("")
 
@@ -184,11 +184,11 @@ def test_suggestions_and_warnings_with_the_real_model(real_memory: MemoryManager
     _actions(memory, "s_fail", [("Clicked login button at (500, 300)", False)] * 5)
     _actions(memory, "s_ok", [("Clicked login button via selector #login-submit", True)])
     found = memory.suggest("user is viewing a sign-in page with email and password fields")
-    assert found["suggestions"][0]["memory_id"] == wf_id
-    assert all("quarterly" not in s["content"] for s in found["suggestions"])
-    (warning,) = memory.suggest("click the login button at (500, 300)")["warnings"]
-    assert warning["message"] == "This action failed 5 times previously, success rate: 0%"
-    assert [a["content"] for a in warning["alternatives"]] == ["Clicked login button via selector #login-submit"]
+    assert found.suggestions[0].memory_id == wf_id
+    assert all("quarterly" not in s.content for s in found.suggestions)
+    (warning,) = memory.suggest("click the login button at (500, 300)").warnings
+    assert warning.message == "This action failed 5 times previously, success rate: 0%"
+    assert [a.content for a in warning.alternatives] == ["Clicked login button via selector #login-submit"]
     # confirmation reorders two near-ties for the same query
     _with_distractors(memory)
     memory.store("We use PostgreSQL for the main database.", type="knowledge", session_id="p1")

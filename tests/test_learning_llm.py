@@ -100,7 +100,7 @@ def test_valid_llm_output_is_used(tmp_path: Path, endpoint: FakeOpenAI, monkeypa
         (m,) = store.capture_conversation(TURN)
         assert m.content == "Staging deploys require a VPN connection."
         assert m.metadata["extractor"] == "llm" and m.metadata["trigger"] is True and m.importance > 0.5
-        llm = store.stats()["learning"]["llm"]
+        llm = store.stats().learning["llm"]
     (request,) = endpoint.requests
     assert request["path"] == "/v1/chat/completions" and request["auth"] == "Bearer sk-test-123"
     assert request["body"]["model"] == "test-model"
@@ -123,7 +123,7 @@ def test_malformed_output_falls_back_to_rules(tmp_path: Path, endpoint: FakeOpen
     with _store(tmp_path, endpoint.url) as store:
         (m,) = store.capture_conversation(TURN)
         assert m.metadata["extractor"] == "rules" and m.content == "Staging deploys need a VPN."
-        assert store.stats()["learning"]["llm"]["invalid"] == 1
+        assert store.stats().learning["llm"]["invalid"] == 1
     assert len(endpoint.requests) == 1
 
 
@@ -134,7 +134,7 @@ def test_token_cap_reached_uses_rules(tmp_path: Path, endpoint: FakeOpenAI) -> N
         assert store.capture_conversation(TURN)[0].metadata["extractor"] == "llm"
         second = store.capture_conversation(ConversationTurn("I prefer rebase over merge for feature branches."))
         assert second[0].metadata["extractor"] == "rules"
-        llm = store.stats()["learning"]["llm"]
+        llm = store.stats().learning["llm"]
     assert len(endpoint.requests) == 1  # the capped call never reached the endpoint
     assert llm["capped"] == 1 and llm["tokens_today"] == 120 and llm["daily_token_cap"] == 700
 
@@ -145,7 +145,7 @@ def test_unreachable_endpoint_falls_back(tmp_path: Path) -> None:
         port = sock.getsockname()[1]
     with _store(tmp_path, f"http://127.0.0.1:{port}/v1", **{"learning.llm.timeout_seconds": 2}) as store:
         assert store.capture_conversation(TURN)[0].metadata["extractor"] == "rules"
-        assert store.stats()["learning"]["llm"]["failed"] == 1
+        assert store.stats().learning["llm"]["failed"] == 1
 
 
 def test_llm_for_corrections_and_workflows(tmp_path: Path, endpoint: FakeOpenAI) -> None:

@@ -68,14 +68,14 @@ def test_export_import_round_trip_is_lossless(tmp_path_factory: pytest.TempPathF
         ids = source.store_batch(items)
         source.engine.catalog.touch(ids[:1], 1.5e9)  # access counts travel too
         exported = source.export(output_path=root / "out.json")
-        assert exported["count"] == len(ids)
-        assert target.import_memories(exported["path"])["imported"] == len(ids)
+        assert exported.count == len(ids)
+        assert target.import_memories(exported.path).imported == len(ids)
         for a, b in zip(source.get_batch(ids), target.get_batch(ids), strict=True):
             assert a is not None and b is not None
             assert a.to_dict() == b.to_dict()
             assert np.array_equal(_embedding(source, a.id), _embedding(target, b.id))
-        again = target.import_memories(exported["path"])
-        assert again["imported"] == 0 and again["skipped"] == len(ids)
+        again = target.import_memories(exported.path)
+        assert again.imported == 0 and again.skipped == len(ids)
 
 
 def test_an_export_appears_whole_or_not_at_all(tmp_path: Path, memory: MemoryManager) -> None:
@@ -97,20 +97,20 @@ def test_an_export_appears_whole_or_not_at_all(tmp_path: Path, memory: MemoryMan
         thread.start()
     for thread in threads:
         thread.join()
-    assert json.loads(target.read_text())["count"] == memory.stats()["total_memories"]
+    assert json.loads(target.read_text())["count"] == memory.stats().total_memories
     assert [p.name for p in target.parent.iterdir()] == ["out.json"]
 
 
 def test_import_needs_no_reembedding_and_search_works(tmp_path: Path) -> None:
     with open_fake(tmp_path / "a") as source:
         ids = _seed(source)
-        path = source.export(output_path=tmp_path / "m.json")["path"]
+        path = source.export(output_path=tmp_path / "m.json").path
     embedder = FakeEmbedder()
     with open_fake(tmp_path / "b", embedder=embedder) as target:
         target.import_memories(path)
         assert embedder.texts_embedded == 0
         assert target.search("login button")[0].id == ids[0]
-        assert any(s["id"] == "s1" for s in target.list_sessions())
+        assert any(s.id == "s1" for s in target.list_sessions())
 
 
 def test_import_refuses_bad_files_before_writing(tmp_path: Path, memory: MemoryManager) -> None:
@@ -119,14 +119,14 @@ def test_import_refuses_bad_files_before_writing(tmp_path: Path, memory: MemoryM
     with pytest.raises(ValidationError, match="not valid JSON"):
         memory.import_memories(bad)
     _seed(memory)
-    good = memory.export(output_path=tmp_path / "good.json")["path"]
+    good = memory.export(output_path=tmp_path / "good.json").path
     data = json.loads(Path(good).read_text())
     data["memories"][2]["type"] = "bogus"
     bad.write_text(json.dumps(data))
     with open_fake(tmp_path / "fresh") as fresh:
         with pytest.raises(ValidationError, match=r"memories\[2\]\.type"):
             fresh.import_memories(bad)
-        assert fresh.stats()["total_memories"] == 0
+        assert fresh.stats().total_memories == 0
     with pytest.raises(ValidationError, match="format"):
         memory.export(format="csv")
 
@@ -137,10 +137,10 @@ def test_import_refuses_bad_files_before_writing(tmp_path: Path, memory: MemoryM
 def test_backup_holds_catalog_config_manifest_with_checksums(memory: MemoryManager) -> None:
     _seed(memory)
     result = memory.backup(name="before_experiment")
-    path = Path(result["path"])
+    path = Path(result.path)
     assert path.parent == memory.path / "backups"
     assert path.name.startswith("backup_") and path.name.endswith("_before_experiment.tar.gz")
-    assert result["counts"]["action_memories"] == 1 and result["total"] == 4
+    assert result.counts["action_memories"] == 1 and result.total == 4
     assert oct(path.stat().st_mode & 0o777) == "0o600"
     with tarfile.open(path) as tar:
         names = tar.getnames()
@@ -168,19 +168,17 @@ def test_restore_into_a_fresh_store_reproduces_counts_and_search(tmp_path: Path)
     with open_fake(tmp_path / "a") as source:
         _seed(source)
         expected = [h.id for h in source.search("login")]
-        archive = source.backup()["path"]
-        counts = source.stats()["collections"]
+        archive = source.backup().path
+        counts = source.stats().collections
     with open_fake(tmp_path / "b") as target:
         target.store("something to be replaced")
         with pytest.raises(ValidationError, match="confirm"):
             target.restore(archive)
-        assert target.stats()["total_memories"] == 1
+        assert target.stats().total_memories == 1
         result = target.restore(archive, confirm=True)
-        assert result["total"] == 4 and result["counts"] == result["expected"]
-        assert Path(result["backup_path"]).exists()  # the replaced data was backed up first
-        assert {k: v["count"] for k, v in target.stats()["collections"].items()} == {
-            k: v["count"] for k, v in counts.items()
-        }
+        assert result.total == 4 and result.counts == result.expected
+        assert Path(result.backup_path).exists()  # the replaced data was backed up first
+        assert {k: v.count for k, v in target.stats().collections.items()} == {k: v.count for k, v in counts.items()}
         assert [h.id for h in target.search("login")] == expected
 
 
@@ -202,10 +200,10 @@ def test_backup_while_another_thread_stores(memory: MemoryManager) -> None:
         thread.join()
     assert stored
     for result in results:
-        assert 4 <= result["total"] <= 4 + len(stored)
+        assert 4 <= result.total <= 4 + len(stored)
     with open_fake(memory.path.parent / "check") as fresh:
-        restored = fresh.restore(results[-1]["path"], confirm=True)
-        assert restored["total"] == results[-1]["total"]
+        restored = fresh.restore(results[-1].path, confirm=True)
+        assert restored.total == results[-1].total
 
 
 def _archive(path: Path, members: list[tuple[tarfile.TarInfo, bytes | None]]) -> Path:
@@ -223,7 +221,7 @@ def _file(name: str, data: bytes) -> tuple[tarfile.TarInfo, bytes]:
 
 def _forge(tmp_path: Path, memory: MemoryManager, extra: tuple[tarfile.TarInfo, bytes | None]) -> Path:
     """A real backup plus one crafted member, listed in the manifest so only the member is wrong."""
-    real = Path(memory.backup()["path"])
+    real = Path(memory.backup().path)
     members = []
     with tarfile.open(real) as tar:
         for info in tar.getmembers():
@@ -257,19 +255,19 @@ def test_crafted_archives_are_refused_and_nothing_is_touched(tmp_path: Path, mem
         memory.restore(forged, confirm=True)
     assert "escapes" in str(err.value) or "link" in str(err.value)
     assert not (tmp_path / "escaped.txt").exists() and not (tmp_path / "abs.txt").exists()
-    assert all(memory.get_batch(ids)) and memory.stats()["total_memories"] == 4
+    assert all(memory.get_batch(ids)) and memory.stats().total_memories == 4
     assert not list(memory.path.glob(".restore-*"))
 
 
 def test_truncated_or_tampered_archive_is_refused_and_data_untouched(tmp_path: Path, memory: MemoryManager) -> None:
     ids = _seed(memory)
-    full = Path(memory.backup()["path"]).read_bytes()
+    full = Path(memory.backup().path).read_bytes()
     memory.store("added after the backup")
     truncated = tmp_path / "truncated.tar.gz"
     truncated.write_bytes(full[: len(full) * 2 // 3])
     with pytest.raises(ValidationError, match="truncated or damaged"):
         memory.restore(truncated, confirm=True)
-    assert memory.stats()["total_memories"] == 5 and all(memory.get_batch(ids))
+    assert memory.stats().total_memories == 5 and all(memory.get_batch(ids))
     # A member whose bytes differ from the manifest's checksum.
     with tarfile.open(fileobj=io.BytesIO(full)) as tar:
         members = [(i, tar.extractfile(i).read()) for i in tar.getmembers()]  # type: ignore[union-attr]
@@ -280,25 +278,25 @@ def test_truncated_or_tampered_archive_is_refused_and_data_untouched(tmp_path: P
     _archive(not_backup, [_file("hello.txt", b"hi")])
     with pytest.raises(ValidationError, match="no manifest"):
         memory.restore(not_backup, confirm=True)
-    assert memory.stats()["total_memories"] == 5
+    assert memory.stats().total_memories == 5
 
 
 def test_clear_all_backs_up_then_empties_everything(memory: MemoryManager) -> None:
     _seed(memory)
     with pytest.raises(ValidationError, match="confirm=True"):
         memory.clear_all()
-    assert memory.stats()["total_memories"] == 4
+    assert memory.stats().total_memories == 4
     result = memory.clear_all(confirm=True)
-    assert result["deleted"] == 4 and Path(result["backup_path"]).exists()
-    assert memory.stats()["total_memories"] == 0 and memory.list_sessions() == []
+    assert result.deleted == 4 and Path(result.backup_path).exists()
+    assert memory.stats().total_memories == 0 and memory.list_sessions() == []
     assert memory.search("login") == []
-    memory.restore(result["backup_path"], confirm=True)
-    assert memory.stats()["total_memories"] == 4
+    memory.restore(result.backup_path, confirm=True)
+    assert memory.stats().total_memories == 4
 
 
 def test_the_store_keeps_working_after_a_restore(memory: MemoryManager, caplog: pytest.LogCaptureFixture) -> None:
     _seed(memory)
-    archive = memory.backup()["path"]
+    archive = memory.backup().path
     memory.store("written after the backup")
     memory.restore(archive, confirm=True)
     with caplog.at_level(logging.WARNING):
@@ -306,7 +304,7 @@ def test_the_store_keeps_working_after_a_restore(memory: MemoryManager, caplog: 
         [new] = memory.store_batch([{"content": "Written after the restore"}], defer=False)
         memory.flush()
     assert "lookup failed" not in caplog.text
-    assert memory.stats()["total_memories"] == 5
+    assert memory.stats().total_memories == 5
     assert memory.search("Written after the restore")[0].id == new
 
 
@@ -342,7 +340,7 @@ def test_copied_attachment_follows_the_memory(tmp_path: Path) -> None:
         assert meta["screenshot_path_original"] == str(shot) and Path(meta["file_path"]).exists()
         assert oct(copy.stat().st_mode & 0o777) == "0o600"
         assert memory.get(missing).metadata["screenshot_path"] == str(tmp_path / "nope.png")
-        archive = memory.backup()["path"]
+        archive = memory.backup().path
         assert memory.delete(memory_id)
         assert not copy.exists() and not copy.parent.exists()
         shot.unlink()
@@ -383,13 +381,13 @@ def test_real_stack_backup_restore_and_dedup(real_memory: MemoryManager, tmp_pat
         + [{"content": "Login screen with the username and password fields", "type": "screen"}]
     )
     expected = [h.id for h in real_memory.search("how do I sign in to the bank?")]
-    archive = real_memory.backup(name="real")["path"]
+    archive = real_memory.backup(name="real").path
     with tarfile.open(archive) as tar:
         assert any(n.startswith("chroma/") for n in tar.getnames())
     with remindful.open(tmp_path / "fresh", embedder=onnx_embedder) as fresh:
         result = fresh.restore(archive, confirm=True)
-        assert result["total"] == 10 and result["counts"] == result["expected"]
+        assert result.total == 10 and result.counts == result.expected
         assert [h.id for h in fresh.search("how do I sign in to the bank?")] == expected
         report = fresh.dedup(types=["screen"])
-        assert report["clusters"] == 1 and report["deleted"] == 5
-        assert fresh.index_status()["available"] and fresh.stats()["collections"]["screen_memories"]["count"] == 2
+        assert report.clusters == 1 and report.deleted == 5
+        assert fresh.index_status().available and fresh.stats().collections["screen_memories"].count == 2

@@ -84,19 +84,19 @@ def test_cleanup_deletes_old_unprotected_and_keeps_bookmarks(tmp_path: Path, cap
         recent = memory.store("recent capture", type="action", timestamp=ago(2))
         caplog.set_level(logging.INFO, logger="remindful")
         report = memory.cleanup()
-        assert report["deleted"] == 1 and report["by_reason"] == {"retention": 1}
-        assert report["freed_bytes"] > 0 and report["protected_kept"] == 2
+        assert report.deleted == 1 and report.by_reason == {"retention": 1}
+        assert report.freed_bytes > 0 and report.protected_kept == 2
         assert [m is not None for m in memory.get_batch([old, bookmarked, manual, recent])] == [False, True, True, True]
         stats = memory.stats()
-        assert stats["total_memories"] == 3
-        assert stats["last_cleanup"]["deleted"] == 1 and stats["last_cleanup"]["by_reason"] == {"retention": 1}
+        assert stats.total_memories == 3
+        assert stats.last_cleanup["deleted"] == 1 and stats.last_cleanup["by_reason"] == {"retention": 1}
         assert any("deleted 1 memories" in r.getMessage() and "freed" in r.getMessage() for r in caplog.records)
 
 
 def test_dry_run_reports_without_deleting(memory: MemoryManager) -> None:
     doomed = memory.store("old thing", source="hook", timestamp=ago(45))
     report = memory.cleanup(dry_run=True)
-    assert report["dry_run"] and report["deleted"] == 1 and report["ids"] == [doomed]
+    assert report.dry_run and report.deleted == 1 and report.ids == [doomed]
     assert memory.get(doomed).id == doomed
 
 
@@ -105,7 +105,7 @@ def test_expired_memories_are_deleted(tmp_path: Path) -> None:
         stale = memory.store("expires soon", timestamp=ago(3))
         fresh = memory.store("still valid")
         assert memory.get(stale).expires_at is not None
-        assert memory.cleanup()["by_reason"] == {"expired": 1}
+        assert memory.cleanup().by_reason == {"expired": 1}
         assert memory.get_batch([stale, fresh])[0] is None
 
 
@@ -118,7 +118,7 @@ def test_long_term_keeps_successful_workflows_and_drops_the_ancient(memory: Memo
         "ancient workflow", type="workflow", source="hook", metadata={"success": True}, timestamp=ago(400)
     )
     report = memory.cleanup()
-    assert report["by_reason"] == {"retention": 1, "too_old": 1}
+    assert report.by_reason == {"retention": 1, "too_old": 1}
     assert [m is not None for m in memory.get_batch([kept, failed, ancient])] == [True, False, False]
 
 
@@ -132,7 +132,7 @@ def test_medium_tier_cap_keeps_the_most_important(tmp_path: Path) -> None:
             for word, imp in [("alpha", 0.9), ("beta", 0.1), ("gamma", 0.8), ("delta", 0.2)]
         ]
         success = memory.store("succeeded", type="knowledge", metadata={"success": True}, timestamp=ago(10))
-        assert memory.cleanup()["by_reason"] == {"tier_cap": 2}
+        assert memory.cleanup().by_reason == {"tier_cap": 2}
         alive = [m is not None for m in memory.get_batch([*ids, success])]
         assert alive == [True, False, True, False, True]
 
@@ -200,11 +200,11 @@ def test_size_quota_evicts_least_important(tmp_path: Path) -> None:
     with open_fake(tmp_path / "s") as memory:
         keep = memory.store("precious", metadata={"bookmarked": True})
         rest = memory.store_batch([{"content": f"filler {i} " * 50, "source": "hook"} for i in range(50)])
-        memory.settings.storage.max_size_mb = memory.stats()["storage"]["total_size_mb"] / 2
+        memory.settings.storage.max_size_mb = memory.stats().storage.total_size_mb / 2
         report = memory.cleanup()
-        assert report["by_reason"].get("size_quota", 0) > 0
+        assert report.by_reason.get("size_quota", 0) > 0
         assert memory.get(keep).bookmarked
-        assert sum(m is None for m in memory.get_batch(rest)) == report["by_reason"]["size_quota"]
+        assert sum(m is None for m in memory.get_batch(rest)) == report.by_reason["size_quota"]
 
 
 # -- dedup ---------------------------------------------------------------------------------------------
@@ -220,13 +220,13 @@ def test_dedup_keeps_one_of_fifty_and_records_the_consolidation(memory: MemoryMa
     other = memory.store("Dashboard with charts", type="screen")
     action = memory.store("Login screen with username and password fields", type="action")
     report = memory.dedup()
-    assert report["clusters"] == 1 and report["deleted"] == 49
-    (rep,) = report["representatives"]
+    assert report.clusters == 1 and report.deleted == 49
+    (rep,) = report.representatives
     assert rep == ids[-1]  # equally important: the newest is kept
     consolidation = memory.get(rep).metadata["consolidation"]
     assert consolidation["count"] == 49 and len(consolidation["merged_ids"]) == 49 and consolidation["at"]
     assert memory.get(other) and memory.get(action)  # other content, other type: untouched
-    assert memory.stats()["collections"]["screen_memories"]["count"] == 2
+    assert memory.stats().collections["screen_memories"].count == 2
     assert memory.search("login username password", types=["screen"])[0].id == rep
 
 
@@ -236,9 +236,9 @@ def test_dedup_prefers_the_important_member_and_spares_bookmarks(memory: MemoryM
     important = memory.store(text, type="screen", metadata={"importance": 1.0})
     marked = memory.store(text, type="screen", metadata={"bookmarked": True})
     dry = memory.dedup(dry_run=True)
-    assert dry["deleted"] == 2 and memory.get(plain)
+    assert dry.deleted == 2 and memory.get(plain)
     report = memory.dedup()
-    assert report["representatives"] == {marked: [important, plain]} or report["representatives"] == {
+    assert report.representatives == {marked: [important, plain]} or report.representatives == {
         marked: [plain, important]
     }
     with pytest.raises(ValidationError, match="threshold"):
@@ -249,7 +249,7 @@ def test_cleanup_dedups_the_medium_tier(memory: MemoryManager) -> None:
     old = [memory.store("Settings dialog opened", type="screen", timestamp=ago(10 + i / 10)) for i in range(5)]
     young = [memory.store("Settings dialog opened", type="screen", timestamp=ago(1)) for _ in range(2)]
     report = memory.cleanup()
-    assert report["by_reason"] == {"dedup": 4} and report["clusters"] == 1
+    assert report.by_reason == {"dedup": 4} and report.clusters == 1
     assert sum(m is not None for m in memory.get_batch(old)) == 1
     assert all(memory.get_batch(young))  # the recent tier keeps everything
 
@@ -258,13 +258,13 @@ def test_cleanup_audits_each_deletion_with_its_reason_and_reports_its_phases(mem
     old = memory.store("old auto capture", source="hook", timestamp=ago(40))
     dups = [memory.store("Settings dialog opened", type="screen", timestamp=ago(10 + i / 10)) for i in range(3)]
     report = memory.cleanup()
-    assert report["deleted"] == 3 and report["by_reason"] == {"retention": 1, "dedup": 2}
-    assert set(report["phases"]) == {"plan", "consolidate", "delete", "record"} and "ids" not in report
+    assert report.deleted == 3 and report.by_reason == {"retention": 1, "dedup": 2}
+    assert set(report.phases) == {"plan", "consolidate", "delete", "record"} and "ids" not in report.to_dict()
     (kept,) = [m for m in memory.get_batch(dups) if m is not None]
     assert kept.metadata["consolidation"]["count"] == 2
     audit = memory.engine.catalog.read("SELECT action, memory_id FROM audit_log WHERE memory_id IS NOT NULL")
     assert sorted(audit) == sorted([("retention:retention", old), *[("dedup", d) for d in dups if d != kept.id]])
-    assert memory.cleanup(dry_run=True)["phases"].keys() == {"plan"}
+    assert memory.cleanup(dry_run=True).phases.keys() == {"plan"}
 
 
 # -- scheduler -----------------------------------------------------------------------------------------
@@ -294,7 +294,7 @@ def test_scheduler_runs_cleanup_when_due_and_survives_errors(memory: MemoryManag
     assert scheduler.due_at(clock[0]) == datetime(2026, 1, 10, 3, 0)
     assert isinstance(scheduler.run_once(), RuntimeError)  # logged, not raised
     scheduler.run_once()
-    assert ran.is_set() and memory.stats()["total_memories"] == 0
+    assert ran.is_set() and memory.stats().total_memories == 0
 
 
 def test_scheduler_runs_the_retention_cleanup_by_default(memory: MemoryManager) -> None:

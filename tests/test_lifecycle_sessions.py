@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -28,17 +29,17 @@ def test_list_sessions_has_times_counts_and_summary(memory: MemoryManager) -> No
     memory.store("login page", type="screen", metadata={"app": "Firefox"})
     memory.store("old work", type="screen", session_id="session_20231026_123456", timestamp="2023-10-26T12:34:56Z")
     sessions = memory.list_sessions()
-    assert [s["id"] for s in sessions] == [memory.session_id, "session_20231026_123456"]  # newest first
+    assert [s.id for s in sessions] == [memory.session_id, "session_20231026_123456"]  # newest first
     current = sessions[0]
-    assert current["memory_count"] == 5 and current["current"] and not current["resumed"]
-    assert current["by_type"] == {"action": 4, "screen": 1}
-    assert current["summary"]["actions"][0] == {"name": "click", "count": 3}
-    assert current["summary"]["screens"] == [{"name": "Firefox", "count": 1}]
-    assert current["summary"]["tools"] == [{"name": "hands", "count": 3}]
-    assert "click x3" in current["text"]
+    assert current.memory_count == 5 and current.current and not current.resumed
+    assert current.by_type == {"action": 4, "screen": 1}
+    assert current.summary["actions"][0] == {"name": "click", "count": 3}
+    assert current.summary["screens"] == [{"name": "Firefox", "count": 1}]
+    assert current.summary["tools"] == [{"name": "hands", "count": 3}]
+    assert "click x3" in current.text
     old = sessions[1]
-    assert old["started_at"].startswith("2023-10-26T12:34:56") and old["ended_at"].startswith("2023-10-26")
-    assert old["summary"]["screens"] == [{"name": "old work", "count": 1}]  # content when no metadata names it
+    assert old.started_at == old.ended_at == datetime(2023, 10, 26, 12, 34, 56, tzinfo=UTC)
+    assert old.summary["screens"] == [{"name": "old work", "count": 1}]  # content when no metadata names it
 
 
 def test_resume_session_boosts_its_memories_until_another_is_resumed(memory: MemoryManager) -> None:
@@ -46,7 +47,7 @@ def test_resume_session_boosts_its_memories_until_another_is_resumed(memory: Mem
     memory.store("configure the build pipeline", session_id="other")
     assert memory.resume_session("old") == 1
     assert memory.search("build pipeline")[0].session_id == "old"  # the copy shown is the boosted one
-    assert [s["id"] for s in memory.list_sessions() if s["resumed"]] == ["old"]
+    assert [s.id for s in memory.list_sessions() if s.resumed] == ["old"]
     memory.resume_session("other")
     assert memory.search("build pipeline")[0].session_id == "other"
     with pytest.raises(NotFoundError):
@@ -63,10 +64,10 @@ def test_delete_session_needs_confirm_backs_up_and_deletes_every_collection(memo
     assert "3 memories" in str(refused.value) and all(memory.get_batch(ids))
     memory.resume_session("session_abc123")
     result = memory.delete_session("session_abc123", confirm=True)
-    assert result["deleted"] == 3 and Path(result["backup_path"]).exists()
-    assert "_auto-before-delete-session" in result["backup_path"]
+    assert result.deleted == 3 and Path(result.backup_path).exists()
+    assert "_auto-before-delete-session" in result.backup_path
     assert memory.get_batch(ids) == [None, None, None] and memory.get(keep)
-    assert "session_abc123" not in [s["id"] for s in memory.list_sessions()]
+    assert "session_abc123" not in [s.id for s in memory.list_sessions()]
     assert all(h.session_id != "session_abc123" for h in memory.search("sensitive"))
     assert memory.engine.resumed_session is None
     with pytest.raises(NotFoundError, match="Session not found"):
@@ -77,7 +78,7 @@ def test_delete_on_exit_only_when_configured(tmp_path: Path) -> None:
     with open_fake(tmp_path / "a") as memory:
         memory.store("kept")
         assert memory.delete_on_exit() == 0
-        assert memory.stats()["total_memories"] == 1
+        assert memory.stats().total_memories == 1
     with open_fake(tmp_path / "b", **{"privacy.delete_on_exit": True}) as memory:
         memory.store("ephemeral one")
         memory.store("agent event", session_id="agent-7")
@@ -89,7 +90,7 @@ def test_delete_on_exit_only_when_configured(tmp_path: Path) -> None:
 
 
 def test_sessions_page_and_pick_one(tmp_path: Path) -> None:
-    from datetime import UTC, datetime, timedelta
+    from datetime import timedelta
 
     base = datetime(2026, 1, 1, tzinfo=UTC)
     with open_fake(tmp_path / "s") as memory:
@@ -103,10 +104,10 @@ def test_sessions_page_and_pick_one(tmp_path: Path) -> None:
                     metadata={"action": f"act{j}"},
                 )
         everything = memory.list_sessions()
-        assert [s["id"] for s in everything] == ["run4", "run3", "run2", "run1", "run0"]
+        assert [s.id for s in everything] == ["run4", "run3", "run2", "run1", "run0"]
         assert memory.session_count() == 5
         page = memory.list_sessions(limit=2, offset=1)
         assert page == everything[1:3]
         assert memory.list_sessions(session_id="run2") == [everything[2]]
-        assert everything[2]["memory_count"] == 3 and everything[2]["by_type"] == {"action": 3}
+        assert everything[2].memory_count == 3 and everything[2].by_type == {"action": 3}
         assert memory.list_sessions(session_id="nope") == [] and memory.list_sessions(offset=9) == []

@@ -21,6 +21,7 @@ from remindful import MemoryClass, MemorySource, MemoryType, NotFoundError, Vali
 from remindful.api import MemoryManager
 from remindful.embed import FakeEmbedder
 from remindful.engine.store import SIZE_WARNING_INTERVAL_S
+from remindful.model import CollectionUsage
 from remindful.testing import open_fake
 
 ID_PATTERN = re.compile(r"^(screen|action|workflow|conversation|document|knowledge)_\d{20}_[0-9a-f]{8}$")
@@ -97,14 +98,28 @@ def test_list_filters_and_pages(memory: MemoryManager) -> None:
     assert first[0].created_at >= first[-1].created_at
 
 
+def test_list_takes_a_time_range_including_both_ends(memory: MemoryManager) -> None:
+    day = 86_400.0
+    start = datetime(2025, 3, 1, tzinfo=UTC).timestamp()
+    ids = memory.store_batch([{"content": f"day {i}", "timestamp": start + i * day} for i in range(10)])
+    since, until = datetime.fromtimestamp(start + 2 * day, UTC), (start + 5 * day)
+    assert [m.id for m in memory.list(since=since, until=until)] == ids[5:1:-1]  # 5, 4, 3, 2: newest first
+    assert [m.id for m in memory.list(since=since, until=until, limit=2, offset=1)] == ids[4:2:-1]
+    assert [m.id for m in memory.list(since="2025-03-09T00:00:00Z")] == ids[:7:-1]
+    assert [m.id for m in memory.list(until="2025-03-01T00:00:00+00:00")] == ids[:1]
+    assert memory.list(type="screen", since=since) == []
+    with pytest.raises(ValidationError, match="'until'"):
+        memory.list(until="next week")
+
+
 def test_store_batch_is_all_or_nothing(memory: MemoryManager) -> None:
     with pytest.raises(ValidationError) as info:
         memory.store_batch([{"content": "fine"}, {"content": ""}])
     assert "items[1].content" in str(info.value)
-    assert memory.stats()["total_memories"] == 0
+    assert memory.stats().total_memories == 0
     ids = memory.store_batch([{"content": f"step {i}", "type": "workflow"} for i in range(50)])
     assert len(ids) == len(set(ids)) == 50
-    assert memory.stats()["collections"]["workflow_memories"]["count"] == 50
+    assert memory.stats().collections["workflow_memories"].count == 50
 
 
 @pytest.mark.parametrize(
@@ -194,7 +209,7 @@ def test_quota_evicts_least_important_unprotected(tmp_path: Path) -> None:
         mid = memory.store("middling", type="screen", metadata={"importance": 0.6})
         new = memory.store("newest", type="screen")
         assert [m.id if m else None for m in memory.get_batch([keep, low, mid, new])] == [keep, None, mid, new]
-        assert memory.stats()["collections"]["screen_memories"]["count"] == 3
+        assert memory.stats().collections["screen_memories"].count == 3
 
 
 def test_near_size_quota_warns_and_still_stores(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
@@ -246,12 +261,12 @@ def test_stats_report_collections_storage_and_latency(memory: MemoryManager) -> 
     memory.store("a", type="screen")
     memory.search("a")
     stats = memory.stats()
-    assert stats["total_memories"] == 1
-    assert stats["collections"]["screen_memories"] == {"count": 1, "quota": 10_000, "usage_percent": 0.01}
-    assert stats["storage"]["quota_limit_mb"] == 500
-    assert stats["storage"]["total_size_mb"] > 0
-    assert stats["performance"]["searches"] == 1
-    assert stats["sessions"] == 1
+    assert stats.total_memories == 1
+    assert stats.collections["screen_memories"] == CollectionUsage(count=1, quota=10_000, usage_percent=0.01)
+    assert stats.storage.quota_limit_mb == 500
+    assert stats.storage.total_size_mb > 0
+    assert stats.performance["searches"] == 1
+    assert stats.sessions == 1
 
 
 def test_access_counts_recorded_after_search(memory: MemoryManager) -> None:
@@ -290,15 +305,39 @@ async def _async_roundtrip(path: Path) -> None:
     from remindful.aio import AsyncMemoryManager
 
     async with AsyncMemoryManager(open_fake(path)) as memory:
-        memory_id = await memory.store("async hello")
+        memory_id = await memory.store("async hello", session_id="s1")
         assert (await memory.get(memory_id)).content == "async hello"
         assert (await memory.search("hello"))[0].id == memory_id
+        assert [m.id for m in await memory.list(since="2000-01-01T00:00:00Z")] == [memory_id]
+        assert await memory.flush(timeout=30)
+        assert (await memory.stats()).total_memories == 1
+        assert [s.id for s in await memory.list_sessions()] == ["s1"]
+        assert (await memory.delete_session("s1", confirm=True)).deleted == 1
 
 
 def test_async_facade(tmp_path: Path) -> None:
     import asyncio
 
     asyncio.run(_async_roundtrip(tmp_path / "a"))
+
+
+def test_the_async_facade_has_every_public_method_awaitable() -> None:
+    import inspect
+
+    from remindful.aio import AsyncMemoryManager
+
+    methods = {name for name, value in vars(MemoryManager).items() if inspect.isfunction(value)}
+    public = {name for name in methods if not name.startswith("_")}
+    assert {"store", "search", "stats", "analyze_patterns"} <= public
+    awaitable = {
+        name
+        for name, value in vars(AsyncMemoryManager).items()
+        if not name.startswith("_") and inspect.iscoroutinefunction(value)
+    }
+    assert awaitable == public
+    for name in public:  # the same parameters, the same result type
+        method, wrapped = getattr(MemoryManager, name), getattr(AsyncMemoryManager, name)
+        assert inspect.signature(wrapped) == inspect.signature(method), name
 
 
 def test_list_by_source_and_delete_by_file_path(memory: MemoryManager, tmp_path: Path) -> None:

@@ -27,6 +27,7 @@ from mcp.client.streamable_http import streamable_http_client
 from remindful.errors import StorageError
 from remindful.services.access import TOKEN_ENV, bearer_ok, http_token, token_file
 from remindful.shells.mcp.server import BearerGate, served_names, transport_security
+from remindful.web.gate import UNAUTHORIZED
 from test_mcp_e2e import errors_are_tool_errors, remindful_script, server_env, store_and_search
 
 TOKEN = "test-token-0123456789"
@@ -154,7 +155,7 @@ def test_requests_without_the_token_get_401_and_nothing_else(tmp_path: Path) -> 
             request(served, {}, None, "DELETE"),
         ]
         for status, headers, body in refused:
-            assert (status, body) == (401, b"Unauthorized\n")
+            assert (status, body) == (401, UNAUTHORIZED.encode())
             assert headers["www-authenticate"] == 'Bearer realm="remindful"' and "mcp-session-id" not in headers
         status, headers, _ = request(served, {"Authorization": f"bearer {TOKEN}"})  # the scheme is case-insensitive
         assert status == 200 and headers["mcp-session-id"]

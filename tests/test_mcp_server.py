@@ -161,6 +161,8 @@ async def test_batch_list_and_stats(server: Any) -> None:
         assert other["count"] == 1 and other["memories"][0]["type"] == "knowledge"
         page = await call(client, "memory_list", limit=1, offset=1)
         assert page["count"] == 1 and page["offset"] == 1
+        assert (await call(client, "memory_list", since="2000-01-01T00:00:00Z"))["count"] == 3
+        assert (await call(client, "memory_list", until="2000-01-01T00:00:00Z"))["count"] == 0
 
         stats = await call(client, "memory_stats")
         assert stats["success"] is True and stats["total_memories"] == 3

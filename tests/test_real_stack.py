@@ -121,7 +121,7 @@ def test_kill_9_loses_no_acknowledged_memory(tmp_path: Path) -> None:
         got = memory.get_batch(acknowledged)
         assert all(m is not None for m in got)
         memory.search("acknowledged")  # opening the index indexes whatever the crash left behind
-        assert memory.index_status()["unindexed"] == 0
+        assert memory.index_status().unindexed == 0
 
 
 def test_kill_9_during_background_vector_deletes_brings_nothing_back(tmp_path: Path) -> None:
@@ -150,7 +150,7 @@ def test_kill_9_during_background_vector_deletes_brings_nothing_back(tmp_path: P
         found = {h.id for h in memory.search("doomed note staging server", limit=100)}
         assert found and found <= set(kept)  # ...and nothing deleted comes back
         assert memory.flush(timeout=120)
-        if memory.index_status()["available"]:
+        if memory.index_status().available:
             state = memory.engine
             assert state.catalog.read("SELECT count(*) FROM index_deletes")[0][0] == 0
             assert set(state.index.ids("action_memories")) == set(kept)  # type: ignore[union-attr]
@@ -171,9 +171,9 @@ def test_corrupted_index_is_detected_backed_up_and_rebuilt(tmp_path: Path, onnx_
         hits = memory.search("which port does the staging database use?")
         assert hits[0].id == kept  # search works from the catalog while the index is down
         status = memory.index_status()
-        assert status["available"] is False and "damaged" in status["error"]
+        assert status.available is False and "damaged" in status.error
         assert list(tmp_path.glob("chroma.corrupt-*")) or list(path.glob("chroma.corrupt-*"))
         counts = memory.reindex(reset=True)
         assert counts["action_memories"] == 2
-        assert memory.index_status()["available"] is True
+        assert memory.index_status().available is True
         assert memory.search("staging database port")[0].id == kept

@@ -156,7 +156,7 @@ def _repack_with(archive: Path, target: Path, name: str, data: bytes) -> None:
 def test_restore_refuses_a_2000_level_deep_member_clearly(tmp_path: Path) -> None:
     with open_fake(tmp_path / "store") as memory:
         memory.store("something to keep")
-        archive = Path(memory.backup()["path"])
+        archive = Path(memory.backup().path)
         deep = tmp_path / "deep.tar.gz"
         _repack_with(archive, deep, "/".join(["a"] * 2000) + "/x", b"x")
         with pytest.raises(ValidationError) as refused:

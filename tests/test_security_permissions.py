@@ -51,7 +51,7 @@ def test_storage_chroma_and_backups_are_private(tmp_path: Path, open_umask: obje
         memory.store_batch([{"content": f"batch item {i}"} for i in range(3)])
         assert memory.search("login page")
         assert memory.flush(timeout=60)
-        backup = Path(memory.backup()["path"])
+        backup = Path(memory.backup().path)
         assert (path / "chroma" / "chroma.sqlite3").exists()
         assert _wrong(path) == {}  # while open: Chroma's live files too
     assert _wrong(path) == {}
@@ -68,7 +68,7 @@ def test_restored_store_is_private(tmp_path: Path, open_umask: object) -> None:
     path = tmp_path / "memory"
     with remindful.open(path, embedder=FakeEmbedder(), **{"performance.async_indexing": False}) as memory:
         memory.store("kept across the restore")
-        backup = memory.backup()["path"]
+        backup = memory.backup().path
         memory.store("after the backup")
         memory.restore(backup, confirm=True)
         assert memory.flush(timeout=60)

@@ -175,7 +175,7 @@ def test_planted_secrets_reach_no_file_through_any_capture_path(tmp_path: Path) 
     )
     with remindful.open(store, embedder=FakeEmbedder()) as memory:  # the real embedded Chroma
         memory.drain_spool()
-        assert memory.stats()["spool_pending"] == 0
+        assert memory.stats().spool_pending == 0
         memory.store(ALL, type="knowledge", metadata={"AKIAIOSFODNN7EXAMPLE": "v", "note": ALL, "n": [{ALL: ALL}]})
         mid = memory.store("placeholder", type="action")
         memory.update(mid, content=ALL, metadata={PLANTED[1][0]: ALL})
@@ -194,7 +194,7 @@ def test_planted_secrets_reach_no_file_through_any_capture_path(tmp_path: Path) 
         assert worker.stats["captured"] == 3, worker.stats
         MarkdownWatcher(memory.engine, [docs]).scan()
         imported = memory.import_memories(export_in)
-        assert imported["imported"] == 1
+        assert imported.imported == 1
         memory.export(output_path=str(store / "export.json"))
         memory.backup("after-secrets")
         assert memory.search("password key token", limit=5, min_score=0)  # the search path ran

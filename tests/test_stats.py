@@ -56,7 +56,7 @@ def _activity(memory: MemoryManager) -> None:
 
 def test_most_frequent_actions_and_screens(memory: MemoryManager) -> None:
     _activity(memory)
-    activity = memory.stats()["activity"]
+    activity = memory.stats().activity
     assert activity["actions"][:3] == [
         {"name": "click", "count": 3},
         {"name": "type", "count": 2},
@@ -67,7 +67,7 @@ def test_most_frequent_actions_and_screens(memory: MemoryManager) -> None:
 
 def test_average_session_length_in_memories_and_minutes(memory: MemoryManager) -> None:
     _activity(memory)  # session a: 6 memories over 5 minutes; session b: 3 over 20 minutes
-    length = memory.stats()["session_length"]
+    length = memory.stats().session_length
     assert length["sessions"] == 2
     assert length["avg_memories"] == 4.5
     assert length["avg_minutes"] == 12.5
@@ -75,16 +75,16 @@ def test_average_session_length_in_memories_and_minutes(memory: MemoryManager) -
 
 def test_empty_store_reports_no_averages(memory: MemoryManager) -> None:
     report = memory.stats()
-    assert report["session_length"] == {"sessions": 0, "avg_memories": None, "avg_minutes": None}
-    assert report["activity"]["actions"] == [] and report["last_backup"] is None
-    assert report["storage"]["storage_full"] is False and report["warnings"] == []
+    assert report.session_length == {"sessions": 0, "avg_memories": None, "avg_minutes": None}
+    assert report.activity["actions"] == [] and report.last_backup is None
+    assert report.storage.storage_full is False and report.warnings == ()
 
 
 def test_captures_per_day_covers_every_day_including_empty_ones(memory: MemoryManager) -> None:
     now = time.time()
     memory.store_batch([{"content": f"n{i}", "type": "knowledge", "timestamp": now - 2 * 86400} for i in range(3)])
     memory.store("today", type="knowledge")
-    days = memory.stats()["captures_per_day"]
+    days = memory.stats().captures_per_day
     assert len(days) == stats_module.DAYS_CHARTED
     assert days[-1] == {"day": time.strftime("%Y-%m-%d", time.gmtime(now)), "count": 1}
     assert days[-3]["count"] == 3 and days[-2]["count"] == 0
@@ -94,8 +94,8 @@ def test_captures_per_day_covers_every_day_including_empty_ones(memory: MemoryMa
 def test_last_backup_is_reported(memory: MemoryManager) -> None:
     memory.store("x", type="knowledge")
     made = memory.backup(name="first")
-    last = memory.stats()["last_backup"]
-    assert last is not None and last["path"] == made["path"] and last["automatic"] is False and last["at"]
+    last = memory.stats().last_backup
+    assert last is not None and last["path"] == made.path and last["automatic"] is False and last["at"]
 
 
 def test_aggregates_are_reused_while_nothing_changes_and_recounted_after_a_store(
@@ -103,13 +103,13 @@ def test_aggregates_are_reused_while_nothing_changes_and_recounted_after_a_store
 ) -> None:
     monkeypatch.setattr(stats_module, "AGGREGATE_KEEP_S", 3600.0)
     _activity(memory)
-    first = memory.stats()["activity"]
+    first = memory.stats().activity
     calls = []
     real = stats_module.most_frequent
     monkeypatch.setattr(stats_module, "most_frequent", lambda c: calls.append(1) or real(c))
-    assert memory.stats()["activity"] == first and calls == []  # nothing changed: reused
+    assert memory.stats().activity == first and calls == []  # nothing changed: reused
     memory.store("drag it", type="action", metadata={"action": "drag"})
-    assert {"name": "drag", "count": 1} in memory.stats()["activity"]["actions"] and calls == [1]
+    assert {"name": "drag", "count": 1} in memory.stats().activity["actions"] and calls == [1]
 
 
 def test_cli_stats_prints_the_new_figures(tmp_path: Path) -> None:
@@ -151,9 +151,9 @@ def test_stats_on_a_full_disk_reports_it_while_the_store_is_open(tmp_path: Path)
         memory.store("before the disk filled", type="knowledge")
         _fill(disk)
         report = memory.stats()
-        assert report["storage"]["storage_full"] is True
-        assert report["total_memories"] == 1
-        assert any("full" in w and "cleanup" in w for w in report["warnings"])
+        assert report.storage.storage_full is True
+        assert report.total_memories == 1
+        assert any("full" in w and "cleanup" in w for w in report.warnings)
 
 
 def test_stats_on_a_full_disk_reports_it_when_the_store_cannot_even_open(tmp_path: Path) -> None:
@@ -163,8 +163,8 @@ def test_stats_on_a_full_disk_reports_it_when_the_store_cannot_even_open(tmp_pat
         _fill(disk)
         with open_fake(disk / "store") as memory:
             report = memory.stats()  # the catalog cannot open on a full disk: report, not raise
-            assert report["storage"]["storage_full"] is True and report["total_memories"] is None
-            assert report["warnings"] and "full" in report["warnings"][0]
+            assert report.storage.storage_full is True and report.total_memories is None
+            assert report.warnings and "full" in report.warnings[0]
             runner = CliRunner()
             out = runner.invoke(app, ["--path", str(disk / "store"), "stats"])
             assert out.exit_code == 0, out.output

@@ -109,12 +109,12 @@ def test_store_is_acknowledged_after_catalog_commit_and_indexed_at_next_open(tmp
     flaky = FlakyIndex()
     with open_fake(path, index=flaky) as memory:
         memory_id = memory.store("the index was down when I was stored")
-        assert memory.index_status()["unindexed"] == 1
+        assert memory.index_status().unindexed == 1
         assert memory.search("index was down")[0].id == memory_id  # still found: scored from the catalog
     flaky.broken = False
     with open_fake(path, index=flaky) as memory:
         memory.search("anything")  # opens the index, which indexes pending rows
-        assert memory.index_status()["unindexed"] == 0
+        assert memory.index_status().unindexed == 0
         assert flaky.count("action_memories") == 1
 
 

@@ -1,7 +1,8 @@
 """An asyncio facade over MemoryManager for async hosts (MCP servers, web apps).
 
-Each call runs the synchronous method in a worker thread (``asyncio.to_thread``), so the event
-loop never blocks on SQLite, Chroma or the embedder.
+Every public method of :class:`~remindful.api.MemoryManager`, with its signature and result type,
+as a coroutine: each call runs the synchronous method in a worker thread (``asyncio.to_thread``),
+so the event loop never blocks on SQLite, Chroma or the embedder. A test keeps the two in step.
 """
 
 from __future__ import annotations
@@ -10,46 +11,32 @@ import asyncio
 import functools
 import os
 from collections.abc import Callable, Coroutine
-from typing import Any
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from remindful.api import MemoryManager, open_manager
 
-_ASYNC_METHODS = (
-    "store",
-    "store_batch",
-    "get",
-    "get_batch",
-    "update",
-    "delete",
-    "delete_many",
-    "list",
-    "search",
-    "stats",
-    "resume_session",
-    "reindex",
-    "index_status",
-)
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _awaitable(
+    method: Callable[Concatenate[MemoryManager, P], R],
+) -> Callable[Concatenate[AsyncMemoryManager, P], Coroutine[Any, Any, R]]:
+    """``method`` of MemoryManager as a coroutine method of AsyncMemoryManager, run in a worker thread."""
+
+    @functools.wraps(method)
+    async def call(self: AsyncMemoryManager, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        return await asyncio.to_thread(method, self.sync, *args, **kwargs)
+
+    return call
 
 
 class AsyncMemoryManager:
-    """``await memory.search("login")``: every MemoryManager method, awaitable."""
+    """``await memory.search("login")``: every MemoryManager method, awaitable. ``sync`` is the
+    MemoryManager it wraps (for its properties: ``settings``, ``path``, ``session_id``...)."""
 
     def __init__(self, manager: MemoryManager) -> None:
         self.sync = manager
-
-    def __getattr__(self, name: str) -> Callable[..., Coroutine[Any, Any, Any]]:
-        if name not in _ASYNC_METHODS:
-            raise AttributeError(name)
-        method = getattr(self.sync, name)
-
-        @functools.wraps(method)
-        async def call(*args: Any, **kwargs: Any) -> Any:
-            return await asyncio.to_thread(method, *args, **kwargs)
-
-        return call
-
-    async def close(self) -> None:
-        await asyncio.to_thread(self.sync.close)
 
     async def __aenter__(self) -> AsyncMemoryManager:
         return self
@@ -57,7 +44,57 @@ class AsyncMemoryManager:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
+    # -- lifecycle
+    flush = _awaitable(MemoryManager.flush)
+    close = _awaitable(MemoryManager.close)
+    load_model = _awaitable(MemoryManager.load_model)
+    check_enabled = _awaitable(MemoryManager.check_enabled)
+    # -- writes
+    store = _awaitable(MemoryManager.store)
+    store_batch = _awaitable(MemoryManager.store_batch)
+    update = _awaitable(MemoryManager.update)
+    delete = _awaitable(MemoryManager.delete)
+    delete_by_file_path = _awaitable(MemoryManager.delete_by_file_path)
+    delete_many = _awaitable(MemoryManager.delete_many)
+    # -- reads
+    get = _awaitable(MemoryManager.get)
+    get_batch = _awaitable(MemoryManager.get_batch)
+    list = _awaitable(MemoryManager.list)
+    search = _awaitable(MemoryManager.search)
+    context = _awaitable(MemoryManager.context)
+    resume_session = _awaitable(MemoryManager.resume_session)
+    stats = _awaitable(MemoryManager.stats)
+    # -- maintenance
+    reindex = _awaitable(MemoryManager.reindex)
+    doctor = _awaitable(MemoryManager.doctor)
+    index_status = _awaitable(MemoryManager.index_status)
+    capture_status = _awaitable(MemoryManager.capture_status)
+    index_file = _awaitable(MemoryManager.index_file)
+    # -- sessions, retention, export, backup
+    list_sessions = _awaitable(MemoryManager.list_sessions)
+    session_count = _awaitable(MemoryManager.session_count)
+    delete_session = _awaitable(MemoryManager.delete_session)
+    cleanup = _awaitable(MemoryManager.cleanup)
+    dedup = _awaitable(MemoryManager.dedup)
+    export = _awaitable(MemoryManager.export)
+    import_memories = _awaitable(MemoryManager.import_memories)
+    backup = _awaitable(MemoryManager.backup)
+    restore = _awaitable(MemoryManager.restore)
+    clear_all = _awaitable(MemoryManager.clear_all)
+    # -- learning
+    capture_conversation = _awaitable(MemoryManager.capture_conversation)
+    capture_correction = _awaitable(MemoryManager.capture_correction)
+    capture_config_change = _awaitable(MemoryManager.capture_config_change)
+    capture_workflow = _awaitable(MemoryManager.capture_workflow)
+    create_workflow_from_session = _awaitable(MemoryManager.create_workflow_from_session)
+    confirm = _awaitable(MemoryManager.confirm)
+    suggest = _awaitable(MemoryManager.suggest)
+    analyze_patterns = _awaitable(MemoryManager.analyze_patterns)
+
 
 def open_async(path: str | os.PathLike[str] | None = None, **overrides: Any) -> AsyncMemoryManager:
     """Like :func:`remindful.open`, returning the async facade."""
     return AsyncMemoryManager(open_manager(path, **overrides))
+
+
+__all__ = ["AsyncMemoryManager", "open_async"]

@@ -29,13 +29,29 @@ from remindful.engine.repositories import Repositories
 from remindful.engine.store import Store
 from remindful.index.base import VectorIndex
 from remindful.model import (
+    BackupResult,
+    CaptureStatus,
     ChunkMetadata,
+    CleanupReport,
+    ClearResult,
     Context,
+    DedupReport,
+    Diagnosis,
+    ExportResult,
+    FileIndexed,
+    ImportResult,
+    IndexStatus,
     Memory,
     MemoryClass,
     MemorySource,
     MemoryType,
+    PatternReport,
+    RestoreResult,
     SearchHit,
+    Session,
+    SessionDeleted,
+    Stats,
+    Suggestions,
 )
 
 if TYPE_CHECKING:
@@ -213,10 +229,13 @@ class MemoryManager:
         offset: int = 0,
         *,
         source: str | MemorySource | None = None,
+        since: datetime | str | float | None = None,
+        until: datetime | str | float | None = None,
     ) -> builtins.list[Memory]:
         """Memories newest first, optionally of one type, one session and/or one source
-        (``source="hook"``: the spec's find_by_source)."""
-        return self._store.list_memories(type, session_id, limit, offset, source=source)
+        (``source="hook"``: the spec's find_by_source), created from ``since`` to ``until`` (both
+        included; ISO 8601, a datetime or epoch seconds). One indexed query whatever the range."""
+        return self._store.list_memories(type, session_id, limit, offset, source=source, since=since, until=until)
 
     def search(
         self,
@@ -270,7 +289,7 @@ class MemoryManager:
         """Rank this session's memories higher in later searches; returns its memory count."""
         return self._store.resume_session(session_id)
 
-    def stats(self) -> dict[str, Any]:
+    def stats(self) -> Stats:
         """Counts per collection, storage size and quota use, latencies, cache hit rate."""
         from remindful.services.stats import build_stats
 
@@ -283,10 +302,9 @@ class MemoryManager:
         the index files (the recovery for a corrupted index). Returns counts per collection."""
         return self._store.reindex(reset=reset, progress=progress)
 
-    def doctor(self) -> dict[str, Any]:
+    def doctor(self) -> Diagnosis:
         """What is damaged (catalog, index files, spool, permissions, token file) and the way out for
-        each: ``{"healthy", "storage_path", "checks": [{"part", "ok", "detail", "fix"}]}``. Never
-        raises for damage; takes seconds (it reads every file)."""
+        each. Never raises for damage; takes seconds (it reads every file)."""
         from remindful.services.doctor import diagnose
 
         chroma = self.settings.storage.chromadb
@@ -297,20 +315,20 @@ class MemoryManager:
             files = ChromaEmbeddedIndex(path=self.path / "chroma")  # its files only: nothing is opened
         return diagnose(self.path, self.settings, files)
 
-    def index_status(self) -> dict[str, Any]:
+    def index_status(self) -> IndexStatus:
         """Whether the vector index is usable, and why not."""
-        return self._store.index_status()
+        return IndexStatus(**self._store.index_status())
 
-    def capture_status(self) -> dict[str, Any]:
-        """``{"spool_pending", "capture", "files_indexed"}``: hook events waiting in the spool,
-        redactions and skipped captures by reason, Markdown files indexed."""
+    def capture_status(self) -> CaptureStatus:
+        """Hook events waiting in the spool, redactions and skipped captures by reason, Markdown
+        files indexed."""
         from remindful.services.stats import capture_status
 
         return capture_status(self._repos.stats)
 
-    def index_file(self, path: str | os.PathLike[str]) -> dict[str, Any]:
+    def index_file(self, path: str | os.PathLike[str]) -> FileIndexed:
         """Index one Markdown file now (its chunks replace the older ones; an unchanged file is
-        left): ``{"outcome": "indexed" | "unchanged" | "skipped" | "vanished", "chunks": n}``."""
+        left); says what happened and how many chunks it has now."""
         from remindful.services.ingest.watcher import index_file
 
         return index_file(self._store, path)
@@ -327,7 +345,7 @@ class MemoryManager:
 
     def list_sessions(
         self, limit: int | None = None, offset: int = 0, session_id: str | None = None
-    ) -> builtins.list[dict[str, Any]]:
+    ) -> builtins.list[Session]:
         """Sessions, newest first (``limit`` from ``offset``, or the one ``session_id``): id,
         start/end, memory count, summary of its activity."""
         from remindful.services.sessions import list_sessions
@@ -340,7 +358,7 @@ class MemoryManager:
 
         return session_count(self._repos.sessions)
 
-    def delete_session(self, session_id: str, confirm: bool = False) -> dict[str, Any]:
+    def delete_session(self, session_id: str, confirm: bool = False) -> SessionDeleted:
         """Back up, then delete every memory of the session. Refused (ValidationError) unless ``confirm``."""
         from remindful.services.sessions import delete_session
 
@@ -353,12 +371,12 @@ class MemoryManager:
 
         return delete_on_exit(self._store, self._repos.sessions, session_ids)
 
-    def cleanup(self, dry_run: bool = False) -> dict[str, Any]:
+    def cleanup(self, dry_run: bool = False) -> CleanupReport:
         """Apply the retention policy (:mod:`remindful.services.policy.retention`); ``dry_run`` only reports."""
         from remindful.services.policy.retention import cleanup
 
         self._store.vectors_ready()
-        return cleanup(self._policy(), dry_run=dry_run).to_dict(with_ids=dry_run)
+        return cleanup(self._policy(), dry_run=dry_run)
 
     def cleanup_scheduler(
         self, *, job: Callable[[], Any] | None = None, clock: Callable[[], datetime] | None = None
@@ -374,7 +392,7 @@ class MemoryManager:
 
     def dedup(
         self, threshold: float | None = None, types: Sequence[str] | None = None, dry_run: bool = False
-    ) -> dict[str, Any]:
+    ) -> DedupReport:
         """Collapse near-duplicates (cosine ≥ threshold) of each type into their most important member."""
         from remindful.services.policy.dedup import dedup
 
@@ -390,7 +408,7 @@ class MemoryManager:
         *,
         overwrite: bool = False,
         progress: Any = None,
-    ) -> dict[str, Any]:
+    ) -> ExportResult:
         """Write every memory (content, metadata, embedding) to a JSON file; returns path and count.
         An existing file is replaced only with ``overwrite``; a missing directory is an error.
         ``progress(n)`` is called as batches are written."""
@@ -405,27 +423,25 @@ class MemoryManager:
             progress=progress,
         )
 
-    def import_memories(self, path: str | os.PathLike[str], *, progress: Any = None) -> dict[str, Any]:
+    def import_memories(self, path: str | os.PathLike[str], *, progress: Any = None) -> ImportResult:
         """Restore memories exported by :meth:`export` exactly (no re-embedding); duplicates skipped."""
         from remindful.services.export import import_memories
 
         return import_memories(self._store, self._repos.memories, path, progress=progress)
 
-    import_ = import_memories
-
-    def backup(self, name: str | None = None, *, automatic: bool = False) -> dict[str, Any]:
+    def backup(self, name: str | None = None, *, automatic: bool = False) -> BackupResult:
         """Snapshot the store into ``<storage>/backups/backup_YYYYmmdd_HHMMSS[_name].tar.gz``."""
         from remindful.services.backup import create_backup
 
         return create_backup(self._store.vectors_ready(), name=name, automatic=automatic)
 
-    def restore(self, path: str | os.PathLike[str], confirm: bool = False, *, progress: Any = None) -> dict[str, Any]:
+    def restore(self, path: str | os.PathLike[str], confirm: bool = False, *, progress: Any = None) -> RestoreResult:
         """Replace the store with a validated backup (after backing up the current one)."""
         from remindful.services.backup import restore_backup
 
         return restore_backup(self._store, self._repos.memories, path, confirm=confirm, progress=progress)
 
-    def clear_all(self, confirm: bool = False) -> dict[str, Any]:
+    def clear_all(self, confirm: bool = False) -> ClearResult:
         """Back up, then delete every memory. Refused (ValidationError) unless ``confirm``."""
         from remindful.services.backup import clear_all
 
@@ -474,13 +490,13 @@ class MemoryManager:
 
         return confirm(self._store, self._repos.learning, query, memory_id)
 
-    def suggest(self, context: str, *, action: Mapping[str, Any] | None = None, limit: int = 3) -> dict[str, Any]:
+    def suggest(self, context: str, *, action: Mapping[str, Any] | None = None, limit: int = 3) -> Suggestions:
         """Similar past workflows/actions for a context, and warnings about actions that failed."""
         from remindful.services.learning.suggest import suggest
 
         return suggest(self._store, self._repos.memories, context, action=action, limit=limit)
 
-    def analyze_patterns(self, type: str = "action", metric: str | None = None, **options: Any) -> dict[str, Any]:
+    def analyze_patterns(self, type: str = "action", metric: str | None = None, **options: Any) -> PatternReport:
         """Recurring action sequences across sessions, and success rates per kind of action."""
         from remindful.services.learning.patterns import analyze_patterns
 

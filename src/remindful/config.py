@@ -281,9 +281,6 @@ def _log_sources(overrides: dict[str, Any]) -> None:
     log.debug("settings sources: overrides=%s env=%s file=%s", sorted(overrides), env, config_file())
 
 
-DEFAULT_STORAGE_PATH = STORAGE_PATH
-
-
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
@@ -303,7 +300,7 @@ class ChromaSettings(_Section):
 
 class StorageSettings(_Section):
     path: Path = Field(
-        Path(DEFAULT_STORAGE_PATH),
+        Path(STORAGE_PATH),
         validate_default=True,
         description="storage directory (catalog, Chroma data, backups)",
     )

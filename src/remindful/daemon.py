@@ -10,10 +10,11 @@ over within :data:`STANDBY_RETRY_S` if the owner dies):
   clean stop honour ``privacy.delete_on_exit`` (:func:`remindful.services.sessions.delete_on_exit`);
 - answer local requests on ``http://127.0.0.1:PORT`` (uvicorn, in a thread): ``POST /context``
   (context injection for hooks: ``{"query", "budget_tokens", "exclude"}`` → ``{"context"}``),
-  ``GET /health``, and the dashboard (:mod:`remindful.web`) on every other path. Each request
-  needs the store's bearer token (:mod:`remindful.services.access`, the same token as every HTTP
-  surface; the dashboard also takes its session cookie); port and pid are in
-  ``<storage>/daemon.json``, mode 0600, removed at a clean stop.
+  ``GET /health``, and the dashboard (:mod:`remindful.web`) on every other path. Every request
+  passes the gate of every HTTP surface (:class:`remindful.web.gate.BearerGate`: the store's bearer
+  token, or the dashboard's cookie; Host and Origin on loopback); an error answers the status of
+  :func:`remindful.errors.http_status`. Port and pid are in ``<storage>/daemon.json``, mode 0600,
+  removed at a clean stop.
 
     handle = start_daemon_threads(manager)   # returns at once; threads are daemonic
     ...
@@ -38,12 +39,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from remindful.errors import ValidationError, http_status
 from remindful.runtime import DAEMON_FILE
-from remindful.services.access import bearer_ok, http_token
+from remindful.services.access import http_token
 
 if TYPE_CHECKING:
     import uvicorn
-    from starlette.applications import Starlette
     from starlette.requests import Request
     from starlette.responses import JSONResponse
 
@@ -211,75 +212,72 @@ class DaemonHandle:
         os.replace(tmp, self.path / DAEMON_FILE)
         log.info("daemon listening on 127.0.0.1:%d", self.port)
 
-    def app(self) -> Starlette:
-        """The daemon's ASGI app: the hooks' API (``/health``, ``/context``) and the dashboard."""
+    def app(self) -> Any:
+        """The daemon's ASGI app: the hooks' API (``/health``, ``/context``) and the dashboard, behind
+        the one gate."""
         from starlette.applications import Starlette
         from starlette.routing import Mount, Route
+
+        from remindful.web.gate import LOOPBACK_NAMES, BearerGate
 
         routes: list[Any] = [
             Route("/health", self._health, methods=["GET"]),
             Route("/context", self._context, methods=["POST"]),
         ]
         try:
-            from remindful.web import build_app
+            from remindful.web.app import dashboard_app
         except ImportError as exc:  # the dashboard's optional parts are missing
             log.warning("the dashboard is not served: %s", exc)
         else:
-            routes.append(Mount("/", app=build_app(self.manager, self.token)))
-        return Starlette(routes=routes)
-
-    def _refused(self, request: Request) -> JSONResponse | None:
-        from starlette.responses import JSONResponse
-
-        if bearer_ok(request.headers.get("authorization"), self.token):
-            return None
-        return JSONResponse(
-            {"success": False, "error": "missing or wrong bearer token"},
-            status_code=401,
-            headers={"WWW-Authenticate": 'Bearer realm="remindful"'},
-        )
+            routes.append(Mount("/", app=dashboard_app(self.manager)))
+        return BearerGate(Starlette(routes=routes), self.token, hosts=LOOPBACK_NAMES, browser=True)
 
     async def _health(self, request: Request) -> JSONResponse:
         from starlette.responses import JSONResponse
 
-        return self._refused(request) or JSONResponse({"success": True, "pid": os.getpid(), "drained": self.drained})
+        return JSONResponse({"success": True, "pid": os.getpid(), "drained": self.drained})
 
     async def _context(self, request: Request) -> JSONResponse:
         from starlette.concurrency import run_in_threadpool
         from starlette.responses import JSONResponse
 
-        if (refused := self._refused(request)) is not None:
-            return refused
         try:
-            declared = int(request.headers.get("content-length", "0"))
-            if not 0 < declared <= MAX_BODY:
-                raise ValueError(f"body: expected 1 to {MAX_BODY} bytes of JSON")
+            declared = request.headers.get("content-length", "")
+            if not declared.isdigit() or not 0 < int(declared) <= MAX_BODY:
+                raise ValidationError("body", f"expected 1 to {MAX_BODY} bytes of JSON")
             body = await request.body()
             if len(body) > MAX_BODY:
-                raise ValueError(f"body: expected 1 to {MAX_BODY} bytes of JSON")
-            query, budget, exclude = _context_request(json.loads(body))
-        except (ValueError, RecursionError) as exc:
-            return JSONResponse({"success": False, "error": str(exc)}, status_code=400)
-        try:
+                raise ValidationError("body", f"expected 1 to {MAX_BODY} bytes of JSON")
+            query, budget, exclude = _context_request(_json_body(body))
             text = await run_in_threadpool(
                 lambda: self.manager.context(query, budget_tokens=budget, exclude=exclude).text
             )
         except Exception as exc:
-            log.error("context request failed: %s", exc)
-            return JSONResponse({"success": False, "error": str(exc)}, status_code=500)
+            status = http_status(exc)
+            if status >= 500:
+                log.error("context request failed: %s", exc)
+            return JSONResponse({"success": False, "error": str(exc)}, status_code=status)
         return JSONResponse({"success": True, "context": text})
 
 
+def _json_body(body: bytes) -> Any:
+    """The JSON of a request body; ValidationError naming ``body`` when it is not JSON."""
+    try:
+        return json.loads(body)
+    except (ValueError, RecursionError) as exc:
+        raise ValidationError("body", f"expected a JSON object ({exc})") from None
+
+
 def _context_request(request: Any) -> tuple[str, int | None, str | None]:
-    """``(query, budget_tokens, exclude)`` of a ``POST /context`` body; ValueError naming the field."""
+    """``(query, budget_tokens, exclude)`` of a ``POST /context`` body; ValidationError naming the field."""
     if not isinstance(request, dict):
-        raise ValueError("body: expected a JSON object")
+        raise ValidationError("body", "expected a JSON object")
     query = request.get("query")
     if not isinstance(query, str) or not query.strip():
-        raise ValueError("query: expected a non-empty string")
+        raise ValidationError("query", "expected a non-empty string")
     budget = request.get("budget_tokens")
     if budget is not None and (type(budget) is not int or budget < 1):
-        raise ValueError("budget_tokens: expected a positive integer")
+        raise ValidationError("budget_tokens", "expected a positive integer")
     exclude = request.get("exclude")
     return query, budget, exclude if isinstance(exclude, str) else None
 

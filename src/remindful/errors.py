@@ -1,19 +1,20 @@
 """Every error remindful raises, under one base class.
 
-    RemindfulError
-    ├── ConfigError                 invalid setting: names the field and the expected form
-    ├── StorageError                the catalog or the index could not be read or written
-    │   ├── StorageFullError        the disk is full ("Storage full, unable to save memory")
-    │   ├── StorageLockedError      lock contention outlasted the retries
-    │   └── CorruptionError         index or catalog files are damaged
-    ├── NotFoundError               no memory with that id ("Memory not found")
-    ├── ValidationError             bad input to the API: names the field and the expected form
-    ├── EmbedderError               the embedding model could not be found, loaded or run
-    ├── DependencyMissingError      an optional package is not installed: says which extra
-    └── MemoryDisabledError         memory is turned off in config, or was disabled by an error
+    RemindfulError                                                                       HTTP 500
+    ├── ConfigError             invalid setting: names the field and the expected form        500
+    ├── StorageError            the catalog or the index could not be read or written         500
+    │   ├── StorageFullError    the disk is full ("Storage full, unable to save memory")      507
+    │   ├── StorageLockedError  lock contention outlasted the retries                         503
+    │   └── CorruptionError     index or catalog files are damaged                            500
+    ├── NotFoundError           no memory with that id ("Memory not found")                   404
+    ├── ValidationError         bad input to the API: names the field and the expected form   400
+    ├── EmbedderError           the embedding model could not be found, loaded or run         500
+    ├── DependencyMissingError  an optional package is not installed: says which extra        500
+    └── MemoryDisabledError     memory is turned off in config, or was disabled by an error   503
 
-Shells translate these at the edge: the CLI prints the message and exits non-zero,
-the MCP server raises the SDK's tool error (``isError: true``) with the message.
+Shells translate these at the edge: the CLI prints the message and exits non-zero, the MCP server
+raises the SDK's tool error (``isError: true``) with the message, and every HTTP surface answers
+the status :func:`http_status` gives (the column above).
 """
 
 from __future__ import annotations
@@ -113,3 +114,24 @@ class MemoryDisabledError(RemindfulError):
     def __init__(self, reason: str) -> None:
         self.reason = reason
         super().__init__(f"Memory features are disabled: {reason}")
+
+
+#: The HTTP status of each error class; a class not listed takes its nearest listed ancestor's.
+_HTTP_STATUS: dict[type, int] = {
+    RemindfulError: 500,
+    ValidationError: 400,
+    NotFoundError: 404,
+    MemoryDisabledError: 503,
+    StorageLockedError: 503,
+    StorageFullError: 507,
+}
+
+
+def http_status(exc: BaseException) -> int:
+    """The HTTP status every HTTP surface answers for ``exc``: the client's fault (400, 404), the
+    server's state (503: disabled or busy, retry later; 507: disk full), else 500 (any other error,
+    remindful's or not)."""
+    for cls in type(exc).__mro__:
+        if cls in _HTTP_STATUS:
+            return _HTTP_STATUS[cls]
+    return 500

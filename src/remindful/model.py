@@ -1,5 +1,9 @@
 """The records remindful stores and returns.
 
+MemoryManager's methods answer these records (or lists of them), or plain values (an id, a count,
+``reindex``'s counts per collection). Each record has ``to_dict()``, its JSON form: what the CLI's
+``--json``, the MCP tools and the HTTP surfaces show (the shells add ``"success": true``).
+
 A memory id is ``{type}_{YYYYmmddHHMMSSffffff}_{uuid8}``: ids of one type sort by creation time,
 and the 32 random bits make a collision within the same microsecond vanishingly unlikely.
 """
@@ -187,21 +191,482 @@ class Context:
         return {"context": self.text, "hits": [hit.to_dict() for hit in self.hits]}
 
 
-@dataclass(slots=True)
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+# -- sessions ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
 class Session:
-    """A run of an agent or server; memories carry its id."""
+    """A run of an agent or server, as :meth:`MemoryManager.list_sessions` lists it: its span
+    (``ended_at``: the recorded end, else its last memory's time), memory counts in all and
+    ``by_type``, the most frequent ``actions``/``screens``/``tools`` in ``summary``
+    (``[{"name", "count"}]`` each), that summary as one line of ``text``, whether it is this
+    process's session (``current``) and whether searches rank it higher (``resumed``)."""
 
     id: str
-    started_at: datetime
+    started_at: datetime | None
     ended_at: datetime | None = None
     memory_count: int = 0
-    metadata: dict[str, Any] = field(default_factory=dict)
+    by_type: dict[str, int] = field(default_factory=dict)
+    summary: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    text: str = ""
+    current: bool = False
+    resumed: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "id": self.id,
-            "started_at": self.started_at.isoformat(),
-            "ended_at": self.ended_at.isoformat() if self.ended_at else None,
+            "started_at": _iso(self.started_at),
+            "ended_at": _iso(self.ended_at),
             "memory_count": self.memory_count,
-            "metadata": self.metadata,
+            "by_type": dict(self.by_type),
+            "summary": {k: list(v) for k, v in self.summary.items()},
+            "text": self.text,
+            "current": self.current,
+            "resumed": self.resumed,
         }
+
+
+@dataclass(frozen=True, slots=True)
+class SessionDeleted:
+    """What :meth:`MemoryManager.delete_session` did: ``deleted`` memories, after a backup at ``backup_path``."""
+
+    session_id: str
+    deleted: int
+    backup_path: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"session_id": self.session_id, "deleted": self.deleted, "backup_path": self.backup_path}
+
+
+# -- statistics and health --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class CollectionUsage:
+    """One collection's memories against its quota; ``count`` (and so ``usage_percent``) is None
+    when the catalog cannot be read."""
+
+    count: int | None
+    quota: int
+    usage_percent: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"count": self.count, "quota": self.quota}
+        if self.count is not None:
+            data["usage_percent"] = self.usage_percent
+        return data
+
+
+@dataclass(frozen=True, slots=True)
+class StorageUsage:
+    """The storage directory's size against ``storage.max_size_mb``, and the disk's free space
+    (None if unknown); ``storage_full``: too little is left to save a memory."""
+
+    path: str
+    total_size_mb: float
+    quota_limit_mb: float
+    usage_percent: float
+    disk_free_mb: float | None
+    storage_full: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class Stats:
+    """:meth:`MemoryManager.stats`: counts per collection, storage and quota use, sessions, and the
+    figures of :mod:`remindful.services.stats` (``session_length``, ``activity``,
+    ``captures_per_day``, ``spool_pending``, ``last_cleanup``, ``capture``, ``learning``, ``index``,
+    ``performance``). ``partial``: the catalog could not be read (a full disk): the counts are
+    None, those figures too, and only the storage, the last backup and the ``warnings`` are known."""
+
+    total_memories: int | None
+    collections: dict[str, CollectionUsage]
+    storage: StorageUsage
+    sessions: int | None
+    last_backup: dict[str, Any] | None = None
+    warnings: tuple[str, ...] = ()
+    partial: bool = False
+    session_length: dict[str, Any] | None = None
+    activity: dict[str, Any] | None = None
+    captures_per_day: list[dict[str, Any]] | None = None
+    spool_pending: int | None = None
+    last_cleanup: dict[str, Any] | None = None
+    capture: dict[str, int] | None = None
+    learning: dict[str, Any] | None = None
+    index: dict[str, Any] | None = None
+    performance: dict[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "total_memories": self.total_memories,
+            "collections": {name: c.to_dict() for name, c in self.collections.items()},
+            "storage": self.storage.to_dict(),
+            "sessions": self.sessions,
+        }
+        if not self.partial:
+            data["session_length"] = self.session_length
+            data["activity"] = self.activity
+            data["captures_per_day"] = self.captures_per_day
+            data["spool_pending"] = self.spool_pending
+            data["last_cleanup"] = self.last_cleanup
+        data["last_backup"] = self.last_backup
+        if not self.partial:
+            data["capture"] = self.capture
+            data["learning"] = self.learning
+            data["index"] = self.index
+            data["performance"] = self.performance
+        data["warnings"] = list(self.warnings)
+        return data
+
+
+@dataclass(frozen=True, slots=True)
+class HealthCheck:
+    """One part :meth:`MemoryManager.doctor` checked: ``detail`` says what it found, ``fix`` the
+    way out (None when ``ok``)."""
+
+    part: str
+    ok: bool
+    detail: str
+    fix: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"part": self.part, "ok": self.ok, "detail": self.detail, "fix": self.fix}
+
+
+@dataclass(frozen=True, slots=True)
+class Diagnosis:
+    """:meth:`MemoryManager.doctor`: every part's check; ``healthy`` when all are ok."""
+
+    healthy: bool
+    storage_path: str
+    checks: tuple[HealthCheck, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "healthy": self.healthy,
+            "storage_path": self.storage_path,
+            "checks": [c.to_dict() for c in self.checks],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class IndexStatus:
+    """Whether the vector index is usable (``error`` says why not), which ``backend`` it is, how
+    many memories wait to be indexed and how many deleted ones' vectors wait to leave it."""
+
+    available: bool
+    backend: str | None
+    error: str | None
+    unindexed: int
+    pending_deletes: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class CaptureStatus:
+    """What automatic capture is doing: hook events waiting in the spool, redactions and skipped
+    captures by reason (``capture``), Markdown files indexed."""
+
+    spool_pending: int
+    capture: dict[str, int]
+    files_indexed: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"spool_pending": self.spool_pending, "capture": dict(self.capture), "files_indexed": self.files_indexed}
+
+
+@dataclass(frozen=True, slots=True)
+class FileIndexed:
+    """:meth:`MemoryManager.index_file`: what happened to the file (``outcome``: ``indexed``,
+    ``unchanged``, ``skipped`` or ``vanished``), and how many chunks of it are stored now."""
+
+    outcome: str  # "indexed", "unchanged", "skipped" or "vanished"
+    chunks: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"outcome": self.outcome, "chunks": self.chunks}
+
+
+# -- retention --------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class CleanupReport:
+    """What a cleanup deleted (or, with ``dry_run``, would delete). Filled in by the cleanup as it
+    runs; ``ids`` are the memories it deleted (or would)."""
+
+    dry_run: bool
+    deleted: int = 0
+    by_reason: dict[str, int] = field(default_factory=dict)
+    by_type: dict[str, int] = field(default_factory=dict)
+    freed_bytes: int = 0
+    clusters: int = 0
+    protected_kept: int = 0
+    seconds: float = 0.0
+    #: Seconds per step: ``plan``, then (unless dry run) ``consolidate`` (dedup records),
+    #: ``delete`` (catalog, FTS, audit log; small deletes include the vectors and neighbours'
+    #: windows, which a large delete leaves to the background) and ``record``.
+    phases: dict[str, float] = field(default_factory=dict)
+    ids: list[str] = field(default_factory=list)
+
+    @property
+    def freed_mb(self) -> float:
+        return round(self.freed_bytes / 1_048_576, 3)
+
+    def to_dict(self, *, with_ids: bool | None = None) -> dict[str, Any]:
+        """The JSON form; ``ids`` only ``with_ids`` (default: for a dry run, which shows what it would delete)."""
+        # Built by hand: dataclasses.asdict deep-copies every id (~0.1 s for 10k).
+        data: dict[str, Any] = {
+            "dry_run": self.dry_run,
+            "deleted": self.deleted,
+            "by_reason": dict(self.by_reason),
+            "by_type": dict(self.by_type),
+            "freed_bytes": self.freed_bytes,
+            "clusters": self.clusters,
+            "protected_kept": self.protected_kept,
+            "seconds": self.seconds,
+            "phases": dict(self.phases),
+            "freed_mb": self.freed_mb,
+        }
+        if self.dry_run if with_ids is None else with_ids:
+            data["ids"] = list(self.ids)
+        return data
+
+
+@dataclass(frozen=True, slots=True)
+class DedupReport:
+    """:meth:`MemoryManager.dedup`: ``clusters`` of near-duplicates at ``threshold``, the
+    ``deleted`` (or, with ``dry_run``, deletable) duplicates, and each cluster's kept memory
+    mapped to its duplicates (``representatives``)."""
+
+    dry_run: bool
+    threshold: float
+    clusters: int
+    deleted: int
+    seconds: float
+    representatives: dict[str, list[str]]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "dry_run": self.dry_run,
+            "threshold": self.threshold,
+            "clusters": self.clusters,
+            "deleted": self.deleted,
+            "seconds": self.seconds,
+            "representatives": {k: list(v) for k, v in self.representatives.items()},
+        }
+
+
+# -- export, backup ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ExportResult:
+    """:meth:`MemoryManager.export`: the file written, its memories and its size."""
+
+    path: str
+    count: int
+    bytes: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "count": self.count, "bytes": self.bytes}
+
+
+@dataclass(frozen=True, slots=True)
+class ImportResult:
+    """:meth:`MemoryManager.import_memories`: of the file's ``count`` memories, those ``imported``
+    (per type in ``counts``) and those ``skipped`` (already present)."""
+
+    imported: int
+    skipped: int
+    count: int
+    counts: dict[str, int]
+    seconds: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "imported": self.imported,
+            "skipped": self.skipped,
+            "count": self.count,
+            "counts": dict(self.counts),
+            "seconds": self.seconds,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class BackupResult:
+    """:meth:`MemoryManager.backup`: the archive written, its memories per type (``counts``) and in
+    all, its size."""
+
+    path: str
+    name: str | None
+    automatic: bool
+    counts: dict[str, int]
+    total: int
+    bytes: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "name": self.name,
+            "automatic": self.automatic,
+            "counts": dict(self.counts),
+            "total": self.total,
+            "bytes": self.bytes,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class RestoreResult:
+    """:meth:`MemoryManager.restore`: the memories now in the store per collection (``counts``) and
+    in all, those the archive's manifest promised (``expected``), and where the replaced data went."""
+
+    path: str
+    counts: dict[str, int]
+    total: int
+    expected: dict[str, int] | None
+    backup_path: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "counts": dict(self.counts),
+            "total": self.total,
+            "expected": self.expected,
+            "backup_path": self.backup_path,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ClearResult:
+    """:meth:`MemoryManager.clear_all`: the memories deleted, after a backup at ``backup_path``
+    (which held ``counts_before``)."""
+
+    deleted: int
+    backup_path: str
+    counts_before: dict[str, int]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"deleted": self.deleted, "backup_path": self.backup_path, "counts_before": dict(self.counts_before)}
+
+
+# -- learning ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Suggestion:
+    """A past workflow or action like the current context, to replay."""
+
+    memory_id: str
+    type: str
+    content: str
+    date: str
+    created_at: datetime
+    similarity: float
+    message: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "memory_id": self.memory_id,
+            "type": self.type,
+            "content": self.content,
+            "date": self.date,
+            "created_at": self.created_at.isoformat(),
+            "similarity": self.similarity,
+            "message": self.message,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Alternative:
+    """Something that worked where the warned-of action failed."""
+
+    memory_id: str
+    content: str
+    date: str
+    similarity: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"memory_id": self.memory_id, "content": self.content, "date": self.date, "similarity": self.similarity}
+
+
+@dataclass(frozen=True, slots=True)
+class FailureWarning:
+    """The intended ``action`` failed before: how often, which memories say so, what worked instead."""
+
+    message: str
+    action: str
+    failures: int
+    successes: int
+    success_rate: float
+    memory_ids: tuple[str, ...]
+    last_failure: datetime
+    alternatives: tuple[Alternative, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "message": self.message,
+            "action": self.action,
+            "failures": self.failures,
+            "successes": self.successes,
+            "success_rate": self.success_rate,
+            "memory_ids": list(self.memory_ids),
+            "last_failure": self.last_failure.isoformat(),
+            "alternatives": [a.to_dict() for a in self.alternatives],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Suggestions:
+    """:meth:`MemoryManager.suggest`: what to replay for ``context``, and warnings about actions that failed."""
+
+    context: str
+    suggestions: tuple[Suggestion, ...] = ()
+    warnings: tuple[FailureWarning, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "context": self.context,
+            "suggestions": [s.to_dict() for s in self.suggestions],
+            "warnings": [w.to_dict() for w in self.warnings],
+        }
+
+
+#: The optional parts of a :class:`PatternReport`, in the order ``to_dict()`` gives them.
+_PATTERN_PARTS = ("patterns", "by_kind", "by_action", "high_success", "failure_prone", "insights", "stored")
+
+
+@dataclass(frozen=True, slots=True)
+class PatternReport:
+    """:meth:`MemoryManager.analyze_patterns` over ``analyzed`` memories of ``type`` in
+    ``sessions`` sessions. Each part is None (and left out of ``to_dict()``) when the ``metric``
+    asked for does not include it: ``patterns`` (recurring sequences), ``by_kind`` / ``by_action``
+    (success rates, rows ``{action, count, successes, failures, success_rate}``), ``high_success``,
+    ``failure_prone``, ``insights`` (one line each), ``stored`` (ids of the workflow memories saved)."""
+
+    type: str
+    analyzed: int
+    sessions: int
+    patterns: list[dict[str, Any]] | None = None
+    by_kind: list[dict[str, Any]] | None = None
+    by_action: list[dict[str, Any]] | None = None
+    high_success: list[dict[str, Any]] | None = None
+    failure_prone: list[dict[str, Any]] | None = None
+    insights: list[str] | None = None
+    stored: list[str] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"type": self.type, "analyzed": self.analyzed, "sessions": self.sessions}
+        for name in _PATTERN_PARTS:
+            value = getattr(self, name)
+            if value is not None:
+                data[name] = value
+        return data

@@ -95,7 +95,7 @@ def test_a_garbled_hnsw_file_is_found_copied_aside_and_search_answers_from_the_c
             "import sys, json, remindful\n"
             "with remindful.open(sys.argv[1]) as m:\n"
             "    hits = [m.search(q, limit=1)[0] for q in sys.argv[2:]]\n"
-            "    print(json.dumps([m.index_status()['available'], [[h.content, list(h.sources)] for h in hits]]))",
+            "    print(json.dumps([m.index_status().available, [[h.content, list(h.sources)] for h in hits]]))",
             str(store),
             QUOKKA,
             NOTE,

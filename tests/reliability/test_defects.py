@@ -65,16 +65,16 @@ def test_retention_keeps_memories_stored_by_hand_and_deletes_old_captures(tmp_pa
         captured = memory.store("Clicked the button", source="hook", timestamp=ago(100))
         from_tool = memory.store("Ran the tests", source="mcp_tool", timestamp=ago(40))
         report = memory.cleanup()
-        assert report["by_reason"] == {"retention": 2}
+        assert report.by_reason == {"retention": 2}
         assert memory.get_batch([by_hand, ancient_by_hand, captured, from_tool])[2:] == [None, None]
         assert memory.get(by_hand) and memory.get(ancient_by_hand)
-        assert report["protected_kept"] == 2
+        assert report.protected_kept == 2
 
 
 def test_a_hand_stored_memory_still_expires_when_asked_to(tmp_path: Path) -> None:
     with open_fake(tmp_path / "s", **{"privacy.auto_delete_days": 1}) as memory:
         stale = memory.store("temporary", timestamp=ago(3))
-        assert memory.cleanup()["by_reason"] == {"expired": 1}
+        assert memory.cleanup().by_reason == {"expired": 1}
         assert memory.get_batch([stale]) == [None]
 
 

@@ -359,7 +359,7 @@ def test_the_hook_exits_0_or_1_and_logs_one_line(tmp_path: Path, text: str, even
     assert "Traceback" not in err.getvalue()
     with open_fake(store) as memory:  # whatever was spooled drains (or is set aside), never stuck
         memory.drain_spool()
-        pending = memory.capture_status()["spool_pending"]
+        pending = memory.capture_status().spool_pending
         assert pending == 0, pending
 
 

@@ -66,14 +66,14 @@ def test_over_a_limit_is_refused_naming_the_setting(tmp_path: Path, call: Any, s
         with pytest.raises(ValidationError) as caught:
             call(memory)
         assert says in str(caught.value)
-        assert memory.stats()["total_memories"] <= 1  # nothing of the refused call was stored
+        assert memory.stats().total_memories <= 1  # nothing of the refused call was stored
 
 
 def test_at_the_limits_everything_is_accepted(tmp_path: Path) -> None:
     with open_fake(tmp_path / "s", **SMALL) as memory:
         memory.store_batch([{"content": "c" * 1000, "metadata": nested(3)} for _ in range(5)])
         assert memory.search("q" * 100) is not None
-        assert memory.stats()["total_memories"] == 5
+        assert memory.stats().total_memories == 5
 
 
 def test_metadata_must_be_json_every_reader_reads_back(memory: remindful.MemoryManager) -> None:
@@ -258,10 +258,10 @@ def test_import_names_every_bad_record_on_its_own_line_and_imports_nothing(
     ]
     assert "NaN or infinite" in lines[1] and "from 0001-01-01 to 9999-12-31" in lines[2]
     assert "2 values; expected 384, as memories[0] has" in lines[4]
-    assert memory.stats()["total_memories"] == 0
+    assert memory.stats().total_memories == 0
 
 
 def test_an_import_of_valid_records_still_searches(memory: remindful.MemoryManager, tmp_path: Path) -> None:
     path = export_file(tmp_path, [{"content": f"note {i}", "embedding": vector([1.0] + [0.0] * 383)} for i in range(3)])
-    assert memory.import_memories(path)["imported"] == 3
+    assert memory.import_memories(path).imported == 3
     assert memory.search("note 1")  # the imported vectors are searchable (a NaN one broke every search)

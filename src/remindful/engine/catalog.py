@@ -564,9 +564,6 @@ class Catalog:
                 what="caching embeddings",
             )
 
-    def file_size_bytes(self) -> int:
-        return sum(p.stat().st_size for p in self.path.parent.glob(self.path.name + "*") if p.is_file())
-
     # -- deletes and their queues ----------------------------------------------------------------
 
     def delete_ids(

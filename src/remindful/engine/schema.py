@@ -153,7 +153,7 @@ SPOOL_DONE_DDL = """
 CREATE TABLE IF NOT EXISTS spool_done (idem_key TEXT PRIMARY KEY, done_at REAL NOT NULL) WITHOUT ROWID;
 """
 
-#: Counts of redactions and skipped captures (``stats()["capture"]``).
+#: Counts of redactions and skipped captures (``stats().capture``).
 CAPTURE_STATS_DDL = """
 CREATE TABLE IF NOT EXISTS capture_stats (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
 """
@@ -177,7 +177,7 @@ CREATE TABLE IF NOT EXISTS context_mend (
 ) WITHOUT ROWID;
 """
 
-#: The learning layer's counters (``stats()["learning"]``) and the history of reinforcements
+#: The learning layer's counters (``stats().learning``) and the history of reinforcements
 #: (:mod:`remindful.services.learning`).
 LEARNING_DDL = """
 CREATE TABLE IF NOT EXISTS learning_counters (

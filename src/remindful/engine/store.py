@@ -427,12 +427,21 @@ class Store:
         offset: int = 0,
         *,
         source: str | MemorySource | None = None,
+        since: datetime | str | float | None = None,
+        until: datetime | str | float | None = None,
     ) -> list[Memory]:
         """Memories newest first, optionally of one type, one session and/or one source
-        (``source="hook"``: the spec's find_by_source)."""
+        (``source="hook"``: the spec's find_by_source), created from ``since`` to ``until``
+        (both included)."""
         types = [_type(type).value] if type is not None else None
         sources = {"source": _source(source).value} if source is not None else None
-        flt = build_filter(types=types, session_id=session_id, filters=sources)
+        flt = build_filter(
+            types=types,
+            session_id=session_id,
+            since=None if since is None else to_epoch(since, "since"),
+            until=None if until is None else to_epoch(until, "until"),
+            filters=sources,
+        )
         rows = self.ready().catalog.select_rows(
             flt, limit=_bounded(limit, "limit", 1, 10_000), offset=_bounded(offset, "offset", 0, 10**9)
         )

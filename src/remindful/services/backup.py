@@ -45,6 +45,7 @@ from remindful.engine.atomic import replaced_atomically
 from remindful.engine.catalog import catalog_damaged, integrity_problem
 from remindful.engine.catalog_files import snapshot
 from remindful.errors import CorruptionError, StorageError, ValidationError
+from remindful.model import BackupResult, ClearResult, RestoreResult
 from remindful.services.archive import (
     ATTACHMENTS,
     CATALOG,
@@ -106,10 +107,10 @@ def backups_dir(storage: Path) -> Path:
 
 def create_backup(
     store: Archivable, *, name: str | None = None, automatic: bool = False, reason: str = "manual"
-) -> dict[str, Any]:
-    """Write a backup archive of what is committed now; returns ``{path, name, automatic, counts,
-    total, bytes}``. Vectors this process has yet to compute are not waited for (the caller may
-    ``store.vectors_ready()`` first); a restore re-embeds rows without one."""
+) -> BackupResult:
+    """Write a backup archive of what is committed now. Vectors this process has yet to compute are
+    not waited for (the caller may ``store.vectors_ready()`` first); a restore re-embeds rows
+    without one."""
     if name is not None and (not isinstance(name, str) or not _NAME.match(name)):
         raise ValidationError("name", "expected 1-64 letters, digits, '_', '-' or '.', starting with a letter or digit")
     store.ready()
@@ -159,15 +160,7 @@ def create_backup(
         shutil.rmtree(staging, ignore_errors=True)
     if automatic:
         rotate(store.path, store.settings.backup.keep_automatic)
-    return {
-        "success": True,
-        "path": str(target),
-        "name": name,
-        "automatic": automatic,
-        "counts": counts,
-        "total": manifest["total"],
-        "bytes": target.stat().st_size,
-    }
+    return BackupResult(str(target), name, automatic, counts, sum(counts.values()), target.stat().st_size)
 
 
 def _private_member(member: tarfile.TarInfo) -> tarfile.TarInfo:
@@ -242,7 +235,7 @@ def restore_backup(
     *,
     confirm: bool = False,
     progress: Any = None,
-) -> dict[str, Any]:
+) -> RestoreResult:
     """Replace the store's data with the backup at ``path``; see the module docstring. Without
     ``confirm`` the archive is still validated, then the restore is refused (ValidationError naming
     ``confirm``). The store is closed for the swap and reopens on its next use; ``progress(n)`` is
@@ -263,7 +256,7 @@ def restore_backup(
                 f"{manifest.get('total', '?')}; pass confirm=True (the current data is backed up first)",
             )
         try:
-            before: dict[str, Any] | None = create_backup(store, automatic=True, reason="before-restore")
+            before: BackupResult | None = create_backup(store, automatic=True, reason="before-restore")
         except CorruptionError as exc:  # restoring is the way out of a damaged catalog: keep its files instead
             if exc.part != "catalog":
                 raise
@@ -277,14 +270,13 @@ def restore_backup(
         _rewrite_attachment_paths(memories, Path(old_root), store.path)
     store.forget_resumed()
     counts = store.reindex(reset=False, progress=progress)
-    return {
-        "success": True,
-        "path": str(archive),
-        "counts": counts,
-        "total": sum(counts.values()),
-        "expected": manifest.get("counts"),
-        "backup_path": before["path"] if before is not None else str(aside),
-    }
+    return RestoreResult(
+        path=str(archive),
+        counts=counts,
+        total=sum(counts.values()),
+        expected=manifest.get("counts"),
+        backup_path=before.path if before is not None else str(aside),
+    )
 
 
 def _swap(storage: Path, staging: Path, *, keep: bool = False) -> Path:
@@ -335,7 +327,7 @@ def _rewrite_attachment_paths(memories: MemoryRepository, old_root: Path, new_ro
 # -- clear all -------------------------------------------------------------------------------------
 
 
-def clear_all(store: Restorable, memories: MemoryRepository, *, confirm: bool = False) -> dict[str, Any]:
+def clear_all(store: Restorable, memories: MemoryRepository, *, confirm: bool = False) -> ClearResult:
     """Back up, then delete every memory of every collection, the sessions, the pending spool,
     file hashes, the embedding cache and attachment copies; no session stays resumed. Refused
     without ``confirm``."""
@@ -352,14 +344,14 @@ def clear_all(store: Restorable, memories: MemoryRepository, *, confirm: bool = 
         if not ids:
             break
         deleted += store.delete_many(ids, reason="clear_all")
-    memories.clear_side_tables({"deleted": deleted, "backup": backup["path"]})
+    memories.clear_side_tables({"deleted": deleted, "backup": backup.path})
     index = store.index
     if index is not None:
         with store.index_lock():
             index.reset()
     shutil.rmtree(store.path / ATTACHMENTS, ignore_errors=True)
     store.forget_resumed()
-    return {"success": True, "deleted": deleted, "backup_path": backup["path"], "counts_before": backup["counts"]}
+    return ClearResult(deleted, backup.path, backup.counts)
 
 
 __all__ = ["backups_dir", "clear_all", "create_backup", "list_backups", "restore_backup", "rotate", "validate_archive"]

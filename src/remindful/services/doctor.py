@@ -19,11 +19,12 @@ from __future__ import annotations
 import stat
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from remindful.engine.catalog import CATALOG_WAY_OUT, integrity_problem
 from remindful.engine.catalog_files import spool_health
 from remindful.errors import CorruptionError, StorageError, StorageLockedError
+from remindful.model import Diagnosis, HealthCheck
 from remindful.services.access import token_file
 
 if TYPE_CHECKING:
@@ -46,14 +47,13 @@ class IndexFiles(Protocol):
         """Raise CorruptionError for damaged files (StorageError when they cannot be checked)."""
 
 
-def _check(part: str, problem: str | None, fix: str | None, fine: str) -> dict[str, Any]:
-    return {"part": part, "ok": problem is None, "detail": problem or fine, "fix": fix if problem else None}
+def _check(part: str, problem: str | None, fix: str | None, fine: str) -> HealthCheck:
+    return HealthCheck(part, problem is None, problem or fine, fix if problem else None)
 
 
-def diagnose(path: Path, settings: Settings, index: IndexFiles | None) -> dict[str, Any]:
-    """Check every part of the store at ``path``; returns ``{"healthy", "storage_path",
-    "checks": [{"part", "ok", "detail", "fix"}]}``: ``fix`` is the way out (None when ``ok``).
-    ``index`` is the embedded index's files (None in server mode: a server is not checked here)."""
+def diagnose(path: Path, settings: Settings, index: IndexFiles | None) -> Diagnosis:
+    """Check every part of the store at ``path``: each check's ``fix`` is the way out (None when
+    ``ok``). ``index`` is the embedded index's files (None in server mode: a server is not checked here)."""
     checks = [
         _storage_dir(path),
         _catalog(path),
@@ -61,10 +61,10 @@ def diagnose(path: Path, settings: Settings, index: IndexFiles | None) -> dict[s
         _spool(path),
         _file_mode("token file", token_file(path), "the HTTP bearer token"),
     ]
-    return {"healthy": all(c["ok"] for c in checks), "storage_path": str(path), "checks": checks}
+    return Diagnosis(all(c.ok for c in checks), str(path), tuple(checks))
 
 
-def _storage_dir(path: Path) -> dict[str, Any]:
+def _storage_dir(path: Path) -> HealthCheck:
     if not path.exists():
         return _check("storage directory", None, None, f"{path} does not exist yet (created on first use)")
     if not path.is_dir():
@@ -78,7 +78,7 @@ def _storage_dir(path: Path) -> dict[str, Any]:
     return _check("storage directory", problem, f"chmod 700 {path}", f"{path} (mode 700)")
 
 
-def _file_mode(part: str, file: Path, what: str) -> dict[str, Any]:
+def _file_mode(part: str, file: Path, what: str) -> HealthCheck:
     if not file.exists():
         return _check(part, None, None, f"{file.name} does not exist yet")
     mode = stat.S_IMODE(file.stat().st_mode)
@@ -95,7 +95,7 @@ def _file_mode(part: str, file: Path, what: str) -> dict[str, Any]:
     return _check(part, None, None, f"{file} (mode {mode:o})")
 
 
-def _catalog(path: Path) -> dict[str, Any]:
+def _catalog(path: Path) -> HealthCheck:
     db = path / CATALOG
     if not db.exists():
         return _check("catalog", None, None, "no catalog yet (created on first use)")
@@ -103,12 +103,12 @@ def _catalog(path: Path) -> dict[str, Any]:
     problem = integrity_problem(db, full=True)
     if problem is not None:
         return _check("catalog", f"{db} is damaged: {problem}", CATALOG_WAY_OUT[0].upper() + CATALOG_WAY_OUT[1:], "")
-    if not permissions["ok"]:
+    if not permissions.ok:
         return permissions
     return _check("catalog", None, None, f"{db}: integrity check ok")
 
 
-def _index(settings: Settings, index: IndexFiles | None) -> dict[str, Any]:
+def _index(settings: Settings, index: IndexFiles | None) -> HealthCheck:
     chroma = settings.storage.chromadb
     if chroma.mode == "server" or index is None:
         return _check("vector index", None, None, f"a Chroma server at {chroma.host}:{chroma.port} (not checked here)")
@@ -125,7 +125,7 @@ def _index(settings: Settings, index: IndexFiles | None) -> dict[str, Any]:
     return _check("vector index", None, None, f"{index.path}: every collection opens and answers a query")
 
 
-def _spool(path: Path) -> dict[str, Any]:
+def _spool(path: Path) -> HealthCheck:
     db = path / CATALOG
     if not db.exists():
         return _check("spool", None, None, "empty")

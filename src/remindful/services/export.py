@@ -36,7 +36,7 @@ from remindful.engine.atomic import replaced_atomically
 from remindful.engine.catalog import MemoryRow
 from remindful.engine.validation import Limits, check_epoch, check_unicode, validate_item
 from remindful.errors import ValidationError
-from remindful.model import MemoryClass, content_hash
+from remindful.model import ExportResult, ImportResult, MemoryClass, content_hash
 
 if TYPE_CHECKING:
     from remindful.config import Settings
@@ -81,9 +81,9 @@ def export_memories(
     output_path: str | os.PathLike[str] | None = None,
     overwrite: bool = False,
     progress: Callable[[int], None] | None = None,
-) -> dict[str, Any]:
+) -> ExportResult:
     """Write every memory to ``output_path`` (default ``<storage>/exports/memories_<time>.json``),
-    created 0600. Returns ``{path, count, bytes}``. Only ``format="json"`` exists. First waits
+    created 0600. Only ``format="json"`` exists. First waits
     (up to a minute) for the vectors of what this process stored, so that they are exported too.
 
     An existing file is replaced only with ``overwrite=True``, and a missing directory is never
@@ -119,7 +119,7 @@ def export_memories(
             if progress:
                 progress(len(page))
         out.write(f'\n], "count": {count}}}\n')
-    return {"success": True, "path": str(path), "count": count, "bytes": path.stat().st_size}
+    return ExportResult(str(path), count, path.stat().st_size)
 
 
 def check_output_path(path: Path, *, overwrite: bool, field: str = "output_path") -> None:
@@ -331,11 +331,11 @@ def import_memories(
     path: str | os.PathLike[str],
     *,
     progress: Callable[[int], None] | None = None,
-) -> dict[str, Any]:
+) -> ImportResult:
     """Import an export file exactly (ids, times, embeddings). Existing ids are skipped. Contents
     and metadata are redacted as every store is (:meth:`Store.redact`); a memory whose content
     redaction changed loses its imported embedding and is re-embedded from the redacted text.
-    Returns ``{imported, skipped, count, counts}``; all rows are validated before any is written."""
+    All rows are validated before any is written."""
     started = time.perf_counter()
     items = read_export(path)
     rows = _rows(items, Limits.of(store.settings.limits))
@@ -364,14 +364,13 @@ def import_memories(
     counts: dict[str, int] = {}
     for row in fresh:
         counts[row.type] = counts.get(row.type, 0) + 1
-    return {
-        "success": True,
-        "imported": len(fresh),
-        "skipped": len(rows) - len(fresh),
-        "count": len(rows),
-        "counts": counts,
-        "seconds": round(time.perf_counter() - started, 3),
-    }
+    return ImportResult(
+        imported=len(fresh),
+        skipped=len(rows) - len(fresh),
+        count=len(rows),
+        counts=counts,
+        seconds=round(time.perf_counter() - started, 3),
+    )
 
 
 __all__ = ["export_memories", "import_memories", "read_export"]

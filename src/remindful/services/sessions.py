@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from remindful.errors import NotFoundError, ValidationError
+from remindful.model import Session, SessionDeleted
 from remindful.services.backup import Archivable, create_backup
 
 if TYPE_CHECKING:
@@ -47,8 +48,8 @@ class SessionOwner(SessionMarks, Archivable, Protocol):
     def forget_resumed(self, session_id: str | None = None) -> None: ...
 
 
-def _iso(epoch: float | None) -> str | None:
-    return datetime.fromtimestamp(epoch, UTC).isoformat() if epoch is not None else None
+def _time(epoch: float | None) -> datetime | None:
+    return datetime.fromtimestamp(epoch, UTC) if epoch is not None else None
 
 
 def session_count(sessions: SessionRepository) -> int:
@@ -63,13 +64,11 @@ def list_sessions(
     limit: int | None = None,
     offset: int = 0,
     session_id: str | None = None,
-) -> list[dict[str, Any]]:
+) -> list[Session]:
     """The sessions that have memories or a row in ``sessions``, newest first, ``limit`` of them
-    from ``offset`` (all by default; ``session_id`` picks one): ``{id, started_at, ended_at,
-    memory_count, by_type, summary: {actions, screens, tools}, text, current, resumed}``.
-    ``ended_at`` is the session's recorded end, else its last memory's time; ``current`` marks
-    this process's session, ``resumed`` the one :meth:`Store.resume_session` ranks higher. Only
-    the listed sessions' memories are read for their summaries."""
+    from ``offset`` (all by default; ``session_id`` picks one); see :class:`~remindful.model.Session`.
+    ``current`` marks this process's session, ``resumed`` the one :meth:`Store.resume_session`
+    ranks higher. Only the listed sessions' memories are read for their summaries."""
     if limit is not None and (type(limit) is not int or limit < 0):
         raise ValidationError("limit", f"expected a non-negative integer, got {limit!r}")
     if type(offset) is not int or offset < 0:
@@ -97,17 +96,17 @@ def list_sessions(
             for kind, pairs in tops.get(sid, {}).items()
         }
         out.append(
-            {
-                "id": sid,
-                "started_at": _iso(entry.start),
-                "ended_at": _iso(entry.end),
-                "memory_count": entry.memory_count,
-                "by_type": entry.by_type,
-                "summary": {k: summary.get(k, []) for k in ("actions", "screens", "tools")},
-                "text": _text(entry, summary),
-                "current": sid == current,
-                "resumed": sid == resumed,
-            }
+            Session(
+                id=sid,
+                started_at=_time(entry.start),
+                ended_at=_time(entry.end),
+                memory_count=entry.memory_count,
+                by_type=entry.by_type,
+                summary={k: summary.get(k, []) for k in ("actions", "screens", "tools")},
+                text=_text(entry, summary),
+                current=sid == current,
+                resumed=sid == resumed,
+            )
         )
     return out
 
@@ -122,10 +121,9 @@ def _text(entry: SessionSpan, summary: dict[str, list[dict[str, Any]]]) -> str:
 
 def delete_session(
     store: SessionOwner, sessions: SessionRepository, session_id: str, *, confirm: bool = False
-) -> dict[str, Any]:
+) -> SessionDeleted:
     """Back up, then delete every memory of ``session_id`` in every collection and the session
-    itself (no longer ranked higher if it was resumed). Returns ``{session_id, deleted,
-    backup_path}``. Refused without ``confirm``."""
+    itself (no longer ranked higher if it was resumed). Refused without ``confirm``."""
     if not isinstance(session_id, str) or not session_id.strip():
         raise ValidationError("session_id", "expected a non-empty session id (see list_sessions)")
     count = sessions.memory_count(session_id)
@@ -140,7 +138,7 @@ def delete_session(
     backup = create_backup(store, automatic=True, reason="before-delete-session")
     deleted = _delete_all(store, sessions, session_id, reason="delete_session")
     store.forget_resumed(session_id)
-    return {"success": True, "session_id": session_id, "deleted": deleted, "backup_path": backup["path"]}
+    return SessionDeleted(session_id, deleted, backup.path)
 
 
 def _delete_all(store: SessionOwner, sessions: SessionRepository, session_id: str, *, reason: str) -> int:

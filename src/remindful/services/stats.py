@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from remindful.engine.repositories.labels import ACTION_KEYS, SCREEN_KEYS
 from remindful.errors import MemoryDisabledError, StorageFullError
-from remindful.model import MemoryType
+from remindful.model import CaptureStatus, CollectionUsage, MemoryType, Stats, StorageUsage
 from remindful.services.backup import list_backups
 from remindful.services.learning.metrics import learning_stats
 
@@ -103,17 +103,17 @@ def _percentile(values: list[float], q: float) -> float | None:
     return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 3)
 
 
-def capture_status(stats: StatsRepository) -> dict[str, Any]:
+def capture_status(stats: StatsRepository) -> CaptureStatus:
     """What automatic capture is doing: hook events waiting in the spool, redaction and skip counts
     by reason, and the number of Markdown files indexed."""
-    return {
-        "spool_pending": stats.spool_pending(),
-        "capture": stats.capture_counts(),
-        "files_indexed": stats.files_indexed(),
-    }
+    return CaptureStatus(
+        spool_pending=stats.spool_pending(),
+        capture=stats.capture_counts(),
+        files_indexed=stats.files_indexed(),
+    )
 
 
-def build_stats(store: StoreFigures, repos: Repositories) -> dict[str, Any]:
+def build_stats(store: StoreFigures, repos: Repositories) -> Stats:
     """Everything ``MemoryManager.stats()`` reports, read from ``store`` without loading the
     embedder or opening the vector index.
 
@@ -132,37 +132,33 @@ def build_stats(store: StoreFigures, repos: Repositories) -> dict[str, Any]:
         return _report_without_catalog(store, free)
 
 
-def _full_report(store: StoreFigures, repos: Repositories, free: int | None, disk_full: bool) -> dict[str, Any]:
+def _full_report(store: StoreFigures, repos: Repositories, free: int | None, disk_full: bool) -> Stats:
     settings = store.settings
     counts = store.type_counts()
     collections = {}
     for memory_type in MemoryType:
         limit = settings.max_items_for(memory_type)
         count = counts.get(memory_type.value, 0)
-        collections[memory_type.collection] = {
-            "count": count,
-            "quota": limit,
-            "usage_percent": round(100 * count / limit, 2),
-        }
+        collections[memory_type.collection] = CollectionUsage(count, limit, round(100 * count / limit, 2))
     search_ms = list(store.search_ms)
     store_ms = list(store.store_ms)
     heavy = _heavy_aggregates(repos, sum(counts.values()))
     lengths = heavy["session_length"]
-    report = {
-        "total_memories": sum(counts.values()),
-        "collections": collections,
-        "storage": _storage(store, free, disk_full),
-        "sessions": lengths["sessions"],
-        "session_length": lengths,
-        "activity": heavy["activity"],
-        "captures_per_day": heavy["captures_per_day"],
-        "spool_pending": repos.stats.spool_pending(),
-        "last_cleanup": _last_cleanup(repos.retention.last_cleanup()),
-        "last_backup": last_backup(store.path),
-        "capture": repos.stats.capture_counts(),
-        "learning": learning_stats(repos.learning, settings),
-        "index": {**store.index_state(), "unindexed": repos.stats.unindexed()},
-        "performance": {
+    return Stats(
+        total_memories=sum(counts.values()),
+        collections=collections,
+        storage=_storage(store, free, disk_full),
+        sessions=lengths["sessions"],
+        session_length=lengths,
+        activity=heavy["activity"],
+        captures_per_day=heavy["captures_per_day"],
+        spool_pending=repos.stats.spool_pending(),
+        last_cleanup=_last_cleanup(repos.retention.last_cleanup()),
+        last_backup=last_backup(store.path),
+        capture=repos.stats.capture_counts(),
+        learning=learning_stats(repos.learning, settings),
+        index={**store.index_state(), "unindexed": repos.stats.unindexed()},
+        performance={
             "stores": store.stores,
             "searches": store.searches,
             "avg_store_ms": round(sum(store_ms) / len(store_ms), 3) if store_ms else None,
@@ -172,11 +168,8 @@ def _full_report(store: StoreFigures, repos: Repositories, free: int | None, dis
             "p99_search_ms": _percentile(search_ms, 0.99),
             "embedding_cache": store.embedding_cache_stats(),
         },
-        "warnings": [],
-    }
-    if disk_full:
-        report["warnings"].append(_FULL_WARNING.format(path=store.path, free=_size(free)))
-    return report
+        warnings=(_FULL_WARNING.format(path=store.path, free=_size(free)),) if disk_full else (),
+    )
 
 
 def _heavy_aggregates(repos: Repositories, total: int) -> dict[str, Any]:
@@ -202,29 +195,30 @@ def _heavy_aggregates(repos: Repositories, total: int) -> dict[str, Any]:
     return values
 
 
-def _report_without_catalog(store: StoreFigures, free: int | None) -> dict[str, Any]:
+def _report_without_catalog(store: StoreFigures, free: int | None) -> Stats:
     """What can be said of a store whose catalog cannot be read because the disk is full."""
-    return {
-        "total_memories": None,
-        "collections": {t.collection: {"count": None, "quota": store.settings.max_items_for(t)} for t in MemoryType},
-        "storage": _storage(store, free, True),
-        "sessions": None,
-        "last_backup": last_backup(store.path),
-        "warnings": [_FULL_WARNING.format(path=store.path, free=_size(free))],
-    }
+    return Stats(
+        total_memories=None,
+        collections={t.collection: CollectionUsage(None, store.settings.max_items_for(t)) for t in MemoryType},
+        storage=_storage(store, free, True),
+        sessions=None,
+        last_backup=last_backup(store.path),
+        warnings=(_FULL_WARNING.format(path=store.path, free=_size(free)),),
+        partial=True,
+    )
 
 
-def _storage(store: StoreFigures, free: int | None, disk_full: bool) -> dict[str, Any]:
+def _storage(store: StoreFigures, free: int | None, disk_full: bool) -> StorageUsage:
     size_mb = store.size_mb(max_age_s=0)
     quota_mb = store.settings.storage.max_size_mb
-    return {
-        "path": str(store.path),
-        "total_size_mb": round(size_mb, 3),
-        "quota_limit_mb": quota_mb,
-        "usage_percent": round(100 * size_mb / quota_mb, 2),
-        "disk_free_mb": None if free is None else round(free / 1_048_576, 3),
-        "storage_full": disk_full,
-    }
+    return StorageUsage(
+        path=str(store.path),
+        total_size_mb=round(size_mb, 3),
+        quota_limit_mb=quota_mb,
+        usage_percent=round(100 * size_mb / quota_mb, 2),
+        disk_free_mb=None if free is None else round(free / 1_048_576, 3),
+        storage_full=disk_full,
+    )
 
 
 def _free_bytes(path: Path) -> int | None:

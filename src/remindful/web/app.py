@@ -6,9 +6,10 @@ delete), Sessions (``/sessions``, ``/sessions/{id}``: resume, delete after a con
 the automatic backup), Patterns (``/patterns``) and Settings (``/settings``, read-only). Charts are
 drawn by Chart.js, shipped in ``static/`` with its license: the pages work offline.
 
-Every route runs behind :class:`remindful.web.gate.DashboardGate` (the bearer token, its cookie,
-Host and Origin checks); every POST carries the CSRF token. Errors become pages with a status code:
-bad input 400 naming the field and the expected form, an unknown id 404, disabled memory 503.
+Every route runs behind :class:`remindful.web.gate.BearerGate` (the bearer token, its cookie,
+Host and Origin checks); every POST carries the CSRF token. Errors become pages with the status code
+of :func:`remindful.errors.http_status`: bad input 400 naming the field and the expected form, an
+unknown id 404, disabled memory 503.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import logging
 import mimetypes
 import os
 from collections.abc import Iterable
-from datetime import UTC, datetime, time, timedelta
+from datetime import UTC, datetime, time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
@@ -33,9 +34,9 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 from remindful.engine.attachments import attachments_dir
-from remindful.errors import MemoryDisabledError, NotFoundError, RemindfulError, ValidationError
-from remindful.model import MemorySource, MemoryType
-from remindful.web.gate import CSRF_FIELD, LOOPBACK_NAMES, CsrfTokens, DashboardGate
+from remindful.errors import NotFoundError, RemindfulError, ValidationError, http_status
+from remindful.model import MemorySource, MemoryType, Session
+from remindful.web.gate import CSRF_FIELD, LOOPBACK_NAMES, BearerGate, CsrfTokens
 from remindful.web.provenance import setting_rows
 
 if TYPE_CHECKING:
@@ -56,8 +57,15 @@ IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".gif", ".webp", ".bmp"}
 
 
 def build_app(manager: MemoryManager, token: str, *, hosts: Iterable[str] = LOOPBACK_NAMES) -> Any:
-    """The whole dashboard as one ASGI app (mountable at ``/``), behind the bearer ``token`` of the
-    store. ``hosts`` are the names browsers may use for the server (loopback by default)."""
+    """The whole dashboard as one ASGI app, behind the bearer ``token`` of the store (the gate of
+    every HTTP surface, :class:`~remindful.web.gate.BearerGate`). ``hosts`` are the names browsers
+    may use for the server (loopback by default)."""
+    return BearerGate(dashboard_app(manager), token, hosts=hosts, browser=True)
+
+
+def dashboard_app(manager: MemoryManager) -> Starlette:
+    """The dashboard's pages without a gate: for a server that puts its own in front (the daemon
+    mounts it at ``/``)."""
     dashboard = Dashboard(manager)
     routes = [
         Route("/", dashboard.overview, name="overview"),
@@ -74,14 +82,13 @@ def build_app(manager: MemoryManager, token: str, *, hosts: Iterable[str] = LOOP
         Route("/settings", dashboard.settings, name="settings"),
         Mount("/static", app=StaticFiles(directory=HERE / "static"), name="static"),
     ]
-    app = Starlette(
+    return Starlette(
         routes=routes,
         exception_handlers={
             HTTPException: dashboard.http_error,
             RemindfulError: dashboard.remindful_error,
         },
     )
-    return DashboardGate(app, token, hosts=hosts)
 
 
 class Dashboard:
@@ -107,14 +114,8 @@ class Dashboard:
         return self.page(request, "error.html", exc.status_code, title=f"Error {exc.status_code}", message=exc.detail)
 
     def remindful_error(self, request: Request, exc: Exception) -> Response:
-        status = 500
-        if isinstance(exc, ValidationError):
-            status = 400
-        elif isinstance(exc, NotFoundError):
-            status = 404
-        elif isinstance(exc, MemoryDisabledError):
-            status = 503
-        else:
+        status = http_status(exc)
+        if status >= 500:
             log.warning("dashboard: %s %s failed: %s", request.method, request.url.path, exc)
         return self.page(request, "error.html", status, title=f"Error {status}", message=str(exc))
 
@@ -131,10 +132,11 @@ class Dashboard:
     def overview(self, request: Request) -> Response:
         stats = self.manager.stats()
         charts = {
-            "per_day": stats.get("captures_per_day", []),
-            "by_type": {name.removesuffix("_memories"): c["count"] for name, c in stats["collections"].items()},
+            "per_day": stats.captures_per_day or [],
+            "by_type": {name.removesuffix("_memories"): c.count for name, c in stats.collections.items()},
         }
-        return self.page(request, "overview.html", stats=stats, charts=charts)
+        # The page shows the JSON form, which leaves out what a full disk kept from being read.
+        return self.page(request, "overview.html", stats=stats.to_dict(), charts=charts)
 
     def memories(self, request: Request) -> Response:
         q = request.query_params
@@ -244,7 +246,7 @@ class Dashboard:
             backup=request.query_params.get("backup"),
         )
 
-    def _session(self, session_id: str) -> dict[str, Any]:
+    def _session(self, session_id: str) -> Session:
         found = self.manager.list_sessions(session_id=session_id)
         if not found:
             raise NotFoundError(session_id, kind="session")
@@ -253,21 +255,21 @@ class Dashboard:
     def session(self, request: Request) -> Response:
         info = self._session(request.path_params["session_id"])
         page = _int(request.query_params.get("page"), "page", 0, 10**7)
-        count = info["memory_count"]
+        count = info.memory_count
         # The listing is newest first: the k-th memory in time order is at offset count - 1 - k.
         first = page * SESSION_MEMORIES_PAGE
         last = min(first + SESSION_MEMORIES_PAGE, count)
         memories = []
         if last > first:
-            memories = self.manager.list(session_id=info["id"], limit=last - first, offset=count - last)[::-1]
+            memories = self.manager.list(session_id=info.id, limit=last - first, offset=count - last)[::-1]
         return self.page(
             request,
             "session.html",
             info=info,
             memories=memories,
             first_number=first + 1,
-            prev_url=_url(f"/sessions/{info['id']}", {"page": page - 1}) if page > 0 else None,
-            next_url=_url(f"/sessions/{info['id']}", {"page": page + 1}) if last < count else None,
+            prev_url=_url(f"/sessions/{info.id}", {"page": page - 1}) if page > 0 else None,
+            next_url=_url(f"/sessions/{info.id}", {"page": page + 1}) if last < count else None,
             resumed=request.query_params.get("resumed"),
         )
 
@@ -286,15 +288,17 @@ class Dashboard:
             return self.page(request, "delete_session.html", info=info, backups=backups, backup_name=pattern)
         form = await self.form(request)
         result = self.manager.delete_session(session_id, confirm=form.get("confirm") == "yes")
-        params = {"deleted": session_id, "backup": result["backup_path"]}
+        params = {"deleted": session_id, "backup": result.backup_path}
         return RedirectResponse(_url("/sessions", params), status_code=303)
 
     def patterns(self, request: Request) -> Response:
         report = self.manager.analyze_patterns(max_memories=PATTERN_MEMORIES)
         charts = {
-            "kinds": [{"name": r["action"], "rate": r["success_rate"], "count": r["count"]} for r in report["by_kind"]],
+            "kinds": [
+                {"name": r["action"], "rate": r["success_rate"], "count": r["count"]} for r in report.by_kind or []
+            ],
         }
-        shown = {k: report.get(k) or [] for k in ("patterns", "failure_prone", "insights")}
+        shown = {k: getattr(report, k) or [] for k in ("patterns", "failure_prone", "insights")}
         shown = {k: v[:PATTERN_ROWS] for k, v in shown.items()}
         return self.page(
             request,
@@ -334,50 +338,25 @@ class MemoryFilters:
     def params(self) -> dict[str, str]:
         out = {"type": self.type, "session": self.session, "source": self.source}
         out["since"] = self.since.date().isoformat() if self.since else ""
-        out["until"] = (self.until - timedelta(microseconds=1)).date().isoformat() if self.until else ""
+        out["until"] = self.until.date().isoformat() if self.until else ""
         return {k: v for k, v in out.items() if v}
 
     def listing(self, manager: MemoryManager, limit: int, offset: int) -> list[Any]:
-        """The filtered memories newest first, ``limit`` of them from ``offset`` on.
-
-        ``manager.list`` filters by type, session and source; a time range is found in that same
-        newest-first listing by bisection (:func:`_first_older`), so it costs a few dozen
-        one-row reads whatever the store's size."""
-
-        def page(at: int, count: int) -> list[Any]:
-            return manager.list(self.type or None, self.session or None, count, at, source=self.source or None)
-
-        start = 0 if self.until is None else _first_older(page, self.until)
-        end = None if self.since is None else _first_older(page, self.since)
-        at = start + offset
-        count = limit if end is None else min(limit, end - at)
-        return page(at, count) if count > 0 else []
-
-
-def _first_older(page: Any, moment: datetime) -> int:
-    """The offset of the first memory created before ``moment`` in a newest-first listing
-    (``page(offset, limit)``), or the listing's length if none is."""
-
-    def older(at: int) -> bool:
-        found = page(at, 1)
-        return not found or found[0].created_at < moment
-
-    if older(0):
-        return 0
-    low, high = 0, 1  # older(low) is False
-    while not older(high):
-        low, high = high, high * 2
-    while high - low > 1:
-        middle = (low + high) // 2
-        if older(middle):
-            high = middle
-        else:
-            low = middle
-    return high
+        """The filtered memories newest first, ``limit`` of them from ``offset`` on."""
+        return manager.list(
+            self.type or None,
+            self.session or None,
+            limit,
+            offset,
+            source=self.source or None,
+            since=self.since,
+            until=self.until,
+        )
 
 
 def _day(value: str | None, field: str, *, end: bool) -> datetime | None:
-    """A ``YYYY-MM-DD`` (or ISO date-time) filter value as UTC; an end day means up to its end."""
+    """A ``YYYY-MM-DD`` (or ISO date-time) filter value as UTC; an end day means up to its last
+    microsecond (a range includes both ends, as ``list`` and ``search`` take it)."""
     value = (value or "").strip()
     if not value:
         return None
@@ -388,7 +367,7 @@ def _day(value: str | None, field: str, *, end: bool) -> datetime | None:
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=UTC)
     if end and len(value) <= 10:
-        parsed = datetime.combine(parsed.date(), time.min, UTC) + timedelta(days=1)
+        parsed = datetime.combine(parsed.date(), time.max, UTC)
     return parsed
 
 
@@ -434,4 +413,4 @@ def _short(text: str, width: int = 140) -> str:
     return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 
-__all__ = ["Dashboard", "build_app"]
+__all__ = ["Dashboard", "build_app", "dashboard_app"]

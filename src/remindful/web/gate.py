@@ -1,16 +1,26 @@
-"""Who may use the dashboard: the store's bearer token, a cookie carrying it, and a CSRF token.
+"""The one gate in front of every HTTP surface: the MCP server's streamable HTTP, the daemon's
+loopback API and the dashboard.
 
-Every request needs the token (:mod:`remindful.services.access`), in one of three places:
+Every request needs the store's bearer token (:mod:`remindful.services.access`), compared in
+constant time. Without it, every surface gives the same answer: 401, :data:`UNAUTHORIZED` as
+text, ``WWW-Authenticate: Bearer realm="remindful"`` and :data:`SECURITY_HEADERS` (a websocket is
+closed with code 1008). The token is taken from:
 
-- ``Authorization: Bearer <token>`` (scripts);
-- the ``remindful_token`` cookie, HttpOnly and SameSite=Strict (the browser);
-- ``?token=<token>`` in the URL of a GET, once: the answer sets the cookie and redirects to the
-  same URL without the token, so it leaves the address bar and the history at once.
+- exactly one ``Authorization: Bearer <token>`` header (two are refused: which one would count?);
+- with ``browser=True`` (the dashboard, and the daemon that serves it), also the ``remindful_token``
+  cookie, HttpOnly and SameSite=Strict, and ``?token=<token>`` in the URL of a GET, once: the
+  answer sets the cookie and redirects to the same URL without the token, so it leaves the address
+  bar and the history at once.
 
-Anything else gets 401. The ``Host`` header must name this machine (DNS rebinding), and a request
-that says where it comes from (``Origin``) must come from the dashboard itself. A state-changing
-request (POST) must also carry the CSRF token of this process in its ``csrf`` form field: an HMAC
-of a secret drawn when the app is built, which a page of another site can neither read nor guess.
+With ``hosts`` (a server whose Host checks are not done by an SDK), the ``Host`` header must name
+one of them (421 otherwise: DNS rebinding), and a request that says where it comes from
+(``Origin``) must come from one of them (403); these are checked before the token. The MCP server
+leaves them to the SDK's transport security, after the token.
+
+The dashboard's forms also carry a CSRF token (:class:`CsrfTokens`): an HMAC of a secret drawn
+when the app is built, which a page of another site can neither read nor guess.
+
+Standard library only (plus :mod:`remindful.services.access`): a raw ASGI middleware.
 """
 
 from __future__ import annotations
@@ -28,8 +38,14 @@ from remindful.services.access import bearer_ok
 COOKIE = "remindful_token"
 CSRF_FIELD = "csrf"
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
-#: What every answer carries: no framing, no referrer to other sites (URLs name memories), no caching of
-#: private pages, only the dashboard's own scripts and styles.
+#: The body of every 401, on every surface.
+UNAUTHORIZED = (
+    "Unauthorized: send 'Authorization: Bearer <token>' with the store's HTTP token "
+    "(see `remindful token`), or open the URL that `remindful dashboard` prints (it carries the token once)\n"
+)
+#: What every answer of a browser surface, and every refusal of the gate, carries: no framing, no
+#: referrer to other sites (URLs name memories), no caching of private pages, only the dashboard's
+#: own scripts and styles.
 SECURITY_HEADERS = [
     (b"x-frame-options", b"DENY"),
     (b"x-content-type-options", b"nosniff"),
@@ -41,6 +57,7 @@ SECURITY_HEADERS = [
         b"frame-ancestors 'none'; form-action 'self'; base-uri 'none'",
     ),
 ]
+_CHALLENGE = (b"www-authenticate", b'Bearer realm="remindful"')
 
 
 class CsrfTokens:
@@ -62,52 +79,60 @@ def host_name(value: str) -> str:
     return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
 
 
-class DashboardGate:
+class BearerGate:
     """ASGI middleware: the checks in the module docstring, in front of ``app``.
 
-    ``hosts`` are the names a browser may use for the server (the loopback names by default; the
-    daemon or a ``--host`` bind adds its own)."""
+    ``hosts``: the names a client may use for the server (None: not checked here). ``browser``:
+    the cookie and the one-time ``?token=`` URL are accepted too, and every answer carries
+    :data:`SECURITY_HEADERS`."""
 
-    def __init__(self, app: Any, token: str, *, hosts: Iterable[str] = LOOPBACK_NAMES) -> None:
+    def __init__(self, app: Any, token: str, *, hosts: Iterable[str] | None = None, browser: bool = False) -> None:
         self.app = app
         self.token = token
-        self.hosts = {h.lower().strip("[]") for h in hosts}
+        self.hosts = None if hosts is None else {h.lower().strip("[]") for h in hosts}
+        self.browser = browser
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            if scope["type"] == "websocket":
-                await send({"type": "websocket.close", "code": 1008})
-                return
+        kind = scope["type"]
+        if kind not in ("http", "websocket"):
             await self.app(scope, receive, send)  # lifespan
             return
         headers = _headers(scope)
-        if host_name(headers.get("host", "")) not in self.hosts:
-            await _plain(send, 421, "Misdirected request: this dashboard answers only to its own address\n")
+        refusal = self._misdirected(headers)
+        if refusal is None and self._authorized(headers):
+            await self.app(scope, receive, _with_headers(send, SECURITY_HEADERS) if self.browser else send)
             return
-        origin = headers.get("origin")
-        if origin is not None and not self._own_origin(origin):
-            await _plain(send, 403, "Forbidden: the request comes from another site\n")
+        if kind == "websocket":
+            await send({"type": "websocket.close", "code": 1008})
             return
-        if self._bearer(headers) or self._cookie(headers):
-            await self.app(scope, receive, _with_headers(send, SECURITY_HEADERS))
+        if refusal is not None:
+            await _plain(send, *refusal)
             return
         query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
         given = query.pop("token", None)
-        if scope["method"] in ("GET", "HEAD") and given and bearer_ok(f"Bearer {given}", self.token):
+        if self.browser and scope["method"] in ("GET", "HEAD") and given and bearer_ok(f"Bearer {given}", self.token):
             await self._set_cookie_and_redirect(scope, query, send)
             return
-        await _plain(
-            send,
-            401,
-            "Unauthorized: open the URL that `remindful dashboard` prints (it carries the token once)\n",
-            [(b"www-authenticate", b'Bearer realm="remindful"')],
-        )
+        await _plain(send, 401, UNAUTHORIZED, [_CHALLENGE])
 
-    def _bearer(self, headers: dict[str, str]) -> bool:
-        return bearer_ok(headers.get("authorization"), self.token)
+    def _misdirected(self, headers: dict[str, list[str]]) -> tuple[int, str] | None:
+        """(status, text) when ``Host`` or ``Origin`` names another server; None when they are fine."""
+        if self.hosts is None:
+            return None
+        if host_name(_first(headers, "host")) not in self.hosts:
+            return 421, "Misdirected request: this server answers only to its own address\n"
+        origin = headers.get("origin")
+        if origin is not None and not self._own_origin(origin[0]):
+            return 403, "Forbidden: the request comes from another site\n"
+        return None
 
-    def _cookie(self, headers: dict[str, str]) -> bool:
-        raw = headers.get("cookie")
+    def _authorized(self, headers: dict[str, list[str]]) -> bool:
+        given = headers.get("authorization", [])
+        if len(given) == 1 and bearer_ok(given[0], self.token):
+            return True
+        return self.browser and not given and self._cookie(_first(headers, "cookie"))
+
+    def _cookie(self, raw: str) -> bool:
         if not raw:
             return False
         cookie: SimpleCookie = SimpleCookie()
@@ -120,27 +145,27 @@ class DashboardGate:
 
     def _own_origin(self, origin: str) -> bool:
         parts = urlsplit(origin)
-        return parts.scheme in ("http", "https") and host_name(parts.netloc) in self.hosts
+        return parts.scheme in ("http", "https") and self.hosts is not None and host_name(parts.netloc) in self.hosts
 
     async def _set_cookie_and_redirect(self, scope: Any, query: dict[str, str], send: Any) -> None:
         target = scope.get("root_path", "") + scope["path"]
         if query:
             target += "?" + urlencode(query)
         cookie = f"{COOKIE}={self.token}; HttpOnly; SameSite=Strict; Path=/"
-        await _plain(
-            send,
-            303,
-            "",
-            [(b"location", target.encode("latin-1")), (b"set-cookie", cookie.encode("latin-1")), *SECURITY_HEADERS],
-        )
+        headers = [(b"location", target.encode("latin-1")), (b"set-cookie", cookie.encode("latin-1"))]
+        await _plain(send, 303, "", headers)
 
 
-def _headers(scope: Any) -> dict[str, str]:
-    """The request's headers by lower-case name (a repeated header: the first one)."""
-    out: dict[str, str] = {}
+def _headers(scope: Any) -> dict[str, list[str]]:
+    """The request's headers by lower-case name, every value of a repeated one in order."""
+    out: dict[str, list[str]] = {}
     for key, value in scope["headers"]:
-        out.setdefault(key.decode("latin-1").lower(), value.decode("latin-1"))
+        out.setdefault(key.decode("latin-1").lower(), []).append(value.decode("latin-1"))
     return out
+
+
+def _first(headers: dict[str, list[str]], name: str) -> str:
+    return headers.get(name, [""])[0]
 
 
 def _with_headers(send: Any, extra: list[tuple[bytes, bytes]]) -> Any:
@@ -153,14 +178,25 @@ def _with_headers(send: Any, extra: list[tuple[bytes, bytes]]) -> Any:
 
 
 async def _plain(send: Any, status: int, text: str, extra: list[tuple[bytes, bytes]] | None = None) -> None:
+    """An answer of the gate itself: ``text``, with :data:`SECURITY_HEADERS` whatever the surface."""
     body = text.encode()
     headers = [
         (b"content-type", b"text/plain; charset=utf-8"),
         (b"content-length", str(len(body)).encode()),
         *(extra or []),
+        *SECURITY_HEADERS,
     ]
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 
 
-__all__ = ["COOKIE", "CSRF_FIELD", "CsrfTokens", "DashboardGate", "host_name"]
+__all__ = [
+    "COOKIE",
+    "CSRF_FIELD",
+    "LOOPBACK_NAMES",
+    "SECURITY_HEADERS",
+    "UNAUTHORIZED",
+    "BearerGate",
+    "CsrfTokens",
+    "host_name",
+]

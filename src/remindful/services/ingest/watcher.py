@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from remindful.errors import RemindfulError
-from remindful.model import ChunkMetadata
+from remindful.model import ChunkMetadata, FileIndexed
 from remindful.services.ingest.chunker import chunk_text
 from remindful.services.ingest.filters import apply_filters, filter_for
 
@@ -272,13 +272,13 @@ def _is_watch_limit(exc: OSError) -> bool:
     return "watch limit" in str(exc).lower() or exc.errno == 28  # ENOSPC from inotify_add_watch
 
 
-def index_file(store: Store, path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Bring one Markdown file's chunks up to date now: ``{"outcome": "indexed" | "unchanged" |
-    "skipped" | "vanished", "chunks": n}`` (n: the file's chunks stored after the call)."""
+def index_file(store: Store, path: str | os.PathLike[str]) -> FileIndexed:
+    """Bring one Markdown file's chunks up to date now: its outcome (``indexed``, ``unchanged``,
+    ``skipped`` or ``vanished``) and the file's chunks stored after the call."""
     file = Path(path).expanduser().resolve()
     watcher = MarkdownWatcher(store, [file.parent])
     outcome = watcher.process_file(file)
-    return {"outcome": outcome, "chunks": len(watcher.chunk_ids(str(file)))}
+    return FileIndexed(outcome, len(watcher.chunk_ids(str(file))))
 
 
 def files_indexed(store: Store) -> int:

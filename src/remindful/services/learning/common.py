@@ -1,5 +1,5 @@
 """What every capture point shares: the store's write path it stores through (:class:`MemoryWriter`),
-the learning layer's counters (shown by ``stats()["learning"]``), storing extracted memories and
+the learning layer's counters (shown by ``stats().learning``), storing extracted memories and
 finishing a capture (metrics, ``[MEM:CAPTURE]`` log line, ``MemoryCaptured`` event).
 
 The counters and reinforcements are tables of the catalog

@@ -8,7 +8,7 @@ with httpx (key from the environment variable named by ``learning.llm.api_key_en
 "use the rules" — when the LLM is off or not used for this capture point, when the daily token cap
 (``learning.llm.daily_token_cap``, per UTC day, kept in the catalog so every process shares it)
 would be exceeded, when the request fails, or when the answer is not the JSON asked for. Each
-outcome is counted (``stats()["learning"]["llm"]``) and logged; a capture never fails because of
+outcome is counted (``stats().learning["llm"]``) and logged; a capture never fails because of
 the LLM.
 """
 

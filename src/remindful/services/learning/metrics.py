@@ -1,4 +1,4 @@
-"""The learning layer's figures for ``stats()["learning"]``: capture events by source, memories
+"""The learning layer's figures for ``stats().learning``: capture events by source, memories
 created by type and class, the extraction-confidence histogram (every extraction, kept or
 dropped), drops by reason, reinforcements, and LLM use against the daily token cap."""
 

@@ -22,7 +22,7 @@ from collections import Counter, defaultdict
 from typing import TYPE_CHECKING, Any
 
 from remindful.errors import ValidationError
-from remindful.model import Memory
+from remindful.model import Memory, PatternReport
 from remindful.services.learning.actions import label, outcome, signature, step_text
 from remindful.services.learning.common import MemoryWriter, store_memories
 
@@ -129,7 +129,7 @@ def analyze_patterns(
     days: float | None = None,
     max_memories: int = 20_000,
     store: bool = False,
-) -> dict[str, Any]:
+) -> PatternReport:
     """Recurring sequences and success rates; see the module docstring. ``metric`` narrows the
     answer to ``success_rate``, ``frequency`` or ``sequences`` (None: everything)."""
     if type not in ("action", "screen", "workflow"):
@@ -177,7 +177,7 @@ def analyze_patterns(
         ]
     if store and report.get("patterns"):
         report["stored"] = [_store_pattern(engine, memories, p) for p in report["patterns"]]
-    return report
+    return PatternReport(**report)
 
 
 def _store_pattern(engine: MemoryWriter, memories: MemoryRepository, pattern: dict[str, Any]) -> str:

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from remindful.errors import ValidationError
-from remindful.model import Memory, MemoryType
+from remindful.model import Alternative, FailureWarning, Memory, MemoryType, Suggestion, Suggestions
 from remindful.services.learning.actions import outcome, signature, step_text, when
 from remindful.services.learning.common import MemoryWriter
 
@@ -64,13 +64,8 @@ def suggest(
     *,
     action: Mapping[str, Any] | None = None,
     limit: int = 3,
-) -> dict[str, Any]:
-    """Suggestions and warnings for ``context``; see the module docstring. Read-only.
-
-    Returns ``{"context", "suggestions": [...], "warnings": [...]}``; each suggestion has
-    ``memory_id``, ``type``, ``content``, ``date``, ``similarity``, ``message``; each warning has
-    ``message``, ``failures``, ``successes``, ``success_rate``, ``memory_ids``, ``alternatives``.
-    """
+) -> Suggestions:
+    """Suggestions and warnings for ``context``; see the module docstring. Read-only."""
     if not isinstance(context, str) or not context.strip():
         raise ValidationError("context", "expected a description of the current situation or intended action")
     if action is not None and not isinstance(action, Mapping):
@@ -90,15 +85,15 @@ def suggest(
             continue
         date = when(memory)
         suggestions.append(
-            {
-                "memory_id": memory.id,
-                "type": memory.type.value,
-                "content": memory.content,
-                "date": date,
-                "created_at": memory.created_at.isoformat(),
-                "similarity": round(sim, 3),
-                "message": f"I found similar {_what(memory)} from {date}, would you like to replay it?",
-            }
+            Suggestion(
+                memory_id=memory.id,
+                type=memory.type.value,
+                content=memory.content,
+                date=date,
+                created_at=memory.created_at,
+                similarity=round(sim, 3),
+                message=f"I found similar {_what(memory)} from {date}, would you like to replay it?",
+            )
         )
         if len(suggestions) >= limit:
             break
@@ -122,28 +117,28 @@ def suggest(
             return sim >= threshold or (sig.split(" ", 1)[0] == verb and sim >= threshold / 2)
 
         alternatives = [
-            {
-                "memory_id": m.id,
-                "content": step_text(m.content),
-                "date": when(m),
-                "similarity": round(similarity.get(m.id, 0.0), 3),
-            }
+            Alternative(
+                memory_id=m.id,
+                content=step_text(m.content),
+                date=when(m),
+                similarity=round(similarity.get(m.id, 0.0), 3),
+            )
             for m in sorted(candidates, key=lambda m: -similarity.get(m.id, 0.0))
             if alternative(m)
         ][:limit]
         warnings.append(
-            {
-                "message": f"This action failed {len(failures)} {times} previously, success rate: {rate:.0%}",
-                "action": wanted,
-                "failures": len(failures),
-                "successes": len(successes),
-                "success_rate": round(rate, 3),
-                "memory_ids": [m.id for m in failures],
-                "last_failure": max(m.created_at for m in failures).isoformat(),
-                "alternatives": alternatives,
-            }
+            FailureWarning(
+                message=f"This action failed {len(failures)} {times} previously, success rate: {rate:.0%}",
+                action=wanted,
+                failures=len(failures),
+                successes=len(successes),
+                success_rate=round(rate, 3),
+                memory_ids=tuple(m.id for m in failures),
+                last_failure=max(m.created_at for m in failures),
+                alternatives=tuple(alternatives),
+            )
         )
-    return {"context": context, "suggestions": suggestions, "warnings": warnings}
+    return Suggestions(context, tuple(suggestions), tuple(warnings))
 
 
 __all__ = ["suggest"]

@@ -19,12 +19,13 @@ import time
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
 from remindful.engine.importance import score
 from remindful.engine.sqlfilter import SqlFilter
+from remindful.model import DedupReport
 
 if TYPE_CHECKING:
     from remindful.config import Settings
@@ -207,10 +208,9 @@ def dedup(
     threshold: float | None = None,
     types: Collection[str] | None = None,
     dry_run: bool = False,
-) -> dict[str, Any]:
+) -> DedupReport:
     """Deduplicate every memory (of ``types``, default all) at ``threshold`` (default
-    ``retention.dedup_threshold``). Returns ``{clusters, deleted, dry_run, threshold,
-    representatives: {representative_id: [deleted ids]}}``; ``dry_run`` deletes nothing."""
+    ``retention.dedup_threshold``); ``dry_run`` deletes nothing."""
     threshold = store.settings.retention.dedup_threshold if threshold is None else threshold
     if isinstance(threshold, bool) or not isinstance(threshold, int | float) or not 0 < threshold <= 1:
         from remindful.errors import ValidationError
@@ -227,14 +227,14 @@ def dedup(
     clusters = find_clusters(retention, threshold=float(threshold), flt=flt)
     total = sum(len(c.duplicates) for c in clusters)
     deleted = total if dry_run else apply_clusters(store, memories, retention, clusters, threshold=float(threshold))
-    return {
-        "dry_run": dry_run,
-        "threshold": float(threshold),
-        "clusters": len(clusters),
-        "deleted": deleted,
-        "seconds": round(time.perf_counter() - started, 4),
-        "representatives": {c.representative: c.duplicates for c in clusters},
-    }
+    return DedupReport(
+        dry_run=dry_run,
+        threshold=float(threshold),
+        clusters=len(clusters),
+        deleted=deleted,
+        seconds=round(time.perf_counter() - started, 4),
+        representatives={c.representative: c.duplicates for c in clusters},
+    )
 
 
 __all__ = [

@@ -33,12 +33,12 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from remindful.engine.importance import score
 from remindful.engine.repositories.retention import created_window
-from remindful.model import MemoryType
+from remindful.model import CleanupReport, MemoryType
 from remindful.services.policy.dedup import Cluster, Pruner, find_clusters, record_consolidation, refresh_index
 
 if TYPE_CHECKING:
@@ -73,43 +73,6 @@ class Policy:
     store: Retainer
     memories: MemoryRepository
     retention: RetentionRepository
-
-
-@dataclass(slots=True)
-class CleanupReport:
-    """What a cleanup deleted (or, with ``dry_run``, would delete)."""
-
-    dry_run: bool
-    deleted: int = 0
-    by_reason: dict[str, int] = field(default_factory=dict)
-    by_type: dict[str, int] = field(default_factory=dict)
-    freed_bytes: int = 0
-    clusters: int = 0
-    protected_kept: int = 0
-    seconds: float = 0.0
-    #: Seconds per step: ``plan``, then (unless dry run) ``consolidate`` (dedup records),
-    #: ``delete`` (catalog, FTS, audit log; small deletes include the vectors and neighbours'
-    #: windows, which a large delete leaves to the background) and ``record``.
-    phases: dict[str, float] = field(default_factory=dict)
-    ids: list[str] = field(default_factory=list)
-
-    def to_dict(self, *, with_ids: bool = False) -> dict[str, Any]:
-        # Built by hand: dataclasses.asdict deep-copies every id (~0.1 s for 10k).
-        data: dict[str, Any] = {
-            "dry_run": self.dry_run,
-            "deleted": self.deleted,
-            "by_reason": dict(self.by_reason),
-            "by_type": dict(self.by_type),
-            "freed_bytes": self.freed_bytes,
-            "clusters": self.clusters,
-            "protected_kept": self.protected_kept,
-            "seconds": self.seconds,
-            "phases": dict(self.phases),
-            "freed_mb": round(self.freed_bytes / 1_048_576, 3),
-        }
-        if with_ids:
-            data["ids"] = list(self.ids)
-        return data
 
 
 @dataclass(slots=True)
@@ -307,4 +270,4 @@ def last_cleanup(retention: RetentionRepository) -> dict[str, Any] | None:
     return retention.last_cleanup()
 
 
-__all__ = ["CleanupReport", "Policy", "Retainer", "cleanup", "last_cleanup", "plan"]
+__all__ = ["Policy", "Retainer", "cleanup", "last_cleanup", "plan"]

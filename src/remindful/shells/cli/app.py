@@ -111,6 +111,11 @@ def _print_json(value: Any) -> None:
     sys.stdout.write(json.dumps(value, indent=2, ensure_ascii=False, default=str) + "\n")
 
 
+def _ok(result: Any) -> dict[str, Any]:
+    """``--json`` of a manager's result (:mod:`remindful.model`): ``{"success": true, ...its JSON form}``."""
+    return {"success": True, **result.to_dict()}
+
+
 @app.command()
 def store(
     content: Annotated[str, typer.Argument(help="The text to remember.")],
@@ -199,11 +204,13 @@ def list_(
     limit: Annotated[int, typer.Option("--limit", "-n", help="Maximum rows.")] = 20,
     offset: Annotated[int, typer.Option("--offset", help="Rows to skip.")] = 0,
     source: Annotated[str | None, typer.Option("--source", help="Only this source (hook, md_file, ...).")] = None,
+    since: Annotated[str | None, typer.Option("--since", help="Only memories created at/after (ISO 8601).")] = None,
+    until: Annotated[str | None, typer.Option("--until", help="Only memories created at/before (ISO 8601).")] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """List memories, newest first."""
     with _open() as memory:
-        found = _run(lambda: memory.list(type, session, limit, offset, source=source))
+        found = _run(lambda: memory.list(type, session, limit, offset, source=source, since=since, until=until))
     if json_out:
         _print_json([m.to_dict() for m in found])
         return
@@ -217,7 +224,7 @@ def list_(
 def stats(json_out: JsonOpt = False) -> None:
     """Counts per collection, storage use, latencies."""
     with _open() as memory:
-        data = _run(memory.stats)
+        data = _run(memory.stats).to_dict()
     if json_out:
         _print_json(data)
         return
@@ -252,7 +259,7 @@ def reindex(
     from rich.progress import Progress
 
     with _open() as memory, Progress(console=err_console, transient=True) as progress:
-        total = _run(lambda: memory.stats()["total_memories"])
+        total = _run(lambda: memory.stats().total_memories)
         task = progress.add_task("reindexing", total=total)
         counts = _run(lambda: memory.reindex(reset=reset, progress=lambda n: progress.advance(task, n)))
     console.print(

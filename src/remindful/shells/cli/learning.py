@@ -14,7 +14,18 @@ from typing import Annotated, Any
 
 import typer
 
-from remindful.shells.cli.app import JsonOpt, _json_arg, _open, _print_json, _run, _short, app, console, err_console
+from remindful.shells.cli.app import (
+    JsonOpt,
+    _json_arg,
+    _ok,
+    _open,
+    _print_json,
+    _run,
+    _short,
+    app,
+    console,
+    err_console,
+)
 
 
 def _show(memories: list[Any], json_out: bool, empty: str) -> None:
@@ -148,15 +159,15 @@ def suggest(
     with _open() as memory:
         result = _run(lambda: memory.suggest(context, action=parsed, limit=limit))
     if json_out:
-        _print_json({"success": True, **result})
+        _print_json(_ok(result))
         return
-    for warning in result["warnings"]:
-        console.print(f"[yellow]warning:[/yellow] {warning['message']}", highlight=False)
-        for alt in warning["alternatives"]:
-            console.print(f"  instead: {alt['content']} ({alt['memory_id']}, {alt['date']})", highlight=False)
-    for item in result["suggestions"]:
-        console.print(f"{item['message']}  [{item['memory_id']}]", highlight=False)
-    if not result["warnings"] and not result["suggestions"]:
+    for warning in result.warnings:
+        console.print(f"[yellow]warning:[/yellow] {warning.message}", highlight=False)
+        for alt in warning.alternatives:
+            console.print(f"  instead: {alt.content} ({alt.memory_id}, {alt.date})", highlight=False)
+    for item in result.suggestions:
+        console.print(f"{item.message}  [{item.memory_id}]", highlight=False)
+    if not result.warnings and not result.suggestions:
         console.print("[dim]no suggestions[/dim]")
 
 
@@ -177,10 +188,10 @@ def patterns(
             lambda: memory.analyze_patterns(type=type, metric=metric, min_support=min_support, days=days, store=store)
         )
     if json_out:
-        _print_json({"success": True, **report})
+        _print_json(_ok(report))
         return
-    console.print(f"analyzed {report['analyzed']} {type} memories in {report['sessions']} sessions")
-    for p in report.get("patterns", [])[:10]:
+    console.print(f"analyzed {report.analyzed} {type} memories in {report.sessions} sessions")
+    for p in (report.patterns or [])[:10]:
         console.print(f"- {p['sessions']} sessions, confidence {p['confidence']:.2f}: " + " → ".join(p["steps"]))
-    for line in report.get("insights", []):
+    for line in report.insights or []:
         console.print(f"* {line}", highlight=False)

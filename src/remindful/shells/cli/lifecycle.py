@@ -14,7 +14,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from remindful.shells.cli.app import JsonOpt, _open, _print_json, _run, app, console, err_console
+from remindful.shells.cli.app import JsonOpt, _ok, _open, _print_json, _run, app, console, err_console
 
 YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")]
 
@@ -44,11 +44,12 @@ def sessions(json_out: JsonOpt = False) -> None:
     with _open() as memory:
         found = _run(memory.list_sessions)
     if json_out:
-        _print_json({"success": True, "count": len(found), "sessions": found})
+        _print_json({"success": True, "count": len(found), "sessions": [s.to_dict() for s in found]})
         return
     table = Table("session", "started", "ended", "memories", "summary", box=None)
     for s in found:
-        table.add_row(s["id"], s["started_at"][:16], (s["ended_at"] or "")[:16], str(s["memory_count"]), s["text"])
+        started, ended = (t.isoformat()[:16] if t else "" for t in (s.started_at, s.ended_at))
+        table.add_row(s.id, started, ended, str(s.memory_count), s.text)
     console.print(table if found else "[dim]no sessions[/dim]")
 
 
@@ -63,9 +64,9 @@ def delete_session(
     with _open() as memory:
         result = _run(lambda: memory.delete_session(session_id, confirm=True))
     if json_out:
-        _print_json(result)
+        _print_json(_ok(result))
         return
-    console.print(f"deleted {result['deleted']} memories of {session_id}; backup: {result['backup_path']}")
+    console.print(f"deleted {result.deleted} memories of {session_id}; backup: {result.backup_path}")
 
 
 @app.command()
@@ -77,11 +78,11 @@ def cleanup(
     with _open() as memory, err_console.status("applying retention…"):
         report = _run(lambda: memory.cleanup(dry_run=dry_run))
     if json_out:
-        _print_json({"success": True, **report})
+        _print_json(_ok(report))
         return
     verb = "would delete" if dry_run else "deleted"
-    reasons = ", ".join(f"{k} {v}" for k, v in sorted(report["by_reason"].items())) or "nothing to delete"
-    console.print(f"{verb} {report['deleted']} memories ({reasons}), freeing {report['freed_mb']:.2f} MB")
+    reasons = ", ".join(f"{k} {v}" for k, v in sorted(report.by_reason.items())) or "nothing to delete"
+    console.print(f"{verb} {report.deleted} memories ({reasons}), freeing {report.freed_mb:.2f} MB")
 
 
 @app.command()
@@ -95,10 +96,10 @@ def dedup(
     with _open() as memory, err_console.status("finding duplicates…"):
         report = _run(lambda: memory.dedup(threshold=threshold, types=type or None, dry_run=dry_run))
     if json_out:
-        _print_json({"success": True, **report})
+        _print_json(_ok(report))
         return
     verb = "would delete" if dry_run else "deleted"
-    console.print(f"{report['clusters']} clusters; {verb} {report['deleted']} near-duplicates")
+    console.print(f"{report.clusters} clusters; {verb} {report.deleted} near-duplicates")
 
 
 @app.command()
@@ -113,13 +114,13 @@ def export(
     """Export every memory with content, metadata and embedding to JSON (never over an existing
     file without --force, never into a directory that does not exist)."""
     with _open() as memory:
-        total = _run(lambda: memory.stats()["total_memories"])
+        total = _run(lambda: memory.stats().total_memories)
         with _progress("exporting", total) as advance:
             result = _run(lambda: memory.export(format=format, output_path=output, overwrite=force, progress=advance))
     if json_out:
-        _print_json(result)
+        _print_json(_ok(result))
         return
-    console.print(f"exported {result['count']} memories to {result['path']}")
+    console.print(f"exported {result.count} memories to {result.path}")
 
 
 @app.command("import")
@@ -131,9 +132,9 @@ def import_(
     with _open() as memory, _progress("importing", None) as advance:
         result = _run(lambda: memory.import_memories(path, progress=advance))
     if json_out:
-        _print_json(result)
+        _print_json(_ok(result))
         return
-    console.print(f"imported {result['imported']} memories, skipped {result['skipped']} already present")
+    console.print(f"imported {result.imported} memories, skipped {result.skipped} already present")
 
 
 @app.command()
@@ -145,9 +146,9 @@ def backup(
     with _open() as memory, err_console.status("backing up…"):
         result = _run(lambda: memory.backup(name))
     if json_out:
-        _print_json(result)
+        _print_json(_ok(result))
         return
-    console.print(f"backup of {result['total']} memories ({_counts(result['counts'])}): {result['path']}")
+    console.print(f"backup of {result.total} memories ({_counts(result.counts)}): {result.path}")
 
 
 @app.command()
@@ -161,10 +162,10 @@ def restore(
     with _open() as memory, _progress("restoring", None) as advance:
         result = _run(lambda: memory.restore(path, confirm=True, progress=advance))
     if json_out:
-        _print_json(result)
+        _print_json(_ok(result))
         return
-    console.print(f"restored {result['total']} memories ({_counts(result['counts'])})")
-    console.print(f"the previous data was backed up to {result['backup_path']}")
+    console.print(f"restored {result.total} memories ({_counts(result.counts)})")
+    console.print(f"the previous data was backed up to {result.backup_path}")
 
 
 @app.command("clear-all")
@@ -174,9 +175,9 @@ def clear_all(yes: YesOpt = False, json_out: JsonOpt = False) -> None:
     with _open() as memory, err_console.status("backing up and clearing…"):
         result = _run(lambda: memory.clear_all(confirm=True))
     if json_out:
-        _print_json(result)
+        _print_json(_ok(result))
         return
-    console.print(f"deleted {result['deleted']} memories; backup: {result['backup_path']}")
+    console.print(f"deleted {result.deleted} memories; backup: {result.backup_path}")
 
 
 @app.command()
@@ -185,13 +186,13 @@ def doctor(json_out: JsonOpt = False) -> None:
     with _open(drain=False) as memory, err_console.status("checking the catalog and the index files…"):
         report = _run(memory.doctor)
     if json_out:
-        _print_json(report)
-    elif report["healthy"]:
-        parts = ", ".join(c["part"] for c in report["checks"])
-        console.print(f"healthy: {parts} ({report['storage_path']})", soft_wrap=True, highlight=False)
+        _print_json(report.to_dict())
+    elif report.healthy:
+        parts = ", ".join(c.part for c in report.checks)
+        console.print(f"healthy: {parts} ({report.storage_path})", soft_wrap=True, highlight=False)
     else:
-        for check in report["checks"]:
-            if not check["ok"]:
-                err_console.print(f"[red]{check['part']}:[/red] {check['detail']}. {check['fix']}", highlight=False)
-    if not report["healthy"]:
+        for check in report.checks:
+            if not check.ok:
+                err_console.print(f"[red]{check.part}:[/red] {check.detail}. {check.fix}", highlight=False)
+    if not report.healthy:
         raise typer.Exit(1)

@@ -10,7 +10,8 @@ Transports, both the SDK's own:
 - stdio: :mod:`remindful.shells.mcp.fast_start` answers ``initialize`` and ``tools/list`` from
   the manifest cache while the SDK imports, then ``MCPServer.run_stdio_async`` serves;
 - HTTP (:func:`serve_http`): the SDK's streamable-HTTP app (with its Host/Origin checks) behind
-  :class:`BearerGate`, served by uvicorn at ``http://127.0.0.1:8000/mcp`` by default.
+  the gate of every HTTP surface (:class:`remindful.web.gate.BearerGate`), served by uvicorn at
+  ``http://127.0.0.1:8000/mcp`` by default.
 """
 
 from __future__ import annotations
@@ -25,8 +26,8 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
-from remindful.services.access import bearer_ok
 from remindful.shells.mcp.wire import sdk_misreads
+from remindful.web.gate import BearerGate
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
@@ -249,33 +250,6 @@ def build_server(
 # -- HTTP -----------------------------------------------------------------------------------------
 
 
-class BearerGate:
-    """ASGI middleware in front of an app: an HTTP request without ``Authorization: Bearer
-    <token>`` gets 401 and nothing else (:func:`remindful.services.access.bearer_ok`)."""
-
-    def __init__(self, app: Any, token: str) -> None:
-        self.app = app
-        self.token = token
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] in ("http", "websocket"):
-            values = [v for k, v in scope["headers"] if k == b"authorization"]
-            if len(values) != 1 or not bearer_ok(values[0], self.token):
-                if scope["type"] == "websocket":
-                    await send({"type": "websocket.close", "code": 1008})
-                    return
-                body = b"Unauthorized\n"
-                headers = [
-                    (b"www-authenticate", b'Bearer realm="remindful"'),
-                    (b"content-type", b"text/plain; charset=utf-8"),
-                    (b"content-length", str(len(body)).encode()),
-                ]
-                await send({"type": "http.response.start", "status": 401, "headers": headers})
-                await send({"type": "http.response.body", "body": body})
-                return
-        await self.app(scope, receive, send)
-
-
 class ReadableBodies:
     """ASGI middleware: a POST body that is JSON but that the SDK's parser refuses with a
     misleading message (a lone surrogate: "unexpected end of hex escape"; nesting past its limit)
@@ -338,6 +312,14 @@ def transport_security(host: str) -> TransportSecuritySettings:
     )
 
 
+def http_app(server: MCPServer, token: str, *, host: str = "127.0.0.1") -> Any:
+    """The ASGI app :func:`serve_http` serves for a server bound to ``host``: the SDK's
+    streamable-HTTP app (its Host/Origin checks: :func:`transport_security`) behind
+    :class:`ReadableBodies` and the gate of every HTTP surface."""
+    sdk_app = server.streamable_http_app(transport_security=transport_security(host), host=host)
+    return BearerGate(ReadableBodies(sdk_app), token)
+
+
 def _exit_on_sigterm(signum: int, frame: Any) -> None:
     raise SystemExit(0)
 
@@ -363,10 +345,7 @@ def serve_http(
 
     storage = load_settings(path).storage_path
     token = http_token(storage)
-    server = build_server(path=path, daemon=True)
-    app = BearerGate(
-        ReadableBodies(server.streamable_http_app(transport_security=transport_security(host), host=host)), token
-    )
+    app = http_app(build_server(path=path, daemon=True), token, host=host)
     shown = socket.gethostname() if host in ("0.0.0.0", "::", "") else host
     url = f"http://{f'[{shown}]' if ':' in shown else shown}:{port}/mcp"
     sys.stderr.write(
@@ -383,6 +362,7 @@ __all__ = [
     "BearerGate",
     "LazyManager",
     "build_server",
+    "http_app",
     "open_for_serving",
     "serve_http",
     "start_daemon_later",

@@ -13,7 +13,7 @@ from pydantic import Field
 
 from remindful.errors import ValidationError
 from remindful.services.access import tool_path
-from remindful.shells.mcp.tools.common import READ_ONLY, WRITE, GetManager, tool
+from remindful.shells.mcp.tools.common import READ_ONLY, WRITE, GetManager, ok, tool
 
 
 def register(mcp: Any, get_manager: GetManager) -> None:
@@ -25,7 +25,7 @@ def register(mcp: Any, get_manager: GetManager) -> None:
         skipped captures by reason (privacy exclusions, repeats, disabled triggers), and the number
         of Markdown files indexed. Returns {"success": true, "spool_pending", "capture", "files_indexed"}.
         """
-        return {"success": True, **get_manager().capture_status()}
+        return ok(get_manager().capture_status())
 
     @tool(mcp, WRITE)
     def memory_index_file(
@@ -43,4 +43,4 @@ def register(mcp: Any, get_manager: GetManager) -> None:
             raise ValidationError("path", f"expected a Markdown file (.md), got {path!r}")
         if not file.is_file():
             raise ValidationError("path", f"no such file {path!r}")
-        return {"success": True, **m.index_file(file)}
+        return ok(m.index_file(file))

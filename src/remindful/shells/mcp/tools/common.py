@@ -20,7 +20,7 @@ import inspect
 import logging
 import weakref
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import anyio
 import anyio.to_thread
@@ -104,6 +104,17 @@ def tool(mcp: Any, annotations: ToolAnnotations) -> Callable[[Callable[..., Any]
     return register
 
 
+class Result(Protocol):
+    """A MemoryManager result (:mod:`remindful.model`): its ``to_dict()`` is its JSON form."""
+
+    def to_dict(self) -> dict[str, Any]: ...
+
+
+def ok(result: Result) -> dict[str, Any]:
+    """A tool's answer for a manager's result: ``{"success": true, ...its JSON form}``."""
+    return {"success": True, **result.to_dict()}
+
+
 def one_line(exc: RemindfulError) -> str:
     """A remindful error's message (and suggestion) on one line."""
     return " ".join(str(exc).split("\n"))
@@ -148,6 +159,8 @@ __all__ = [
     "ArrivalOrder",
     "GetManager",
     "MemoryTypeName",
+    "Result",
+    "ok",
     "one_line",
     "reject_unknown_arguments",
     "tool",

@@ -23,6 +23,7 @@ from remindful.shells.mcp.tools.common import (
     WRITE,
     GetManager,
     MemoryTypeName,
+    ok,
     one_line,
     tool,
 )
@@ -207,11 +208,13 @@ def register(mcp: Any, get_manager: GetManager) -> None:
         session_id: SessionId = None,
         limit: Annotated[int, Field(ge=1, le=1000, description="Maximum memories.")] = 20,
         offset: Annotated[int, Field(ge=0, description="Memories to skip (paging).")] = 0,
+        since: Annotated[str | None, Field(description="Only memories created at/after (ISO 8601).")] = None,
+        until: Annotated[str | None, Field(description="Only memories created at/before (ISO 8601).")] = None,
     ) -> dict[str, Any]:
         """List memories newest first, optionally of one type or one session ("current" for
-        this server's session). Page with offset."""
+        this server's session) and within a time range. Page with offset."""
         m = get_manager()
-        found = m.list(type, session(m, session_id), limit, offset)
+        found = m.list(type, session(m, session_id), limit, offset, since=since, until=until)
         return {"success": True, "count": len(found), "offset": offset, "memories": [x.to_dict() for x in found]}
 
     @tool(mcp, READ_ONLY)
@@ -219,7 +222,7 @@ def register(mcp: Any, get_manager: GetManager) -> None:
         """Memory usage: counts per collection, storage size and quota use (``storage_full`` on a
         full disk), sessions and their average length, the most frequent actions and screens,
         captures per day, search latency percentiles, embedding cache hit rate."""
-        return {"success": True, **get_manager().stats()}
+        return ok(get_manager().stats())
 
     # -- resources ------------------------------------------------------------------------------
     # A resource that cannot be read is the SDK's ResourceError: a JSON-RPC error with the message.
@@ -234,7 +237,7 @@ def register(mcp: Any, get_manager: GetManager) -> None:
     @mcp.resource("memory://stats", name="stats", mime_type="application/json")
     def stats_resource() -> str:
         """Memory usage statistics (the memory_stats answer)."""
-        return as_json(lambda m: m.stats())
+        return as_json(lambda m: m.stats().to_dict())
 
     @mcp.resource("memory://recent", name="recent", mime_type="application/json")
     def recent_resource() -> str:

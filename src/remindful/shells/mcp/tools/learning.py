@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from remindful.shells.mcp.tools.common import READ_ONLY, WRITE, GetManager, tool
+from remindful.shells.mcp.tools.common import READ_ONLY, WRITE, GetManager, ok, tool
 
 
 class Action(BaseModel):
@@ -133,7 +133,7 @@ def register(mcp: Any, get_manager: GetManager) -> None:
         dates), and warnings when this action failed before ("This action failed 5 times
         previously, success rate: 0%") with alternatives that worked.
         """
-        return {"success": True, **get_manager().suggest(context, action=action, limit=limit)}
+        return ok(get_manager().suggest(context, action=action, limit=limit))
 
     @tool(mcp, READ_ONLY)
     def memory_analyze_patterns(
@@ -152,10 +152,7 @@ def register(mcp: Any, get_manager: GetManager) -> None:
         kind of action, with insights such as "fill succeeds 95% (19/20)" and failure-prone actions.
         """
         m = get_manager()
-        return {
-            "success": True,
-            **m.analyze_patterns(type=type, metric=metric, min_support=min_support, days=days, store=store),
-        }
+        return ok(m.analyze_patterns(type=type, metric=metric, min_support=min_support, days=days, store=store))
 
     @tool(mcp, READ_ONLY)
     def memory_context(
@@ -174,7 +171,7 @@ def register(mcp: Any, get_manager: GetManager) -> None:
         from remindful.services.context import estimate_tokens
 
         m = get_manager()
-        warnings = [f"Warning: {w['message']}" for w in m.suggest(task)["warnings"]]
+        warnings = [f"Warning: {w.message}" for w in m.suggest(task).warnings]
         # Warnings first in the budget: they prevent repeating a known failure.
         room = budget_tokens - sum(estimate_tokens(w) + 1 for w in warnings)
         text = m.context(task, budget_tokens=room, min_score=min_score).text if room > 0 else ""

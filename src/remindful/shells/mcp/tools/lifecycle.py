@@ -24,6 +24,7 @@ from remindful.shells.mcp.tools.common import (
     WRITE,
     GetManager,
     MemoryTypeName,
+    ok,
     tool,
     tool_error,
 )
@@ -80,7 +81,8 @@ def register(mcp: Any, get_manager: GetManager) -> None:
         common actions, screens and tools. Pass an id to memory_resume_session to continue it."""
         m = get_manager()
         found = m.list_sessions()
-        return {"success": True, "count": len(found), "current_session": m.session_id, "sessions": found[:limit]}
+        shown = [s.to_dict() for s in found[:limit]]
+        return {"success": True, "count": len(found), "current_session": m.session_id, "sessions": shown}
 
     @tool(mcp, WRITE)
     def memory_resume_session(
@@ -95,7 +97,7 @@ def register(mcp: Any, get_manager: GetManager) -> None:
 
     def known_session(session_id: str) -> None:
         m = get_manager()
-        if not m.list(session_id=session_id, limit=1) and session_id not in {s["id"] for s in m.list_sessions()}:
+        if not m.list(session_id=session_id, limit=1) and session_id not in {s.id for s in m.list_sessions()}:
             raise NotFoundError(session_id, kind="session")
 
     def existing_backup(backup_path: str) -> Path:
@@ -125,7 +127,7 @@ def register(mcp: Any, get_manager: GetManager) -> None:
         m = get_manager()  # the session is known: ask_delete_session checked it
         if not approved(approval):
             raise not_confirmed(f"delete every memory of session {session_id!r}", approval)
-        return {"success": True, **m.delete_session(session_id, confirm=True)}
+        return ok(m.delete_session(session_id, confirm=True))
 
     @tool(mcp, DESTRUCTIVE)
     def memory_cleanup(
@@ -134,12 +136,12 @@ def register(mcp: Any, get_manager: GetManager) -> None:
         """Apply the retention policy now: expired and old unprotected memories, near-duplicates,
         tier caps and quotas. Bookmarked memories are never deleted. Reports counts per reason
         and the space freed; try dry_run=true first."""
-        report = get_manager().cleanup(dry_run=dry_run)
+        report = ok(get_manager().cleanup(dry_run=dry_run))
         ids = report.pop("ids", None)
         if ids is not None:  # a dry run names what would go; keep the answer small for the agent
             report["ids"] = ids[:MAX_IDS]
             report["ids_truncated"] = len(ids) > MAX_IDS
-        return {"success": True, **report}
+        return report
 
     @tool(mcp, DESTRUCTIVE)
     def memory_dedup(
@@ -149,7 +151,7 @@ def register(mcp: Any, get_manager: GetManager) -> None:
     ) -> dict[str, Any]:
         """Collapse near-duplicate memories of the same type into one representative (the most
         important, then newest); the consolidation is recorded in its metadata."""
-        return {"success": True, **get_manager().dedup(threshold=threshold, types=types, dry_run=dry_run)}
+        return ok(get_manager().dedup(threshold=threshold, types=types, dry_run=dry_run))
 
     @tool(mcp, WRITE)
     def memory_export(
@@ -164,14 +166,14 @@ def register(mcp: Any, get_manager: GetManager) -> None:
         directory or security.allowed_paths, in an existing directory. Returns the path and the count."""
         m = get_manager()
         target = None if output_path is None else tool_path(output_path, m.settings, field="output_path")
-        return {"success": True, **m.export(format=format, output_path=target, overwrite=overwrite)}
+        return ok(m.export(format=format, output_path=target, overwrite=overwrite))
 
     @tool(mcp, WRITE)
     def memory_import(path: Path_) -> dict[str, Any]:
         """Import a JSON export exactly (ids, times, embeddings); memories already present are
         skipped. Returns the counts imported and skipped."""
         m = get_manager()
-        return {"success": True, **m.import_memories(tool_path(path, m.settings, field="path"))}
+        return ok(m.import_memories(tool_path(path, m.settings, field="path")))
 
     @tool(mcp, WRITE)
     def memory_backup(
@@ -181,7 +183,7 @@ def register(mcp: Any, get_manager: GetManager) -> None:
     ) -> dict[str, Any]:
         """Back up all memory data (catalog, vector index, attachments, config) to
         <storage>/backups/backup_YYYYmmdd_HHMMSS[_name].tar.gz. Returns the path and counts."""
-        return {"success": True, **get_manager().backup(name)}
+        return ok(get_manager().backup(name))
 
     @tool(mcp, DESTRUCTIVE)
     @approval_resolved_by(ask_restore)
@@ -197,7 +199,7 @@ def register(mcp: Any, get_manager: GetManager) -> None:
         archive = existing_backup(backup_path)
         if not approved(approval):
             raise not_confirmed("replace all current memories with the backup", approval)
-        return {"success": True, **m.restore(archive, confirm=True)}
+        return ok(m.restore(archive, confirm=True))
 
     @tool(mcp, DESTRUCTIVE)
     def memory_clear_all(
@@ -209,7 +211,7 @@ def register(mcp: Any, get_manager: GetManager) -> None:
         m = get_manager()
         if not approved(approval):
             raise not_confirmed("delete every memory", approval)
-        return {"success": True, **m.clear_all(confirm=True)}
+        return ok(m.clear_all(confirm=True))
 
 
 __all__ = ["register"]
