@@ -48,6 +48,11 @@ class AsyncMemoryManager:
     flush = _awaitable(MemoryManager.flush)
     close = _awaitable(MemoryManager.close)
     load_model = _awaitable(MemoryManager.load_model)
+    warm_up = _awaitable(MemoryManager.warm_up)
+    drain_spool = _awaitable(MemoryManager.drain_spool)
+    delete_on_exit = _awaitable(MemoryManager.delete_on_exit)
+    markdown_watcher = _awaitable(MemoryManager.markdown_watcher)
+    cleanup_scheduler = _awaitable(MemoryManager.cleanup_scheduler)
     check_enabled = _awaitable(MemoryManager.check_enabled)
     # -- writes
     store = _awaitable(MemoryManager.store)
