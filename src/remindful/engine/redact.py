@@ -93,35 +93,51 @@ DEFAULT_REDACTIONS: tuple[tuple[str, str, str], ...] = (
     # quadratic time.
     ("pem_private_key_tail", r"-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----", "[PRIVATE_KEY_REDACTED]"),
     ("private_block", r"<private>[\s\S]*?(?:</private>|\Z)", "[PRIVATE_REDACTED]"),
-    ("jwt", r"\beyJ[A-Za-z0-9_-]{4,}\.eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}", "[JWT_REDACTED]"),
-    ("aws_access_key", r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ABIA|ACCA|ANPA|ANVA|AIPA)[0-9A-Z]{16}\b", "[AWS_KEY_REDACTED]"),
-    ("github_token", r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{20,})", "[GITHUB_TOKEN_REDACTED]"),
+    ("jwt", r"(?<![A-Za-z0-9])eyJ[A-Za-z0-9_-]{4,}\.eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}", "[JWT_REDACTED]"),
+    (
+        "aws_access_key",
+        r"(?<![A-Z0-9])(?:AKIA|ASIA|AGPA|AIDA|AROA|ABIA|ACCA|ANPA|ANVA|AIPA)[0-9A-Z]{16}(?![A-Z0-9])",
+        "[AWS_KEY_REDACTED]",
+    ),
+    (
+        "github_token",
+        r"(?<![A-Za-z0-9])(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{20,})",
+        "[GITHUB_TOKEN_REDACTED]",
+    ),
     (
         "slack_token",
-        r"\bxox[a-z]-[0-9A-Za-z-]{10,}|\bxapp-[0-9A-Za-z-]{10,}"
+        r"(?<![A-Za-z0-9])(?:xox[a-z]|xapp)-[0-9A-Za-z-]{10,}"
         r"|hooks\.slack\.com/(?:services|workflows|triggers)/[0-9A-Za-z/_-]{10,}",
         "[SLACK_TOKEN_REDACTED]",
     ),
-    ("stripe_key", r"\b(?:sk|rk)_(?:live|test)_[0-9A-Za-z]{10,}|\bwhsec_[0-9A-Za-z]{16,}", "[STRIPE_KEY_REDACTED]"),
-    ("google_api_key", r"(?<![0-9A-Za-z_-])AIza[0-9A-Za-z_-]{30,}|\bya29\.[0-9A-Za-z_-]{20,}", "[GOOGLE_KEY_REDACTED]"),
-    ("huggingface_token", r"\bhf_[0-9A-Za-z]{30,}", "[HF_TOKEN_REDACTED]"),
+    (
+        "stripe_key",
+        r"(?<![A-Za-z0-9])(?:sk|rk)_(?:live|test)_[0-9A-Za-z]{10,}|(?<![A-Za-z0-9])whsec_[0-9A-Za-z]{16,}",
+        "[STRIPE_KEY_REDACTED]",
+    ),
+    (
+        "google_api_key",
+        r"(?<![0-9A-Za-z])AIza[0-9A-Za-z_-]{30,}|(?<![A-Za-z0-9])ya29\.[0-9A-Za-z_-]{20,}",
+        "[GOOGLE_KEY_REDACTED]",
+    ),
+    ("huggingface_token", r"(?<![A-Za-z0-9])hf_[0-9A-Za-z]{30,}", "[HF_TOKEN_REDACTED]"),
     (
         "vendor_token",
-        r"\b(?:glpat-[0-9A-Za-z_-]{20,}|npm_[0-9A-Za-z]{36,}|pypi-AgE[0-9A-Za-z_-]{50,}|dop_v1_[0-9a-f]{64}"
+        r"(?<![A-Za-z0-9])(?:glpat-[0-9A-Za-z_-]{20,}|npm_[0-9A-Za-z]{36,}|pypi-AgE[0-9A-Za-z_-]{50,}|dop_v1_[0-9a-f]{64}"
         r"|shp(?:at|ss|ca|pa)_[0-9a-fA-F]{32}|SG\.[0-9A-Za-z_-]{16,}\.[0-9A-Za-z_-]{16,})",
         "[TOKEN_REDACTED]",
     ),
-    ("api_key", r"\bsk-(?:[A-Za-z0-9]+-)*[A-Za-z0-9_]{16,}", "[API_KEY_REDACTED]"),
+    ("api_key", r"(?<![A-Za-z0-9])sk-(?:[A-Za-z0-9]+-)*[A-Za-z0-9_]{16,}", "[API_KEY_REDACTED]"),
     # scheme://user:PASSWORD@host: greedy up to the last @ before the path, so that an unencoded
-    # @ in the password does not leave its tail behind.
+    # @ (or # or ?) in the password does not leave its tail behind.
     (
         "url_password",
-        r"(?i)\b([a-z][a-z0-9+.-]{1,20}://[^\s:/?#@\"'<>]*:)(?!\[)[^\s/?#\"'<>]{1,256}(@)",
+        r"(?i)\b([a-z][a-z0-9+.-]{1,20}://[^\s:/?#@\"'<>]*:)(?!\[)[^\s/\"'<>]{1,256}(@)",
         r"\1[REDACTED]\2",
     ),
     (
         "authorization_header",
-        r"(?P<head>(?<![A-Za-z0-9-])(?i:(?:proxy-)?authorization)\\?[\"']?[ \t]*[:=][ \t]*\\?[\"']?[ \t]*"
+        r"(?P<head>(?<![A-Za-z0-9])(?i:(?:proxy-)?authorization)\\?[\"']?[ \t]*[:=][ \t]*\\?[\"']?[ \t]*"
         r"(?:(?i:bearer|basic|token|bot|digest|negotiate|ntlm|apikey|key)[ \t]+)?)"
         r"(?P<bare>(?!\[)[^\s\"'`\\,;]{6,4096})",
         "[REDACTED]",
@@ -133,17 +149,17 @@ DEFAULT_REDACTIONS: tuple[tuple[str, str, str], ...] = (
     ),
     (
         "cookie_header",
-        r"(?<![A-Za-z0-9-])((?i:(?:set-)?cookie)[ \t]*:[ \t]*)(?=[^\s\"';=]{1,256}=)(?!\[)[^\r\n\"'`]{1,4096}",
+        r"(?<![A-Za-z0-9])((?i:(?:set-)?cookie)[ \t]*:[ \t]*)(?=[^\s\"';=]{1,256}=)(?!\[)[^\r\n\"'`]{1,4096}",
         r"\1[REDACTED]",
     ),
     (
         "basic_auth_flag",
-        r"(?<![\w-])((?:-u|--user)[ \t]+[\"']?[^\s:\"']{1,256}:)(?!\[)(?![0-9]+(?![^\s\"']))[^\s\"']{3,1024}",
+        r"(?<!\w)((?:-u|--user)[ \t]+[\"']?[^\s:\"']{1,256}:)(?!\[)(?![0-9]+(?![^\s\"']))[^\s\"']{3,1024}",
         r"\1[REDACTED]",
     ),
     (
         "secret_flag",
-        r"(?P<head>(?<![\w-])--(?:[A-Za-z0-9]+-){0,8}"
+        r"(?P<head>(?<!\w)--(?:[A-Za-z0-9]+-){0,8}"
         r"(?i:password|passwd|pass|secret|token|api-key|apikey|access-key|secret-key|private-key|client-secret)"
         r"(?:[ \t]+|=))(?:" + _VALUE + ")",
         "[REDACTED]",
@@ -154,8 +170,9 @@ DEFAULT_REDACTIONS: tuple[tuple[str, str, str], ...] = (
         rf"(?:{_VALUE})",
         "[REDACTED]",
     ),
-    # Not inside a longer token (a hex digest, an id): bounded by non-word characters.
-    ("credit_card", r"(?<![\w-])(?:\d[ -]?){12,18}\d(?![\w-])", "[CARD_REDACTED]"),
+    # Not inside a longer token (a hex digest, an id): bounded by non-word characters; glued to a
+    # dash (a part of an id such as build-20231026123456), only 15 or 16 digits (_redact_cards).
+    ("credit_card", r"(?<!\w)(?:\d[ -]?){12,18}\d(?!\w)", "[CARD_REDACTED]"),
     ("email", r"\b(?!git@)[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}\b", "[EMAIL_REDACTED]"),
 )
 
@@ -262,8 +279,8 @@ def _keep_assignment(match: re.Match[str]) -> bool:
     sep, name = groups.get("sep"), groups.get("name")
     if sep is None or name is None:
         return False
-    if "=" in sep and " " in sep and _IDENTIFIER.fullmatch(value) and "_" in value:
-        return True  # password = user_password: code
+    if _IDENTIFIER.fullmatch(value) and (("=" in sep and " " in sep and "_" in value) or sep[:1] in "\"'`"):
+        return True  # password = user_password, {"X-Api-Key": api_key}: code (JSON has no bare words)
     if ":" in sep and '"' not in sep and "'" not in sep and "=" not in sep:
         # "Password: required", "the token: see below": a bare word as prose, not a config key.
         start = match.start("name")
@@ -310,12 +327,15 @@ def _redact_cards(pattern: re.Pattern[str], replacement: str, text: str) -> tupl
 
     def sub(match: re.Match[str]) -> str:
         nonlocal hits
-        raw = match.group(0)
+        raw, start, end = match.group(0), match.start(), match.end()
         digits = re.sub(r"\D", "", raw)
         bare = raw.isdigit()
         if bare and raw[0] == "1" and len(raw) in (13, 16, 19):
             return raw  # an epoch time in ms, µs or ns, not a card (no 16-digit card starts with 1)
-        if 13 <= len(digits) <= 19 and (_luhn(digits) or (bare and len(digits) == 16)):
+        glued = text[start - 1 : start] == "-" or text[end : end + 1] == "-"  # a part of a dashed id?
+        if (15 if glued else 13) <= len(digits) <= (16 if glued else 19) and (
+            _luhn(digits) or (bare and len(digits) == 16)
+        ):
             hits += 1
             return replacement
         return raw
