@@ -173,8 +173,8 @@ def _huggingface(rng: random.Random) -> Sample:
     return Sample(f"huggingface-cli login --token {token}", token, (token[3:],))
 
 
-def _card(rng: random.Random) -> Sample:
-    if rng.random() < 0.5:  # a Luhn-valid Visa number, grouped
+def _card(rng: random.Random, grouped: bool | None = None) -> Sample:
+    if grouped if grouped is not None else rng.random() < 0.5:  # a Luhn-valid Visa number, grouped
         number = _luhn_complete("4" + _rand(rng, 14, string.digits))
         shown = " ".join(number[i : i + 4] for i in range(0, 16, 4))
     else:  # the specification's \b\d{16}\b: any bare 16 digits, Luhn or not
@@ -243,7 +243,11 @@ class Run:
         """The secret of one cell: the same for the same seed, kind and path; unique to the cell."""
         key = (kind, path)
         if key not in self._samples:
-            self._samples[key] = KINDS[kind](random.Random(f"{self.seed}:{kind}:{path}"))
+            rng = random.Random(f"{self.seed}:{kind}:{path}")
+            # where a chunk boundary splits the secret, the card is grouped: four words to split
+            chunked = path in ("cli.watch", "hook.stop")
+            made = _card(rng, grouped=True) if chunked and kind == "card_16_digits" else KINDS[kind](rng)
+            self._samples[key] = made
         return self._samples[key]
 
     def each(self, path: str, write: Callable[[str, Sample], Any]) -> None:
@@ -270,6 +274,19 @@ def environment(env: dict[str, str]) -> Iterator[None]:
 
 def session_of(sample: Sample) -> str:
     return f"deploy-{sample.text}"
+
+
+def straddling(sample: Sample, tail_words: int = 150) -> dict[str, str]:
+    """Two texts with ``sample`` across a chunk boundary: in "end" the secret's last word is the first
+    after chunk 1 (chunk 1 holds its head), in "start" its first word is the last before chunk 2
+    begins (chunk 2 holds its tail)."""
+    lead, size = len(sample.text[: sample.text.find(sample.bare)].split()), len(sample.bare.split())
+    after = " ".join(f"tail{i}" for i in range(tail_words))
+    texts = {}
+    for name, boundary, kept in (("end", CHUNK_WORDS, size - 1), ("start", CHUNK_WORDS - OVERLAP_WORDS, 1)):
+        before = " ".join(f"filler{i}" for i in range(max(0, boundary - lead - kept)))
+        texts[name] = f"{before} {sample.text} {after}"
+    return texts
 
 
 def unique(label: str, kind: str) -> str:
@@ -399,13 +416,8 @@ def cli_paths(run: Run) -> None:
     docs.mkdir(exist_ok=True)
     for kind in run.kinds:
         s = run.sample(kind, "cli.watch")
-        lead, size = len(s.text[: s.text.find(s.bare)].split()), len(s.bare.split())
-        after = " ".join(f"tail{i}" for i in range(150))
-        # Two files: in one the secret's last word is the first after chunk 1 (chunk 1 holds its
-        # head), in the other its first word is the last before chunk 2 begins (chunk 2, its tail).
-        for name, boundary, kept in (("end", CHUNK_WORDS, size - 1), ("start", CHUNK_WORDS - OVERLAP_WORDS, 1)):
-            before = " ".join(f"filler{i}" for i in range(max(0, boundary - lead - kept)))
-            (docs / f"{kind}-{name}.md").write_text(f"{before} {s.text} {after}\n")
+        for name, text in straddling(s).items():
+            (docs / f"{kind}-{name}.md").write_text(text + "\n")
     try:
         cli("watch", str(docs), "--once")
     except Exception as exc:
@@ -469,10 +481,12 @@ def hook_paths(run: Run) -> None:
         prompt = run.sample(kind, "hook.prompt")
         tool = run.sample(kind, "hook.tool")
         stop = run.sample(kind, "hook.stop")
+        answer = straddling(stop, tail_words=400)["end"]
         transcript = run.scratch / f"transcript-{kind}.jsonl"
         lines = [
             {"type": "user", "message": {"role": "user", "content": "deploy it"}},
-            {"type": "assistant", "message": {"role": "assistant", "content": [{"type": "text", "text": stop.text}]}},
+            # a long answer (chunked over 500 words) with the secret across a chunk boundary
+            {"type": "assistant", "message": {"role": "assistant", "content": [{"type": "text", "text": answer}]}},
         ]
         transcript.write_text("".join(json.dumps(line) + "\n" for line in lines))
         base = {"session_id": session, "cwd": str(run.scratch), "transcript_path": str(transcript)}
@@ -763,8 +777,15 @@ def run_matrix(
 
 
 def format_leaks(result: dict[str, Any]) -> str:
-    """The leaked cells, one line each, with the files that hold the secret."""
-    return "\n".join(f"  {cell}: {', '.join(names)}" for cell, names in result["leaked"].items())
+    """The leaked cells by path, one line each: the kinds and where their secrets were found."""
+    out = []
+    for path in result["paths"]:
+        kinds = [k for k in result["kinds"] if k != CANARY and result["cells"][k][path] not in ("", "!")]
+        if kinds:
+            places = "".join(sorted({c for k in kinds for c in result["cells"][k][path]}))
+            which = f"all {len(kinds)} kinds" if len(kinds) == len(result["kinds"]) - 1 else ", ".join(kinds)
+            out.append(f"  {path}: {which} (found in {places})")
+    return "\n".join(out)
 
 
 def matrix_lines(result: dict[str, Any], title: str) -> Iterator[str]:
@@ -794,6 +815,9 @@ def lines(result: dict[str, Any]) -> Iterator[str]:
         yield from matrix_lines(result["baseline"], f"baseline {result['baseline_rev']}")
         yield ""
     yield from matrix_lines(result, "this tree")
+    if result["leaked"]:
+        yield "leaked cells of this tree, by path:"
+        yield format_leaks(result)
     if "baseline" in result:
         before, rev = result["baseline"]["leaked_count"], result["baseline_rev"]
         yield f"leaked cells: {before} at {rev} -> {result['leaked_count']} now"

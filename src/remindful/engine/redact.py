@@ -159,7 +159,7 @@ DEFAULT_REDACTIONS: tuple[tuple[str, str, str], ...] = (
     ),
     (
         "secret_flag",
-        r"(?P<head>(?<!\w)--(?:[A-Za-z0-9]+-){0,8}"
+        r"(?P<head>(?<!\w)--(?:[A-Za-z0-9]+-)*"
         r"(?i:password|passwd|pass|secret|token|api-key|apikey|access-key|secret-key|private-key|client-secret)"
         r"(?:[ \t]+|=))(?:" + _VALUE + ")",
         "[REDACTED]",
@@ -246,8 +246,10 @@ _LITERALS = frozenset(
     )
 )
 _MASK_CHARS = frozenset("*xX.•…-_#?")
-_CODE = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+|[A-Za-z_][\w.]*[(\[].*")
-_IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
+# Patterns used by code, kept as text: ``re`` compiles and caches them on first use, so that a
+# hook process that never needs them never compiles them.
+_CODE = r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+|[A-Za-z_][\w.]*[(\[].*"
+_IDENTIFIER = r"[A-Za-z_]\w*"
 
 
 def _placeholder(value: str) -> bool:
@@ -273,13 +275,13 @@ def _keep_assignment(match: re.Match[str]) -> bool:
         return False
     if value.startswith("--"):
         return True  # --no-password --verbose: the next flag, not a value
-    if _CODE.fullmatch(value):  # os.environ["X"], getpass(), self.password
+    if re.fullmatch(_CODE, value):  # os.environ["X"], getpass(), self.password
         return True
     groups = match.groupdict()
     sep, name = groups.get("sep"), groups.get("name")
     if sep is None or name is None:
         return False
-    if _IDENTIFIER.fullmatch(value) and (("=" in sep and " " in sep and "_" in value) or sep[:1] in "\"'`"):
+    if re.fullmatch(_IDENTIFIER, value) and (("=" in sep and " " in sep and "_" in value) or sep[:1] in "\"'`"):
         return True  # password = user_password, {"X-Api-Key": api_key}: code (JSON has no bare words)
     if ":" in sep and '"' not in sep and "'" not in sep and "=" not in sep:
         # "Password: required", "the token: see below": a bare word as prose, not a config key.
@@ -343,22 +345,19 @@ def _redact_cards(pattern: re.Pattern[str], replacement: str, text: str) -> tupl
     return pattern.sub(sub, text), hits
 
 
-_KEY_LINE = re.compile(r"[A-Za-z0-9+/=]+")
-_WORD = re.compile(r"\S+")
-
-
 def _redact_pem_tails(pattern: re.Pattern[str], replacement: str, text: str) -> tuple[str, int]:
     """Replace an orphan ``-----END … PRIVATE KEY-----`` and the key lines before it: walking back
     word by word over base64 words (the last one of any length, the others 16 characters or more),
     which stops at the first word of prose."""
+    word, key_line = re.compile(r"\S+"), re.compile(r"[A-Za-z0-9+/=]+")  # from re's cache after the first call
     out: list[str] = []
     hits, kept_to = 0, 0
     for match in pattern.finditer(text):
-        words = [m.span() for m in _WORD.finditer(text, kept_to, match.start())]
+        words = [m.span() for m in word.finditer(text, kept_to, match.start())]
         i = len(words)
         while (
             i
-            and _KEY_LINE.fullmatch(text, *words[i - 1])
+            and key_line.fullmatch(text, *words[i - 1])
             and (i == len(words) or words[i - 1][1] - words[i - 1][0] >= 16)
         ):
             i -= 1
@@ -382,7 +381,7 @@ _SUBSTITUTES: dict[str, Callable[[re.Pattern[str], str, str], tuple[str, int]]] 
 # -- names of secret fields ------------------------------------------------------------------------
 
 # Matched against the whole name, lower-cased, camelCase and separators turned into ``_``.
-_SECRET_FIELD = re.compile(
+_SECRET_FIELD = (
     r".*pass(?:word|wd|phrase)"
     r"|(?:.*_)?(?:secrets?|token|credentials?|auth|authorization|cookie|apikey"
     r"|(?:api|access|secret|private|signing|encryption|master|client|app|auth|license)_?key)"
@@ -400,7 +399,7 @@ def is_secret_name(name: str) -> bool:
     if not name or len(name) > 128:
         return False
     words = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name.strip().strip("\"'"))
-    return _SECRET_FIELD.fullmatch(re.sub(r"[\s.\-/:]+", "_", words).lower()) is not None
+    return re.fullmatch(_SECRET_FIELD, re.sub(r"[\s.\-/:]+", "_", words).lower()) is not None
 
 
 def _holds_secret(value: Any) -> bool:
