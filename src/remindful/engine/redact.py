@@ -23,9 +23,10 @@ Built-in rules (:data:`DEFAULT_REDACTIONS`), in the order they run:
   (``password=…``, ``"api_key": "…"``, ``DATABASE_PASSWORD=…``, ``export PGPASSWORD='…'``,
   ``MYSQL_PWD=…``, ``SECRET_KEY=…``, ``clientSecret: …``; the name is kept, the value replaced);
 - payment cards (13-19 digits passing the Luhn check, and any bare run of exactly 16 digits, the
-  specification's own ``\\b\\d{16}\\b``, not inside a longer token such as a hex digest; a bare
-  13-, 16- or 19-digit number starting with 1 is an epoch time in ms/µs/ns and is kept) and
-  emails (``git@host`` is an SSH address, not an email, and is kept).
+  specification's own ``\\b\\d{16}\\b``, not inside a longer token such as a hex digest; glued
+  to a dash or an underscore, as a part of an id, only 15 or 16 digits; a bare 13-, 16- or 19-digit number
+  starting with 1 is an epoch time in ms/µs/ns and is kept) and emails (``git@host`` is an SSH
+  address, not an email, and is kept).
 
 What is deliberately left alone, so that ordinary memories survive: git SHAs, UUIDs, timestamps,
 ports (``localhost:8080``), ``user@host`` without a password, and prose that names a secret
@@ -36,7 +37,10 @@ literal such as ``null``/``true``/``str``, a code expression (``os.environ["X"]`
 ``getpass()``, ``self.password``), shorter than 3 characters, or, after a bare lowercase word and
 a colon, one short word ("Password: required"). Those heuristics can miss a weak password written
 as prose ("password: hunter"); a password with a comma, semicolon or ampersand is cut there
-unless quoted.
+unless quoted, and an unencoded ``/`` in a URL's password ends the password (the host is kept).
+
+A session id is an id, not a text: :meth:`Redactor.redact_session_id` keeps it stable and distinct
+(see there); callers check session exclusions (``privacy.exclude_sessions``) on the raw id first.
 
 :meth:`Redactor.redact_value` also replaces the whole value of a field whose name looks like a
 secret (``{"password": …}``, ``{"api_key": …}``, ``{"clientSecret": …}``, ``{"Authorization": …}``;
@@ -132,7 +136,7 @@ DEFAULT_REDACTIONS: tuple[tuple[str, str, str], ...] = (
     # @ (or # or ?) in the password does not leave its tail behind.
     (
         "url_password",
-        r"(?i)\b([a-z][a-z0-9+.-]{1,20}://[^\s:/?#@\"'<>]*:)(?!\[)[^\s/\"'<>]{1,256}(@)",
+        r"(?i)(?<![a-z0-9])([a-z][a-z0-9+.-]{1,20}://[^\s:/?#@\"'<>]*:)(?!\[)[^\s/\"'<>]{1,256}(@)",
         r"\1[REDACTED]\2",
     ),
     (
@@ -154,12 +158,12 @@ DEFAULT_REDACTIONS: tuple[tuple[str, str, str], ...] = (
     ),
     (
         "basic_auth_flag",
-        r"(?<!\w)((?:-u|--user)[ \t]+[\"']?[^\s:\"']{1,256}:)(?!\[)(?![0-9]+(?![^\s\"']))[^\s\"']{3,1024}",
+        r"(?<![A-Za-z0-9])((?:-u|--user)[ \t]+[\"']?[^\s:\"']{1,256}:)(?!\[)(?![0-9]+(?![^\s\"']))[^\s\"']{3,1024}",
         r"\1[REDACTED]",
     ),
     (
         "secret_flag",
-        r"(?P<head>(?<!\w)--(?:[A-Za-z0-9]+-)*"
+        r"(?P<head>(?<![A-Za-z0-9])--(?:[A-Za-z0-9]+-)*"
         r"(?i:password|passwd|pass|secret|token|api-key|apikey|access-key|secret-key|private-key|client-secret)"
         r"(?:[ \t]+|=))(?:" + _VALUE + ")",
         "[REDACTED]",
@@ -170,9 +174,9 @@ DEFAULT_REDACTIONS: tuple[tuple[str, str, str], ...] = (
         rf"(?:{_VALUE})",
         "[REDACTED]",
     ),
-    # Not inside a longer token (a hex digest, an id): bounded by non-word characters; glued to a
-    # dash (a part of an id such as build-20231026123456), only 15 or 16 digits (_redact_cards).
-    ("credit_card", r"(?<!\w)(?:\d[ -]?){12,18}\d(?!\w)", "[CARD_REDACTED]"),
+    # Not inside a longer token (a hex digest): bounded by non-alphanumerics; glued to a dash or an
+    # underscore (a part of an id such as build-20231026123456), only 15 or 16 digits (_redact_cards).
+    ("credit_card", r"(?<![A-Za-z0-9])(?:\d[ -]?){12,18}\d(?![A-Za-z0-9])", "[CARD_REDACTED]"),
     ("email", r"\b(?!git@)[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}\b", "[EMAIL_REDACTED]"),
 )
 
@@ -324,23 +328,40 @@ def _redact_header(pattern: re.Pattern[str], replacement: str, text: str) -> tup
     return pattern.sub(sub, text), hits
 
 
+def _is_card(text: str, start: int, end: int) -> bool:
+    """Whether ``text[start:end]`` (digits with single spaces or dashes) is a card number."""
+    raw = text[start:end]
+    digits = re.sub(r"\D", "", raw)
+    bare = raw.isdigit()
+    if bare and raw[0] == "1" and len(raw) in (13, 16, 19):
+        return False  # an epoch time in ms, µs or ns, not a card (no 16-digit card starts with 1)
+    glued = text[start - 1 : start] in ("-", "_") or text[end : end + 1] in ("-", "_")  # a part of an id?
+    return (15 if glued else 13) <= len(digits) <= (16 if glued else 19) and (
+        _luhn(digits) or (bare and len(digits) == 16)
+    )
+
+
 def _redact_cards(pattern: re.Pattern[str], replacement: str, text: str) -> tuple[str, int]:
+    """Cards as :data:`DEFAULT_REDACTIONS` says. A run that is no card as a whole may end with one
+    after a shorter number ("2 4539 5787 6362 1486", "v1-4539578763621486"): its last 13-19 digits
+    in groups of 4 (or 4-6-5), or its last group of 13-19 digits, are checked too."""
     hits = 0
 
     def sub(match: re.Match[str]) -> str:
         nonlocal hits
-        raw, start, end = match.group(0), match.start(), match.end()
-        digits = re.sub(r"\D", "", raw)
-        bare = raw.isdigit()
-        if bare and raw[0] == "1" and len(raw) in (13, 16, 19):
-            return raw  # an epoch time in ms, µs or ns, not a card (no 16-digit card starts with 1)
-        glued = text[start - 1 : start] == "-" or text[end : end + 1] == "-"  # a part of a dashed id?
-        if (15 if glued else 13) <= len(digits) <= (16 if glued else 19) and (
-            _luhn(digits) or (bare and len(digits) == 16)
-        ):
+        start, end = match.span()
+        if _is_card(text, start, end):
             hits += 1
             return replacement
-        return raw
+        raw = match.group(0)
+        groups = [m.span() for m in re.finditer(r"\d+", raw)]
+        for k in range(1, len(groups)):  # the longest tail first
+            tail = [b - a for a, b in groups[k:]]
+            grouped = all(n == 4 for n in tail[:-1]) or tail == [4, 6, 5]  # 4-4-4-4(-3), Amex 4-6-5
+            if 13 <= sum(tail) <= 19 and (grouped or len(tail) == 1) and _is_card(text, start + groups[k][0], end):
+                hits += 1
+                return raw[: groups[k][0]] + replacement
+        return match.group(0)
 
     return pattern.sub(sub, text), hits
 
