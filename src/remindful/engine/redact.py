@@ -1,10 +1,52 @@
 """Redaction rules: secrets are replaced before anything is written (standard library only).
 
-Built-in rules (:data:`DEFAULT_REDACTIONS`): PEM private keys, ``<private>…</private>``, JWTs, AWS
-access keys, GitHub tokens, OpenAI-style ``sk-`` keys, ``password=``-style pairs (the key is kept,
-the value replaced), credit card numbers (13-19 digits passing the Luhn check, not inside a longer
-token such as a hex digest) and emails. Each built-in rule is compiled only when a cheap substring
-test says it may match, which keeps hook processes fast.
+One redactor serves every write: :meth:`Redactor.redact` for a text, :meth:`Redactor.redact_value`
+for any JSON-like value at any depth (dict keys and values, lists), :meth:`Redactor.redact_session_id`
+for a session id (which must stay usable as a key). Hook processes import this module, so it uses
+the standard library only and compiles a built-in rule only when a cheap substring test says it
+may match.
+
+Built-in rules (:data:`DEFAULT_REDACTIONS`), in the order they run:
+
+- whole blocks: PEM private keys (a block cut short by a chunk boundary too: a ``BEGIN`` without
+  its ``END`` is redacted to the end of the text, the key lines before an ``END`` without its
+  ``BEGIN`` are redacted back to the last word that is not key material), ``<private>…</private>``;
+- tokens recognised by their shape: JWTs, AWS access key ids, GitHub (``ghp_``/``gho_``/``ghu_``/
+  ``ghs_``/``ghr_``, ``github_pat_``), Slack (``xox?-``, ``xapp-``, webhook URLs), Stripe
+  (``sk_live_``/``sk_test_``/``rk_…``, ``whsec_``), Google (``AIza…``, ``ya29.``), Hugging Face
+  (``hf_``), GitLab, npm, PyPI, DigitalOcean, Shopify and SendGrid tokens, OpenAI-style ``sk-``
+  keys;
+- credentials by their place: the password of a URL (``postgres://user:[REDACTED]@host``: scheme,
+  user and host kept), ``Authorization:`` headers (the scheme kept: ``Bearer [REDACTED]``) and a
+  bare ``Bearer <token>``, ``Cookie:`` headers, ``curl -u user:password``, command-line flags
+  (``--password X``, ``--api-key=X``), and assignments to a secret-looking name
+  (``password=…``, ``"api_key": "…"``, ``DATABASE_PASSWORD=…``, ``export PGPASSWORD='…'``,
+  ``MYSQL_PWD=…``, ``SECRET_KEY=…``, ``clientSecret: …``; the name is kept, the value replaced);
+- payment cards (13-19 digits passing the Luhn check, and any bare run of exactly 16 digits, the
+  specification's own ``\\b\\d{16}\\b``, not inside a longer token such as a hex digest; glued
+  to a dash or an underscore, as a part of an id, only 15 or 16 digits; a bare 13-, 16- or 19-digit number
+  starting with 1 is an epoch time in ms/µs/ns and is kept) and emails (``git@host`` is an SSH
+  address, not an email, and is kept).
+
+What is deliberately left alone, so that ordinary memories survive: git SHAs, UUIDs, timestamps,
+ports (``localhost:8080``), ``user@host`` without a password, and prose that names a secret
+without giving one ("rotate the token: see the runbook", ``max_tokens=4096``, ``password_hash``,
+``token == expected``). An assignment's value is kept when it is a placeholder (``$VAR``,
+``${{ secrets.X }}``, ``<your-token>``, ``{password}``, ``%s``, ``****``, ``[REDACTED]``), a
+literal such as ``null``/``true``/``str``, a code expression (``os.environ["X"]``,
+``getpass()``, ``self.password``), shorter than 3 characters, or, after a bare lowercase word and
+a colon, one short word ("Password: required"). Those heuristics can miss a weak password written
+as prose ("password: hunter"); a password with a comma, semicolon or ampersand is cut there
+unless quoted, and an unencoded ``/`` in a URL's password ends the password (the host is kept).
+
+A session id is an id, not a text: :meth:`Redactor.redact_session_id` keeps it stable and distinct
+(see there); callers check session exclusions (``privacy.exclude_sessions``) on the raw id first.
+
+:meth:`Redactor.redact_value` also replaces the whole value of a field whose name looks like a
+secret (``{"password": …}``, ``{"api_key": …}``, ``{"clientSecret": …}``, ``{"Authorization": …}``;
+:func:`is_secret_name`) whatever its type, except ``None``, booleans and ``""``, which hold no
+secret; and the value fields of a ``{"name": "DB_PASSWORD", "value": …}``-style entry
+(Kubernetes env lists, ``{"setting": …, "new_value": …}``).
 """
 
 from __future__ import annotations
@@ -16,31 +58,126 @@ TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs hook p
 if TYPE_CHECKING:
     from typing import Any
 
-_PAIR_KEYS = (
-    r"password|passwd|pwd|passphrase|secret|client_secret|api[_-]?key|apikey|access[_-]?token|auth[_-]?token"
-    r"|refresh[_-]?token|private[_-]?key|aws_secret_access_key"
+#: What the value of a secret-named field (``{"password": ...}``) becomes, whatever it held.
+FIELD_REPLACEMENT = "[REDACTED]"
+
+# Words that make a name secret-looking, as the last part of the name (case-insensitive):
+# ``password``, ``DATABASE_PASSWORD``, ``clientSecret``, ``x-api-key``, ``AWS_SECRET_ACCESS_KEY``.
+_SECRET_WORDS = (
+    r"pass(?:word|wd|phrase)|secret|token|credentials?|auth"
+    r"|(?:api|access|secret|private|signing|encryption|master|client|app|auth|license)[_-]?key|apikey"
+)
+# The start of such a word: a name boundary (start, ``_``, ``-``, ``.``, a quote, a space), a
+# camelCase step (``dbPassword``), or an upper-case run glued to PASSWORD (``PGPASSWORD``). ``pass``
+# and ``pwd`` alone count only after ``_``/``-``/``.`` (``SMTP_PASS``, ``MYSQL_PWD``): ``PWD`` alone
+# is the working directory and ``bypass`` is a word.
+_SECRET_NAME = (
+    rf"(?:(?:(?<![A-Za-z0-9])|(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=PASS))(?i:{_SECRET_WORDS})"
+    r"|(?<=[_.-])(?i:pass|pwd))"
+)
+# An assignment's value: quoted (spaces allowed), an escaped quote (JSON inside a string), or bare
+# up to whitespace, a quote or a separator.
+_VALUE = (
+    r"(?P<q>[\"'`])(?P<quoted>(?:(?!(?P=q))[^\n\\]|\\.){1,1024})(?P=q)"
+    r"|(?P<eq>\\[\"'])(?P<equoted>[^\n\\\"'`]{1,1024})(?P=eq)"
+    r"|(?P<bare>[^\s\"'`\\,;&)\]}]{1,1024})"
 )
 
-#: Built-in rules: (name, pattern, replacement). Order matters: whole blocks first, pairs late.
+#: Built-in rules: (name, pattern, replacement). Order matters: whole blocks first, tokens by
+#: shape next, credentials by their place (which skip what is already redacted) late.
 DEFAULT_REDACTIONS: tuple[tuple[str, str, str], ...] = (
     (
         "pem_private_key",
-        r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----[\s\S]*?(?:-----END (?:[A-Z0-9]+ )*PRIVATE KEY-----|\Z)",
+        r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----[\s\S]*?"
+        r"(?:-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|\Z)",
         "[PRIVATE_KEY_REDACTED]",
     ),
+    # The tail of a key whose BEGIN went to another chunk: the key lines before it are found by
+    # walking back from the END (:func:`_redact_pem_tails`), which a regex could only do in
+    # quadratic time.
+    ("pem_private_key_tail", r"-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----", "[PRIVATE_KEY_REDACTED]"),
     ("private_block", r"<private>[\s\S]*?(?:</private>|\Z)", "[PRIVATE_REDACTED]"),
-    ("jwt", r"\beyJ[A-Za-z0-9_-]{4,}\.eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}", "[JWT_REDACTED]"),
-    ("aws_access_key", r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA)[0-9A-Z]{16}\b", "[AWS_KEY_REDACTED]"),
-    ("github_token", r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{20,})", "[GITHUB_TOKEN_REDACTED]"),
-    ("api_key", r"\bsk-(?:[A-Za-z0-9]+-)*[A-Za-z0-9_]{16,}", "[API_KEY_REDACTED]"),
+    ("jwt", r"(?<![A-Za-z0-9])eyJ[A-Za-z0-9_-]{4,}\.eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}", "[JWT_REDACTED]"),
+    (
+        "aws_access_key",
+        r"(?<![A-Z0-9])(?:AKIA|ASIA|AGPA|AIDA|AROA|ABIA|ACCA|ANPA|ANVA|AIPA)[0-9A-Z]{16}(?![A-Z0-9])",
+        "[AWS_KEY_REDACTED]",
+    ),
+    (
+        "github_token",
+        r"(?<![A-Za-z0-9])(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{20,})",
+        "[GITHUB_TOKEN_REDACTED]",
+    ),
+    (
+        "slack_token",
+        r"(?<![A-Za-z0-9])(?:xox[a-z]|xapp)-[0-9A-Za-z-]{10,}"
+        r"|hooks\.slack\.com/(?:services|workflows|triggers)/[0-9A-Za-z/_-]{10,}",
+        "[SLACK_TOKEN_REDACTED]",
+    ),
+    (
+        "stripe_key",
+        r"(?<![A-Za-z0-9])(?:sk|rk)_(?:live|test)_[0-9A-Za-z]{10,}|(?<![A-Za-z0-9])whsec_[0-9A-Za-z]{16,}",
+        "[STRIPE_KEY_REDACTED]",
+    ),
+    (
+        "google_api_key",
+        r"(?<![0-9A-Za-z])AIza[0-9A-Za-z_-]{30,}|(?<![A-Za-z0-9])ya29\.[0-9A-Za-z_-]{20,}",
+        "[GOOGLE_KEY_REDACTED]",
+    ),
+    ("huggingface_token", r"(?<![A-Za-z0-9])hf_[0-9A-Za-z]{30,}", "[HF_TOKEN_REDACTED]"),
+    (
+        "vendor_token",
+        r"(?<![A-Za-z0-9])(?:glpat-[0-9A-Za-z_-]{20,}|npm_[0-9A-Za-z]{36,}|pypi-AgE[0-9A-Za-z_-]{50,}|dop_v1_[0-9a-f]{64}"
+        r"|shp(?:at|ss|ca|pa)_[0-9a-fA-F]{32}|SG\.[0-9A-Za-z_-]{16,}\.[0-9A-Za-z_-]{16,})",
+        "[TOKEN_REDACTED]",
+    ),
+    ("api_key", r"(?<![A-Za-z0-9])sk-(?:[A-Za-z0-9]+-)*[A-Za-z0-9_]{16,}", "[API_KEY_REDACTED]"),
+    # scheme://user:PASSWORD@host: greedy up to the last @ before the path, so that an unencoded
+    # @ (or # or ?) in the password does not leave its tail behind.
+    (
+        "url_password",
+        r"(?i)(?<![a-z0-9])([a-z][a-z0-9+.-]{1,20}://[^\s:/?#@\"'<>]*:)(?!\[)[^\s/\"'<>]{1,256}(@)",
+        r"\1[REDACTED]\2",
+    ),
+    (
+        "authorization_header",
+        r"(?P<head>(?<![A-Za-z0-9])(?i:(?:proxy-)?authorization)\\?[\"']?[ \t]*[:=][ \t]*\\?[\"']?[ \t]*"
+        r"(?:(?i:bearer|basic|token|bot|digest|negotiate|ntlm|apikey|key)[ \t]+)?)"
+        r"(?P<bare>(?!\[)[^\s\"'`\\,;]{6,4096})",
+        "[REDACTED]",
+    ),
+    (
+        "bearer_token",
+        r"(?<![A-Za-z0-9])((?i:bearer)[ \t]+)(?!\[)(?=[A-Za-z0-9._~+/-]{0,4096}[0-9])[A-Za-z0-9._~+/-]{16,4096}=*",
+        r"\1[REDACTED]",
+    ),
+    (
+        "cookie_header",
+        r"(?<![A-Za-z0-9])((?i:(?:set-)?cookie)[ \t]*:[ \t]*)(?=[^\s\"';=]{1,256}=)(?!\[)[^\r\n\"'`]{1,4096}",
+        r"\1[REDACTED]",
+    ),
+    (
+        "basic_auth_flag",
+        r"(?<![A-Za-z0-9])((?:-u|--user)[ \t]+[\"']?[^\s:\"']{1,256}:)(?!\[)(?![0-9]+(?![^\s\"']))[^\s\"']{3,1024}",
+        r"\1[REDACTED]",
+    ),
+    (
+        "secret_flag",
+        r"(?P<head>(?<![A-Za-z0-9])--(?:[A-Za-z0-9]+-)*"
+        r"(?i:password|passwd|pass|secret|token|api-key|apikey|access-key|secret-key|private-key|client-secret)"
+        r"(?:[ \t]+|=))(?:" + _VALUE + ")",
+        "[REDACTED]",
+    ),
     (
         "password_pair",
-        rf"(?i)\b((?:{_PAIR_KEYS})[\"']?\s*[:=]\s*)([\"']?)(?!\[)[^\s\"',;&]+\2",
-        r"\1\2[REDACTED]\2",
+        rf"(?P<head>(?P<name>{_SECRET_NAME})(?P<sep>\\?[\"'`]?[ \t]*(?:=>|:=|=(?!=)|:(?![:=]|//))[ \t]*))"
+        rf"(?:{_VALUE})",
+        "[REDACTED]",
     ),
-    # Not inside a longer token (a hex digest, an id): bounded by non-word characters.
-    ("credit_card", r"(?<![\w-])(?:\d[ -]?){12,18}\d(?![\w-])", "[CARD_REDACTED]"),
-    ("email", r"\b[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}\b", "[EMAIL_REDACTED]"),
+    # Not inside a longer token (a hex digest): bounded by non-alphanumerics; glued to a dash or an
+    # underscore (a part of an id such as build-20231026123456), only 15 or 16 digits (_redact_cards).
+    ("credit_card", r"(?<![A-Za-z0-9])(?:\d[ -]?){12,18}\d(?![A-Za-z0-9])", "[CARD_REDACTED]"),
+    ("email", r"\b(?!git@)[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}\b", "[EMAIL_REDACTED]"),
 )
 
 
@@ -54,19 +191,240 @@ def _luhn(digits: str) -> bool:
     return total % 10 == 0
 
 
+class _Text:
+    """A text and, computed once on first need, its lower-case form (for the prechecks)."""
+
+    __slots__ = ("_lower", "text")
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self._lower: str | None = None
+
+    @property
+    def lower(self) -> str:
+        if self._lower is None:
+            self._lower = self.text.lower()
+        return self._lower
+
+
+def _any(text: str, parts: tuple[str, ...]) -> bool:
+    return any(p in text for p in parts)
+
+
+_AWS_PREFIXES = ("AKIA", "ASIA", "AGPA", "AIDA", "AROA", "ABIA", "ACCA", "ANPA", "ANVA", "AIPA")
+_PAIR_HINTS = ("pass", "pwd", "secret", "token", "key", "credential", "auth")
+
 #: Cheap substring tests: a built-in rule is compiled and run only when its test passes, since
 #: compiling every pattern costs a hook process more than the rest of its work.
-_PRECHECKS: dict[str, Callable[[str], bool]] = {
-    "pem_private_key": lambda t: "PRIVATE KEY" in t,
-    "private_block": lambda t: "<private>" in t,
-    "jwt": lambda t: "eyJ" in t,
-    "aws_access_key": lambda t: any(p in t for p in ("AKIA", "ASIA", "AGPA", "AIDA", "AROA")),
-    "github_token": lambda t: "gh" in t and "_" in t,
-    "api_key": lambda t: "sk-" in t,
-    "password_pair": lambda t: any(k in t.lower() for k in ("pass", "pwd", "secret", "key", "token")),
-    "credit_card": lambda t: sum(map(str.isdigit, t)) >= 13,
-    "email": lambda t: "@" in t,
+_PRECHECKS: dict[str, Callable[[_Text], bool]] = {
+    "pem_private_key": lambda t: "PRIVATE KEY" in t.text,
+    "pem_private_key_tail": lambda t: "-----END " in t.text,
+    "private_block": lambda t: "<private>" in t.text,
+    "jwt": lambda t: "eyJ" in t.text,
+    "aws_access_key": lambda t: _any(t.text, _AWS_PREFIXES),
+    "github_token": lambda t: "_" in t.text and ("gh" in t.text or "github_pat_" in t.text),
+    "slack_token": lambda t: _any(t.text, ("xox", "xapp-", "hooks.slack.com")),
+    "stripe_key": lambda t: _any(t.text, ("k_live_", "k_test_", "whsec_")),
+    "google_api_key": lambda t: _any(t.text, ("AIza", "ya29.")),
+    "huggingface_token": lambda t: "hf_" in t.text,
+    "vendor_token": lambda t: _any(t.text, ("glpat-", "npm_", "pypi-", "dop_v1_", "shp", "SG.")),
+    "api_key": lambda t: "sk-" in t.text,
+    "url_password": lambda t: "://" in t.text and "@" in t.text,
+    "authorization_header": lambda t: "authorization" in t.lower,
+    "bearer_token": lambda t: "bearer" in t.lower,
+    "cookie_header": lambda t: "cookie" in t.lower,
+    "basic_auth_flag": lambda t: "-u " in t.text or "--user" in t.text,
+    "secret_flag": lambda t: "--" in t.text and _any(t.lower, _PAIR_HINTS),
+    "password_pair": lambda t: _any(t.lower, _PAIR_HINTS),
+    "credit_card": lambda t: sum(map(str.isdigit, t.text)) >= 13,
+    "email": lambda t: "@" in t.text,
 }
+
+# -- values that are not secrets: placeholders, literals, code ----------------------------------
+
+_LITERALS = frozenset(
+    (
+        *("true", "false", "null", "none", "nil", "undefined", "yes", "no", "on", "off", "required", "optional"),
+        *("str", "string", "int", "bool", "bytes", "any", "object", "secret", "password", "token", "redacted"),
+        *("hidden", "masked", "empty"),
+    )
+)
+_MASK_CHARS = frozenset("*xX.•…-_#?")
+# Patterns used by code, kept as text: ``re`` compiles and caches them on first use, so that a
+# hook process that never needs them never compiles them.
+_CODE = r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+|[A-Za-z_][\w.]*[(\[].*"
+_IDENTIFIER = r"[A-Za-z_]\w*"
+
+
+def _placeholder(value: str) -> bool:
+    """``value`` (an assignment's value, quotes removed) holds no secret: too short, a literal, a
+    template or environment reference, a mask, or an already redacted text."""
+    if len(value) < 3 or value.rstrip(".!?:").lower() in _LITERALS:
+        return True
+    if value.startswith("[") and "REDACTED" in value:
+        return True
+    return value[0] in "$%{<" or set(value) <= _MASK_CHARS
+
+
+def _keep_assignment(match: re.Match[str]) -> bool:
+    """Whether an assignment found by ``password_pair``/``secret_flag`` names no secret (see the
+    module docstring)."""
+    quoted = match.group("quoted")
+    if quoted is None:
+        quoted = match.group("equoted")
+    value = quoted if quoted is not None else match.group("bare")
+    if _placeholder(value):
+        return True
+    if quoted is not None:
+        return False
+    if value.startswith("--"):
+        return True  # --no-password --verbose: the next flag, not a value
+    if re.fullmatch(_CODE, value):  # os.environ["X"], getpass(), self.password
+        return True
+    groups = match.groupdict()
+    sep, name = groups.get("sep"), groups.get("name")
+    if sep is None or name is None:
+        return False
+    if re.fullmatch(_IDENTIFIER, value) and (("=" in sep and " " in sep and "_" in value) or sep[:1] in "\"'`"):
+        return True  # password = user_password, {"X-Api-Key": api_key}: code (JSON has no bare words)
+    if ":" in sep and '"' not in sep and "'" not in sep and "=" not in sep:
+        # "Password: required", "the token: see below": a bare word as prose, not a config key.
+        start = match.start("name")
+        before = match.string[start - 1] if start else " "
+        bare_word = (before.isspace() or before in "(*>") and (name.islower() or name.istitle())
+        word = value.rstrip(".!?:")
+        if bare_word and word.isalpha() and len(word) < 12:
+            return True
+    return False
+
+
+def _redact_assignments(pattern: re.Pattern[str], replacement: str, text: str) -> tuple[str, int]:
+    hits = 0
+
+    def sub(match: re.Match[str]) -> str:
+        nonlocal hits
+        if _keep_assignment(match):
+            return match.group(0)
+        hits += 1
+        quote = match.group("q") or match.group("eq")
+        if quote is not None:
+            return f"{match.group('head')}{quote}{replacement}{quote}"
+        return f"{match.group('head')}{replacement}"
+
+    return pattern.sub(sub, text), hits
+
+
+def _redact_header(pattern: re.Pattern[str], replacement: str, text: str) -> tuple[str, int]:
+    hits = 0
+
+    def sub(match: re.Match[str]) -> str:
+        nonlocal hits
+        value = match.group("bare")
+        if _placeholder(value) or (value.isalpha() and len(value) < 12):
+            return match.group(0)  # "Authorization: required", "authorization: optional"
+        hits += 1
+        return f"{match.group('head')}{replacement}"
+
+    return pattern.sub(sub, text), hits
+
+
+def _is_card(text: str, start: int, end: int) -> bool:
+    """Whether ``text[start:end]`` (digits with single spaces or dashes) is a card number."""
+    raw = text[start:end]
+    digits = re.sub(r"\D", "", raw)
+    bare = raw.isdigit()
+    if bare and raw[0] == "1" and len(raw) in (13, 16, 19):
+        return False  # an epoch time in ms, µs or ns, not a card (no 16-digit card starts with 1)
+    glued = text[start - 1 : start] in ("-", "_") or text[end : end + 1] in ("-", "_")  # a part of an id?
+    return (15 if glued else 13) <= len(digits) <= (16 if glued else 19) and (
+        _luhn(digits) or (bare and len(digits) == 16)
+    )
+
+
+def _redact_cards(pattern: re.Pattern[str], replacement: str, text: str) -> tuple[str, int]:
+    """Cards as :data:`DEFAULT_REDACTIONS` says. A run that is no card as a whole may end with one
+    after a shorter number ("2 4539 5787 6362 1486", "v1-4539578763621486"): its last 13-19 digits
+    in groups of 4 (or 4-6-5), or its last group of 13-19 digits, are checked too."""
+    hits = 0
+
+    def sub(match: re.Match[str]) -> str:
+        nonlocal hits
+        start, end = match.span()
+        if _is_card(text, start, end):
+            hits += 1
+            return replacement
+        raw = match.group(0)
+        groups = [m.span() for m in re.finditer(r"\d+", raw)]
+        for k in range(1, len(groups)):  # the longest tail first
+            tail = [b - a for a, b in groups[k:]]
+            grouped = all(n == 4 for n in tail[:-1]) or tail == [4, 6, 5]  # 4-4-4-4(-3), Amex 4-6-5
+            if 13 <= sum(tail) <= 19 and (grouped or len(tail) == 1) and _is_card(text, start + groups[k][0], end):
+                hits += 1
+                return raw[: groups[k][0]] + replacement
+        return match.group(0)
+
+    return pattern.sub(sub, text), hits
+
+
+def _redact_pem_tails(pattern: re.Pattern[str], replacement: str, text: str) -> tuple[str, int]:
+    """Replace an orphan ``-----END … PRIVATE KEY-----`` and the key lines before it: walking back
+    word by word over base64 words (the last one of any length, the others 16 characters or more),
+    which stops at the first word of prose."""
+    word, key_line = re.compile(r"\S+"), re.compile(r"[A-Za-z0-9+/=]+")  # from re's cache after the first call
+    out: list[str] = []
+    hits, kept_to = 0, 0
+    for match in pattern.finditer(text):
+        words = [m.span() for m in word.finditer(text, kept_to, match.start())]
+        i = len(words)
+        while (
+            i
+            and key_line.fullmatch(text, *words[i - 1])
+            and (i == len(words) or words[i - 1][1] - words[i - 1][0] >= 16)
+        ):
+            i -= 1
+        cut = words[i][0] if i < len(words) else match.start()
+        out += (text[kept_to:cut], replacement)
+        kept_to = match.end()
+        hits += 1
+    out.append(text[kept_to:])
+    return "".join(out), hits
+
+
+#: Built-in rules whose replacement needs code, by name: (pattern, replacement, text) → (text, hits).
+_SUBSTITUTES: dict[str, Callable[[re.Pattern[str], str, str], tuple[str, int]]] = {
+    "pem_private_key_tail": _redact_pem_tails,
+    "authorization_header": _redact_header,
+    "secret_flag": _redact_assignments,
+    "password_pair": _redact_assignments,
+    "credit_card": _redact_cards,
+}
+
+# -- names of secret fields ------------------------------------------------------------------------
+
+# Matched against the whole name, lower-cased, camelCase and separators turned into ``_``.
+_SECRET_FIELD = (
+    r".*pass(?:word|wd|phrase)"
+    r"|(?:.*_)?(?:secrets?|token|credentials?|auth|authorization|cookie|apikey"
+    r"|(?:api|access|secret|private|signing|encryption|master|client|app|auth|license)_?key)"
+    r"|.+_(?:pass|pwd)"
+)
+_NAME_FIELDS = ("name", "key", "setting", "variable", "var", "env", "field", "param", "parameter", "option")
+_VALUE_FIELDS = frozenset(("value", "new_value", "old_value", "new", "old", "default", "current", "previous"))
+
+
+def is_secret_name(name: str) -> bool:
+    """Whether a field or variable called ``name`` holds a secret: its last part is a secret
+    word (``password``, ``DATABASE_PASSWORD``, ``clientSecret``, ``x-api-key``, ``access_token``,
+    ``Authorization``, ``PGPASSWORD``, ``MYSQL_PWD``), not a word about one (``token_count``,
+    ``max_tokens``, ``password_hash``, ``key``, ``author``)."""
+    if not name or len(name) > 128:
+        return False
+    words = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name.strip().strip("\"'"))
+    return re.fullmatch(_SECRET_FIELD, re.sub(r"[\s.\-/:]+", "_", words).lower()) is not None
+
+
+def _holds_secret(value: Any) -> bool:
+    return value is not None and not isinstance(value, bool) and value != ""
 
 
 class Redactor:
@@ -85,26 +443,38 @@ class Redactor:
         return pattern
 
     def redact(self, text: str, counts: dict[str, int] | None = None) -> str:
-        """``text`` with every rule applied; adds hits per rule name to ``counts``."""
+        """``text`` with every rule applied; adds hits per rule name to ``counts``. Idempotent:
+        redacting a redacted text changes nothing."""
+        probe = _Text(text)
         for i, (name, _, replacement) in enumerate(self.rules):
-            check = _PRECHECKS.get(name) if i < self.builtin else None
-            if check is not None and not check(text):
+            builtin = i < self.builtin
+            check = _PRECHECKS.get(name) if builtin else None
+            if check is not None and not check(probe):
                 continue
-            if name == "credit_card":
-                text, n = _redact_cards(self._pattern(i), replacement, text)
+            substitute = _SUBSTITUTES.get(name) if builtin else None
+            if substitute is not None:
+                text, n = substitute(self._pattern(i), replacement, text)
             else:
                 text, n = self._pattern(i).subn(replacement, text)
-            if n and counts is not None:
-                counts[name] = counts.get(name, 0) + n
+            if n:
+                probe = _Text(text)
+                if counts is not None:
+                    counts[name] = counts.get(name, 0) + n
         return text
 
     def redact_value(self, value: Any, counts: dict[str, int] | None = None) -> Any:
-        """Redact every string inside a JSON-like value, dict keys included (a secret used as a
-        key is as much a leak as one used as a value). Two keys that redact to the same text are
-        both kept: the later one gets a ``_2``, ``_3``… suffix."""
+        """Redact a JSON-like value at any depth: every string (dict keys included: a secret used
+        as a key is as much a leak as one used as a value), and, with the built-in rules, the
+        whole value of a secret-named field (:func:`is_secret_name`; ``None``, booleans and
+        ``""`` are kept) and the value fields of a ``{"name": <secret name>, "value": …}`` entry.
+        Two keys that redact to the same text are both kept: the later one gets a ``_2``,
+        ``_3``… suffix. Tuples become lists."""
         if isinstance(value, str):
             return self.redact(value, counts)
         if isinstance(value, Mapping):
+            secret_entry = self.builtin > 0 and any(
+                isinstance(value.get(f), str) and is_secret_name(value[f]) for f in _NAME_FIELDS
+            )
             out: dict[Any, Any] = {}
             for k, v in value.items():
                 key = self.redact(k, counts) if isinstance(k, str) else k
@@ -113,11 +483,35 @@ class Redactor:
                     while f"{key}_{n}" in out:
                         n += 1
                     key = f"{key}_{n}"
-                out[key] = self.redact_value(v, counts)
+                named = isinstance(k, str) and (
+                    (self.builtin > 0 and is_secret_name(k)) or (secret_entry and k in _VALUE_FIELDS)
+                )
+                if named and _holds_secret(v):
+                    out[key] = FIELD_REPLACEMENT
+                    if counts is not None:
+                        counts["secret_field"] = counts.get("secret_field", 0) + 1
+                else:
+                    out[key] = self.redact_value(v, counts)
             return out
         if isinstance(value, list | tuple):
             return [self.redact_value(v, counts) for v in value]
         return value
+
+    def redact_session_id(self, session_id: str, counts: dict[str, int] | None = None, *, key: bytes = b"") -> str:
+        """The session id to write for ``session_id``: itself when no rule matches it, else its
+        redacted text plus ``~`` and a digest of the whole id (``deploy-[AWS_KEY_REDACTED]~3f9a0c1b2d``).
+        Stable (the same id always gives the same result, so a session's memories stay together
+        and a search by the raw id finds them when the reader maps it the same way), distinct for
+        distinct ids (two secrets do not merge two sessions), and idempotent (a mapped id maps to
+        itself). ``key`` (bytes, at most 64) keys the digest: without it, the digest of an id with
+        a weak password could confirm a guess of it; a store passes a secret of its own."""
+        redacted = self.redact(session_id, counts)
+        if redacted == session_id:
+            return session_id
+        from hashlib import blake2b  # only ids that carried a secret pay for the import
+
+        digest = blake2b(session_id.encode("utf-8", "surrogatepass"), digest_size=5, key=key).hexdigest()
+        return f"{redacted}~{digest}"
 
     def check(self) -> None:
         """Compile every rule now; raises ValueError naming the first pattern that does not compile
@@ -154,20 +548,6 @@ def redact_then_truncate(
     if len(text) <= limit:
         return text
     return text[: max(0, limit - len(ellipsis))] + ellipsis
-
-
-def _redact_cards(pattern: re.Pattern[str], replacement: str, text: str) -> tuple[str, int]:
-    hits = 0
-
-    def sub(match: re.Match[str]) -> str:
-        nonlocal hits
-        digits = re.sub(r"\D", "", match.group(0))
-        if 13 <= len(digits) <= 19 and _luhn(digits):
-            hits += 1
-            return replacement
-        return match.group(0)
-
-    return pattern.sub(sub, text), hits
 
 
 def build_redactor(
@@ -211,9 +591,11 @@ def read_counts(read: Callable[[str], list[Any]]) -> dict[str, int]:
 
 __all__ = [
     "DEFAULT_REDACTIONS",
+    "FIELD_REPLACEMENT",
     "Redactor",
     "add_counts",
     "build_redactor",
+    "is_secret_name",
     "read_counts",
     "redact_then_truncate",
     "redactor_for",

@@ -1,0 +1,870 @@
+"""Secret matrix: generated secrets of every kind through every write path, then every file of the store scanned.
+
+Each cell (a kind of secret x a write path) gets a secret of its own, written through the public
+surfaces only: the library (``remindful.open``), the CLI (typer's runner over the ``remindful`` app),
+the MCP tools (the SDK's in-process client over ``build_server``), the coding-agent hooks (real
+``remindful hook EVENT`` processes with Claude Code payloads, drained into the store), the Markdown
+watcher (``watch --once``, the secret across a chunk boundary) and the proxy (``remindful proxy``
+around a small MCP server, driven by the SDK's stdio client). Then ``export`` and ``backup`` run, and
+every file under the storage directory is read (the catalog and its -wal, Chroma's files, logs,
+exports, backup archives opened member by member): a cell leaks when any 8-character piece of its
+secret (12 digits for a card, separators ignored) is found, case ignored (full-text indexes store
+lower-cased tokens).
+
+A cell prints ``.`` when clean, else where its secret was found: C catalog (and -wal/-shm),
+V vector index (chroma/), B backup archive, E export, L logs, O other files; ``!`` when the surface
+refused the input (the error is listed). The ``canary`` row carries a harmless unique word through
+the same paths: it must be found on every write path (a path whose canary is missing wrote nothing
+and proves nothing) and on none of the read-only ones (searches).
+
+``--baseline REV`` runs the same matrix (same seed, same secrets) first against the source tree of
+commit REV (``git archive REV src``, put first on PYTHONPATH of a child process) and prints both,
+e.g. the redactor before and after a change.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+# This file is bench/secrets.py: run as a script, its folder comes first on sys.path and would hide
+# the standard library's ``secrets`` from everything imported later. Move the folder to the end.
+HERE = Path(__file__).resolve().parent
+if sys.path and sys.path[0] and Path(sys.path[0]).resolve() == HERE:
+    sys.path.append(sys.path.pop(0))
+
+import base64  # noqa: E402
+import contextlib  # noqa: E402
+import gzip  # noqa: E402
+import io  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+import random  # noqa: E402
+import re  # noqa: E402
+import string  # noqa: E402
+import subprocess  # noqa: E402
+import tarfile  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+import zipfile  # noqa: E402
+from collections.abc import Callable, Iterator  # noqa: E402
+from dataclasses import dataclass, field  # noqa: E402
+from typing import Any  # noqa: E402
+
+ALNUM = string.ascii_letters + string.digits
+B64 = ALNUM + "+/"
+WINDOW = 8  # the shortest piece of a secret that counts as a leak
+CARD_WINDOW = 12  # digits: 8 digits appear by chance in timestamps and ids
+CANARY = "canary"
+CHUNK_WORDS, OVERLAP_WORDS = 200, 50  # the Markdown chunker's (spec REQ-P1-07)
+
+# -- the kinds of secret -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One cell's secret: ``text`` (the secret in its usual context), ``bare`` (the secret alone, for a
+    field named ``field``), ``pieces`` (the parts unique to this cell that must never be found)."""
+
+    text: str
+    bare: str
+    pieces: tuple[str, ...]
+    field: str = "api_key"
+    digits: bool = False  # pieces are digits: matched on CARD_WINDOW digits, separators ignored
+
+
+def _rand(rng: random.Random, n: int, alphabet: str = ALNUM) -> str:
+    return "".join(rng.choices(alphabet, k=n))
+
+
+def _password(rng: random.Random, n: int = 16) -> str:
+    """A strong password: letters, digits and punctuation that ends no unquoted value."""
+    body = _rand(rng, n - 3) + rng.choice("!#^*+") + _rand(rng, 1, string.digits) + rng.choice("!#^*+")
+    return rng.choice(string.ascii_letters) + body
+
+
+def _luhn_complete(prefix: str) -> str:
+    for check in string.digits:
+        digits = prefix + check
+        total = 0
+        for i, ch in enumerate(reversed(digits)):
+            n = int(ch) * (2 if i % 2 else 1)
+            total += n - 9 if n > 9 else n
+        if total % 10 == 0:
+            return digits
+    raise AssertionError("unreachable")
+
+
+def _aws(rng: random.Random) -> Sample:
+    key = "AKIA" + _rand(rng, 16, string.ascii_uppercase + string.digits)
+    return Sample(f"The deploy job signs S3 requests with {key} today", key, (key[4:],))
+
+
+def _github_classic(rng: random.Random) -> Sample:
+    token = "ghp_" + _rand(rng, 36)
+    return Sample(f"git push with GH token {token} for the release", token, (token[4:],))
+
+
+def _github_fine(rng: random.Random) -> Sample:
+    a, b = _rand(rng, 22), _rand(rng, 59)
+    token = f"github_pat_{a}_{b}"
+    return Sample(f"gh auth login --with-token {token}", token, (a, b))
+
+
+def _openai(rng: random.Random) -> Sample:
+    key = "sk-proj-" + _rand(rng, 48)
+    return Sample(f"OpenAI client configured with {key} in the notebook", key, (key[8:],))
+
+
+def _jwt(rng: random.Random) -> Sample:
+    header = base64.urlsafe_b64encode(b'{"alg":"HS256","typ":"JWT"}').rstrip(b"=").decode()
+    payload = base64.urlsafe_b64encode(json.dumps({"sub": _rand(rng, 24)}).encode()).rstrip(b"=").decode()
+    signature = _rand(rng, 43, ALNUM + "-_")
+    token = f"{header}.{payload}.{signature}"
+    return Sample(f"the session cookie held {token} after login", token, (payload[12:], signature))
+
+
+def _pem(rng: random.Random) -> Sample:
+    lines = [_rand(rng, 64, B64) for _ in range(12)]
+    block = "-----BEGIN RSA PRIVATE KEY-----\n" + "\n".join(lines) + "\n-----END RSA PRIVATE KEY-----"
+    return Sample(f"deploy key:\n{block}\nend of key", block, tuple(lines), field="private_key")
+
+
+def _password_pair(rng: random.Random) -> Sample:
+    password = _password(rng)
+    return Sample(f"log in to the admin panel with password={password} then reset", password, (password,), "password")
+
+
+ENV_NAMES = ("DATABASE_PASSWORD", "SECRET_KEY", "PGPASSWORD", "MYSQL_PWD", "STRIPE_API_KEY", "SLACK_BOT_TOKEN")
+ENV_FORMS = ("export {name}={value}", '{name}="{value}" ./manage.py migrate', "{name}={value}")
+
+
+def _env(rng: random.Random) -> Sample:
+    value = _password(rng, 20)
+    name, form = rng.choice(ENV_NAMES), rng.choice(ENV_FORMS)
+    return Sample(form.format(name=name, value=value), value, (value,), "password")
+
+
+def _slack(rng: random.Random) -> Sample:
+    tail = f"{_rand(rng, 11, string.digits)}-{_rand(rng, 12, string.digits)}-{_rand(rng, 24)}"
+    return Sample(f"the bot posts with xoxb-{tail} to #deploys", f"xoxb-{tail}", (tail,))
+
+
+def _stripe(rng: random.Random) -> Sample:
+    secret = _rand(rng, 24)
+    key = f"sk_{rng.choice(('live', 'test'))}_{secret}"
+    return Sample(f"charge the card through Stripe with {key}", key, (secret,))
+
+
+def _bearer(rng: random.Random) -> Sample:
+    token = _rand(rng, 30, ALNUM + "._-") + _rand(rng, 2, string.digits)
+    return Sample(
+        f"curl -H 'Authorization: Bearer {token}' https://api.internal/v1/items", token, (token,), "authorization"
+    )
+
+
+def _google(rng: random.Random) -> Sample:
+    key = "AIza" + _rand(rng, 35, ALNUM + "_-")
+    return Sample(f"maps client uses key {key} for geocoding", key, (key[4:],))
+
+
+def _huggingface(rng: random.Random) -> Sample:
+    token = "hf_" + _rand(rng, 34)
+    return Sample(f"huggingface-cli login --token {token}", token, (token[3:],))
+
+
+def _card(rng: random.Random, grouped: bool | None = None) -> Sample:
+    if grouped if grouped is not None else rng.random() < 0.5:  # a Luhn-valid Visa number, grouped
+        number = _luhn_complete("4" + _rand(rng, 14, string.digits))
+        shown = " ".join(number[i : i + 4] for i in range(0, 16, 4))
+    else:  # the specification's \b\d{16}\b: any bare 16 digits, Luhn or not
+        number = shown = rng.choice("3456") + _rand(rng, 15, string.digits)
+    return Sample(f"paid the invoice with card {shown} yesterday", shown, (number,), "card_number", digits=True)
+
+
+def _url_password(rng: random.Random) -> Sample:
+    password = _password(rng)
+    url = f"postgres://app:{password}@db.internal:5432/prod"
+    return Sample(f"DATABASE_URL is {url} for the app", url, (password,), "dsn")
+
+
+def _json_pair(rng: random.Random) -> Sample:
+    value = _rand(rng, 28)
+    return Sample(json.dumps({"service": "billing", "api_key": value}), value, (value,))
+
+
+def _email(rng: random.Random) -> Sample:
+    local = _rand(rng, 14, string.ascii_lowercase + string.digits)
+    return Sample(f"send the report to {local}@example.com tonight", f"{local}@example.com", (local,), "email")
+
+
+def _canary(rng: random.Random) -> Sample:
+    word = "canary" + _rand(rng, 14, string.ascii_lowercase)
+    return Sample(f"ordinary note about {word} in the deploy", word, (word,), "note")
+
+
+#: The kinds of secret, in the order they are printed (the canary last).
+KINDS: dict[str, Callable[[random.Random], Sample]] = {
+    "aws_access_key": _aws,
+    "github_ghp": _github_classic,
+    "github_pat": _github_fine,
+    "openai_sk": _openai,
+    "jwt": _jwt,
+    "pem_private_key": _pem,
+    "password_pair": _password_pair,
+    "env_assignment": _env,
+    "slack_xoxb": _slack,
+    "stripe_sk": _stripe,
+    "bearer_header": _bearer,
+    "google_aiza": _google,
+    "huggingface_hf": _huggingface,
+    "card_16_digits": _card,
+    "url_password": _url_password,
+    "json_secret_key": _json_pair,
+    "email": _email,
+    CANARY: _canary,
+}
+
+# -- a run: the store, the samples, what went wrong -------------------------------------------------
+
+
+@dataclass
+class Run:
+    store: Path
+    scratch: Path
+    seed: int
+    kinds: list[str]
+    remindful: list[str]  # the command that runs the ``remindful`` console script
+    env: dict[str, str]  # for child processes and the in-process surfaces
+    errors: dict[tuple[str, str], str] = field(default_factory=dict)
+    _samples: dict[tuple[str, str], Sample] = field(default_factory=dict)
+
+    def sample(self, kind: str, path: str) -> Sample:
+        """The secret of one cell: the same for the same seed, kind and path; unique to the cell."""
+        key = (kind, path)
+        if key not in self._samples:
+            rng = random.Random(f"{self.seed}:{kind}:{path}")
+            # where a chunk boundary splits the secret, the card is grouped: four words to split
+            chunked = path in ("cli.watch", "hook.stop")
+            made = _card(rng, grouped=True) if chunked and kind == "card_16_digits" else KINDS[kind](rng)
+            self._samples[key] = made
+        return self._samples[key]
+
+    def each(self, path: str, write: Callable[[str, Sample], Any]) -> None:
+        """``write(kind, sample)`` for every kind; an error is recorded for the cell, not raised."""
+        for kind in self.kinds:
+            try:
+                write(kind, self.sample(kind, path))
+            except Exception as exc:  # a surface that refuses the input: recorded, shown as "!"
+                self.errors[(kind, path)] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+
+
+@contextlib.contextmanager
+def environment(env: dict[str, str]) -> Iterator[None]:
+    """``os.environ`` is ``env`` inside the block (the in-process surfaces read their settings there)."""
+    saved = dict(os.environ)
+    os.environ.clear()
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def session_of(sample: Sample) -> str:
+    return f"deploy-{sample.text}"
+
+
+def straddling(sample: Sample, tail_words: int = 150) -> dict[str, str]:
+    """Two texts with ``sample`` across a chunk boundary: in "end" the secret's last word is the first
+    after chunk 1 (chunk 1 holds its head), in "start" its first word is the last before chunk 2
+    begins (chunk 2 holds its tail)."""
+    lead, size = len(sample.text[: sample.text.find(sample.bare)].split()), len(sample.bare.split())
+    after = " ".join(f"tail{i}" for i in range(tail_words))
+    texts = {}
+    for name, boundary, kept in (("end", CHUNK_WORDS, size - 1), ("start", CHUNK_WORDS - OVERLAP_WORDS, 1)):
+        before = " ".join(f"filler{i}" for i in range(max(0, boundary - lead - kept)))
+        texts[name] = f"{before} {sample.text} {after}"
+    return texts
+
+
+def unique(label: str, kind: str) -> str:
+    """An ordinary content unique to a cell (identical contents could be folded together)."""
+    return f"{label} for {kind.replace('_', ' ')}"
+
+
+# -- the write paths -----------------------------------------------------------------------------------
+
+
+def library_paths(run: Run) -> None:
+    import remindful
+
+    with remindful.open(run.store, **{"embeddings.backend": "fake"}) as memory:
+
+        def store(kind: str, s: Sample) -> None:
+            memory.store(s.text, type="knowledge")
+
+        def meta(kind: str, s: Sample) -> None:
+            memory.store(unique("deploy notes", kind), metadata={"ctx": {"notes": [s.text], "n": 1}})
+
+        def meta_named(kind: str, s: Sample) -> None:
+            memory.store(unique("deploy config", kind), metadata={"deploy": {"env": "prod", s.field: s.bare}})
+
+        def meta_key(kind: str, s: Sample) -> None:
+            memory.store(unique("seen keys", kind), metadata={"seen": {s.text: 1}})
+
+        def session(kind: str, s: Sample) -> None:
+            memory.store(unique("session note", kind), session_id=session_of(s))
+
+        def batch(kind: str, s: Sample) -> None:
+            item = {"content": s.text, "type": "knowledge", "metadata": {"auth": {s.field: s.bare}}}
+            memory.store_batch([{**item, "session_id": session_of(s)}])
+
+        def update(kind: str, s: Sample) -> None:
+            memory_id = memory.store(unique("placeholder", kind))
+            memory.update(memory_id, content=s.text, metadata={"creds": {s.field: s.bare}})
+
+        target = memory.store("The staging deploy runs from the release branch", type="knowledge")
+
+        def confirm(kind: str, s: Sample) -> None:
+            memory.confirm(s.text, target)
+
+        for path, write in (
+            ("lib.store", store),
+            ("lib.meta", meta),
+            ("lib.meta_named", meta_named),
+            ("lib.meta_key", meta_key),
+            ("lib.session", session),
+            ("lib.batch", batch),
+            ("lib.update", update),
+            ("lib.confirm", confirm),
+        ):
+            run.each(path, write)
+        memory.flush()
+
+
+def cli_paths(run: Run) -> None:
+    from typer.testing import CliRunner
+
+    from remindful.shells.cli.app import app
+
+    runner = CliRunner()
+
+    def cli(*args: str) -> str:
+        result = runner.invoke(app, ["--path", str(run.store), *args], env=run.env)
+        if result.exit_code != 0:
+            raise RuntimeError(f"remindful {args[0]} exited {result.exit_code}: {result.output.strip()[-300:]}")
+        return result.output
+
+    target = cli("store", "The production deploy needs two approvals", "--type", "knowledge").strip()
+
+    def store(kind: str, s: Sample) -> None:
+        cli("store", s.text, "--metadata", json.dumps({"db": {"host": "db1", s.field: s.bare}}))
+
+    def session(kind: str, s: Sample) -> None:
+        cli("store", unique("cli session note", kind), "--session", session_of(s))
+
+    def confirm(kind: str, s: Sample) -> None:
+        cli("confirm", s.text, target)
+
+    def turn(kind: str, s: Sample) -> None:
+        cli("capture-turn", f"Remember that the deploy credential is {s.text}", "--response", f"Noted: {s.text}")
+
+    def correction(kind: str, s: Sample) -> None:
+        cli("capture-correction", f"Deploy with {s.text}", "Deploy with the vault credentials", "--context", s.text)
+
+    def config(kind: str, s: Sample) -> None:
+        setting = "api_token" if kind != CANARY else "deploy_target"
+        cli("capture-config", setting, json.dumps(s.bare), "--old", json.dumps(f"old {s.bare}"))
+
+    for path, write in (
+        ("cli.store", store),
+        ("cli.session", session),
+        ("cli.confirm", confirm),
+        ("cli.capture_turn", turn),
+        ("cli.correction", correction),
+        ("cli.config", config),
+    ):
+        run.each(path, write)
+
+    # import: one export-format file with a memory per kind
+    memories = []
+    for i, kind in enumerate(run.kinds):
+        s = run.sample(kind, "cli.import")
+        memories.append(
+            {
+                "id": f"knowledge_20240101000000{i:06d}_{i:08x}",
+                "type": "knowledge",
+                "content": s.text,
+                "metadata": {"creds": {s.field: s.bare}, "note": s.text},
+                "source": "manual",
+                "session_id": session_of(s),
+                "created_at": 1_704_067_200.0 + i,
+            }
+        )
+    source = run.scratch / "import.json"
+    source.write_text(json.dumps({"format": "remindful-export", "version": 1, "memories": memories}))
+    try:
+        cli("import", str(source))
+    except Exception as exc:
+        for kind in run.kinds:
+            run.errors[(kind, "cli.import")] = f"{type(exc).__name__}: {exc}"
+
+    # the Markdown watcher: each secret straddles a chunk boundary
+    docs = run.scratch / "docs"
+    docs.mkdir(exist_ok=True)
+    for kind in run.kinds:
+        s = run.sample(kind, "cli.watch")
+        for name, text in straddling(s).items():
+            (docs / f"{kind}-{name}.md").write_text(text + "\n")
+    try:
+        cli("watch", str(docs), "--once")
+    except Exception as exc:
+        for kind in run.kinds:
+            run.errors[(kind, "cli.watch")] = f"{type(exc).__name__}: {exc}"
+
+
+def mcp_paths(run: Run) -> None:
+    import anyio
+    from mcp import Client
+
+    from remindful.shells.mcp.server import build_server
+
+    async def main() -> None:
+        server = build_server(path=run.store)
+        async with Client(server) as client:
+
+            async def call(tool: str, **arguments: Any) -> dict[str, Any]:
+                result = await client.call_tool(tool, arguments)
+                if result.is_error:
+                    raise RuntimeError(f"{tool}: {result.content[0].text}")  # type: ignore[union-attr]
+                return result.structured_content or {}
+
+            stored = await call("memory_store", content="The canary deploy goes out on Tuesdays", type="knowledge")
+            target = stored["memory_id"]
+            for kind in run.kinds:
+                for path, tool, arguments in _mcp_calls(run, kind, target):
+                    try:
+                        if path == "mcp.update":
+                            made = await call("memory_store", content=unique("mcp placeholder", kind))
+                            arguments = {**arguments, "memory_id": made["memory_id"]}
+                        await call(tool, **arguments)
+                    except Exception as exc:
+                        run.errors[(kind, path)] = f"{type(exc).__name__}: {str(exc).splitlines()[0]}"
+
+    anyio.run(main)
+
+
+def _mcp_calls(run: Run, kind: str, target: str) -> Iterator[tuple[str, str, dict[str, Any]]]:
+    s = run.sample(kind, "mcp.store")
+    yield "mcp.store", "memory_store", {"content": s.text, "metadata": {"deploy": {s.field: s.bare}}}
+    s = run.sample(kind, "mcp.session")
+    yield "mcp.session", "memory_store", {"content": unique("mcp session note", kind), "session_id": session_of(s)}
+    s = run.sample(kind, "mcp.batch")
+    item = {"content": s.text, "metadata": {"auth": {s.field: s.bare}}, "session_id": session_of(s)}
+    yield "mcp.batch", "memory_store_batch", {"items": [item]}
+    s = run.sample(kind, "mcp.update")
+    yield "mcp.update", "memory_update", {"content": s.text, "metadata": {"creds": {s.field: s.bare}}}
+    s = run.sample(kind, "mcp.search")
+    yield "mcp.search", "memory_search", {"query": s.text}
+    s = run.sample(kind, "mcp.search_session")
+    yield "mcp.search_session", "memory_search", {"query": "deploy", "session_id": session_of(s)}
+    s = run.sample(kind, "mcp.confirm")
+    yield "mcp.confirm", "memory_confirm", {"query": s.text, "memory_id": target}
+
+
+def hook_paths(run: Run) -> None:
+    """Real ``remindful hook EVENT`` processes, as Claude Code runs them; the next open drains them."""
+    for kind in run.kinds:
+        session = session_of(run.sample(kind, "hook.session"))
+        prompt = run.sample(kind, "hook.prompt")
+        tool = run.sample(kind, "hook.tool")
+        stop = run.sample(kind, "hook.stop")
+        answer = straddling(stop, tail_words=400)["end"]
+        transcript = run.scratch / f"transcript-{kind}.jsonl"
+        lines = [
+            {"type": "user", "message": {"role": "user", "content": "deploy it"}},
+            # a long answer (chunked over 500 words) with the secret across a chunk boundary
+            {"type": "assistant", "message": {"role": "assistant", "content": [{"type": "text", "text": answer}]}},
+        ]
+        transcript.write_text("".join(json.dumps(line) + "\n" for line in lines))
+        base = {"session_id": session, "cwd": str(run.scratch), "transcript_path": str(transcript)}
+        command = {"command": f"./deploy.sh && echo {tool.text}", "description": "deploy"}
+        events = [
+            ("SessionStart", "hook.session", {"source": "startup"}),
+            ("UserPromptSubmit", "hook.prompt", {"prompt": prompt.text}),
+            ("PreToolUse", "hook.tool", {"tool_name": "Bash", "tool_input": command, "tool_use_id": f"t-{kind}"}),
+            (
+                "PostToolUse",
+                "hook.tool",
+                {
+                    "tool_name": "Bash",
+                    "tool_input": command,
+                    "tool_response": {"stdout": f"deployed: {tool.text}", "stderr": "", "exit_code": 0},
+                    "tool_use_id": f"t-{kind}",
+                },
+            ),
+            ("Stop", "hook.stop", {"stop_hook_active": False}),
+            ("SessionEnd", "hook.session", {"reason": "exit"}),
+        ]
+        for event, path, extra in events:
+            payload = {**base, "hook_event_name": event, **extra}
+            done = subprocess.run(
+                [*run.remindful, "--path", str(run.store), "hook", event, "--no-context"],
+                input=json.dumps(payload),
+                capture_output=True,
+                text=True,
+                env=run.env,
+                timeout=120,
+            )
+            if done.returncode != 0:
+                run.errors[(kind, path)] = f"hook {event} exited {done.returncode}: {done.stderr.strip()[-200:]}"
+
+
+ECHO_SERVER = """
+from mcp.server.mcpserver import MCPServer
+
+mcp = MCPServer("deployer")
+
+
+@mcp.tool()
+def deploy(command: str, config: dict) -> str:
+    \"\"\"Run a deploy command.\"\"\"
+    return f"ran {command}"
+
+
+mcp.run("stdio")
+"""
+
+
+def proxy_paths(run: Run) -> None:
+    """``remindful proxy`` around a small MCP server, driven by the SDK's stdio client."""
+    import anyio
+    from mcp import Client, StdioServerParameters
+
+    script = run.scratch / "deployer.py"
+    script.write_text(ECHO_SERVER)
+    command, *args = run.remindful
+    args += ["--path", str(run.store), "proxy", "--session", "proxied", "--", sys.executable, str(script)]
+
+    async def main() -> None:
+        params = StdioServerParameters(command=command, args=args, env=run.env)
+        async with Client(params, read_timeout_seconds=120) as client:
+            for kind in run.kinds:
+                s = run.sample(kind, "proxy.args")
+                arguments = {"command": s.text, "config": {"region": "eu", s.field: s.bare}}
+                try:
+                    await client.call_tool("deploy", arguments)
+                except Exception as exc:
+                    run.errors[(kind, "proxy.args")] = f"{type(exc).__name__}: {exc}"
+
+    try:
+        anyio.run(main)
+    except Exception as exc:
+        for kind in run.kinds:
+            run.errors.setdefault((kind, "proxy.args"), f"proxy: {type(exc).__name__}: {exc}")
+
+
+def sinks(run: Run) -> None:
+    """Drain what the proxy and hooks left in the spool, then export and back up: both are scanned."""
+    from typer.testing import CliRunner
+
+    import remindful
+    from remindful.shells.cli.app import app
+
+    with remindful.open(run.store, **{"embeddings.backend": "fake"}) as memory:
+        memory.stats()
+        memory.flush()
+    runner = CliRunner()
+    for args in (["export"], ["backup", "secret-matrix"]):
+        result = runner.invoke(app, ["--path", str(run.store), *args], env=run.env)
+        if result.exit_code != 0:
+            raise RuntimeError(f"remindful {args[0]} exited {result.exit_code}: {result.output}")
+
+
+#: The write paths, in the order they run and are printed: (name, surface runner).
+PATHS: dict[str, list[str]] = {
+    "hooks": ["hook.prompt", "hook.tool", "hook.stop", "hook.session"],
+    "library": [
+        "lib.store",
+        "lib.meta",
+        "lib.meta_named",
+        "lib.meta_key",
+        "lib.session",
+        "lib.batch",
+        "lib.update",
+        "lib.confirm",
+    ],
+    "cli": [
+        "cli.store",
+        "cli.session",
+        "cli.confirm",
+        "cli.capture_turn",
+        "cli.correction",
+        "cli.config",
+        "cli.import",
+        "cli.watch",
+    ],
+    "mcp": ["mcp.store", "mcp.session", "mcp.batch", "mcp.update", "mcp.search", "mcp.search_session", "mcp.confirm"],
+    "proxy": ["proxy.args"],
+}
+SURFACES: dict[str, Callable[[Run], None]] = {
+    "hooks": hook_paths,
+    "library": library_paths,
+    "cli": cli_paths,
+    "mcp": mcp_paths,
+    "proxy": proxy_paths,
+}
+ALL_PATHS = [p for paths in PATHS.values() for p in paths]
+#: Paths that must write nothing at all (their canary must be absent too).
+READ_ONLY = frozenset(("mcp.search", "mcp.search_session"))
+
+# -- the scan -----------------------------------------------------------------------------------------
+
+
+def place(name: str) -> str:
+    """The letter of a file: C catalog, V vector index, B backup, E export, L logs, O other."""
+    parts = name.split("/")
+    if parts[0] == "backups":
+        return "B"
+    if parts[0] == "exports":
+        return "E"
+    if parts[0] == "logs":
+        return "L"
+    if "chroma" in name:
+        return "V"
+    if parts[-1].startswith("catalog.sqlite3"):
+        return "C"
+    return "O"
+
+
+def files(root: Path) -> Iterator[tuple[str, bytes]]:
+    """Every file under ``root`` as (relative name, bytes); archives also member by member."""
+    for path in sorted(p for p in root.rglob("*") if p.is_file() and not p.is_symlink()):
+        name = path.relative_to(root).as_posix()
+        yield from _unpacked(name, path.read_bytes())
+
+
+def _unpacked(name: str, data: bytes) -> Iterator[tuple[str, bytes]]:
+    yield name, data
+    try:
+        if data[:2] == b"\x1f\x8b":
+            inner = gzip.decompress(data)
+            if tarfile.is_tarfile(io.BytesIO(inner)):
+                with tarfile.open(fileobj=io.BytesIO(inner)) as archive:
+                    for member in archive.getmembers():
+                        handle = archive.extractfile(member) if member.isfile() else None
+                        if handle is not None:
+                            yield from _unpacked(f"{name}:{member.name}", handle.read())
+            else:
+                yield from _unpacked(f"{name}:gunzip", inner)
+        elif data[:4] == b"PK\x03\x04":
+            with zipfile.ZipFile(io.BytesIO(data)) as archive:
+                for info in archive.infolist():
+                    yield from _unpacked(f"{name}:{info.filename}", archive.read(info))
+    except (OSError, EOFError, tarfile.TarError, zipfile.BadZipFile):
+        return
+
+
+_PRINTABLE_RUN = re.compile(rb"[\x21-\x7e]{%d,}" % WINDOW)
+_DIGIT_RUN = re.compile(rb"\d(?:[ -]?\d){%d,}" % (CARD_WINDOW - 1))
+
+
+def scan(root: Path, samples: dict[tuple[str, str], Sample]) -> dict[tuple[str, str], dict[str, str]]:
+    """For each cell whose secret was found: {file name: letter}."""
+    windows: dict[bytes, set[tuple[str, str]]] = {}
+    digit_windows: dict[bytes, set[tuple[str, str]]] = {}
+    for cell, sample in samples.items():
+        for piece in sample.pieces:
+            if sample.digits:
+                digits = re.sub(r"\D", "", piece).encode()
+                for i in range(len(digits) - CARD_WINDOW + 1):
+                    digit_windows.setdefault(digits[i : i + CARD_WINDOW], set()).add(cell)
+            else:
+                low = piece.lower().encode()
+                for i in range(len(low) - WINDOW + 1):
+                    windows.setdefault(low[i : i + WINDOW], set()).add(cell)
+    found: dict[tuple[str, str], dict[str, str]] = {}
+    for name, data in files(root):
+        hits: set[tuple[str, str]] = set()
+        for run_match in _PRINTABLE_RUN.finditer(data.lower()):
+            text = run_match.group(0)
+            for i in range(len(text) - WINDOW + 1):
+                cells = windows.get(text[i : i + WINDOW])
+                if cells:
+                    hits |= cells
+        for run_match in _DIGIT_RUN.finditer(data):
+            digits = re.sub(rb"\D", b"", run_match.group(0))
+            for i in range(len(digits) - CARD_WINDOW + 1):
+                cells = digit_windows.get(digits[i : i + CARD_WINDOW])
+                if cells:
+                    hits |= cells
+        for cell in hits:
+            found.setdefault(cell, {})[name] = place(name)
+    return found
+
+
+# -- the whole matrix ---------------------------------------------------------------------------------
+
+
+def remindful_command() -> list[str]:
+    """This interpreter's ``remindful`` console script (whatever remindful PYTHONPATH selects)."""
+    return [sys.executable, "-c", "import sys; from remindful.shells.entry import main; sys.exit(main())"]
+
+
+def child_env(home: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("REMINDFUL_") and k != "MEMORY_STORAGE_PATH"}
+    env.update(HOME=str(home), REMINDFUL_EMBEDDINGS__BACKEND="fake")
+    return env
+
+
+def run_matrix(
+    root: Path, *, seed: int = 28, kinds: list[str] | None = None, surfaces: list[str] | None = None
+) -> dict[str, Any]:
+    """Write every cell's secret through its path into a store under ``root``, export, back up, scan.
+    Returns ``cells`` ({kind: {path: letters}}; "" clean, "!" refused), ``leaked`` (cells found,
+    canary excluded), ``canary_missing`` (paths that wrote nothing), ``errors`` and the counts."""
+    home = root / "home"
+    home.mkdir(parents=True, exist_ok=True)
+    scratch = root / "scratch"
+    scratch.mkdir(exist_ok=True)
+    run = Run(
+        store=root / "store",
+        scratch=scratch,
+        seed=seed,
+        kinds=list(kinds or KINDS),
+        remindful=remindful_command(),
+        env=child_env(home),
+    )
+    chosen = [s for s in SURFACES if surfaces is None or s in surfaces]
+    started = time.perf_counter()
+    seconds: dict[str, float] = {}
+    with environment(run.env):
+        for surface in chosen:
+            began = time.perf_counter()
+            SURFACES[surface](run)
+            seconds[surface] = round(time.perf_counter() - began, 1)
+        sinks(run)
+    paths = [p for s in chosen for p in PATHS[s]]
+    samples = {(k, p): run.sample(k, p) for k in run.kinds for p in paths}
+    found = scan(run.store, samples)
+    cells = {
+        kind: {
+            path: "!" if (kind, path) in run.errors else "".join(sorted(set(found.get((kind, path), {}).values())))
+            for path in paths
+        }
+        for kind in run.kinds
+    }
+    leaked = {f"{k} x {p}": sorted(found[(k, p)]) for k in run.kinds if k != CANARY for p in paths if (k, p) in found}
+    canary = cells.get(CANARY, {})
+    canary_missing = [p for p in paths if CANARY in run.kinds and p not in READ_ONLY and canary[p] in ("", "!")]
+    read_paths_writing = [p for p in paths if p in READ_ONLY and canary.get(p, "") not in ("", "!")]
+    stored = sum(1 for _ in files(run.store))
+    return {
+        "paths": paths,
+        "kinds": run.kinds,
+        "cells": cells,
+        "leaked": leaked,
+        "leaked_count": len(leaked),
+        "total": len([k for k in run.kinds if k != CANARY]) * len(paths),
+        "canary_missing": canary_missing,
+        "read_paths_writing": read_paths_writing,
+        "errors": {f"{k} x {p}": e for (k, p), e in sorted(run.errors.items())},
+        "files_scanned": stored,
+        "seconds": {**seconds, "total": round(time.perf_counter() - started, 1)},
+    }
+
+
+def format_leaks(result: dict[str, Any]) -> str:
+    """The leaked cells by path, one line each: the kinds and where their secrets were found."""
+    out = []
+    for path in result["paths"]:
+        kinds = [k for k in result["kinds"] if k != CANARY and result["cells"][k][path] not in ("", "!")]
+        if kinds:
+            places = "".join(sorted({c for k in kinds for c in result["cells"][k][path]}))
+            which = f"all {len(kinds)} kinds" if len(kinds) == len(result["kinds"]) - 1 else ", ".join(kinds)
+            out.append(f"  {path}: {which} (found in {places})")
+    return "\n".join(out)
+
+
+def matrix_lines(result: dict[str, Any], title: str) -> Iterator[str]:
+    paths, kinds = result["paths"], result["kinds"]
+    width = max(len(k) for k in kinds) + 1
+    shape = f"{len(kinds) - (CANARY in kinds)} kinds x {len(paths)} paths"
+    yield f"{title}: {result['leaked_count']} of {result['total']} cells leaked ({shape})"
+    yield " " * width + " ".join(f"{i:>3}" for i in range(1, len(paths) + 1))
+    for kind in kinds:
+        row = " ".join(f"{(result['cells'][kind][p] or '.'):>3}" for p in paths)
+        yield f"{kind:<{width}}{row}"
+    yield "paths: " + "  ".join(f"{i}={p}" for i, p in enumerate(paths, 1))
+    per_path = {p: sum(1 for k in kinds if k != CANARY and result["cells"][k][p] not in ("", "!")) for p in paths}
+    yield "leaked per path: " + ", ".join(f"{p} {n}" for p, n in per_path.items() if n) or "none"
+    if result["canary_missing"]:
+        yield f"NOT EXERCISED (canary not found): {', '.join(result['canary_missing'])}"
+    if result["read_paths_writing"]:
+        yield f"READ PATHS THAT WRITE (canary found): {', '.join(result['read_paths_writing'])}"
+    yield f"read-only paths (must write nothing, canary absent): {', '.join(p for p in paths if p in READ_ONLY)}"
+    for cell, error in result["errors"].items():
+        yield f"refused {cell}: {error}"
+
+
+def lines(result: dict[str, Any]) -> Iterator[str]:
+    yield "legend: . clean; where found: C catalog(-wal) V vector index B backup E export L logs O other; ! refused"
+    if "baseline" in result:
+        yield from matrix_lines(result["baseline"], f"baseline {result['baseline_rev']}")
+        yield ""
+    yield from matrix_lines(result, "this tree")
+    if result["leaked"]:
+        yield "leaked cells of this tree, by path:"
+        yield format_leaks(result)
+    if "baseline" in result:
+        before, rev = result["baseline"]["leaked_count"], result["baseline_rev"]
+        yield f"leaked cells: {before} at {rev} -> {result['leaked_count']} now"
+    yield f"{result['files_scanned']} files scanned; seconds: {result['seconds']}"
+
+
+def baseline(rev: str, seed: int, kinds: list[str] | None) -> dict[str, Any]:
+    """The same matrix against the source tree of commit ``rev``, in a child process."""
+    repo = HERE.parent
+    with tempfile.TemporaryDirectory(prefix="remindful-secrets-base-") as tmp:
+        archive = subprocess.run(["git", "-C", str(repo), "archive", rev, "src"], capture_output=True, check=True)
+        with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
+            tar.extractall(tmp, filter="data")
+        env = {**os.environ, "PYTHONPATH": str(Path(tmp) / "src")}
+        argv = [sys.executable, str(Path(__file__).resolve()), "--json", "--seed", str(seed)]
+        if kinds:
+            argv += ["--kinds", *kinds]
+        done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=3600)
+        if done.returncode != 0:
+            raise SystemExit(f"the baseline run at {rev} failed:\n{done.stderr[-2000:]}")
+        return json.loads(done.stdout)
+
+
+def main(argv: list[str] | None = None) -> int:
+    sys.path.append(str(HERE))
+    from common import emit, machine, parser, scratch_dir
+
+    args_parser = parser(__doc__)
+    args_parser.add_argument("--seed", type=int, default=28, help="secrets are generated from this seed")
+    args_parser.add_argument("--kinds", nargs="+", choices=list(KINDS), help="only these kinds (default: all)")
+    args_parser.add_argument("--baseline", metavar="REV", help="also run the matrix against commit REV's src/")
+    args_parser.add_argument("--keep", type=Path, help="keep the store in this directory (must not exist)")
+    args = args_parser.parse_args(argv)
+    kinds = args.kinds and [*args.kinds, *([CANARY] if CANARY not in args.kinds else [])]
+    before = baseline(args.baseline, args.seed, args.kinds) if args.baseline else None
+    if args.keep:
+        args.keep.mkdir(parents=True)
+        result = run_matrix(args.keep, seed=args.seed, kinds=kinds)
+    else:
+        with scratch_dir("remindful-secrets-") as root:
+            result = run_matrix(root, seed=args.seed, kinds=kinds)
+    if before is not None:
+        result.update(baseline=before, baseline_rev=args.baseline)
+    result["machine"] = machine()
+    emit(result, args.json, lines)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,521 @@
+"""Issue 28 item 5, the redactor itself: every kind of secret is replaced wherever it sits (text,
+dict keys and values at any depth, session ids), and ordinary developer text comes through
+unchanged. Examples first, then properties (hypothesis) in both directions."""
+
+from __future__ import annotations
+
+import json
+import re
+import string
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from remindful.engine.redact import DEFAULT_REDACTIONS, Redactor, build_redactor, is_secret_name
+
+CORPUS = Path(__file__).parent / "fixtures" / "ordinary_developer_text.md"
+WINDOW = 8  # the shortest piece of a secret that counts as a leak (as bench/secrets.py scans)
+
+
+def redactor() -> Redactor:
+    made = build_redactor()
+    assert made is not None
+    return made
+
+
+R = redactor()
+
+
+def leaked(secret: str, text: str, context: str = "") -> list[str]:
+    """The 8-character pieces of ``secret`` in ``text`` and not in ``context`` (what surrounded the
+    secret). A piece of fewer than 5 distinct characters proves nothing: hypothesis likes
+    "00000000", which a secret and an ordinary hex digest may share."""
+    pieces = (secret[i : i + WINDOW] for i in range(len(secret) - WINDOW + 1))
+    return [piece for piece in pieces if len(set(piece)) >= 5 and piece in text and piece not in context]
+
+
+# -- every kind, by example: (text, the secret part, what must stay) ---------------------------------
+
+EXAMPLES = [
+    ("aws AKIAQWERTYUIOPASDFGH done", "QWERTYUIOPASDFGH", "aws [AWS_KEY_REDACTED] done"),
+    ("ghp_R4nd0mT0k3nV4lu3F0rT3st1ngPurp0s3sXY", "R4nd0mT0k3nV4lu3F0rT3st1ngPurp0s3sXY", "[GITHUB_TOKEN_REDACTED]"),
+    (  # no "gh" in the text: the old precheck skipped the rule
+        "login --with-token github_pat_11ABCDEFG0123456789_abcdefXYZ0123456789abcdefXYZ0123456789",
+        "abcdefXYZ0123456789abcdefXYZ0123456789",
+        "login --with-token [GITHUB_TOKEN_REDACTED]",
+    ),
+    (
+        "key sk-proj-Zx9Yw8Vu7Ts6Rq5Po4Nm3Lk2Ji1Hg0FeDcBa",
+        "Zx9Yw8Vu7Ts6Rq5Po4Nm3Lk2Ji1Hg0FeDcBa",
+        "key [API_KEY_REDACTED]",
+    ),
+    ("sk-ant-api03-Zx9Yw8Vu7Ts6Rq5Po4Nm3Lk2Ji1Hg0Fe", "Zx9Yw8Vu7Ts6Rq5Po4Nm3Lk2Ji1Hg0Fe", "[API_KEY_REDACTED]"),
+    (
+        "jwt eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+        "dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+        "jwt [JWT_REDACTED]",
+    ),
+    (
+        "bot xoxb-12345678901-123456789012-AbCdEfGhIjKlMnOpQrStUvWx",
+        "AbCdEfGhIjKlMnOpQrStUvWx",
+        "bot [SLACK_TOKEN_REDACTED]",
+    ),
+    ("app xapp-1-A0123456789-1234567890123-abcdef0123456789", "abcdef0123456789", "app [SLACK_TOKEN_REDACTED]"),
+    (
+        "POST https://hooks.slack.com/services/T0123ABCD/B0123ABCD/AbCdEfGhIjKlMnOpQrStUvWx",
+        "AbCdEfGhIjKlMnOpQrStUvWx",
+        "POST https://[SLACK_TOKEN_REDACTED]",
+    ),
+    ("stripe sk_live_4eC39HqLyjWDarjtT1zdp7dc", "4eC39HqLyjWDarjtT1zdp7dc", "stripe [STRIPE_KEY_REDACTED]"),
+    ("stripe sk_test_4eC39HqLyjWDarjtT1zdp7dc", "4eC39HqLyjWDarjtT1zdp7dc", "stripe [STRIPE_KEY_REDACTED]"),
+    ("hook whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "hook [STRIPE_KEY_REDACTED]"),
+    (
+        "maps AIzaSyD-9tSrke72PouQMnMX-a7eZSW0jkFMBWY",
+        "SyD-9tSrke72PouQMnMX-a7eZSW0jkFMBWY",
+        "maps [GOOGLE_KEY_REDACTED]",
+    ),
+    ("hf hf_AbCdEfGhIjKlMnOpQrStUvWxYz01234567", "AbCdEfGhIjKlMnOpQrStUvWxYz01234567", "hf [HF_TOKEN_REDACTED]"),
+    ("gitlab glpat-xYz0123456789AbCdEfGh", "xYz0123456789AbCdEfGh", "gitlab [TOKEN_REDACTED]"),
+    ("npm npm_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789", "AbCdEfGhIjKlMnOpQrStUvWxYz0123456789", "npm [TOKEN_REDACTED]"),
+    (
+        "curl -H 'Authorization: Bearer abcDEF123456ghiJKL.mno-pqr_stu' https://api.x",
+        "abcDEF123456ghiJKL.mno-pqr_stu",
+        "curl -H 'Authorization: Bearer [REDACTED]' https://api.x",
+    ),
+    ("authorization=Basic dXNlcjpwYXNzd29yZA==", "dXNlcjpwYXNzd29yZA==", "authorization=Basic [REDACTED]"),
+    (
+        '{"Authorization": "Token 9f8e7d6c5b4a39281706"}',
+        "9f8e7d6c5b4a39281706",
+        '{"Authorization": "Token [REDACTED]"}',
+    ),
+    (
+        "Proxy-Authorization: Bearer 0123456789abcdefXYZ",
+        "0123456789abcdefXYZ",
+        "Proxy-Authorization: Bearer [REDACTED]",
+    ),
+    ("send it with bearer 0123456789abcdefXYZ now", "0123456789abcdefXYZ", "send it with bearer [REDACTED] now"),
+    ("Cookie: sessionid=8f7e6d5c4b3a2918; csrftoken=abcdef", "8f7e6d5c4b3a2918", "Cookie: [REDACTED]"),
+    ("curl -u admin:S3cretPassw0rd! https://x", "S3cretPassw0rd!", "curl -u admin:[REDACTED] https://x"),
+    ("tool --password hunter2-Extremely --verbose", "hunter2-Extremely", "tool --password [REDACTED] --verbose"),
+    ("tool --api-key=Zx9Yw8Vu7Ts6Rq5P", "Zx9Yw8Vu7Ts6Rq5P", "tool --api-key=[REDACTED]"),
+    (
+        "postgres://u:Sup3rS3cret!@db.internal:5432/app",
+        "Sup3rS3cret!",
+        "postgres://u:[REDACTED]@db.internal:5432/app",
+    ),
+    ("redis://:p@ss#w0rd?x@cache:6379/0", "p@ss#w0rd?x", "redis://:[REDACTED]@cache:6379/0"),
+    ("card 4539578763621486 paid", "4539578763621486", "card [CARD_REDACTED] paid"),
+    ("card 4539-5787-6362-1486.", "4539-5787-6362-1486", "card [CARD_REDACTED]."),
+    ("bare 5105105105105106 and 4000123412341234", "4000123412341234", "bare [CARD_REDACTED] and [CARD_REDACTED]"),
+    ("session deploy-4539578763621486", "4539578763621486", "session deploy-[CARD_REDACTED]"),
+    ("session deploy_4000000000000002", "4000000000000002", "session deploy_[CARD_REDACTED]"),
+    ("call 1 4539 5787 6362 1486 now", "5787 6362 1486", "call 1 [CARD_REDACTED] now"),
+    ("v1-4539578763621486", "4539578763621486", "v1-[CARD_REDACTED]"),
+    ("amex 2 3782 822463 10005", "822463 10005", "amex 2 [CARD_REDACTED]"),
+    ("mail jane.doe.secret@corp-mail.example today", "jane.doe.secret", "mail [EMAIL_REDACTED] today"),
+]
+
+
+@pytest.mark.parametrize("text,secret,expected", EXAMPLES, ids=[e[2][:40] for e in EXAMPLES])
+def test_each_kind_is_redacted_and_its_context_kept(text: str, secret: str, expected: str) -> None:
+    counts: dict[str, int] = {}
+    assert R.redact(text, counts) == expected
+    assert counts and leaked(secret, expected) == []
+
+
+ASSIGNMENTS = [
+    ("password=Tr0ub4dor-3-xyzzy", "password=[REDACTED]"),
+    ("export DATABASE_PASSWORD=Sup3rS3cret!x", "export DATABASE_PASSWORD=[REDACTED]"),
+    ("DATABASE_PASSWORD=hunter", "DATABASE_PASSWORD=[REDACTED]"),
+    ("SECRET_KEY=django-insecure-7x!k2m", "SECRET_KEY=[REDACTED]"),
+    ("DJANGO_SECRET_KEY='7x!k2m#abcdef'", "DJANGO_SECRET_KEY='[REDACTED]'"),
+    ("PGPASSWORD='correct horse battery' psql -h db", "PGPASSWORD='[REDACTED]' psql -h db"),
+    ("MYSQL_PWD=r00tpass mysql -u root", "MYSQL_PWD=[REDACTED] mysql -u root"),
+    ('export SLACK_BOT_TOKEN="abc123def456"', 'export SLACK_BOT_TOKEN="[REDACTED]"'),
+    ("STRIPE_API_KEY=rk12345abcde", "STRIPE_API_KEY=[REDACTED]"),
+    ("AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "AWS_SECRET_ACCESS_KEY=[REDACTED]"),
+    ("SMTP_PASS=m41lp4ss", "SMTP_PASS=[REDACTED]"),
+    ("db_password: s3cr3t-value", "db_password: [REDACTED]"),
+    ("clientSecret: 'abcdef123'", "clientSecret: '[REDACTED]'"),
+    ('{"password": "correct horse", "api_key": "abcd1234efgh"}', '{"password": "[REDACTED]", "api_key": "[REDACTED]"}'),
+    ('{\\"password\\": \\"hunter22\\"}', '{\\"password\\": \\"[REDACTED]\\"}'),
+    ("'password' => 'p4ssw0rd'", "'password' => '[REDACTED]'"),
+    ("?access_token=abc123def&page=2", "?access_token=[REDACTED]&page=2"),
+    ("Password: Hunter2!", "Password: [REDACTED]"),
+    ("passphrase = 'a long pass phrase'", "passphrase = '[REDACTED]'"),
+]
+
+
+@pytest.mark.parametrize("text,expected", ASSIGNMENTS)
+def test_assignments_to_secret_names_keep_the_name(text: str, expected: str) -> None:
+    assert R.redact(text) == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Password: required",
+        "Reset your password: click the link",
+        "the token: see the runbook",
+        "max_tokens=4096",
+        "token == expected",
+        "password = getpass()",
+        "api_key = os.environ['API_KEY']",
+        "password = user_password",
+        "token: str = None",
+        "AUTH_TOKEN=${AUTH_TOKEN}",
+        "DB_PASSWORD=$DB_PASSWORD",
+        "password: <your-password>",
+        "password=********",
+        "password: null",
+        "PWD=/home/jane/project",
+        "tool --no-password --verbose",
+        "Authorization: required",
+        "bearer authentication",
+        "docker run -u 1000:1000 alpine",
+        "ts 1705321845123456 and 1705321845123",
+        "build-20231026123456 and order-4539578763621 in action_20261126091134307169_8b7e79eb",
+        "on 2024 01 15 1234567890123",
+    ],
+)
+def test_names_without_a_value_stay(text: str) -> None:
+    assert R.redact(text) == text
+
+
+def test_the_ordinary_developer_corpus_comes_through_unchanged() -> None:
+    text = CORPUS.read_text(encoding="utf-8")
+    counts: dict[str, int] = {}
+    assert R.redact(text, counts) == text
+    assert counts == {}
+
+
+# -- PEM blocks cut by a chunk boundary --------------------------------------------------------------
+
+KEY_LINES = [f"MIIEow{i:02d}" + "AbCdEfGhIjKlMnOpQrStUvWxYz0123456789+/AbCdEfGhIjKlMnOpQrStUv" for i in range(12)]
+PEM = "-----BEGIN RSA PRIVATE KEY-----\n" + "\n".join(KEY_LINES) + "\n-----END RSA PRIVATE KEY-----"
+
+
+@pytest.mark.parametrize("cut", range(0, len(PEM.split()) + 1))
+def test_a_pem_block_cut_anywhere_leaves_no_key_line(cut: int) -> None:
+    words = ("the deploy key is " + PEM + " and that is all").split()
+    head, tail = " ".join(words[: cut + 4]), " ".join(words[cut + 4 :])
+    for part in (head, tail):
+        out = R.redact(part)
+        assert not any(line[6:] in out for line in KEY_LINES), out
+    assert R.redact(tail).endswith("and that is all")
+    assert R.redact(head).startswith("the deploy key is")
+
+
+def test_pgp_and_openssh_private_keys() -> None:
+    for kind in ("PGP PRIVATE KEY BLOCK", "OPENSSH PRIVATE KEY", "ENCRYPTED PRIVATE KEY"):
+        block = f"-----BEGIN {kind}-----\n{KEY_LINES[0]}\n-----END {kind}-----"
+        assert R.redact(f"x {block} y") == "x [PRIVATE_KEY_REDACTED] y"
+
+
+# -- any value, at any depth ------------------------------------------------------------------------
+
+
+def test_secret_named_fields_lose_their_value_whatever_its_type() -> None:
+    value = {
+        "password": 123456,
+        "deploy": {"api_key": {"id": 1, "v": "abc"}, "region": "eu", "tokens": 512},
+        "headers": [{"Authorization": "Bearer abcdefghijk0123456"}, {"X-Api-Key": "k"}],
+        "env": [{"name": "DB_PASSWORD", "value": "hunter2"}, {"name": "PORT", "value": "8080"}],
+        "config": {"setting": "api_token", "old_value": "a1b2c3", "new_value": "d4e5f6"},
+        "clientSecret": ["x", "y"],
+        "kept": {"token": None, "secret": False, "password": "", "password_hash": "$2b$12$abc", "author": "Jane"},
+    }
+    counts: dict[str, int] = {}
+    assert R.redact_value(value, counts) == {
+        "password": "[REDACTED]",
+        "deploy": {"api_key": "[REDACTED]", "region": "eu", "tokens": 512},
+        "headers": [{"Authorization": "[REDACTED]"}, {"X-Api-Key": "[REDACTED]"}],
+        "env": [{"name": "DB_PASSWORD", "value": "[REDACTED]"}, {"name": "PORT", "value": "8080"}],
+        "config": {"setting": "api_token", "old_value": "[REDACTED]", "new_value": "[REDACTED]"},
+        "clientSecret": "[REDACTED]",
+        "kept": {"token": None, "secret": False, "password": "", "password_hash": "$2b$12$abc", "author": "Jane"},
+    }
+    assert counts == {"secret_field": 8}
+
+
+def test_without_the_builtin_rules_fields_are_left_to_the_user_patterns() -> None:
+    only_custom = build_redactor(defaults=False, patterns=(("emp", r"EMP-\d{5}", "[EMP]"),))
+    assert only_custom is not None
+    assert only_custom.redact_value({"password": "EMP-12345 x"}) == {"password": "[EMP] x"}
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "password", "PASSWORD", "db_password", "DATABASE_PASSWORD", "dbPassword", "PGPASSWORD", "MYSQL_PWD",
+        "smtp_pass", "passwd", "passphrase", "secret", "client_secret", "clientSecret", "SECRET_KEY", "api_key",
+        "apiKey", "API-KEY", "x-api-key", "X-Api-Key", "apikey", "token", "access_token", "refreshToken",
+        "GITHUB_TOKEN", "auth", "Authorization", "proxy-authorization", "cookie", "credentials", "private_key",
+        "aws_secret_access_key", "signing_key",
+    ],
+)  # fmt: skip
+def test_secret_names(name: str) -> None:
+    assert is_secret_name(name)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "key", "keys", "tokens", "max_tokens", "token_count", "token_type", "password_hash", "password_min_length",
+        "author", "oauth", "bypass", "pwd", "cwd", "setting", "name", "value", "keyboard", "primary_key_column",
+        "session_id", "secretary", "passage", "",
+    ],
+)  # fmt: skip
+def test_not_secret_names(name: str) -> None:
+    assert not is_secret_name(name)
+
+
+# -- session ids --------------------------------------------------------------------------------------
+
+
+def test_a_session_id_keeps_its_shape_loses_its_secret_and_stays_stable() -> None:
+    clean = "3f1c2d4e-aaaa-bbbb-cccc-0123456789ab"
+    assert R.redact_session_id(clean) == clean
+    raw = "deploy-AKIAQWERTYUIOPASDFGH"
+    mapped = R.redact_session_id(raw)
+    assert re.fullmatch(r"deploy-\[AWS_KEY_REDACTED\]~[0-9a-f]{10}", mapped)
+    assert R.redact_session_id(raw) == mapped  # stable
+    assert R.redact_session_id(mapped) == mapped  # idempotent: a reader may map what it was given
+    assert R.redact_session_id("deploy-AKIAQWERTYUIOPASDFGJ") != mapped  # two secrets, two sessions
+    assert R.redact_session_id(raw, key=b"store-secret") != mapped  # the key keys the digest
+    counts: dict[str, int] = {}
+    R.redact_session_id(raw, counts)
+    assert counts == {"aws_access_key": 1}
+
+
+# -- properties: secrets of every kind, in any ordinary context, never survive ------------------------
+
+ALNUM = string.ascii_letters + string.digits
+VOCABULARY = [
+    "the", "deploy", "runs", "from", "release", "branch", "and", "then", "we", "check", "logs", "on", "staging",
+    "before", "merging", "it", "token", "password", "secret", "key", "auth", "tokens", "passwords", "api", "notes",
+    "user", "config",
+]  # fmt: skip
+WORDS = st.sampled_from(VOCABULARY)
+PUNCT = "!#^*+@%/.-_~"
+
+
+def chars(alphabet: str, n: int, m: int | None = None) -> st.SearchStrategy[str]:
+    return st.text(alphabet, min_size=n, max_size=m if m is not None else n)
+
+
+def password(punct: str = PUNCT) -> st.SearchStrategy[str]:
+    """A password that holds a digit and a symbol, starts with a letter and ends no bare value early."""
+    return st.tuples(
+        st.sampled_from(string.ascii_letters), chars(ALNUM + punct, 6, 20), st.sampled_from("0123456789"),
+        st.sampled_from("!#^*+~"),
+    ).map("".join)  # fmt: skip
+
+
+def luhn(prefix: str) -> str:
+    for check in "0123456789":
+        digits = [int(c) for c in prefix + check]
+        total = sum(d if i % 2 == 0 else (d * 2 - 9 if d > 4 else d * 2) for i, d in enumerate(reversed(digits)))
+        if total % 10 == 0:
+            return prefix + check
+    raise AssertionError
+
+
+SECRET_NAMES = st.sampled_from(
+    [
+        "password", "passwd", "passphrase", "secret", "api_key", "apikey", "access_token", "auth_token",
+        "client_secret", "DATABASE_PASSWORD", "SECRET_KEY", "PGPASSWORD", "MYSQL_PWD", "SMTP_PASS", "dbPassword",
+        "clientSecret", "x-api-key", "GITHUB_TOKEN",
+    ]
+)  # fmt: skip
+
+
+@st.composite
+def assignment(draw: st.DrawFn) -> tuple[str, str]:
+    name, value = draw(SECRET_NAMES), draw(password())
+    quote = draw(st.sampled_from(["", '"', "'"]))
+    if quote:
+        value = draw(st.sampled_from([value, f"{value} with spaces, commas; & more"]))
+    form = draw(st.sampled_from(["{n}={q}{v}{q}", "{n}: {q}{v}{q}", '"{n}": "{v}"', "export {n}={q}{v}{q}"]))
+    return form.format(n=name, q=quote, v=value), value
+
+
+SECRETS: dict[str, st.SearchStrategy[tuple[str, str]]] = {
+    "aws": chars(string.ascii_uppercase + string.digits, 16).map(lambda s: (f"AKIA{s}", s)),
+    "ghp": st.tuples(st.sampled_from("pousr"), chars(ALNUM, 36)).map(lambda t: (f"gh{t[0]}_{t[1]}", t[1])),
+    "github_pat": st.tuples(chars(ALNUM, 22), chars(ALNUM, 59)).map(lambda t: (f"github_pat_{t[0]}_{t[1]}", t[1])),
+    "openai": chars(ALNUM, 40, 60).map(lambda s: (f"sk-proj-{s}", s)),
+    "jwt": st.tuples(chars(ALNUM, 10, 40), chars(ALNUM + "-_", 20, 60)).map(
+        lambda t: (f"eyJhbGciOiJIUzI1NiJ9.eyJ{t[0]}.{t[1]}", t[1])
+    ),
+    "slack": st.tuples(chars(string.digits, 11), chars(ALNUM, 24)).map(lambda t: (f"xoxb-{t[0]}-{t[1]}", t[1])),
+    "stripe": st.tuples(st.sampled_from(["sk_live_", "sk_test_", "rk_live_"]), chars(ALNUM, 24, 99)).map(
+        lambda t: (t[0] + t[1], t[1])
+    ),
+    "google": chars(ALNUM + "_-", 35).map(lambda s: (f"AIza{s}", s)),
+    "huggingface": chars(ALNUM, 34).map(lambda s: (f"hf_{s}", s)),
+    "bearer": st.tuples(
+        st.sampled_from(["Authorization: Bearer ", "authorization: bearer ", '"Authorization": "Bearer ', "Bearer "]),
+        st.tuples(chars(ALNUM + "._-", 15, 60), st.sampled_from("0123456789")).map("".join),
+    ).map(lambda t: (t[0] + t[1], t[1])),
+    "basic": chars(ALNUM + "+/", 12, 60).map(lambda s: (f"Authorization: Basic {s}=", s)),
+    "url": st.tuples(
+        # an unencoded "/" in a URL's password ends it (the redactor keeps the host): not generated
+        st.sampled_from(["postgres", "mysql", "redis", "amqp", "https", "mongodb+srv"]),
+        st.sampled_from(["", "app", "u"]),
+        password(PUNCT.replace("/", "")),
+    ).map(lambda t: (f"{t[0]}://{t[1]}:{t[2]}@db.internal:5432/app", t[2])),
+    "card": st.tuples(st.sampled_from("45"), chars(string.digits, 14), st.sampled_from(["", " ", "-"])).map(
+        lambda t: (t[2].join(re.findall("....", luhn(t[0] + t[1]))), luhn(t[0] + t[1]))
+    ),
+    "bare16": st.tuples(st.sampled_from("23456789"), chars(string.digits, 15)).map(lambda t: (t[0] + t[1],) * 2),
+    "assignment": assignment(),
+    "curl_user": st.tuples(st.sampled_from(["admin", "ci", "deploy"]), password()).map(
+        lambda t: (f"curl -u {t[0]}:{t[1]}", t[1])
+    ),
+    "flag": st.tuples(st.sampled_from(["--password", "--token", "--api-key", "--client-secret"]), password()).map(
+        lambda t: (f"{t[0]} {t[1]}", t[1])
+    ),
+    "email": chars(string.ascii_lowercase + string.digits, 8, 20).map(lambda s: (f"{s}@example.com", s)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SECRETS))
+def test_property_a_secret_in_any_ordinary_context_never_survives(name: str) -> None:
+    @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(
+        st.lists(WORDS, max_size=6).map(" ".join),
+        SECRETS[name],
+        st.sampled_from([" ", "\n", " (", ' "', " '", "\t"]),
+        st.lists(WORDS, max_size=6).map(" ".join),
+    )
+    def check(before: str, secret: tuple[str, str], gap: str, after: str) -> None:
+        text, part = secret
+        out = R.redact(f"{before}{gap}{text} {after}")
+        secret = part.replace(" ", "").replace("-", "") if name == "card" else part
+        assert leaked(secret, out.replace(" ", ""), f"{before}{after}".replace(" ", "")) == []
+        assert out.startswith(before)
+        assert R.redact(out) == out  # idempotent
+
+    check()
+
+
+# -- properties: ordinary text never changes ----------------------------------------------------------
+
+HEX = "0123456789abcdef"
+ORDINARY_TOKENS = st.one_of(
+    chars(HEX, 40),  # git SHA
+    chars(HEX, 7, 12),  # short SHA
+    chars(HEX, 64),  # sha256
+    st.uuids().map(str),
+    st.datetimes().map(lambda d: d.isoformat()),
+    st.datetimes().map(lambda d: d.strftime("%Y-%m-%d %H:%M:%S")),
+    st.integers(1_000_000_000, 1_999_999_999).map(str),  # epoch seconds
+    st.integers(1_000_000_000_000, 1_999_999_999_999).map(str),  # epoch ms
+    st.integers(10**15, 2 * 10**15 - 1).map(str),  # epoch µs
+    st.integers(0, 10**12).map(str),  # numbers, ids
+    st.integers(1, 65535).map(lambda p: f"localhost:{p}"),
+    st.tuples(st.integers(0, 255), st.integers(1, 65535)).map(lambda t: f"10.0.0.{t[0]}:{t[1]}"),
+    st.tuples(st.integers(0, 30), st.integers(0, 30), st.integers(0, 30)).map(lambda t: "v{}.{}.{}".format(*t)),
+    st.sampled_from(
+        [
+            "git@github.com:acme/app.git", "https://github.com/acme/app/pull/42", "http://localhost:3000/api?x=1",
+            "/usr/local/bin/python3", "src/remindful/engine/redact.py:42", "max_tokens=4096", "token_count",
+            "password_hash", "self.token", "token == expected", "os.environ['API_KEY']", "AUTH_TOKEN=${AUTH_TOKEN}",
+            "--token-file", "Bearer authentication", "user@localhost", "deploy@10.0.0.5", "#1e90ff", "1920x1080",
+            "PORT=8080", "NODE_ENV=production", "AWS_PROFILE=prod", "(500, 300)", "INV-2024-000123",
+        ]
+    ),
+)  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(WORDS, ORDINARY_TOKENS), max_size=12), st.sampled_from([" ", "\n", ", ", "; "]))
+def test_property_ordinary_developer_text_is_unchanged(parts: list[tuple[str, str]], sep: str) -> None:
+    # a word between two technical tokens, as in prose: digits of neighbouring numbers never join
+    text = sep.join(f"{word} {token}" for word, token in parts)
+    assert R.redact(text) == text
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=300))
+def test_property_redaction_is_idempotent(text: str) -> None:
+    once = R.redact(text)
+    assert R.redact(once) == once
+
+
+# -- properties: any value, any depth -----------------------------------------------------------------
+
+SAFE_KEYS = st.sampled_from(["name", "count", "host", "port", "tokens", "max_tokens", "path", "author", "note", "tags"])
+SAFE_STRINGS = st.one_of(WORDS, ORDINARY_TOKENS).filter(lambda s: not is_secret_name(s))
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | SAFE_STRINGS,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(SAFE_KEYS, inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(JSON_VALUES)
+def test_property_ordinary_values_at_any_depth_are_unchanged(value: Any) -> None:
+    assert R.redact_value(value) == value
+
+
+@st.composite
+def planted(draw: st.DrawFn) -> tuple[Any, list[str]]:
+    """A JSON-like value with secrets planted at random depths: as a string value, as a key, and
+    as the bare value (any type) of a secret-named field."""
+    value = draw(st.dictionaries(SAFE_KEYS, JSON_VALUES, max_size=3))
+    secrets: list[str] = []
+    for _ in range(draw(st.integers(1, 3))):
+        text, part = draw(st.one_of(*SECRETS.values()))
+        how = draw(st.sampled_from(["value", "key", "named"]))
+        bare = draw(password())
+        leaf: Any = {
+            "value": text,
+            "key": {text: 1},
+            "named": {draw(SECRET_NAMES): draw(st.sampled_from([bare, [bare], {"v": bare}]))},
+        }[how]
+        secrets.append(bare if how == "named" else part)
+        for key in draw(st.lists(SAFE_KEYS, max_size=3)):
+            leaf = draw(st.sampled_from([{key: leaf}, [leaf]]))
+        value[f"planted{len(secrets)}"] = leaf
+    return value, secrets
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(planted())
+def test_property_no_secret_survives_at_any_depth(case: tuple[Any, list[str]]) -> None:
+    value, secrets = case
+    out = R.redact_value(value)
+    dumped = json.dumps(out).replace(" ", "").replace("-", "")
+    for i, secret in enumerate(secrets, 1):
+        # what the value gives without this secret: ordinary words and the other secrets' context
+        rest = R.redact_value({k: v for k, v in value.items() if k != f"planted{i}"})
+        context = json.dumps(rest).replace(" ", "").replace("-", "")
+        assert leaked(secret.replace(" ", "").replace("-", ""), dumped, context) == [], (secret, out)
+    assert set(out) == set(value)  # the structure is kept: same top-level keys
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.one_of(*SECRETS.values()), st.text(ALNUM + "-_", max_size=12), st.sampled_from("-_:/ "))
+def test_property_session_ids_lose_the_secret_and_stay_stable(secret: tuple[str, str], prefix: str, sep: str) -> None:
+    text, part = secret
+    raw = f"{prefix}{sep}{text}"
+    mapped = R.redact_session_id(raw)
+
+    def flat(text: str) -> str:
+        return text.replace(" ", "").replace("-", "")
+
+    assert leaked(flat(part), flat(mapped), flat(prefix)) == []
+    assert mapped == R.redact_session_id(raw) == R.redact_session_id(mapped) and mapped.strip()
+
+
+def test_every_builtin_rule_has_a_precheck_and_compiles() -> None:
+    from remindful.engine import redact
+
+    assert {name for name, _, _ in DEFAULT_REDACTIONS} == set(redact._PRECHECKS)
+    R.check()
