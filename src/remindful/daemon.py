@@ -162,7 +162,8 @@ class DaemonHandle:
         """Load the model and open the index now, so the first context request (a hook with a
         2 s timeout) does not pay for them."""
         try:
-            engine = self.manager.engine.ready()
+            engine = self.manager.engine
+            engine.ready()
             engine.embedder.embed(["warm up"])
             _ = engine.index
         except Exception as exc:
@@ -267,11 +268,9 @@ class DaemonHandle:
             query, budget, exclude = _context_request(json.loads(body))
         except (ValueError, RecursionError) as exc:
             return JSONResponse({"success": False, "error": str(exc)}, status_code=400)
-        from remindful.services.context import gather_context
-
         try:
             text = await run_in_threadpool(
-                lambda: gather_context(self.manager.engine, query, budget_tokens=budget, exclude=exclude).text
+                lambda: self.manager.context(query, budget_tokens=budget, exclude=exclude).text
             )
         except Exception as exc:
             log.error("context request failed: %s", exc)

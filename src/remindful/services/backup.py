@@ -75,8 +75,8 @@ def create_backup(
     ``store.vectors_ready()`` first); a restore re-embeds rows without one."""
     if name is not None and (not isinstance(name, str) or not _NAME.match(name)):
         raise ValidationError("name", "expected 1-64 letters, digits, '_', '-' or '.', starting with a letter or digit")
-    state = store.ready()
-    folder = backups_dir(state.path)
+    store.ready()
+    folder = backups_dir(store.path)
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
     suffix = f"_auto-{reason}" if automatic else (f"_{name}" if name else "")
     stem = f"backup_{datetime.now():%Y%m%d_%H%M%S}{suffix}"
@@ -88,18 +88,18 @@ def create_backup(
     staging = folder / f".staging-{uuid.uuid4().hex[:8]}"
     staging.mkdir(mode=0o700)
     try:
-        _snapshot_catalog(state.catalog.path, staging / CATALOG)
+        _snapshot_catalog(store.catalog.path, staging / CATALOG)
         problem = integrity_problem(staging / CATALOG, full=True)  # what restore will check: refuse now
         if problem is not None:
             raise catalog_damaged(f"{problem}; no backup was written")
-        chroma = state.path / CHROMA
+        chroma = store.path / CHROMA
         if chroma.is_dir():
-            with state.index_lock():  # no index writes while the files are copied
+            with store.index_lock():  # no index writes while the files are copied
                 shutil.copytree(chroma, staging / CHROMA, ignore=shutil.ignore_patterns("*.lock"))
-        attachments = state.path / ATTACHMENTS
+        attachments = store.path / ATTACHMENTS
         if attachments.is_dir():
             shutil.copytree(attachments, staging / ATTACHMENTS)
-        _write_config(state.settings, staging / "config")
+        _write_config(store.settings, staging / "config")
         counts = catalog_counts(staging / CATALOG)
         manifest = {
             "format": FORMAT,
@@ -108,7 +108,7 @@ def create_backup(
             "name": name,
             "automatic": automatic,
             "reason": reason,
-            "storage_path": str(state.path),
+            "storage_path": str(store.path),
             "counts": counts,
             "total": sum(counts.values()),
         }
@@ -121,7 +121,7 @@ def create_backup(
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     if automatic:
-        rotate(state.path, state.settings.backup.keep_automatic)
+        rotate(store.path, store.settings.backup.keep_automatic)
     return {
         "success": True,
         "path": str(target),
@@ -220,33 +220,32 @@ def restore_backup(
     archive = Path(path).expanduser()
     if not archive.is_file():
         raise ValidationError("path", f"{archive} is not a file; expected a backup_*.tar.gz from `remindful backup`")
-    state = store.ready()
-    staging = state.path / f".restore-{uuid.uuid4().hex[:8]}"
+    store.ready()
+    staging = store.path / f".restore-{uuid.uuid4().hex[:8]}"
     staging.mkdir(mode=0o700)
     try:
         manifest = validate_archive(archive, staging)
         if not confirm:
-            current = sum(state.type_counts().values())
+            current = sum(store.type_counts().values())
             raise ValidationError(
                 "confirm",
                 f"restoring replaces all {current} current memories with the backup's "
                 f"{manifest.get('total', '?')}; pass confirm=True (the current data is backed up first)",
             )
         try:
-            before: dict[str, Any] | None = create_backup(state, automatic=True, reason="before-restore")
+            before: dict[str, Any] | None = create_backup(store, automatic=True, reason="before-restore")
         except CorruptionError as exc:  # restoring is the way out of a damaged catalog: keep its files instead
             if exc.part != "catalog":
                 raise
             before = None
-        state.close()  # releases the catalog and index files; the next use opens the swapped-in ones
-        aside = _swap(state.path, staging, keep=before is None)
+        store.close()  # releases the catalog and index files; the next use opens the swapped-in ones
+        aside = _swap(store.path, staging, keep=before is None)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     old_root = manifest.get("storage_path")
-    if isinstance(old_root, str) and old_root != str(state.path):
-        _rewrite_attachment_paths(state, Path(old_root))
-    state.forget_resumed()
-    counts = state.reindex(reset=False, progress=progress)
+    if isinstance(old_root, str) and old_root != str(store.path):
+        _rewrite_attachment_paths(store, Path(old_root))
+    counts = store.reindex(reset=False, progress=progress)
     return {
         "success": True,
         "path": str(archive),
@@ -299,7 +298,7 @@ def _rewrite_attachment_paths(store: Store, old_root: Path) -> None:
     # Copies live under <storage>/attachments: point them at this store's copy.
     old = json.dumps(str(old_root / ATTACHMENTS))[1:-1]
     new = json.dumps(str(store.path / ATTACHMENTS))[1:-1]
-    store.ready().catalog.write(
+    store.catalog.write(
         lambda c: c.execute(
             "UPDATE memories SET metadata = replace(metadata, ?, ?) WHERE instr(metadata, ?) > 0", (old, new, old)
         ),
@@ -312,35 +311,34 @@ def _rewrite_attachment_paths(store: Store, old_root: Path) -> None:
 
 def clear_all(store: Store, *, confirm: bool = False) -> dict[str, Any]:
     """Back up, then delete every memory of every collection, the sessions, the pending spool,
-    file hashes, the embedding cache and attachment copies; no session stays resumed. Refused
+    file hashes, the embedding cache and attachment copies. Refused
     without ``confirm``."""
-    state = store.ready()
-    total = state.catalog.count()
+    store.ready()
+    total = store.catalog.count()
     if not confirm:
         raise ValidationError(
             "confirm",
             f"clear_all deletes all {total} memories in every collection; pass confirm=True (a backup is taken first)",
         )
-    backup = create_backup(state, automatic=True, reason="before-clear-all")
+    backup = create_backup(store, automatic=True, reason="before-clear-all")
     deleted = 0
     while True:
-        ids = [r[0] for r in state.catalog.read("SELECT id FROM memories LIMIT 5000")]
+        ids = [r[0] for r in store.catalog.read("SELECT id FROM memories LIMIT 5000")]
         if not ids:
             break
-        deleted += state.delete_many(ids, reason="clear_all")
+        deleted += store.delete_many(ids, reason="clear_all")
 
     def wipe(conn: sqlite3.Connection) -> None:
         for table in ("sessions", "spool", "file_hashes", "embedding_cache"):
             conn.execute(f"DELETE FROM {table}")
-        state.catalog.audit(conn, "clear_all", None, {"deleted": deleted, "backup": backup["path"]})
+        store.catalog.audit(conn, "clear_all", None, {"deleted": deleted, "backup": backup["path"]})
 
-    state.catalog.write(wipe, what="clearing the store")
-    index = state.index
+    store.catalog.write(wipe, what="clearing the store")
+    index = store.index
     if index is not None:
-        with state.index_lock():
+        with store.index_lock():
             index.reset()
-    shutil.rmtree(state.path / ATTACHMENTS, ignore_errors=True)
-    state.forget_resumed()
+    shutil.rmtree(store.path / ATTACHMENTS, ignore_errors=True)
     return {"success": True, "deleted": deleted, "backup_path": backup["path"], "counts_before": backup["counts"]}
 
 

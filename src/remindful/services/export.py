@@ -303,11 +303,11 @@ def import_memories(
     started = time.perf_counter()
     items = read_export(path)
     rows = _rows(items, Limits.of(store.settings.limits))
-    state = store.ready()
-    dimension = _stored_dimension(state.catalog)
+    store.ready()
+    dimension = _stored_dimension(store.catalog)
     seen: set[str] = set()
     fresh: list[MemoryRow] = []
-    existing = set(state.catalog.get_rows([r.id for r in rows]))
+    existing = set(store.catalog.get_rows([r.id for r in rows]))
     for row in rows:
         if row.id in existing or row.id in seen:
             continue
@@ -326,11 +326,11 @@ def import_memories(
         def run(conn: Any, batch: list[MemoryRow] = batch) -> None:
             Catalog.insert_memories(conn, batch)
             for session_id, at in {(r.session_id, r.created_at) for r in batch if r.session_id}:
-                state.catalog.ensure_session(conn, session_id, at)
-            state.catalog.audit(conn, "import", None, {"count": len(batch), "file": str(path)})
+                store.catalog.ensure_session(conn, session_id, at)
+            store.catalog.audit(conn, "import", None, {"count": len(batch), "file": str(path)})
 
-        state.catalog.write(run, what="importing memories")
-        state.index_rows([r for r in batch if r.embedding is not None])
+        store.catalog.write(run, what="importing memories")
+        store.index_rows([r for r in batch if r.embedding is not None])
         if progress:
             progress(len(batch))
     counts: dict[str, int] = {}

@@ -1,9 +1,10 @@
 """Sessions: listing with a summary of what happened, deletion, and delete-on-exit.
 
 A session id is generated on a process's first store (``Store.session_id``) unless the caller
-gives one; hook events carry the agent's own id. ``resume_session`` lives on the store (it only
-changes ranking). The summary of a session names its most common actions, screens and
-tools, read from the metadata keys below (the content's first words when none is set).
+gives one; hook events carry the agent's own id. Resuming a session belongs to a client (it only
+changes the ranking of that client's searches: ``MemoryManager.resume_session``). The summary of a
+session names its most common actions, screens and tools, read from the metadata keys below (the
+content's first words when none is set).
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ def _iso(epoch: float | None) -> str | None:
 def _spans(store: Store, session_id: str | None) -> list[dict[str, Any]]:
     """Each session's id, memory count, start and end, newest start first (one pass over the
     session index; no row is read)."""
-    catalog = store.ready().catalog
+    catalog = store.catalog
     where, args = ("session_id = ?", (session_id,)) if session_id is not None else ("session_id IS NOT NULL", ())
     found: dict[str, dict[str, Any]] = {}
     for sid, count, first, last in catalog.read(
@@ -80,7 +81,7 @@ def _spans(store: Store, session_id: str | None) -> list[dict[str, Any]]:
 
 def session_count(store: Store) -> int:
     """How many sessions :func:`list_sessions` lists."""
-    ((count,),) = store.ready().catalog.read(
+    ((count,),) = store.catalog.read(
         "SELECT count(*) FROM "
         "(SELECT session_id FROM memories WHERE session_id IS NOT NULL UNION SELECT id FROM sessions)"
     )
@@ -88,14 +89,19 @@ def session_count(store: Store) -> int:
 
 
 def list_sessions(
-    store: Store, *, limit: int | None = None, offset: int = 0, session_id: str | None = None
+    store: Store,
+    *,
+    limit: int | None = None,
+    offset: int = 0,
+    session_id: str | None = None,
+    resumed: str | None = None,
 ) -> list[dict[str, Any]]:
     """The sessions that have memories or a row in ``sessions``, newest first, ``limit`` of them
     from ``offset`` (all by default; ``session_id`` picks one): ``{id, started_at, ended_at,
     memory_count, by_type, summary: {actions, screens, tools}, text, current, resumed}``.
     ``ended_at`` is the session's recorded end, else its last memory's time; ``current`` marks
-    this process's session, ``resumed`` the one :meth:`Store.resume_session` ranks higher. Only
-    the listed sessions' memories are read for their summaries."""
+    this process's session, ``resumed`` the session given as ``resumed`` (the one the caller
+    resumed). Only the listed sessions' memories are read for their summaries."""
     if limit is not None and (type(limit) is not int or limit < 0):
         raise ValidationError("limit", f"expected a non-negative integer, got {limit!r}")
     if type(offset) is not int or offset < 0:
@@ -104,7 +110,7 @@ def list_sessions(
     page = spans[offset : None if limit is None else offset + limit]
     if not page:
         return []
-    catalog = store.ready().catalog
+    catalog = store.catalog
     entries = {e["id"]: e for e in page}
     if session_id is None and len(page) == len(spans):
         where, args = "session_id IS NOT NULL", ()
@@ -119,7 +125,7 @@ def list_sessions(
     for sid, kind, label, count in catalog.read(_summary_sql(where), args * 3):
         if label is not None:
             tops.setdefault(sid, {}).setdefault(kind, []).append((" ".join(str(label).split()), count))
-    current, resumed = store.current_session, store.resumed_session
+    current = store.current_session
     out = []
     for entry in page:
         sid = entry["id"]
@@ -153,14 +159,14 @@ def _text(entry: dict[str, Any], summary: dict[str, list[dict[str, Any]]]) -> st
 
 def delete_session(store: Store, session_id: str, *, confirm: bool = False) -> dict[str, Any]:
     """Back up, then delete every memory of ``session_id`` in every collection and the session
-    itself (no longer ranked higher if it was resumed). Returns ``{session_id, deleted,
+    itself. Returns ``{session_id, deleted,
     backup_path}``. Refused without ``confirm``."""
     if not isinstance(session_id, str) or not session_id.strip():
         raise ValidationError("session_id", "expected a non-empty session id (see list_sessions)")
-    state = store.ready()
+    store.ready()
     flt = build_filter(session_id=session_id)
-    count = state.catalog.count(flt)
-    known = state.catalog.read("SELECT 1 FROM sessions WHERE id = ?", (session_id,))
+    count = store.catalog.count(flt)
+    known = store.catalog.read("SELECT 1 FROM sessions WHERE id = ?", (session_id,))
     if count == 0 and not known:
         raise NotFoundError(session_id, kind="session")
     if not confirm:
@@ -169,9 +175,8 @@ def delete_session(store: Store, session_id: str, *, confirm: bool = False) -> d
             f"deleting session {session_id!r} removes its {count} memories from every collection; "
             "pass confirm=True (a backup is taken first)",
         )
-    backup = create_backup(state, automatic=True, reason="before-delete-session")
-    deleted = _delete_all(state, session_id, reason="delete_session")
-    state.forget_resumed(session_id)
+    backup = create_backup(store, automatic=True, reason="before-delete-session")
+    deleted = _delete_all(store, session_id, reason="delete_session")
     return {"success": True, "session_id": session_id, "deleted": deleted, "backup_path": backup["path"]}
 
 
@@ -197,10 +202,10 @@ def delete_on_exit(store: Store, session_ids: Iterable[str] | None = None) -> in
     if not store.settings.privacy.delete_on_exit or store.disabled_reason:
         return 0
     ids = [store.current_session] if session_ids is None else list(session_ids)
-    state = store.ready()
+    store.ready()
     deleted = 0
     for session_id in dict.fromkeys(i for i in ids if i):
-        deleted += _delete_all(state, session_id, reason="delete_on_exit")
+        deleted += _delete_all(store, session_id, reason="delete_on_exit")
     log.info("privacy.delete_on_exit: deleted %d memories of %d session(s)", deleted, len(ids))
     return deleted
 

@@ -72,7 +72,7 @@ def _percentile(values: list[float], q: float) -> float | None:
 def capture_status(store: Store) -> dict[str, Any]:
     """What automatic capture is doing: hook events waiting in the spool, redaction and skip counts
     by reason, and the number of Markdown files indexed."""
-    catalog = store.ready().catalog
+    catalog = store.catalog
     return {
         "spool_pending": _spool_pending(catalog),
         "capture": _capture_counts(catalog),
@@ -90,7 +90,7 @@ def build_stats(store: Store) -> dict[str, Any]:
     free = _free_bytes(store.path)
     disk_full = free is not None and free < FULL_BELOW_BYTES
     try:
-        catalog = store.ready().catalog
+        catalog = store.catalog
         return _full_report(store, catalog, free, disk_full)
     except (StorageFullError, MemoryDisabledError) as exc:
         if isinstance(exc, MemoryDisabledError) and (not disk_full or not store.settings.enabled):

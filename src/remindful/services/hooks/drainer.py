@@ -77,7 +77,7 @@ def spool_lock(storage: Path) -> Iterator[bool]:
 
 def pending(store: Store) -> bool:
     """Whether anything waits in the spool (one indexed query and a stat: cheap)."""
-    catalog = store.ready().catalog
+    catalog = store.catalog
     if _fallback_files(store.path, include_live=True):
         return True
     return bool(catalog.read("SELECT 1 FROM spool WHERE attempts < ? LIMIT 1", (MAX_ATTEMPTS,)))

@@ -91,7 +91,7 @@ def finish(
     for key, value in (extra or {}).items():
         counts[key] = counts.get(key, 0) + value
     try:
-        bump(store.ready().catalog, counts)
+        bump(store.catalog, counts)
     except Exception as exc:  # disabled mid-way, closed store: the memories are stored regardless
         log.warning("could not count capture: %s", exc)
     event = MemoryCaptured(source_id=source_id, source=source, memories=tuple(memories))

@@ -65,7 +65,7 @@ def capture_config_change(store: Store, key: str, old: Any, new: Any, *, automat
         raise ValidationError("new", "expected JSON-safe values (string, number, boolean, list, object)") from None
     if old == new:
         raise ValidationError("new", f"is the same as old ({new!r}); nothing changed")
-    catalog = store.ready().catalog
+    catalog = store.catalog
     earlier = [
         row[0]
         for row in catalog.read(

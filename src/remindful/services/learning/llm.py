@@ -158,9 +158,7 @@ def _today() -> str:
 
 
 def tokens_used_today(store: Store) -> int:
-    rows = store.ready().catalog.read(
-        "SELECT value FROM learning_counters WHERE kind = 'llm_tokens' AND key = ?", (_today(),)
-    )
+    rows = store.catalog.read("SELECT value FROM learning_counters WHERE kind = 'llm_tokens' AND key = ?", (_today(),))
     return int(rows[0][0]) if rows else 0
 
 
@@ -187,11 +185,11 @@ def ask(
         llm = llm_for(store, point)
     except RemindfulError as exc:
         log.warning("LLM not usable (%s); using the rules", exc)
-        bump(store.ready().catalog, {("llm", "unusable"): 1})
+        bump(store.catalog, {("llm", "unusable"): 1})
         return None
     if llm is None:
         return None
-    catalog = store.ready().catalog
+    catalog = store.catalog
     cap = store.settings.learning.llm.daily_token_cap
     used = tokens_used_today(store)
     if used + estimate_tokens(system + prompt) + max_tokens > cap:

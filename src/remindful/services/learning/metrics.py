@@ -14,7 +14,7 @@ from remindful.services.learning.common import BUCKETS, bucket, counters
 def learning_stats(store: Store) -> dict[str, Any]:
     """The figures above, summed over every process that wrote to the store (the counters live in
     its catalog). Raises MemoryDisabledError."""
-    catalog = store.ready().catalog
+    catalog = store.catalog
     found = counters(catalog)
     histogram: dict[str, float] = {bucket(low): 0 for low in BUCKETS}
     histogram.update(found.get("confidence", {}))

@@ -54,7 +54,7 @@ def _rates(
 
 
 def _load(engine: Store, type: str, days: float | None, max_memories: int) -> list[Memory]:
-    catalog = engine.ready().catalog
+    catalog = engine.catalog
     since = time.time() - days * 86400 if days else 0.0
     ids = [
         r[0]
@@ -184,7 +184,7 @@ def analyze_patterns(
 
 def _store_pattern(engine: Store, pattern: dict[str, Any]) -> str:
     key = json.dumps(pattern["signatures"])
-    catalog = engine.ready().catalog
+    catalog = engine.catalog
     found = catalog.read(
         "SELECT id FROM memories WHERE type = 'workflow' AND json_extract(metadata, '$.pattern_key') = ? LIMIT 1",
         (key,),

@@ -1,7 +1,7 @@
 """Reinforcement: raise a memory's importance so that it ranks higher in later searches.
 
 Search multiplies a memory's fused score by ``1 + search.importance_boost * (2 * importance - 1)``
-(:func:`remindful.engine.search.boost`), so importance moves rank among near-ties and never lifts an
+(:func:`remindful.engine.retrieval.search.boost`), so importance moves rank among near-ties and never lifts an
 irrelevant memory over a relevant one. Each reinforcement adds a fixed step, capped at 1.0:
 
 - explicit trigger phrase in a conversation ("remember that …"): ``learning.trigger_boost`` (0.25)
@@ -41,7 +41,7 @@ def reinforce(
     new importance. Raises NotFoundError if there is no such memory."""
     if not 0 <= step <= 1:
         raise ValidationError("step", f"expected a number from 0 to 1, got {step!r}")
-    catalog = store.ready().catalog
+    catalog = store.catalog
     at = now()
 
     def run(conn: sqlite3.Connection) -> float | None:
@@ -84,7 +84,7 @@ def confirm(store: Store, query: str, memory_id: str) -> Memory:
 
 def history(store: Store, memory_id: str) -> list[dict[str, Any]]:
     """The memory's reinforcements, oldest first: ``{at, reason, query, importance}``."""
-    rows = store.ready().catalog.read(
+    rows = store.catalog.read(
         "SELECT at, reason, query, importance FROM reinforcements WHERE memory_id = ? ORDER BY seq", (memory_id,)
     )
     return [{"at": at, "reason": reason, "query": query, "importance": imp} for at, reason, query, imp in rows]

@@ -34,13 +34,17 @@ CANDIDATES = 50
 def _similarities(store: Store, context: str, ids: Sequence[str]) -> dict[str, float]:
     if not ids:
         return {}
-    vector = store.ready().embedder.embed([context])[0]
-    stored = store.ready().catalog.embeddings(list(ids))
+    store.ready()
+    vector = store.embedder.embed([context])[0]
+    stored = store.catalog.embeddings(list(ids))
     return {mid: float(np.dot(vec, vector)) for mid, vec in stored.items()}
 
 
-def _candidates(store: Store, context: str, types: list[str]) -> list[Memory]:
-    hits = store.search(context, types=types, limit=CANDIDATES)
+def _candidates(store: Store, context: str, types: list[str], resumed_session: str | None) -> list[Memory]:
+    # Every candidate, however weak, and every copy: repeated failures are counted.
+    hits = store.search(
+        context, types=types, limit=CANDIDATES, min_score=0.0, collapse=False, resumed_session=resumed_session
+    )
     return [m for m in store.get_batch([h.id for h in hits]) if m is not None]
 
 
@@ -51,8 +55,16 @@ def _what(memory: Memory) -> str:
     return "action"
 
 
-def suggest(store: Store, context: str, *, action: Mapping[str, Any] | None = None, limit: int = 3) -> dict[str, Any]:
+def suggest(
+    store: Store,
+    context: str,
+    *,
+    action: Mapping[str, Any] | None = None,
+    limit: int = 3,
+    resumed_session: str | None = None,
+) -> dict[str, Any]:
     """Suggestions and warnings for ``context``; see the module docstring. Read-only.
+    ``resumed_session``: the session the caller resumed, whose memories rank higher as candidates.
 
     Returns ``{"context", "suggestions": [...], "warnings": [...]}``; each suggestion has
     ``memory_id``, ``type``, ``content``, ``date``, ``similarity``, ``message``; each warning has
@@ -65,7 +77,7 @@ def suggest(store: Store, context: str, *, action: Mapping[str, Any] | None = No
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 50:
         raise ValidationError("limit", f"expected an integer from 1 to 50, got {limit!r}")
     threshold = store.settings.learning.min_suggestion_similarity
-    candidates = _candidates(store, context, ["workflow", "action"])
+    candidates = _candidates(store, context, ["workflow", "action"], resumed_session)
     similarity = _similarities(store, context, [m.id for m in candidates])
 
     suggestions = []

@@ -118,7 +118,8 @@ class CleanupScheduler:
         now = self._clock()
         schedule = self.store.settings.retention.cleanup.schedule
         try:
-            last = last_cleanup(self.store.ready())
+            self.store.ready()
+            last = last_cleanup(self.store)
         except Exception:  # a store that cannot open yet: just use the schedule
             last = None
         if last is not None:
