@@ -7,6 +7,10 @@ row the index did not take is marked un-indexed, and embedded and indexed at the
 ``reindex``). The catalog, the embedder and the index
 start on first use, so opening costs a few milliseconds and loads no model.
 
+Every default of a search is resolved here, from the settings (the relevance floors, how many
+candidates context reads, collapsing near-duplicates, the resumed session): the engine below takes
+each as an argument.
+
 Thread-safe: the catalog serialises its writes; the index and embedder are thread-safe.
 """
 
