@@ -12,12 +12,15 @@ import inspect
 from pathlib import Path
 
 import pytest
+from mcp import Client
 
 from mcp_client import call
 from remindful.api import MemoryManager
 from remindful.engine.retrieval.search import rank
 from remindful.engine.store import Store
 from remindful.errors import NotFoundError
+from remindful.shells.mcp.server import LazyManager, build_server
+from remindful.testing import open_fake
 from test_mcp_http import sdk_client, spawned
 
 
@@ -58,6 +61,37 @@ def test_a_manager_keeps_the_session_it_resumed(memory: MemoryManager) -> None:
         memory.session_size("never-existed")
     memory.delete_session("old", confirm=True)
     assert memory.resumed_session is None
+
+
+@pytest.mark.anyio
+async def test_a_client_resumes_until_the_session_or_everything_is_deleted(tmp_path: Path) -> None:
+    """Over MCP (one client in-process): the resumed session ranks the client's searches, context
+    and list until it is deleted, or the store cleared; the manager itself resumed nothing."""
+    lazy = LazyManager(factory=lambda: open_fake(tmp_path / "store"))
+    try:
+        async with Client(build_server(lazy)) as client:
+            for session_id in ("old", "other", "old2", "other2"):
+                await call(client, "memory_store", content="configure the build pipeline", session_id=session_id)
+
+            async def resumed() -> list[str]:
+                return [s["id"] for s in (await call(client, "memory_list_sessions"))["sessions"] if s["resumed"]]
+
+            await call(client, "memory_resume_session", session_id="old")
+            found = await call(client, "memory_search", query="build pipeline")
+            assert found["memories"][0]["session_id"] == "old" and await resumed() == ["old"]
+            context = await call(client, "memory_context", task="configure the build pipeline", min_score=0)
+            assert "configure the build pipeline" in context["context"]
+            assert lazy().resumed_session is None
+            await call(client, "memory_delete_session", session_id="old", confirm=True)
+            await call(client, "memory_store", content="a new memory of that id", session_id="old")
+            assert await resumed() == []
+            await call(client, "memory_resume_session", session_id="old2")
+            assert await resumed() == ["old2"]
+            await call(client, "memory_clear_all", confirm=True)
+            await call(client, "memory_store", content="a new memory of that id", session_id="old2")
+            assert await resumed() == []
+    finally:
+        lazy.close()
 
 
 @pytest.mark.slow

@@ -90,8 +90,10 @@ class ResumedSessions:
     HTTP server serves many agents through one MemoryManager).
 
     A client is its MCP session: the ``Mcp-Session-Id`` the streamable HTTP transport checks on
-    every request, or over stdio (no headers) the one client of the process. The records of the
-    ``MAX_CLIENTS`` clients that resumed last are kept. Thread-safe (tools run in worker threads).
+    every request. Requests without one count as one client: over stdio that is the process's only
+    client; over HTTP, clients of the sessionless (2026) protocol, which nothing tells apart. The
+    records of the ``MAX_CLIENTS`` clients that resumed last are kept. Thread-safe (tools run in
+    worker threads).
     """
 
     MAX_CLIENTS = 1000
