@@ -1,4 +1,4 @@
-"""Fit the calibrated score (remindful.engine.calibration) on a LoCoMo-format split, and measure it held out.
+"""Fit the calibrated score (remindful.engine.retrieval.calibration) on a LoCoMo-format split, and measure it held out.
 
 For each conversation: a fresh store built as bench/locomo.py builds it; each of its questions
 (categories 1-4) and each of the next conversation's questions searched through the real pipeline
@@ -51,7 +51,7 @@ class Question:
 
 def record(data: list[dict[str, Any]]) -> list[list[Question]]:
     """Per conversation: its own questions, then the next conversation's."""
-    from remindful.engine import search
+    from remindful.engine.retrieval import search
 
     recorded: list[list[Question]] = []
     seen: list[tuple[list[str], list[float]]] = []
@@ -70,7 +70,7 @@ def record(data: list[dict[str, Any]]) -> list[list[Question]]:
         with scratch_dir() as tmp, remindful.open(tmp) as memory:
             memory.store_batch(turns(sample["conversation"]))
             memory.flush()
-            catalog = memory.engine.ready().catalog
+            catalog = memory.engine.catalog
             dia = {
                 mid: json.loads(meta).get("dia_id") for mid, meta in catalog.read("SELECT id, metadata FROM memories")
             }
@@ -113,7 +113,7 @@ def fit(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, float]:
 
 def scores(q: Question, weights: np.ndarray, bias: float) -> np.ndarray:
     """The calibrated score of each hit, as calibration.relevance computes it with these weights."""
-    from remindful.engine import calibration
+    from remindful.engine.retrieval import calibration
 
     if not len(q.evidence):
         return q.evidence
@@ -149,7 +149,7 @@ def figures(parts: list[tuple[float, int, int, int]]) -> dict[str, float]:
 
 def main(argv: list[str] | None = None) -> int:
     from remindful.config import SearchSettings
-    from remindful.engine import calibration
+    from remindful.engine.retrieval import calibration
 
     args_parser = parser(__doc__)
     add_data_option(args_parser, conversations=True)

@@ -1,4 +1,4 @@
-"""Fit the re-ranking model (remindful.engine.rerank) on a LoCoMo-format split, and measure it held out.
+"""Fit the re-ranking model (remindful.engine.retrieval.rerank) on a LoCoMo-format split, and measure it held out.
 
 For each conversation: a fresh store built as bench/locomo.py builds it; each of its questions
 (categories 1-4) searched through the real pipeline, recording the features the re-ranking reads of
@@ -30,7 +30,7 @@ L2 = 1e-3
 
 def record(data: list[dict[str, Any]]) -> list[list[tuple[np.ndarray, np.ndarray, int]]]:
     """Per conversation, per question: (features of the first candidates, evidence labels, evidence count)."""
-    from remindful.engine import search
+    from remindful.engine.retrieval import search
 
     recorded: list[list[tuple[np.ndarray, np.ndarray, int]]] = []
     seen: list[tuple[list[tuple[float, ...]], list[str | None]]] = []
@@ -90,7 +90,7 @@ def recall(rows: list[tuple[np.ndarray, np.ndarray, int]], weights: np.ndarray |
 
 
 def main(argv: list[str] | None = None) -> int:
-    from remindful.engine import rerank
+    from remindful.engine.retrieval import rerank
 
     args_parser = parser(__doc__)
     add_data_option(args_parser, conversations=True)

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from remindful.embed import FakeEmbedder
-from remindful.engine.background import AccessRecorder, BackgroundIndexer, IndexHolders
+from remindful.engine.background import AccessRecorder, BackgroundIndexer
+from remindful.engine.mirror import IndexHolders
 from remindful.index import ChromaEmbeddedIndex, InMemoryIndex
 from remindful.testing import open_fake
 

@@ -127,7 +127,7 @@ def test_a_term_matching_too_many_rows_ranks_only_its_newest(memory: MemoryManag
 
     ids = [memory.store(f"deploy number {i} went fine", type="action") for i in range(12)]
     rare = memory.store("the deploy of the billing service failed", type="action")
-    catalog = memory.engine.ready().catalog
+    catalog = memory.engine.catalog
     monkeypatch.setattr(lexical_module, "LEXICAL_MAX_MATCHES", 4)
     monkeypatch.setattr(lexical_module, "DOC_FREQ_CAP", 8)
     catalog._lexical._doc_freqs.clear()
@@ -150,7 +150,7 @@ def test_when_every_term_is_common_the_rarest_is_told_by_a_longer_count(memory: 
 
     memory.store_batch([{"content": f"deploy number {i} went fine"} for i in range(12)])
     memory.store_batch([{"content": f"undo step {i}"} for i in range(6)])
-    catalog = memory.engine.ready().catalog
+    catalog = memory.engine.catalog
     monkeypatch.setattr(lexical_module, "LEXICAL_MAX_MATCHES", 4)
     monkeypatch.setattr(lexical_module, "DOC_FREQ_CAP", 8)
     # Both match more than 4 rows (a tie at 5 for the first count, where the longer term would win);

@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 
 import remindful
 from remindful.api import MemoryManager
-from remindful.engine import calibration
-from remindful.engine.diversity import Candidate, collapse, supersede
+from remindful.engine.retrieval import calibration
+from remindful.engine.retrieval.diversity import Candidate, collapse, supersede
 from remindful.errors import ValidationError
 
 THREE = [
@@ -241,8 +241,8 @@ def test_a_question_naming_someone_ranks_their_answer_above_anothers_question(
 
 
 def test_the_rerank_features_read_names_terms_and_cosines() -> None:
-    from remindful.engine import rerank
-    from remindful.engine.search import STOPWORDS
+    from remindful.engine.retrieval import rerank
+    from remindful.engine.retrieval.search import STOPWORDS
 
     # The first word is capitalised by any sentence; stopwords are not names.
     assert rerank.entities("Which books has Tim read with The Anna team?", STOPWORDS) == ["tim", "anna"]

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 from remindful.config import SearchSettings
 from remindful.engine.catalog import MemoryRow
-from remindful.engine.diversity import Candidate, collapse, supersede
-from remindful.engine.search import _distinct, _scored_exactly, best_eligible, boost
+from remindful.engine.retrieval.diversity import Candidate, collapse, supersede
+from remindful.engine.retrieval.search import _distinct, _scored_exactly, best_eligible, boost
 from remindful.engine.sqlfilter import SqlFilter
 
 ANY = SqlFilter("1", ())

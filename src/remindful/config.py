@@ -602,7 +602,7 @@ class SearchSettings(_Section):
     rerank: bool = Field(
         True,
         description="re-order the first fused candidates by a linear model of their cosine, context BM25, "
-        "term and name overlap (fitted on the LoCoMo dev split; see remindful.engine.rerank)",
+        "term and name overlap (fitted on the LoCoMo dev split; see remindful.engine.retrieval.rerank)",
     )
     importance_boost: float = Field(0.1, ge=0, le=1, description="max score share added for importance")
     session_boost: float = Field(0.15, ge=0, le=1, description="score share added for the resumed session")

@@ -143,7 +143,7 @@ class Memory:
 @dataclass(frozen=True, slots=True)
 class SearchHit:
     """One search result. ``score`` is a calibrated relevance in [0, 1], the same scale for every
-    query (see :mod:`remindful.engine.calibration`); ``sources`` names the retrieval spaces
+    query (see :mod:`remindful.engine.retrieval.calibration`); ``sources`` names the retrieval spaces
     (``dense``, ``lexical``) that found it; ``similar`` counts the near-duplicates this hit stands
     for ("+29 similar"); ``superseded_by`` is the id of a newer memory about the same subject."""
 

@@ -96,6 +96,9 @@ class Dashboard:
 
     def __init__(self, manager: MemoryManager) -> None:
         self.manager = manager
+        # The dashboard's user is one client of a manager the daemon shares with others (hooks,
+        # MCP clients): the session resumed here ranks higher in the dashboard's searches only.
+        self.resumed: str | None = None
         self.csrf = CsrfTokens()
         env = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(default=True))
         env.filters["when"] = _when
@@ -155,6 +158,7 @@ class Dashboard:
                 session_id=filters.session or None,
                 since=filters.since,
                 until=filters.until,
+                resumed_session=self.resumed,
             )
         else:
             found = filters.listing(self.manager, PAGE_SIZE + 1, page * PAGE_SIZE)
@@ -232,7 +236,9 @@ class Dashboard:
 
     def sessions(self, request: Request) -> Response:
         page = _int(request.query_params.get("page"), "page", 0, 10**7)
-        shown = self.manager.list_sessions(limit=SESSIONS_PAGE, offset=page * SESSIONS_PAGE)
+        shown = self.manager.list_sessions(
+            limit=SESSIONS_PAGE, offset=page * SESSIONS_PAGE, resumed_session=self.resumed
+        )
         total = self.manager.session_count()
         return self.page(
             request,
@@ -247,7 +253,7 @@ class Dashboard:
         )
 
     def _session(self, session_id: str) -> Session:
-        found = self.manager.list_sessions(session_id=session_id)
+        found = self.manager.list_sessions(session_id=session_id, resumed_session=self.resumed)
         if not found:
             raise NotFoundError(session_id, kind="session")
         return found[0]
@@ -276,7 +282,8 @@ class Dashboard:
     async def resume_session(self, request: Request) -> Response:
         await self.form(request)
         session_id = request.path_params["session_id"]
-        self.manager.resume_session(session_id)
+        self.manager.session_size(session_id)  # NotFoundError for a session without memories
+        self.resumed = session_id
         return RedirectResponse(_url(f"/sessions/{session_id}", {"resumed": 1}), status_code=303)
 
     async def delete_session(self, request: Request) -> Response:
@@ -288,6 +295,8 @@ class Dashboard:
             return self.page(request, "delete_session.html", info=info, backups=backups, backup_name=pattern)
         form = await self.form(request)
         result = self.manager.delete_session(session_id, confirm=form.get("confirm") == "yes")
+        if self.resumed == session_id:
+            self.resumed = None
         params = {"deleted": session_id, "backup": result.backup_path}
         return RedirectResponse(_url("/sessions", params), status_code=303)
 

@@ -72,7 +72,7 @@ def spool_lock(storage: Path) -> Iterator[bool]:
 
 def pending(store: Store) -> bool:
     """Whether anything waits in the spool (one indexed query and a stat: cheap)."""
-    catalog = store.ready().catalog
+    catalog = store.catalog
     if _fallback_files(store.path, include_live=True):
         return True
     return spool.pending(catalog.read, MAX_ATTEMPTS)

@@ -252,7 +252,7 @@ class MarkdownWatcher:
     # -- catalog helpers ------------------------------------------------------------------------
 
     def _catalog(self) -> Any:
-        return self.store.ready().catalog
+        return self.store.catalog
 
     def _known(self, path: str) -> str | None:
         rows = self._catalog().read("SELECT sha256 FROM file_hashes WHERE path = ?", (path,))
@@ -283,7 +283,7 @@ def index_file(store: Store, path: str | os.PathLike[str]) -> FileIndexed:
 
 def files_indexed(store: Store) -> int:
     """How many Markdown files the store has indexed (their hashes are recorded)."""
-    return int(store.ready().catalog.read("SELECT count(*) FROM file_hashes")[0][0])
+    return int(store.catalog.read("SELECT count(*) FROM file_hashes")[0][0])
 
 
 def files_enabled(store: Store) -> bool:

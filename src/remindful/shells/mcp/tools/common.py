@@ -18,13 +18,17 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
+import threading
 import weakref
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import anyio
 import anyio.to_thread
+from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 
 from remindful.errors import RemindfulError
@@ -78,6 +82,61 @@ class ArrivalOrder:
 
 
 _ORDERS: weakref.WeakKeyDictionary[Any, ArrivalOrder] = weakref.WeakKeyDictionary()
+
+
+class ResumedSessions:
+    """The session each client of one server resumed (``memory_resume_session``): its searches,
+    context and suggestions rank that session's memories higher, and no other client's do (one
+    HTTP server serves many agents through one MemoryManager).
+
+    A client is its MCP session: the ``Mcp-Session-Id`` the streamable HTTP transport checks on
+    every request. Requests without one count as one client: over stdio that is the process's only
+    client; over HTTP, clients of the sessionless (2026) protocol, which nothing tells apart. The
+    records of the ``MAX_CLIENTS`` clients that resumed last are kept. Thread-safe (tools run in
+    worker threads).
+    """
+
+    MAX_CLIENTS = 1000
+
+    def __init__(self) -> None:
+        self._by_client: OrderedDict[str | None, str] = OrderedDict()
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def client(ctx: Context) -> str | None:
+        """The client ``ctx``'s request comes from (None: the only one)."""
+        headers = ctx.headers
+        return headers.get(MCP_SESSION_ID_HEADER) if headers is not None else None
+
+    def of(self, ctx: Context) -> str | None:
+        """The session the client of ``ctx`` resumed, or None."""
+        with self._lock:
+            return self._by_client.get(self.client(ctx))
+
+    def resume(self, ctx: Context, session_id: str) -> None:
+        """The client of ``ctx`` resumed ``session_id`` (instead of any it resumed before)."""
+        client = self.client(ctx)
+        with self._lock:
+            self._by_client[client] = session_id
+            self._by_client.move_to_end(client)
+            while len(self._by_client) > self.MAX_CLIENTS:
+                self._by_client.popitem(last=False)
+
+    def forget(self, session_id: str | None = None) -> None:
+        """No client has ``session_id`` (deleted) resumed any more; with None, none has any
+        (the store was cleared or restored)."""
+        with self._lock:
+            for client, resumed in list(self._by_client.items()):
+                if session_id is None or resumed == session_id:
+                    del self._by_client[client]
+
+
+_RESUMED: weakref.WeakKeyDictionary[Any, ResumedSessions] = weakref.WeakKeyDictionary()
+
+
+def resumed_sessions(mcp: Any) -> ResumedSessions:
+    """The :class:`ResumedSessions` of the MCPServer ``mcp`` (one per server)."""
+    return _RESUMED.setdefault(mcp, ResumedSessions())
 
 
 def tool(mcp: Any, annotations: ToolAnnotations) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -160,9 +219,11 @@ __all__ = [
     "GetManager",
     "MemoryTypeName",
     "Result",
+    "ResumedSessions",
     "ok",
     "one_line",
     "reject_unknown_arguments",
+    "resumed_sessions",
     "tool",
     "tool_error",
 ]

@@ -12,6 +12,7 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated, Any
 
+from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ResourceError
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -25,6 +26,7 @@ from remindful.shells.mcp.tools.common import (
     MemoryTypeName,
     ok,
     one_line,
+    resumed_sessions,
     tool,
 )
 
@@ -57,6 +59,7 @@ class StoreItem(BaseModel):
 
 def register(mcp: Any, get_manager: GetManager) -> None:
     """Add the core tools and the ``memory://`` resources to the MCPServer ``mcp``."""
+    resumed = resumed_sessions(mcp)
 
     def session(manager: MemoryManager, value: str | None) -> str | None:
         return manager.session_id if value == "current" else value
@@ -137,6 +140,8 @@ def register(mcp: Any, get_manager: GetManager) -> None:
                 description="Relevance floor (default search.min_score); 0 returns the top hits whatever they score.",
             ),
         ] = None,
+        *,
+        ctx: Context,
     ) -> dict[str, Any]:
         """Search memories by meaning and keywords (hybrid); best first. ``score`` is a calibrated
         relevance in [0, 1], the same scale for every query (about the chance the hit is a real
@@ -148,7 +153,17 @@ def register(mcp: Any, get_manager: GetManager) -> None:
         superseded_by (a newer memory on the same subject), ...}]}.
         """
         m = get_manager()
-        hits = m.search(query, memory_types, limit, filters, session(m, session_id), since, until, min_score)
+        hits = m.search(
+            query,
+            memory_types,
+            limit,
+            filters,
+            session(m, session_id),
+            since,
+            until,
+            min_score,
+            resumed_session=resumed.of(ctx),
+        )
         return {"success": True, "query": query, "count": len(hits), "memories": [h.to_dict() for h in hits]}
 
     @tool(mcp, READ_ONLY)

@@ -45,8 +45,8 @@ from operator import itemgetter
 import numpy as np
 
 from remindful.config import SearchSettings
-from remindful.engine import calibration, diversity, rerank
 from remindful.engine.catalog import Catalog, MemoryRow
+from remindful.engine.retrieval import calibration, diversity, rerank
 from remindful.engine.sqlfilter import SqlFilter
 
 # Words too common to carry meaning in a lexical match; the dense spaces still see them.
@@ -286,13 +286,14 @@ def rank(
     typed: bool = False,
     searched: int | None = None,
     pending_after: int | None = None,
-    resumed_session: str | None = None,
-    min_score: float | None = None,
-    diverse: bool = True,
+    resumed_session: str | None,
+    min_score: float,
+    diverse: bool,
 ) -> list[Ranked]:
     """Run the pipeline; returns at most ``limit`` hits best first, none scoring below
-    ``min_score`` (default ``settings.min_score``). ``diverse``: collapse near-duplicates and put
-    newer versions first (callers that count repeats, such as failure warnings, turn it off).
+    ``min_score``. ``diverse``: collapse near-duplicates and put newer versions first (callers
+    that count repeats, such as failure warnings, turn it off). ``resumed_session``: the session
+    whose memories this search ranks higher (None: none).
 
     One worker thread runs the lexical queries on its own connection while this thread calls
     ``embed_query()`` (which should leave a core free for them) and asks the vector index.
@@ -339,8 +340,7 @@ def rank(
     groups, vectors, rows = _distinct(catalog, fused, flt, settings, resumed_session, wanted, diverse, reorder)
     known = dict(candidates.by_space.get("context", ()))
     scores = calibration.scores(_evidence(vector, terms, groups, vectors, known, covered, find))
-    floor = settings.min_score if min_score is None else min_score
-    kept = [(g, score) for g, score in zip(groups, scores, strict=True) if score >= floor][:limit]
+    kept = [(g, score) for g, score in zip(groups, scores, strict=True) if score >= min_score][:limit]
     found_in = {space: {mid for mid, _ in ranked} for space, ranked in candidates.by_space.items()}
     return [
         Ranked(
