@@ -1,6 +1,6 @@
 """Calibrated relevance: what ``SearchHit.score`` means.
 
-The fused ranking (:mod:`remindful.engine.search`) normalises each space per query, so its top hit
+The fused ranking (:mod:`remindful.engine.retrieval.search`) normalises each space per query, so its top hit
 always scores 1 whatever it is. The score a caller sees is instead an absolute estimate, the same
 for every query and store: the probability that a hit is a genuine match rather than noise, at
 even prior odds.
@@ -15,7 +15,7 @@ It is a logistic function of two absolute quantities and the hit's place:
   to a question often sits in the turn after the one that names its topic: its context cosine
   says so where its own does not.
 - ``best``: the highest evidence among the hits the search ranked (at least twice
-  :data:`BEST_OF`, see :func:`remindful.engine.search.rank`). A query whose best match is weak is
+  :data:`BEST_OF`, see :func:`remindful.engine.retrieval.search.rank`). A query whose best match is weak is
   off topic for this store, and so is every hit it has; a moderate hit beside a strong one is
   more likely a real (partial) answer than the same hit alone.
 - ``first``: whether the hit is the one the ranking put first. The ranking read more than the

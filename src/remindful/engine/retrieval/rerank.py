@@ -1,6 +1,6 @@
 """Re-ranking the first fused candidates with a fitted linear model.
 
-Fusion (:mod:`remindful.engine.search`) adds each space's scores min-max normalised per query: it
+Fusion (:mod:`remindful.engine.retrieval.search`) adds each space's scores min-max normalised per query: it
 knows how a memory ranks in each space, not how much of the query it holds. The first
 :data:`DEPTH` candidates (by boosted fused score) are therefore re-ordered by the boost factor times
 
@@ -15,7 +15,7 @@ knows how a memory ranks in each space, not how much of the query it holds. The 
 - ``lexical_context``: the memory's BM25 in the ``lexical_context`` space over the query's best
   there (0 when that space did not find it);
 - ``coverage``: the share of the query's lexical terms the memory holds
-  (:func:`remindful.engine.calibration.coverage`): BM25 OR-s the terms, so one rare term can
+  (:func:`remindful.engine.retrieval.calibration.coverage`): BM25 OR-s the terms, so one rare term can
   outweigh all the others;
 - ``entities``: the share of the query's names (its capitalised words after the first, stopwords
   aside) that the memory holds. A name the store repeats often ("Anna", a project) weighs little

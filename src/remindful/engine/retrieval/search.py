@@ -21,13 +21,13 @@ by at most ``1 + importance_boost`` (importance), ``1 + session_boost`` (the res
 ``1 + recency_boost`` (the recency prior: ``recency_boost * 0.5 ** (age / half-life)``, with the
 half-life ``search.recency_half_life_days``, 0 turning it off). That orders the candidates, and
 the first of them are re-ordered by a fitted linear model of their cosine, context BM25, term and
-name overlap (:mod:`remindful.engine.rerank`; ``search.rerank``), its score multiplied by the
+name overlap (:mod:`remindful.engine.retrieval.rerank`; ``search.rerank``), its score multiplied by the
 same boosts.
 
 Then near-duplicates collapse and newer versions of a subject move above older ones
-(:mod:`remindful.engine.diversity`), over a pool that grows until ``limit`` distinct hits are
+(:mod:`remindful.engine.retrieval.diversity`), over a pool that grows until ``limit`` distinct hits are
 found (at least ``BEST_OF``, and as many again in reserve); and each hit gets its calibrated score
-(:mod:`remindful.engine.calibration`), an absolute relevance in [0, 1] comparable across queries.
+(:mod:`remindful.engine.retrieval.calibration`), an absolute relevance in [0, 1] comparable across queries.
 Hits below ``min_score`` are dropped and the reserve fills their places: the order is kept, the
 score says how much to trust each hit.
 """
@@ -356,7 +356,7 @@ def rank(
 
 @dataclass(slots=True)
 class Reorder:
-    """The re-ranking of the first fused candidates (:mod:`remindful.engine.rerank`) for one query.
+    """The re-ranking of the first fused candidates (:mod:`remindful.engine.retrieval.rerank`) for one query.
     The model reads the fused score before the boosts, and its score is multiplied by the same
     boost factor, so importance, the resumed session and recency reorder near-ties as before."""
 
@@ -391,7 +391,7 @@ class Reorder:
     def features(
         self, head: Sequence[tuple[MemoryRow, float]], vectors: Mapping[str, np.ndarray]
     ) -> list[tuple[float, ...]]:
-        """Each candidate's :data:`remindful.engine.rerank.FEATURES`, in order."""
+        """Each candidate's :data:`remindful.engine.retrieval.rerank.FEATURES`, in order."""
         if not head:
             return []
         bm25, top = self.bm25, self.top
@@ -466,10 +466,10 @@ def _evidence(
     covered: dict[str, float],
     find: Callable[[str], frozenset[str]],
 ) -> list[float]:
-    """Each group's evidence (:func:`remindful.engine.calibration.evidence`), in ranked order: the
+    """Each group's evidence (:func:`remindful.engine.retrieval.calibration.evidence`), in ranked order: the
     higher of its cosine and its context cosine where the search computed one (``known``), plus its
     term coverage. ``covered``: term coverage already computed, by memory id; ``find``: a
-    :func:`remindful.engine.calibration.finder` of ``terms``, for the others."""
+    :func:`remindful.engine.retrieval.calibration.finder` of ``terms``, for the others."""
     own = []
     for group in groups:
         shown = group.shown
