@@ -195,6 +195,7 @@ def test_a_failing_collection_query_falls_back_to_the_catalog(tmp_path: Path) ->
         memory.flush()
         hits = memory.search("login captcha screen")
         assert hits[0].id == screen and "dense" in hits[0].sources
+        assert memory.flush(timeout=30)  # the index is reopened in the background, not by the search
         assert index.closed >= 1
 
 

@@ -196,6 +196,7 @@ class Catalog:
         self._local = threading.local()
         self._lexical = LexicalSearch(self)
         self._readers: list[sqlite3.Connection] = []
+        self._readers_lock = threading.Lock()  # not the shared connection's: a reader never waits for a writer
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         try:
             connection.make_private(path)
@@ -221,7 +222,7 @@ class Catalog:
             )
 
     def close(self) -> None:
-        with self._lock:
+        with self._lock, self._readers_lock:
             self._conn.close()
             for conn in self._readers:
                 conn.close()
@@ -233,7 +234,7 @@ class Catalog:
         if conn is None:
             conn = connection.connect(self.path, check_same_thread=False)
             self._local.conn = conn
-            with self._lock:
+            with self._readers_lock:
                 self._readers.append(conn)
         return conn
 
@@ -262,13 +263,17 @@ class Catalog:
 
     def read(self, sql: str, params: Sequence[Any] = (), *, private: bool = False) -> list[Any]:
         """Rows of a query. ``private=True`` runs it on this thread's own connection, in parallel
-        with the shared one (search runs its lexical queries that way while it embeds the query)."""
+        with the shared one (search runs its lexical queries that way while it embeds the query).
+        A read never waits for a write of another thread: while one holds the shared connection
+        (perhaps waiting for another process's transaction), it runs on this thread's own."""
 
         def run() -> list[Any]:
-            if private:
+            if private or not self._lock.acquire(blocking=False):
                 return self._reader().execute(sql, params).fetchall()
-            with self._lock:
+            try:
                 return self._conn.execute(sql, params).fetchall()
+            finally:
+                self._lock.release()
 
         return with_retries(run, what="read")
 
