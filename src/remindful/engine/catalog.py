@@ -268,14 +268,25 @@ class Catalog:
         (perhaps waiting for another process's transaction), it runs on this thread's own."""
 
         def run() -> list[Any]:
-            if private or not self._lock.acquire(blocking=False):
+            if private:
                 return self._reader().execute(sql, params).fetchall()
-            try:
-                return self._conn.execute(sql, params).fetchall()
-            finally:
-                self._lock.release()
+            with self._reading() as conn:
+                return conn.execute(sql, params).fetchall()
 
         return with_retries(run, what="read")
+
+    @contextmanager
+    def _reading(self) -> Iterator[sqlite3.Connection]:
+        """A connection to read on: the shared one if no other thread holds it (this thread's
+        transaction included), else this thread's own rather than waiting for the holder (a write
+        may be waiting for another process's transaction, up to the busy timeout and retries)."""
+        if not self._lock.acquire(blocking=False):
+            yield self._reader()
+            return
+        try:
+            yield self._conn
+        finally:
+            self._lock.release()
 
     def read_in(self, sql: str, keys: Sequence[Any], params: Sequence[Any] = ()) -> list[Any]:
         """Rows of ``sql`` for every key: ``{marks}`` in it stands for a chunk of ``keys`` (as
@@ -380,13 +391,13 @@ class Catalog:
         rows_sql, count_sql = _embeddings_sql(flt), _bounded_count_sql(flt)
 
         def run() -> tuple[list[str], np.ndarray | None] | None:
-            with self._lock:
-                cursor = self._conn.execute(rows_sql, flt.params)
+            with self._reading() as conn:
+                cursor = conn.execute(rows_sql, flt.params)
                 try:
                     rows = cursor.fetchmany(few + 1)
                     if len(rows) <= few:
                         return _matrix(rows)
-                    if not take(int(self._conn.execute(count_sql, [*flt.params, at_most]).fetchone()[0])):
+                    if not take(int(conn.execute(count_sql, [*flt.params, at_most]).fetchone()[0])):
                         return None
                     return _matrix(rows + cursor.fetchall())
                 finally:

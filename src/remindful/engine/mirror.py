@@ -50,7 +50,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
@@ -58,6 +58,7 @@ from remindful.config import PerformanceSettings
 from remindful.embed.base import Embedder
 from remindful.engine.background import BackgroundIndexer, DeleteFinisher, Errand
 from remindful.engine.catalog import Catalog, MemoryRow, catalog_damaged, integrity_problem
+from remindful.engine.flat import FlatVectors
 from remindful.engine.retrieval.search import top_k_exact
 from remindful.engine.sqlfilter import SqlFilter, build_filter, index_metadata
 from remindful.errors import CorruptionError, RemindfulError, StorageError
@@ -74,6 +75,9 @@ INDEX_RETRY_S = 1.0
 #: A failed index write is retried this many times in all, the index reloaded before each retry.
 INDEX_WRITE_TRIES = 2
 PENDING_REFRESH = 2000
+#: A backlog of rows left un-indexed is watched this long: while it shrinks (another process is
+#: indexing them) it is left alone.
+BACKLOG_WATCH_S = 2.0
 #: A background wait for the index lock checks this often whether it should give up.
 LOCK_POLL_S = 0.05
 #: Vectors (or window spots) per step in the background: ~0.1 s of GIL per Chroma delete call
@@ -88,6 +92,9 @@ OVERFETCH = 3
 #: one distinct memory (cosine 0.80 with the query) among 1,100 near-identical notes was not found
 #: in 5 of 12 rebuilt indexes, and needed ef = 400 in one.
 EXHAUSTIVE_BELOW = 2000
+#: The copy of the vectors that exact scoring keeps (:mod:`remindful.engine.flat`) is freed once
+#: the index has served searches alone this long.
+FLAT_IDLE_S = 60.0
 #: Closing lets the background indexer work through its queue this long; what is left then stays
 #: marked un-indexed, and the next process to open the index indexes it.
 CLOSE_BUDGET_S = 30.0
@@ -95,6 +102,15 @@ CLOSE_BUDGET_S = 30.0
 EMBED_BATCH = 256
 
 DenseQuery = Callable[[np.ndarray, int], list[tuple[str, float]]]
+
+
+class DenseSource(NamedTuple):
+    """What a search asks for dense candidates: ``query(vector, k)``, and the rowid above which
+    rows may be missing from what it asks (the search scores those exactly from the catalog,
+    with the rows not yet indexed)."""
+
+    query: DenseQuery
+    pending_after: int
 
 
 class EmbedderSource(Protocol):
@@ -141,7 +157,8 @@ class IndexMirror:
         self._embedder = embedder
         self._new_index = new_index
         self._performance = performance
-        self._lock = threading.RLock()
+        self._lock = threading.RLock()  # opening the index (long: it waits for the index lock)
+        self._workers_lock = threading.Lock()  # starting a background worker (short)
         self._index: VectorIndex | None = None
         self._index_opened = False
         self._index_error: str | None = None
@@ -168,6 +185,9 @@ class IndexMirror:
         self._viewer: Errand | None = None
         self._reload_wanted = False  # a query failed: the next refresh reloads even if no one wrote
         self._closing = False  # close() runs: no background thread is started
+        self._flat: FlatVectors | None = None  # the vectors, for exact scoring (made when first needed)
+        self._backlogger: Errand | None = None  # indexes rows left un-indexed, when nobody else does
+        self._backlog_top = 0  # the last rowid of that backlog
 
     # -- the index: open, state, lock -----------------------------------------------------------
 
@@ -210,7 +230,7 @@ class IndexMirror:
         if reload:
             self._reload_wanted = True
         if self._viewer is None:
-            with self._lock:
+            with self._workers_lock:
                 if self._viewer is None:
                     self._viewer = Errand("remindful-index-view", self._view_errand)
         self._viewer.ask()
@@ -317,15 +337,56 @@ class IndexMirror:
         log.debug("vector index ready in %.0f ms", (time.perf_counter() - started) * 1000)
 
     def _queue_backlog(self) -> None:
-        """Hand the rows marked un-indexed now to the background indexer (rows left by a process
+        """Have the rows marked un-indexed now indexed in the background (rows left by a process
         that stopped or crashed, or by a failed write): whoever opens the index never indexes
-        them on its own thread. Another live process may be indexing some of them: they are
-        indexed once (:meth:`index_ids` takes only rows still un-indexed), at worst embedded twice."""
+        them on its own thread (see :meth:`_index_backlog`)."""
         if self._exiting or self._closing:  # no new threads: the next open takes them
             return
-        ids = [r[0] for r in self.catalog.read("SELECT id FROM memories WHERE indexed = 0 ORDER BY rowid")]
-        if ids:
-            self._background().submit(ids)
+        top = self._max_rowid()
+        with self._workers_lock:
+            self._backlog_top = max(self._backlog_top, top)
+            if self._backlogger is None:
+                self._backlogger = Errand("remindful-index-backlog", self._index_backlog)
+        self._backlogger.ask()
+
+    def _index_backlog(self) -> None:
+        """Index the rows (up to the rowid last noted) left un-indexed, unless another process is
+        indexing them: several processes sharing a store each index what they store, and taking
+        their rows too would embed them twice over (on a busy machine, at the searches' expense).
+        So the backlog is watched for ``BACKLOG_WATCH_S``; while it shrinks, it is left alone;
+        once it stands still, it is indexed here, a batch at a time, until someone else's work
+        shows again (or it is done, or a batch gets nowhere: what is left waits for the next
+        open)."""
+        top = self._backlog_top
+
+        def left() -> int:
+            flt = SqlFilter("indexed = 0 AND rowid <= ?", (top,))
+            return self.catalog.count(flt)
+
+        while True:
+            before = left()
+            if not before or self._stopping.wait(BACKLOG_WATCH_S):
+                return
+            if left() < before:
+                continue  # another process is on it
+            while True:
+                before = left()
+                ids = [
+                    r[0]
+                    for r in self.catalog.read(
+                        "SELECT id FROM memories WHERE indexed = 0 AND rowid <= ? ORDER BY rowid LIMIT ?",
+                        (top, EMBED_BATCH),
+                    )
+                ]
+                if not ids or self._stopping.is_set():
+                    return
+                self.index_ids(ids)
+                after = left()
+                if after >= before:
+                    log.info("%d memories left un-indexed for now: indexing them got nowhere", after)
+                    return
+                if before - after > len(ids):
+                    break  # others index some too: watch again
 
     def _check_index_files(self, index: VectorIndex) -> None:
         """Run the index's full health check (seconds: a child process opens every collection) only
@@ -514,7 +575,7 @@ class IndexMirror:
     def _background(self) -> BackgroundIndexer:
         """The background indexer, started now if it was not yet."""
         if self._indexer is None:
-            with self._lock:
+            with self._workers_lock:
                 if self._indexer is None:
                     self._indexer = BackgroundIndexer(
                         self.index_ids,
@@ -649,10 +710,12 @@ class IndexMirror:
             return None if deadline is None else max(0.0, deadline - time.monotonic())
 
         # One after the other, each looked up when its turn comes: the viewer's open hands work
-        # to the indexer, whose open may queue deletions.
+        # to the indexer and the backlog, whose open may queue deletions.
         if self._viewer is not None and not self._viewer.wait(left()):
             return False
         if self._indexer is not None and not self._indexer.flush(left()):
+            return False
+        if self._backlogger is not None and not self._backlogger.wait(left()):
             return False
         return self._deleter is None or self._deleter.flush(left())
 
@@ -681,7 +744,7 @@ class IndexMirror:
         if self._exiting or self._closing:
             return
         if self._deleter is None:
-            with self._lock:
+            with self._workers_lock:
                 if self._deleter is None:
                     self._deleter = DeleteFinisher(self._finish_step, chunk=FINISH_CHUNK)
         self._deleter.kick()
@@ -745,61 +808,79 @@ class IndexMirror:
 
     # -- dense queries --------------------------------------------------------------------------
 
-    def dense_query(self, types: Sequence[MemoryType], counts: Mapping[str, int]) -> DenseQuery | None:
-        """``query(vector, k)`` over the collections of ``types`` that hold anything (per
-        ``counts``, the catalog's count of each type), or None while the index is not open (it is
-        opened in the background: see :meth:`_searchable`) or unusable. Never waits for the
-        index: while this process reloads its copy, a query scores those types exactly from the
-        catalog."""
+    def dense_query(self, types: Sequence[MemoryType], counts: Mapping[str, int]) -> DenseSource:
+        """What a search asks for dense candidates over ``types`` (``counts``: the catalog's count
+        of each type): the index's collections if it is open and usable, else (while it opens in
+        the background, see :meth:`_searchable`, or for good if it is damaged) the catalog's
+        vectors scored exactly (:class:`~remindful.engine.flat.FlatVectors`). Never waits for
+        the index: while this process reloads its copy, a query scores exactly too."""
         index = self._searchable()
         if index is None:
-            return None
+            top = self._max_rowid()  # the copy reads every row up to here (at least) when asked
+            return DenseSource(lambda vector, k: self._exact(types, counts, vector, k), top)
+        self._drop_idle_flat()
 
         def run(vector: np.ndarray, k: int) -> list[tuple[str, float]]:
             found: list[tuple[str, float]] = []
             with self._view.shared() as usable:
+                if not usable:
+                    return self._exact(types, counts, vector, k)
                 for memory_type in types:
                     n = counts.get(memory_type.value, 0)
                     if not n:
-                        continue
-                    if not usable:
-                        found += self._exact(memory_type, vector, k)
                         continue
                     # A small collection is asked for all its rows: HNSW then visits every node it
                     # can reach, not just the ones its usual candidate list (ef) gets to.
                     want = max(k, n) if n <= EXHAUSTIVE_BELOW else k
                     gone = self._unindexing.get(memory_type.value)
                     if not gone:
-                        found += self._query_collection(index, memory_type, vector, want)[:k]
+                        found += self._query_collection(index, memory_type, counts, vector, want)[:k]
                         continue
                     # Deleted, vectors not removed yet: skip them and ask for more to make up.
-                    hits = self._query_collection(index, memory_type, vector, want + min(len(gone), OVERFETCH * k))
+                    want += min(len(gone), OVERFETCH * k)
+                    hits = self._query_collection(index, memory_type, counts, vector, want)
                     found += [(mid, score) for mid, score in hits if mid not in gone][:k]
             return sorted(found, key=lambda item: -item[1])[:k]
 
-        return run
+        return DenseSource(run, self.pending_after())
 
     def _query_collection(
-        self, index: VectorIndex, memory_type: MemoryType, vector: np.ndarray, k: int
+        self, index: VectorIndex, memory_type: MemoryType, counts: Mapping[str, int], vector: np.ndarray, k: int
     ) -> list[tuple[str, float]]:
         """One collection's nearest neighbours. If the index fails (for example a collection another
         process created after this one loaded its view: "Nothing found on disk"), this type is
-        scored exactly from the catalog, and the background viewer reloads the view."""
+        scored exactly, and the background viewer reloads the view."""
         try:
             return index.query(memory_type.collection, vector, k)
         except RemindfulError as exc:
             log.info(
-                "vector index query of %s failed (%s); scoring it from the catalog and reloading the index",
+                "vector index query of %s failed (%s); scoring it exactly and reloading the index",
                 memory_type.collection,
                 exc,
             )
         self._ask_viewer(reload=True)
-        return self._exact(memory_type, vector, k)
+        return self._exact([memory_type], counts, vector, k)
 
-    def _exact(self, memory_type: MemoryType, vector: np.ndarray, k: int) -> list[tuple[str, float]]:
-        """The ``k`` memories of ``memory_type`` nearest to ``vector``, scored exactly from the catalog."""
-        ids, matrix = self.catalog.filtered_embeddings(build_filter(types=[memory_type.value]))
+    def _exact(
+        self, types: Sequence[MemoryType], counts: Mapping[str, int], vector: np.ndarray, k: int
+    ) -> list[tuple[str, float]]:
+        """The ``k`` memories of ``types`` nearest to ``vector``, scored exactly: from this
+        process's copy of the vectors, or (a store too large to copy) from the catalog."""
+        flat = self._flat
+        if flat is None:
+            with self._workers_lock:
+                flat = self._flat = self._flat or FlatVectors(self.catalog)
+        found = flat.query([t.value for t in types], counts, vector, k)
+        if found is not None:
+            return found
+        ids, matrix = self.catalog.filtered_embeddings(build_filter(types=[t.value for t in types]))
         return top_k_exact(vector, ids, matrix, k) if matrix is not None else []
+
+    def _drop_idle_flat(self) -> None:
+        """The index serves searches: free the copy of the vectors if no search needed it lately."""
+        flat = self._flat
+        if flat is not None and flat.idle_s() > FLAT_IDLE_S:
+            self._flat = None
 
     # -- closing --------------------------------------------------------------------------------
 
@@ -819,10 +900,11 @@ class IndexMirror:
         if self._indexer is not None:
             self._indexer.close(CLOSE_BUDGET_S)
             self._indexer = None
-        self._stopping.set()  # the viewer gives up a wait for the index lock
-        if self._viewer is not None:
-            self._viewer.close()
-            self._viewer = None
+        self._stopping.set()  # the viewer and the backlog give up a wait for the index lock
+        for errand in (self._viewer, self._backlogger):
+            if errand is not None:
+                errand.close()
+        self._viewer = self._backlogger = None
         self.finish_deletes()
         if self._index is not None:
             with self._view.exclusive(), contextlib.suppress(Exception):
@@ -864,8 +946,9 @@ class IndexLock:
         self._acquire_thread_lock(cancel)
         try:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+            if not _flock(fd, cancel):
+                raise WaitCancelled  # the descriptor is the waiting thread's now
             try:
-                _flock(fd, cancel)
                 generation = _read_generation(os.pread(fd, 32, 0))
                 try:
                     yield generation
@@ -889,21 +972,39 @@ class IndexLock:
                 raise WaitCancelled
 
 
-def _flock(fd: int, cancel: threading.Event | None) -> None:
-    """Lock ``fd`` exclusively: a blocking wait, or (with ``cancel``) tries that give up once the
-    event is set (a blocked flock cannot be interrupted from another thread)."""
-    if cancel is None:
+def _flock(fd: int, cancel: threading.Event | None) -> bool:
+    """Lock ``fd`` exclusively, waiting as long as it takes; with ``cancel``, give up once the
+    event is set and return False. A blocked flock cannot be interrupted, and tries at intervals
+    lose to the processes blocked in flock (they are woken first): so the wait is a blocking one
+    in a thread of its own, which (if given up) unlocks and closes ``fd`` once it gets the lock.
+    The thread holds nothing else and touches nothing but the lock file."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | (0 if cancel is None else fcntl.LOCK_NB))
+        return True
+    except BlockingIOError:
+        pass
+    assert cancel is not None
+    granted = threading.Event()
+    given_up = False
+    guard = threading.Lock()
+
+    def wait() -> None:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        return
-    pause = 0.001
-    while True:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return
-        except BlockingIOError:
-            if cancel.wait(pause):
-                raise WaitCancelled from None
-            pause = min(2 * pause, LOCK_POLL_S)
+        with guard:
+            if given_up:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+                os.close(fd)
+            else:
+                granted.set()
+
+    threading.Thread(target=wait, name="remindful-index-lock-wait", daemon=True).start()
+    while not granted.wait(LOCK_POLL_S):
+        if cancel.is_set():
+            with guard:
+                if not granted.is_set():
+                    given_up = True
+                    return False
+    return True
 
 
 class ViewLock:

@@ -540,7 +540,7 @@ class Store:
         exact = self.exact_before_index > 0 and searched <= self.exact_before_index
         exact = exact and not mirror.state()["opened"]
         # Never waits for the index: while it opens (in the background) or this process reloads
-        # its copy, the dense spaces are scored exactly from the catalog.
+        # its copy, the dense spaces are scored exactly.
         dense = None if exact else mirror.dense_query(searched_types, counts)
         results = rank(
             catalog,
@@ -549,11 +549,11 @@ class Store:
             flt,
             settings=self.settings.search,
             limit=limit,
-            dense_from_index=dense,
+            dense_from_index=None if dense is None else dense.query,
             restricted=restricted,
             typed=type_values is not None and len(set(type_values)) < len(MemoryType),
             searched=searched,
-            pending_after=None if dense is None else mirror.pending_after(),
+            pending_after=None if dense is None else dense.pending_after,
             resumed_session=resumed_session,
             min_score=min_score,
             diverse=collapse,
@@ -646,6 +646,7 @@ class Store:
                 mirror.close()
         if self._access is not None:
             self._access.close()
+        self.quotas.wait_for_size()
         with self._init_lock:
             if self._catalog is not None:
                 self._catalog.close()
