@@ -150,7 +150,7 @@ def test_the_dashboard_and_the_daemon_answer_the_mapped_status(
         raise make()
 
     monkeypatch.setattr(memory, "get", fail)
-    monkeypatch.setattr("remindful.services.context.gather_context", fail)
+    monkeypatch.setattr(memory, "context", fail)
     bearer = {"Authorization": f"Bearer {TOKEN}"}
     dashboard = TestClient(build_app(memory, TOKEN), base_url=BASE, headers=bearer)
     daemon = TestClient(daemon_app(memory), base_url=BASE, headers=bearer)
