@@ -507,6 +507,7 @@ class Store:
             resumed_session=self._resumed_session,
             min_score=0.0 if min_score is None else min_score,
             diverse=collapse,
+            embed_missing=state._embed_and_save,
         )
         state.record_search(time.perf_counter() - started, [hit.row.id for hit in results])
         return [
@@ -521,6 +522,7 @@ class Store:
                 source=MemorySource(hit.row.source),
                 sources=hit.spaces,
                 similar=hit.similar,
+                similar_ids=hit.similar_ids,
                 superseded_by=hit.superseded_by,
             )
             for hit in results
