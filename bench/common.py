@@ -262,16 +262,18 @@ def turn_texts(data: Iterable[dict[str, Any]], *, speaker: bool = False) -> list
     ]
 
 
-def logistic(x: Any, y: Any, l2: float) -> tuple[Any, float]:
+def logistic(x: Any, y: Any, l2: float, row_weights: Any = None) -> tuple[Any, float]:
     """Raw-unit weights and bias of a class-balanced, L2-regularised logistic regression of labels
     ``y`` (0 or 1) on the rows of ``x``: features standardised, Newton's method, then expressed in
-    the features' own units (the fitting benches' models)."""
+    the features' own units (the fitting benches' models). ``row_weights``: each row's weight (default
+    1), applied before the classes are balanced."""
     import numpy as np
 
     mean, scale = x.mean(0), x.std(0) + 1e-9
     z = np.hstack([(x - mean) / scale, np.ones((len(x), 1))])
-    positive = y.sum()
-    sample = np.where(y > 0, (len(y) - positive) / max(positive, 1.0), 1.0)
+    given = np.ones(len(y)) if row_weights is None else np.asarray(row_weights, dtype=float)
+    positive = (given * (y > 0)).sum()
+    sample = given * np.where(y > 0, (given.sum() - positive) / max(positive, 1e-9), 1.0)
     w = np.zeros(z.shape[1])
     for _ in range(30):
         p = 1 / (1 + np.exp(-(z @ w)))

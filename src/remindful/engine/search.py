@@ -327,29 +327,50 @@ class Model:
         if rows and self.embed_missing is not None:
             self.vectors.update(self.embed_missing([(row.id, row.content) for row in rows[:EMBED_AT_SEARCH]]))
 
-    def _score(self, rows: Sequence[MemoryRow], candidates: Candidates) -> None:
+    def features(self, rows: Sequence[MemoryRow], candidates: Candidates) -> list[Features]:
+        """What the model reads of each of ``rows`` (candidates of this query)."""
         settings = self.settings
         window_weight = settings.lexical_context_weight if self.query.stems else 0.0
         windows = self.catalog.windows([row.id for row in rows]) if window_weight > 0 else {}
         zero = np.zeros_like(self.vector)
         cosines = (diversity.stacked([self.vectors.get(row.id, zero) for row in rows]) @ self.vector).tolist()
         context = dict(candidates.by_space.get("context", ()))
+        result = []
         for row, cosine in zip(rows, cosines, strict=True):
             own_lexical = self.query.lexical(row.content) if settings.lexical_weight > 0 else 0.0
             window = windows.get(row.id)
             window_lexical = self.query.lexical(window) if window is not None else own_lexical
+            result.append(Features(row, cosine, own_lexical, window_lexical, context.get(row.id)))
+        return result
+
+    def _score(self, rows: Sequence[MemoryRow], candidates: Candidates) -> None:
+        settings = self.settings
+        window_weight = settings.lexical_context_weight if self.query.stems else 0.0
+        for seen in self.features(rows, candidates):
             own, evidence = rerank.evidence(
-                cosine,
-                own_lexical,
-                window_lexical,
-                context.get(row.id),
+                seen.cosine,
+                seen.own_lexical,
+                seen.window_lexical,
+                seen.context_cosine,
                 dense_weight=settings.dense_weight,
                 lexical_weight=settings.lexical_weight,
                 lexical_context_weight=window_weight,
                 context_weight=settings.context_weight,
             )
-            gain = boost(row, settings, self.resumed_session, self.now)
-            self.scored[row.id] = Scored(row, own, evidence, gain, calibration.relevance(evidence + gain, own))
+            gain = boost(seen.row, settings, self.resumed_session, self.now)
+            score = calibration.relevance(evidence + gain, own)
+            self.scored[seen.row.id] = Scored(seen.row, own, evidence, gain, score)
+
+
+@dataclass(slots=True)
+class Features:
+    """What the relevance model reads of one candidate (:func:`remindful.engine.rerank.evidence`)."""
+
+    row: MemoryRow
+    cosine: float
+    own_lexical: float
+    window_lexical: float
+    context_cosine: float | None
 
 
 def _groups(
