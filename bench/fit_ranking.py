@@ -3,7 +3,8 @@ measure them held out: by data set, by LoCoMo conversation and by PersonaChat pe
 
 Recorded through the real pipeline (``search(min_score=0)``, the spy on ``search.Model.features``):
 every candidate of every question, with what the model reads of it (its cosine, the lexical
-evidence of its text and of its session window, its boost) and whether it is relevant, for
+evidence of its text and of its session window, its boost; for a candidate that cannot reach the
+first twenty, the window's lower bound, its text's) and whether it is relevant, for
 - LoCoMo (``--data``): each conversation's questions (categories 1-4; relevant: the evidence turns)
   and the next conversation's questions (nothing relevant), a store per conversation as
   bench/locomo.py builds it;
@@ -110,7 +111,7 @@ class Recorder:
 
         def spy(model: Any, rows: Any, candidates: Any) -> Any:
             found = features(model, rows, candidates)
-            recorder.seen += [(f, search.boost(f.row, model.settings, model.resumed_session, model.now)) for f in found]
+            recorder.seen += [(f, f.gain) for f in found]
             return found
 
         self._patch = mock.patch.object(search.Model, "features", spy)

@@ -244,7 +244,7 @@ def rank(
     # embedded meanwhile on the other cores (embed_query leaves one), then the vector index is asked.
     lexical = _pool().submit(_lexical, catalog, terms, flt, k, tables, restricted or typed) if tables else None
     vector = embed_query()
-    model = Model(catalog, vector, terms, settings, resumed_session, embed_missing)
+    model = Model(catalog, vector, terms, settings, resumed_session, embed_missing, keep=max(2 * limit, 20))
     while True:
         candidates = Candidates()
         if weights["dense"] > 0 or weights["context"] > 0:
@@ -260,7 +260,9 @@ def rank(
             for space, ranked in found.items():
                 candidates.add(space, ranked)
         scored = model.score(candidates, flt)
-        groups = _groups(scored, model.vectors, settings, diverse)
+        # Only the first ``limit`` hits are shown (the scores fall down the list, so the floor
+        # cuts from the end): newer versions are looked for among twice as many.
+        groups = _groups(scored, model.vectors, settings, diverse, keep=model.keep)
         # Near-duplicates may fold a full candidate list into fewer hits than asked for: look further.
         full = any(len(ranked) >= k for ranked in candidates.by_space.values())
         if len(groups) >= limit or not full or len(groups) == len(scored) or k >= MAX_CANDIDATES:
@@ -291,6 +293,7 @@ class Model:
         settings: SearchSettings,
         resumed_session: str | None,
         embed_missing: Callable[[Sequence[tuple[str, str]]], Mapping[str, np.ndarray]] | None,
+        keep: int = 20,
     ) -> None:
         self.catalog = catalog
         self.vector = vector
@@ -303,6 +306,8 @@ class Model:
         self.vectors: dict[str, np.ndarray] = {}
         self.scored: dict[str, Scored] = {}
         self.now = time.time()
+        #: Candidates sure to be ranked this high or higher have their windows read (see :meth:`features`).
+        self.keep = keep
 
     def weigh(self, doc_freqs: tuple[dict[str, int], int]) -> None:
         """Weigh the query's terms by their inverse document frequency in the store."""
@@ -328,38 +333,58 @@ class Model:
             self.vectors.update(self.embed_missing([(row.id, row.content) for row in rows[:EMBED_AT_SEARCH]]))
 
     def features(self, rows: Sequence[MemoryRow], candidates: Candidates) -> list[Features]:
-        """What the model reads of each of ``rows`` (candidates of this query)."""
+        """What the model reads of each of ``rows`` (candidates of this query). A window holds its
+        memory's words and more, so its lexical evidence is at least the memory's own: a candidate
+        that could not reach the first :attr:`keep` even if its window held every query term is
+        given that lower bound and its window is not read."""
         settings = self.settings
         window_weight = settings.lexical_context_weight if self.query.stems else 0.0
-        windows = self.catalog.windows([row.id for row in rows]) if window_weight > 0 else {}
         zero = np.zeros_like(self.vector)
         cosines = (diversity.stacked([self.vectors.get(row.id, zero) for row in rows]) @ self.vector).tolist()
         context = dict(candidates.by_space.get("context", ()))
         result = []
         for row, cosine in zip(rows, cosines, strict=True):
             own_lexical = self.query.lexical(row.content) if settings.lexical_weight > 0 else 0.0
-            window = windows.get(row.id)
-            window_lexical = self.query.lexical(window) if window is not None else own_lexical
-            result.append(Features(row, cosine, own_lexical, window_lexical, context.get(row.id)))
+            gain = boost(row, settings, self.resumed_session, self.now)
+            result.append(Features(row, cosine, own_lexical, own_lexical, context.get(row.id), gain))
+        if window_weight > 0 and result:
+            bounds = [self._evidence(f, window_weight) for f in result]
+            sure = sorted(
+                (calibration.relevance(total + f.gain, own) for f, (own, total) in zip(result, bounds, strict=True)),
+                reverse=True,
+            )
+            threshold = sure[self.keep - 1] if len(sure) >= self.keep else -1.0
+            read = [
+                f
+                for f, (own, total) in zip(result, bounds, strict=True)
+                if calibration.relevance(total + window_weight * (1.0 - f.own_lexical) + f.gain, own) >= threshold
+            ]
+            windows = self.catalog.windows([f.row.id for f in read])
+            for f in read:
+                window = windows.get(f.row.id)
+                if window is not None:
+                    f.window_lexical = self.query.lexical(window)
         return result
 
-    def _score(self, rows: Sequence[MemoryRow], candidates: Candidates) -> None:
+    def _evidence(self, seen: Features, window_weight: float) -> tuple[float, float]:
         settings = self.settings
-        window_weight = settings.lexical_context_weight if self.query.stems else 0.0
+        return rerank.evidence(
+            seen.cosine,
+            seen.own_lexical,
+            seen.window_lexical,
+            seen.context_cosine,
+            dense_weight=settings.dense_weight,
+            lexical_weight=settings.lexical_weight,
+            lexical_context_weight=window_weight,
+            context_weight=settings.context_weight,
+        )
+
+    def _score(self, rows: Sequence[MemoryRow], candidates: Candidates) -> None:
+        window_weight = self.settings.lexical_context_weight if self.query.stems else 0.0
         for seen in self.features(rows, candidates):
-            own, evidence = rerank.evidence(
-                seen.cosine,
-                seen.own_lexical,
-                seen.window_lexical,
-                seen.context_cosine,
-                dense_weight=settings.dense_weight,
-                lexical_weight=settings.lexical_weight,
-                lexical_context_weight=window_weight,
-                context_weight=settings.context_weight,
-            )
-            gain = boost(seen.row, settings, self.resumed_session, self.now)
-            score = calibration.relevance(evidence + gain, own)
-            self.scored[seen.row.id] = Scored(seen.row, own, evidence, gain, score)
+            own, evidence = self._evidence(seen, window_weight)
+            score = calibration.relevance(evidence + seen.gain, own)
+            self.scored[seen.row.id] = Scored(seen.row, own, evidence, seen.gain, score)
 
 
 @dataclass(slots=True)
@@ -371,22 +396,29 @@ class Features:
     own_lexical: float
     window_lexical: float
     context_cosine: float | None
+    gain: float  # its boost
 
 
 def _groups(
-    scored: Mapping[str, Scored], vectors: Mapping[str, np.ndarray], settings: SearchSettings, diverse: bool
+    scored: Mapping[str, Scored],
+    vectors: Mapping[str, np.ndarray],
+    settings: SearchSettings,
+    diverse: bool,
+    keep: int | None = None,
 ) -> list[tuple[diversity.Group, float]]:
     """The scored candidates (best first) as hits with their scores, best first: near-duplicates
-    collapsed and newer versions of a subject put first when ``diverse``. A hit's score is its
-    shown member's; a newer version moved above an older one takes the older one's score if that
-    is higher, so scores never rise down the list."""
+    collapsed and newer versions of a subject put first when ``diverse`` (among the first ``keep``
+    hits, all by default: the rest follow as they are). A hit's score is its shown member's; a
+    newer version moved above an older one takes the older one's score if that is higher, so
+    scores never rise down the list."""
     ranked = [diversity.Candidate(s.row.id, s.row.content, s.row.created_at, s.evidence) for s in scored.values()]
     similarity = settings.collapse_similarity if diverse else float("inf")
     groups, _ = diversity.collapse(ranked, vectors, similarity)
     groups.sort(key=lambda g: (-scored[g.shown.id].score, -scored[g.shown.id].evidence, g.shown.id))
     if not diverse:
         return [(g, scored[g.shown.id].score) for g in groups]
-    groups = diversity.supersede(groups, vectors, settings.supersede_similarity)
+    cut = len(groups) if keep is None else keep
+    groups = diversity.supersede(groups[:cut], vectors, settings.supersede_similarity) + groups[cut:]
     result: list[tuple[diversity.Group, float]] = []
     for index, group in enumerate(groups):
         score = scored[group.shown.id].score
