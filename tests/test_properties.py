@@ -17,6 +17,8 @@ json_scalars = st.one_of(
     st.floats(allow_nan=False, allow_infinity=False),
     st.text(max_size=20),
 )
+
+
 def plain_keys(size: int) -> st.SearchStrategy[str]:
     """Keys not named like a secret: a ``TOKEN`` or ``password`` key has its value redacted on the
     way in (tests/test_security_redact_rules.py), so it does not round-trip by design."""

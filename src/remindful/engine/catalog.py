@@ -410,6 +410,14 @@ class Catalog:
         """BM25 matches among rows passing ``flt``, best first: see :meth:`LexicalSearch.search`."""
         return self._lexical.search(terms, flt, limit, table=table, restricted=restricted)
 
+    def doc_freqs(self, terms: Sequence[str]) -> tuple[dict[str, int], int]:
+        """Memories holding each term, and the store's size: see :meth:`LexicalSearch.doc_freqs`."""
+        return self._lexical.doc_freqs(terms)
+
+    def windows(self, ids: Sequence[str]) -> dict[str, str]:
+        """Session-window texts by id: see :meth:`LexicalSearch.windows`."""
+        return self._lexical.windows(ids)
+
     def neighbourhoods(self, ids: Sequence[str], radius: int) -> list[tuple[str, str, int, bytes]]:
         """For each id: (id, neighbour id, offset, neighbour vector as float32 bytes) for every
         embedded memory within ``radius`` positions of it in its session (offset 0 is the memory

@@ -464,7 +464,7 @@ class IndexMirror:
             batch = self.catalog.unindexed(INDEX_BATCH)
             if not batch:
                 return done
-            fresh = self._embed_and_save([(row.id, row.content) for row, vector in batch if vector is None])
+            fresh = self.embed_and_save([(row.id, row.content) for row, vector in batch if vector is None])
             rows = []
             for row, vector in batch:
                 row.embedding = vector if vector is not None else fresh[row.id]
@@ -505,13 +505,13 @@ class IndexMirror:
         try:
             if self._unembedded.isdisjoint(ids) or (self._exiting and not self._embedder.loaded):
                 return
-            self._embed_and_save(self.catalog.without_embeddings(ids))
+            self.embed_and_save(self.catalog.without_embeddings(ids))
         finally:
             with self._embedded:
                 self._unembedded.difference_update(ids)
                 self._embedded.notify_all()
 
-    def _embed_and_save(self, texts: Sequence[tuple[str, str]]) -> dict[str, np.ndarray]:
+    def embed_and_save(self, texts: Sequence[tuple[str, str]]) -> dict[str, np.ndarray]:
         """Embed (id, content) pairs and save the vectors in the catalog; returns them by id."""
         if not texts:
             return {}

@@ -549,6 +549,7 @@ class Store:
             resumed_session=resumed_session,
             min_score=min_score,
             diverse=collapse,
+            embed_missing=mirror.embed_and_save,
         )
         self._record_search(time.perf_counter() - started, [hit.row.id for hit in results])
         return [
@@ -563,6 +564,7 @@ class Store:
                 source=MemorySource(hit.row.source),
                 sources=hit.spaces,
                 similar=hit.similar,
+                similar_ids=hit.similar_ids,
                 superseded_by=hit.superseded_by,
             )
             for hit in results
