@@ -157,7 +157,7 @@ def test_the_score_is_graded_among_strong_hits_and_the_gate_keeps_neighbours_out
 
 
 def test_lexical_evidence_needs_two_shared_terms_and_weighs_rare_ones() -> None:
-    from remindful.engine import rerank
+    from remindful.engine.retrieval import rerank
 
     terms = rerank.QueryTerms.of(["oldies", "music"], {"oldies": 5.0, "music": 1.0})
     assert terms.lexical("my favourite music is country music") == 0.0  # one shared word: coincidence
@@ -190,7 +190,7 @@ _TEXTS = st.text(st.sampled_from("abcdefg\u00e9\u00c9_-.1 \n" + _ODD), max_size=
 def test_the_finder_finds_what_stemming_every_word_finds(text: str, words: list[str]) -> None:
     # The query's terms come from its words (lowercased); a finder must find every stem the word
     # split finds, on any text: words of other scripts, underscores, case that changes length.
-    from remindful.engine import rerank
+    from remindful.engine.retrieval import rerank
 
     terms = sorted(set(words) | {w for word in words for w in re.findall(r"\w+", word)})
     find = rerank.finder(terms)

@@ -409,6 +409,11 @@ class IndexMirror:
         else:
             self.index_ids([r.id for r in rows])
 
+    def embeddings_pending(self) -> bool:
+        """Whether rows this process stored are still waiting for their vectors."""
+        with self._embedded:
+            return bool(self._unembedded)
+
     def await_embeddings(self, timeout: float) -> bool:
         """Wait (at most ``timeout`` seconds) until the rows this process stored without a vector
         have one, or their embedding failed; False on timeout."""

@@ -525,7 +525,11 @@ class Store:
         mirror, catalog = self.mirror, self.catalog
         started = time.perf_counter()
         # Read your writes: what this process stored is dense-searchable (lexically it is at once).
-        mirror.await_embeddings(self.settings.performance.search_timeout_ms / 1000)
+        # The query needs the model too, so the wait starts once it is loaded: a first use prepares
+        # the int8 model, which can take longer than the budget (the query's vector is cached).
+        if mirror.embeddings_pending():
+            embed_query(self.embedder, query)
+            mirror.await_embeddings(self.settings.performance.search_timeout_ms / 1000)
         restricted = bool(filters or session_id or since is not None or until is not None)
         searched_types = [MemoryType(t) for t in type_values] if type_values else list(MemoryType)
         counts = catalog.type_counts()
