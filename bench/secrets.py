@@ -357,7 +357,8 @@ def cli_paths(run: Run) -> None:
             raise RuntimeError(f"remindful {args[0]} exited {result.exit_code}: {result.output.strip()[-300:]}")
         return result.output
 
-    target = cli("store", "The production deploy needs two approvals", "--type", "knowledge").strip()
+    # the id is the last line (log lines of earlier surfaces may come first in the runner's output)
+    target = cli("store", "The production deploy needs two approvals", "--type", "knowledge").strip().splitlines()[-1]
 
     def store(kind: str, s: Sample) -> None:
         cli("store", s.text, "--metadata", json.dumps({"db": {"host": "db1", s.field: s.bare}}))

@@ -417,7 +417,9 @@ class IndexMirror:
 
     def index_ids(self, ids: list[str]) -> None:
         """Index the memories with these ids that are still un-indexed (read under the index lock,
-        so a memory deleted meanwhile is not indexed again)."""
+        so a memory deleted meanwhile is not indexed again). An id may come more than once (a
+        memory stored, then updated, in one batch of the background indexer): it is indexed once."""
+        ids = list(dict.fromkeys(ids))
         rows: list[MemoryRow] = []
         try:
             self._embed_stored(ids)  # first: search needs the vectors even without an index
