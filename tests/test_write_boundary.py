@@ -28,7 +28,7 @@ from remindful.services.ingest.events import build_record
 from remindful.services.ingest.filters import CaptureFilter, FilterConfig
 from remindful.services.ingest.hooks import spool_record
 from remindful.services.ingest.watcher import MarkdownWatcher
-from remindful.testing import catalog_rows, open_fake
+from remindful.testing import InMemoryIndex, catalog_rows, open_fake
 
 AWS = "AKIAQWERTYUIOPASDFGH"
 RAW_SESSION = f"deploy-{AWS}"
@@ -275,6 +275,31 @@ def test_the_watcher_redacts_the_whole_file_before_it_chunks_it(tmp_path: Path) 
     for half in (digits[:8], digits[8:]):  # either half of the card, in any spacing
         assert half.encode() not in blob.replace(b" ", b""), half
     assert not any(line.encode() in blob for line in key_lines)
+
+
+# -- the vector index ----------------------------------------------------------------------------------
+
+
+class RecordingIndex(InMemoryIndex):
+    """The in-memory index, keeping every metadata it was given."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.given: list[dict[str, Any]] = []
+
+    def upsert(self, collection: str, ids: Any, embeddings: Any, metadatas: Any) -> None:
+        self.given += [dict(m) for m in metadatas]
+        super().upsert(collection, ids, embeddings, metadatas)
+
+
+def test_the_vector_index_gets_ids_and_vectors_but_no_text_anyone_wrote(tmp_path: Path) -> None:
+    index = RecordingIndex()
+    with open_fake(tmp_path / "s", index=index) as memory:
+        memory.store("indexed note", session_id="canary-session", metadata={"note": "canary-metadata"})
+        assert memory.flush()
+        assert memory.search("indexed note", filters={"note": "canary-metadata"}, session_id="canary-session")
+    assert index.given and "canary" not in json.dumps(index.given)
+    assert set(index.given[0]) <= {"source", "memory_class", "created_at"}
 
 
 # -- defects found by the secret matrix --------------------------------------------------------------

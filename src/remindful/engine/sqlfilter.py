@@ -7,8 +7,10 @@ A key is a memory field (``session_id``, ``source``, ``memory_class``, ``bookmar
 ``access_count``, ``created_at``, ``type``) or a path into the metadata (``success``, ``target.element``).
 
 Filters are evaluated in SQL by the catalog, for every retrieval space (the vector index is asked
-without them and its candidates are checked here). :func:`index_metadata` is the flat copy of a
-memory's metadata the vector index keeps, for inspection and for other tools reading it.
+without them and its candidates are checked here). :func:`index_metadata` flattens columns and
+metadata into the scalars a vector index takes (the index mirror gives it fixed-vocabulary columns
+only, no text anyone wrote). :func:`with_stored_sessions` maps the session ids a filter names as
+the catalog stores them.
 """
 
 from __future__ import annotations
