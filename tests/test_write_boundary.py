@@ -353,3 +353,11 @@ def test_the_key_file_is_not_in_a_backup(tmp_path: Path) -> None:
     with tarfile.open(backup.path) as archive:
         assert not any(SESSION_KEY_NAME in name for name in archive.getnames())
     assert os.path.exists(tmp_path / "s" / SESSION_KEY_NAME)
+
+
+def test_the_hook_log_is_redacted(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from remindful.shells.hook import hook_log
+
+    hook_log(str(tmp_path), "ERROR", f"could not spool the event of session deploy-{AWS}: password={PASSWORD}")
+    written = (tmp_path / "logs" / "hooks.log").read_text() + capsys.readouterr().err
+    assert "could not spool" in written and AWS not in written and PASSWORD not in written
