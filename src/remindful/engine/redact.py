@@ -56,6 +56,7 @@ secret; and the value fields of a ``{"name": "DB_PASSWORD", "value": …}``-styl
 
 from __future__ import annotations
 
+import functools  # re imports it: free for hook processes
 import os
 import re
 from collections.abc import Callable, Mapping
@@ -418,6 +419,7 @@ _NAME_FIELDS = ("name", "key", "setting", "variable", "var", "env", "field", "pa
 _VALUE_FIELDS = frozenset(("value", "new_value", "old_value", "new", "old", "default", "current", "previous"))
 
 
+@functools.lru_cache(maxsize=4096)  # field names repeat: every record of a kind has the same keys
 def is_secret_name(name: str) -> bool:
     """Whether a field or variable called ``name`` holds a secret: its last part is a secret
     word (``password``, ``DATABASE_PASSWORD``, ``clientSecret``, ``x-api-key``, ``access_token``,
@@ -429,12 +431,14 @@ def is_secret_name(name: str) -> bool:
     return re.fullmatch(_SECRET_FIELD, re.sub(r"[\s.\-/:]+", "_", words).lower()) is not None
 
 
-#: Texts a redactor returned, from ``_MEMO_MIN_CHARS`` to ``_MEMO_MAX_CHARS`` long, are remembered (the
-#: last ``_MEMO_TEXTS``), so that redacting one again costs a lookup: shorter texts are cheaper to
-#: redact than to remember, and longer ones would hold too much memory.
-_MEMO_MIN_CHARS = 512
+#: Texts a redactor returned are remembered, so that redacting one again (the write boundary redacts
+#: what a capture filter redacted already, keys and values alike) costs a lookup: the last
+#: ``_MEMO_SHORT`` texts under ``_MEMO_LONG_CHARS`` characters and the last ``_MEMO_LONG`` texts up to
+#: ``_MEMO_MAX_CHARS`` (longer ones would hold too much memory).
+_MEMO_LONG_CHARS = 256
 _MEMO_MAX_CHARS = 256 * 1024
-_MEMO_TEXTS = 32
+_MEMO_SHORT = 4096
+_MEMO_LONG = 32
 
 
 def _holds_secret(value: Any) -> bool:
@@ -449,9 +453,9 @@ class Redactor:
         self.rules = rules
         self.builtin = builtin  # the first ``builtin`` rules are DEFAULT_REDACTIONS (have prechecks)
         self._compiled: dict[int, re.Pattern[str]] = {}
-        # Long texts this redactor returned lately: a write path redacts what a capture filter
-        # redacted already (the write boundary cannot know), and a text it returned is clean.
-        self._clean: dict[str, None] = {}
+        # Texts this redactor returned lately (clean: redaction is idempotent), short and long.
+        self._short: dict[str, None] = {}
+        self._long: dict[str, None] = {}
 
     def _pattern(self, i: int) -> re.Pattern[str]:
         pattern = self._compiled.get(i)
@@ -462,7 +466,7 @@ class Redactor:
     def redact(self, text: str, counts: dict[str, int] | None = None) -> str:
         """``text`` with every rule applied; adds hits per rule name to ``counts``. Idempotent:
         redacting a redacted text changes nothing."""
-        if _MEMO_MIN_CHARS <= len(text) <= _MEMO_MAX_CHARS and text in self._clean:
+        if text in (self._short if len(text) < _MEMO_LONG_CHARS else self._long):
             return text
         probe = _Text(text)
         for i, (name, _, replacement) in enumerate(self.rules):
@@ -479,15 +483,23 @@ class Redactor:
                 probe = _Text(text)
                 if counts is not None:
                     counts[name] = counts.get(name, 0) + n
-        if _MEMO_MIN_CHARS <= len(text) <= _MEMO_MAX_CHARS:
-            clean = self._clean
-            clean[text] = None
-            if len(clean) > _MEMO_TEXTS:
-                try:
-                    clean.pop(next(iter(clean)), None)
-                except (RuntimeError, StopIteration):  # another thread changed it meanwhile: next time
-                    return text
+        self._remember(text)
         return text
+
+    def _remember(self, text: str) -> None:
+        """Remember ``text`` as clean (see :data:`_MEMO_SHORT`); the oldest goes when there are too many."""
+        if len(text) < _MEMO_LONG_CHARS:
+            memo, limit = self._short, _MEMO_SHORT
+        elif len(text) <= _MEMO_MAX_CHARS:
+            memo, limit = self._long, _MEMO_LONG
+        else:
+            return
+        memo[text] = None
+        if len(memo) > limit:
+            try:
+                memo.pop(next(iter(memo)), None)
+            except (RuntimeError, StopIteration):  # another thread changed it meanwhile: next time
+                return
 
     def redact_value(self, value: Any, counts: dict[str, int] | None = None) -> Any:
         """Redact a JSON-like value at any depth: every string (dict keys included: a secret used
