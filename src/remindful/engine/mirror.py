@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import json
 import logging
 import os
 import threading
@@ -422,7 +421,9 @@ class IndexMirror:
 
     def index_ids(self, ids: list[str]) -> None:
         """Index the memories with these ids that are still un-indexed (read under the index lock,
-        so a memory deleted meanwhile is not indexed again)."""
+        so a memory deleted meanwhile is not indexed again). An id may come more than once (a
+        memory stored, then updated, in one batch of the background indexer): it is indexed once."""
+        ids = list(dict.fromkeys(ids))
         rows: list[MemoryRow] = []
         try:
             self._embed_stored(ids)  # first: search needs the vectors even without an index
@@ -485,19 +486,16 @@ class IndexMirror:
             by_type.setdefault(row.type, []).append(row)
         with contextlib.nullcontext() if locked else self._writing(index):
             for type_value, group in by_type.items():
+                # Ids, vectors and fixed-vocabulary columns only: no text a user or an agent wrote
+                # (metadata, session ids) goes to the index, one more set of files (or a server)
+                # where it could stay. Filters are evaluated on the catalog, which holds it all.
                 index.upsert(
                     MemoryType(type_value).collection,
                     [r.id for r in group],
                     np.stack([np.asarray(r.embedding, dtype=np.float32) for r in group]),
                     [
                         index_metadata(
-                            {
-                                "session_id": r.session_id,
-                                "source": r.source,
-                                "memory_class": r.memory_class,
-                                "created_at": r.created_at,
-                            },
-                            json.loads(r.metadata),
+                            {"source": r.source, "memory_class": r.memory_class, "created_at": r.created_at}, {}
                         )
                         for r in group
                     ],
