@@ -295,7 +295,7 @@ class Store:
             memory_class=(fields["memory_class"] or DEFAULT_CLASS[memory_type]).value,
             session_id=fields["session_id"] or self.session_id,
             created_at=created,
-            importance=float(importance) if isinstance(importance, int | float) and 0 <= importance <= 1 else 0.5,
+            importance=0.5 if importance is None else float(importance),  # validated: 0 to 1
             bookmarked=bool(metadata.get("bookmarked") or metadata.get("manual_save")),
             content_hash=content_hash(fields["content"]),
             chunk=json.dumps(fields["chunk"]) if fields["chunk"] else None,
@@ -346,6 +346,8 @@ class Store:
             )["metadata"]
             row.metadata = json.dumps(row.metadata, ensure_ascii=False, allow_nan=False)
             row.bookmarked = bool(merged.get("bookmarked") or merged.get("manual_save"))
+            if metadata.get("importance") is not None:  # validated above: a number from 0 to 1
+                row.importance = float(metadata["importance"])
         self._commit_update(row)
         self.mirror.index_rows([row])
         return self.get(memory_id)
@@ -355,13 +357,14 @@ class Store:
 
         def run(conn: Any) -> None:
             conn.execute(
-                "UPDATE memories SET content=?, metadata=?, content_hash=?, bookmarked=?, updated_at=?, indexed=0, "
-                "embedding=COALESCE(?, embedding) WHERE id=?",
+                "UPDATE memories SET content=?, metadata=?, content_hash=?, bookmarked=?, importance=?, updated_at=?, "
+                "indexed=0, embedding=COALESCE(?, embedding) WHERE id=?",
                 (
                     row.content,
                     row.metadata,
                     row.content_hash,
                     int(row.bookmarked),
+                    row.importance,
                     time.time(),
                     None if row.embedding is None else np.asarray(row.embedding, np.float32).tobytes(),
                     row.id,
