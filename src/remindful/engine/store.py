@@ -30,7 +30,7 @@ import tempfile
 import threading
 import time
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -45,9 +45,11 @@ from remindful.engine.background import AccessRecorder, close_at_exit
 from remindful.engine.catalog import Catalog, MemoryRow
 from remindful.engine.embedding import LazyEmbedder, embed_query
 from remindful.engine.mirror import IndexMirror
+from remindful.engine.projects import Project, Resolver
 from remindful.engine.quotas import SIZE_MAX_AGE_S, Quotas
 from remindful.engine.redact import Redactor, add_counts, redactor_for
 from remindful.engine.retrieval.search import rank
+from remindful.engine.scopes import Assigner, check_scope
 from remindful.engine.sqlfilter import SqlFilter, build_filter, to_epoch
 from remindful.engine.validation import (
     Limits,
@@ -86,7 +88,7 @@ log = logging.getLogger("remindful")
 INLINE_DELETE = 256
 #: How long export, backup, dedup and cleanup wait for this process's pending embeddings.
 VECTORS_READY_TIMEOUT_S = 60.0
-_STORE_KEYS = {"content", "type", "metadata", "session_id", "timestamp", "source", "memory_class", "chunk"}
+_STORE_KEYS = {"content", "type", "metadata", "session_id", "timestamp", "source", "memory_class", "chunk", "scope"}
 
 
 class Store:
@@ -116,6 +118,12 @@ class Store:
         self._init_lock = threading.RLock()
         self.quotas = Quotas(settings, self.path)
         self._redactor: Redactor | None = redactor_for(settings.privacy)  # rules compile on first need
+        scopes = settings.scopes
+        #: Finds the project of a directory, and the scope of a memory whose writer named none.
+        self.scopes = Assigner(Resolver(scopes.project, scopes.projects), classify=scopes.user_level)
+        #: The project this store's writer works in: a new memory whose metadata names no directory
+        #: is captured there (None: in no project).
+        self.project: Project | None = None
         self._session_id: str | None = None
         self._lock = threading.RLock()
         # What the statistics report of this process (services/stats.py).
@@ -146,7 +154,7 @@ class Store:
             # a probe of our own: processes opening one path at once must not remove each other's
             with tempfile.NamedTemporaryFile(dir=self.path, prefix=".write-test-"):
                 pass
-            catalog = Catalog(self.path / "catalog.sqlite3")
+            catalog = Catalog(self.path / "catalog.sqlite3", scope_of=self.scopes)
         except (OSError, StorageError) as exc:
             if isinstance(exc, CorruptionError):
                 raise
@@ -243,13 +251,14 @@ class Store:
         self.ready()
         now = time.time()
         rows: list[MemoryRow] = []
+        projects: dict[str, Project] = {}
         for i, item in enumerate(items):
             if not isinstance(item, Mapping):
                 raise ValidationError(f"items[{i}]", "expected a dict with at least 'content'")
             unknown = set(item) - _STORE_KEYS
             if unknown:
                 raise ValidationError(f"items[{i}]", f"unknown keys {sorted(unknown)}; expected {sorted(_STORE_KEYS)}")
-            rows.append(self._new_row(item, i if len(items) > 1 else None, now))
+            rows.append(self._new_row(item, i if len(items) > 1 else None, now, projects))
         if not rows:
             return []
         # The rows of a batch share one timestamp, so their ids differ by 32 random bits only: with
@@ -266,7 +275,7 @@ class Store:
                 row.embedding = vector
         victims = self.quotas.make_room(self.catalog, self.catalog.type_counts(), rows)
         attach_files(self.settings, rows)
-        self._commit_new(rows, evict=victims)
+        self._commit_new(rows, evict=victims, projects=projects.values())
         mirror.index_rows(rows)
         return [r.id for r in rows]
 
@@ -275,13 +284,34 @@ class Store:
         self.mirror.await_embeddings(VECTORS_READY_TIMEOUT_S)
         return self
 
-    def _new_row(self, item: Mapping[str, Any], position: int | None, now: float) -> MemoryRow:
+    def _new_row(
+        self, item: Mapping[str, Any], position: int | None, now: float, projects: dict[str, Project]
+    ) -> MemoryRow:
+        """The row of a new memory; the project its scope names, if any, is added to ``projects``."""
         prefix = "" if position is None else f"items[{position}]."
         fields = validate_item(item, prefix, Limits.of(self.settings.limits))
         # Privacy: secrets are redacted before anything is written (capture/filters.py).
         fields["content"], fields["metadata"] = self.redact(fields["content"], fields["metadata"])
         memory_type: MemoryType = fields["type"]
         metadata: dict[str, Any] = fields["metadata"]
+        given = item.get("scope")
+        if given is None:
+            scope, project = self.scopes(
+                fields["content"],
+                type=memory_type.value,
+                source=fields["source"].value,
+                metadata=metadata,
+                project=self.project,
+            )
+        else:
+            try:
+                scope = check_scope(given, prefix + "scope")
+            except ValueError as exc:
+                raise ValidationError(prefix + "scope", str(exc).split(": ", 1)[-1]) from None
+            key = scope.removeprefix("project:")
+            project = given if isinstance(given, Project) else None if scope == "user" else Project(key, key)
+        if project is not None and scope == project.scope:
+            projects.setdefault(project.key, project)
         created = fields["timestamp"] if fields["timestamp"] is not None else now
         created_dt = datetime.fromtimestamp(created, UTC)
         auto_delete = self.settings.privacy.auto_delete_days
@@ -300,11 +330,16 @@ class Store:
             content_hash=content_hash(fields["content"]),
             chunk=json.dumps(fields["chunk"]) if fields["chunk"] else None,
             expires_at=created + auto_delete * 86400 if auto_delete else None,
+            scope=scope,
         )
 
-    def _commit_new(self, rows: Sequence[MemoryRow], *, evict: Sequence[str] = ()) -> None:
+    def _commit_new(
+        self, rows: Sequence[MemoryRow], *, evict: Sequence[str] = (), projects: Iterable[Project] = ()
+    ) -> None:
         """Insert ``rows`` and delete ``evict`` (quota evictions, audited as ``quota_evict``) in ONE
-        transaction: a crash never leaves memories evicted for rows that were not stored."""
+        transaction: a crash never leaves memories evicted for rows that were not stored. The
+        ``projects`` their scopes name are recorded in it."""
+        projects = list(projects)
         started = time.perf_counter()
         catalog = self.catalog
         gone: list[tuple[str, str]] = []
@@ -315,6 +350,8 @@ class Store:
             Catalog.insert_memories(conn, rows)
             for session_id, at in {(r.session_id, r.created_at) for r in rows if r.session_id}:
                 catalog.ensure_session(conn, session_id, at)
+            if projects:
+                Catalog.record_projects(conn, projects, time.time())
 
         catalog.write(run, what="storing memories")
         if gone:
@@ -324,11 +361,27 @@ class Store:
         self.stores += len(rows)
         self.store_ms.append((time.perf_counter() - started) * 1000 / len(rows))
 
-    def update(self, memory_id: str, content: str | None = None, metadata: Mapping[str, Any] | None = None) -> Memory:
+    def update(
+        self,
+        memory_id: str,
+        content: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        *,
+        scope: str | Project | None = None,
+    ) -> Memory:
         """Replace a memory's content and/or merge keys into its metadata (a key set to None is
-        removed). The content is re-embedded. Returns the updated memory."""
+        removed), and/or move it to ``scope`` (``user`` or ``project:<key>``). The content is
+        re-embedded. Returns the updated memory."""
         self.ready()
         row = self._row(memory_id)
+        moved: list[Project] = []
+        if scope is not None:
+            try:
+                row.scope = check_scope(scope)
+            except ValueError as exc:
+                raise ValidationError("scope", str(exc).split(": ", 1)[-1]) from None
+            if isinstance(scope, Project):
+                moved.append(scope)
         if content is not None:
             limits = self.settings.limits
             row.content, _ = self.redact(
@@ -346,17 +399,17 @@ class Store:
             )["metadata"]
             row.metadata = json.dumps(row.metadata, ensure_ascii=False, allow_nan=False)
             row.bookmarked = bool(merged.get("bookmarked") or merged.get("manual_save"))
-        self._commit_update(row)
+        self._commit_update(row, moved)
         self.mirror.index_rows([row])
         return self.get(memory_id)
 
-    def _commit_update(self, row: MemoryRow) -> None:
+    def _commit_update(self, row: MemoryRow, projects: Sequence[Project] = ()) -> None:
         catalog = self.catalog
 
         def run(conn: Any) -> None:
             conn.execute(
                 "UPDATE memories SET content=?, metadata=?, content_hash=?, bookmarked=?, updated_at=?, indexed=0, "
-                "embedding=COALESCE(?, embedding) WHERE id=?",
+                "embedding=COALESCE(?, embedding), scope=? WHERE id=?",
                 (
                     row.content,
                     row.metadata,
@@ -364,9 +417,12 @@ class Store:
                     int(row.bookmarked),
                     time.time(),
                     None if row.embedding is None else np.asarray(row.embedding, np.float32).tobytes(),
+                    row.scope,
                     row.id,
                 ),
             )
+            if projects:
+                Catalog.record_projects(conn, projects, time.time())
             windows.after_update(conn, row.id)
             catalog.audit(conn, "update", row.id, {})
 
@@ -450,10 +506,11 @@ class Store:
         source: str | MemorySource | None = None,
         since: datetime | str | float | None = None,
         until: datetime | str | float | None = None,
+        scopes: Sequence[str | None] | None = None,
     ) -> list[Memory]:
         """Memories newest first, optionally of one type, one session and/or one source
         (``source="hook"``: the spec's find_by_source), created from ``since`` to ``until``
-        (both included)."""
+        (both included), of ``scopes`` (None: of any)."""
         types = [parse_enum(MemoryType, type, "type").value] if type is not None else None
         sources = {"source": parse_enum(MemorySource, source, "source").value} if source is not None else None
         flt = build_filter(
@@ -462,6 +519,7 @@ class Store:
             since=None if since is None else to_epoch(since, "since"),
             until=None if until is None else to_epoch(until, "until"),
             filters=sources,
+            scopes=scopes,
         )
         rows = self.catalog.select_rows(
             flt, limit=check_int(limit, "limit", 1, 10_000), offset=check_int(offset, "offset", 0, 10**9)
@@ -479,6 +537,10 @@ class Store:
     def type_counts(self) -> dict[str, int]:
         """How many memories each type holds, as committed (by any process)."""
         return self.catalog.type_counts()
+
+    def scope_counts(self) -> dict[str | None, int]:
+        """How many memories each scope holds (None: unscoped), as committed (by any process)."""
+        return self.catalog.scope_counts()
 
     def size_mb(self, *, max_age_s: float = SIZE_MAX_AGE_S) -> float:
         """The storage directory's size without its backups (:meth:`Quotas.size_mb`)."""
@@ -499,13 +561,15 @@ class Store:
         min_score: float,
         collapse: bool,
         resumed_session: str | None,
+        scopes: Sequence[str | None] | None = None,
     ) -> list[SearchHit]:
         """Hybrid search (dense + lexical, fused); see :mod:`remindful.engine.retrieval.search`.
         Filters apply to every space. Best first; scores are calibrated relevances in [0, 1], and
         hits scoring under ``min_score`` are left out. ``collapse`` folds near-duplicates into one
         hit and puts newer versions first; ``resumed_session`` ranks that session's memories higher
-        (None: no session). Every setting is the caller's: the defaults are the API's
-        (:meth:`remindful.api.MemoryManager.search`)."""
+        (None: no session); ``scopes`` keeps the memories of those scopes (None among them: the
+        unscoped ones; ``scopes=None``: every memory). Every setting is the caller's: the defaults
+        are the API's (:meth:`remindful.api.MemoryManager.search`)."""
         query = check_text(query, "query", max_chars=self.settings.limits.query_chars, setting="query_chars")
         if filters is not None:
             check_metadata(filters, "filters", Limits.of(self.settings.limits))
@@ -521,12 +585,20 @@ class Store:
             since=None if since is None else to_epoch(since, "since"),
             until=None if until is None else to_epoch(until, "until"),
             filters=filters,
+            scopes=scopes,
         ) & SqlFilter("(expires_at IS NULL OR expires_at > ?)", (time.time(),))
         mirror, catalog = self.mirror, self.catalog
         started = time.perf_counter()
         # Read your writes: what this process stored is dense-searchable (lexically it is at once).
         mirror.await_embeddings(self.settings.performance.search_timeout_ms / 1000)
-        restricted = bool(filters or session_id or since is not None or until is not None)
+        others = bool(filters or session_id or since is not None or until is not None)
+        restricted = others or scopes is not None
+        # A scope alone restricts by a count the catalog keeps: the search need not count its rows
+        # (at most that many pass: the types may narrow it further).
+        in_scopes = None
+        if scopes is not None and not others:
+            held = catalog.scope_counts()
+            in_scopes = sum(held.get(s, 0) for s in set(scopes))
         searched_types = [MemoryType(t) for t in type_values] if type_values else list(MemoryType)
         counts = catalog.type_counts()
         searched = sum(counts.get(t.value, 0) for t in searched_types)
@@ -549,6 +621,7 @@ class Store:
             resumed_session=resumed_session,
             min_score=min_score,
             diverse=collapse,
+            passing=in_scopes,
         )
         self._record_search(time.perf_counter() - started, [hit.row.id for hit in results])
         return [
@@ -564,6 +637,7 @@ class Store:
                 sources=hit.spaces,
                 similar=hit.similar,
                 superseded_by=hit.superseded_by,
+                scope=hit.row.scope,
             )
             for hit in results
         ]
@@ -665,4 +739,5 @@ def _to_memory(row: MemoryRow) -> Memory:
         chunk=ChunkMetadata(**chunk) if chunk else None,
         expires_at=datetime.fromtimestamp(row.expires_at, UTC) if row.expires_at else None,
         updated_at=datetime.fromtimestamp(row.updated_at, UTC) if row.updated_at else None,
+        scope=row.scope,
     )

@@ -289,6 +289,7 @@ def rank(
     resumed_session: str | None,
     min_score: float,
     diverse: bool,
+    passing: int | None = None,
 ) -> list[Ranked]:
     """Run the pipeline; returns at most ``limit`` hits best first, none scoring below
     ``min_score``. ``diverse``: collapse near-duplicates and put newer versions first (callers
@@ -302,7 +303,9 @@ def rank(
     narrows what the vector index is asked (anything but types and expiry); ``typed`` that it
     narrows the searched types, which the lexical tables mix but ``dense_from_index`` asks only
     for; ``searched`` is how many memories those types hold (None: not known). Rows the index may
-    lack (not marked indexed, or above rowid ``pending_after``) are scored exactly.
+    lack (not marked indexed, or above rowid ``pending_after``) are scored exactly. ``passing``:
+    at most how many rows pass ``flt``, when the caller knows it without reading them (a scope's
+    count): the choice between exact scoring and the index is made from it, no row read first.
     """
     k = max(settings.candidates, limit)
     weights = weights_of(settings)
@@ -316,7 +319,9 @@ def rank(
     vector = embed_query()
 
     if weights["dense"] > 0 or weights["context"] > 0:
-        dense = _dense(catalog, vector, flt, k, dense_from_index, restricted, searched, pending_after, settings)[:k]
+        dense = _dense(
+            catalog, vector, flt, k, dense_from_index, restricted, searched, pending_after, settings, passing
+        )[:k]
         if weights["dense"] > 0:
             candidates.add("dense", dense)
         if weights["context"] > 0:
@@ -505,15 +510,20 @@ def _dense(
     searched: int | None,
     pending_after: int | None,
     settings: SearchSettings,
+    passing: int | None = None,
 ) -> list[tuple[str, float]]:
     """Dense candidates, best first; when ``restricted``, only rows passing ``flt``. A restriction
     that leaves few rows, or a small share of the ``searched`` ones, is scored exactly; otherwise
     the index is asked without the filter (filtered HNSW queries are slow) for ten times more
     candidates, which are checked against the filter here; if too few pass, everything matching
-    is scored."""
+    is scored. ``passing`` (at most that many rows pass, known without reading them) makes the
+    choice without a read."""
     if dense_from_index is None:
         return _exact(catalog, vector, flt, k)
-    if restricted:
+    if restricted and passing is not None:
+        if passing <= min(EXACT_ALWAYS, settings.exact_filter_max) or _scored_exactly(passing, searched, settings):
+            return _exact(catalog, vector, flt, k)
+    elif restricted:
         # Few rows are read and scored in one pass: a filter no index serves (metadata) reads the table.
         few = min(EXACT_ALWAYS, settings.exact_filter_max)
         exact = catalog.filtered_embeddings_if(
@@ -525,10 +535,10 @@ def _dense(
     wanted = min(k * 10, 1000) if restricted else k
     from_index = dense_from_index(vector, wanted)
     if restricted:
-        passing = catalog.ids_passing([mid for mid, _ in from_index], flt)
-        if len(passing) < k:
+        passed = catalog.ids_passing([mid for mid, _ in from_index], flt)
+        if len(passed) < k:
             return _exact(catalog, vector, flt, k)
-        from_index = [(mid, score) for mid, score in from_index if mid in passing]
+        from_index = [(mid, score) for mid, score in from_index if mid in passed]
     # Rows the index may lack: never indexed, or written by another process since we opened it.
     ids, matrix = catalog.pending_embeddings(flt, pending_after)
     pending = top_k_exact(vector, ids, matrix, k) if matrix is not None else []
