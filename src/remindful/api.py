@@ -217,11 +217,13 @@ class MemoryManager:
         ``scopes.projects``, ``.remindful`` markers, git), or None (the home directory, the root)."""
         return self._store.scopes.resolve(os.fspath(directory))
 
-    def seen_from(self, directory: str | os.PathLike[str] | None) -> scoping.Selection:
-        """The scopes a client working in ``directory`` sees: its project's and the user's (the
-        user's and the unscoped ones in no project, or when ``directory`` is None). What a hook's
-        context is searched in."""
-        return scoping.visible_from(None if directory is None else self.project_of(directory))
+    def seen_from(self, directory: str | os.PathLike[str] | None) -> tuple[Project | str | None, ...]:
+        """The scopes a client working in ``directory`` sees, as a read's ``scope`` takes them: its
+        project (the Project, which may hold nothing yet) and the user's; in no project, or when
+        ``directory`` is None, the user's and the unscoped memories. What a hook's context is
+        searched in."""
+        project = None if directory is None else self.project_of(directory)
+        return (project, scoping.USER) if project is not None else (scoping.USER, None)
 
     def scopes(self) -> builtins.list[ScopeUsage]:
         """Every scope that holds memories, with its count: the projects (name, root directory),

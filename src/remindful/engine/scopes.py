@@ -68,7 +68,6 @@ _RULE = re.compile(
     r"(?:always|never|don't ever|do not ever|(?:don't|do not)\s+(?:ever\s+)?use)\b",
     re.IGNORECASE,
 )
-_USE_RATHER = re.compile(r'^Use "([^"]+)" rather than "([^"]+)"\.', re.IGNORECASE)
 
 #: What makes a statement one project's, whatever its phrasing: the project (this repo, our app, we),
 #: its files and places (paths, file names, URLs, hosts and ports), its environments.
@@ -97,7 +96,6 @@ _SLASH_WORDS = re.compile(
     r"input/output|client/server|pros/cons|tabs/spaces)\b",
     re.IGNORECASE,
 )
-_CODEISH = re.compile(r"[_./:=()\[\]{}<>$\\]|\d")
 
 
 def user_level(
@@ -113,12 +111,14 @@ def user_level(
     that project's name, whose mention keeps it there).
 
     At user level: what says it holds everywhere ("in every project", "globally"); a preference or
-    rule the user states ("I prefer…", "User never…", "Always…", "Never…", "Don't use…"); a
-    configuration change; a correction of wording ("Use "Hello" rather than "Hey dude"") — in each
-    case only a statement (knowledge or conversation, not a tool call or an answer of the
-    assistant) that names nothing of a project: no path or file name, URL, host or port, no
-    "this repo"/"our app"/"we", no environment (staging, production, database, server, deploy),
-    not the project's name, and not a question."""
+    rule the user states ("I prefer…", "User never…", "Always…", "Never…", "Don't use…"), a
+    correction's lesson too when it is so phrased; a configuration change — in each case only a
+    statement (knowledge or conversation, not a tool call or an answer of the assistant) that
+    names nothing of a project: no path or file name, URL, host or port, no "this repo"/"our
+    app"/"we", no environment (staging, production, database, server, deploy), not the project's
+    name, and not a question. A correction's rule-made lesson (``Use "X" rather than "Y".``)
+    stays in its project: whether it corrects wording or a project's command, its words do not
+    say."""
     if type not in _STATEMENT_TYPES or source not in _STATEMENT_SOURCES:
         return None
     meta = metadata or {}
@@ -140,9 +140,6 @@ def user_level(
         return "a preference or rule the user states"
     if _RULE.search(text):
         return "a rule stated as always/never"
-    wording = _USE_RATHER.match(text)
-    if source == "correction" and wording and not any(_CODEISH.search(side) for side in wording.groups()):
-        return "a correction of wording, not of a fact"
     return None
 
 
