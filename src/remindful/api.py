@@ -196,15 +196,19 @@ class MemoryManager:
 
     # -- scopes ---------------------------------------------------------------------------------
 
-    def work_in(self, where: str | os.PathLike[str] | Project | None) -> Project | None:
+    def work_in(self, where: str | os.PathLike[str] | Project | None, *, reads: Any = "here") -> Project | None:
         """Make this manager a client working in ``where``: a directory (its project is resolved:
-        :mod:`remindful.engine.projects`) or a Project. From now on its reads see that project's
-        memories and the user's unless they name a scope, and what it stores without a scope is
-        captured there. A directory in no project (the home directory) leaves it in none: it then
-        sees the user's and the unscoped memories. Returns the project (None: none)."""
+        :mod:`remindful.engine.projects`) or a Project. What it stores without a scope is captured
+        there from now on, and its reads that name no scope read ``reads``: by default ``here``,
+        that project's memories and the user's (a directory in no project, such as the home
+        directory, leaves it in none: then the user's and the unscoped memories); ``all`` keeps
+        them reading every memory (the command line does). Returns the project (None: none)."""
         project = where if isinstance(where, Project) or where is None else self.project_of(where)
         self._store.project = project
-        self._reads = scoping.visible_from(project)
+        try:
+            self._reads = scoping.parse_selection(reads, current=project, lookup=self._repos.scopes.find)
+        except ValueError as exc:
+            raise ValidationError("reads", str(exc).split(": ", 1)[-1]) from None
         return project
 
     @property

@@ -169,7 +169,8 @@ def assign(
 def captured_in(metadata: Mapping[str, Any], resolve: Callable[[str], Project | None]) -> Project | bool | None:
     """The project a memory's metadata says it was captured in: its ``cwd`` (a hook's: the agent's
     working directory) resolved by ``resolve``, else its ``project_id`` (``capture_turn``'s: a path
-    is resolved, anything else is a project's name). False when the metadata says nothing."""
+    is resolved, anything else is a project's name), else the directory of its ``file_path`` (a
+    Markdown file's chunk: the project the file lies in). False when the metadata says nothing."""
     cwd = metadata.get("cwd")
     if isinstance(cwd, str) and cwd.strip():
         return resolve(cwd)
@@ -181,6 +182,9 @@ def captured_in(metadata: Mapping[str, Any], resolve: Callable[[str], Project | 
             return Project.named(named)
         except ValueError:
             return False
+    path = metadata.get("file_path")
+    if isinstance(path, str) and path.startswith(("/", "~")):
+        return resolve(path.rpartition("/")[0] or "/")
     return False
 
 
