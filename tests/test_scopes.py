@@ -3,6 +3,7 @@ through the library's writes and reads."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -307,3 +308,39 @@ def test_the_user_level_rules_can_be_turned_off(tmp_path: Path) -> None:
         rule = memory.store("Never use emojis in commit messages", type="knowledge")
         assert memory.get(rule).scope == memory.project.scope
         assert memory.user_level("Never use emojis in commit messages") is None
+
+
+def test_dedup_keeps_each_projects_copy(tmp_path: Path) -> None:
+    a, b = repository(tmp_path / "projA"), repository(tmp_path / "projB")
+    with open_fake(tmp_path / "s") as memory:
+        text = "Run the migrations before starting the server"
+        ids = [memory.store(text, type="knowledge", metadata={"cwd": str(where)}) for where in (a, a, b)]
+        report = memory.dedup(threshold=0.95)
+        assert report.to_dict()["deleted"] == 1
+        left = {m.id: m.scope for m in memory.list(limit=10)}
+        assert ids[2] in left and len(left) == 2
+        assert set(left.values()) == {memory.project_of(a).scope, memory.project_of(b).scope}
+
+
+def test_export_and_import_keep_scopes_and_an_old_export_gets_them(tmp_path: Path) -> None:
+    a = repository(tmp_path / "projA")
+    with open_fake(tmp_path / "one") as memory:
+        memory.store("projA builds with make", type="knowledge", metadata={"cwd": str(a)})
+        memory.store("Never use tabs", type="knowledge")
+        memory.store("A loose note", type="knowledge")
+        exported = memory.export(output_path=tmp_path / "all.json")
+        expected = {m.content: m.scope for m in memory.list(limit=10)}
+    with open_fake(tmp_path / "two") as memory:
+        memory.import_memories(exported.path)
+        assert {m.content: m.scope for m in memory.list(limit=10)} == expected
+    data = json.loads(Path(exported.path).read_text())
+    for record in data["memories"]:
+        del record["scope"]  # an export made before scopes
+    (tmp_path / "old.json").write_text(json.dumps(data))
+    with open_fake(tmp_path / "three") as memory:
+        memory.import_memories(tmp_path / "old.json")
+        assert {m.content: m.scope for m in memory.list(limit=10)} == expected
+    data["memories"][0]["scope"] = "team"
+    (tmp_path / "bad.json").write_text(json.dumps(data))
+    with open_fake(tmp_path / "four") as memory, pytest.raises(ValidationError, match=r"memories\[0\]\.scope"):
+        memory.import_memories(tmp_path / "bad.json")

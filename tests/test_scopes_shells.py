@@ -125,7 +125,7 @@ async def test_the_mcp_tools_read_the_servers_project_and_take_a_scope(
 
 
 def test_the_dashboard_filters_by_scope_and_shows_each_memorys(tmp_path: Path, projects: tuple[Path, Path]) -> None:
-    a, b = projects
+    a, _b = projects
     with open_fake(tmp_path / "store", project=a) as memory:  # a manager working in A, as `serve`'s is
         fact = memory.store("projA renders on the server", type="knowledge")
         memory.store("projB renders in the browser", type="knowledge", scope="project:projB")
