@@ -114,15 +114,15 @@ class Resolver:
             return self.fixed
         if directory is None or not str(directory).strip():
             return None
-        path = _real(os.path.expanduser(os.fspath(directory)))
+        given = os.fspath(directory)
         now = time.monotonic()
-        known = self._cache.get(path)
+        known = self._cache.get(given)  # as given: resolving links costs a stat per path component
         if known is not None and now - known[0] < CACHE_S:
             return known[1]
-        found = self._resolve(path)
+        found = self._resolve(_real(os.path.expanduser(given)))
         if len(self._cache) > 4096:
             self._cache.clear()
-        self._cache[path] = (now, found)
+        self._cache[given] = (now, found)
         return found
 
     def _resolve(self, path: str) -> Project | None:

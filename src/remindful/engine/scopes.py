@@ -124,23 +124,31 @@ def user_level(
     meta = metadata or {}
     if source == "hook" and meta.get("role") != "user":
         return None
+    if len(content) > 2000:  # a document, a log: no one statement
+        return None
     text = " ".join(content.split())
     if not text or len(text) > 600 or text.endswith("?"):
         return None
+    # The phrasing first (most texts state no rule: one pass of a few anchored patterns), then
+    # what would keep a rule in its project.
+    if _SAYS_EVERYWHERE.search(text):
+        rule = "says it holds in every project"
+    elif source == "config":
+        rule = "a preference the user set in a configuration"
+    elif _PREFERENCE.search(text):
+        rule = "a preference or rule the user states"
+    elif _RULE.search(text):
+        rule = "a rule stated as always/never"
+    else:
+        return None
     if project_name and len(slug(project_name)) > 2 and re.search(rf"\b{re.escape(project_name)}\b", text, re.I):
         return None
-    if _SAYS_EVERYWHERE.search(text) and not (project_name and project_name.lower() in text.lower()):
-        return "says it holds in every project"
+    if rule.startswith("says"):
+        return rule
     bare = _SLASH_WORDS.sub(" ", text)
     if _PROJECT_WORDS.search(bare) or _PATHISH.search(bare):
         return None
-    if source == "config":
-        return "a preference the user set in a configuration"
-    if _PREFERENCE.search(text):
-        return "a preference or rule the user states"
-    if _RULE.search(text):
-        return "a rule stated as always/never"
-    return None
+    return rule
 
 
 def assign(
