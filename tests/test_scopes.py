@@ -157,7 +157,8 @@ USER_LEVEL = [
     ("User prefers short answers without preamble.", "knowledge", "conversation"),
     ("The user prefers a formal greeting over 'hey dude'.", "knowledge", "correction"),  # an LLM's lesson
     ("In every project, keep the virtualenv in .venv", "knowledge", "manual"),
-    ("I never want force pushes, globally", "knowledge", "manual"),
+    ("I never want force pushes", "knowledge", "manual"),
+    ("Whatever the project, write commit messages in English", "knowledge", "manual"),
 ]
 
 PROJECT_LEVEL = [
@@ -179,6 +180,8 @@ PROJECT_LEVEL = [
     ("I prefer tabs over spaces", "document", "file"),  # a file's text
     ("Melanie loves painting.", "knowledge", "conversation"),  # not a rule
     ("Fix the failing login test", "conversation", "hook"),  # a task
+    ("Love and acceptance really can be found everywhere.", "conversation", "hook"),  # chat, not a rule
+    ("In general the build is slow on Mondays", "knowledge", "manual"),
 ]
 
 

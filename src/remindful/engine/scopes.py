@@ -51,9 +51,11 @@ _STATEMENT_TYPES = frozenset({"knowledge", "conversation"})
 #: assistant's answer, a file's chunk or an imported memory never).
 _STATEMENT_SOURCES = frozenset({"manual", "conversation", "correction", "config", "hook"})
 
+#: Saying so of projects, not "everywhere" alone (a word of every conversation).
 _SAYS_EVERYWHERE = re.compile(
-    r"\b(?:in|for|across)\s+(?:every|all(?:\s+(?:of\s+)?my)?|any)\s+(?:projects?|repos|repositories|codebases)\b"
-    r"|\b(?:everywhere|globally|in general|whatever the project|regardless of (?:the )?project)\b",
+    r"\b(?:in|for|across)\s+(?:every|all(?:\s+(?:of\s+)?my)?|any|each)\s+"
+    r"(?:projects?|repos?|repositories|repository|codebases?)\b"
+    r"|\b(?:whatever|regardless of|no matter)\s+(?:the\s+|which\s+)?(?:project|repo|repository|codebase)\b",
     re.IGNORECASE,
 )
 _PREFERENCE = re.compile(
@@ -110,7 +112,7 @@ def user_level(
     from every project; None when it stays in the project it was captured in (``project_name``:
     that project's name, whose mention keeps it there).
 
-    At user level: what says it holds everywhere ("in every project", "globally"); a preference or
+    At user level: what says it holds in every project ("in all my repos", "whatever the project"); a preference or
     rule the user states ("I prefer…", "User never…", "Always…", "Never…", "Don't use…"), a
     correction's lesson too when it is so phrased; a configuration change — in each case only a
     statement (knowledge or conversation, not a tool call or an answer of the assistant) that
