@@ -35,6 +35,7 @@ score says how much to trust each hit.
 from __future__ import annotations
 
 import functools
+import math
 import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -65,6 +66,12 @@ LEXICAL_TABLES = {"lexical": "memories_fts", "lexical_context": "context_fts"}
 #: ones (up to ``search.exact_filter_max``) when they are less than INDEX_SHARE of the searched types.
 EXACT_ALWAYS = 1000
 INDEX_SHARE = 0.2
+#: A restriction whose size is known beforehand (a scope: its count is kept): the index is asked for
+#: this many times the candidates that would leave k passing at its share of the memories, up to
+#: INDEX_FETCH_MAX (asking an HNSW index for 1,000 neighbours costs little more than for 50, for
+#: 2,000 three times as much at 100,000); a smaller share is scored exactly.
+OVERFETCH_MARGIN = 2.5
+INDEX_FETCH_MAX = 2000
 
 
 def lexical_terms(text: str) -> list[str]:
@@ -517,12 +524,20 @@ def _dense(
     the index is asked without the filter (filtered HNSW queries are slow) for ten times more
     candidates, which are checked against the filter here; if too few pass, everything matching
     is scored. ``passing`` (at most that many rows pass, known without reading them) makes the
-    choice without a read."""
+    choice without a read: up to EXACT_ALWAYS rows, or a share too small for the index to give k
+    of them among INDEX_FETCH_MAX candidates, are scored exactly; otherwise the index is asked for
+    as many candidates as the share needs (at least the ten-fold)."""
     if dense_from_index is None:
         return _exact(catalog, vector, flt, k)
+    wanted = min(k * 10, 1000) if restricted else k
     if restricted and passing is not None:
-        if passing <= min(EXACT_ALWAYS, settings.exact_filter_max) or _scored_exactly(passing, searched, settings):
+        # A known share of the searched memories: the index is asked for enough candidates that k
+        # of them pass, as expected, with a margin; a share too small for that is scored exactly.
+        share = passing / searched if searched else 1.0
+        needed = math.ceil(k * OVERFETCH_MARGIN / share) if share > 0 else INDEX_FETCH_MAX + 1
+        if passing <= EXACT_ALWAYS or needed > INDEX_FETCH_MAX:
             return _exact(catalog, vector, flt, k)
+        wanted = max(wanted, needed)
     elif restricted:
         # Few rows are read and scored in one pass: a filter no index serves (metadata) reads the table.
         few = min(EXACT_ALWAYS, settings.exact_filter_max)
@@ -532,7 +547,6 @@ def _dense(
         if exact is not None:
             ids, matrix = exact
             return top_k_exact(vector, ids, matrix, k) if matrix is not None else []
-    wanted = min(k * 10, 1000) if restricted else k
     from_index = dense_from_index(vector, wanted)
     if restricted:
         passed = catalog.ids_passing([mid for mid, _ in from_index], flt)
