@@ -128,7 +128,9 @@ def _import_fallback(store: Store) -> None:
             with contextlib.suppress(ValueError, KeyError, TypeError):
                 r = json.loads(line)
                 records.append((r["idem_key"], r["kind"], r["payload"], float(r["created_at"])))
-        store.catalog.write(partial(spool.append_many, records=records), what="importing spooled events")
+        catalog = store.catalog
+        append = partial(spool.append_many, records=records, redaction=catalog.redaction)
+        catalog.write(append, what="importing spooled events")
         taken.unlink()
 
 
