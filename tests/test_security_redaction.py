@@ -59,7 +59,9 @@ def leaks(root: Path, extra: list[Path] = ()) -> dict[str, list[str]]:  # type: 
             hits = [data.find(r) for r in runs(secret) if r in data]
             if hits:
                 name = str(path.relative_to(root) if root in path.parents else path)
-                found.setdefault(secret[:8], []).append(f"{name}@{min(hits)}/{len(data)}" if path.suffix == ".bin" else name)
+                found.setdefault(secret[:8], []).append(
+                    f"{name}@{min(hits)}/{len(data)}" if path.suffix == ".bin" else name
+                )
     return found
 
 
