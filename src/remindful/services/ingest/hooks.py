@@ -73,7 +73,7 @@ def spool_record(
         record.pop("session", None)
     if not kept and "session" not in record and not counts:
         return None if excluded is not None else False
-    key = idem_key(event, payload)
+    key = idem_key(event, payload, record)
     body = json.dumps(record, ensure_ascii=False, default=str)
     fallback = {"idem_key": key, "kind": event, "payload": body, "created_at": record["at"]}
     try:
