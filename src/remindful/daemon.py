@@ -262,10 +262,13 @@ class DaemonHandle:
             self.stop_event.wait(interval)
 
     def _idle_watch(self) -> None:
+        """Stop after ``idle_exit_s`` without activity, or once the storage directory is gone."""
         limit = self.idle_exit_s
         while not self.stop_event.wait(min(limit / 4, 5.0)):
-            if time.monotonic() - self.last_activity >= limit:
-                log.info("no activity for %g s: the daemon of %s stops", limit, self.path)
+            gone = not self.path.is_dir()
+            if gone or time.monotonic() - self.last_activity >= limit:
+                why = "its storage directory is gone" if gone else f"no activity for {limit:g} s"
+                log.info("the daemon of %s stops: %s", self.path, why)
                 self.stop()
                 return
 

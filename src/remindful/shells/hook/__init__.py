@@ -185,22 +185,17 @@ def run(argv: list[str], stdin: Any = None, stdout: Any = None, *, start_daemon:
         return 0
     for warning in warnings:
         hook_log(storage, "WARNING", warning)
-    captured: bool | None = False
-    try:
-        from remindful.services.ingest.hooks import spool_record
+    # The context first, the spool after: the prompt being answered must not be among what its
+    # context is found in (it would rank first and carry unrelated memories over the floor), and a
+    # daemon draining meanwhile would make that a race.
+    from remindful.services.ingest.hooks import Prepared, commit, prepare_record
 
-        captured = spool_record(
-            storage,
-            flt,
-            counts,
-            event,
-            payload,
-            record,
-            warn=lambda message: hook_log(storage, "WARNING", message),
-            keep_open=_OPEN if KEEP_OPEN else None,
-        )
+    prepared: Prepared | bool | None = False
+    try:
+        prepared = prepare_record(flt, counts, event, payload, record)
     except Exception as exc:
         hook_log(storage, "ERROR", f"could not spool the {event} event: {type(exc).__name__}: {exc}")
+    captured = prepared.spooled if isinstance(prepared, Prepared) else prepared
     if event in CONTEXT_EVENTS and options["context"] and captured is not None:
         deadline = CONTEXT_DEADLINE_S.get(event, 1.5)
         try:
@@ -214,6 +209,16 @@ def run(argv: list[str], stdin: Any = None, stdout: Any = None, *, start_daemon:
                 )
         except Exception as exc:
             hook_log(storage, "ERROR", f"context injection failed: {type(exc).__name__}: {exc}")
+    if isinstance(prepared, Prepared):
+        try:
+            commit(
+                storage,
+                prepared,
+                warn=lambda message: hook_log(storage, "WARNING", message),
+                keep_open=_OPEN if KEEP_OPEN else None,
+            )
+        except Exception as exc:
+            hook_log(storage, "ERROR", f"could not spool the {event} event: {type(exc).__name__}: {exc}")
     if wants_daemon and captured is not None:
         try:
             start_daemon_for(storage)
