@@ -27,14 +27,29 @@ from typing import Any
 SCRIPT = str(Path(sys.executable).with_name("remindful"))
 BIN = str(Path(sys.executable).parent)
 STARTED = re.compile(r"started the daemon of .* \(pid (\d+)\)")
+#: Hook processes wait for their context however busy the machine, as in-process hooks do in tests
+#: (conftest's ``patient_hooks``): the deadline is a speed target, measured by bench/hook_latency.py.
+PATIENT = "import remindful.shells.hook as h\nh.CONTEXT_DEADLINE_S.update(UserPromptSubmit=600.0, SessionStart=600.0)\n"
 
 
-def agent_env(home: Path, **extra: str) -> dict[str, str]:
+def agent_env(home: Path, *, patient: bool = False, **extra: str) -> dict[str, str]:
     """The environment Claude Code gives its hooks here: this user's HOME, a PATH with this
-    installation's ``remindful``, no remindful variable but ``extra``."""
+    installation's ``remindful``, no remindful variable but ``extra``. ``patient``: the hooks wait
+    for their context (:data:`PATIENT`, through a ``sitecustomize`` under ``home``)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("REMINDFUL_") and k != "MEMORY_STORAGE_PATH"}
     env.update(HOME=str(home), PATH=f"{BIN}:/usr/bin:/bin", **extra)
+    if patient:
+        site = home / ".patient-hooks"
+        site.mkdir(parents=True, exist_ok=True)
+        (site / "sitecustomize.py").write_text(PATIENT)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(site), env.get("PYTHONPATH")]))
     return env
+
+
+def load_factor() -> float:
+    """How much busier than one process per core the machine is now (at least 1): the hooks'
+    timeouts are Claude Code's on a machine that is not oversubscribed, stretched by this."""
+    return max(1.0, os.getloadavg()[0] / (os.cpu_count() or 1))
 
 
 @dataclass
@@ -58,8 +73,9 @@ class Call:
 
 @dataclass
 class ClaudeCode:
-    """The hooks of one project as Claude Code runs them (a hook over its timeout raises
-    ``subprocess.TimeoutExpired``: Claude Code would have cancelled it)."""
+    """The hooks of one project as Claude Code runs them (a hook over its timeout, stretched by the
+    machine's :func:`load_factor`, raises ``subprocess.TimeoutExpired``: Claude Code would have
+    cancelled it)."""
 
     project: Path
     env: dict[str, str]
@@ -84,7 +100,7 @@ class ClaudeCode:
             env=self.env,
             capture_output=True,
             text=True,
-            timeout=timeout,
+            timeout=timeout * load_factor(),
             check=False,
         )
         call = Call(event, time.monotonic() - started, timeout, done.returncode, done.stdout, done.stderr)

@@ -166,6 +166,8 @@ class _Address:
         self.fd: int | None = None
         self.address = self.path
         if len(os.fsencode(self.path)) > _SUN_PATH_MAX:
+            if not hasattr(os, "O_PATH") or not os.path.isdir("/proc/self/fd"):
+                raise OSError(f"{self.path}: too long for a Unix socket address on this system")
             self.fd = os.open(storage, os.O_PATH | os.O_DIRECTORY)
             self.address = f"/proc/self/fd/{self.fd}/{SOCKET_NAME}"
 
@@ -237,7 +239,10 @@ def ask_daemon(storage: str | os.PathLike[str], request: dict[str, Any], timeout
     is not this user's, or the answer is not a JSON object). Nothing is sent to an unproven peer."""
     import socket
 
-    where = _Address(storage)
+    try:
+        where = _Address(storage)
+    except OSError:
+        return None
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         if not _trusted_socket_file(where.path):
