@@ -68,6 +68,7 @@ def settle(store: Path) -> None:
 def test_hooks_alone_close_the_loop(agent: ClaudeCode, store: Path) -> None:
     s1 = agent.session("s1")
     assert s1.start().context == ""  # a fresh machine: nothing to inject yet
+    assert len(daemon_pids(store)) == 1  # the first hook started the daemon, before the store existed
     s1.prompt("How do I install the dependencies for this repo?")
     s1.tool("Read", {"file_path": "package.json"}, {"type": "text", "file": {"content": '"packageManager": "pnpm"'}})
     s1.tool(

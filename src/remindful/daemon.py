@@ -45,6 +45,7 @@ import logging
 import os
 import socket
 import socketserver
+import sys
 import threading
 import time
 from collections.abc import Sequence
@@ -457,6 +458,10 @@ class _LocalServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
 
     def verify_request(self, request: Any, client_address: Any) -> bool:
         return runtime.peer_uid(request) == os.getuid()
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """One log line (a client that stalled past :data:`LOCAL_READ_TIMEOUT_S`, say), not a traceback."""
+        log.warning("a local request failed: %r", sys.exc_info()[1])
 
     def shutdown_later(self) -> None:
         """:meth:`shutdown` without waiting for the loop to notice (it is joined by the owner)."""

@@ -146,7 +146,7 @@ def _event_of(event_arg: str | None, payload: dict[str, Any], options: dict[str,
 def run(argv: list[str], stdin: Any = None, stdout: Any = None, *, start_daemon: bool = False) -> int:
     """Handle one hook invocation; returns the process exit code (see the module docstring).
     ``start_daemon`` (the console script's): if the store has no daemon, start one
-    (:func:`start_daemon`) unless ``hooks.start_daemon`` is off."""
+    (:func:`start_daemon_for`) unless ``hooks.start_daemon`` is off."""
     started = time.monotonic()
     stdin = stdin or sys.stdin
     stdout = stdout or sys.stdout
@@ -196,6 +196,8 @@ def run(argv: list[str], stdin: Any = None, stdout: Any = None, *, start_daemon:
     except Exception as exc:
         hook_log(storage, "ERROR", f"could not spool the {event} event: {type(exc).__name__}: {exc}")
     captured = prepared.spooled if isinstance(prepared, Prepared) else prepared
+    if wants_daemon and captured is not None and event != "UserPromptSubmit":
+        _start_daemon(storage)  # at once: warm by the first prompt, which has less time than SessionStart
     if event in CONTEXT_EVENTS and options["context"] and captured is not None:
         deadline = CONTEXT_DEADLINE_S.get(event, 1.5)
         try:
@@ -219,12 +221,16 @@ def run(argv: list[str], stdin: Any = None, stdout: Any = None, *, start_daemon:
             )
         except Exception as exc:
             hook_log(storage, "ERROR", f"could not spool the {event} event: {type(exc).__name__}: {exc}")
-    if wants_daemon and captured is not None:
-        try:
-            start_daemon_for(storage)
-        except Exception as exc:  # the spool keeps the events: the next hook tries again
-            hook_log(storage, "ERROR", f"could not start the daemon: {type(exc).__name__}: {exc}")
+    if wants_daemon and captured is not None and event == "UserPromptSubmit":
+        _start_daemon(storage)  # after the context: a starting daemon would compete with it for the CPU
     return 0
+
+
+def _start_daemon(storage: str) -> None:
+    try:
+        start_daemon_for(storage)
+    except Exception as exc:  # the spool keeps the events: the next hook tries again
+        hook_log(storage, "ERROR", f"could not start the daemon: {type(exc).__name__}: {exc}")
 
 
 #: A hook starts the store's daemon at most once in this many seconds: one that cannot start (a
@@ -250,6 +256,7 @@ def start_daemon_for(storage: str) -> int | None:
             return None
     except OSError:
         pass
+    os.makedirs(storage, mode=0o700, exist_ok=True)  # a first hook may come before the store exists
     lock = runtime.claim_daemon_lock(storage)
     if lock is None:
         return None
