@@ -26,7 +26,8 @@ answers: what a user sees after the first prompt.
 
 ``--cold``: a fresh machine (a new HOME and model cache: the int8 model not yet prepared) and an
 empty store, hooks as installed, nothing else started: two sessions of SessionStart, prompts, tool
-calls and answers, a prompt every second or so. Prints each hook's wall time against its timeout
+calls and answers, a prompt every second or so, then a third after the daemon stopped (as it does
+when idle). Prints each hook's wall time against its timeout
 and whether a prompt got context, for this tree and, with ``--compare REV``, for the commit REV
 (e.g. the one before the hooks started a daemon), each side on its own fresh machine.
 
@@ -280,8 +281,13 @@ TIMEOUTS_MS = {
 }
 
 
+#: In :func:`cold_script`: stop the daemons the hooks started, as an idle one stops by itself.
+STOP_DAEMONS = "(the daemon stops)"
+
+
 def cold_script(project: Path) -> list[tuple[float, str, dict[str, Any]]]:
-    """Two sessions as Claude Code sends them: (seconds to wait before, event, payload)."""
+    """Three sessions as Claude Code sends them, the daemon stopping before the third: (seconds to
+    wait before, event, payload)."""
 
     def tool(session: str, n: int, name: str, tool_input: dict[str, Any], response: Any) -> list[Any]:
         common = {"session_id": session, "tool_name": name, "tool_input": tool_input, "tool_use_id": f"toolu_{n}"}
@@ -302,6 +308,12 @@ def cold_script(project: Path) -> list[tuple[float, str, dict[str, Any]]]:
         (1.0, "UserPromptSubmit", {"session_id": "c2", "prompt": "what is the command for the tests?"}),
         (1.0, "UserPromptSubmit", {"session_id": "c2", "prompt": "how are the slow tests run?"}),
         (0.5, "SessionEnd", {"session_id": "c2", "reason": "prompt_input_exit"}),
+        # The daemon stopped (idle for daemon.idle_exit_s): the next session starts it again.
+        (0.0, STOP_DAEMONS, {}),
+        (1.0, "SessionStart", {"session_id": "c3", "source": "startup"}),
+        (1.0, "UserPromptSubmit", {"session_id": "c3", "prompt": "remind me how to run the slow tests"}),
+        (1.0, "UserPromptSubmit", {"session_id": "c3", "prompt": "what does the test suite take to run?"}),
+        (0.5, "SessionEnd", {"session_id": "c3", "reason": "prompt_input_exit"}),
     ]
 
 
@@ -330,6 +342,10 @@ def bench_cold(compare: str | None) -> dict[str, Any]:
             calls = []
             for pause, event, payload in cold_script(project):
                 time.sleep(pause)
+                if event == STOP_DAEMONS:
+                    stop_daemons(machine_dir)
+                    calls.append({"event": event})
+                    continue
                 body = json.dumps({"hook_event_name": event, "cwd": str(project), **payload}).encode()
                 started = time.perf_counter()
                 done = subprocess.run([*command, "hook", event], input=body, env=env, cwd=project, capture_output=True)
@@ -346,7 +362,7 @@ def bench_cold(compare: str | None) -> dict[str, Any]:
             results.append({"side": label, "calls": calls})
         stop_daemons(tmp)
     for side in results:
-        calls = side["calls"]
+        calls = [c for c in side["calls"] if c["event"] != STOP_DAEMONS]
         side["over_timeout"] = sum(c["ms"] > c["timeout_ms"] for c in calls)
         side["max_share_of_timeout"] = round(max(c["ms"] / c["timeout_ms"] for c in calls), 3)
         prompts = [c for c in calls if c["event"] == "UserPromptSubmit"]
@@ -362,6 +378,9 @@ def cold_lines(result: dict[str, Any]) -> list[str]:
             f"{side['max_share_of_timeout']:.0%} of its timeout; prompts with context {side['prompts_with_context']}"
         )
         for c in side["calls"]:
+            if c["event"] == STOP_DAEMONS:
+                out.append(f"  {STOP_DAEMONS}")
+                continue
             context = "" if c["context"] is None else ("  context" if c["context"] else "  no context")
             out.append(f"  {c['event']:17} {c['ms']:8.1f} ms / {c['timeout_ms']:5d} ms{context}")
     return out
