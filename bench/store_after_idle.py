@@ -31,8 +31,7 @@ def bench(attachments: int, stores: int) -> dict[str, Any]:
                 (folder / "screenshot.png").write_bytes(b"\x89PNG" * 25)
             after_pause, back_to_back, walks = [], [], []
             for i in range(stores):
-                # White-box: the engine has no public way to age its measured size, as a pause does.
-                memory.engine._size_at = 0.0
+                memory.engine.quotas.forget_size()  # as a pause longer than SIZE_MAX_AGE_S does
                 after_pause.append(elapsed_ms(memory.store, f"after a pause {i}"))
                 back_to_back.append(elapsed_ms(memory.store, f"right after {i}"))
                 time.sleep(0.05)  # lets a measuring thread finish, as a real pause would

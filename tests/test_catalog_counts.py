@@ -18,7 +18,7 @@ def counted(path: Path) -> dict[str, int]:
 
 
 def check(memory: MemoryManager) -> dict[str, int]:
-    kept = memory.engine.ready().type_counts()
+    kept = memory.engine.type_counts()
     assert kept == counted(memory.path)
     stats = memory.stats().collections
     assert {t: stats[f"{t}_memories"].count for t in kept} == kept
@@ -48,7 +48,7 @@ def test_the_counts_follow_every_write(tmp_path: Path) -> None:
 def test_search_and_store_do_not_scan_for_the_counts(tmp_path: Path) -> None:
     with open_fake(tmp_path / "s") as memory:
         statements: list[str] = []
-        memory.engine.ready().catalog._conn.set_trace_callback(statements.append)
+        memory.engine.catalog._conn.set_trace_callback(statements.append)
         memory.store("the deploy needs AWS_PROFILE=prod", type="knowledge")
         memory.search("deploy profile")
         memory.search("deploy profile", types=["knowledge"])

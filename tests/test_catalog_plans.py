@@ -138,7 +138,7 @@ def test_a_restriction_scored_exactly_reads_each_row_once(tmp_path: Any) -> None
         sessions = ["busy" if i % 6 == 0 else "rare" if i % 15 == 1 else "other" for i in range(7_000)]
         memory.store_batch([{"content": f"note {i}", "session_id": s} for i, s in enumerate(sessions)])
         memory.flush()
-        catalog = memory.engine.ready().catalog
+        catalog = memory.engine.catalog
         busy = build_filter(session_id="busy")
         statements: list[str] = []
         counted: list[int] = []

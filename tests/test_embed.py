@@ -528,6 +528,6 @@ def test_the_embedding_batch_size_setting_reaches_the_onnx_embedder(tmp_path: Pa
     import remindful
 
     memory = remindful.open(tmp_path / "s", **{"performance.embedding_batch_size": 7})
-    inner = memory.engine.ready().embedder.inner  # built lazily; the model itself is not loaded here
+    inner = memory.engine.embedder.inner  # built lazily; the model itself is not loaded here
     assert isinstance(inner, OnnxMiniLMEmbedder) and inner._batch_size == 7
     memory.close()

@@ -246,7 +246,7 @@ def test_embedding_failure_keeps_the_event_for_a_retry(tmp_path: Path) -> None:
     fire(store, "PreToolUse", payload("PreToolUse"))
     with open_fake(store, embedder=Broken()) as memory:  # ERR-P1-01: not stored, error kept, no crash
         assert memory.drain_spool() == 1
-        assert memory.engine.ready().catalog.count() == 0
+        assert memory.engine.catalog.count() == 0
         row = memory.engine.catalog.read("SELECT attempts, last_error FROM spool")[0]
         assert row[0] == 1 and "Failed to generate embeddings" in row[1]
     with open_fake(store) as memory:  # the next drain stores it

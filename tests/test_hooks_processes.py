@@ -122,7 +122,7 @@ def test_kill_9_of_the_daemon_during_a_burst_loses_nothing(tmp_path: Path, procs
     procs.append(start_daemon(store, tmp_path))
     deadline = time.monotonic() + 120
     with remindful.open(store, embedder=FakeEmbedder()) as memory:
-        catalog = memory.engine.ready().catalog
+        catalog = memory.engine.catalog
         while time.monotonic() < deadline and catalog.read("SELECT count(*) FROM spool")[0][0]:
             time.sleep(0.2)
         rows = catalog.read("SELECT content, id, metadata, created_at FROM memories WHERE session_id = 'burst'")
@@ -175,7 +175,7 @@ def test_eight_processes_storing_at_once(tmp_path: Path, procs: list[Any]) -> No
         assert "database is locked" not in err and "locked" not in err.lower(), err
     with remindful.open(store, embedder=FakeEmbedder()) as memory:
         memory.drain_spool()  # what was spooled after each worker's last drain
-        catalog = memory.engine.ready().catalog
+        catalog = memory.engine.catalog
         assert catalog.read("SELECT count(*) FROM spool")[0][0] == 0
         stored = [r[0] for r in catalog.read("SELECT content FROM memories")]
     assert len(stored) == 8 * 25 * 2 and len(set(stored)) == len(stored)

@@ -46,7 +46,7 @@ def queued(memory: Any) -> list[str]:
 def inline_up_to_two(monkeypatch: pytest.MonkeyPatch) -> None:
     """Deletes of more than two memories go to the background deleter."""
     monkeypatch.setattr("remindful.engine.store.INLINE_DELETE", 2)
-    monkeypatch.setattr("remindful.engine.store.FINISH_CHUNK", 2)
+    monkeypatch.setattr("remindful.engine.mirror.FINISH_CHUNK", 2)
 
 
 def test_a_small_delete_removes_the_vector_before_it_returns(tmp_path: Path) -> None:
@@ -142,7 +142,7 @@ def test_a_memory_stored_again_keeps_its_vector(tmp_path: Path) -> None:
             lambda c: c.execute("INSERT INTO index_deletes (memory_id, type) VALUES (?, 'action')", (mid,)),
             what="test",
         )
-        assert state.drain_index_deletes(10) == 1
+        assert state.mirror.drain_index_deletes(10) == 1
         assert index.ids("action_memories") == [mid]
         assert queued(memory) == []
 

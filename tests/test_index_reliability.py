@@ -348,7 +348,7 @@ def test_a_small_collection_is_searched_exhaustively_a_large_one_with_the_usual_
     """HNSW at its usual candidate list missed a distinct memory among 1,100 near-identical ones
     (tests/reliability/test_damage.py has the real case); a collection of up to EXHAUSTIVE_BELOW rows
     is asked for all of them, so HNSW visits every node it can reach."""
-    from remindful.engine.store import EXHAUSTIVE_BELOW
+    from remindful.engine.mirror import EXHAUSTIVE_BELOW
     from remindful.index import InMemoryIndex
     from remindful.testing import open_fake
 

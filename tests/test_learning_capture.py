@@ -21,7 +21,7 @@ from remindful.testing import open_fake
 
 def _learning(memory: MemoryManager) -> LearningRepository:
     """The learning tables of ``memory``'s store."""
-    return LearningRepository(memory.engine.ready().catalog)
+    return LearningRepository(memory.engine.catalog)
 
 
 @pytest.fixture

@@ -33,7 +33,7 @@ def _seed(memory: MemoryManager) -> list[str]:
 
 
 def _embedding(memory: MemoryManager, memory_id: str) -> np.ndarray:
-    return memory.engine.ready().catalog.embeddings([memory_id])[memory_id]
+    return memory.engine.catalog.embeddings([memory_id])[memory_id]
 
 
 # -- export / import -------------------------------------------------------------------------------

@@ -319,7 +319,7 @@ def test_confirmations_recorded_by_learning_count_as_reinforcement(tmp_path: Pat
     with open_fake(tmp_path / "s", **{"retention.max_items_per_collection": 2}) as memory:
         helped = memory.store("helpful answer", type="knowledge", source="hook")
         plain = memory.store("plain answer", type="knowledge", source="hook")
-        catalog = memory.engine.ready().catalog
+        catalog = memory.engine.catalog
         catalog.write(
             lambda c: c.execute(
                 "CREATE TABLE IF NOT EXISTS reinforcements (seq INTEGER PRIMARY KEY, memory_id TEXT NOT NULL, "

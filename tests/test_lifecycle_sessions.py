@@ -69,7 +69,7 @@ def test_delete_session_needs_confirm_backs_up_and_deletes_every_collection(memo
     assert memory.get_batch(ids) == [None, None, None] and memory.get(keep)
     assert "session_abc123" not in [s.id for s in memory.list_sessions()]
     assert all(h.session_id != "session_abc123" for h in memory.search("sensitive"))
-    assert memory.engine.resumed_session is None
+    assert memory.resumed_session is None
     with pytest.raises(NotFoundError, match="Session not found"):
         memory.delete_session("session_abc123", confirm=True)
 

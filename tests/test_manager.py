@@ -20,7 +20,7 @@ import remindful
 from remindful import MemoryClass, MemorySource, MemoryType, NotFoundError, ValidationError
 from remindful.api import MemoryManager
 from remindful.embed import FakeEmbedder
-from remindful.engine.store import SIZE_WARNING_INTERVAL_S
+from remindful.engine.quotas import SIZE_WARNING_INTERVAL_S
 from remindful.model import CollectionUsage
 from remindful.testing import open_fake
 
@@ -219,13 +219,12 @@ def test_near_size_quota_warns_and_still_stores(tmp_path: Path, caplog: pytest.L
     with open_fake(tmp_path / "s", **{"storage.max_size_mb": 0.001}) as memory:
         memory_id = memory.store("still stored")
         assert memory.get(memory_id)
-        memory.engine._size_thread.join(timeout=30)  # the size is measured off the store path
+        memory.engine.quotas.wait_for_size(timeout=30)  # the size is measured off the store path
         assert len(warnings()) == 1 and "increase storage.max_size_mb" in warnings()[0]
         memory.store_batch([{"content": f"more {i}"} for i in range(3)])
         memory.store("and more")
         assert len(warnings()) == 1, "the same warning again on every store floods the log"
-        state = memory.engine
-        state._size_warned = (time.monotonic() - SIZE_WARNING_INTERVAL_S - 1, 10**9)
+        memory.engine.quotas.last_warning = (time.monotonic() - SIZE_WARNING_INTERVAL_S - 1, 10**9)
         memory.store("ten minutes later")
         assert len(warnings()) == 2
 
@@ -240,13 +239,12 @@ def test_a_store_does_not_walk_the_storage_directory(tmp_path: Path, monkeypatch
         walkers.append(threading.current_thread().name)
         return walk(*args, **kwargs)
 
-    monkeypatch.setattr("remindful.engine.store.os.walk", traced_walk)
+    monkeypatch.setattr("remindful.engine.quotas.os.walk", traced_walk)
     with open_fake(tmp_path / "s") as memory:
         memory.store("first")
-        memory.engine._size_at = 0.0  # as after an idle pause
+        memory.engine.quotas.forget_size()  # as after an idle pause
         memory.store("after a pause")
-        if (measuring := getattr(memory.engine, "_size_thread", None)) is not None:
-            measuring.join(timeout=30)
+        memory.engine.quotas.wait_for_size(timeout=30)
     assert walkers and threading.current_thread().name not in walkers, walkers
 
 
@@ -437,7 +435,7 @@ def test_a_broad_restriction_finds_the_same_through_the_index_as_scored_exactly(
 def test_the_lexical_queries_start_before_the_query_is_embedded(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from remindful.engine import search as search_module
+    from remindful.engine.retrieval import search as search_module
 
     started = threading.Event()
     real = search_module._lexical

@@ -353,7 +353,7 @@ def test_the_proxy_commits_each_call_before_the_client_sees_its_answer(
 
 def committed_calls(manager: MemoryManager) -> int:
     """Captured calls committed so far: rows still in the spool, and rows done (stored or skipped)."""
-    catalog = manager.engine.ready().catalog
+    catalog = manager.engine.catalog
     [(n,)] = catalog.read("SELECT COUNT(*) FROM (SELECT idem_key FROM spool UNION SELECT idem_key FROM spool_done)")
     return int(n)
 

@@ -10,6 +10,10 @@ row the index did not take is marked un-indexed, and embedded and indexed at the
 ``reindex``). The catalog, the embedder and the index
 start on first use, so opening costs a few milliseconds and loads no model.
 
+Every default of a search is resolved here, from the settings (the relevance floors, how many
+candidates context reads, collapsing near-duplicates, the resumed session): the engine below takes
+each as an argument.
+
 Thread-safe: the catalog serialises its writes; the index and embedder are thread-safe.
 """
 
@@ -83,10 +87,13 @@ class MemoryManager:
         self.path = settings.storage_path
         self._store = Store(settings, embedder=embedder, index=index, exact_before_index=exact_before_index)
         self._repos = Repositories.over(self._catalog)
+        # This manager's client's resumed session (resume_session): a manager is one client.
+        self._resumed_session: str | None = None
 
     def _catalog(self) -> Catalog:
         """The open catalog, as the repositories reach it (opening the store on first use)."""
-        return self._store.ready().catalog
+        self._store.ready()
+        return self._store.catalog
 
     def _policy(self) -> Policy:
         from remindful.services.policy.retention import Policy
@@ -121,7 +128,8 @@ class MemoryManager:
     def load_model(self) -> None:
         """Open the store and load the embedding model now rather than at the first store or search
         (a server does it while it waits for its first call). Raises what opening or loading raises."""
-        self._store.ready().embedder.embed(["load the model"])
+        self._store.ready()
+        self._store.embedder.embed(["load the model"])
 
     def drain_spool(self) -> int:
         """Store what hooks and capture points spooled (:mod:`remindful.services.ingest.drainer`):
@@ -130,9 +138,12 @@ class MemoryManager:
         daemon drains all along). Returns the events processed; 0 at once when another live process
         runs the daemon, which drains within ``daemon.poll_interval_ms``, or when another process is
         draining. Raises what opening the store raises (MemoryDisabledError...)."""
+        from remindful.engine.connection import CATALOG_NAME
         from remindful.runtime import daemon_elsewhere
         from remindful.services.ingest.drainer import drain_spool
 
+        if not (self.path / CATALOG_NAME).exists() and self.settings.enabled:
+            return 0  # no catalog, no spool: a new store stays untouched until its first write
         self._store.ready()
         if daemon_elsewhere(self.path):
             return 0
@@ -144,7 +155,8 @@ class MemoryManager:
     def warm_up(self) -> None:
         """Open the store, load the model and open the vector index now, so that the first request
         does not pay for them. Raises what opening or loading raises."""
-        self._store.ready().embedder.embed(["warm up"])
+        self._store.ready()
+        self._store.embedder.embed(["warm up"])
         _ = self._store.index
 
     def check_enabled(self) -> None:
@@ -248,15 +260,29 @@ class MemoryManager:
         until: datetime | str | float | None = None,
         min_score: float | None = None,
         collapse: bool = True,
+        *,
+        resumed_session: str | None = None,
     ) -> builtins.list[SearchHit]:
-        """Hybrid search (dense + lexical, fused); see :mod:`remindful.engine.search`. Filters apply
-        to every space. Best first; ``score`` is a calibrated relevance in [0, 1], comparable across
-        queries, and hits under ``min_score`` (default ``search.min_score``; 0: the top hits
-        whatever they score) are left out, so an unrelated query finds nothing. Near-duplicates
-        come back as one hit counting the others (``similar``) and an older version of a subject is
-        marked ``superseded_by`` the newer, unless ``collapse`` is False (every copy, in order)."""
-        floor = self._store.settings.search.min_score if min_score is None else min_score
-        return self._store.search(query, types, limit, filters, session_id, since, until, floor, collapse=collapse)
+        """Hybrid search (dense + lexical, fused); see :mod:`remindful.engine.retrieval.search`.
+        Filters apply to every space. Best first; ``score`` is a calibrated relevance in [0, 1],
+        comparable across queries, and hits under ``min_score`` (default ``search.min_score``; 0:
+        the top hits whatever they score) are left out, so an unrelated query finds nothing.
+        Near-duplicates come back as one hit counting the others (``similar``) and an older version
+        of a subject is marked ``superseded_by`` the newer, unless ``collapse`` is False (every
+        copy, in order). ``resumed_session``: a session whose memories rank higher (default: the
+        one :meth:`resume_session` resumed)."""
+        return self._store.search(
+            query,
+            types=types,
+            filters=filters,
+            session_id=session_id,
+            since=since,
+            until=until,
+            limit=limit,
+            min_score=self.settings.search.min_score if min_score is None else min_score,
+            collapse=collapse,
+            resumed_session=self._resumed(resumed_session),
+        )
 
     def context(
         self,
@@ -267,27 +293,52 @@ class MemoryManager:
         *,
         exclude: str | None = None,
         min_score: float | None = None,
+        resumed_session: str | None = None,
     ) -> Context:
         """The memories most relevant to ``query``: ``.text`` holds them as short lines with ids,
         within ``budget_tokens`` (default ``hooks.context_budget_tokens``; estimated, never over),
         as the hooks inject them and ``remindful context`` prints them; ``.hits`` are those memories.
         When none scores ``min_score`` (default ``context.min_score``) ``.text`` is "" and a hook
-        injects nothing. ``exclude`` drops hits whose text equals it (the prompt being answered)."""
-        from remindful.services.context import gather_context
+        injects nothing. ``exclude`` drops hits whose text equals it (the prompt being answered);
+        ``resumed_session`` is as in :meth:`search`. The candidates (``hooks.context_candidates``)
+        and the line width (``hooks.line_chars``) are the settings'."""
+        from remindful.services.context import build_context
 
-        return gather_context(
+        hooks = self.settings.hooks
+        return build_context(
             self._store,
             query,
-            budget_tokens=budget_tokens,
+            budget_tokens=hooks.context_budget_tokens if budget_tokens is None else budget_tokens,
+            candidates=hooks.context_candidates,
+            line_chars=hooks.line_chars,
+            min_score=self.settings.context.min_score if min_score is None else min_score,
             exclude=exclude,
             types=types,
             session_id=session_id,
-            min_score=min_score,
+            resumed_session=self._resumed(resumed_session),
         )
 
     def resume_session(self, session_id: str) -> int:
-        """Rank this session's memories higher in later searches; returns its memory count."""
-        return self._store.resume_session(session_id)
+        """Rank this session's memories higher in this manager's later searches, context and
+        suggestions (until another is resumed, or it is deleted); returns its memory count. A
+        manager is one client: a server whose clients share one manager keeps what each client
+        resumed and passes it as their requests' ``resumed_session`` instead."""
+        count = self._store.session_size(session_id)
+        self._resumed_session = session_id
+        return count
+
+    @property
+    def resumed_session(self) -> str | None:
+        """The session :meth:`resume_session` resumed, or None."""
+        return self._resumed_session
+
+    def session_size(self, session_id: str) -> int:
+        """How many memories the session holds; NotFoundError if none (what :meth:`resume_session`
+        checks before it resumes one)."""
+        return self._store.session_size(session_id)
+
+    def _resumed(self, given: str | None) -> str | None:
+        return self._resumed_session if given is None else given
 
     def stats(self) -> Stats:
         """Counts per collection, storage size and quota use, latencies, cache hit rate."""
@@ -344,13 +395,26 @@ class MemoryManager:
     # -- sessions, retention, export, backup -------------------------------------------------------
 
     def list_sessions(
-        self, limit: int | None = None, offset: int = 0, session_id: str | None = None
+        self,
+        limit: int | None = None,
+        offset: int = 0,
+        session_id: str | None = None,
+        *,
+        resumed_session: str | None = None,
     ) -> builtins.list[Session]:
         """Sessions, newest first (``limit`` from ``offset``, or the one ``session_id``): id,
-        start/end, memory count, summary of its activity."""
+        start/end, memory count, summary of its activity; ``resumed`` marks the resumed session
+        (``resumed_session``, default the one :meth:`resume_session` resumed)."""
         from remindful.services.sessions import list_sessions
 
-        return list_sessions(self._repos.sessions, self._store, limit=limit, offset=offset, session_id=session_id)
+        return list_sessions(
+            self._repos.sessions,
+            self._store,
+            limit=limit,
+            offset=offset,
+            session_id=session_id,
+            resumed=self._resumed(resumed_session),
+        )
 
     def session_count(self) -> int:
         """How many sessions :meth:`list_sessions` lists."""
@@ -362,7 +426,10 @@ class MemoryManager:
         """Back up, then delete every memory of the session. Refused (ValidationError) unless ``confirm``."""
         from remindful.services.sessions import delete_session
 
-        return delete_session(self._store, self._repos.sessions, session_id, confirm=confirm)
+        result = delete_session(self._store, self._repos.sessions, session_id, confirm=confirm)
+        if self._resumed_session == session_id:
+            self._resumed_session = None
+        return result
 
     def delete_on_exit(self, session_ids: Sequence[str] | None = None) -> int:
         """With ``privacy.delete_on_exit`` on, delete every memory of ``session_ids`` (default: this
@@ -439,13 +506,17 @@ class MemoryManager:
         """Replace the store with a validated backup (after backing up the current one)."""
         from remindful.services.backup import restore_backup
 
-        return restore_backup(self._store, self._repos.memories, path, confirm=confirm, progress=progress)
+        result = restore_backup(self._store, self._repos.memories, path, confirm=confirm, progress=progress)
+        self._resumed_session = None
+        return result
 
     def clear_all(self, confirm: bool = False) -> ClearResult:
         """Back up, then delete every memory. Refused (ValidationError) unless ``confirm``."""
         from remindful.services.backup import clear_all
 
-        return clear_all(self._store, self._repos.memories, confirm=confirm)
+        result = clear_all(self._store, self._repos.memories, confirm=confirm)
+        self._resumed_session = None
+        return result
 
     # -- learning ---------------------------------------------------------------------------------
 
@@ -490,11 +561,26 @@ class MemoryManager:
 
         return confirm(self._store, self._repos.learning, query, memory_id)
 
-    def suggest(self, context: str, *, action: Mapping[str, Any] | None = None, limit: int = 3) -> Suggestions:
-        """Similar past workflows/actions for a context, and warnings about actions that failed."""
+    def suggest(
+        self,
+        context: str,
+        *,
+        action: Mapping[str, Any] | None = None,
+        limit: int = 3,
+        resumed_session: str | None = None,
+    ) -> Suggestions:
+        """Similar past workflows/actions for a context, and warnings about actions that failed
+        (``resumed_session`` as in :meth:`search`)."""
         from remindful.services.learning.suggest import suggest
 
-        return suggest(self._store, self._repos.memories, context, action=action, limit=limit)
+        return suggest(
+            self._store,
+            self._repos.memories,
+            context,
+            action=action,
+            limit=limit,
+            resumed_session=self._resumed(resumed_session),
+        )
 
     def analyze_patterns(self, type: str = "action", metric: str | None = None, **options: Any) -> PatternReport:
         """Recurring action sequences across sessions, and success rates per kind of action."""

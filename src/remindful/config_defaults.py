@@ -43,8 +43,8 @@ DEFAULTS: dict[str, Any] = {
     },
     "privacy": {"redact": True, "redact_defaults": True, "redact_patterns": [], "exclude_sessions": []},
     "hooks": {"context_budget_tokens": 1500, "context_candidates": 30, "line_chars": 240, "start_daemon": True},
-    "search": {"min_score": 0.4, "recency_half_life_days": 90.0},
-    "context": {"min_score": 0.4},
+    "search": {"min_score": 0.25, "recency_half_life_days": 90.0},
+    "context": {"min_score": 0.5},
     "limits": {
         "content_chars": 1_000_000,
         "query_chars": 10_000,

@@ -23,7 +23,7 @@ import pytest
 
 import remindful
 from remindful.embed.fake import FakeEmbedder
-from remindful.engine.store import Store
+from remindful.engine.mirror import IndexMirror
 from remindful.testing import catalog_rows
 
 pytestmark = pytest.mark.slow
@@ -136,21 +136,21 @@ def test_a_store_opening_while_another_indexes_keeps_the_others_vectors(
     store_a = a.engine
     b_loaded, go_b, b_writes, a_upserted, release_a = (threading.Event() for _ in range(5))
 
-    sync_index, writing = Store._sync_index, Store._writing
+    sync_index, writing = IndexMirror._sync_index, IndexMirror._writing
 
-    def held_sync(self: Store, index: Any) -> Any:
-        if self is not store_a:
+    def held_sync(self: IndexMirror, index: Any) -> Any:
+        if self is not store_a.mirror:
             b_loaded.set()
             go_b.wait(30)
         return sync_index(self, index)
 
-    def noted_writing(self: Store, index: Any) -> Any:
-        if self is not store_a:
+    def noted_writing(self: IndexMirror, index: Any) -> Any:
+        if self is not store_a.mirror:
             b_writes.set()  # B decided what to delete (old code), or waits for the lock first (fixed)
         return writing(self, index)
 
-    monkeypatch.setattr(Store, "_sync_index", held_sync)
-    monkeypatch.setattr(Store, "_writing", noted_writing)
+    monkeypatch.setattr(IndexMirror, "_sync_index", held_sync)
+    monkeypatch.setattr(IndexMirror, "_writing", noted_writing)
     mark_indexed = store_a.catalog.mark_indexed
 
     def held_mark(ids: Any, value: bool = True) -> Any:
@@ -161,7 +161,7 @@ def test_a_store_opening_while_another_indexes_keeps_the_others_vectors(
 
     monkeypatch.setattr(store_a.catalog, "mark_indexed", held_mark)
     b = remindful.open(path, embedder=FakeEmbedder(), **{"performance.async_indexing": False})
-    opener = threading.Thread(target=lambda: b.engine.ready().index)
+    opener = threading.Thread(target=lambda: b.engine.index)
     opener.start()
     assert b_loaded.wait(30)
     writer = threading.Thread(target=lambda: a.store("second memory of A", type="action"))
@@ -172,7 +172,7 @@ def test_a_store_opening_while_another_indexes_keeps_the_others_vectors(
     release_a.set()
     writer.join(60)
     opener.join(60)
-    index = b.engine.ready().index
+    index = b.engine.index
     assert index is not None
     assert catalog_rows(path, "SELECT count(*) FROM memories WHERE indexed = 1") == [(2,)]
     assert index.count("action_memories") == 2

@@ -144,7 +144,7 @@ async def test_a_client_that_can_be_asked_is_not_asked_about_what_is_not_there(t
 
 def test_the_quota_warning_shows_a_small_quota_as_it_is(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.WARNING), open_fake(tmp_path / "s", **{"storage.max_size_mb": 0.5}) as memory:
-        memory.engine._check_size_quota(0.46)
+        memory.engine.quotas.check_size(0.46)
     (message,) = [r.getMessage() for r in caplog.records if "of its quota" in r.getMessage()]
     assert "(0.46 MB of 0.5 MB)" in message
 

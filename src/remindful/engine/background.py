@@ -1,4 +1,4 @@
-"""Work done off the caller's path, and the locks and markers that keep processes out of each other's way.
+"""Work done off the caller's path, in daemon threads that never die of an error.
 
 - :class:`BackgroundIndexer` adds stored memories to the vector index after ``store`` returned:
   the catalog commit is the acknowledgement, and search scores not-yet-indexed rows exactly, so
@@ -8,82 +8,27 @@
   windows, then vectors): the catalog delete is the truth (search checks every index hit
   against it) and queues that work in the same transaction, so a crash leaves it to the next open.
 - :class:`AccessRecorder` counts search hits as accesses in batches.
-- :class:`IndexLock` serialises index writes across threads and processes and counts them, so a
-  process can tell that its view of the index files is stale.
-- :class:`IndexHolders` tells whether the last process that had the index open stopped cleanly,
-  so the (seconds-long) health check of the index files runs only after a crash.
+- :func:`close_at_exit` closes a store the program left open when the interpreter exits.
+
+The first two serve :class:`~remindful.engine.mirror.IndexMirror`, which also holds the locks and
+markers that keep processes out of each other's way.
 """
 
 from __future__ import annotations
 
 import atexit
-import contextlib
-import fcntl
 import logging
-import os
 import queue
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from remindful.engine.catalog import Catalog
 from remindful.errors import RemindfulError
-from remindful.runtime import pid_alive
 
 log = logging.getLogger("remindful")
-
-
-class IndexLock:
-    """Serialises vector-index writes across threads and processes (``<storage>/index.lock``), and
-    counts them.
-
-    The lock file holds a generation number that every holder bumps when it leaves (unless it
-    says it wrote nothing): a process compares it with the generation its view of the index was
-    loaded at to tell whether another process wrote since (:meth:`generation`, one small read).
-    chromadb's embedded client keeps its own copy of each HNSW graph in memory and writes it back
-    to the shared files, so a write through a stale copy would overwrite the others' vectors.
-    """
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._thread_lock = threading.Lock()
-
-    def generation(self) -> int:
-        """The generation now (0 before the first write); not locked, so possibly already old."""
-        try:
-            return _read_generation(self.path.read_bytes())
-        except FileNotFoundError:
-            return 0
-
-    @contextlib.contextmanager
-    def __call__(self, *, write: bool = True) -> Iterator[int]:
-        """Hold the lock; yields the generation at entry. With ``write`` (the default) the
-        generation is bumped on the way out, even after an error (a write may have half happened)."""
-        with self._thread_lock:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX)
-                generation = _read_generation(os.pread(fd, 32, 0))
-                try:
-                    yield generation
-                finally:
-                    if write:
-                        data = str(generation + 1).encode()
-                        os.pwrite(fd, data, 0)
-                        os.ftruncate(fd, len(data))
-            finally:
-                fcntl.flock(fd, fcntl.LOCK_UN)
-                os.close(fd)
-
-
-def _read_generation(data: bytes) -> int:
-    try:
-        return int(data.decode("ascii").strip() or 0)
-    except ValueError:  # written by an older release (empty) or damaged: any change counts
-        return 0
 
 
 class _Worker:
@@ -193,7 +138,7 @@ class BackgroundIndexer(_Worker):
 
 class DeleteFinisher:
     """Finishes large deletes after they returned, a chunk at a time: the deleted memories' session
-    windows, their neighbours', then the vectors (see :meth:`IndexMaintenance.after_delete`).
+    windows, their neighbours', then the vectors (see :meth:`IndexMirror.after_delete`).
 
     ``drain(limit)`` does up to ``limit`` queued items and returns how many it handled
     (0: none left). Chroma's delete holds the GIL for its whole call (~0.3 ms a vector with
@@ -202,7 +147,7 @@ class DeleteFinisher:
     threads keep at least a third of the interpreter), and before the first one ``first_delay``
     seconds, so that the call that queued the work returns first. The queue lives in the catalog,
     so stopping (or dying) part-way loses nothing: the rest is applied by
-    :meth:`Store.close` or at the next open.
+    :meth:`IndexMirror.close` or at the next open.
     """
 
     def __init__(
@@ -327,36 +272,3 @@ def _close_at_exit() -> None:
             owner.close_for_exit()
         except Exception:  # one store failing to close must not keep the others open
             log.exception("closing %r at exit failed", owner)
-
-
-class IndexHolders:
-    """``<storage>/index.holders/<pid>``: one file per process that has the index open.
-
-    A file whose process is gone means that process stopped without closing the index (a crash,
-    kill -9): its files may be half-written, so the next opener runs the full health check.
-    """
-
-    def __init__(self, path: Path) -> None:
-        self.dir = path
-
-    def crashed(self) -> list[int]:
-        """Pids that held the index and are gone; their markers are removed."""
-        if not self.dir.is_dir():
-            return []
-        dead = []
-        for marker in self.dir.iterdir():
-            try:
-                pid = int(marker.name)
-            except ValueError:
-                continue
-            if pid != os.getpid() and not pid_alive(pid):
-                dead.append(pid)
-                marker.unlink(missing_ok=True)
-        return dead
-
-    def hold(self) -> None:
-        self.dir.mkdir(mode=0o700, exist_ok=True)
-        (self.dir / str(os.getpid())).touch(mode=0o600)
-
-    def release(self) -> None:
-        (self.dir / str(os.getpid())).unlink(missing_ok=True)

@@ -65,6 +65,13 @@ def check_text(value: Any, field: str, *, max_chars: int | None = None, setting:
     return value
 
 
+def check_int(value: Any, field: str, low: int, high: int) -> int:
+    """``value`` if it is an integer (not a bool) from ``low`` to ``high``; else ValidationError naming ``field``."""
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise ValidationError(field, f"expected an integer from {low} to {high}, got {value!r}")
+    return value
+
+
 def check_unicode(value: str, field: str) -> None:
     """ValidationError naming ``field`` if ``value`` holds a lone surrogate (not writable as UTF-8)."""
     try:

@@ -93,8 +93,6 @@ class Restorable(Archivable, Protocol):
 
     def delete_many(self, ids: Sequence[str], *, reason: str | Mapping[str, str] = "delete") -> int: ...
 
-    def forget_resumed(self, session_id: str | None = None) -> None: ...
-
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _RESTORED = (CATALOG, CHROMA, ATTACHMENTS)
@@ -268,7 +266,6 @@ def restore_backup(
     old_root = manifest.get("storage_path")
     if isinstance(old_root, str) and old_root != str(store.path):
         _rewrite_attachment_paths(memories, Path(old_root), store.path)
-    store.forget_resumed()
     counts = store.reindex(reset=False, progress=progress)
     return RestoreResult(
         path=str(archive),
@@ -329,7 +326,7 @@ def _rewrite_attachment_paths(memories: MemoryRepository, old_root: Path, new_ro
 
 def clear_all(store: Restorable, memories: MemoryRepository, *, confirm: bool = False) -> ClearResult:
     """Back up, then delete every memory of every collection, the sessions, the pending spool,
-    file hashes, the embedding cache and attachment copies; no session stays resumed. Refused
+    file hashes, the embedding cache and attachment copies. Refused
     without ``confirm``."""
     total = memories.count()
     if not confirm:
@@ -350,7 +347,6 @@ def clear_all(store: Restorable, memories: MemoryRepository, *, confirm: bool = 
         with store.index_lock():
             index.reset()
     shutil.rmtree(store.path / ATTACHMENTS, ignore_errors=True)
-    store.forget_resumed()
     return ClearResult(deleted, backup.path, backup.counts)
 
 

@@ -1,7 +1,7 @@
 """Context injection: the memories most relevant to a prompt, within a token budget.
 
 :func:`gather_context` searches with the relevance floor ``context.min_score`` (the calibrated
-score of :mod:`remindful.engine.calibration`), so a prompt no memory is about gets no context at
+score of :mod:`remindful.engine.retrieval.calibration`), so a prompt no memory is about gets no context at
 all, not even the header. Search has already collapsed near-duplicates into one hit ("+N
 similar", shown on the line) and put newer versions of a subject first; here a memory another hit
 supersedes is left out, and so is any remaining near-duplicate (same text, or word sets
@@ -53,11 +53,12 @@ class Searcher(Protocol):
         self,
         query: str,
         *,
-        types: Sequence[str] | None = None,
-        limit: int = 10,
-        session_id: str | None = None,
-        min_score: float | None = None,
-        collapse: bool = False,
+        types: Sequence[str] | None = ...,
+        session_id: str | None = ...,
+        limit: int,
+        min_score: float,
+        collapse: bool,
+        resumed_session: str | None,
     ) -> Sequence[SearchHit]: ...
 
 
@@ -97,17 +98,25 @@ def build_context(
     exclude: str | None = None,
     types: Sequence[str] | None = None,
     session_id: str | None = None,
+    resumed_session: str | None = None,
 ) -> Context:
     """The memories most relevant to ``query`` scoring at least ``min_score``, as lines within
     ``budget_tokens`` (estimated) in all; an empty Context when none fits. ``exclude`` drops hits
     whose text equals it (the prompt being answered, just captured); ``types`` and ``session_id``
-    narrow the search. Raises what the search raises (ValidationError, MemoryDisabledError)."""
+    narrow the search; ``resumed_session`` ranks that session's memories higher. Raises what the
+    search raises (ValidationError, MemoryDisabledError)."""
     from remindful.model import Context
 
     if not query.strip() or budget_tokens <= estimate_tokens(HEADER) + 1:
         return Context("")
     hits = searcher.search(
-        query, types=types, limit=candidates, session_id=session_id, min_score=min_score, collapse=True
+        query,
+        types=types,
+        session_id=session_id,
+        limit=candidates,
+        min_score=min_score,
+        collapse=True,
+        resumed_session=resumed_session,
     )
     shown = {hit.id for hit in hits}
     lines: list[str] = []
@@ -160,9 +169,11 @@ def gather_context(
     session_id: str | None = None,
     min_score: float | None = None,
 ) -> Context:
-    """:func:`build_context` with the settings: ``hooks.context_budget_tokens`` when
-    ``budget_tokens`` is None, ``hooks.context_candidates``, ``hooks.line_chars``, and
-    ``context.min_score`` when ``min_score`` is None."""
+    """:func:`build_context` with the settings, as :meth:`remindful.api.MemoryManager.context`
+    resolves them, for the context hook (which opens a bare Store, not a manager):
+    ``hooks.context_budget_tokens`` when ``budget_tokens`` is None, ``hooks.context_candidates``,
+    ``hooks.line_chars``, and ``context.min_score`` when ``min_score`` is None; no session is
+    resumed."""
     settings = searcher.settings
     return build_context(
         searcher,

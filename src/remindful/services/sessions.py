@@ -1,10 +1,10 @@
 """Sessions: listing with a summary of what happened, deletion, and delete-on-exit.
 
 A session id is generated on a process's first store (``Store.session_id``) unless the caller
-gives one; hook events carry the agent's own id. ``resume_session`` lives on the store (it only
-changes ranking). The summary of a session names its most common actions, screens and
-tools, named by their metadata (the content's first words when none is set; see
-:mod:`remindful.engine.repositories.labels`).
+gives one; hook events carry the agent's own id. Resuming a session belongs to a client (it only
+changes the ranking of that client's searches: ``MemoryManager.resume_session``). The summary of a
+session names its most common actions, screens and tools, read from the metadata keys below (the
+content's first words when none is set).
 """
 
 from __future__ import annotations
@@ -28,24 +28,19 @@ TOP = 3
 
 
 class SessionMarks(Protocol):
-    """Which sessions a listing marks: this process's, and the one searches rank higher."""
+    """Which session a listing marks as this process's."""
 
     @property
     def current_session(self) -> str | None: ...
 
-    @property
-    def resumed_session(self) -> str | None: ...
-
 
 class SessionOwner(SessionMarks, Archivable, Protocol):
-    """What deleting a session does to the store: back it up, delete memories, stop ranking it higher."""
+    """What deleting a session does to the store: back it up, delete its memories."""
 
     @property
     def disabled_reason(self) -> str | None: ...
 
     def delete_many(self, ids: Sequence[str], *, reason: str | Mapping[str, str] = "delete") -> int: ...
-
-    def forget_resumed(self, session_id: str | None = None) -> None: ...
 
 
 def _time(epoch: float | None) -> datetime | None:
@@ -64,11 +59,12 @@ def list_sessions(
     limit: int | None = None,
     offset: int = 0,
     session_id: str | None = None,
+    resumed: str | None = None,
 ) -> list[Session]:
     """The sessions that have memories or a row in ``sessions``, newest first, ``limit`` of them
     from ``offset`` (all by default; ``session_id`` picks one); see :class:`~remindful.model.Session`.
-    ``current`` marks this process's session, ``resumed`` the one :meth:`Store.resume_session`
-    ranks higher. Only the listed sessions' memories are read for their summaries."""
+    ``current`` marks this process's session, ``resumed`` the session given as ``resumed`` (the one
+    the caller resumed). Only the listed sessions' memories are read for their summaries."""
     if limit is not None and (type(limit) is not int or limit < 0):
         raise ValidationError("limit", f"expected a non-negative integer, got {limit!r}")
     if type(offset) is not int or offset < 0:
@@ -87,7 +83,8 @@ def list_sessions(
     for sid, kind, label, count in sessions.activity(picked):
         if label is not None:
             tops.setdefault(sid, {}).setdefault(kind, []).append((" ".join(str(label).split()), count))
-    current, resumed = marks.current_session, marks.resumed_session
+    current = marks.current_session
+    resumed = None if resumed is None else sessions.stored_id(resumed)  # as the listed ids are
     out = []
     for entry in page:
         sid = entry.id
@@ -123,7 +120,7 @@ def delete_session(
     store: SessionOwner, sessions: SessionRepository, session_id: str, *, confirm: bool = False
 ) -> SessionDeleted:
     """Back up, then delete every memory of ``session_id`` in every collection and the session
-    itself (no longer ranked higher if it was resumed). Refused without ``confirm``."""
+    itself. Refused without ``confirm``."""
     if not isinstance(session_id, str) or not session_id.strip():
         raise ValidationError("session_id", "expected a non-empty session id (see list_sessions)")
     count = sessions.memory_count(session_id)
@@ -137,7 +134,6 @@ def delete_session(
         )
     backup = create_backup(store, automatic=True, reason="before-delete-session")
     deleted = _delete_all(store, sessions, session_id, reason="delete_session")
-    store.forget_resumed(session_id)
     return SessionDeleted(session_id, deleted, backup.path)
 
 

@@ -72,7 +72,7 @@ def spool_lock(storage: Path) -> Iterator[bool]:
 
 def pending(store: Store) -> bool:
     """Whether anything waits in the spool (one indexed query and a stat: cheap)."""
-    catalog = store.ready().catalog
+    catalog = store.catalog
     if _fallback_files(store.path, include_live=True):
         return True
     return spool.pending(catalog.read, MAX_ATTEMPTS)
@@ -128,7 +128,9 @@ def _import_fallback(store: Store) -> None:
             with contextlib.suppress(ValueError, KeyError, TypeError):
                 r = json.loads(line)
                 records.append((r["idem_key"], r["kind"], r["payload"], float(r["created_at"])))
-        store.catalog.write(partial(spool.append_many, records=records), what="importing spooled events")
+        catalog = store.catalog
+        append = partial(spool.append_many, records=records, redaction=catalog.redaction)
+        catalog.write(append, what="importing spooled events")
         taken.unlink()
 
 

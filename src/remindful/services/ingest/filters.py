@@ -344,7 +344,7 @@ def _persist(store: Any, result: FilterResult, session_id: str | None) -> None:
     if not counts:
         return
     try:
-        catalog = store.ready().catalog
+        catalog = store.catalog
 
         def run(conn: sqlite3.Connection) -> None:
             add_counts(conn, counts)

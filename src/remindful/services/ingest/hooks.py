@@ -10,10 +10,8 @@ opened, the row goes to the spool's fallback file, which the next drain imports:
 
 from __future__ import annotations
 
-import json
-
 from remindful.engine import spool
-from remindful.engine.redact import add_counts
+from remindful.engine.redact import StoreRedactor, add_counts
 from remindful.services.ingest.events import idem_key
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs hook processes milliseconds
@@ -26,13 +24,22 @@ if TYPE_CHECKING:
 
 
 class Prepared:
-    """A record ready to commit (:func:`prepare_record`): its key, its JSON, what it counts."""
+    """A record ready to commit (:func:`prepare_record`): its key, what it counts, and the filter
+    whose redactor the store's redactor wraps when it is written (:func:`commit`)."""
 
-    __slots__ = ("body", "counts", "event", "excluded", "key", "record", "spooled")
+    __slots__ = ("counts", "event", "excluded", "flt", "key", "record", "spooled")
 
-    def __init__(self, event: str, record: dict[str, Any], key: str, counts: dict[str, int], excluded: str | None):
-        self.event, self.record, self.key, self.counts, self.excluded = event, record, key, counts, excluded
-        self.body = json.dumps(record, ensure_ascii=False, default=str)
+    def __init__(
+        self,
+        flt: CaptureFilter,
+        event: str,
+        record: dict[str, Any],
+        key: str,
+        counts: dict[str, int],
+        excluded: str | None,
+    ):
+        self.flt, self.event, self.record, self.key = flt, event, record, key
+        self.counts, self.excluded = counts, excluded
         #: What :func:`spool_record` returns for it: None for an excluded session, else whether
         #: anything of it (memories or a session record) is spooled.
         self.spooled: bool | None = None if excluded is not None else bool(record["memories"] or "session" in record)
@@ -68,13 +75,11 @@ def prepare_record(
         for name, n in redacted.items():
             counts[f"redacted_{name}"] = counts.get(f"redacted_{name}", 0) + n
     record["memories"] = kept
-    if "session" in record and flt.redactor is not None:
-        record["session"] = flt.redactor.redact_value(record["session"], counts)
     if not capture_on:
         record.pop("session", None)
     if not kept and "session" not in record and not counts:
         return None if excluded is not None else False
-    return Prepared(event, record, idem_key(event, payload, record), counts, excluded)
+    return Prepared(flt, event, record, idem_key(event, payload, record), counts, excluded)
 
 
 def commit(
@@ -89,8 +94,15 @@ def commit(
     and appended to it: closing the last connection to a WAL database checkpoints it (an fsync that
     would double a hook's time), and a process that ends with ``os._exit`` need not (the committed
     transaction is in the WAL file; the next connection sees it)."""
-    record, key, body, event = prepared.record, prepared.key, prepared.body, prepared.event
+    record, key, event = prepared.record, prepared.key, prepared.event
     counts, excluded, kept = prepared.counts, prepared.excluded, record["memories"]
+    # What is written passes the store's redactor: the session id mapped, the rest redacted again
+    # (the texts the filter returned cost a lookup).
+    redaction = StoreRedactor(prepared.flt.redactor, storage)
+    hits: dict[str, int] = {}
+    body = spool.encode(record, redaction, hits)
+    for name, n in hits.items():
+        counts[f"redacted_{name}"] = counts.get(f"redacted_{name}", 0) + n
     fallback = {"idem_key": key, "kind": event, "payload": body, "created_at": record["at"]}
     try:
         conn = spool.connect(storage)
@@ -103,10 +115,11 @@ def commit(
                 conn.execute("BEGIN IMMEDIATE")
                 try:
                     if kept or "session" in record:
-                        spool.append(conn, key, event, body, record["at"])
+                        spool.append(conn, key, event, body, record["at"], redaction=redaction)
                     add_counts(conn, counts)
                     if excluded is not None:
-                        spool.audit(conn, "capture_excluded", None, {"reason": excluded, "event": event})
+                        detail = {"reason": excluded, "event": event}
+                        spool.audit(conn, "capture_excluded", None, detail, redaction=redaction)
                     conn.execute("COMMIT")
                 except BaseException:
                     conn.execute("ROLLBACK")

@@ -16,7 +16,9 @@ Edge cases (spec EC-P1-03/04/06/07, ERR-P1-02): a non-UTF-8 or binary file is sk
 chunks"; a file that vanishes mid-read keeps its old chunks until the next successful read; a
 missing watch directory is an error at start ("Watch directory does not exist: PATH"); when the
 OS watch limit is reached the error names the sysctl to raise and watching continues by polling.
-Every chunk goes through the capture filters (trigger ``files``: the switch and redaction).
+The whole text is redacted before it is chunked (a secret cut in two by a chunk boundary would
+escape every rule: word offsets are then those of the redacted text), and every chunk goes through
+the capture filters (trigger ``files``: the switch and redaction).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from remindful.engine.redact import add_counts
 from remindful.errors import RemindfulError
 from remindful.model import ChunkMetadata, FileIndexed
 from remindful.services.ingest.chunker import chunk_text
@@ -101,7 +104,7 @@ class MarkdownWatcher:
         with self._lock:
             if self._known(str(path)) == digest:
                 return "unchanged"
-            chunks = chunk_text(text)
+            chunks = chunk_text(self._redacted(text))
             if len(data) > LARGE_FILE_BYTES:
                 log.warning("Large file %s will create %d chunks", path, len(chunks))
             items = self._items(path, digest, chunks)
@@ -122,6 +125,18 @@ class MarkdownWatcher:
                 self.store.delete_many(old_ids)
             log.info("indexed %s: %d chunks (%d old removed)", path, len(new_ids), len(old_ids))
             return "indexed"
+
+    def _redacted(self, text: str) -> str:
+        """The whole text redacted (the rules of the capture filters), its hits counted."""
+        redactor = filter_for(self.store).redactor
+        if redactor is None:
+            return text
+        counts: dict[str, int] = {}
+        text = redactor.redact(text, counts)
+        if counts:
+            hits = {f"redacted_{name}": n for name, n in counts.items()}
+            self._catalog().write(lambda c: add_counts(c, hits), what="recording redaction counts")
+        return text
 
     def _items(self, path: Path, digest: str, chunks: list[Any]) -> list[dict[str, Any]] | None:
         items = []
@@ -252,7 +267,7 @@ class MarkdownWatcher:
     # -- catalog helpers ------------------------------------------------------------------------
 
     def _catalog(self) -> Any:
-        return self.store.ready().catalog
+        return self.store.catalog
 
     def _known(self, path: str) -> str | None:
         rows = self._catalog().read("SELECT sha256 FROM file_hashes WHERE path = ?", (path,))
@@ -283,7 +298,7 @@ def index_file(store: Store, path: str | os.PathLike[str]) -> FileIndexed:
 
 def files_indexed(store: Store) -> int:
     """How many Markdown files the store has indexed (their hashes are recorded)."""
-    return int(store.ready().catalog.read("SELECT count(*) FROM file_hashes")[0][0])
+    return int(store.catalog.read("SELECT count(*) FROM file_hashes")[0][0])
 
 
 def files_enabled(store: Store) -> bool:

@@ -134,7 +134,8 @@ class CaptureWorker:
             if self._warm:
                 store = self._get_store()
                 if not store.disabled_reason:
-                    store.ready().index_status()
+                    store.ready()
+                    store.index_status()
         except Exception as exc:  # the first capture reports it again, with its own error
             log.debug("capture start-up failed: %s", exc)
 

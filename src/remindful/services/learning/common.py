@@ -63,14 +63,16 @@ class MemoryWriter(Protocol):
     def search(
         self,
         query: str,
+        *,
         types: Sequence[str | MemoryType] | None = None,
-        limit: int = 10,
         filters: Mapping[str, Any] | None = None,
         session_id: str | None = None,
         since: datetime | str | float | None = None,
         until: datetime | str | float | None = None,
-        min_score: float | None = None,
-        collapse: bool = False,
+        limit: int,
+        min_score: float,
+        collapse: bool,
+        resumed_session: str | None,
     ) -> list[SearchHit]: ...
 
 

@@ -1,7 +1,7 @@
 """Reinforcement: raise a memory's importance so that it ranks higher in later searches.
 
 Search multiplies a memory's fused score by ``1 + search.importance_boost * (2 * importance - 1)``
-(:func:`remindful.engine.search.boost`), so importance moves rank among near-ties and never lifts an
+(:func:`remindful.engine.retrieval.search.boost`), so importance moves rank among near-ties and never lifts an
 irrelevant memory over a relevant one. Each reinforcement adds a fixed step, capped at 1.0:
 
 - explicit trigger phrase in a conversation ("remember that …"): ``learning.trigger_boost`` (0.25)

@@ -45,8 +45,11 @@ def _similarities(
     return {mid: float(np.dot(vec, vector)) for mid, vec in stored.items()}
 
 
-def _candidates(store: MemoryWriter, context: str, types: list[str]) -> list[Memory]:
-    hits = store.search(context, types=types, limit=CANDIDATES)
+def _candidates(store: MemoryWriter, context: str, types: list[str], resumed_session: str | None) -> list[Memory]:
+    # Every candidate, however weak, and every copy: repeated failures are counted.
+    hits = store.search(
+        context, types=types, limit=CANDIDATES, min_score=0.0, collapse=False, resumed_session=resumed_session
+    )
     return [m for m in store.get_batch([h.id for h in hits]) if m is not None]
 
 
@@ -64,8 +67,10 @@ def suggest(
     *,
     action: Mapping[str, Any] | None = None,
     limit: int = 3,
+    resumed_session: str | None = None,
 ) -> Suggestions:
-    """Suggestions and warnings for ``context``; see the module docstring. Read-only."""
+    """Suggestions and warnings for ``context``; see the module docstring. Read-only.
+    ``resumed_session``: the session the caller resumed, whose memories rank higher as candidates."""
     if not isinstance(context, str) or not context.strip():
         raise ValidationError("context", "expected a description of the current situation or intended action")
     if action is not None and not isinstance(action, Mapping):
@@ -73,7 +78,7 @@ def suggest(
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 50:
         raise ValidationError("limit", f"expected an integer from 1 to 50, got {limit!r}")
     threshold = store.settings.learning.min_suggestion_similarity
-    candidates = _candidates(store, context, ["workflow", "action"])
+    candidates = _candidates(store, context, ["workflow", "action"], resumed_session)
     similarity = _similarities(store, memories, context, [m.id for m in candidates])
 
     suggestions = []

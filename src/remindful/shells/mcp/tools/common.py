@@ -18,14 +18,19 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
+import threading
 import weakref
+from collections import OrderedDict
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Protocol
 
 import anyio
 import anyio.to_thread
+from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import ValidatorFunctionWrapHandler, WrapValidator
 
 from remindful.errors import RemindfulError
 
@@ -39,6 +44,20 @@ log = logging.getLogger("remindful.mcp")
 #: Returns the server's MemoryManager, raising MemoryDisabledError (or the ConfigError that kept it
 #: from opening) when memory cannot be used: see :func:`remindful.shells.mcp.server.build_server`.
 GetManager = Callable[[], "MemoryManager"]
+
+
+def _none_or_text(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+    return None if value is None else handler(value)
+
+
+#: An optional free text (default None) for a tool's parameter. The SDK parses a string argument as
+#: JSON unless its parameter is plain ``str``: under ``str | None`` the text ``{"a": 1}`` arrived as
+#: a dict (and was refused), ``null`` as None. So the annotation the SDK sees is ``str``, and a null
+#: is let through by a validator; type checkers see ``str | None``.
+if TYPE_CHECKING:
+    OptionalText = str | None
+else:
+    OptionalText = Annotated[str, WrapValidator(_none_or_text)]
 
 #: The memory types, as the tools' JSON schema lists them (a test keeps this in step with MemoryType).
 MemoryTypeName = Literal["screen", "action", "workflow", "conversation", "document", "knowledge"]
@@ -78,6 +97,61 @@ class ArrivalOrder:
 
 
 _ORDERS: weakref.WeakKeyDictionary[Any, ArrivalOrder] = weakref.WeakKeyDictionary()
+
+
+class ResumedSessions:
+    """The session each client of one server resumed (``memory_resume_session``): its searches,
+    context and suggestions rank that session's memories higher, and no other client's do (one
+    HTTP server serves many agents through one MemoryManager).
+
+    A client is its MCP session: the ``Mcp-Session-Id`` the streamable HTTP transport checks on
+    every request. Requests without one count as one client: over stdio that is the process's only
+    client; over HTTP, clients of the sessionless (2026) protocol, which nothing tells apart. The
+    records of the ``MAX_CLIENTS`` clients that resumed last are kept. Thread-safe (tools run in
+    worker threads).
+    """
+
+    MAX_CLIENTS = 1000
+
+    def __init__(self) -> None:
+        self._by_client: OrderedDict[str | None, str] = OrderedDict()
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def client(ctx: Context) -> str | None:
+        """The client ``ctx``'s request comes from (None: the only one)."""
+        headers = ctx.headers
+        return headers.get(MCP_SESSION_ID_HEADER) if headers is not None else None
+
+    def of(self, ctx: Context) -> str | None:
+        """The session the client of ``ctx`` resumed, or None."""
+        with self._lock:
+            return self._by_client.get(self.client(ctx))
+
+    def resume(self, ctx: Context, session_id: str) -> None:
+        """The client of ``ctx`` resumed ``session_id`` (instead of any it resumed before)."""
+        client = self.client(ctx)
+        with self._lock:
+            self._by_client[client] = session_id
+            self._by_client.move_to_end(client)
+            while len(self._by_client) > self.MAX_CLIENTS:
+                self._by_client.popitem(last=False)
+
+    def forget(self, session_id: str | None = None) -> None:
+        """No client has ``session_id`` (deleted) resumed any more; with None, none has any
+        (the store was cleared or restored)."""
+        with self._lock:
+            for client, resumed in list(self._by_client.items()):
+                if session_id is None or resumed == session_id:
+                    del self._by_client[client]
+
+
+_RESUMED: weakref.WeakKeyDictionary[Any, ResumedSessions] = weakref.WeakKeyDictionary()
+
+
+def resumed_sessions(mcp: Any) -> ResumedSessions:
+    """The :class:`ResumedSessions` of the MCPServer ``mcp`` (one per server)."""
+    return _RESUMED.setdefault(mcp, ResumedSessions())
 
 
 def tool(mcp: Any, annotations: ToolAnnotations) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -159,10 +233,13 @@ __all__ = [
     "ArrivalOrder",
     "GetManager",
     "MemoryTypeName",
+    "OptionalText",
     "Result",
+    "ResumedSessions",
     "ok",
     "one_line",
     "reject_unknown_arguments",
+    "resumed_sessions",
     "tool",
     "tool_error",
 ]

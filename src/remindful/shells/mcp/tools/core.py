@@ -12,6 +12,7 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated, Any
 
+from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ResourceError
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -23,8 +24,10 @@ from remindful.shells.mcp.tools.common import (
     WRITE,
     GetManager,
     MemoryTypeName,
+    OptionalText,
     ok,
     one_line,
+    resumed_sessions,
     tool,
 )
 
@@ -37,10 +40,10 @@ Metadata = Annotated[
     dict[str, Any] | None,
     Field(description='JSON object of metadata, e.g. {"action": "click", "success": true, "tags": ["login"]}.'),
 ]
-SessionId = Annotated[
-    str | None,
-    Field(description='A session id; "current" means this server\'s session. Default: the current session.'),
-]
+_SESSION_HELP = 'A session id; "current" means this server\'s session. Default: the current session.'
+SessionId = Annotated[str | None, Field(description=_SESSION_HELP)]
+#: As a tool's own parameter (see :data:`OptionalText`).
+SessionArg = Annotated[OptionalText, Field(description=_SESSION_HELP)]
 
 
 class StoreItem(BaseModel):
@@ -57,6 +60,7 @@ class StoreItem(BaseModel):
 
 def register(mcp: Any, get_manager: GetManager) -> None:
     """Add the core tools and the ``memory://`` resources to the MCPServer ``mcp``."""
+    resumed = resumed_sessions(mcp)
 
     def session(manager: MemoryManager, value: str | None) -> str | None:
         return manager.session_id if value == "current" else value
@@ -66,7 +70,7 @@ def register(mcp: Any, get_manager: GetManager) -> None:
         content: Annotated[str, Field(description="The text to remember (at most 1,000,000 characters).")],
         type: Annotated[MemoryTypeName, Field(description="What the memory is about.")] = "action",
         metadata: Metadata = None,
-        session_id: SessionId = None,
+        session_id: SessionArg = None,
         timestamp: Annotated[str | None, Field(description="ISO 8601 creation time (default: now).")] = None,
         bookmark: Annotated[bool, Field(description="Protect it from retention and eviction.")] = False,
         importance: Annotated[
@@ -126,7 +130,7 @@ def register(mcp: Any, get_manager: GetManager) -> None:
                 '{"target.x": {"$gte": 100}}, {"$or": [...]}.'
             ),
         ] = None,
-        session_id: SessionId = None,
+        session_id: SessionArg = None,
         since: Annotated[str | None, Field(description="Only memories created at/after (ISO 8601).")] = None,
         until: Annotated[str | None, Field(description="Only memories created at/before (ISO 8601).")] = None,
         min_score: Annotated[
@@ -137,6 +141,8 @@ def register(mcp: Any, get_manager: GetManager) -> None:
                 description="Relevance floor (default search.min_score); 0 returns the top hits whatever they score.",
             ),
         ] = None,
+        *,
+        ctx: Context,
     ) -> dict[str, Any]:
         """Search memories by meaning and keywords (hybrid); best first. ``score`` is a calibrated
         relevance in [0, 1], the same scale for every query (about the chance the hit is a real
@@ -148,7 +154,17 @@ def register(mcp: Any, get_manager: GetManager) -> None:
         superseded_by (a newer memory on the same subject), ...}]}.
         """
         m = get_manager()
-        hits = m.search(query, memory_types, limit, filters, session(m, session_id), since, until, min_score)
+        hits = m.search(
+            query,
+            memory_types,
+            limit,
+            filters,
+            session(m, session_id),
+            since,
+            until,
+            min_score,
+            resumed_session=resumed.of(ctx),
+        )
         return {"success": True, "query": query, "count": len(hits), "memories": [h.to_dict() for h in hits]}
 
     @tool(mcp, READ_ONLY)
@@ -178,7 +194,7 @@ def register(mcp: Any, get_manager: GetManager) -> None:
     @tool(mcp, UPDATE)
     def memory_update(
         memory_id: Annotated[str, Field(description="The memory's id.")],
-        content: Annotated[str | None, Field(description="New text (re-embedded).")] = None,
+        content: Annotated[OptionalText, Field(description="New text (re-embedded).")] = None,
         metadata: Annotated[
             dict[str, Any] | None,
             Field(description="Keys to merge into the metadata; a key set to null is removed."),
@@ -205,7 +221,7 @@ def register(mcp: Any, get_manager: GetManager) -> None:
     @tool(mcp, READ_ONLY)
     def memory_list(
         type: Annotated[MemoryTypeName | None, Field(description="Only this type.")] = None,
-        session_id: SessionId = None,
+        session_id: SessionArg = None,
         limit: Annotated[int, Field(ge=1, le=1000, description="Maximum memories.")] = 20,
         offset: Annotated[int, Field(ge=0, description="Memories to skip (paging).")] = 0,
         since: Annotated[str | None, Field(description="Only memories created at/after (ISO 8601).")] = None,

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
+from mcp.server.mcpserver import Context
 from pydantic import BaseModel, ConfigDict, Field
 
-from remindful.shells.mcp.tools.common import READ_ONLY, WRITE, GetManager, ok, tool
+from remindful.shells.mcp.tools.common import READ_ONLY, WRITE, GetManager, ok, resumed_sessions, tool
 
 
 class Action(BaseModel):
@@ -28,6 +29,7 @@ class Action(BaseModel):
 
 def register(mcp: Any, get_manager: GetManager) -> None:
     """Add the learning tools to the MCPServer ``mcp``."""
+    resumed = resumed_sessions(mcp)
 
     @tool(mcp, WRITE)
     def memory_capture_turn(
@@ -128,12 +130,14 @@ def register(mcp: Any, get_manager: GetManager) -> None:
             ),
         ] = None,
         limit: Annotated[int, Field(ge=1, le=50, description="Most suggestions to return.")] = 3,
+        *,
+        ctx: Context,
     ) -> dict[str, Any]:
         """Before acting: similar past workflows/actions you could replay (with memory ids and
         dates), and warnings when this action failed before ("This action failed 5 times
         previously, success rate: 0%") with alternatives that worked.
         """
-        return ok(get_manager().suggest(context, action=action, limit=limit))
+        return ok(get_manager().suggest(context, action=action, limit=limit, resumed_session=resumed.of(ctx)))
 
     @tool(mcp, READ_ONLY)
     def memory_analyze_patterns(
@@ -162,6 +166,8 @@ def register(mcp: Any, get_manager: GetManager) -> None:
             float | None,
             Field(ge=0, le=1, description="Relevance floor of the memories (default context.min_score)."),
         ] = None,
+        *,
+        ctx: Context,
     ) -> dict[str, Any]:
         """Context for the current task: the most relevant memories (preferences, facts,
         workflows, past outcomes) as short lines with ids, within a token budget, plus warnings
@@ -171,9 +177,10 @@ def register(mcp: Any, get_manager: GetManager) -> None:
         from remindful.services.context import estimate_tokens
 
         m = get_manager()
-        warnings = [f"Warning: {w.message}" for w in m.suggest(task).warnings]
+        mine = resumed.of(ctx)
+        warnings = [f"Warning: {w.message}" for w in m.suggest(task, resumed_session=mine).warnings]
         # Warnings first in the budget: they prevent repeating a known failure.
         room = budget_tokens - sum(estimate_tokens(w) + 1 for w in warnings)
-        text = m.context(task, budget_tokens=room, min_score=min_score).text if room > 0 else ""
+        text = m.context(task, budget_tokens=room, min_score=min_score, resumed_session=mine).text if room > 0 else ""
         text = "\n".join(x for x in [text, *warnings] if x)
         return {"success": True, "context": text, "tokens": estimate_tokens(text), "warnings": warnings}

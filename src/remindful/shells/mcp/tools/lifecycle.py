@@ -25,6 +25,7 @@ from remindful.shells.mcp.tools.common import (
     GetManager,
     MemoryTypeName,
     ok,
+    resumed_sessions,
     tool,
     tool_error,
 )
@@ -72,25 +73,32 @@ Path_ = Annotated[str, Field(description="A file path on the machine running the
 
 def register(mcp: Any, get_manager: GetManager) -> None:
     """Add the lifecycle tools to the MCPServer ``mcp``."""
+    resumed = resumed_sessions(mcp)
 
     @tool(mcp, READ_ONLY)
     def memory_list_sessions(
         limit: Annotated[int, Field(ge=1, le=1000, description="Maximum sessions, newest first.")] = 50,
+        *,
+        ctx: Context,
     ) -> dict[str, Any]:
         """List sessions newest first: id, start/end time, memory count and a summary of the most
         common actions, screens and tools. Pass an id to memory_resume_session to continue it."""
         m = get_manager()
-        found = m.list_sessions()
+        found = m.list_sessions(resumed_session=resumed.of(ctx))
         shown = [s.to_dict() for s in found[:limit]]
         return {"success": True, "count": len(found), "current_session": m.session_id, "sessions": shown}
 
     @tool(mcp, WRITE)
     def memory_resume_session(
         session_id: Annotated[str, Field(description="A session id from memory_list_sessions.")],
+        *,
+        ctx: Context,
     ) -> dict[str, Any]:
-        """Continue where a previous session left off: from now on, searches rank that session's
-        memories higher (until another session is resumed). Returns its memory count."""
-        return {"success": True, "session_id": session_id, "memory_count": get_manager().resume_session(session_id)}
+        """Continue where a previous session left off: from now on, your searches rank that
+        session's memories higher (until you resume another session). Returns its memory count."""
+        count = get_manager().session_size(session_id)
+        resumed.resume(ctx, session_id)
+        return {"success": True, "session_id": session_id, "memory_count": count}
 
     # The destructive tools below say "not found" before the user is asked to confirm: their
     # resolvers (which the SDK runs before the tool, asking the user there) check first.
@@ -127,7 +135,9 @@ def register(mcp: Any, get_manager: GetManager) -> None:
         m = get_manager()  # the session is known: ask_delete_session checked it
         if not approved(approval):
             raise not_confirmed(f"delete every memory of session {session_id!r}", approval)
-        return ok(m.delete_session(session_id, confirm=True))
+        result = m.delete_session(session_id, confirm=True)
+        resumed.forget(session_id)
+        return ok(result)
 
     @tool(mcp, DESTRUCTIVE)
     def memory_cleanup(
@@ -199,7 +209,9 @@ def register(mcp: Any, get_manager: GetManager) -> None:
         archive = existing_backup(backup_path)
         if not approved(approval):
             raise not_confirmed("replace all current memories with the backup", approval)
-        return ok(m.restore(archive, confirm=True))
+        result = m.restore(archive, confirm=True)
+        resumed.forget()
+        return ok(result)
 
     @tool(mcp, DESTRUCTIVE)
     def memory_clear_all(
@@ -211,7 +223,9 @@ def register(mcp: Any, get_manager: GetManager) -> None:
         m = get_manager()
         if not approved(approval):
             raise not_confirmed("delete every memory", approval)
-        return ok(m.clear_all(confirm=True))
+        result = m.clear_all(confirm=True)
+        resumed.forget()
+        return ok(result)
 
 
 __all__ = ["register"]

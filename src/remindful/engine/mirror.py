@@ -1,0 +1,763 @@
+"""The vector index kept in step with the catalog, across the processes that share a storage directory.
+
+The catalog is the truth; the index (Chroma) mirrors what it holds, and can be rebuilt from it.
+
+Opening: the index opens on first use. Its files are health-checked only after a crash (a process
+that held them died: :class:`IndexHolders`) or when a quick look finds damage; it is reconciled with
+the catalog (vectors of deleted rows dropped, missing ones re-added) and then every row still marked
+un-indexed is indexed.
+
+Additions: a store commits its rows to the catalog and hands them to :meth:`IndexMirror.index_rows`,
+which indexes them in the background (``performance.async_indexing``, :class:`BackgroundIndexer`) or
+at once. Rows committed without a vector (``performance.defer_embedding``) are embedded there first,
+outside the index lock. Until they are indexed, search scores them exactly from the catalog, after
+waiting for the vectors this process has yet to compute (:meth:`IndexMirror.await_embeddings`).
+
+Deletions go the other way: the catalog delete queues the vectors (``index_deletes``, in the same
+transaction) and :meth:`IndexMirror.after_delete` applies the queue at once for a few, in the
+background for many (Chroma takes ~0.3 ms a vector, holding the GIL: :class:`DeleteFinisher`),
+after the neighbours' session windows a large delete also left (:mod:`remindful.engine.windows`).
+Until then search drops their hits: every index hit is checked against the catalog, and this
+process also skips the ones it knows are queued, asking the index for more to make up. A crash
+leaves the queue to the next open, which drains it in the background; nothing deleted can come
+back, since the catalog no longer holds it.
+
+Other processes: chromadb's embedded client keeps its own copy of each HNSW graph in memory and
+writes it back over the shared files, so every write holds :class:`IndexLock` and first reloads a
+view another process made stale (the lock file counts the writes). Rows another process wrote
+since this one loaded its view may be missing from it: search scores the rows above
+:meth:`IndexMirror.pending_after` exactly from the catalog.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from remindful.config import PerformanceSettings
+from remindful.embed.base import Embedder
+from remindful.engine.background import BackgroundIndexer, DeleteFinisher
+from remindful.engine.catalog import Catalog, MemoryRow, catalog_damaged, integrity_problem
+from remindful.engine.retrieval.search import top_k_exact
+from remindful.engine.sqlfilter import SqlFilter, build_filter, index_metadata
+from remindful.errors import CorruptionError, RemindfulError, StorageError
+from remindful.index.base import VectorIndex
+from remindful.model import MemoryType
+from remindful.runtime import pid_alive
+
+log = logging.getLogger("remindful")
+
+INDEX_BATCH = 1000
+#: After a transient failure to open the vector index, how long search uses the catalog alone
+#: before the index is opened again.
+INDEX_RETRY_S = 1.0
+#: A failed index write is retried this many times in all, the index reloaded before each retry.
+INDEX_WRITE_TRIES = 2
+PENDING_REFRESH = 2000
+#: Vectors (or window spots) per step in the background: ~0.1 s of GIL per Chroma delete call
+#: with chromadb 1.5, which has a fixed cost of ~25 ms, so smaller chunks take longer in all.
+FINISH_CHUNK = 256
+#: While deletions are queued, a dense query asks the index for up to this many times ``k`` more
+#: hits, to make up for the deleted ones it skips.
+OVERFETCH = 3
+#: Collections of up to this many rows are searched exhaustively: asked for every row, HNSW visits
+#: every node it can reach (2-5 ms with chromadb 1.5 at 1,000-2,000 rows, against ~1 ms for 100).
+#: At its usual candidate list (ef = 100) HNSW misses outliers among many near-identical vectors:
+#: one distinct memory (cosine 0.80 with the query) among 1,100 near-identical notes was not found
+#: in 5 of 12 rebuilt indexes, and needed ef = 400 in one.
+EXHAUSTIVE_BELOW = 2000
+
+DenseQuery = Callable[[np.ndarray, int], list[tuple[str, float]]]
+
+
+class EmbedderSource(Protocol):
+    """The embedder the mirror embeds deferred rows with, built on first use."""
+
+    def get(self) -> Embedder:
+        """The embedder, built now if it was not yet."""
+        ...
+
+    @property
+    def loaded(self) -> bool:
+        """Whether it was built (asking builds nothing)."""
+        ...
+
+
+def _indexed_of(memory_type: MemoryType) -> SqlFilter:
+    """The catalog's rows of ``memory_type`` marked indexed: what its collection should hold."""
+    return build_filter(types=[memory_type.value]) & SqlFilter("indexed = 1")
+
+
+class IndexMirror:
+    """The vector index of one open catalog, kept in step with it across threads and processes.
+
+    Built from the catalog, the embedder (for rows committed without a vector) and ``new_index``
+    (which makes the index the first use opens). Thread-safe. ``exiting``: the interpreter is
+    exiting: neither the index nor the embedder is opened any more (see :meth:`close_for_exit`).
+    """
+
+    def __init__(
+        self,
+        catalog: Catalog,
+        embedder: EmbedderSource,
+        new_index: Callable[[], VectorIndex],
+        *,
+        path: Path,
+        performance: PerformanceSettings,
+        exiting: bool = False,
+    ) -> None:
+        self.catalog = catalog
+        self._embedder = embedder
+        self._new_index = new_index
+        self._performance = performance
+        self._lock = threading.RLock()
+        self._index: VectorIndex | None = None
+        self._index_opened = False
+        self._index_error: str | None = None
+        # Rows up to this rowid are in this process's view of the index; later ones may have been
+        # written by another process and are scored exactly until the view is refreshed.
+        self._index_rowid = 0
+        # The IndexLock generation this process's view of the index files is current at (-1: none).
+        self._index_generation = -1
+        self._exiting = exiting  # set by close_for_exit: open nothing new
+        self._refreshed_at = 0.0  # monotonic time of the last _refresh_view
+        self._index_retry_at = 0.0  # after a transient failure to open the index: when to try again
+        self._index_failed: str | None = None  # a write failed: what is un-indexed waits for the next write
+        self._index_lock = IndexLock(path / "index.lock")
+        self._holders = IndexHolders(path / "index.holders")
+        self._indexer: BackgroundIndexer | None = None
+        self._unembedded: set[str] = set()
+        self._embedded = threading.Condition()
+        self._deleter: DeleteFinisher | None = None
+        self._unindexing: dict[str, set[str]] = {}
+
+    # -- the index: open, state, lock -----------------------------------------------------------
+
+    @property
+    def index(self) -> VectorIndex | None:
+        """The vector index, or None while it is unusable (the reason is in :meth:`status`). A
+        transient failure to open it (a lock, an unreachable server) is retried after
+        ``INDEX_RETRY_S``; damage waits for ``reindex(reset=True)``."""
+        if self._exiting and not self._index_opened:
+            return None
+        if not self._index_opened or (self._index_retry_at and time.monotonic() >= self._index_retry_at):
+            with self._lock:
+                if not self._index_opened or (self._index_retry_at and time.monotonic() >= self._index_retry_at):
+                    self._index_retry_at = 0.0
+                    self._open_index()
+                    self._index_opened = True
+        return self._index
+
+    def state(self) -> dict[str, Any]:
+        """The vector index as this process sees it, without opening it (unlike :meth:`status`):
+        ``opened`` is False until the first write or search needs it; ``available`` is None until
+        then, else whether it is usable; ``error`` says why it is not (None if it is)."""
+        opened = self._index_opened
+        return {"opened": opened, "available": self._index is not None if opened else None, "error": self._index_error}
+
+    def status(self) -> dict[str, Any]:
+        """Opens the index: ``available``, ``backend`` (its class name, None while unusable),
+        ``error``, ``unindexed`` (rows marked un-indexed) and ``pending_deletes``."""
+        index = self.index
+        return {
+            "available": index is not None,
+            "backend": type(index).__name__ if index is not None else None,
+            "error": self._index_error,
+            "unindexed": self.catalog.count(SqlFilter("indexed = 0")),
+            # Vectors of deleted memories still to remove (a large delete finishes in the background).
+            "pending_deletes": int(self.catalog.read("SELECT count(*) FROM index_deletes")[0][0]),
+        }
+
+    def lock(self) -> contextlib.AbstractContextManager[int]:
+        """Hold the vector-index lock for a ``with`` block: no thread or process of this storage
+        directory writes the index meanwhile (a backup copies the index files under it). Not
+        re-entrant: do not call index-writing methods inside the block."""
+        return self._index_lock()
+
+    def _open_index(self) -> None:
+        started = time.perf_counter()
+        index = self._new_index()
+        try:
+            self._check_index_files(index)
+            try:
+                preload = getattr(index, "preload", None)
+                if preload is not None:
+                    preload()  # not under the lock: other processes would wait for the import
+                with self._index_lock(write=False) as generation:
+                    self._reload_view(index)  # the files are read under the lock: no writer is half-way
+                    self._index_generation = generation
+                queued = self._sync_index(index)
+            except CorruptionError as exc:
+                if exc.part == "catalog" or exc.backup_path is not None or not hasattr(index, "check"):
+                    raise
+                index.close()
+                index.check()  # back up the damaged files and describe the damage
+                # The files are sound: the error was passing (another process was writing). Retry.
+                raise StorageError(f"the vector index failed while opening ({exc})") from exc
+        except CorruptionError as exc:
+            if exc.part == "catalog":  # not the index's fault: the caller reports it
+                with contextlib.suppress(Exception):
+                    index.close()
+                raise
+            self._index_error = str(exc)
+            copied = f" (a copy of the damaged files is in {exc.backup_path})" if exc.backup_path else ""
+            copied = "" if exc.backup_path and exc.backup_path in str(exc) else copied
+            log.error(
+                "Vector index unusable: %s%s. Search continues from the catalog; "
+                "run `remindful reindex --reset` to rebuild the index.",
+                exc,
+                copied,
+            )
+            return
+        except StorageError as exc:
+            self._index_error = str(exc)
+            self._index_retry_at = time.monotonic() + INDEX_RETRY_S
+            log.warning(
+                "Vector index unavailable: %s. Search continues from the catalog; retrying in %.0f s.",
+                exc,
+                INDEX_RETRY_S,
+            )
+            with contextlib.suppress(Exception):
+                index.close()
+            return
+        self._index, self._index_error = index, None
+        self._holders.hold()
+        if queued:  # left by a process that stopped (or crashed) before it drained them
+            self._track_unindexing(queued)
+            self.kick_finisher()
+        log.debug("vector index ready in %.0f ms", (time.perf_counter() - started) * 1000)
+
+    def _check_index_files(self, index: VectorIndex) -> None:
+        """Run the index's full health check (seconds: a child process opens every collection) only
+        when it may have been damaged: a process holding it died, or a quick look at the files
+        (no database connection, milliseconds) finds something wrong. Raises CorruptionError."""
+        check = getattr(index, "check", None)
+        if check is None:
+            return
+        crashed = self._holders.crashed()
+        quick = getattr(index, "quick_check", None)
+        problem = quick() if quick is not None else "no quick check available"
+        if crashed or problem:
+            log.info("checking the vector index files (%s)", f"process {crashed} died" if crashed else problem)
+            check()
+
+    # -- this process's view of the index files -------------------------------------------------
+
+    @contextlib.contextmanager
+    def _writing(self, index: VectorIndex) -> Iterator[None]:
+        """Hold the index lock for a write through ``index``. If another process wrote the index
+        since this one loaded its view, the view is reloaded first: chromadb's embedded client
+        writes its in-memory copy of a graph back over the shared files, so a write through a
+        stale copy would drop the other processes' vectors ("Error finding id" later)."""
+        with self._index_lock() as generation:
+            if generation != self._index_generation:
+                self._reload_view(index)
+            yield
+            self._index_generation = generation + 1
+            self._index_rowid = self._view_floor()  # the view is current: what is marked indexed is in it
+
+    def _reload_view(self, index: VectorIndex) -> None:
+        """Under the index lock: load the index files afresh (if the index keeps a copy of them)
+        and note which rows the new view may lack (:meth:`_view_floor`)."""
+        floor = self._view_floor()
+        reload = getattr(index, "reload", None)
+        if reload is not None:
+            reload()
+        self._index_rowid = floor
+
+    def _view_floor(self) -> int:
+        """A rowid up to which every row marked indexed is in the index files as they are now
+        (read under the index lock): rows not yet indexed may be indexed by another process later,
+        so the view is complete only below the first of them."""
+        top, first = self.catalog.read(
+            "SELECT (SELECT coalesce(max(rowid), 0) FROM memories), (SELECT min(rowid) FROM memories WHERE indexed = 0)"
+        )[0]
+        return int(top) if first is None else min(int(top), int(first) - 1)
+
+    def _refresh_view(self, index: VectorIndex, *, force: bool = False) -> None:
+        """Bring the view up to date (a search found many rows it may lack): reload it if another
+        process wrote the index since (or ``force``), else just note what it holds."""
+        self._refreshed_at = time.monotonic()
+        with self._index_lock(write=False) as generation:
+            if force or generation != self._index_generation:
+                self._reload_view(index)
+                self._index_generation = generation
+            else:
+                self._index_rowid = self._view_floor()
+
+    def pending_after(self) -> int:
+        """The rowid above which this process's index view may lack rows (beside rows not marked indexed).
+
+        When too many accumulate, the view is refreshed (at most once a second): reloaded from the
+        files if another process wrote them since (:meth:`_refresh_view`)."""
+        # An upper bound (rowids only grow): counting rows would read the whole table.
+        index = self._index
+        if (
+            index is not None
+            and self._max_rowid() - self._index_rowid > PENDING_REFRESH
+            and time.monotonic() - self._refreshed_at >= 1.0
+        ):
+            self._refresh_view(index)
+        return int(self._index_rowid)
+
+    def _max_rowid(self) -> int:
+        return int(self.catalog.read("SELECT coalesce(max(rowid), 0) FROM memories")[0][0])
+
+    # -- reconciling with the catalog -----------------------------------------------------------
+
+    def _sync_index(self, index: VectorIndex) -> list[tuple[str, str]]:
+        """Make the index match the catalog: drop vectors of deleted rows, re-add missing ones.
+        Queued deletions (``index_deletes``) are left to the background deleter: a count that
+        differs only by them needs no comparison of ids. Returns them.
+
+        The counts are compared first without the index lock (one small read each); the ids are
+        compared, and stale vectors removed, only under it: another process may be between its
+        upsert and marking those rows indexed, and its vectors are not stale."""
+        queued = self._queued_deletes()
+        for memory_type in MemoryType:
+            if self._index_agrees(index, memory_type, queued):
+                continue
+            with self._writing(index):
+                queued = self._queued_deletes()
+                if self._index_agrees(index, memory_type, queued):
+                    continue
+                flt = _indexed_of(memory_type)
+                in_index = set(index.ids(memory_type.collection))
+                in_catalog = {r[0] for r in self.catalog.read(f"SELECT id FROM memories WHERE {flt.sql}", flt.params)}
+                extra = sorted(in_index - in_catalog)
+                if extra:
+                    index.delete(memory_type.collection, extra)
+                missing = sorted(in_catalog - in_index)
+                self.catalog.mark_indexed(missing, value=False)
+            log.info("index %s: removed %d stale, re-adding %d", memory_type.collection, len(extra), len(missing))
+        self._index_pending(index)
+        return queued
+
+    def _queued_deletes(self) -> list[tuple[str, str]]:
+        """(memory id, type) of deleted rows whose vectors are still queued for deletion: the index
+        may hold them until the background deleter drains them."""
+        return self.catalog.read(
+            "SELECT memory_id, type FROM index_deletes "
+            "WHERE NOT EXISTS (SELECT 1 FROM memories WHERE memories.id = index_deletes.memory_id)"
+        )
+
+    def _index_agrees(self, index: VectorIndex, memory_type: MemoryType, queued: list[tuple[str, str]]) -> bool:
+        """Whether the index's count for ``memory_type`` is the catalog's indexed count (plus the
+        vectors still queued for deletion)."""
+        expected = self.catalog.count(_indexed_of(memory_type))
+        waiting = sum(1 for _mid, t in queued if t == memory_type.value)
+        return index.count(memory_type.collection) in (expected, expected + waiting)
+
+    def reindex(self, *, reset: bool, progress: Callable[[int], None] | None = None) -> dict[str, int]:
+        """Rebuild the index from the catalog (``reset``: move the index files aside first). A
+        damaged catalog raises CorruptionError before anything is touched: the index is rebuilt
+        from it, so the index may be the better copy of what the catalog lost."""
+        problem = integrity_problem(self.catalog.path)
+        if problem is not None:
+            raise catalog_damaged(problem)
+        with self._lock:
+            index = self._index or self._new_index()
+
+            def restart(conn: Any) -> None:
+                conn.execute("UPDATE memories SET indexed = 0")
+                conn.execute("DELETE FROM index_deletes")  # the index is rebuilt from the catalog
+
+            with self._index_lock() as generation:  # other processes reload their view at their next write
+                if reset and hasattr(index, "reset_files"):
+                    index.reset_files()
+                else:
+                    index.reset()
+                self.catalog.write(restart, what="reindex")
+                self._index_generation, self._index_rowid = generation + 1, self._view_floor()
+            self._unindexing.clear()
+            self._index_pending(index, progress)
+            self._index, self._index_error, self._index_opened, self._index_retry_at = index, None, True, 0.0
+        return {t.collection: index.count(t.collection) for t in MemoryType}
+
+    # -- additions ------------------------------------------------------------------------------
+
+    def defers_embedding(self) -> bool:
+        """Whether new rows are committed without a vector and embedded by the background indexer
+        (``performance.defer_embedding`` with ``async_indexing``)."""
+        return self._performance.async_indexing and self._performance.defer_embedding
+
+    def index_rows(self, rows: Sequence[MemoryRow]) -> None:
+        """Add rows to the vector index: in the background (``performance.async_indexing``) or now.
+        Rows without a vector are embedded first, there. Until then search scores them exactly (and
+        waits for the ones this process has yet to embed); on failure they stay marked un-indexed
+        and are indexed at the next open."""
+        unembedded = [r.id for r in rows if r.embedding is None]
+        if unembedded:
+            with self._embedded:
+                self._unembedded.update(unembedded)
+        if self._performance.async_indexing:
+            if self._indexer is None:
+                with self._lock:
+                    if self._indexer is None:
+                        self._indexer = BackgroundIndexer(self.index_ids, prepare=self._embed_stored)
+            self._indexer.submit([r.id for r in rows])
+        else:
+            self.index_ids([r.id for r in rows])
+
+    def embeddings_pending(self) -> bool:
+        """Whether rows this process stored are still waiting for their vectors."""
+        with self._embedded:
+            return bool(self._unembedded)
+
+    def await_embeddings(self, timeout: float) -> bool:
+        """Wait (at most ``timeout`` seconds) until the rows this process stored without a vector
+        have one, or their embedding failed; False on timeout."""
+        with self._embedded:
+            return self._embedded.wait_for(lambda: not self._unembedded, timeout)
+
+    def index_ids(self, ids: list[str]) -> None:
+        """Index the memories with these ids that are still un-indexed (read under the index lock,
+        so a memory deleted meanwhile is not indexed again). An id may come more than once (a
+        memory stored, then updated, in one batch of the background indexer): it is indexed once."""
+        ids = list(dict.fromkeys(ids))
+        rows: list[MemoryRow] = []
+        try:
+            self._embed_stored(ids)  # first: search needs the vectors even without an index
+        except RemindfulError as exc:
+            log.warning("stored %d memories but could not embed them yet (%s); they will be later", len(ids), exc)
+        index = self.index
+        if index is None:
+            return
+        for attempt in range(INDEX_WRITE_TRIES):
+            try:
+                with self._writing(index):
+                    found = self.catalog.get_rows(ids)
+                    vectors = self.catalog.embeddings([i for i in ids if i in found and not found[i].indexed])
+                    rows = [found[i] for i in ids if i in vectors]
+                    for row in rows:
+                        row.embedding = vectors[row.id]
+                    if rows:
+                        self._upsert(index, rows, locked=True)
+                break
+            except RemindfulError as exc:
+                self._index_generation = -1  # whatever went wrong, the next write reloads the view first
+                if attempt + 1 < INDEX_WRITE_TRIES and not isinstance(exc, CorruptionError):
+                    log.info("indexing %d memories failed (%s); reloading the index and retrying", len(ids), exc)
+                    continue
+                self._index_failed = str(exc)
+                log.warning(
+                    "stored %d memories but could not index them yet (%s); search scores them from the catalog "
+                    "and the next write indexes them",
+                    len(ids),
+                    exc,
+                )
+                return
+        if self._index_failed is not None:  # an earlier write failed: index what it left
+            self._index_failed = None
+            try:
+                self._index_pending(index)
+            except RemindfulError as exc:
+                self._index_failed = str(exc)
+                self._index_generation = -1
+
+    def _index_pending(self, index: VectorIndex, progress: Callable[[int], None] | None = None) -> int:
+        done = 0
+        while True:
+            batch = self.catalog.unindexed(INDEX_BATCH)
+            if not batch:
+                return done
+            fresh = self.embed_and_save([(row.id, row.content) for row, vector in batch if vector is None])
+            rows = []
+            for row, vector in batch:
+                row.embedding = vector if vector is not None else fresh[row.id]
+                rows.append(row)
+            self._upsert(index, rows)
+            done += len(rows)
+            if progress:
+                progress(len(rows))
+
+    def _upsert(self, index: VectorIndex, rows: Sequence[MemoryRow], *, locked: bool = False) -> None:
+        by_type: dict[str, list[MemoryRow]] = {}
+        for row in rows:
+            by_type.setdefault(row.type, []).append(row)
+        with contextlib.nullcontext() if locked else self._writing(index):
+            for type_value, group in by_type.items():
+                # Ids, vectors and fixed-vocabulary columns only: no text a user or an agent wrote
+                # (metadata, session ids) goes to the index, one more set of files (or a server)
+                # where it could stay. Filters are evaluated on the catalog, which holds it all.
+                index.upsert(
+                    MemoryType(type_value).collection,
+                    [r.id for r in group],
+                    np.stack([np.asarray(r.embedding, dtype=np.float32) for r in group]),
+                    [
+                        index_metadata(
+                            {"source": r.source, "memory_class": r.memory_class, "created_at": r.created_at}, {}
+                        )
+                        for r in group
+                    ],
+                )
+            self.catalog.mark_indexed([r.id for r in rows])
+
+    def _embed_stored(self, ids: list[str]) -> None:
+        """Embed the memories among ``ids`` committed without a vector (outside the index lock:
+        other processes need not wait for the model)."""
+        try:
+            if self._unembedded.isdisjoint(ids) or (self._exiting and not self._embedder.loaded):
+                return
+            self.embed_and_save(self.catalog.without_embeddings(ids))
+        finally:
+            with self._embedded:
+                self._unembedded.difference_update(ids)
+                self._embedded.notify_all()
+
+    def embed_and_save(self, texts: Sequence[tuple[str, str]]) -> dict[str, np.ndarray]:
+        """Embed (id, content) pairs and save the vectors in the catalog; returns them by id."""
+        if not texts:
+            return {}
+        vectors = self._embedder.get().embed([content for _, content in texts])
+        found = {mid: vector for (mid, _), vector in zip(texts, vectors, strict=True)}
+        self.catalog.set_embeddings(found)
+        return found
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until the vector index reflects every store and delete so far; False on timeout."""
+        return all(worker.flush(timeout) for worker in (self._indexer, self._deleter) if worker is not None)
+
+    # -- deletions ------------------------------------------------------------------------------
+
+    def after_delete(self, gone: Sequence[tuple[str, str]], *, later: bool) -> None:
+        """After a catalog delete of ``gone`` (id, type), which queued their vectors (and, with
+        ``later``, the mending of their neighbours' session windows): remove the vectors now, or
+        (``later``) leave both to the background :class:`DeleteFinisher`. On an index error the
+        vectors stay queued (and out of search results) until the next delete or open."""
+        index = self.index
+        if index is not None:
+            self._track_unindexing(gone)
+        if later:
+            self.kick_finisher()
+        elif index is not None:
+            try:
+                self._unindex(index, gone)
+            except RemindfulError as exc:
+                log.warning("could not remove %d vectors from the index yet (%s)", len(gone), exc)
+
+    def kick_finisher(self) -> None:
+        """Large deletes left work queued in the catalog (windows to mend, vectors to remove): have
+        the background :class:`DeleteFinisher` do it."""
+        if self._deleter is None:
+            with self._lock:
+                if self._deleter is None:
+                    self._deleter = DeleteFinisher(self._finish_step, chunk=FINISH_CHUNK)
+        self._deleter.kick()
+
+    def _finish_step(self, limit: int) -> int:
+        """One step of what large deletes left: mend the session windows around up to ``limit``
+        deletion spots or, when none are left, remove up to ``limit`` queued vectors. Returns how
+        many were handled (0: nothing left)."""
+        return self.catalog.mend_windows(limit) or self.drain_index_deletes(limit)
+
+    def drain_index_deletes(self, limit: int = FINISH_CHUNK) -> int:
+        """Apply up to ``limit`` queued vector deletions, oldest first; returns how many were
+        handled (0: none left, or no usable index)."""
+        index = self._index
+        if index is None:
+            return 0
+        pairs = self.catalog.pending_index_deletes(limit)
+        if pairs:
+            self._unindex(index, pairs)
+        return len(pairs)
+
+    def _unindex(self, index: VectorIndex, pairs: Sequence[tuple[str, str]]) -> None:
+        with self._writing(index):
+            ids = [mid for mid, _t in pairs]
+            # Stored again since (an import keeps ids): its vector is current, keep it.
+            back = self.catalog.existing_ids(ids)
+            by_type: dict[str, list[str]] = {}
+            for mid, type_value in pairs:
+                if mid not in back:
+                    by_type.setdefault(type_value, []).append(mid)
+            for type_value, group in by_type.items():
+                index.delete(MemoryType(type_value).collection, group)
+            self.catalog.finish_index_deletes(ids)
+        for mid, type_value in pairs:
+            self._unindexing.get(type_value, set()).discard(mid)
+
+    def _track_unindexing(self, pairs: Sequence[tuple[str, str]]) -> None:
+        for mid, type_value in pairs:
+            self._unindexing.setdefault(type_value, set()).add(mid)
+
+    def finish_deletes(self) -> None:
+        """Stop the background finisher and do what is still queued here, without pauses (at
+        close: leaving it would cost the next process to open the store)."""
+        if self._deleter is not None:
+            self._deleter.close()
+            self._deleter = None
+        try:
+            while self.catalog.mend_windows(INDEX_BATCH):
+                pass
+            if self._index is not None and any(self._unindexing.values()):
+                while self.drain_index_deletes(INDEX_BATCH):
+                    pass
+        except RemindfulError as exc:
+            log.warning("deletions left to finish at the next open (%s)", exc)
+
+    # -- dense queries --------------------------------------------------------------------------
+
+    def dense_query(self, types: Sequence[MemoryType], counts: Mapping[str, int]) -> DenseQuery | None:
+        """``query(vector, k)`` over the collections of ``types`` that hold anything (per
+        ``counts``, the catalog's count of each type), or None while the index is unusable."""
+        index = self.index
+        if index is None:
+            return None
+
+        def run(vector: np.ndarray, k: int) -> list[tuple[str, float]]:
+            found: list[tuple[str, float]] = []
+            for memory_type in types:
+                n = counts.get(memory_type.value, 0)
+                if n:
+                    # A small collection is asked for all its rows: HNSW then visits every node it
+                    # can reach, not just the ones its usual candidate list (ef) gets to.
+                    want = max(k, n) if n <= EXHAUSTIVE_BELOW else k
+                    gone = self._unindexing.get(memory_type.value)
+                    if not gone:
+                        found += self._query_collection(index, memory_type, vector, want)[:k]
+                        continue
+                    # Deleted, vectors not removed yet: skip them and ask for more to make up.
+                    hits = self._query_collection(index, memory_type, vector, want + min(len(gone), OVERFETCH * k))
+                    found += [(mid, score) for mid, score in hits if mid not in gone][:k]
+            return sorted(found, key=lambda item: -item[1])[:k]
+
+        return run
+
+    def _query_collection(
+        self, index: VectorIndex, memory_type: MemoryType, vector: np.ndarray, k: int
+    ) -> list[tuple[str, float]]:
+        """One collection's nearest neighbours. If the index fails (for example a collection another
+        process created after this one opened the store: "Nothing found on disk"), the client is
+        closed so that the next use reopens it, and this type is scored exactly from the catalog."""
+        try:
+            return index.query(memory_type.collection, vector, k)
+        except RemindfulError as exc:
+            log.info("vector index query of %s failed (%s); reloading and retrying", memory_type.collection, exc)
+        try:  # a view loaded while another process was writing the files: load it again, under the lock
+            self._refresh_view(index, force=True)
+            return index.query(memory_type.collection, vector, k)
+        except RemindfulError as exc:
+            log.warning("vector index query of %s failed (%s); scoring from the catalog", memory_type.collection, exc)
+            with contextlib.suppress(Exception):
+                index.close()
+            ids, matrix = self.catalog.filtered_embeddings(build_filter(types=[memory_type.value]))
+            return top_k_exact(vector, ids, matrix, k) if matrix is not None else []
+
+    # -- closing --------------------------------------------------------------------------------
+
+    def close_for_exit(self) -> None:
+        """:meth:`close` at interpreter exit: queued work is finished with what is loaded, but
+        neither the index nor the embedder is opened now (the interpreter refuses new threads by
+        then); what is left is indexed at the next open."""
+        self._exiting = True
+        self.close()
+
+    def close(self) -> None:
+        """Index what is queued, finish what deletes left, and close the index (its holder marker
+        removed: the next opener need not check the files). The catalog stays open."""
+        if self._indexer is not None:
+            self._indexer.close()
+            self._indexer = None
+        self.finish_deletes()
+        if self._index is not None:
+            with contextlib.suppress(Exception):
+                self._index.close()
+            self._holders.release()  # closed cleanly: the next opener need not check the files
+        self._index = None
+        self._index_opened = False
+
+
+class IndexLock:
+    """Serialises vector-index writes across threads and processes (``<storage>/index.lock``), and
+    counts them.
+
+    The lock file holds a generation number that every holder bumps when it leaves (unless it
+    says it wrote nothing): a process compares it with the generation its view of the index was
+    loaded at to tell whether another process wrote since (:meth:`generation`, one small read).
+    chromadb's embedded client keeps its own copy of each HNSW graph in memory and writes it back
+    to the shared files, so a write through a stale copy would overwrite the others' vectors.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._thread_lock = threading.Lock()
+
+    def generation(self) -> int:
+        """The generation now (0 before the first write); not locked, so possibly already old."""
+        try:
+            return _read_generation(self.path.read_bytes())
+        except FileNotFoundError:
+            return 0
+
+    @contextlib.contextmanager
+    def __call__(self, *, write: bool = True) -> Iterator[int]:
+        """Hold the lock; yields the generation at entry. With ``write`` (the default) the
+        generation is bumped on the way out, even after an error (a write may have half happened)."""
+        with self._thread_lock:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                generation = _read_generation(os.pread(fd, 32, 0))
+                try:
+                    yield generation
+                finally:
+                    if write:
+                        data = str(generation + 1).encode()
+                        os.pwrite(fd, data, 0)
+                        os.ftruncate(fd, len(data))
+            finally:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+                os.close(fd)
+
+
+def _read_generation(data: bytes) -> int:
+    try:
+        return int(data.decode("ascii").strip() or 0)
+    except ValueError:  # written by an older release (empty) or damaged: any change counts
+        return 0
+
+
+class IndexHolders:
+    """``<storage>/index.holders/<pid>``: one file per process that has the index open.
+
+    A file whose process is gone means that process stopped without closing the index (a crash,
+    kill -9): its files may be half-written, so the next opener runs the full health check.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.dir = path
+
+    def crashed(self) -> list[int]:
+        """Pids that held the index and are gone; their markers are removed."""
+        if not self.dir.is_dir():
+            return []
+        dead = []
+        for marker in self.dir.iterdir():
+            try:
+                pid = int(marker.name)
+            except ValueError:
+                continue
+            if pid != os.getpid() and not pid_alive(pid):
+                dead.append(pid)
+                marker.unlink(missing_ok=True)
+        return dead
+
+    def hold(self) -> None:
+        self.dir.mkdir(mode=0o700, exist_ok=True)
+        (self.dir / str(os.getpid())).touch(mode=0o600)
+
+    def release(self) -> None:
+        (self.dir / str(os.getpid())).unlink(missing_ok=True)
+
+
+__all__ = ["EXHAUSTIVE_BELOW", "FINISH_CHUNK", "IndexHolders", "IndexLock", "IndexMirror"]

@@ -1,0 +1,496 @@
+"""The ranking pipeline: candidates from each retrieval space, each judged by its own evidence.
+
+Spaces (``search.*_weight``; weight 0 turns a space off) only find candidates:
+- ``dense``: cosine similarity of the memory's MiniLM vector. Unrestricted searches ask the HNSW
+  index; restricted ones whose matching set is small (``search.exact_filter_max``) are scored
+  exactly from the catalog's stored vectors. Rows the index may not hold yet (stored by another
+  process, or not yet indexed) are always scored exactly.
+- ``lexical``: BM25 over the memory's text (FTS5, porter stemming), query terms OR-ed.
+- ``lexical_context``: BM25 over the memory's session window: its text, its neighbours' and its
+  date (see :mod:`remindful.engine.windows`).
+- ``context`` (off by default): the memory's vector plus ``context_neighbour_weight`` times each
+  adjacent memory's vector in its session, normalised, computed at query time around the first
+  ``context_candidates`` dense candidates.
+
+Every candidate (the first ``search.candidates`` of each space) is then read, with its vector and
+its window, and judged on its own: its evidence (:mod:`remindful.engine.retrieval.rerank`: its cosine with
+the query, plus what its words and its window's words hold of the query's terms when they share
+at least two of them) plus the boosts (:func:`boost`: importance, the resumed session, recency, in
+the same units) gives its calibrated score (:mod:`remindful.engine.retrieval.calibration`), an absolute
+relevance in [0, 1], and the candidates are ordered by it. No score is normalised per query or
+read from a rank, so a space whose matches are weak cannot outvote the cosine, and a score means
+the same in every store.
+
+Then near-duplicates collapse into the member that best matches the query, and newer versions of
+a subject move above older ones (:mod:`remindful.engine.retrieval.diversity`); when near-duplicates leave
+fewer than ``limit`` hits, the spaces are asked for more candidates. Hits below ``min_score`` are
+dropped. The order shown is the order of the scores.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from remindful.config import SearchSettings
+from remindful.engine.catalog import Catalog, MemoryRow
+from remindful.engine.retrieval import calibration, diversity, rerank
+from remindful.engine.sqlfilter import SqlFilter
+
+# Words too common to carry meaning in a lexical match; the dense spaces still see them.
+STOPWORDS = frozenset(
+    """a about above after again against all am an and any are as at be because been before being below between
+    both but by can could did do does doing down during each few for from further had has have having he her here
+    hers herself him himself his how i if in into is it its itself just me more most my myself no nor not now of
+    off on once only or other our ours ourselves out over own same she should so some such than that the their
+    theirs them themselves then there these they this those through to too under until up very was we were what
+    when where which while who whom why will with would you your yours yourself yourselves""".split()  # noqa: SIM905
+)
+_WORD = re.compile(r"\w+", re.UNICODE)
+SPACES = ("dense", "context", "lexical", "lexical_context")
+LEXICAL_TABLES = {"lexical": "memories_fts", "lexical_context": "context_fts"}
+#: Restricted searches: sets up to this size are scored exactly (a few milliseconds), and larger
+#: ones (up to ``search.exact_filter_max``) when they are less than INDEX_SHARE of the searched types.
+EXACT_ALWAYS = 1000
+INDEX_SHARE = 0.2
+#: The most candidates asked of a space when near-duplicates fold the first ones into few hits.
+MAX_CANDIDATES = 1000
+#: Candidates stored without a vector embedded during one search, at most (see :func:`rank`).
+EMBED_AT_SEARCH = 32
+
+
+def lexical_terms(text: str) -> list[str]:
+    """The query's distinct terms for BM25: lowercased words, without stopwords and single letters
+    (unless nothing else is left), at most 64."""
+    words = list(dict.fromkeys(_WORD.findall(text.lower())))
+    terms = [w for w in words if w not in STOPWORDS and (len(w) > 1 or w.isdigit())]
+    return (terms or words)[:64]
+
+
+@dataclass(slots=True)
+class Candidates:
+    """Scored ids per space, best first."""
+
+    by_space: dict[str, list[tuple[str, float]]] = field(default_factory=dict)
+
+    def add(self, space: str, ranked: Iterable[tuple[str, float]]) -> None:
+        self.by_space[space] = list(ranked)
+
+
+def weights_of(settings: SearchSettings) -> dict[str, float]:
+    return {
+        "dense": settings.dense_weight,
+        "context": settings.context_weight,
+        "lexical": settings.lexical_weight,
+        "lexical_context": settings.lexical_context_weight,
+    }
+
+
+def top_k_exact(query: np.ndarray, ids: Sequence[str], matrix: np.ndarray, k: int) -> list[tuple[str, float]]:
+    """Exact cosine top-k (rows are unit vectors)."""
+    scores = matrix @ query
+    if len(ids) > k:
+        part = np.argpartition(-scores, k)[:k]
+        order = part[np.argsort(-scores[part])]
+    else:
+        order = np.argsort(-scores)
+    return [(ids[i], float(scores[i])) for i in order]
+
+
+def merge_dense(*lists: Sequence[tuple[str, float]], k: int) -> list[tuple[str, float]]:
+    """Union of dense candidate lists (max similarity per id), best first, top k."""
+    best: dict[str, float] = {}
+    for ranked in lists:
+        for mid, score in ranked:
+            if score > best.get(mid, -2.0):
+                best[mid] = score
+    return sorted(best.items(), key=lambda item: -item[1])[:k]
+
+
+def context_scores(
+    catalog: Catalog, query: np.ndarray, dense: Sequence[tuple[str, float]], neighbour_weight: float
+) -> list[tuple[str, float]]:
+    """The context space around the dense candidates: for each candidate and its adjacent memories,
+    cos(query, v + w * (v_prev + v_next)), best first."""
+    if not dense:
+        return []
+    rows: dict[str, int] = {}  # memory id -> row of the matrix below; row 0 is "no neighbour"
+    blobs: list[bytes] = [bytes(4 * len(query))]  # float32 zeros
+    by_pos: dict[tuple[str, int], int] = {}  # (candidate, offset in its session) -> row
+    for cand, nid, offset, blob in catalog.neighbourhoods([mid for mid, _ in dense], radius=2):
+        row = rows.get(nid)
+        if row is None:
+            row = rows[nid] = len(blobs)
+            blobs.append(blob)
+        by_pos[(cand, offset)] = row
+    ids: list[str] = []
+    own: list[int] = []
+    sides: list[int] = []
+    names = {row: nid for nid, row in rows.items()}
+    seen: set[int] = set()
+    for (cand, offset), row in by_pos.items():
+        if abs(offset) > 1 or row in seen:
+            continue
+        seen.add(row)
+        ids.append(names[row])
+        own.append(row)
+        sides += [by_pos.get((cand, offset - 1), 0), by_pos.get((cand, offset + 1), 0)]
+    scored: dict[str, float] = {}
+    if ids:
+        matrix = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(blobs), -1)
+        pairs = np.asarray(sides).reshape(-1, 2)
+        summed = matrix[own] + neighbour_weight * (matrix[pairs[:, 0]] + matrix[pairs[:, 1]])
+        norms = np.linalg.norm(summed, axis=1)
+        sims = (summed @ query) / np.where(norms > 0, norms, 1.0)
+        scored = dict(zip(ids, sims.tolist(), strict=True))
+    # Memories without a session position keep their plain similarity.
+    for mid, score in dense:
+        scored.setdefault(mid, score)
+    return sorted(scored.items(), key=lambda item: -item[1])
+
+
+def boost(row: MemoryRow, settings: SearchSettings, resumed_session: str | None, now: float | None = None) -> float:
+    """What a memory's evidence gains from the documented preferences, in the evidence's units (a
+    cosine): ``importance_boost`` times its importance above or below the default 0.5, times two
+    (a confirmed memory gains, up to ``importance_boost`` at importance 1), ``session_boost`` for
+    the resumed session, and ``recency_boost`` halving every ``recency_half_life_days`` of age
+    (``now``: the epoch ages are measured from, default the current time). Small beside what a
+    real match holds, so a boost reorders near-ties but does not lift an irrelevant memory above a
+    relevant one."""
+    gain = settings.importance_boost * (min(max(row.importance, 0.0), 1.0) - 0.5) * 2
+    if resumed_session is not None and row.session_id == resumed_session:
+        gain += settings.session_boost
+    if settings.recency_half_life_days > 0 and settings.recency_boost > 0:
+        age_days = max((time.time() if now is None else now) - row.created_at, 0.0) / 86400
+        gain += settings.recency_boost * 0.5 ** (age_days / settings.recency_half_life_days)
+    return gain
+
+
+@dataclass(slots=True)
+class Ranked:
+    """One result of :func:`rank`: the memory shown, its calibrated score, the spaces that found
+    it, the ids of the near-duplicates it stands for and the newer memory that supersedes it, if any."""
+
+    row: MemoryRow
+    score: float
+    spaces: tuple[str, ...]
+    similar_ids: tuple[str, ...] = ()
+    superseded_by: str | None = None
+
+    @property
+    def similar(self) -> int:
+        """How many other memories this hit stands for."""
+        return len(self.similar_ids)
+
+
+@dataclass(slots=True)
+class Scored:
+    """One candidate as the model sees it: its row, ``own`` and full ``evidence``
+    (:func:`remindful.engine.retrieval.rerank.evidence`), its boost and calibrated score."""
+
+    row: MemoryRow
+    own: float
+    evidence: float
+    boost: float
+    score: float
+
+
+def rank(
+    catalog: Catalog,
+    embed_query: Callable[[], np.ndarray],
+    query_text: str,
+    flt: SqlFilter,
+    *,
+    settings: SearchSettings,
+    limit: int,
+    dense_from_index: Callable[[np.ndarray, int], list[tuple[str, float]]] | None,
+    restricted: bool,
+    typed: bool = False,
+    searched: int | None = None,
+    pending_after: int | None = None,
+    resumed_session: str | None,
+    min_score: float,
+    diverse: bool,
+    embed_missing: Callable[[Sequence[tuple[str, str]]], Mapping[str, np.ndarray]] | None = None,
+) -> list[Ranked]:
+    """Run the pipeline; returns at most ``limit`` hits best first, none scoring below
+    ``min_score``. ``diverse``: collapse near-duplicates and put newer versions first (callers
+    that count repeats, such as failure warnings, turn it off). ``resumed_session``: the session
+    whose memories this search ranks higher (None: none).
+
+    One worker thread runs the lexical queries on its own connection while this thread calls
+    ``embed_query()`` (which should leave a core free for them) and asks the vector index.
+    ``dense_from_index(vector, k)`` asks the vector index, unfiltered (None when it is
+    unavailable); its results are checked against ``flt`` here. ``restricted`` says that ``flt``
+    narrows what the vector index is asked (anything but types and expiry); ``typed`` that it
+    narrows the searched types, which the lexical tables mix but ``dense_from_index`` asks only
+    for; ``searched`` is how many memories those types hold (None: not known). Rows the index may
+    lack (not marked indexed, or above rowid ``pending_after``) are scored exactly.
+    ``embed_missing((id, content) pairs)`` returns (and keeps) the vectors of candidates stored
+    without one (a process that stored them ended before embedding them); without it they are
+    judged by their words alone.
+    """
+    weights = weights_of(settings)
+    terms = lexical_terms(query_text)
+    floor = min_score
+    k = max(settings.candidates, limit)
+    tables = {space: table for space, table in LEXICAL_TABLES.items() if terms and weights[space] > 0}
+    # One task runs both lexical queries, one after the other, from the start: the query is
+    # embedded meanwhile on the other cores (embed_query leaves one), then the vector index is asked.
+    lexical = _pool().submit(_lexical, catalog, terms, flt, k, tables, restricted or typed) if tables else None
+    vector = embed_query()
+    model = Model(catalog, vector, terms, settings, resumed_session, embed_missing, keep=max(2 * limit, 20))
+    while True:
+        candidates = Candidates()
+        if weights["dense"] > 0 or weights["context"] > 0:
+            dense = _dense(catalog, vector, flt, k, dense_from_index, restricted, searched, pending_after, settings)[:k]
+            if weights["dense"] > 0:
+                candidates.add("dense", dense)
+            if weights["context"] > 0:
+                around = dense[: settings.context_candidates]
+                candidates.add("context", context_scores(catalog, vector, around, settings.context_neighbour_weight))
+        if lexical is not None:
+            found, doc_freqs = lexical.result()
+            model.weigh(doc_freqs)
+            for space, ranked in found.items():
+                candidates.add(space, ranked)
+        scored = model.score(candidates, flt)
+        # Only the first ``limit`` hits are shown (the scores fall down the list, so the floor
+        # cuts from the end): newer versions are looked for among twice as many.
+        groups = _groups(scored, model.vectors, settings, diverse, keep=model.keep)
+        # Near-duplicates may fold a full candidate list into fewer hits than asked for: look further.
+        full = any(len(ranked) >= k for ranked in candidates.by_space.values())
+        if len(groups) >= limit or not full or len(groups) == len(scored) or k >= MAX_CANDIDATES:
+            break
+        k = min(k * 4, MAX_CANDIDATES)
+        lexical = _pool().submit(_lexical, catalog, terms, flt, k, tables, restricted or typed) if tables else None
+    found_in = {space: {mid for mid, _ in ranked} for space, ranked in candidates.by_space.items()}
+    result: list[Ranked] = []
+    for group, score in groups:
+        if score < floor or len(result) >= limit:
+            break
+        row = scored[group.shown.id].row
+        spaces = tuple(space for space, ids in found_in.items() if row.id in ids)
+        result.append(Ranked(row, score, spaces, tuple(group.similar_ids), group.superseded_by))
+    return result
+
+
+class Model:
+    """The relevance model (:mod:`remindful.engine.retrieval.rerank`) and the calibrated score
+    (:mod:`remindful.engine.retrieval.calibration`) applied to one query's candidates; what it read of them
+    (rows, vectors, windows) is kept for a second, larger pool."""
+
+    def __init__(
+        self,
+        catalog: Catalog,
+        vector: np.ndarray,
+        terms: Sequence[str],
+        settings: SearchSettings,
+        resumed_session: str | None,
+        embed_missing: Callable[[Sequence[tuple[str, str]]], Mapping[str, np.ndarray]] | None,
+        keep: int = 20,
+    ) -> None:
+        self.catalog = catalog
+        self.vector = vector
+        self.terms = terms
+        self.settings = settings
+        self.resumed_session = resumed_session
+        self.embed_missing = embed_missing
+        self.query = rerank.QueryTerms.of(terms)
+        self.rows: dict[str, MemoryRow | None] = {}  # None: the row did not pass the filter
+        self.vectors: dict[str, np.ndarray] = {}
+        self.scored: dict[str, Scored] = {}
+        self.now = time.time()
+        #: Candidates sure to be ranked this high or higher have their windows read (see :meth:`features`).
+        self.keep = keep
+
+    def weigh(self, doc_freqs: tuple[dict[str, int], int]) -> None:
+        """Weigh the query's terms by their inverse document frequency in the store."""
+        counts, size = doc_freqs
+        if counts:
+            self.query = rerank.QueryTerms.of(self.terms, {t: rerank.idf(n, size) for t, n in counts.items()})
+
+    def score(self, candidates: Candidates, flt: SqlFilter) -> dict[str, Scored]:
+        """Every candidate that exists and passes ``flt``, scored, best first."""
+        wanted = list(dict.fromkeys(mid for ranked in candidates.by_space.values() for mid, _ in ranked))
+        unread = [mid for mid in wanted if mid not in self.rows]
+        if unread:
+            found = self.catalog.rows_passing(unread, flt, vectors=self.vectors)
+            self.rows.update((mid, found.get(mid)) for mid in unread)
+            self._embed([row for mid in unread if (row := found.get(mid)) is not None and mid not in self.vectors])
+            self._score([row for mid in unread if (row := found.get(mid)) is not None], candidates)
+        ranked = [self.scored[mid] for mid in wanted if mid in self.scored]
+        ranked.sort(key=lambda s: (-s.score, -s.evidence, s.row.id))
+        return {s.row.id: s for s in ranked}
+
+    def _embed(self, rows: Sequence[MemoryRow]) -> None:
+        if rows and self.embed_missing is not None:
+            self.vectors.update(self.embed_missing([(row.id, row.content) for row in rows[:EMBED_AT_SEARCH]]))
+
+    def features(self, rows: Sequence[MemoryRow], candidates: Candidates) -> list[Features]:
+        """What the model reads of each of ``rows`` (candidates of this query). A window holds its
+        memory's words and more, so its lexical evidence is at least the memory's own: a candidate
+        that could not reach the first :attr:`keep` even if its window held every query term is
+        given that lower bound and its window is not read."""
+        settings = self.settings
+        window_weight = settings.lexical_context_weight if self.query.stems else 0.0
+        zero = np.zeros_like(self.vector)
+        cosines = (diversity.stacked([self.vectors.get(row.id, zero) for row in rows]) @ self.vector).tolist()
+        context = dict(candidates.by_space.get("context", ()))
+        result = []
+        for row, cosine in zip(rows, cosines, strict=True):
+            own_lexical = self.query.lexical(row.content) if settings.lexical_weight > 0 else 0.0
+            gain = boost(row, settings, self.resumed_session, self.now)
+            result.append(Features(row, cosine, own_lexical, own_lexical, context.get(row.id), gain))
+        if window_weight > 0 and result:
+            bounds = [self._evidence(f, window_weight) for f in result]
+            sure = sorted(
+                (calibration.relevance(total + f.gain, own) for f, (own, total) in zip(result, bounds, strict=True)),
+                reverse=True,
+            )
+            threshold = sure[self.keep - 1] if len(sure) >= self.keep else -1.0
+            read = [
+                f
+                for f, (own, total) in zip(result, bounds, strict=True)
+                if calibration.relevance(total + window_weight * (1.0 - f.own_lexical) + f.gain, own) >= threshold
+            ]
+            windows = self.catalog.windows([f.row.id for f in read])
+            for f in read:
+                window = windows.get(f.row.id)
+                if window is not None:
+                    f.window_lexical = self.query.lexical(window)
+        return result
+
+    def _evidence(self, seen: Features, window_weight: float) -> tuple[float, float]:
+        settings = self.settings
+        return rerank.evidence(
+            seen.cosine,
+            seen.own_lexical,
+            seen.window_lexical,
+            seen.context_cosine,
+            dense_weight=settings.dense_weight,
+            lexical_weight=settings.lexical_weight,
+            lexical_context_weight=window_weight,
+            context_weight=settings.context_weight,
+        )
+
+    def _score(self, rows: Sequence[MemoryRow], candidates: Candidates) -> None:
+        window_weight = self.settings.lexical_context_weight if self.query.stems else 0.0
+        for seen in self.features(rows, candidates):
+            own, evidence = self._evidence(seen, window_weight)
+            score = calibration.relevance(evidence + seen.gain, own)
+            self.scored[seen.row.id] = Scored(seen.row, own, evidence, seen.gain, score)
+
+
+@dataclass(slots=True)
+class Features:
+    """What the relevance model reads of one candidate (:func:`remindful.engine.retrieval.rerank.evidence`)."""
+
+    row: MemoryRow
+    cosine: float
+    own_lexical: float
+    window_lexical: float
+    context_cosine: float | None
+    gain: float  # its boost
+
+
+def _groups(
+    scored: Mapping[str, Scored],
+    vectors: Mapping[str, np.ndarray],
+    settings: SearchSettings,
+    diverse: bool,
+    keep: int | None = None,
+) -> list[tuple[diversity.Group, float]]:
+    """The scored candidates (best first) as hits with their scores, best first: near-duplicates
+    collapsed and newer versions of a subject put first when ``diverse`` (among the first ``keep``
+    hits, all by default: the rest follow as they are). A hit's score is its shown member's; a
+    newer version moved above an older one takes the older one's score if that is higher, so
+    scores never rise down the list."""
+    ranked = [diversity.Candidate(s.row.id, s.row.content, s.row.created_at, s.evidence) for s in scored.values()]
+    similarity = settings.collapse_similarity if diverse else float("inf")
+    groups, _ = diversity.collapse(ranked, vectors, similarity)
+    groups.sort(key=lambda g: (-scored[g.shown.id].score, -scored[g.shown.id].evidence, g.shown.id))
+    if not diverse:
+        return [(g, scored[g.shown.id].score) for g in groups]
+    cut = len(groups) if keep is None else keep
+    groups = diversity.supersede(groups[:cut], vectors, settings.supersede_similarity) + groups[cut:]
+    result: list[tuple[diversity.Group, float]] = []
+    for index, group in enumerate(groups):
+        score = scored[group.shown.id].score
+        if group.superseded_by is not None and index > 0 and groups[index - 1].shown.id == group.superseded_by:
+            result[-1] = (result[-1][0], max(result[-1][1], score))  # the newer version, just above
+        result.append((group, score))
+    return result
+
+
+@functools.cache
+def _pool() -> ThreadPoolExecutor:
+    """Threads for the lexical queries of concurrent searches (SQLite releases the GIL while it works)."""
+    return ThreadPoolExecutor(max_workers=2, thread_name_prefix="remindful-lexical")
+
+
+def _lexical(
+    catalog: Catalog, terms: list[str], flt: SqlFilter, k: int, tables: dict[str, str], restricted: bool
+) -> tuple[dict[str, list[tuple[str, float]]], tuple[dict[str, int], int]]:
+    """Each space's BM25 candidates, one query after the other, and the terms' document frequencies."""
+    spaces = {space: catalog.lexical(terms, flt, k, table=t, restricted=restricted) for space, t in tables.items()}
+    return spaces, catalog.doc_freqs(terms)
+
+
+def _dense(
+    catalog: Catalog,
+    vector: np.ndarray,
+    flt: SqlFilter,
+    k: int,
+    dense_from_index: Callable[[np.ndarray, int], list[tuple[str, float]]] | None,
+    restricted: bool,
+    searched: int | None,
+    pending_after: int | None,
+    settings: SearchSettings,
+) -> list[tuple[str, float]]:
+    """Dense candidates, best first; when ``restricted``, only rows passing ``flt``. A restriction
+    that leaves few rows, or a small share of the ``searched`` ones, is scored exactly; otherwise
+    the index is asked without the filter (filtered HNSW queries are slow) for ten times more
+    candidates, which are checked against the filter here; if too few pass, everything matching
+    is scored."""
+    if dense_from_index is None:
+        return _exact(catalog, vector, flt, k)
+    if restricted:
+        # Few rows are read and scored in one pass: a filter no index serves (metadata) reads the table.
+        few = min(EXACT_ALWAYS, settings.exact_filter_max)
+        exact = catalog.filtered_embeddings_if(
+            flt, few, settings.exact_filter_max + 1, lambda n: _scored_exactly(n, searched, settings)
+        )
+        if exact is not None:
+            ids, matrix = exact
+            return top_k_exact(vector, ids, matrix, k) if matrix is not None else []
+    wanted = min(k * 10, 1000) if restricted else k
+    from_index = dense_from_index(vector, wanted)
+    if restricted:
+        passing = catalog.ids_passing([mid for mid, _ in from_index], flt)
+        if len(passing) < k:
+            return _exact(catalog, vector, flt, k)
+        from_index = [(mid, score) for mid, score in from_index if mid in passing]
+    # Rows the index may lack: never indexed, or written by another process since we opened it.
+    ids, matrix = catalog.pending_embeddings(flt, pending_after)
+    pending = top_k_exact(vector, ids, matrix, k) if matrix is not None else []
+    return merge_dense(from_index, pending, k=wanted)
+
+
+def _exact(catalog: Catalog, vector: np.ndarray, flt: SqlFilter, k: int) -> list[tuple[str, float]]:
+    """The top ``k`` of every embedded row passing ``flt``, scored exactly."""
+    ids, matrix = catalog.filtered_embeddings(flt)
+    return top_k_exact(vector, ids, matrix, k) if matrix is not None else []
+
+
+def _scored_exactly(n: int, searched: int | None, settings: SearchSettings) -> bool:
+    """Whether ``n`` rows passing a filter (more than ``EXACT_ALWAYS``) are better scored exactly
+    than found through the index: up to ``exact_filter_max`` if they are less than ``INDEX_SHARE``
+    of the ``searched`` memories (the index's ten-fold candidates would hold too few of them)."""
+    return n <= settings.exact_filter_max and (searched is None or n < searched * INDEX_SHARE)
