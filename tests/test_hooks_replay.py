@@ -60,7 +60,7 @@ def test_a_replayed_stop_is_spooled_once(tmp_path: Path) -> None:
     hook(store, "Stop", stop_payload(transcript))
     hook(store, "Stop", stop_payload(transcript))  # the same event again: nothing new in the transcript
     with open_fake(store, embedder=FakeEmbedder()) as memory:
-        catalog = memory.engine.ready().catalog
+        catalog = memory.engine.catalog
         assert catalog.read("SELECT count(*) FROM spool WHERE kind = 'Stop'")[0][0] == 1
 
 

@@ -47,7 +47,7 @@ def test_other_commands_stay_off_the_hook_path() -> None:
 
 def spooled(store: Path) -> list[Any]:
     with open_fake(store) as memory:
-        return memory.engine.ready().catalog.read("SELECT kind FROM spool ORDER BY seq")
+        return memory.engine.catalog.read("SELECT kind FROM spool ORDER BY seq")
 
 
 def verb(store: Path, words: list[str], payload: dict[str, Any]) -> tuple[int, str]:
