@@ -34,7 +34,7 @@ def test_watch_once_and_context(runner: CliRunner, tmp_path: Path) -> None:
     assert "make release" in json.loads(result.output)["context"]
     assert runner.invoke(app, ["--path", store, "context", "x", "--budget", "0"]).exit_code == 2
     missing = runner.invoke(app, ["--path", store, "watch", str(tmp_path / "nope"), "--once"])
-    assert missing.exit_code == 1 and "Watch directory does not exist" in missing.output
+    assert missing.exit_code == 2 and "Watch directory does not exist" in missing.output  # bad input
 
 
 def test_hook_command_through_typer(runner: CliRunner, tmp_path: Path) -> None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import errno
 import json
 import logging
+import os
 import sqlite3
 import threading
 import time
@@ -37,6 +38,7 @@ from remindful.engine.lexical import LexicalSearch
 from remindful.engine.redact import StoreRedactor, add_counts, build_redactor
 from remindful.engine.schema import DOOMED_DDL, MEMORY_COLUMNS, RECOUNT_TYPES, SCHEMA
 from remindful.engine.sqlfilter import SqlFilter
+from remindful.engine.storelock import StoreLock
 from remindful.errors import CorruptionError, StorageError, StorageFullError, StorageLockedError
 from remindful.model import content_hash
 
@@ -187,6 +189,15 @@ class MemoryRow:
         )
 
 
+#: Connections to catalog files that were replaced: never closed (see :meth:`Catalog.follow_file`).
+_RETIRED: list[sqlite3.Connection] = []
+
+
+def _identity(path: Path) -> tuple[int, int]:
+    st = os.stat(path)
+    return st.st_dev, st.st_ino
+
+
 def redact_row(redaction: StoreRedactor, row: MemoryRow, counts: dict[str, int] | None = None) -> None:
     """Make ``row`` fit to be written, in place: its content, metadata and chunk redacted, its
     session id mapped (:meth:`StoreRedactor.session_id`). A content the redaction changed gets
@@ -239,10 +250,16 @@ class Catalog:
         self._local = threading.local()
         self._lexical = LexicalSearch(self)
         self._readers: list[sqlite3.Connection] = []
+        self._busy_timeout_ms = busy_timeout_ms
+        #: Every write transaction holds it shared: a restore or a clear-all waits for them
+        #: (:mod:`remindful.engine.storelock`).
+        self.store_lock = StoreLock(path.parent)
+        self._epoch = 0  # bumped when the file is replaced: each thread's reader reconnects
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         try:
             connection.make_private(path)
             self._conn = connection.connect(path, busy_timeout_ms=busy_timeout_ms, check_same_thread=False)
+            self._file = _identity(path)
         except (sqlite3.Error, OSError) as exc:
             raise StorageError(f"Cannot open catalog {path}: {exc}") from exc
         with_retries(self._init_schema, what="opening the catalog")
@@ -254,9 +271,10 @@ class Catalog:
             raise StorageError(f"SQLite WAL mode unavailable on {self.path} (got {mode})")
         version = conn.execute("PRAGMA user_version").fetchone()[0]
         if version < SCHEMA_VERSION:
-            conn.executescript(
-                "BEGIN IMMEDIATE;" + SCHEMA + RECOUNT_TYPES + f"PRAGMA user_version={SCHEMA_VERSION}; COMMIT;"
-            )
+            with self.store_lock.shared():
+                conn.executescript(
+                    "BEGIN IMMEDIATE;" + SCHEMA + RECOUNT_TYPES + f"PRAGMA user_version={SCHEMA_VERSION}; COMMIT;"
+                )
         elif version > SCHEMA_VERSION:
             raise StorageError(
                 f"{self.path} was written by a newer remindful (schema {version} > {SCHEMA_VERSION})",
@@ -273,19 +291,47 @@ class Catalog:
     def _reader(self) -> sqlite3.Connection:
         """This thread's own read connection (WAL lets it read while another connection writes)."""
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
-        if conn is None:
+        if conn is None or self._local.epoch != self._epoch:
             conn = connection.connect(self.path, check_same_thread=False)
-            self._local.conn = conn
+            self._local.conn, self._local.epoch = conn, self._epoch
             with self._lock:
                 self._readers.append(conn)
         return conn
+
+    def follow_file(self) -> bool:
+        """If ``catalog.sqlite3`` is another file than the one open (a restore put a new file in
+        place of a catalog too damaged to copy into, :mod:`remindful.services.backup`), connect to
+        the new one; whether it did. The old connections are left open until the process ends:
+        closing the last of them would checkpoint and unlink ``catalog.sqlite3-wal`` by name,
+        which is the new file's WAL by then. A stat; every write transaction calls it."""
+        try:
+            found = _identity(self.path)
+        except OSError:
+            return False
+        if found == self._file:
+            return False
+        with self._lock:
+            if _identity(self.path) == self._file:
+                return False
+            log.warning("%s was replaced (a restore); reconnecting", self.path)
+            _RETIRED.append(self._conn)
+            _RETIRED.extend(self._readers)
+            self._readers.clear()
+            self._conn = connection.connect(self.path, busy_timeout_ms=self._busy_timeout_ms, check_same_thread=False)
+            self._file = _identity(self.path)
+            self._epoch += 1
+            with_retries(self._init_schema, what="opening the catalog")
+        return True
 
     # -- plumbing ---------------------------------------------------------------------------------
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
-        """One write transaction (BEGIN IMMEDIATE). The caller wraps it in :func:`with_retries`."""
-        with self._lock:
+        """One write transaction (BEGIN IMMEDIATE). The caller wraps it in :func:`with_retries`.
+        It holds the store lock shared (before the thread lock: a thread waiting for a restore
+        must not hold up the restoring thread's own reads)."""
+        with self.store_lock.shared(), self._lock:
+            self.follow_file()
             self._conn.execute("BEGIN IMMEDIATE")
             try:
                 yield self._conn

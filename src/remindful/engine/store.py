@@ -51,6 +51,7 @@ from remindful.engine.quotas import SIZE_MAX_AGE_S, Quotas
 from remindful.engine.redact import StoreRedactor, add_counts, redactor_for
 from remindful.engine.retrieval.search import rank
 from remindful.engine.sqlfilter import SqlFilter, build_filter, to_epoch, with_stored_sessions
+from remindful.engine.storelock import StoreLock
 from remindful.engine.validation import (
     Limits,
     check_batch,
@@ -121,6 +122,9 @@ class Store:
         self.redaction = StoreRedactor(redactor_for(settings.privacy), self.path)
         self._session_id: str | None = None
         self._lock = threading.RLock()
+        #: Coordinates this store's processes around a restore or a clear-all (:mod:`remindful.engine.storelock`).
+        self.store_lock = StoreLock(self.path)
+        self._generation = 0  # the store generation this process's view of the index was taken at
         # What the statistics report of this process (services/stats.py).
         self.store_ms: deque[float] = deque(maxlen=1000)
         self.search_ms: deque[float] = deque(maxlen=1000)
@@ -159,6 +163,7 @@ class Store:
             )
             log.error("Memory disabled: %s", self.disabled_reason)
             raise MemoryDisabledError(self.disabled_reason) from exc
+        self._generation = self.store_lock.generation()
         self._access = AccessRecorder(catalog)
         self._mirror = IndexMirror(
             catalog,
@@ -172,6 +177,20 @@ class Store:
         close_at_exit(self)
         if catalog.windows_to_mend():  # left by a process that stopped before it finished a delete
             self._mirror.kick_finisher()
+
+    def follow_replacements(self) -> None:
+        """If another process replaced the store's content since this one last looked (a restore,
+        a clear-all, a rebuilt index: the store generation changed), take this process's view of
+        it afresh: the catalog file if it is another one, and the vector index's view. One small
+        read; a search calls it first."""
+        generation = self.store_lock.generation()
+        if generation == self._generation or self._catalog is None:
+            return
+        self._generation = generation
+        self._catalog.follow_file()
+        mirror = self._mirror
+        if mirror is not None:
+            mirror.reload_view()
 
     @property
     def catalog(self) -> Catalog:
@@ -318,7 +337,7 @@ class Store:
             memory_class=(fields["memory_class"] or DEFAULT_CLASS[memory_type]).value,
             session_id=session_id,
             created_at=created,
-            importance=float(importance) if isinstance(importance, int | float) and 0 <= importance <= 1 else 0.5,
+            importance=0.5 if importance is None else float(importance),  # validated: 0 to 1
             bookmarked=bool(metadata.get("bookmarked") or metadata.get("manual_save")),
             content_hash=content_hash(fields["content"]),
             chunk=json.dumps(chunk) if chunk else None,
@@ -374,6 +393,8 @@ class Store:
             )["metadata"]
             row.metadata = json.dumps(row.metadata, ensure_ascii=False, allow_nan=False)
             row.bookmarked = bool(merged.get("bookmarked") or merged.get("manual_save"))
+            if metadata.get("importance") is not None:  # validated above: a number from 0 to 1
+                row.importance = float(metadata["importance"])
         self._commit_update(row, counts)
         self.mirror.index_rows([row])
         return self.get(memory_id)
@@ -383,13 +404,14 @@ class Store:
 
         def run(conn: Any) -> None:
             conn.execute(
-                "UPDATE memories SET content=?, metadata=?, content_hash=?, bookmarked=?, updated_at=?, indexed=0, "
-                "embedding=COALESCE(?, embedding) WHERE id=?",
+                "UPDATE memories SET content=?, metadata=?, content_hash=?, bookmarked=?, importance=?, updated_at=?, "
+                "indexed=0, embedding=COALESCE(?, embedding) WHERE id=?",
                 (
                     row.content,
                     row.metadata,
                     row.content_hash,
                     int(row.bookmarked),
+                    row.importance,
                     time.time(),
                     None if row.embedding is None else np.asarray(row.embedding, np.float32).tobytes(),
                     row.id,
@@ -534,6 +556,7 @@ class Store:
             filters=None if filters is None else with_stored_sessions(filters, self.stored_session_id),
         ) & SqlFilter("(expires_at IS NULL OR expires_at > ?)", (time.time(),))
         mirror, catalog = self.mirror, self.catalog
+        self.follow_replacements()
         started = time.perf_counter()
         # Read your writes: what this process stored is dense-searchable (lexically it is at once).
         # The query needs the model too, so the wait starts once it is loaded: a first use prepares
@@ -620,8 +643,33 @@ class Store:
         self.mirror.index_rows(rows)
 
     def reindex(self, *, reset: bool, progress: Any = None) -> dict[str, int]:
-        """Rebuild the vector index from the catalog (:meth:`IndexMirror.reindex`)."""
-        return self.mirror.reindex(reset=reset, progress=progress)
+        """Rebuild the vector index from the catalog (:meth:`IndexMirror.reindex`). Refused
+        (StorageLockedError) while a restore, a clear-all or another reindex of the store runs;
+        other processes take their view of the index afresh afterwards."""
+        with self.store_lock.maintenance("rebuild the index"):
+            counts = self.mirror.reindex(reset=reset, progress=progress)
+            self.store_lock.bump("rebuild the index")
+            self._generation = self.store_lock.generation()
+        if self.catalog.windows_to_mend():  # left by a clear-all (delete_all)
+            self.mirror.kick_finisher()
+        return counts
+
+    def delete_all(self, *, reason: str) -> int:
+        """Delete every memory from the catalog, in transactions of 5,000, and their attachment
+        copies; returns how many. The vector index is left as it is: the caller holds the index
+        lock and rebuilds the index afterwards (:meth:`reindex`), which drops their vectors and
+        has the session windows around them mended (not here: the background finisher this
+        would start takes the index lock)."""
+        catalog = self.catalog
+        deleted = 0
+        while True:
+            ids = [r[0] for r in catalog.read("SELECT id FROM memories LIMIT 5000")]
+            if not ids:
+                break
+            gone = catalog.delete_ids(ids, reason=reason, mend_later=True)
+            remove_copies(self.path, [mid for mid, _t in gone])
+            deleted += len(gone)
+        return deleted
 
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until the vector index reflects every store and delete so far; False on timeout."""

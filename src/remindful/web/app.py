@@ -435,10 +435,12 @@ def _inside(path: Path, root: Path) -> bool:
     return resolved.is_relative_to(root) and resolved.is_file() and os.access(resolved, os.R_OK)
 
 
-def _when(value: datetime | str | None) -> str:
+def _when(value: datetime | str | float | None) -> str:
     if value is None or value == "":
         return ""
-    if isinstance(value, str):
+    if isinstance(value, int | float):  # epoch seconds
+        value = datetime.fromtimestamp(value, UTC)
+    elif isinstance(value, str):
         try:
             value = datetime.fromisoformat(value)
         except ValueError:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from remindful.engine import spool
 from remindful.engine.redact import StoreRedactor, add_counts
+from remindful.engine.storelock import StoreLock
 from remindful.services.ingest.events import idem_key
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs hook processes milliseconds
@@ -112,18 +113,20 @@ def commit(
     try:
         for attempt in range(2):
             try:
-                conn.execute("BEGIN IMMEDIATE")
-                try:
-                    if kept or "session" in record:
-                        spool.append(conn, key, event, body, record["at"], redaction=redaction)
-                    add_counts(conn, counts)
-                    if excluded is not None:
-                        detail = {"reason": excluded, "event": event}
-                        spool.audit(conn, "capture_excluded", None, detail, redaction=redaction)
-                    conn.execute("COMMIT")
-                except BaseException:
-                    conn.execute("ROLLBACK")
-                    raise
+                # A restore or a clear-all waits for this write; while one runs, the fallback file.
+                with StoreLock(storage).shared(wait=False):
+                    conn.execute("BEGIN IMMEDIATE")
+                    try:
+                        if kept or "session" in record:
+                            spool.append(conn, key, event, body, record["at"], redaction=redaction)
+                        add_counts(conn, counts)
+                        if excluded is not None:
+                            detail = {"reason": excluded, "event": event}
+                            spool.audit(conn, "capture_excluded", None, detail, redaction=redaction)
+                        conn.execute("COMMIT")
+                    except BaseException:
+                        conn.execute("ROLLBACK")
+                        raise
                 break
             except Exception as exc:
                 if attempt == 0 and "no such table" in str(exc):  # no catalog yet, or an old one
