@@ -9,15 +9,18 @@ if the owner dies):
   searchable well within 1 s of its hook returning;
 - answer the hooks on the local channel, the Unix socket ``<storage>/daemon.sock``
   (:func:`remindful.runtime.ask_daemon`: one JSON request a line, ``{"op": "context", "query",
-  "budget_tokens", "exclude"}`` → ``{"success", "context"}``, or ``{"op": "ping"}``; the peer's uid
-  is checked both ways), once the model is loaded;
+  "budget_tokens", "exclude", "cwd"}`` → ``{"success", "context"}``, searched in the scopes seen
+  from ``cwd``, or ``{"op": "ping"}``; the peer's uid is checked both ways), once the model is
+  loaded;
 - index and watch the Markdown files of ``auto_capture.watch_dirs`` (and any given directories);
 - run the retention schedule (:mod:`remindful.services.policy.scheduler`) when it is installed, and at a
   clean stop honour ``privacy.delete_on_exit`` (:func:`remindful.services.sessions.delete_on_exit`);
 - serve the dashboard (:mod:`remindful.web`) and ``GET /health``, ``POST /context`` on
-  ``http://127.0.0.1:PORT`` (uvicorn, in a thread). Every request passes the gate of every HTTP
-  surface (:class:`remindful.web.gate.BearerGate`: the store's bearer token, or the dashboard's
-  cookie; Host and Origin on loopback); an error answers the status of
+  ``http://127.0.0.1:PORT`` (uvicorn, in a thread): ``POST /context`` takes ``{"query",
+  "budget_tokens", "exclude", "cwd"}`` and answers ``{"context"}``, searched in the scopes seen
+  from ``cwd`` (its project's and the user's), as the local channel does. Every request passes the
+  gate of every HTTP surface (:class:`remindful.web.gate.BearerGate`: the store's bearer token, or
+  the dashboard's cookie; Host and Origin on loopback); an error answers the status of
   :func:`remindful.errors.http_status`. Port and pid are in ``<storage>/daemon.json``, mode 0600,
   for people and the dashboard: hooks never use it.
 - with ``idle_exit_s``, stop after that long without a hook request, a spooled event or an HTTP
@@ -304,7 +307,8 @@ class DaemonHandle:
             if op != "context":
                 raise ValidationError("op", "expected 'context' or 'ping'")
             query, budget, exclude = _context_request(request)
-            text = self.manager.context(query, budget_tokens=budget, exclude=exclude).text
+            scope = _context_scope(self.manager, request)
+            text = self.manager.context(query, budget_tokens=budget, exclude=exclude, scope=scope).text
         except Exception as exc:
             status = http_status(exc)
             if status >= 500:
@@ -396,9 +400,11 @@ class DaemonHandle:
             body = await request.body()
             if len(body) > MAX_BODY:
                 raise ValidationError("body", f"expected 1 to {MAX_BODY} bytes of JSON")
-            query, budget, exclude = _context_request(_json_body(body))
+            payload = _json_body(body)
+            query, budget, exclude = _context_request(payload)
+            scope = _context_scope(self.manager, payload)
             text = await run_in_threadpool(
-                lambda: self.manager.context(query, budget_tokens=budget, exclude=exclude).text
+                lambda: self.manager.context(query, budget_tokens=budget, exclude=exclude, scope=scope).text
             )
         except Exception as exc:
             status = http_status(exc)
@@ -428,6 +434,22 @@ def _context_request(request: Any) -> tuple[str, int | None, str | None]:
         raise ValidationError("budget_tokens", "expected a positive integer")
     exclude = request.get("exclude")
     return query, budget, exclude if isinstance(exclude, str) else None
+
+
+def _context_scope(manager: MemoryManager, request: dict[str, Any]) -> Any:
+    """The scopes a context request reads: its ``scope`` (as ``MemoryManager.search`` takes it),
+    else what a client working in its ``cwd`` sees (:meth:`MemoryManager.seen_from`: that
+    directory's project and the user's; without a ``cwd``, the user's and the unscoped memories,
+    never a project's). ValidationError naming the field."""
+    scope = request.get("scope")
+    if scope is not None:
+        if not isinstance(scope, str | list):
+            raise ValidationError("scope", "expected a scope such as 'user' or 'project:NAME', or a list of them")
+        return scope
+    cwd = request.get("cwd")
+    if cwd is not None and (not isinstance(cwd, str) or not cwd.strip()):
+        raise ValidationError("cwd", "expected the absolute path of the agent's working directory, or null")
+    return manager.seen_from(cwd)
 
 
 class _LocalRequest(socketserver.StreamRequestHandler):

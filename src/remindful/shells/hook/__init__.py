@@ -334,7 +334,10 @@ def context_text(storage: str, memory: dict[str, Any], event: str, payload: dict
     budget = read_int(memory, "hooks.context_budget_tokens", ge=50, le=100_000)
     prompt = payload.get("prompt")
     exclude = prompt if event == "UserPromptSubmit" and isinstance(prompt, str) else None
-    request = {"query": query, "budget_tokens": budget, "exclude": exclude}
+    # The scopes seen from the agent's directory: its project's memories and the user's, never
+    # another project's (no directory: the user's and the unscoped ones).
+    cwd = payload.get("cwd") if isinstance(payload.get("cwd"), str) and payload["cwd"].strip() else None
+    request = {"query": query, "budget_tokens": budget, "exclude": exclude, "cwd": cwd}
     timeout = CONTEXT_DEADLINE_S.get(event, 1.5)
     answer = runtime.ask_daemon(storage, {"op": "context", **request}, timeout=timeout)  # None at once if none
     if answer is not None and answer.get("success") and isinstance(answer.get("context"), str):
@@ -347,7 +350,7 @@ def context_text(storage: str, memory: dict[str, Any], event: str, payload: dict
     settings = load_settings(path or storage)
     bound = max(settings.search.exact_filter_max, HOOK_EXACT_MAX)
     with MemoryManager(settings, exact_before_index=bound) as manager:
-        return manager.context(query, budget_tokens=budget, exclude=exclude).text
+        return manager.context(query, budget_tokens=budget, exclude=exclude, scope=manager.seen_from(cwd)).text
 
 
 def _stored_any(storage: str) -> bool:
