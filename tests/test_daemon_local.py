@@ -23,6 +23,7 @@ from remindful import runtime
 from remindful.daemon import DaemonHandle, start_daemon_threads
 from remindful.shells.hook import run
 from remindful.testing import open_fake
+from test_scopes import repository
 
 
 @pytest.fixture
@@ -57,6 +58,27 @@ def test_the_socket_answers_context_and_ping(daemon: Any, tmp_path: Path) -> Non
     memory.store("The release checklist lives in docs/RELEASING.md", type="knowledge")
     answer = runtime.ask_daemon(store, {"op": "context", "query": "where is the release checklist?"})
     assert answer is not None and "docs/RELEASING.md" in answer["context"]
+
+
+def test_the_socket_answers_in_the_scopes_seen_from_the_agents_directory(daemon: Any, tmp_path: Path) -> None:
+    memory, _handle = daemon
+    store = tmp_path / "store"
+    a, b = repository(tmp_path / "code" / "projA"), repository(tmp_path / "code" / "projB")
+    memory.store("projA deploys with the blue pipeline", type="knowledge", metadata={"cwd": str(a)})
+    memory.store("projB deploys with the green pipeline", type="knowledge", metadata={"cwd": str(b)})
+    memory.store("I prefer one-line pipeline summaries", type="knowledge")
+
+    def context(**fields: Any) -> str:
+        answer = runtime.ask_daemon(store, {"op": "context", "query": "which pipeline deploys?", **fields})
+        assert answer is not None and answer["success"], answer
+        return str(answer["context"])
+
+    from_a = context(cwd=str(a))
+    assert "blue" in from_a and "one-line" in from_a and "green" not in from_a
+    anonymous = context()  # no directory: the user's, never a project's
+    assert "one-line" in anonymous and "blue" not in anonymous and "green" not in anonymous
+    bad = runtime.ask_daemon(store, {"op": "context", "query": "x", "cwd": 5})
+    assert bad is not None and bad["status"] == 400 and bad["error"].startswith("Invalid 'cwd'")
 
 
 @pytest.mark.parametrize(
