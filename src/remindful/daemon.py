@@ -9,7 +9,8 @@ over within :data:`STANDBY_RETRY_S` if the owner dies):
 - run the retention schedule (:mod:`remindful.services.policy.scheduler`) when it is installed, and at a
   clean stop honour ``privacy.delete_on_exit`` (:func:`remindful.services.sessions.delete_on_exit`);
 - answer local requests on ``http://127.0.0.1:PORT`` (uvicorn, in a thread): ``POST /context``
-  (context injection for hooks: ``{"query", "budget_tokens", "exclude"}`` → ``{"context"}``),
+  (context injection for hooks: :func:`remindful.services.context.hook_request`'s JSON →
+  ``{"context"}``, :meth:`MemoryManager.hook_context <remindful.api.MemoryManager.hook_context>`),
   ``GET /health``, and the dashboard (:mod:`remindful.web`) on every other path. Every request
   passes the gate of every HTTP surface (:class:`remindful.web.gate.BearerGate`: the store's bearer
   token, or the dashboard's cookie; Host and Origin on loopback); an error answers the status of
@@ -248,10 +249,8 @@ class DaemonHandle:
             body = await request.body()
             if len(body) > MAX_BODY:
                 raise ValidationError("body", f"expected 1 to {MAX_BODY} bytes of JSON")
-            query, budget, exclude = _context_request(_json_body(body))
-            text = await run_in_threadpool(
-                lambda: self.manager.context(query, budget_tokens=budget, exclude=exclude).text
-            )
+            hook_request = _json_body(body)
+            text = await run_in_threadpool(lambda: self.manager.hook_context(hook_request).text)
         except Exception as exc:
             status = http_status(exc)
             if status >= 500:
@@ -266,20 +265,6 @@ def _json_body(body: bytes) -> Any:
         return json.loads(body)
     except (ValueError, RecursionError) as exc:
         raise ValidationError("body", f"expected a JSON object ({exc})") from None
-
-
-def _context_request(request: Any) -> tuple[str, int | None, str | None]:
-    """``(query, budget_tokens, exclude)`` of a ``POST /context`` body; ValidationError naming the field."""
-    if not isinstance(request, dict):
-        raise ValidationError("body", "expected a JSON object")
-    query = request.get("query")
-    if not isinstance(query, str) or not query.strip():
-        raise ValidationError("query", "expected a non-empty string")
-    budget = request.get("budget_tokens")
-    if budget is not None and (type(budget) is not int or budget < 1):
-        raise ValidationError("budget_tokens", "expected a positive integer")
-    exclude = request.get("exclude")
-    return query, budget, exclude if isinstance(exclude, str) else None
 
 
 def start_daemon_threads(

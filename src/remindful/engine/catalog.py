@@ -46,7 +46,7 @@ CatalogSource = Callable[[], "Catalog"]
 #: alone); 6: ``type_counts``, kept by triggers; 7: every table is created at open, those of the
 #: capture counts and the learning layer too (:mod:`remindful.engine.schema`). Each upgrade re-runs
 #: the (idempotent) schema and recounts the types.
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 RETRIES = 3
 BACKOFF_S = 0.05
 

@@ -10,6 +10,10 @@
 ``learning``               :class:`~.learning.LearningRepository`: counters and reinforcements
 ``retention``              :class:`~.retention.RetentionRepository`: what retention and dedup read
                            and record
+``captures``               :class:`~remindful.engine.captures.CaptureRepository`: the spool, the capture filters'
+                           counts, tool-call lookups, the watcher's files, tombstones
+``ledger``                 :class:`~.ledger.LedgerRepository`: the context injected into agents
+``brief``                  :class:`~.brief.BriefRepository`: what a new session is told first
 =========================  =====================================================================
 
 The SQL lives here, in :mod:`remindful.engine.catalog` (the rows, the deletes and their queues, the
@@ -22,8 +26,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from remindful.engine.captures import CaptureRepository
 from remindful.engine.catalog import Catalog, CatalogSource
+from remindful.engine.repositories.brief import BriefRepository
 from remindful.engine.repositories.learning import LearningRepository
+from remindful.engine.repositories.ledger import LedgerRepository
 from remindful.engine.repositories.memories import MemoryRepository
 from remindful.engine.repositories.retention import RetentionRepository
 from remindful.engine.repositories.sessions import SessionRepository
@@ -39,6 +46,9 @@ class Repositories:
     stats: StatsRepository
     learning: LearningRepository
     retention: RetentionRepository
+    captures: CaptureRepository
+    ledger: LedgerRepository
+    brief: BriefRepository
 
     @classmethod
     def over(cls, catalog: Catalog | CatalogSource) -> Repositories:
@@ -49,11 +59,17 @@ class Repositories:
             stats=StatsRepository(catalog),
             learning=LearningRepository(catalog),
             retention=RetentionRepository(catalog),
+            captures=CaptureRepository(catalog),
+            ledger=LedgerRepository(catalog),
+            brief=BriefRepository(catalog),
         )
 
 
 __all__ = [
+    "BriefRepository",
+    "CaptureRepository",
     "LearningRepository",
+    "LedgerRepository",
     "MemoryRepository",
     "Repositories",
     "RetentionRepository",

@@ -18,10 +18,10 @@ from remindful.services.ingest.events import idem_key
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs hook processes milliseconds
 if TYPE_CHECKING:
-    import sqlite3
     from collections.abc import Callable
     from typing import Any
 
+    from remindful.engine.spool import Connection
     from remindful.services.ingest.filters import CaptureFilter
 
 
@@ -34,7 +34,7 @@ def spool_record(
     record: dict[str, Any],
     *,
     warn: Callable[[str], None],
-    keep_open: list[sqlite3.Connection] | None = None,
+    keep_open: list[Connection] | None = None,
 ) -> bool | None:
     """Filter, redact and commit the ``record`` built from ``payload`` for ``event`` (``redacted``:
     the hits of the redaction that ran while it was built). Returns True if spooled, False if
@@ -84,17 +84,12 @@ def spool_record(
     try:
         for attempt in range(2):
             try:
-                conn.execute("BEGIN IMMEDIATE")
-                try:
+                with spool.immediate(conn):
                     if kept or "session" in record:
                         spool.append(conn, key, event, body, record["at"])
                     add_counts(conn, counts)
                     if excluded is not None:
                         spool.audit(conn, "capture_excluded", None, {"reason": excluded, "event": event})
-                    conn.execute("COMMIT")
-                except BaseException:
-                    conn.execute("ROLLBACK")
-                    raise
                 break
             except Exception as exc:
                 if attempt == 0 and "no such table" in str(exc):  # no catalog yet, or an old one

@@ -189,15 +189,13 @@ def context_text(storage: str, memory: dict[str, Any], event: str, payload: dict
     to store, and would outlast the hook's timeout."""
     from pathlib import Path
 
-    from remindful.services.context import ask_daemon, context_query
+    from remindful.services.context import ask_daemon, hook_request
 
-    query = context_query(event, payload)
-    if not query.strip():
-        return ""
     budget = read_int(memory, "hooks.context_budget_tokens", ge=50, le=100_000)
-    prompt = payload.get("prompt")
-    exclude = prompt if event == "UserPromptSubmit" and isinstance(prompt, str) else None
-    answer = ask_daemon(Path(storage), {"query": query, "budget_tokens": budget, "exclude": exclude})
+    request = hook_request(event, payload, budget)
+    if not request["query"].strip():
+        return ""
+    answer = ask_daemon(Path(storage), request)
     if answer is not None:
         return answer
     from remindful.api import MemoryManager
@@ -206,7 +204,7 @@ def context_text(storage: str, memory: dict[str, Any], event: str, payload: dict
     settings = load_settings(path or storage)
     bound = max(settings.search.exact_filter_max, HOOK_EXACT_MAX)
     with MemoryManager(settings, exact_before_index=bound) as manager:
-        return manager.context(query, budget_tokens=budget, exclude=exclude).text
+        return manager.hook_context(request).text
 
 
 def _print_context(
