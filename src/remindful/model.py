@@ -282,8 +282,10 @@ class Stats:
     """:meth:`MemoryManager.stats`: counts per collection, storage and quota use, sessions, and the
     figures of :mod:`remindful.services.stats` (``session_length``, ``activity``,
     ``captures_per_day``, ``spool_pending``, ``last_cleanup``, ``capture``, ``learning``, ``index``,
-    ``performance``). ``partial``: the catalog could not be read (a full disk): the counts are
-    None, those figures too, and only the storage, the last backup and the ``warnings`` are known."""
+    ``performance``, ``injection``: the context injected into agents, in all, per project and per
+    session, and how many memories stay forgotten). ``partial``: the catalog could not be read (a
+    full disk): the counts are None, those figures too, and only the storage, the last backup and
+    the ``warnings`` are known."""
 
     total_memories: int | None
     collections: dict[str, CollectionUsage]
@@ -301,6 +303,7 @@ class Stats:
     learning: dict[str, Any] | None = None
     index: dict[str, Any] | None = None
     performance: dict[str, Any] | None = None
+    injection: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -321,6 +324,7 @@ class Stats:
             data["learning"] = self.learning
             data["index"] = self.index
             data["performance"] = self.performance
+            data["injection"] = self.injection
         data["warnings"] = list(self.warnings)
         return data
 

@@ -417,7 +417,10 @@ class IndexMirror:
 
     def index_ids(self, ids: list[str]) -> None:
         """Index the memories with these ids that are still un-indexed (read under the index lock,
-        so a memory deleted meanwhile is not indexed again)."""
+        so a memory deleted meanwhile is not indexed again). An id given twice (a memory updated
+        twice before the background indexer ran) is indexed once: an index takes each id once per
+        write."""
+        ids = list(dict.fromkeys(ids))
         rows: list[MemoryRow] = []
         try:
             self._embed_stored(ids)  # first: search needs the vectors even without an index

@@ -74,6 +74,17 @@ class MemoryRepository(Repository):
         )
         return [r[0] for r in rows]
 
+    def tool_calls(self, tool: str, limit: int) -> list[str]:
+        """Ids of the newest ``limit`` action memories of calls of ``tool`` (metadata ``tool``, as
+        the MCP middleware and the proxy store it, or ``tool_name``, as the hooks do), newest first."""
+        rows = self._catalog.read(
+            "SELECT id FROM memories WHERE type = 'action' "
+            "AND coalesce(json_extract(metadata, '$.tool'), json_extract(metadata, '$.tool_name')) = ? "
+            "ORDER BY created_at DESC LIMIT ?",
+            (tool, limit),
+        )
+        return [str(r[0]) for r in rows]
+
     def relocate_attachments(self, old: str, new: str) -> None:
         """Replace ``old`` by ``new`` in every memory's metadata text (attachment paths of a store
         restored into another directory; both JSON-escaped as they appear in the text)."""

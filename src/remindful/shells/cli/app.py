@@ -247,6 +247,13 @@ def stats(json_out: JsonOpt = False) -> None:
         top = (data.get("activity") or {}).get(kind) or []
         if top:
             console.print(f"most frequent {kind}: " + ", ".join(f"{t['name']} x{t['count']}" for t in top[:5]))
+    injected = data.get("injection") or {}
+    if injected.get("injections"):
+        projects = ", ".join(f"{p['project']} {p['tokens']}" for p in injected["by_project"][:3])
+        console.print(
+            f"context injected: {injected['injections']} blocks, {injected['tokens']} tokens ({projects})",
+            highlight=False,
+        )
 
 
 @app.command()
