@@ -16,7 +16,6 @@ from typing import Any
 import pytest
 
 from agent_sessions import AgentSession
-from remindful.api import MemoryManager
 from remindful.services.context import BRIEF_HEADER, HEADER
 from remindful.testing import open_fake
 
