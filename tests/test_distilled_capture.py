@@ -333,3 +333,30 @@ def test_a_project_is_the_git_root_and_worktrees_are_one(tmp_path: Path) -> None
     plain = tmp_path / "plain"
     plain.mkdir()
     assert project_of(str(plain)) == str(plain.resolve())
+
+
+def test_a_session_is_summarised_at_its_end_when_an_llm_is_configured(tmp_path: Path) -> None:
+    from remindful.services.learning.llm import FakeLLM, set_llm
+
+    store = tmp_path / "s"
+    for with_llm in (False, True):
+        s = AgentSession(store, tmp_path)
+        s.start()
+        s.edit(str(tmp_path / "db.ts"), "port: string", "port: number")
+        s.bash("pnpm run build", "ok")
+        s.end()
+        with open_fake(store) as memory:
+            fake = FakeLLM(replies=['{"summary": "The port is typed as a number now; the build passes."}'])
+            if with_llm:
+                set_llm(memory.engine, fake)
+            memory.drain_spool()
+            summaries = [m for m in memory.list(type="knowledge", limit=20) if m.metadata.get("kind") == "summary"]
+            if not with_llm:
+                assert summaries == []
+                continue
+            (summary,) = summaries
+            assert summary.content == "The port is typed as a number now; the build passes."
+            assert summary.session_id == s.session_id and summary.metadata["project_id"] == str(tmp_path)
+            assert (
+                "Edited db.ts" in fake.prompts[0] and "Ran `pnpm run build`" not in fake.prompts[0]
+            )  # no raw activity

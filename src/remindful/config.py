@@ -677,8 +677,8 @@ DEFAULT_TRIGGER_PATTERNS = [
 ]
 
 
-LLMCapturePoint = Literal["conversation", "correction", "workflow"]
-LLM_CAPTURE_POINTS: tuple[LLMCapturePoint, ...] = ("conversation", "correction", "workflow")
+LLMCapturePoint = Literal["conversation", "correction", "workflow", "session"]
+LLM_CAPTURE_POINTS: tuple[LLMCapturePoint, ...] = ("conversation", "correction", "workflow", "session")
 
 
 class LLMSettings(_Section):

@@ -23,7 +23,9 @@ What each event becomes (distilled, no model needed):
   answer already stored for the session is not stored again); the prompt and the answer after it
   make a turn that conversation capture learns facts, decisions and preferences from
   (:func:`remindful.services.learning.conversation.capture_conversation`), in the event's project;
-- ``SessionStart``/``SessionEnd`` open and close the session record.
+- ``SessionStart``/``SessionEnd`` open and close the session record; with an LLM configured for it
+  (``session`` in ``learning.llm.use_for``), a session ending is summarised
+  (:mod:`remindful.services.learning.summary`).
 
 Every hook memory carries its project (``project_id``, :func:`remindful.services.projects.project_of`
 of the event's ``cwd``). A capture whose text was forgotten (a tombstone: the user deleted it, or a
@@ -253,6 +255,7 @@ class _Batch:
             for memory_id, item in row.updates:
                 relate(self.store, memory_id, item["metadata"], float(item.get("timestamp") or now))
             self.learn_from_turn(row)
+            self.summarize(row.record)
         return len({row.seq for row in self.rows} | self.failures.keys())  # a row that failed is counted once
 
     def fail(self, seq: int, error: str, *, hopeless: bool = False) -> None:
@@ -392,7 +395,22 @@ class _Batch:
             record = {"idem_key": key, "kind": kind, "payload": payload, "created_at": created, "error": error[:2000]}
             write_fallback(self.store.path, record, name=REJECTED_NAME)
 
-    # -- turns ----------------------------------------------------------------------------------------
+    # -- turns and sessions ----------------------------------------------------------------------------
+
+    def summarize(self, record: dict[str, Any]) -> None:
+        """At a session's end, with an LLM configured for it, the session summarised
+        (:func:`remindful.services.learning.summary.summarize_session`)."""
+        session = record.get("session")
+        if self.learning is None or not isinstance(session, dict) or session.get("op") != "end":
+            return
+        from remindful.services.learning.summary import summarize_session
+
+        cwd = session.get("cwd")
+        project = project_of(cwd) if isinstance(cwd, str) and cwd else None
+        try:
+            summarize_session(self.store, self.learning, record["session_id"], project)
+        except RemindfulError as exc:  # a bonus, like learning from turns
+            log.warning("could not summarise session %s: %s", record["session_id"], exc)
 
     def learn_from_turn(self, row: _Row) -> None:
         """A UserPromptSubmit prompt and the Stop answer after it make one conversation turn, which
@@ -435,7 +453,7 @@ class _Batch:
             return bool(captures.buried([forget_key(text)]))
 
         try:
-            learned = capture_conversation(self.store, self.learning, turn, automatic=True, forgotten=forgotten)  # type: ignore[arg-type]
+            learned = capture_conversation(self.store, self.learning, turn, automatic=True, forgotten=forgotten)
             if learned and isinstance(waiting.get("id"), str):
                 self.store.update(waiting["id"], metadata={"learned": [m.id for m in learned]})
         except RemindfulError as exc:  # learning is a bonus: the hook's own memories are stored

@@ -10,14 +10,17 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from remindful.services.learning.common import MemoryWriter
+
 if TYPE_CHECKING:
     from remindful.config import Settings
     from remindful.engine.captures import CaptureRepository
     from remindful.model import Memory
 
 
-class CaptureStore(Protocol):
-    """The store as the capture paths use it."""
+class CaptureStore(MemoryWriter, Protocol):
+    """The store as the capture paths use it: the write path the learning layer uses too (a
+    drain learns from the turns it stores), and what capture needs besides."""
 
     @property
     def path(self) -> Path:
