@@ -33,6 +33,9 @@ if TYPE_CHECKING:  # the catalog (and numpy) load when a query first runs: captu
     from remindful.engine.catalog import Catalog, CatalogSource
 
 _NOT_WORDS = re.compile(r"[\W_]+")
+#: The newest action memories a lookup of earlier calls reads at most (from the time index): a bound
+#: on its cost however many calls a store holds.
+RECENT_ACTIONS = 2000
 
 
 def forget_key(text: str) -> str:
@@ -60,6 +63,14 @@ class FileRecord:
     path: str
     sha256: str
     memory_ids: tuple[str, ...]
+
+
+#: The newest :data:`RECENT_ACTIONS` actions created between two times (the parameters: since,
+#: before, the bound), as a subquery.
+_RECENT_ACTIONS = (
+    "SELECT id, metadata, created_at FROM memories WHERE type = 'action' AND created_at BETWEEN ? AND ? "
+    "ORDER BY created_at DESC LIMIT ?"
+)
 
 
 class CaptureRepository:
@@ -187,27 +198,27 @@ class CaptureRepository:
         self, file: str, *, since: float, before: float, kinds: Sequence[str]
     ) -> list[tuple[str, dict[str, Any]]]:
         """``(id, metadata)`` of the tool-call memories about ``file`` (metadata ``file``) of the
-        ``kinds`` created from ``since`` to ``before`` that nothing supersedes yet, oldest first
-        (the actions of that span are read from the time index)."""
+        ``kinds`` among the newest :data:`RECENT_ACTIONS` actions created from ``since`` to
+        ``before`` that nothing supersedes yet, oldest first."""
         marks = ", ".join("?" * len(kinds))
         rows = self._catalog.read(
-            "SELECT id, metadata FROM memories WHERE type = 'action' AND created_at BETWEEN ? AND ? "
-            "AND json_extract(metadata, '$.file') = ? "
+            f"SELECT id, metadata FROM ({_RECENT_ACTIONS}) WHERE json_extract(metadata, '$.file') = ? "
             f"AND json_extract(metadata, '$.kind') IN ({marks}) "
             "AND json_extract(metadata, '$.superseded_by') IS NULL ORDER BY created_at",
-            (since, before, file, *kinds),
+            (since, before, RECENT_ACTIONS, file, *kinds),
         )
         return [(str(mid), json.loads(meta)) for mid, meta in rows]
 
     def unresolved_failures(self, tool: str, *, since: float, before: float) -> list[tuple[str, dict[str, Any]]]:
         """``(id, metadata)`` of the failed calls of ``tool`` (metadata ``tool_name`` or ``tool``)
-        created from ``since`` to ``before`` that no later success resolved yet, oldest first."""
+        among the newest :data:`RECENT_ACTIONS` actions created from ``since`` to ``before`` that
+        no later success resolved yet, oldest first."""
         rows = self._catalog.read(
-            "SELECT id, metadata FROM memories WHERE type = 'action' AND created_at BETWEEN ? AND ? "
-            "AND coalesce(json_extract(metadata, '$.tool_name'), json_extract(metadata, '$.tool')) = ? "
+            f"SELECT id, metadata FROM ({_RECENT_ACTIONS}) "
+            "WHERE coalesce(json_extract(metadata, '$.tool_name'), json_extract(metadata, '$.tool')) = ? "
             "AND json_extract(metadata, '$.success') = 0 "
             "AND json_extract(metadata, '$.resolved_by') IS NULL ORDER BY created_at",
-            (since, before, tool),
+            (since, before, RECENT_ACTIONS, tool),
         )
         return [(str(mid), json.loads(meta)) for mid, meta in rows]
 

@@ -18,6 +18,9 @@ _USER_LEVEL = (
     "source IN ('correction', 'config') OR json_extract(metadata, '$.category') IN ('preference', 'instruction')"
 )
 _CURRENT = "json_extract(metadata, '$.superseded_by') IS NULL AND (expires_at IS NULL OR expires_at > ?)"
+#: The newest actions the brief looks for open failures among (from the time index): its cost stays
+#: bounded however many calls a store holds.
+RECENT_ACTIONS = 5000
 
 
 class BriefRepository(Repository):
@@ -36,14 +39,17 @@ class BriefRepository(Repository):
         return [MemoryRow.from_sql(r) for r in rows]
 
     def open_failures(self, project: str | None, *, since: float, now: float, limit: int) -> list[MemoryRow]:
-        """The newest ``limit`` failed calls created since ``since`` in ``project`` (every
-        project's when None) that no later success resolved, none superseded or expired."""
+        """The newest ``limit`` failed calls in ``project`` (every project's when None) among the
+        newest :data:`RECENT_ACTIONS` actions created since ``since``, that no later success
+        resolved, none superseded or expired."""
         rows = self._catalog.read(
-            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE type = 'action' AND created_at >= ? "
+            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE rowid IN ("
+            "SELECT rowid FROM memories WHERE type = 'action' AND created_at >= ? "
+            "ORDER BY created_at DESC LIMIT ?) "
             "AND json_extract(metadata, '$.success') = 0 AND json_extract(metadata, '$.resolved_by') IS NULL "
             f"AND {_CURRENT} AND {_IN_PROJECT.format(user_level='0')} "
             "ORDER BY created_at DESC, rowid DESC LIMIT ?",
-            (since, now, project, project, limit),
+            (since, RECENT_ACTIONS, now, project, project, limit),
         )
         return [MemoryRow.from_sql(r) for r in rows]
 
