@@ -29,6 +29,7 @@ EXPLAINED = re.compile(
 
 FIRST_PROMPTS = (
     "We use pnpm, not npm, in this repo. Add the lodash dependency please.",
+    "Install the dependencies.",
     "Check the staging database settings.",
     "The staging database moved to port 6543, update the config. "
     "We decided to keep the staging settings in .env.staging, not in config.yaml.",
@@ -64,18 +65,21 @@ def first_session(store: Path, shop: Path) -> AgentSession:
     s.bash("pnpm add lodash", "Packages: +1\n+ lodash 4.17.21\nDone in 1.4s", description="Add lodash")
     s.answer("I added lodash with `pnpm add lodash`; pnpm-lock.yaml is updated.", in_payload=True)
     s.prompt(FIRST_PROMPTS[1])
+    s.bash("pnpm install", "Lockfile is up to date\nDone in 2.1s", description="Install dependencies")
+    s.answer("Installed the dependencies with `pnpm install`.", in_payload=True)
+    s.prompt(FIRST_PROMPTS[2])
     env = shop / ".env.staging"
     s.read(str(env), "DB_HOST=staging-db.internal\nDB_PORT=5432\nDB_USER=app\nDB_PASSWORD=hunter2-s3cret-value\n")
     s.answer("The staging database is staging-db.internal on port 5432, user app.", in_payload=True)
-    s.prompt(FIRST_PROMPTS[2])
+    s.prompt(FIRST_PROMPTS[3])
     s.edit(str(env), "DB_PORT=5432", "DB_PORT=6543")
     s.answer("Updated DB_PORT to 6543 in .env.staging.", in_payload=True)
-    s.prompt(FIRST_PROMPTS[3])
+    s.prompt(FIRST_PROMPTS[4])
     s.bash("pnpm run build", error=BUILD_ERROR)
     s.answer(
         "The build fails: src/db.ts line 14 assigns the port as a string where a number is expected.", in_payload=True
     )
-    s.prompt(FIRST_PROMPTS[4])
+    s.prompt(FIRST_PROMPTS[5])
     s.answer("Noted: small commits with conventional commit messages.", in_payload=True)
     s.end()
     return s
@@ -92,7 +96,7 @@ def test_the_next_session_starts_with_what_the_last_one_learned(
 
         # One memory per tool call, with its outcome; the edit keeps old → new.
         calls = [m for m in memory.list(source="hook", limit=200) if m.type.value == "action"]
-        assert len(calls) == 4 and len({m.metadata["tool_use_id"] for m in calls}) == 4
+        assert len(calls) == 5 and len({m.metadata["tool_use_id"] for m in calls}) == 5
         by_tool = {m.metadata["tool_name"]: m for m in calls if m.metadata["tool_name"] != "Bash"}
         assert by_tool["Edit"].content == 'Edited .env.staging: "DB_PORT=5432" → "DB_PORT=6543"'
         read = by_tool["Read"]
@@ -112,7 +116,8 @@ def test_the_next_session_starts_with_what_the_last_one_learned(
         install = explained(
             second.context(memory, second.prompt("How do I install the dependencies for this repo?")), HEADER
         )
-        assert "We use pnpm, not npm, in this repo." in install[0]
+        assert "(activity, " not in install[0] and "pnpm" in install[0]  # what was said or answered comes first
+        assert any("We use pnpm, not npm, in this repo." in line for line in install)
         # The port: the edited value, not the read of the file nor what was said before the edit.
         port = "\n".join(
             explained(second.context(memory, second.prompt("What port is the staging database listening on?")), HEADER)
