@@ -9,6 +9,13 @@ decided here and nowhere else:
 2. else ``<repo>/../shared/data/locomo_dev.json``: the ``shared/`` folder beside the repository,
    where ``<repo>`` is the folder that holds ``bench/`` (found once, from this file's place).
 
+The paraphrase bench reads ``personachat_dev.json`` the same way (``$REMINDFUL_BENCH_PERSONACHAT``,
+else ``<repo>/../shared/data/personachat_dev.json``). The data stays there: never copy it into the
+repository (shared/data/README.md says why).
+
+Embeddings of a data set can be kept on disk between runs (``--embedding-cache PATH``,
+:class:`DiskEmbedder`): experiments then cost the ranking, not the model.
+
 Using it
 --------
 The benches run as scripts (``python bench/perf.py``), and Python puts a script's own folder first on
@@ -40,14 +47,20 @@ T = TypeVar("T")
 REPO = Path(__file__).resolve().parent.parent
 #: The environment variable that overrides the default of ``--data``.
 DATA_ENV = "REMINDFUL_BENCH_DATA"
+#: The same for the paraphrase bench's data.
+PERSONACHAT_ENV = "REMINDFUL_BENCH_PERSONACHAT"
+#: Each data set: its environment variable and its file under ``<repo>/../shared/data/``.
+DATA_SETS = {"locomo": (DATA_ENV, "locomo_dev.json"), "personachat": (PERSONACHAT_ENV, "personachat_dev.json")}
 
 
-def default_data() -> Path:
-    """The default of ``--data``: ``$REMINDFUL_BENCH_DATA``, else ``<repo>/../shared/data/locomo_dev.json``."""
-    configured = os.environ.get(DATA_ENV)
+def default_data(kind: str = "locomo") -> Path:
+    """The default of ``--data``: ``$REMINDFUL_BENCH_DATA``, else ``<repo>/../shared/data/locomo_dev.json``
+    (``kind="personachat"``: ``$REMINDFUL_BENCH_PERSONACHAT``, else ``.../personachat_dev.json``)."""
+    env, name = DATA_SETS[kind]
+    configured = os.environ.get(env)
     if configured:
         return Path(configured).expanduser()
-    return REPO.parent / "shared" / "data" / "locomo_dev.json"
+    return REPO.parent / "shared" / "data" / name
 
 
 # -- the command line ----------------------------------------------------------------------------
@@ -60,19 +73,43 @@ def parser(doc: str | None) -> argparse.ArgumentParser:
     return result
 
 
-def add_data_option(parser: argparse.ArgumentParser, *, conversations: bool = False) -> None:
-    """``--data PATH``, the one way a bench is told where the LoCoMo data is (see this module's
-    docstring); with ``conversations``, ``--conversations N`` too (only the first N of them)."""
+def add_data_option(parser: argparse.ArgumentParser, *, conversations: bool = False, kind: str = "locomo") -> None:
+    """``--data PATH``, the one way a bench is told where its data is (see this module's docstring):
+    the LoCoMo data, or with ``kind="personachat"`` the paraphrase data; with ``conversations``,
+    ``--conversations N`` too (only the first N of them)."""
     if conversations:
         parser.add_argument("--conversations", type=int, default=None, help="only the first N conversations")
+    env, name = DATA_SETS[kind]
+    what = "LoCoMo-format JSON file" if kind == "locomo" else "PersonaChat paraphrase JSON file"
     parser.add_argument(
         "--data",
         type=Path,
-        default=default_data(),
+        default=default_data(kind),
         metavar="PATH",
-        help=f"LoCoMo-format JSON file (default: ${DATA_ENV}, else <repo>/../shared/data/locomo_dev.json; "
-        "now %(default)s)",
+        help=f"{what} (default: ${env}, else <repo>/../shared/data/{name}; now %(default)s)",
     )
+
+
+def add_embedding_cache_option(parser: argparse.ArgumentParser) -> None:
+    """``--embedding-cache PATH``: keep the model's vectors of every text (memories and queries) in
+    this SQLite file between runs (:class:`DiskEmbedder`)."""
+    parser.add_argument(
+        "--embedding-cache",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="reuse the model's vectors across runs from this SQLite file, queries included (for experiments; "
+        "ingest and search times are then not comparable)",
+    )
+
+
+def overrides(pairs: list[str]) -> dict[str, Any]:
+    """``KEY=VALUE`` pairs as settings; a VALUE that looks like JSON (a number, list, object, true/false) is read so."""
+    result: dict[str, Any] = {}
+    for pair in pairs:
+        key, _, value = pair.partition("=")
+        result[key] = json.loads(value) if value[:1] in "0123456789-[{tf" else value
+    return result
 
 
 def emit(result: dict[str, Any], as_json: bool, lines: Callable[[dict[str, Any]], Iterable[str]]) -> None:
@@ -225,16 +262,18 @@ def turn_texts(data: Iterable[dict[str, Any]], *, speaker: bool = False) -> list
     ]
 
 
-def logistic(x: Any, y: Any, l2: float) -> tuple[Any, float]:
+def logistic(x: Any, y: Any, l2: float, row_weights: Any = None) -> tuple[Any, float]:
     """Raw-unit weights and bias of a class-balanced, L2-regularised logistic regression of labels
     ``y`` (0 or 1) on the rows of ``x``: features standardised, Newton's method, then expressed in
-    the features' own units (the fitting benches' models)."""
+    the features' own units (the fitting benches' models). ``row_weights``: each row's weight (default
+    1), applied before the classes are balanced."""
     import numpy as np
 
     mean, scale = x.mean(0), x.std(0) + 1e-9
     z = np.hstack([(x - mean) / scale, np.ones((len(x), 1))])
-    positive = y.sum()
-    sample = np.where(y > 0, (len(y) - positive) / max(positive, 1.0), 1.0)
+    given = np.ones(len(y)) if row_weights is None else np.asarray(row_weights, dtype=float)
+    positive = (given * (y > 0)).sum()
+    sample = given * np.where(y > 0, (given.sum() - positive) / max(positive, 1e-9), 1.0)
     w = np.zeros(z.shape[1])
     for _ in range(30):
         p = 1 / (1 + np.exp(-(z @ w)))
@@ -243,3 +282,101 @@ def logistic(x: Any, y: Any, l2: float) -> tuple[Any, float]:
         w -= np.linalg.solve(hessian, gradient)
     weights = w[:-1] / scale
     return weights, float(w[-1] - mean @ weights)
+
+
+# -- embeddings kept between runs, and the two same-run baselines -----------------------------------
+
+
+class DiskEmbedder:
+    """The default embedder (ONNX MiniLM) with the vectors of every call kept in a SQLite file, keyed
+    by the call's texts in order: memories and queries alike, so a second run of a bench computes
+    none. Keyed by the whole call, because the int8 model moves a vector slightly with the texts
+    batched beside it: a run with the cache gives exactly the figures of a run without it."""
+
+    def __init__(self, path: Path) -> None:
+        import sqlite3
+
+        from remindful.embed import OnnxMiniLMEmbedder
+
+        self.inner = OnnxMiniLMEmbedder()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(path, check_same_thread=False)
+        self._db.execute("CREATE TABLE IF NOT EXISTS calls (key TEXT PRIMARY KEY, vectors BLOB NOT NULL)")
+
+    @property
+    def name(self) -> str:
+        return str(self.inner.name)
+
+    @property
+    def dimension(self) -> int:
+        return int(self.inner.dimension)
+
+    def _cached(self, kind: str, texts: Sequence[str], compute: Callable[[], Any]) -> Any:
+        import hashlib
+
+        import numpy as np
+
+        key = hashlib.sha256("\x00".join([kind, *texts]).encode("utf-8", "surrogatepass")).hexdigest()
+        found = self._db.execute("SELECT vectors FROM calls WHERE key = ?", [key]).fetchone()
+        if found is not None:
+            return np.frombuffer(found[0], dtype=np.float32).reshape(len(texts), -1)
+        vectors = np.ascontiguousarray(compute(), dtype=np.float32).reshape(len(texts), -1)
+        self._db.execute("INSERT OR REPLACE INTO calls VALUES (?, ?)", [key, vectors.tobytes()])
+        self._db.commit()
+        return vectors
+
+    def embed(self, texts: Sequence[str]) -> Any:
+        return self._cached("embed", list(texts), lambda: self.inner.embed(list(texts)))
+
+    def embed_query(self, text: str) -> Any:
+        return self._cached("query", [text], lambda: self.inner.embed_query(text))[0]
+
+
+def embedder_option(path: Path | None) -> Any:
+    """The embedder a bench stores and searches with: a :class:`DiskEmbedder` on ``path``, or None
+    (the store's default)."""
+    return None if path is None else DiskEmbedder(path)
+
+
+def cosine_rankings(embedder: Any, texts: Sequence[str], queries: Sequence[str], k: int) -> list[list[int]]:
+    """Plain cosine search, the baseline a vector store gives: for each query, the indexes of the
+    ``k`` texts of highest cosine with it, best first (``embedder``: the store's own; None: the default)."""
+    import numpy as np
+
+    if embedder is None:
+        from remindful.embed import OnnxMiniLMEmbedder
+
+        embedder = OnnxMiniLMEmbedder()
+    matrix = np.asarray(embedder.embed(list(texts)), dtype=np.float32)
+    ask = getattr(embedder, "embed_query", None)
+    result = []
+    for query in queries:
+        vector = ask(query) if ask is not None else embedder.embed([query])[0]
+        scores = matrix @ np.asarray(vector, dtype=np.float32)
+        result.append([int(i) for i in np.argsort(-scores, kind="stable")[:k]])
+    return result
+
+
+def bm25_rankings(texts: Sequence[str], queries: Sequence[str], k: int) -> list[list[int]]:
+    """Plain BM25, the keyword baseline: SQLite FTS5 with remindful's tokenizer (porter stemming)
+    over the texts, every word of the query OR-ed (no stopword list: a stock BM25); for each query,
+    the indexes of its first ``k`` matches, best first (none when no word matches)."""
+    import re
+    import sqlite3
+
+    from remindful.engine.lexical import fts_or
+
+    def lexical_terms(query: str) -> list[str]:
+        return list(dict.fromkeys(re.findall(r"\w+", query.lower())))
+
+    db = sqlite3.connect(":memory:")
+    db.execute("CREATE VIRTUAL TABLE t USING fts5(text, tokenize='porter unicode61 remove_diacritics 2')")
+    db.executemany("INSERT INTO t (rowid, text) VALUES (?, ?)", list(enumerate(texts)))
+    result = []
+    for query in queries:
+        terms = lexical_terms(query)
+        sql = "SELECT rowid FROM t WHERE t MATCH ? ORDER BY bm25(t) LIMIT ?"
+        found = db.execute(sql, [fts_or(terms), k]).fetchall() if terms else []
+        result.append([int(r[0]) for r in found])
+    db.close()
+    return result

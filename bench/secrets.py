@@ -357,7 +357,8 @@ def cli_paths(run: Run) -> None:
             raise RuntimeError(f"remindful {args[0]} exited {result.exit_code}: {result.output.strip()[-300:]}")
         return result.output
 
-    target = cli("store", "The production deploy needs two approvals", "--type", "knowledge").strip()
+    # the id is the last line (log lines of earlier surfaces may come first in the runner's output)
+    target = cli("store", "The production deploy needs two approvals", "--type", "knowledge").strip().splitlines()[-1]
 
     def store(kind: str, s: Sample) -> None:
         cli("store", s.text, "--metadata", json.dumps({"db": {"host": "db1", s.field: s.bare}}))
@@ -799,7 +800,7 @@ def matrix_lines(result: dict[str, Any], title: str) -> Iterator[str]:
         yield f"{kind:<{width}}{row}"
     yield "paths: " + "  ".join(f"{i}={p}" for i, p in enumerate(paths, 1))
     per_path = {p: sum(1 for k in kinds if k != CANARY and result["cells"][k][p] not in ("", "!")) for p in paths}
-    yield "leaked per path: " + ", ".join(f"{p} {n}" for p, n in per_path.items() if n) or "none"
+    yield "leaked per path: " + (", ".join(f"{p} {n}" for p, n in per_path.items() if n) or "none")
     if result["canary_missing"]:
         yield f"NOT EXERCISED (canary not found): {', '.join(result['canary_missing'])}"
     if result["read_paths_writing"]:

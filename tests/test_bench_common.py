@@ -49,6 +49,24 @@ def test_the_environment_overrides_the_data_default(monkeypatch: pytest.MonkeyPa
     assert parser.parse_args(["--data", "x.json"]).data == Path("x.json")
 
 
+def test_the_paraphrase_data_has_its_own_default_and_variable(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv(common.PERSONACHAT_ENV, raising=False)
+    assert common.default_data("personachat") == ROOT.parent / "shared" / "data" / "personachat_dev.json"
+    monkeypatch.setenv(common.PERSONACHAT_ENV, str(tmp_path / "p.json"))
+    parser = common.parser("doc")
+    common.add_data_option(parser, kind="personachat")
+    assert parser.parse_args([]).data == tmp_path / "p.json"
+
+
+def test_the_baselines_rank_by_cosine_and_by_bm25() -> None:
+    from remindful.embed import FakeEmbedder
+
+    texts = ["the deploy script needs a profile", "dark mode in every editor", "lunch with anna on friday"]
+    assert common.bm25_rankings(texts, ["editor theme", "nothing shared", "deploy the script"], 2) == [[1], [], [0]]
+    ranked = common.cosine_rankings(FakeEmbedder(), texts, ["dark mode editor"], 3)
+    assert ranked[0][0] == 1 and sorted(ranked[0]) == [0, 1, 2]
+
+
 def test_a_missing_data_file_says_how_to_point_at_one(tmp_path: Path) -> None:
     with pytest.raises(SystemExit, match=r"--data PATH or set REMINDFUL_BENCH_DATA"):
         common.load_locomo(tmp_path / "missing.json")

@@ -17,7 +17,8 @@ from remindful.api import MemoryManager
 from remindful.testing import open_fake
 from remindful.web import build_app
 from remindful.web.app import PAGE_SIZE
-from remindful.web.gate import COOKIE
+from remindful.web.gate import CODE_REFUSED, SECURITY_HEADERS, BearerGate
+from remindful.web.signin import CODE_TTL_S, cookie_name
 
 TOKEN = "test-token-0123456789"
 HOST = "testserver"
@@ -75,8 +76,16 @@ def test_every_request_without_the_token_is_401(anonymous: TestClient, path: str
     assert answer.status_code == 401
     assert "remindful dashboard" in answer.text
     assert anonymous.get(path, headers={"Authorization": "Bearer wrong"}).status_code == 401
-    assert anonymous.get(path, headers={"Cookie": f"{COOKIE}=wrong"}).status_code == 401
+    assert anonymous.get(path, headers={"Cookie": f"remindful_token={TOKEN}"}).status_code == 401
+    assert anonymous.get(path, headers={"Cookie": f"{cookie_name(80)}={TOKEN}"}).status_code == 401
     assert anonymous.get(path + "?token=wrong").status_code == 401
+
+
+def test_the_store_token_in_a_url_opens_nothing_and_sets_no_cookie(anonymous: TestClient) -> None:
+    """The old way in (``?token=`` set the token as a cookie, sent to every port of the host) is gone."""
+    answer = anonymous.get(f"/memories?type=action&token={TOKEN}")
+    assert answer.status_code == 401
+    assert "set-cookie" not in answer.headers and "location" not in answer.headers
 
 
 def test_post_without_the_token_is_401_and_changes_nothing(anonymous: TestClient, store: MemoryManager) -> None:
@@ -85,22 +94,135 @@ def test_post_without_the_token_is_401_and_changes_nothing(anonymous: TestClient
     assert store.get(memory_id).content == "keep me"
 
 
-def test_token_url_sets_an_httponly_strict_cookie_and_redirects_without_the_token(anonymous: TestClient) -> None:
-    answer = anonymous.get(f"/memories?type=action&token={TOKEN}")
-    assert answer.status_code == 303
-    assert answer.headers["location"] == "/memories?type=action"
+def _sign_in(gate: BearerGate, client: TestClient) -> tuple[str, str]:
+    """Spend a fresh code through ``client``: (the session's root path, its cookie header)."""
+    assert gate.sign_ins is not None
+    answer = client.get(f"/login?code={gate.sign_ins.new_code()}")
+    assert answer.status_code == 200, answer.text
     cookie = answer.headers["set-cookie"]
-    assert cookie.startswith(f"{COOKIE}={TOKEN}")
-    assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and "Path=/" in cookie
-    # The browser then sends the cookie: the page answers, without any token in the URL.
-    page = anonymous.get("/memories?type=action", headers={"Cookie": f"{COOKIE}={TOKEN}"})
-    assert page.status_code == 200 and TOKEN not in page.text
+    name_value, *attributes = [part.strip() for part in cookie.split(";")]
+    root = next(a.removeprefix("Path=") for a in attributes if a.startswith("Path="))
+    return root, name_value
+
+
+def test_a_one_time_code_signs_a_browser_in_to_its_own_path_only(store: MemoryManager) -> None:
+    gate = build_app(store, TOKEN, hosts=[HOST])
+    browser = TestClient(gate, follow_redirects=False)
+    assert gate.sign_ins is not None
+    code = gate.sign_ins.new_code()
+    answer = browser.get(f"/login?code={code}")
+    assert answer.status_code == 200
+    cookie = answer.headers["set-cookie"]
+    name_value, *attributes = [part.strip() for part in cookie.split(";")]
+    name, value = name_value.split("=", 1)
+    assert name == cookie_name(80)  # the port of the server (the test client's is 80)
+    assert TOKEN not in cookie and len(value) >= 40
+    assert {"HttpOnly", "SameSite=Strict"} <= set(attributes)
+    root = next(a.removeprefix("Path=") for a in attributes if a.startswith("Path="))
+    assert re.fullmatch(r"/s/[A-Za-z0-9_-]{20,}", root)
+    # The page moves on to the session's dashboard by itself (a page, not a redirect: SameSite).
+    assert f'content="0;url={root}/"' in answer.text and TOKEN not in answer.text
+    # The code is spent: a second use, with or without the cookie, is refused.
+    again = browser.get(f"/login?code={code}", headers={"Cookie": name_value})
+    assert again.status_code == 401 and again.text == CODE_REFUSED and "set-cookie" not in again.headers
+    # Under its path the cookie opens the dashboard, and every link stays under that path.
+    _fill(store)
+    for path in ("/", "/memories", "/sessions", "/sessions/s1", "/patterns", "/settings"):
+        page = browser.get(root + path, headers={"Cookie": name_value})
+        assert page.status_code == 200, path
+        assert TOKEN not in page.text and value not in page.text
+        links = re.findall(r'(?:href|src|action)="([^"]*)"', page.text)
+        assert links and all(link == "data:," or link.startswith(root + "/") for link in links), (path, links)
+    # Nowhere else: not at /, not under another prefix, not as a bearer token.
+    assert browser.get("/memories", headers={"Cookie": name_value}).status_code == 401
+    assert browser.get("/s/" + "A" * 24 + "/memories", headers={"Cookie": name_value}).status_code == 401
+    assert browser.get("/memories", headers={"Authorization": f"Bearer {value}"}).status_code == 401
+    other_root, _ = _sign_in(gate, browser)
+    assert other_root != root
+    assert browser.get(other_root + "/", headers={"Cookie": name_value}).status_code == 401
+    # Nor on another run of the dashboard (a new gate: sessions live with the server process).
+    again_gate = TestClient(build_app(store, TOKEN, hosts=[HOST]), follow_redirects=False)
+    assert again_gate.get(root + "/", headers={"Cookie": name_value}).status_code == 401
+
+
+def test_a_signed_in_browser_can_use_every_form(store: MemoryManager) -> None:
+    gate = build_app(store, TOKEN, hosts=[HOST])
+    browser = TestClient(gate, follow_redirects=False)
+    root, cookie = _sign_in(gate, browser)
+    memory_id = store.store("bookmark me", type="knowledge", session_id="s9")
+    page = browser.get(f"{root}/memories/{memory_id}", headers={"Cookie": cookie}).text
+    csrf = _csrf(page)
+    same_origin = {"Cookie": cookie, "Origin": f"http://{HOST}"}
+    answer = browser.post(f"{root}/memories/{memory_id}/bookmark", data={"csrf": csrf}, headers=same_origin)
+    assert answer.status_code == 303 and answer.headers["location"] == f"{root}/memories/{memory_id}"
+    assert store.get(memory_id).bookmarked
+    answer = browser.post(f"{root}/sessions/s9/resume", data={"csrf": csrf}, headers=same_origin)
+    assert answer.status_code == 303 and answer.headers["location"] == f"{root}/sessions/s9?resumed=1"
+    answer = browser.post(f"{root}/memories/{memory_id}/delete", data={"csrf": csrf}, headers=same_origin)
+    assert answer.status_code == 303 and answer.headers["location"].startswith(f"{root}/memories?deleted=")
+    # From a page of another port of the same host: refused before anything happens.
+    other = {"Cookie": cookie, "Origin": "http://testserver:9999"}
+    kept = store.store("keep me", type="knowledge")
+    assert browser.post(f"{root}/memories/{kept}/delete", data={"csrf": csrf}, headers=other).status_code == 403
+    assert store.get(kept).content == "keep me"
+
+
+def test_a_code_expires(store: MemoryManager, monkeypatch: pytest.MonkeyPatch) -> None:
+    gate = build_app(store, TOKEN, hosts=[HOST])
+    assert gate.sign_ins is not None
+    code = gate.sign_ins.new_code()
+    now = time.monotonic()
+    monkeypatch.setattr("remindful.web.signin.time.monotonic", lambda: now + CODE_TTL_S + 1)
+    answer = TestClient(gate).get(f"/login?code={code}")
+    assert answer.status_code == 401 and answer.text == CODE_REFUSED
+
+
+def test_a_token_holder_draws_codes_for_a_running_server(store: MemoryManager) -> None:
+    """The daemon serves the dashboard too: whoever has the store's token can get a sign-in link."""
+    client = TestClient(build_app(store, TOKEN, hosts=[HOST]), follow_redirects=False)
+    assert client.post("/login").status_code == 401
+    assert client.post("/login", headers={"Authorization": "Bearer wrong"}).status_code == 401
+    drawn = client.post("/login", headers={"Authorization": f"Bearer {TOKEN}"})
+    assert drawn.status_code == 200 and drawn.json()["expires_in_s"] == CODE_TTL_S
+    url = drawn.json()["url"]
+    assert url.startswith(f"http://{HOST}/login?code=") and TOKEN not in url
+    assert client.get(url.removeprefix(f"http://{HOST}")).status_code == 200
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        f"//evil.example/?token={TOKEN}",
+        f"/\\evil.example/?token={TOKEN}",
+        f"/%2F%2Fevil.example/?token={TOKEN}",
+        f"/%5Cevil.example/?token={TOKEN}",
+        f"//evil.example/login?token={TOKEN}",
+        "//evil.example/login?code=whatever",
+        "/login?code=whatever&next=//evil.example/",
+    ],
+)
+def test_no_request_is_redirected_off_site(anonymous: TestClient, path: str) -> None:
+    answer = anonymous.get(f"http://{HOST}{path}")  # the path as it is, not read as a host
+    assert answer.status_code == 401
+    assert "location" not in answer.headers and "set-cookie" not in answer.headers
 
 
 def test_a_foreign_host_or_origin_is_refused_even_with_the_token(client: TestClient) -> None:
     assert client.get("/", headers={"Host": "evil.example:8765"}).status_code == 421
+    assert client.get("/", headers={"Host": f"{HOST}:8080.evil"}).status_code == 421
     assert client.get("/", headers={"Origin": "http://evil.example"}).status_code == 403
     assert client.get("/", headers={"Origin": f"http://{HOST}"}).status_code == 200
+    assert client.get("/", headers={"Origin": f"http://{HOST}:80"}).status_code == 200
+
+
+@pytest.mark.parametrize("origin", ["http://127.0.0.1:9999", "http://127.0.0.1", "https://127.0.0.1:8765", "null"])
+def test_an_origin_on_another_port_or_scheme_is_refused(store: MemoryManager, origin: str) -> None:
+    app = build_app(store, TOKEN)
+    with TestClient(app, base_url="http://127.0.0.1:8765", headers={"Authorization": f"Bearer {TOKEN}"}) as c:
+        assert c.get("/", headers={"Origin": "http://127.0.0.1:8765"}).status_code == 200
+        answer = c.get("/", headers={"Origin": origin})
+        assert answer.status_code == 403 and "another port" in answer.text
+        assert answer.headers["x-frame-options"] == "DENY"
 
 
 def test_loopback_hosts_are_served_by_default(store: MemoryManager) -> None:
@@ -131,6 +253,37 @@ def test_pages_carry_security_headers_and_no_token(client: TestClient, store: Me
         assert answer.headers["x-frame-options"] == "DENY"
         assert answer.headers["referrer-policy"] == "same-origin"
         assert TOKEN not in answer.text
+
+
+def test_every_answer_carries_the_security_headers(
+    anonymous: TestClient, client: TestClient, store: MemoryManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Refusals, errors and pages alike: 200, 303, 400, 401, 403 (Origin and CSRF), 404 (an unknown
+    route and an unknown memory), 421, 500 and 503."""
+    memory_id = store.store("keep me", type="knowledge")
+    csrf = _csrf(client.get(f"/memories/{memory_id}").text)
+    answers = {
+        "200": client.get("/static/dashboard.css"),
+        "303": client.post(f"/memories/{memory_id}/bookmark", data={"csrf": csrf}, follow_redirects=False),
+        "400": client.get("/memories?page=x"),
+        "401": anonymous.get("/"),
+        "401 code": anonymous.get("/login?code=nope"),
+        "403 origin": client.get("/", headers={"Origin": "http://evil.example"}),
+        "403 csrf": client.post(f"/memories/{memory_id}/delete", data={}),
+        "404 route": client.get("/no/such/page"),
+        "404 memory": client.get("/memories/action_20990101000000000000_deadbeef"),
+        "421": client.get("/", headers={"Host": "evil.example"}),
+    }  # fmt: skip
+    monkeypatch.setattr(store, "stats", lambda: 1 / 0)
+    answers["500"] = TestClient(client.app, raise_server_exceptions=False, headers=client.headers).get("/")
+    monkeypatch.undo()
+    store.close()
+    store.engine.disabled_reason = "disabled for this test"
+    answers["503"] = client.get("/memories")
+    for name, answer in answers.items():
+        assert str(answer.status_code) == name.split()[0], (name, answer.status_code, answer.text[:200])
+        sent = {(k.encode(), v.encode()) for k, v in answer.headers.multi_items()}
+        assert set(SECURITY_HEADERS) <= sent, (name, answer.headers)
 
 
 # -- pages ----------------------------------------------------------------------------------------

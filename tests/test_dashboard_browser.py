@@ -7,14 +7,20 @@ when that names a directory (the README's pictures: overview.png, memories.png).
 
 from __future__ import annotations
 
+import http.server
+import json
 import os
 import shutil
+import stat
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -79,30 +85,31 @@ def _populate(path: Path, shots: Path) -> None:
         memory.backup(name="weekly")
 
 
-@pytest.fixture
-def served(tmp_path: Path) -> Iterator[dict[str, Any]]:
-    store, shots = tmp_path / "store", tmp_path / "shots"
-    shots.mkdir()
-    _populate(store, shots)
-    env = {**os.environ, **FAKE, "REMINDFUL_SECURITY__ALLOWED_PATHS": f'["{shots}"]'}
+@contextmanager
+def dashboard_process(
+    store: Path, log: Path, *args: str, env: dict[str, str] | None = None
+) -> Iterator[dict[str, Any]]:
+    """`remindful dashboard --port 0` on ``store`` (plus ``args``): its base URL, its first
+    sign-in link and the process, until the block ends."""
     code = "from remindful.shells.entry import main; main()"
-    log = tmp_path / "dashboard.log"
     with (
         open(log, "w") as stderr,
         subprocess.Popen(
-            [sys.executable, "-c", code, "--path", str(store), "dashboard", "--port", "0", "--no-open"],
+            [sys.executable, "-c", code, "--path", str(store), "dashboard", "--port", "0", *args],
+            stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=stderr,
             text=True,
-            env=env,
+            env={**os.environ, **FAKE, **(env or {})},
         ) as proc,
     ):
         try:
             assert proc.stdout is not None
-            line = proc.stdout.readline()
-            assert line.startswith("remindful dashboard on http://127.0.0.1:"), line + log.read_text()
-            url = line.split(" on ", 1)[1].split()[0]
-            yield {"url": url, "base": url.split("/?", 1)[0], "token": url.split("token=", 1)[1], "store": store}
+            first, second = proc.stdout.readline(), proc.stdout.readline()
+            assert first.startswith("remindful dashboard on http://127.0.0.1:"), first + log.read_text()
+            base = first.split(" on ", 1)[1].strip().rstrip("/")
+            assert second.startswith(f"  sign in: {base}/login?code="), second
+            yield {"base": base, "link": second.split(": ", 1)[1].strip(), "proc": proc}
         finally:
             proc.terminate()
             try:
@@ -110,6 +117,17 @@ def served(tmp_path: Path) -> Iterator[dict[str, Any]]:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[dict[str, Any]]:
+    store, shots = tmp_path / "store", tmp_path / "shots"
+    shots.mkdir()
+    _populate(store, shots)
+    env = {"REMINDFUL_SECURITY__ALLOWED_PATHS": f'["{shots}"]'}
+    with dashboard_process(store, tmp_path / "dashboard.log", "--no-open", env=env) as running:
+        token = (store / "http_token").read_text().strip()
+        yield {**running, "token": token, "store": store}
 
 
 @pytest.fixture
@@ -144,7 +162,11 @@ def _saver(tmp_path: Path) -> Any:
 
 def test_dashboard_in_a_real_browser(served: dict[str, Any], browser: Any, tmp_path: Path) -> None:
     base = served["base"]
-    save = _saver(tmp_path)
+    shoot = _saver(tmp_path)
+
+    def save(page: Any, name: str) -> None:
+        shoot(page, name)
+        pages.append(page.content())
 
     # Without the token: refused, in the browser and to a plain client.
     stranger = browser.new_page()
@@ -156,15 +178,23 @@ def test_dashboard_in_a_real_browser(served: dict[str, Any], browser: Any, tmp_p
     context = browser.new_context(viewport={"width": 1360, "height": 900})
     page = context.new_page()
     errors: list[str] = []
+    visited: list[str] = []  # every URL the browser asked for, and every page it got
+    pages: list[str] = []
+    page.on("request", lambda request: visited.append(request.url))
+    page.on("response", lambda r: errors.append(f"{r.status} {r.url}") if r.status >= 400 else None)
     page.on("pageerror", lambda exc: errors.append(str(exc)))
     page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
 
-    # The printed URL opens it once: the token becomes an HttpOnly cookie and leaves the address bar.
-    assert page.goto(served["url"]).status == 200
-    assert page.url == base + "/"
-    cookie = next(c for c in context.cookies() if c["name"] == "remindful_token")
-    assert cookie["httpOnly"] and cookie["sameSite"] == "Strict"
+    # The printed link signs this browser in, once: a session cookie of this dashboard's port,
+    # HttpOnly, SameSite=Strict, scoped to the session's own path, where the dashboard now lives.
+    assert page.goto(served["link"]).status == 200
     page.wait_for_selector("body[data-charts-ready=true]")
+    port = base.rsplit(":", 1)[1]
+    (cookie,) = context.cookies()
+    assert cookie["name"] == f"remindful_session_{port}" and cookie["value"] != served["token"]
+    assert cookie["httpOnly"] and cookie["sameSite"] == "Strict" and cookie["path"].startswith("/s/")
+    root = base + cookie["path"]
+    assert page.url == root + "/"
     assert page.locator("#total-memories").inner_text() != "0"
     assert page.locator("#chart-per-day").bounding_box()["height"] > 50  # drawn by the shipped Chart.js
     save(page, "overview")
@@ -191,7 +221,7 @@ def test_dashboard_in_a_real_browser(served: dict[str, Any], browser: Any, tmp_p
     save(page, "memory")
 
     # A screen memory shows its screenshot, served by the dashboard.
-    page.goto(base + "/memories?type=screen")
+    page.goto(root + "/memories?type=screen")
     page.click("#memories tbody tr:first-child td a")
     image = page.wait_for_selector("img[id='attachment-screenshot_path']")
     # Loaded, not only in the page: the image arrives after the element (a real failure times out).
@@ -201,7 +231,7 @@ def test_dashboard_in_a_real_browser(served: dict[str, Any], browser: Any, tmp_p
     page.click("nav >> text=Sessions")
     page.wait_for_selector("#sessions tbody tr")
     save(page, "sessions")
-    page.click("#sessions a[href='/sessions/session_notes']")
+    page.click("#sessions a[href$='/sessions/session_notes']")
     page.wait_for_selector("#session-memories")
     save(page, "session")
     page.click("#delete-session-link")
@@ -229,8 +259,14 @@ def test_dashboard_in_a_real_browser(served: dict[str, Any], browser: Any, tmp_p
     page.wait_for_selector("#settings")
     settings_text = page.locator("#settings").inner_text()
     assert "embeddings.backend" in settings_text and "environment (REMINDFUL_*)" in settings_text
-    assert served["token"] not in page.content()
     save(page, "settings")
+
+    # The store's token is nowhere in the browser: not a cookie, not in storage, not in a page or URL.
+    assert all(served["token"] not in c["value"] for c in context.cookies())
+    stored = page.evaluate("() => JSON.stringify([Object.entries(localStorage), Object.entries(sessionStorage)])")
+    assert served["token"] not in stored
+    assert all(served["token"] not in url for url in visited)
+    assert all(served["token"] not in html for html in pages)
 
     assert errors == []
     assert sorted(p.name for p in (tmp_path / "screenshots").iterdir()) == sorted(
@@ -247,3 +283,126 @@ def test_dashboard_in_a_real_browser(served: dict[str, Any], browser: Any, tmp_p
             "settings",
         )
     )
+
+
+class _Recorder(http.server.BaseHTTPRequestHandler):
+    """Another web server on 127.0.0.1 (any local user may run one): it logs what it receives."""
+
+    seen: list[tuple[str, str]]
+
+    def do_GET(self) -> None:
+        self.seen.append((self.path, self.headers.get("Cookie", "")))
+        body = b"<!doctype html><title>elsewhere</title>"
+        if self.path != "/frame":
+            body += b'<img src="/pixel.png"><iframe src="/frame"></iframe>'
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@contextmanager
+def other_server() -> Iterator[tuple[str, list[tuple[str, str]]]]:
+    seen: list[tuple[str, str]] = []
+    handler = type("Recorder", (_Recorder,), {"seen": seen})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", seen
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture
+def small(tmp_path: Path) -> Iterator[dict[str, Any]]:
+    """A dashboard over a store with one memory, without a browser of its own."""
+    store = tmp_path / "store"
+    with remindful.open(store, **{"embeddings.backend": "fake"}) as memory:
+        memory.store("The deploy script needs AWS_PROFILE=prod", type="knowledge", session_id="s1")
+    with dashboard_process(store, tmp_path / "dashboard.log", "--no-open") as running:
+        yield {**running, "token": (store / "http_token").read_text().strip()}
+
+
+def test_another_local_port_receives_no_credential(small: dict[str, Any], browser: Any) -> None:
+    """Cookies are not scoped by port: the old ``remindful_token`` cookie (Path=/) reached every web
+    server on 127.0.0.1. The session cookie is scoped to the session's own path, so a server on
+    another port gets nothing from the dashboard, whatever its pages ask for."""
+    context = browser.new_context()
+    page = context.new_page()
+    # The control: a cookie with Path=/ on this host does reach the other server (so the recorder
+    # would see a leak if there were one).
+    context.add_cookies([{"name": "control", "value": "1", "domain": "127.0.0.1", "path": "/"}])
+    assert page.goto(small["link"]).status == 200
+    page.wait_for_selector("#total-memories")
+    root = page.url.rstrip("/")
+    assert page.goto(root + "/memories").status == 200
+    with other_server() as (elsewhere, seen):
+        for path in ("/", "/memories", "/s/", urlsplit(root).path + "/"):  # even the session's own path
+            page.goto(elsewhere + path)
+            page.wait_for_load_state("load")
+        page.goto(root + "/sessions")  # and back: the dashboard still works
+        assert page.locator("#sessions").count() == 1
+    session_path = urlsplit(root).path
+    elsewhere_paths = [(path, cookie) for path, cookie in seen if not path.startswith(session_path)]
+    assert len(elsewhere_paths) >= 9 and {cookie for _, cookie in elsewhere_paths} == {"control=1"}, seen
+    # Only a request for the session's own path on the other port could carry the cookie: that path
+    # is random, known to this browser and the dashboard alone (never sent as a referrer elsewhere).
+    assert all(small["token"] not in cookie for _, cookie in seen)
+
+
+def test_a_sign_in_link_works_once(small: dict[str, Any], browser: Any) -> None:
+    first = browser.new_context()
+    page = first.new_page()
+    assert page.goto(small["link"]).status == 200
+    page.wait_for_selector("#total-memories")
+    root = page.url.rstrip("/")
+    second = browser.new_context()  # another browser (profile) with the same link: refused
+    other = second.new_page()
+    answer = other.goto(small["link"])
+    assert answer is not None and answer.status == 401
+    assert "used already or has expired" in other.content()
+    assert second.cookies() == []
+    assert other.goto(root + "/").status == 401  # the path alone opens nothing
+    assert page.goto(root + "/memories").status == 200  # the first browser is still signed in
+
+
+def test_the_opened_browser_gets_a_private_page_never_a_secret_on_its_command_line(
+    tmp_path: Path, browser: Any
+) -> None:
+    """Without --no-open the dashboard starts $BROWSER on a local page that only this user can
+    read; the browser's command line (visible in ps to every local user) names that file alone."""
+    store = tmp_path / "store"
+    with remindful.open(store, **{"embeddings.backend": "fake"}) as memory:
+        memory.store("The deploy script needs AWS_PROFILE=prod", type="knowledge")
+    runtime = tmp_path / "runtime"
+    runtime.mkdir(mode=0o700)
+    argv_file = tmp_path / "browser-argv.json"
+    fake_browser = tmp_path / "fake-browser"
+    fake_browser.write_text(
+        f"#!{sys.executable}\nimport json, sys\nopen({str(argv_file)!r}, 'w').write(json.dumps(sys.argv))\n"
+    )
+    fake_browser.chmod(0o700)
+    env = {"BROWSER": str(fake_browser), "XDG_RUNTIME_DIR": str(runtime)}
+    with dashboard_process(store, tmp_path / "dashboard.log", env=env) as running:
+        for _ in range(200):
+            if argv_file.exists() and argv_file.read_text():
+                break
+            time.sleep(0.05)
+        argv = json.loads(argv_file.read_text())
+        token = (store / "http_token").read_text().strip()
+        (url,) = argv[1:]
+        assert url.startswith("file://") and "code" not in url and token not in url
+        launch = Path(urlsplit(url).path)
+        assert launch.parent == runtime and stat.S_IMODE(launch.stat().st_mode) == 0o600
+        assert running["link"] not in launch.read_text()  # its own code, not the printed one
+        page = browser.new_context().new_page()
+        page.goto(url)  # from a file: page (another site): the sign-in still lands in the dashboard
+        page.wait_for_selector("#total-memories", timeout=30_000)
+        assert "/s/" in page.url and token not in page.content()
+    assert not launch.exists()  # removed when the dashboard stops

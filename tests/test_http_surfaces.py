@@ -40,7 +40,7 @@ def daemon_app(memory: MemoryManager) -> Any:
 def surfaces(memory: MemoryManager) -> dict[str, TestClient]:
     """Each surface's app as its server builds it, and a path that needs the token."""
     apps = {
-        "mcp": http_app(build_server(lambda: memory), TOKEN),
+        "mcp": http_app(build_server(lambda: memory), TOKEN, port=8765),
         "daemon": daemon_app(memory),
         "dashboard": build_app(memory, TOKEN),
     }
@@ -150,7 +150,7 @@ def test_the_dashboard_and_the_daemon_answer_the_mapped_status(
         raise make()
 
     monkeypatch.setattr(memory, "get", fail)
-    monkeypatch.setattr("remindful.services.context.gather_context", fail)
+    monkeypatch.setattr(memory, "context", fail)
     bearer = {"Authorization": f"Bearer {TOKEN}"}
     dashboard = TestClient(build_app(memory, TOKEN), base_url=BASE, headers=bearer)
     daemon = TestClient(daemon_app(memory), base_url=BASE, headers=bearer)
@@ -160,3 +160,49 @@ def test_the_dashboard_and_the_daemon_answer_the_mapped_status(
     context = daemon.post("/context", json={"query": "anything"})
     assert context.status_code == status
     assert context.json() == {"success": False, "error": str(make())}
+
+
+# -- browsers ---------------------------------------------------------------------------------------
+
+
+def test_a_browser_signs_in_to_the_daemons_dashboard_with_a_code_a_token_holder_draws(
+    surfaces: dict[str, TestClient],
+) -> None:
+    daemon = surfaces["daemon"]
+    drawn = daemon.post("/login", headers={"Authorization": f"Bearer {TOKEN}"})
+    assert drawn.status_code == 200
+    url = drawn.json()["url"]
+    assert url.startswith(f"{BASE}/login?code=")
+    signed_in = daemon.get(url)
+    assert signed_in.status_code == 200
+    cookie = signed_in.headers["set-cookie"]
+    name_value = cookie.split(";", 1)[0]
+    root = next(p.strip()[5:] for p in cookie.split(";") if p.strip().startswith("Path="))
+    assert name_value.startswith("remindful_session_8765=") and TOKEN not in cookie
+    page = daemon.get(root + "/memories", headers={"Cookie": name_value})
+    assert page.status_code == 200 and f'href="{root}/sessions"' in page.text
+    # A cookie of the same name that another server on this host set (Path=/) does not get in the way.
+    tossed = daemon.get(root + "/memories", headers={"Cookie": f"remindful_session_8765=planted; {name_value}"})
+    assert tossed.status_code == 200
+    assert daemon.get(root + "/memories", headers={"Cookie": "remindful_session_8765=planted"}).status_code == 401
+    # The session is the dashboard's: the MCP surface does not know it.
+    assert surfaces["mcp"].get(root + "/mcp", headers={"Cookie": name_value}).status_code == 401
+    assert surfaces["mcp"].post("/login", headers={"Authorization": f"Bearer {TOKEN}"}).status_code != 200
+
+
+def test_every_surface_puts_the_security_headers_on_every_answer(surfaces: dict[str, TestClient]) -> None:
+    bearer = {"Authorization": f"Bearer {TOKEN}"}
+    expected = {(k.decode(), v.decode()) for k, v in SECURITY_HEADERS}
+    with surfaces["mcp"] as mcp:
+        answers = [
+            mcp.get("/nowhere", headers=bearer),  # the SDK's own 404
+            mcp.post("/mcp", headers={**bearer, "Origin": "http://evil.example"}, json={}),  # the SDK's 403
+            mcp.post("/mcp", headers={**bearer, "Host": "evil.example"}, json={}),  # the SDK's 421
+            surfaces["daemon"].get("/health", headers=bearer),
+            surfaces["daemon"].post("/context", headers=bearer, content=b"not json"),
+            surfaces["daemon"].get("/health", headers={**bearer, "Origin": "http://127.0.0.1:9999"}),
+        ]
+        statuses = [a.status_code for a in answers]
+        assert statuses == [404, 403, 421, 200, 400, 403]
+        for answer in answers:
+            assert expected <= set(answer.headers.multi_items()), answer

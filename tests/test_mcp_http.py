@@ -11,6 +11,7 @@ import os
 import socket
 import stat
 import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -23,6 +24,7 @@ import httpx2
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from starlette.testclient import TestClient
 
 from remindful.errors import StorageError
 from remindful.services.access import TOKEN_ENV, bearer_ok, http_token, token_file
@@ -313,11 +315,42 @@ async def test_the_gate_lets_only_bearers_through() -> None:
     assert [m["status"] for m in sent if m["type"] == "http.response.start"] == [401, 401]
 
 
-def test_transport_security_allows_only_this_servers_names() -> None:
-    loopback = transport_security("127.0.0.1")
+def test_transport_security_allows_only_this_servers_names_and_port() -> None:
+    loopback = transport_security("127.0.0.1", 8000)
     assert loopback.enable_dns_rebinding_protection
-    assert loopback.allowed_hosts == ["127.0.0.1:*", "localhost:*", "[::1]:*"]
-    assert loopback.allowed_origins == ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"]
-    lan = transport_security("192.168.1.20")
-    assert lan.allowed_hosts[-1] == "192.168.1.20:*" and lan.allowed_origins[-1] == "http://192.168.1.20:*"
+    assert loopback.allowed_hosts == ["127.0.0.1:8000", "localhost:8000", "[::1]:8000"]
+    assert loopback.allowed_origins == ["http://127.0.0.1:8000", "http://localhost:8000", "http://[::1]:8000"]
+    lan = transport_security("192.168.1.20", 9000)
+    assert lan.allowed_hosts[-1] == "192.168.1.20:9000" and lan.allowed_origins[-1] == "http://192.168.1.20:9000"
+    assert "localhost" in transport_security("127.0.0.1", 80).allowed_hosts  # a client omits port 80
     assert socket.gethostname() in served_names("0.0.0.0")
+
+
+@pytest.mark.parametrize(
+    ("headers", "status"),
+    [
+        ({"Origin": "http://127.0.0.1:8000"}, 200),
+        ({"Origin": "http://localhost:8000"}, 200),
+        ({"Origin": "http://127.0.0.1:9999"}, 403),  # another server on this machine
+        ({"Origin": "http://127.0.0.1"}, 403),
+        ({"Origin": "https://127.0.0.1:8000"}, 403),
+        ({"Origin": "http://127.0.0.1:8000.evil.example"}, 403),  # the SDK's ":*" matched this by prefix
+        ({"Origin": "null"}, 403),
+        ({"Host": "127.0.0.1:9999"}, 421),
+        ({"Host": "127.0.0.1:8000.evil.example"}, 421),
+    ],
+)
+def test_the_sdk_checks_origin_and_host_with_the_port(headers: dict[str, str], status: int) -> None:
+    from remindful.shells.mcp.server import build_server, http_app
+    from remindful.testing import open_fake
+
+    with tempfile.TemporaryDirectory() as folder, open_fake(Path(folder) / "store") as memory:
+        app = http_app(build_server(lambda: memory), TOKEN, port=8000)
+        with TestClient(app, base_url="http://127.0.0.1:8000") as client:
+            answer = client.post(
+                "/mcp",
+                json=INITIALIZE,
+                headers={**bearer(), "Accept": "application/json, text/event-stream", **headers},
+            )
+            assert answer.status_code == status, answer.text
+            assert answer.headers["x-content-type-options"] == "nosniff"  # every answer, the SDK's too

@@ -47,8 +47,8 @@ def test_a_resumed_session_can_be_passed_with_one_search(memory: MemoryManager) 
     assert memory.search("build pipeline", resumed_session="old")[0].session_id == "old"
     assert memory.search("build pipeline")[0].session_id == "other"  # nothing was kept
     assert memory.context("build pipeline", min_score=0, resumed_session="old").hits[0].session_id == "old"
-    assert [s["id"] for s in memory.list_sessions(resumed_session="old") if s["resumed"]] == ["old"]
-    assert not any(s["resumed"] for s in memory.list_sessions())
+    assert [s.id for s in memory.list_sessions(resumed_session="old") if s.resumed] == ["old"]
+    assert not any(s.resumed for s in memory.list_sessions())
 
 
 def test_a_manager_keeps_the_session_it_resumed(memory: MemoryManager) -> None:

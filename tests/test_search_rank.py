@@ -1,122 +1,80 @@
-"""The ranking pipeline's pure parts: boosts, the choice of the best eligible candidates, and how
-few rows they take."""
+"""The ranking pipeline's pure parts: boosts, the order of the hits and their scores, and looking
+further when near-duplicates fold the first candidates into few hits."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from remindful.config import SearchSettings
 from remindful.engine.catalog import MemoryRow
-from remindful.engine.retrieval.diversity import Candidate, collapse, supersede
-from remindful.engine.retrieval.search import _distinct, _scored_exactly, best_eligible, boost
-from remindful.engine.sqlfilter import SqlFilter
-
-ANY = SqlFilter("1", ())
+from remindful.engine.retrieval import calibration
+from remindful.engine.retrieval.search import Scored, _groups, _scored_exactly, boost
 
 
-def row(mid: str, importance: float = 0.5, session: str | None = None) -> MemoryRow:
-    return MemoryRow(mid, "action", mid, "{}", "manual", "episodic", session, 0.0, importance=importance)
-
-
-class RowsCatalog:
-    """Just what :func:`best_eligible` reads: rows by id, some of them filtered out; counts reads."""
-
-    def __init__(self, rows: dict[str, MemoryRow], passing: set[str]) -> None:
-        self.rows, self.passing, self.reads = rows, passing, 0
-        self.asked: list[str] = []  # the ids of the last read
-
-    def rows_passing(
-        self, ids: Sequence[str], flt: SqlFilter, *, vectors: dict[str, np.ndarray] | None = None
-    ) -> dict[str, MemoryRow]:
-        self.reads += 1
-        self.asked = list(ids)
-        return {mid: self.rows[mid] for mid in ids if mid in self.passing}
+def row(mid: str, importance: float = 0.5, session: str | None = None, created: float = 0.0) -> MemoryRow:
+    return MemoryRow(mid, "action", mid, "{}", "manual", "episodic", session, created, importance=importance)
 
 
 def test_boost_is_bounded_and_rewards_importance_and_the_resumed_session() -> None:
-    settings = SearchSettings(importance_boost=0.1, session_boost=0.15)
-    assert boost(row("a", 0.5), settings, None) == 1.0
-    assert boost(row("a", 1.0), settings, None) == 1.1
-    assert boost(row("a", 0.0), settings, None) == 0.9
-    assert boost(row("a", 7.0), settings, None) == 1.1  # importance is clamped to [0, 1]
-    assert boost(row("a", 1.0, "s"), settings, "s") == 1.1 * 1.15
-    assert boost(row("a", 1.0, "s"), settings, "other") == 1.1
+    settings = SearchSettings(importance_boost=0.1, session_boost=0.15, recency_half_life_days=0)
+    assert boost(row("a", 0.5), settings, None) == 0.0
+    assert boost(row("a", 1.0), settings, None) == 0.1
+    assert boost(row("a", 0.0), settings, None) == -0.1
+    assert boost(row("a", 7.0), settings, None) == 0.1  # importance is clamped to [0, 1]
+    assert boost(row("a", 1.0, "s"), settings, "s") == 0.1 + 0.15
+    assert boost(row("a", 1.0, "s"), settings, "other") == 0.1
+    recent = SearchSettings(recency_boost=0.04, recency_half_life_days=10)
+    assert boost(row("a", created=1000.0), recent, None, now=1000.0) == 0.04
+    assert boost(row("a", created=1000.0), recent, None, now=1000.0 + 10 * 86400) == 0.02
 
 
-def test_a_strongly_boosted_candidate_further_down_still_makes_the_top() -> None:
-    settings = SearchSettings(importance_boost=0.5, session_boost=0.5)
-    fused = {f"m{i:03d}": 1.0 - i * 0.001 for i in range(100)}  # near-ties all the way down
-    rows = {mid: row(mid) for mid in fused}
-    rows["m090"] = row("m090", 1.0, "resumed")
-    catalog = RowsCatalog(rows, set(fused))
-    best = best_eligible(catalog, fused, ANY, settings, "resumed", 5)  # type: ignore[arg-type]
-    assert best[0][0].id == "m090" and len(best) == 5
+def _unit(seed: int) -> np.ndarray:
+    vector = np.random.default_rng(seed).standard_normal(8).astype(np.float32)
+    return vector / np.linalg.norm(vector)
 
 
-def test_clear_leaders_are_settled_in_one_read_and_filtered_rows_are_skipped() -> None:
-    settings = SearchSettings(importance_boost=0.1, session_boost=0.15)
-    fused = {f"m{i:03d}": 1.0 / (i + 1) for i in range(300)}
-    catalog = RowsCatalog({mid: row(mid) for mid in fused}, set(fused) - {"m000", "m002"})
-    best = best_eligible(catalog, fused, ANY, settings, None, 3)  # type: ignore[arg-type]
-    assert [r.id for r, _ in best] == ["m001", "m003", "m004"]
-    assert catalog.reads == 1
-
-
-def test_a_larger_pool_reads_only_the_rows_it_adds() -> None:
-    settings = SearchSettings(importance_boost=0.1, session_boost=0.15)
-    fused = {f"m{i:03d}": 1.0 / (i + 1) for i in range(300)}
-    catalog = RowsCatalog({mid: row(mid) for mid in fused}, set(fused) - {"m001"})
-    read: dict[str, MemoryRow | None] = {}
-    first = best_eligible(catalog, fused, ANY, settings, None, 20, read=read)  # type: ignore[arg-type]
-    assert catalog.reads == 1 and len(read) == 25 and read["m001"] is None  # the rows that failed are kept too
-    second = best_eligible(catalog, fused, ANY, settings, None, 40, read=read)  # type: ignore[arg-type]
-    assert catalog.reads == 2 and catalog.asked == [f"m{i:03d}" for i in range(25, 50)]
-    assert [r.id for r, _ in second][:20] == [r.id for r, _ in first] and "m001" not in {r.id for r, _ in second}
-
-
-def test_near_ties_are_read_in_one_more_read_not_a_chunk_at_a_time() -> None:
-    # Every candidate could still reach the 20th boosted score: the second read takes all of them.
-    settings = SearchSettings(importance_boost=0.1, session_boost=0.15)
-    fused = {f"m{i:03d}": 1.0 - i * 0.0001 for i in range(300)}
-    catalog = RowsCatalog({mid: row(mid) for mid in fused}, set(fused))
-    best = best_eligible(catalog, fused, ANY, settings, None, 20)  # type: ignore[arg-type]
-    assert [r.id for r, _ in best] == [f"m{i:03d}" for i in range(20)]
-    assert catalog.reads == 2 and len(catalog.asked) == 275
-
-
-@settings(max_examples=300)
 @given(
-    scores=st.lists(st.sampled_from([0.1, 0.5, 0.6, 0.9]) | st.floats(0, 1), min_size=0, max_size=40),
-    importances=st.lists(st.sampled_from([0.0, 0.5, 1.0]) | st.floats(0, 1), min_size=40, max_size=40),
-    sessions=st.lists(st.sampled_from(["a", "b", None]), min_size=40, max_size=40),
-    passing=st.lists(st.booleans(), min_size=40, max_size=40),
-    limit=st.integers(1, 6),
-    resumed=st.sampled_from(["a", None]),
-    chunk=st.sampled_from([None, 1, 2, 3]),
+    evidence=st.lists(st.floats(-0.2, 2.0), min_size=1, max_size=12),
+    gains=st.lists(st.sampled_from([0.0, 0.05, -0.1, 0.2]), min_size=12, max_size=12),
+    copies=st.lists(st.integers(0, 3), min_size=12, max_size=12),
+    days=st.lists(st.sampled_from([0, 1, 400, 900]), min_size=12, max_size=12),
 )
-def test_best_eligible_equals_boosting_and_sorting_every_candidate(
-    scores: list[float],
-    importances: list[float],
-    sessions: list[str | None],
-    passing: list[bool],
-    limit: int,
-    resumed: str | None,
-    chunk: int | None,
+def test_scores_never_rise_down_the_list(
+    evidence: list[float], gains: list[float], copies: list[int], days: list[int]
 ) -> None:
-    config = SearchSettings(importance_boost=0.3, session_boost=0.4)
-    fused = {f"m{i:03d}": score for i, score in enumerate(scores)}
-    rows = {mid: row(mid, importances[i], sessions[i]) for i, mid in enumerate(fused)}
-    eligible = {mid for i, mid in enumerate(fused) if passing[i]}
-    catalog = RowsCatalog(rows, eligible)
-    best = best_eligible(catalog, fused, ANY, config, resumed, limit, chunk=chunk)  # type: ignore[arg-type]
-    everything = sorted(
-        ((mid, fused[mid] * boost(rows[mid], config, resumed)) for mid in eligible), key=lambda x: (-x[1], x[0])
-    )
-    assert [(r.id, score) for r, score in best] == everything[:limit]
+    # Near-duplicates (the same vector), newer versions of a subject ("moved to X", stored days
+    # apart) moved up, boosts that reorder: whatever happens, the list reads best first.
+    scored: dict[str, Scored] = {}
+    vectors: dict[str, np.ndarray] = {}
+    contents = ["The user moved to Berlin", "The user moved to Lisbon", "The user moved to Paris", "Lunch at noon"]
+    for i, value in enumerate(evidence):
+        mid = f"m{i:02d}"
+        memory = row(mid, created=days[i] * 86400.0)
+        memory.content = contents[copies[i]]
+        score = calibration.relevance(value + gains[i], value)
+        scored[mid] = Scored(memory, value, value, gains[i], score)
+        vectors[mid] = _unit(copies[i])
+    ordered = dict(sorted(scored.items(), key=lambda item: (-item[1].score, -item[1].evidence, item[0])))
+    for diverse in (True, False):
+        groups = _groups(ordered, vectors, SearchSettings(), diverse)
+        scores = [score for _, score in groups]
+        assert scores == sorted(scores, reverse=True)
+        assert sorted(mid for group, _ in groups for mid in group.ids) == sorted(scored)
+
+
+def test_the_group_shows_its_best_match_and_lists_the_others() -> None:
+    vectors = {mid: _unit(1) for mid in ("a", "b", "c")}
+    scored = {
+        "a": Scored(row("a", 1.0), 0.40, 0.40, 0.1, calibration.relevance(0.50, 0.40)),  # boosted first
+        "b": Scored(row("b"), 0.45, 0.45, 0.0, calibration.relevance(0.45, 0.45)),  # the best match
+        "c": Scored(row("c"), 0.30, 0.30, 0.0, calibration.relevance(0.30, 0.30)),
+    }
+    [(group, score)] = _groups(scored, vectors, SearchSettings(), True)
+    assert group.shown.id == "b" and group.similar_ids == ["a", "c"] and score == scored["b"].score
 
 
 def test_restrictions_are_scored_exactly_when_small_or_a_small_share() -> None:
@@ -128,45 +86,14 @@ def test_restrictions_are_scored_exactly_when_small_or_a_small_share() -> None:
     assert not _scored_exactly(5, 10, SearchSettings(exact_filter_max=0))
 
 
-class VectorsCatalog(RowsCatalog):
-    """:class:`RowsCatalog` that also gives the rows' vectors, and counts every row it reads."""
+def test_near_duplicates_filling_the_first_candidates_make_the_search_look_further(tmp_path: Path) -> None:
+    from remindful.testing import open_fake
 
-    def __init__(self, rows: dict[str, MemoryRow], vectors: dict[str, np.ndarray]) -> None:
-        super().__init__(rows, set(rows))
-        self.vectors, self.rows_read = vectors, 0
-
-    def rows_passing(  # type: ignore[override]
-        self, ids: Sequence[str], flt: SqlFilter, *, vectors: dict[str, np.ndarray] | None = None
-    ) -> dict[str, MemoryRow]:
-        found = super().rows_passing(ids, flt)
-        self.rows_read += len(ids)
-        if vectors is not None:
-            vectors.update((mid, self.vectors[mid]) for mid in found)
-        return found
-
-
-def test_a_pool_grown_past_many_duplicates_is_grouped_as_a_whole_pool_would_be_reading_fewer_rows() -> None:
-    # The first 100 candidates are near-copies of one memory, 200 distinct ones follow: the pool grows
-    # from 20 to 200, and 20 groups are complete some way into it. Ranking the pool a part at a time
-    # gives the same groups as ranking all of it, without the rows past the part the grouping took.
-    rng = np.random.default_rng(5)
-    base = rng.standard_normal(384)
-    raw = [base + rng.normal(0, 0.05, 384) for _ in range(100)] + [rng.standard_normal(384) for _ in range(200)]
-    vectors = {f"m{i:03d}": (v / np.linalg.norm(v)).astype(np.float32) for i, v in enumerate(raw)}
-    fused = {mid: 0.98**i for i, mid in enumerate(vectors)}  # the boosts cannot reorder beyond ~10 places
-    rows = {mid: row(mid) for mid in fused}
-    config = SearchSettings()
-
-    catalog = VectorsCatalog(rows, vectors)
-    groups, _, shown = _distinct(catalog, fused, ANY, config, None, 10)  # type: ignore[arg-type]
-
-    whole = VectorsCatalog(rows, vectors)
-    read: dict[str, np.ndarray] = {}
-    best = best_eligible(whole, fused, ANY, config, None, 200, vectors=read)  # type: ignore[arg-type]
-    ranked = [Candidate(r.id, r.content, r.created_at) for r, _ in best]
-    expected, _ = collapse(ranked, read, config.collapse_similarity, stop_at=20)
-    expected = supersede(expected, read, config.supersede_similarity)
-
-    assert [(g.shown.id, g.similar) for g in groups] == [(g.shown.id, g.similar) for g in expected]
-    assert len(groups) == 20 and groups[0].similar == 99 and set(shown) >= {g.shown.id for g in groups}
-    assert catalog.rows_read < whole.rows_read
+    with open_fake(tmp_path / "s", **{"search.candidates": 5}) as memory:
+        memory.store_batch([{"content": "disk full on node seven", "type": "action"} for _ in range(12)])
+        distinct = memory.store_batch(
+            [{"content": f"disk {word} report", "type": "action"} for word in ("quota", "usage", "alert", "audit")]
+        )
+        hits = memory.search("disk full on node seven", limit=5, min_score=0)
+        assert len(hits) == 5 and hits[0].similar == 11 and len(hits[0].similar_ids) == 11
+        assert set(distinct) <= {hit.id for hit in hits}

@@ -51,13 +51,9 @@ def test_every_write_path_writes_and_every_read_path_does_not(result: dict[str, 
     assert scanned >= 10, scanned  # catalog, -wal, Chroma's files, logs, export, backup members
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="write paths outside engine/redact.py do not call the redactor yet (issue 28 item 5): session ids "
-    "(library/CLI/MCP/hook/import), the query kept by confirm, capture-config values of secret-named settings; "
-    "memory_update refuses a content that is JSON text. Remove this mark when the test passes.",
-)
 def test_no_secret_reaches_any_file(result: dict[str, Any]) -> None:
+    """Every field a write path takes (content, metadata at any depth, session ids, queries kept for
+    reinforcement, chunks, imports, settings) passes the store's one redactor on its way to disk."""
     leaks = matrix.format_leaks(result)
     refused = "\n".join(f"  {cell}: {error}" for cell, error in result["errors"].items())
     assert result["leaked"] == {} and result["errors"] == {}, (

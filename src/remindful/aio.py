@@ -49,6 +49,7 @@ class AsyncMemoryManager:
     close = _awaitable(MemoryManager.close)
     load_model = _awaitable(MemoryManager.load_model)
     warm_up = _awaitable(MemoryManager.warm_up)
+    session_size = _awaitable(MemoryManager.session_size)
     drain_spool = _awaitable(MemoryManager.drain_spool)
     delete_on_exit = _awaitable(MemoryManager.delete_on_exit)
     markdown_watcher = _awaitable(MemoryManager.markdown_watcher)

@@ -138,9 +138,12 @@ class MemoryManager:
         daemon drains all along). Returns the events processed; 0 at once when another live process
         runs the daemon, which drains within ``daemon.poll_interval_ms``, or when another process is
         draining. Raises what opening the store raises (MemoryDisabledError...)."""
+        from remindful.engine.connection import CATALOG_NAME
         from remindful.runtime import daemon_elsewhere
         from remindful.services.ingest.drainer import drain_spool
 
+        if not (self.path / CATALOG_NAME).exists() and self.settings.enabled:
+            return 0  # no catalog, no spool: a new store stays untouched until its first write
         self._store.ready()
         if daemon_elsewhere(self.path):
             return 0

@@ -576,7 +576,8 @@ class ContextSettings(_Section):
         default("context.min_score"),
         ge=0,
         le=1,
-        description="relevance floor of injected context: when no memory scores this much, nothing is injected",
+        description="relevance floor of injected context (hooks, context()): when no memory scores this much, nothing "
+        "is injected; higher than search.min_score, so unrelated prompts get silence",
     )
 
 
@@ -608,32 +609,49 @@ class PerformanceSettings(_Section):
 
 
 class SearchSettings(_Section):
-    fusion: Literal["score", "rrf"] = Field(
-        "score", description="score: weighted sum of min-max normalised scores; rrf: weighted reciprocal rank"
+    dense_weight: float = Field(
+        1.0,
+        ge=0,
+        description="weight of a memory's MiniLM cosine with the query in its evidence (the dense space; 0: not asked, "
+        "and the scores lose their scale)",
     )
-    dense_weight: float = Field(0.5, ge=0, description="weight of the dense space (MiniLM vector of the memory)")
-    context_weight: float = Field(
-        0.5, ge=0, description="weight of the context space (the memory's vector averaged with its session neighbours)"
+    lexical_weight: float = Field(
+        0.5,
+        ge=0,
+        description="evidence added by the memory's own words: its share of the query's terms (weighted by rarity, "
+        "raised to 1.5; none below two shared terms); 0 turns the lexical space (BM25 over the text) off",
     )
-    lexical_weight: float = Field(1.0, ge=0, description="weight of the lexical space (BM25 over the memory's text)")
     lexical_context_weight: float = Field(
-        1.0, ge=0, description="weight of the lexical context space (BM25 over the memory, its neighbours and date)"
+        0.8,
+        ge=0,
+        description="evidence added by the words of the memory's session window (it, two neighbours each side, its "
+        "date), as lexical_weight reads its own; 0 turns the lexical context space off",
+    )
+    context_weight: float = Field(
+        0.0,
+        ge=0,
+        description="evidence added by the context cosine (the memory's vector averaged with its session "
+        "neighbours') where it exceeds the memory's own; 0 turns the context space off",
     )
     context_neighbour_weight: float = Field(
         0.5, ge=0, le=1, description="weight of each adjacent memory's vector in the context space"
     )
-    rrf_k: int = Field(60, ge=1, description="reciprocal-rank-fusion constant (fusion: rrf)")
-    candidates: int = Field(50, ge=1, le=1000, description="candidates taken from each space before fusion")
+    candidates: int = Field(
+        20, ge=1, le=1000, description="candidates taken from each space and judged (more when duplicates fold them)"
+    )
     context_candidates: int = Field(
         10, ge=1, le=1000, description="dense candidates whose session neighbourhood the context space scores"
     )
-    rerank: bool = Field(
-        True,
-        description="re-order the first fused candidates by a linear model of their cosine, context BM25, "
-        "term and name overlap (fitted on the LoCoMo dev split; see remindful.engine.retrieval.rerank)",
+    importance_boost: float = Field(
+        0.15,
+        ge=0,
+        le=1,
+        description="evidence (in cosine units) added at importance 1 and taken at 0, in proportion (0.5 adds none): "
+        "a confirmed memory ranks higher",
     )
-    importance_boost: float = Field(0.1, ge=0, le=1, description="max score share added for importance")
-    session_boost: float = Field(0.15, ge=0, le=1, description="score share added for the resumed session")
+    session_boost: float = Field(
+        0.1, ge=0, le=1, description="evidence (in cosine units) added to the memories of the resumed session"
+    )
     exact_filter_max: int = Field(
         10_000,
         ge=0,
@@ -646,15 +664,18 @@ class SearchSettings(_Section):
         default("search.min_score"),
         ge=0,
         le=1,
-        description="relevance floor: hits whose calibrated score (the estimated probability of a genuine match) "
-        "is lower are not returned; 0 returns the top hits whatever they score",
+        description="relevance floor of explicit searches: hits whose calibrated score (the estimated probability "
+        "that the hit is what the query asks for) is lower are not returned; low, so paraphrases are kept; 0 returns "
+        "the top hits whatever they score",
     )
     recency_half_life_days: float = Field(
         default("search.recency_half_life_days"),
         ge=0,
         description="recency prior: a memory this many days old gets half the recency boost of a new one (0: off)",
     )
-    recency_boost: float = Field(0.1, ge=0, le=1, description="max score share added for recency")
+    recency_boost: float = Field(
+        0.03, ge=0, le=1, description="evidence (in cosine units) added to a new memory, halving every half-life"
+    )
     collapse_similarity: float = Field(
         0.9, gt=0, le=1, description="cosine at which near-duplicate memories collapse into one hit (+N similar)"
     )

@@ -50,8 +50,8 @@ DEFAULTS: dict[str, Any] = {
         "brief_budget_tokens": 400,
         "projects": {},
     },
-    "search": {"min_score": 0.4, "recency_half_life_days": 90.0},
-    "context": {"min_score": 0.4},
+    "search": {"min_score": 0.25, "recency_half_life_days": 90.0},
+    "context": {"min_score": 0.5},
     "limits": {
         "content_chars": 1_000_000,
         "query_chars": 10_000,

@@ -145,7 +145,8 @@ class SearchHit:
     """One search result. ``score`` is a calibrated relevance in [0, 1], the same scale for every
     query (see :mod:`remindful.engine.retrieval.calibration`); ``sources`` names the retrieval spaces
     (``dense``, ``lexical``) that found it; ``similar`` counts the near-duplicates this hit stands
-    for ("+29 similar"); ``superseded_by`` is the id of a newer memory about the same subject."""
+    for ("+29 similar") and ``similar_ids`` lists their ids; ``superseded_by`` is the id of a newer
+    memory about the same subject."""
 
     id: str
     type: MemoryType
@@ -158,6 +159,7 @@ class SearchHit:
     sources: tuple[str, ...] = field(default_factory=tuple)
     similar: int = 0
     superseded_by: str | None = None
+    similar_ids: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -171,6 +173,7 @@ class SearchHit:
             "source": self.source.value,
             "sources": list(self.sources),
             "similar": self.similar,
+            "similar_ids": list(self.similar_ids),
             "superseded_by": self.superseded_by,
         }
 

@@ -24,11 +24,11 @@ from remindful.testing import open_fake
 memory = open_fake(sys.argv[1], retention={"max_items_per_collection": 500})
 memory.store_batch([{"content": f"old note {i}", "type": "action"} for i in range(500)])
 
-def insert_slowly(conn, rows):  # the batch's transaction is open here: the parent kills us now
+def insert_slowly(self, conn, rows):  # the batch's transaction is open here: the parent kills us now
     print("inserting", flush=True)
     time.sleep(60)
 
-Catalog.insert_memories = staticmethod(insert_slowly)
+Catalog.insert_memories = insert_slowly
 memory.store_batch([{"content": f"new note {i}", "type": "action"} for i in range(300)])
 """
 

@@ -110,7 +110,10 @@ class CaptureRepository:
 
     def import_spooled(self, records: Sequence[tuple[str, str, str, float]]) -> None:
         """Spool ``(key, kind, payload, created_at)`` records (a fallback file's), replays ignored."""
-        self._catalog.write(lambda conn: spool.append_many(conn, records), what="importing spooled events")
+        catalog = self._catalog
+        catalog.write(
+            lambda conn: spool.append_many(conn, records, redaction=catalog.redaction), what="importing spooled events"
+        )
 
     def finish_spooled(
         self,
@@ -190,7 +193,7 @@ class CaptureRepository:
         rows = self._catalog.read(
             "SELECT id FROM memories WHERE session_id = ? AND json_extract(metadata, '$.tool_use_id') = ? "
             "ORDER BY created_at LIMIT 1",
-            (session_id, tool_use_id),
+            (self._catalog.stored_session_id(session_id), tool_use_id),
         )
         return str(rows[0][0]) if rows else None
 

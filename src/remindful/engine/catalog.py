@@ -5,6 +5,11 @@ the CLI) can read while one writes. It holds the memories with their embeddings,
 over their content, sessions, the hook spool, file hashes, the audit log and the persistent
 embedding cache. The Chroma index is derived from it and can always be rebuilt.
 
+Nothing secret is written: every method here that writes a text (memory rows, session rows and
+their metadata, audit details) passes it through the catalog's
+:class:`~remindful.engine.redact.StoreRedactor` first, and every lookup by a session id maps the
+id the same way (:meth:`Catalog.stored_session_id`).
+
 Guarantees: a call that returns has committed. Lock contention is retried (SQLite's busy timeout,
 then up to 3 retries with exponential backoff) before :class:`StorageLockedError`; a full disk is
 :class:`StorageFullError`; nothing is half-written, since every write is one transaction.
@@ -29,9 +34,11 @@ import numpy as np
 from remindful.engine import connection, spool
 from remindful.engine import windows as context
 from remindful.engine.lexical import LexicalSearch
+from remindful.engine.redact import StoreRedactor, add_counts, build_redactor
 from remindful.engine.schema import DOOMED_DDL, MEMORY_COLUMNS, RECOUNT_TYPES, SCHEMA
 from remindful.engine.sqlfilter import SqlFilter
 from remindful.errors import CorruptionError, StorageError, StorageFullError, StorageLockedError
+from remindful.model import content_hash
 
 T = TypeVar("T")
 log = logging.getLogger("remindful")
@@ -133,6 +140,9 @@ class MemoryRow:
     expires_at: float | None = None
     indexed: bool = False
     embedding: np.ndarray | None = None
+    #: Whether the row passed the store's redaction (:func:`redact_row`): the Store's row builder
+    #: redacts as it builds; the catalog redacts any other row before it inserts it.
+    redacted: bool = False
 
     @classmethod
     def from_sql(cls, row: Sequence[Any]) -> MemoryRow:
@@ -177,6 +187,29 @@ class MemoryRow:
         )
 
 
+def redact_row(redaction: StoreRedactor, row: MemoryRow, counts: dict[str, int] | None = None) -> None:
+    """Make ``row`` fit to be written, in place: its content, metadata and chunk redacted, its
+    session id mapped (:meth:`StoreRedactor.session_id`). A content the redaction changed gets
+    its new hash and loses its vector (made from the secret: the row is embedded again). A row
+    marked ``redacted`` is left as it is."""
+    if row.redacted:
+        return
+    content = redaction.text(row.content, counts)
+    if content != row.content:
+        row.content, row.content_hash, row.embedding = content, content_hash(content), None
+    row.metadata = json.dumps(redaction.value(json.loads(row.metadata), counts), ensure_ascii=False, allow_nan=False)
+    if row.session_id is not None:
+        row.session_id = redaction.session_id(row.session_id, counts)
+    if row.chunk:
+        row.chunk = json.dumps(redaction.value(json.loads(row.chunk), counts))
+    row.redacted = True
+
+
+def counted(counts: Mapping[str, int]) -> dict[str, int]:
+    """Redaction hits by rule, as ``capture_stats`` names them (``redacted_<rule>``)."""
+    return {f"redacted_{name}": n for name, n in counts.items()}
+
+
 #: A delete of this many rows or more runs with a page cache of BIG_DELETE_CACHE_KIB.
 BIG_DELETE = 1000
 BIG_DELETE_CACHE_KIB = 65536
@@ -188,10 +221,20 @@ class Catalog:
     :meth:`read`, :meth:`read_in`, :meth:`write` and :meth:`transaction` run raw SQL: they are the
     engine's own. Everything above the engine asks a repository of :mod:`remindful.engine.repositories`
     (or a named method here) instead, so that a second catalog backend can replace this one
-    (``tests/test_architecture.py`` holds every module outside ``engine/`` to that)."""
+    (``tests/test_architecture.py`` holds every module outside ``engine/`` to that).
 
-    def __init__(self, path: Path, *, busy_timeout_ms: int = connection.BUSY_TIMEOUT_MS) -> None:
+    ``redaction`` is the store's redactor (default: the built-in rules, the key beside the
+    catalog file); the named methods that write pass what they write through it."""
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        busy_timeout_ms: int = connection.BUSY_TIMEOUT_MS,
+        redaction: StoreRedactor | None = None,
+    ) -> None:
         self.path = path
+        self.redaction = redaction if redaction is not None else StoreRedactor(build_redactor(), path.parent)
         self._lock = threading.RLock()
         self._local = threading.local()
         self._lexical = LexicalSearch(self)
@@ -284,9 +327,14 @@ class Catalog:
 
     # -- memories -------------------------------------------------------------------------------
 
-    @staticmethod
-    def insert_memories(conn: sqlite3.Connection, rows: Sequence[MemoryRow]) -> None:
-        """Insert rows (inside the caller's transaction) and build their session context windows."""
+    def insert_memories(self, conn: sqlite3.Connection, rows: Sequence[MemoryRow]) -> None:
+        """Insert rows (inside the caller's transaction) and build their session context windows.
+        A row not yet redacted is redacted here first, in place (:func:`redact_row`), and the
+        hits are counted in the same transaction."""
+        counts: dict[str, int] = {}
+        for row in rows:
+            redact_row(self.redaction, row, counts)
+        add_counts(conn, counted(counts))
         conn.executemany(
             "INSERT INTO memories (id, type, content, metadata, source, memory_class, session_id, created_at, "
             "updated_at, importance, access_count, last_accessed, bookmarked, content_hash, chunk, expires_at, "
@@ -410,6 +458,14 @@ class Catalog:
         """BM25 matches among rows passing ``flt``, best first: see :meth:`LexicalSearch.search`."""
         return self._lexical.search(terms, flt, limit, table=table, restricted=restricted)
 
+    def doc_freqs(self, terms: Sequence[str]) -> tuple[dict[str, int], int]:
+        """Memories holding each term, and the store's size: see :meth:`LexicalSearch.doc_freqs`."""
+        return self._lexical.doc_freqs(terms)
+
+    def windows(self, ids: Sequence[str]) -> dict[str, str]:
+        """Session-window texts by id: see :meth:`LexicalSearch.windows`."""
+        return self._lexical.windows(ids)
+
     def neighbourhoods(self, ids: Sequence[str], radius: int) -> list[tuple[str, str, int, bytes]]:
         """For each id: (id, neighbour id, offset, neighbour vector as float32 bytes) for every
         embedded memory within ``radius`` positions of it in its session (offset 0 is the memory
@@ -476,14 +532,19 @@ class Catalog:
 
     def audit(self, conn: sqlite3.Connection, action: str, memory_id: str | None, detail: dict[str, Any]) -> None:
         """One audit-log entry, now, in the caller's transaction (the statement hook processes run
-        too: :func:`remindful.engine.spool.audit`)."""
-        spool.audit(conn, action, memory_id, detail)
+        too: :func:`remindful.engine.spool.audit`); ``detail`` is redacted."""
+        spool.audit(conn, action, memory_id, detail, redaction=self.redaction)
+
+    def stored_session_id(self, session_id: str) -> str:
+        """The id under which session ``session_id`` is stored: itself, unless it carries a secret
+        (:meth:`StoreRedactor.session_id`); a stored id maps to itself."""
+        return self.redaction.session_id(session_id)
 
     def ensure_session(self, conn: sqlite3.Connection, session_id: str, at: float) -> None:
         self.upsert_session(conn, session_id, at)
 
-    @staticmethod
     def upsert_session(
+        self,
         conn: sqlite3.Connection,
         session_id: str,
         at: float,
@@ -493,7 +554,11 @@ class Catalog:
     ) -> None:
         """Record session ``session_id`` as seen at ``at``, in the caller's transaction: a new one
         starts at ``at``, a known one keeps the earlier start. ``metadata`` (if given) replaces its
-        metadata; ``ended`` True ends it at ``at``, False reopens it, None leaves that as it is."""
+        metadata; ``ended`` True ends it at ``at``, False reopens it, None leaves that as it is. The
+        id is mapped and the metadata redacted as every write is."""
+        session_id = self.stored_session_id(session_id)
+        if metadata is not None:
+            metadata = self.redaction.value(metadata)
         ended_at = "excluded.ended_at" if ended else ("NULL" if ended is False else "ended_at")
         conn.execute(
             "INSERT INTO sessions (id, started_at, ended_at, metadata) VALUES (?, ?, ?, coalesce(?, '{}')) "
@@ -505,14 +570,15 @@ class Catalog:
     def session_metadata(self, session_id: str, conn: sqlite3.Connection | None = None) -> dict[str, Any]:
         """The metadata of session ``session_id`` ({} for a session not recorded); read in the
         caller's transaction ``conn`` when given (to update it there)."""
-        sql, params = "SELECT metadata FROM sessions WHERE id = ?", (session_id,)
+        sql, params = "SELECT metadata FROM sessions WHERE id = ?", (self.stored_session_id(session_id),)
         rows = conn.execute(sql, params).fetchall() if conn is not None else self.read(sql, params)
         return dict(json.loads(rows[0][0])) if rows and rows[0][0] else {}
 
     def stored_with(self, content_hash: str, session_id: str) -> list[dict[str, Any]]:
         """The metadata of each memory of session ``session_id`` whose content has ``content_hash``."""
         rows = self.read(
-            "SELECT metadata FROM memories WHERE content_hash = ? AND session_id = ?", (content_hash, session_id)
+            "SELECT metadata FROM memories WHERE content_hash = ? AND session_id = ?",
+            (content_hash, self.stored_session_id(session_id)),
         )
         return [json.loads(metadata) for (metadata,) in rows]
 
@@ -523,7 +589,7 @@ class Catalog:
             self.read(
                 "SELECT 1 FROM memories WHERE session_id = ? AND source = 'response' "
                 "AND json_extract(metadata, '$.full_content_hash') = ? LIMIT 1",
-                (session_id, full_content_hash),
+                (self.stored_session_id(session_id), full_content_hash),
             )
         )
 

@@ -3,10 +3,15 @@
 FTS5's ``bm25()`` scores every row a query matches, so a common term would make a query's cost grow
 with the store. Here the rarest query terms are kept (document frequencies counted once per process
 and remembered), and when even the rarest matches too many rows only its newest matches are ranked.
+
+The relevance model (:mod:`remindful.engine.retrieval.rerank`) reads two more things from here: the query
+terms' document frequencies (:meth:`LexicalSearch.doc_freqs`, from the same remembered counts) and
+the session-window texts of its candidates (:meth:`LexicalSearch.windows`).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any, Protocol
 
@@ -90,11 +95,33 @@ class LexicalSearch:
         ids = self._catalog.ids_by_rowid([r[0] for r in ranked], flt, private=True)
         return [(ids[rowid], float(score)) for rowid, score in ranked if rowid in ids][:limit]
 
+    def doc_freqs(self, terms: Sequence[str]) -> tuple[dict[str, int], int]:
+        """How many memories hold each of ``terms`` in their text (counted up to
+        ``LEXICAL_MAX_MATCHES + 1``: rarer terms are told apart exactly, common ones tie), and the
+        store's size (its largest rowid). Counts are remembered, as :meth:`search`'s are."""
+        size = self._size()
+        return {t: self._doc_freq("memories_fts", t, size, LEXICAL_MAX_MATCHES + 1) for t in terms}, size
+
+    def windows(self, ids: Sequence[str]) -> dict[str, str]:
+        """The session-window text (what the ``lexical_context`` space matches: the memory, its
+        neighbours and its date) of each of ``ids`` that has one, by id."""
+        if not ids:
+            return {}
+        rows = self._catalog.read(
+            "SELECT wanted, context_fts.text FROM (SELECT value AS wanted FROM json_each(?)) "
+            "CROSS JOIN memories ON memories.id = wanted CROSS JOIN context_fts ON context_fts.rowid = memories.rowid",
+            [json.dumps(list(ids))],
+        )
+        return {str(mid): str(text) for mid, text in rows}
+
+    def _size(self) -> int:
+        return int(self._catalog.read("SELECT coalesce(max(rowid), 0) FROM memories", private=True)[0][0])
+
     def _rarest_terms(self, table: str, terms: Sequence[str]) -> tuple[list[str], int]:
         """The terms to match: all of them if their rows add up to at most ``LEXICAL_MAX_MATCHES``,
         else the rarest that fit (at least one); and how many rows they match (at most
         ``DOC_FREQ_CAP`` per term)."""
-        size = int(self._catalog.read("SELECT coalesce(max(rowid), 0) FROM memories", private=True)[0][0])
+        size = self._size()
         # Counting past LEXICAL_MAX_MATCHES only matters when every term is that common: then the
         # rarest one is kept alone, and telling which needs the longer count.
         counted = sorted((self._doc_freq(table, t, size, LEXICAL_MAX_MATCHES + 1), -len(t), t) for t in terms)

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import json
 import logging
 import os
 import threading
@@ -409,6 +408,11 @@ class IndexMirror:
         else:
             self.index_ids([r.id for r in rows])
 
+    def embeddings_pending(self) -> bool:
+        """Whether rows this process stored are still waiting for their vectors."""
+        with self._embedded:
+            return bool(self._unembedded)
+
     def await_embeddings(self, timeout: float) -> bool:
         """Wait (at most ``timeout`` seconds) until the rows this process stored without a vector
         have one, or their embedding failed; False on timeout."""
@@ -417,9 +421,8 @@ class IndexMirror:
 
     def index_ids(self, ids: list[str]) -> None:
         """Index the memories with these ids that are still un-indexed (read under the index lock,
-        so a memory deleted meanwhile is not indexed again). An id given twice (a memory updated
-        twice before the background indexer ran) is indexed once: an index takes each id once per
-        write."""
+        so a memory deleted meanwhile is not indexed again). An id may come more than once (a
+        memory stored, then updated, in one batch of the background indexer): it is indexed once."""
         ids = list(dict.fromkeys(ids))
         rows: list[MemoryRow] = []
         try:
@@ -467,7 +470,7 @@ class IndexMirror:
             batch = self.catalog.unindexed(INDEX_BATCH)
             if not batch:
                 return done
-            fresh = self._embed_and_save([(row.id, row.content) for row, vector in batch if vector is None])
+            fresh = self.embed_and_save([(row.id, row.content) for row, vector in batch if vector is None])
             rows = []
             for row, vector in batch:
                 row.embedding = vector if vector is not None else fresh[row.id]
@@ -483,19 +486,16 @@ class IndexMirror:
             by_type.setdefault(row.type, []).append(row)
         with contextlib.nullcontext() if locked else self._writing(index):
             for type_value, group in by_type.items():
+                # Ids, vectors and fixed-vocabulary columns only: no text a user or an agent wrote
+                # (metadata, session ids) goes to the index, one more set of files (or a server)
+                # where it could stay. Filters are evaluated on the catalog, which holds it all.
                 index.upsert(
                     MemoryType(type_value).collection,
                     [r.id for r in group],
                     np.stack([np.asarray(r.embedding, dtype=np.float32) for r in group]),
                     [
                         index_metadata(
-                            {
-                                "session_id": r.session_id,
-                                "source": r.source,
-                                "memory_class": r.memory_class,
-                                "created_at": r.created_at,
-                            },
-                            json.loads(r.metadata),
+                            {"source": r.source, "memory_class": r.memory_class, "created_at": r.created_at}, {}
                         )
                         for r in group
                     ],
@@ -508,13 +508,13 @@ class IndexMirror:
         try:
             if self._unembedded.isdisjoint(ids) or (self._exiting and not self._embedder.loaded):
                 return
-            self._embed_and_save(self.catalog.without_embeddings(ids))
+            self.embed_and_save(self.catalog.without_embeddings(ids))
         finally:
             with self._embedded:
                 self._unembedded.difference_update(ids)
                 self._embedded.notify_all()
 
-    def _embed_and_save(self, texts: Sequence[tuple[str, str]]) -> dict[str, np.ndarray]:
+    def embed_and_save(self, texts: Sequence[tuple[str, str]]) -> dict[str, np.ndarray]:
         """Embed (id, content) pairs and save the vectors in the catalog; returns them by id."""
         if not texts:
             return {}

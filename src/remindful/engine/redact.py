@@ -42,6 +42,11 @@ unless quoted, and an unencoded ``/`` in a URL's password ends the password (the
 A session id is an id, not a text: :meth:`Redactor.redact_session_id` keeps it stable and distinct
 (see there); callers check session exclusions (``privacy.exclude_sessions``) on the raw id first.
 
+:class:`StoreRedactor` is these rules bound to one storage directory: the one redactor every write
+of that store passes (the catalog's row and session writes, the spool, the audit log, reinforcement
+queries), with the store's own key for session-id digests (:func:`session_key`), which a hook
+process reads as well.
+
 :meth:`Redactor.redact_value` also replaces the whole value of a field whose name looks like a
 secret (``{"password": …}``, ``{"api_key": …}``, ``{"clientSecret": …}``, ``{"Authorization": …}``;
 :func:`is_secret_name`) whatever its type, except ``None``, booleans and ``""``, which hold no
@@ -51,6 +56,8 @@ secret; and the value fields of a ``{"name": "DB_PASSWORD", "value": …}``-styl
 
 from __future__ import annotations
 
+import functools  # re imports it: free for hook processes
+import os
 import re
 from collections.abc import Callable, Mapping
 
@@ -412,6 +419,7 @@ _NAME_FIELDS = ("name", "key", "setting", "variable", "var", "env", "field", "pa
 _VALUE_FIELDS = frozenset(("value", "new_value", "old_value", "new", "old", "default", "current", "previous"))
 
 
+@functools.lru_cache(maxsize=4096)  # field names repeat: every record of a kind has the same keys
 def is_secret_name(name: str) -> bool:
     """Whether a field or variable called ``name`` holds a secret: its last part is a secret
     word (``password``, ``DATABASE_PASSWORD``, ``clientSecret``, ``x-api-key``, ``access_token``,
@@ -421,6 +429,16 @@ def is_secret_name(name: str) -> bool:
         return False
     words = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name.strip().strip("\"'"))
     return re.fullmatch(_SECRET_FIELD, re.sub(r"[\s.\-/:]+", "_", words).lower()) is not None
+
+
+#: Texts a redactor returned are remembered, so that redacting one again (the write boundary redacts
+#: what a capture filter redacted already, keys and values alike) costs a lookup: the last
+#: ``_MEMO_SHORT`` texts under ``_MEMO_LONG_CHARS`` characters and the last ``_MEMO_LONG`` texts up to
+#: ``_MEMO_MAX_CHARS`` (longer ones would hold too much memory).
+_MEMO_LONG_CHARS = 256
+_MEMO_MAX_CHARS = 256 * 1024
+_MEMO_SHORT = 4096
+_MEMO_LONG = 32
 
 
 def _holds_secret(value: Any) -> bool:
@@ -435,6 +453,9 @@ class Redactor:
         self.rules = rules
         self.builtin = builtin  # the first ``builtin`` rules are DEFAULT_REDACTIONS (have prechecks)
         self._compiled: dict[int, re.Pattern[str]] = {}
+        # Texts this redactor returned lately (clean: redaction is idempotent), short and long.
+        self._short: dict[str, None] = {}
+        self._long: dict[str, None] = {}
 
     def _pattern(self, i: int) -> re.Pattern[str]:
         pattern = self._compiled.get(i)
@@ -445,6 +466,8 @@ class Redactor:
     def redact(self, text: str, counts: dict[str, int] | None = None) -> str:
         """``text`` with every rule applied; adds hits per rule name to ``counts``. Idempotent:
         redacting a redacted text changes nothing."""
+        if text in (self._short if len(text) < _MEMO_LONG_CHARS else self._long):
+            return text
         probe = _Text(text)
         for i, (name, _, replacement) in enumerate(self.rules):
             builtin = i < self.builtin
@@ -460,7 +483,23 @@ class Redactor:
                 probe = _Text(text)
                 if counts is not None:
                     counts[name] = counts.get(name, 0) + n
+        self._remember(text)
         return text
+
+    def _remember(self, text: str) -> None:
+        """Remember ``text`` as clean (see :data:`_MEMO_SHORT`); the oldest goes when there are too many."""
+        if len(text) < _MEMO_LONG_CHARS:
+            memo, limit = self._short, _MEMO_SHORT
+        elif len(text) <= _MEMO_MAX_CHARS:
+            memo, limit = self._long, _MEMO_LONG
+        else:
+            return
+        memo[text] = None
+        if len(memo) > limit:
+            try:
+                memo.pop(next(iter(memo)), None)
+            except (RuntimeError, StopIteration):  # another thread changed it meanwhile: next time
+                return
 
     def redact_value(self, value: Any, counts: dict[str, int] | None = None) -> Any:
         """Redact a JSON-like value at any depth: every string (dict keys included: a secret used
@@ -497,20 +536,24 @@ class Redactor:
             return [self.redact_value(v, counts) for v in value]
         return value
 
-    def redact_session_id(self, session_id: str, counts: dict[str, int] | None = None, *, key: bytes = b"") -> str:
+    def redact_session_id(
+        self, session_id: str, counts: dict[str, int] | None = None, *, key: bytes | Callable[[], bytes] = b""
+    ) -> str:
         """The session id to write for ``session_id``: itself when no rule matches it, else its
         redacted text plus ``~`` and a digest of the whole id (``deploy-[AWS_KEY_REDACTED]~3f9a0c1b2d``).
         Stable (the same id always gives the same result, so a session's memories stay together
         and a search by the raw id finds them when the reader maps it the same way), distinct for
         distinct ids (two secrets do not merge two sessions), and idempotent (a mapped id maps to
-        itself). ``key`` (bytes, at most 64) keys the digest: without it, the digest of an id with
-        a weak password could confirm a guess of it; a store passes a secret of its own."""
+        itself). ``key`` (bytes, at most 64, or a function giving them, called only for an id that
+        carries a secret) keys the digest: without it, the digest of an id with a weak password
+        could confirm a guess of it; a store passes a secret of its own (:func:`session_key`)."""
         redacted = self.redact(session_id, counts)
         if redacted == session_id:
             return session_id
         from hashlib import blake2b  # only ids that carried a secret pay for the import
 
-        digest = blake2b(session_id.encode("utf-8", "surrogatepass"), digest_size=5, key=key).hexdigest()
+        secret = key() if callable(key) else key
+        digest = blake2b(session_id.encode("utf-8", "surrogatepass"), digest_size=5, key=secret).hexdigest()
         return f"{redacted}~{digest}"
 
     def check(self) -> None:
@@ -568,6 +611,94 @@ def redactor_for(privacy: Any) -> Redactor | None:
     return build_redactor(privacy.redact, privacy.redact_defaults, patterns)
 
 
+# -- one store's redactor -----------------------------------------------------------------------------
+
+#: The file in the storage directory holding the store's key for session-id digests.
+SESSION_KEY_NAME = "session-ids.key"
+_KEY_BYTES = 32
+
+
+def session_key(storage: str | os.PathLike[str]) -> bytes:
+    """The store's key for session-id digests: the bytes of ``<storage>/session-ids.key`` (0600),
+    32 random bytes made on first need. The file appears whole or not at all (written aside, then
+    put in place by ``link(2)``), so two processes making it at once agree on the first one. It is
+    not part of backups or exports: a copy of the catalog without it cannot confirm a guess of the
+    secret behind a digest. Raises OSError when the directory can be neither read nor written."""
+    path = os.path.join(storage, SESSION_KEY_NAME)
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except FileNotFoundError:
+        pass
+    os.makedirs(storage, mode=0o700, exist_ok=True)
+    key = os.urandom(_KEY_BYTES)
+    aside = f"{path}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
+    fd = os.open(aside, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        try:
+            os.write(fd, key)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        try:
+            os.link(aside, path)
+        except FileExistsError:  # another process made it first: use theirs
+            with open(path, "rb") as f:
+                return f.read()
+        return key
+    finally:
+        os.unlink(aside)
+
+
+class StoreRedactor:
+    """The redaction every write of one store passes: ``rules`` (None when ``privacy.redact`` is
+    off: everything is written as given) and the store's key for session ids (:func:`session_key`,
+    read on the first id that carries a secret). The catalog holds one and uses it in each method
+    that writes; a hook process builds one for its storage directory.
+
+    ``text`` and ``value`` are :meth:`Redactor.redact` and :meth:`Redactor.redact_value`;
+    ``session_id`` is :meth:`Redactor.redact_session_id` with the store's key, so every process
+    writing to (or looking up in) one store maps one raw id to the same stored id."""
+
+    def __init__(self, rules: Redactor | None, storage: str | os.PathLike[str]) -> None:
+        self.rules = rules
+        self.storage = os.fspath(storage)
+        self._key: bytes | None = None
+
+    def text(self, text: str, counts: dict[str, int] | None = None) -> str:
+        return text if self.rules is None else self.rules.redact(text, counts)
+
+    def value(self, value: Any, counts: dict[str, int] | None = None) -> Any:
+        return value if self.rules is None else self.rules.redact_value(value, counts)
+
+    def session_id(self, session_id: str, counts: dict[str, int] | None = None) -> str:
+        """The id under which session ``session_id`` is stored (and looked up)."""
+        if self.rules is None:
+            return session_id
+        return self.rules.redact_session_id(session_id, counts, key=self.key)
+
+    def key(self) -> bytes:
+        """The store's session-id key; an unkeyed digest (b"") when the storage directory can be
+        neither read nor written, where nothing is written either."""
+        key = self._key
+        if key is None:
+            try:
+                key = session_key(self.storage)[:64]
+            except OSError:
+                key = b""
+            self._key = key
+        return key
+
+    def record(self, record: Mapping[str, Any], counts: dict[str, int] | None = None) -> dict[str, Any]:
+        """A spool record (a JSON object) as it may be written: its ``session_id`` mapped, every
+        other field redacted at any depth."""
+        out = self.value({k: v for k, v in record.items() if k != "session_id"}, counts)
+        if "session_id" in record:
+            raw = record["session_id"]
+            out["session_id"] = self.session_id(raw, counts) if isinstance(raw, str) else self.value(raw, counts)
+        return dict(out)
+
+
 # -- counts of redactions and skipped captures: the catalog table ``capture_stats`` ----------------
 
 
@@ -592,11 +723,14 @@ def read_counts(read: Callable[[str], list[Any]]) -> dict[str, int]:
 __all__ = [
     "DEFAULT_REDACTIONS",
     "FIELD_REPLACEMENT",
+    "SESSION_KEY_NAME",
     "Redactor",
+    "StoreRedactor",
     "add_counts",
     "build_redactor",
     "is_secret_name",
     "read_counts",
     "redact_then_truncate",
     "redactor_for",
+    "session_key",
 ]

@@ -12,6 +12,12 @@ Every statement is a function here. Writes take a connection inside the caller's
 hook's own (:func:`connect`) or the Catalog's (``Catalog.write``). Reads take ``read``, a function
 running one query (``Catalog.read``, or :func:`reader` of a connection). :func:`audit` is the one
 insert into the audit log, the Catalog's and a hook's alike.
+
+Nothing secret is spooled: a record reaches the spool (or its fallback file) only as a
+:class:`Payload`, which :func:`encode` makes after the store's redaction
+(:meth:`~remindful.engine.redact.StoreRedactor.record`: the session id mapped, every other field
+redacted at any depth); :func:`append` takes a record and encodes it itself, or a Payload, and
+refuses plain text. The audit log's details pass the same redactor.
 """
 
 from __future__ import annotations
@@ -26,8 +32,10 @@ from remindful.engine.schema import HOOK_SCHEMA
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs hook processes milliseconds
 if TYPE_CHECKING:
     import sqlite3
-    from collections.abc import Callable, Iterable, Sequence
+    from collections.abc import Callable, Iterable, Mapping, Sequence
     from typing import Any
+
+    from remindful.engine.redact import StoreRedactor
 
     Read = Callable[[str, Sequence[Any]], list[Any]]
     #: A connection of :func:`connect`, as the capture paths above the engine name it.
@@ -85,6 +93,33 @@ class immediate:
         self.conn.execute("ROLLBACK" if kind is not None else "COMMIT")
 
 
+# -- what may be spooled ------------------------------------------------------------------------------
+
+
+class Payload(str):
+    """A spool row's payload: a record as JSON text, made by :func:`encode` (redacted)."""
+
+    __slots__ = ()
+
+
+def encode(record: Mapping[str, Any], redaction: StoreRedactor, counts: dict[str, int] | None = None) -> Payload:
+    """``record`` as a spool payload: redacted by ``redaction`` (hits added to ``counts``), as JSON."""
+    return Payload(json.dumps(redaction.record(record, counts), ensure_ascii=False, default=str))
+
+
+def reencode(payload: str, redaction: StoreRedactor, counts: dict[str, int] | None = None) -> Payload:
+    """A payload read back from a file (the fallback file, written by this or an older version)
+    made fit to spool again: decoded and :func:`encode`-d, or redacted as text if it is no JSON
+    object (the drain then sets it aside as unreadable)."""
+    try:
+        record = json.loads(payload)
+    except ValueError:
+        record = None
+    if isinstance(record, dict):
+        return encode(record, redaction, counts)
+    return Payload(redaction.text(payload, counts))
+
+
 # -- writes, inside the caller's transaction ------------------------------------------------------
 
 _APPEND = (
@@ -93,14 +128,38 @@ _APPEND = (
 )
 
 
-def append(conn: sqlite3.Connection, key: str, kind: str, payload: str, created_at: float) -> None:
-    """Spool one record, unless its key is spooled already or was drained (a replay)."""
-    conn.execute(_APPEND, (key, kind, payload, created_at, key))
+def append(
+    conn: sqlite3.Connection,
+    key: str,
+    kind: str,
+    record: Payload | Mapping[str, Any],
+    created_at: float,
+    *,
+    redaction: StoreRedactor,
+    counts: dict[str, int] | None = None,
+) -> None:
+    """Spool one record, unless its key is spooled already or was drained (a replay): a Payload
+    as it is, a record :func:`encode`-d first (hits added to ``counts``). Plain text is refused
+    (TypeError): nothing reaches the spool unredacted."""
+    if not isinstance(record, Payload):
+        if isinstance(record, str):
+            raise TypeError("spool.append takes a record or a Payload made by spool.encode, not text")
+        record = encode(record, redaction, counts)
+    conn.execute(_APPEND, (key, kind, record, created_at, key))
 
 
-def append_many(conn: sqlite3.Connection, records: Iterable[tuple[str, str, str, float]]) -> None:
-    """:func:`append` for each ``(key, kind, payload, created_at)``."""
-    conn.executemany(_APPEND, [(key, kind, payload, at, key) for key, kind, payload, at in records])
+def append_many(
+    conn: sqlite3.Connection,
+    records: Iterable[tuple[str, str, str, float]],
+    *,
+    redaction: StoreRedactor,
+    counts: dict[str, int] | None = None,
+) -> None:
+    """:func:`append` for each ``(key, kind, payload, created_at)`` read back from a file: each
+    payload is :func:`reencode`-d."""
+    conn.executemany(
+        _APPEND, [(key, kind, reencode(payload, redaction, counts), at, key) for key, kind, payload, at in records]
+    )
 
 
 def finish(conn: sqlite3.Connection, seq: int, key: str, at: float) -> None:
@@ -135,12 +194,20 @@ def forget_keys(conn: sqlite3.Connection, at: float) -> None:
 
 
 def audit(
-    conn: sqlite3.Connection, action: str, memory_id: str | None, detail: dict[str, Any], at: float | None = None
+    conn: sqlite3.Connection,
+    action: str,
+    memory_id: str | None,
+    detail: dict[str, Any],
+    at: float | None = None,
+    *,
+    redaction: StoreRedactor,
 ) -> None:
-    """One audit-log entry (``at`` defaults to now); ``detail`` is stored as JSON."""
+    """One audit-log entry (``at`` defaults to now); ``detail`` is stored as JSON, redacted by
+    ``redaction`` (after values JSON does not know, such as paths, became text)."""
+    text = json.dumps(redaction.value(json.loads(json.dumps(detail, default=str))))
     conn.execute(
         "INSERT INTO audit_log (at, action, memory_id, detail) VALUES (?,?,?,?)",
-        (time.time() if at is None else at, action, memory_id, json.dumps(detail, default=str)),
+        (time.time() if at is None else at, action, memory_id, text),
     )
 
 
@@ -192,7 +259,10 @@ def row(read: Read, seq: int) -> tuple[str, str, str, float] | None:
 
 def write_fallback(storage: str | os.PathLike[str], record: dict[str, Any], *, name: str = FALLBACK_NAME) -> None:
     """Append one spool record to the fallback file (used when the catalog is unwritable), or to
-    the file ``name`` in the storage directory (0600, the directory 0700)."""
+    the file ``name`` in the storage directory (0600, the directory 0700). A record for the
+    fallback file carries a :class:`Payload` (TypeError otherwise), as :func:`append` takes."""
+    if name == FALLBACK_NAME and not isinstance(record.get("payload"), Payload):
+        raise TypeError("the fallback file takes a Payload made by spool.encode")
     os.makedirs(storage, mode=0o700, exist_ok=True)
     fd = os.open(os.path.join(storage, name), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     try:
@@ -206,11 +276,13 @@ __all__ = [
     "FALLBACK_NAME",
     "HELD_KIND",
     "REJECTED_NAME",
+    "Payload",
     "append",
     "append_many",
     "audit",
     "claim",
     "connect",
+    "encode",
     "ensure_tables",
     "finish",
     "finish_key",
@@ -219,6 +291,7 @@ __all__ = [
     "immediate",
     "pending",
     "reader",
+    "reencode",
     "retry_later",
     "row",
     "write_fallback",

@@ -7,13 +7,15 @@ A key is a memory field (``session_id``, ``source``, ``memory_class``, ``bookmar
 ``access_count``, ``created_at``, ``type``) or a path into the metadata (``success``, ``target.element``).
 
 Filters are evaluated in SQL by the catalog, for every retrieval space (the vector index is asked
-without them and its candidates are checked here). :func:`index_metadata` is the flat copy of a
-memory's metadata the vector index keeps, for inspection and for other tools reading it.
+without them and its candidates are checked here). :func:`index_metadata` flattens columns and
+metadata into the scalars a vector index takes (the index mirror gives it fixed-vocabulary columns
+only, no text anyone wrote). :func:`with_stored_sessions` maps the session ids a filter names as
+the catalog stores them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -68,6 +70,33 @@ def build_filter(
     if filters:
         result &= _where_sql(filters, p, "filters")
     return result
+
+
+def with_stored_sessions(where: Mapping[str, Any], stored: Callable[[str], str]) -> Mapping[str, Any]:
+    """``where`` with every session id it compares ``session_id`` to (``$eq``, ``$ne``, ``$in``,
+    ``$nin``, at any depth of ``$and``/``$or``) replaced by ``stored(id)``: the id as the catalog
+    stores it. Anything else, and any shape :func:`build_filter` would refuse, is left as it is."""
+    if not isinstance(where, Mapping):
+        return where
+
+    def ids(value: Any) -> Any:
+        if isinstance(value, str):
+            return stored(value)
+        if isinstance(value, list | tuple):
+            return [stored(v) if isinstance(v, str) else v for v in value]
+        return value
+
+    out: dict[str, Any] = {}
+    for key, cond in where.items():
+        if key in LOGICAL and isinstance(cond, list):
+            out[key] = [with_stored_sessions(c, stored) for c in cond]
+        elif key == "session_id" and isinstance(cond, Mapping):
+            out[key] = {op: ids(v) if op in ("$eq", "$ne", "$in", "$nin") else v for op, v in cond.items()}
+        elif key == "session_id":
+            out[key] = ids(cond) if isinstance(cond, str) else cond
+        else:
+            out[key] = cond
+    return out
 
 
 def _where_sql(where: Mapping[str, Any], p: str, path: str) -> SqlFilter:

@@ -9,8 +9,10 @@ The parts, each an idea of its own:
 - retrieval (:mod:`remindful.engine.retrieval`): the ranking of a search, stateless;
 - the quotas (:mod:`remindful.engine.quotas`): items per type, and the storage size.
 
-The Store validates and redacts what is written, commits it to the catalog (the acknowledgement:
-a crash after it loses nothing) and hands it to the mirror; it reads from the catalog, and runs a
+The Store validates and redacts what is written (its :class:`~remindful.engine.redact.StoreRedactor`,
+which the catalog holds too: a row, a session or an audit detail written by any other path is
+redacted there), commits it to the catalog (the acknowledgement: a crash after it loses nothing)
+and hands it to the mirror; it reads from the catalog, and runs a
 search through retrieval with the mirror's dense queries; it counts stores and searches for the
 statistics. It holds no ranking state of any client: every setting of a search is an argument.
 
@@ -44,13 +46,13 @@ from remindful.engine import windows
 from remindful.engine.attachments import attach_files, remove_copies
 from remindful.engine.background import AccessRecorder, close_at_exit
 from remindful.engine.captures import CaptureRepository
-from remindful.engine.catalog import Catalog, MemoryRow
+from remindful.engine.catalog import Catalog, MemoryRow, counted
 from remindful.engine.embedding import LazyEmbedder, embed_query
 from remindful.engine.mirror import IndexMirror
 from remindful.engine.quotas import SIZE_MAX_AGE_S, Quotas
-from remindful.engine.redact import Redactor, add_counts, redactor_for
+from remindful.engine.redact import StoreRedactor, add_counts, redactor_for
 from remindful.engine.retrieval.search import rank
-from remindful.engine.sqlfilter import SqlFilter, build_filter, to_epoch
+from remindful.engine.sqlfilter import SqlFilter, build_filter, to_epoch, with_stored_sessions
 from remindful.engine.validation import (
     Limits,
     check_batch,
@@ -117,7 +119,8 @@ class Store:
         self._exiting = False  # set by close_for_exit: open nothing new
         self._init_lock = threading.RLock()
         self.quotas = Quotas(settings, self.path)
-        self._redactor: Redactor | None = redactor_for(settings.privacy)  # rules compile on first need
+        # Every write's redaction (the rules compile on first need) and the session ids' mapping.
+        self.redaction = StoreRedactor(redactor_for(settings.privacy), self.path)
         self._session_id: str | None = None
         self._lock = threading.RLock()
         # What the statistics report of this process (services/stats.py).
@@ -148,7 +151,7 @@ class Store:
             # a probe of our own: processes opening one path at once must not remove each other's
             with tempfile.NamedTemporaryFile(dir=self.path, prefix=".write-test-"):
                 pass
-            catalog = Catalog(self.path / "catalog.sqlite3")
+            catalog = Catalog(self.path / "catalog.sqlite3", redaction=self.redaction)
         except (OSError, StorageError) as exc:
             if isinstance(exc, CorruptionError):
                 raise
@@ -232,8 +235,22 @@ class Store:
 
     @property
     def current_session(self) -> str | None:
-        """This process's session if one was used yet, else None (asking :attr:`session_id` makes one)."""
-        return self._session_id
+        """This process's session as stored (:meth:`stored_session_id`) if one was used yet, else
+        None (asking :attr:`session_id` makes one)."""
+        return None if self._session_id is None else self.stored_session_id(self._session_id)
+
+    def stored_session_id(self, session_id: str) -> str:
+        """The id under which session ``session_id`` is stored and found: itself unless it carries
+        a secret (:meth:`StoreRedactor.session_id`); a stored id maps to itself."""
+        return self.redaction.session_id(session_id)
+
+    def _session_filter(self, session_id: Any) -> str | None:
+        """A reader's ``session_id`` argument as stored (None: any session)."""
+        if session_id is None:
+            return None
+        if not isinstance(session_id, str):
+            raise ValidationError("session_id", f"expected a session id (a string), got {type(session_id).__name__}")
+        return self.stored_session_id(session_id)
 
     # -- writes ---------------------------------------------------------------------------------
 
@@ -252,13 +269,14 @@ class Store:
         self.ready()
         now = time.time()
         rows: list[MemoryRow] = []
+        counts: dict[str, int] = {}
         for i, item in enumerate(items):
             if not isinstance(item, Mapping):
                 raise ValidationError(f"items[{i}]", "expected a dict with at least 'content'")
             unknown = set(item) - _STORE_KEYS
             if unknown:
                 raise ValidationError(f"items[{i}]", f"unknown keys {sorted(unknown)}; expected {sorted(_STORE_KEYS)}")
-            rows.append(self._new_row(item, i if len(items) > 1 else None, now))
+            rows.append(self._new_row(item, i if len(items) > 1 else None, now, counts))
         if not rows:
             return []
         # The rows of a batch share one timestamp, so their ids differ by 32 random bits only: with
@@ -275,7 +293,7 @@ class Store:
                 row.embedding = vector
         victims = self.quotas.make_room(self.catalog, self.catalog.type_counts(), rows)
         attach_files(self.settings, rows)
-        self._commit_new(rows, evict=victims)
+        self._commit_new(rows, evict=victims, counts=counts)
         mirror.index_rows(rows)
         return [r.id for r in rows]
 
@@ -284,11 +302,16 @@ class Store:
         self.mirror.await_embeddings(VECTORS_READY_TIMEOUT_S)
         return self
 
-    def _new_row(self, item: Mapping[str, Any], position: int | None, now: float) -> MemoryRow:
+    def _new_row(self, item: Mapping[str, Any], position: int | None, now: float, counts: dict[str, int]) -> MemoryRow:
+        """The row to insert for ``item``: validated and redacted (content, metadata at any depth,
+        chunk; the session id mapped), before anything is embedded or written. Hits go to ``counts``."""
         prefix = "" if position is None else f"items[{position}]."
         fields = validate_item(item, prefix, Limits.of(self.settings.limits))
-        # Privacy: secrets are redacted before anything is written (capture/filters.py).
-        fields["content"], fields["metadata"] = self.redact(fields["content"], fields["metadata"])
+        redaction = self.redaction
+        fields["content"] = redaction.text(fields["content"], counts)
+        fields["metadata"] = redaction.value(fields["metadata"], counts)
+        session_id = redaction.session_id(fields["session_id"] or self.session_id, counts)
+        chunk = redaction.value(fields["chunk"], counts) if fields["chunk"] else None
         memory_type: MemoryType = fields["type"]
         metadata: dict[str, Any] = fields["metadata"]
         created = fields["timestamp"] if fields["timestamp"] is not None else now
@@ -302,18 +325,22 @@ class Store:
             metadata=json.dumps(metadata, ensure_ascii=False, allow_nan=False),
             source=fields["source"].value,
             memory_class=(fields["memory_class"] or DEFAULT_CLASS[memory_type]).value,
-            session_id=fields["session_id"] or self.session_id,
+            session_id=session_id,
             created_at=created,
             importance=float(importance) if isinstance(importance, int | float) and 0 <= importance <= 1 else 0.5,
             bookmarked=bool(metadata.get("bookmarked") or metadata.get("manual_save")),
             content_hash=content_hash(fields["content"]),
-            chunk=json.dumps(fields["chunk"]) if fields["chunk"] else None,
+            chunk=json.dumps(chunk) if chunk else None,
             expires_at=created + auto_delete * 86400 if auto_delete else None,
+            redacted=True,
         )
 
-    def _commit_new(self, rows: Sequence[MemoryRow], *, evict: Sequence[str] = ()) -> None:
+    def _commit_new(
+        self, rows: Sequence[MemoryRow], *, evict: Sequence[str] = (), counts: Mapping[str, int] | None = None
+    ) -> None:
         """Insert ``rows`` and delete ``evict`` (quota evictions, audited as ``quota_evict``) in ONE
-        transaction: a crash never leaves memories evicted for rows that were not stored."""
+        transaction: a crash never leaves memories evicted for rows that were not stored. The
+        redaction hits of building the rows (``counts``) are counted in it too."""
         started = time.perf_counter()
         catalog = self.catalog
         gone: list[tuple[str, str]] = []
@@ -321,7 +348,8 @@ class Store:
         def run(conn: Any) -> None:
             if evict:
                 gone[:] = Catalog.delete_in(conn, evict, reason="quota_evict", mend_later=len(evict) > INLINE_DELETE)
-            Catalog.insert_memories(conn, rows)
+            catalog.insert_memories(conn, rows)
+            add_counts(conn, counted(counts or {}))
             for session_id, at in {(r.session_id, r.created_at) for r in rows if r.session_id}:
                 catalog.ensure_session(conn, session_id, at)
 
@@ -335,31 +363,31 @@ class Store:
 
     def update(self, memory_id: str, content: str | None = None, metadata: Mapping[str, Any] | None = None) -> Memory:
         """Replace a memory's content and/or merge keys into its metadata (a key set to None is
-        removed). The content is re-embedded. Returns the updated memory."""
+        removed), redacted as every write is. The content is re-embedded. Returns the updated memory."""
         self.ready()
         row = self._row(memory_id)
+        counts: dict[str, int] = {}
         if content is not None:
             limits = self.settings.limits
-            row.content, _ = self.redact(
-                check_text(content, "content", max_chars=limits.content_chars, setting="content_chars"), {}
-            )
+            checked = check_text(content, "content", max_chars=limits.content_chars, setting="content_chars")
+            row.content = self.redaction.text(checked, counts)
             row.content_hash = content_hash(row.content)
             row.embedding = self.embedder.embed([row.content])[0]
         if metadata is not None:
             if not isinstance(metadata, Mapping):
                 raise ValidationError("metadata", "expected a dict")
             merged = {**json.loads(row.metadata), **metadata}
-            merged = self.redact(row.content, {k: v for k, v in merged.items() if v is not None})[1]
+            merged = self.redaction.value({k: v for k, v in merged.items() if v is not None}, counts)
             row.metadata = validate_item(
                 {"content": row.content, "metadata": merged}, "", Limits.of(self.settings.limits)
             )["metadata"]
             row.metadata = json.dumps(row.metadata, ensure_ascii=False, allow_nan=False)
             row.bookmarked = bool(merged.get("bookmarked") or merged.get("manual_save"))
-        self._commit_update(row)
+        self._commit_update(row, counts)
         self.mirror.index_rows([row])
         return self.get(memory_id)
 
-    def _commit_update(self, row: MemoryRow) -> None:
+    def _commit_update(self, row: MemoryRow, counts: Mapping[str, int]) -> None:
         catalog = self.catalog
 
         def run(conn: Any) -> None:
@@ -378,6 +406,7 @@ class Store:
             )
             windows.after_update(conn, row.id)
             catalog.audit(conn, "update", row.id, {})
+            add_counts(conn, counted(counts))
 
         catalog.write(run, what="updating a memory")
         if row.embedding is None:
@@ -410,24 +439,6 @@ class Store:
         remove_copies(self.path, [mid for mid, _t in gone])
         self.mirror.after_delete(gone, later=later)
         return len(gone)
-
-    def redact(self, content: str, metadata: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-        """``content`` and ``metadata`` with every secret replaced (``privacy.redact``, on by default):
-        every write goes through here before anything reaches the disk. Hits are counted in
-        ``capture_stats``; a no-op when redaction is off."""
-        redactor = self._redactor
-        if redactor is None:
-            return content, metadata
-        counts: dict[str, int] = {}
-        content = redactor.redact(content, counts)
-        metadata = redactor.redact_value(metadata, counts)
-        if counts:
-            hits = {"redacted_" + name: n for name, n in counts.items()}
-            try:
-                self.catalog.write(lambda conn: add_counts(conn, hits), what="recording redaction counts")
-            except StorageError as exc:  # counts are best effort; the redaction stands
-                log.warning("could not record redaction counts: %s", exc)
-        return content, metadata
 
     # -- reads ----------------------------------------------------------------------------------
 
@@ -467,7 +478,7 @@ class Store:
         sources = {"source": parse_enum(MemorySource, source, "source").value} if source is not None else None
         flt = build_filter(
             types=types,
-            session_id=session_id,
+            session_id=self._session_filter(session_id),
             since=None if since is None else to_epoch(since, "since"),
             until=None if until is None else to_epoch(until, "until"),
             filters=sources,
@@ -480,7 +491,7 @@ class Store:
     def session_size(self, session_id: str) -> int:
         """How many memories ``session_id`` holds; NotFoundError ("Session not found") if none."""
         session_id = check_text(session_id, "session_id")
-        count = self.catalog.count(build_filter(session_id=session_id))
+        count = self.catalog.count(build_filter(session_id=self.stored_session_id(session_id)))
         if count == 0:
             raise NotFoundError(session_id, kind="session")
         return count
@@ -522,19 +533,23 @@ class Store:
         if isinstance(min_score, bool) or not isinstance(min_score, int | float) or not 0 <= min_score <= 1:
             raise ValidationError("min_score", f"expected a number from 0 to 1, got {min_score!r}")
         if resumed_session is not None:
-            resumed_session = check_text(resumed_session, "resumed_session")
+            resumed_session = self.stored_session_id(check_text(resumed_session, "resumed_session"))
         type_values = [parse_enum(MemoryType, t, "type").value for t in types] if types else None
         flt = build_filter(
             types=type_values,
-            session_id=session_id,
+            session_id=self._session_filter(session_id),
             since=None if since is None else to_epoch(since, "since"),
             until=None if until is None else to_epoch(until, "until"),
-            filters=filters,
+            filters=None if filters is None else with_stored_sessions(filters, self.stored_session_id),
         ) & SqlFilter("(expires_at IS NULL OR expires_at > ?)", (time.time(),))
         mirror, catalog = self.mirror, self.catalog
         started = time.perf_counter()
         # Read your writes: what this process stored is dense-searchable (lexically it is at once).
-        mirror.await_embeddings(self.settings.performance.search_timeout_ms / 1000)
+        # The query needs the model too, so the wait starts once it is loaded: a first use prepares
+        # the int8 model, which can take longer than the budget (the query's vector is cached).
+        if mirror.embeddings_pending():
+            embed_query(self.embedder, query)
+            mirror.await_embeddings(self.settings.performance.search_timeout_ms / 1000)
         restricted = bool(filters or session_id or since is not None or until is not None)
         searched_types = [MemoryType(t) for t in type_values] if type_values else list(MemoryType)
         counts = catalog.type_counts()
@@ -558,6 +573,7 @@ class Store:
             resumed_session=resumed_session,
             min_score=min_score,
             diverse=collapse,
+            embed_missing=mirror.embed_and_save,
         )
         self._record_search(time.perf_counter() - started, [hit.row.id for hit in results])
         return [
@@ -572,6 +588,7 @@ class Store:
                 source=MemorySource(hit.row.source),
                 sources=hit.spaces,
                 similar=hit.similar,
+                similar_ids=hit.similar_ids,
                 superseded_by=hit.superseded_by,
             )
             for hit in results

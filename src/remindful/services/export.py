@@ -58,13 +58,11 @@ class Exporter(Protocol):
 
 
 class Importer(Protocol):
-    """What an import does to the store besides writing rows: redact them as every store is, and
-    index them (:class:`~remindful.engine.store.Store` is one)."""
+    """What an import does to the store besides writing rows (which the catalog redacts as every
+    write): index them (:class:`~remindful.engine.store.Store` is one)."""
 
     @property
     def settings(self) -> Settings: ...
-
-    def redact(self, content: str, metadata: dict[str, Any]) -> tuple[str, dict[str, Any]]: ...
 
     def index_rows(self, rows: Sequence[MemoryRow]) -> None: ...
 
@@ -332,10 +330,11 @@ def import_memories(
     *,
     progress: Callable[[int], None] | None = None,
 ) -> ImportResult:
-    """Import an export file exactly (ids, times, embeddings). Existing ids are skipped. Contents
-    and metadata are redacted as every store is (:meth:`Store.redact`); a memory whose content
-    redaction changed loses its imported embedding and is re-embedded from the redacted text.
-    All rows are validated before any is written."""
+    """Import an export file exactly (ids, times, embeddings). Existing ids are skipped. Contents,
+    metadata and session ids are redacted as every write is (the catalog's insert:
+    :func:`~remindful.engine.catalog.redact_row`); a memory whose content redaction changed loses
+    its imported embedding and is re-embedded from the redacted text. All rows are validated
+    before any is written."""
     started = time.perf_counter()
     items = read_export(path)
     rows = _rows(items, Limits.of(store.settings.limits))
@@ -347,11 +346,6 @@ def import_memories(
         if row.id in existing or row.id in seen:
             continue
         seen.add(row.id)
-        # An import is a capture path like any other: the same redaction as every store.
-        content, metadata = store.redact(row.content, json.loads(row.metadata))
-        if content != row.content:  # the vector was made from the secret: re-embed the redacted text
-            row.content, row.content_hash, row.embedding = content, content_hash(content), None
-        row.metadata = json.dumps(metadata, ensure_ascii=False, allow_nan=False)
         if row.embedding is not None and dimension is not None and row.embedding.shape[0] != dimension:
             row.embedding = None  # another model's vector: re-embedded when indexed
         fresh.append(row)

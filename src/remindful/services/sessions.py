@@ -84,6 +84,7 @@ def list_sessions(
         if label is not None:
             tops.setdefault(sid, {}).setdefault(kind, []).append((" ".join(str(label).split()), count))
     current = marks.current_session
+    resumed = None if resumed is None else sessions.stored_id(resumed)  # as the listed ids are
     out = []
     for entry in page:
         sid = entry.id

@@ -2,8 +2,9 @@
 HTTP surface (:mod:`remindful.web.gate`).
 
 ``build_app(manager, token)`` is the whole dashboard as one ASGI app behind the store's bearer
-token; ``remindful dashboard`` serves it on 127.0.0.1 and the daemon mounts it at ``/``. It is
-imported on first use, so the MCP server can take the gate without the dashboard's templates.
+token, which browsers enter with one-time codes (:mod:`remindful.web.signin`), never the token;
+``remindful dashboard`` serves it on 127.0.0.1 and the daemon mounts it at ``/``. It is imported on
+first use, so the MCP server can take the gate without the dashboard's templates.
 """
 
 from __future__ import annotations

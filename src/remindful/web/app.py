@@ -6,8 +6,11 @@ delete), Sessions (``/sessions``, ``/sessions/{id}``: resume, delete after a con
 the automatic backup), Patterns (``/patterns``) and Settings (``/settings``, read-only). Charts are
 drawn by Chart.js, shipped in ``static/`` with its license: the pages work offline.
 
-Every route runs behind :class:`remindful.web.gate.BearerGate` (the bearer token, its cookie,
-Host and Origin checks); every POST carries the CSRF token. Errors become pages with the status code
+Every route runs behind :class:`remindful.web.gate.BearerGate` (the bearer token, or a signed-in
+browser's session under its own path prefix; Host and Origin checks); every POST carries the CSRF
+token. A signed-in browser sees the dashboard under ``/s/<random>`` (the request's ``root_path``):
+every link, form and redirect starts with :func:`root` (``{{ root }}`` in a template), so none
+leaves that prefix, and none can point to another host. Errors become pages with the status code
 of :func:`remindful.errors.http_status`: bad input 400 naming the field and the expected form, an
 unknown id 404, disabled memory 503.
 """
@@ -22,7 +25,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime, time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.applications import Starlette
@@ -56,10 +59,11 @@ PATTERN_ROWS = 50
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".gif", ".webp", ".bmp"}
 
 
-def build_app(manager: MemoryManager, token: str, *, hosts: Iterable[str] = LOOPBACK_NAMES) -> Any:
+def build_app(manager: MemoryManager, token: str, *, hosts: Iterable[str] = LOOPBACK_NAMES) -> BearerGate:
     """The whole dashboard as one ASGI app, behind the bearer ``token`` of the store (the gate of
-    every HTTP surface, :class:`~remindful.web.gate.BearerGate`). ``hosts`` are the names browsers
-    may use for the server (loopback by default)."""
+    every HTTP surface, :class:`~remindful.web.gate.BearerGate`), which browsers enter with the
+    one-time codes of its ``sign_ins``. ``hosts`` are the names browsers may use for the server
+    (loopback by default)."""
     return BearerGate(dashboard_app(manager), token, hosts=hosts, browser=True)
 
 
@@ -107,7 +111,7 @@ class Dashboard:
         self.templates = Jinja2Templates(env=env)
 
     def page(self, request: Request, name: str, status_code: int = 200, **context: Any) -> Response:
-        context |= {"csrf_field": CSRF_FIELD, "csrf": self.csrf.value, "nav": name.split(".")[0]}
+        context |= {"csrf_field": CSRF_FIELD, "csrf": self.csrf.value, "nav": name.split(".")[0], "root": root(request)}
         return self.templates.TemplateResponse(request, name, context, status_code=status_code)
 
     # -- errors ---------------------------------------------------------------------------------
@@ -172,36 +176,36 @@ class Dashboard:
             hits=hits,
             memories=memories,
             page=page,
-            prev_url=_url("/memories", base | {"page": page - 1}) if page > 0 else None,
-            next_url=_url("/memories", base | {"page": page + 1}) if has_next else None,
+            prev_url=_url(request, "/memories", base | {"page": page - 1}) if page > 0 else None,
+            next_url=_url(request, "/memories", base | {"page": page + 1}) if has_next else None,
             types=[t.value for t in MemoryType],
             sources=[s.value for s in MemorySource],
         )
 
     def memory(self, request: Request) -> Response:
         memory = self.manager.get(request.path_params["memory_id"])
-        return self.page(request, "memory.html", memory=memory, attachments=self._attachments(memory))
+        return self.page(request, "memory.html", memory=memory, attachments=self._attachments(request, memory))
 
     async def bookmark(self, request: Request) -> Response:
         await self.form(request)
         memory = self.manager.get(request.path_params["memory_id"])
         change = {"bookmarked": True} if not memory.bookmarked else {"bookmarked": False, "manual_save": None}
         self.manager.update(memory.id, metadata=change)
-        return RedirectResponse(f"/memories/{memory.id}", status_code=303)
+        return _redirect(request, f"/memories/{quote(memory.id, safe='')}")
 
     async def delete_memory(self, request: Request) -> Response:
         await self.form(request)
         memory_id = request.path_params["memory_id"]
         if not self.manager.delete(memory_id):
             raise NotFoundError(memory_id)
-        return RedirectResponse("/memories?" + urlencode({"deleted": memory_id}), status_code=303)
+        return _redirect(request, _url(request, "/memories", {"deleted": memory_id}, rooted=False))
 
     def attachment(self, request: Request) -> Response:
         """An attachment copy of the memory, only from ``<storage>/attachments/<id>/`` (a path
         elsewhere, or one that leads out of there through a link, is 404)."""
         memory = self.manager.get(request.path_params["memory_id"])
         key = request.path_params["key"]
-        found = {a["key"]: a for a in self._attachments(memory)}.get(key)
+        found = {a["key"]: a for a in self._attachments(request, memory)}.get(key)
         if found is None or not found["served"]:
             raise HTTPException(404, f"Memory {memory.id} has no attachment {key!r} stored in the memory store.")
         path = Path(found["path"])
@@ -214,22 +218,23 @@ class Dashboard:
             content_disposition_type="inline" if inline else "attachment",
         )
 
-    def _attachments(self, memory: Any) -> list[dict[str, Any]]:
+    def _attachments(self, request: Request, memory: Any) -> list[dict[str, Any]]:
         keys = dict.fromkeys(["screenshot_path", *self.manager.settings.attachments.path_keys])
-        root = attachments_dir(self.manager.path).resolve() / memory.id
+        folder = attachments_dir(self.manager.path).resolve() / memory.id
+        prefix = f"{root(request)}/memories/{quote(memory.id, safe='')}/attachments"
         out = []
         for key in keys:
             value = memory.metadata.get(key)
             if not isinstance(value, str) or not value:
                 continue
-            served = _inside(Path(value), root)
+            served = _inside(Path(value), folder)
             out.append(
                 {
                     "key": key,
                     "path": str(Path(value).resolve()) if served else value,
                     "served": served,
                     "image": served and Path(value).suffix.lower() in IMAGE_SUFFIXES,
-                    "url": f"/memories/{memory.id}/attachments/{key}" if served else None,
+                    "url": f"{prefix}/{quote(key, safe='')}" if served else None,
                 }
             )
         return out
@@ -246,8 +251,8 @@ class Dashboard:
             sessions=shown,
             total=total,
             page=page,
-            prev_url=_url("/sessions", {"page": page - 1}) if page > 0 else None,
-            next_url=_url("/sessions", {"page": page + 1}) if total > (page + 1) * SESSIONS_PAGE else None,
+            prev_url=_url(request, "/sessions", {"page": page - 1}) if page > 0 else None,
+            next_url=_url(request, "/sessions", {"page": page + 1}) if total > (page + 1) * SESSIONS_PAGE else None,
             deleted=request.query_params.get("deleted"),
             backup=request.query_params.get("backup"),
         )
@@ -268,14 +273,15 @@ class Dashboard:
         memories = []
         if last > first:
             memories = self.manager.list(session_id=info.id, limit=last - first, offset=count - last)[::-1]
+        here = f"/sessions/{quote(info.id, safe='')}"
         return self.page(
             request,
             "session.html",
             info=info,
             memories=memories,
             first_number=first + 1,
-            prev_url=_url(f"/sessions/{info.id}", {"page": page - 1}) if page > 0 else None,
-            next_url=_url(f"/sessions/{info.id}", {"page": page + 1}) if last < count else None,
+            prev_url=_url(request, here, {"page": page - 1}) if page > 0 else None,
+            next_url=_url(request, here, {"page": page + 1}) if last < count else None,
             resumed=request.query_params.get("resumed"),
         )
 
@@ -284,7 +290,8 @@ class Dashboard:
         session_id = request.path_params["session_id"]
         self.manager.session_size(session_id)  # NotFoundError for a session without memories
         self.resumed = session_id
-        return RedirectResponse(_url(f"/sessions/{session_id}", {"resumed": 1}), status_code=303)
+        here = f"/sessions/{quote(session_id, safe='')}"
+        return _redirect(request, _url(request, here, {"resumed": 1}, rooted=False))
 
     async def delete_session(self, request: Request) -> Response:
         session_id = request.path_params["session_id"]
@@ -298,7 +305,7 @@ class Dashboard:
         if self.resumed == session_id:
             self.resumed = None
         params = {"deleted": session_id, "backup": result.backup_path}
-        return RedirectResponse(_url("/sessions", params), status_code=303)
+        return _redirect(request, _url(request, "/sessions", params, rooted=False))
 
     def patterns(self, request: Request) -> Response:
         report = self.manager.analyze_patterns(max_memories=PATTERN_MEMORIES)
@@ -392,9 +399,31 @@ def _int(value: str | None, field: str, low: int, high: int) -> int:
     return number
 
 
-def _url(path: str, params: dict[str, Any]) -> str:
+def root(request: Request) -> str:
+    """The path prefix the dashboard is served under for this request: ``""``, or a signed-in
+    browser's ``/s/<random>`` (set by the gate as the ``root_path``)."""
+    return str(request.scope.get("root_path", "")).rstrip("/")
+
+
+def local_target(target: str) -> str:
+    """``target`` when it is a path on this server (one leading ``/``, no backslash, no control
+    character: nothing a browser could read as another host, ``//evil.example`` or
+    ``/\\evil.example``); ``/`` otherwise."""
+    if not target.startswith("/") or target.startswith("//") or "\\" in target:
+        return "/"
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in target):
+        return "/"
+    return target
+
+
+def _redirect(request: Request, path: str) -> RedirectResponse:
+    """303 to ``path`` (a path of the dashboard, checked by :func:`local_target`) under :func:`root`."""
+    return RedirectResponse(root(request) + local_target(path), status_code=303)
+
+
+def _url(request: Request, path: str, params: dict[str, Any], *, rooted: bool = True) -> str:
     kept = {k: v for k, v in params.items() if v not in (None, "", 0)}
-    return path + ("?" + urlencode(kept) if kept else "")
+    return (root(request) if rooted else "") + path + ("?" + urlencode(kept) if kept else "")
 
 
 def _inside(path: Path, root: Path) -> bool:

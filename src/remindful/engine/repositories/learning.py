@@ -27,7 +27,8 @@ class LearningRepository(Repository):
     def add_to_counters(self, counts: Mapping[tuple[str, str], float]) -> None:
         """Add each ``(kind, key) → value`` to its counter (created at 0), in one transaction;
         zero values are skipped."""
-        items = [(kind, key, value) for (kind, key), value in counts.items() if value]
+        text = self._catalog.redaction.text  # keys name actions, tools and settings: redacted as any text
+        items = [(kind, text(key), value) for (kind, key), value in counts.items() if value]
         if not items:
             return
 
@@ -55,7 +56,10 @@ class LearningRepository(Repository):
     def reinforce(self, memory_id: str, step: float, *, reason: str, query: str | None, at: float) -> float | None:
         """Add ``step`` to the memory's importance (capped at 1.0), count an access at ``at`` and
         log the reinforcement, in one transaction; the new importance, or None when there is no
-        such memory (nothing is written then)."""
+        such memory (nothing is written then). ``reason`` and ``query`` are kept redacted."""
+        redaction = self._catalog.redaction
+        reason = redaction.text(reason)
+        query = None if query is None else redaction.text(query)
 
         def run(conn: sqlite3.Connection) -> float | None:
             row = conn.execute("SELECT importance FROM memories WHERE id = ?", (memory_id,)).fetchone()

@@ -36,8 +36,14 @@ class LedgerRepository(Repository):
         tokens: int,
         memory_ids: Sequence[str],
     ) -> None:
-        """Record one injected block."""
-        self._catalog.write(
+        """Record one injected block (the session id mapped and the project redacted as the
+        store's write boundary does)."""
+        catalog = self._catalog
+        if session_id is not None:
+            session_id = catalog.stored_session_id(session_id)
+        if project is not None:
+            project = catalog.redaction.text(project)
+        catalog.write(
             lambda conn: conn.execute(
                 "INSERT INTO injections (at, session_id, project, event, tokens, memory_ids) VALUES (?, ?, ?, ?, ?, ?)",
                 (at, session_id, project, event, int(tokens), json.dumps(list(memory_ids))),

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from remindful.engine.catalog import Catalog, MemoryRow
+from remindful.engine.catalog import MemoryRow
 from remindful.engine.repositories.base import Repository
 from remindful.engine.schema import MEMORY_COLUMNS
 from remindful.engine.sqlfilter import SqlFilter
@@ -122,13 +122,14 @@ class MemoryRepository(Repository):
         return out
 
     def insert_imported(self, rows: Sequence[MemoryRow], detail: Mapping[str, Any]) -> None:
-        """Insert ``rows`` as they are (ids, times and vectors kept), record their sessions and
-        audit an ``import`` with ``detail``, in one transaction."""
+        """Insert ``rows`` (ids, times and vectors kept; redacted in place as every write is: a row
+        whose content changed gets a new hash and no vector), record their sessions and audit an
+        ``import`` with ``detail``, in one transaction."""
 
         catalog = self._catalog
 
         def run(conn: sqlite3.Connection) -> None:
-            Catalog.insert_memories(conn, rows)
+            catalog.insert_memories(conn, rows)  # redacts each row first
             for session_id, at in {(r.session_id, r.created_at) for r in rows if r.session_id}:
                 catalog.ensure_session(conn, session_id, at)
             catalog.audit(conn, "import", None, dict(detail))

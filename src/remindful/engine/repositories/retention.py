@@ -88,7 +88,8 @@ class RetentionRepository(Repository):
     def record_consolidations(self, updates: Sequence[tuple[str, float, str]]) -> None:
         """Set ``(metadata JSON, updated_at, id)`` on each representative, in one transaction, and
         mark it for re-indexing (the index holds a copy of its metadata)."""
-        rows = list(updates)
+        value = self._catalog.redaction.value
+        rows = [(json.dumps(value(json.loads(meta)), ensure_ascii=False), at, mid) for meta, at, mid in updates]
         self._catalog.write(
             lambda c: c.executemany("UPDATE memories SET metadata = ?, updated_at = ?, indexed = 0 WHERE id = ?", rows),
             what="recording dedup consolidation",

@@ -69,7 +69,12 @@ def _picking(ids: Sequence[str] | None) -> tuple[str, tuple[Any, ...]]:
 
 
 class SessionRepository(Repository):
-    """Named queries over sessions and the memories in them."""
+    """Named queries over sessions and the memories in them. A session id given to a method is
+    the caller's: it is looked up as the catalog stores it (:meth:`stored_id`)."""
+
+    def stored_id(self, session_id: str) -> str:
+        """The id under which session ``session_id`` is stored (:meth:`Catalog.stored_session_id`)."""
+        return self._catalog.stored_session_id(session_id)
 
     def spans(self, session_id: str | None = None) -> list[SessionSpan]:
         """Every session that has memories or a row (or the one ``session_id``), newest start first
@@ -77,6 +82,8 @@ class SessionRepository(Repository):
         memory) and end (the recorded end, else its last memory's time). One pass over the session
         index; no memory row is read. ``by_type`` is left empty (see :meth:`type_counts`)."""
         catalog = self._catalog
+        if session_id is not None:
+            session_id = catalog.stored_session_id(session_id)
         where, args = ("session_id = ?", (session_id,)) if session_id is not None else ("session_id IS NOT NULL", ())
         found: dict[str, SessionSpan] = {}
         for sid, count, first, last in catalog.read(
@@ -119,23 +126,24 @@ class SessionRepository(Repository):
 
     def exists(self, session_id: str) -> bool:
         """Whether the ``sessions`` table has a row for ``session_id``."""
-        return bool(self._catalog.read("SELECT 1 FROM sessions WHERE id = ?", (session_id,)))
+        return bool(self._catalog.read("SELECT 1 FROM sessions WHERE id = ?", (self.stored_id(session_id),)))
 
     def memory_count(self, session_id: str) -> int:
         """How many memories the session holds."""
-        return self._catalog.count(build_filter(session_id=session_id))
+        return self._catalog.count(build_filter(session_id=self.stored_id(session_id)))
 
     def memory_ids(self, session_id: str, limit: int) -> list[str]:
         """Up to ``limit`` ids of the session's memories, in no particular order."""
+        stored = self.stored_id(session_id)
         return [
-            r[0]
-            for r in self._catalog.read("SELECT id FROM memories WHERE session_id = ? LIMIT ?", (session_id, limit))
+            r[0] for r in self._catalog.read("SELECT id FROM memories WHERE session_id = ? LIMIT ?", (stored, limit))
         ]
 
     def delete(self, session_id: str) -> None:
         """Drop the session's row (its memories are deleted by the store before)."""
+        stored = self.stored_id(session_id)
         self._catalog.write(
-            lambda c: c.execute("DELETE FROM sessions WHERE id = ?", (session_id,)), what="deleting a session"
+            lambda c: c.execute("DELETE FROM sessions WHERE id = ?", (stored,)), what="deleting a session"
         )
 
     def lengths(self) -> SessionLengths:

@@ -4,11 +4,14 @@
 ``search.collapse_similarity``) into one group, in ranked order: a candidate joins the group of
 the member it is most similar to if that one is a near-duplicate, else it starts a new group
 (single linkage: thirty log lines that differ in a number each resemble their neighbours more
-than the first line). A group is shown once, by its best-ranked member, or by its newest if that
-one was stored at least :data:`SUPERSEDE_AFTER` later (the current copy of a fact repeated over
-time; copies stored together keep the ranking's choice, boosts included), and counts the others
-(``SearchHit.similar``: "+29 similar"). So thirty log lines saying the same thing take one place
-in the top k and in the context budget, and the distinct memories behind them move up.
+than the first line). A group is shown once, by the member that best matches the query (its
+``match``: the evidence without the boosts, so "zebra4x3 turbine" shows note 3 among 900 notes
+alike, not the note the boosts put first), or, among members matching as well as it within
+:data:`COPY_TOLERANCE`, by the newest if that one was stored at least :data:`SUPERSEDE_AFTER`
+later (the current copy of a fact repeated over time; copies stored together keep the ranking's
+choice, boosts included). It lists the ids of the others (``SearchHit.similar_ids``; their count
+is ``SearchHit.similar``: "+29 similar"). So thirty log lines saying the same thing take one
+place in the top k and in the context budget, and the distinct memories behind them move up.
 
 :func:`supersede` then looks for pairs of groups about the same subject with different content:
 cosine at least ``search.supersede_similarity``, word sets overlapping at least
@@ -33,33 +36,64 @@ SUBJECT_JACCARD = 0.5
 #: Seconds a newer version must follow an older one to supersede it: memories stored together are
 #: alternatives (or a list), not an update, and keep the order the ranking gave them.
 SUPERSEDE_AFTER = 3600.0
+#: Members of a group whose match is this close to the best one's match as well (copies of one text).
+COPY_TOLERANCE = 0.02
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 
 
 @dataclass(slots=True)
 class Candidate:
-    """One ranked candidate: what collapse and supersession read."""
+    """One ranked candidate: what collapse and supersession read. ``match``: how well it matches
+    the query, without the boosts (its evidence; the ranking's order where not given)."""
 
     id: str
     content: str
     created_at: float
+    match: float = 0.0
 
 
 @dataclass(slots=True)
 class Group:
-    """Near-duplicates shown as one hit: ``shown`` (see the module docstring) for ``leader``."""
+    """Near-duplicates shown as one hit: ``members`` in ranked order (the first is the leader),
+    ``shown`` the one chosen to stand for them (see the module docstring)."""
 
-    leader: Candidate
-    shown: Candidate
-    members: int = 1
+    members: list[Candidate]
+    shown: Candidate = field(init=False)
     superseded_by: str | None = None
     words: frozenset[str] = field(default_factory=frozenset)
+
+    def __post_init__(self) -> None:
+        self.choose()
+
+    @property
+    def leader(self) -> Candidate:
+        """The best-ranked member."""
+        return self.members[0]
+
+    @property
+    def ids(self) -> list[str]:
+        """Every member's id, in ranked order."""
+        return [m.id for m in self.members]
 
     @property
     def similar(self) -> int:
         """How many other memories this hit stands for."""
-        return self.members - 1
+        return len(self.members) - 1
+
+    @property
+    def similar_ids(self) -> list[str]:
+        """The ids of the other memories this hit stands for, in ranked order."""
+        return [m.id for m in self.members if m.id != self.shown.id]
+
+    def choose(self) -> None:
+        """Choose ``shown``: the best match, or among the members matching as well as it (within
+        :data:`COPY_TOLERANCE`) the first ranked, or the newest if it was stored at least
+        :data:`SUPERSEDE_AFTER` after that one."""
+        best = max(m.match for m in self.members)
+        alike = [m for m in self.members if m.match >= best - COPY_TOLERANCE]
+        first, newest = alike[0], max(alike, key=lambda m: m.created_at)
+        self.shown = newest if newest.created_at >= first.created_at + SUPERSEDE_AFTER else first
 
 
 def words_of(text: str) -> frozenset[str]:
@@ -74,6 +108,7 @@ def collapse(
     returns the groups and how many candidates were consumed."""
     # The candidates with a vector get rows in ranked order, and every candidate before the current
     # one was consumed: its earlier rows are the ones to compare with.
+    rank_of = {c.id: i for i, c in enumerate(ranked)}
     rows = {c.id: i for i, c in enumerate(c for c in ranked if c.id in vectors)} if similarity <= 1.0 else {}
     stack = [vectors[c.id] for c in ranked if c.id in rows]
     earlier = _near_earlier(stacked(stack), similarity) if stack else {}
@@ -88,24 +123,23 @@ def collapse(
         consumed += 1
         if not near:
             home = len(groups)
-            groups.append(Group(cand, cand))
+            groups.append(Group([cand]))
         else:
             home = near[0]
-            group = groups[home]
-            group.members += 1
-            if cand.created_at > max(group.shown.created_at, group.leader.created_at + SUPERSEDE_AFTER):
-                group.shown = cand
+            members = groups[home].members
+            members.append(cand)
             for other in near[1:]:  # the candidate links groups that were apart: they become one
-                absorbed = groups[other]
-                group.members += absorbed.members
-                absorbed.members = 0
-                if absorbed.shown.created_at > max(group.shown.created_at, group.leader.created_at + SUPERSEDE_AFTER):
-                    group.shown = absorbed.shown
+                members += groups[other].members
+                groups[other].members = []
                 group_of = [home if g == other else g for g in group_of]
                 merged += 1
         if row is not None:
             group_of.append(home)
-    return [g for g in groups if g.members], consumed
+    kept = [g for g in groups if g.members]
+    for group in kept:
+        group.members.sort(key=lambda m: rank_of[m.id])
+        group.choose()
+    return kept, consumed
 
 
 def stacked(vectors: Sequence[np.ndarray]) -> np.ndarray:
@@ -178,4 +212,4 @@ def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:
     return len(a & b) / len(a | b)
 
 
-__all__ = ["Candidate", "Group", "collapse", "stacked", "supersede"]
+__all__ = ["COPY_TOLERANCE", "Candidate", "Group", "collapse", "stacked", "supersede"]

@@ -1,73 +1,207 @@
-"""Re-ranking the first fused candidates with a fitted linear model.
+"""The relevance model: how much evidence a candidate memory holds that it answers a query.
 
-Fusion (:mod:`remindful.engine.retrieval.search`) adds each space's scores min-max normalised per query: it
-knows how a memory ranks in each space, not how much of the query it holds. The first
-:data:`DEPTH` candidates (by boosted fused score) are therefore re-ordered by the boost factor times
+The retrieval spaces (:mod:`remindful.engine.retrieval.search`) only find candidates; every candidate is then
+ordered by one absolute quantity, its evidence, read from the relation between the query and that
+memory, never from ranks or from scores normalised per query (a normalised keyword score makes the
+one word a paraphrase happens to share with a distractor look like a perfect match):
 
-``WEIGHTS["fused"] * fused + WEIGHTS["cosine"] * cosine + WEIGHTS["lexical_context"] * lexical_context
-+ WEIGHTS["coverage"] * coverage + WEIGHTS["entities"] * entities``
+``own = cosine + lexical_weight * lexical(memory's text)``
 
-- ``fused``: the fused score before the boosts (the order so far); the model's score is then
-  multiplied by the candidate's boost factor (importance, the resumed session, recency), as the
-  fused score was, so a boost reorders near-ties here too;
-- ``cosine``: MiniLM's cosine between the query and the memory, absolute where fusion kept only its
-  rank in the dense list;
-- ``lexical_context``: the memory's BM25 in the ``lexical_context`` space over the query's best
-  there (0 when that space did not find it);
-- ``coverage``: the share of the query's lexical terms the memory holds
-  (:func:`remindful.engine.retrieval.calibration.coverage`): BM25 OR-s the terms, so one rare term can
-  outweigh all the others;
-- ``entities``: the share of the query's names (its capitalised words after the first, stopwords
-  aside) that the memory holds. A name the store repeats often ("Anna", a project) weighs little
-  in BM25 and is dropped from it when too common, yet a question naming it is about it.
+``evidence = own + lexical_context_weight * lexical(memory's session window)
++ context_weight * max(context cosine - cosine, 0)``
 
-Candidates past :data:`DEPTH` keep their fused order below the re-ranked ones, so the model
-re-orders what fusion found and never reaches further down.
+- ``cosine``: MiniLM's cosine between the query and the memory. It is the floor of the ranking:
+  the other terms only add to it, and only where the query's words say something.
+- ``lexical(text)``: the share of the query's terms the text holds, each term weighted by its
+  inverse document frequency in the store (:func:`idf`), raised to :data:`COVERAGE_POWER`; and 0
+  unless the text holds at least :data:`MIN_SHARED_TERMS` distinct terms of the query (all of them
+  when the query has fewer). One shared word is what a paraphrase and an unrelated memory have in
+  common by chance ("i enjoy oldies music" / "my favourite music is country music"); two or more
+  are what a question and its answer share ("When did Melanie paint a sunrise?" / "Melanie: I
+  painted that lake sunrise last year"). Words are compared by their Porter stems, the stemmer
+  the lexical spaces' FTS5 tables use ("going" holds "go", "painted" holds "painting").
+- the session window: the memory's text, its ``windows.WINDOW`` neighbours on each side in its
+  session and its date (:mod:`remindful.engine.windows`): the answer to a question often sits in
+  the turn after the one that names its topic.
+- ``context cosine``: the cosine of the memory's vector averaged with its neighbours' (the
+  ``context`` space; off by default: on the dev sets it added nothing the window does not).
 
-The weights were fitted on the LoCoMo dev split (shared/data/locomo_dev.json, each turn one
-memory), as the calibration was, by ``bench/fit_rerank.py``: for each conversation's own questions
-(categories 1-4), the features of the first :data:`DEPTH` candidates of the pipeline, labelled by
-whether they are evidence turns; plain logistic regression, classes weighted equally, L2 1e-3,
-features standardised, the weights then expressed in raw units (the bias does not change the
-order and is dropped). Fitted on four conversations and measured on the fifth, in turn, the
-re-ranked order found R@5 0.701 / R@10 0.778 within those candidates, against 0.662 / 0.758 for
-the fused order (with the context space around the first 10 dense candidates, the default since
-the weights were fitted around 20: refitted, they moved by at most 0.26); bench/locomo.py
-measures the whole pipeline (``--baseline search.rerank=false``: the same run without the model).
-The features read no wording of the data: cosines, BM25, term and name overlap.
+``own`` is what the memory itself holds; :mod:`remindful.engine.retrieval.calibration` turns ``evidence``
+into the score and keeps a hit whose ``own`` is weak below every floor, so a memory that only sits
+next to a match (a same-session neighbour) never passes as relevant.
+
+The weights are settings (``search.lexical_weight``, ``search.lexical_context_weight``,
+``search.context_weight``), chosen on the two dev sets together by ``bench/fit_ranking.py``
+(LoCoMo conversations, where questions share words with their evidence, and PersonaChat persona
+facts queried by paraphrases that avoid them), which prints them held out by data set and by
+conversation or persona. :data:`COVERAGE_POWER` and :data:`MIN_SHARED_TERMS` are set by hand.
 """
 
 from __future__ import annotations
 
+import functools
+import math
 import re
-from collections.abc import Container, Sequence
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
-import numpy as np
+import snowballstemmer
 
-#: How many of the first fused candidates are re-ranked.
-DEPTH = 20
-#: What the model reads of a candidate, in order (see the module docstring).
-FEATURES = ("fused", "cosine", "lexical_context", "coverage", "entities")
-#: The fitted weights (see the module docstring; bench/fit_rerank.py fits them).
-WEIGHTS = {"fused": 3.701, "cosine": 1.465, "lexical_context": 1.977, "coverage": 1.383, "entities": 1.322}
-_WEIGHTS = np.array([WEIGHTS[name] for name in FEATURES])
+#: The share of the query's term weight a text holds is raised to this power: half the query's
+#: weight is worth 0.35 of all of it, so a partial match adds little and a full one much.
+COVERAGE_POWER = 1.5
+#: Distinct query terms a text must hold for its words to count (fewer when the query has fewer).
+MIN_SHARED_TERMS = 2
 
 _WORD = re.compile(r"\w+", re.UNICODE)
+_STEMMER = snowballstemmer.stemmer("porter")
+_STEM_LOCK = threading.Lock()
 
 
-def entities(query: str, stopwords: Container[str]) -> list[str]:
-    """The query's names: its capitalised words after the first (which any sentence capitalises),
-    lowercased, ``stopwords`` left out."""
-    words = _WORD.findall(query)[1:]
-    return list(dict.fromkeys(w.lower() for w in words if w[:1].isupper() and w.lower() not in stopwords))
+def idf(doc_freq: int, size: int) -> float:
+    """BM25's inverse document frequency of a term found in ``doc_freq`` of ``size`` memories (> 0)."""
+    size = max(size, doc_freq, 1)
+    return math.log(1.0 + (size - doc_freq + 0.5) / (doc_freq + 0.5))
 
 
-def scores(features: Sequence[Sequence[float]]) -> list[float]:
-    """The re-ranking score of each candidate from its :data:`FEATURES`, in that order."""
-    if not features:
-        return []
-    result: list[float] = (np.asarray(features, dtype=np.float64) @ _WEIGHTS).tolist()
-    return result
+@dataclass(frozen=True, slots=True)
+class QueryTerms:
+    """The query's lexical terms as the model compares them: their stems and weights."""
+
+    stems: tuple[str, ...]
+    weights: tuple[float, ...]
+    find: Callable[[str], frozenset[str]]
+
+    @classmethod
+    def of(cls, terms: Sequence[str], weights: Mapping[str, float] | None = None) -> QueryTerms:
+        """``terms`` (lowercased words, such as :func:`remindful.engine.retrieval.search.lexical_terms`), each
+        weighted by ``weights`` (by term; 1 where missing). Terms sharing a stem count once, at the
+        highest of their weights."""
+        by_stem: dict[str, float] = {}
+        for term in terms:
+            stem = stem_of(term)
+            weight = (weights or {}).get(term, 1.0)
+            by_stem[stem] = max(by_stem.get(stem, 0.0), weight)
+        return cls(tuple(by_stem), tuple(by_stem.values()), finder(terms))
+
+    def match(self, text: str) -> tuple[int, float]:
+        """How many of the terms ``text`` holds, and their share of the terms' weight."""
+        if not self.stems:
+            return 0, 0.0
+        found = self.find(text)
+        held = [w for stem, w in zip(self.stems, self.weights, strict=True) if stem in found]
+        total = sum(self.weights)
+        return len(held), (sum(held) / total if total > 0 else 0.0)
+
+    def lexical(self, text: str) -> float:
+        """The lexical evidence of ``text`` (see the module docstring), in [0, 1]."""
+        return lexical(*self.match(text), len(self.stems))
 
 
-__all__ = ["DEPTH", "FEATURES", "WEIGHTS", "entities", "scores"]
+def lexical(count: int, share: float, terms: int) -> float:
+    """The lexical evidence of a text holding ``count`` of a query's ``terms`` terms, ``share`` of
+    their weight: ``share ** COVERAGE_POWER``, or 0 below ``min(MIN_SHARED_TERMS, terms)`` terms."""
+    if terms == 0 or count < min(MIN_SHARED_TERMS, terms):
+        return 0.0
+    return share**COVERAGE_POWER
+
+
+def evidence(
+    cosine: float,
+    own_lexical: float,
+    window_lexical: float,
+    context_cosine: float | None,
+    *,
+    lexical_weight: float,
+    lexical_context_weight: float,
+    context_weight: float,
+    dense_weight: float = 1.0,
+) -> tuple[float, float]:
+    """``(own, evidence)`` of one candidate (see the module docstring)."""
+    own = dense_weight * cosine + lexical_weight * own_lexical
+    total = own + lexical_context_weight * window_lexical
+    if context_cosine is not None and context_weight > 0:
+        total += context_weight * max(context_cosine - cosine, 0.0)
+    return own, total
+
+
+# -- comparing words ---------------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=65536)
+def stem_of(word: str) -> str:
+    """The Porter stem of a lowercased word (what FTS5's ``porter`` tokenizer indexes)."""
+    with _STEM_LOCK:  # a stemmer object keeps state between calls
+        stem: str = _STEMMER.stemWord(word)
+    return stem
+
+
+def coverage(terms: Sequence[str], text: str) -> float:
+    """The share of ``terms`` (lowercased words) found in ``text``, unweighted, in [0, 1]."""
+    return covered(terms, stems(text)) if terms else 0.0
+
+
+def stems(text: str) -> frozenset[str]:
+    """The stems of the words of ``text``."""
+    return frozenset(stem_of(word) for word in _WORD.findall(text.lower()))
+
+
+def covered(terms: Sequence[str], found: frozenset[str]) -> float:
+    """:func:`coverage` of a text whose :func:`stems` are ``found`` (or those a :func:`finder` of
+    ``terms`` found in it)."""
+    if not terms:
+        return 0.0
+    return sum(stem_of(term) in found for term in terms) / len(terms)
+
+
+def finder(words: Iterable[str]) -> Callable[[str], frozenset[str]]:
+    """A function giving the :func:`stems` of a text that are stems of ``words`` (lowercased
+    words, such as a query's lexical terms), for much less than stemming every word of the text
+    costs: only the words starting like a stem are stemmed (a Porter stem is the word's beginning
+    but for its last few letters: "happy" -> "happi", "making" -> "make", "sensibility" -> "sensibl")."""
+    starts = [(stem, _start(stem)) for stem in {stem_of(word) for word in words}]
+
+    def find(text: str) -> frozenset[str]:
+        lowered = text.lower()
+        return frozenset(stem for stem, start in starts if start in lowered and _holds(lowered, stem, start))
+
+    return find
+
+
+def _start(stem: str) -> str:
+    """What every word with this Porter stem begins with."""
+    base = stem[:-1] if len(stem) > 1 and stem[-1] in "ei" else stem
+    return base[: max(3, len(base) - 2)]
+
+
+def _holds(text: str, stem: str, start: str) -> bool:
+    """Whether a word of ``text`` that begins with ``start`` has the stem ``stem``."""
+    at = text.find(start)
+    while at >= 0:
+        if at == 0 or not _word_char(text[at - 1]):
+            word = _WORD.match(text, at)
+            if word is not None and stem_of(word.group(0)) == stem:
+                return True
+        at = text.find(start, at + 1)
+    return False
+
+
+def _word_char(char: str) -> bool:
+    """What ``\\w`` matches (in str patterns): letters, digits and numerals of any script, and ``_``."""
+    return char.isalnum() or char == "_"
+
+
+__all__ = [
+    "COVERAGE_POWER",
+    "MIN_SHARED_TERMS",
+    "QueryTerms",
+    "coverage",
+    "covered",
+    "evidence",
+    "finder",
+    "idf",
+    "lexical",
+    "stem_of",
+    "stems",
+]

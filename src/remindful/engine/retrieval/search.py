@@ -1,35 +1,30 @@
-"""The ranking pipeline: candidates from each retrieval space, fused, boosted.
+"""The ranking pipeline: candidates from each retrieval space, each judged by its own evidence.
 
-Spaces (each weighted in ``search.*_weight``; weight 0 turns a space off):
+Spaces (``search.*_weight``; weight 0 turns a space off) only find candidates:
 - ``dense``: cosine similarity of the memory's MiniLM vector. Unrestricted searches ask the HNSW
   index; restricted ones whose matching set is small (``search.exact_filter_max``) are scored
   exactly from the catalog's stored vectors. Rows the index may not hold yet (stored by another
   process, or not yet indexed) are always scored exactly.
-- ``context``: the memory's vector plus ``context_neighbour_weight`` times each adjacent memory's
-  vector in its session, normalised. Computed at query time around the first
-  ``context_candidates`` dense candidates (10: on the LoCoMo dev split 20 found no more and read
-  twice the neighbourhoods, the largest cost of a search after the model and the index), so it
-  costs nothing at ingest.
 - ``lexical``: BM25 over the memory's text (FTS5, porter stemming), query terms OR-ed.
 - ``lexical_context``: BM25 over the memory's session window: its text, its neighbours' and its
   date (see :mod:`remindful.engine.windows`).
+- ``context`` (off by default): the memory's vector plus ``context_neighbour_weight`` times each
+  adjacent memory's vector in its session, normalised, computed at query time around the first
+  ``context_candidates`` dense candidates.
 
-Fusion (``search.fusion``): ``score`` sums each space's scores min-max normalised over its
-candidates, weighted, divided by the total weight, so a memory that tops every space scores 1;
-``rrf`` is weighted reciprocal rank, normalised the same way. Boosts then multiply the fused score
-by at most ``1 + importance_boost`` (importance), ``1 + session_boost`` (the resumed session) and
-``1 + recency_boost`` (the recency prior: ``recency_boost * 0.5 ** (age / half-life)``, with the
-half-life ``search.recency_half_life_days``, 0 turning it off). That orders the candidates, and
-the first of them are re-ordered by a fitted linear model of their cosine, context BM25, term and
-name overlap (:mod:`remindful.engine.retrieval.rerank`; ``search.rerank``), its score multiplied by the
-same boosts.
+Every candidate (the first ``search.candidates`` of each space) is then read, with its vector and
+its window, and judged on its own: its evidence (:mod:`remindful.engine.retrieval.rerank`: its cosine with
+the query, plus what its words and its window's words hold of the query's terms when they share
+at least two of them) plus the boosts (:func:`boost`: importance, the resumed session, recency, in
+the same units) gives its calibrated score (:mod:`remindful.engine.retrieval.calibration`), an absolute
+relevance in [0, 1], and the candidates are ordered by it. No score is normalised per query or
+read from a rank, so a space whose matches are weak cannot outvote the cosine, and a score means
+the same in every store.
 
-Then near-duplicates collapse and newer versions of a subject move above older ones
-(:mod:`remindful.engine.retrieval.diversity`), over a pool that grows until ``limit`` distinct hits are
-found (at least ``BEST_OF``, and as many again in reserve); and each hit gets its calibrated score
-(:mod:`remindful.engine.retrieval.calibration`), an absolute relevance in [0, 1] comparable across queries.
-Hits below ``min_score`` are dropped and the reserve fills their places: the order is kept, the
-score says how much to trust each hit.
+Then near-duplicates collapse into the member that best matches the query, and newer versions of
+a subject move above older ones (:mod:`remindful.engine.retrieval.diversity`); when near-duplicates leave
+fewer than ``limit`` hits, the spaces are asked for more candidates. Hits below ``min_score`` are
+dropped. The order shown is the order of the scores.
 """
 
 from __future__ import annotations
@@ -40,7 +35,6 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from operator import itemgetter
 
 import numpy as np
 
@@ -65,6 +59,10 @@ LEXICAL_TABLES = {"lexical": "memories_fts", "lexical_context": "context_fts"}
 #: ones (up to ``search.exact_filter_max``) when they are less than INDEX_SHARE of the searched types.
 EXACT_ALWAYS = 1000
 INDEX_SHARE = 0.2
+#: The most candidates asked of a space when near-duplicates fold the first ones into few hits.
+MAX_CANDIDATES = 1000
+#: Candidates stored without a vector embedded during one search, at most (see :func:`rank`).
+EMBED_AT_SEARCH = 32
 
 
 def lexical_terms(text: str) -> list[str]:
@@ -157,120 +155,50 @@ def context_scores(
     return sorted(scored.items(), key=lambda item: -item[1])
 
 
-def fuse(candidates: Candidates, weights: dict[str, float], *, method: str, rrf_k: int) -> dict[str, float]:
-    """Weighted fusion normalised to [0, 1] (see the module docstring)."""
-    total = sum(w for space, w in weights.items() if w > 0 and candidates.by_space.get(space)) or 1.0
-    fused: dict[str, float] = {}
-    for space, ranked in candidates.by_space.items():
-        weight = weights.get(space, 0.0)
-        if weight <= 0 or not ranked:
-            continue
-        if method == "rrf":
-            for rank, (mid, _) in enumerate(ranked, start=1):
-                fused[mid] = fused.get(mid, 0.0) + weight * (rrf_k + 1) / (rrf_k + rank)
-            continue
-        values = [score for _, score in ranked]
-        high, low = max(values), min(values)
-        spread = high - low
-        for mid, score in ranked:
-            fused[mid] = fused.get(mid, 0.0) + weight * ((score - low) / spread if spread > 1e-9 else 1.0)
-    return {mid: score / total for mid, score in fused.items()}
-
-
 def boost(row: MemoryRow, settings: SearchSettings, resumed_session: str | None, now: float | None = None) -> float:
-    """The factor a memory's fused score is multiplied by: importance, the resumed session and
-    the recency prior (``now``: the epoch ages are measured from, default the current time).
-    Multiplicative and bounded, so a boost reorders near-ties but cannot lift an irrelevant memory
-    above a clearly relevant one."""
-    factor = 1.0 + settings.importance_boost * (min(max(row.importance, 0.0), 1.0) - 0.5) * 2
+    """What a memory's evidence gains from the documented preferences, in the evidence's units (a
+    cosine): ``importance_boost`` times its importance above or below the default 0.5, times two
+    (a confirmed memory gains, up to ``importance_boost`` at importance 1), ``session_boost`` for
+    the resumed session, and ``recency_boost`` halving every ``recency_half_life_days`` of age
+    (``now``: the epoch ages are measured from, default the current time). Small beside what a
+    real match holds, so a boost reorders near-ties but does not lift an irrelevant memory above a
+    relevant one."""
+    gain = settings.importance_boost * (min(max(row.importance, 0.0), 1.0) - 0.5) * 2
     if resumed_session is not None and row.session_id == resumed_session:
-        factor *= 1.0 + settings.session_boost
+        gain += settings.session_boost
     if settings.recency_half_life_days > 0 and settings.recency_boost > 0:
         age_days = max((time.time() if now is None else now) - row.created_at, 0.0) / 86400
-        factor *= 1.0 + settings.recency_boost * 0.5 ** (age_days / settings.recency_half_life_days)
-    return factor
-
-
-def boost_ceiling(settings: SearchSettings, resumed_session: str | None) -> float:
-    """The largest factor :func:`boost` can give."""
-    recency = settings.recency_boost if settings.recency_half_life_days > 0 else 0.0
-    session = settings.session_boost if resumed_session else 0.0
-    return (1.0 + settings.importance_boost) * (1.0 + session) * (1.0 + recency)
-
-
-def by_fused(fused: Mapping[str, float]) -> list[tuple[str, float]]:
-    """``fused`` best first, ties by id: the order :func:`best_eligible` reads candidates in."""
-    # Two sorts on C-level keys: by id, then (stable) by score descending.
-    return sorted(sorted(fused.items()), key=itemgetter(1), reverse=True)
-
-
-def best_eligible(
-    catalog: Catalog,
-    fused: Mapping[str, float],
-    flt: SqlFilter,
-    settings: SearchSettings,
-    resumed_session: str | None,
-    limit: int,
-    *,
-    chunk: int | None = None,
-    read: dict[str, MemoryRow | None] | None = None,
-    vectors: dict[str, np.ndarray] | None = None,
-    order: Sequence[tuple[str, float]] | None = None,
-) -> list[tuple[MemoryRow, float]]:
-    """The ``limit`` candidates with the best boosted scores among those that still exist and pass
-    ``flt``, best first, with their rows.
-
-    No boost multiplies a score by more than ``ceiling``, so rows are read in fused order only
-    until the next candidate could not reach the ``limit``-th boosted score: first ``chunk``
-    (default ``limit + limit // 4``, at least 20) rows, then, once ``limit`` rows passed, in one
-    read every further candidate that still could (another ``chunk`` while fewer passed): one or
-    two reads as a rule, whatever the number of candidates.
-    ``read``: the rows of earlier calls with the same filter, by id (None: the row did not pass),
-    which are not read again; the rows read are added to it. ``vectors``: the embeddings of the
-    rows read are added to it. ``order``: :func:`by_fused` of ``fused``, if the caller has it.
-    """
-    order = by_fused(fused) if order is None else order
-    ceiling = boost_ceiling(settings, resumed_session)
-    now = time.time()
-    kept: list[tuple[MemoryRow, float]] = []
-    chunk = chunk or max(limit + limit // 4, 20)
-    start, size = 0, chunk
-    known = {} if read is None else read
-    while start < len(order):
-        batch = order[start : start + size]
-        unread = [mid for mid, _ in batch if mid not in known]
-        if unread:
-            found = catalog.rows_passing(unread, flt, vectors=vectors)
-            known.update((mid, found.get(mid)) for mid in unread)
-        rows = {mid: row for mid, _ in batch if (row := known[mid]) is not None}
-        kept += [
-            (rows[mid], score * boost(rows[mid], settings, resumed_session, now)) for mid, score in batch if mid in rows
-        ]
-        kept.sort(key=lambda item: (-item[1], item[0].id))
-        del kept[limit:]
-        start += len(batch)
-        if len(kept) < limit:
-            size = chunk
-            continue
-        end = start
-        while end < len(order) and order[end][1] * ceiling >= kept[-1][1]:
-            end += 1
-        if end == start:
-            break
-        size = end - start
-    return kept
+        gain += settings.recency_boost * 0.5 ** (age_days / settings.recency_half_life_days)
+    return gain
 
 
 @dataclass(slots=True)
 class Ranked:
     """One result of :func:`rank`: the memory shown, its calibrated score, the spaces that found
-    it, how many near-duplicates it stands for and the newer memory that supersedes it, if any."""
+    it, the ids of the near-duplicates it stands for and the newer memory that supersedes it, if any."""
 
     row: MemoryRow
     score: float
     spaces: tuple[str, ...]
-    similar: int = 0
+    similar_ids: tuple[str, ...] = ()
     superseded_by: str | None = None
+
+    @property
+    def similar(self) -> int:
+        """How many other memories this hit stands for."""
+        return len(self.similar_ids)
+
+
+@dataclass(slots=True)
+class Scored:
+    """One candidate as the model sees it: its row, ``own`` and full ``evidence``
+    (:func:`remindful.engine.retrieval.rerank.evidence`), its boost and calibrated score."""
+
+    row: MemoryRow
+    own: float
+    evidence: float
+    boost: float
+    score: float
 
 
 def rank(
@@ -289,6 +217,7 @@ def rank(
     resumed_session: str | None,
     min_score: float,
     diverse: bool,
+    embed_missing: Callable[[Sequence[tuple[str, str]]], Mapping[str, np.ndarray]] | None = None,
 ) -> list[Ranked]:
     """Run the pipeline; returns at most ``limit`` hits best first, none scoring below
     ``min_score``. ``diverse``: collapse near-duplicates and put newer versions first (callers
@@ -303,183 +232,201 @@ def rank(
     narrows the searched types, which the lexical tables mix but ``dense_from_index`` asks only
     for; ``searched`` is how many memories those types hold (None: not known). Rows the index may
     lack (not marked indexed, or above rowid ``pending_after``) are scored exactly.
+    ``embed_missing((id, content) pairs)`` returns (and keeps) the vectors of candidates stored
+    without one (a process that stored them ended before embedding them); without it they are
+    judged by their words alone.
     """
-    k = max(settings.candidates, limit)
     weights = weights_of(settings)
-    candidates = Candidates()
     terms = lexical_terms(query_text)
+    floor = min_score
+    k = max(settings.candidates, limit)
+    tables = {space: table for space, table in LEXICAL_TABLES.items() if terms and weights[space] > 0}
     # One task runs both lexical queries, one after the other, from the start: the query is
     # embedded meanwhile on the other cores (embed_query leaves one), then the vector index is asked.
-    tables = {space: table for space, table in LEXICAL_TABLES.items() if terms and weights[space] > 0}
     lexical = _pool().submit(_lexical, catalog, terms, flt, k, tables, restricted or typed) if tables else None
-    # The vector is needed for the calibrated score even when both dense spaces are off.
     vector = embed_query()
-
-    if weights["dense"] > 0 or weights["context"] > 0:
-        dense = _dense(catalog, vector, flt, k, dense_from_index, restricted, searched, pending_after, settings)[:k]
-        if weights["dense"] > 0:
-            candidates.add("dense", dense)
-        if weights["context"] > 0:
-            around = dense[: settings.context_candidates]
-            candidates.add("context", context_scores(catalog, vector, around, settings.context_neighbour_weight))
-    for space, ranked in (lexical.result() if lexical is not None else {}).items():
-        candidates.add(space, ranked)
-
-    # Candidates are checked against the filter (and for still existing) only among the best
-    # fused ones; lexical candidates were checked in SQL, dense ones in _dense when restricted.
-    fused = fuse(candidates, weights, method=settings.fusion, rrf_k=settings.rrf_k)
-    wanted = max(limit, calibration.BEST_OF)
-    covered: dict[str, float] = {}  # term coverage by memory id, computed once per search
-    names = rerank.entities(query_text, STOPWORDS) if settings.rerank else []
-    find = calibration.finder([*terms, *names])
-    reorder = (
-        Reorder(vector, terms, names, fused, candidates.by_space.get("lexical_context"), covered, find)
-        if settings.rerank
-        else None
-    )
-    groups, vectors, rows = _distinct(catalog, fused, flt, settings, resumed_session, wanted, diverse, reorder)
-    known = dict(candidates.by_space.get("context", ()))
-    scores = calibration.scores(_evidence(vector, terms, groups, vectors, known, covered, find))
-    kept = [(g, score) for g, score in zip(groups, scores, strict=True) if score >= min_score][:limit]
+    model = Model(catalog, vector, terms, settings, resumed_session, embed_missing, keep=max(2 * limit, 20))
+    while True:
+        candidates = Candidates()
+        if weights["dense"] > 0 or weights["context"] > 0:
+            dense = _dense(catalog, vector, flt, k, dense_from_index, restricted, searched, pending_after, settings)[:k]
+            if weights["dense"] > 0:
+                candidates.add("dense", dense)
+            if weights["context"] > 0:
+                around = dense[: settings.context_candidates]
+                candidates.add("context", context_scores(catalog, vector, around, settings.context_neighbour_weight))
+        if lexical is not None:
+            found, doc_freqs = lexical.result()
+            model.weigh(doc_freqs)
+            for space, ranked in found.items():
+                candidates.add(space, ranked)
+        scored = model.score(candidates, flt)
+        # Only the first ``limit`` hits are shown (the scores fall down the list, so the floor
+        # cuts from the end): newer versions are looked for among twice as many.
+        groups = _groups(scored, model.vectors, settings, diverse, keep=model.keep)
+        # Near-duplicates may fold a full candidate list into fewer hits than asked for: look further.
+        full = any(len(ranked) >= k for ranked in candidates.by_space.values())
+        if len(groups) >= limit or not full or len(groups) == len(scored) or k >= MAX_CANDIDATES:
+            break
+        k = min(k * 4, MAX_CANDIDATES)
+        lexical = _pool().submit(_lexical, catalog, terms, flt, k, tables, restricted or typed) if tables else None
     found_in = {space: {mid for mid, _ in ranked} for space, ranked in candidates.by_space.items()}
-    return [
-        Ranked(
-            rows[g.shown.id],
-            score,
-            tuple(space for space, ids in found_in.items() if g.shown.id in ids),
-            g.similar,
-            g.superseded_by,
+    result: list[Ranked] = []
+    for group, score in groups:
+        if score < floor or len(result) >= limit:
+            break
+        row = scored[group.shown.id].row
+        spaces = tuple(space for space, ids in found_in.items() if row.id in ids)
+        result.append(Ranked(row, score, spaces, tuple(group.similar_ids), group.superseded_by))
+    return result
+
+
+class Model:
+    """The relevance model (:mod:`remindful.engine.retrieval.rerank`) and the calibrated score
+    (:mod:`remindful.engine.retrieval.calibration`) applied to one query's candidates; what it read of them
+    (rows, vectors, windows) is kept for a second, larger pool."""
+
+    def __init__(
+        self,
+        catalog: Catalog,
+        vector: np.ndarray,
+        terms: Sequence[str],
+        settings: SearchSettings,
+        resumed_session: str | None,
+        embed_missing: Callable[[Sequence[tuple[str, str]]], Mapping[str, np.ndarray]] | None,
+        keep: int = 20,
+    ) -> None:
+        self.catalog = catalog
+        self.vector = vector
+        self.terms = terms
+        self.settings = settings
+        self.resumed_session = resumed_session
+        self.embed_missing = embed_missing
+        self.query = rerank.QueryTerms.of(terms)
+        self.rows: dict[str, MemoryRow | None] = {}  # None: the row did not pass the filter
+        self.vectors: dict[str, np.ndarray] = {}
+        self.scored: dict[str, Scored] = {}
+        self.now = time.time()
+        #: Candidates sure to be ranked this high or higher have their windows read (see :meth:`features`).
+        self.keep = keep
+
+    def weigh(self, doc_freqs: tuple[dict[str, int], int]) -> None:
+        """Weigh the query's terms by their inverse document frequency in the store."""
+        counts, size = doc_freqs
+        if counts:
+            self.query = rerank.QueryTerms.of(self.terms, {t: rerank.idf(n, size) for t, n in counts.items()})
+
+    def score(self, candidates: Candidates, flt: SqlFilter) -> dict[str, Scored]:
+        """Every candidate that exists and passes ``flt``, scored, best first."""
+        wanted = list(dict.fromkeys(mid for ranked in candidates.by_space.values() for mid, _ in ranked))
+        unread = [mid for mid in wanted if mid not in self.rows]
+        if unread:
+            found = self.catalog.rows_passing(unread, flt, vectors=self.vectors)
+            self.rows.update((mid, found.get(mid)) for mid in unread)
+            self._embed([row for mid in unread if (row := found.get(mid)) is not None and mid not in self.vectors])
+            self._score([row for mid in unread if (row := found.get(mid)) is not None], candidates)
+        ranked = [self.scored[mid] for mid in wanted if mid in self.scored]
+        ranked.sort(key=lambda s: (-s.score, -s.evidence, s.row.id))
+        return {s.row.id: s for s in ranked}
+
+    def _embed(self, rows: Sequence[MemoryRow]) -> None:
+        if rows and self.embed_missing is not None:
+            self.vectors.update(self.embed_missing([(row.id, row.content) for row in rows[:EMBED_AT_SEARCH]]))
+
+    def features(self, rows: Sequence[MemoryRow], candidates: Candidates) -> list[Features]:
+        """What the model reads of each of ``rows`` (candidates of this query). A window holds its
+        memory's words and more, so its lexical evidence is at least the memory's own: a candidate
+        that could not reach the first :attr:`keep` even if its window held every query term is
+        given that lower bound and its window is not read."""
+        settings = self.settings
+        window_weight = settings.lexical_context_weight if self.query.stems else 0.0
+        zero = np.zeros_like(self.vector)
+        cosines = (diversity.stacked([self.vectors.get(row.id, zero) for row in rows]) @ self.vector).tolist()
+        context = dict(candidates.by_space.get("context", ()))
+        result = []
+        for row, cosine in zip(rows, cosines, strict=True):
+            own_lexical = self.query.lexical(row.content) if settings.lexical_weight > 0 else 0.0
+            gain = boost(row, settings, self.resumed_session, self.now)
+            result.append(Features(row, cosine, own_lexical, own_lexical, context.get(row.id), gain))
+        if window_weight > 0 and result:
+            bounds = [self._evidence(f, window_weight) for f in result]
+            sure = sorted(
+                (calibration.relevance(total + f.gain, own) for f, (own, total) in zip(result, bounds, strict=True)),
+                reverse=True,
+            )
+            threshold = sure[self.keep - 1] if len(sure) >= self.keep else -1.0
+            read = [
+                f
+                for f, (own, total) in zip(result, bounds, strict=True)
+                if calibration.relevance(total + window_weight * (1.0 - f.own_lexical) + f.gain, own) >= threshold
+            ]
+            windows = self.catalog.windows([f.row.id for f in read])
+            for f in read:
+                window = windows.get(f.row.id)
+                if window is not None:
+                    f.window_lexical = self.query.lexical(window)
+        return result
+
+    def _evidence(self, seen: Features, window_weight: float) -> tuple[float, float]:
+        settings = self.settings
+        return rerank.evidence(
+            seen.cosine,
+            seen.own_lexical,
+            seen.window_lexical,
+            seen.context_cosine,
+            dense_weight=settings.dense_weight,
+            lexical_weight=settings.lexical_weight,
+            lexical_context_weight=window_weight,
+            context_weight=settings.context_weight,
         )
-        for g, score in kept
-    ]
+
+    def _score(self, rows: Sequence[MemoryRow], candidates: Candidates) -> None:
+        window_weight = self.settings.lexical_context_weight if self.query.stems else 0.0
+        for seen in self.features(rows, candidates):
+            own, evidence = self._evidence(seen, window_weight)
+            score = calibration.relevance(evidence + seen.gain, own)
+            self.scored[seen.row.id] = Scored(seen.row, own, evidence, seen.gain, score)
 
 
 @dataclass(slots=True)
-class Reorder:
-    """The re-ranking of the first fused candidates (:mod:`remindful.engine.retrieval.rerank`) for one query.
-    The model reads the fused score before the boosts, and its score is multiplied by the same
-    boost factor, so importance, the resumed session and recency reorder near-ties as before."""
+class Features:
+    """What the relevance model reads of one candidate (:func:`remindful.engine.retrieval.rerank.evidence`)."""
 
-    vector: np.ndarray
-    terms: Sequence[str]
-    names: Sequence[str]
-    fused: Mapping[str, float]
-    lexical_context: Sequence[tuple[str, float]] | None
-    covered: dict[str, float]
-    find: Callable[[str], frozenset[str]]  # a calibration.finder of the terms and the names
-    named: dict[str, float] = field(default_factory=dict)
-    bm25: dict[str, float] = field(init=False)
-    top: float = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.bm25 = dict(self.lexical_context or ())
-        self.top = max(self.bm25.values(), default=0.0)
-
-    def __call__(
-        self, best: list[tuple[MemoryRow, float]], vectors: Mapping[str, np.ndarray]
-    ) -> list[tuple[MemoryRow, float]]:
-        head, tail = best[: rerank.DEPTH], best[rerank.DEPTH :]
-        features = self.features(head, vectors)
-        scored = []
-        for position, ((row, boosted), model, (fused, *_)) in enumerate(
-            zip(head, rerank.scores(features), features, strict=True)
-        ):
-            scored.append((-model * (boosted / fused if fused > 0 else 1.0), position, row, boosted))
-        scored.sort(key=lambda item: item[:2])
-        return [(row, boosted) for _, _, row, boosted in scored] + tail
-
-    def features(
-        self, head: Sequence[tuple[MemoryRow, float]], vectors: Mapping[str, np.ndarray]
-    ) -> list[tuple[float, ...]]:
-        """Each candidate's :data:`remindful.engine.retrieval.rerank.FEATURES`, in order."""
-        if not head:
-            return []
-        bm25, top = self.bm25, self.top
-        zero = np.zeros_like(self.vector)
-        cosines = (diversity.stacked([vectors.get(row.id, zero) for row, _ in head]) @ self.vector).tolist()
-        result: list[tuple[float, ...]] = []
-        for (row, _), cosine in zip(head, cosines, strict=True):
-            if row.id not in self.named:  # a larger pool re-reads the same first candidates
-                found = self.find(row.content)
-                self.covered[row.id] = calibration.covered(self.terms, found)
-                self.named[row.id] = calibration.covered(self.names, found)
-            lexical = bm25.get(row.id, 0.0) / top if top > 0 else 0.0
-            result.append((self.fused.get(row.id, 0.0), cosine, lexical, self.covered[row.id], self.named[row.id]))
-        return result
+    row: MemoryRow
+    cosine: float
+    own_lexical: float
+    window_lexical: float
+    context_cosine: float | None
+    gain: float  # its boost
 
 
-def _distinct(
-    catalog: Catalog,
-    fused: Mapping[str, float],
-    flt: SqlFilter,
-    settings: SearchSettings,
-    resumed_session: str | None,
-    wanted: int,
-    diverse: bool = True,
-    reorder: Callable[[list[tuple[MemoryRow, float]], Mapping[str, np.ndarray]], list[tuple[MemoryRow, float]]]
-    | None = None,
-) -> tuple[list[diversity.Group], dict[str, np.ndarray], dict[str, MemoryRow]]:
-    """Up to twice ``wanted`` distinct hits (near-duplicates collapsed, newer versions first), at
-    least ``wanted`` where the candidates allow, with the rows and their vectors (read together):
-    the hits past ``wanted`` fill the places of those the relevance floor drops. The pool of
-    boosted candidates, ``reorder``-ed (the re-ranking) before they are grouped, starts at twice
-    ``wanted`` and grows (at least doubles) while duplicates leave fewer than ``wanted`` groups and
-    more candidates remain; a larger pool reads only the rows it adds.
-
-    The grouping stops at twice ``wanted`` groups, and what it gives depends only on the candidates
-    it took: so a pool is ranked a part at a time (the part doubling from the last pool's size),
-    and a part the grouping stopped within gives what the whole pool would, without reading the
-    rows of the rest."""
-    pool = size = max(2 * wanted, 20)
-    vectors: dict[str, np.ndarray] = {}
-    rows_read: dict[str, MemoryRow | None] = {}
-    order = by_fused(fused)
-    similarity = settings.collapse_similarity if diverse else float("inf")
-    while True:
-        best = best_eligible(
-            catalog, fused, flt, settings, resumed_session, size, read=rows_read, vectors=vectors, order=order
-        )
-        rows = {row.id: row for row, _ in best}
-        if reorder is not None:
-            best = reorder(best, vectors)
-        ranked = [diversity.Candidate(row.id, row.content, row.created_at) for row, _ in best]
-        groups, consumed = diversity.collapse(ranked, vectors, similarity, stop_at=2 * wanted)
-        if size < pool and consumed == len(ranked) == size:  # the grouping may take more of the pool
-            size = min(pool, 2 * size)
-            continue
-        if len(groups) >= wanted or len(best) < size or pool >= len(fused):
-            break
-        # At the rate these candidates gave distinct hits, how many would give ``wanted``: at least twice as many.
-        grown = pool * max(2, -(-wanted // max(len(groups), 1)))
-        size, pool = min(grown, 2 * pool), grown
-    if diverse:
-        groups = diversity.supersede(groups, vectors, settings.supersede_similarity)
-    return groups, vectors, rows
-
-
-def _evidence(
-    vector: np.ndarray,
-    terms: Sequence[str],
-    groups: Sequence[diversity.Group],
+def _groups(
+    scored: Mapping[str, Scored],
     vectors: Mapping[str, np.ndarray],
-    known: Mapping[str, float],
-    covered: dict[str, float],
-    find: Callable[[str], frozenset[str]],
-) -> list[float]:
-    """Each group's evidence (:func:`remindful.engine.retrieval.calibration.evidence`), in ranked order: the
-    higher of its cosine and its context cosine where the search computed one (``known``), plus its
-    term coverage. ``covered``: term coverage already computed, by memory id; ``find``: a
-    :func:`remindful.engine.retrieval.calibration.finder` of ``terms``, for the others."""
-    own = []
-    for group in groups:
-        shown = group.shown
-        memory = vectors.get(shown.id)
-        cosine = float(memory @ vector) if memory is not None else 0.0
-        covers = covered.get(shown.id)
-        if covers is None:
-            covers = calibration.covered(terms, find(shown.content))
-        own.append(calibration.evidence(max(cosine, known.get(shown.id, cosine)), covers))
-    return own
+    settings: SearchSettings,
+    diverse: bool,
+    keep: int | None = None,
+) -> list[tuple[diversity.Group, float]]:
+    """The scored candidates (best first) as hits with their scores, best first: near-duplicates
+    collapsed and newer versions of a subject put first when ``diverse`` (among the first ``keep``
+    hits, all by default: the rest follow as they are). A hit's score is its shown member's; a
+    newer version moved above an older one takes the older one's score if that is higher, so
+    scores never rise down the list."""
+    ranked = [diversity.Candidate(s.row.id, s.row.content, s.row.created_at, s.evidence) for s in scored.values()]
+    similarity = settings.collapse_similarity if diverse else float("inf")
+    groups, _ = diversity.collapse(ranked, vectors, similarity)
+    groups.sort(key=lambda g: (-scored[g.shown.id].score, -scored[g.shown.id].evidence, g.shown.id))
+    if not diverse:
+        return [(g, scored[g.shown.id].score) for g in groups]
+    cut = len(groups) if keep is None else keep
+    groups = diversity.supersede(groups[:cut], vectors, settings.supersede_similarity) + groups[cut:]
+    result: list[tuple[diversity.Group, float]] = []
+    for index, group in enumerate(groups):
+        score = scored[group.shown.id].score
+        if group.superseded_by is not None and index > 0 and groups[index - 1].shown.id == group.superseded_by:
+            result[-1] = (result[-1][0], max(result[-1][1], score))  # the newer version, just above
+        result.append((group, score))
+    return result
 
 
 @functools.cache
@@ -490,9 +437,10 @@ def _pool() -> ThreadPoolExecutor:
 
 def _lexical(
     catalog: Catalog, terms: list[str], flt: SqlFilter, k: int, tables: dict[str, str], restricted: bool
-) -> dict[str, list[tuple[str, float]]]:
-    """Each space's BM25 candidates, one query after the other."""
-    return {space: catalog.lexical(terms, flt, k, table=t, restricted=restricted) for space, t in tables.items()}
+) -> tuple[dict[str, list[tuple[str, float]]], tuple[dict[str, int], int]]:
+    """Each space's BM25 candidates, one query after the other, and the terms' document frequencies."""
+    spaces = {space: catalog.lexical(terms, flt, k, table=t, restricted=restricted) for space, t in tables.items()}
+    return spaces, catalog.doc_freqs(terms)
 
 
 def _dense(

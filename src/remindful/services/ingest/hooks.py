@@ -10,10 +10,8 @@ opened, the row goes to the spool's fallback file, which the next drain imports:
 
 from __future__ import annotations
 
-import json
-
 from remindful.engine import spool
-from remindful.engine.redact import add_counts
+from remindful.engine.redact import StoreRedactor, add_counts
 from remindful.services.ingest.events import idem_key
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs hook processes milliseconds
@@ -67,14 +65,18 @@ def spool_record(
         for name, n in redacted.items():
             counts[f"redacted_{name}"] = counts.get(f"redacted_{name}", 0) + n
     record["memories"] = kept
-    if "session" in record and flt.redactor is not None:
-        record["session"] = flt.redactor.redact_value(record["session"], counts)
     if not capture_on:
         record.pop("session", None)
     if not kept and "session" not in record and not counts:
         return None if excluded is not None else False
     key = idem_key(event, payload)
-    body = json.dumps(record, ensure_ascii=False, default=str)
+    # What is written passes the store's redactor: the session id mapped, the rest redacted again
+    # (the texts the filter returned cost a lookup).
+    redaction = StoreRedactor(flt.redactor, storage)
+    hits: dict[str, int] = {}
+    body = spool.encode(record, redaction, hits)
+    for name, n in hits.items():
+        counts[f"redacted_{name}"] = counts.get(f"redacted_{name}", 0) + n
     fallback = {"idem_key": key, "kind": event, "payload": body, "created_at": record["at"]}
     try:
         conn = spool.connect(storage)
@@ -86,10 +88,11 @@ def spool_record(
             try:
                 with spool.immediate(conn):
                     if kept or "session" in record:
-                        spool.append(conn, key, event, body, record["at"])
+                        spool.append(conn, key, event, body, record["at"], redaction=redaction)
                     add_counts(conn, counts)
                     if excluded is not None:
-                        spool.audit(conn, "capture_excluded", None, {"reason": excluded, "event": event})
+                        detail = {"reason": excluded, "event": event}
+                        spool.audit(conn, "capture_excluded", None, detail, redaction=redaction)
                 break
             except Exception as exc:
                 if attempt == 0 and "no such table" in str(exc):  # no catalog yet, or an old one

@@ -25,14 +25,13 @@ Standard library only (plus PyYAML for :meth:`CaptureSpool.from_config` when a c
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import threading
 import time
 
 from remindful.engine import spool
 from remindful.engine.connection import BUSY_TIMEOUT_MS
-from remindful.engine.redact import add_counts
+from remindful.engine.redact import StoreRedactor, add_counts
 from remindful.runtime import new_session_id, pid_alive
 from remindful.services.ingest.calls import ToolCall
 from remindful.services.ingest.filters import CaptureFilter, FilterConfig
@@ -96,6 +95,7 @@ class CaptureSpool:
         self.storage = os.fspath(storage)
         self.session_id = session_id
         self.filter = flt
+        self._redaction = StoreRedactor(flt.redactor, self.storage)
         self._owner = owner()
         # One connection and lock per role: the request path never queues behind done()'s wait.
         self._locks = {"append": threading.Lock(), "done": threading.Lock()}
@@ -144,12 +144,12 @@ class CaptureSpool:
             "owner": self._owner,
             "at": call.finished_at,
         }
-        body = json.dumps(record, ensure_ascii=False, default=str)
+        body = spool.encode(record, self._redaction, counts)  # the session id mapped
         try:
             with self._locks["append"]:
                 conn = self._connect("append", APPEND_BUSY_MS)
                 with spool.immediate(conn):
-                    spool.append(conn, key, KIND, body, call.finished_at)
+                    spool.append(conn, key, KIND, body, call.finished_at, redaction=self._redaction)
                     add_counts(conn, {f"redacted_{k}": v for k, v in counts.items()})
         except Exception:  # busy or unwritable: the fallback file never waits; the next drain imports it
             spool.write_fallback(

@@ -16,7 +16,9 @@ Edge cases (spec EC-P1-03/04/06/07, ERR-P1-02): a non-UTF-8 or binary file is sk
 chunks"; a file that vanishes mid-read keeps its old chunks until the next successful read; a
 missing watch directory is an error at start ("Watch directory does not exist: PATH"); when the
 OS watch limit is reached the error names the sysctl to raise and watching continues by polling.
-Every chunk goes through the capture filters (trigger ``files``: the switch and redaction).
+The whole text is redacted before it is chunked (a secret cut in two by a chunk boundary would
+escape every rule: word offsets are then those of the redacted text), and every chunk goes through
+the capture filters (trigger ``files``: the switch and redaction).
 """
 
 from __future__ import annotations
@@ -101,7 +103,7 @@ class MarkdownWatcher:
         with self._lock:
             if self._known(str(path)) == digest:
                 return "unchanged"
-            chunks = chunk_text(text)
+            chunks = chunk_text(self._redacted(text))
             if len(data) > LARGE_FILE_BYTES:
                 log.warning("Large file %s will create %d chunks", path, len(chunks))
             items = self._items(path, digest, chunks)
@@ -114,6 +116,17 @@ class MarkdownWatcher:
                 self.store.delete_many(old_ids)
             log.info("indexed %s: %d chunks (%d old removed)", path, len(new_ids), len(old_ids))
             return "indexed"
+
+    def _redacted(self, text: str) -> str:
+        """The whole text redacted (the rules of the capture filters), its hits counted."""
+        redactor = filter_for(self.store).redactor
+        if redactor is None:
+            return text
+        counts: dict[str, int] = {}
+        text = redactor.redact(text, counts)
+        if counts:
+            self.store.captures.count({f"redacted_{name}": n for name, n in counts.items()})
+        return text
 
     def _items(self, path: Path, digest: str, chunks: list[Any]) -> list[dict[str, Any]] | None:
         items = []

@@ -3,7 +3,9 @@
 ``theme: light → dark`` becomes "User prefers dark mode. Changed theme from light to dark.":
 the preference first (what a later search for "dark mode" should find), then the change. A
 boolean reads as enabled/disabled; other values as "<setting> set to <value>". An earlier
-preference memory for the same setting is marked ``superseded_by`` the new one.
+preference memory for the same setting is marked ``superseded_by`` the new one. The values of a
+setting named like a secret (``api_token``, ``DATABASE_PASSWORD``: :func:`is_secret_name`) are
+never kept: the memory says the setting changed, with ``[REDACTED]`` for both values.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import logging
 import re
 from typing import TYPE_CHECKING, Any
 
+from remindful.engine.redact import FIELD_REPLACEMENT, is_secret_name
 from remindful.errors import ValidationError
 from remindful.model import Memory
 from remindful.services.learning.common import MemoryWriter, finish, store_memories
@@ -76,6 +79,8 @@ def capture_config_change(
         raise ValidationError("new", "expected JSON-safe values (string, number, boolean, list, object)") from None
     if old == new:
         raise ValidationError("new", f"is the same as old ({new!r}); nothing changed")
+    if is_secret_name(key):  # the text would carry the secret where no redaction rule can tell
+        old, new = (None if old is None else FIELD_REPLACEMENT), FIELD_REPLACEMENT
     earlier = memories.current_preferences(key)
     (memory,) = store_memories(
         store,

@@ -31,6 +31,7 @@ import time
 
 from remindful.config_defaults import STORAGE_PATH, read_int
 from remindful.config_sources import read_sources, storage_path
+from remindful.engine.redact import DEFAULT_REDACTIONS, Redactor
 from remindful.services.ingest.events import CONTEXT_EVENTS, HookInputError, build_record, normalize_event
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs hook processes milliseconds
@@ -38,10 +39,13 @@ if TYPE_CHECKING:
     from typing import Any
 
 USAGE = "usage: remindful [--path DIR] hook EVENT < hook.json   (EVENT: SessionStart, PreToolUse, ...)"
+_LOG_REDACTOR = Redactor(list(DEFAULT_REDACTIONS), builtin=len(DEFAULT_REDACTIONS))  # compiles on first need
 
 
 def hook_log(storage: str, level: str, message: str) -> None:
-    """One line to ``<storage>/logs/hooks.log`` (0600) and to stderr; never raises."""
+    """One line to ``<storage>/logs/hooks.log`` (0600) and to stderr, redacted by the built-in
+    rules (an error may quote the input; the config may be what failed); never raises."""
+    message = _LOG_REDACTOR.redact(message)
     line = f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {level} {message}\n"
     sys.stderr.write(f"remindful: {message}\n")
     try:

@@ -298,25 +298,31 @@ def served_names(host: str) -> list[str]:
     return list(dict.fromkeys([*names, *extra]))
 
 
-def transport_security(host: str) -> TransportSecuritySettings:
-    """The SDK's DNS-rebinding protection for a server bound to ``host``: ``Host`` must be one of
-    :func:`served_names` (with any port), else 421; an ``Origin``, if sent, the same over http,
-    else 403. (The SDK turns it on by itself only for loopback binds.)"""
+def transport_security(host: str, port: int = DEFAULT_PORT) -> TransportSecuritySettings:
+    """The SDK's DNS-rebinding protection for a server bound to ``host:port``: ``Host`` must be one
+    of :func:`served_names` with this ``port``, else 421; an ``Origin``, if sent, must be one of
+    them over http with this port, else 403 (a page of another server on the same host, whatever
+    its port, is another origin). (The SDK turns it on by itself only for loopback binds.)
+
+    Exact ``name:port`` entries, never the SDK's ``name:*`` wildcard: that allows any port, and it
+    matches by prefix (``127.0.0.1:*`` also lets ``127.0.0.1:8000.evil`` through). The SDK compares
+    exactly, so port 80 also allows the bare names a client sends without a port."""
     from mcp.server.transport_security import TransportSecuritySettings
 
     hosts = [f"[{name}]" if ":" in name else name for name in served_names(host)]
+    with_port = [f"{h}:{port}" for h in hosts] + (hosts if port == 80 else [])
     return TransportSecuritySettings(
         enable_dns_rebinding_protection=True,
-        allowed_hosts=[f"{h}:*" for h in hosts],
-        allowed_origins=[f"http://{h}:*" for h in hosts],
+        allowed_hosts=with_port,
+        allowed_origins=[f"http://{h}" for h in with_port],
     )
 
 
-def http_app(server: MCPServer, token: str, *, host: str = "127.0.0.1") -> Any:
-    """The ASGI app :func:`serve_http` serves for a server bound to ``host``: the SDK's
+def http_app(server: MCPServer, token: str, *, host: str = "127.0.0.1", port: int = DEFAULT_PORT) -> Any:
+    """The ASGI app :func:`serve_http` serves for a server bound to ``host:port``: the SDK's
     streamable-HTTP app (its Host/Origin checks: :func:`transport_security`) behind
     :class:`ReadableBodies` and the gate of every HTTP surface."""
-    sdk_app = server.streamable_http_app(transport_security=transport_security(host), host=host)
+    sdk_app = server.streamable_http_app(transport_security=transport_security(host, port), host=host)
     return BearerGate(ReadableBodies(sdk_app), token)
 
 
@@ -345,7 +351,7 @@ def serve_http(
 
     storage = load_settings(path).storage_path
     token = http_token(storage)
-    app = http_app(build_server(path=path, daemon=True), token, host=host)
+    app = http_app(build_server(path=path, daemon=True), token, host=host, port=port)
     shown = socket.gethostname() if host in ("0.0.0.0", "::", "") else host
     url = f"http://{f'[{shown}]' if ':' in shown else shown}:{port}/mcp"
     sys.stderr.write(

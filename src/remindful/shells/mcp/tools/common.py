@@ -22,7 +22,7 @@ import threading
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Protocol
 
 import anyio
 import anyio.to_thread
@@ -30,6 +30,7 @@ from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import ValidatorFunctionWrapHandler, WrapValidator
 
 from remindful.errors import RemindfulError
 
@@ -43,6 +44,20 @@ log = logging.getLogger("remindful.mcp")
 #: Returns the server's MemoryManager, raising MemoryDisabledError (or the ConfigError that kept it
 #: from opening) when memory cannot be used: see :func:`remindful.shells.mcp.server.build_server`.
 GetManager = Callable[[], "MemoryManager"]
+
+
+def _none_or_text(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+    return None if value is None else handler(value)
+
+
+#: An optional free text (default None) for a tool's parameter. The SDK parses a string argument as
+#: JSON unless its parameter is plain ``str``: under ``str | None`` the text ``{"a": 1}`` arrived as
+#: a dict (and was refused), ``null`` as None. So the annotation the SDK sees is ``str``, and a null
+#: is let through by a validator; type checkers see ``str | None``.
+if TYPE_CHECKING:
+    OptionalText = str | None
+else:
+    OptionalText = Annotated[str, WrapValidator(_none_or_text)]
 
 #: The memory types, as the tools' JSON schema lists them (a test keeps this in step with MemoryType).
 MemoryTypeName = Literal["screen", "action", "workflow", "conversation", "document", "knowledge"]
@@ -218,6 +233,7 @@ __all__ = [
     "ArrivalOrder",
     "GetManager",
     "MemoryTypeName",
+    "OptionalText",
     "Result",
     "ResumedSessions",
     "ok",

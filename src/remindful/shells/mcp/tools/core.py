@@ -24,6 +24,7 @@ from remindful.shells.mcp.tools.common import (
     WRITE,
     GetManager,
     MemoryTypeName,
+    OptionalText,
     ok,
     one_line,
     resumed_sessions,
@@ -39,10 +40,10 @@ Metadata = Annotated[
     dict[str, Any] | None,
     Field(description='JSON object of metadata, e.g. {"action": "click", "success": true, "tags": ["login"]}.'),
 ]
-SessionId = Annotated[
-    str | None,
-    Field(description='A session id; "current" means this server\'s session. Default: the current session.'),
-]
+_SESSION_HELP = 'A session id; "current" means this server\'s session. Default: the current session.'
+SessionId = Annotated[str | None, Field(description=_SESSION_HELP)]
+#: As a tool's own parameter (see :data:`OptionalText`).
+SessionArg = Annotated[OptionalText, Field(description=_SESSION_HELP)]
 
 
 class StoreItem(BaseModel):
@@ -69,7 +70,7 @@ def register(mcp: Any, get_manager: GetManager) -> None:
         content: Annotated[str, Field(description="The text to remember (at most 1,000,000 characters).")],
         type: Annotated[MemoryTypeName, Field(description="What the memory is about.")] = "action",
         metadata: Metadata = None,
-        session_id: SessionId = None,
+        session_id: SessionArg = None,
         timestamp: Annotated[str | None, Field(description="ISO 8601 creation time (default: now).")] = None,
         bookmark: Annotated[bool, Field(description="Protect it from retention and eviction.")] = False,
         importance: Annotated[
@@ -129,7 +130,7 @@ def register(mcp: Any, get_manager: GetManager) -> None:
                 '{"target.x": {"$gte": 100}}, {"$or": [...]}.'
             ),
         ] = None,
-        session_id: SessionId = None,
+        session_id: SessionArg = None,
         since: Annotated[str | None, Field(description="Only memories created at/after (ISO 8601).")] = None,
         until: Annotated[str | None, Field(description="Only memories created at/before (ISO 8601).")] = None,
         min_score: Annotated[
@@ -193,7 +194,7 @@ def register(mcp: Any, get_manager: GetManager) -> None:
     @tool(mcp, UPDATE)
     def memory_update(
         memory_id: Annotated[str, Field(description="The memory's id.")],
-        content: Annotated[str | None, Field(description="New text (re-embedded).")] = None,
+        content: Annotated[OptionalText, Field(description="New text (re-embedded).")] = None,
         metadata: Annotated[
             dict[str, Any] | None,
             Field(description="Keys to merge into the metadata; a key set to null is removed."),
@@ -220,7 +221,7 @@ def register(mcp: Any, get_manager: GetManager) -> None:
     @tool(mcp, READ_ONLY)
     def memory_list(
         type: Annotated[MemoryTypeName | None, Field(description="Only this type.")] = None,
-        session_id: SessionId = None,
+        session_id: SessionArg = None,
         limit: Annotated[int, Field(ge=1, le=1000, description="Maximum memories.")] = 20,
         offset: Annotated[int, Field(ge=0, description="Memories to skip (paging).")] = 0,
         since: Annotated[str | None, Field(description="Only memories created at/after (ISO 8601).")] = None,
