@@ -43,6 +43,7 @@ def parsed(text: str, header: str) -> list[tuple[str, str, str | None, str]]:
 
 
 def in_project(**metadata: Any) -> dict[str, Any]:
+    """Captured in the project the hooks work in (a prompt's context reads its scope and the user's)."""
     return {"project_id": PROJECT, **metadata}
 
 
@@ -56,7 +57,9 @@ def test_a_prompt_gets_knowledge_before_activity_never_earlier_prompts(memory: M
         source="hook",
         metadata=in_project(kind="intent", role="user"),
     )
-    fact = memory.store("The deploy script picks the region from DEPLOY_REGION", type="knowledge")
+    fact = memory.store(
+        "The deploy script picks the region from DEPLOY_REGION", type="knowledge", metadata=in_project()
+    )
     reads = memory.store_batch(
         [
             {
@@ -77,20 +80,20 @@ def test_a_prompt_gets_knowledge_before_activity_never_earlier_prompts(memory: M
 
 
 def test_a_prompt_stands_for_what_its_turn_taught(memory: MemoryManager) -> None:
-    fact = memory.store("We use pnpm, not npm.", type="knowledge", metadata={"category": "fact"})
+    fact = memory.store("We use pnpm, not npm.", type="knowledge", metadata=in_project(category="fact"))
     memory.store(
         "We use pnpm, not npm. Add the lodash dependency please.",
         type="conversation",
         source="hook",
-        metadata={"kind": "intent", "role": "user", "learned": [fact, "knowledge_gone"]},
+        metadata=in_project(kind="intent", role="user", learned=[fact, "knowledge_gone"]),
     )
     lines = parsed(ask(memory, "UserPromptSubmit", prompt="add the lodash dependency"), HEADER)
     assert [(i, kind) for i, kind, _s, _t in lines] == [(fact, "fact")]
 
 
 def test_what_something_newer_replaced_is_left_out(memory: MemoryManager) -> None:
-    newer = memory.store('Edited .env: "PORT=5432" → "PORT=6543"', type="action", metadata={"kind": "change"})
-    memory.store("Read .env: PORT=5432", type="action", metadata={"kind": "activity", "superseded_by": newer})
+    newer = memory.store('Edited .env: "PORT=5432" → "PORT=6543"', type="action", metadata=in_project(kind="change"))
+    memory.store("Read .env: PORT=5432", type="action", metadata=in_project(kind="activity", superseded_by=newer))
     text = ask(memory, "UserPromptSubmit", prompt="which PORT is in .env")
     assert "6543" in text and "Read .env" not in text
 

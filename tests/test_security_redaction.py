@@ -58,8 +58,12 @@ def leaks(root: Path, extra: list[Path] = ()) -> dict[str, list[str]]:  # type: 
     for path in files:
         data = path.read_bytes()
         for _, secret in PLANTED:
-            if any(r in data for r in runs(secret)):
-                found.setdefault(secret[:8], []).append(str(path.relative_to(root) if root in path.parents else path))
+            hits = [data.find(r) for r in runs(secret) if r in data]
+            if hits:
+                name = str(path.relative_to(root) if root in path.parents else path)
+                found.setdefault(secret[:8], []).append(
+                    f"{name}@{min(hits)}/{len(data)}" if path.suffix == ".bin" else name
+                )
     return found
 
 

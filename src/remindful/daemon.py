@@ -10,7 +10,8 @@ over within :data:`STANDBY_RETRY_S` if the owner dies):
   clean stop honour ``privacy.delete_on_exit`` (:func:`remindful.services.sessions.delete_on_exit`);
 - answer local requests on ``http://127.0.0.1:PORT`` (uvicorn, in a thread): ``POST /context``
   (context injection for hooks: :func:`remindful.services.context.hook_request`'s JSON →
-  ``{"context"}``, :meth:`MemoryManager.hook_context <remindful.api.MemoryManager.hook_context>`),
+  ``{"context"}``, :meth:`MemoryManager.hook_context <remindful.api.MemoryManager.hook_context>`,
+  searched in the scopes seen from its ``cwd``: its project's and the user's),
   ``GET /health``, and the dashboard (:mod:`remindful.web`) on every other path. Every request
   passes the gate of every HTTP surface (:class:`remindful.web.gate.BearerGate`: the store's bearer
   token, or the dashboard's cookie; Host and Origin on loopback); an error answers the status of

@@ -32,6 +32,68 @@ def snapshot(source: Path, target: Path) -> None:
     os.chmod(target, 0o600)
 
 
+def prepare_for_restore(staged: Path, live: Path) -> None:
+    """Make the catalog file ``staged`` ready for :func:`copy_into` the live catalog ``live``: the
+    live one's page size (a copy into a WAL database cannot change it), the current schema, and
+    every row marked un-indexed with no vector deletion queued (the vector index is rebuilt from
+    it: until then every process scores its rows exactly rather than trust a view of the old
+    index)."""
+    from remindful.engine.catalog import Catalog
+
+    try:
+        conn = sqlite3.connect(str(live), timeout=30)
+        try:
+            page_size = int(conn.execute("PRAGMA page_size").fetchone()[0])
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError:
+        page_size = 0  # damaged beyond reading: the staged file takes its place as it is
+    conn = sqlite3.connect(str(staged), isolation_level=None)
+    try:
+        if page_size and int(conn.execute("PRAGMA page_size").fetchone()[0]) != page_size:
+            conn.execute("PRAGMA journal_mode=DELETE")
+            conn.execute(f"PRAGMA page_size={page_size}")
+            conn.execute("VACUUM")
+    finally:
+        conn.close()
+    catalog = Catalog(staged)  # upgrades an older schema
+    try:
+        catalog.write(
+            lambda c: (c.execute("UPDATE memories SET indexed = 0"), c.execute("DELETE FROM index_deletes")),
+            what="preparing the restored catalog",
+        )
+    finally:
+        catalog.close()
+
+
+def copy_into(staged: Path, live: Path) -> None:
+    """Copy the catalog file ``staged`` into the live catalog ``live`` with SQLite's online backup
+    API: one write transaction on the live file, so every process's open connections read the new
+    content next (no file is swapped under them, and every write acknowledged from then on lands
+    in it; the caller holds off the writes meanwhile). A live file too damaged to open as a
+    database is replaced by the staged one instead; the processes that had it open reconnect at
+    their next write or search (:meth:`remindful.engine.catalog.Catalog.follow_file`)."""
+    from remindful.engine import connection
+
+    source = sqlite3.connect(str(staged))
+    try:
+        try:
+            target = connection.connect(live)
+            try:
+                source.backup(target)
+            finally:
+                target.close()
+            return
+        except sqlite3.DatabaseError as exc:
+            if "not a database" not in str(exc) and "malformed" not in str(exc):
+                raise StorageError(f"Restore failed while copying the catalog ({exc}); nothing was changed") from exc
+    finally:
+        source.close()
+    for suffix in ("-wal", "-shm"):
+        Path(f"{live}{suffix}").unlink(missing_ok=True)
+    os.replace(staged, live)
+
+
 def _read_only(path: Path, timeout: float = 5.0) -> sqlite3.Connection:
     return sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=timeout)
 
@@ -103,4 +165,13 @@ def read_only_rows(path: Path, sql: str, params: Sequence[Any] = ()) -> list[Any
         conn.close()
 
 
-__all__ = ["SpoolHealth", "integrity", "read_only_rows", "snapshot", "spool_health", "type_counts"]
+__all__ = [
+    "SpoolHealth",
+    "copy_into",
+    "integrity",
+    "prepare_for_restore",
+    "read_only_rows",
+    "snapshot",
+    "spool_health",
+    "type_counts",
+]

@@ -294,6 +294,24 @@ class IndexMirror:
             else:
                 self._index_rowid = self._view_floor()
 
+    def reload_view(self) -> None:
+        """Another process replaced the store's content or rebuilt the index (a restore, a
+        clear-all, a reindex: :meth:`remindful.engine.store.Store.follow_replacements`): what this
+        process knows of the index is void, so its view is loaded afresh now (if it has one) and
+        its queue of vectors to skip is dropped. Rows the new view may lack are scored exactly
+        from the catalog until they are indexed (:meth:`pending_after`)."""
+        with self._lock:
+            self._unindexing.clear()
+            self._index_failed = None
+            index = self._index
+            if index is None:
+                return
+            try:
+                self._refresh_view(index, force=True)
+            except RemindfulError as exc:  # the next write reloads it again
+                self._index_generation = -1
+                log.warning("could not reload the vector index after the store changed (%s)", exc)
+
     def pending_after(self) -> int:
         """The rowid above which this process's index view may lack rows (beside rows not marked indexed).
 

@@ -33,7 +33,7 @@ import tempfile
 import threading
 import time
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -49,10 +49,13 @@ from remindful.engine.captures import CaptureRepository
 from remindful.engine.catalog import Catalog, MemoryRow, counted
 from remindful.engine.embedding import LazyEmbedder, embed_query
 from remindful.engine.mirror import IndexMirror
+from remindful.engine.projects import Project, Resolver
 from remindful.engine.quotas import SIZE_MAX_AGE_S, Quotas
 from remindful.engine.redact import StoreRedactor, add_counts, redactor_for
 from remindful.engine.retrieval.search import rank
+from remindful.engine.scopes import Assigner, check_scope
 from remindful.engine.sqlfilter import SqlFilter, build_filter, to_epoch, with_stored_sessions
+from remindful.engine.storelock import StoreLock
 from remindful.engine.validation import (
     Limits,
     check_batch,
@@ -90,7 +93,7 @@ log = logging.getLogger("remindful")
 INLINE_DELETE = 256
 #: How long export, backup, dedup and cleanup wait for this process's pending embeddings.
 VECTORS_READY_TIMEOUT_S = 60.0
-_STORE_KEYS = {"content", "type", "metadata", "session_id", "timestamp", "source", "memory_class", "chunk"}
+_STORE_KEYS = {"content", "type", "metadata", "session_id", "timestamp", "source", "memory_class", "chunk", "scope"}
 
 
 class Store:
@@ -121,8 +124,17 @@ class Store:
         self.quotas = Quotas(settings, self.path)
         # Every write's redaction (the rules compile on first need) and the session ids' mapping.
         self.redaction = StoreRedactor(redactor_for(settings.privacy), self.path)
+        scopes = settings.scopes
+        #: Finds the project of a directory, and the scope of a memory whose writer named none.
+        self.scopes = Assigner(Resolver(scopes.project, scopes.projects), classify=scopes.user_level)
+        #: The project this store's writer works in: a new memory whose metadata names no directory
+        #: is captured there (None: in no project).
+        self.project: Project | None = None
         self._session_id: str | None = None
         self._lock = threading.RLock()
+        #: Coordinates this store's processes around a restore or a clear-all (:mod:`remindful.engine.storelock`).
+        self.store_lock = StoreLock(self.path)
+        self._generation = 0  # the store generation this process's view of the index was taken at
         # What the statistics report of this process (services/stats.py).
         self.store_ms: deque[float] = deque(maxlen=1000)
         self.search_ms: deque[float] = deque(maxlen=1000)
@@ -151,7 +163,7 @@ class Store:
             # a probe of our own: processes opening one path at once must not remove each other's
             with tempfile.NamedTemporaryFile(dir=self.path, prefix=".write-test-"):
                 pass
-            catalog = Catalog(self.path / "catalog.sqlite3", redaction=self.redaction)
+            catalog = Catalog(self.path / "catalog.sqlite3", redaction=self.redaction, scope_of=self.scopes)
         except (OSError, StorageError) as exc:
             if isinstance(exc, CorruptionError):
                 raise
@@ -161,6 +173,7 @@ class Store:
             )
             log.error("Memory disabled: %s", self.disabled_reason)
             raise MemoryDisabledError(self.disabled_reason) from exc
+        self._generation = self.store_lock.generation()
         self._access = AccessRecorder(catalog)
         self._mirror = IndexMirror(
             catalog,
@@ -174,6 +187,20 @@ class Store:
         close_at_exit(self)
         if catalog.windows_to_mend():  # left by a process that stopped before it finished a delete
             self._mirror.kick_finisher()
+
+    def follow_replacements(self) -> None:
+        """If another process replaced the store's content since this one last looked (a restore,
+        a clear-all, a rebuilt index: the store generation changed), take this process's view of
+        it afresh: the catalog file if it is another one, and the vector index's view. One small
+        read; a search calls it first."""
+        generation = self.store_lock.generation()
+        if generation == self._generation or self._catalog is None:
+            return
+        self._generation = generation
+        self._catalog.follow_file()
+        mirror = self._mirror
+        if mirror is not None:
+            mirror.reload_view()
 
     @property
     def catalog(self) -> Catalog:
@@ -269,6 +296,7 @@ class Store:
         self.ready()
         now = time.time()
         rows: list[MemoryRow] = []
+        projects: dict[str, Project] = {}
         counts: dict[str, int] = {}
         for i, item in enumerate(items):
             if not isinstance(item, Mapping):
@@ -276,7 +304,7 @@ class Store:
             unknown = set(item) - _STORE_KEYS
             if unknown:
                 raise ValidationError(f"items[{i}]", f"unknown keys {sorted(unknown)}; expected {sorted(_STORE_KEYS)}")
-            rows.append(self._new_row(item, i if len(items) > 1 else None, now, counts))
+            rows.append(self._new_row(item, i if len(items) > 1 else None, now, counts, projects))
         if not rows:
             return []
         # The rows of a batch share one timestamp, so their ids differ by 32 random bits only: with
@@ -293,7 +321,7 @@ class Store:
                 row.embedding = vector
         victims = self.quotas.make_room(self.catalog, self.catalog.type_counts(), rows)
         attach_files(self.settings, rows)
-        self._commit_new(rows, evict=victims, counts=counts)
+        self._commit_new(rows, evict=victims, counts=counts, projects=projects.values())
         mirror.index_rows(rows)
         return [r.id for r in rows]
 
@@ -302,9 +330,17 @@ class Store:
         self.mirror.await_embeddings(VECTORS_READY_TIMEOUT_S)
         return self
 
-    def _new_row(self, item: Mapping[str, Any], position: int | None, now: float, counts: dict[str, int]) -> MemoryRow:
+    def _new_row(
+        self,
+        item: Mapping[str, Any],
+        position: int | None,
+        now: float,
+        counts: dict[str, int],
+        projects: dict[str, Project],
+    ) -> MemoryRow:
         """The row to insert for ``item``: validated and redacted (content, metadata at any depth,
-        chunk; the session id mapped), before anything is embedded or written. Hits go to ``counts``."""
+        chunk; the session id mapped), before anything is embedded or written. Hits go to ``counts``;
+        the project its scope names, if any, is added to ``projects``."""
         prefix = "" if position is None else f"items[{position}]."
         fields = validate_item(item, prefix, Limits.of(self.settings.limits))
         redaction = self.redaction
@@ -314,6 +350,24 @@ class Store:
         chunk = redaction.value(fields["chunk"], counts) if fields["chunk"] else None
         memory_type: MemoryType = fields["type"]
         metadata: dict[str, Any] = fields["metadata"]
+        given = item.get("scope")
+        if given is None:
+            scope, project = self.scopes(
+                fields["content"],
+                type=memory_type.value,
+                source=fields["source"].value,
+                metadata=metadata,
+                project=self.project,
+            )
+        else:
+            try:
+                scope = check_scope(given, prefix + "scope")
+            except ValueError as exc:
+                raise ValidationError(prefix + "scope", str(exc).split(": ", 1)[-1]) from None
+            key = scope.removeprefix("project:")
+            project = given if isinstance(given, Project) else None if scope == "user" else Project(key, key)
+        if project is not None and scope == project.scope:
+            projects.setdefault(project.key, project)
         created = fields["timestamp"] if fields["timestamp"] is not None else now
         created_dt = datetime.fromtimestamp(created, UTC)
         auto_delete = self.settings.privacy.auto_delete_days
@@ -327,20 +381,28 @@ class Store:
             memory_class=(fields["memory_class"] or DEFAULT_CLASS[memory_type]).value,
             session_id=session_id,
             created_at=created,
-            importance=float(importance) if isinstance(importance, int | float) and 0 <= importance <= 1 else 0.5,
+            importance=0.5 if importance is None else float(importance),  # validated: 0 to 1
             bookmarked=bool(metadata.get("bookmarked") or metadata.get("manual_save")),
             content_hash=content_hash(fields["content"]),
             chunk=json.dumps(chunk) if chunk else None,
             expires_at=created + auto_delete * 86400 if auto_delete else None,
+            scope=scope,
             redacted=True,
         )
 
     def _commit_new(
-        self, rows: Sequence[MemoryRow], *, evict: Sequence[str] = (), counts: Mapping[str, int] | None = None
+        self,
+        rows: Sequence[MemoryRow],
+        *,
+        evict: Sequence[str] = (),
+        counts: Mapping[str, int] | None = None,
+        projects: Iterable[Project] = (),
     ) -> None:
         """Insert ``rows`` and delete ``evict`` (quota evictions, audited as ``quota_evict``) in ONE
         transaction: a crash never leaves memories evicted for rows that were not stored. The
-        redaction hits of building the rows (``counts``) are counted in it too."""
+        redaction hits of building the rows (``counts``) are counted in it too, and the ``projects``
+        their scopes name recorded."""
+        projects = list(projects)
         started = time.perf_counter()
         catalog = self.catalog
         gone: list[tuple[str, str]] = []
@@ -352,6 +414,8 @@ class Store:
             add_counts(conn, counted(counts or {}))
             for session_id, at in {(r.session_id, r.created_at) for r in rows if r.session_id}:
                 catalog.ensure_session(conn, session_id, at)
+            if projects:
+                Catalog.record_projects(conn, projects, time.time())
 
         catalog.write(run, what="storing memories")
         if gone:
@@ -361,12 +425,28 @@ class Store:
         self.stores += len(rows)
         self.store_ms.append((time.perf_counter() - started) * 1000 / len(rows))
 
-    def update(self, memory_id: str, content: str | None = None, metadata: Mapping[str, Any] | None = None) -> Memory:
+    def update(
+        self,
+        memory_id: str,
+        content: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        *,
+        scope: str | Project | None = None,
+    ) -> Memory:
         """Replace a memory's content and/or merge keys into its metadata (a key set to None is
-        removed), redacted as every write is. The content is re-embedded. Returns the updated memory."""
+        removed), redacted as every write is, and/or move it to ``scope`` (``user`` or
+        ``project:<key>``). The content is re-embedded. Returns the updated memory."""
         self.ready()
         row = self._row(memory_id)
         counts: dict[str, int] = {}
+        moved: list[Project] = []
+        if scope is not None:
+            try:
+                row.scope = check_scope(scope)
+            except ValueError as exc:
+                raise ValidationError("scope", str(exc).split(": ", 1)[-1]) from None
+            if isinstance(scope, Project):
+                moved.append(scope)
         if content is not None:
             limits = self.settings.limits
             checked = check_text(content, "content", max_chars=limits.content_chars, setting="content_chars")
@@ -383,27 +463,33 @@ class Store:
             )["metadata"]
             row.metadata = json.dumps(row.metadata, ensure_ascii=False, allow_nan=False)
             row.bookmarked = bool(merged.get("bookmarked") or merged.get("manual_save"))
-        self._commit_update(row, counts)
+            if metadata.get("importance") is not None:  # validated above: a number from 0 to 1
+                row.importance = float(metadata["importance"])
+        self._commit_update(row, counts, moved)
         self.mirror.index_rows([row])
         return self.get(memory_id)
 
-    def _commit_update(self, row: MemoryRow, counts: Mapping[str, int]) -> None:
+    def _commit_update(self, row: MemoryRow, counts: Mapping[str, int], projects: Sequence[Project] = ()) -> None:
         catalog = self.catalog
 
         def run(conn: Any) -> None:
             conn.execute(
-                "UPDATE memories SET content=?, metadata=?, content_hash=?, bookmarked=?, updated_at=?, indexed=0, "
-                "embedding=COALESCE(?, embedding) WHERE id=?",
+                "UPDATE memories SET content=?, metadata=?, content_hash=?, bookmarked=?, importance=?, updated_at=?, "
+                "indexed=0, embedding=COALESCE(?, embedding), scope=? WHERE id=?",
                 (
                     row.content,
                     row.metadata,
                     row.content_hash,
                     int(row.bookmarked),
+                    row.importance,
                     time.time(),
                     None if row.embedding is None else np.asarray(row.embedding, np.float32).tobytes(),
+                    row.scope,
                     row.id,
                 ),
             )
+            if projects:
+                Catalog.record_projects(conn, projects, time.time())
             windows.after_update(conn, row.id)
             catalog.audit(conn, "update", row.id, {})
             add_counts(conn, counted(counts))
@@ -470,10 +556,11 @@ class Store:
         source: str | MemorySource | None = None,
         since: datetime | str | float | None = None,
         until: datetime | str | float | None = None,
+        scopes: Sequence[str | None] | None = None,
     ) -> list[Memory]:
         """Memories newest first, optionally of one type, one session and/or one source
         (``source="hook"``: the spec's find_by_source), created from ``since`` to ``until``
-        (both included)."""
+        (both included), of ``scopes`` (None: of any)."""
         types = [parse_enum(MemoryType, type, "type").value] if type is not None else None
         sources = {"source": parse_enum(MemorySource, source, "source").value} if source is not None else None
         flt = build_filter(
@@ -482,6 +569,7 @@ class Store:
             since=None if since is None else to_epoch(since, "since"),
             until=None if until is None else to_epoch(until, "until"),
             filters=sources,
+            scopes=scopes,
         )
         rows = self.catalog.select_rows(
             flt, limit=check_int(limit, "limit", 1, 10_000), offset=check_int(offset, "offset", 0, 10**9)
@@ -499,6 +587,10 @@ class Store:
     def type_counts(self) -> dict[str, int]:
         """How many memories each type holds, as committed (by any process)."""
         return self.catalog.type_counts()
+
+    def scope_counts(self) -> dict[str | None, int]:
+        """How many memories each scope holds (None: unscoped), as committed (by any process)."""
+        return self.catalog.scope_counts()
 
     def size_mb(self, *, max_age_s: float = SIZE_MAX_AGE_S) -> float:
         """The storage directory's size without its backups (:meth:`Quotas.size_mb`)."""
@@ -519,13 +611,15 @@ class Store:
         min_score: float,
         collapse: bool,
         resumed_session: str | None,
+        scopes: Sequence[str | None] | None = None,
     ) -> list[SearchHit]:
         """Hybrid search (dense + lexical, fused); see :mod:`remindful.engine.retrieval.search`.
         Filters apply to every space. Best first; scores are calibrated relevances in [0, 1], and
         hits scoring under ``min_score`` are left out. ``collapse`` folds near-duplicates into one
         hit and puts newer versions first; ``resumed_session`` ranks that session's memories higher
-        (None: no session). Every setting is the caller's: the defaults are the API's
-        (:meth:`remindful.api.MemoryManager.search`)."""
+        (None: no session); ``scopes`` keeps the memories of those scopes (None among them: the
+        unscoped ones; ``scopes=None``: every memory). Every setting is the caller's: the defaults
+        are the API's (:meth:`remindful.api.MemoryManager.search`)."""
         query = check_text(query, "query", max_chars=self.settings.limits.query_chars, setting="query_chars")
         if filters is not None:
             check_metadata(filters, "filters", Limits.of(self.settings.limits))
@@ -541,8 +635,10 @@ class Store:
             since=None if since is None else to_epoch(since, "since"),
             until=None if until is None else to_epoch(until, "until"),
             filters=None if filters is None else with_stored_sessions(filters, self.stored_session_id),
+            scopes=scopes,
         ) & SqlFilter("(expires_at IS NULL OR expires_at > ?)", (time.time(),))
         mirror, catalog = self.mirror, self.catalog
+        self.follow_replacements()
         started = time.perf_counter()
         # Read your writes: what this process stored is dense-searchable (lexically it is at once).
         # The query needs the model too, so the wait starts once it is loaded: a first use prepares
@@ -550,7 +646,14 @@ class Store:
         if mirror.embeddings_pending():
             embed_query(self.embedder, query)
             mirror.await_embeddings(self.settings.performance.search_timeout_ms / 1000)
-        restricted = bool(filters or session_id or since is not None or until is not None)
+        others = bool(filters or session_id or since is not None or until is not None)
+        restricted = others or scopes is not None
+        # A scope alone restricts by a count the catalog keeps: the search need not count its rows
+        # (at most that many pass: the types may narrow it further).
+        in_scopes = None
+        if scopes is not None and not others:
+            held = catalog.scope_counts()
+            in_scopes = sum(held.get(s, 0) for s in set(scopes))
         searched_types = [MemoryType(t) for t in type_values] if type_values else list(MemoryType)
         counts = catalog.type_counts()
         searched = sum(counts.get(t.value, 0) for t in searched_types)
@@ -573,6 +676,7 @@ class Store:
             resumed_session=resumed_session,
             min_score=min_score,
             diverse=collapse,
+            passing=in_scopes,
             embed_missing=mirror.embed_and_save,
         )
         self._record_search(time.perf_counter() - started, [hit.row.id for hit in results])
@@ -590,6 +694,7 @@ class Store:
                 similar=hit.similar,
                 similar_ids=hit.similar_ids,
                 superseded_by=hit.superseded_by,
+                scope=hit.row.scope,
             )
             for hit in results
         ]
@@ -629,8 +734,33 @@ class Store:
         self.mirror.index_rows(rows)
 
     def reindex(self, *, reset: bool, progress: Any = None) -> dict[str, int]:
-        """Rebuild the vector index from the catalog (:meth:`IndexMirror.reindex`)."""
-        return self.mirror.reindex(reset=reset, progress=progress)
+        """Rebuild the vector index from the catalog (:meth:`IndexMirror.reindex`). Refused
+        (StorageLockedError) while a restore, a clear-all or another reindex of the store runs;
+        other processes take their view of the index afresh afterwards."""
+        with self.store_lock.maintenance("rebuild the index"):
+            counts = self.mirror.reindex(reset=reset, progress=progress)
+            self.store_lock.bump("rebuild the index")
+            self._generation = self.store_lock.generation()
+        if self.catalog.windows_to_mend():  # left by a clear-all (delete_all)
+            self.mirror.kick_finisher()
+        return counts
+
+    def delete_all(self, *, reason: str) -> int:
+        """Delete every memory from the catalog, in transactions of 5,000, and their attachment
+        copies; returns how many. The vector index is left as it is: the caller holds the index
+        lock and rebuilds the index afterwards (:meth:`reindex`), which drops their vectors and
+        has the session windows around them mended (not here: the background finisher this
+        would start takes the index lock)."""
+        catalog = self.catalog
+        deleted = 0
+        while True:
+            ids = [r[0] for r in catalog.read("SELECT id FROM memories LIMIT 5000")]
+            if not ids:
+                break
+            gone = catalog.delete_ids(ids, reason=reason, mend_later=True)
+            remove_copies(self.path, [mid for mid, _t in gone])
+            deleted += len(gone)
+        return deleted
 
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until the vector index reflects every store and delete so far; False on timeout."""
@@ -691,4 +821,5 @@ def _to_memory(row: MemoryRow) -> Memory:
         chunk=ChunkMetadata(**chunk) if chunk else None,
         expires_at=datetime.fromtimestamp(row.expires_at, UTC) if row.expires_at else None,
         updated_at=datetime.fromtimestamp(row.updated_at, UTC) if row.updated_at else None,
+        scope=row.scope,
     )

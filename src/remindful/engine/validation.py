@@ -144,6 +144,24 @@ def check_metadata(metadata: Any, field: str, limits: Limits = DEFAULT_LIMITS) -
     return copy
 
 
+def check_protected_keys(metadata: Mapping[str, Any], field: str) -> None:
+    """ValidationError naming ``field.key`` unless the metadata keys the store acts on take their
+    form: ``bookmarked`` and ``manual_save`` true or false (they protect a memory from retention,
+    quotas and dedup), ``importance`` a number from 0 to 1 (the memory's base importance); null
+    or absent for none. ``"no"`` must not bookmark a memory, nor ``7`` be kept and ignored."""
+    for key in ("bookmarked", "manual_save"):
+        value = metadata.get(key)
+        if value is not None and not isinstance(value, bool):
+            raise ValidationError(child_path(field, key), f"expected true or false, got {_short(value)}")
+    importance = metadata.get("importance")
+    if importance is not None and (
+        isinstance(importance, bool) or not isinstance(importance, int | float) or not 0 <= importance <= 1
+    ):
+        raise ValidationError(
+            child_path(field, "importance"), f"expected a number from 0 to 1, got {_short(importance)}"
+        )
+
+
 def child_path(where: str, key: str) -> str:
     """``where.key``, or ``where['key']`` (quoted and escaped, at most 40 characters) for a key that
     is not a plain word: a key with a newline or a surrogate must not break the one-line error."""
@@ -180,6 +198,7 @@ def validate_item(item: Mapping[str, Any], prefix: str, limits: Limits = DEFAULT
         item.get("content"), prefix + "content", max_chars=limits.content_chars, setting="content_chars"
     )
     metadata = check_metadata(item.get("metadata"), prefix + "metadata", limits)
+    check_protected_keys(metadata, prefix + "metadata")
     session_id = item.get("session_id")
     if session_id is not None:
         if not isinstance(session_id, str) or not session_id.strip():

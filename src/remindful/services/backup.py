@@ -18,9 +18,14 @@ unnamed manual backups are never rotated.
 tar (a truncated one is refused), every member is a regular file or directory (no symlinks, hard
 links or devices) whose path stays inside the target, the manifest lists exactly the archive's
 files with matching sha256, and the catalog passes SQLite's integrity check with the manifest's
-counts. Only then is the current store backed up, swapped out (rolled back if the swap fails)
-and the vector index rebuilt from the restored catalog. Stop other processes using the store
-(the daemon, MCP servers) before restoring: they would keep writing to the replaced files.
+counts. Only then is the current data backed up and replaced, the whole time holding every other
+process's writes off (:mod:`remindful.engine.storelock`): the restored catalog is copied into the
+live one with SQLite's backup API (one transaction: the processes that have the store open, the
+daemon, MCP servers, read the restored content next and write into it), the attachment copies
+are put in place, and the vector index is rebuilt from the restored catalog (the archive's Chroma
+files are not needed for that). So nothing acknowledged after a restore is lost, and nothing
+acknowledged before it is missing from the automatic backup. Restores, clear-alls and reindexes
+of one store run one at a time: a second one is refused, naming the first.
 The layout's names and the archive checks live in :mod:`remindful.services.archive`.
 """
 
@@ -35,7 +40,7 @@ import shutil
 import tarfile
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
 from pathlib import Path
@@ -43,7 +48,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from remindful.engine.atomic import replaced_atomically
 from remindful.engine.catalog import catalog_damaged, integrity_problem
-from remindful.engine.catalog_files import snapshot
+from remindful.engine.catalog_files import copy_into, prepare_for_restore, snapshot
 from remindful.errors import CorruptionError, StorageError, ValidationError
 from remindful.model import BackupResult, ClearResult, RestoreResult
 from remindful.services.archive import (
@@ -60,7 +65,7 @@ from remindful.services.archive import (
 if TYPE_CHECKING:
     from remindful.config import Settings
     from remindful.engine.repositories import MemoryRepository
-    from remindful.index.base import VectorIndex
+    from remindful.engine.storelock import StoreLock
 
 
 class Archivable(Protocol):
@@ -83,20 +88,19 @@ class Restorable(Archivable, Protocol):
     """What a restore and a clear-all do to the store besides backing it up."""
 
     @property
-    def index(self) -> VectorIndex | None: ...
+    def store_lock(self) -> StoreLock:
+        """The locks that keep every process's writes out of a replacement of the content."""
 
     def type_counts(self) -> dict[str, int]: ...
 
-    def close(self) -> None: ...
+    def get_batch(self, ids: Sequence[str]) -> list[Any]: ...
 
     def reindex(self, *, reset: bool, progress: Any = None) -> dict[str, int]: ...
 
-    def delete_many(self, ids: Sequence[str], *, reason: str | Mapping[str, str] = "delete") -> int: ...
+    def delete_all(self, *, reason: str) -> int: ...
 
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-_RESTORED = (CATALOG, CHROMA, ATTACHMENTS)
-_REPLACED = (CATALOG, f"{CATALOG}-wal", f"{CATALOG}-shm", CHROMA, ATTACHMENTS)
 
 
 def backups_dir(storage: Path) -> Path:
@@ -112,6 +116,13 @@ def create_backup(
     if name is not None and (not isinstance(name, str) or not _NAME.match(name)):
         raise ValidationError("name", "expected 1-64 letters, digits, '_', '-' or '.', starting with a letter or digit")
     store.ready()
+    return _write_backup(store, name=name, automatic=automatic, reason=reason, index_locked=False)
+
+
+def _write_backup(
+    store: Archivable, *, name: str | None, automatic: bool, reason: str, index_locked: bool
+) -> BackupResult:
+    """:func:`create_backup`; ``index_locked``: the caller holds the index lock already."""
     folder = backups_dir(store.path)
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
     suffix = f"_auto-{reason}" if automatic else (f"_{name}" if name else "")
@@ -130,7 +141,8 @@ def create_backup(
             raise catalog_damaged(f"{problem}; no backup was written")
         chroma = store.path / CHROMA
         if chroma.is_dir():
-            with store.index_lock():  # no index writes while the files are copied
+            # no index writes while the files are copied
+            with contextlib.nullcontext() if index_locked else store.index_lock():
                 shutil.copytree(chroma, staging / CHROMA, ignore=shutil.ignore_patterns("*.lock"))
         attachments = store.path / ATTACHMENTS
         if attachments.is_dir():
@@ -236,75 +248,92 @@ def restore_backup(
 ) -> RestoreResult:
     """Replace the store's data with the backup at ``path``; see the module docstring. Without
     ``confirm`` the archive is still validated, then the restore is refused (ValidationError naming
-    ``confirm``). The store is closed for the swap and reopens on its next use; ``progress(n)`` is
-    called as the vector index is rebuilt."""
+    ``confirm``); while another restore, clear-all or reindex of the store runs it is refused
+    (StorageLockedError naming it). ``progress(n)`` is called as the vector index is rebuilt."""
     archive = Path(path).expanduser()
     if not archive.is_file():
         raise ValidationError("path", f"{archive} is not a file; expected a backup_*.tar.gz from `remindful backup`")
     store.ready()
-    staging = store.path / f".restore-{uuid.uuid4().hex[:8]}"
-    staging.mkdir(mode=0o700)
-    try:
-        manifest = validate_archive(archive, staging)
-        if not confirm:
-            current = sum(store.type_counts().values())
-            raise ValidationError(
-                "confirm",
-                f"restoring replaces all {current} current memories with the backup's "
-                f"{manifest.get('total', '?')}; pass confirm=True (the current data is backed up first)",
-            )
+    with store.store_lock.maintenance("restore"):
+        staging = store.path / f".restore-{uuid.uuid4().hex[:8]}"
+        staging.mkdir(mode=0o700)
         try:
-            before: BackupResult | None = create_backup(store, automatic=True, reason="before-restore")
-        except CorruptionError as exc:  # restoring is the way out of a damaged catalog: keep its files instead
-            if exc.part != "catalog":
-                raise
-            before = None
-        store.close()  # releases the catalog and index files; the next use opens the swapped-in ones
-        aside = _swap(store.path, staging, keep=before is None)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    old_root = manifest.get("storage_path")
-    if isinstance(old_root, str) and old_root != str(store.path):
-        _rewrite_attachment_paths(memories, Path(old_root), store.path)
-    counts = store.reindex(reset=False, progress=progress)
+            manifest = validate_archive(archive, staging)
+            if not confirm:
+                current = sum(store.type_counts().values())
+                raise ValidationError(
+                    "confirm",
+                    f"restoring replaces all {current} current memories with the backup's "
+                    f"{manifest.get('total', '?')}; pass confirm=True (the current data is backed up first)",
+                )
+            prepare_for_restore(staging / CATALOG, store.path / CATALOG)
+            # The index lock first (the order every writer takes them in), then every process's
+            # writes held off from the snapshot of the current data to the end of the replacement.
+            with store.index_lock(), store.store_lock.exclusive("restore"):
+                kept: Path | None = None
+                try:
+                    before: BackupResult | None = _write_backup(
+                        store, name=None, automatic=True, reason="before-restore", index_locked=True
+                    )
+                except CorruptionError as exc:  # restoring is the way out of a damaged catalog: keep its files
+                    if exc.part != "catalog":
+                        raise
+                    before, kept = None, _keep_damaged(store.path)
+                copies = _attachment_copies(store)
+                copy_into(staging / CATALOG, store.path / CATALOG)
+                _place_attachments(staging / ATTACHMENTS, store.path / ATTACHMENTS, copies)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        old_root = manifest.get("storage_path")
+        if isinstance(old_root, str) and old_root != str(store.path):
+            _rewrite_attachment_paths(memories, Path(old_root), store.path)
+        counts = store.reindex(reset=False, progress=progress)
     return RestoreResult(
         path=str(archive),
         counts=counts,
         total=sum(counts.values()),
         expected=manifest.get("counts"),
-        backup_path=before.path if before is not None else str(aside),
+        backup_path=before.path if before is not None else str(kept),
     )
 
 
-def _swap(storage: Path, staging: Path, *, keep: bool = False) -> Path:
-    """Move the current files aside and the staged ones in; with ``keep`` the current files stay
-    in the returned folder (a damaged catalog cannot be archived), else it is removed."""
-    aside = storage / f".pre-restore-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
-    aside.mkdir(mode=0o700)
-    moved: list[str] = []
-    placed: list[str] = []
+def _keep_damaged(storage: Path) -> Path:
+    """Copy the damaged catalog's files into ``damaged-<time>`` (it cannot be archived) and return it."""
+    kept = storage / f"damaged-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
+    kept.mkdir(mode=0o700)
+    for name in (CATALOG, f"{CATALOG}-wal"):
+        if (storage / name).is_file():
+            shutil.copyfile(storage / name, kept / name)
+            os.chmod(kept / name, 0o600)
+    return kept
+
+
+def _attachment_copies(store: Restorable) -> set[str]:
+    """The ids of the stored memories that have attachment copies (those of a damaged catalog
+    that cannot be read stay where they are)."""
+    root = store.path / ATTACHMENTS
+    if not root.is_dir():
+        return set()
+    names = [entry.name for entry in root.iterdir() if entry.is_dir()]
     try:
-        for name in _REPLACED:
-            if (storage / name).exists():
-                os.replace(storage / name, aside / name)
-                moved.append(name)
-        for name in _RESTORED:
-            if (staging / name).exists():
-                os.replace(staging / name, storage / name)
-                placed.append(name)
-    except OSError as exc:
-        for name in placed:
-            _remove(storage / name)
-        for name in moved:
-            os.replace(aside / name, storage / name)
-        shutil.rmtree(aside, ignore_errors=True)
-        raise StorageError(f"Restore failed while swapping files ({exc}); the current data was put back") from exc
-    if keep:
-        kept = storage / f"damaged-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
-        os.replace(aside, kept)
-        return kept
-    shutil.rmtree(aside, ignore_errors=True)
-    return aside
+        return {name for name, found in zip(names, store.get_batch(names), strict=True) if found is not None}
+    except StorageError:
+        return set()
+
+
+def _place_attachments(staged: Path, live: Path, replaced: set[str]) -> None:
+    """Move the restored attachment copies in (replacing those of the same memory) and remove the
+    copies of the memories the restore replaced (``replaced``). Copies of memories not committed
+    yet (a store waiting for the restore) are left alone."""
+    restored: set[str] = set()
+    if staged.is_dir():
+        live.mkdir(mode=0o700, exist_ok=True)
+        for entry in staged.iterdir():
+            _remove(live / entry.name)
+            os.replace(entry, live / entry.name)
+            restored.add(entry.name)
+    for name in replaced - restored:
+        _remove(live / name)
 
 
 def _remove(path: Path) -> None:
@@ -326,27 +355,22 @@ def _rewrite_attachment_paths(memories: MemoryRepository, old_root: Path, new_ro
 
 def clear_all(store: Restorable, memories: MemoryRepository, *, confirm: bool = False) -> ClearResult:
     """Back up, then delete every memory of every collection, the sessions, the pending spool,
-    file hashes, the embedding cache and attachment copies. Refused
-    without ``confirm``."""
+    file hashes, the embedding cache and attachment copies. Refused without ``confirm``, and
+    while a restore, another clear-all or a reindex of the store runs. Every process's writes wait
+    from the backup to the end of the deletion: what they store after it is kept."""
     total = memories.count()
     if not confirm:
         raise ValidationError(
             "confirm",
             f"clear_all deletes all {total} memories in every collection; pass confirm=True (a backup is taken first)",
         )
-    backup = create_backup(store, automatic=True, reason="before-clear-all")
-    deleted = 0
-    while True:
-        ids = memories.some_ids(5000)
-        if not ids:
-            break
-        deleted += store.delete_many(ids, reason="clear_all")
-    memories.clear_side_tables({"deleted": deleted, "backup": backup.path})
-    index = store.index
-    if index is not None:
-        with store.index_lock():
-            index.reset()
-    shutil.rmtree(store.path / ATTACHMENTS, ignore_errors=True)
+    store.ready()
+    with store.store_lock.maintenance("clear all memories"):
+        with store.index_lock(), store.store_lock.exclusive("clear all memories"):
+            backup = _write_backup(store, name=None, automatic=True, reason="before-clear-all", index_locked=True)
+            deleted = store.delete_all(reason="clear_all")
+            memories.clear_side_tables({"deleted": deleted, "backup": backup.path})
+        store.reindex(reset=False)  # drops every vector; indexes what was stored since
     return ClearResult(deleted, backup.path, backup.counts)
 
 

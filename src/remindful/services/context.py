@@ -120,6 +120,7 @@ class Searcher(Protocol):
         min_score: float,
         collapse: bool,
         resumed_session: str | None,
+        scopes: Sequence[str | None] | None = ...,
     ) -> Sequence[SearchHit]: ...
 
     def get_batch(self, ids: Sequence[str]) -> Sequence[Memory | None]: ...
@@ -216,13 +217,14 @@ def build_context(
     types: Sequence[str] | None = None,
     session_id: str | None = None,
     resumed_session: str | None = None,
+    scopes: Sequence[str | None] | None = None,
 ) -> Context:
     """The memories most relevant to ``query`` scoring at least ``min_score``, distilled and
     ordered by kind (see the module docstring), as explained lines within ``budget_tokens``
     (estimated) in all; an empty Context when none fits. ``exclude`` drops hits whose text equals
-    it (the prompt being answered, just captured); ``types`` and ``session_id`` narrow the search;
-    ``resumed_session`` ranks that session's memories higher. Raises what the search raises
-    (ValidationError, MemoryDisabledError)."""
+    it (the prompt being answered, just captured); ``types``, ``session_id`` and ``scopes`` (None:
+    every scope) narrow the search; ``resumed_session`` ranks that session's memories higher.
+    Raises what the search raises (ValidationError, MemoryDisabledError)."""
     from remindful.model import Context
 
     if not query.strip() or budget_tokens <= estimate_tokens(HEADER) + 1:
@@ -235,6 +237,7 @@ def build_context(
         min_score=min_score,
         collapse=True,
         resumed_session=resumed_session,
+        scopes=scopes,
     )
     hits = _with_what_prompts_taught(searcher, hits)
     shown = {hit.id for hit in hits}
@@ -418,7 +421,7 @@ class HookRequest:
     naming the field and the form it expects. A request of an older hook (``query``,
     ``budget_tokens``, ``exclude`` only) is a prompt's."""
 
-    __slots__ = ("budget_tokens", "cwd", "event", "exclude", "query", "session_id")
+    __slots__ = ("budget_tokens", "cwd", "event", "exclude", "query", "scope", "session_id")
 
     def __init__(
         self,
@@ -429,9 +432,12 @@ class HookRequest:
         exclude: str | None = None,
         session_id: str | None = None,
         cwd: str | None = None,
+        scope: str | list[str] | None = None,
     ) -> None:
         self.event, self.query, self.budget_tokens = event, query, budget_tokens
         self.exclude, self.session_id, self.cwd = exclude, session_id, cwd
+        #: The scopes to read, as a read's ``scope`` takes them (None: those seen from ``cwd``).
+        self.scope = scope
 
     @classmethod
     def parse(cls, data: Any) -> HookRequest:
@@ -456,7 +462,12 @@ class HookRequest:
             fields[name] = value
         if fields["cwd"] is not None and not os.path.isabs(fields["cwd"]):
             raise ValidationError("cwd", f"expected an absolute directory, got {fields['cwd']!r}")
-        return cls(event, query, budget_tokens=budget, **fields)
+        scope = data.get("scope")
+        if scope is not None and not (
+            isinstance(scope, str) or (isinstance(scope, list) and all(isinstance(s, str) for s in scope))
+        ):
+            raise ValidationError("scope", "expected a scope such as 'user' or 'project:NAME', or a list of them")
+        return cls(event, query, budget_tokens=budget, scope=scope, **fields)
 
 
 def injection_for(hooks: HookSettings, project: str | None) -> tuple[bool, int, int]:
@@ -483,9 +494,11 @@ def hook_context(
     request: HookRequest,
     *,
     resumed_session: str | None = None,
+    scopes: Sequence[str | None] | None = None,
 ) -> Context:
     """What a hook injects for ``request``: the SessionStart brief of the session's project, or a
-    prompt's context, within the smaller of the request's budget and the project's (none when the
+    prompt's context searched in ``scopes`` (None: every scope; a hook's are those seen from its
+    directory), within the smaller of the request's budget and the project's (none when the
     project's injection is off); what is injected is recorded in the ledger (best effort: a ledger
     that cannot be written is logged, and the context is still given)."""
     from remindful.model import Context
@@ -511,6 +524,7 @@ def hook_context(
             min_score=settings.context.min_score,
             exclude=request.exclude,
             resumed_session=resumed_session,
+            scopes=scopes,
         )
     if found.text:
         try:

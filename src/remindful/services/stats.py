@@ -326,4 +326,7 @@ def _last_cleanup(report: dict[str, Any] | None) -> dict[str, Any] | None:
     if report is None:
         return None
     keys = ("at", "deleted", "by_reason", "freed_mb", "clusters", "seconds")
-    return {k: report.get(k) for k in keys}
+    found = {k: report.get(k) for k in keys}
+    if isinstance(found["at"], int | float):  # kept as epoch seconds; shown as last_backup's is: ISO 8601
+        found["at"] = datetime.fromtimestamp(found["at"], UTC).isoformat()
+    return found

@@ -14,6 +14,7 @@
                            counts, tool-call lookups, the watcher's files, tombstones
 ``ledger``                 :class:`~.ledger.LedgerRepository`: the context injected into agents
 ``brief``                  :class:`~.brief.BriefRepository`: what a new session is told first
+``scopes``                 :class:`~.scopes.ScopeRepository`: what each scope holds, the projects
 =========================  =====================================================================
 
 The SQL lives here, in :mod:`remindful.engine.catalog` (the rows, the deletes and their queues, the
@@ -33,6 +34,7 @@ from remindful.engine.repositories.learning import LearningRepository
 from remindful.engine.repositories.ledger import LedgerRepository
 from remindful.engine.repositories.memories import MemoryRepository
 from remindful.engine.repositories.retention import RetentionRepository
+from remindful.engine.repositories.scopes import ScopeRepository
 from remindful.engine.repositories.sessions import SessionRepository
 from remindful.engine.repositories.stats import StatsRepository
 
@@ -49,6 +51,7 @@ class Repositories:
     captures: CaptureRepository
     ledger: LedgerRepository
     brief: BriefRepository
+    scopes: ScopeRepository
 
     @classmethod
     def over(cls, catalog: Catalog | CatalogSource) -> Repositories:
@@ -62,6 +65,7 @@ class Repositories:
             captures=CaptureRepository(catalog),
             ledger=LedgerRepository(catalog),
             brief=BriefRepository(catalog),
+            scopes=ScopeRepository(catalog),
         )
 
 
@@ -73,6 +77,7 @@ __all__ = [
     "MemoryRepository",
     "Repositories",
     "RetentionRepository",
+    "ScopeRepository",
     "SessionRepository",
     "StatsRepository",
 ]

@@ -16,8 +16,10 @@ whole file written by the agent) is never stored. A tool call's memory is distil
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import stat
 
 from remindful.services.ingest.distill import TOOL_EVENTS, tool_memory
 
@@ -28,7 +30,7 @@ except ImportError:  # pragma: no cover - other Python builds
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs hook processes milliseconds
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, BinaryIO
 
     from remindful.engine.redact import Redactor
 
@@ -72,13 +74,23 @@ def idem_key(event: str, payload: dict[str, Any]) -> str:
     return sha256(raw.encode("utf-8", "replace")).hexdigest()
 
 
+def open_regular(path: str) -> BinaryIO:
+    """``path`` opened for reading, if it is a regular file; else OSError. A FIFO (or a device)
+    named as a transcript must not block the hook: opening a FIFO waits for a writer, forever."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(errno.EINVAL, "not a regular file", path)
+    return os.fdopen(fd, "rb")
+
+
 def last_assistant_text(transcript_path: str | os.PathLike[str]) -> str:
     """The assistant's final answer in a Claude Code transcript (JSONL): the text of the assistant
     entries after the last user entry (a prompt or a tool result); if those hold no text, the
     last text since the prompt. "" if the file is missing or has none."""
     path = os.path.expanduser(os.fspath(transcript_path))
     try:
-        with open(path, "rb") as f:
+        with open_regular(path) as f:
             size = f.seek(0, os.SEEK_END)
             f.seek(max(0, size - TRANSCRIPT_TAIL_BYTES))
             data = f.read()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from remindful.engine import spool
 from remindful.engine.redact import StoreRedactor, add_counts
+from remindful.engine.storelock import StoreLock
 from remindful.services.ingest.events import idem_key
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs hook processes milliseconds
@@ -86,7 +87,8 @@ def spool_record(
     try:
         for attempt in range(2):
             try:
-                with spool.immediate(conn):
+                # A restore or a clear-all waits for this write; while one runs, the fallback file.
+                with StoreLock(storage).shared(wait=False), spool.immediate(conn):
                     if kept or "session" in record:
                         spool.append(conn, key, event, body, record["at"], redaction=redaction)
                     add_counts(conn, counts)

@@ -32,6 +32,7 @@ import time
 from remindful.engine import spool
 from remindful.engine.connection import BUSY_TIMEOUT_MS
 from remindful.engine.redact import StoreRedactor, add_counts
+from remindful.engine.storelock import StoreLock
 from remindful.runtime import new_session_id, pid_alive
 from remindful.services.ingest.calls import ToolCall
 from remindful.services.ingest.filters import CaptureFilter, FilterConfig
@@ -146,7 +147,8 @@ class CaptureSpool:
         }
         body = spool.encode(record, self._redaction, counts)  # the session id mapped
         try:
-            with self._locks["append"]:
+            # A restore or a clear-all waits for this write; while one runs, the fallback file.
+            with self._locks["append"], StoreLock(self.storage).shared(wait=False):
                 conn = self._connect("append", APPEND_BUSY_MS)
                 with spool.immediate(conn):
                     spool.append(conn, key, KIND, body, call.finished_at, redaction=self._redaction)
@@ -161,7 +163,7 @@ class CaptureSpool:
 
     def done(self, key: str) -> None:
         """The call is stored (or deliberately skipped): drop its row, remember its key."""
-        with self._locks["done"]:
+        with self._locks["done"], StoreLock(self.storage).shared():
             conn = self._connect("done", BUSY_TIMEOUT_MS)
             with spool.immediate(conn):
                 spool.finish_key(conn, key, time.time())

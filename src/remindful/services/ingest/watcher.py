@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from remindful.engine.captures import FileRecord
-from remindful.errors import RemindfulError
+from remindful.errors import RemindfulError, ValidationError
 from remindful.model import ChunkMetadata, FileIndexed
 from remindful.services.ingest.chunker import chunk_text
 from remindful.services.ingest.filters import apply_filters, filter_for
@@ -57,21 +57,19 @@ def is_markdown(path: str | os.PathLike[str]) -> bool:
 
 
 class MarkdownWatcher:
-    """Index and watch the ``.md`` files under ``dirs`` into ``store``. Raises RemindfulError
-    naming a watch directory that does not exist or is not a directory."""
+    """Index and watch the ``.md`` files under ``dirs`` into ``store``. Raises ValidationError
+    (``dirs``) naming a watch directory that does not exist or is not a directory."""
 
     def __init__(self, store: CaptureStore, dirs: Sequence[str | os.PathLike[str]]) -> None:
         self.store = store
         self.dirs: list[Path] = []
         for raw in dirs:
             path = Path(raw).expanduser()
-            if not path.exists():
-                raise RemindfulError(
-                    f"Watch directory does not exist: {path}",
-                    suggestion="create it, or remove it from auto_capture.watch_dirs",
-                )
             if not path.is_dir():
-                raise RemindfulError(f"Watch path is not a directory: {path}", suggestion="name a directory")
+                problem = "Watch path is not a directory" if path.exists() else "Watch directory does not exist"
+                raise ValidationError(
+                    "dirs", f"{problem}: {path}; expected a directory of .md files (create it, or name another)"
+                )
             self.dirs.append(path.resolve())
         self._lock = threading.Lock()
         self.polling = False

@@ -209,10 +209,16 @@ def turn_from_hook_events(prompt_event: Mapping[str, Any], stop_event: Mapping[s
 def last_assistant_message(transcript_path: str) -> str | None:
     """The text of the last assistant message in a Claude Code transcript (JSON lines), or None."""
     import json
+    import os
+    import stat
 
     try:
-        with open(transcript_path, encoding="utf-8") as fh:
-            lines = fh.readlines()
+        # Not open(): on a FIFO it waits for a writer, forever (a hook must not hang on any path).
+        fd = os.open(transcript_path, os.O_RDONLY | os.O_NONBLOCK)
+        with os.fdopen(fd, "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return None
+            lines = fh.read().decode("utf-8", "replace").splitlines()
     except OSError:
         return None
     for line in reversed(lines):

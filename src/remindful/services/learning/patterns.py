@@ -17,6 +17,7 @@ the last ``days``), groups them by session in time order and reports:
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections import Counter, defaultdict
 from typing import TYPE_CHECKING, Any
@@ -141,6 +142,8 @@ def analyze_patterns(
     min_length = engine.settings.learning.min_actions_for_pattern
     if isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < min_length:
         raise ValidationError("max_length", f"expected an integer ≥ {min_length}, got {max_length!r}")
+    if days is not None and (isinstance(days, bool) or not isinstance(days, int | float) or not 0 < days < math.inf):
+        raise ValidationError("days", f"expected a positive number of days, got {days!r}")
     loaded = _load(engine, memories, type, days, max_memories)
     by_session: dict[str, list[tuple[str, Memory]]] = defaultdict(list)
     by_verb: dict[str, list[bool | None]] = defaultdict(list)
