@@ -271,6 +271,7 @@ class Catalog:
         self._local = threading.local()
         self._lexical = LexicalSearch(self)
         self._readers: list[sqlite3.Connection] = []
+        self._readers_lock = threading.Lock()  # not the shared connection's: a reader never waits for a writer
         self._busy_timeout_ms = busy_timeout_ms
         #: Every write transaction holds it shared: a restore or a clear-all waits for them
         #: (:mod:`remindful.engine.storelock`).
@@ -362,7 +363,7 @@ class Catalog:
             self.record_projects(conn, found.values(), now)
 
     def close(self) -> None:
-        with self._lock:
+        with self._lock, self._readers_lock:
             self._conn.close()
             for conn in self._readers:
                 conn.close()
@@ -374,7 +375,7 @@ class Catalog:
         if conn is None or self._local.epoch != self._epoch:
             conn = connection.connect(self.path, check_same_thread=False)
             self._local.conn, self._local.epoch = conn, self._epoch
-            with self._lock:
+            with self._readers_lock:
                 self._readers.append(conn)
         return conn
 
@@ -395,8 +396,9 @@ class Catalog:
                 return False
             log.warning("%s was replaced (a restore); reconnecting", self.path)
             _RETIRED.append(self._conn)
-            _RETIRED.extend(self._readers)
-            self._readers.clear()
+            with self._readers_lock:
+                _RETIRED.extend(self._readers)
+                self._readers.clear()
             self._conn = connection.connect(self.path, busy_timeout_ms=self._busy_timeout_ms, check_same_thread=False)
             self._file = _identity(self.path)
             self._epoch += 1
@@ -431,15 +433,30 @@ class Catalog:
 
     def read(self, sql: str, params: Sequence[Any] = (), *, private: bool = False) -> list[Any]:
         """Rows of a query. ``private=True`` runs it on this thread's own connection, in parallel
-        with the shared one (search runs its lexical queries that way while it embeds the query)."""
+        with the shared one (search runs its lexical queries that way while it embeds the query).
+        A read never waits for a write of another thread: while one holds the shared connection
+        (perhaps waiting for another process's transaction), it runs on this thread's own."""
 
         def run() -> list[Any]:
             if private:
                 return self._reader().execute(sql, params).fetchall()
-            with self._lock:
-                return self._conn.execute(sql, params).fetchall()
+            with self._reading() as conn:
+                return conn.execute(sql, params).fetchall()
 
         return with_retries(run, what="read")
+
+    @contextmanager
+    def _reading(self) -> Iterator[sqlite3.Connection]:
+        """A connection to read on: the shared one if no other thread holds it (this thread's
+        transaction included), else this thread's own rather than waiting for the holder (a write
+        may be waiting for another process's transaction, up to the busy timeout and retries)."""
+        if not self._lock.acquire(blocking=False):
+            yield self._reader()
+            return
+        try:
+            yield self._conn
+        finally:
+            self._lock.release()
 
     def read_in(self, sql: str, keys: Sequence[Any], params: Sequence[Any] = ()) -> list[Any]:
         """Rows of ``sql`` for every key: ``{marks}`` in it stands for a chunk of ``keys`` (as
@@ -550,13 +567,13 @@ class Catalog:
         rows_sql, count_sql = _embeddings_sql(flt), _bounded_count_sql(flt)
 
         def run() -> tuple[list[str], np.ndarray | None] | None:
-            with self._lock:
-                cursor = self._conn.execute(rows_sql, flt.params)
+            with self._reading() as conn:
+                cursor = conn.execute(rows_sql, flt.params)
                 try:
                     rows = cursor.fetchmany(few + 1)
                     if len(rows) <= few:
                         return _matrix(rows)
-                    if not take(int(self._conn.execute(count_sql, [*flt.params, at_most]).fetchone()[0])):
+                    if not take(int(conn.execute(count_sql, [*flt.params, at_most]).fetchone()[0])):
                         return None
                     return _matrix(rows + cursor.fetchall())
                 finally:

@@ -148,9 +148,21 @@ class Store:
         if self.disabled_reason:
             raise MemoryDisabledError(self.disabled_reason)
         if self._catalog is None:
-            with self._init_lock:
-                if self._catalog is None:
-                    self._open_catalog()
+            self._opened()
+
+    def _opened(self) -> tuple[Catalog, IndexMirror]:
+        """The catalog and the mirror, opened now if needed (MemoryDisabledError if memory is off
+        or unusable). Read under the lock :meth:`close` clears them under: a close in another
+        thread cannot leave the caller with half of them."""
+        if self.disabled_reason:
+            raise MemoryDisabledError(self.disabled_reason)
+        with self._init_lock:
+            if self._catalog is None:
+                self._open_catalog()
+            catalog, mirror = self._catalog, self._mirror
+        if catalog is None or mirror is None:  # pragma: no cover - _open_catalog sets both or raises
+            raise MemoryDisabledError(self.disabled_reason or "the store could not be opened")
+        return catalog, mirror
 
     def _open_catalog(self) -> None:
         try:
@@ -206,11 +218,7 @@ class Store:
     def catalog(self) -> Catalog:
         """The catalog, opened on first use (MemoryDisabledError if memory is off or unusable)."""
         catalog = self._catalog
-        if catalog is None:
-            self.ready()
-            catalog = self._catalog
-            assert catalog is not None
-        return catalog
+        return catalog if catalog is not None else self._opened()[0]
 
     @functools.cached_property
     def captures(self) -> CaptureRepository:
@@ -223,11 +231,7 @@ class Store:
     def mirror(self) -> IndexMirror:
         """The vector index kept in step with the catalog; opens the catalog, not the index."""
         mirror = self._mirror
-        if mirror is None or self._catalog is None:
-            self.ready()
-            mirror = self._mirror
-            assert mirror is not None
-        return mirror
+        return mirror if mirror is not None and self._catalog is not None else self._opened()[1]
 
     @property
     def embedder(self) -> Embedder:
@@ -420,7 +424,8 @@ class Store:
         catalog.write(run, what="storing memories")
         if gone:
             remove_copies(self.path, [mid for mid, _t in gone])
-            self.mirror.after_delete(gone, later=len(evict) > INLINE_DELETE)
+            # The evicted vectors go in the background: a store never waits for the index.
+            self.mirror.after_delete(gone, later=True)
             log.info("quota: evicted %d least important memories to store %d", len(gone), len(rows))
         self.stores += len(rows)
         self.store_ms.append((time.perf_counter() - started) * 1000 / len(rows))
@@ -661,6 +666,9 @@ class Store:
         # rather than open the index: faster, and exact (what the index approximates).
         exact = self.exact_before_index > 0 and searched <= self.exact_before_index
         exact = exact and not mirror.state()["opened"]
+        # Never waits for the index: while it opens (in the background) or this process reloads
+        # its copy, the dense spaces are scored exactly.
+        dense = None if exact else mirror.dense_query(searched_types, counts)
         results = rank(
             catalog,
             lambda: embed_query(self.embedder, query),
@@ -668,11 +676,11 @@ class Store:
             flt,
             settings=self.settings.search,
             limit=limit,
-            dense_from_index=None if exact else mirror.dense_query(searched_types, counts),
+            dense_from_index=None if dense is None else dense.query,
             restricted=restricted,
             typed=type_values is not None and len(set(type_values)) < len(MemoryType),
             searched=searched,
-            pending_after=None if exact or mirror.index is None else mirror.pending_after(),
+            pending_after=None if dense is None else dense.pending_after,
             resumed_session=resumed_session,
             min_score=min_score,
             diverse=collapse,
@@ -783,7 +791,9 @@ class Store:
         self.close()
 
     def close(self) -> None:
-        """Finish the index's queued work, flush pending access counts, release the catalog and the index."""
+        """Finish the index's queued work, flush pending access counts, release the catalog and the
+        index. Every background thread has stopped when this returns (none is left inside the
+        index, the model or the catalog); a later use opens the store again."""
         mirror = self._mirror
         if mirror is not None:
             if self._exiting:
@@ -792,11 +802,13 @@ class Store:
                 mirror.close()
         if self._access is not None:
             self._access.close()
-        if self._catalog is not None:
-            self._catalog.close()
-        self._catalog = None
-        self._mirror = None
-        self._access = None
+        self.quotas.wait_for_size()
+        with self._init_lock:
+            if self._catalog is not None:
+                self._catalog.close()
+            self._catalog = None
+            self._mirror = None
+            self._access = None
 
 
 __all__ = ["Store"]
