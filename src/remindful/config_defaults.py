@@ -49,6 +49,7 @@ DEFAULTS: dict[str, Any] = {
         "inject": True,
         "brief_budget_tokens": 400,
         "projects": {},
+        "start_daemon": True,
     },
     "search": {"min_score": 0.25, "recency_half_life_days": 90.0},
     "context": {"min_score": 0.5},
@@ -117,7 +118,15 @@ SECTION_KEYS: dict[str, tuple[str, ...]] = {
         "redact_screenshots",
     ),
     "limits": ("batch_items", "content_chars", "hook_payload_bytes", "metadata_bytes", "metadata_depth", "query_chars"),
-    "hooks": ("brief_budget_tokens", "context_budget_tokens", "context_candidates", "inject", "line_chars", "projects"),
+    "hooks": (
+        "brief_budget_tokens",
+        "context_budget_tokens",
+        "context_candidates",
+        "inject",
+        "line_chars",
+        "projects",
+        "start_daemon",
+    ),
 }
 
 _MISSING = object()

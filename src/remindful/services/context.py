@@ -22,15 +22,14 @@ session and its working directory) with one or the other, as the project's setti
 (``hooks.inject``, the budgets, ``hooks.projects``), and records what it injected in the ledger
 (tokens per session and per project: ``stats().injection``). Token counts use
 :func:`estimate_tokens`, which over-counts (letters ~4 chars/token, digits 3, every symbol 1), so a
-block is never over its budget. A hook (:mod:`remindful.shells.hook`) asks the running daemon
-(:func:`ask_daemon`), else the store itself; both answer the same.
+block is never over its budget. A hook (:mod:`remindful.shells.hook`) asks the store's daemon on
+its Unix socket (:func:`remindful.runtime.ask_daemon`), else the store itself; both answer the same.
 
 The hook's light path imports this module: it imports only the standard library at module level.
 """
 
 from __future__ import annotations
 
-import http.client
 import json
 import math
 import os
@@ -41,7 +40,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from remindful.config_defaults import default
-from remindful.runtime import DAEMON_FILE
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -410,9 +408,11 @@ def hook_request(event: str, payload: Mapping[str, Any], budget_tokens: int | No
         "budget_tokens": budget_tokens,
         "exclude": prompt if event == "UserPromptSubmit" and isinstance(prompt, str) else None,
     }
-    for key in ("session_id", "cwd"):
-        if isinstance(payload.get(key), str):
-            request[key] = payload[key]
+    if isinstance(payload.get("session_id"), str):
+        request["session_id"] = payload["session_id"]
+    cwd = payload.get("cwd")
+    if isinstance(cwd, str) and os.path.isabs(cwd):  # else none: the user's and the unscoped memories
+        request["cwd"] = cwd
     return request
 
 
@@ -543,34 +543,6 @@ def hook_context(
     return found
 
 
-def ask_daemon(storage: Path, request: dict[str, Any], timeout: float = 2.0) -> str | None:
-    """The daemon's answer to ``POST /context``, or None if no daemon answers."""
-    from remindful.errors import StorageError
-    from remindful.services.access import http_token
-
-    try:
-        info = json.loads((storage / DAEMON_FILE).read_text(encoding="utf-8"))
-        token = http_token(storage)
-        conn = http.client.HTTPConnection("127.0.0.1", int(info["port"]), timeout=timeout)
-        try:
-            conn.request(
-                "POST",
-                "/context",
-                body=json.dumps(request),
-                headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
-            )
-            response = conn.getresponse()
-            if response.status != 200:
-                return None
-            answer = json.loads(response.read())
-        finally:
-            conn.close()
-    except (OSError, ValueError, KeyError, TypeError, http.client.HTTPException, StorageError):
-        return None
-    text = answer.get("context") if isinstance(answer, dict) else None
-    return text if isinstance(text, str) else None
-
-
 def gather_context(
     searcher: Searcher,
     query: str,
@@ -605,7 +577,6 @@ __all__ = [
     "HEADER",
     "TIERS",
     "HookRequest",
-    "ask_daemon",
     "build_brief",
     "build_context",
     "context_query",
