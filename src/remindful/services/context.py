@@ -308,8 +308,10 @@ def build_brief(
     budget_tokens: int = DEFAULT_BRIEF_BUDGET,
     line_chars: int = DEFAULT_LINE_CHARS,
     now: float | None = None,
+    scopes: Sequence[str | None] | None = None,
 ) -> Context:
-    """The SessionStart brief of ``project`` (every project's when None): its recent decisions,
+    """The SessionStart brief of ``project`` (every project's when None; the memories of ``scopes``
+    instead when given: a hook's are those seen from its directory): its recent decisions,
     open failures, preferences and corrections, and facts (:data:`BRIEF_GROUPS`), newest first in
     each group, as explained lines within ``budget_tokens``; an empty Context when there is none
     or it has no room."""
@@ -320,8 +322,8 @@ def build_brief(
     now = time.time() if now is None else now
     since = now - BRIEF_DAYS * 86400
     rows = [
-        *brief.knowledge(project, since=since, now=now, limit=100),
-        *brief.open_failures(project, since=since, now=now, limit=20),
+        *brief.knowledge(project, since=since, now=now, limit=100, scopes=scopes),
+        *brief.open_failures(project, since=since, now=now, limit=20, scopes=scopes),
     ]
     by_kind: dict[str, list[SearchHit]] = {}
     seen: list[set[str]] = []
@@ -512,7 +514,7 @@ def hook_context(
         return Context("")
     if request.event == "SessionStart":
         budget = brief_budget if request.budget_tokens is None else min(brief_budget, request.budget_tokens)
-        found = build_brief(brief, project, budget_tokens=budget, line_chars=hooks.line_chars)
+        found = build_brief(brief, project, budget_tokens=budget, line_chars=hooks.line_chars, scopes=scopes)
     else:
         budget = context_budget if request.budget_tokens is None else min(context_budget, request.budget_tokens)
         found = build_context(
