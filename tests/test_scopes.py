@@ -347,3 +347,28 @@ def test_export_and_import_keep_scopes_and_an_old_export_gets_them(tmp_path: Pat
     (tmp_path / "bad.json").write_text(json.dumps(data))
     with open_fake(tmp_path / "four") as memory, pytest.raises(ValidationError, match=r"memories\[0\]\.scope"):
         memory.import_memories(tmp_path / "bad.json")
+
+
+def test_the_memories_of_a_scope_move_together(tmp_path: Path) -> None:
+    # After an upgrade, the memories that named no directory are unscoped: a project's clients do
+    # not see them until they are given a project (or the user's scope), all at once.
+    a = repository(tmp_path / "projA")
+    with open_fake(tmp_path / "s") as memory:
+        loose = [memory.store(f"Old note {i} about the build cache", type="knowledge") for i in range(3)]
+        pnpm = memory.store("We use pnpm to install packages", type="knowledge", metadata={"cwd": str(a)})
+        scope_a = memory.project_of(a).scope
+        memory.work_in(a)
+        assert not {h.id for h in memory.search("old note build cache", limit=10)} & set(loose)
+        assert memory.move_scope("unscoped", "project") == 3
+        assert {memory.get(i).scope for i in loose} == {scope_a} and memory.get(pnpm).scope == scope_a
+        assert set(loose) <= {h.id for h in memory.search("old note build cache", limit=10)}
+        assert {u.scope: u.count for u in memory.scopes()} == {scope_a: 4}
+        assert memory.move_scope("unscoped", "user") == 0
+        assert memory.move_scope(f"{scope_a},user", "user") == 4
+        assert {u.scope: u.count for u in memory.scopes()} == {"user": 4}
+        assert memory.move_scope("user", "project:Side Quest") == 4
+        assert {u.scope: u.count for u in memory.scopes()} == {"project:side-quest": 4}
+        with pytest.raises(ValidationError, match="from"):
+            memory.move_scope("all", "user")
+        with pytest.raises(ValidationError, match="scope"):
+            memory.move_scope("unscoped", "team")
