@@ -7,7 +7,9 @@ Prints, each against a baseline measured in the same run:
 - first-use init (open → first store), get, stats;
 - search p50/p95 (including query embedding, query cache off) at each size, with and without a
   session filter, against plain Chroma queries on the same collection; and p50 with two broad
-  restrictions (one type, which every memory here has; the newer half by time); and p50 of searches
+  restrictions (one type, which every memory here has; the newer half by time); p50 with the scope
+  filter a hook in a project searches with (its project and the user's: :func:`give_scopes`), for a
+  large project and a small one, against the unfiltered p50 of the same run; and p50 of searches
   made after IDLE_S of idleness (as an agent's are), against Chroma queries made the same way.
 
     python bench/perf.py [--sizes 10000,100000] [--data PATH] [--store-dir DIR] [--json]
@@ -119,6 +121,29 @@ def build(path: Path, texts: list[str], embedder: Any, *, reuse: bool) -> float 
         memory.flush()  # every vector indexed before the searches: none of them races the indexer
         progress(None)
         return ingest_s
+
+
+#: The scopes :func:`give_scopes` spreads the memories over, by rowid: 2 % in a small project, 5 %
+#: the user's, the rest in four large projects (23 % each). A hook in a project searches its
+#: project and the user's: 28 % of the store for a large one (past the exact-scoring bound, so the
+#: index is asked), 7 % for the small one (scored exactly).
+SCOPES_SQL = """
+UPDATE memories SET scope = CASE
+    WHEN rowid % 50 = 0 THEN 'project:small'
+    WHEN rowid % 20 = 1 THEN 'user'
+    ELSE 'project:large-' || (rowid % 4)
+END
+"""
+LARGE_SCOPE = ("project:large-2", "user")
+SMALL_SCOPE = ("project:small", "user")
+
+
+def give_scopes(memory: Any) -> None:
+    """Spread the memories of a built store over scopes (:data:`SCOPES_SQL`), once (a reused store
+    keeps them). The vector index holds no scope: nothing else changes."""
+    catalog = memory.engine.catalog
+    if catalog.read("SELECT 1 FROM memories WHERE scope IS NULL LIMIT 1"):
+        catalog.write(lambda conn: conn.execute(SCOPES_SQL), what="giving the memories scopes")
 
 
 def open_for_search(path: Path, embedder: Any) -> Any:
@@ -242,6 +267,15 @@ def bench_size(
     for q in qs:
         typed.append(elapsed_ms(memory.search, q, limit=10, types=["conversation"]))
         broad.append(elapsed_ms(memory.search, q, limit=10, since=half))
+    # A hook's scope filter (its project and the user's), taking turns with unfiltered searches of
+    # the same queries so that both see the same machine.
+    give_scopes(memory)
+    held = memory.engine.catalog.scope_counts()
+    unscoped, large, small = [], [], []
+    for q in qs:
+        unscoped.append(elapsed_ms(memory.search, q, limit=10, scope="all"))
+        large.append(elapsed_ms(memory.search, q, limit=10, scope=LARGE_SCOPE))
+        small.append(elapsed_ms(memory.search, q, limit=10, scope=SMALL_SCOPE))
     collection = chroma_collection(path, "conversation_memories")
 
     def chroma_query(q: str, **options: Any) -> None:
@@ -275,6 +309,11 @@ def bench_size(
         "session_search_p95_ms": pct(filtered, 0.95),
         "type_search_p50_ms": pct(typed, 0.5),
         "half_search_p50_ms": pct(broad, 0.5),
+        "scope_baseline_p50_ms": pct(unscoped, 0.5),
+        "scope_large_p50_ms": pct(large, 0.5),
+        "scope_small_p50_ms": pct(small, 0.5),
+        "scope_large_share": round(sum(held.get(s, 0) for s in LARGE_SCOPE) / size, 3),
+        "scope_small_share": round(sum(held.get(s, 0) for s in SMALL_SCOPE) / size, 3),
         "idle_search_p50_ms": pct(idle, 0.5),
         "chroma_idle_p50_ms": pct(base_idle, 0.5),
         "chroma_p50_ms": pct(base_plain, 0.5),
@@ -377,6 +416,9 @@ def lines(result: dict[str, Any]) -> list[str]:
             f"{s['size']:>7} memories: search p50 {s['search_p50_ms']} ms (p95 {s['search_p95_ms']}), "
             f"session-filtered p50 {s['session_search_p50_ms']} ms (p95 {s['session_search_p95_ms']}); "
             f"one type p50 {s['type_search_p50_ms']} ms; newer half p50 {s['half_search_p50_ms']} ms; "
+            f"scope filter (a project + the user's, {s['scope_large_share']:.0%} / {s['scope_small_share']:.0%} of "
+            f"the store) p50 {s['scope_large_p50_ms']} / {s['scope_small_p50_ms']} ms vs "
+            f"{s['scope_baseline_p50_ms']} ms unfiltered, same queries in turn; "
             f"plain Chroma p50 {s['chroma_p50_ms']} / filtered {s['chroma_session_p50_ms']} ms; "
             f"after {IDLE_S} s idle: search p50 {s['idle_search_p50_ms']} ms vs Chroma {s['chroma_idle_p50_ms']} ms; "
             f"get {s['get_p50_ms']} ms; stats {s['stats_p50_ms']} ms; open {s['open_ms']} ms; "

@@ -141,17 +141,21 @@ def test_full_check_runs_only_after_a_crash(tmp_path: Path) -> None:
     path = tmp_path / "s"
     index = GatedIndex()
     index.gate.set()
+    # Each store below searches, which has the index opened in the background: flush waits for it.
     with open_fake(path, index=index) as memory:
         memory.search("x")
+        assert memory.flush(timeout=30)
     assert index.checks == 0  # fresh store, clean close
     with open_fake(path, index=index) as memory:
         memory.search("x")
+        assert memory.flush(timeout=30)
     assert index.checks == 0  # clean close before: no check
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     IndexHolders(path / "index.holders").dir.mkdir(exist_ok=True)
     (path / "index.holders" / dead.stdout.strip()).touch()  # a holder that died without closing
     with open_fake(path, index=index) as memory:
         memory.search("x")
+        assert memory.flush(timeout=30)
     assert index.checks == 1
     assert not (path / "index.holders" / dead.stdout.strip()).exists()
 
@@ -195,6 +199,7 @@ def test_a_failing_collection_query_falls_back_to_the_catalog(tmp_path: Path) ->
         memory.flush()
         hits = memory.search("login captcha screen")
         assert hits[0].id == screen and "dense" in hits[0].sources
+        assert memory.flush(timeout=30)  # the index is reopened in the background, not by the search
         assert index.closed >= 1
 
 

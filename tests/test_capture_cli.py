@@ -21,7 +21,7 @@ def runner(monkeypatch: pytest.MonkeyPatch) -> CliRunner:
     return CliRunner()
 
 
-def test_watch_once_and_context(runner: CliRunner, tmp_path: Path) -> None:
+def test_watch_once_and_context(runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     docs = tmp_path / "docs"
     docs.mkdir()
     (docs / "deploy.md").write_text("To deploy, run make release from the repository root. " * 20)
@@ -29,6 +29,7 @@ def test_watch_once_and_context(runner: CliRunner, tmp_path: Path) -> None:
     result = runner.invoke(app, ["--path", store, "watch", str(docs), "--once", "--json"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.output) == {"success": True, "scan": {"indexed": 1}}
+    monkeypatch.chdir(docs)  # a file's memories are its directory's project's: context here finds them
     result = runner.invoke(app, ["--path", store, "context", "how do I deploy", "--budget", "200", "--json"])
     assert result.exit_code == 0, result.output
     assert "make release" in json.loads(result.output)["context"]

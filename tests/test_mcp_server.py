@@ -196,7 +196,7 @@ async def test_missing_ill_typed_and_unknown_arguments_are_tool_errors(server: A
         # A misspelt optional argument would silently fall back to its default: it is refused.
         typo = await domain_error(client, "memory_search", query="x", memory_typ=["action"])
         assert "unknown argument 'memory_typ'" in typo and "memory_types" in typo
-        assert "it takes no arguments" in await domain_error(client, "memory_stats", verbose=True)
+        assert "it takes no arguments" in await domain_error(client, "memory_scopes", verbose=True)
         # The server is alive and well after all of that, and stored nothing.
         assert (await call(client, "memory_stats"))["total_memories"] == 0
         assert (await call(client, "memory_store", content="still here"))["success"] is True

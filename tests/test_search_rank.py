@@ -3,6 +3,7 @@ further when near-duplicates fold the first candidates into few hits."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +13,10 @@ from hypothesis import strategies as st
 from remindful.config import SearchSettings
 from remindful.engine.catalog import MemoryRow
 from remindful.engine.retrieval import calibration
-from remindful.engine.retrieval.search import Scored, _groups, _scored_exactly, boost
+from remindful.engine.retrieval.search import Scored, _dense, _groups, _scored_exactly, boost
+from remindful.engine.sqlfilter import SqlFilter
+
+ANY = SqlFilter("1", ())
 
 
 def row(mid: str, importance: float = 0.5, session: str | None = None, created: float = 0.0) -> MemoryRow:
@@ -97,3 +101,45 @@ def test_near_duplicates_filling_the_first_candidates_make_the_search_look_furth
         hits = memory.search("disk full on node seven", limit=5, min_score=0)
         assert len(hits) == 5 and hits[0].similar == 11 and len(hits[0].similar_ids) == 11
         assert set(distinct) <= {hit.id for hit in hits}
+
+
+class DenseCatalog:
+    """What :func:`_dense` reads: every third id passes the filter; records an exact scoring."""
+
+    def __init__(self) -> None:
+        self.exact = False
+
+    def filtered_embeddings(self, flt: SqlFilter) -> tuple[list[str], np.ndarray | None]:
+        self.exact = True
+        return ["x"], np.ones((1, 2), dtype=np.float32)
+
+    def ids_passing(self, ids: Sequence[str], flt: SqlFilter) -> set[str]:
+        return {mid for mid in ids if int(mid[1:]) % 3 == 0}
+
+    def pending_embeddings(self, flt: SqlFilter, after: int | None) -> tuple[list[str], None]:
+        return [], None
+
+
+def test_a_scope_of_known_size_asks_the_index_for_enough_candidates_or_is_scored_exactly() -> None:
+    """A scope's count is known without a read: the index is asked for the candidates its share
+    needs for k to pass (with a margin, at least the ten-fold), and a share too small is scored
+    exactly."""
+    asked: list[int] = []
+
+    def index(vector: np.ndarray, n: int) -> list[tuple[str, float]]:
+        asked.append(n)
+        return [(f"m{i}", 1.0 - i / n) for i in range(n)]
+
+    vector = np.ones(2, dtype=np.float32)
+
+    def dense(passing: int, k: int = 10) -> tuple[int | None, bool]:
+        asked.clear()
+        catalog = DenseCatalog()
+        found = _dense(catalog, vector, ANY, k, index, True, 100_000, None, SearchSettings(), passing)  # type: ignore[arg-type]
+        assert found
+        return (asked[0] if asked else None), catalog.exact
+
+    assert dense(60_000) == (100, False)  # a large share: the ten-fold is enough
+    assert dense(5_000) == (500, False)  # 5 %: k * 2.5 / 0.05 candidates
+    assert dense(2_000, k=20) == (None, True)  # 2,500 candidates would be needed: exact
+    assert dense(1_000) == (None, True)  # few rows are always scored exactly

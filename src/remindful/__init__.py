@@ -128,7 +128,9 @@ def open(path: str | os.PathLike[str] | None = None, **overrides: Any) -> Memory
 
     Cheap: nothing is loaded until the first operation. ``overrides`` are settings, dotted or
     nested (``open(path, **{"retention.default_retention_days": 7})``), plus ``embedder=`` and
-    ``index=`` to inject parts (tests use ``FakeEmbedder`` and ``InMemoryIndex``).
+    ``index=`` to inject parts (tests use ``FakeEmbedder`` and ``InMemoryIndex``) and ``project=``,
+    the directory the caller works in (its reads then see that project's memories and the user's,
+    and its writes go there: see :meth:`MemoryManager.work_in`).
     Raises ConfigError for invalid settings; an unusable path disables memory instead (every
     call then raises MemoryDisabledError with the reason).
     """

@@ -69,7 +69,14 @@ class AsyncMemoryManager:
     search = _awaitable(MemoryManager.search)
     context = _awaitable(MemoryManager.context)
     resume_session = _awaitable(MemoryManager.resume_session)
+    session_size = _awaitable(MemoryManager.session_size)
     stats = _awaitable(MemoryManager.stats)
+    # -- scopes
+    work_in = _awaitable(MemoryManager.work_in)
+    project_of = _awaitable(MemoryManager.project_of)
+    seen_from = _awaitable(MemoryManager.seen_from)
+    scopes = _awaitable(MemoryManager.scopes)
+    user_level = _awaitable(MemoryManager.user_level)
     # -- maintenance
     reindex = _awaitable(MemoryManager.reindex)
     doctor = _awaitable(MemoryManager.doctor)

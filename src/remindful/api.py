@@ -11,8 +11,17 @@ row the index did not take is marked un-indexed, and embedded and indexed at the
 start on first use, so opening costs a few milliseconds and loads no model.
 
 Every default of a search is resolved here, from the settings (the relevance floors, how many
-candidates context reads, collapsing near-duplicates, the resumed session): the engine below takes
-each as an argument.
+candidates context reads, collapsing near-duplicates, the resumed session) and from the client
+(the scopes it reads): the engine below takes each as an argument.
+
+Scopes (:mod:`remindful.engine.scopes`): a manager opened with ``project=`` (a directory, or a
+:class:`~remindful.engine.projects.Project`), or told :meth:`MemoryManager.work_in`, is a client
+working in that project: its reads see that project's memories and the user's by default, and what
+it stores without a scope is captured there. A manager opened without one (a library's) reads every
+memory by default, as before scopes, and stores where the memory's metadata says (a ``cwd``) or
+unscoped. Each read takes ``scope=`` to say otherwise (``all``, ``user``, ``project``,
+``project:<name>``, ``here``, ``unscoped``, or a list), each write ``scope=`` (``user``,
+``project``, ``project:<name>``).
 
 Thread-safe: the catalog serialises its writes; the index and embedder are thread-safe.
 """
@@ -28,9 +37,12 @@ from typing import TYPE_CHECKING, Any
 
 from remindful.config import Settings
 from remindful.embed.base import Embedder
+from remindful.engine import scopes as scoping
 from remindful.engine.catalog import Catalog
+from remindful.engine.projects import Project
 from remindful.engine.repositories import Repositories
 from remindful.engine.store import Store
+from remindful.errors import ValidationError
 from remindful.index.base import VectorIndex
 from remindful.model import (
     BackupResult,
@@ -51,6 +63,7 @@ from remindful.model import (
     MemoryType,
     PatternReport,
     RestoreResult,
+    ScopeUsage,
     SearchHit,
     Session,
     SessionDeleted,
@@ -73,6 +86,8 @@ class MemoryManager:
     ``<storage>/chroma``, or a Chroma server); pass fakes in tests. ``exact_before_index``: until the
     vector index is open, searches over up to this many memories are scored exactly from the catalog
     rather than wait for it (a server's first answer; see :class:`~remindful.engine.store.Store`).
+    ``project``: the directory (or :class:`~remindful.engine.projects.Project`) its client works in
+    (:meth:`work_in`); None: a client of no particular project, reading every memory by default.
     """
 
     def __init__(
@@ -82,6 +97,7 @@ class MemoryManager:
         embedder: Embedder | None = None,
         index: VectorIndex | None = None,
         exact_before_index: int = 0,
+        project: str | os.PathLike[str] | Project | None = None,
     ) -> None:
         self.settings = settings
         self.path = settings.storage_path
@@ -89,6 +105,10 @@ class MemoryManager:
         self._repos = Repositories.over(self._catalog)
         # This manager's client's resumed session (resume_session): a manager is one client.
         self._resumed_session: str | None = None
+        # What this manager's reads see when they name no scope (None: every memory).
+        self._reads: scoping.Selection | None = None
+        if project is not None:
+            self.work_in(project)
 
     def _catalog(self) -> Catalog:
         """The open catalog, as the repositories reach it (opening the store on first use)."""
@@ -177,6 +197,101 @@ class MemoryManager:
     def session_id(self, value: str) -> None:
         self._store.session_id = value
 
+    # -- scopes ---------------------------------------------------------------------------------
+
+    def work_in(self, where: str | os.PathLike[str] | Project | None, *, reads: Any = "here") -> Project | None:
+        """Make this manager a client working in ``where``: a directory (its project is resolved:
+        :mod:`remindful.engine.projects`) or a Project. What it stores without a scope is captured
+        there from now on, and its reads that name no scope read ``reads``: by default ``here``,
+        that project's memories and the user's (a directory in no project, such as the home
+        directory, leaves it in none: then the user's and the unscoped memories); ``all`` keeps
+        them reading every memory (the command line does). Returns the project (None: none)."""
+        project = where if isinstance(where, Project) or where is None else self.project_of(where)
+        self._store.project = project
+        try:
+            self._reads = scoping.parse_selection(reads, current=project, lookup=self._repos.scopes.find)
+        except ValueError as exc:
+            raise ValidationError("reads", str(exc).split(": ", 1)[-1]) from None
+        return project
+
+    @property
+    def project(self) -> Project | None:
+        """The project this manager's client works in (:meth:`work_in`), or None."""
+        return self._store.project
+
+    def project_of(self, directory: str | os.PathLike[str]) -> Project | None:
+        """The project of ``directory`` under this store's settings (``scopes.project``,
+        ``scopes.projects``, ``.remindful`` markers, git), or None (the home directory, the root)."""
+        return self._store.scopes.resolve(os.fspath(directory))
+
+    def seen_from(self, directory: str | os.PathLike[str] | None) -> tuple[Project | str | None, ...]:
+        """The scopes a client working in ``directory`` sees, as a read's ``scope`` takes them: its
+        project (the Project, which may hold nothing yet) and the user's; in no project, or when
+        ``directory`` is None, the user's and the unscoped memories. What a hook's context is
+        searched in."""
+        project = None if directory is None else self.project_of(directory)
+        return (project, scoping.USER) if project is not None else (scoping.USER, None)
+
+    def scopes(self) -> builtins.list[ScopeUsage]:
+        """Every scope that holds memories, with its count: the projects (name, root directory),
+        the user's, the unscoped memories; most memories first."""
+        repo = self._repos.scopes
+        projects = repo.projects()
+        out = []
+        for scope, count in repo.counts().items():
+            if scope is None:
+                out.append(ScopeUsage(scoping.UNSCOPED, "unscoped", count))
+            elif scope == scoping.USER:
+                out.append(ScopeUsage(scope, "user", count))
+            else:
+                name, root = projects.get(scope, (scope.removeprefix("project:"), ""))
+                out.append(ScopeUsage(scope, "project", count, name, root or None))
+        return sorted(out, key=lambda u: (-u.count, u.scope))
+
+    def user_level(self, content: str, *, type: str = "knowledge", source: str = "manual") -> str | None:
+        """Why a memory of this text, type and source would be stored at user level when its writer
+        names no scope (the rule: :func:`remindful.engine.scopes.user_level`), or None when it would
+        stay in the project it is captured in (or ``scopes.user_level`` is off)."""
+        if not self.settings.scopes.user_level:
+            return None
+        project = self.project
+        return scoping.user_level(
+            content, type=type, source=source, metadata={"role": "user"}, project_name=project.name if project else None
+        )
+
+    def _selection(self, scope: Any) -> scoping.Selection | None:
+        """The scopes a read keeps: ``scope`` as :func:`remindful.engine.scopes.parse_selection`
+        reads it, or this manager's default when None."""
+        if scope is None:
+            return self._reads
+        try:
+            return scoping.parse_selection(scope, current=self.project, lookup=self._repos.scopes.find)
+        except ValueError as exc:
+            raise ValidationError("scope", str(exc).split(": ", 1)[-1]) from None
+
+    def _scope_to_write(self, scope: Any) -> str | Project | None:
+        """The scope a write names (``user``, ``project``, ``project:<name>``, a Project), as the
+        store takes it; None (automatic) when ``scope`` is None."""
+        if scope is None or isinstance(scope, Project):
+            return scope
+        word = scope.strip() if isinstance(scope, str) else scope
+        if word == scoping.USER:
+            return word
+        if word == "project":
+            if self.project is None:
+                raise ValidationError("scope", "'project' means the project this runs in, and it runs in none")
+            return self.project
+        if isinstance(word, str) and word.startswith("project:") and word[len("project:") :].strip():
+            name = word[len("project:") :].strip()
+            found = self._repos.scopes.find(name)
+            if found is not None:
+                return found
+            try:
+                return Project.named(name)
+            except ValueError:
+                pass
+        raise ValidationError("scope", f"expected user, project or project:<name>, got {scope!r}")
+
     # -- writes ---------------------------------------------------------------------------------
 
     def store(
@@ -190,10 +305,16 @@ class MemoryManager:
         *,
         memory_class: str | MemoryClass | None = None,
         chunk: ChunkMetadata | Mapping[str, Any] | None = None,
+        scope: str | Project | None = None,
     ) -> str:
-        """Store one memory and return its id. Raises ValidationError naming a bad field."""
+        """Store one memory and return its id. Raises ValidationError naming a bad field.
+        ``scope``: ``user`` (seen from every project), ``project`` (this manager's), or
+        ``project:<name>``; None: where it was captured (its metadata's ``cwd``, else this
+        manager's project), or the user's when it states a preference or rule that holds everywhere
+        (:func:`remindful.engine.scopes.user_level`)."""
         item: dict[str, Any] = {"content": content, "type": type, "metadata": metadata, "session_id": session_id}
         item |= {"timestamp": timestamp, "source": source, "memory_class": memory_class, "chunk": chunk}
+        item["scope"] = self._scope_to_write(scope)
         return self._store.store_batch([item])[0]
 
     def store_batch(self, items: Sequence[Mapping[str, Any]], *, defer: bool | None = None) -> builtins.list[str]:
@@ -204,12 +325,28 @@ class MemoryManager:
         ``defer=False`` embeds before the commit, so an embedding failure raises EmbedderError and
         stores nothing; by default ``performance.defer_embedding`` decides.
         """
+        if isinstance(items, Sequence) and not isinstance(items, str | bytes):
+            given = [
+                {**item, "scope": self._scope_to_write(item["scope"])}
+                if isinstance(item, Mapping) and item.get("scope") is not None
+                else item
+                for item in items
+            ]
+            return self._store.store_batch(given, defer=defer)
         return self._store.store_batch(items, defer=defer)
 
-    def update(self, memory_id: str, content: str | None = None, metadata: Mapping[str, Any] | None = None) -> Memory:
+    def update(
+        self,
+        memory_id: str,
+        content: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        *,
+        scope: str | Project | None = None,
+    ) -> Memory:
         """Replace a memory's content and/or merge keys into its metadata (a key set to None is
-        removed). The content is re-embedded. Returns the updated memory."""
-        return self._store.update(memory_id, content, metadata)
+        removed), and/or move it to ``scope`` (``user``, ``project``, ``project:<name>``). The
+        content is re-embedded. Returns the updated memory."""
+        return self._store.update(memory_id, content, metadata, scope=self._scope_to_write(scope))
 
     def delete(self, memory_id: str) -> bool:
         """Delete one memory everywhere; False if there was none with that id."""
@@ -243,11 +380,15 @@ class MemoryManager:
         source: str | MemorySource | None = None,
         since: datetime | str | float | None = None,
         until: datetime | str | float | None = None,
+        scope: Any = None,
     ) -> builtins.list[Memory]:
         """Memories newest first, optionally of one type, one session and/or one source
         (``source="hook"``: the spec's find_by_source), created from ``since`` to ``until`` (both
-        included; ISO 8601, a datetime or epoch seconds). One indexed query whatever the range."""
-        return self._store.list_memories(type, session_id, limit, offset, source=source, since=since, until=until)
+        included; ISO 8601, a datetime or epoch seconds), of ``scope`` (see the module docstring;
+        default: what this manager reads). One indexed query whatever the range."""
+        return self._store.list_memories(
+            type, session_id, limit, offset, source=source, since=since, until=until, scopes=self._selection(scope)
+        )
 
     def search(
         self,
@@ -262,6 +403,7 @@ class MemoryManager:
         collapse: bool = True,
         *,
         resumed_session: str | None = None,
+        scope: Any = None,
     ) -> builtins.list[SearchHit]:
         """Hybrid search (dense + lexical, fused); see :mod:`remindful.engine.retrieval.search`.
         Filters apply to every space. Best first; ``score`` is a calibrated relevance in [0, 1],
@@ -270,7 +412,8 @@ class MemoryManager:
         Near-duplicates come back as one hit counting the others (``similar``) and an older version
         of a subject is marked ``superseded_by`` the newer, unless ``collapse`` is False (every
         copy, in order). ``resumed_session``: a session whose memories rank higher (default: the
-        one :meth:`resume_session` resumed)."""
+        one :meth:`resume_session` resumed). ``scope``: whose memories (see the module docstring;
+        default: what this manager reads, every memory for a manager of no project)."""
         return self._store.search(
             query,
             types=types,
@@ -282,6 +425,7 @@ class MemoryManager:
             min_score=self.settings.search.min_score if min_score is None else min_score,
             collapse=collapse,
             resumed_session=self._resumed(resumed_session),
+            scopes=self._selection(scope),
         )
 
     def context(
@@ -294,14 +438,16 @@ class MemoryManager:
         exclude: str | None = None,
         min_score: float | None = None,
         resumed_session: str | None = None,
+        scope: Any = None,
     ) -> Context:
         """The memories most relevant to ``query``: ``.text`` holds them as short lines with ids,
         within ``budget_tokens`` (default ``hooks.context_budget_tokens``; estimated, never over),
         as the hooks inject them and ``remindful context`` prints them; ``.hits`` are those memories.
         When none scores ``min_score`` (default ``context.min_score``) ``.text`` is "" and a hook
         injects nothing. ``exclude`` drops hits whose text equals it (the prompt being answered);
-        ``resumed_session`` is as in :meth:`search`. The candidates (``hooks.context_candidates``)
-        and the line width (``hooks.line_chars``) are the settings'."""
+        ``resumed_session`` and ``scope`` are as in :meth:`search` (a hook passes
+        :meth:`seen_from` its directory). The candidates (``hooks.context_candidates``) and the
+        line width (``hooks.line_chars``) are the settings'."""
         from remindful.services.context import build_context
 
         hooks = self.settings.hooks
@@ -316,6 +462,7 @@ class MemoryManager:
             types=types,
             session_id=session_id,
             resumed_session=self._resumed(resumed_session),
+            scopes=self._selection(scope),
         )
 
     def resume_session(self, session_id: str) -> int:
@@ -340,11 +487,23 @@ class MemoryManager:
     def _resumed(self, given: str | None) -> str | None:
         return self._resumed_session if given is None else given
 
-    def stats(self) -> Stats:
-        """Counts per collection, storage size and quota use, latencies, cache hit rate."""
+    def stats(self, scope: Any = None) -> Stats:
+        """Counts per collection, storage size and quota use, latencies, cache hit rate, the
+        memories of each scope (``scopes``); with ``scope`` (as in :meth:`search`), ``scope`` says
+        how many memories of each type it holds."""
+        from dataclasses import replace
+
         from remindful.services.stats import build_stats
 
-        return build_stats(self._store, self._repos)
+        stats = build_stats(self._store, self._repos)
+        if stats.partial:
+            return stats
+        selected = None
+        if scope is not None:
+            selection = self._selection(scope)
+            by_type = self._repos.scopes.by_type(selection)
+            selected = {"selection": scoping.describe(selection), "memories": sum(by_type.values()), "by_type": by_type}
+        return replace(stats, scopes=tuple(self.scopes()), scope=selected)
 
     # -- maintenance ----------------------------------------------------------------------------
 
@@ -591,12 +750,13 @@ class MemoryManager:
 
 def open_manager(path: str | os.PathLike[str] | None = None, **overrides: Any) -> MemoryManager:
     """:func:`remindful.open`: settings from ``path`` and ``overrides`` (``embedder=`` and ``index=``
-    inject parts), then a MemoryManager over them."""
+    inject parts, ``project=`` is the directory its client works in), then a MemoryManager over them."""
     from remindful.config import load_settings
 
     embedder = overrides.pop("embedder", None)
     index = overrides.pop("index", None)
-    return MemoryManager(load_settings(path, **overrides), embedder=embedder, index=index)
+    project = overrides.pop("project", None)
+    return MemoryManager(load_settings(path, **overrides), embedder=embedder, index=index, project=project)
 
 
 __all__ = ["MemoryManager", "open_manager"]

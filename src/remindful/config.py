@@ -553,6 +553,48 @@ class ContextSettings(_Section):
     )
 
 
+class ScopeSettings(_Section):
+    project: str | None = Field(
+        None,
+        description="name of the project every memory written by this process belongs to, whatever its directory "
+        "(REMINDFUL_SCOPES__PROJECT=name for one MCP server or script); unset: the project of the directory "
+        "(its git repository, a .remindful marker, or scopes.projects)",
+    )
+    projects: dict[str, str] = Field(
+        default_factory=dict,
+        description="directory -> project name: that directory and everything under it is one project of that "
+        "name (nearest wins, before git repositories and .remindful markers)",
+    )
+    user_level: bool = Field(
+        True,
+        description="put a new memory that states a preference or a rule holding everywhere (always/never, "
+        "'I prefer', a setting, a wording correction; naming nothing of a project) at user level, seen from "
+        "every project; off: it stays in the project it was captured in",
+    )
+
+    @field_validator("project")
+    @classmethod
+    def _named(cls, value: str | None) -> str | None:
+        if value is not None and not _nameable(value):
+            raise ValueError(f"expected a project name with letters or digits, got {value!r}")
+        return value
+
+    @field_validator("projects")
+    @classmethod
+    def _names(cls, value: dict[str, str]) -> dict[str, str]:
+        for path, name in value.items():
+            if not path.strip() or not _nameable(name):
+                raise ValueError(
+                    f"expected directory: name pairs, each name with letters or digits; got {path!r}: {name!r}"
+                )
+        return value
+
+
+def _nameable(name: str) -> bool:
+    """Whether ``name`` can name a project (its key keeps an ASCII letter or digit)."""
+    return any(c.isascii() and c.isalnum() for c in name)
+
+
 class DaemonSettings(_Section):
     port: int = Field(0, ge=0, le=65535, description="loopback HTTP port of the daemon (0: any free port)")
     poll_interval_ms: int = Field(100, ge=10, le=5000, description="how often the daemon checks the hook spool")
@@ -742,6 +784,7 @@ class Settings(BaseSettings):
     limits: LimitSettings = Field(default_factory=LimitSettings, description="input size limits")
     security: SecuritySettings = Field(default_factory=SecuritySettings, description="what tools may touch")
     learning: LearningSettings = Field(default_factory=LearningSettings, description="learning from conversations")
+    scopes: ScopeSettings = Field(default_factory=ScopeSettings, description="projects and the user's scope")
 
     @classmethod
     def settings_customise_sources(

@@ -92,6 +92,7 @@ SECTION_KEYS: dict[str, tuple[str, ...]] = {
         "performance",
         "privacy",
         "retention",
+        "scopes",
         "search",
         "security",
         "storage",

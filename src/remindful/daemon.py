@@ -9,7 +9,8 @@ over within :data:`STANDBY_RETRY_S` if the owner dies):
 - run the retention schedule (:mod:`remindful.services.policy.scheduler`) when it is installed, and at a
   clean stop honour ``privacy.delete_on_exit`` (:func:`remindful.services.sessions.delete_on_exit`);
 - answer local requests on ``http://127.0.0.1:PORT`` (uvicorn, in a thread): ``POST /context``
-  (context injection for hooks: ``{"query", "budget_tokens", "exclude"}`` → ``{"context"}``),
+  (context injection for hooks: ``{"query", "budget_tokens", "exclude", "cwd"}`` → ``{"context"}``,
+  searched in the scopes seen from ``cwd``: its project's and the user's),
   ``GET /health``, and the dashboard (:mod:`remindful.web`) on every other path. Every request
   passes the gate of every HTTP surface (:class:`remindful.web.gate.BearerGate`: the store's bearer
   token, or the dashboard's cookie; Host and Origin on loopback); an error answers the status of
@@ -248,9 +249,11 @@ class DaemonHandle:
             body = await request.body()
             if len(body) > MAX_BODY:
                 raise ValidationError("body", f"expected 1 to {MAX_BODY} bytes of JSON")
-            query, budget, exclude = _context_request(_json_body(body))
+            payload = _json_body(body)
+            query, budget, exclude = _context_request(payload)
+            scope = _context_scope(self.manager, payload)
             text = await run_in_threadpool(
-                lambda: self.manager.context(query, budget_tokens=budget, exclude=exclude).text
+                lambda: self.manager.context(query, budget_tokens=budget, exclude=exclude, scope=scope).text
             )
         except Exception as exc:
             status = http_status(exc)
@@ -280,6 +283,22 @@ def _context_request(request: Any) -> tuple[str, int | None, str | None]:
         raise ValidationError("budget_tokens", "expected a positive integer")
     exclude = request.get("exclude")
     return query, budget, exclude if isinstance(exclude, str) else None
+
+
+def _context_scope(manager: MemoryManager, request: dict[str, Any]) -> Any:
+    """The scopes a context request reads: its ``scope`` (as ``MemoryManager.search`` takes it),
+    else what a client working in its ``cwd`` sees (:meth:`MemoryManager.seen_from`: that
+    directory's project and the user's; without a ``cwd``, the user's and the unscoped memories,
+    never a project's). ValidationError naming the field."""
+    scope = request.get("scope")
+    if scope is not None:
+        if not isinstance(scope, str | list):
+            raise ValidationError("scope", "expected a scope such as 'user' or 'project:NAME', or a list of them")
+        return scope
+    cwd = request.get("cwd")
+    if cwd is not None and (not isinstance(cwd, str) or not cwd.strip()):
+        raise ValidationError("cwd", "expected the absolute path of the agent's working directory, or null")
+    return manager.seen_from(cwd)
 
 
 def start_daemon_threads(

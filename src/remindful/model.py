@@ -117,6 +117,7 @@ class Memory:
     chunk: ChunkMetadata | None = None
     expires_at: datetime | None = None
     updated_at: datetime | None = None
+    scope: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe form (datetimes as ISO 8601)."""
@@ -137,6 +138,7 @@ class Memory:
             "chunk": self.chunk.to_dict() if self.chunk else None,
             "expires_at": self.expires_at.isoformat() if self.expires_at else None,
             "updated_at": self.updated_at.isoformat() if self.updated_at else None,
+            "scope": self.scope,
         }
 
 
@@ -159,6 +161,7 @@ class SearchHit:
     sources: tuple[str, ...] = field(default_factory=tuple)
     similar: int = 0
     superseded_by: str | None = None
+    scope: str | None = None
     similar_ids: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
@@ -175,6 +178,7 @@ class SearchHit:
             "similar": self.similar,
             "similar_ids": list(self.similar_ids),
             "superseded_by": self.superseded_by,
+            "scope": self.scope,
         }
 
 
@@ -304,6 +308,8 @@ class Stats:
     learning: dict[str, Any] | None = None
     index: dict[str, Any] | None = None
     performance: dict[str, Any] | None = None
+    scopes: tuple[ScopeUsage, ...] | None = None
+    scope: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -324,8 +330,27 @@ class Stats:
             data["learning"] = self.learning
             data["index"] = self.index
             data["performance"] = self.performance
+            data["scopes"] = [s.to_dict() for s in self.scopes or ()]
+            if self.scope is not None:
+                data["scope"] = self.scope
         data["warnings"] = list(self.warnings)
         return data
+
+
+@dataclass(frozen=True, slots=True)
+class ScopeUsage:
+    """One scope of the store (:meth:`MemoryManager.scopes`): ``scope`` as a read selects it
+    (``project:<key>``, ``user``, ``unscoped``), ``kind`` (project, user, unscoped), the project's
+    ``name`` and ``root`` directory (None for the others), and how many memories it holds."""
+
+    scope: str
+    kind: str
+    count: int
+    name: str | None = None
+    root: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"scope": self.scope, "kind": self.kind, "name": self.name, "root": self.root, "count": self.count}
 
 
 @dataclass(frozen=True, slots=True)

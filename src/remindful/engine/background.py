@@ -7,11 +7,15 @@
 - :class:`DeleteFinisher` finishes a large delete after it returned (neighbours' session
   windows, then vectors): the catalog delete is the truth (search checks every index hit
   against it) and queues that work in the same transaction, so a crash leaves it to the next open.
+- :class:`Errand` runs one task on request in a thread of its own (the index mirror opens and
+  reloads its view of the index that way, so that no search waits for it).
 - :class:`AccessRecorder` counts search hits as accesses in batches.
 - :func:`close_at_exit` closes a store the program left open when the interpreter exits.
 
-The first two serve :class:`~remindful.engine.mirror.IndexMirror`, which also holds the locks and
-markers that keep processes out of each other's way.
+Closing any of them returns only once its thread has ended: a thread still inside Chroma's or the
+model's native code while the store closes (or the interpreter exits) used what was closed under
+it. The first three serve :class:`~remindful.engine.mirror.IndexMirror`, which also holds the
+locks and markers that keep processes out of each other's way.
 """
 
 from __future__ import annotations
@@ -32,15 +36,26 @@ log = logging.getLogger("remindful")
 
 
 class _Worker:
-    """A daemon thread draining a queue of id lists in coalesced batches. With ``linger`` > 0 a
-    batch waits that many seconds after its first item for more to join it, unless ``flush`` or
-    ``close`` asks for it (or it reached ``MAX_BATCH`` ids)."""
+    """A daemon thread draining a queue of id lists in coalesced batches of at most ``max_batch``
+    ids. With ``linger`` > 0 a batch waits that many seconds after its first item for more to join
+    it, unless ``flush`` or ``close`` asks for it (or it is full). ``stopping`` is set when a
+    :meth:`close` ran out of time: the batch in hand should give up waiting (for a lock, say)."""
 
     MAX_BATCH = 10_000
 
-    def __init__(self, name: str, handle: Callable[[list[str]], None], *, linger: float = 0.0) -> None:
+    def __init__(
+        self,
+        name: str,
+        handle: Callable[[list[str]], None],
+        *,
+        linger: float = 0.0,
+        max_batch: int | None = None,
+        stopping: threading.Event | None = None,
+    ) -> None:
         self._handle = handle
         self._linger = linger
+        self._max_batch = max_batch or self.MAX_BATCH
+        self.stopping = stopping if stopping is not None else threading.Event()
         # An item is a list of ids to handle, an Event to set once everything before it is handled,
         # or None: stop.
         self._queue: queue.Queue[list[str] | threading.Event | None] = queue.Queue()
@@ -75,9 +90,11 @@ class _Worker:
                 except queue.Empty:
                     break
                 stop = item is None
-            if ids:
+            for start in range(0, len(ids), self._max_batch):
+                if self.stopping.is_set():
+                    break
                 try:
-                    self._handle(ids)
+                    self._handle(ids[start : start + self._max_batch])
                 except Exception:  # never let the worker die: the rows stay pending and are retried later
                     log.exception("%s failed on %d memories", self._thread.name, len(ids))
             for event in waiting:
@@ -85,18 +102,26 @@ class _Worker:
             if stop:
                 return
 
-    def close(self, timeout: float = 30) -> None:
-        """Handle what is queued, then stop."""
+    def close(self, timeout: float | None = 30) -> None:
+        """Handle what is queued, then stop; returns once the thread has ended. After ``timeout``
+        seconds (None: no limit) what is still queued is dropped and :attr:`stopping` is set, so
+        that the batch in hand gives up too: the caller keeps the work elsewhere (the indexer's
+        rows stay marked un-indexed in the catalog, for the next open)."""
         self._queue.put(None)
-        self._thread.join(timeout=timeout)
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            self.stopping.set()
+            self._thread.join()
 
 
 class BackgroundIndexer(_Worker):
-    """Updates the vector index off the caller's path; ``handle(keys)`` does the work.
+    """Updates the vector index off the caller's path; ``handle(keys)`` does the work, at most
+    ``max_batch`` keys at a time.
 
-    With ``prepare`` (embedding), a thread of its own runs it on each batch first and passes the
-    batch on: an index write can wait long for the lock other processes hold, and the next
-    batches' vectors (which searches wait for) must not wait behind it."""
+    With ``prepare`` (embedding), a thread of its own runs it on each batch first (at most
+    ``prepare_batch`` keys at a time) and passes the batch on: an index write can wait long for
+    the lock other processes hold, and the next batches' vectors (which searches wait for) must
+    not wait behind it. Both threads share ``stopping`` (see :meth:`close`)."""
 
     def __init__(
         self,
@@ -104,8 +129,11 @@ class BackgroundIndexer(_Worker):
         *,
         prepare: Callable[[list[str]], None] | None = None,
         name: str = "remindful-indexer",
+        max_batch: int | None = None,
+        prepare_batch: int | None = None,
+        stopping: threading.Event | None = None,
     ) -> None:
-        super().__init__(name, handle)
+        super().__init__(name, handle, max_batch=max_batch, stopping=stopping)
         self._prepare: _Worker | None = None
         if prepare is not None:
 
@@ -115,7 +143,7 @@ class BackgroundIndexer(_Worker):
                 finally:
                     super(BackgroundIndexer, self).submit(ids)
 
-            self._prepare = _Worker(f"{name}-prepare", forward)
+            self._prepare = _Worker(f"{name}-prepare", forward, max_batch=prepare_batch, stopping=self.stopping)
 
     def submit(self, ids: list[str]) -> None:
         if self._prepare is not None:
@@ -130,10 +158,14 @@ class BackgroundIndexer(_Worker):
         left = None if timeout is None else max(0.0, timeout - (time.monotonic() - started))
         return super().flush(left)
 
-    def close(self, timeout: float = 30) -> None:
+    def close(self, timeout: float | None = 30) -> None:
+        """Handle what is queued for at most ``timeout`` seconds in all, then stop (see
+        :meth:`_Worker.close`); returns once both threads have ended."""
+        started = time.monotonic()
         if self._prepare is not None:
             self._prepare.close(timeout)
-        super().close(timeout)
+        left = None if timeout is None else max(0.0, timeout - (time.monotonic() - started))
+        super().close(left)
 
 
 class DeleteFinisher:
@@ -182,12 +214,13 @@ class DeleteFinisher:
         with self._cond:
             return self._cond.wait_for(lambda: self._stop or not (self._kicked or self._busy), timeout)
 
-    def close(self, timeout: float = 30) -> None:
-        """Stop after the current chunk (what is left stays queued)."""
+    def close(self) -> None:
+        """Stop after the current chunk (what is left stays queued); returns once the thread has
+        ended (the caller makes a chunk waiting for a lock give up first)."""
         with self._cond:
             self._stop = True
             self._cond.notify_all()
-        self._thread.join(timeout=timeout)
+        self._thread.join()
 
     def _run(self) -> None:
         while True:
@@ -210,6 +243,62 @@ class DeleteFinisher:
                 log.warning("%s: %s; the rest stays queued", self._thread.name, exc)
             except Exception:  # never let the worker die: the deletions stay queued
                 log.exception("%s failed; the rest stays queued", self._thread.name)
+            finally:
+                with self._cond:
+                    self._busy = False
+                    self._cond.notify_all()
+
+
+class Errand:
+    """``run()`` in a daemon thread of its own whenever :meth:`ask` is called: asked while it runs,
+    it runs once more afterwards (requests in between coalesce). The thread starts at the first
+    request and is kept. An error is logged, never raised: the next request tries again."""
+
+    def __init__(self, name: str, run: Callable[[], None]) -> None:
+        self._name = name
+        self._task = run
+        self._cond = threading.Condition()
+        self._asked = False
+        self._busy = False
+        self._closed = False
+        self._thread: threading.Thread | None = None
+
+    def ask(self) -> None:
+        """Run the task soon (now, or after the run in progress); nothing after :meth:`close`."""
+        with self._cond:
+            if self._closed:
+                return
+            self._asked = True
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
+                self._thread.start()
+            self._cond.notify_all()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait until no run is asked for or in progress; False on timeout."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self._closed or not (self._asked or self._busy), timeout)
+
+    def close(self) -> None:
+        """Run nothing more; returns once the run in progress (if any) has ended."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+            thread = self._thread
+        if thread is not None:
+            thread.join()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                self._cond.wait_for(lambda: self._asked or self._closed)
+                if self._closed:
+                    return
+                self._asked, self._busy = False, True
+            try:
+                self._task()
+            except Exception:  # never let the thread die: the next request tries again
+                log.exception("%s failed", self._name)
             finally:
                 with self._cond:
                     self._busy = False

@@ -24,7 +24,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,8 +35,16 @@ import numpy as np
 from remindful.engine import connection, spool
 from remindful.engine import windows as context
 from remindful.engine.lexical import LexicalSearch
+from remindful.engine.projects import Project
 from remindful.engine.redact import StoreRedactor, add_counts, build_redactor
-from remindful.engine.schema import DOOMED_DDL, MEMORY_COLUMNS, RECOUNT_TYPES, SCHEMA
+from remindful.engine.schema import (
+    ADD_SCOPE_COLUMN,
+    DOOMED_DDL,
+    MEMORY_COLUMNS,
+    RECOUNT_SCOPES,
+    RECOUNT_TYPES,
+    SCHEMA,
+)
 from remindful.engine.sqlfilter import SqlFilter
 from remindful.engine.storelock import StoreLock
 from remindful.errors import CorruptionError, StorageError, StorageFullError, StorageLockedError
@@ -53,9 +61,14 @@ CatalogSource = Callable[[], "Catalog"]
 #: the trigger that removed a deleted row's window; 5: the time indexes hold ``rowid`` and
 #: ``expires_at`` (newest-first listings need no sort, and a broad filter is counted from an index
 #: alone); 6: ``type_counts``, kept by triggers; 7: every table is created at open, those of the
-#: capture counts and the learning layer too (:mod:`remindful.engine.schema`). Each upgrade re-runs
-#: the (idempotent) schema and recounts the types.
-SCHEMA_VERSION = 7
+#: capture counts and the learning layer too (:mod:`remindful.engine.schema`); 8: every memory has a
+#: scope (:mod:`remindful.engine.scopes`), the rows of an older catalog given theirs by the upgrade.
+#: Each upgrade re-runs the (idempotent) schema and recounts the types.
+SCHEMA_VERSION = 8
+#: The version from which memories have a scope.
+SCOPES_VERSION = 8
+#: Rows given their scope per statement by the upgrade to :data:`SCOPES_VERSION`.
+SCOPE_BATCH = 2000
 RETRIES = 3
 BACKOFF_S = 0.05
 
@@ -174,6 +187,7 @@ class MemoryRow:
     expires_at: float | None = None
     indexed: bool = False
     embedding: np.ndarray | None = None
+    scope: str | None = None
     #: Whether the row passed the store's redaction (:func:`redact_row`): the Store's row builder
     #: redacts as it builds; the catalog redacts any other row before it inserts it.
     redacted: bool = False
@@ -199,7 +213,8 @@ class MemoryRow:
             chunk,
             expires_at,
             indexed,
-        ) = row[:17]
+            scope,
+        ) = row[:18]
         return cls(
             id=mid,
             type=mtype,
@@ -218,6 +233,7 @@ class MemoryRow:
             chunk=chunk,
             expires_at=expires_at,
             indexed=bool(indexed),
+            scope=scope,
         )
 
 
@@ -267,7 +283,9 @@ class Catalog:
     (``tests/test_architecture.py`` holds every module outside ``engine/`` to that).
 
     ``redaction`` is the store's redactor (default: the built-in rules, the key beside the
-    catalog file); the named methods that write pass what they write through it."""
+    catalog file); the named methods that write pass what they write through it. ``scope_of``
+    gives the rows of a catalog older than scopes theirs when the upgrade runs (default:
+    :class:`remindful.engine.scopes.Assigner` with the default settings)."""
 
     def __init__(
         self,
@@ -275,13 +293,16 @@ class Catalog:
         *,
         busy_timeout_ms: int = connection.BUSY_TIMEOUT_MS,
         redaction: StoreRedactor | None = None,
+        scope_of: ScopeOf | None = None,
     ) -> None:
         self.path = path
         self.redaction = redaction if redaction is not None else StoreRedactor(build_redactor(), path.parent)
+        self._scope_of = scope_of
         self._lock = threading.RLock()
         self._local = threading.local()
         self._lexical = LexicalSearch(self)
         self._readers: list[sqlite3.Connection] = []
+        self._readers_lock = threading.Lock()  # not the shared connection's: a reader never waits for a writer
         self._busy_timeout_ms = busy_timeout_ms
         #: Every write transaction holds it shared: a restore or a clear-all waits for them
         #: (:mod:`remindful.engine.storelock`).
@@ -321,17 +342,76 @@ class Catalog:
         version = conn.execute("PRAGMA user_version").fetchone()[0]
         if version < SCHEMA_VERSION:
             with self.store_lock.shared():
-                conn.executescript(
-                    "BEGIN IMMEDIATE;" + SCHEMA + RECOUNT_TYPES + f"PRAGMA user_version={SCHEMA_VERSION}; COMMIT;"
-                )
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    # Another process may have upgraded it meanwhile: look again inside the transaction.
+                    version = conn.execute("PRAGMA user_version").fetchone()[0]
+                    if version < SCHEMA_VERSION:
+                        self._upgrade(conn, version)
+                except BaseException:
+                    conn.execute("ROLLBACK")
+                    raise
+                conn.execute("COMMIT")
         elif version > SCHEMA_VERSION:
             raise StorageError(
                 f"{self.path} was written by a newer remindful (schema {version} > {SCHEMA_VERSION})",
                 suggestion="upgrade remindful",
             )
 
+    def _upgrade(self, conn: sqlite3.Connection, version: int) -> None:
+        """Bring a catalog of schema ``version`` up to :data:`SCHEMA_VERSION`, in the caller's
+        transaction: all of it or nothing. From before scopes, the ``scope`` column is added and
+        every row given its scope by ``scope_of`` (as a new memory would be given it, from its
+        metadata's ``cwd`` or ``project_id``; unscoped where they name none and no user-level rule
+        applies), the projects found recorded."""
+        columns = {row[1] for row in conn.execute("PRAGMA table_info(memories)")}
+        if columns and "scope" not in columns:
+            conn.execute(ADD_SCOPE_COLUMN)
+        for statement in _statements(SCHEMA + RECOUNT_TYPES):
+            conn.execute(statement)
+        if columns and version < SCOPES_VERSION:
+            self._scope_rows(conn)
+            for statement in _statements(RECOUNT_SCOPES):
+                conn.execute(statement)
+        conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+
+    def _scope_rows(self, conn: sqlite3.Connection) -> None:
+        """Give every row of an older catalog its scope (see :meth:`_upgrade`)."""
+        scope_of = self._scope_of
+        if scope_of is None:
+            from remindful.engine.projects import Resolver
+            from remindful.engine.scopes import Assigner
+
+            scope_of = Assigner(Resolver())
+        now = time.time()
+        after = 0
+        while True:
+            rows = conn.execute(
+                "SELECT rowid, type, source, content, metadata FROM memories WHERE rowid > ? ORDER BY rowid LIMIT ?",
+                (after, SCOPE_BATCH),
+            ).fetchall()
+            if not rows:
+                break
+            after = rows[-1][0]
+            updates: list[tuple[str, int]] = []
+            found: dict[str, Project] = {}
+            for rowid, mtype, source, content, metadata in rows:
+                try:
+                    meta = json.loads(metadata) if metadata else {}
+                except ValueError:
+                    meta = {}
+                scope, project = scope_of(
+                    content, type=mtype, source=source, metadata=meta if isinstance(meta, dict) else {}
+                )
+                if scope is not None:
+                    updates.append((scope, rowid))
+                if project is not None and scope == project.scope:
+                    found[project.key] = project
+            conn.executemany("UPDATE memories SET scope = ? WHERE rowid = ?", updates)
+            self.record_projects(conn, found.values(), now)
+
     def close(self) -> None:
-        with self._lock:
+        with self._lock, self._readers_lock:
             self._conn.close()
             for conn in self._readers:
                 conn.close()
@@ -346,7 +426,7 @@ class Catalog:
             else:
                 conn = connection.connect(self.path, check_same_thread=False)
             self._local.conn, self._local.epoch = conn, self._epoch
-            with self._lock:
+            with self._readers_lock:
                 self._readers.append(conn)
         return conn
 
@@ -367,8 +447,9 @@ class Catalog:
                 return False
             log.warning("%s was replaced (a restore); reconnecting", self.path)
             _RETIRED.append(self._conn)
-            _RETIRED.extend(self._readers)
-            self._readers.clear()
+            with self._readers_lock:
+                _RETIRED.extend(self._readers)
+                self._readers.clear()
             self._conn = connection.connect(self.path, busy_timeout_ms=self._busy_timeout_ms, check_same_thread=False)
             self._file = _identity(self.path)
             self._epoch += 1
@@ -427,15 +508,30 @@ class Catalog:
 
     def read(self, sql: str, params: Sequence[Any] = (), *, private: bool = False) -> list[Any]:
         """Rows of a query. ``private=True`` runs it on this thread's own connection, in parallel
-        with the shared one (search runs its lexical queries that way while it embeds the query)."""
+        with the shared one (search runs its lexical queries that way while it embeds the query).
+        A read never waits for a write of another thread: while one holds the shared connection
+        (perhaps waiting for another process's transaction), it runs on this thread's own."""
 
         def run() -> list[Any]:
             if private:
                 return self._reader().execute(sql, params).fetchall()
-            with self._lock:
-                return self._conn.execute(sql, params).fetchall()
+            with self._reading() as conn:
+                return conn.execute(sql, params).fetchall()
 
         return with_retries(run, what="read")
+
+    @contextmanager
+    def _reading(self) -> Iterator[sqlite3.Connection]:
+        """A connection to read on: the shared one if no other thread holds it (this thread's
+        transaction included), else this thread's own rather than waiting for the holder (a write
+        may be waiting for another process's transaction, up to the busy timeout and retries)."""
+        if not self._lock.acquire(blocking=False):
+            yield self._reader()
+            return
+        try:
+            yield self._conn
+        finally:
+            self._lock.release()
 
     def read_in(self, sql: str, keys: Sequence[Any], params: Sequence[Any] = ()) -> list[Any]:
         """Rows of ``sql`` for every key: ``{marks}`` in it stands for a chunk of ``keys`` (as
@@ -460,7 +556,7 @@ class Catalog:
         conn.executemany(
             "INSERT INTO memories (id, type, content, metadata, source, memory_class, session_id, created_at, "
             "updated_at, importance, access_count, last_accessed, bookmarked, content_hash, chunk, expires_at, "
-            "embedding, indexed, size_bytes) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            "embedding, indexed, size_bytes, scope) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             [
                 (
                     r.id,
@@ -482,6 +578,7 @@ class Catalog:
                     _blob(r.embedding),
                     int(r.indexed),
                     len(r.content.encode()) + len(r.metadata) + (0 if r.embedding is None else r.embedding.nbytes),
+                    r.scope,
                 )
                 for r in rows
             ],
@@ -545,13 +642,13 @@ class Catalog:
         rows_sql, count_sql = _embeddings_sql(flt), _bounded_count_sql(flt)
 
         def run() -> tuple[list[str], np.ndarray | None] | None:
-            with self._lock:
-                cursor = self._conn.execute(rows_sql, flt.params)
+            with self._reading() as conn:
+                cursor = conn.execute(rows_sql, flt.params)
                 try:
                     rows = cursor.fetchmany(few + 1)
                     if len(rows) <= few:
                         return _matrix(rows)
-                    if not take(int(self._conn.execute(count_sql, [*flt.params, at_most]).fetchone()[0])):
+                    if not take(int(conn.execute(count_sql, [*flt.params, at_most]).fetchone()[0])):
                         return None
                     return _matrix(rows + cursor.fetchall())
                 finally:
@@ -634,6 +731,21 @@ class Catalog:
     def type_counts(self) -> dict[str, int]:
         """How many memories each type holds (types without any are left out); exact, and cheap."""
         return dict(self.read("SELECT type, n FROM type_counts WHERE n > 0"))
+
+    def scope_counts(self) -> dict[str | None, int]:
+        """How many memories each scope holds (None: unscoped; scopes without any are left out);
+        exact, and cheap."""
+        return {scope or None: int(n) for scope, n in self.read("SELECT scope, n FROM scope_counts WHERE n > 0")}
+
+    @staticmethod
+    def record_projects(conn: sqlite3.Connection, projects: Iterable[Project], at: float) -> None:
+        """Record ``projects`` as seen at ``at``, in the caller's transaction (a known one keeps its
+        name and root, the first seen)."""
+        conn.executemany(
+            "INSERT INTO projects (key, name, root, first_seen, last_seen) VALUES (?, ?, ?, ?, ?) "
+            "ON CONFLICT(key) DO UPDATE SET last_seen = max(last_seen, excluded.last_seen)",
+            [(p.key, p.name, p.root, at, at) for p in projects],
+        )
 
     def existing_ids(self, ids: Sequence[str]) -> set[str]:
         """Those of ``ids`` that are stored."""
@@ -837,6 +949,28 @@ class Catalog:
                 lambda c: c.executemany("DELETE FROM index_deletes WHERE memory_id = ?", [(i,) for i in ids]),
                 what="recording vector deletions",
             )
+
+
+#: Gives an older catalog's row its scope at the upgrade: called with the row's content and
+#: keywords ``type``, ``source`` and ``metadata``, returns its scope (None: unscoped) and the project
+#: it was captured in (:class:`remindful.engine.scopes.Assigner` is one).
+ScopeOf = Callable[..., tuple[str | None, Project | None]]
+
+
+def _statements(script: str) -> list[str]:
+    """The statements of a DDL script, each whole (a trigger's body holds semicolons)."""
+    out: list[str] = []
+    current = ""
+    for line in script.splitlines(keepends=True):
+        if line.lstrip().startswith("--"):
+            continue
+        current += line
+        if sqlite3.complete_statement(current):
+            out.append(current.strip())
+            current = ""
+    if current.strip():
+        out.append(current.strip())
+    return out
 
 
 # The given ids or rowids (a JSON array bound as the first parameter) drive the lookup, so the planner

@@ -2,10 +2,13 @@
 
 The catalog is the truth; the index (Chroma) mirrors what it holds, and can be rebuilt from it.
 
-Opening: the index opens on first use. Its files are health-checked only after a crash (a process
-that held them died: :class:`IndexHolders`) or when a quick look finds damage; it is reconciled with
-the catalog (vectors of deleted rows dropped, missing ones re-added) and then every row still marked
-un-indexed is indexed.
+Opening: the index opens on first use: a write opens it where it runs (in the background, as a
+rule), a search never waits for it: it asks for it to be opened in the background
+(:class:`~remindful.engine.background.Errand`) and scores exactly from the catalog meanwhile.
+Its files are health-checked, under the index lock, only after a crash (a process that held them
+died: :class:`IndexHolders`) or when a quick look finds damage; it is reconciled with the catalog
+(vectors of deleted rows dropped, missing ones re-added), and every row still marked un-indexed
+then is handed to the background indexer.
 
 Additions: a store commits its rows to the catalog and hands them to :meth:`IndexMirror.index_rows`,
 which indexes them in the background (``performance.async_indexing``, :class:`BackgroundIndexer`) or
@@ -26,7 +29,14 @@ Other processes: chromadb's embedded client keeps its own copy of each HNSW grap
 writes it back over the shared files, so every write holds :class:`IndexLock` and first reloads a
 view another process made stale (the lock file counts the writes). Rows another process wrote
 since this one loaded its view may be missing from it: search scores the rows above
-:meth:`IndexMirror.pending_after` exactly from the catalog.
+:meth:`IndexMirror.pending_after` exactly from the catalog, and has the view reloaded in the
+background when they grow many.
+
+Readers never wait for a writer: no search takes the index lock. Reloading this process's copy
+closes the client under the queries, so a reload (or a close) holds :class:`ViewLock` alone; a
+search that finds it held scores from the catalog instead of waiting. Closing stops every
+background thread before the index and the catalog close: the batch in hand gives up its wait for
+the index lock after ``CLOSE_BUDGET_S``, and what is left stays marked un-indexed for the next open.
 """
 
 from __future__ import annotations
@@ -39,14 +49,15 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
 from remindful.config import PerformanceSettings
 from remindful.embed.base import Embedder
-from remindful.engine.background import BackgroundIndexer, DeleteFinisher
+from remindful.engine.background import BackgroundIndexer, DeleteFinisher, Errand
 from remindful.engine.catalog import Catalog, MemoryRow, catalog_damaged, integrity_problem
+from remindful.engine.flat import FlatVectors
 from remindful.engine.retrieval.search import top_k_exact
 from remindful.engine.sqlfilter import SqlFilter, build_filter, index_metadata
 from remindful.errors import CorruptionError, RemindfulError, StorageError
@@ -63,6 +74,11 @@ INDEX_RETRY_S = 1.0
 #: A failed index write is retried this many times in all, the index reloaded before each retry.
 INDEX_WRITE_TRIES = 2
 PENDING_REFRESH = 2000
+#: A backlog of rows left un-indexed is watched this long: while it shrinks (another process is
+#: indexing them) it is left alone.
+BACKLOG_WATCH_S = 2.0
+#: A background wait for the index lock checks this often whether it should give up.
+LOCK_POLL_S = 0.05
 #: Vectors (or window spots) per step in the background: ~0.1 s of GIL per Chroma delete call
 #: with chromadb 1.5, which has a fixed cost of ~25 ms, so smaller chunks take longer in all.
 FINISH_CHUNK = 256
@@ -75,8 +91,25 @@ OVERFETCH = 3
 #: one distinct memory (cosine 0.80 with the query) among 1,100 near-identical notes was not found
 #: in 5 of 12 rebuilt indexes, and needed ef = 400 in one.
 EXHAUSTIVE_BELOW = 2000
+#: The copy of the vectors that exact scoring keeps (:mod:`remindful.engine.flat`) is freed once
+#: the index has served searches alone this long.
+FLAT_IDLE_S = 60.0
+#: Closing lets the background indexer work through its queue this long; what is left then stays
+#: marked un-indexed, and the next process to open the index indexes it.
+CLOSE_BUDGET_S = 30.0
+#: Rows embedded per step in the background: a step is what a close waits for.
+EMBED_BATCH = 256
 
 DenseQuery = Callable[[np.ndarray, int], list[tuple[str, float]]]
+
+
+class DenseSource(NamedTuple):
+    """What a search asks for dense candidates: ``query(vector, k)``, and the rowid above which
+    rows may be missing from what it asks (the search scores those exactly from the catalog,
+    with the rows not yet indexed)."""
+
+    query: DenseQuery
+    pending_after: int
 
 
 class EmbedderSource(Protocol):
@@ -90,6 +123,10 @@ class EmbedderSource(Protocol):
     def loaded(self) -> bool:
         """Whether it was built (asking builds nothing)."""
         ...
+
+
+class WaitCancelled(Exception):
+    """A background wait for the index lock gave up: the mirror is closing."""
 
 
 def _indexed_of(memory_type: MemoryType) -> SqlFilter:
@@ -119,7 +156,8 @@ class IndexMirror:
         self._embedder = embedder
         self._new_index = new_index
         self._performance = performance
-        self._lock = threading.RLock()
+        self._lock = threading.RLock()  # opening the index (long: it waits for the index lock)
+        self._workers_lock = threading.Lock()  # starting a background worker (short)
         self._index: VectorIndex | None = None
         self._index_opened = False
         self._index_error: str | None = None
@@ -139,23 +177,76 @@ class IndexMirror:
         self._embedded = threading.Condition()
         self._deleter: DeleteFinisher | None = None
         self._unindexing: dict[str, set[str]] = {}
+        self._view = ViewLock()
+        # Set while closing: background waits for the index lock give up (WaitCancelled).
+        self._stopping = threading.Event()
+        # Opens the index and reloads this process's view of it for searches, in the background.
+        self._viewer: Errand | None = None
+        self._reload_wanted = False  # a query failed: the next refresh reloads even if no one wrote
+        self._closing = False  # close() runs: no background thread is started
+        self._flat: FlatVectors | None = None  # the vectors, for exact scoring (made when first needed)
+        self._backlogger: Errand | None = None  # indexes rows left un-indexed, when nobody else does
+        self._backlog_top = 0  # the last rowid of that backlog
 
     # -- the index: open, state, lock -----------------------------------------------------------
 
     @property
     def index(self) -> VectorIndex | None:
-        """The vector index, or None while it is unusable (the reason is in :meth:`status`). A
-        transient failure to open it (a lock, an unreachable server) is retried after
-        ``INDEX_RETRY_S``; damage waits for ``reindex(reset=True)``."""
+        """The vector index, opened now if needed (waiting for the index lock), or None while it is
+        unusable (the reason is in :meth:`status`). A transient failure to open it (a lock, an
+        unreachable server) is retried after ``INDEX_RETRY_S``; damage waits for
+        ``reindex(reset=True)``. Searches use :meth:`dense_query`, which never waits for it."""
+        return self._opened(None)
+
+    def _opened(self, cancel: threading.Event | None) -> VectorIndex | None:
+        """:attr:`index`; with ``cancel``, a wait for the index lock gives up (WaitCancelled) once
+        it is set."""
         if self._exiting and not self._index_opened:
             return None
-        if not self._index_opened or (self._index_retry_at and time.monotonic() >= self._index_retry_at):
+        if self._open_due():
             with self._lock:
-                if not self._index_opened or (self._index_retry_at and time.monotonic() >= self._index_retry_at):
+                if self._open_due():
                     self._index_retry_at = 0.0
-                    self._open_index()
+                    self._open_index(cancel)
                     self._index_opened = True
         return self._index
+
+    def _open_due(self) -> bool:
+        return not self._index_opened or bool(self._index_retry_at and time.monotonic() >= self._index_retry_at)
+
+    def _searchable(self) -> VectorIndex | None:
+        """The index for a search, if it is open and usable; else None, and it is opened in the
+        background (the search scores from the catalog meanwhile)."""
+        if self._open_due():
+            self._ask_viewer()
+        return self._index
+
+    def _ask_viewer(self, *, reload: bool = False) -> None:
+        """Have the background viewer open the index (if needed) and refresh this process's view
+        of it (``reload``: load it again even if no other process wrote since)."""
+        if self._exiting or self._closing:  # no new threads at interpreter exit, or while closing
+            return
+        if reload:
+            self._reload_wanted = True
+        if self._viewer is None:
+            with self._workers_lock:
+                if self._viewer is None:
+                    self._viewer = Errand("remindful-index-view", self._view_errand)
+        self._viewer.ask()
+
+    def _view_errand(self) -> None:
+        """The viewer's task: open the index if needed, then refresh the view if asked to."""
+        try:
+            fresh = self._open_due()
+            index = self._opened(self._stopping)
+            if index is None or (fresh and not self._reload_wanted):
+                return  # just opened: the view is current
+            force, self._reload_wanted = self._reload_wanted, False
+            self._refresh_view(index, force=force, cancel=self._stopping)
+        except WaitCancelled:
+            return
+        except RemindfulError as exc:
+            log.warning("could not refresh the vector index (%s); search scores from the catalog meanwhile", exc)
 
     def state(self) -> dict[str, Any]:
         """The vector index as this process sees it, without opening it (unlike :meth:`status`):
@@ -183,7 +274,7 @@ class IndexMirror:
         re-entrant: do not call index-writing methods inside the block."""
         return self._index_lock()
 
-    def _open_index(self) -> None:
+    def _open_index(self, cancel: threading.Event | None = None) -> None:
         unwritable = self.catalog.unwritable
         if unwritable is not None:  # a read-only filesystem or a full disk: Chroma cannot open there
             self._index_error = f"{unwritable.message}; search scores the memories from the catalog"
@@ -192,22 +283,29 @@ class IndexMirror:
         started = time.perf_counter()
         index = self._new_index()
         try:
-            self._check_index_files(index)
+            preload = getattr(index, "preload", None)
+            if preload is not None:
+                preload()  # not under the lock: other processes would wait for the import
+            # The files are checked and read under the lock: no writer is half-way through them (a
+            # quick look during a write finds them changed, and a probe then may find them damaged).
             try:
-                preload = getattr(index, "preload", None)
-                if preload is not None:
-                    preload()  # not under the lock: other processes would wait for the import
-                with self._index_lock(write=False) as generation:
-                    self._reload_view(index)  # the files are read under the lock: no writer is half-way
+                with self._index_lock(write=False, cancel=cancel) as generation:
+                    self._check_index_files(index)
+                    self._reload_view(index)
                     self._index_generation = generation
-                queued = self._sync_index(index)
+                queued = self._sync_index(index, cancel)
             except CorruptionError as exc:
                 if exc.part == "catalog" or exc.backup_path is not None or not hasattr(index, "check"):
                     raise
-                index.close()
-                index.check()  # back up the damaged files and describe the damage
-                # The files are sound: the error was passing (another process was writing). Retry.
+                with self._index_lock(write=False, cancel=cancel):
+                    index.close()
+                    index.check()  # back up the damaged files and describe the damage
+                # The files are sound: the error was passing. Retry.
                 raise StorageError(f"the vector index failed while opening ({exc})") from exc
+        except WaitCancelled:
+            with contextlib.suppress(Exception):
+                index.close()
+            raise
         except CorruptionError as exc:
             if exc.part == "catalog":  # not the index's fault: the caller reports it
                 with contextlib.suppress(Exception):
@@ -239,7 +337,60 @@ class IndexMirror:
         if queued:  # left by a process that stopped (or crashed) before it drained them
             self._track_unindexing(queued)
             self.kick_finisher()
+        self._queue_backlog()
         log.debug("vector index ready in %.0f ms", (time.perf_counter() - started) * 1000)
+
+    def _queue_backlog(self) -> None:
+        """Have the rows marked un-indexed now indexed in the background (rows left by a process
+        that stopped or crashed, or by a failed write): whoever opens the index never indexes
+        them on its own thread (see :meth:`_index_backlog`)."""
+        if self._exiting or self._closing:  # no new threads: the next open takes them
+            return
+        top = self._max_rowid()
+        with self._workers_lock:
+            self._backlog_top = max(self._backlog_top, top)
+            if self._backlogger is None:
+                self._backlogger = Errand("remindful-index-backlog", self._index_backlog)
+        self._backlogger.ask()
+
+    def _index_backlog(self) -> None:
+        """Index the rows (up to the rowid last noted) left un-indexed, unless another process is
+        indexing them: several processes sharing a store each index what they store, and taking
+        their rows too would embed them twice over (on a busy machine, at the searches' expense).
+        So the backlog is watched for ``BACKLOG_WATCH_S``; while it shrinks, it is left alone;
+        once it stands still, it is indexed here, a batch at a time, until someone else's work
+        shows again (or it is done, or a batch gets nowhere: what is left waits for the next
+        open)."""
+        top = self._backlog_top
+
+        def left() -> int:
+            flt = SqlFilter("indexed = 0 AND rowid <= ?", (top,))
+            return self.catalog.count(flt)
+
+        while True:
+            before = left()
+            if not before or self._stopping.wait(BACKLOG_WATCH_S):
+                return
+            if left() < before:
+                continue  # another process is on it
+            while True:
+                before = left()
+                ids = [
+                    r[0]
+                    for r in self.catalog.read(
+                        "SELECT id FROM memories WHERE indexed = 0 AND rowid <= ? ORDER BY rowid LIMIT ?",
+                        (top, EMBED_BATCH),
+                    )
+                ]
+                if not ids or self._stopping.is_set():
+                    return
+                self.index_ids(ids)
+                after = left()
+                if after >= before:
+                    log.info("%d memories left un-indexed for now: indexing them got nowhere", after)
+                    return
+                if before - after > len(ids):
+                    break  # others index some too: watch again
 
     def _check_index_files(self, index: VectorIndex) -> None:
         """Run the index's full health check (seconds: a child process opens every collection) only
@@ -258,12 +409,13 @@ class IndexMirror:
     # -- this process's view of the index files -------------------------------------------------
 
     @contextlib.contextmanager
-    def _writing(self, index: VectorIndex) -> Iterator[None]:
+    def _writing(self, index: VectorIndex, cancel: threading.Event | None = None) -> Iterator[None]:
         """Hold the index lock for a write through ``index``. If another process wrote the index
         since this one loaded its view, the view is reloaded first: chromadb's embedded client
         writes its in-memory copy of a graph back over the shared files, so a write through a
-        stale copy would drop the other processes' vectors ("Error finding id" later)."""
-        with self._index_lock() as generation:
+        stale copy would drop the other processes' vectors ("Error finding id" later). With
+        ``cancel``, the wait for the lock gives up (WaitCancelled) once it is set."""
+        with self._index_lock(cancel=cancel) as generation:
             if generation != self._index_generation:
                 self._reload_view(index)
             yield
@@ -272,11 +424,14 @@ class IndexMirror:
 
     def _reload_view(self, index: VectorIndex) -> None:
         """Under the index lock: load the index files afresh (if the index keeps a copy of them)
-        and note which rows the new view may lack (:meth:`_view_floor`)."""
+        and note which rows the new view may lack (:meth:`_view_floor`). The copy is replaced
+        under the queries' feet, so this holds the view alone: searches meanwhile score from the
+        catalog."""
         floor = self._view_floor()
         reload = getattr(index, "reload", None)
         if reload is not None:
-            reload()
+            with self._view.exclusive():
+                reload()
         self._index_rowid = floor
 
     def _view_floor(self) -> int:
@@ -288,12 +443,16 @@ class IndexMirror:
         )[0]
         return int(top) if first is None else min(int(top), int(first) - 1)
 
-    def _refresh_view(self, index: VectorIndex, *, force: bool = False) -> None:
+    def _refresh_view(self, index: VectorIndex, *, force: bool = False, cancel: threading.Event | None = None) -> None:
         """Bring the view up to date (a search found many rows it may lack): reload it if another
-        process wrote the index since (or ``force``), else just note what it holds."""
-        self._refreshed_at = time.monotonic()
-        with self._index_lock(write=False) as generation:
-            if force or generation != self._index_generation:
+        process wrote the index since (or ``force``; an index that keeps no copy of the files is
+        closed instead, to be reopened at its next use), else just note what it holds. Runs in
+        the background viewer: it waits for the index lock."""
+        with self._index_lock(write=False, cancel=cancel) as generation:
+            if force and getattr(index, "reload", None) is None:
+                with self._view.exclusive():
+                    index.close()
+            elif force or generation != self._index_generation:
                 self._reload_view(index)
                 self._index_generation = generation
             else:
@@ -308,6 +467,7 @@ class IndexMirror:
         with self._lock:
             self._unindexing.clear()
             self._index_failed = None
+            self._flat = None  # the exact copy of the vectors too: read afresh when next needed
             index = self._index
             if index is None:
                 return
@@ -320,16 +480,17 @@ class IndexMirror:
     def pending_after(self) -> int:
         """The rowid above which this process's index view may lack rows (beside rows not marked indexed).
 
-        When too many accumulate, the view is refreshed (at most once a second): reloaded from the
-        files if another process wrote them since (:meth:`_refresh_view`)."""
+        When too many accumulate, the background viewer is asked (at most once a second) to
+        refresh the view: to reload it from the files if another process wrote them since
+        (:meth:`_refresh_view`). The caller does not wait for it."""
         # An upper bound (rowids only grow): counting rows would read the whole table.
-        index = self._index
         if (
-            index is not None
+            self._index is not None
             and self._max_rowid() - self._index_rowid > PENDING_REFRESH
             and time.monotonic() - self._refreshed_at >= 1.0
         ):
-            self._refresh_view(index)
+            self._refreshed_at = time.monotonic()
+            self._ask_viewer()
         return int(self._index_rowid)
 
     def _max_rowid(self) -> int:
@@ -337,19 +498,23 @@ class IndexMirror:
 
     # -- reconciling with the catalog -----------------------------------------------------------
 
-    def _sync_index(self, index: VectorIndex) -> list[tuple[str, str]]:
-        """Make the index match the catalog: drop vectors of deleted rows, re-add missing ones.
-        Queued deletions (``index_deletes``) are left to the background deleter: a count that
-        differs only by them needs no comparison of ids. Returns them.
+    def _sync_index(self, index: VectorIndex, cancel: threading.Event | None = None) -> list[tuple[str, str]]:
+        """Make the index match the catalog: drop vectors of deleted rows, mark missing ones
+        un-indexed (the background indexer re-adds them). Queued deletions (``index_deletes``) are
+        left to the background deleter: a count that differs only by them needs no comparison of
+        ids. Returns them.
 
-        The counts are compared first without the index lock (one small read each); the ids are
-        compared, and stale vectors removed, only under it: another process may be between its
-        upsert and marking those rows indexed, and its vectors are not stale."""
-        queued = self._queued_deletes()
-        for memory_type in MemoryType:
-            if self._index_agrees(index, memory_type, queued):
-                continue
-            with self._writing(index):
+        The counts are compared under the index lock, where no writer is between its upsert and
+        marking those rows indexed (one small read each); the ids are compared, and stale vectors
+        removed, only for a type whose counts differ, holding the lock for a write."""
+        with self._index_lock(write=False, cancel=cancel) as generation:
+            if generation != self._index_generation:
+                self._reload_view(index)
+                self._index_generation = generation
+            queued = self._queued_deletes()
+            differing = [t for t in MemoryType if not self._index_agrees(index, t, queued)]
+        for memory_type in differing:
+            with self._writing(index, cancel):
                 queued = self._queued_deletes()
                 if self._index_agrees(index, memory_type, queued):
                     continue
@@ -362,7 +527,6 @@ class IndexMirror:
                 missing = sorted(in_catalog - in_index)
                 self.catalog.mark_indexed(missing, value=False)
             log.info("index %s: removed %d stale, re-adding %d", memory_type.collection, len(extra), len(missing))
-        self._index_pending(index)
         return queued
 
     def _queued_deletes(self) -> list[tuple[str, str]]:
@@ -394,7 +558,9 @@ class IndexMirror:
                 conn.execute("UPDATE memories SET indexed = 0")
                 conn.execute("DELETE FROM index_deletes")  # the index is rebuilt from the catalog
 
-            with self._index_lock() as generation:  # other processes reload their view at their next write
+            # Other processes reload their view at their next write; this one's queries score from
+            # the catalog while the files are replaced under them.
+            with self._index_lock() as generation, self._view.exclusive():
                 if reset and hasattr(index, "reset_files"):
                     index.reset_files()
                 else:
@@ -423,13 +589,25 @@ class IndexMirror:
             with self._embedded:
                 self._unembedded.update(unembedded)
         if self._performance.async_indexing:
-            if self._indexer is None:
-                with self._lock:
-                    if self._indexer is None:
-                        self._indexer = BackgroundIndexer(self.index_ids, prepare=self._embed_stored)
-            self._indexer.submit([r.id for r in rows])
+            if self._closing:  # stored while closing: they stay un-indexed, for the next open
+                return
+            self._background().submit([r.id for r in rows])
         else:
             self.index_ids([r.id for r in rows])
+
+    def _background(self) -> BackgroundIndexer:
+        """The background indexer, started now if it was not yet."""
+        if self._indexer is None:
+            with self._workers_lock:
+                if self._indexer is None:
+                    self._indexer = BackgroundIndexer(
+                        self.index_ids,
+                        prepare=self._embed_stored,
+                        max_batch=INDEX_BATCH,
+                        prepare_batch=EMBED_BATCH,
+                        stopping=self._stopping,
+                    )
+        return self._indexer
 
     def embeddings_pending(self) -> bool:
         """Whether rows this process stored are still waiting for their vectors."""
@@ -445,19 +623,24 @@ class IndexMirror:
     def index_ids(self, ids: list[str]) -> None:
         """Index the memories with these ids that are still un-indexed (read under the index lock,
         so a memory deleted meanwhile is not indexed again). An id may come more than once (a
-        memory stored, then updated, in one batch of the background indexer): it is indexed once."""
+        memory stored, then updated, in one batch of the background indexer; a row stored and in a
+        backlog): it is indexed once. While closing, a wait for the index lock gives up: the rows
+        stay marked un-indexed, for the next open."""
         ids = list(dict.fromkeys(ids))
         rows: list[MemoryRow] = []
         try:
             self._embed_stored(ids)  # first: search needs the vectors even without an index
         except RemindfulError as exc:
             log.warning("stored %d memories but could not embed them yet (%s); they will be later", len(ids), exc)
-        index = self.index
+        try:
+            index = self._opened(self._stopping)
+        except WaitCancelled:
+            return
         if index is None:
             return
         for attempt in range(INDEX_WRITE_TRIES):
             try:
-                with self._writing(index):
+                with self._writing(index, self._stopping):
                     found = self.catalog.get_rows(ids)
                     vectors = self.catalog.embeddings([i for i in ids if i in found and not found[i].indexed])
                     rows = [found[i] for i in ids if i in vectors]
@@ -479,13 +662,11 @@ class IndexMirror:
                     exc,
                 )
                 return
-        if self._index_failed is not None:  # an earlier write failed: index what it left
+            except WaitCancelled:
+                return
+        if self._index_failed is not None:  # an earlier write failed: index what it left, in the background
             self._index_failed = None
-            try:
-                self._index_pending(index)
-            except RemindfulError as exc:
-                self._index_failed = str(exc)
-                self._index_generation = -1
+            self._queue_backlog()
 
     def _index_pending(self, index: VectorIndex, progress: Callable[[int], None] | None = None) -> int:
         done = 0
@@ -527,9 +708,9 @@ class IndexMirror:
 
     def _embed_stored(self, ids: list[str]) -> None:
         """Embed the memories among ``ids`` committed without a vector (outside the index lock:
-        other processes need not wait for the model)."""
+        other processes need not wait for the model); nothing once closing ran out of time."""
         try:
-            if self._unembedded.isdisjoint(ids) or (self._exiting and not self._embedder.loaded):
+            if self._stopping.is_set() or (self._exiting and not self._embedder.loaded):
                 return
             self.embed_and_save(self.catalog.without_embeddings(ids))
         finally:
@@ -547,17 +728,33 @@ class IndexMirror:
         return found
 
     def flush(self, timeout: float | None = None) -> bool:
-        """Wait until the vector index reflects every store and delete so far; False on timeout."""
-        return all(worker.flush(timeout) for worker in (self._indexer, self._deleter) if worker is not None)
+        """Wait until the vector index reflects every store and delete so far, and the background
+        viewer did what it was asked (opening the index, which may queue a backlog, reloading the
+        view); False on timeout."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+
+        def left() -> float | None:
+            return None if deadline is None else max(0.0, deadline - time.monotonic())
+
+        # One after the other, each looked up when its turn comes: the viewer's open hands work
+        # to the indexer and the backlog, whose open may queue deletions.
+        if self._viewer is not None and not self._viewer.wait(left()):
+            return False
+        if self._indexer is not None and not self._indexer.flush(left()):
+            return False
+        if self._backlogger is not None and not self._backlogger.wait(left()):
+            return False
+        return self._deleter is None or self._deleter.flush(left())
 
     # -- deletions ------------------------------------------------------------------------------
 
     def after_delete(self, gone: Sequence[tuple[str, str]], *, later: bool) -> None:
         """After a catalog delete of ``gone`` (id, type), which queued their vectors (and, with
         ``later``, the mending of their neighbours' session windows): remove the vectors now, or
-        (``later``) leave both to the background :class:`DeleteFinisher`. On an index error the
-        vectors stay queued (and out of search results) until the next delete or open."""
-        index = self.index
+        (``later``) leave both to the background :class:`DeleteFinisher`, without opening the
+        index here (an index opened later drains the queue). On an index error the vectors stay
+        queued (and out of search results) until the next delete or open."""
+        index = self._index if later else self.index
         if index is not None:
             self._track_unindexing(gone)
         if later:
@@ -570,9 +767,11 @@ class IndexMirror:
 
     def kick_finisher(self) -> None:
         """Large deletes left work queued in the catalog (windows to mend, vectors to remove): have
-        the background :class:`DeleteFinisher` do it."""
+        the background :class:`DeleteFinisher` do it (while closing, :meth:`close` does)."""
+        if self._exiting or self._closing:
+            return
         if self._deleter is None:
-            with self._lock:
+            with self._workers_lock:
                 if self._deleter is None:
                     self._deleter = DeleteFinisher(self._finish_step, chunk=FINISH_CHUNK)
         self._deleter.kick()
@@ -581,9 +780,12 @@ class IndexMirror:
         """One step of what large deletes left: mend the session windows around up to ``limit``
         deletion spots or, when none are left, remove up to ``limit`` queued vectors. Returns how
         many were handled (0: nothing left)."""
-        return self.catalog.mend_windows(limit) or self.drain_index_deletes(limit)
+        try:
+            return self.catalog.mend_windows(limit) or self.drain_index_deletes(limit, cancel=self._stopping)
+        except WaitCancelled:  # closing: the rest stays queued
+            return 0
 
-    def drain_index_deletes(self, limit: int = FINISH_CHUNK) -> int:
+    def drain_index_deletes(self, limit: int = FINISH_CHUNK, *, cancel: threading.Event | None = None) -> int:
         """Apply up to ``limit`` queued vector deletions, oldest first; returns how many were
         handled (0: none left, or no usable index)."""
         index = self._index
@@ -591,11 +793,13 @@ class IndexMirror:
             return 0
         pairs = self.catalog.pending_index_deletes(limit)
         if pairs:
-            self._unindex(index, pairs)
+            self._unindex(index, pairs, cancel)
         return len(pairs)
 
-    def _unindex(self, index: VectorIndex, pairs: Sequence[tuple[str, str]]) -> None:
-        with self._writing(index):
+    def _unindex(
+        self, index: VectorIndex, pairs: Sequence[tuple[str, str]], cancel: threading.Event | None = None
+    ) -> None:
+        with self._writing(index, cancel):
             ids = [mid for mid, _t in pairs]
             # Stored again since (an import keeps ids): its vector is current, keep it.
             back = self.catalog.existing_ids(ids)
@@ -617,6 +821,7 @@ class IndexMirror:
         """Stop the background finisher and do what is still queued here, without pauses (at
         close: leaving it would cost the next process to open the store)."""
         if self._deleter is not None:
+            self._stopping.set()  # a chunk waiting for the index lock gives up: it is done below
             self._deleter.close()
             self._deleter = None
         try:
@@ -630,51 +835,79 @@ class IndexMirror:
 
     # -- dense queries --------------------------------------------------------------------------
 
-    def dense_query(self, types: Sequence[MemoryType], counts: Mapping[str, int]) -> DenseQuery | None:
-        """``query(vector, k)`` over the collections of ``types`` that hold anything (per
-        ``counts``, the catalog's count of each type), or None while the index is unusable."""
-        index = self.index
+    def dense_query(self, types: Sequence[MemoryType], counts: Mapping[str, int]) -> DenseSource:
+        """What a search asks for dense candidates over ``types`` (``counts``: the catalog's count
+        of each type): the index's collections if it is open and usable, else (while it opens in
+        the background, see :meth:`_searchable`, or for good if it is damaged) the catalog's
+        vectors scored exactly (:class:`~remindful.engine.flat.FlatVectors`). Never waits for
+        the index: while this process reloads its copy, a query scores exactly too."""
+        index = self._searchable()
         if index is None:
-            return None
+            top = self._max_rowid()  # the copy reads every row up to here (at least) when asked
+            return DenseSource(lambda vector, k: self._exact(types, counts, vector, k), top)
+        self._drop_idle_flat()
 
         def run(vector: np.ndarray, k: int) -> list[tuple[str, float]]:
             found: list[tuple[str, float]] = []
-            for memory_type in types:
-                n = counts.get(memory_type.value, 0)
-                if n:
+            with self._view.shared() as usable:
+                if not usable:
+                    return self._exact(types, counts, vector, k)
+                for memory_type in types:
+                    n = counts.get(memory_type.value, 0)
+                    if not n:
+                        continue
                     # A small collection is asked for all its rows: HNSW then visits every node it
                     # can reach, not just the ones its usual candidate list (ef) gets to.
                     want = max(k, n) if n <= EXHAUSTIVE_BELOW else k
                     gone = self._unindexing.get(memory_type.value)
                     if not gone:
-                        found += self._query_collection(index, memory_type, vector, want)[:k]
+                        found += self._query_collection(index, memory_type, counts, vector, want)[:k]
                         continue
                     # Deleted, vectors not removed yet: skip them and ask for more to make up.
-                    hits = self._query_collection(index, memory_type, vector, want + min(len(gone), OVERFETCH * k))
+                    want += min(len(gone), OVERFETCH * k)
+                    hits = self._query_collection(index, memory_type, counts, vector, want)
                     found += [(mid, score) for mid, score in hits if mid not in gone][:k]
             return sorted(found, key=lambda item: -item[1])[:k]
 
-        return run
+        return DenseSource(run, self.pending_after())
 
     def _query_collection(
-        self, index: VectorIndex, memory_type: MemoryType, vector: np.ndarray, k: int
+        self, index: VectorIndex, memory_type: MemoryType, counts: Mapping[str, int], vector: np.ndarray, k: int
     ) -> list[tuple[str, float]]:
         """One collection's nearest neighbours. If the index fails (for example a collection another
-        process created after this one opened the store: "Nothing found on disk"), the client is
-        closed so that the next use reopens it, and this type is scored exactly from the catalog."""
+        process created after this one loaded its view: "Nothing found on disk"), this type is
+        scored exactly, and the background viewer reloads the view."""
         try:
             return index.query(memory_type.collection, vector, k)
         except RemindfulError as exc:
-            log.info("vector index query of %s failed (%s); reloading and retrying", memory_type.collection, exc)
-        try:  # a view loaded while another process was writing the files: load it again, under the lock
-            self._refresh_view(index, force=True)
-            return index.query(memory_type.collection, vector, k)
-        except RemindfulError as exc:
-            log.warning("vector index query of %s failed (%s); scoring from the catalog", memory_type.collection, exc)
-            with contextlib.suppress(Exception):
-                index.close()
-            ids, matrix = self.catalog.filtered_embeddings(build_filter(types=[memory_type.value]))
-            return top_k_exact(vector, ids, matrix, k) if matrix is not None else []
+            log.info(
+                "vector index query of %s failed (%s); scoring it exactly and reloading the index",
+                memory_type.collection,
+                exc,
+            )
+        self._ask_viewer(reload=True)
+        return self._exact([memory_type], counts, vector, k)
+
+    def _exact(
+        self, types: Sequence[MemoryType], counts: Mapping[str, int], vector: np.ndarray, k: int
+    ) -> list[tuple[str, float]]:
+        """The ``k`` memories of ``types`` nearest to ``vector``, scored exactly: from this
+        process's copy of the vectors, or (a store too large to copy) from the catalog."""
+        flat = self._flat
+        if flat is None:
+            with self._workers_lock:
+                flat = self._flat = self._flat or FlatVectors(self.catalog)
+        found = flat.query([t.value for t in types], counts, vector, k)
+        if found is not None:
+            return found
+        ids, matrix = self.catalog.filtered_embeddings(build_filter(types=[t.value for t in types]))
+        return top_k_exact(vector, ids, matrix, k) if matrix is not None else []
+
+    def _drop_idle_flat(self) -> None:
+        """The index serves searches: free the copy of the vectors if no search needed it lately."""
+        flat = self._flat
+        if flat is not None and flat.idle_s() > FLAT_IDLE_S:
+            self._flat = None
 
     # -- closing --------------------------------------------------------------------------------
 
@@ -686,18 +919,28 @@ class IndexMirror:
         self.close()
 
     def close(self) -> None:
-        """Index what is queued, finish what deletes left, and close the index (its holder marker
-        removed: the next opener need not check the files). The catalog stays open."""
+        """Index what is queued (for ``CLOSE_BUDGET_S`` at most: the rest stays marked un-indexed,
+        for the next open), finish what deletes left, and close the index (its holder marker
+        removed: the next opener need not check the files). Returns once no background thread
+        of this mirror runs any more. The catalog stays open."""
+        self._closing = True
         if self._indexer is not None:
-            self._indexer.close()
+            self._indexer.close(CLOSE_BUDGET_S)
             self._indexer = None
+        self._stopping.set()  # the viewer and the backlog give up a wait for the index lock
+        for errand in (self._viewer, self._backlogger):
+            if errand is not None:
+                errand.close()
+        self._viewer = self._backlogger = None
         self.finish_deletes()
         if self._index is not None:
-            with contextlib.suppress(Exception):
+            with self._view.exclusive(), contextlib.suppress(Exception):
                 self._index.close()
             self._holders.release()  # closed cleanly: the next opener need not check the files
         self._index = None
         self._index_opened = False
+        self._stopping.clear()  # a use after close opens the index again
+        self._closing = False
 
 
 class IndexLock:
@@ -723,13 +966,16 @@ class IndexLock:
             return 0
 
     @contextlib.contextmanager
-    def __call__(self, *, write: bool = True) -> Iterator[int]:
+    def __call__(self, *, write: bool = True, cancel: threading.Event | None = None) -> Iterator[int]:
         """Hold the lock; yields the generation at entry. With ``write`` (the default) the
-        generation is bumped on the way out, even after an error (a write may have half happened)."""
-        with self._thread_lock:
+        generation is bumped on the way out, even after an error (a write may have half happened).
+        With ``cancel``, the wait gives up (WaitCancelled) once the event is set."""
+        self._acquire_thread_lock(cancel)
+        try:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+            if not _flock(fd, cancel):
+                raise WaitCancelled  # the descriptor is the waiting thread's now
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX)
                 generation = _read_generation(os.pread(fd, 32, 0))
                 try:
                     yield generation
@@ -741,6 +987,96 @@ class IndexLock:
             finally:
                 fcntl.flock(fd, fcntl.LOCK_UN)
                 os.close(fd)
+        finally:
+            self._thread_lock.release()
+
+    def _acquire_thread_lock(self, cancel: threading.Event | None) -> None:
+        if cancel is None:
+            self._thread_lock.acquire()
+            return
+        while not self._thread_lock.acquire(timeout=LOCK_POLL_S):
+            if cancel.is_set():
+                raise WaitCancelled
+
+
+def _flock(fd: int, cancel: threading.Event | None) -> bool:
+    """Lock ``fd`` exclusively, waiting as long as it takes; with ``cancel``, give up once the
+    event is set and return False. A blocked flock cannot be interrupted, and tries at intervals
+    lose to the processes blocked in flock (they are woken first): so the wait is a blocking one
+    in a thread of its own, which (if given up) unlocks and closes ``fd`` once it gets the lock.
+    The thread holds nothing else and touches nothing but the lock file."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | (0 if cancel is None else fcntl.LOCK_NB))
+        return True
+    except BlockingIOError:
+        pass
+    assert cancel is not None
+    granted = threading.Event()
+    given_up = False
+    guard = threading.Lock()
+
+    def wait() -> None:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        with guard:
+            if given_up:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+                os.close(fd)
+            else:
+                granted.set()
+
+    threading.Thread(target=wait, name="remindful-index-lock-wait", daemon=True).start()
+    while not granted.wait(LOCK_POLL_S):
+        if cancel.is_set():
+            with guard:
+                if not granted.is_set():
+                    given_up = True
+                    return False
+    return True
+
+
+class ViewLock:
+    """This process's use of its copy of the index: queries share it; reloading or closing the
+    copy holds it alone. A query never waits: :meth:`shared` yields False while the copy is
+    held or wanted alone (the caller scores from the catalog instead), so a reload waits only
+    for the queries already running, however many keep coming."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._readers = 0
+        self._alone = 0  # threads holding or waiting for it alone
+        self._holding = False
+
+    @contextlib.contextmanager
+    def shared(self) -> Iterator[bool]:
+        """Share the copy for a ``with`` block if nobody holds or waits for it alone; yields
+        whether it does (False: do not touch the index)."""
+        with self._cond:
+            usable = not self._alone
+            if usable:
+                self._readers += 1
+        try:
+            yield usable
+        finally:
+            if usable:
+                with self._cond:
+                    self._readers -= 1
+                    self._cond.notify_all()
+
+    @contextlib.contextmanager
+    def exclusive(self) -> Iterator[None]:
+        """Hold the copy alone for a ``with`` block, once the queries running have ended. Not
+        re-entrant, and never to be taken inside :meth:`shared`."""
+        with self._cond:
+            self._alone += 1
+            self._cond.wait_for(lambda: self._readers == 0 and not self._holding)
+            self._holding = True
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._holding = False
+                self._alone -= 1
+                self._cond.notify_all()
 
 
 def _read_generation(data: bytes) -> int:
@@ -783,4 +1119,4 @@ class IndexHolders:
         (self.dir / str(os.getpid())).unlink(missing_ok=True)
 
 
-__all__ = ["EXHAUSTIVE_BELOW", "FINISH_CHUNK", "IndexHolders", "IndexLock", "IndexMirror"]
+__all__ = ["EXHAUSTIVE_BELOW", "FINISH_CHUNK", "IndexHolders", "IndexLock", "IndexMirror", "ViewLock", "WaitCancelled"]

@@ -2,7 +2,10 @@
 
 - Items (``retention.max_items_per_collection`` and its per-type overrides): a store that would
   pass a type's quota evicts that type's least important unprotected memories
-  (:func:`remindful.engine.importance.least_important`), in the insert's own transaction.
+  (:mod:`remindful.engine.importance`), in the insert's own transaction. Ranking a type reads
+  all its rows (~50 ms a store at 10,000 memories on a quiet machine, and every store past the
+  quota needs it), so each type's ranking is kept (:class:`EvictionOrder`): rows stored since
+  are ranked into it, and each victim is read again before it goes.
 - Size (``storage.max_size_mb``): near it, a store warns in the log, and stores anyway. The size
   is measured by walking the directory (a stat per file), at most every ``SIZE_MAX_AGE_S``
   seconds and in a thread of its own: the walk is not the store's to wait for.
@@ -10,6 +13,7 @@
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import logging
 import os
@@ -17,10 +21,11 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from remindful.config import Settings
 from remindful.engine.catalog import Catalog, MemoryRow
-from remindful.engine.importance import least_important
+from remindful.engine.importance import columns, inputs_from_row, score
 from remindful.errors import ValidationError
 from remindful.model import MemoryType
 
@@ -31,6 +36,9 @@ SIZE_WARNING_RATIO = 0.9
 SIZE_WARNING_INTERVAL_S = 600.0
 #: How long a measured storage size is used before the directory is walked again.
 SIZE_MAX_AGE_S = 5.0
+#: A type's eviction order is ranked afresh from all its rows at most this often (the recency
+#: term moves on; in between, rows stored since are ranked in, and victims are read again).
+RANKING_MAX_AGE_S = 30.0
 
 
 class Quotas:
@@ -45,6 +53,8 @@ class Quotas:
         self.last_warning: tuple[float, int] | None = None
         self._measuring: threading.Thread | None = None
         self._measuring_lock = threading.Lock()
+        self._orders: dict[str, EvictionOrder] = {}
+        self._orders_lock = threading.Lock()
 
     def make_room(self, catalog: Catalog, counts: Mapping[str, int], rows: Sequence[MemoryRow]) -> list[str]:
         """The memories to evict (the least important unprotected ones) so that ``rows`` fit the
@@ -67,7 +77,11 @@ class Quotas:
             excess = counts.get(type_value, 0) + n_new - limit
             if excess <= 0:
                 continue
-            victims = least_important(catalog, type_value, excess, time.time())
+            with self._orders_lock:
+                order = self._orders.get(type_value)
+                if order is None or order.age_s() > RANKING_MAX_AGE_S:
+                    order = self._orders[type_value] = EvictionOrder(catalog, type_value)
+                victims = order.take(catalog, excess)
             if len(victims) < excess:
                 log.warning(
                     "%s_memories is over its quota of %d but every remaining memory is bookmarked", type_value, limit
@@ -135,9 +149,76 @@ class Quotas:
             )
 
 
+class EvictionOrder:
+    """One type's unbookmarked memories, least important first: ranked from all of them when
+    made, then kept up to date by :meth:`take`. Not thread-safe (the quotas hold a lock).
+
+    Rows stored since are found by rowid (above the newest one ranked). SQLite gives a new row the
+    rowid of the newest one if that was deleted: when a victim taken here is the newest, the
+    mark moves below it; a newest row deleted by someone else is not seen, and its successor
+    waits for the next full ranking (``RANKING_MAX_AGE_S``) to be a candidate."""
+
+    def __init__(self, catalog: Catalog, type_value: str) -> None:
+        self.type = type_value
+        self._made = time.monotonic()
+        self._columns = f"{columns(catalog)}, rowid"
+        rows = catalog.read(f"SELECT {self._columns} FROM memories WHERE type = ? AND bookmarked = 0", (type_value,))
+        now = time.time()
+        self._order = sorted(_ranked(row, now) for row in rows)  # least important first
+        self._top = max((entry[3] for entry in self._order), default=0)  # the newest rowid ranked
+
+    def age_s(self) -> float:
+        return time.monotonic() - self._made
+
+    def take(self, catalog: Catalog, n: int) -> list[str]:
+        """The ids of the ``n`` least important unbookmarked memories of the type (fewer if there
+        are not that many), taken out of the order: rows stored since are ranked in first, and
+        each one is read again before it is chosen (gone or bookmarked since: skipped; more
+        important since, as after an access: ranked again)."""
+        now = time.time()
+        known = {entry[2] for entry in self._order}
+        for row in catalog.read(
+            f"SELECT {self._columns} FROM memories WHERE type = ? AND bookmarked = 0 AND rowid > ?",
+            (self.type, self._top),
+        ):
+            entry = _ranked(row, now)
+            self._top = max(self._top, entry[3])
+            if entry[2] not in known:
+                bisect.insort(self._order, entry)
+        chosen: list[tuple[float, float, str, int]] = []
+        while len(chosen) < n and self._order:
+            cut = n - len(chosen) + 8  # a few more: some may be gone, or more important now
+            head, self._order = self._order[:cut], self._order[cut:]
+            current = {
+                str(row[0]): row
+                for row in catalog.read_in(
+                    f"SELECT {self._columns} FROM memories WHERE id IN ({{marks}}) AND bookmarked = 0",
+                    [entry[2] for entry in head],
+                )
+            }
+            for entry in head:
+                row = current.get(entry[2])
+                if row is None:
+                    continue  # gone, or bookmarked since
+                fresh = _ranked(row, now)
+                if len(chosen) < n and fresh[0] <= entry[0] + 1e-9:
+                    chosen.append(entry)
+                else:
+                    bisect.insort(self._order, fresh)  # more important since it was ranked, or not needed now
+        if chosen and max(entry[3] for entry in chosen) >= self._top:  # the newest goes: see the class docstring
+            self._top = max((entry[3] for entry in self._order), default=0)
+        return [entry[2] for entry in chosen]
+
+
+def _ranked(row: Sequence[Any], now: float) -> tuple[float, float, str, int]:
+    """``(score, created_at, id, rowid)`` of a ``SELECT {columns}, rowid`` row: sorted, least
+    important first (ties: older first), as :func:`remindful.engine.importance.rank_rows` orders."""
+    return score(inputs_from_row(row), now), float(row[2]), str(row[0]), int(row[-1])
+
+
 def megabytes(value: float) -> str:
     """A size in MB for a message: whole MB from 10 up, else two significant digits (0.4, not 0)."""
     return f"{value:,.0f}" if value >= 10 else f"{value:.2g}"
 
 
-__all__ = ["SIZE_WARNING_INTERVAL_S", "Quotas", "megabytes"]
+__all__ = ["SIZE_WARNING_INTERVAL_S", "EvictionOrder", "Quotas", "megabytes"]

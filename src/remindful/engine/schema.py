@@ -39,7 +39,8 @@ CREATE TABLE IF NOT EXISTS memories (
     embedding BLOB,
     indexed INTEGER NOT NULL DEFAULT 0,
     size_bytes INTEGER NOT NULL DEFAULT 0,
-    seq INTEGER
+    seq INTEGER,
+    scope TEXT
 );
 DROP INDEX IF EXISTS idx_memories_type_created;
 DROP INDEX IF EXISTS idx_memories_session;
@@ -51,6 +52,39 @@ CREATE INDEX IF NOT EXISTS idx_memories_session_time ON memories(session_id, cre
 CREATE INDEX IF NOT EXISTS idx_memories_time ON memories(created_at, rowid, expires_at);
 CREATE INDEX IF NOT EXISTS idx_memories_hash ON memories(content_hash);
 CREATE INDEX IF NOT EXISTS idx_memories_unindexed ON memories(indexed) WHERE indexed = 0;
+"""
+
+#: Schema 8 gave every memory a scope (:mod:`remindful.engine.scopes`): ``project:<key>``, ``user``,
+#: or NULL (unscoped). A catalog created before has the column added by this statement (the
+#: catalog runs it when the column is missing, before :data:`SCHEMA`), and its rows a scope by
+#: :meth:`remindful.engine.catalog.Catalog` 's upgrade.
+ADD_SCOPE_COLUMN = "ALTER TABLE memories ADD COLUMN scope TEXT"
+
+#: The scopes: newest first within a scope from the index, as the time indexes do; how many
+#: memories each scope holds, kept by triggers (NULL counted as ''), so that a search knows how
+#: much a scope restricts before it reads any row; and the projects that scopes name.
+SCOPES_DDL = """
+CREATE INDEX IF NOT EXISTS idx_memories_scope_time ON memories(scope, created_at, rowid, expires_at);
+CREATE TABLE IF NOT EXISTS scope_counts (scope TEXT PRIMARY KEY, n INTEGER NOT NULL) WITHOUT ROWID;
+CREATE TRIGGER IF NOT EXISTS memories_scope_ai AFTER INSERT ON memories BEGIN
+    INSERT INTO scope_counts(scope, n) VALUES (coalesce(new.scope, ''), 1)
+    ON CONFLICT(scope) DO UPDATE SET n = n + 1;
+END;
+CREATE TRIGGER IF NOT EXISTS memories_scope_ad AFTER DELETE ON memories BEGIN
+    UPDATE scope_counts SET n = n - 1 WHERE scope = coalesce(old.scope, '');
+END;
+CREATE TRIGGER IF NOT EXISTS memories_scope_au AFTER UPDATE OF scope ON memories BEGIN
+    UPDATE scope_counts SET n = n - 1 WHERE scope = coalesce(old.scope, '');
+    INSERT INTO scope_counts(scope, n) VALUES (coalesce(new.scope, ''), 1)
+    ON CONFLICT(scope) DO UPDATE SET n = n + 1;
+END;
+CREATE TABLE IF NOT EXISTS projects (
+    key TEXT PRIMARY KEY,
+    name TEXT NOT NULL,
+    root TEXT NOT NULL DEFAULT '',
+    first_seen REAL NOT NULL,
+    last_seen REAL NOT NULL
+);
 """
 
 #: The lexical index over the memories' content, kept by triggers.
@@ -217,6 +251,7 @@ SCHEMA = (
     + CAPTURE_STATS_DDL
     + CONTEXT_DDL
     + LEARNING_DDL
+    + SCOPES_DDL
 )
 
 #: The ids a delete removes, with each one's audit reason: a temporary table of the deleting
@@ -229,8 +264,14 @@ DELETE FROM type_counts;
 INSERT INTO type_counts(type, n) SELECT type, count(*) FROM memories GROUP BY type;
 """
 
+#: Run after an upgrade gave the rows their scopes: the scope counts start from the rows present.
+RECOUNT_SCOPES = """
+DELETE FROM scope_counts;
+INSERT INTO scope_counts(scope, n) SELECT coalesce(scope, ''), count(*) FROM memories GROUP BY 1;
+"""
+
 #: Columns of ``memories`` returned by reads, in this order (no embedding).
 MEMORY_COLUMNS = (
     "id, type, content, metadata, source, memory_class, session_id, created_at, updated_at, importance, "
-    "access_count, last_accessed, bookmarked, content_hash, chunk, expires_at, indexed"
+    "access_count, last_accessed, bookmarked, content_hash, chunk, expires_at, indexed, scope"
 )

@@ -4,7 +4,8 @@ A filter is a dict in Chroma's ``where`` language: ``{"key": value}`` (equality)
 ``{"key": {"$eq"|"$ne"|"$gt"|"$gte"|"$lt"|"$lte": value}}``, ``{"key": {"$in"|"$nin": [..]}}``,
 ``{"$and": [f, ...]}``, ``{"$or": [f, ...]}``; several keys in one dict are a conjunction.
 A key is a memory field (``session_id``, ``source``, ``memory_class``, ``bookmarked``, ``importance``,
-``access_count``, ``created_at``, ``type``) or a path into the metadata (``success``, ``target.element``).
+``access_count``, ``created_at``, ``type``, ``scope``) or a path into the metadata (``success``,
+``target.element``).
 
 Filters are evaluated in SQL by the catalog, for every retrieval space (the vector index is asked
 without them and its candidates are checked here). :func:`index_metadata` flattens columns and
@@ -26,7 +27,17 @@ COMPARISONS = {"$eq": "=", "$ne": "!=", "$gt": ">", "$gte": ">=", "$lt": "<", "$
 SET_OPS = {"$in": "IN", "$nin": "NOT IN"}
 LOGICAL = ("$and", "$or")
 #: Memory fields a filter may name directly (everything else is a metadata path).
-COLUMNS = {"type", "session_id", "source", "memory_class", "bookmarked", "importance", "access_count", "created_at"}
+COLUMNS = {
+    "type",
+    "session_id",
+    "source",
+    "memory_class",
+    "bookmarked",
+    "importance",
+    "access_count",
+    "created_at",
+    "scope",
+}
 #: Memory fields copied into the vector index's metadata (immutable ones, so updates stay cheap).
 INDEXED_COLUMNS = ("session_id", "source", "memory_class", "created_at")
 META_PREFIX = "m."
@@ -54,11 +65,16 @@ def build_filter(
     since: float | None = None,
     until: float | None = None,
     filters: Mapping[str, Any] | None = None,
+    scopes: Sequence[str | None] | None = None,
     column_prefix: str = "",
 ) -> SqlFilter:
-    """The SQL for a search's or a listing's restrictions (all optional, all conjoined)."""
+    """The SQL for a search's or a listing's restrictions (all optional, all conjoined). ``scopes``:
+    the scopes to keep (None among them: the unscoped memories; see :mod:`remindful.engine.scopes`),
+    or None for every memory."""
     p = column_prefix
     result = SqlFilter()
+    if scopes is not None:
+        result &= scope_filter(scopes, p)
     if types:
         result &= SqlFilter(f"{p}type IN ({','.join('?' * len(types))})", tuple(types))
     if session_id is not None:
@@ -70,6 +86,17 @@ def build_filter(
     if filters:
         result &= _where_sql(filters, p, "filters")
     return result
+
+
+def scope_filter(scopes: Sequence[str | None], p: str = "") -> SqlFilter:
+    """Memories of one of ``scopes`` (None: unscoped); an empty sequence keeps none."""
+    named = [s for s in dict.fromkeys(scopes) if s is not None]
+    parts = [f"{p}scope IN ({','.join('?' * len(named))})"] if named else []
+    if None in scopes:
+        parts.append(f"{p}scope IS NULL")
+    if not parts:
+        return SqlFilter("0")
+    return SqlFilter(" OR ".join(parts) if len(parts) == 1 else "(" + " OR ".join(parts) + ")", tuple(named))
 
 
 def with_stored_sessions(where: Mapping[str, Any], stored: Callable[[str], str]) -> Mapping[str, Any]:

@@ -32,7 +32,7 @@ import tempfile
 import threading
 import time
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -47,9 +47,11 @@ from remindful.engine.background import AccessRecorder, close_at_exit
 from remindful.engine.catalog import Catalog, MemoryRow, counted, unwritable
 from remindful.engine.embedding import LazyEmbedder, embed_query
 from remindful.engine.mirror import IndexMirror
+from remindful.engine.projects import Project, Resolver
 from remindful.engine.quotas import SIZE_MAX_AGE_S, Quotas
 from remindful.engine.redact import StoreRedactor, add_counts, redactor_for
 from remindful.engine.retrieval.search import rank
+from remindful.engine.scopes import Assigner, check_scope
 from remindful.engine.sqlfilter import SqlFilter, build_filter, to_epoch, with_stored_sessions
 from remindful.engine.storelock import StoreLock
 from remindful.engine.validation import (
@@ -90,7 +92,7 @@ log = logging.getLogger("remindful")
 INLINE_DELETE = 256
 #: How long export, backup, dedup and cleanup wait for this process's pending embeddings.
 VECTORS_READY_TIMEOUT_S = 60.0
-_STORE_KEYS = {"content", "type", "metadata", "session_id", "timestamp", "source", "memory_class", "chunk"}
+_STORE_KEYS = {"content", "type", "metadata", "session_id", "timestamp", "source", "memory_class", "chunk", "scope"}
 
 
 class Store:
@@ -121,6 +123,12 @@ class Store:
         self.quotas = Quotas(settings, self.path)
         # Every write's redaction (the rules compile on first need) and the session ids' mapping.
         self.redaction = StoreRedactor(redactor_for(settings.privacy), self.path)
+        scopes = settings.scopes
+        #: Finds the project of a directory, and the scope of a memory whose writer named none.
+        self.scopes = Assigner(Resolver(scopes.project, scopes.projects), classify=scopes.user_level)
+        #: The project this store's writer works in: a new memory whose metadata names no directory
+        #: is captured there (None: in no project).
+        self.project: Project | None = None
         self._session_id: str | None = None
         self._lock = threading.RLock()
         #: Coordinates this store's processes around a restore or a clear-all (:mod:`remindful.engine.storelock`).
@@ -139,9 +147,21 @@ class Store:
         if self.disabled_reason:
             raise MemoryDisabledError(self.disabled_reason)
         if self._catalog is None:
-            with self._init_lock:
-                if self._catalog is None:
-                    self._open_catalog()
+            self._opened()
+
+    def _opened(self) -> tuple[Catalog, IndexMirror]:
+        """The catalog and the mirror, opened now if needed (MemoryDisabledError if memory is off
+        or unusable). Read under the lock :meth:`close` clears them under: a close in another
+        thread cannot leave the caller with half of them."""
+        if self.disabled_reason:
+            raise MemoryDisabledError(self.disabled_reason)
+        with self._init_lock:
+            if self._catalog is None:
+                self._open_catalog()
+            catalog, mirror = self._catalog, self._mirror
+        if catalog is None or mirror is None:  # pragma: no cover - _open_catalog sets both or raises
+            raise MemoryDisabledError(self.disabled_reason or "the store could not be opened")
+        return catalog, mirror
 
     def _open_catalog(self) -> None:
         try:
@@ -158,7 +178,7 @@ class Store:
             except OSError as exc:  # a store on a read-only filesystem or a full disk is still read
                 if unwritable(self.path, exc) is None or not (self.path / "catalog.sqlite3").is_file():
                     raise
-            catalog = Catalog(self.path / "catalog.sqlite3", redaction=self.redaction)
+            catalog = Catalog(self.path / "catalog.sqlite3", redaction=self.redaction, scope_of=self.scopes)
         except (OSError, StorageError) as exc:
             if isinstance(exc, CorruptionError | StorageFullError):  # damage, or a full disk: not for good
                 raise
@@ -201,21 +221,13 @@ class Store:
     def catalog(self) -> Catalog:
         """The catalog, opened on first use (MemoryDisabledError if memory is off or unusable)."""
         catalog = self._catalog
-        if catalog is None:
-            self.ready()
-            catalog = self._catalog
-            assert catalog is not None
-        return catalog
+        return catalog if catalog is not None else self._opened()[0]
 
     @property
     def mirror(self) -> IndexMirror:
         """The vector index kept in step with the catalog; opens the catalog, not the index."""
         mirror = self._mirror
-        if mirror is None or self._catalog is None:
-            self.ready()
-            mirror = self._mirror
-            assert mirror is not None
-        return mirror
+        return mirror if mirror is not None and self._catalog is not None else self._opened()[1]
 
     @property
     def embedder(self) -> Embedder:
@@ -284,6 +296,7 @@ class Store:
         self.ready()
         now = time.time()
         rows: list[MemoryRow] = []
+        projects: dict[str, Project] = {}
         counts: dict[str, int] = {}
         for i, item in enumerate(items):
             if not isinstance(item, Mapping):
@@ -291,7 +304,7 @@ class Store:
             unknown = set(item) - _STORE_KEYS
             if unknown:
                 raise ValidationError(f"items[{i}]", f"unknown keys {sorted(unknown)}; expected {sorted(_STORE_KEYS)}")
-            rows.append(self._new_row(item, i if len(items) > 1 else None, now, counts))
+            rows.append(self._new_row(item, i if len(items) > 1 else None, now, counts, projects))
         if not rows:
             return []
         # The rows of a batch share one timestamp, so their ids differ by 32 random bits only: with
@@ -308,7 +321,7 @@ class Store:
                 row.embedding = vector
         victims = self.quotas.make_room(self.catalog, self.catalog.type_counts(), rows)
         attach_files(self.settings, rows)
-        self._commit_new(rows, evict=victims, counts=counts)
+        self._commit_new(rows, evict=victims, counts=counts, projects=projects.values())
         mirror.index_rows(rows)
         return [r.id for r in rows]
 
@@ -317,9 +330,17 @@ class Store:
         self.mirror.await_embeddings(VECTORS_READY_TIMEOUT_S)
         return self
 
-    def _new_row(self, item: Mapping[str, Any], position: int | None, now: float, counts: dict[str, int]) -> MemoryRow:
+    def _new_row(
+        self,
+        item: Mapping[str, Any],
+        position: int | None,
+        now: float,
+        counts: dict[str, int],
+        projects: dict[str, Project],
+    ) -> MemoryRow:
         """The row to insert for ``item``: validated and redacted (content, metadata at any depth,
-        chunk; the session id mapped), before anything is embedded or written. Hits go to ``counts``."""
+        chunk; the session id mapped), before anything is embedded or written. Hits go to ``counts``;
+        the project its scope names, if any, is added to ``projects``."""
         prefix = "" if position is None else f"items[{position}]."
         fields = validate_item(item, prefix, Limits.of(self.settings.limits))
         redaction = self.redaction
@@ -329,6 +350,24 @@ class Store:
         chunk = redaction.value(fields["chunk"], counts) if fields["chunk"] else None
         memory_type: MemoryType = fields["type"]
         metadata: dict[str, Any] = fields["metadata"]
+        given = item.get("scope")
+        if given is None:
+            scope, project = self.scopes(
+                fields["content"],
+                type=memory_type.value,
+                source=fields["source"].value,
+                metadata=metadata,
+                project=self.project,
+            )
+        else:
+            try:
+                scope = check_scope(given, prefix + "scope")
+            except ValueError as exc:
+                raise ValidationError(prefix + "scope", str(exc).split(": ", 1)[-1]) from None
+            key = scope.removeprefix("project:")
+            project = given if isinstance(given, Project) else None if scope == "user" else Project(key, key)
+        if project is not None and scope == project.scope:
+            projects.setdefault(project.key, project)
         created = fields["timestamp"] if fields["timestamp"] is not None else now
         created_dt = datetime.fromtimestamp(created, UTC)
         auto_delete = self.settings.privacy.auto_delete_days
@@ -347,15 +386,23 @@ class Store:
             content_hash=content_hash(fields["content"]),
             chunk=json.dumps(chunk) if chunk else None,
             expires_at=created + auto_delete * 86400 if auto_delete else None,
+            scope=scope,
             redacted=True,
         )
 
     def _commit_new(
-        self, rows: Sequence[MemoryRow], *, evict: Sequence[str] = (), counts: Mapping[str, int] | None = None
+        self,
+        rows: Sequence[MemoryRow],
+        *,
+        evict: Sequence[str] = (),
+        counts: Mapping[str, int] | None = None,
+        projects: Iterable[Project] = (),
     ) -> None:
         """Insert ``rows`` and delete ``evict`` (quota evictions, audited as ``quota_evict``) in ONE
         transaction: a crash never leaves memories evicted for rows that were not stored. The
-        redaction hits of building the rows (``counts``) are counted in it too."""
+        redaction hits of building the rows (``counts``) are counted in it too, and the ``projects``
+        their scopes name recorded."""
+        projects = list(projects)
         started = time.perf_counter()
         catalog = self.catalog
         gone: list[tuple[str, str]] = []
@@ -367,21 +414,40 @@ class Store:
             add_counts(conn, counted(counts or {}))
             for session_id, at in {(r.session_id, r.created_at) for r in rows if r.session_id}:
                 catalog.ensure_session(conn, session_id, at)
+            if projects:
+                Catalog.record_projects(conn, projects, time.time())
 
         catalog.write(run, what="storing memories")
         if gone:
             remove_copies(self.path, [mid for mid, _t in gone])
-            self.mirror.after_delete(gone, later=len(evict) > INLINE_DELETE)
+            # The evicted vectors go in the background: a store never waits for the index.
+            self.mirror.after_delete(gone, later=True)
             log.info("quota: evicted %d least important memories to store %d", len(gone), len(rows))
         self.stores += len(rows)
         self.store_ms.append((time.perf_counter() - started) * 1000 / len(rows))
 
-    def update(self, memory_id: str, content: str | None = None, metadata: Mapping[str, Any] | None = None) -> Memory:
+    def update(
+        self,
+        memory_id: str,
+        content: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        *,
+        scope: str | Project | None = None,
+    ) -> Memory:
         """Replace a memory's content and/or merge keys into its metadata (a key set to None is
-        removed), redacted as every write is. The content is re-embedded. Returns the updated memory."""
+        removed), redacted as every write is, and/or move it to ``scope`` (``user`` or
+        ``project:<key>``). The content is re-embedded. Returns the updated memory."""
         self.ready()
         row = self._row(memory_id)
         counts: dict[str, int] = {}
+        moved: list[Project] = []
+        if scope is not None:
+            try:
+                row.scope = check_scope(scope)
+            except ValueError as exc:
+                raise ValidationError("scope", str(exc).split(": ", 1)[-1]) from None
+            if isinstance(scope, Project):
+                moved.append(scope)
         if content is not None:
             limits = self.settings.limits
             checked = check_text(content, "content", max_chars=limits.content_chars, setting="content_chars")
@@ -400,17 +466,17 @@ class Store:
             row.bookmarked = bool(merged.get("bookmarked") or merged.get("manual_save"))
             if metadata.get("importance") is not None:  # validated above: a number from 0 to 1
                 row.importance = float(metadata["importance"])
-        self._commit_update(row, counts)
+        self._commit_update(row, counts, moved)
         self.mirror.index_rows([row])
         return self.get(memory_id)
 
-    def _commit_update(self, row: MemoryRow, counts: Mapping[str, int]) -> None:
+    def _commit_update(self, row: MemoryRow, counts: Mapping[str, int], projects: Sequence[Project] = ()) -> None:
         catalog = self.catalog
 
         def run(conn: Any) -> None:
             conn.execute(
                 "UPDATE memories SET content=?, metadata=?, content_hash=?, bookmarked=?, importance=?, updated_at=?, "
-                "indexed=0, embedding=COALESCE(?, embedding) WHERE id=?",
+                "indexed=0, embedding=COALESCE(?, embedding), scope=? WHERE id=?",
                 (
                     row.content,
                     row.metadata,
@@ -419,9 +485,12 @@ class Store:
                     row.importance,
                     time.time(),
                     None if row.embedding is None else np.asarray(row.embedding, np.float32).tobytes(),
+                    row.scope,
                     row.id,
                 ),
             )
+            if projects:
+                Catalog.record_projects(conn, projects, time.time())
             windows.after_update(conn, row.id)
             catalog.audit(conn, "update", row.id, {})
             add_counts(conn, counted(counts))
@@ -488,10 +557,11 @@ class Store:
         source: str | MemorySource | None = None,
         since: datetime | str | float | None = None,
         until: datetime | str | float | None = None,
+        scopes: Sequence[str | None] | None = None,
     ) -> list[Memory]:
         """Memories newest first, optionally of one type, one session and/or one source
         (``source="hook"``: the spec's find_by_source), created from ``since`` to ``until``
-        (both included)."""
+        (both included), of ``scopes`` (None: of any)."""
         types = [parse_enum(MemoryType, type, "type").value] if type is not None else None
         sources = {"source": parse_enum(MemorySource, source, "source").value} if source is not None else None
         flt = build_filter(
@@ -500,6 +570,7 @@ class Store:
             since=None if since is None else to_epoch(since, "since"),
             until=None if until is None else to_epoch(until, "until"),
             filters=sources,
+            scopes=scopes,
         )
         rows = self.catalog.select_rows(
             flt, limit=check_int(limit, "limit", 1, 10_000), offset=check_int(offset, "offset", 0, 10**9)
@@ -517,6 +588,10 @@ class Store:
     def type_counts(self) -> dict[str, int]:
         """How many memories each type holds, as committed (by any process)."""
         return self.catalog.type_counts()
+
+    def scope_counts(self) -> dict[str | None, int]:
+        """How many memories each scope holds (None: unscoped), as committed (by any process)."""
+        return self.catalog.scope_counts()
 
     def size_mb(self, *, max_age_s: float = SIZE_MAX_AGE_S) -> float:
         """The storage directory's size without its backups (:meth:`Quotas.size_mb`)."""
@@ -537,13 +612,15 @@ class Store:
         min_score: float,
         collapse: bool,
         resumed_session: str | None,
+        scopes: Sequence[str | None] | None = None,
     ) -> list[SearchHit]:
         """Hybrid search (dense + lexical, fused); see :mod:`remindful.engine.retrieval.search`.
         Filters apply to every space. Best first; scores are calibrated relevances in [0, 1], and
         hits scoring under ``min_score`` are left out. ``collapse`` folds near-duplicates into one
         hit and puts newer versions first; ``resumed_session`` ranks that session's memories higher
-        (None: no session). Every setting is the caller's: the defaults are the API's
-        (:meth:`remindful.api.MemoryManager.search`)."""
+        (None: no session); ``scopes`` keeps the memories of those scopes (None among them: the
+        unscoped ones; ``scopes=None``: every memory). Every setting is the caller's: the defaults
+        are the API's (:meth:`remindful.api.MemoryManager.search`)."""
         query = check_text(query, "query", max_chars=self.settings.limits.query_chars, setting="query_chars")
         if filters is not None:
             check_metadata(filters, "filters", Limits.of(self.settings.limits))
@@ -559,6 +636,7 @@ class Store:
             since=None if since is None else to_epoch(since, "since"),
             until=None if until is None else to_epoch(until, "until"),
             filters=None if filters is None else with_stored_sessions(filters, self.stored_session_id),
+            scopes=scopes,
         ) & SqlFilter("(expires_at IS NULL OR expires_at > ?)", (time.time(),))
         mirror, catalog = self.mirror, self.catalog
         self.follow_replacements()
@@ -569,7 +647,14 @@ class Store:
         if mirror.embeddings_pending():
             embed_query(self.embedder, query)
             mirror.await_embeddings(self.settings.performance.search_timeout_ms / 1000)
-        restricted = bool(filters or session_id or since is not None or until is not None)
+        others = bool(filters or session_id or since is not None or until is not None)
+        restricted = others or scopes is not None
+        # A scope alone restricts by a count the catalog keeps: the search need not count its rows
+        # (at most that many pass: the types may narrow it further).
+        in_scopes = None
+        if scopes is not None and not others:
+            held = catalog.scope_counts()
+            in_scopes = sum(held.get(s, 0) for s in set(scopes))
         searched_types = [MemoryType(t) for t in type_values] if type_values else list(MemoryType)
         counts = catalog.type_counts()
         searched = sum(counts.get(t.value, 0) for t in searched_types)
@@ -577,6 +662,9 @@ class Store:
         # rather than open the index: faster, and exact (what the index approximates).
         exact = self.exact_before_index > 0 and searched <= self.exact_before_index
         exact = exact and not mirror.state()["opened"]
+        # Never waits for the index: while it opens (in the background) or this process reloads
+        # its copy, the dense spaces are scored exactly.
+        dense = None if exact else mirror.dense_query(searched_types, counts)
         results = rank(
             catalog,
             lambda: embed_query(self.embedder, query),
@@ -584,14 +672,15 @@ class Store:
             flt,
             settings=self.settings.search,
             limit=limit,
-            dense_from_index=None if exact else mirror.dense_query(searched_types, counts),
+            dense_from_index=None if dense is None else dense.query,
             restricted=restricted,
             typed=type_values is not None and len(set(type_values)) < len(MemoryType),
             searched=searched,
-            pending_after=None if exact or mirror.index is None else mirror.pending_after(),
+            pending_after=None if dense is None else dense.pending_after,
             resumed_session=resumed_session,
             min_score=min_score,
             diverse=collapse,
+            passing=in_scopes,
             embed_missing=mirror.embed_and_save,
         )
         self._record_search(time.perf_counter() - started, [hit.row.id for hit in results])
@@ -609,6 +698,7 @@ class Store:
                 similar=hit.similar,
                 similar_ids=hit.similar_ids,
                 superseded_by=hit.superseded_by,
+                scope=hit.row.scope,
             )
             for hit in results
         ]
@@ -697,7 +787,9 @@ class Store:
         self.close()
 
     def close(self) -> None:
-        """Finish the index's queued work, flush pending access counts, release the catalog and the index."""
+        """Finish the index's queued work, flush pending access counts, release the catalog and the
+        index. Every background thread has stopped when this returns (none is left inside the
+        index, the model or the catalog); a later use opens the store again."""
         mirror = self._mirror
         if mirror is not None:
             if self._exiting:
@@ -706,11 +798,13 @@ class Store:
                 mirror.close()
         if self._access is not None:
             self._access.close()
-        if self._catalog is not None:
-            self._catalog.close()
-        self._catalog = None
-        self._mirror = None
-        self._access = None
+        self.quotas.wait_for_size()
+        with self._init_lock:
+            if self._catalog is not None:
+                self._catalog.close()
+            self._catalog = None
+            self._mirror = None
+            self._access = None
 
 
 __all__ = ["Store"]
@@ -735,4 +829,5 @@ def _to_memory(row: MemoryRow) -> Memory:
         chunk=ChunkMetadata(**chunk) if chunk else None,
         expires_at=datetime.fromtimestamp(row.expires_at, UTC) if row.expires_at else None,
         updated_at=datetime.fromtimestamp(row.updated_at, UTC) if row.updated_at else None,
+        scope=row.scope,
     )

@@ -62,6 +62,7 @@ class Searcher(Protocol):
         min_score: float,
         collapse: bool,
         resumed_session: str | None,
+        scopes: Sequence[str | None] | None = ...,
     ) -> Sequence[SearchHit]: ...
 
 
@@ -102,12 +103,13 @@ def build_context(
     types: Sequence[str] | None = None,
     session_id: str | None = None,
     resumed_session: str | None = None,
+    scopes: Sequence[str | None] | None = None,
 ) -> Context:
     """The memories most relevant to ``query`` scoring at least ``min_score``, as lines within
     ``budget_tokens`` (estimated) in all; an empty Context when none fits. ``exclude`` drops hits
-    whose text equals it (the prompt being answered, just captured); ``types`` and ``session_id``
-    narrow the search; ``resumed_session`` ranks that session's memories higher. Raises what the
-    search raises (ValidationError, MemoryDisabledError)."""
+    whose text equals it (the prompt being answered, just captured); ``types``, ``session_id`` and
+    ``scopes`` (None: every scope) narrow the search; ``resumed_session`` ranks that session's
+    memories higher. Raises what the search raises (ValidationError, MemoryDisabledError)."""
     from remindful.model import Context
 
     if not query.strip() or budget_tokens <= estimate_tokens(HEADER) + 1:
@@ -120,6 +122,7 @@ def build_context(
         min_score=min_score,
         collapse=True,
         resumed_session=resumed_session,
+        scopes=scopes,
     )
     shown = {hit.id for hit in hits}
     lines: list[str] = []

@@ -6,7 +6,7 @@ File format (``format: remindful-export``, ``version: 1``)::
      "embedding": {"dtype": "float32", "byteorder": "little", "encoding": "base64"},
      "memories": [{"id", "type", "content", "metadata", "source", "memory_class", "session_id",
                    "created_at", "updated_at", "importance", "access_count", "last_accessed",
-                   "bookmarked", "content_hash", "chunk", "expires_at", "embedding"}, ...]}
+                   "bookmarked", "content_hash", "chunk", "expires_at", "embedding", "scope"}, ...]}
 
 Times are UTC epoch seconds (floats, exact); ``embedding`` is the base64 of the float32 vector
 (exact, and a fifth of the size of a list of decimals). Import restores every field exactly, so
@@ -15,7 +15,9 @@ exists is skipped (counted as ``skipped``). Invalid files are refused before any
 every bad record is named on a line of its own with its position and field (an id of letters,
 digits and ``_.:-``; times within the years 1 to 9999; finite embeddings, all of one dimension; the
 store's ``limits`` on content and metadata). Vectors of another dimension than the store's model
-(another model's export) are dropped and the texts re-embedded.
+(another model's export) are dropped and the texts re-embedded. A record without ``scope`` (an
+export made before scopes) gets the scope its metadata gives it, as a store upgraded to scopes
+gives its memories theirs (:mod:`remindful.engine.scopes`).
 """
 
 from __future__ import annotations
@@ -33,7 +35,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from remindful.engine.atomic import replaced_atomically
-from remindful.engine.catalog import MemoryRow
+from remindful.engine.catalog import MemoryRow, ScopeOf
+from remindful.engine.scopes import check_scope
 from remindful.engine.validation import Limits, check_epoch, check_unicode, validate_item
 from remindful.errors import ValidationError
 from remindful.model import ExportResult, ImportResult, MemoryClass, content_hash
@@ -65,6 +68,10 @@ class Importer(Protocol):
     def settings(self) -> Settings: ...
 
     def index_rows(self, rows: Sequence[MemoryRow]) -> None: ...
+
+    @property
+    def scopes(self) -> ScopeOf:
+        """Gives a record without a scope the one its content and metadata give it."""
 
 
 def _default_path(storage: Path) -> Path:
@@ -163,6 +170,7 @@ def _record(row: MemoryRow) -> dict[str, Any]:
         "chunk": json.loads(row.chunk) if row.chunk else None,
         "expires_at": row.expires_at,
         "embedding": base64.b64encode(vector.tobytes()).decode("ascii") if vector is not None else None,
+        "scope": row.scope,
     }
 
 
@@ -303,7 +311,18 @@ def _row(item: Any, i: int, limits: Limits) -> MemoryRow:
         chunk=json.dumps(chunk) if chunk else None,
         expires_at=_time(item.get("expires_at"), where + "expires_at", optional=True),
         embedding=embedding,
+        scope=_scope(item.get("scope"), where + "scope"),
     )
+
+
+def _scope(value: Any, field: str) -> str | None:
+    """A record's scope (``user``, ``project:<key>``, or null: unscoped); ValidationError otherwise."""
+    if value is None:
+        return None
+    try:
+        return check_scope(value, field)
+    except ValueError as exc:
+        raise ValidationError(field, str(exc).split(": ", 1)[-1]) from None
 
 
 def _shown(value: Any) -> str:
@@ -338,6 +357,7 @@ def import_memories(
     started = time.perf_counter()
     items = read_export(path)
     rows = _rows(items, Limits.of(store.settings.limits))
+    without_scope = {item["id"] for item in items if isinstance(item, dict) and "scope" not in item}
     dimension = memories.embedding_dimension()
     seen: set[str] = set()
     fresh: list[MemoryRow] = []
@@ -346,6 +366,9 @@ def import_memories(
         if row.id in existing or row.id in seen:
             continue
         seen.add(row.id)
+        if row.id in without_scope:  # an export made before scopes
+            metadata = json.loads(row.metadata)
+            row.scope, _project = store.scopes(row.content, type=row.type, source=row.source, metadata=metadata)
         if row.embedding is not None and dimension is not None and row.embedding.shape[0] != dimension:
             row.embedding = None  # another model's vector: re-embedded when indexed
         fresh.append(row)

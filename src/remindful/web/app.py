@@ -1,9 +1,10 @@
 """The dashboard: server-rendered pages over the public API of one MemoryManager.
 
-Pages: Overview (``/``), Memories (``/memories``: newest first or a hybrid search, filtered and
-paged), Memory (``/memories/{id}``: everything about one memory, its attachments, bookmark and
-delete), Sessions (``/sessions``, ``/sessions/{id}``: resume, delete after a confirmation that names
-the automatic backup), Patterns (``/patterns``) and Settings (``/settings``, read-only). Charts are
+Pages: Overview (``/``), Memories (``/memories``: newest first or a hybrid search, filtered (by
+scope too: every memory unless one is chosen) and paged), Memory (``/memories/{id}``: everything
+about one memory, its attachments, bookmark and delete), Sessions (``/sessions``,
+``/sessions/{id}``: resume, delete after a confirmation that names the automatic backup), Patterns
+(``/patterns``) and Settings (``/settings``, read-only). Charts are
 drawn by Chart.js, shipped in ``static/`` with its license: the pages work offline.
 
 Every route runs behind :class:`remindful.web.gate.BearerGate` (the bearer token, or a signed-in
@@ -163,6 +164,7 @@ class Dashboard:
                 since=filters.since,
                 until=filters.until,
                 resumed_session=self.resumed,
+                scope=filters.scope or "all",
             )
         else:
             found = filters.listing(self.manager, PAGE_SIZE + 1, page * PAGE_SIZE)
@@ -180,6 +182,7 @@ class Dashboard:
             next_url=_url(request, "/memories", base | {"page": page + 1}) if has_next else None,
             types=[t.value for t in MemoryType],
             sources=[s.value for s in MemorySource],
+            scopes=self.manager.scopes(),
         )
 
     def memory(self, request: Request) -> Response:
@@ -334,8 +337,17 @@ class Dashboard:
 class MemoryFilters:
     """The Memories page's filters, parsed and checked from the query string."""
 
-    def __init__(self, type: str, session: str, source: str, since: datetime | None, until: datetime | None) -> None:
+    def __init__(
+        self,
+        type: str,
+        session: str,
+        source: str,
+        since: datetime | None,
+        until: datetime | None,
+        scope: str = "",
+    ) -> None:
         self.type, self.session, self.source, self.since, self.until = type, session, source, since, until
+        self.scope = scope  # "" for every scope; the manager checks the value
 
     @classmethod
     def parse(cls, q: Any) -> MemoryFilters:
@@ -349,10 +361,11 @@ class MemoryFilters:
             raise ValidationError("source", f"expected one of {valid}, got {source!r}")
         since = _day(q.get("since"), "since", end=False)
         until = _day(q.get("until"), "until", end=True)
-        return cls(memory_type, (q.get("session") or "").strip(), source, since, until)
+        scope = (q.get("scope") or "").strip()
+        return cls(memory_type, (q.get("session") or "").strip(), source, since, until, scope)
 
     def params(self) -> dict[str, str]:
-        out = {"type": self.type, "session": self.session, "source": self.source}
+        out = {"type": self.type, "session": self.session, "source": self.source, "scope": self.scope}
         out["since"] = self.since.date().isoformat() if self.since else ""
         out["until"] = self.until.date().isoformat() if self.until else ""
         return {k: v for k, v in out.items() if v}
@@ -367,6 +380,7 @@ class MemoryFilters:
             source=self.source or None,
             since=self.since,
             until=self.until,
+            scope=self.scope or "all",
         )
 
 

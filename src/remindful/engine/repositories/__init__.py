@@ -10,6 +10,7 @@
 ``learning``               :class:`~.learning.LearningRepository`: counters and reinforcements
 ``retention``              :class:`~.retention.RetentionRepository`: what retention and dedup read
                            and record
+``scopes``                 :class:`~.scopes.ScopeRepository`: what each scope holds, the projects
 =========================  =====================================================================
 
 The SQL lives here, in :mod:`remindful.engine.catalog` (the rows, the deletes and their queues, the
@@ -26,6 +27,7 @@ from remindful.engine.catalog import Catalog, CatalogSource
 from remindful.engine.repositories.learning import LearningRepository
 from remindful.engine.repositories.memories import MemoryRepository
 from remindful.engine.repositories.retention import RetentionRepository
+from remindful.engine.repositories.scopes import ScopeRepository
 from remindful.engine.repositories.sessions import SessionRepository
 from remindful.engine.repositories.stats import StatsRepository
 
@@ -39,6 +41,7 @@ class Repositories:
     stats: StatsRepository
     learning: LearningRepository
     retention: RetentionRepository
+    scopes: ScopeRepository
 
     @classmethod
     def over(cls, catalog: Catalog | CatalogSource) -> Repositories:
@@ -49,6 +52,7 @@ class Repositories:
             stats=StatsRepository(catalog),
             learning=LearningRepository(catalog),
             retention=RetentionRepository(catalog),
+            scopes=ScopeRepository(catalog),
         )
 
 
@@ -57,6 +61,7 @@ __all__ = [
     "MemoryRepository",
     "Repositories",
     "RetentionRepository",
+    "ScopeRepository",
     "SessionRepository",
     "StatsRepository",
 ]

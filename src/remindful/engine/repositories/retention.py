@@ -29,11 +29,13 @@ class RetentionCandidate(NamedTuple):
 
 
 class Embedded(NamedTuple):
-    """An embedded memory as dedup compares it: its vector as float32 bytes."""
+    """An embedded memory as dedup compares it: its vector as float32 bytes, and its scope (dedup
+    compares memories of one scope only: a project's copy is not another project's)."""
 
     id: str
     bookmarked: bool
     vector: bytes
+    scope: str | None = None
 
 
 def created_window(oldest: float, newest: float) -> SqlFilter:
@@ -66,10 +68,11 @@ class RetentionRepository(Repository):
     def embedded(self, memory_type: str, flt: SqlFilter) -> list[Embedded]:
         """The embedded memories of ``memory_type`` passing ``flt``."""
         rows = self._catalog.read(
-            f"SELECT id, bookmarked, embedding FROM memories WHERE type = ? AND ({flt.sql}) AND embedding IS NOT NULL",
+            f"SELECT id, bookmarked, embedding, scope FROM memories "
+            f"WHERE type = ? AND ({flt.sql}) AND embedding IS NOT NULL",
             (memory_type, *flt.params),
         )
-        return [Embedded(r[0], bool(r[1]), r[2]) for r in rows]
+        return [Embedded(r[0], bool(r[1]), r[2], r[3]) for r in rows]
 
     def total_bytes(self) -> int:
         """The memories' own bytes (content, metadata, vector), in all."""

@@ -30,6 +30,7 @@ dropped. The order shown is the order of the scores.
 from __future__ import annotations
 
 import functools
+import math
 import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -59,6 +60,12 @@ LEXICAL_TABLES = {"lexical": "memories_fts", "lexical_context": "context_fts"}
 #: ones (up to ``search.exact_filter_max``) when they are less than INDEX_SHARE of the searched types.
 EXACT_ALWAYS = 1000
 INDEX_SHARE = 0.2
+#: A restriction whose size is known beforehand (a scope: its count is kept): the index is asked for
+#: this many times the candidates that would leave k passing at its share of the memories, up to
+#: INDEX_FETCH_MAX (asking an HNSW index for 1,000 neighbours costs little more than for 50, for
+#: 2,000 three times as much at 100,000); a smaller share is scored exactly.
+OVERFETCH_MARGIN = 2.5
+INDEX_FETCH_MAX = 2000
 #: The most candidates asked of a space when near-duplicates fold the first ones into few hits.
 MAX_CANDIDATES = 1000
 #: Candidates stored without a vector embedded during one search, at most (see :func:`rank`).
@@ -217,6 +224,7 @@ def rank(
     resumed_session: str | None,
     min_score: float,
     diverse: bool,
+    passing: int | None = None,
     embed_missing: Callable[[Sequence[tuple[str, str]]], Mapping[str, np.ndarray]] | None = None,
 ) -> list[Ranked]:
     """Run the pipeline; returns at most ``limit`` hits best first, none scoring below
@@ -231,7 +239,9 @@ def rank(
     narrows what the vector index is asked (anything but types and expiry); ``typed`` that it
     narrows the searched types, which the lexical tables mix but ``dense_from_index`` asks only
     for; ``searched`` is how many memories those types hold (None: not known). Rows the index may
-    lack (not marked indexed, or above rowid ``pending_after``) are scored exactly.
+    lack (not marked indexed, or above rowid ``pending_after``) are scored exactly. ``passing``:
+    at most how many rows pass ``flt``, when the caller knows it without reading them (a scope's
+    count): the choice between exact scoring and the index is made from it, no row read first.
     ``embed_missing((id, content) pairs)`` returns (and keeps) the vectors of candidates stored
     without one (a process that stored them ended before embedding them); without it they are
     judged by their words alone.
@@ -249,7 +259,9 @@ def rank(
     while True:
         candidates = Candidates()
         if weights["dense"] > 0 or weights["context"] > 0:
-            dense = _dense(catalog, vector, flt, k, dense_from_index, restricted, searched, pending_after, settings)[:k]
+            dense = _dense(
+                catalog, vector, flt, k, dense_from_index, restricted, searched, pending_after, settings, passing
+            )[:k]
             if weights["dense"] > 0:
                 candidates.add("dense", dense)
             if weights["context"] > 0:
@@ -453,15 +465,28 @@ def _dense(
     searched: int | None,
     pending_after: int | None,
     settings: SearchSettings,
+    passing: int | None = None,
 ) -> list[tuple[str, float]]:
     """Dense candidates, best first; when ``restricted``, only rows passing ``flt``. A restriction
     that leaves few rows, or a small share of the ``searched`` ones, is scored exactly; otherwise
     the index is asked without the filter (filtered HNSW queries are slow) for ten times more
     candidates, which are checked against the filter here; if too few pass, everything matching
-    is scored."""
+    is scored. ``passing`` (at most that many rows pass, known without reading them) makes the
+    choice without a read: up to EXACT_ALWAYS rows, or a share too small for the index to give k
+    of them among INDEX_FETCH_MAX candidates, are scored exactly; otherwise the index is asked for
+    as many candidates as the share needs (at least the ten-fold)."""
     if dense_from_index is None:
         return _exact(catalog, vector, flt, k)
-    if restricted:
+    wanted = min(k * 10, 1000) if restricted else k
+    if restricted and passing is not None:
+        # A known share of the searched memories: the index is asked for enough candidates that k
+        # of them pass, as expected, with a margin; a share too small for that is scored exactly.
+        share = passing / searched if searched else 1.0
+        needed = math.ceil(k * OVERFETCH_MARGIN / share) if share > 0 else INDEX_FETCH_MAX + 1
+        if passing <= EXACT_ALWAYS or needed > INDEX_FETCH_MAX:
+            return _exact(catalog, vector, flt, k)
+        wanted = max(wanted, needed)
+    elif restricted:
         # Few rows are read and scored in one pass: a filter no index serves (metadata) reads the table.
         few = min(EXACT_ALWAYS, settings.exact_filter_max)
         exact = catalog.filtered_embeddings_if(
@@ -470,13 +495,12 @@ def _dense(
         if exact is not None:
             ids, matrix = exact
             return top_k_exact(vector, ids, matrix, k) if matrix is not None else []
-    wanted = min(k * 10, 1000) if restricted else k
     from_index = dense_from_index(vector, wanted)
     if restricted:
-        passing = catalog.ids_passing([mid for mid, _ in from_index], flt)
-        if len(passing) < k:
+        passed = catalog.ids_passing([mid for mid, _ in from_index], flt)
+        if len(passed) < k:
             return _exact(catalog, vector, flt, k)
-        from_index = [(mid, score) for mid, score in from_index if mid in passing]
+        from_index = [(mid, score) for mid, score in from_index if mid in passed]
     # Rows the index may lack: never indexed, or written by another process since we opened it.
     ids, matrix = catalog.pending_embeddings(flt, pending_after)
     pending = top_k_exact(vector, ids, matrix, k) if matrix is not None else []

@@ -241,6 +241,10 @@ def _learn_from_turn(store: Store, record: dict[str, Any]) -> None:
             "conversation_id": session_id,
             "timestamp": float(pending_prompt["at"]),
         }
+        # The agent's directory names the project what the turn teaches belongs to (its scope).
+        cwd = next((m.get("metadata", {}).get("cwd") for m in record.get("memories", [])), None)
+        if isinstance(cwd, str) and cwd.strip():
+            turn["project_id"] = cwd
         from remindful.engine.repositories import LearningRepository
         from remindful.services.learning.conversation import capture_conversation
 

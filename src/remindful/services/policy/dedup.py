@@ -1,13 +1,14 @@
 """Dedup: near-identical memories of one type collapse into one representative.
 
-Clustering is greedy "leader" clustering over cosine similarity, which is deterministic and
-bounded in memory: memories are visited most important first (then newest, see
+Clustering is greedy "leader" clustering over cosine similarity, which is deterministic and bounded
+in memory: memories are visited most important first (then newest, see
 :mod:`remindful.engine.importance`); each one not yet in a cluster starts a cluster and takes every
-unclustered memory of the same type with similarity ≥ ``threshold``. The leader is therefore the
-cluster's most important member (ties: the newest) and is kept; the others are deleted, except
-bookmarked / manual_save ones, which are never deleted. The representative's metadata records the
-consolidation: ``consolidation = {"count": n, "merged_ids": [...], "at": ISO time, "threshold": t}``
-(counts accumulate over runs; the id list keeps the latest :data:`MAX_RECORDED_IDS`).
+unclustered memory of the same type and scope with similarity ≥ ``threshold`` (two projects' copies
+of a memory are each their project's). The leader is therefore the cluster's most important member
+(ties: the newest) and is kept; the others are deleted, except bookmarked / manual_save ones, which
+are never deleted. The representative's metadata records the consolidation: ``consolidation =
+{"count": n, "merged_ids": [...], "at": ISO time, "threshold": t}`` (counts accumulate over runs;
+the id list keeps the latest :data:`MAX_RECORDED_IDS`).
 
 Similarities are computed in blocks of :data:`BLOCK` rows, so memory stays at ``BLOCK x n`` floats.
 """
@@ -69,7 +70,8 @@ def find_clusters(
     exclude: Collection[str] = (),
     now: float | None = None,
 ) -> list[Cluster]:
-    """Clusters (with at least one duplicate) among embedded memories matching ``flt``, per type.
+    """Clusters (with at least one duplicate) among embedded memories matching ``flt``, per type
+    and scope.
 
     ``exclude`` ids (already planned for deletion) take no part."""
     now = time.time() if now is None else now
@@ -77,10 +79,13 @@ def find_clusters(
     skip = set(exclude)
     clusters: list[Cluster] = []
     for type_value in sorted(retention.types(flt)):
-        rows = [r for r in retention.embedded(type_value, flt) if r.id not in skip]
-        if len(rows) < 2:
-            continue
-        clusters += _cluster_type(retention, type_value, rows, threshold, now)
+        by_scope: dict[str | None, list[Embedded]] = {}
+        for r in retention.embedded(type_value, flt):
+            if r.id not in skip:
+                by_scope.setdefault(r.scope, []).append(r)
+        for rows in by_scope.values():
+            if len(rows) >= 2:
+                clusters += _cluster_type(retention, type_value, rows, threshold, now)
     return clusters
 
 

@@ -33,6 +33,14 @@ PathOpt = Annotated[
     typer.Option("--path", "-p", help="Storage directory (default: MEMORY_STORAGE_PATH or the configured path)."),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+ScopeOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--scope",
+        help="Whose memories: all (default), here (this directory's project and the user's), project (this "
+        "directory's), user, unscoped, project:NAME; several separated by commas.",
+    ),
+]
 
 
 class _State:
@@ -72,6 +80,18 @@ def _open(*, drain: bool = True) -> MemoryManager:
         except Exception as exc:  # e.g. a damaged catalog: the command reports it in its own words
             logging.getLogger("remindful").warning("spooled events not stored: %s", exc)
     return memory
+
+
+def _here(memory: MemoryManager) -> None:
+    """Make ``memory`` a client of the current directory's project (what it stores without a scope
+    goes there; ``--scope project`` and ``here`` mean it), reading every memory unless told otherwise."""
+    import os
+
+    try:
+        where = os.getcwd()
+    except OSError:  # a directory removed under us: no project
+        return
+    _run(lambda: memory.work_in(where, reads="all"))
 
 
 def _fail(exc: Exception) -> typer.Exit:
@@ -126,13 +146,26 @@ def store(
     session: Annotated[str | None, typer.Option("--session", "-s", help="Session id (default: a new one).")] = None,
     timestamp: Annotated[str | None, typer.Option("--timestamp", help="ISO 8601 creation time.")] = None,
     source: Annotated[str, typer.Option("--source", help="Where it came from (manual, import, ...).")] = "manual",
+    scope: Annotated[
+        str | None,
+        typer.Option(
+            "--scope",
+            help="user (every project sees it), project (this directory's) or project:NAME; default: this "
+            "directory's project, or user for a preference or rule that holds everywhere.",
+        ),
+    ] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Store a memory and print its id."""
     meta = _json_arg(metadata, "metadata")
     with _open() as memory:
-        memory_id = _run(lambda: memory.store(content, type, meta, session, timestamp, source))
-    _print_json({"success": True, "memory_id": memory_id}) if json_out else console.print(memory_id)
+        _here(memory)
+        memory_id = _run(lambda: memory.store(content, type, meta, session, timestamp, source, scope=scope))
+        stored_in = _run(lambda: memory.get(memory_id)).scope
+    if json_out:
+        _print_json({"success": True, "memory_id": memory_id, "scope": stored_in})
+    else:
+        console.print(memory_id)  # alone: scripts read it (`remindful get ID` shows its scope)
 
 
 @app.command()
@@ -150,21 +183,25 @@ def search(
         float | None,
         typer.Option("--min-score", help="Relevance floor 0-1 (default search.min_score; 0: every top hit)."),
     ] = None,
+    scope: ScopeOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Hybrid semantic + keyword search; scores are calibrated relevances (0-1)."""
     filters = _json_arg(filter, "filter")
     with _open() as memory:
-        hits = _run(lambda: memory.search(query, type or None, limit, filters, session, since, until, min_score))
+        _here(memory)
+        hits = _run(
+            lambda: memory.search(query, type or None, limit, filters, session, since, until, min_score, scope=scope)
+        )
     if json_out:
         _print_json({"success": True, "query": query, "count": len(hits), "memories": [h.to_dict() for h in hits]})
         return
-    table = Table("score", "id", "type", "content", box=None)
+    table = Table("score", "id", "type", "scope", "content", box=None)
     for hit in hits:
         notes = (f" (+{hit.similar} similar)" if hit.similar else "") + (
             f" (superseded by {hit.superseded_by})" if hit.superseded_by else ""
         )
-        table.add_row(f"{hit.score:.3f}", hit.id, hit.type.value, _short(hit.content) + notes)
+        table.add_row(f"{hit.score:.3f}", hit.id, hit.type.value, _scope(hit.scope), _short(hit.content) + notes)
     console.print(table if hits else "[dim]no relevant memories found[/dim]")
 
 
@@ -206,25 +243,37 @@ def list_(
     source: Annotated[str | None, typer.Option("--source", help="Only this source (hook, md_file, ...).")] = None,
     since: Annotated[str | None, typer.Option("--since", help="Only memories created at/after (ISO 8601).")] = None,
     until: Annotated[str | None, typer.Option("--until", help="Only memories created at/before (ISO 8601).")] = None,
+    scope: ScopeOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """List memories, newest first."""
     with _open() as memory:
-        found = _run(lambda: memory.list(type, session, limit, offset, source=source, since=since, until=until))
+        _here(memory)
+        found = _run(
+            lambda: memory.list(type, session, limit, offset, source=source, since=since, until=until, scope=scope)
+        )
     if json_out:
         _print_json([m.to_dict() for m in found])
         return
-    table = Table("created", "id", "type", "content", box=None)
+    table = Table("created", "id", "type", "scope", "content", box=None)
     for m in found:
-        table.add_row(m.created_at.strftime("%Y-%m-%d %H:%M"), m.id, m.type.value, _short(m.content))
+        table.add_row(m.created_at.strftime("%Y-%m-%d %H:%M"), m.id, m.type.value, _scope(m.scope), _short(m.content))
     console.print(table if found else "[dim]no memories[/dim]")
 
 
 @app.command()
-def stats(json_out: JsonOpt = False) -> None:
-    """Counts per collection, storage use, latencies."""
+def stats(
+    scope: Annotated[
+        str | None,
+        typer.Option("--scope", help="Also count the memories of this scope by type (as search's --scope)."),
+    ] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Counts per collection and per scope, storage use, latencies."""
     with _open() as memory:
-        data = _run(memory.stats).to_dict()
+        if scope is not None:
+            _here(memory)
+        data = _run(lambda: memory.stats(scope=scope)).to_dict()
     if json_out:
         _print_json(data)
         return
@@ -247,6 +296,60 @@ def stats(json_out: JsonOpt = False) -> None:
         top = (data.get("activity") or {}).get(kind) or []
         if top:
             console.print(f"most frequent {kind}: " + ", ".join(f"{t['name']} x{t['count']}" for t in top[:5]))
+    if data.get("scopes"):
+        console.print("by scope: " + ", ".join(f"{_scope(s['scope'], s['name'])} {s['count']}" for s in data["scopes"]))
+    if data.get("scope"):
+        chosen = data["scope"]
+        by_type = ", ".join(f"{t} {n}" for t, n in sorted(chosen["by_type"].items())) or "none"
+        console.print(f"scope {chosen['selection']}: {chosen['memories']} memories ({by_type})", highlight=False)
+
+
+@app.command()
+def scopes(
+    explain: Annotated[
+        str | None,
+        typer.Option("--explain", help="Say whether this text would be stored at user level, and by which rule."),
+    ] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """The scopes that hold memories: each project (name, directory), the user's, the unscoped."""
+    with _open() as memory:
+        _here(memory)
+        if explain is not None:
+            rule = _run(lambda: memory.user_level(explain))
+            project = memory.project
+            where = f"project:{project.key}" if project is not None else "unscoped"
+            if json_out:
+                _print_json({"success": True, "scope": "user" if rule else where, "rule": rule})
+            else:
+                console.print(f"user ({rule})" if rule else f"{where} (no user-level rule applies)", highlight=False)
+            return
+        found = _run(memory.scopes)
+        here = memory.project
+    if json_out:
+        _print_json({"success": True, "here": here.to_dict() if here else None, "scopes": [u.to_dict() for u in found]})
+        return
+    table = Table("scope", "memories", "project", "directory", box=None)
+    for usage in found:
+        mark = " (here)" if here is not None and usage.scope == here.scope else ""
+        table.add_row(usage.scope + mark, str(usage.count), usage.name or "", usage.root or "")
+    console.print(table if found else "[dim]no memories[/dim]")
+
+
+@app.command()
+def move(
+    memory_id: Annotated[str, typer.Argument(help="The memory's id.")],
+    scope: Annotated[str, typer.Argument(help="user, project (this directory's) or project:NAME.")],
+    json_out: JsonOpt = False,
+) -> None:
+    """Move a memory to another scope (user: every project sees it)."""
+    with _open() as memory:
+        _here(memory)
+        moved = _run(lambda: memory.update(memory_id, scope=scope))
+    if json_out:
+        _print_json({"success": True, "memory": moved.to_dict()})
+    else:
+        console.print(f"moved {moved.id} to {moved.scope}", highlight=False)
 
 
 @app.command()
@@ -289,6 +392,15 @@ def config(
     import yaml
 
     console.print(yaml.safe_dump({"memory": data}, sort_keys=False), highlight=False)
+
+
+def _scope(scope: str | None, name: str | None = None) -> str:
+    """A scope as the tables show it: ``user``, ``unscoped``, or the project's name (or key)."""
+    if scope is None or scope == "unscoped":
+        return "unscoped"
+    if name:
+        return f"{name} ({scope})"
+    return scope.removeprefix("project:")
 
 
 def _short(text: str, width: int = 90) -> str:

@@ -11,7 +11,18 @@ from typing import Annotated
 
 import typer
 
-from remindful.shells.cli.app import JsonOpt, _fail, _open, _print_json, _run, _State, app, console, err_console
+from remindful.shells.cli.app import (
+    JsonOpt,
+    _fail,
+    _here,
+    _open,
+    _print_json,
+    _run,
+    _State,
+    app,
+    console,
+    err_console,
+)
 
 
 @app.command(context_settings={"ignore_unknown_options": True})
@@ -106,14 +117,23 @@ def context(
         float | None,
         typer.Option("--min-score", help="Relevance floor 0-1 (default context.min_score)."),
     ] = None,
+    scope: Annotated[
+        str,
+        typer.Option(
+            "--scope",
+            help="Whose memories: here (default: this directory's project and the user's, as a hook here "
+            "injects), all, user, project, unscoped, project:NAME; several separated by commas.",
+        ),
+    ] = "here",
     json_out: JsonOpt = False,
 ) -> None:
-    """Print the memories most relevant to QUERY within a token budget (what hooks inject)."""
+    """Print the memories most relevant to QUERY within a token budget (what hooks inject here)."""
     if budget is not None and budget < 1:
         err_console.print(f"[red]error:[/red] Invalid '--budget': expected a positive integer, got {budget}")
         raise typer.Exit(2)
     with _open() as memory:
-        found = _run(lambda: memory.context(query, budget_tokens=budget, min_score=min_score))
+        _here(memory)
+        found = _run(lambda: memory.context(query, budget_tokens=budget, min_score=min_score, scope=scope))
     if json_out:
         _print_json({"success": True, **found.to_dict()})
     else:

@@ -201,7 +201,10 @@ def context_text(storage: str, memory: dict[str, Any], event: str, payload: dict
     budget = read_int(memory, "hooks.context_budget_tokens", ge=50, le=100_000)
     prompt = payload.get("prompt")
     exclude = prompt if event == "UserPromptSubmit" and isinstance(prompt, str) else None
-    answer = ask_daemon(Path(storage), {"query": query, "budget_tokens": budget, "exclude": exclude})
+    # The scopes seen from the agent's directory: its project's memories and the user's, never
+    # another project's (no directory: the user's and the unscoped ones).
+    cwd = payload.get("cwd") if isinstance(payload.get("cwd"), str) and payload["cwd"].strip() else None
+    answer = ask_daemon(Path(storage), {"query": query, "budget_tokens": budget, "exclude": exclude, "cwd": cwd})
     if answer is not None:
         return answer
     from remindful.api import MemoryManager
@@ -210,7 +213,7 @@ def context_text(storage: str, memory: dict[str, Any], event: str, payload: dict
     settings = load_settings(path or storage)
     bound = max(settings.search.exact_filter_max, HOOK_EXACT_MAX)
     with MemoryManager(settings, exact_before_index=bound) as manager:
-        return manager.context(query, budget_tokens=budget, exclude=exclude).text
+        return manager.context(query, budget_tokens=budget, exclude=exclude, scope=manager.seen_from(cwd)).text
 
 
 def _print_context(

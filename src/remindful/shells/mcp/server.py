@@ -50,7 +50,8 @@ class LazyManager:
     """Opens the MemoryManager on first use, once, from any thread; :meth:`close` closes it (a
     later call opens it again).
 
-    ``factory`` defaults to ``remindful.open(path)``. A failing factory (an invalid config) is
+    ``factory`` defaults to ``remindful.open(path)`` working in this process's directory's project
+    (:func:`working_directory`). A failing factory (an invalid config) is
     retried on the next call, so fixing the config does not need a restart. Once open, what hooks and
     capture points spooled is stored (``MemoryManager.drain_spool``) before any caller gets the
     manager: the server, or the proxy, owns the store from then on.
@@ -71,7 +72,7 @@ class LazyManager:
                     else:
                         import remindful
 
-                        manager = remindful.open(self._path)
+                        manager = remindful.open(self._path, project=working_directory())
                     _drain(manager)
                     self._manager = manager
         return self._manager
@@ -99,15 +100,30 @@ def _drain(manager: MemoryManager) -> None:
         log.warning("spooled events not stored: %s", exc)
 
 
+def working_directory() -> str | None:
+    """The directory the server works in, which names its project (:meth:`MemoryManager.work_in`):
+    an MCP client starts a server in the project it serves (Claude Code does), and
+    ``scopes.project`` (``REMINDFUL_SCOPES__PROJECT``) names one whatever the directory. None when
+    the directory is gone."""
+    try:
+        return os.getcwd()
+    except OSError:
+        return None
+
+
 def open_for_serving(path: str | os.PathLike[str] | None = None) -> MemoryManager:
-    """The manager ``remindful serve`` opens: as ``remindful.open(path)``, except that until the
-    vector index is open (the daemon's roles open it once the first call is answered), searches of
-    a store small enough to score exactly (``search.exact_filter_max``) do not wait for it."""
+    """The manager ``remindful serve`` opens: as ``remindful.open(path)`` working in the project of
+    :func:`working_directory` (its tools read that project's memories and the user's unless a call
+    names a scope, and store there), except that until the vector index is open (the daemon's roles
+    open it once the first call is answered), searches of a store small enough to score exactly
+    (``search.exact_filter_max``) do not wait for it."""
     from remindful.api import MemoryManager
     from remindful.config import load_settings
 
     settings = load_settings(path)
-    return MemoryManager(settings, exact_before_index=settings.search.exact_filter_max)
+    manager = MemoryManager(settings, exact_before_index=settings.search.exact_filter_max)
+    manager.work_in(working_directory())
+    return manager
 
 
 def warm_up(manager: Callable[[], MemoryManager], *, model: bool = False) -> None:

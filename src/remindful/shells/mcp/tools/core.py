@@ -1,4 +1,4 @@
-"""Core memory tools: store, search, get, update, delete, list, stats — and browsing resources.
+"""Core memory tools: store, search, get, update, delete, list, stats, scopes — and browsing resources.
 
 Each tool is one :class:`~remindful.api.MemoryManager` call. It answers ``{"success": true, ...}``;
 anything that goes wrong is a tool error (``isError: true``) naming the field and the expected
@@ -44,6 +44,21 @@ _SESSION_HELP = 'A session id; "current" means this server\'s session. Default: 
 SessionId = Annotated[str | None, Field(description=_SESSION_HELP)]
 #: As a tool's own parameter (see :data:`OptionalText`).
 SessionArg = Annotated[OptionalText, Field(description=_SESSION_HELP)]
+ReadScope = Annotated[
+    str | list[str] | None,
+    Field(
+        description='Whose memories: "here" (the default: the project this server works in, and the user\'s), '
+        '"all", "user", "project", "unscoped", "project:NAME", or a list of them.'
+    ),
+]
+WriteScope = Annotated[
+    str | None,
+    Field(
+        description='Where it belongs: "user" (seen from every project), "project" (this server\'s) or '
+        "\"project:NAME\". Default: this server's project, or the user's for a preference or rule that holds "
+        "everywhere."
+    ),
+]
 
 
 class StoreItem(BaseModel):
@@ -56,6 +71,7 @@ class StoreItem(BaseModel):
     metadata: Metadata = None
     session_id: SessionId = None
     timestamp: str | None = Field(None, description="ISO 8601 creation time (default: now).")
+    scope: WriteScope = None
 
 
 def register(mcp: Any, get_manager: GetManager) -> None:
@@ -76,11 +92,12 @@ def register(mcp: Any, get_manager: GetManager) -> None:
         importance: Annotated[
             float | None, Field(ge=0, le=1, description="0..1; more important memories rank higher and live longer.")
         ] = None,
+        scope: WriteScope = None,
     ) -> dict[str, Any]:
         """Remember something for later: a fact, a decision, a step that worked or failed.
 
-        Returns {"success": true, "memory_id": ..., "session_id": ...}. Use memory_search to find
-        it again and memory_get with the id to read it back.
+        Returns {"success": true, "memory_id": ..., "session_id": ..., "scope": ...}. Use
+        memory_search to find it again and memory_get with the id to read it back.
         """
         meta = dict(metadata or {})
         if bookmark:
@@ -89,15 +106,17 @@ def register(mcp: Any, get_manager: GetManager) -> None:
             meta["importance"] = importance
         m = get_manager()
         sid = session(m, session_id) or m.session_id
-        memory_id = m.store(content, type, meta, sid, timestamp, "manual")
-        return {"success": True, "memory_id": memory_id, "type": type, "session_id": sid}
+        memory_id = m.store(content, type, meta, sid, timestamp, "manual", scope=scope)
+        stored_in = m.get(memory_id).scope
+        return {"success": True, "memory_id": memory_id, "type": type, "session_id": sid, "scope": stored_in}
 
     @tool(mcp, WRITE)
     def memory_store_batch(
         items: Annotated[
             list[StoreItem],
             Field(
-                description=f"1 to {MAX_BATCH} memories, each {{content, type?, metadata?, session_id?, timestamp?}}."
+                description=f"1 to {MAX_BATCH} memories, each {{content, type?, metadata?, session_id?, timestamp?, "
+                "scope?}}."
             ),
         ],
     ) -> dict[str, Any]:
@@ -133,6 +152,7 @@ def register(mcp: Any, get_manager: GetManager) -> None:
         session_id: SessionArg = None,
         since: Annotated[str | None, Field(description="Only memories created at/after (ISO 8601).")] = None,
         until: Annotated[str | None, Field(description="Only memories created at/before (ISO 8601).")] = None,
+        scope: ReadScope = None,
         min_score: Annotated[
             float | None,
             Field(
@@ -151,7 +171,8 @@ def register(mcp: Any, get_manager: GetManager) -> None:
         Use it before starting a task to recall how similar tasks went. Returns
         {"success": true, "query": ..., "count": n, "memories": [{id, type, content, metadata,
         score, created_at, session_id, similar (near-duplicates folded into this hit),
-        superseded_by (a newer memory on the same subject), ...}]}.
+        superseded_by (a newer memory on the same subject), scope, ...}]}. It searches the
+        project this server works in and the user's memories unless ``scope`` says otherwise.
         """
         m = get_manager()
         hits = m.search(
@@ -164,6 +185,7 @@ def register(mcp: Any, get_manager: GetManager) -> None:
             until,
             min_score,
             resumed_session=resumed.of(ctx),
+            scope=scope,
         )
         return {"success": True, "query": query, "count": len(hits), "memories": [h.to_dict() for h in hits]}
 
@@ -199,14 +221,21 @@ def register(mcp: Any, get_manager: GetManager) -> None:
             dict[str, Any] | None,
             Field(description="Keys to merge into the metadata; a key set to null is removed."),
         ] = None,
+        scope: Annotated[
+            str | None,
+            Field(
+                description='Move it: "user" (seen from every project), "project" (this server\'s) or "project:NAME".'
+            ),
+        ] = None,
     ) -> dict[str, Any]:
-        """Correct or annotate a memory: replace its content and/or merge metadata keys.
+        """Correct or annotate a memory: replace its content, merge metadata keys, and/or move it
+        to another scope.
 
-        Returns the updated memory. Give at least one of content and metadata.
+        Returns the updated memory. Give at least one of content, metadata and scope.
         """
-        if content is None and metadata is None:
-            raise ValidationError("content", "give at least one of content and metadata")
-        return {"success": True, "memory": get_manager().update(memory_id, content, metadata).to_dict()}
+        if content is None and metadata is None and scope is None:
+            raise ValidationError("content", "give at least one of content, metadata and scope")
+        return {"success": True, "memory": get_manager().update(memory_id, content, metadata, scope=scope).to_dict()}
 
     @tool(mcp, DESTRUCTIVE)
     def memory_delete(memory_id: Annotated[str, Field(description="The memory's id.")]) -> dict[str, Any]:
@@ -226,19 +255,39 @@ def register(mcp: Any, get_manager: GetManager) -> None:
         offset: Annotated[int, Field(ge=0, description="Memories to skip (paging).")] = 0,
         since: Annotated[str | None, Field(description="Only memories created at/after (ISO 8601).")] = None,
         until: Annotated[str | None, Field(description="Only memories created at/before (ISO 8601).")] = None,
+        scope: ReadScope = None,
     ) -> dict[str, Any]:
         """List memories newest first, optionally of one type or one session ("current" for
-        this server's session) and within a time range. Page with offset."""
+        this server's session) and within a time range; of this server's project and the user's
+        unless ``scope`` says otherwise. Page with offset."""
         m = get_manager()
-        found = m.list(type, session(m, session_id), limit, offset, since=since, until=until)
+        found = m.list(type, session(m, session_id), limit, offset, since=since, until=until, scope=scope)
         return {"success": True, "count": len(found), "offset": offset, "memories": [x.to_dict() for x in found]}
 
     @tool(mcp, READ_ONLY)
-    def memory_stats() -> dict[str, Any]:
-        """Memory usage: counts per collection, storage size and quota use (``storage_full`` on a
-        full disk), sessions and their average length, the most frequent actions and screens,
-        captures per day, search latency percentiles, embedding cache hit rate."""
-        return ok(get_manager().stats())
+    def memory_stats(
+        scope: Annotated[
+            str | list[str] | None,
+            Field(description='Also count this scope\'s memories by type ("here", "user", "project:NAME", ...).'),
+        ] = None,
+    ) -> dict[str, Any]:
+        """Memory usage: counts per collection and per scope, storage size and quota use
+        (``storage_full`` on a full disk), sessions and their average length, the most frequent
+        actions and screens, captures per day, search latency percentiles, embedding cache hit rate."""
+        return ok(get_manager().stats(scope=scope))
+
+    @tool(mcp, READ_ONLY)
+    def memory_scopes() -> dict[str, Any]:
+        """The scopes that hold memories: each project (its name and directory), the user's (seen
+        from every project) and the unscoped ones, with counts; and ``here``, the project this
+        server works in (null: none). Searches and lists see ``here`` and the user's by default."""
+        m = get_manager()
+        here = m.project
+        return {
+            "success": True,
+            "here": here.to_dict() if here is not None else None,
+            "scopes": [usage.to_dict() for usage in m.scopes()],
+        }
 
     # -- resources ------------------------------------------------------------------------------
     # A resource that cannot be read is the SDK's ResourceError: a JSON-RPC error with the message.

@@ -40,7 +40,14 @@ def register(mcp: Any, get_manager: GetManager) -> None:
         user_name: Annotated[
             str | None, Field(description='Name used instead of "I" in the memories (default "User").')
         ] = None,
-        project_id: Annotated[str | None, Field(description="Project the conversation is about.")] = None,
+        project_id: Annotated[
+            str | None,
+            Field(
+                description="Project the conversation is about: its directory, or a name (what is learned goes to "
+                "that project, or to the user's for a preference or rule that holds everywhere; default: this "
+                "server's project)."
+            ),
+        ] = None,
         timestamp: Annotated[str | None, Field(description="ISO 8601 time of the turn (default: now).")] = None,
     ) -> dict[str, Any]:
         """Learn from one conversation turn: extract up to 3 statements worth remembering
@@ -166,6 +173,13 @@ def register(mcp: Any, get_manager: GetManager) -> None:
             float | None,
             Field(ge=0, le=1, description="Relevance floor of the memories (default context.min_score)."),
         ] = None,
+        scope: Annotated[
+            str | list[str] | None,
+            Field(
+                description='Whose memories: "here" (the default: this server\'s project and the user\'s), "all", '
+                '"user", "project", "project:NAME", or a list.'
+            ),
+        ] = None,
         *,
         ctx: Context,
     ) -> dict[str, Any]:
@@ -181,6 +195,8 @@ def register(mcp: Any, get_manager: GetManager) -> None:
         warnings = [f"Warning: {w.message}" for w in m.suggest(task, resumed_session=mine).warnings]
         # Warnings first in the budget: they prevent repeating a known failure.
         room = budget_tokens - sum(estimate_tokens(w) + 1 for w in warnings)
-        text = m.context(task, budget_tokens=room, min_score=min_score, resumed_session=mine).text if room > 0 else ""
+        text = ""
+        if room > 0:
+            text = m.context(task, budget_tokens=room, min_score=min_score, resumed_session=mine, scope=scope).text
         text = "\n".join(x for x in [text, *warnings] if x)
         return {"success": True, "context": text, "tokens": estimate_tokens(text), "warnings": warnings}

@@ -1,0 +1,209 @@
+"""Which project a directory belongs to: the project resolver (standard library only: hook
+processes import it, and it must cost them a few ``stat`` calls, not a ``git`` process).
+
+A project is found by walking up from the directory, the nearest of these winning:
+
+1. a directory named in ``scopes.projects`` (``{"/path/to/dir": "name"}``): that name;
+2. a ``.remindful`` marker file: the ``project = NAME`` (or ``project: NAME``) line in it names the
+   project; a marker without one makes its directory a project of its own;
+3. ``.git`` (a directory, or a file pointing to one): the repository, identified by its *common*
+   git directory, so the worktrees of one repository (whose ``.git`` files point into
+   ``<repo>/.git/worktrees/<name>``, with a ``commondir`` back to ``<repo>/.git``) are one project.
+   A submodule (``.git`` pointing into ``<parent>/.git/modules/<name>``, no ``commondir``) is a
+   project of its own. A repository whose work tree is the home directory (a dotfiles repository)
+   counts as none: it would make every folder under the home one project.
+
+With ``scopes.project`` set (``REMINDFUL_SCOPES__PROJECT`` for one process) every directory is that
+project. Else a directory in none of the above is its own project, except the home directory and
+the filesystem root, which are none (None): a client working there is in no project.
+
+Keys: a named project's key is its name in lower case, runs of other characters than letters,
+digits, ``.``, ``_`` and ``-`` made one ``-`` (two directories named alike are one project: that is
+what naming is for); a repository's or a directory's is its name so reduced, ``-`` and the first 8
+hex digits of the SHA-256 of its common git directory's (or the directory's) real path: stable as
+long as the repository stays where it is (moved, it is a new project unless a marker names it).
+The scope of a project's memories is ``project:<key>`` (:mod:`remindful.engine.scopes`).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+
+try:  # the built-in module: hashlib would load OpenSSL, which costs hook processes milliseconds
+    from _sha256 import sha256
+except ImportError:  # pragma: no cover - other Python builds
+    from hashlib import sha256
+
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs hook processes milliseconds
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+MARKER = ".remindful"
+PROJECT_PREFIX = "project:"
+#: A marker file larger than this is not read (it is a marker, not a document).
+MARKER_MAX_BYTES = 4096
+#: How long a resolved directory is remembered by a process (a marker or a repository may appear).
+CACHE_S = 30.0
+_MARKER_LINE = re.compile(r"^\s*(?:project|name)\s*[:=]\s*[\"']?([^\"'#\n]+?)[\"']?\s*(?:#.*)?$", re.MULTILINE)
+_NOT_KEY = re.compile(r"[^a-z0-9._-]+")
+
+
+class Project:
+    """A project: ``key`` (its stable id, see the module docstring), ``name`` (what to show) and
+    ``root`` (the directory that identifies it: the repository's main work tree, the marked or
+    named directory; "" for a project known by name only)."""
+
+    __slots__ = ("key", "name", "root")
+
+    def __init__(self, key: str, name: str, root: str = "") -> None:
+        self.key, self.name, self.root = key, name, root
+
+    @property
+    def scope(self) -> str:
+        """The scope of its memories: ``project:<key>``."""
+        return PROJECT_PREFIX + self.key
+
+    @classmethod
+    def named(cls, name: str, root: str = "") -> Project:
+        """The project a name gives (a marker, a setting, ``capture_turn``'s ``project_id``)."""
+        name = " ".join(str(name).split())
+        key = slug(name)
+        if not key:
+            raise ValueError(f"project name {name!r}: expected letters or digits")
+        return cls(key, name, root)
+
+    @classmethod
+    def at(cls, identity: str, name: str, root: str) -> Project:
+        """The project identified by the path ``identity`` (a common git directory, or a directory)."""
+        digest = sha256(identity.encode("utf-8", "surrogateescape")).hexdigest()[:8]
+        return cls(f"{slug(name) or 'project'}-{digest}", name or "/", root)
+
+    def to_dict(self) -> dict[str, str]:
+        return {"scope": self.scope, "key": self.key, "name": self.name, "root": self.root}
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Project) and (self.key, self.name, self.root) == (other.key, other.name, other.root)
+
+    def __hash__(self) -> int:
+        return hash((self.key, self.name, self.root))
+
+    def __repr__(self) -> str:
+        return f"Project({self.key!r}, {self.name!r}, {self.root!r})"
+
+
+def slug(name: str) -> str:
+    """``name`` as a key: lower case, other characters than letters, digits, ``._-`` made ``-``."""
+    return _NOT_KEY.sub("-", name.strip().lower()).strip("-.")[:80]
+
+
+class Resolver:
+    """Projects of directories under one set of settings (``fixed``: ``scopes.project``; ``names``:
+    ``scopes.projects``), each directory's answer remembered for :data:`CACHE_S` seconds."""
+
+    def __init__(self, fixed: str | None = None, names: Mapping[str, str] | None = None) -> None:
+        self.fixed = Project.named(fixed) if fixed else None
+        self.names = {_real(os.path.expanduser(path)): name for path, name in (names or {}).items()}
+        self._home = _real(os.path.expanduser("~"))
+        self._cache: dict[str, tuple[float, Project | None]] = {}
+
+    def __call__(self, directory: str | os.PathLike[str] | None) -> Project | None:
+        """The project of ``directory`` (None: no project, or no directory given)."""
+        if self.fixed is not None:
+            return self.fixed
+        if directory is None or not str(directory).strip():
+            return None
+        given = os.fspath(directory)
+        now = time.monotonic()
+        known = self._cache.get(given)  # as given: resolving links costs a stat per path component
+        if known is not None and now - known[0] < CACHE_S:
+            return known[1]
+        found = self._resolve(_real(os.path.expanduser(given)))
+        if len(self._cache) > 4096:
+            self._cache.clear()
+        self._cache[given] = (now, found)
+        return found
+
+    def _resolve(self, path: str) -> Project | None:
+        current = path
+        while True:
+            named = self.names.get(current)
+            if named:
+                return Project.named(named, current)
+            marked = _marker(current)
+            if marked is not None:
+                return Project.named(marked, current) if marked else Project.at(current, _base(current), current)
+            repository = _repository(current)
+            if repository is not None and repository.root != self._home:
+                return repository
+            parent = os.path.dirname(current)
+            if parent == current:
+                break
+            current = parent
+        if path in (self._home, os.path.dirname(path)):  # the home directory, the root
+            return None
+        return Project.at(path, _base(path), path)
+
+
+def _real(path: str) -> str:
+    return os.path.realpath(os.path.abspath(path))
+
+
+def _base(path: str) -> str:
+    return os.path.basename(path.rstrip(os.sep)) or path
+
+
+def _marker(directory: str) -> str | None:
+    """The name in ``directory``'s marker file ("" when it names none), or None without a marker
+    (a directory named ``.remindful``, such as the default storage's parent, is no marker)."""
+    path = os.path.join(directory, MARKER)
+    if not os.path.isfile(path):
+        return None
+    try:
+        with open(path, "rb") as f:
+            text = f.read(MARKER_MAX_BYTES).decode("utf-8", "replace")
+    except OSError:  # unreadable: no marker
+        return None
+    found = _MARKER_LINE.search(text)
+    return found.group(1).strip() if found and slug(found.group(1)) else ""
+
+
+def _repository(directory: str) -> Project | None:
+    """The repository whose work tree ``directory`` is the top of, or None."""
+    dot_git = os.path.join(directory, ".git")
+    if os.path.isdir(dot_git):
+        common = _common_dir(dot_git)
+    elif os.path.isfile(dot_git):
+        try:
+            with open(dot_git, encoding="utf-8", errors="replace") as f:
+                first = f.read(4096).strip()
+        except OSError:
+            return None
+        if not first.startswith("gitdir:"):
+            return None
+        git_dir = os.path.join(directory, first[len("gitdir:") :].strip())
+        common = _common_dir(_real(git_dir))
+    else:
+        return None
+    # The main work tree of a repository is the common directory's parent (``<root>/.git``); a
+    # bare repository (``name.git``) or a submodule (``.git/modules/name``) is named by that
+    # directory, so that every work tree of it gets the same key.
+    if os.path.basename(common) == ".git":
+        root = os.path.dirname(common)
+        return Project.at(common, _base(root), root)
+    return Project.at(common, _base(common).removesuffix(".git") or _base(directory), directory)
+
+
+def _common_dir(git_dir: str) -> str:
+    """The common git directory of ``git_dir``: the one its ``commondir`` file names (a worktree's
+    points back to the repository's), else itself."""
+    try:
+        with open(os.path.join(git_dir, "commondir"), encoding="utf-8", errors="replace") as f:
+            named = f.read(4096).strip()
+    except OSError:
+        return _real(git_dir)
+    return _real(os.path.join(git_dir, named)) if named else _real(git_dir)
+
+
+__all__ = ["MARKER", "PROJECT_PREFIX", "Project", "Resolver", "slug"]

@@ -1,0 +1,208 @@
+"""Search under write load (issue 28, item 6): a search never waits for the index writer, a store
+that evicts never embeds a backlog on its caller's thread, and closing never leaves a background
+thread inside the index or the catalog.
+
+Another process writing the vector index is played by this one: it holds ``IndexLock`` on the
+same file through a descriptor of its own (flock locks belong to the open file, so the store's
+own attempts wait for it as they would for another process). A call that must not wait runs in a
+thread of its own; :data:`DEADLOCK_GUARD_S` is not a speed target: a call that waits for the lock
+waits for as long as the test holds it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+import pytest
+
+from remindful.embed.fake import FakeEmbedder
+from remindful.engine import mirror as mirror_module
+from remindful.engine.mirror import IndexLock
+from remindful.errors import EmbedderError, StorageError
+from remindful.index import InMemoryIndex
+from remindful.testing import open_fake
+
+T = TypeVar("T")
+DEADLOCK_GUARD_S = 60.0
+WANTED = "the staging database listens on port 5433"
+QUERY = "staging database port"
+
+
+def answered(call: Callable[[], T]) -> T:
+    """``call()``, run in a thread of its own while the test holds what it must not wait for."""
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["value"] = call()
+        except BaseException as exc:
+            box["error"] = exc
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(DEADLOCK_GUARD_S)
+    assert not thread.is_alive(), "the call waited for what the test holds"
+    if "error" in box:
+        raise box["error"]
+    return box["value"]  # type: ignore[no-any-return]
+
+
+def seeded(path: Path) -> str:
+    """Store the wanted memory among others (indexed, closed); returns its id."""
+    with open_fake(path) as writer:
+        wanted = writer.store(WANTED)
+        writer.store_batch([{"content": f"note {i}: lunch is at noon on floor {i}"} for i in range(20)])
+        assert writer.flush(timeout=30)
+    return wanted
+
+
+def test_the_first_search_of_a_process_does_not_wait_for_the_index_lock(tmp_path: Path) -> None:
+    path = tmp_path / "s"
+    wanted = seeded(path)
+    reader = open_fake(path)  # has not opened the index yet
+    try:
+        with IndexLock(path / "index.lock")():
+            hits = answered(lambda: reader.search(QUERY))
+        assert hits[0].id == wanted and "dense" in hits[0].sources  # scored exactly from the catalog
+    finally:
+        reader.close()
+
+
+def test_a_search_whose_view_is_stale_does_not_wait_for_the_index_lock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rows another process indexed since this one loaded its view are scored exactly; when they
+    grow many the view is reloaded, which needs the lock: not by the search."""
+    monkeypatch.setattr(mirror_module, "PENDING_REFRESH", 5)
+    path = tmp_path / "s"
+    with open_fake(path) as reader:
+        reader.search("open the index")
+        assert reader.flush(timeout=30)
+        wanted = seeded(path)  # another process
+        with IndexLock(path / "index.lock")():
+            hits = answered(lambda: reader.search(QUERY))
+        assert hits[0].id == wanted and "dense" in hits[0].sources
+
+
+class FailingQueries(InMemoryIndex):
+    """Queries fail once ``failing`` is set, as Chroma's do on a view another process made stale."""
+
+    failing = False
+
+    def query(self, collection: str, embedding: np.ndarray, k: int) -> list[tuple[str, float]]:
+        if self.failing:
+            raise StorageError("Error creating hnsw segment reader: Nothing found on disk")
+        return super().query(collection, embedding, k)
+
+
+def test_a_search_whose_query_fails_does_not_wait_for_the_index_lock(tmp_path: Path) -> None:
+    index = FailingQueries()
+    path = tmp_path / "s"
+    with open_fake(path, index=index) as memory:
+        wanted = memory.store(WANTED)
+        memory.store_batch([{"content": f"note {i}: lunch is at noon"} for i in range(20)])
+        memory.search("open the index")
+        assert memory.flush(timeout=30)
+        index.failing = True
+        with IndexLock(path / "index.lock")():
+            hits = answered(lambda: memory.search(QUERY))
+        assert hits[0].id == wanted and "dense" in hits[0].sources
+
+
+def test_a_search_does_not_wait_for_a_write_of_another_thread(tmp_path: Path) -> None:
+    """A write holds the catalog's shared connection while it waits for another process's
+    transaction (up to the busy timeout, then retries): reads go around it."""
+    with open_fake(tmp_path / "s") as memory:
+        wanted = memory.store(WANTED)
+        assert memory.flush(timeout=30)
+        catalog = memory.engine.catalog
+        inside, release = threading.Event(), threading.Event()
+
+        def long_write(conn: Any) -> None:
+            inside.set()
+            release.wait(DEADLOCK_GUARD_S * 2)
+
+        writer = threading.Thread(target=lambda: catalog.write(long_write), daemon=True)
+        writer.start()
+        assert inside.wait(30)
+        try:
+            hits = answered(lambda: memory.search(QUERY))
+        finally:
+            release.set()
+            writer.join(30)
+        assert hits[0].id == wanted
+
+
+class FailingEmbedder(FakeEmbedder):
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        raise EmbedderError("the model is away")
+
+
+class RecordingEmbedder(FakeEmbedder):
+    """The fake embedder, noting which thread embedded what."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.threads: list[tuple[str, list[str]]] = []
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        self.threads.append((threading.current_thread().name, list(texts)))
+        return super().embed(texts)
+
+
+def test_a_store_that_evicts_does_not_embed_the_backlog_on_its_thread(tmp_path: Path) -> None:
+    """The first eviction of a process used to open the index on the caller's thread, and the
+    open embedded and indexed every row left un-indexed: one store blocked 10-54 s."""
+    path = tmp_path / "s"
+    quota = {"retention.max_items_per_collection": 5}
+    with open_fake(path, embedder=FailingEmbedder(), **quota) as earlier:  # left its rows without vectors
+        backlog = earlier.store_batch([{"content": f"backlog note {i}"} for i in range(5)])
+    embedder = RecordingEmbedder()
+    with open_fake(path, embedder=embedder, **quota) as memory:
+        memory.store("the newest note")  # evicts the least important memory
+        caller = threading.current_thread().name
+        assert [texts for thread, texts in embedder.threads if thread == caller] == []
+        assert memory.flush(timeout=30)
+        kept = [mid for mid in backlog if memory.get_batch([mid]) != [None]]
+        assert len(kept) == 4
+        assert set(memory.engine.catalog.embeddings(kept)) == set(kept)  # embedded in the background
+        assert memory.index_status().unindexed == 0
+
+
+#: Threads that may outlive a close: the lexical search pool (shared by every store, idle) and a
+#: given-up wait for the index lock (blocked in flock on a descriptor of its own, which it unlocks
+#: and closes once granted: it touches nothing else).
+OUTLIVE_CLOSE = ("remindful-lexical", "remindful-index-lock-wait")
+
+
+def our_threads() -> set[threading.Thread]:
+    """The store's background threads alive now."""
+    return {t for t in threading.enumerate() if t.name.startswith("remindful") and not t.name.startswith(OUTLIVE_CLOSE)}
+
+
+def test_close_stops_every_background_thread_while_another_process_holds_the_index_lock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Closing (at exit too) waited 30 s for the indexer, then closed the index and the catalog
+    under it: the indexer went on with them once it got the lock (``AssertionError: call ready()
+    first``, a reopened catalog, chromadb's native code on a closed client: SIGSEGV). Now the
+    indexer gives up its wait, and its rows stay un-indexed for the next open."""
+    monkeypatch.setattr(mirror_module, "CLOSE_BUDGET_S", 0.5, raising=False)
+    path = tmp_path / "s"
+    before = our_threads()
+    memory = open_fake(path)
+    memory.search("open the index")
+    assert memory.flush(timeout=30)
+    with IndexLock(path / "index.lock")():
+        stored = memory.store(WANTED)
+        memory.engine.vectors_ready()  # embedded; the indexer now waits for the lock
+        answered(memory.close)
+        assert our_threads() - before == set()
+    with open_fake(path) as again:
+        assert again.search(QUERY)[0].id == stored
+        assert again.flush(timeout=30)
+        assert again.index_status().unindexed == 0
