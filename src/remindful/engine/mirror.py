@@ -246,6 +246,8 @@ class IndexMirror:
         except WaitCancelled:
             return
         except RemindfulError as exc:
+            if isinstance(exc, CorruptionError) and exc.part == "catalog":  # the search itself reports it
+                return
             log.warning("could not refresh the vector index (%s); search scores from the catalog meanwhile", exc)
 
     def state(self) -> dict[str, Any]:
