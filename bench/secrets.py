@@ -717,6 +717,7 @@ def remindful_command() -> list[str]:
 def child_env(home: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("REMINDFUL_") and k != "MEMORY_STORAGE_PATH"}
     env.update(HOME=str(home), REMINDFUL_EMBEDDINGS__BACKEND="fake")
+    env["REMINDFUL_HOOKS__START_DAEMON"] = "false"  # no daemon outliving the run
     return env
 
 

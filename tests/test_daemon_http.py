@@ -101,8 +101,9 @@ def test_http_needs_the_token_and_answers_context(daemon: Any) -> None:
 
 
 def test_hook_context_comes_from_the_daemon(daemon: Any, tmp_path: Path) -> None:
-    memory, _handle = daemon
+    memory, handle = daemon
     memory.store("Config loader: yaml.safe_load returns None for empty files", type="knowledge")
+    assert handle.listening.wait(30)  # the socket answers once the model is loaded
     out = hook(
         tmp_path / "store",
         "UserPromptSubmit",

@@ -1,8 +1,14 @@
-"""install-hooks: merge into Claude Code's settings without touching other hooks; uninstall only ours."""
+"""install-hooks: merge into Claude Code's settings without touching other hooks; uninstall only ours;
+this user's settings.local.json by default, the committed settings.json with a portable command with
+--shared; the specification's timeouts."""
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -57,19 +63,74 @@ def test_invalid_json_is_an_error_and_the_file_is_untouched(tmp_path: Path) -> N
 
 
 def test_settings_file_choice(tmp_path: Path) -> None:
-    assert settings_file(tmp_path, False) == tmp_path.resolve() / ".claude" / "settings.json"
-    assert settings_file(None, True) == Path("~/.claude/settings.json").expanduser()
-    with pytest.raises(ValidationError, match="not both"):
-        settings_file(tmp_path, True)
+    assert settings_file(tmp_path) == tmp_path.resolve() / ".claude" / "settings.local.json"
+    assert settings_file(tmp_path, shared=True) == tmp_path.resolve() / ".claude" / "settings.json"
+    assert settings_file(None, user=True) == Path("~/.claude/settings.json").expanduser()
+    with pytest.raises(ValidationError, match="--user alone"):
+        settings_file(tmp_path, user=True)
+    with pytest.raises(ValidationError, match="--user alone"):
+        settings_file(None, user=True, shared=True)
 
 
-def test_cli_install_hooks_with_storage_path(tmp_path: Path) -> None:
+def test_timeouts_are_the_specifications_and_failures_are_hooked(tmp_path: Path) -> None:
+    path = tmp_path / "settings.json"
+    install(path)
+    data = json.loads(path.read_text())
+    timeouts = {event: groups[0]["hooks"][0]["timeout"] for event, groups in data["hooks"].items()}
+    assert timeouts == {
+        "SessionStart": 5,
+        "UserPromptSubmit": 2,
+        "PreToolUse": 0.5,  # seconds, as Claude Code reads them: 500 ms
+        "PostToolUse": 3,
+        "PostToolUseFailure": 3,
+        "Stop": 3,
+        "SessionEnd": 30,
+    }
+    assert data["hooks"]["PostToolUseFailure"][0]["matcher"] == "*"
+
+
+def test_cli_installs_in_the_local_file_with_this_installations_path(tmp_path: Path) -> None:
     runner = CliRunner()
     result = runner.invoke(app, ["--path", str(tmp_path / "store"), "install-hooks", "--project", str(tmp_path)])
     assert result.exit_code == 0, result.output
-    data = json.loads((tmp_path / ".claude" / "settings.json").read_text())
+    assert not (tmp_path / ".claude" / "settings.json").exists()
+    data = json.loads((tmp_path / ".claude" / "settings.local.json").read_text())
     command = data["hooks"]["PreToolUse"][0]["hooks"][0]["command"]
-    assert f"--path {tmp_path / 'store'} hook PreToolUse" in command
+    script = command.split()[0]
+    assert Path(script).is_absolute() and os.access(script, os.X_OK)
+    assert command.endswith(f"--path {tmp_path / 'store'} hook PreToolUse")
     result = runner.invoke(app, ["install-hooks", "--project", str(tmp_path), "--uninstall"])
-    assert result.exit_code == 0 and json.loads((tmp_path / ".claude" / "settings.json").read_text()) == {}
+    assert result.exit_code == 0 and json.loads((tmp_path / ".claude" / "settings.local.json").read_text()) == {}
     assert runner.invoke(app, ["install-hooks", "--project", str(tmp_path), "--user"]).exit_code == 2
+
+
+def test_shared_file_has_a_command_that_resolves_on_any_machine(tmp_path: Path, isolated_env: Path) -> None:
+    store = isolated_env / ".remindful" / "team-store"  # under HOME: written with ~
+    result = CliRunner().invoke(app, ["--path", str(store), "install-hooks", "--project", str(tmp_path), "--shared"])
+    assert result.exit_code == 0, result.output
+    text = (tmp_path / ".claude" / "settings.json").read_text()
+    assert str(isolated_env) not in text and sys.prefix not in text  # nothing of this machine
+    command = json.loads(text)["hooks"]["PostToolUse"][0]["hooks"][0]["command"]
+    assert command == "remindful --path '~/.remindful/team-store' hook PostToolUse"
+    # What Claude Code does with it: a shell, on the PATH the agent has (here: this venv's bin).
+    env = {"HOME": str(isolated_env), "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin"}
+    env["REMINDFUL_HOOKS__START_DAEMON"] = "false"
+    payload = {"session_id": "s", "hook_event_name": "PostToolUse", "tool_name": "Bash", "tool_input": {}}
+    payload["tool_input"] = {"command": "ls"}
+    done = subprocess.run(["sh", "-c", command], input=json.dumps(payload), env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert (store / "catalog.sqlite3").exists()  # the hook expanded ~ itself
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_local_file_is_kept_out_of_commits(tmp_path: Path) -> None:
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    install(tmp_path / ".claude" / "settings.local.json")
+    install(tmp_path / ".claude" / "settings.local.json")  # once in the exclude file
+    exclude = (tmp_path / ".git" / "info" / "exclude").read_text().splitlines()
+    assert exclude.count("/.claude/settings.local.json") == 1
+    status = subprocess.run(["git", "status", "--porcelain"], cwd=tmp_path, capture_output=True, text=True, check=True)
+    assert ".claude" not in status.stdout
+    install(tmp_path / ".claude" / "settings.json")  # the shared file is for committing
+    status = subprocess.run(["git", "status", "--porcelain"], cwd=tmp_path, capture_output=True, text=True, check=True)
+    assert ".claude/" in status.stdout

@@ -31,6 +31,7 @@ def child_env(home: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("REMINDFUL_") and k != "MEMORY_STORAGE_PATH"}
     env["HOME"] = str(home)
     env["REMINDFUL_EMBEDDINGS__BACKEND"] = "fake"  # the real Chroma index, a fast embedder
+    env["REMINDFUL_HOOKS__START_DAEMON"] = "false"  # the daemon is started (and stopped) by the tests
     return env
 
 

@@ -96,7 +96,11 @@ def test_an_old_store_gets_its_scopes_from_its_metadata(tmp_path: Path, projects
             "unscoped": (1, None, None),
             "project:billing": (1, "Billing", None),
         }
-        # The migrated store searches by scope in every space, and goes on taking memories.
+        # The migrated store searches by scope in every space, and goes on taking memories. The
+        # fixture's rows have no vectors: they are embedded in the background once the index opens
+        # (never on a searcher's thread), so the dense space has them after the flush.
+        memory.search("warm up")
+        memory.flush()
         seen = {h.content for h in memory.search("pnpm cargo emojis deploy", limit=20, scope=memory.seen_from(b))}
         assert seen == {
             "Bash: cargo build [command=cargo build]",

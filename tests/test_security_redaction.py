@@ -120,7 +120,7 @@ def test_metadata_keys_are_redacted_and_kept_apart() -> None:
 
 def child_env(home: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("REMINDFUL_") and k != "MEMORY_STORAGE_PATH"}
-    env.update(HOME=str(home), REMINDFUL_EMBEDDINGS__BACKEND="fake", **extra)
+    env.update(HOME=str(home), REMINDFUL_EMBEDDINGS__BACKEND="fake", REMINDFUL_HOOKS__START_DAEMON="false", **extra)
     return env
 
 

@@ -29,6 +29,7 @@ def test_serve_drains_the_hook_spool(tmp_path: Path) -> None:
     store = tmp_path / "store"
     env = {k: v for k, v in os.environ.items() if not k.startswith("REMINDFUL_") and k != "MEMORY_STORAGE_PATH"}
     env.update(HOME=str(tmp_path), REMINDFUL_EMBEDDINGS__BACKEND="fake", REMINDFUL_DAEMON__SERVE_START_DELAY_S="0")
+    env["REMINDFUL_HOOKS__START_DAEMON"] = "false"  # serve holds the daemon role
     server = subprocess.Popen(
         [SCRIPT, "--path", str(store), "serve", "--transport", "http", "--port", str(_free_port())],
         env=env,

@@ -541,6 +541,11 @@ class HookSettings(_Section):
     line_chars: int = Field(
         default("hooks.line_chars"), ge=40, le=2000, description="maximum characters of one injected context line"
     )
+    start_daemon: bool = Field(
+        default("hooks.start_daemon"),
+        description="a hook that finds no daemon for its store starts one, detached (it stores what the hooks "
+        "spool and answers their context; it stops after daemon.idle_exit_s without activity)",
+    )
 
 
 class ContextSettings(_Section):
@@ -598,6 +603,12 @@ def _nameable(name: str) -> bool:
 class DaemonSettings(_Section):
     port: int = Field(0, ge=0, le=65535, description="loopback HTTP port of the daemon (0: any free port)")
     poll_interval_ms: int = Field(100, ge=10, le=5000, description="how often the daemon checks the hook spool")
+    idle_exit_s: float = Field(
+        1800.0,
+        ge=0,
+        description="a daemon started by the hooks stops after this many seconds without a hook request, a spooled "
+        "event or an HTTP request (`remindful daemon --idle-exit S` for one started by hand); 0: never",
+    )
     in_serve: bool = Field(True, description="`remindful serve` also runs the daemon's roles once the server is up")
     serve_start_delay_s: float = Field(
         1.0,

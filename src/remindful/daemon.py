@@ -1,21 +1,34 @@
-"""The capture daemon: owns a store while it runs (``remindful daemon``, and ``remindful serve``).
+"""The capture daemon: owns a store while it runs (``remindful daemon``, ``remindful serve``, and
+the daemon the hooks start on demand).
 
-Roles, run by the one process holding ``<storage>/daemon.lock`` (others wait on standby and take
-over within :data:`STANDBY_RETRY_S` if the owner dies):
+Roles, run by the one process holding the daemon lock ``<storage>/daemon.lock``
+(:mod:`remindful.runtime`; others wait on standby and take over within :data:`STANDBY_RETRY_S`
+if the owner dies):
 
 - drain the hook spool every ``daemon.poll_interval_ms`` (100 ms), so an event is stored and
   searchable well within 1 s of its hook returning;
+- answer the hooks on the local channel, the Unix socket ``<storage>/daemon.sock``
+  (:func:`remindful.runtime.ask_daemon`: one JSON request a line, ``{"op": "context", "query",
+  "budget_tokens", "exclude", "cwd"}`` → ``{"success", "context"}``, searched in the scopes seen
+  from ``cwd``, or ``{"op": "ping"}``; the peer's uid is checked both ways), once the model is
+  loaded;
 - index and watch the Markdown files of ``auto_capture.watch_dirs`` (and any given directories);
 - run the retention schedule (:mod:`remindful.services.policy.scheduler`) when it is installed, and at a
   clean stop honour ``privacy.delete_on_exit`` (:func:`remindful.services.sessions.delete_on_exit`);
-- answer local requests on ``http://127.0.0.1:PORT`` (uvicorn, in a thread): ``POST /context``
-  (context injection for hooks: ``{"query", "budget_tokens", "exclude", "cwd"}`` → ``{"context"}``,
-  searched in the scopes seen from ``cwd``: its project's and the user's),
-  ``GET /health``, and the dashboard (:mod:`remindful.web`) on every other path. Every request
-  passes the gate of every HTTP surface (:class:`remindful.web.gate.BearerGate`: the store's bearer
-  token, or the dashboard's cookie; Host and Origin on loopback); an error answers the status of
+- serve the dashboard (:mod:`remindful.web`) and ``GET /health``, ``POST /context`` on
+  ``http://127.0.0.1:PORT`` (uvicorn, in a thread): ``POST /context`` takes ``{"query",
+  "budget_tokens", "exclude", "cwd"}`` and answers ``{"context"}``, searched in the scopes seen
+  from ``cwd`` (its project's and the user's), as the local channel does. Every request passes the
+  gate of every HTTP surface (:class:`remindful.web.gate.BearerGate`: the store's bearer token, or
+  the dashboard's cookie; Host and Origin on loopback); an error answers the status of
   :func:`remindful.errors.http_status`. Port and pid are in ``<storage>/daemon.json``, mode 0600,
-  removed at a clean stop.
+  for people and the dashboard: hooks never use it.
+- with ``idle_exit_s``, stop after that long without a hook request, a spooled event or an HTTP
+  request (the daemon the hooks start, ``daemon.idle_exit_s``).
+
+The socket and ``daemon.json`` are removed at a clean stop, on SIGTERM and SIGHUP too
+(:func:`remindful.runtime.exit_on_signals`); after a kill -9 the socket refuses connections and
+the lock is free, so nothing trusts what is left.
 
     handle = start_daemon_threads(manager)   # returns at once; threads are daemonic
     ...
@@ -28,18 +41,21 @@ composition root.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
-import fcntl
 import json
 import logging
 import os
 import socket
+import socketserver
+import sys
 import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from remindful import runtime
 from remindful.errors import ValidationError, http_status
 from remindful.runtime import DAEMON_FILE
 from remindful.services.access import http_token
@@ -55,27 +71,52 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("remindful.daemon")
 
-LOCK_FILE = "daemon.lock"
+LOCK_FILE = runtime.LOCK_FILE
 STANDBY_RETRY_S = 2.0
 MAX_BODY = 1_000_000
+#: How long a hook's connection may take to send its request.
+LOCAL_READ_TIMEOUT_S = 10.0
 
 
 class DaemonHandle:
-    """The running daemon roles of one process; :meth:`stop` ends them all."""
+    """The running daemon roles of one process; :meth:`stop` ends them all.
 
-    def __init__(self, manager: MemoryManager, watch_dirs: Sequence[str | os.PathLike[str]] | None, http: bool) -> None:
+    ``idle_exit_s`` > 0: stop after that many seconds without activity (:meth:`touch`); then
+    :attr:`finished` is set. ``lock_fd``: a descriptor of the daemon lock inherited from the hook
+    that started this process (:func:`remindful.runtime.adopt_daemon_lock`). ``standby``: when
+    another process owns the store, wait to take over (else :attr:`finished` is set at once)."""
+
+    def __init__(
+        self,
+        manager: MemoryManager,
+        watch_dirs: Sequence[str | os.PathLike[str]] | None,
+        http: bool,
+        *,
+        idle_exit_s: float = 0,
+        lock_fd: int | None = None,
+        standby: bool = True,
+    ) -> None:
         self.manager = manager
         self.path = Path(manager.path)
         self.stop_event = threading.Event()
         self.owner = threading.Event()
+        self.finished = threading.Event()
         self.http = http
         self.watch_dirs = [*manager.settings.auto_capture.watch_dirs, *(watch_dirs or [])]
         self.port: int | None = None
         self.token = ""  # the store's bearer token, read when the HTTP role starts
         self.drained = 0
+        self.idle_exit_s = idle_exit_s
+        self.standby = standby
+        self.last_activity = time.monotonic()
+        self.listening = threading.Event()  # the hooks' socket answers
+        self._inherited_lock = lock_fd
         self._lock_fd: int | None = None
         self._threads: list[threading.Thread] = []
         self._server: uvicorn.Server | None = None
+        self._local: _LocalServer | None = None
+        self._local_lock = threading.Lock()  # the socket starts before or not after stop()
+        self._endpoints: list[Path] = []
         self._scheduler: CleanupScheduler | None = None
         self.watcher: MarkdownWatcher | None = None
 
@@ -86,34 +127,46 @@ class DaemonHandle:
         if self.watch_dirs:
             self.watcher = self.manager.markdown_watcher(self.watch_dirs)
         self.manager.check_enabled()
-        if not self._try_lock():
+        if self._try_lock():
+            self._become_owner()
+        elif self.standby:
             log.info("another process owns %s; standing by", self.path)
             self._spawn(self._standby, "remindful-standby")
         else:
-            self._become_owner()
+            log.info("another process owns %s; nothing to do", self.path)
+            self.finished.set()
         return self
 
     def stop(self, timeout: float = 5.0) -> None:
-        """End every role (idempotent); the owner removes daemon.json and releases the lock."""
+        """End every role (idempotent); the owner removes its socket and daemon.json and releases
+        the lock."""
         if self.stop_event.is_set():
             return
-        self.stop_event.set()
+        with self._local_lock:
+            self.stop_event.set()
         if self._server is not None:
             self._server.should_exit = True
+        if self._local is not None:
+            self._local.shutdown_later()
         if self._scheduler is not None:
             with contextlib.suppress(Exception):
                 self._scheduler.stop()
         for thread in self._threads:
-            thread.join(timeout)
+            if thread is not threading.current_thread():
+                thread.join(timeout)
+        if self._local is not None:
+            self._local.server_close()
         if self.owner.is_set():
             self._delete_on_exit()
-            with contextlib.suppress(OSError):
-                info = json.loads((self.path / DAEMON_FILE).read_text())
-                if info.get("pid") == os.getpid():
-                    (self.path / DAEMON_FILE).unlink()
+            self._remove_endpoints()
         if self._lock_fd is not None:
-            os.close(self._lock_fd)
+            runtime.release_daemon_lock(self.path, self._lock_fd)
             self._lock_fd = None
+        self.finished.set()
+
+    def touch(self) -> None:
+        """Note activity: the idle clock starts again."""
+        self.last_activity = time.monotonic()
 
     def _delete_on_exit(self) -> None:
         """``privacy.delete_on_exit``: this process's session goes with it (remindful.services.sessions)."""
@@ -123,14 +176,16 @@ class DaemonHandle:
             log.error("privacy.delete_on_exit failed: %s", exc)
 
     def _try_lock(self) -> bool:
-        fd = os.open(self.path / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            return False
-        self._lock_fd = fd
-        return True
+        inherited, self._inherited_lock = self._inherited_lock, None
+        if inherited is not None:
+            if runtime.adopt_daemon_lock(self.path, inherited):
+                self._lock_fd = inherited
+                return True
+            log.warning("descriptor %d is not the daemon lock of %s; ignored", inherited, self.path)
+            with contextlib.suppress(OSError):
+                os.close(inherited)
+        self._lock_fd = runtime.hold_daemon_lock(self.path)
+        return self._lock_fd is not None
 
     def _standby(self) -> None:
         while not self.stop_event.wait(STANDBY_RETRY_S):
@@ -141,6 +196,7 @@ class DaemonHandle:
 
     def _become_owner(self) -> None:
         self.owner.set()
+        self.touch()
         self._spawn(self._warm_up, "remindful-warmup")
         if self.http:
             self._start_http()
@@ -149,17 +205,47 @@ class DaemonHandle:
         if watcher is not None:
             self._spawn(lambda: watcher.run(self.stop_event), "remindful-watch")
         self._start_retention()
+        if self.idle_exit_s > 0:
+            self._spawn(self._idle_watch, "remindful-idle")
 
     def _spawn(self, target: Any, name: str) -> None:
         thread = threading.Thread(target=target, name=name, daemon=True)
         thread.start()
         self._threads.append(thread)
 
+    def _endpoint(self, path: Path) -> None:
+        """``path`` is this daemon's to remove at its stop, and at this process's exit whatever ends it."""
+        self._endpoints.append(path)
+        if str(path) not in runtime.ENDPOINTS:
+            runtime.ENDPOINTS.append(str(path))
+        _remove_endpoints_at_exit()
+
+    def _remove_endpoints(self) -> None:
+        for path in self._endpoints:
+            with contextlib.suppress(ValueError):
+                runtime.ENDPOINTS.remove(str(path))
+            if path.name == DAEMON_FILE:  # only if still ours: a later owner may have written its own
+                with contextlib.suppress(OSError, ValueError, AttributeError):
+                    if json.loads(path.read_text()).get("pid") == os.getpid():
+                        path.unlink()
+            else:
+                with contextlib.suppress(OSError):
+                    path.unlink()
+        self._endpoints.clear()
+
     # -- roles ----------------------------------------------------------------------------------
 
     def _warm_up(self) -> None:
-        """Load the model and open the index now, so the first context request (a hook with a
-        2 s timeout) does not pay for them."""
+        """Load the model, then answer the hooks on the local socket, then open the vector index,
+        so that the first context request (a hook with a 2 s timeout) does not pay for them. Until
+        the socket answers, hooks find the context themselves."""
+        try:
+            self.manager.load_model()
+        except Exception as exc:
+            log.warning("loading the model failed (the first request will retry): %s", exc)
+        self._start_local()
+        if self.stop_event.is_set():
+            return
         try:
             self.manager.warm_up()
         except Exception as exc:
@@ -169,11 +255,68 @@ class DaemonHandle:
         interval = self.manager.settings.daemon.poll_interval_ms / 1000
         while not self.stop_event.is_set():
             try:
-                self.drained += self.manager.drain_spool()
+                drained = self.manager.drain_spool()
             except Exception as exc:  # keep draining later; the rows stay in the spool
                 log.error("draining the hook spool failed: %s", exc)
                 self.stop_event.wait(1.0)
+            else:
+                if drained:
+                    self.drained += drained
+                    self.touch()
             self.stop_event.wait(interval)
+
+    def _idle_watch(self) -> None:
+        """Stop after ``idle_exit_s`` without activity, or once the storage directory is gone."""
+        limit = self.idle_exit_s
+        while not self.stop_event.wait(min(limit / 4, 5.0)):
+            gone = not self.path.is_dir()
+            if gone or time.monotonic() - self.last_activity >= limit:
+                why = "its storage directory is gone" if gone else f"no activity for {limit:g} s"
+                log.info("the daemon of %s stops: %s", self.path, why)
+                self.stop()
+                return
+
+    def _start_local(self) -> None:
+        """Listen on ``<storage>/daemon.sock`` for the hooks (the model is loaded by now)."""
+        with self._local_lock:
+            if self.stop_event.is_set():
+                return
+            try:
+                sock = runtime.listen(self.path)
+            except OSError as exc:
+                log.error("the hooks' local socket is off (they find context themselves): %s", exc)
+                return
+            self._endpoint(self.path / runtime.SOCKET_NAME)
+            self._local = server = _LocalServer(sock, self)
+            self._spawn(server.serve_forever, "remindful-local")
+        self.listening.set()
+
+    def answer(self, line: bytes) -> dict[str, Any]:
+        """The answer to one request of the local channel (see the module docstring); an error is
+        ``{"success": false, "error", "status"}`` with the status an HTTP surface would give."""
+        self.touch()
+        try:
+            if len(line) > runtime.MAX_MESSAGE:
+                raise ValidationError("request", f"expected at most {runtime.MAX_MESSAGE} bytes of JSON")
+            request = _json_body(line)
+            if not isinstance(request, dict):
+                raise ValidationError("request", "expected a JSON object")
+            op = request.get("op")
+            if op == "ping":
+                return {"success": True, "pid": os.getpid(), "drained": self.drained}
+            if op != "context":
+                raise ValidationError("op", "expected 'context' or 'ping'")
+            query, budget, exclude = _context_request(request)
+            scope = _context_scope(self.manager, request)
+            text = self.manager.context(query, budget_tokens=budget, exclude=exclude, scope=scope).text
+        except Exception as exc:
+            status = http_status(exc)
+            if status >= 500:
+                log.error("local request failed: %s", exc)
+            return {"success": False, "error": str(exc), "status": status}
+        finally:
+            self.touch()  # a long answer is activity to its end
+        return {"success": True, "context": text}
 
     def _start_retention(self) -> None:
         from remindful.services.policy.scheduler import start_scheduler
@@ -211,6 +354,7 @@ class DaemonHandle:
         with os.fdopen(fd, "w") as f:
             json.dump(info, f)
         os.replace(tmp, self.path / DAEMON_FILE)
+        self._endpoint(self.path / DAEMON_FILE)
         log.info("daemon listening on 127.0.0.1:%d", self.port)
 
     def app(self) -> Any:
@@ -231,7 +375,14 @@ class DaemonHandle:
             log.warning("the dashboard is not served: %s", exc)
         else:
             routes.append(Mount("/", app=dashboard_app(self.manager)))
-        return BearerGate(Starlette(routes=routes), self.token, hosts=LOOPBACK_NAMES, browser=True)
+        gated = BearerGate(Starlette(routes=routes), self.token, hosts=LOOPBACK_NAMES, browser=True)
+
+        async def app(scope: Any, receive: Any, send: Any) -> None:
+            if scope["type"] == "http":
+                self.touch()
+            await gated(scope, receive, send)
+
+        return app
 
     async def _health(self, request: Request) -> JSONResponse:
         from starlette.responses import JSONResponse
@@ -301,29 +452,95 @@ def _context_scope(manager: MemoryManager, request: dict[str, Any]) -> Any:
     return manager.seen_from(cwd)
 
 
+class _LocalRequest(socketserver.StreamRequestHandler):
+    """One request of the local channel: a JSON line in, a JSON line out."""
+
+    timeout = LOCAL_READ_TIMEOUT_S
+    server: _LocalServer
+
+    def handle(self) -> None:
+        line = self.rfile.readline(runtime.MAX_MESSAGE + 1)
+        answer = self.server.handle_owner.answer(line)
+        with contextlib.suppress(OSError):  # the hook gave up (its deadline passed): nothing to do
+            self.wfile.write(json.dumps(answer, ensure_ascii=False).encode("utf-8") + b"\n")
+
+
+class _LocalServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    """The daemon's side of the local channel, on a socket :func:`remindful.runtime.listen` bound;
+    a thread per request; a client that is not this user's process is dropped unanswered."""
+
+    daemon_threads = True
+    block_on_close = False
+
+    def __init__(self, sock: socket.socket, owner: DaemonHandle) -> None:
+        super().__init__("", _LocalRequest, bind_and_activate=False)
+        self.socket.close()
+        self.socket = sock
+        self.handle_owner = owner
+
+    def verify_request(self, request: Any, client_address: Any) -> bool:
+        return runtime.peer_uid(request) == os.getuid()
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """One log line (a client that stalled past :data:`LOCAL_READ_TIMEOUT_S`, say), not a traceback."""
+        log.warning("a local request failed: %r", sys.exc_info()[1])
+
+    def shutdown_later(self) -> None:
+        """:meth:`shutdown` without waiting for the loop to notice (it is joined by the owner)."""
+        threading.Thread(target=self.shutdown, name="remindful-local-stop", daemon=True).start()
+
+
+_AT_EXIT: list[bool] = []
+
+
+def _remove_endpoints_at_exit() -> None:
+    """Remove this process's endpoint files at exit, however it exits short of a kill -9."""
+    if not _AT_EXIT:
+        _AT_EXIT.append(True)
+        atexit.register(runtime.remove_endpoints)
+
+
 def start_daemon_threads(
-    manager: MemoryManager, *, watch_dirs: Sequence[str | os.PathLike[str]] | None = None, http: bool = True
+    manager: MemoryManager,
+    *,
+    watch_dirs: Sequence[str | os.PathLike[str]] | None = None,
+    http: bool = True,
+    idle_exit_s: float = 0,
+    lock_fd: int | None = None,
+    standby: bool = True,
 ) -> DaemonHandle:
-    """Start the daemon roles for ``manager`` in background threads and return at once.
+    """Start the daemon roles for ``manager`` in background threads and return at once (the
+    arguments are :class:`DaemonHandle`'s).
 
     ``remindful serve`` calls this too. Raises RemindfulError for a missing watch directory."""
-    return DaemonHandle(manager, watch_dirs, http).start()
+    handle = DaemonHandle(manager, watch_dirs, http, idle_exit_s=idle_exit_s, lock_fd=lock_fd, standby=standby)
+    return handle.start()
 
 
-def run_daemon(manager: MemoryManager, *, watch_dirs: Sequence[str | os.PathLike[str]] | None = None) -> None:
-    """Run the daemon in the foreground until SIGINT/SIGTERM."""
+def run_daemon(
+    manager: MemoryManager,
+    *,
+    watch_dirs: Sequence[str | os.PathLike[str]] | None = None,
+    idle_exit_s: float = 0,
+    lock_fd: int | None = None,
+    standby: bool = True,
+) -> None:
+    """Run the daemon in the foreground until SIGINT, SIGTERM or SIGHUP, or until it stops by itself
+    (idle for ``idle_exit_s``; at once when another process owns the store and not ``standby``)."""
     import signal
 
-    handle = start_daemon_threads(manager, watch_dirs=watch_dirs)
     done = threading.Event()
 
     def stop(*_: Any) -> None:
         done.set()
 
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, stop)
+    handle = start_daemon_threads(
+        manager, watch_dirs=watch_dirs, idle_exit_s=idle_exit_s, lock_fd=lock_fd, standby=standby
+    )
     try:
-        while not done.wait(1.0):
+        while not done.is_set() and not handle.finished.wait(0.5):
             pass
     finally:
         handle.stop()

@@ -1,5 +1,23 @@
 """This process and its peers, standard library only (hook processes import it): the session id
-format, whether a process id is alive, and whether another process runs a store's daemon."""
+format, whether a process id is alive, which process owns a store's daemon role, and the local
+channel between the hooks and that daemon.
+
+**The daemon role** belongs to the process holding an exclusive ``flock`` on ``<storage>/daemon.lock``
+(:data:`LOCK_FILE`). A lock, unlike a file naming a pid, cannot go stale: the kernel releases it
+when its holder dies, whatever kills it. :func:`daemon_running` asks whether anyone holds it;
+:func:`claim_daemon_lock` takes it; a hook that takes it passes the descriptor to the daemon it
+starts (:func:`adopt_daemon_lock`), so that no second hook starts another meanwhile.
+
+**The local channel** is a Unix socket, ``<storage>/daemon.sock`` (:data:`SOCKET_NAME`), inside the
+storage directory (0700). One JSON object a line each way: the hook sends a request, the daemon
+answers it and closes. Nothing is sent before the peer is proven to be this user's own process:
+the socket file must be a socket owned by this user, and the kernel's word on the listening process
+(``SO_PEERCRED``) must name this user's uid; the daemon checks its clients the same way. No token is
+needed or sent, and a stale socket file (its daemon killed) refuses connections, which another
+user cannot take over: they cannot create files in the directory, and if they could, the checks
+above would refuse them. The daemon's loopback HTTP port (``daemon.json``, for the dashboard) is
+never used by a hook.
+"""
 
 from __future__ import annotations
 
@@ -7,9 +25,30 @@ import json
 import os
 import time
 
-#: The file in the storage directory where the process running the daemon's roles writes its port
-#: and pid (:mod:`remindful.daemon`), removed when it stops cleanly.
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs hook processes milliseconds
+if TYPE_CHECKING:
+    import socket
+    from typing import Any
+
+#: The file in the storage directory where the process running the daemon's HTTP role writes its
+#: port and pid (for people and the dashboard; hooks never read it), removed when it stops.
 DAEMON_FILE = "daemon.json"
+#: The file whose exclusive flock makes a process the store's daemon.
+LOCK_FILE = "daemon.lock"
+#: The daemon's Unix socket in the storage directory.
+SOCKET_NAME = "daemon.sock"
+#: The largest request or answer on the local channel, in bytes.
+MAX_MESSAGE = 4_000_000
+#: Longest path ``bind``/``connect`` take for a Unix socket (108 bytes with the NUL on Linux);
+#: a longer one is reached through ``/proc/self/fd`` of its open directory.
+_SUN_PATH_MAX = 107
+
+#: Files this process must remove when it exits (its daemon's endpoints), whatever ends it:
+#: :func:`remove_endpoints` runs at a clean stop, at exit and from :func:`exit_on_signals`'s handler.
+ENDPOINTS: list[str] = []
+
+#: The daemon locks this process holds: storage directory (real path) → descriptor.
+_HELD: dict[str, int] = {}
 
 
 def new_session_id() -> str:
@@ -28,15 +67,266 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
-def daemon_elsewhere(storage: str | os.PathLike[str]) -> bool:
-    """Whether another live process runs the daemon's roles for the store in ``storage`` (then it
-    drains the spool, within ``daemon.poll_interval_ms``)."""
+# -- the daemon lock --------------------------------------------------------------------------------
+
+
+def _key(storage: str | os.PathLike[str]) -> str:
+    return os.path.realpath(storage)
+
+
+def claim_daemon_lock(storage: str | os.PathLike[str]) -> int | None:
+    """Take the daemon lock of the store in ``storage``: its descriptor (the caller holds the role
+    until it closes it, or until every process it passed the descriptor to has), or None if
+    another holder has it, or the lock file cannot be opened (a read-only store)."""
     try:
-        with open(os.path.join(storage, DAEMON_FILE), encoding="utf-8") as f:
-            pid = int(json.load(f)["pid"])
-    except (OSError, ValueError, KeyError, TypeError):
+        fd = os.open(os.path.join(storage, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError:
+        return None
+    try:
+        import fcntl
+
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def adopt_daemon_lock(storage: str | os.PathLike[str], fd: int) -> bool:
+    """Whether the inherited descriptor ``fd`` is the daemon lock of ``storage`` and holds it (the
+    hook that started this process took it); if so this process now holds the role."""
+    try:
+        import fcntl
+
+        mine, lock = os.fstat(fd), os.stat(os.path.join(storage, LOCK_FILE))
+        if (mine.st_dev, mine.st_ino) != (lock.st_dev, lock.st_ino):
+            return False
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # already ours: this only confirms it
+    except OSError:
         return False
-    return pid != os.getpid() and pid_alive(pid)
+    os.set_inheritable(fd, False)
+    _HELD[_key(storage)] = fd
+    return True
 
 
-__all__ = ["DAEMON_FILE", "daemon_elsewhere", "new_session_id", "pid_alive"]
+def hold_daemon_lock(storage: str | os.PathLike[str]) -> int | None:
+    """Take the daemon role for ``storage`` in this process (:func:`claim_daemon_lock`): the
+    descriptor to give to :func:`release_daemon_lock`, or None if another holder has it (another
+    process, or another owner in this one)."""
+    fd = claim_daemon_lock(storage)
+    if fd is not None:
+        _HELD[_key(storage)] = fd
+    return fd
+
+
+def release_daemon_lock(storage: str | os.PathLike[str], fd: int) -> None:
+    """Give up the daemon role for ``storage`` held through ``fd``."""
+    if _HELD.get(_key(storage)) == fd:
+        del _HELD[_key(storage)]
+    os.close(fd)
+
+
+def daemon_running(storage: str | os.PathLike[str]) -> bool:
+    """Whether another process holds the daemon role for the store in ``storage`` (then it drains
+    the spool within ``daemon.poll_interval_ms``). Never stale: a dead holder holds nothing."""
+    if _key(storage) in _HELD:
+        return False
+    try:
+        fd = os.open(os.path.join(storage, LOCK_FILE), os.O_RDONLY)
+    except OSError:
+        return False  # no lock file: no daemon has ever run here
+    try:
+        import fcntl
+
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)  # a lock we took goes with the descriptor
+    return False
+
+
+def daemon_elsewhere(storage: str | os.PathLike[str]) -> bool:
+    """Whether another live process runs the daemon's roles for the store in ``storage``
+    (:func:`daemon_running`)."""
+    return daemon_running(storage)
+
+
+# -- the local channel ------------------------------------------------------------------------------
+
+
+class _Address:
+    """The socket's path as ``bind``/``connect`` take it: as is when short enough, else through
+    ``/proc/self/fd/N`` of the storage directory opened for the call (closed by :meth:`close`)."""
+
+    def __init__(self, storage: str | os.PathLike[str]) -> None:
+        self.path = os.path.join(storage, SOCKET_NAME)
+        self.fd: int | None = None
+        self.address = self.path
+        if len(os.fsencode(self.path)) > _SUN_PATH_MAX:
+            if not hasattr(os, "O_PATH") or not os.path.isdir("/proc/self/fd"):
+                raise OSError(f"{self.path}: too long for a Unix socket address on this system")
+            self.fd = os.open(storage, os.O_PATH | os.O_DIRECTORY)
+            self.address = f"/proc/self/fd/{self.fd}/{SOCKET_NAME}"
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+def peer_uid(sock: socket.socket) -> int | None:
+    """The uid of the process at the other end of a connected Unix socket, as the kernel records
+    it (``SO_PEERCRED``), or None where it cannot be known."""
+    import socket
+    import struct
+
+    option = getattr(socket, "SO_PEERCRED", None)
+    if option is None:
+        return None
+    try:
+        creds = sock.getsockopt(socket.SOL_SOCKET, option, struct.calcsize("3i"))
+    except OSError:
+        return None
+    return int(struct.unpack("3i", creds)[1])
+
+
+def listen(storage: str | os.PathLike[str]) -> socket.socket:
+    """The daemon's listening socket at ``<storage>/daemon.sock`` (mode 0600), replacing a stale
+    one. Only the holder of the daemon lock may call this. Raises OSError."""
+    import socket
+
+    where = _Address(storage)
+    try:
+        try:  # noqa: SIM105 - contextlib is one more import for hook processes
+            os.unlink(where.path)  # a dead daemon's: ours to replace, we hold the role
+        except FileNotFoundError:
+            pass
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            old = os.umask(0o177)
+            try:
+                sock.bind(where.address)
+            finally:
+                os.umask(old)
+            os.chmod(where.path, 0o600)
+            sock.listen(64)
+        except BaseException:
+            sock.close()
+            raise
+    finally:
+        where.close()
+    if where.path not in ENDPOINTS:
+        ENDPOINTS.append(where.path)
+    return sock
+
+
+def _trusted_socket_file(path: str) -> bool:
+    import stat
+
+    try:
+        found = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISSOCK(found.st_mode) and found.st_uid == os.getuid()
+
+
+def ask_daemon(storage: str | os.PathLike[str], request: dict[str, Any], timeout: float = 2.0) -> dict[str, Any] | None:
+    """The store's daemon's answer to ``request`` on the local channel, or None when no daemon
+    of this user answers within ``timeout`` seconds (none runs, it is still starting, the socket
+    is not this user's, or the answer is not a JSON object). Nothing is sent to an unproven peer."""
+    import socket
+
+    try:
+        where = _Address(storage)
+    except OSError:
+        return None
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        if not _trusted_socket_file(where.path):
+            return None
+        sock.settimeout(timeout)
+        sock.connect(where.address)
+        if peer_uid(sock) != os.getuid():
+            return None  # not our daemon: it gets nothing, and is told nothing
+        sock.sendall(json.dumps(request, ensure_ascii=False).encode("utf-8") + b"\n")
+        data = _read_line(sock, MAX_MESSAGE)
+        answer = json.loads(data) if data else None
+    except (OSError, ValueError, RecursionError):
+        return None
+    finally:
+        sock.close()
+        where.close()
+    return answer if isinstance(answer, dict) else None
+
+
+def _read_line(sock: socket.socket, limit: int) -> bytes:
+    """Bytes up to the first newline (without it), at most ``limit``; ValueError past that."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        newline = chunk.find(b"\n")
+        if newline >= 0:
+            chunks.append(chunk[:newline])
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > limit:
+            raise ValueError("answer too large")
+    return b"".join(chunks)
+
+
+# -- endpoints at exit ------------------------------------------------------------------------------
+
+
+def remove_endpoints() -> None:
+    """Remove the endpoint files this process created (:data:`ENDPOINTS`); never raises."""
+    while ENDPOINTS:
+        path = ENDPOINTS.pop()
+        try:  # noqa: SIM105 - contextlib is one more import for hook processes
+            os.unlink(path)
+        except OSError:
+            pass
+
+
+def exit_on_signals() -> None:
+    """Make SIGTERM and SIGHUP end this process as SIGINT does, cleanly: the endpoint files go at
+    once, then SystemExit(0) unwinds the main thread (exit handlers run). Call from the main thread
+    of a process that may own a daemon role (``remindful serve`` and ``remindful daemon``); a
+    handler already installed (uvicorn's, while it runs) is left alone until it is restored."""
+    import signal
+
+    def stop(signum: int, frame: Any) -> None:
+        remove_endpoints()
+        raise SystemExit(0)
+
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(signum) in (signal.SIG_DFL, None):
+            signal.signal(signum, stop)
+
+
+__all__ = [
+    "DAEMON_FILE",
+    "ENDPOINTS",
+    "LOCK_FILE",
+    "MAX_MESSAGE",
+    "SOCKET_NAME",
+    "adopt_daemon_lock",
+    "ask_daemon",
+    "claim_daemon_lock",
+    "daemon_elsewhere",
+    "daemon_running",
+    "exit_on_signals",
+    "hold_daemon_lock",
+    "listen",
+    "new_session_id",
+    "peer_uid",
+    "pid_alive",
+    "release_daemon_lock",
+    "remove_endpoints",
+]

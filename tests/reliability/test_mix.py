@@ -96,7 +96,7 @@ class Run:
 
 def child_env(home: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("REMINDFUL_") and k != "MEMORY_STORAGE_PATH"}
-    env.update(HOME=str(home), REMINDFUL_EMBEDDINGS__BACKEND="fake")
+    env.update(HOME=str(home), REMINDFUL_EMBEDDINGS__BACKEND="fake", REMINDFUL_HOOKS__START_DAEMON="false")
     return env
 
 

@@ -211,6 +211,17 @@ def claim(read: Read, *, after: int, limit: int, max_attempts: int, payload_limi
     )
 
 
+def stored_any(read: Read) -> bool:
+    """Whether the catalog holds any memory: False too when it has no memories table yet (only
+    hooks have written to it). A hook with nothing to inject then loads no model."""
+    try:
+        return bool(read("SELECT 1 FROM memories LIMIT 1", ()))
+    except Exception as exc:  # sqlite3.OperationalError, not imported here
+        if "no such table" in str(exc):
+            return False
+        raise
+
+
 def row(read: Read, seq: int) -> tuple[str, str, str, float] | None:
     """``(idem_key, kind, payload, created_at)`` of row ``seq``, or None."""
     rows = read("SELECT idem_key, kind, payload, created_at FROM spool WHERE seq = ?", (seq,))
@@ -255,5 +266,6 @@ __all__ = [
     "reencode",
     "retry_later",
     "row",
+    "stored_any",
     "write_fallback",
 ]

@@ -10,17 +10,15 @@ overlapping ≥ 80 %). Each memory is one short line with its id so the agent ca
 over-counts (letters ~4 chars/token, digits 3, every symbol 1), so the text is never over the
 budget. ``MemoryManager.context`` returns the :class:`~remindful.model.Context`;
 :func:`gather_context` (its ``.text``) is what ``remindful context``, the daemon's ``POST /context`` and
-the hooks print. A hook (:mod:`remindful.shells.hook`) asks the running daemon over loopback HTTP
-(:func:`ask_daemon`: ``<storage>/daemon.json`` holds its port; the token is the store's), else the
-store itself; both apply the same settings, so both inject the same text.
+the hooks print. A hook (:mod:`remindful.shells.hook`) asks the store's daemon on its Unix socket
+(:func:`remindful.runtime.ask_daemon`), else the store itself; both apply the same settings, so
+both inject the same text.
 
 The hook's light path imports this module: it imports only the standard library at module level.
 """
 
 from __future__ import annotations
 
-import http.client
-import json
 import math
 import re
 from collections.abc import Sequence
@@ -28,7 +26,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from remindful.config_defaults import default
-from remindful.runtime import DAEMON_FILE
 
 if TYPE_CHECKING:
     from remindful.config import Settings
@@ -165,34 +162,6 @@ def context_query(event: str, payload: dict[str, Any]) -> str:
     return f"{project} project: recent work, decisions, errors and open tasks"
 
 
-def ask_daemon(storage: Path, request: dict[str, Any], timeout: float = 2.0) -> str | None:
-    """The daemon's answer to ``POST /context``, or None if no daemon answers."""
-    from remindful.errors import StorageError
-    from remindful.services.access import http_token
-
-    try:
-        info = json.loads((storage / DAEMON_FILE).read_text(encoding="utf-8"))
-        token = http_token(storage)
-        conn = http.client.HTTPConnection("127.0.0.1", int(info["port"]), timeout=timeout)
-        try:
-            conn.request(
-                "POST",
-                "/context",
-                body=json.dumps(request),
-                headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
-            )
-            response = conn.getresponse()
-            if response.status != 200:
-                return None
-            answer = json.loads(response.read())
-        finally:
-            conn.close()
-    except (OSError, ValueError, KeyError, TypeError, http.client.HTTPException, StorageError):
-        return None
-    text = answer.get("context") if isinstance(answer, dict) else None
-    return text if isinstance(text, str) else None
-
-
 def gather_context(
     searcher: Searcher,
     query: str,
@@ -223,7 +192,6 @@ def gather_context(
 
 
 __all__ = [
-    "ask_daemon",
     "build_context",
     "context_query",
     "estimate_tokens",

@@ -1,7 +1,8 @@
 """The ``remindful`` console script: dispatch ``remindful hook …`` before anything heavy loads.
 
-A coding agent runs ``remindful hook <event>`` at every tool call, so that path must not import
-typer, rich, pydantic or numpy: it goes straight to :mod:`remindful.shells.hook`. An MCP
+A coding agent runs ``remindful hook <event>`` (or one of the specification's verbs, its aliases)
+at every tool call, so that path must not import typer, rich, pydantic or numpy: it goes straight
+to :mod:`remindful.shells.hook`. An MCP
 client starts ``remindful serve`` for each session, so its plain forms skip typer too:
 stdio goes to :mod:`remindful.shells.mcp.fast_start`, ``--transport http`` to
 :func:`remindful.shells.mcp.server.serve_http`. Every other command (and ``remindful hook --help``)
@@ -19,20 +20,27 @@ if TYPE_CHECKING:
 _GLOBAL_WITH_VALUE = ("--path", "-p")
 
 
+#: The first words of the hook commands: ``hook EVENT`` and the specification's verbs, aliases of
+#: it (:data:`remindful.shells.hook.ALIASES`; ``session`` only with ``start`` or ``end``).
+_HOOK_VERBS = ("hook", "capture-memory", "inject-context")
+
+
 def _is_hook(argv: list[str]) -> bool:
+    words: list[str] = []
     i = 0
     while i < len(argv):
         arg = argv[i]
-        if arg in _GLOBAL_WITH_VALUE:
+        if arg in ("--help", "-h"):
+            return False
+        if arg in (*_GLOBAL_WITH_VALUE, "--source"):
             i += 2
             continue
-        if arg.startswith("-"):
-            if arg in ("--help", "-h"):
-                return False
-            i += 1
-            continue
-        return arg == "hook" and "--help" not in argv and "-h" not in argv
-    return False
+        if not arg.startswith("-"):
+            words.append(arg)
+        i += 1
+    if not words:
+        return False
+    return words[0] in _HOOK_VERBS or (words[0] == "session" and words[1:2] in (["start"], ["end"]))
 
 
 def _http_options(argv: list[str]) -> dict[str, Any] | None:

@@ -7,7 +7,8 @@ Input: the JSON Claude Code writes to a hook's stdin — ``session_id``, ``trans
 ``stop_hook_active`` (Stop), ``reason`` (SessionEnd).
 
 A record is ``{"event", "session_id", "at", "memories": [{content, type, source, metadata}],
-"session": {...}}``: the memory text is prepared here, so that the raw payload (which may hold a
+"session": {...}}`` (and ``"transcript_turn"`` for an answer read from the transcript: see
+:func:`idem_key`): the memory text is prepared here, so that the raw payload (which may hold a
 whole file written by the agent) is never stored.
 """
 
@@ -66,11 +67,18 @@ def normalize_event(name: str) -> str:
     return event
 
 
-def idem_key(event: str, payload: dict[str, Any]) -> str:
-    """Same event, same key: the tool_use_id where there is one, else the payload's hash."""
+def idem_key(event: str, payload: dict[str, Any], record: dict[str, Any] | None = None) -> str:
+    """Same event, same key: the tool_use_id where there is one, else the payload's hash, with
+    the turn of the transcript that ``record`` (:func:`build_record`'s) read its answer from.
+    Claude Code sends the same Stop payload at every turn when it carries no
+    ``last_assistant_message``: the transcript's last entry (its ``uuid``, else its size) and the
+    answer read from it tell the turns apart, while a replay of one turn reads the same."""
     basis = payload.get("tool_use_id")
     if not basis:
         basis = json.dumps(payload, sort_keys=True, ensure_ascii=False, default=str)
+        if record is not None and record.get("transcript_turn"):
+            answers = "\x00".join(str(m.get("content", "")) for m in record.get("memories", []))
+            basis += f"\x00{record['transcript_turn']}\x00{answers}"
     raw = f"{event}\x00{payload.get('session_id')}\x00{basis}"
     return sha256(raw.encode("utf-8", "replace")).hexdigest()
 
@@ -165,6 +173,12 @@ def last_assistant_text(transcript_path: str | os.PathLike[str]) -> str:
     """The assistant's final answer in a Claude Code transcript (JSONL): the text of the assistant
     entries after the last user entry (a prompt or a tool result); if those hold no text, the
     last text since the prompt. "" if the file is missing or has none."""
+    return last_answer(transcript_path)[0]
+
+
+def last_answer(transcript_path: str | os.PathLike[str]) -> tuple[str, str]:
+    """:func:`last_assistant_text` and the turn it was read at: the ``uuid`` of the transcript's
+    last entry, else ``size:<bytes>`` ("" for a missing file)."""
     path = os.path.expanduser(os.fspath(transcript_path))
     try:
         with open_regular(path) as f:
@@ -172,8 +186,9 @@ def last_assistant_text(transcript_path: str | os.PathLike[str]) -> str:
             f.seek(max(0, size - TRANSCRIPT_TAIL_BYTES))
             data = f.read()
     except OSError:
-        return ""
+        return "", ""
     texts: list[str] = []
+    turn = ""
     for line in reversed(data.decode("utf-8", "replace").splitlines()):
         try:
             entry = json.loads(line)
@@ -181,6 +196,8 @@ def last_assistant_text(transcript_path: str | os.PathLike[str]) -> str:
             continue
         if not isinstance(entry, dict):
             continue
+        if not turn:
+            turn = str(entry.get("uuid") or f"size:{size}")
         raw_message = entry.get("message")
         message: dict[str, Any] = raw_message if isinstance(raw_message, dict) else {}
         role = entry.get("type") or message.get("role")
@@ -199,7 +216,7 @@ def last_assistant_text(transcript_path: str | os.PathLike[str]) -> str:
         elif isinstance(content, list):
             blocks = [b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text"]
             texts.append("\n".join(t for t in blocks if isinstance(t, str) and t.strip()))
-    return "\n\n".join(t for t in reversed(texts) if t.strip()).strip()
+    return "\n\n".join(t for t in reversed(texts) if t.strip()).strip(), turn or f"size:{size}"
 
 
 def build_record(
@@ -256,8 +273,10 @@ def build_record(
             warnings.append(f"Skipping empty hook description for {event}")
     elif event in ("Stop", "SubagentStop", "SessionEnd"):
         text = payload.get("last_assistant_message")
-        if not isinstance(text, str) or not text.strip():
-            text = last_assistant_text(payload["transcript_path"]) if common.get("transcript_path") else ""
+        if (not isinstance(text, str) or not text.strip()) and common.get("transcript_path"):
+            text, record["transcript_turn"] = last_answer(payload["transcript_path"])
+        elif not isinstance(text, str):
+            text = ""
         if text.strip():
             memories.append(
                 {
@@ -283,6 +302,7 @@ __all__ = [
     "build_record",
     "describe_tool",
     "idem_key",
+    "last_answer",
     "last_assistant_text",
     "normalize_event",
     "summarize_output",

@@ -24,25 +24,35 @@ if TYPE_CHECKING:
     from remindful.services.ingest.filters import CaptureFilter
 
 
-def spool_record(
-    storage: str,
-    flt: CaptureFilter,
-    redacted: dict[str, int],
-    event: str,
-    payload: dict[str, Any],
-    record: dict[str, Any],
-    *,
-    warn: Callable[[str], None],
-    keep_open: list[sqlite3.Connection] | None = None,
-) -> bool | None:
-    """Filter, redact and commit the ``record`` built from ``payload`` for ``event`` (``redacted``:
-    the hits of the redaction that ran while it was built). Returns True if spooled, False if
-    filtered, None if memory is off or the session is excluded (then nothing at all is written for
-    it, not even context). ``warn`` reports an event kept in the fallback file. With ``keep_open``
-    the connection is left open and appended to it: closing the last connection to a WAL database
-    checkpoints it (an fsync that would double a hook's time), and a process that ends with
-    ``os._exit`` need not (the committed transaction is in the WAL file; the next connection sees it).
-    """
+class Prepared:
+    """A record ready to commit (:func:`prepare_record`): its key, what it counts, and the filter
+    whose redactor the store's redactor wraps when it is written (:func:`commit`)."""
+
+    __slots__ = ("counts", "event", "excluded", "flt", "key", "record", "spooled")
+
+    def __init__(
+        self,
+        flt: CaptureFilter,
+        event: str,
+        record: dict[str, Any],
+        key: str,
+        counts: dict[str, int],
+        excluded: str | None,
+    ):
+        self.flt, self.event, self.record, self.key = flt, event, record, key
+        self.counts, self.excluded = counts, excluded
+        #: What :func:`spool_record` returns for it: None for an excluded session, else whether
+        #: anything of it (memories or a session record) is spooled.
+        self.spooled: bool | None = None if excluded is not None else bool(record["memories"] or "session" in record)
+
+
+def prepare_record(
+    flt: CaptureFilter, redacted: dict[str, int], event: str, payload: dict[str, Any], record: dict[str, Any]
+) -> Prepared | bool | None:
+    """Filter and redact the ``record`` built from ``payload`` for ``event`` (``redacted``: the
+    hits of the redaction that ran while it was built): a :class:`Prepared` to :func:`commit`,
+    or False if nothing of it is to be written (filtered), or None if memory is off or the session
+    is excluded (then nothing at all is written for it, not even context)."""
     if not flt.config.memory_enabled:
         return None
     counts: dict[str, int] = {}
@@ -70,10 +80,26 @@ def spool_record(
         record.pop("session", None)
     if not kept and "session" not in record and not counts:
         return None if excluded is not None else False
-    key = idem_key(event, payload)
+    return Prepared(flt, event, record, idem_key(event, payload, record), counts, excluded)
+
+
+def commit(
+    storage: str,
+    prepared: Prepared,
+    *,
+    warn: Callable[[str], None],
+    keep_open: list[sqlite3.Connection] | None = None,
+) -> None:
+    """Commit a prepared record in one short transaction, or, if the catalog cannot take it, to the
+    spool's fallback file (``warn`` reports that). With ``keep_open`` the connection is left open
+    and appended to it: closing the last connection to a WAL database checkpoints it (an fsync that
+    would double a hook's time), and a process that ends with ``os._exit`` need not (the committed
+    transaction is in the WAL file; the next connection sees it)."""
+    record, key, event = prepared.record, prepared.key, prepared.event
+    counts, excluded, kept = prepared.counts, prepared.excluded, record["memories"]
     # What is written passes the store's redactor: the session id mapped, the rest redacted again
     # (the texts the filter returned cost a lookup).
-    redaction = StoreRedactor(flt.redactor, storage)
+    redaction = StoreRedactor(prepared.flt.redactor, storage)
     hits: dict[str, int] = {}
     body = spool.encode(record, redaction, hits)
     for name, n in hits.items():
@@ -83,7 +109,7 @@ def spool_record(
         conn = spool.connect(storage)
     except Exception:
         spool.write_fallback(storage, fallback)
-        return True
+        return
     try:
         for attempt in range(2):
             try:
@@ -115,7 +141,26 @@ def spool_record(
             conn.close()
         else:
             keep_open.append(conn)
-    return None if excluded is not None else bool(kept or "session" in record)
 
 
-__all__ = ["spool_record"]
+def spool_record(
+    storage: str,
+    flt: CaptureFilter,
+    redacted: dict[str, int],
+    event: str,
+    payload: dict[str, Any],
+    record: dict[str, Any],
+    *,
+    warn: Callable[[str], None],
+    keep_open: list[sqlite3.Connection] | None = None,
+) -> bool | None:
+    """:func:`prepare_record` then :func:`commit`: True if spooled, False if filtered, None if
+    memory is off or the session is excluded."""
+    prepared = prepare_record(flt, redacted, event, payload, record)
+    if not isinstance(prepared, Prepared):
+        return prepared
+    commit(storage, prepared, warn=warn, keep_open=keep_open)
+    return prepared.spooled
+
+
+__all__ = ["Prepared", "commit", "prepare_record", "spool_record"]

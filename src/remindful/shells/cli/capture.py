@@ -1,7 +1,8 @@
-"""Capture commands: ``hook``, ``install-hooks``, ``daemon``, ``watch``, ``context``.
+"""Capture commands: ``hook`` (and the specification's verbs, its aliases: ``session start|end``,
+``capture-memory``, ``inject-context``), ``install-hooks``, ``daemon``, ``watch``, ``context``.
 
-``remindful hook EVENT`` is normally dispatched before this module loads (see
-:mod:`remindful.shells.entry`); the command here serves ``--help`` and in-process callers.
+``remindful hook EVENT`` and its aliases are normally dispatched before this module loads (see
+:mod:`remindful.shells.entry`); the commands here serve ``--help`` and in-process callers.
 """
 
 from __future__ import annotations
@@ -25,32 +26,89 @@ from remindful.shells.cli.app import (
 )
 
 
+def _hook(words: list[str], no_context: bool) -> None:
+    from remindful.shells.hook import run
+
+    argv = [*(["--path", _State.path] if _State.path else []), *words]
+    raise typer.Exit(run([*argv, "--no-context"] if no_context else argv))
+
+
+NoContextOpt = Annotated[
+    bool, typer.Option("--no-context", help="Do not print memories for SessionStart/UserPromptSubmit.")
+]
+
+
 @app.command(context_settings={"ignore_unknown_options": True})
 def hook(
     event: Annotated[
-        str, typer.Argument(help="SessionStart, UserPromptSubmit, PreToolUse, PostToolUse, Stop or SessionEnd.")
+        str,
+        typer.Argument(
+            help="SessionStart, UserPromptSubmit, PreToolUse, PostToolUse, PostToolUseFailure, Stop or SessionEnd."
+        ),
     ],
-    no_context: Annotated[
-        bool, typer.Option("--no-context", help="Do not print memories for SessionStart/UserPromptSubmit.")
-    ] = False,
+    no_context: NoContextOpt = False,
 ) -> None:
     """Capture one coding-agent hook event (Claude Code's hook JSON on stdin).
 
-    Spools the event in one short transaction and exits 0 (the daemon, or the next remindful
-    command that opens the store, turns it into memories). SessionStart and UserPromptSubmit print relevant
-    memories as hookSpecificOutput.additionalContext. Install with `remindful install-hooks`.
+    Spools the event in one short transaction and exits 0; the store's daemon turns it into
+    memories (the console script starts one, detached, when none runs). SessionStart and
+    UserPromptSubmit print relevant memories as hookSpecificOutput.additionalContext. Install with
+    `remindful install-hooks`.
     """
-    from remindful.shells.hook import run
+    _hook(["hook", event], no_context)
 
-    argv = [*(["--path", _State.path] if _State.path else []), "hook", event]
-    raise typer.Exit(run([*argv, "--no-context"] if no_context else argv))
+
+session_app = typer.Typer(help="The specification's session hooks: `session start` and `session end`.")
+app.add_typer(session_app, name="session")
+
+
+@session_app.command("start")
+def session_start(no_context: NoContextOpt = False) -> None:
+    """`remindful hook SessionStart`: open the session, print the context for its start."""
+    _hook(["session", "start"], no_context)
+
+
+@session_app.command("end")
+def session_end() -> None:
+    """`remindful hook SessionEnd`: store the last answer, close the session."""
+    _hook(["session", "end"], False)
+
+
+@app.command("capture-memory")
+def capture_memory(
+    source: Annotated[
+        str,
+        typer.Option(
+            "--source",
+            help="hook: a tool call (the payload's PreToolUse, PostToolUse or PostToolUseFailure); "
+            "response: the assistant's answer (Stop, SubagentStop or SessionEnd; Stop if unnamed).",
+        ),
+    ] = "hook",
+) -> None:
+    """The specification's capture verb: `remindful hook EVENT` with the payload's hook_event_name."""
+    _hook(["capture-memory", "--source", source], False)
+
+
+@app.command("inject-context")
+def inject_context(no_context: NoContextOpt = False) -> None:
+    """The specification's context verb: `remindful hook UserPromptSubmit` (or the payload's SessionStart)."""
+    _hook(["inject-context"], no_context)
 
 
 @app.command("install-hooks")
 def install_hooks(
     project: Annotated[
-        str | None, typer.Option("--project", help="Project directory (writes DIR/.claude/settings.json).")
+        str | None,
+        typer.Option("--project", help="Project directory (default: the current one)."),
     ] = None,
+    shared: Annotated[
+        bool,
+        typer.Option(
+            "--shared",
+            help="Write the committed .claude/settings.json, with `remindful` from PATH, instead of your "
+            "own .claude/settings.local.json with this installation's absolute path.",
+        ),
+    ] = False,
     user: Annotated[bool, typer.Option("--user", help="Install in ~/.claude/settings.json for every project.")] = False,
     uninstall: Annotated[bool, typer.Option("--uninstall", help="Remove remindful's hooks (only ours).")] = False,
     json_out: JsonOpt = False,
@@ -58,11 +116,14 @@ def install_hooks(
     """Add remindful's hooks to Claude Code's settings, keeping every other hook."""
     from remindful.services.ingest.install import install, settings_file
 
-    result = _run(lambda: install(settings_file(project, user), storage=_State.path, uninstall=uninstall))
+    target = _run(lambda: settings_file(project, user=user, shared=shared))
+    result = _run(lambda: install(target, storage=_State.path, uninstall=uninstall, portable=shared))
     if json_out:
         _print_json({"success": True, **result})
-    else:
-        console.print(f"{result['action']} remindful hooks in {result['path']}", highlight=False)
+        return
+    console.print(f"{result['action']} remindful hooks in {result['path']}", highlight=False)
+    for warning in result.get("warnings", []):
+        err_console.print(f"[yellow]warning:[/yellow] {warning}", highlight=False)
 
 
 @app.command()
@@ -70,13 +131,45 @@ def daemon(
     watch: Annotated[
         list[str] | None, typer.Option("--watch", "-w", help="Also watch this directory's .md files (repeatable).")
     ] = None,
+    idle_exit: Annotated[
+        float,
+        typer.Option("--idle-exit", min=0, help="Stop after this many seconds without activity (0: never)."),
+    ] = 0,
+    on_demand: Annotated[bool, typer.Option("--on-demand", hidden=True)] = False,
+    lock_fd: Annotated[int | None, typer.Option("--lock-fd", hidden=True)] = None,
 ) -> None:
-    """Run the capture daemon: drain hook events, watch Markdown dirs, run retention, serve context."""
+    """Run the capture daemon: drain hook events, answer the hooks, watch Markdown dirs, run retention.
+
+    The hooks start one by themselves when none runs (it stops after daemon.idle_exit_s without
+    activity); run it by hand to keep one running.
+    """
     from remindful.daemon import run_daemon
 
+    if on_demand:  # started by a hook (remindful.shells.hook.start_daemon_for): quiet, and idle-bound
+        _on_demand_daemon(lock_fd)
+        return
     with _open(drain=False) as memory:  # its drain loop stores the spool
         err_console.print(f"remindful daemon for {memory.path} (Ctrl-C to stop)", highlight=False)
-        _run(lambda: run_daemon(memory, watch_dirs=watch or []))
+        _run(lambda: run_daemon(memory, watch_dirs=watch or [], idle_exit_s=idle_exit, lock_fd=lock_fd))
+
+
+def _on_demand_daemon(lock_fd: int | None) -> None:
+    """The daemon a hook started: it holds the lock the hook passed, stands by for nobody, answers
+    searches of a small store exactly until its index is open, and stops after
+    ``daemon.idle_exit_s`` without activity."""
+    import os
+    import time
+
+    from remindful.api import MemoryManager
+    from remindful.config import load_settings
+    from remindful.daemon import run_daemon
+
+    settings = _run(lambda: load_settings(_State.path))
+    os.chdir(settings.storage_path)  # not the project the hook ran in: it may be unmounted or removed
+    err_console.print(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} remindful daemon (pid {os.getpid()}) started by a hook")
+    with MemoryManager(settings, exact_before_index=settings.search.exact_filter_max) as memory:
+        _run(lambda: run_daemon(memory, idle_exit_s=settings.daemon.idle_exit_s, lock_fd=lock_fd, standby=False))
+    err_console.print(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} remindful daemon (pid {os.getpid()}) stopped")
 
 
 @app.command()

@@ -7,10 +7,15 @@ library (plus PyYAML when a config file exists): no numpy, pydantic, chromadb or
 settings come from the sources every process reads (:mod:`remindful.config_sources`); the capture
 settings are validated here by the model's rules (:meth:`~remindful.services.ingest.filters.FilterConfig.from_mapping`).
 SessionStart and UserPromptSubmit then print relevant memories as
-``hookSpecificOutput.additionalContext``: the running daemon's answer, else the store's own
-(:func:`context_text`), if ready by :data:`CONTEXT_DEADLINE_S`.
+``hookSpecificOutput.additionalContext``: the store's daemon's answer on its Unix socket, else the
+store's own (:func:`context_text`), if ready by :data:`CONTEXT_DEADLINE_S`.
 
-Nothing here drains the spool: the daemon does, or the next remindful process that owns the store.
+Nothing here drains the spool: the daemon does. The console script (:func:`main`) starts it,
+detached, when none runs (:func:`start_daemon_for`), so that hooks alone close the loop: what one
+session captured is stored within a second and found by the next prompt. The specification's verbs
+(``session start|end``, ``capture-memory --source hook|response``, ``inject-context``) are aliases
+of ``hook EVENT`` (:data:`ALIASES`).
+
 A package of its own, beside the console script's dispatcher (:mod:`remindful.shells.entry`) and the
 typer app (:mod:`remindful.shells.cli`, whose ``hook`` command serves ``--help`` and in-process
 callers): both use it, and it uses neither.
@@ -29,7 +34,8 @@ import re  # json imports it anyway
 import sys
 import time
 
-from remindful.config_defaults import STORAGE_PATH, read_int
+from remindful import runtime
+from remindful.config_defaults import STORAGE_PATH, read_bool, read_int
 from remindful.config_sources import read_sources, storage_path
 from remindful.engine.redact import DEFAULT_REDACTIONS, Redactor
 from remindful.services.ingest.events import CONTEXT_EVENTS, HookInputError, build_record, normalize_event
@@ -42,12 +48,13 @@ USAGE = "usage: remindful [--path DIR] hook EVENT < hook.json   (EVENT: SessionS
 _LOG_REDACTOR = Redactor(list(DEFAULT_REDACTIONS), builtin=len(DEFAULT_REDACTIONS))  # compiles on first need
 
 
-def hook_log(storage: str, level: str, message: str) -> None:
-    """One line to ``<storage>/logs/hooks.log`` (0600) and to stderr, redacted by the built-in
-    rules (an error may quote the input; the config may be what failed); never raises."""
+def hook_log(storage: str, level: str, message: str, *, echo: bool = True) -> None:
+    """One line to ``<storage>/logs/hooks.log`` (0600) and, with ``echo``, to stderr, redacted by
+    the built-in rules (an error may quote the input; the config may be what failed); never raises."""
     message = _LOG_REDACTOR.redact(message)
     line = f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {level} {message}\n"
-    sys.stderr.write(f"remindful: {message}\n")
+    if echo:
+        sys.stderr.write(f"remindful: {message}\n")
     try:
         logs = os.path.join(storage, "logs")
         os.makedirs(logs, mode=0o700, exist_ok=True)
@@ -63,36 +70,87 @@ def hook_log(storage: str, level: str, message: str) -> None:
 # -- the hook -----------------------------------------------------------------------------------
 
 
+#: The specification's verbs (spec/hook-and-file-capture.md, "Hook Lifecycle Integration"), aliases
+#: of ``hook EVENT``: verb → (the event, or None for the payload's ``hook_event_name``; the events
+#: the verb accepts from the payload; the event when the payload names none).
+TOOL_EVENTS = ("PreToolUse", "PostToolUse", "PostToolUseFailure")
+RESPONSE_EVENTS = ("Stop", "SubagentStop", "SessionEnd")
+ALIASES: dict[str, tuple[str | None, tuple[str, ...], str | None]] = {
+    "session start": ("SessionStart", (), None),
+    "session end": ("SessionEnd", (), None),
+    "capture-memory --source hook": (None, TOOL_EVENTS, None),
+    "capture-memory --source response": (None, RESPONSE_EVENTS, "Stop"),
+    "inject-context": (None, CONTEXT_EVENTS, "UserPromptSubmit"),
+}
+VERBS = ("hook", "session", "capture-memory", "inject-context")
+
+
 def parse_args(argv: list[str]) -> tuple[str | None, str | None, dict[str, Any]]:
-    """``[--path P] [-v] hook EVENT [--path P] [--no-context]`` → (path, event, options)."""
+    """``[--path P] [-v] VERB … [--path P] [--no-context]`` → (path, event, options), where VERB …
+    is ``hook EVENT`` or one of :data:`ALIASES` (``capture-memory`` alone is ``--source hook``).
+    For an alias that takes its event from the payload, ``options`` holds ``accepts`` and
+    ``fallback``; an unusable command line sets ``options["usage"]`` to the message."""
     path: str | None = None
-    event: str | None = None
+    words: list[str] = []
     options: dict[str, Any] = {"context": True}
+    source: str | None = None
     args = list(argv)
     i = 0
-    seen_hook = False
     while i < len(args):
         arg = args[i]
-        if arg in ("--path", "-p") and i + 1 < len(args):
-            path = args[i + 1]
+        if arg in ("--path", "-p", "--source") and i + 1 < len(args):
+            if arg == "--source":
+                source = args[i + 1]
+            else:
+                path = args[i + 1]
             i += 2
             continue
         if arg.startswith("--path="):
             path = arg.split("=", 1)[1]
+        elif arg.startswith("--source="):
+            source = arg.split("=", 1)[1]
         elif arg == "--no-context":
             options["context"] = False
         elif arg in ("-v", "--verbose"):
             options["verbose"] = True
-        elif arg == "hook" and not seen_hook:
-            seen_hook = True
-        elif not arg.startswith("-") and seen_hook and event is None:
-            event = arg
+        elif not arg.startswith("-"):
+            words.append(arg)
         i += 1
+    verb = words[0] if words else None
+    if verb == "hook":
+        return path, words[1] if len(words) > 1 else None, options
+    if verb == "session":
+        key = f"session {words[1] if len(words) > 1 else ''}".strip()
+    elif verb == "capture-memory":
+        key = f"capture-memory --source {source or 'hook'}"
+    else:
+        key = verb or ""
+    if key not in ALIASES:
+        options["usage"] = f"{key or 'hook'}: expected one of: hook EVENT, " + ", ".join(ALIASES)
+        return path, None, options
+    event, options["accepts"], options["fallback"] = ALIASES[key]
     return path, event, options
 
 
-def run(argv: list[str], stdin: Any = None, stdout: Any = None) -> int:
-    """Handle one hook invocation; returns the process exit code (see the module docstring)."""
+def _event_of(event_arg: str | None, payload: dict[str, Any], options: dict[str, Any]) -> str:
+    """The event to handle: the command line's, else the payload's ``hook_event_name`` (within
+    what an alias accepts), else the alias's fallback. Raises HookInputError."""
+    if event_arg:
+        return normalize_event(event_arg)
+    named = payload.get("hook_event_name")
+    accepts = options.get("accepts") or ()
+    if not named and options.get("fallback"):
+        return str(options["fallback"])
+    event = normalize_event(str(named or ""))
+    if accepts and event not in accepts:
+        raise HookInputError(f"hook_event_name: expected one of {', '.join(accepts)} for this command, got {event!r}")
+    return event
+
+
+def run(argv: list[str], stdin: Any = None, stdout: Any = None, *, start_daemon: bool = False) -> int:
+    """Handle one hook invocation; returns the process exit code (see the module docstring).
+    ``start_daemon`` (the console script's): if the store has no daemon, start one
+    (:func:`start_daemon_for`) unless ``hooks.start_daemon`` is off."""
     started = time.monotonic()
     stdin = stdin or sys.stdin
     stdout = stdout or sys.stdout
@@ -107,14 +165,18 @@ def run(argv: list[str], stdin: Any = None, stdout: Any = None) -> int:
         if flt.redactor is not None:
             flt.redactor.check()  # a user pattern that does not compile is a config error, now
         limit = read_int(memory, "limits.hook_payload_bytes", ge=1024)
+        wants_daemon = start_daemon and read_bool(memory, "hooks.start_daemon")
     except Exception as exc:  # fail closed: never capture with defaults in place of a broken config
         storage = storage or _storage_for_the_log(path)
         hook_log(storage, "ERROR", f"config invalid, nothing captured: {exc}")
         return 0
+    if "usage" in options:
+        hook_log(storage, "ERROR", f"{options['usage']}. {USAGE}")
+        return 1
     counts: dict[str, int] = {}
     try:
         payload = _read_payload(stdin, limit)
-        event = normalize_event(event_arg or str(payload.get("hook_event_name") or ""))
+        event = _event_of(event_arg, payload, options)
         record, warnings = build_record(event, payload, time.time(), flt.redactor, counts)
     except PayloadTooLarge as exc:  # refused up front: never spooled to fail at every drain
         hook_log(storage, "WARNING", f"nothing captured: {exc}")
@@ -127,22 +189,19 @@ def run(argv: list[str], stdin: Any = None, stdout: Any = None) -> int:
         return 0
     for warning in warnings:
         hook_log(storage, "WARNING", warning)
-    captured: bool | None = False
-    try:
-        from remindful.services.ingest.hooks import spool_record
+    # The context first, the spool after: the prompt being answered must not be among what its
+    # context is found in (it would rank first and carry unrelated memories over the floor), and a
+    # daemon draining meanwhile would make that a race.
+    from remindful.services.ingest.hooks import Prepared, commit, prepare_record
 
-        captured = spool_record(
-            storage,
-            flt,
-            counts,
-            event,
-            payload,
-            record,
-            warn=lambda message: hook_log(storage, "WARNING", message),
-            keep_open=_OPEN if KEEP_OPEN else None,
-        )
+    prepared: Prepared | bool | None = False
+    try:
+        prepared = prepare_record(flt, counts, event, payload, record)
     except Exception as exc:
         hook_log(storage, "ERROR", f"could not spool the {event} event: {type(exc).__name__}: {exc}")
+    captured = prepared.spooled if isinstance(prepared, Prepared) else prepared
+    if wants_daemon and captured is not None and event != "UserPromptSubmit":
+        _start_daemon(storage)  # at once: warm by the first prompt, which has less time than SessionStart
     if event in CONTEXT_EVENTS and options["context"] and captured is not None:
         deadline = CONTEXT_DEADLINE_S.get(event, 1.5)
         try:
@@ -151,11 +210,86 @@ def run(argv: list[str], stdin: Any = None, stdout: Any = None) -> int:
                     storage,
                     "WARNING",
                     f"no context for {event}: not ready within {deadline:g} s of the hook's start (a timeout would "
-                    "lose it anyway); `remindful daemon` keeps the model and the index loaded and answers at once",
+                    "lose it anyway); the daemon (started by the hooks, or `remindful daemon`) keeps the model "
+                    "loaded and answers at once",
                 )
         except Exception as exc:
             hook_log(storage, "ERROR", f"context injection failed: {type(exc).__name__}: {exc}")
+    if isinstance(prepared, Prepared):
+        try:
+            commit(
+                storage,
+                prepared,
+                warn=lambda message: hook_log(storage, "WARNING", message),
+                keep_open=_OPEN if KEEP_OPEN else None,
+            )
+        except Exception as exc:
+            hook_log(storage, "ERROR", f"could not spool the {event} event: {type(exc).__name__}: {exc}")
+    if wants_daemon and captured is not None and event == "UserPromptSubmit":
+        _start_daemon(storage)  # after the context: a starting daemon would compete with it for the CPU
     return 0
+
+
+def _start_daemon(storage: str) -> None:
+    try:
+        start_daemon_for(storage)
+    except Exception as exc:  # the spool keeps the events: the next hook tries again
+        hook_log(storage, "ERROR", f"could not start the daemon: {type(exc).__name__}: {exc}")
+
+
+#: A hook starts the store's daemon at most once in this many seconds: one that cannot start (a
+#: broken installation) must not cost every hook a failed process. Its output is in
+#: ``<storage>/logs/daemon.log``.
+START_BACKOFF_S = 30.0
+START_STAMP = "daemon.started"
+#: What the started process runs: the console script's entry, under this interpreter.
+DAEMON_ENTRY = "from remindful.shells.entry import main; main()"
+
+
+def start_daemon_for(storage: str) -> int | None:
+    """Start the daemon of the store in ``storage`` as a detached process (its own session, stdin
+    from /dev/null, output to ``logs/daemon.log``), unless one runs or starts, or one was started
+    less than :data:`START_BACKOFF_S` ago. Returns its pid, or None if none was started.
+
+    Safe under concurrent hooks: the hook takes the daemon lock itself (at most one does) and
+    passes the descriptor to the new process, which holds the role from that moment on; the
+    others find the lock taken. The process stops by itself after ``daemon.idle_exit_s``."""
+    stamp = os.path.join(storage, START_STAMP)
+    try:
+        if time.time() - os.stat(stamp).st_mtime < START_BACKOFF_S:
+            return None
+    except OSError:
+        pass
+    os.makedirs(storage, mode=0o700, exist_ok=True)  # a first hook may come before the store exists
+    lock = runtime.claim_daemon_lock(storage)
+    if lock is None:
+        return None
+    try:
+        os.close(os.open(stamp, os.O_WRONLY | os.O_CREAT, 0o600))
+        os.utime(stamp)
+        logs = os.path.join(storage, "logs")
+        os.makedirs(logs, mode=0o700, exist_ok=True)
+        out = os.open(os.path.join(logs, "daemon.log"), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            os.set_inheritable(lock, True)
+            argv = [sys.executable, "-c", DAEMON_ENTRY, "--path", storage, "daemon", "--on-demand"]
+            pid = os.posix_spawn(
+                sys.executable,
+                [*argv, "--lock-fd", str(lock)],
+                os.environ,
+                file_actions=[
+                    (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+                    (os.POSIX_SPAWN_DUP2, out, 1),
+                    (os.POSIX_SPAWN_DUP2, out, 2),
+                ],
+                setsid=True,  # not in the agent's process group: its hook timeout does not kill it
+            )
+        finally:
+            os.close(out)
+    finally:
+        os.close(lock)  # the new process holds the lock through its own descriptor
+    hook_log(storage, "INFO", f"started the daemon of {storage} (pid {pid})", echo=False)
+    return pid
 
 
 def _storage_for_the_log(path: str | None) -> str:
@@ -186,14 +320,13 @@ HOOK_EXACT_MAX = 100_000
 
 
 def context_text(storage: str, memory: dict[str, Any], event: str, payload: dict[str, Any], path: str | None) -> str:
-    """The context for a SessionStart/UserPromptSubmit hook ("" for none): the running daemon's
-    answer, else :meth:`MemoryManager.context` of the store itself. That one scores a store of up to
-    :data:`HOOK_EXACT_MAX` memories (or ``search.exact_filter_max``, if larger) exactly from the
-    catalog, and stores nothing: a backlog of spooled events is the daemon's or the next owner's
-    to store, and would outlast the hook's timeout."""
-    from pathlib import Path
-
-    from remindful.services.context import ask_daemon, context_query
+    """The context for a SessionStart/UserPromptSubmit hook ("" for none): the store's daemon's
+    answer on the local channel (:func:`remindful.runtime.ask_daemon`), else, when the store holds
+    any memory, :meth:`MemoryManager.context` of the store itself. That one scores a store of up
+    to :data:`HOOK_EXACT_MAX` memories (or ``search.exact_filter_max``, if larger) exactly from
+    the catalog, and stores nothing: a backlog of spooled events is the daemon's to store, and
+    would outlast the hook's timeout."""
+    from remindful.services.context import context_query
 
     query = context_query(event, payload)
     if not query.strip():
@@ -204,9 +337,13 @@ def context_text(storage: str, memory: dict[str, Any], event: str, payload: dict
     # The scopes seen from the agent's directory: its project's memories and the user's, never
     # another project's (no directory: the user's and the unscoped ones).
     cwd = payload.get("cwd") if isinstance(payload.get("cwd"), str) and payload["cwd"].strip() else None
-    answer = ask_daemon(Path(storage), {"query": query, "budget_tokens": budget, "exclude": exclude, "cwd": cwd})
-    if answer is not None:
-        return answer
+    request = {"query": query, "budget_tokens": budget, "exclude": exclude, "cwd": cwd}
+    timeout = CONTEXT_DEADLINE_S.get(event, 1.5)
+    answer = runtime.ask_daemon(storage, {"op": "context", **request}, timeout=timeout)  # None at once if none
+    if answer is not None and answer.get("success") and isinstance(answer.get("context"), str):
+        return str(answer["context"])
+    if not _stored_any(storage):
+        return ""  # nothing to find: no model to load
     from remindful.api import MemoryManager
     from remindful.config import load_settings
 
@@ -214,6 +351,21 @@ def context_text(storage: str, memory: dict[str, Any], event: str, payload: dict
     bound = max(settings.search.exact_filter_max, HOOK_EXACT_MAX)
     with MemoryManager(settings, exact_before_index=bound) as manager:
         return manager.context(query, budget_tokens=budget, exclude=exclude, scope=manager.seen_from(cwd)).text
+
+
+def _stored_any(storage: str) -> bool:
+    """Whether the store's catalog holds any memory (a connection of this thread's, left open as
+    the spool's is: see :data:`KEEP_OPEN`)."""
+    from remindful.engine import spool
+
+    conn = spool.connect(storage)
+    try:
+        return spool.stored_any(spool.reader(conn))
+    finally:
+        if KEEP_OPEN:
+            _OPEN.append(conn)
+        else:
+            conn.close()
 
 
 def _print_context(
@@ -327,10 +479,17 @@ def _write_context(stdout: Any, event: str, text: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """The process entry: run, flush, and exit without closing the catalog (see KEEP_OPEN)."""
+    """The process entry: run (starting the store's daemon if none runs), flush, and exit without
+    closing the catalog (see KEEP_OPEN)."""
     global KEEP_OPEN
     KEEP_OPEN = True
-    code = run(sys.argv[1:] if argv is None else argv)
+    # A process of a second or less: what a context hook imports without a daemon (pydantic, numpy,
+    # onnxruntime) allocates objects that live until the exit, and the collections they set off
+    # free nothing (some 10 % of that hook's CPU).
+    import gc
+
+    gc.disable()
+    code = run(sys.argv[1:] if argv is None else argv, start_daemon=True)
     try:
         sys.stdout.flush()
         sys.stderr.flush()
@@ -338,4 +497,4 @@ def main(argv: list[str] | None = None) -> None:
         os._exit(code)
 
 
-__all__ = ["context_text", "main", "parse_args", "run"]
+__all__ = ["ALIASES", "VERBS", "context_text", "main", "parse_args", "run", "start_daemon_for"]

@@ -328,5 +328,8 @@ def main(path: str | None = None) -> None:
     the imports before it make some 150,000 tracked objects that all live as long as the process,
     and the collections that their allocation sets off find nothing to free (what that costs the
     first answer: ``bench/mcp_cold_start.py --gc``)."""
+    from remindful.runtime import exit_on_signals
+
+    exit_on_signals()  # SIGTERM/SIGHUP: the daemon role's socket and daemon.json go too
     gc.disable()
     StdioFront(path, mcp_manifest.load()).run()

@@ -360,6 +360,9 @@ def serve_http(
     # Before the slow imports; uvicorn takes SIGTERM over while it runs, and raises it again
     # once it has shut down cleanly: this handler then exits with status 0.
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    from remindful.runtime import exit_on_signals
+
+    exit_on_signals()  # SIGHUP too (uvicorn handles SIGINT and SIGTERM only)
     import uvicorn
 
     from remindful.config import load_settings

@@ -1,0 +1,172 @@
+"""The coding-agent loop as a user lives it (issue 27): ``remindful install-hooks`` in a git project,
+then Claude Code sessions simulated with its documented hook payloads, run through the commands the
+installer wrote, each within its timeout (stretched on an oversubscribed machine; the hooks wait for
+their context, whose speed is bench/hook_latency.py's), and nothing else started: no daemon by hand,
+no other command. What session 1 learned comes back in session 1's next prompt and in session 2.
+
+The real model and the real index: recall of paraphrased prompts is the point."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import remindful
+from agent_session import (
+    SCRIPT,
+    ClaudeCode,
+    agent_env,
+    alive,
+    daemon_pids,
+    spool_empty,
+    stop_daemons,
+    wait_until,
+)
+from remindful import runtime
+
+pytestmark = pytest.mark.slow
+
+#: How long a test lets the hooks' daemon take to store what was spooled: the user reading an
+#: answer, or taking a break between sessions (a busy CI machine loads the model slowly).
+SETTLE_S = 120
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    root = tmp_path / "shop-api"
+    root.mkdir()
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    (root / "package.json").write_text(json.dumps({"name": "shop-api", "packageManager": "pnpm@9.1.0"}))
+    return root
+
+
+@pytest.fixture
+def store(isolated_env: Path) -> Path:
+    return isolated_env / ".remindful" / "memory"  # the default: the user names no path
+
+
+@pytest.fixture
+def agent(project: Path, isolated_env: Path, store: Path) -> Iterator[ClaudeCode]:
+    env = agent_env(isolated_env, patient=True)
+    done = subprocess.run([SCRIPT, "install-hooks"], cwd=project, env=env, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    try:
+        yield ClaudeCode(project, env)
+    finally:
+        stop_daemons(store)
+
+
+def settle(store: Path) -> None:
+    wait_until(lambda: spool_empty(store), SETTLE_S, "the hooks' daemon stores what was spooled")
+
+
+def test_hooks_alone_close_the_loop(agent: ClaudeCode, store: Path) -> None:
+    s1 = agent.session("s1")
+    assert s1.start().context == ""  # a fresh machine: nothing to inject yet
+    assert len(daemon_pids(store)) == 1  # the first hook started the daemon, before the store existed
+    s1.prompt("How do I install the dependencies for this repo?")
+    s1.tool("Read", {"file_path": "package.json"}, {"type": "text", "file": {"content": '"packageManager": "pnpm"'}})
+    s1.tool(
+        "Bash",
+        {"command": "npm install", "description": "Install dependencies"},
+        None,
+        error="npm ERR! code EUNSUPPORTEDPROTOCOL: this project pins pnpm in packageManager",
+    )
+    s1.tool("Bash", {"command": "pnpm install", "description": "Install with pnpm"}, {"stdout": "Done in 4.2s"})
+    s1.answer("This repository uses pnpm, not npm: run `pnpm install` to install the dependencies.")
+    s1.prompt("Which port does the staging database listen on?")
+    s1.tool("Bash", {"command": "grep DB_PORT .env.staging"}, {"stdout": "DB_PORT=6543"})
+    s1.answer("The staging database listens on port 6543 (DB_PORT in .env.staging).")
+    settle(store)  # the user reads the answer
+
+    again = s1.prompt("remind me, what was the port of the staging db?")  # the same session's next prompt
+    assert "6543" in again.context
+    s1.end()
+    settle(store)
+
+    s2 = agent.session("s2")
+    s2.start()
+    deps = s2.prompt("what command installs the packages of this repo?")
+    # What session 1 learned about installing comes back. (The answer line itself scores 0.47, under
+    # context.min_score 0.5, beneath the raw tool lines: which memories outrank which is the
+    # distilled capture's, issue 27 item 3; this test is the loop's.)
+    assert "pnpm" in deps.context
+    port = s2.prompt("I need to connect to staging postgres: what port?")
+    assert "6543" in port.context
+    s2.end()
+
+    # Nothing unrelated. (In a session of its own: a session's earlier prompts still come back to its
+    # unrelated prompts, the session boost carrying them over the floor; issue 27's "prompts are kept
+    # as intent, not injected back" is the distilled capture's to fix.)
+    s3 = agent.session("s3")
+    s3.start()
+    assert s3.prompt("Write a haiku about autumn leaves falling in Kyoto").context == ""
+
+    # Nothing lost, failures seen: both answers (Stop without last_assistant_message), the failed call.
+    with remindful.open(store) as memory:
+        stored = memory.list(session_id="s1", limit=200)
+    answers = [m.content for m in stored if m.source.value == "response"]
+    assert any("pnpm install" in a for a in answers) and any("6543" in a for a in answers), answers
+    failed = [m for m in stored if "npm install" in m.content and "pnpm" not in m.content.split("\n")[0]]
+    assert failed and all(m.metadata.get("success") is False for m in failed if "Failed" in m.content)
+    assert len(daemon_pids(store)) == 1  # one daemon, started by the first hook, served both sessions
+    assert {c.event for c in agent.calls} >= {"SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse"}
+    assert {c.event for c in agent.calls} >= {"PostToolUseFailure", "Stop", "SessionEnd"}
+
+
+def test_concurrent_hooks_start_one_daemon(agent: ClaudeCode, store: Path) -> None:
+    session = agent.session("burst")
+    session.start()
+    errors: list[BaseException] = []
+
+    def tool(n: int) -> None:
+        try:
+            session.agent.fire(
+                "PostToolUse",
+                {
+                    "session_id": "burst",
+                    "tool_name": "Bash",
+                    "tool_input": {"command": f"make step-{n}"},
+                    "tool_response": {"stdout": f"step {n} ok"},
+                    "tool_use_id": f"toolu_burst_{n}",
+                },
+            )
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=tool, args=(n,)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors, errors
+    settle(store)
+    pids = daemon_pids(store)
+    assert len(pids) == 1 and alive(pids[0])
+    with remindful.open(store) as memory:
+        stored = memory.list(session_id="burst", limit=100)
+    assert {f"make step-{n}" for n in range(8)} <= {m.content.split("command=")[-1].split("\n")[0] for m in stored}
+
+
+def test_the_started_daemon_stops_when_idle(project: Path, isolated_env: Path, store: Path) -> None:
+    env = agent_env(isolated_env, REMINDFUL_DAEMON__IDLE_EXIT_S="2", REMINDFUL_EMBEDDINGS__BACKEND="fake")
+    subprocess.run([SCRIPT, "install-hooks"], cwd=project, env=env, check=True, capture_output=True)
+    agent = ClaudeCode(project, env)
+    try:
+        session = agent.session("idle")
+        session.start()
+        session.tool("Bash", {"command": "make lint"}, {"stdout": "all clean"})
+        wait_until(lambda: bool(daemon_pids(store)), 30, "a daemon was started")
+        (pid,) = daemon_pids(store)
+        wait_until(lambda: not alive(pid), SETTLE_S, "the idle daemon stopped by itself")
+        assert spool_empty(store)  # it stored what it had before it went
+        assert not (store / runtime.SOCKET_NAME).exists() and not (store / runtime.DAEMON_FILE).exists()
+        assert not runtime.daemon_running(store)
+        assert "stopped" in (store / "logs" / "daemon.log").read_text()
+    finally:
+        stop_daemons(store)

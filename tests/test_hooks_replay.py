@@ -1,0 +1,79 @@
+"""Replay keys: a replayed event is spooled once, and distinct events are never taken for replays —
+above all Stop events without ``last_assistant_message``, whose answer is read from the transcript
+(issue 27: ten such answers in one session, two stored)."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+from remindful.embed import FakeEmbedder
+from remindful.services.ingest.events import build_record, idem_key
+from remindful.shells.hook import run
+from remindful.testing import open_fake
+
+
+def answer_turn(transcript: Path, n: int, text: str) -> None:
+    """Append one prompt and the assistant's answer to a Claude Code transcript (JSONL)."""
+    with transcript.open("a", encoding="utf-8") as f:
+        f.write(json.dumps({"type": "user", "uuid": f"u{n}", "message": {"role": "user", "content": f"q{n}"}}) + "\n")
+        entry = {
+            "type": "assistant",
+            "uuid": f"a{n}",
+            "message": {"role": "assistant", "content": [{"type": "text", "text": text}]},
+        }
+        f.write(json.dumps(entry) + "\n")
+
+
+def stop_payload(transcript: Path) -> dict[str, Any]:
+    """What Claude Code sends at Stop (no last_assistant_message in older versions): the same every turn."""
+    return {
+        "session_id": "sess-1",
+        "transcript_path": str(transcript),
+        "cwd": "/home/dev/project",
+        "permission_mode": "default",
+        "hook_event_name": "Stop",
+        "stop_hook_active": False,
+    }
+
+
+def hook(store: Path, event: str, payload: dict[str, Any]) -> None:
+    assert run(["--path", str(store), "hook", event, "--no-context"], stdin=io.StringIO(json.dumps(payload))) == 0
+
+
+def test_ten_stop_events_of_one_session_store_ten_answers(tmp_path: Path) -> None:
+    store, transcript = tmp_path / "store", tmp_path / "t.jsonl"
+    for n in range(10):
+        answer_turn(transcript, n, f"Answer {n}: step {n} of the migration is done and verified.")
+        hook(store, "Stop", stop_payload(transcript))
+    with open_fake(store) as memory:
+        memory.drain_spool()
+        answers = sorted(m.content for m in memory.list(session_id="sess-1", limit=100))
+    assert answers == sorted(f"Answer {n}: step {n} of the migration is done and verified." for n in range(10))
+
+
+def test_a_replayed_stop_is_spooled_once(tmp_path: Path) -> None:
+    store, transcript = tmp_path / "store", tmp_path / "t.jsonl"
+    answer_turn(transcript, 0, "The build passes on Python 3.11 and 3.12.")
+    hook(store, "Stop", stop_payload(transcript))
+    hook(store, "Stop", stop_payload(transcript))  # the same event again: nothing new in the transcript
+    with open_fake(store, embedder=FakeEmbedder()) as memory:
+        catalog = memory.engine.catalog
+        assert catalog.read("SELECT count(*) FROM spool WHERE kind = 'Stop'")[0][0] == 1
+
+
+def test_keys_follow_the_turn_not_only_the_payload(tmp_path: Path) -> None:
+    transcript = tmp_path / "t.jsonl"
+    answer_turn(transcript, 0, "Same words.")
+    first, _ = build_record("Stop", stop_payload(transcript), 1.0)
+    answer_turn(transcript, 1, "Same words.")  # the same answer in a later turn is another event
+    second, _ = build_record("Stop", stop_payload(transcript), 2.0)
+    keys = {idem_key("Stop", stop_payload(transcript), record) for record in (first, second)}
+    assert len(keys) == 2
+    again, _ = build_record("Stop", stop_payload(transcript), 3.0)
+    assert idem_key("Stop", stop_payload(transcript), again) == idem_key("Stop", stop_payload(transcript), second)
+    with_message = {**stop_payload(transcript), "last_assistant_message": "Given by the agent."}
+    record, _ = build_record("Stop", with_message, 4.0)
+    assert idem_key("Stop", with_message, record) != idem_key("Stop", stop_payload(transcript), second)
