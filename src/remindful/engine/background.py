@@ -319,7 +319,7 @@ class AccessRecorder(_Worker):
         self.submit(ids)
 
     def _touch(self, ids: list[str]) -> None:
-        if self._catalog.unwritable is not None:  # a read-only view (a full disk): nothing to record in
+        if getattr(self._catalog, "unwritable", None) is not None:  # a read-only view (a full disk): nothing to record
             return
         try:
             self._catalog.touch(ids, time.time())
