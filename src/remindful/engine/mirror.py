@@ -246,7 +246,9 @@ class IndexMirror:
         except WaitCancelled:
             return
         except RemindfulError as exc:
-            if isinstance(exc, CorruptionError) and exc.part == "catalog":  # the search itself reports it
+            if isinstance(exc, CorruptionError) and exc.part == "catalog":
+                # Not the index's: every use of the catalog reports it (a second line would repeat it).
+                log.debug("vector index not opened: %s", exc)
                 return
             log.warning("could not refresh the vector index (%s); search scores from the catalog meanwhile", exc)
 
