@@ -68,6 +68,7 @@ class AsyncMemoryManager:
     list = _awaitable(MemoryManager.list)
     search = _awaitable(MemoryManager.search)
     context = _awaitable(MemoryManager.context)
+    hook_context = _awaitable(MemoryManager.hook_context)
     resume_session = _awaitable(MemoryManager.resume_session)
     session_size = _awaitable(MemoryManager.session_size)
     stats = _awaitable(MemoryManager.stats)

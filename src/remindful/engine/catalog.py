@@ -62,9 +62,10 @@ CatalogSource = Callable[[], "Catalog"]
 #: ``expires_at`` (newest-first listings need no sort, and a broad filter is counted from an index
 #: alone); 6: ``type_counts``, kept by triggers; 7: every table is created at open, those of the
 #: capture counts and the learning layer too (:mod:`remindful.engine.schema`); 8: every memory has a
-#: scope (:mod:`remindful.engine.scopes`), the rows of an older catalog given theirs by the upgrade.
-#: Each upgrade re-runs the (idempotent) schema and recounts the types.
-SCHEMA_VERSION = 8
+#: scope (:mod:`remindful.engine.scopes`), the rows of an older catalog given theirs by the upgrade;
+#: 9: the tombstones of what was forgotten and the ledger of injected context. Each upgrade re-runs
+#: the (idempotent) schema and recounts the types.
+SCHEMA_VERSION = 9
 #: The version from which memories have a scope.
 SCOPES_VERSION = 8
 #: Rows given their scope per statement by the upgrade to :data:`SCOPES_VERSION`.

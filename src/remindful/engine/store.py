@@ -25,6 +25,7 @@ scoring + lexical) until ``reindex(reset=True)`` rebuilds it.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import os
@@ -44,6 +45,7 @@ from remindful.embed.base import Embedder
 from remindful.engine import windows
 from remindful.engine.attachments import attach_files, remove_copies
 from remindful.engine.background import AccessRecorder, close_at_exit
+from remindful.engine.captures import CaptureRepository
 from remindful.engine.catalog import Catalog, MemoryRow, counted, unwritable
 from remindful.engine.embedding import LazyEmbedder, embed_query
 from remindful.engine.mirror import IndexMirror
@@ -222,6 +224,13 @@ class Store:
         """The catalog, opened on first use (MemoryDisabledError if memory is off or unusable)."""
         catalog = self._catalog
         return catalog if catalog is not None else self._opened()[0]
+
+    @functools.cached_property
+    def captures(self) -> CaptureRepository:
+        """What the capture paths read and record besides memories (the spool, the filters' counts,
+        tool-call lookups, tombstones), over this store's catalog: for the capture points that are
+        handed a Store alone (the MCP middleware, the proxy, the drainer)."""
+        return CaptureRepository(lambda: self.catalog)
 
     @property
     def mirror(self) -> IndexMirror:

@@ -296,6 +296,13 @@ def stats(
         top = (data.get("activity") or {}).get(kind) or []
         if top:
             console.print(f"most frequent {kind}: " + ", ".join(f"{t['name']} x{t['count']}" for t in top[:5]))
+    injected = data.get("injection") or {}
+    if injected.get("injections"):
+        projects = ", ".join(f"{p['project']} {p['tokens']}" for p in injected["by_project"][:3])
+        console.print(
+            f"context injected: {injected['injections']} blocks, {injected['tokens']} tokens ({projects})",
+            highlight=False,
+        )
     if data.get("scopes"):
         console.print("by scope: " + ", ".join(f"{_scope(s['scope'], s['name'])} {s['count']}" for s in data["scopes"]))
     if data.get("scope"):
