@@ -78,6 +78,7 @@ class AsyncMemoryManager:
     seen_from = _awaitable(MemoryManager.seen_from)
     scopes = _awaitable(MemoryManager.scopes)
     user_level = _awaitable(MemoryManager.user_level)
+    move_scope = _awaitable(MemoryManager.move_scope)
     # -- maintenance
     reindex = _awaitable(MemoryManager.reindex)
     doctor = _awaitable(MemoryManager.doctor)

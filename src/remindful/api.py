@@ -348,6 +348,25 @@ class MemoryManager:
         content is re-embedded. Returns the updated memory."""
         return self._store.update(memory_id, content, metadata, scope=self._scope_to_write(scope))
 
+    def move_scope(self, source: Any, target: str | Project) -> int:
+        """Move every memory of ``source`` (a read's scope: ``unscoped``, ``user``,
+        ``project:<name>``, ``here`` or several; not ``all``) to ``target`` (``user``, ``project``,
+        ``project:<name>``); returns how many moved. After the upgrade from before scopes,
+        ``move_scope("unscoped", "project:NAME")`` gives the memories that named no directory a
+        project (or ``"user"``: every project sees them, as before)."""
+        if source is None:
+            raise ValidationError("from", "expected the scope to move from, e.g. unscoped, user or project:<name>")
+        try:
+            scopes = scoping.parse_selection(source, current=self.project, lookup=self._repos.scopes.find, field="from")
+        except ValueError as exc:
+            raise ValidationError("from", str(exc).split(": ", 1)[-1]) from None
+        if scopes is None:
+            raise ValidationError("from", "expected the scopes to move from, not all: unscoped, user or project:<name>")
+        to = self._scope_to_write(target)
+        if to is None:
+            raise ValidationError("scope", "expected user, project or project:<name>")
+        return self._store.move_scope(scopes, to)
+
     def delete(self, memory_id: str) -> bool:
         """Delete one memory everywhere; False if there was none with that id. It stays forgotten:
         a tombstone of its text (a hash, never the text) keeps automatic captures from storing the

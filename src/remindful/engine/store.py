@@ -54,7 +54,7 @@ from remindful.engine.quotas import SIZE_MAX_AGE_S, Quotas
 from remindful.engine.redact import StoreRedactor, add_counts, redactor_for
 from remindful.engine.retrieval.search import rank
 from remindful.engine.scopes import Assigner, check_scope
-from remindful.engine.sqlfilter import SqlFilter, build_filter, to_epoch, with_stored_sessions
+from remindful.engine.sqlfilter import SqlFilter, build_filter, scope_filter, to_epoch, with_stored_sessions
 from remindful.engine.storelock import StoreLock
 from remindful.engine.validation import (
     Limits,
@@ -478,6 +478,28 @@ class Store:
         self._commit_update(row, counts, moved)
         self.mirror.index_rows([row])
         return self.get(memory_id)
+
+    def move_scope(self, scopes: Sequence[str | None], target: str | Project) -> int:
+        """Move every memory of ``scopes`` (None: the unscoped ones) to ``target`` (``user``,
+        ``project:<key>`` or a Project) in one transaction, audited once; returns how many moved.
+        Only the scope changes: contents, vectors and the index stay as they are."""
+        self.ready()
+        try:
+            scope = check_scope(target)
+        except ValueError as exc:
+            raise ValidationError("scope", str(exc).split(": ", 1)[-1]) from None
+        flt = scope_filter(scopes) & SqlFilter("scope IS NOT ?", (scope,))
+        catalog = self.catalog
+        moved = [0]
+
+        def run(conn: Any) -> None:
+            moved[0] = conn.execute(f"UPDATE memories SET scope = ? WHERE {flt.sql}", (scope, *flt.params)).rowcount
+            if isinstance(target, Project) and moved[0]:
+                Catalog.record_projects(conn, [target], time.time())
+            catalog.audit(conn, "move_scope", None, {"from": list(scopes), "to": scope, "count": moved[0]})
+
+        catalog.write(run, what="moving memories to another scope")
+        return moved[0]
 
     def _commit_update(self, row: MemoryRow, counts: Mapping[str, int], projects: Sequence[Project] = ()) -> None:
         catalog = self.catalog

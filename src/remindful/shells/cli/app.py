@@ -359,6 +359,22 @@ def move(
         console.print(f"moved {moved.id} to {moved.scope}", highlight=False)
 
 
+@app.command("move-all")
+def move_all(
+    source: Annotated[str, typer.Argument(help="The scope to empty: unscoped, user, project:NAME (or several, a,b).")],
+    scope: Annotated[str, typer.Argument(help="user, project (this directory's) or project:NAME.")],
+    json_out: JsonOpt = False,
+) -> None:
+    """Move every memory of one scope to another (e.g. after the upgrade: unscoped -> project)."""
+    with _open() as memory:
+        _here(memory)
+        moved = _run(lambda: memory.move_scope(source, scope))
+    if json_out:
+        _print_json({"success": True, "moved": moved})
+    else:
+        console.print(f"moved {moved} memor{'y' if moved == 1 else 'ies'}", highlight=False)
+
+
 @app.command()
 def reindex(
     reset: Annotated[
