@@ -46,7 +46,7 @@ from remindful.engine import windows
 from remindful.engine.attachments import attach_files, remove_copies
 from remindful.engine.background import AccessRecorder, close_at_exit
 from remindful.engine.captures import CaptureRepository
-from remindful.engine.catalog import Catalog, MemoryRow, counted
+from remindful.engine.catalog import Catalog, MemoryRow, counted, unwritable
 from remindful.engine.embedding import LazyEmbedder, embed_query
 from remindful.engine.mirror import IndexMirror
 from remindful.engine.projects import Project, Resolver
@@ -70,6 +70,7 @@ from remindful.errors import (
     MemoryDisabledError,
     NotFoundError,
     StorageError,
+    StorageFullError,
     ValidationError,
 )
 from remindful.index.base import VectorIndex
@@ -173,11 +174,15 @@ class Store:
                 except OSError as exc:  # not ours, or a filesystem without modes: usable, but say so
                     log.warning("cannot make the storage directory %s private (0700): %s", self.path, exc)
             # a probe of our own: processes opening one path at once must not remove each other's
-            with tempfile.NamedTemporaryFile(dir=self.path, prefix=".write-test-"):
-                pass
+            try:
+                with tempfile.NamedTemporaryFile(dir=self.path, prefix=".write-test-"):
+                    pass
+            except OSError as exc:  # a store on a read-only filesystem or a full disk is still read
+                if unwritable(self.path, exc) is None or not (self.path / "catalog.sqlite3").is_file():
+                    raise
             catalog = Catalog(self.path / "catalog.sqlite3", redaction=self.redaction, scope_of=self.scopes)
         except (OSError, StorageError) as exc:
-            if isinstance(exc, CorruptionError):
+            if isinstance(exc, CorruptionError | StorageFullError):  # damage, or a full disk: not for good
                 raise
             self.disabled_reason = (
                 f"storage path {self.path} is not usable ({exc}); "
