@@ -279,6 +279,11 @@ class IndexMirror:
         return self._index_lock()
 
     def _open_index(self, cancel: threading.Event | None = None) -> None:
+        unwritable = self.catalog.unwritable
+        if unwritable is not None:  # a read-only filesystem or a full disk: Chroma cannot open there
+            self._index_error = f"{unwritable.message}; search scores the memories from the catalog"
+            self._index_retry_at = time.monotonic() + INDEX_RETRY_S
+            return
         started = time.perf_counter()
         index = self._new_index()
         try:
