@@ -125,8 +125,9 @@ def build(path: Path, texts: list[str], embedder: Any, *, reuse: bool) -> float 
 
 #: The scopes :func:`give_scopes` spreads the memories over, by rowid: 2 % in a small project, 5 %
 #: the user's, the rest in four large projects (23 % each). A hook in a project searches its
-#: project and the user's: 28 % of the store for a large one (past the exact-scoring bound, so the
-#: index is asked), 7 % for the small one (scored exactly).
+#: project and the user's: 28 % of the store for a large one, 7 % for the small one (the index is
+#: asked for more candidates for it: over a quarter of what it gives passes for a large one, 1 in 14
+#: for the small one).
 SCOPES_SQL = """
 UPDATE memories SET scope = CASE
     WHEN rowid % 50 = 0 THEN 'project:small'

@@ -301,10 +301,6 @@ def test_the_checks_see_an_upward_import(tmp_path: Path) -> None:
 
 # -- the catalog behind the engine, one composition root ---------------------------------------------
 
-#: The ingest packages (hook events, spool, capture) whose SQL, own SQLite connections and Store
-#: parameters move behind engine methods in the ingest change of issue 25: the lead removes this
-#: exemption when both land.
-INGEST_PENDING = ("services/ingest/",)
 #: Outside the engine, and not the catalog: Chroma's own SQLite file, probed before chromadb opens it.
 NOT_THE_CATALOG = ("index/chroma_probe.py",)
 #: The hook's context fallback (``hook_context``) opens a bare Store when no daemon answers; it moves
@@ -365,7 +361,7 @@ def sql_strings(path: Path) -> Iterator[tuple[int, str]]:
 def test_no_sql_outside_the_engine() -> None:
     found = [
         f"{path.relative_to(ROOT)}:{line}: {text!r}"
-        for path in outside_engine(INGEST_PENDING, NOT_THE_CATALOG)
+        for path in outside_engine(NOT_THE_CATALOG)
         for line, text in sql_strings(path)
     ]
     assert not found, "SQL outside engine/ (add a named repository method instead):\n" + "\n".join(found)
@@ -385,9 +381,7 @@ def sqlite_imports(path: Path) -> Iterator[int]:
 
 def test_no_sqlite3_import_outside_the_engine() -> None:
     found = [
-        f"{path.relative_to(ROOT)}:{line}"
-        for path in outside_engine(INGEST_PENDING, NOT_THE_CATALOG)
-        for line in sqlite_imports(path)
+        f"{path.relative_to(ROOT)}:{line}" for path in outside_engine(NOT_THE_CATALOG) for line in sqlite_imports(path)
     ]
     assert not found, "sqlite3 imported outside engine/:\n" + "\n".join(found)
 
@@ -410,7 +404,7 @@ def test_services_take_narrow_parts_not_the_store() -> None:
     found = [
         f"{path.relative_to(ROOT)}:{line}"
         for path in services
-        if not relative(path).startswith((*INGEST_PENDING, *HOOK_CONTEXT_PENDING))
+        if not relative(path).startswith(HOOK_CONTEXT_PENDING)
         for line in store_imports(path)
     ]
     assert services
@@ -427,9 +421,7 @@ def catalog_reaches(path: Path) -> Iterator[int]:
 def test_only_the_engine_and_the_root_reach_the_catalog() -> None:
     """``Catalog.read``/``write`` are the engine's: a service gets repositories, never the catalog."""
     found = [
-        f"{path.relative_to(ROOT)}:{line}"
-        for path in outside_engine(INGEST_PENDING, ("api.py",))
-        for line in catalog_reaches(path)
+        f"{path.relative_to(ROOT)}:{line}" for path in outside_engine(("api.py",)) for line in catalog_reaches(path)
     ]
     assert not found, "the catalog reached outside engine/ and api.py (use a repository):\n" + "\n".join(found)
 

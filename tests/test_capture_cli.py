@@ -41,10 +41,10 @@ def test_watch_once_and_context(runner: CliRunner, tmp_path: Path, monkeypatch: 
 def test_hook_command_through_typer(runner: CliRunner, tmp_path: Path) -> None:
     payload = {"session_id": "cli", "tool_name": "Grep", "tool_input": {"pattern": "TODO"}}
     store = str(tmp_path / "store")
-    result = runner.invoke(app, ["--path", store, "hook", "PreToolUse"], input=json.dumps(payload))
+    result = runner.invoke(app, ["--path", store, "hook", "PostToolUse"], input=json.dumps(payload))
     assert result.exit_code == 0, result.output
     listed = runner.invoke(app, ["--path", store, "list", "--json"])
-    assert [m["content"] for m in json.loads(listed.output)] == ["Grep: pattern=TODO"]
+    assert [m["content"] for m in json.loads(listed.output)] == ["Searched for 'TODO' in ."]
     assert runner.invoke(app, ["--path", store, "hook", "PreToolUse"], input="{}").exit_code == 1
 
 

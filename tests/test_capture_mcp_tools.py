@@ -25,7 +25,7 @@ def store(tmp_path: Path) -> Path:
     """A store with one hook event spooled (its command holds an email address)."""
     store = tmp_path / "store"
     payload = {"session_id": "s", "tool_name": "Bash", "tool_input": {"command": "echo bob@example.com"}}
-    assert run(["--path", str(store), "hook", "PreToolUse"], stdin=io.StringIO(json.dumps(payload))) == 0
+    assert run(["--path", str(store), "hook", "PostToolUse"], stdin=io.StringIO(json.dumps(payload))) == 0
     return store
 
 

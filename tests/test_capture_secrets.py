@@ -45,7 +45,7 @@ def test_secret_corpus_never_reaches_any_file(tmp_path: Path, onnx_embedder: Any
     transcript.write_text(json.dumps({"type": "assistant", "message": {"content": [{"type": "text", "text": TEXT}]}}))
     base = {"session_id": "sec", "cwd": str(tmp_path), "transcript_path": str(transcript)}
     hook(store, "UserPromptSubmit", {**base, "prompt": TEXT})
-    hook(store, "PreToolUse", {**base, "tool_name": "Bash", "tool_input": {"command": TEXT}, "tool_use_id": "t1"})
+    hook(store, "PostToolUseFailure", {**base, "tool_name": "Bash", "tool_input": {"command": TEXT}, "error": TEXT})
     hook(
         store,
         "PostToolUse",

@@ -79,7 +79,12 @@ def test_a_search_reads_the_type_counts_once(tmp_path: Path) -> None:
         memory.store("the deploy needs AWS_PROFILE=prod", type="knowledge")
         memory.search("deploy profile")
         statements: list[str] = []
-        memory.engine.catalog._conn.set_trace_callback(statements.append)
+        # A read runs on this thread's own connection while a background thread holds the shared one.
+        catalog = memory.engine.catalog
+        connections = [catalog._conn, catalog._reader()]
+        for conn in connections:
+            conn.set_trace_callback(statements.append)
         memory.search("deploy profile")
-        memory.engine.catalog._conn.set_trace_callback(None)
+        for conn in connections:
+            conn.set_trace_callback(None)
     assert len([s for s in statements if "FROM type_counts" in s]) == 1, statements

@@ -169,7 +169,7 @@ def test_context_is_what_the_hooks_and_the_cli_print(memory: MemoryManager) -> N
     staging = memory.store("The staging deploy needs the VPN up", session_id="s1")
     text = memory.context("how do we deploy a release").text
     assert text == gather_context(memory.engine, "how do we deploy a release").text
-    assert text.startswith(HEADER + "\n") and "(knowledge, " in text and f"[{staging}]" in text
+    assert text.startswith(HEADER + "\n") and "(fact, " in text and f"[{staging}]" in text
     assert text.count("make release") == 1  # near-duplicates collapse into one line
     assert deploy in text or "+1 similar" in text
     assert estimate_tokens(text) <= memory.settings.hooks.context_budget_tokens

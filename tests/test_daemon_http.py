@@ -51,12 +51,13 @@ def test_event_is_searchable_within_one_second(daemon: Any, tmp_path: Path) -> N
     assert handle.owner.is_set()
     payload = {
         "session_id": "s1",
-        "hook_event_name": "PreToolUse",
+        "hook_event_name": "PostToolUse",
         "tool_name": "Bash",
         "tool_input": {"command": "alembic upgrade head", "description": "Apply the database migrations"},
+        "tool_response": {"stdout": "Running upgrade -> 3f2a"},
     }
     returned = time.monotonic()
-    hook(tmp_path / "store", "PreToolUse", payload)
+    hook(tmp_path / "store", "PostToolUse", payload)
     found = []
     while time.monotonic() - returned < 1.0 and not found:
         found = [h for h in memory.search("database migrations", limit=5) if "alembic" in h.content]
@@ -127,13 +128,13 @@ def test_second_daemon_stands_by_and_takes_over(tmp_path: Path) -> None:
         assert second.owner.wait(5), "standby did not take over"
         hook(
             tmp_path / "store",
-            "PreToolUse",
-            {"session_id": "s3", "tool_name": "Read", "tool_input": {"file_path": "README.md"}},
+            "PostToolUseFailure",
+            {"session_id": "s3", "tool_name": "Read", "tool_input": {"file_path": "README.md"}, "error": "missing"},
         )
         deadline = time.monotonic() + 3
         while time.monotonic() < deadline and not second_memory.list():
             time.sleep(0.05)
-        assert [m.content for m in second_memory.list()] == ["Read: file_path=README.md"]
+        assert [m.content for m in second_memory.list()] == ["Read README.md: failed: missing"]
     finally:
         first.stop()
         second.stop()
@@ -162,7 +163,7 @@ def test_searchable_within_one_second_on_the_real_stack(tmp_path: Path, onnx_emb
                 "tool_input": {"command": "terraform apply", "description": "Provision the cloud network"},
             }
             returned = time.monotonic()
-            hook(tmp_path / "store", "PreToolUse", payload)
+            hook(tmp_path / "store", "PostToolUse", {**payload, "tool_response": {"stdout": "Apply complete!"}})
             found: list[Any] = []
             while time.monotonic() - returned < 1.0 and not found:
                 hits = memory.search("provisioning infrastructure", limit=3, min_score=0)  # found, not judged

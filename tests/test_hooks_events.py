@@ -46,18 +46,32 @@ def test_every_event_fixture_is_captured(tmp_path: Path) -> None:
     assert [kind for kind, _ in spool_rows(store)] == EVENTS
     with open_fake(store) as memory:
         assert memory.stats().spool_pending == len(EVENTS)  # opening the store stores nothing
-        assert memory.drain_spool() == len(EVENTS)  # the owner's explicit step
+        # The owner's explicit step. The start of a call (toolu_01PRE) waits for its outcome...
+        assert memory.drain_spool() == len(EVENTS) - 1
+        assert memory.stats().spool_pending == 1
+        # ... until it is drained.HOLD_S old: then it is stored as started, outcome unknown.
+        assert drain_spool(memory.engine, hold_s=0) == 1
         assert memory.stats().spool_pending == 0
         found = memory.list(session_id="sess-abc123", limit=50)
         by_event = {m.metadata["hook_event"]: m for m in found}
         pre, post = by_event["PreToolUse"], by_event["PostToolUse"]
         assert (pre.type.value, pre.source.value) == ("action", "hook")
-        assert pre.content == "Read: Reading file config.yaml [file_path=/home/dev/project-x/config.yaml]"  # TC-P1-04
-        assert post.content.startswith("Bash: Run the config tests [command=pytest -q tests/test_config.py]\n")
-        assert "Output: stdout: 3 failed, 12 passed" in post.content
+        # TC-P1-04: the description, with what it did and to what
+        assert pre.content == "Read config.yaml (Reading file config.yaml) (started; no outcome recorded)"
+        assert pre.metadata["file"] == "/home/dev/project-x/config.yaml" and "success" not in pre.metadata
+        assert (
+            post.content
+            == "Ran `pytest -q tests/test_config.py` (Run the config tests): ok: 3 failed, 12 passed in 0.41s"
+        )
         assert post.metadata["success"] is True and post.metadata["tool_use_id"] == "toolu_01POST"
+        assert post.metadata["arguments"] == {"command": "pytest -q tests/test_config.py"}
+        assert post.metadata["project_id"] == "/home/dev/project-x" and post.metadata["kind"] == "activity"
         prompt = by_event["UserPromptSubmit"]
-        assert (prompt.type.value, prompt.metadata["role"]) == ("conversation", "user")
+        assert (prompt.type.value, prompt.metadata["role"], prompt.metadata["kind"]) == (
+            "conversation",
+            "user",
+            "intent",
+        )
         response = by_event["Stop"]  # SessionEnd read the same final answer: stored once
         assert response.source.value == "response"
         assert response.content.startswith("The loader calls yaml.safe_load")  # the text after the last tool
@@ -72,13 +86,13 @@ def test_every_event_fixture_is_captured(tmp_path: Path) -> None:
 
 def test_replayed_event_is_stored_once_even_after_the_drain(tmp_path: Path) -> None:
     store = tmp_path / "s"
-    fire(store, "PreToolUse", payload("PreToolUse"))
-    fire(store, "PreToolUse", payload("PreToolUse"))
+    fire(store, "PostToolUse", payload("PostToolUse"))
+    fire(store, "PostToolUse", payload("PostToolUse"))
     assert len(spool_rows(store)) == 1
     with open_fake(store) as memory:
         memory.drain_spool()
         assert len(memory.list(type="action")) == 1
-    fire(store, "PreToolUse", payload("PreToolUse"))  # replay after the drain
+    fire(store, "PostToolUse", payload("PostToolUse"))  # replay after the drain
     assert spool_rows(store) == []
     with open_fake(store) as memory:
         assert memory.drain_spool() == 0
@@ -212,7 +226,7 @@ def test_record_building_is_pure() -> None:
         {"session_id": "s", "tool_name": "Bash", "tool_input": {"command": "make"}, "error": "exit 2"},
         1.0,
     )
-    assert record["memories"][0]["content"] == "Bash: command=make\nFailed: exit 2"
+    assert record["memories"][0]["content"] == "Ran `make`: failed: exit 2"
     assert record["memories"][0]["metadata"]["success"] is False and warnings == []
 
 
@@ -220,16 +234,16 @@ def test_a_broken_spooled_event_is_set_aside_not_retried_forever(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     store = tmp_path / "s"
-    fire(store, "PreToolUse", payload("PreToolUse"))
+    fire(store, "UserPromptSubmit", payload("UserPromptSubmit"))
     fire(store, "PostToolUse", payload("PostToolUse"))
     with sqlite3.connect(store / "catalog.sqlite3") as conn:
-        conn.execute("UPDATE spool SET payload = '{\"broken\": true}' WHERE kind = 'PreToolUse'")
+        conn.execute("UPDATE spool SET payload = '{\"broken\": true}' WHERE kind = 'UserPromptSubmit'")
     with caplog.at_level(logging.WARNING), open_fake(store) as memory:
         assert memory.drain_spool() == 2
         assert len(memory.list()) == 1  # the good event behind it is stored
         assert memory.engine.catalog.read("SELECT count(*) FROM spool")[0][0] == 0
     (rejected,) = (store / "spool-rejected.jsonl").read_text().splitlines()
-    assert "KeyError" in json.loads(rejected)["error"] and json.loads(rejected)["kind"] == "PreToolUse"
+    assert "KeyError" in json.loads(rejected)["error"] and json.loads(rejected)["kind"] == "UserPromptSubmit"
     assert (store / "spool-rejected.jsonl").stat().st_mode & 0o777 == 0o600
     assert "set aside in spool-rejected.jsonl" in caplog.text
 
@@ -243,7 +257,7 @@ def test_embedding_failure_keeps_the_event_for_a_retry(tmp_path: Path) -> None:
             raise EmbedderError("Failed to generate embeddings for memory: minilm failed with test error")
 
     store = tmp_path / "s"
-    fire(store, "PreToolUse", payload("PreToolUse"))
+    fire(store, "PostToolUse", payload("PostToolUse"))
     with open_fake(store, embedder=Broken()) as memory:  # ERR-P1-01: not stored, error kept, no crash
         assert memory.drain_spool() == 1
         assert memory.engine.catalog.count() == 0
@@ -264,11 +278,11 @@ def test_a_hook_writes_into_a_catalog_made_before_its_tables_were_created_at_ope
     with sqlite3.connect(store / "catalog.sqlite3") as conn:
         conn.executescript("DROP TABLE capture_stats; DROP TABLE spool_done; PRAGMA user_version = 6;")
     data = {"session_id": "old", "tool_name": "Bash", "tool_input": {"command": "mail bob@example.com"}}
-    assert fire(store, "PreToolUse", data) == (0, "")
+    assert fire(store, "PostToolUse", data) == (0, "")
     with open_fake(store) as memory:
         memory.drain_spool()
         assert memory.stats().capture == {"redacted_email": 1}
-        assert {m.content for m in memory.list()} == {"an older memory", "Bash: command=mail [EMAIL_REDACTED]"}
+        assert {m.content for m in memory.list()} == {"an older memory", "Ran `mail [EMAIL_REDACTED]`: ok"}
     with sqlite3.connect(store / "catalog.sqlite3") as conn:
         assert conn.execute("PRAGMA user_version").fetchone()[0] >= 7
 

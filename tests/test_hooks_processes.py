@@ -131,7 +131,7 @@ def test_kill_9_of_the_daemon_during_a_burst_loses_nothing(tmp_path: Path, procs
     log = (store / "logs" / "hooks.log").read_text() if (store / "logs" / "hooks.log").exists() else ""
     assert len(contents) == 1000, f"{len(contents)} stored; duplicates {dups}; hook log {log[-2000:]}"
     assert len(set(contents)) == 1000  # each exactly once
-    assert {c.split("command=")[1].split("\n")[0] for c in contents} == {f"step-{i}" for i in range(1000)}
+    assert {c.split("`")[1] for c in contents} == {f"step-{i}" for i in range(1000)}  # "Ran `step-i`: ok: ok i"
     while time.monotonic() < deadline and not (store / "daemon.json").exists():
         time.sleep(0.1)  # a daemon still importing dies of SIGTERM as any process does: stop a started one
     procs[1].send_signal(signal.SIGTERM)
@@ -149,7 +149,7 @@ with remindful.open(path, embedder=FakeEmbedder()) as memory:
         memory.store(f"worker {n} memory {i}", session_id=f"w{n}")
         payload = {"session_id": f"h{n}", "tool_name": "Bash", "tool_input": {"command": f"w{n}-cmd-{i}"},
                    "tool_use_id": f"t{n}-{i}"}
-        assert run(["--path", path, "hook", "PreToolUse"], stdin=io.StringIO(json.dumps(payload))) == 0
+        assert run(["--path", path, "hook", "PostToolUse"], stdin=io.StringIO(json.dumps(payload))) == 0
         if i % 5 == 0:
             memory.drain_spool()
 print("done")

@@ -151,6 +151,7 @@ def test_the_dashboard_and_the_daemon_answer_the_mapped_status(
 
     monkeypatch.setattr(memory, "get", fail)
     monkeypatch.setattr(memory, "context", fail)
+    monkeypatch.setattr(memory, "hook_context", fail)  # the daemon's /context answers a hook's request
     bearer = {"Authorization": f"Bearer {TOKEN}"}
     dashboard = TestClient(build_app(memory, TOKEN), base_url=BASE, headers=bearer)
     daemon = TestClient(daemon_app(memory), base_url=BASE, headers=bearer)

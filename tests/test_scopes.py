@@ -7,12 +7,15 @@ import json
 import os
 import subprocess
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pytest
 
 from remindful.engine.projects import Project, Resolver, slug
 from remindful.engine.scopes import USER, parse_selection, user_level, visible_from
 from remindful.errors import ValidationError
+from remindful.index.memory import InMemoryIndex
 from remindful.testing import open_fake
 
 
@@ -347,3 +350,65 @@ def test_export_and_import_keep_scopes_and_an_old_export_gets_them(tmp_path: Pat
     (tmp_path / "bad.json").write_text(json.dumps(data))
     with open_fake(tmp_path / "four") as memory, pytest.raises(ValidationError, match=r"memories\[0\]\.scope"):
         memory.import_memories(tmp_path / "bad.json")
+
+
+def test_the_memories_of_a_scope_move_together(tmp_path: Path) -> None:
+    # After an upgrade, the memories that named no directory are unscoped: a project's clients do
+    # not see them until they are given a project (or the user's scope), all at once.
+    a = repository(tmp_path / "projA")
+    with open_fake(tmp_path / "s") as memory:
+        loose = [memory.store(f"Old note {i} about the build cache", type="knowledge") for i in range(3)]
+        pnpm = memory.store("We use pnpm to install packages", type="knowledge", metadata={"cwd": str(a)})
+        scope_a = memory.project_of(a).scope
+        memory.work_in(a)
+        assert not {h.id for h in memory.search("old note build cache", limit=10)} & set(loose)
+        assert memory.move_scope("unscoped", "project") == 3
+        assert {memory.get(i).scope for i in loose} == {scope_a} and memory.get(pnpm).scope == scope_a
+        assert set(loose) <= {h.id for h in memory.search("old note build cache", limit=10)}
+        assert {u.scope: u.count for u in memory.scopes()} == {scope_a: 4}
+        assert memory.move_scope("unscoped", "user") == 0
+        assert memory.move_scope(f"{scope_a},user", "user") == 4
+        assert {u.scope: u.count for u in memory.scopes()} == {"user": 4}
+        assert memory.move_scope("user", "project:Side Quest") == 4
+        assert {u.scope: u.count for u in memory.scopes()} == {"project:side-quest": 4}
+        with pytest.raises(ValidationError, match="from"):
+            memory.move_scope("all", "user")
+        with pytest.raises(ValidationError, match="scope"):
+            memory.move_scope("unscoped", "team")
+
+
+class AskedIndex(InMemoryIndex):
+    """The in-memory index, keeping how many candidates each query asked for and every metadata."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked: list[int] = []
+        self.given: list[dict[str, Any]] = []
+
+    def upsert(self, collection: str, ids: Any, embeddings: Any, metadatas: Any) -> None:
+        self.given += [dict(m) for m in metadatas]
+        super().upsert(collection, ids, embeddings, metadatas)
+
+    def query(self, collection: str, embedding: np.ndarray, k: int) -> list[tuple[str, float]]:
+        self.asked.append(k)
+        return super().query(collection, embedding, k)
+
+
+def test_a_scope_filters_what_the_vector_index_answers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The index holds no scope (ids, vectors and fixed-vocabulary columns only): past EXACT_ALWAYS
+    # rows, a scope's search asks it, unfiltered, and keeps the candidates the catalog passes.
+    from remindful.engine.retrieval import search
+
+    index = AskedIndex()
+    with open_fake(tmp_path / "s", index=index, **{"performance.async_indexing": False}) as memory:
+        for scope in ("project:alpha", "project:beta"):
+            memory.store_batch(
+                [{"content": f"deploy note {i} of {scope}", "type": "knowledge", "scope": scope} for i in range(1200)]
+            )
+        assert memory.flush()
+        assert index.given and all(set(m) <= {"source", "memory_class", "created_at"} for m in index.given)
+        monkeypatch.setattr(search, "_exact", lambda *a: pytest.fail("scored exactly, not through the index"))
+        index.asked.clear()
+        hits = memory.search("deploy note of the project", limit=10, scope="project:alpha", min_score=0)
+        assert len(hits) == 10 and {h.scope for h in hits} == {"project:alpha"}
+        assert index.asked and max(index.asked) >= 10 * memory.settings.search.candidates  # the ten-fold at least

@@ -33,9 +33,17 @@ def hook(store: Path, event: str, cwd: Path, session: str, *, context: bool = Fa
     return json.loads(printed)["hookSpecificOutput"]["additionalContext"] if printed else ""
 
 
+def say(store: Path, cwd: Path, session: str, prompt: str) -> None:
+    """A turn: the prompt, then the Stop of the assistant's answer (a prompt is kept as intent and
+    injected only through what its turn taught). Distinct answers: two Stops of one session with
+    the same answer are one replayed event."""
+    hook(store, "UserPromptSubmit", cwd, session, prompt=prompt)
+    hook(store, "Stop", cwd, session, stop_hook_active=False, last_assistant_message=f"Noted ({len(prompt)}).")
+
+
 def session_in_a(store: Path, a: Path) -> None:
     hook(store, "SessionStart", a, "s1", source="startup")
-    hook(store, "UserPromptSubmit", a, "s1", prompt="Remember that this repo installs its dependencies with pnpm")
+    say(store, a, "s1", "Remember that this repo installs its dependencies with pnpm")
     hook(
         store,
         "PostToolUse",
@@ -46,13 +54,13 @@ def session_in_a(store: Path, a: Path) -> None:
         tool_input={"command": "pnpm install --frozen-lockfile", "description": "Install the dependencies with pnpm"},
         tool_response={"stdout": "Done in 4.2s", "exit_code": 0},
     )
-    hook(store, "UserPromptSubmit", a, "s1", prompt="From now on, never put emojis in commit messages")
+    say(store, a, "s1", "From now on, never put emojis in commit messages")
     hook(store, "SessionEnd", a, "s1", reason="exit")
 
 
 def session_in_b(store: Path, b: Path) -> None:
     hook(store, "SessionStart", b, "s2", source="startup")
-    hook(store, "UserPromptSubmit", b, "s2", prompt="Remember that this repo builds and installs its crates with cargo")
+    say(store, b, "s2", "Remember that this repo builds and installs its crates with cargo")
     hook(store, "SessionEnd", b, "s2", reason="exit")
 
 

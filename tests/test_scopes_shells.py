@@ -73,6 +73,10 @@ def test_the_command_line_stores_in_its_directory_and_reads_any_scope(
     assert "no user-level rule" in cli("scopes", "--explain", "We always deploy on Mondays")
     assert "moved" in cli("move", cargo["memory_id"], "user")
     assert cli("get", cargo["memory_id"], "--json")["scope"] == "user"
+    assert cli("move-all", "user", "project", "--json") == {"success": True, "moved": 2}
+    assert {m["scope"] for m in cli("list", "--scope", "here", "--json")} == {cargo["scope"]}
+    assert "moved 0 memories" in cli("move-all", "unscoped", "user")
+    assert "from" in cli("move-all", "all", "user", code=2)
     assert "scope" in cli("search", "x", "--scope", "team", code=2)
     assert "no project 'ghost'" in cli("list", "--scope", "project:ghost", code=2)
 

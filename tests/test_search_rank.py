@@ -3,7 +3,7 @@ further when near-duplicates fold the first candidates into few hits."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -104,9 +104,11 @@ def test_near_duplicates_filling_the_first_candidates_make_the_search_look_furth
 
 
 class DenseCatalog:
-    """What :func:`_dense` reads: every third id passes the filter; records an exact scoring."""
+    """What :func:`_dense` reads: the ids ``passes`` keeps (by their rank in the index) pass the
+    filter; records an exact scoring."""
 
-    def __init__(self) -> None:
+    def __init__(self, passes: Callable[[int], bool] = lambda i: i % 3 == 0) -> None:
+        self.passes = passes
         self.exact = False
 
     def filtered_embeddings(self, flt: SqlFilter) -> tuple[list[str], np.ndarray | None]:
@@ -114,7 +116,7 @@ class DenseCatalog:
         return ["x"], np.ones((1, 2), dtype=np.float32)
 
     def ids_passing(self, ids: Sequence[str], flt: SqlFilter) -> set[str]:
-        return {mid for mid in ids if int(mid[1:]) % 3 == 0}
+        return {mid for mid in ids if self.passes(int(mid[1:]))}
 
     def pending_embeddings(self, flt: SqlFilter, after: int | None) -> tuple[list[str], None]:
         return [], None
@@ -122,8 +124,9 @@ class DenseCatalog:
 
 def test_a_scope_of_known_size_asks_the_index_for_enough_candidates_or_is_scored_exactly() -> None:
     """A scope's count is known without a read: the index is asked for the candidates its share
-    needs for k to pass (with a margin, at least the ten-fold), and a share too small is scored
-    exactly."""
+    needs for k to pass (with a margin, at least the ten-fold, at most INDEX_FETCH_MAX), for
+    INDEX_FETCH_MAX when too few of those pass (neighbours cluster), and a share too small for
+    INDEX_FETCH_MAX candidates is scored exactly."""
     asked: list[int] = []
 
     def index(vector: np.ndarray, n: int) -> list[tuple[str, float]]:
@@ -132,14 +135,23 @@ def test_a_scope_of_known_size_asks_the_index_for_enough_candidates_or_is_scored
 
     vector = np.ones(2, dtype=np.float32)
 
-    def dense(passing: int, k: int = 10) -> tuple[int | None, bool]:
+    def dense(
+        passing: int, k: int = 10, at_least: int | None = None, passes: Callable[[int], bool] = lambda i: i % 3 == 0
+    ) -> tuple[list[int], bool]:
         asked.clear()
-        catalog = DenseCatalog()
-        found = _dense(catalog, vector, ANY, k, index, True, 100_000, None, SearchSettings(), passing)  # type: ignore[arg-type]
+        catalog = DenseCatalog(passes)
+        found = _dense(catalog, vector, ANY, k, index, True, 100_000, None, SearchSettings(), passing, at_least)  # type: ignore[arg-type]
         assert found
-        return (asked[0] if asked else None), catalog.exact
+        return list(asked), catalog.exact
 
-    assert dense(60_000) == (100, False)  # a large share: the ten-fold is enough
-    assert dense(5_000) == (500, False)  # 5 %: k * 2.5 / 0.05 candidates
-    assert dense(2_000, k=20) == (None, True)  # 2,500 candidates would be needed: exact
-    assert dense(1_000) == (None, True)  # few rows are always scored exactly
+    assert dense(60_000) == ([100], False)  # a large share: the ten-fold is enough
+    assert dense(5_000) == ([500], False)  # 5 %: k * 2.5 / 0.05 candidates
+    assert dense(2_000, k=20) == ([], True)  # 2,000 candidates would hold 40 of them: exact
+    assert dense(1_000) == ([], True)  # few rows are always scored exactly
+    # The first candidates are another project's: the index is asked for the most, then they pass.
+    assert dense(5_000, passes=lambda i: i >= 600) == ([500, 2000], False)
+    # None pass among the most: every row of the scope is scored.
+    assert dense(5_000, passes=lambda i: False) == ([500, 2000], True)
+    # A later round looking further (k 80, the first round's 20): 50 of the most are enough.
+    assert dense(5_000, k=80, at_least=20, passes=lambda i: i % 40 == 0) == ([2000], False)
+    assert dense(5_000, k=80) == ([], True)  # without it, 2,000 would not hold 80 with the margin: exact

@@ -21,7 +21,9 @@ import remindful
 from remindful.embed import FakeEmbedder
 from remindful.engine.redact import build_redactor, redact_then_truncate
 from remindful.services.ingest.calls import ToolCall
-from remindful.services.ingest.events import INPUT_CHARS, SUMMARY_CHARS, build_record
+from remindful.services.ingest.distill import COMMAND_CHARS, OUTPUT_CHARS
+from remindful.services.ingest.drainer import drain_spool
+from remindful.services.ingest.events import build_record
 from remindful.services.ingest.proxy import ToolCallTracker
 from remindful.services.ingest.watcher import MarkdownWatcher
 from remindful.services.ingest.worker import CaptureWorker
@@ -87,8 +89,8 @@ def test_a_secret_across_the_cut_is_redacted_not_split(text: str) -> None:
 @pytest.mark.parametrize("text,secret", PLANTED)
 def test_hook_record_redacts_before_it_cuts(text: str, secret: str) -> None:
     redactor = build_redactor()
-    command = at_boundary(len("command="), INPUT_CHARS, secret) + text
-    stdout = at_boundary(len("stdout: "), SUMMARY_CHARS, secret) + text
+    command = at_boundary(0, COMMAND_CHARS, secret) + text  # the command is cut alone
+    stdout = at_boundary(0, OUTPUT_CHARS // 3, secret) + text  # a long output keeps its head (a third) and tail
     data = {
         "session_id": "s",
         "tool_name": "Bash",
@@ -143,8 +145,8 @@ def test_planted_secrets_reach_no_file_through_any_capture_path(tmp_path: Path) 
     env = child_env(tmp_path)
     base = {"session_id": "sec", "cwd": str(tmp_path)}
     for i, (text, secret) in enumerate(PLANTED):  # hooks: each secret straddling the cut
-        command = at_boundary(len("command="), INPUT_CHARS, secret) + text
-        stdout = at_boundary(len("stdout: "), SUMMARY_CHARS, secret) + text
+        command = at_boundary(0, COMMAND_CHARS, secret) + text  # the command is cut alone
+        stdout = at_boundary(0, OUTPUT_CHARS // 3, secret) + text  # a long output keeps its head (a third)
         for event, extra in (
             ("PreToolUse", {"tool_input": {"command": command}}),
             ("PostToolUse", {"tool_input": {"command": command}, "tool_response": {"stdout": stdout}}),
@@ -178,7 +180,7 @@ def test_planted_secrets_reach_no_file_through_any_capture_path(tmp_path: Path) 
         )
     )
     with remindful.open(store, embedder=FakeEmbedder()) as memory:  # the real embedded Chroma
-        memory.drain_spool()
+        drain_spool(memory.engine, hold_s=0)  # the calls' starts too, which wait for an outcome otherwise
         assert memory.stats().spool_pending == 0
         memory.store(ALL, type="knowledge", metadata={"AKIAIOSFODNN7EXAMPLE": "v", "note": ALL, "n": [{ALL: ALL}]})
         mid = memory.store("placeholder", type="action")

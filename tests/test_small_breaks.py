@@ -8,6 +8,7 @@ accepted; ``watch FILE`` exited 1 (a remindful error) instead of 2 (bad input).
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import subprocess
@@ -136,3 +137,24 @@ def test_watch_names_bad_input_with_exit_2(cli_store: Path, tmp_path: Path) -> N
         result = CliRunner().invoke(app, ["watch", str(target), "--once"])
         assert result.exit_code == 2, result.output
         assert "Invalid 'dirs'" in result.output and str(target) in result.output
+
+
+def test_a_token_file_is_never_left_empty_when_its_write_fails(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # `remindful token` on a full disk left an empty http_token: every HTTP surface then refused to start.
+    from remindful.errors import StorageFullError
+    from remindful.services import access
+
+    def full(fd: int) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    store = tmp_path / "store"
+    monkeypatch.delenv(access.TOKEN_ENV, raising=False)
+    monkeypatch.setattr(access.os, "fsync", full)
+    with pytest.raises(StorageFullError, match="disk is full"):
+        access.http_token(store)
+    assert list(store.iterdir()) == []  # no token file, no temporary left
+    monkeypatch.undo()
+    monkeypatch.delenv(access.TOKEN_ENV, raising=False)
+    token = access.http_token(store)
+    assert len(token) > 20 and access.http_token(store) == token
+    assert (store / access.TOKEN_FILE).stat().st_mode & 0o777 == 0o600

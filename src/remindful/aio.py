@@ -68,6 +68,7 @@ class AsyncMemoryManager:
     list = _awaitable(MemoryManager.list)
     search = _awaitable(MemoryManager.search)
     context = _awaitable(MemoryManager.context)
+    hook_context = _awaitable(MemoryManager.hook_context)
     resume_session = _awaitable(MemoryManager.resume_session)
     session_size = _awaitable(MemoryManager.session_size)
     stats = _awaitable(MemoryManager.stats)
@@ -77,6 +78,7 @@ class AsyncMemoryManager:
     seen_from = _awaitable(MemoryManager.seen_from)
     scopes = _awaitable(MemoryManager.scopes)
     user_level = _awaitable(MemoryManager.user_level)
+    move_scope = _awaitable(MemoryManager.move_scope)
     # -- maintenance
     reindex = _awaitable(MemoryManager.reindex)
     doctor = _awaitable(MemoryManager.doctor)

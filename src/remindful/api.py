@@ -167,7 +167,7 @@ class MemoryManager:
         self._store.ready()
         if daemon_elsewhere(self.path):
             return 0
-        count = drain_spool(self._store)
+        count = drain_spool(self._store, learning=self._repos.learning)
         if count:
             log.info("stored %d spooled events", count)
         return count
@@ -348,17 +348,43 @@ class MemoryManager:
         content is re-embedded. Returns the updated memory."""
         return self._store.update(memory_id, content, metadata, scope=self._scope_to_write(scope))
 
+    def move_scope(self, source: Any, target: str | Project) -> int:
+        """Move every memory of ``source`` (a read's scope: ``unscoped``, ``user``,
+        ``project:<name>``, ``here`` or several; not ``all``) to ``target`` (``user``, ``project``,
+        ``project:<name>``); returns how many moved. After the upgrade from before scopes,
+        ``move_scope("unscoped", "project:NAME")`` gives the memories that named no directory a
+        project (or ``"user"``: every project sees them, as before)."""
+        if source is None:
+            raise ValidationError("from", "expected the scope to move from, e.g. unscoped, user or project:<name>")
+        try:
+            scopes = scoping.parse_selection(source, current=self.project, lookup=self._repos.scopes.find, field="from")
+        except ValueError as exc:
+            raise ValidationError("from", str(exc).split(": ", 1)[-1]) from None
+        if scopes is None:
+            raise ValidationError("from", "expected the scopes to move from, not all: unscoped, user or project:<name>")
+        to = self._scope_to_write(target)
+        if to is None:
+            raise ValidationError("scope", "expected user, project or project:<name>")
+        return self._store.move_scope(scopes, to)
+
     def delete(self, memory_id: str) -> bool:
-        """Delete one memory everywhere; False if there was none with that id."""
-        return self._store.delete(memory_id)
+        """Delete one memory everywhere; False if there was none with that id. It stays forgotten:
+        a tombstone of its text (a hash, never the text) keeps automatic captures from storing the
+        same statement again (:mod:`remindful.services.forget`)."""
+        from remindful.engine.validation import check_text
+        from remindful.services.forget import forget
+
+        return forget(self._store, self._repos.captures, [check_text(memory_id, "memory_id")]) == 1
 
     def delete_by_file_path(self, path: str | os.PathLike[str]) -> int:
         """Delete every memory (Markdown chunks) taken from the file at ``path``; returns how many."""
         return self._store.delete_by_file_path(path)
 
     def delete_many(self, ids: Sequence[str]) -> int:
-        """Delete memories by id; returns how many existed."""
-        return self._store.delete_many(ids)
+        """Delete memories by id; returns how many existed. They stay forgotten, as with :meth:`delete`."""
+        from remindful.services.forget import forget
+
+        return forget(self._store, self._repos.captures, ids)
 
     # -- reads ----------------------------------------------------------------------------------
 
@@ -462,6 +488,30 @@ class MemoryManager:
             types=types,
             session_id=session_id,
             resumed_session=self._resumed(resumed_session),
+            scopes=self._selection(scope),
+        )
+
+    def hook_context(self, request: Mapping[str, Any]) -> Context:
+        """What a coding agent's hook injects for ``request`` (the JSON of
+        :func:`remindful.services.context.hook_request`: ``event``, ``query``, ``session_id``,
+        ``cwd``, ``budget_tokens``, ``exclude``): on ``SessionStart`` the brief of the session's
+        project (its recent decisions, open failures and preferences), on ``UserPromptSubmit`` the
+        prompt's context, searched in the scopes seen from ``cwd`` (or the request's ``scope``, as
+        :meth:`search` takes it); every line says why it is there, the project's settings may turn
+        it down or off (``hooks.inject``, ``hooks.projects``), and what is injected is counted in
+        the ledger (``stats().injection``). Raises ValidationError naming a bad field of the request."""
+        from remindful.services.context import HookRequest, hook_context
+
+        parsed = HookRequest.parse(request)
+        # The scopes seen from the agent's directory (its project's and the user's; no directory:
+        # the user's and the unscoped), unless the request names its own.
+        scope = parsed.scope if parsed.scope is not None else self.seen_from(parsed.cwd)
+        return hook_context(
+            self._store,
+            self._repos.brief,
+            self._repos.ledger,
+            parsed,
+            resumed_session=self._resumed(None),
             scopes=self._selection(scope),
         )
 
@@ -687,10 +737,13 @@ class MemoryManager:
         return capture_conversation(self._store, self._repos.learning, turn, automatic=automatic)
 
     def capture_correction(self, original: str, corrected: str, context: str = "") -> Memory:
-        """Store the rule a user correction teaches, as a reinforced knowledge memory."""
+        """Store the rule a user correction teaches, as a reinforced knowledge memory; what it
+        replaces (memories stating ``original``) is marked superseded and stays forgotten."""
         from remindful.services.learning.corrections import capture_correction
 
-        return capture_correction(self._store, self._repos.learning, original, corrected, context)
+        return capture_correction(
+            self._store, self._repos.learning, original, corrected, context, captures=self._repos.captures
+        )
 
     def capture_config_change(self, key: str, old: Any, new: Any, *, automatic: bool = False) -> Memory | None:
         """Store the preference a setting change expresses ("User prefers dark mode")."""

@@ -528,7 +528,35 @@ class PrivacySettings(_Section):
         return value
 
 
+class ProjectInjection(_Section):
+    """How much context one project's agents get (``hooks.projects``); an unset field is ``hooks``'s."""
+
+    inject: bool | None = Field(None, description="inject context into this project's sessions at all")
+    context_budget_tokens: int | None = Field(
+        None, ge=0, le=100_000, description="token budget of a prompt's context in this project (0: none)"
+    )
+    brief_budget_tokens: int | None = Field(
+        None, ge=0, le=100_000, description="token budget of the SessionStart brief in this project (0: none)"
+    )
+
+
 class HookSettings(_Section):
+    inject: bool = Field(
+        default("hooks.inject"),
+        description="inject context on SessionStart/UserPromptSubmit (false: the hooks only capture)",
+    )
+    brief_budget_tokens: int = Field(
+        default("hooks.brief_budget_tokens"),
+        ge=0,
+        le=100_000,
+        description="token budget of the SessionStart brief: the project's recent decisions, open failures "
+        "and preferences (0: no brief)",
+    )
+    projects: dict[str, ProjectInjection] = Field(
+        default_factory=dict,
+        description="per project (its directory, or an fnmatch pattern of directories): inject, "
+        "context_budget_tokens, brief_budget_tokens overriding these; the first key that matches wins",
+    )
     context_budget_tokens: int = Field(
         default("hooks.context_budget_tokens"),
         ge=50,
@@ -723,8 +751,8 @@ DEFAULT_TRIGGER_PATTERNS = [
 ]
 
 
-LLMCapturePoint = Literal["conversation", "correction", "workflow"]
-LLM_CAPTURE_POINTS: tuple[LLMCapturePoint, ...] = ("conversation", "correction", "workflow")
+LLMCapturePoint = Literal["conversation", "correction", "workflow", "session"]
+LLM_CAPTURE_POINTS: tuple[LLMCapturePoint, ...] = ("conversation", "correction", "workflow", "session")
 
 
 class LLMSettings(_Section):

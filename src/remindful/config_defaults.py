@@ -42,7 +42,15 @@ DEFAULTS: dict[str, Any] = {
         "filters": {"min_interval_seconds": 5.0, "ignore_mouse_moves": True, "ignore_sessions": []},
     },
     "privacy": {"redact": True, "redact_defaults": True, "redact_patterns": [], "exclude_sessions": []},
-    "hooks": {"context_budget_tokens": 1500, "context_candidates": 30, "line_chars": 240, "start_daemon": True},
+    "hooks": {
+        "context_budget_tokens": 1500,
+        "context_candidates": 30,
+        "line_chars": 240,
+        "inject": True,
+        "brief_budget_tokens": 400,
+        "projects": {},
+        "start_daemon": True,
+    },
     "search": {"min_score": 0.25, "recency_half_life_days": 90.0},
     "context": {"min_score": 0.5},
     "limits": {
@@ -110,7 +118,15 @@ SECTION_KEYS: dict[str, tuple[str, ...]] = {
         "redact_screenshots",
     ),
     "limits": ("batch_items", "content_chars", "hook_payload_bytes", "metadata_bytes", "metadata_depth", "query_chars"),
-    "hooks": ("context_budget_tokens", "context_candidates", "line_chars", "start_daemon"),
+    "hooks": (
+        "brief_budget_tokens",
+        "context_budget_tokens",
+        "context_candidates",
+        "inject",
+        "line_chars",
+        "projects",
+        "start_daemon",
+    ),
 }
 
 _MISSING = object()

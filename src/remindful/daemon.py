@@ -16,9 +16,11 @@ if the owner dies):
 - run the retention schedule (:mod:`remindful.services.policy.scheduler`) when it is installed, and at a
   clean stop honour ``privacy.delete_on_exit`` (:func:`remindful.services.sessions.delete_on_exit`);
 - serve the dashboard (:mod:`remindful.web`) and ``GET /health``, ``POST /context`` on
-  ``http://127.0.0.1:PORT`` (uvicorn, in a thread): ``POST /context`` takes ``{"query",
-  "budget_tokens", "exclude", "cwd"}`` and answers ``{"context"}``, searched in the scopes seen
-  from ``cwd`` (its project's and the user's), as the local channel does. Every request passes the
+  ``http://127.0.0.1:PORT`` (uvicorn, in a thread): ``POST /context`` takes a hook's request
+  (:func:`remindful.services.context.hook_request`'s JSON: ``{"event", "query", "budget_tokens",
+  "exclude", "session_id", "cwd"}``) and answers ``{"context"}``
+  (:meth:`MemoryManager.hook_context <remindful.api.MemoryManager.hook_context>`: the brief or the
+  prompt's context, searched in the scopes seen from ``cwd``), as the local channel does. Every request passes the
   gate of every HTTP surface (:class:`remindful.web.gate.BearerGate`: the store's bearer token, or
   the dashboard's cookie; Host and Origin on loopback); an error answers the status of
   :func:`remindful.errors.http_status`. Port and pid are in ``<storage>/daemon.json``, mode 0600,
@@ -306,9 +308,7 @@ class DaemonHandle:
                 return {"success": True, "pid": os.getpid(), "drained": self.drained}
             if op != "context":
                 raise ValidationError("op", "expected 'context' or 'ping'")
-            query, budget, exclude = _context_request(request)
-            scope = _context_scope(self.manager, request)
-            text = self.manager.context(query, budget_tokens=budget, exclude=exclude, scope=scope).text
+            text = self.manager.hook_context({k: v for k, v in request.items() if k != "op"}).text
         except Exception as exc:
             status = http_status(exc)
             if status >= 500:
@@ -400,12 +400,8 @@ class DaemonHandle:
             body = await request.body()
             if len(body) > MAX_BODY:
                 raise ValidationError("body", f"expected 1 to {MAX_BODY} bytes of JSON")
-            payload = _json_body(body)
-            query, budget, exclude = _context_request(payload)
-            scope = _context_scope(self.manager, payload)
-            text = await run_in_threadpool(
-                lambda: self.manager.context(query, budget_tokens=budget, exclude=exclude, scope=scope).text
-            )
+            hook_request = _json_body(body)
+            text = await run_in_threadpool(lambda: self.manager.hook_context(hook_request).text)
         except Exception as exc:
             status = http_status(exc)
             if status >= 500:
@@ -420,36 +416,6 @@ def _json_body(body: bytes) -> Any:
         return json.loads(body)
     except (ValueError, RecursionError) as exc:
         raise ValidationError("body", f"expected a JSON object ({exc})") from None
-
-
-def _context_request(request: Any) -> tuple[str, int | None, str | None]:
-    """``(query, budget_tokens, exclude)`` of a ``POST /context`` body; ValidationError naming the field."""
-    if not isinstance(request, dict):
-        raise ValidationError("body", "expected a JSON object")
-    query = request.get("query")
-    if not isinstance(query, str) or not query.strip():
-        raise ValidationError("query", "expected a non-empty string")
-    budget = request.get("budget_tokens")
-    if budget is not None and (type(budget) is not int or budget < 1):
-        raise ValidationError("budget_tokens", "expected a positive integer")
-    exclude = request.get("exclude")
-    return query, budget, exclude if isinstance(exclude, str) else None
-
-
-def _context_scope(manager: MemoryManager, request: dict[str, Any]) -> Any:
-    """The scopes a context request reads: its ``scope`` (as ``MemoryManager.search`` takes it),
-    else what a client working in its ``cwd`` sees (:meth:`MemoryManager.seen_from`: that
-    directory's project and the user's; without a ``cwd``, the user's and the unscoped memories,
-    never a project's). ValidationError naming the field."""
-    scope = request.get("scope")
-    if scope is not None:
-        if not isinstance(scope, str | list):
-            raise ValidationError("scope", "expected a scope such as 'user' or 'project:NAME', or a list of them")
-        return scope
-    cwd = request.get("cwd")
-    if cwd is not None and (not isinstance(cwd, str) or not cwd.strip()):
-        raise ValidationError("cwd", "expected the absolute path of the agent's working directory, or null")
-    return manager.seen_from(cwd)
 
 
 class _LocalRequest(socketserver.StreamRequestHandler):

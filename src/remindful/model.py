@@ -289,8 +289,10 @@ class Stats:
     """:meth:`MemoryManager.stats`: counts per collection, storage and quota use, sessions, and the
     figures of :mod:`remindful.services.stats` (``session_length``, ``activity``,
     ``captures_per_day``, ``spool_pending``, ``last_cleanup``, ``capture``, ``learning``, ``index``,
-    ``performance``). ``partial``: the catalog could not be read (a full disk): the counts are
-    None, those figures too, and only the storage, the last backup and the ``warnings`` are known."""
+    ``performance``, ``injection``: the context injected into agents, in all, per project and per
+    session, and how many memories stay forgotten). ``partial``: the catalog could not be read (a
+    full disk): the counts are None, those figures too, and only the storage, the last backup and
+    the ``warnings`` are known."""
 
     total_memories: int | None
     collections: dict[str, CollectionUsage]
@@ -308,6 +310,7 @@ class Stats:
     learning: dict[str, Any] | None = None
     index: dict[str, Any] | None = None
     performance: dict[str, Any] | None = None
+    injection: dict[str, Any] | None = None
     scopes: tuple[ScopeUsage, ...] | None = None
     scope: dict[str, Any] | None = None
 
@@ -330,6 +333,7 @@ class Stats:
             data["learning"] = self.learning
             data["index"] = self.index
             data["performance"] = self.performance
+            data["injection"] = self.injection
             data["scopes"] = [s.to_dict() for s in self.scopes or ()]
             if self.scope is not None:
                 data["scope"] = self.scope

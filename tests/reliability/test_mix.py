@@ -158,7 +158,8 @@ def cli_searches(run: Run, env: dict[str, str], stop: threading.Event) -> None:
         n += 1
 
 
-HOOK_EVENTS = ("PreToolUse", "PostToolUse", "UserPromptSubmit")
+#: Events that are stored at once (a call's start waits in the spool for its outcome: drainer.HOLD_S).
+HOOK_EVENTS = ("PostToolUseFailure", "PostToolUse", "UserPromptSubmit")
 
 
 def hooks(run: Run, env: dict[str, str], stop: threading.Event) -> None:
@@ -172,6 +173,8 @@ def hooks(run: Run, env: dict[str, str], stop: threading.Event) -> None:
             payload.update(tool_name="Bash", tool_input={"command": f"echo {marker}"}, tool_use_id=f"toolu_{n:05d}")
             if event == "PostToolUse":
                 payload["tool_response"] = {"stdout": f"{marker} done", "stderr": "", "interrupted": False}
+            else:
+                payload["error"] = f"{marker} failed"
         returncode, _out = remindful(run, f"hook {event} {n}", env, "hook", event, stdin=json.dumps(payload))
         if returncode == 0:
             run.ack("hook", marker)

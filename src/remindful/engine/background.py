@@ -319,6 +319,8 @@ class AccessRecorder(_Worker):
         self.submit(ids)
 
     def _touch(self, ids: list[str]) -> None:
+        if getattr(self._catalog, "unwritable", None) is not None:  # a read-only view (a full disk): nothing to record
+            return
         try:
             self._catalog.touch(ids, time.time())
         except RemindfulError as exc:  # access counts are best effort; never break a search

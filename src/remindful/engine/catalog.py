@@ -62,9 +62,10 @@ CatalogSource = Callable[[], "Catalog"]
 #: ``expires_at`` (newest-first listings need no sort, and a broad filter is counted from an index
 #: alone); 6: ``type_counts``, kept by triggers; 7: every table is created at open, those of the
 #: capture counts and the learning layer too (:mod:`remindful.engine.schema`); 8: every memory has a
-#: scope (:mod:`remindful.engine.scopes`), the rows of an older catalog given theirs by the upgrade.
-#: Each upgrade re-runs the (idempotent) schema and recounts the types.
-SCHEMA_VERSION = 8
+#: scope (:mod:`remindful.engine.scopes`), the rows of an older catalog given theirs by the upgrade;
+#: 9: the tombstones of what was forgotten and the ledger of injected context. Each upgrade re-runs
+#: the (idempotent) schema and recounts the types.
+SCHEMA_VERSION = 9
 #: The version from which memories have a scope.
 SCOPES_VERSION = 8
 #: Rows given their scope per statement by the upgrade to :data:`SCOPES_VERSION`.
@@ -85,6 +86,35 @@ def _classify(exc: BaseException) -> StorageError | None:
     return StorageError(f"Catalog operation failed: {exc}")
 
 
+#: Below this much free space a vague write error (SQLite's "disk I/O error" at a -shm it cannot
+#: grow, chromadb's compaction errors) means a full disk.
+NEARLY_FULL = 1024 * 1024
+
+
+def unwritable(directory: Path, exc: BaseException | None = None) -> StorageError | None:
+    """Why nothing can be written in the storage ``directory``, if that is the cause of ``exc`` (a
+    failed write or open): it is read-only (a StorageError saying so), or its disk is full
+    (StorageFullError). None: something else. A ``statvfs``; the caller reports the error it got."""
+    try:
+        stat = os.statvfs(directory)
+        free = stat.f_bavail * stat.f_frsize
+    except OSError:
+        return None
+    if (
+        stat.f_flag & os.ST_RDONLY
+        or not os.access(directory, os.W_OK)
+        or (isinstance(exc, OSError) and exc.errno == errno.EROFS)
+    ):
+        return StorageError(
+            f"the storage directory {directory} is read-only: memories can be read, not written",
+            suggestion="Make it writable (remount the filesystem read-write, or chmod 700), or configure another path",
+        )
+    text = str(exc).lower()
+    if free < NEARLY_FULL or "disk is full" in text or (isinstance(exc, OSError) and exc.errno == errno.ENOSPC):
+        return StorageFullError(f"the disk is full: {free} bytes free under {directory}")
+    return None
+
+
 #: The way out of a damaged catalog (the index is rebuilt from it, so it cannot be rebuilt itself).
 CATALOG_WAY_OUT = (
     "restore a backup with `remindful restore ARCHIVE`, or salvage the rows with "
@@ -103,7 +133,10 @@ def integrity_problem(path: Path, *, full: bool = False) -> str | None:
     database at ``path``, or None. Read-only, its own connection; reads the whole file (about a
     second per few hundred MB)."""
     try:
-        conn = sqlite3.connect(str(path), timeout=30)
+        if unwritable(path.parent) is not None:  # SQLite cannot make the -shm file a reader needs there
+            conn = connection.connect_read_only(path, timeout=30)
+        else:
+            conn = sqlite3.connect(str(path), timeout=30)
         try:
             rows = conn.execute("PRAGMA integrity_check" if full else "PRAGMA quick_check").fetchall()
         finally:
@@ -276,10 +309,23 @@ class Catalog:
         #: (:mod:`remindful.engine.storelock`).
         self.store_lock = StoreLock(path.parent)
         self._epoch = 0  # bumped when the file is replaced: each thread's reader reconnects
+        #: Why nothing can be written (a read-only directory, a full disk), if so: the catalog is
+        #: open for reading only, and every write raises it (:meth:`transaction`).
+        self.unwritable: StorageError | None = None
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         try:
-            connection.make_private(path)
-            self._conn = connection.connect(path, busy_timeout_ms=busy_timeout_ms, check_same_thread=False)
+            try:
+                connection.make_private(path)
+                self._conn = connection.connect(path, busy_timeout_ms=busy_timeout_ms, check_same_thread=False)
+            except (sqlite3.Error, OSError) as exc:
+                # A full disk or a read-only filesystem: SQLite cannot even make the -shm file a
+                # reader needs. What is there can still be read.
+                why = unwritable(path.parent, exc)
+                if why is None or not path.is_file() or path.stat().st_size == 0:
+                    raise
+                self._conn = connection.connect_read_only(path, check_same_thread=False)
+                self.unwritable = why
+                log.warning("%s; the catalog is open for reading only", why.message)
             self._file = _identity(path)
         except (sqlite3.Error, OSError) as exc:
             raise StorageError(f"Cannot open catalog {path}: {exc}") from exc
@@ -287,6 +333,10 @@ class Catalog:
 
     def _init_schema(self) -> None:
         conn = self._conn
+        if self.unwritable is not None:  # read as it is: an older schema cannot be upgraded here
+            if conn.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
+                raise self.unwritable
+            return
         mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
         if mode.lower() != "wal":  # pragma: no cover - only on filesystems without shared memory
             raise StorageError(f"SQLite WAL mode unavailable on {self.path} (got {mode})")
@@ -372,7 +422,10 @@ class Catalog:
         """This thread's own read connection (WAL lets it read while another connection writes)."""
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None or self._local.epoch != self._epoch:
-            conn = connection.connect(self.path, check_same_thread=False)
+            if self.unwritable is not None:
+                conn = connection.connect_read_only(self.path, check_same_thread=False)
+            else:
+                conn = connection.connect(self.path, check_same_thread=False)
             self._local.conn, self._local.epoch = conn, self._epoch
             with self._readers_lock:
                 self._readers.append(conn)
@@ -411,6 +464,8 @@ class Catalog:
         """One write transaction (BEGIN IMMEDIATE). The caller wraps it in :func:`with_retries`.
         It holds the store lock shared (before the thread lock: a thread waiting for a restore
         must not hold up the restoring thread's own reads)."""
+        if self.unwritable is not None:
+            self._regain_writes()
         with self.store_lock.shared(), self._lock:
             self.follow_file()
             self._conn.execute("BEGIN IMMEDIATE")
@@ -420,6 +475,28 @@ class Catalog:
                 self._conn.execute("ROLLBACK")
                 raise
             self._conn.execute("COMMIT")
+
+    def _regain_writes(self) -> None:
+        """The catalog was opened for reading only (:attr:`unwritable`): if the disk has room again,
+        connect for writing (this thread's readers reconnect too); else raise why it cannot."""
+        with self._lock:
+            if self.unwritable is None:
+                return
+            why = unwritable(self.path.parent)
+            if why is not None:
+                raise why
+            try:
+                conn = connection.connect(self.path, busy_timeout_ms=self._busy_timeout_ms, check_same_thread=False)
+                conn.execute("PRAGMA user_version").fetchone()
+            except (sqlite3.Error, OSError) as exc:
+                why = unwritable(self.path.parent, exc) or StorageError(f"Cannot open catalog {self.path}: {exc}")
+                raise why from exc
+            _RETIRED.append(self._conn)  # an immutable reader: nothing of it to close by name
+            _RETIRED.extend(self._readers)
+            self._readers.clear()
+            self._conn, self.unwritable = conn, None
+            self._epoch += 1
+            log.info("%s is writable again", self.path)
 
     def write(self, fn: Callable[[sqlite3.Connection], T], *, what: str = "write") -> T:
         """Run ``fn(conn)`` in one retried write transaction."""
@@ -854,7 +931,9 @@ class Catalog:
 
     def mend_windows(self, limit: int) -> int:
         """Mend the session windows around up to ``limit`` queued deletion spots; returns how many
-        were handled (0: none left)."""
+        were handled (0: none left). Nothing queued, nothing written (a close on a full disk)."""
+        if not self.windows_to_mend():
+            return 0
         return self.write(lambda c: context.mend_pending(c, limit), what="mending session windows")
 
     def windows_to_mend(self) -> bool:

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from remindful.engine import connection
 from remindful.errors import StorageError
 
 
@@ -95,7 +96,8 @@ def copy_into(staged: Path, live: Path) -> None:
 
 
 def _read_only(path: Path, timeout: float = 5.0) -> sqlite3.Connection:
-    return sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=timeout)
+    # Also where SQLite cannot make the -shm file (a read-only filesystem, a full disk).
+    return connection.connect_read_only(path, timeout=timeout)
 
 
 def type_counts(path: Path) -> dict[str, int]:
@@ -139,7 +141,7 @@ def spool_health(path: Path, stuck_attempts: int) -> SpoolHealth:
     store is opened: opening one drains the spool); all zeros when it has no spool table yet.
     Raises StorageError when the file cannot be read."""
     try:
-        conn = sqlite3.connect(str(path), timeout=10)
+        conn = _read_only(path, timeout=10)
         try:
             waiting, oldest, stuck, error = conn.execute(
                 "SELECT count(*), min(created_at), sum(attempts >= ?), "

@@ -39,6 +39,31 @@ def connect(
     return conn
 
 
+def connect_read_only(
+    path: str | os.PathLike[str], *, check_same_thread: bool = True, timeout: float = BUSY_TIMEOUT_MS / 1000
+) -> sqlite3.Connection:
+    """A connection that only reads the catalog file ``path``, for a storage directory where
+    nothing can be written (a read-only filesystem, a full disk). SQLite's read-only mode still
+    needs the ``-shm`` file, which it cannot create or grow there; then the file is opened as
+    immutable: no locks, and a ``-wal`` file is not read (what another process wrote there since
+    the last checkpoint is not seen; on a read-only filesystem there is no other writer)."""
+    path = os.path.abspath(os.fspath(path))
+    uri = "file:" + path.replace("?", "%3f").replace("#", "%23")
+    for mode in ("mode=ro", "immutable=1"):
+        conn = sqlite3.connect(
+            f"{uri}?{mode}", uri=True, timeout=timeout, isolation_level=None, check_same_thread=check_same_thread
+        )
+        try:
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()  # the -shm fails only at a first read
+        except sqlite3.OperationalError as exc:
+            conn.close()
+            if mode != "mode=ro" or "locked" in str(exc) or "busy" in str(exc):
+                raise
+            continue
+        return conn
+    raise AssertionError("unreachable")
+
+
 def make_private(path: str | os.PathLike[str]) -> None:
     """Create the catalog file 0600 if it is missing, and tighten an existing one and its -wal/-shm
     files (SQLite gives new -wal/-shm files the database file's mode). A file that cannot be
@@ -66,4 +91,4 @@ def _create(path: str) -> bool:
     return True
 
 
-__all__ = ["BUSY_TIMEOUT_MS", "CATALOG_NAME", "connect", "make_private"]
+__all__ = ["BUSY_TIMEOUT_MS", "CATALOG_NAME", "connect", "connect_read_only", "make_private"]

@@ -246,6 +246,10 @@ class IndexMirror:
         except WaitCancelled:
             return
         except RemindfulError as exc:
+            if isinstance(exc, CorruptionError) and exc.part == "catalog":
+                # Not the index's: every use of the catalog reports it (a second line would repeat it).
+                log.debug("vector index not opened: %s", exc)
+                return
             log.warning("could not refresh the vector index (%s); search scores from the catalog meanwhile", exc)
 
     def state(self) -> dict[str, Any]:
@@ -275,6 +279,11 @@ class IndexMirror:
         return self._index_lock()
 
     def _open_index(self, cancel: threading.Event | None = None) -> None:
+        unwritable = self.catalog.unwritable
+        if unwritable is not None:  # a read-only filesystem or a full disk: Chroma cannot open there
+            self._index_error = f"{unwritable.message}; search scores the memories from the catalog"
+            self._index_retry_at = time.monotonic() + INDEX_RETRY_S
+            return
         started = time.perf_counter()
         index = self._new_index()
         try:

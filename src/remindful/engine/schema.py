@@ -231,6 +231,34 @@ CREATE TABLE IF NOT EXISTS reinforcements (
 CREATE INDEX IF NOT EXISTS idx_reinforcements_memory ON reinforcements(memory_id);
 """
 
+#: What the user deleted, or a correction replaced (:mod:`remindful.engine.repositories.capture`):
+#: the hash of each one's normalised text, never the text itself, so that a later capture of the same
+#: statement is not stored again while nothing of the forgotten memory stays on disk.
+TOMBSTONES_DDL = """
+CREATE TABLE IF NOT EXISTS tombstones (
+    key TEXT PRIMARY KEY,
+    buried_at REAL NOT NULL,
+    reason TEXT NOT NULL,
+    memory_id TEXT
+) WITHOUT ROWID;
+"""
+
+#: The context injected into agents (:mod:`remindful.engine.repositories.ledger`): one row per
+#: injection, with the tokens it cost, for the statistics per session and per project.
+INJECTIONS_DDL = """
+CREATE TABLE IF NOT EXISTS injections (
+    seq INTEGER PRIMARY KEY,
+    at REAL NOT NULL,
+    session_id TEXT,
+    project TEXT,
+    event TEXT NOT NULL,
+    tokens INTEGER NOT NULL,
+    memory_ids TEXT NOT NULL DEFAULT '[]'
+);
+CREATE INDEX IF NOT EXISTS idx_injections_project ON injections(project, at);
+CREATE INDEX IF NOT EXISTS idx_injections_session ON injections(session_id, at);
+"""
+
 #: What a hook process creates when it finds no catalog (or an old one) yet: the spool and the
 #: tables a hook writes besides it. The catalog creates them too, with everything else.
 HOOK_SCHEMA = SPOOL_DDL + SPOOL_DONE_DDL + AUDIT_LOG_DDL + CAPTURE_STATS_DDL
@@ -251,6 +279,8 @@ SCHEMA = (
     + CAPTURE_STATS_DDL
     + CONTEXT_DDL
     + LEARNING_DDL
+    + TOMBSTONES_DDL
+    + INJECTIONS_DDL
     + SCOPES_DDL
 )
 

@@ -38,6 +38,8 @@ if TYPE_CHECKING:
     from remindful.engine.redact import StoreRedactor
 
     Read = Callable[[str, Sequence[Any]], list[Any]]
+    #: A connection of :func:`connect`, as the capture paths above the engine name it.
+    Connection = sqlite3.Connection
 
 FALLBACK_NAME = "spool-fallback.jsonl"
 #: Where the drainer sets aside a spooled event it cannot store (one JSON line each, with the error).
@@ -71,6 +73,24 @@ def reader(conn: sqlite3.Connection) -> Read:
         return conn.execute(sql, params).fetchall()
 
     return read
+
+
+class immediate:
+    """One write transaction on a connection of one's own (``BEGIN IMMEDIATE`` … ``COMMIT``,
+    rolled back if the block raises). A class, not ``contextlib.contextmanager``: importing
+    contextlib costs hook processes milliseconds."""
+
+    __slots__ = ("conn",)
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def __enter__(self) -> sqlite3.Connection:
+        self.conn.execute("BEGIN IMMEDIATE")
+        return self.conn
+
+    def __exit__(self, kind: Any, exc: Any, tb: Any) -> None:
+        self.conn.execute("ROLLBACK" if kind is not None else "COMMIT")
 
 
 # -- what may be spooled ------------------------------------------------------------------------------
@@ -194,20 +214,37 @@ def audit(
 # -- reads --------------------------------------------------------------------------------------------
 
 
-def pending(read: Read, max_attempts: int) -> bool:
-    """Whether a row waits that has been tried fewer than ``max_attempts`` times."""
-    return bool(read("SELECT 1 FROM spool WHERE attempts < ? LIMIT 1", (max_attempts,)))
+#: Rows of this kind wait in the spool until they are ``hold_before`` old: the start of a tool call,
+#: whose outcome (another row, consuming it) usually follows.
+HELD_KIND = "PreToolUse"
 
 
-def claim(read: Read, *, after: int, limit: int, max_attempts: int, payload_limit: int) -> list[Any]:
+def pending(read: Read, max_attempts: int, hold_before: float | None = None) -> bool:
+    """Whether a row waits that has been tried fewer than ``max_attempts`` times (with
+    ``hold_before``, a :data:`HELD_KIND` row only once created before it)."""
+    if hold_before is None:
+        return bool(read("SELECT 1 FROM spool WHERE attempts < ? LIMIT 1", (max_attempts,)))
+    return bool(
+        read(
+            "SELECT 1 FROM spool WHERE attempts < ? AND (kind != ? OR created_at < ?) LIMIT 1",
+            (max_attempts, HELD_KIND, hold_before),
+        )
+    )
+
+
+def claim(
+    read: Read, *, after: int, limit: int, max_attempts: int, payload_limit: int, hold_before: float | None = None
+) -> list[Any]:
     """The next rows to drain, oldest first: ``(seq, idem_key, kind, payload, created_at, attempts)``
-    of up to ``limit`` rows after ``seq`` ``after`` tried fewer than ``max_attempts`` times. A
-    payload over ``payload_limit`` bytes is not read (None): the caller sets it aside. The caller
-    holds the spool lock, so no other drainer reads the same rows."""
+    of up to ``limit`` rows after ``seq`` ``after`` tried fewer than ``max_attempts`` times (with
+    ``hold_before``, a :data:`HELD_KIND` row only once created before it). A payload over
+    ``payload_limit`` bytes is not read (None): the caller sets it aside. The caller holds the spool
+    lock, so no other drainer reads the same rows."""
+    held = "" if hold_before is None else " AND (kind != ? OR created_at < ?)"
     return read(
         "SELECT seq, idem_key, kind, CASE WHEN length(CAST(payload AS BLOB)) > ? THEN NULL ELSE payload END, "
-        "created_at, attempts FROM spool WHERE attempts < ? AND seq > ? ORDER BY seq LIMIT ?",
-        (payload_limit, max_attempts, after, limit),
+        f"created_at, attempts FROM spool WHERE attempts < ? AND seq > ?{held} ORDER BY seq LIMIT ?",
+        (payload_limit, max_attempts, after, *(() if hold_before is None else (HELD_KIND, hold_before)), limit),
     )
 
 
@@ -248,6 +285,7 @@ def write_fallback(storage: str | os.PathLike[str], record: dict[str, Any], *, n
 __all__ = [
     "DONE_KEEP_DAYS",
     "FALLBACK_NAME",
+    "HELD_KIND",
     "REJECTED_NAME",
     "Payload",
     "append",
@@ -261,6 +299,7 @@ __all__ = [
     "finish_key",
     "forget_keys",
     "give_up",
+    "immediate",
     "pending",
     "reader",
     "reencode",

@@ -25,6 +25,7 @@ scoring + lexical) until ``reindex(reset=True)`` rebuilds it.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import os
@@ -44,7 +45,8 @@ from remindful.embed.base import Embedder
 from remindful.engine import windows
 from remindful.engine.attachments import attach_files, remove_copies
 from remindful.engine.background import AccessRecorder, close_at_exit
-from remindful.engine.catalog import Catalog, MemoryRow, counted
+from remindful.engine.captures import CaptureRepository
+from remindful.engine.catalog import Catalog, MemoryRow, counted, unwritable
 from remindful.engine.embedding import LazyEmbedder, embed_query
 from remindful.engine.mirror import IndexMirror
 from remindful.engine.projects import Project, Resolver
@@ -52,7 +54,7 @@ from remindful.engine.quotas import SIZE_MAX_AGE_S, Quotas
 from remindful.engine.redact import StoreRedactor, add_counts, redactor_for
 from remindful.engine.retrieval.search import rank
 from remindful.engine.scopes import Assigner, check_scope
-from remindful.engine.sqlfilter import SqlFilter, build_filter, to_epoch, with_stored_sessions
+from remindful.engine.sqlfilter import SqlFilter, build_filter, scope_filter, to_epoch, with_stored_sessions
 from remindful.engine.storelock import StoreLock
 from remindful.engine.validation import (
     Limits,
@@ -68,6 +70,7 @@ from remindful.errors import (
     MemoryDisabledError,
     NotFoundError,
     StorageError,
+    StorageFullError,
     ValidationError,
 )
 from remindful.index.base import VectorIndex
@@ -171,11 +174,15 @@ class Store:
                 except OSError as exc:  # not ours, or a filesystem without modes: usable, but say so
                     log.warning("cannot make the storage directory %s private (0700): %s", self.path, exc)
             # a probe of our own: processes opening one path at once must not remove each other's
-            with tempfile.NamedTemporaryFile(dir=self.path, prefix=".write-test-"):
-                pass
+            try:
+                with tempfile.NamedTemporaryFile(dir=self.path, prefix=".write-test-"):
+                    pass
+            except OSError as exc:  # a store on a read-only filesystem or a full disk is still read
+                if unwritable(self.path, exc) is None or not (self.path / "catalog.sqlite3").is_file():
+                    raise
             catalog = Catalog(self.path / "catalog.sqlite3", redaction=self.redaction, scope_of=self.scopes)
         except (OSError, StorageError) as exc:
-            if isinstance(exc, CorruptionError):
+            if isinstance(exc, CorruptionError | StorageFullError):  # damage, or a full disk: not for good
                 raise
             self.disabled_reason = (
                 f"storage path {self.path} is not usable ({exc}); "
@@ -217,6 +224,13 @@ class Store:
         """The catalog, opened on first use (MemoryDisabledError if memory is off or unusable)."""
         catalog = self._catalog
         return catalog if catalog is not None else self._opened()[0]
+
+    @functools.cached_property
+    def captures(self) -> CaptureRepository:
+        """What the capture paths read and record besides memories (the spool, the filters' counts,
+        tool-call lookups, tombstones), over this store's catalog: for the capture points that are
+        handed a Store alone (the MCP middleware, the proxy, the drainer)."""
+        return CaptureRepository(lambda: self.catalog)
 
     @property
     def mirror(self) -> IndexMirror:
@@ -464,6 +478,28 @@ class Store:
         self._commit_update(row, counts, moved)
         self.mirror.index_rows([row])
         return self.get(memory_id)
+
+    def move_scope(self, scopes: Sequence[str | None], target: str | Project) -> int:
+        """Move every memory of ``scopes`` (None: the unscoped ones) to ``target`` (``user``,
+        ``project:<key>`` or a Project) in one transaction, audited once; returns how many moved.
+        Only the scope changes: contents, vectors and the index stay as they are."""
+        self.ready()
+        try:
+            scope = check_scope(target)
+        except ValueError as exc:
+            raise ValidationError("scope", str(exc).split(": ", 1)[-1]) from None
+        flt = scope_filter(scopes) & SqlFilter("scope IS NOT ?", (scope,))
+        catalog = self.catalog
+        moved = [0]
+
+        def run(conn: Any) -> None:
+            moved[0] = conn.execute(f"UPDATE memories SET scope = ? WHERE {flt.sql}", (scope, *flt.params)).rowcount
+            if isinstance(target, Project) and moved[0]:
+                Catalog.record_projects(conn, [target], time.time())
+            catalog.audit(conn, "move_scope", None, {"from": list(scopes), "to": scope, "count": moved[0]})
+
+        catalog.write(run, what="moving memories to another scope")
+        return moved[0]
 
     def _commit_update(self, row: MemoryRow, counts: Mapping[str, int], projects: Sequence[Project] = ()) -> None:
         catalog = self.catalog

@@ -22,6 +22,7 @@ import shutil
 import stat
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -29,12 +30,13 @@ from typing import Any
 
 from remindful.errors import CorruptionError, StorageError, StorageFullError, StorageLockedError
 from remindful.index import chroma_probe
-from remindful.index.chroma_base import RECOVERY, ChromaIndexBase, is_locked_message
+from remindful.index.chroma_base import RECOVERY, ChromaIndexBase, classify, is_locked_message
 
 __all__ = ["ChromaEmbeddedIndex", "ChromaServerIndex"]
 
 log = logging.getLogger(__name__)
 _NEARLY_FULL = 32 * 1024 * 1024  # below this much free space, a vague write error means a full disk
+_FULL = 1024 * 1024  # below this, nothing is worth trying to write: a failed probe proves nothing
 #: In the Chroma directory (so that a reset moves them aside with it): the size and modification
 #: time of every HNSW file as remindful last wrote it, and the verdict of a probe that found damage.
 FINGERPRINTS = "remindful-files.json"
@@ -84,9 +86,12 @@ class ChromaEmbeddedIndex(ChromaIndexBase):
         import chromadb
         from chromadb.config import Settings
 
-        return chromadb.PersistentClient(
-            str(self.path), settings=Settings(anonymized_telemetry=False, allow_reset=True)
-        )
+        try:
+            return chromadb.PersistentClient(
+                str(self.path), settings=Settings(anonymized_telemetry=False, allow_reset=True)
+            )
+        except Exception as exc:  # a full disk fails here too ("database or disk is full")
+            raise self._translate(exc, classify(exc), "open", True) from exc
 
     def _after_write(self) -> None:
         """Make what Chroma created private: files 0600, directories 0700.
@@ -213,8 +218,12 @@ class ChromaEmbeddedIndex(ChromaIndexBase):
         counted, read and queried. On damage the directory is first copied to
         ``<path>.corrupt-<timestamp>`` (the error's ``backup_path``). A missing store passes.
         A probe that does not finish within ``timeout`` seconds raises ``StorageLockedError``:
-        another process probably holds the database. Costs about 2 s on a small store and 4 s at
-        100k vectors (chromadb import ~1.5 s, loading the HNSW index ~1 s, SQLite quick_check).
+        another process probably holds the database. Where nothing can be written (a read-only
+        filesystem, a full disk) chromadb cannot open the files at all, which says nothing about
+        them: the probe runs on a copy in the temporary directory, and damage it finds is reported
+        without a copy or a record next to the files (StorageError if the copy cannot be made).
+        Costs about 2 s on a small store and 4 s at 100k vectors (chromadb import ~1.5 s, loading
+        the HNSW index ~1 s, SQLite quick_check).
         """
         if not (self.path / "chroma.sqlite3").exists():
             return
@@ -226,22 +235,56 @@ class ChromaEmbeddedIndex(ChromaIndexBase):
                 suggestion=RECOVERY,
             )
         self.close()
+        stuck = _unwritable(self.path)
+        with contextlib.ExitStack() as scratch:
+            probed = self.path
+            if stuck is not None:
+                probed = Path(scratch.enter_context(tempfile.TemporaryDirectory(prefix="remindful-probe-"))) / "chroma"
+                try:
+                    shutil.copytree(self.path, probed)
+                except OSError as exc:
+                    raise StorageError(f"{self._describe()} cannot be checked ({stuck}; copying it: {exc})") from exc
+            proc = self._probe(probed, timeout)
+        if stuck is not None:
+            message = self._verdict(proc)
+            if message is None:
+                return
+            raise CorruptionError(f"The vector index at {self.path} is damaged: {message}", suggestion=RECOVERY)
+        message = self._verdict(proc)
+        if message is None:
+            self._files_written()  # sound as they are: the next open need not probe them again
+            return
+        stuck = _unwritable(self.path)
+        if stuck is not None:  # the disk filled up (or went read-only) during the probe: no verdict
+            raise StorageError(f"{self._describe()} cannot be checked now: {stuck} ({message})")
+        backup = self._backup(copy=True)
+        message = f"The vector index at {self.path} is damaged: {message}. A copy of the damaged files is in {backup}"
+        found_at = time.strftime("%Y-%m-%d %H:%M:%S")
+        with contextlib.suppress(OSError):  # unrecorded, the next open probes (and copies) again
+            _write_json(
+                self.path / DAMAGE_MARKER, {"message": message, "backup_path": str(backup), "found_at": found_at}
+            )
+        raise CorruptionError(message, backup_path=str(backup), suggestion=RECOVERY)
+
+    def _probe(self, path: Path, timeout: float) -> subprocess.CompletedProcess[str]:
         source = Path(__file__).with_name("chroma_probe.py").read_text(encoding="utf-8")
         try:
-            proc = subprocess.run(
-                [sys.executable, "-c", source, str(self.path)], capture_output=True, text=True, timeout=timeout
+            return subprocess.run(
+                [sys.executable, "-c", source, str(path)], capture_output=True, text=True, timeout=timeout
             )
         except subprocess.TimeoutExpired as exc:
             raise StorageLockedError(
                 f"The health check of {self._describe()} did not finish within {timeout:.0f} s",
                 suggestion="Another process may hold the store; stop it and retry",
             ) from exc
+
+    def _verdict(self, proc: subprocess.CompletedProcess[str]) -> str | None:
+        """What the probe found wrong (None: nothing); raises when it could not tell."""
         lines = [_json_line(x) for x in proc.stdout.splitlines()]
         stage = next((x["stage"] for x in reversed(lines) if "stage" in x), "starting")
         report = next((x for x in reversed(lines) if "ok" in x), None)
         if report is not None and report["ok"]:
-            self._files_written()  # sound as they are: the next open need not probe them again
-            return
+            return None
         if proc.returncode < 0:
             detail = f"chromadb crashed with signal {-proc.returncode} while {stage}"
         elif report is not None:
@@ -251,14 +294,7 @@ class ChromaEmbeddedIndex(ChromaIndexBase):
                 raise StorageLockedError(f"{self._describe()} is locked: {report['error']}")
         else:
             raise StorageError(f"The health check of {self._describe()} failed to run: {proc.stderr.strip()[-500:]}")
-        backup = self._backup(copy=True)
-        message = f"The vector index at {self.path} is damaged: {detail}. A copy of the damaged files is in {backup}"
-        found_at = time.strftime("%Y-%m-%d %H:%M:%S")
-        with contextlib.suppress(OSError):  # unrecorded, the next open probes (and copies) again
-            _write_json(
-                self.path / DAMAGE_MARKER, {"message": message, "backup_path": str(backup), "found_at": found_at}
-            )
-        raise CorruptionError(message, backup_path=str(backup), suggestion=RECOVERY)
+        return detail
 
     def reset(self) -> None:
         """Delete every collection; the damage found before (if any) went with them."""
@@ -362,6 +398,20 @@ def _make_private(root: Path) -> None:
                 elif stat.S_IMODE(entry.stat().st_mode) != 0o600:
                     with contextlib.suppress(FileNotFoundError):
                         os.chmod(entry.path, 0o600)
+
+
+def _unwritable(path: Path) -> str | None:
+    """Why nothing can be written where the index lives (read-only, or a full disk), or None."""
+    where = path if path.exists() else path.parent
+    try:
+        stat_ = os.statvfs(where)
+    except OSError:
+        return None
+    if stat_.f_flag & os.ST_RDONLY or not os.access(where, os.W_OK):
+        return f"{where} is read-only"
+    if stat_.f_bavail * stat_.f_frsize < _FULL:
+        return f"the disk of {where} is full"
+    return None
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:

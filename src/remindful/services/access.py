@@ -23,16 +23,18 @@ Standard library only (plus remindful's errors): HTTP shells import this before 
 
 from __future__ import annotations
 
+import errno
 import hmac
 import os
 import secrets
 import stat
+import tempfile
 import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from remindful.errors import StorageError, ValidationError
+from remindful.errors import StorageError, StorageFullError, ValidationError
 
 if TYPE_CHECKING:
     from remindful.config import Settings
@@ -157,20 +159,38 @@ def _read(path: Path) -> str:
 
 
 def _create(path: Path) -> str:
-    """Write a new token to ``path``; FileExistsError if it exists (then the caller reads it)."""
+    """Write a new token to ``path``; FileExistsError if it exists (then the caller reads it).
+
+    The token is written and synced in a temporary file first, then linked into place (which
+    fails if ``path`` exists, as ``O_EXCL`` would): ``path`` never exists empty or half-written.
+    An empty token file, left by a write that failed on a full disk, made every HTTP surface
+    refuse to start."""
     token = secrets.token_urlsafe(32)
     try:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        raise
+        fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{TOKEN_FILE}-")  # mode 0600
     except OSError as exc:  # a storage path that is a file, a read-only disk, ...
-        raise StorageError(f"Cannot create the HTTP token file {path}: {exc}") from exc
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(token + "\n")
-        f.flush()
-        os.fsync(f.fileno())
+        raise _cannot_write(path, exc) from exc
+    try:
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(token + "\n")
+                f.flush()
+                os.fsync(f.fileno())
+            os.link(temporary, path)
+        except FileExistsError:
+            raise
+        except OSError as exc:
+            raise _cannot_write(path, exc) from exc
+    finally:
+        os.unlink(temporary)
     return token
+
+
+def _cannot_write(path: Path, exc: OSError) -> StorageError:
+    if exc.errno == errno.ENOSPC:
+        return StorageFullError(f"the disk is full: cannot write the HTTP token file {path}")
+    return StorageError(f"Cannot create the HTTP token file {path}: {exc}")
 
 
 __all__ = [

@@ -1,45 +1,105 @@
-"""Context injection: the memories most relevant to a prompt, within a token budget.
+"""Context injection: what an agent is told of its memories, why, and what it cost.
 
-:func:`gather_context` searches with the relevance floor ``context.min_score`` (the calibrated
-score of :mod:`remindful.engine.retrieval.calibration`), so a prompt no memory is about gets no context at
-all, not even the header. Search has already collapsed near-duplicates into one hit ("+N
-similar", shown on the line) and put newer versions of a subject first; here a memory another hit
-supersedes is left out, and so is any remaining near-duplicate (same text, or word sets
-overlapping ≥ 80 %). Each memory is one short line with its id so the agent can fetch more
-(``remindful get ID`` / ``memory_get``). Token counts use :func:`estimate_tokens`, which
-over-counts (letters ~4 chars/token, digits 3, every symbol 1), so the text is never over the
-budget. ``MemoryManager.context`` returns the :class:`~remindful.model.Context`;
-:func:`gather_context` (its ``.text``) is what ``remindful context``, the daemon's ``POST /context`` and
-the hooks print. A hook (:mod:`remindful.shells.hook`) asks the store's daemon on its Unix socket
-(:func:`remindful.runtime.ask_daemon`), else the store itself; both apply the same settings, so
-both inject the same text.
+Two blocks, both explained line by line (``- [id] (kind, score, date) text``: what sort of memory
+it is, how relevant — the calibrated score of :mod:`remindful.engine.retrieval.calibration` — and
+when it was made), so an agent (and its user) can judge each one:
+
+- **a prompt's context** (:func:`build_context`): the memories most relevant to the prompt, scoring
+  at least ``context.min_score``, so a prompt no memory is about gets nothing, not even the header.
+  Distilled: a prompt stored earlier is the user's *intent*, never injected back as if it answered
+  anything; a memory something newer supersedes is left out (a read of a file edited since, an
+  older version of a subject, a replaced preference), and so is a near-duplicate (same text, or
+  word sets overlapping ≥ 80 %). What is left is ordered by kind (:data:`TIERS`): facts,
+  decisions, preferences, corrections and open failures first, then changes, answers and
+  documents, then raw activity (reads, searches, commands that worked; at most
+  :data:`MAX_ACTIVITY_LINES` of them), each tier by score;
+- **the SessionStart brief** (:func:`build_brief`): the recent decisions, open failures,
+  preferences and facts of the project and the user, newest first, within
+  ``hooks.brief_budget_tokens``, so a new session starts with what the last one learned (read
+  from the catalog: no model, no search).
+
+:func:`hook_context` answers a hook's request (:func:`hook_request`: the event, the prompt, the
+session and its working directory) with one or the other, as the project's settings allow
+(``hooks.inject``, the budgets, ``hooks.projects``), and records what it injected in the ledger
+(tokens per session and per project: ``stats().injection``). Token counts use
+:func:`estimate_tokens`, which over-counts (letters ~4 chars/token, digits 3, every symbol 1), so a
+block is never over its budget. A hook (:mod:`remindful.shells.hook`) asks the store's daemon on
+its Unix socket (:func:`remindful.runtime.ask_daemon`), else the store itself; both answer the same.
 
 The hook's light path imports this module: it imports only the standard library at module level.
 """
 
 from __future__ import annotations
 
+import json
 import math
+import os
 import re
-from collections.abc import Sequence
+import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from remindful.config_defaults import default
 
 if TYPE_CHECKING:
-    from remindful.config import Settings
-    from remindful.model import Context, SearchHit
+    from datetime import datetime
+
+    from remindful.config import HookSettings, Settings
+    from remindful.engine.catalog import MemoryRow
+    from remindful.engine.repositories import BriefRepository, LedgerRepository
+    from remindful.model import Context, Memory, SearchHit
 
 DEFAULT_BUDGET: int = default("hooks.context_budget_tokens")
+DEFAULT_BRIEF_BUDGET: int = default("hooks.brief_budget_tokens")
 DEFAULT_CANDIDATES: int = default("hooks.context_candidates")
 DEFAULT_LINE_CHARS: int = default("hooks.line_chars")
 DEFAULT_MIN_SCORE: float = default("context.min_score")
 DUPLICATE_JACCARD = 0.8
-HEADER = "Relevant memories from remindful (fetch one in full with `remindful get <id>`):"
+HEADER = "Relevant memories from remindful (why each: kind, relevance 0-1, date; `remindful get <id>` for more):"
+BRIEF_HEADER = (
+    "From earlier sessions in this project, remindful remembers (why each: kind, date; `remindful get <id>` for more):"
+)
+
+#: How each kind of memory ranks in context (lower first). ``intent`` (a prompt) is never injected.
+TIERS: dict[str, int] = {
+    "correction": 0,
+    "decision": 0,
+    "preference": 0,
+    "fact": 0,
+    "failure": 0,
+    "procedure": 1,
+    "change": 1,
+    "answer": 1,
+    "summary": 1,
+    "document": 1,
+    "note": 1,
+    "activity": 2,
+    "resolved failure": 2,
+}
+#: Raw activity lines a prompt's context holds at most.
+MAX_ACTIVITY_LINES = 3
+#: The brief's groups, in order: kinds, and how many memories of them at most.
+BRIEF_GROUPS: tuple[tuple[tuple[str, ...], int], ...] = (
+    (("decision",), 5),
+    (("failure",), 3),
+    (("correction", "preference"), 5),
+    (("fact", "procedure"), 5),
+)
+#: How far back the brief looks.
+BRIEF_DAYS = 90
 
 _TOKEN = re.compile(r"[A-Za-z]+|\d+|[^\sA-Za-z\d]")
 _WORDS = re.compile(r"\w+")
+_CATEGORY_KIND = {
+    "decision": "decision",
+    "preference": "preference",
+    "instruction": "preference",
+    "procedure": "procedure",
+    "fact": "fact",
+    "constraint": "fact",
+    "personal_fact": "fact",
+}
 
 
 class Searcher(Protocol):
@@ -62,6 +122,8 @@ class Searcher(Protocol):
         scopes: Sequence[str | None] | None = ...,
     ) -> Sequence[SearchHit]: ...
 
+    def get_batch(self, ids: Sequence[str]) -> Sequence[Memory | None]: ...
+
 
 def estimate_tokens(text: str) -> int:
     """An upper estimate of the tokens ``text`` takes in a BPE tokenizer."""
@@ -82,10 +144,64 @@ def _short(text: str, width: int) -> str:
     return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 
-def line_of(hit: SearchHit, line_chars: int = DEFAULT_LINE_CHARS) -> str:
-    """The context line of one hit: id, type, date, the near-duplicates it stands for, its text."""
-    similar = f", +{hit.similar} similar" if hit.similar else ""
-    return f"- [{hit.id}] ({hit.type.value}, {hit.created_at:%Y-%m-%d}{similar}) {_short(hit.content, line_chars)}"
+def kind_of(memory_type: str, source: str, metadata: Mapping[str, Any]) -> str:
+    """What sort of memory this is, for ranking and for the reader: the ``kind`` its capture
+    recorded, else what its type, source and metadata say (a learned statement's ``category``, an
+    action's outcome, a conversation's role). A failed call a later success resolved is a
+    ``resolved failure``."""
+    kind = metadata.get("kind")
+    if not isinstance(kind, str) or kind not in (*TIERS, "intent"):
+        kind = _derived_kind(memory_type, source, metadata)
+    if kind == "failure" and metadata.get("resolved_by"):
+        return "resolved failure"
+    return kind
+
+
+def _derived_kind(memory_type: str, source: str, metadata: Mapping[str, Any]) -> str:
+    if source == "correction":
+        return "correction"
+    if source == "config":
+        return "preference"
+    category = _CATEGORY_KIND.get(str(metadata.get("category")))
+    if category is not None and memory_type == "knowledge":
+        return category
+    if memory_type == "knowledge":
+        return "fact"
+    if memory_type == "workflow":
+        return "procedure"
+    if memory_type == "document":
+        return "document"
+    if memory_type == "conversation":
+        if source == "response" or metadata.get("role") == "assistant":
+            return "answer"
+        if metadata.get("role") == "user" or metadata.get("hook_event") == "UserPromptSubmit":
+            return "intent"
+        return "note"
+    if memory_type in ("action", "screen"):
+        failed = metadata.get("success") is False or (metadata.get("error") and metadata.get("success") is not True)
+        return "failure" if failed else "activity"
+    return "note"
+
+
+def hit_kind(hit: SearchHit) -> str:
+    """:func:`kind_of` a search hit."""
+    return kind_of(hit.type.value, hit.source.value, hit.metadata)
+
+
+def _why(kind: str, score: float | None, at: datetime, similar: int = 0) -> str:
+    parts = ["open failure" if kind == "failure" else kind]
+    if score is not None:
+        parts.append(f"{score:.2f}")
+    parts.append(f"{at:%Y-%m-%d}")
+    more = f", +{similar} similar" if similar else ""
+    return ", ".join(parts) + more
+
+
+def line_of(hit: SearchHit, line_chars: int = DEFAULT_LINE_CHARS, *, scored: bool = True) -> str:
+    """The context line of one hit: its id, why it is there (kind, score unless not ``scored``,
+    date, the near-duplicates it stands for) and its text."""
+    why = _why(hit_kind(hit), hit.score if scored else None, hit.created_at, hit.similar)
+    return f"- [{hit.id}] ({why}) {_short(hit.content, line_chars)}"
 
 
 def build_context(
@@ -102,11 +218,12 @@ def build_context(
     resumed_session: str | None = None,
     scopes: Sequence[str | None] | None = None,
 ) -> Context:
-    """The memories most relevant to ``query`` scoring at least ``min_score``, as lines within
-    ``budget_tokens`` (estimated) in all; an empty Context when none fits. ``exclude`` drops hits
-    whose text equals it (the prompt being answered, just captured); ``types``, ``session_id`` and
-    ``scopes`` (None: every scope) narrow the search; ``resumed_session`` ranks that session's
-    memories higher. Raises what the search raises (ValidationError, MemoryDisabledError)."""
+    """The memories most relevant to ``query`` scoring at least ``min_score``, distilled and
+    ordered by kind (see the module docstring), as explained lines within ``budget_tokens``
+    (estimated) in all; an empty Context when none fits. ``exclude`` drops hits whose text equals
+    it (the prompt being answered, just captured); ``types``, ``session_id`` and ``scopes`` (None:
+    every scope) narrow the search; ``resumed_session`` ranks that session's memories higher.
+    Raises what the search raises (ValidationError, MemoryDisabledError)."""
     from remindful.model import Context
 
     if not query.strip() or budget_tokens <= estimate_tokens(HEADER) + 1:
@@ -121,30 +238,149 @@ def build_context(
         resumed_session=resumed_session,
         scopes=scopes,
     )
+    hits = _with_what_prompts_taught(searcher, hits)
     shown = {hit.id for hit in hits}
-    lines: list[str] = []
-    kept: list[SearchHit] = []
-    used = estimate_tokens(HEADER)
     seen: list[set[str]] = []
     skip = " ".join(exclude.split()).lower() if exclude else None
-    for hit in hits:
-        if hit.superseded_by in shown:
-            continue  # its newer version is in the context: the old one would mislead
+    ranked: list[tuple[int, int, SearchHit, str]] = []
+    for position, hit in enumerate(hits):
+        kind = hit_kind(hit)
+        if kind == "intent":
+            continue  # what was asked earlier answers nothing
+        if hit.superseded_by in shown or hit.metadata.get("superseded_by"):
+            continue  # a newer version exists: the old one would mislead
         text = " ".join(hit.content.split())
         if skip is not None and text.lower() == skip:
             continue
         words = set(_WORDS.findall(text.lower()))
         if any(words == other or _jaccard(words, other) >= DUPLICATE_JACCARD for other in seen):
             continue
+        seen.append(words)
+        ranked.append((TIERS.get(kind, 1), position, hit, kind))
+    ranked.sort(key=lambda entry: entry[:2])  # by tier, then as the search ranked them
+    lines: list[str] = []
+    kept: list[SearchHit] = []
+    used = estimate_tokens(HEADER)
+    activity = 0
+    for tier, _position, hit, _kind in ranked:
+        if tier >= TIERS["activity"] and activity >= MAX_ACTIVITY_LINES:
+            continue
         line = line_of(hit, line_chars)
         cost = estimate_tokens(line) + 1
         if used + cost > budget_tokens:
             continue  # a shorter line further down may still fit
-        seen.append(words)
         lines.append(line)
         kept.append(hit)
         used += cost
+        activity += tier >= TIERS["activity"]
     return Context("\n".join([HEADER, *lines]), tuple(kept)) if lines else Context("")
+
+
+def _with_what_prompts_taught(searcher: Searcher, hits: Sequence[SearchHit]) -> list[SearchHit]:
+    """``hits`` with, after each earlier prompt among them, the statements learned from its turn
+    (its metadata ``learned``: "We use pnpm, not npm" said in a request to add a package), scored
+    as the prompt was: the prompt itself is dropped later (an intent), what it taught stays."""
+    from dataclasses import replace
+
+    learned: dict[str, list[str]] = {}
+    for hit in hits:
+        ids = hit.metadata.get("learned")
+        if hit_kind(hit) == "intent" and isinstance(ids, list):
+            learned[hit.id] = [i for i in ids if isinstance(i, str)]
+    if not learned:
+        return list(hits)
+    present = {hit.id for hit in hits}
+    wanted = list(dict.fromkeys(i for ids in learned.values() for i in ids if i not in present))
+    found = {m.id: m for m in searcher.get_batch(wanted) if m is not None} if wanted else {}
+    out: list[SearchHit] = []
+    for hit in hits:
+        out.append(hit)
+        for memory_id in learned.get(hit.id, ()):
+            memory = found.pop(memory_id, None)
+            if memory is not None:
+                out.append(replace(_memory_hit(memory), score=hit.score, sources=("prompt",)))
+    return out
+
+
+def build_brief(
+    brief: BriefRepository,
+    scopes: Sequence[str | None] | None,
+    *,
+    budget_tokens: int = DEFAULT_BRIEF_BUDGET,
+    line_chars: int = DEFAULT_LINE_CHARS,
+    now: float | None = None,
+) -> Context:
+    """The SessionStart brief of ``scopes`` (a hook's: its project's and the user's; None: every
+    scope): the recent decisions, open failures, preferences and corrections, and facts
+    (:data:`BRIEF_GROUPS`), newest first in each group, as explained lines within
+    ``budget_tokens``; an empty Context when there is none or it has no room."""
+    from remindful.model import Context
+
+    if budget_tokens <= estimate_tokens(BRIEF_HEADER) + 1:
+        return Context("")
+    now = time.time() if now is None else now
+    since = now - BRIEF_DAYS * 86400
+    rows = [
+        *brief.knowledge(scopes, since=since, now=now, limit=100),
+        *brief.open_failures(scopes, since=since, now=now, limit=20),
+    ]
+    by_kind: dict[str, list[SearchHit]] = {}
+    seen: list[set[str]] = []
+    for row in sorted(rows, key=lambda r: -r.created_at):
+        hit = _row_hit(row)
+        words = set(_WORDS.findall(hit.content.lower()))
+        if any(words == other or _jaccard(words, other) >= DUPLICATE_JACCARD for other in seen):
+            continue
+        seen.append(words)
+        by_kind.setdefault(hit_kind(hit), []).append(hit)
+    lines: list[str] = []
+    kept: list[SearchHit] = []
+    used = estimate_tokens(BRIEF_HEADER)
+    for kinds, most in BRIEF_GROUPS:
+        group = sorted((h for k in kinds for h in by_kind.get(k, [])), key=lambda h: h.created_at, reverse=True)
+        for hit in group[:most]:
+            line = line_of(hit, line_chars, scored=False)
+            cost = estimate_tokens(line) + 1
+            if used + cost > budget_tokens:
+                continue
+            lines.append(line)
+            kept.append(hit)
+            used += cost
+    return Context("\n".join([BRIEF_HEADER, *lines]), tuple(kept)) if lines else Context("")
+
+
+def _memory_hit(memory: Memory) -> SearchHit:
+    from remindful.model import SearchHit
+
+    return SearchHit(
+        id=memory.id,
+        type=memory.type,
+        content=memory.content,
+        metadata=memory.metadata,
+        score=0.0,
+        created_at=memory.created_at,
+        session_id=memory.session_id,
+        source=memory.source,
+    )
+
+
+def _row_hit(row: MemoryRow) -> SearchHit:
+    """A catalog row as the brief's hit (no score: it is there for being recent, not relevant)."""
+    from datetime import UTC, datetime
+
+    from remindful.model import MemorySource, MemoryType, SearchHit
+
+    return SearchHit(
+        id=row.id,
+        type=MemoryType(row.type),
+        content=row.content,
+        metadata=json.loads(row.metadata),
+        score=0.0,
+        created_at=datetime.fromtimestamp(row.created_at, UTC),
+        session_id=row.session_id,
+        source=MemorySource(row.source),
+        sources=("brief",),
+    )
 
 
 def _jaccard(a: set[str], b: set[str]) -> float:
@@ -154,12 +390,158 @@ def _jaccard(a: set[str], b: set[str]) -> float:
 
 
 def context_query(event: str, payload: dict[str, Any]) -> str:
-    """What to search for: the prompt, or (SessionStart) the project and its recent work."""
+    """What a hook's context is about: the prompt, or (SessionStart) the project, whose brief it gets."""
     if event == "UserPromptSubmit":
         prompt = payload.get("prompt")
         return prompt if isinstance(prompt, str) else ""
     project = Path(str(payload.get("cwd") or ".")).resolve().name
-    return f"{project} project: recent work, decisions, errors and open tasks"
+    return f"{project} project: recent decisions, open failures and preferences"
+
+
+def hook_request(event: str, payload: Mapping[str, Any], budget_tokens: int | None) -> dict[str, Any]:
+    """What a hook asks for (the JSON the daemon takes, and :meth:`MemoryManager.hook_context
+    <remindful.api.MemoryManager.hook_context>`): the event, its query (:func:`context_query`), the
+    session, the working directory, the budget, and the prompt itself, to leave out."""
+    prompt = payload.get("prompt")
+    request: dict[str, Any] = {
+        "event": event,
+        "query": context_query(event, dict(payload)),
+        "budget_tokens": budget_tokens,
+        "exclude": prompt if event == "UserPromptSubmit" and isinstance(prompt, str) else None,
+    }
+    if isinstance(payload.get("session_id"), str):
+        request["session_id"] = payload["session_id"]
+    cwd = payload.get("cwd")
+    if isinstance(cwd, str) and os.path.isabs(cwd):  # else none: the user's and the unscoped memories
+        request["cwd"] = cwd
+    return request
+
+
+class HookRequest:
+    """A validated hook request (:func:`hook_request`); :meth:`parse` raises ValidationError
+    naming the field and the form it expects. A request of an older hook (``query``,
+    ``budget_tokens``, ``exclude`` only) is a prompt's."""
+
+    __slots__ = ("budget_tokens", "cwd", "event", "exclude", "query", "scope", "session_id")
+
+    def __init__(
+        self,
+        event: str,
+        query: str,
+        *,
+        budget_tokens: int | None = None,
+        exclude: str | None = None,
+        session_id: str | None = None,
+        cwd: str | None = None,
+        scope: str | list[str] | None = None,
+    ) -> None:
+        self.event, self.query, self.budget_tokens = event, query, budget_tokens
+        self.exclude, self.session_id, self.cwd = exclude, session_id, cwd
+        #: The scopes to read, as a read's ``scope`` takes them (None: those seen from ``cwd``).
+        self.scope = scope
+
+    @classmethod
+    def parse(cls, data: Any) -> HookRequest:
+        from remindful.errors import ValidationError
+
+        if not isinstance(data, Mapping):
+            raise ValidationError("request", 'expected a JSON object like {"event": "SessionStart", "cwd": "/dir"}')
+        event = data.get("event", "UserPromptSubmit")
+        if event not in ("SessionStart", "UserPromptSubmit"):
+            raise ValidationError("event", f"expected SessionStart or UserPromptSubmit, got {event!r}")
+        query = data.get("query", "")
+        if not isinstance(query, str) or (event == "UserPromptSubmit" and not query.strip()):
+            raise ValidationError("query", "expected a non-empty string")
+        budget = data.get("budget_tokens")
+        if budget is not None and (type(budget) is not int or budget < 1):
+            raise ValidationError("budget_tokens", "expected a positive integer")
+        fields: dict[str, str | None] = {}
+        for name in ("exclude", "session_id", "cwd"):
+            value = data.get(name)
+            if value is not None and not isinstance(value, str):
+                raise ValidationError(name, f"expected a string or null, got {type(value).__name__}")
+            fields[name] = value
+        if fields["cwd"] is not None and not os.path.isabs(fields["cwd"]):
+            raise ValidationError("cwd", f"expected an absolute directory, got {fields['cwd']!r}")
+        scope = data.get("scope")
+        if scope is not None and not (
+            isinstance(scope, str) or (isinstance(scope, list) and all(isinstance(s, str) for s in scope))
+        ):
+            raise ValidationError("scope", "expected a scope such as 'user' or 'project:NAME', or a list of them")
+        return cls(event, query, budget_tokens=budget, scope=scope, **fields)
+
+
+def injection_for(hooks: HookSettings, project: str | None) -> tuple[bool, int, int]:
+    """``(inject, context budget, brief budget)`` for ``project``: ``hooks.projects``'s first entry
+    whose key is the project's directory or an fnmatch pattern matching it, over ``hooks``'s own."""
+    import fnmatch
+
+    inject, context, brief = hooks.inject, hooks.context_budget_tokens, hooks.brief_budget_tokens
+    if project is not None:
+        for key, entry in hooks.projects.items():
+            pattern = os.path.expanduser(key)
+            if pattern.rstrip(os.sep) == project or fnmatch.fnmatchcase(project, pattern):
+                inject = inject if entry.inject is None else entry.inject
+                context = context if entry.context_budget_tokens is None else entry.context_budget_tokens
+                brief = brief if entry.brief_budget_tokens is None else entry.brief_budget_tokens
+                break
+    return inject, context, brief
+
+
+def hook_context(
+    searcher: Searcher,
+    brief: BriefRepository,
+    ledger: LedgerRepository,
+    request: HookRequest,
+    *,
+    resumed_session: str | None = None,
+    scopes: Sequence[str | None] | None = None,
+) -> Context:
+    """What a hook injects for ``request``: the SessionStart brief, or a prompt's context, of
+    ``scopes`` (None: every scope; a hook's are those seen from its directory: its project's and
+    the user's), within the smaller of the request's budget and the project's (none when the
+    project's injection is off); what is injected is recorded in the ledger (best effort: a ledger
+    that cannot be written is logged, and the context is still given)."""
+    from remindful.model import Context
+    from remindful.services.projects import project_of
+
+    settings = searcher.settings
+    hooks = settings.hooks
+    project = project_of(request.cwd) if request.cwd else None
+    inject, context_budget, brief_budget = injection_for(hooks, project)
+    if not inject:
+        return Context("")
+    if request.event == "SessionStart":
+        budget = brief_budget if request.budget_tokens is None else min(brief_budget, request.budget_tokens)
+        found = build_brief(brief, scopes, budget_tokens=budget, line_chars=hooks.line_chars)
+    else:
+        budget = context_budget if request.budget_tokens is None else min(context_budget, request.budget_tokens)
+        found = build_context(
+            searcher,
+            request.query,
+            budget_tokens=budget,
+            candidates=hooks.context_candidates,
+            line_chars=hooks.line_chars,
+            min_score=settings.context.min_score,
+            exclude=request.exclude,
+            resumed_session=resumed_session,
+            scopes=scopes,
+        )
+    if found.text:
+        try:
+            ledger.record(
+                at=time.time(),
+                session_id=request.session_id,
+                project=project,
+                event=request.event,
+                tokens=estimate_tokens(found.text),
+                memory_ids=[hit.id for hit in found.hits],
+            )
+        except Exception as exc:
+            import logging
+
+            logging.getLogger("remindful").warning("could not record the injected context in the ledger: %s", exc)
+    return found
 
 
 def gather_context(
@@ -192,9 +574,19 @@ def gather_context(
 
 
 __all__ = [
+    "BRIEF_HEADER",
+    "HEADER",
+    "TIERS",
+    "HookRequest",
+    "build_brief",
     "build_context",
     "context_query",
     "estimate_tokens",
     "gather_context",
+    "hit_kind",
+    "hook_context",
+    "hook_request",
+    "injection_for",
+    "kind_of",
     "line_of",
 ]

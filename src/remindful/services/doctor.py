@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from remindful.engine.catalog import CATALOG_WAY_OUT, integrity_problem
+from remindful.engine.catalog import CATALOG_WAY_OUT, integrity_problem, unwritable
 from remindful.engine.catalog_files import spool_health
 from remindful.errors import CorruptionError, StorageError, StorageLockedError
 from remindful.model import Diagnosis, HealthCheck
@@ -75,6 +75,10 @@ def _storage_dir(path: Path) -> HealthCheck:
         problem = f"{path} is readable by other users (mode {mode:o}, expected 700)"
     elif (mode & 0o700) != 0o700:
         problem = f"{path} is not usable by its owner (mode {mode:o}, expected 700)"
+    else:
+        stuck = unwritable(path)
+        if stuck is not None:  # what can be read is checked below all the same
+            return _check("storage directory", f"{path} is not writable: {stuck.message}", stuck.suggestion, "")
     return _check("storage directory", problem, f"chmod 700 {path}", f"{path} (mode 700)")
 
 

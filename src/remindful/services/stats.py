@@ -168,8 +168,32 @@ def _full_report(store: StoreFigures, repos: Repositories, free: int | None, dis
             "p99_search_ms": _percentile(search_ms, 0.99),
             "embedding_cache": store.embedding_cache_stats(),
         },
+        injection=injection_stats(repos),
         warnings=(_FULL_WARNING.format(path=store.path, free=_size(free)),) if disk_full else (),
     )
+
+
+#: Projects and sessions the injection figures list.
+TOP_INJECTION = 10
+
+
+def injection_stats(repos: Repositories) -> dict[str, Any]:
+    """The ledger of injected context: blocks, tokens and memories in all, per project (most
+    tokens first) and per session (most recent first), and how many memories stay forgotten
+    (tombstones)."""
+
+    def row(total: Any) -> dict[str, Any]:
+        at = total.last_at
+        last = datetime.fromtimestamp(at, UTC).isoformat() if at is not None else None
+        return {"injections": total.injections, "tokens": total.tokens, "memories": total.memories, "last_at": last}
+
+    ledger = repos.ledger
+    return {
+        **row(ledger.total()),
+        "by_project": [{"project": t.key, **row(t)} for t in ledger.by_project(TOP_INJECTION)],
+        "by_session": [{"session_id": t.key, **row(t)} for t in ledger.by_session(TOP_INJECTION)],
+        "forgotten": repos.captures.tombstones(),
+    }
 
 
 def _heavy_aggregates(repos: Repositories, total: int) -> dict[str, Any]:

@@ -10,6 +10,10 @@
 ``learning``               :class:`~.learning.LearningRepository`: counters and reinforcements
 ``retention``              :class:`~.retention.RetentionRepository`: what retention and dedup read
                            and record
+``captures``               :class:`~remindful.engine.captures.CaptureRepository`: the spool, the capture filters'
+                           counts, tool-call lookups, the watcher's files, tombstones
+``ledger``                 :class:`~.ledger.LedgerRepository`: the context injected into agents
+``brief``                  :class:`~.brief.BriefRepository`: what a new session is told first
 ``scopes``                 :class:`~.scopes.ScopeRepository`: what each scope holds, the projects
 =========================  =====================================================================
 
@@ -23,8 +27,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from remindful.engine.captures import CaptureRepository
 from remindful.engine.catalog import Catalog, CatalogSource
+from remindful.engine.repositories.brief import BriefRepository
 from remindful.engine.repositories.learning import LearningRepository
+from remindful.engine.repositories.ledger import LedgerRepository
 from remindful.engine.repositories.memories import MemoryRepository
 from remindful.engine.repositories.retention import RetentionRepository
 from remindful.engine.repositories.scopes import ScopeRepository
@@ -41,6 +48,9 @@ class Repositories:
     stats: StatsRepository
     learning: LearningRepository
     retention: RetentionRepository
+    captures: CaptureRepository
+    ledger: LedgerRepository
+    brief: BriefRepository
     scopes: ScopeRepository
 
     @classmethod
@@ -52,12 +62,18 @@ class Repositories:
             stats=StatsRepository(catalog),
             learning=LearningRepository(catalog),
             retention=RetentionRepository(catalog),
+            captures=CaptureRepository(catalog),
+            ledger=LedgerRepository(catalog),
+            brief=BriefRepository(catalog),
             scopes=ScopeRepository(catalog),
         )
 
 
 __all__ = [
+    "BriefRepository",
+    "CaptureRepository",
     "LearningRepository",
+    "LedgerRepository",
     "MemoryRepository",
     "Repositories",
     "RetentionRepository",

@@ -16,6 +16,9 @@ from remindful.engine.repositories.base import Repository
 from remindful.engine.schema import MEMORY_COLUMNS
 from remindful.engine.sqlfilter import SqlFilter
 
+#: The newest action memories :meth:`MemoryRepository.tool_calls` reads at most (from the time index).
+RECENT_TOOL_CALLS = 20_000
+
 
 class MemoryRepository(Repository):
     """Named queries over memories."""
@@ -73,6 +76,19 @@ class MemoryRepository(Repository):
             (setting,),
         )
         return [r[0] for r in rows]
+
+    def tool_calls(self, tool: str, limit: int) -> list[str]:
+        """Ids of the newest ``limit`` action memories of calls of ``tool`` (metadata ``tool``, as
+        the MCP middleware and the proxy store it, or ``tool_name``, as the hooks do) among the
+        newest :data:`RECENT_TOOL_CALLS` actions, newest first."""
+        rows = self._catalog.read(
+            "SELECT id FROM (SELECT id, metadata, created_at FROM memories WHERE type = 'action' "
+            "ORDER BY created_at DESC LIMIT ?) "
+            "WHERE coalesce(json_extract(metadata, '$.tool'), json_extract(metadata, '$.tool_name')) = ? "
+            "ORDER BY created_at DESC LIMIT ?",
+            (RECENT_TOOL_CALLS, tool, limit),
+        )
+        return [str(r[0]) for r in rows]
 
     def relocate_attachments(self, old: str, new: str) -> None:
         """Replace ``old`` by ``new`` in every memory's metadata text (attachment paths of a store

@@ -61,9 +61,11 @@ LEXICAL_TABLES = {"lexical": "memories_fts", "lexical_context": "context_fts"}
 EXACT_ALWAYS = 1000
 INDEX_SHARE = 0.2
 #: A restriction whose size is known beforehand (a scope: its count is kept): the index is asked for
-#: this many times the candidates that would leave k passing at its share of the memories, up to
-#: INDEX_FETCH_MAX (asking an HNSW index for 1,000 neighbours costs little more than for 50, for
-#: 2,000 three times as much at 100,000); a smaller share is scored exactly.
+#: OVERFETCH_MARGIN times the candidates that would leave k passing at its share of the memories, up
+#: to INDEX_FETCH_MAX. At 100,000 memories asking the index for 200 / 1,000 / 2,000 neighbours took
+#: 2.2 / 6.9 / 13.6 ms, reading the vectors of a 7,000-row scope to score them exactly 66 ms, of a
+#: 29,000-row one 284 ms (bench/perf.py's store): the index is asked wherever INDEX_FETCH_MAX
+#: candidates should hold enough of the scope, and only smaller shares are scored exactly.
 OVERFETCH_MARGIN = 2.5
 INDEX_FETCH_MAX = 2000
 #: The most candidates asked of a space when near-duplicates fold the first ones into few hits.
@@ -249,7 +251,7 @@ def rank(
     weights = weights_of(settings)
     terms = lexical_terms(query_text)
     floor = min_score
-    k = max(settings.candidates, limit)
+    k = first = max(settings.candidates, limit)
     tables = {space: table for space, table in LEXICAL_TABLES.items() if terms and weights[space] > 0}
     # One task runs both lexical queries, one after the other, from the start: the query is
     # embedded meanwhile on the other cores (embed_query leaves one), then the vector index is asked.
@@ -260,7 +262,7 @@ def rank(
         candidates = Candidates()
         if weights["dense"] > 0 or weights["context"] > 0:
             dense = _dense(
-                catalog, vector, flt, k, dense_from_index, restricted, searched, pending_after, settings, passing
+                catalog, vector, flt, k, dense_from_index, restricted, searched, pending_after, settings, passing, first
             )[:k]
             if weights["dense"] > 0:
                 candidates.add("dense", dense)
@@ -466,26 +468,32 @@ def _dense(
     pending_after: int | None,
     settings: SearchSettings,
     passing: int | None = None,
+    at_least: int | None = None,
 ) -> list[tuple[str, float]]:
     """Dense candidates, best first; when ``restricted``, only rows passing ``flt``. A restriction
     that leaves few rows, or a small share of the ``searched`` ones, is scored exactly; otherwise
     the index is asked without the filter (filtered HNSW queries are slow) for ten times more
     candidates, which are checked against the filter here; if too few pass, everything matching
-    is scored. ``passing`` (at most that many rows pass, known without reading them) makes the
-    choice without a read: up to EXACT_ALWAYS rows, or a share too small for the index to give k
-    of them among INDEX_FETCH_MAX candidates, are scored exactly; otherwise the index is asked for
-    as many candidates as the share needs (at least the ten-fold)."""
+    is scored.
+
+    ``passing`` (at most that many rows pass, known without reading them: a scope's count) makes
+    the choice without a read. Up to EXACT_ALWAYS rows, or a share too small for INDEX_FETCH_MAX
+    candidates to hold ``at_least`` of them (with the margin), are scored exactly. Otherwise the
+    index is asked for as many candidates as the share needs for ``k`` (at least the ten-fold, at
+    most INDEX_FETCH_MAX); neighbours cluster, so when too few pass it is asked for INDEX_FETCH_MAX
+    before every matching row is read. The rows passing among INDEX_FETCH_MAX candidates are the
+    best of them all: when they are ``at_least`` (the first round's k: a later round of the ranking
+    is looking further) they are enough, though fewer than ``k``."""
     if dense_from_index is None:
         return _exact(catalog, vector, flt, k)
     wanted = min(k * 10, 1000) if restricted else k
+    enough = k
     if restricted and passing is not None:
-        # A known share of the searched memories: the index is asked for enough candidates that k
-        # of them pass, as expected, with a margin; a share too small for that is scored exactly.
         share = passing / searched if searched else 1.0
-        needed = math.ceil(k * OVERFETCH_MARGIN / share) if share > 0 else INDEX_FETCH_MAX + 1
-        if passing <= EXACT_ALWAYS or needed > INDEX_FETCH_MAX:
+        enough = min(k, at_least or k)
+        if passing <= EXACT_ALWAYS or share * INDEX_FETCH_MAX < enough * OVERFETCH_MARGIN:
             return _exact(catalog, vector, flt, k)
-        wanted = max(wanted, needed)
+        wanted = min(max(wanted, math.ceil(k * OVERFETCH_MARGIN / share)), INDEX_FETCH_MAX)
     elif restricted:
         # Few rows are read and scored in one pass: a filter no index serves (metadata) reads the table.
         few = min(EXACT_ALWAYS, settings.exact_filter_max)
@@ -498,7 +506,11 @@ def _dense(
     from_index = dense_from_index(vector, wanted)
     if restricted:
         passed = catalog.ids_passing([mid for mid, _ in from_index], flt)
-        if len(passed) < k:
+        if len(passed) < k and passing is not None and wanted < INDEX_FETCH_MAX:
+            wanted = INDEX_FETCH_MAX
+            from_index = dense_from_index(vector, wanted)
+            passed = catalog.ids_passing([mid for mid, _ in from_index], flt)
+        if len(passed) < (enough if passing is not None and wanted >= INDEX_FETCH_MAX else k):
             return _exact(catalog, vector, flt, k)
         from_index = [(mid, score) for mid, score in from_index if mid in passed]
     # Rows the index may lack: never indexed, or written by another process since we opened it.

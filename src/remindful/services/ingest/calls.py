@@ -16,15 +16,16 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from remindful.engine.captures import forget_key
 from remindful.engine.redact import redact_then_truncate
-from remindful.services.ingest.filters import apply_filters, canonical_json, filter_for
+from remindful.services.ingest.filters import apply_filters, canonical_json, count_skips, filter_for
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: kept as light as the hook path
 if TYPE_CHECKING:
     from typing import Any
 
     from remindful.engine.redact import Redactor
-    from remindful.engine.store import Store
+    from remindful.services.ingest.ports import CaptureStore
 
 
 @dataclass
@@ -91,16 +92,19 @@ def describe(call: ToolCall, redactor: Redactor | None = None) -> str:
 
 
 def capture_item(
-    store: Store, call: ToolCall, memory_type: str, session_id: str, spool_key: str | None = None
+    store: CaptureStore, call: ToolCall, memory_type: str, session_id: str, spool_key: str | None = None
 ) -> dict[str, Any] | None:
     """The memory to store for ``call`` (a ``store_batch`` item), after the capture filters; None
-    when they skip it. ``spool_key`` (the call's spool row) is kept in the metadata, so that a
-    drain after a crash can tell the call was already stored."""
+    when they skip it, or when its text was forgotten (a tombstone: counted as
+    ``skipped_forgotten``). ``spool_key`` (the call's spool row) is kept in the metadata, so that a
+    drain after a crash can tell the call was already stored. Its ``kind`` is ``failure`` for a
+    call that failed, else ``activity``."""
     metadata: dict[str, Any] = {
         "tool": call.tool,
         "arguments": _json_safe(call.arguments),
         "success": call.success,
         "duration_ms": round(call.duration_ms, 3),
+        "kind": "activity" if call.success else "failure",
     }
     redactor = filter_for(store).redactor
     for key in ("error", "server", "mcp_session"):
@@ -112,6 +116,9 @@ def capture_item(
     if kept is None:
         return None
     content, metadata = kept
+    if store.captures.buried([forget_key(content)]):
+        count_skips(store.captures, {"skipped_forgotten": 1})
+        return None
     if spool_key is not None:
         metadata = {**metadata, "spool_key": spool_key}
     return {
@@ -134,7 +141,7 @@ def trigger_for(memory_type: str, success: bool) -> str:
 
 
 def apply_capture_filters(
-    store: Store,
+    store: CaptureStore,
     content: str,
     memory_type: str,
     call: ToolCall,

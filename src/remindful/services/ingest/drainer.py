@@ -2,20 +2,39 @@
 ``MemoryManager.drain_spool`` for the CLI, ``remindful serve`` and the proxy).
 
 Exactly once: rows are drained under ``<storage>/spool.lock`` (one drainer at a time; the others
-return at once), stored through ``Store.store_batch`` and then deleted from the spool with
+return at once), stored through the store's write path and then deleted from the spool with
 their keys recorded in ``spool_done``, in one transaction. A crash between the store and the
 delete leaves the row in the spool; re-draining it finds the memory already stored (same content
 hash, same session, same ``spool_key``) and does not store it again.
 
-Mapping: Pre/PostToolUse(Failure) → ``action`` memories, source ``hook``; UserPromptSubmit →
-``conversation``, source ``hook``; Stop/SubagentStop/SessionEnd → the assistant's final answer as
-``conversation``, source ``response`` (chunked when over 500 words, every chunk carrying the same
-``response_id``; an answer already stored for the session is not stored again);
-SessionStart/SessionEnd open and close the session record. A row that fails is retried on later
-drains up to :data:`MAX_ATTEMPTS` times; a row that can never be stored (invalid input, a payload
-over ``limits.hook_payload_bytes``, or out of attempts) is moved aside to ``spool-rejected.jsonl``
-in the storage directory with its error and a log line, so no drain is ever stuck on it (and
-nothing is dropped).
+What each event becomes (distilled, no model needed):
+
+- **one memory per tool call**: ``PreToolUse`` and its outcome (``PostToolUse`` or
+  ``PostToolUseFailure``, same ``tool_use_id``) are merged. A start waits in the spool up to
+  :data:`HOLD_S` for its outcome, which consumes it; one that never gets an outcome is stored as
+  started ("no outcome recorded"), and an outcome arriving after that replaces it in place. The
+  line says what the call did and how it ended (:mod:`remindful.services.ingest.distill`); once
+  stored, a change to a file supersedes what earlier reads of it showed, and a success resolves the
+  earlier failures of the same call (:mod:`remindful.services.ingest.relate`);
+- ``UserPromptSubmit`` → the prompt, kept as the user's intent (``conversation``, ``kind`` intent:
+  searchable, never injected back as an answer);
+- ``Stop``/``SubagentStop``/``SessionEnd`` → the assistant's final answer (``conversation``, source
+  ``response``, chunked when over 500 words, every chunk carrying the same ``response_id``; an
+  answer already stored for the session is not stored again); the prompt and the answer after it
+  make a turn that conversation capture learns facts, decisions and preferences from
+  (:func:`remindful.services.learning.conversation.capture_conversation`), in the event's project;
+- ``SessionStart``/``SessionEnd`` open and close the session record; with an LLM configured for it
+  (``session`` in ``learning.llm.use_for``), a session ending is summarised
+  (:mod:`remindful.services.learning.summary`).
+
+Every hook memory carries its project (``project_id``, :func:`remindful.services.projects.project_of`
+of the event's ``cwd``). A capture whose text was forgotten (a tombstone: the user deleted it, or a
+correction replaced it) is not stored again, and counted as ``skipped_forgotten``.
+
+A row that fails is retried on later drains up to :data:`MAX_ATTEMPTS` times; a row that can never
+be stored (invalid input, a payload over ``limits.hook_payload_bytes``, or out of attempts) is
+moved aside to ``spool-rejected.jsonl`` in the storage directory with its error and a log line, so
+no drain is ever stuck on it (and nothing is dropped).
 """
 
 from __future__ import annotations
@@ -27,22 +46,27 @@ import logging
 import os
 import time
 from collections.abc import Iterator
-from functools import partial
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from remindful.engine import spool
+from remindful.engine.captures import SessionEvent, forget_key
 from remindful.engine.spool import FALLBACK_NAME, REJECTED_NAME, write_fallback
 from remindful.errors import RemindfulError, StorageError, ValidationError
 from remindful.model import ChunkMetadata, content_hash
 from remindful.services.ingest.calls import capture_item
 from remindful.services.ingest.chunker import chunk_text
-from remindful.services.ingest.filters import apply_filters, filter_for
+from remindful.services.ingest.distill import TOOL_EVENTS
+from remindful.services.ingest.events import idem_key
+from remindful.services.ingest.filters import apply_filters, count_skips, filter_for
+from remindful.services.ingest.relate import relate
 from remindful.services.ingest.spooled import KIND as CAPTURE_KIND
 from remindful.services.ingest.spooled import call_from_record, owner_alive
+from remindful.services.projects import project_of
 
 if TYPE_CHECKING:
-    from remindful.engine.store import Store
+    from remindful.engine.repositories import LearningRepository
+    from remindful.services.ingest.ports import CaptureStore
 
 log = logging.getLogger("remindful.services.ingest")
 
@@ -50,6 +74,9 @@ BATCH = 200
 LOCK_NAME = "spool.lock"
 MAX_ATTEMPTS = 5
 RESPONSE_CHUNK_WORDS = 500
+#: Seconds a tool call's start waits in the spool for its outcome (which then replaces it) before it
+#: is stored alone; an outcome after that updates the stored start in place.
+HOLD_S = 120.0
 
 
 @contextlib.contextmanager
@@ -70,39 +97,43 @@ def spool_lock(storage: Path) -> Iterator[bool]:
         os.close(fd)
 
 
-def pending(store: Store) -> bool:
-    """Whether anything waits in the spool (one indexed query and a stat: cheap)."""
-    catalog = store.catalog
+def pending(store: CaptureStore, *, hold_s: float = HOLD_S) -> bool:
+    """Whether anything waits in the spool that a drain would take now (one indexed query and a
+    stat: cheap); a tool call's start still waiting for its outcome does not count."""
     if _fallback_files(store.path, include_live=True):
         return True
-    return spool.pending(catalog.read, MAX_ATTEMPTS)
+    return store.captures.spool_waiting(MAX_ATTEMPTS, hold_before=time.time() - hold_s)
 
 
-def drain_spool(store: Store, *, limit: int | None = None) -> int:
+def drain_spool(
+    store: CaptureStore, *, limit: int | None = None, learning: LearningRepository | None = None, hold_s: float = HOLD_S
+) -> int:
     """Store pending spooled events through ``store`` (the Store's write path: validated, redacted,
-    indexed); returns the events processed. Safe to call from many processes at once: one drains
-    under the spool lock, the others return 0."""
-    if not pending(store):
+    indexed); returns the events processed. ``learning``: where conversation capture counts what it
+    learns from the turns (without it, turns are not learned from); ``hold_s``: how long a tool
+    call's start waits for its outcome (:data:`HOLD_S`). Safe to call from many processes at once:
+    one drains under the spool lock, the others return 0."""
+    store.ready()
+    if not pending(store, hold_s=hold_s):
         return 0
     with spool_lock(store.path) as mine:
         if not mine:
             return 0
-        catalog = store.catalog
         _import_fallback(store)
         done = 0
         after = 0  # each row once per drain: a failed one waits for the next drain
         while limit is None or done < limit:
             # An oversized payload is not read here (None): it is set aside, read once, by _process.
-            rows = spool.claim(
-                catalog.read,
+            rows = store.captures.claim(
                 after=after,
                 limit=BATCH if limit is None else min(BATCH, limit - done),
                 max_attempts=MAX_ATTEMPTS,
                 payload_limit=store.settings.limits.hook_payload_bytes,
+                hold_before=time.time() - hold_s,
             )
             if not rows:
                 break
-            done += _process(store, rows)
+            done += _Batch(store, learning).process(rows)
             after = rows[-1][0]
         return done
 
@@ -116,7 +147,7 @@ def _fallback_files(storage: Path, *, include_live: bool) -> list[Path]:
     return ([live] if include_live and live.exists() else []) + taken
 
 
-def _import_fallback(store: Store) -> None:
+def _import_fallback(store: CaptureStore) -> None:
     """Move the fallback file aside and import it, with any copy an earlier drainer left behind
     (the caller holds the spool lock)."""
     path = store.path / FALLBACK_NAME
@@ -128,193 +159,331 @@ def _import_fallback(store: Store) -> None:
             with contextlib.suppress(ValueError, KeyError, TypeError):
                 r = json.loads(line)
                 records.append((r["idem_key"], r["kind"], r["payload"], float(r["created_at"])))
-        catalog = store.catalog
-        append = partial(spool.append_many, records=records, redaction=catalog.redaction)
-        catalog.write(append, what="importing spooled events")
+        store.captures.import_spooled(records)
         taken.unlink()
 
 
-def _process(store: Store, rows: list[Any]) -> int:
-    """Store a batch of spool rows; returns how many were processed (stored, skipped or failed)."""
-    catalog = store.catalog
-    per_row: list[tuple[int, str, dict[str, Any], list[dict[str, Any]]]] = []
-    failures: dict[int, str] = {}
-    hopeless: set[int] = set()  # failures no retry can fix: set aside now
-    seen: set[str] = set()  # responses already taken in this batch (Stop and SessionEnd together)
-    attempts = {row[0]: row[5] for row in rows}
-    for seq, key, kind, payload, _created, _attempts in rows:
-        if payload is None:
-            limit = store.settings.limits.hook_payload_bytes
-            failures[seq] = f"payload over limits.hook_payload_bytes ({limit:,} bytes)"
-            hopeless.add(seq)
-            continue
-        try:
-            record = json.loads(payload)
-            if kind == CAPTURE_KIND:
-                if owner_alive(record.get("owner")):
-                    continue  # its live process stores it (and then deletes the row)
-                per_row.append((seq, key, record, _capture_items(store, record, key)))
-            else:
-                per_row.append((seq, key, record, _items(store, record, key, seen)))
-        except StorageError:
-            raise
-        except Exception as exc:  # a record that cannot be read never will be
-            failures[seq] = f"{type(exc).__name__}: {exc}"
-            hopeless.add(seq)
-    all_items = [item for *_, items in per_row for item in items]
-    done = per_row
-    try:
-        if all_items:
-            store.store_batch(all_items, defer=False)
-    except StorageError:
-        raise  # the store is unusable: leave every row for the next drain
-    except Exception:
-        done = []
-        for entry in per_row:  # one bad item must not hold back the others
+@dataclass
+class _Row:
+    """One spooled row on its way: what it stores (``items``), what it replaces in place
+    (``updates``: ``(memory_id, item)``), the rows of the same call it consumes (``consumed``:
+    keys), and the ids it ended up stored as."""
+
+    seq: int
+    key: str
+    record: dict[str, Any]
+    items: list[dict[str, Any]] = field(default_factory=list)
+    updates: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    consumed: list[str] = field(default_factory=list)
+    ids: list[str] = field(default_factory=list)
+
+
+class _Batch:
+    """One batch of spooled rows, drained together."""
+
+    def __init__(self, store: CaptureStore, learning: LearningRepository | None) -> None:
+        self.store = store
+        self.captures = store.captures
+        self.learning = learning
+        self.rows: list[_Row] = []
+        self.failures: dict[int, str] = {}
+        self.hopeless: set[int] = set()  # failures no retry can fix: set aside now
+        self.seen: set[str] = set()  # responses already taken in this batch (Stop and SessionEnd together)
+        self.forgotten = 0
+
+    def process(self, rows: list[Any]) -> int:
+        """Store a batch of spool rows; returns how many were processed (stored, skipped or failed)."""
+        attempts = {row[0]: row[5] for row in rows}
+        parsed: list[tuple[int, str, str, dict[str, Any]]] = []
+        for seq, key, kind, payload, _created, _attempts in rows:
+            if payload is None:
+                limit = self.store.settings.limits.hook_payload_bytes
+                self.fail(seq, f"payload over limits.hook_payload_bytes ({limit:,} bytes)", hopeless=True)
+                continue
             try:
-                if entry[3]:
-                    store.store_batch(entry[3], defer=False)
-                done.append(entry)
+                parsed.append((seq, key, kind, json.loads(payload)))
+            except ValueError as exc:  # a record that cannot be read never will be
+                self.fail(seq, f"{type(exc).__name__}: {exc}", hopeless=True)
+        # The calls whose outcome is in this batch: their starts, if here too, are consumed by it.
+        finished = {
+            (record.get("session_id"), _tool_use_id(record))
+            for _seq, _key, kind, record in parsed
+            if kind in ("PostToolUse", "PostToolUseFailure") and _tool_use_id(record)
+        }
+        for seq, key, kind, record in parsed:
+            try:
+                row = _Row(seq, key, record)
+                if kind == CAPTURE_KIND:
+                    if owner_alive(record.get("owner")):
+                        continue  # its live process stores it (and then deletes the row)
+                    row.items = self.call_items(record, key)
+                elif kind == "PreToolUse" and (record.get("session_id"), _tool_use_id(record)) in finished:
+                    pass  # its outcome, in this batch, is the call's memory
+                else:
+                    self.hook_items(row)
+                self.rows.append(row)
+            except StorageError:
+                raise
+            except Exception as exc:  # a record that cannot be read never will be
+                self.fail(seq, f"{type(exc).__name__}: {exc}", hopeless=True)
+        done = self.store_rows()
+        self.hopeless |= {seq for seq in self.failures if attempts[seq] + 1 >= MAX_ATTEMPTS}
+        for seq in self.hopeless:
+            self.set_aside(seq, self.failures[seq])
+        now = time.time()
+        self.captures.finish_spooled(
+            done=[(row.seq, row.key) for row in done],
+            consumed=[key for row in done for key in row.consumed],
+            failures=self.failures,
+            hopeless=self.hopeless,
+            sessions=[event for row in done if (event := _session_event(row.record)) is not None],
+            at=now,
+        )
+        if self.forgotten:
+            count_skips(self.captures, {"skipped_forgotten": self.forgotten})
+        for seq, error in self.failures.items():
+            if seq in self.hopeless:
+                log.warning(
+                    "spooled hook event %d cannot be stored, set aside in %s: %s", seq, REJECTED_NAME, error[:500]
+                )
+            else:
+                log.warning("spooled hook event %d failed (kept for retry): %s", seq, error[:500])
+        for row in done:
+            for memory_id, item in zip(row.ids, row.items, strict=False):
+                if item.get("source") in ("hook", "mcp_tool") and item.get("type") != "conversation":
+                    relate(self.store, memory_id, item["metadata"], float(item.get("timestamp") or now))
+            for memory_id, item in row.updates:
+                relate(self.store, memory_id, item["metadata"], float(item.get("timestamp") or now))
+            self.learn_from_turn(row)
+            self.summarize(row.record)
+        return len({row.seq for row in self.rows} | self.failures.keys())  # a row that failed is counted once
+
+    def fail(self, seq: int, error: str, *, hopeless: bool = False) -> None:
+        self.failures[seq] = error
+        if hopeless:
+            self.hopeless.add(seq)
+
+    # -- what a row stores --------------------------------------------------------------------------
+
+    def hook_items(self, row: _Row) -> None:
+        """The memories of a hook event's row: items to store, or updates of the memory its tool
+        call already has (its start, stored alone)."""
+        record, key = row.record, row.key
+        session_id = record["session_id"]
+        event = record.get("event")
+        tool_use_id = _tool_use_id(record)
+        if event in TOOL_EVENTS and tool_use_id:
+            if event != "PreToolUse":  # the outcome consumes the start, wherever it is
+                row.consumed.append(idem_key("PreToolUse", {"session_id": session_id, "tool_use_id": tool_use_id}))
+            existing = self.captures.call_memory(session_id, tool_use_id)
+            if existing is not None and event == "PreToolUse":
+                return  # the call's outcome is stored already
+        else:
+            existing = None
+        for memory in record.get("memories", []):
+            item = self.hook_item(record, memory, key)
+            if item is None:
+                continue
+            if memory["source"] == "response":
+                marker = f"{session_id}\x00{content_hash(item['content'])}"
+                if marker in self.seen or self.stored(item["content"], session_id, None):
+                    continue  # the same answer from Stop and SessionEnd, or a replay
+                self.seen.add(marker)
+                row.items += _response_items(item)
+            elif existing is not None:
+                row.updates.append((existing, item))
+            elif not self.stored(item["content"], session_id, self.key_as_stored(key)):
+                row.items.append(item)
+
+    def hook_item(self, record: dict[str, Any], memory: dict[str, Any], key: str) -> dict[str, Any] | None:
+        """One memory of a hook record through the capture filters and the tombstones, with its
+        project; None when it is not to be stored."""
+        session_id = record["session_id"]
+        meta = dict(memory.get("metadata") or {})
+        cwd = meta.get("cwd")
+        if isinstance(cwd, str) and cwd and "project_id" not in meta:
+            meta["project_id"] = project_of(cwd)
+        result = apply_filters(
+            self.store,
+            memory["content"],
+            trigger="hooks",
+            session_id=session_id,
+            metadata=meta,
+            signature=f"{record['event']}\x00{session_id}\x00{memory['content']}",
+            at=float(record["at"]),
+        )
+        if not result.allowed:
+            return None
+        if self.captures.buried([forget_key(result.content)]):
+            self.forgotten += 1
+            return None
+        return {
+            "type": memory["type"],
+            "source": memory["source"],
+            "session_id": session_id,
+            "timestamp": float(record["at"]),
+            "content": result.content,
+            "metadata": {**result.metadata, "spool_key": key},
+        }
+
+    def call_items(self, record: dict[str, Any], key: str) -> list[dict[str, Any]]:
+        """The memory of a tool call spooled by the middleware or the proxy of a process that is
+        gone (:mod:`remindful.services.ingest.spooled`): nothing if that process stored it before it died."""
+        item = capture_item(self.store, call_from_record(record), record["type"], record["session_id"], key)
+        if item is None or self.stored(item["content"], item["session_id"], self.key_as_stored(key)):
+            return []
+        return [item]
+
+    def stored(self, content: str, session_id: str, key: str | None) -> bool:
+        """Whether this content is already stored for the session (with this spool key, if given).
+        A chunked response is found by the hash of its full text in the first chunk's metadata."""
+        digest = content_hash(content)
+        stored = self.captures.stored_with(digest, session_id)
+        if key is None:
+            return bool(stored) or self.captures.has_chunked_response(session_id, digest)
+        return any(meta.get("spool_key") == key for meta in stored)
+
+    def key_as_stored(self, key: str) -> str:
+        """The key as the write path's redaction leaves it (a hex digest normally passes untouched)."""
+        redactor = filter_for(self.store).redactor
+        return redactor.redact(key) if redactor is not None else key
+
+    # -- storing --------------------------------------------------------------------------------------
+
+    def store_rows(self) -> list[_Row]:
+        """Store every row's items (one batch; row by row when the batch fails) and apply its
+        updates; returns the rows done."""
+        all_items = [item for row in self.rows for item in row.items]
+        try:
+            ids = self.store.store_batch(all_items, defer=False) if all_items else []
+        except StorageError:
+            raise  # the store is unusable: leave every row for the next drain
+        except Exception:
+            done = []
+            for row in self.rows:  # one bad item must not hold back the others
+                try:
+                    row.ids = self.store.store_batch(row.items, defer=False) if row.items else []
+                except StorageError:
+                    raise
+                except Exception as exc:
+                    self.fail(row.seq, f"{type(exc).__name__}: {exc}", hopeless=isinstance(exc, ValidationError))
+                    continue
+                done.append(row)
+        else:
+            done, start = list(self.rows), 0
+            for row in done:
+                row.ids, start = ids[start : start + len(row.items)], start + len(row.items)
+        finished = []
+        for row in done:
+            try:
+                for memory_id, item in row.updates:
+                    self.store.update(memory_id, content=item["content"], metadata=_replacing(item["metadata"]))
             except StorageError:
                 raise
             except Exception as exc:
-                failures[entry[0]] = f"{type(exc).__name__}: {exc}"
-                if isinstance(exc, ValidationError):
-                    hopeless.add(entry[0])
-    hopeless |= {seq for seq in failures if attempts[seq] + 1 >= MAX_ATTEMPTS}
-    for seq in hopeless:
-        _set_aside(store, seq, failures[seq])
-    now = time.time()
+                self.fail(row.seq, f"{type(exc).__name__}: {exc}", hopeless=isinstance(exc, ValidationError))
+                continue
+            finished.append(row)
+        return finished
 
-    def finish(conn: Any) -> None:
-        for seq, key, record, _ in done:
-            spool.finish(conn, seq, key, now)
-            if record.get("session"):
-                _session_op(catalog, conn, record)
-        for seq, error in failures.items():
-            if seq in hopeless:
-                spool.give_up(conn, seq, now)
-            else:
-                spool.retry_later(conn, seq, error)
-        if any(seq % 500 == 0 for seq, *_ in done):  # now and then, forget old keys
-            spool.forget_keys(conn, now)
+    def set_aside(self, seq: int, error: str) -> None:
+        """Append the spool row ``seq`` with ``error`` to ``spool-rejected.jsonl`` (0600); the caller
+        then deletes it from the spool."""
+        found = self.captures.spooled_row(seq)
+        if found is not None:
+            key, kind, payload, created = found
+            record = {"idem_key": key, "kind": kind, "payload": payload, "created_at": created, "error": error[:2000]}
+            write_fallback(self.store.path, record, name=REJECTED_NAME)
 
-    catalog.write(finish, what="finishing spooled events")
-    for seq, error in failures.items():
-        if seq in hopeless:
-            log.warning("spooled hook event %d cannot be stored, set aside in %s: %s", seq, REJECTED_NAME, error[:500])
-        else:
-            log.warning("spooled hook event %d failed (kept for retry): %s", seq, error[:500])
-    for _, _, record, _ in done:
-        _learn_from_turn(store, record)
-    return len({seq for seq, *_ in per_row} | failures.keys())  # a row that failed is counted once
+    # -- turns and sessions ----------------------------------------------------------------------------
 
-
-def _set_aside(store: Store, seq: int, error: str) -> None:
-    """Append the spool row ``seq`` with ``error`` to ``spool-rejected.jsonl`` (0600); the caller
-    then deletes it from the spool."""
-    found = spool.row(store.catalog.read, seq)
-    if found is not None:
-        key, kind, payload, created = found
-        record = {"idem_key": key, "kind": kind, "payload": payload, "created_at": created, "error": error[:2000]}
-        write_fallback(store.path, record, name=REJECTED_NAME)
-
-
-def _learn_from_turn(store: Store, record: dict[str, Any]) -> None:
-    """A UserPromptSubmit prompt and the Stop answer after it make one conversation turn, which goes
-    through ``capture_conversation`` (it stores nothing unless conversation capture is on). The
-    prompt waits in the session's metadata (``pending_prompt``) until its answer arrives."""
-    event = record.get("event")
-    texts = {m.get("source"): m.get("content") for m in record.get("memories", [])}
-    catalog = store.catalog
-    session_id = record["session_id"]
-    if event == "UserPromptSubmit" and isinstance(texts.get("hook"), str):
-        _set_pending_prompt(catalog, session_id, {"prompt": texts["hook"], "at": record["at"]})
-    elif event in ("Stop", "SubagentStop") and isinstance(texts.get("response"), str):
-        pending_prompt = catalog.session_metadata(session_id).get("pending_prompt")
-        if not pending_prompt:
+    def summarize(self, record: dict[str, Any]) -> None:
+        """At a session's end, with an LLM configured for it, the session summarised
+        (:func:`remindful.services.learning.summary.summarize_session`)."""
+        session = record.get("session")
+        if self.learning is None or not isinstance(session, dict) or session.get("op") != "end":
             return
-        _set_pending_prompt(catalog, session_id, None)
+        from remindful.services.learning.summary import summarize_session
+
+        cwd = session.get("cwd")
+        project = project_of(cwd) if isinstance(cwd, str) and cwd else None
+        try:
+            summarize_session(self.store, self.learning, record["session_id"], project)
+        except RemindfulError as exc:  # a bonus, like learning from turns
+            log.warning("could not summarise session %s: %s", record["session_id"], exc)
+
+    def learn_from_turn(self, row: _Row) -> None:
+        """A UserPromptSubmit prompt and the Stop answer after it make one conversation turn, which
+        goes through ``capture_conversation`` (it stores nothing unless conversation capture is on,
+        nor a statement that was forgotten). The prompt waits in the session's metadata
+        (``pending_prompt``) until its answer arrives; the prompt's memory then lists what was
+        learned from its turn (metadata ``learned``), which context injection gives in its place."""
+        if self.learning is None:
+            return
+        record = row.record
+        event = record.get("event")
+        memories = {m.get("source"): m for m in record.get("memories", [])}
+        session_id = record["session_id"]
+        prompt = memories.get("hook")
+        if event == "UserPromptSubmit" and prompt is not None and isinstance(prompt.get("content"), str):
+            cwd = (prompt.get("metadata") or {}).get("cwd")
+            asked = {"prompt": prompt["content"], "at": record["at"], "cwd": cwd, "id": next(iter(row.ids), None)}
+            self.captures.update_session(SessionEvent(session_id, time.time(), {"pending_prompt": asked}))
+            return
+        answer = memories.get("response")
+        if event not in ("Stop", "SubagentStop") or answer is None or not isinstance(answer.get("content"), str):
+            return
+        waiting = self.captures.session_metadata(session_id).get("pending_prompt")
+        if not waiting:
+            return
+        self.captures.update_session(SessionEvent(session_id, time.time(), {"pending_prompt": None}))
+        cwd = waiting.get("cwd") or (answer.get("metadata") or {}).get("cwd")
         turn = {
-            "user_message": pending_prompt["prompt"],
-            "assistant_response": texts["response"],
+            "user_message": waiting["prompt"],
+            "assistant_response": answer["content"],
             "conversation_id": session_id,
-            "timestamp": float(pending_prompt["at"]),
+            "timestamp": float(waiting["at"]),
+            "project_id": project_of(cwd) if isinstance(cwd, str) and cwd else None,
         }
-        # The agent's directory names the project what the turn teaches belongs to (its scope).
-        cwd = next((m.get("metadata", {}).get("cwd") for m in record.get("memories", [])), None)
-        if isinstance(cwd, str) and cwd.strip():
-            turn["project_id"] = cwd
-        from remindful.engine.repositories import LearningRepository
         from remindful.services.learning.conversation import capture_conversation
 
+        captures = self.captures
+
+        def forgotten(text: str) -> bool:
+            return bool(captures.buried([forget_key(text)]))
+
         try:
-            capture_conversation(store, LearningRepository(catalog), turn, automatic=True)
+            learned = capture_conversation(self.store, self.learning, turn, automatic=True, forgotten=forgotten)
+            if learned and isinstance(waiting.get("id"), str):
+                self.store.update(waiting["id"], metadata={"learned": [m.id for m in learned]})
         except RemindfulError as exc:  # learning is a bonus: the hook's own memories are stored
             log.warning("could not learn from the turn of session %s: %s", session_id, exc)
 
 
-def _set_pending_prompt(catalog: Any, session_id: str, value: dict[str, Any] | None) -> None:
-    def run(conn: Any) -> None:
-        meta = catalog.session_metadata(session_id, conn)
-        if value is None:
-            meta.pop("pending_prompt", None)
-        else:
-            meta["pending_prompt"] = value
-        catalog.upsert_session(conn, session_id, time.time(), metadata=meta)
-
-    catalog.write(run, what="remembering the prompt of a turn")
-
-
-def _items(store: Store, record: dict[str, Any], key: str, seen: set[str]) -> list[dict[str, Any]]:
-    session_id = record["session_id"]
-    at = float(record["at"])
-    catalog = store.catalog
-    items: list[dict[str, Any]] = []
+def _tool_use_id(record: dict[str, Any]) -> str | None:
     for memory in record.get("memories", []):
-        result = apply_filters(
-            store,
-            memory["content"],
-            trigger="hooks",
-            session_id=session_id,
-            metadata=memory.get("metadata") or {},
-            signature=f"{record['event']}\x00{session_id}\x00{memory['content']}",
-            at=at,
-        )
-        if not result.allowed:
-            continue
-        content, meta = result.content, {**result.metadata, "spool_key": key}
-        base = {"type": memory["type"], "source": memory["source"], "session_id": session_id, "timestamp": at}
-        if memory["source"] == "response":
-            marker = f"{session_id}\x00{content_hash(content)}"
-            if marker in seen or _stored(catalog, content, session_id, None):
-                continue  # the same answer from Stop and SessionEnd, or a replay
-            seen.add(marker)
-            items += _response_items(content, meta, base)
-        elif not _stored(catalog, content, session_id, _key_as_stored(store, key)):
-            items.append({**base, "content": content, "metadata": meta})
-    return items
+        tool_use_id = (memory.get("metadata") or {}).get("tool_use_id")
+        if isinstance(tool_use_id, str) and tool_use_id:
+            return tool_use_id
+    return None
 
 
-def _capture_items(store: Store, record: dict[str, Any], key: str) -> list[dict[str, Any]]:
-    """The memory of a tool call spooled by the middleware or the proxy of a process that is gone
-    (:mod:`remindful.services.ingest.spooled`): nothing if that process stored it before it died."""
-    item = capture_item(store, call_from_record(record), record["type"], record["session_id"], key)
-    if item is None or _stored(store.catalog, item["content"], item["session_id"], _key_as_stored(store, key)):
-        return []
-    return [item]
+def _replacing(metadata: dict[str, Any]) -> dict[str, Any]:
+    """Metadata that replaces a started call's: the keys only a start had are removed (set to None)."""
+    return {**dict.fromkeys(("success", "error", "change"), None), **metadata}
 
 
-def _response_items(content: str, meta: dict[str, Any], base: dict[str, Any]) -> list[dict[str, Any]]:
-    response_id = "response_" + content_hash(f"{base['session_id']}\x00{content}")[:16]
+def _response_items(item: dict[str, Any]) -> list[dict[str, Any]]:
+    content, meta = item["content"], item["metadata"]
+    response_id = "response_" + content_hash(f"{item['session_id']}\x00{content}")[:16]
     meta = {**meta, "response_id": response_id}
     if len(content.split()) <= RESPONSE_CHUNK_WORDS:
-        return [{**base, "content": content, "metadata": meta}]
+        return [{**item, "metadata": meta}]
     chunks = chunk_text(content)
     hashes = {"full_content_hash": content_hash(content)}
     return [
         {
-            **base,
+            **item,
             "content": chunk.text,
             "metadata": {**meta, **hashes, "chunk_index": chunk.index, "total_chunks": len(chunks)},
             "chunk": ChunkMetadata(response_id, chunk.index, len(chunks), chunk.start_word, chunk.end_word),
@@ -323,37 +492,23 @@ def _response_items(content: str, meta: dict[str, Any], base: dict[str, Any]) ->
     ]
 
 
-def _stored(catalog: Any, content: str, session_id: str, key: str | None) -> bool:
-    """Whether this content is already stored for the session (with this spool key, if given).
-    A chunked response is found by the hash of its full text in the first chunk's metadata."""
-    digest = content_hash(content)
-    stored = catalog.stored_with(digest, session_id)
-    if key is None:
-        return bool(stored) or catalog.has_chunked_response(session_id, digest)
-    return any(meta.get("spool_key") == key for meta in stored)
-
-
-def _key_as_stored(store: Store, key: str) -> str:
-    """The key as the write path's redaction leaves it (a hex digest normally passes untouched)."""
-    redactor = filter_for(store).redactor
-    return redactor.redact(key) if redactor is not None else key
-
-
-def _session_op(catalog: Any, conn: Any, record: dict[str, Any]) -> None:
+def _session_event(record: dict[str, Any]) -> SessionEvent | None:
     """SessionStart opens the session record (reopens an ended one), SessionEnd ends it; both keep
     what the agent said (source, reason, cwd...) in its metadata."""
-    session = dict(record["session"])
+    session = record.get("session")
+    if not isinstance(session, dict):
+        return None
+    session = dict(session)
     op = session.pop("op", None)
     if op not in ("start", "end"):
-        return
-    at = float(record["at"])
+        return None
     extra = {k: v for k, v in session.items() if v is not None}
-    meta = {**catalog.session_metadata(record["session_id"], conn), "agent": "claude-code"}
+    changes: dict[str, Any] = {"agent": "claude-code"}
     if op == "start":
-        meta.update({f"start_{k}" if k == "source" else k: v for k, v in extra.items()})
+        changes.update({f"start_{k}" if k == "source" else k: v for k, v in extra.items()})
     else:
-        meta.update({f"end_{k}" if k == "reason" else k: v for k, v in extra.items()})
-    catalog.upsert_session(conn, record["session_id"], at, metadata=meta, ended=op == "end")
+        changes.update({f"end_{k}" if k == "reason" else k: v for k, v in extra.items()})
+    return SessionEvent(record["session_id"], float(record["at"]), changes, ended=op == "end")
 
 
-__all__ = ["MAX_ATTEMPTS", "drain_spool", "pending", "spool_lock"]
+__all__ = ["HOLD_S", "MAX_ATTEMPTS", "drain_spool", "pending", "spool_lock"]

@@ -9,7 +9,10 @@ Input: the JSON Claude Code writes to a hook's stdin — ``session_id``, ``trans
 A record is ``{"event", "session_id", "at", "memories": [{content, type, source, metadata}],
 "session": {...}}`` (and ``"transcript_turn"`` for an answer read from the transcript: see
 :func:`idem_key`): the memory text is prepared here, so that the raw payload (which may hold a
-whole file written by the agent) is never stored.
+whole file written by the agent) is never stored. A tool call's memory is distilled by
+:mod:`remindful.services.ingest.distill`; a prompt is kept as the user's intent (``kind``
+``intent``: what was asked, never injected back as if it answered anything), an answer as
+``answer``.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import json
 import os
 import stat
 
-from remindful.engine.redact import redact_then_truncate
+from remindful.services.ingest.distill import TOOL_EVENTS, tool_memory
 
 try:  # the built-in module: hashlib would load OpenSSL, which costs hook processes milliseconds
     from _sha256 import sha256
@@ -48,11 +51,7 @@ _BY_KEY = {e.lower(): e for e in EVENTS} | {
 #: Events whose output is context for the agent.
 CONTEXT_EVENTS = ("SessionStart", "UserPromptSubmit")
 
-SUMMARY_CHARS = 400
-INPUT_CHARS = 300
 TRANSCRIPT_TAIL_BYTES = 4 * 1024 * 1024
-_INPUT_KEYS = ("command", "file_path", "path", "pattern", "url", "query", "prompt", "notebook_path", "skill")
-_OUTPUT_KEYS = ("error", "stderr", "stdout", "output", "result", "content", "message", "filePath", "text")
 
 
 class HookInputError(ValueError):
@@ -81,82 +80,6 @@ def idem_key(event: str, payload: dict[str, Any], record: dict[str, Any] | None 
             basis += f"\x00{record['transcript_turn']}\x00{answers}"
     raw = f"{event}\x00{payload.get('session_id')}\x00{basis}"
     return sha256(raw.encode("utf-8", "replace")).hexdigest()
-
-
-def _flat(text: str, limit: int, redactor: Redactor | None, counts: dict[str, int] | None) -> str:
-    return redact_then_truncate(text, limit, redactor, counts, flatten=True)
-
-
-def describe_tool(
-    tool_name: str,
-    tool_input: Any,
-    description: Any = None,
-    redactor: Redactor | None = None,
-    counts: dict[str, int] | None = None,
-) -> str:
-    """What the tool call does, in one line: ``Tool: description [key inputs]`` (either part may
-    be missing; "" when there is nothing to say). Each part is redacted whole by ``redactor``
-    before it is cut (hits added to ``counts``)."""
-    what = ""
-    if isinstance(description, str) and description.strip():
-        what = description
-    elif isinstance(tool_input, dict) and isinstance(tool_input.get("description"), str):
-        what = tool_input["description"]
-    detail = ""
-    if isinstance(tool_input, dict):
-        parts = [f"{k}={tool_input[k]}" for k in _INPUT_KEYS if isinstance(tool_input.get(k), str | int)]
-        rest = {
-            k: v
-            for k, v in tool_input.items()
-            if k != "description" and v not in (None, "", [], {}) and not str(v).isspace()
-        }
-        if not parts and rest:
-            parts = [json.dumps(rest, ensure_ascii=False, default=str, sort_keys=True)]
-        detail = " ".join(parts)
-    elif isinstance(tool_input, str):
-        detail = tool_input
-    what, detail = _flat(what, INPUT_CHARS, redactor, counts), _flat(detail, INPUT_CHARS, redactor, counts)
-    text = f"{what} [{detail}]" if what and detail else what or detail
-    if not text:
-        return ""
-    return f"{tool_name}: {text}" if tool_name else text
-
-
-def summarize_output(
-    response: Any,
-    limit: int = SUMMARY_CHARS,
-    redactor: Redactor | None = None,
-    counts: dict[str, int] | None = None,
-) -> str:
-    """A short summary of a tool's output (the first useful fields, flattened, redacted whole by
-    ``redactor``, then cut)."""
-    if response is None:
-        return ""
-    if isinstance(response, str):
-        return _flat(response, limit, redactor, counts)
-    if isinstance(response, dict):
-        parts = []
-        for key in _OUTPUT_KEYS:
-            value = response.get(key)
-            if isinstance(value, str) and value.strip():
-                parts.append(f"{key}: {value}")
-            elif isinstance(value, dict) and isinstance(value.get("filePath"), str):
-                parts.append(f"{key}: {value['filePath']}")
-        if not parts:
-            parts = [json.dumps(response, ensure_ascii=False, default=str, sort_keys=True)]
-        return _flat(" | ".join(parts), limit, redactor, counts)
-    if isinstance(response, list):
-        texts = [b.get("text", "") for b in response if isinstance(b, dict)]
-        joined = " ".join(t for t in texts if isinstance(t, str))
-        return _flat(joined or json.dumps(response, ensure_ascii=False, default=str), limit, redactor, counts)
-    return _flat(str(response), limit, redactor, counts)
-
-
-def _succeeded(response: Any) -> bool:
-    failed = isinstance(response, dict) and (
-        response.get("success") is False or response.get("is_error") or response.get("interrupted")
-    )
-    return not failed
 
 
 def open_regular(path: str) -> BinaryIO:
@@ -237,27 +160,13 @@ def build_record(
     common = {k: payload[k] for k in ("cwd", "transcript_path") if isinstance(payload.get(k), str)}
     record: dict[str, Any] = {"event": event, "session_id": session_id, "at": at, "memories": []}
     memories: list[dict[str, Any]] = record["memories"]
-    raw_tool = payload.get("tool_name")
-    tool_name = raw_tool if isinstance(raw_tool, str) else ""
-    if event in ("PreToolUse", "PostToolUse", "PostToolUseFailure"):
-        description = describe_tool(tool_name, payload.get("tool_input"), payload.get("description"), redactor, counts)
-        if not description.strip():
+    if event in TOOL_EVENTS:
+        memory = tool_memory(event, payload, redactor, counts)
+        if memory is None:
             warnings.append(f"Skipping empty hook description for {event}")
         else:
-            meta: dict[str, Any] = {"hook_event": event, "tool_name": tool_name, **common}
-            if payload.get("tool_use_id"):
-                meta["tool_use_id"] = payload["tool_use_id"]
-            content = description
-            if event == "PostToolUse":
-                summary = summarize_output(payload.get("tool_response"), SUMMARY_CHARS, redactor, counts)
-                meta["success"] = _succeeded(payload.get("tool_response"))
-                if summary:
-                    content += f"\nOutput: {summary}"
-            elif event == "PostToolUseFailure":
-                meta["success"] = False
-                error = summarize_output(payload.get("error"), SUMMARY_CHARS, redactor, counts)
-                content += f"\nFailed: {error}" if error else "\nFailed"
-            memories.append({"content": content, "type": "action", "source": "hook", "metadata": meta})
+            memory["metadata"].update(common)
+            memories.append(memory)
     elif event == "UserPromptSubmit":
         prompt = payload.get("prompt")
         if isinstance(prompt, str) and prompt.strip():
@@ -266,7 +175,7 @@ def build_record(
                     "content": prompt.strip(),
                     "type": "conversation",
                     "source": "hook",
-                    "metadata": {"hook_event": event, "role": "user", **common},
+                    "metadata": {"hook_event": event, "role": "user", "kind": "intent", **common},
                 }
             )
         else:
@@ -283,7 +192,13 @@ def build_record(
                     "content": text.strip(),
                     "type": "conversation",
                     "source": "response",
-                    "metadata": {"hook_event": event, "role": "assistant", "response_type": event, **common},
+                    "metadata": {
+                        "hook_event": event,
+                        "role": "assistant",
+                        "response_type": event,
+                        "kind": "answer",
+                        **common,
+                    },
                 }
             )
         elif event != "SessionEnd":
@@ -300,10 +215,8 @@ __all__ = [
     "EVENTS",
     "HookInputError",
     "build_record",
-    "describe_tool",
     "idem_key",
     "last_answer",
     "last_assistant_text",
     "normalize_event",
-    "summarize_output",
 ]

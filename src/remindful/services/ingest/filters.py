@@ -39,15 +39,15 @@ from remindful.config_defaults import (
     read_list,
     read_strings,
 )
-from remindful.engine.redact import Redactor, add_counts, build_redactor, read_counts
+from remindful.engine.redact import Redactor, build_redactor, read_counts
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs hook processes milliseconds
 if TYPE_CHECKING:
-    import sqlite3
     from typing import Any
 
     from remindful.config import Settings
-    from remindful.engine.store import Store
+    from remindful.engine.captures import CaptureRepository
+    from remindful.services.ingest.ports import CaptureStore
 
 
 class _LazyLogger:
@@ -280,7 +280,7 @@ _BY_SETTINGS: dict[int, tuple[Any, CaptureFilter]] = {}  # id(settings) -> (weak
 _GUARD = threading.Lock()
 
 
-def filter_for(target: Store | Settings) -> CaptureFilter:
+def filter_for(target: CaptureStore | Settings) -> CaptureFilter:
     """The CaptureFilter of a Store's settings, or of a Settings object: one per settings object
     for as long as it lives, so that the repeat window spans every capture path of a store."""
     settings = _settings_of(target)
@@ -305,7 +305,7 @@ def _settings_of(target: Any) -> Settings:
 
 
 def apply_filters(
-    target: Store | Settings,
+    target: CaptureStore | Settings,
     content: str,
     *,
     trigger: str,
@@ -317,8 +317,8 @@ def apply_filters(
 ) -> FilterResult:
     """Decide whether a capture may be stored, and redact it. Every capture path calls this.
 
-    ``target`` is a Store (counts and the exclusion audit line go to its catalog) or a Settings
-    object (counts kept in the process only). ``trigger`` is one of :data:`TRIGGERS`.
+    ``target`` is a store (counts and the exclusion audit line go to its catalog, through its
+    ``captures``) or a Settings object (counts kept in the process only). ``trigger`` is one of :data:`TRIGGERS`.
     ``signature`` identifies "the same action" for ``min_interval_seconds`` (default: trigger,
     session and content); ``action`` is the action's name, for ``ignore_mouse_moves``; ``at`` is
     the event's epoch time (default now). Returns a :class:`FilterResult`: when ``allowed``, store
@@ -329,7 +329,7 @@ def apply_filters(
     result = flt.check(
         content, trigger=trigger, session_id=session_id, metadata=metadata, signature=signature, action=action, at=at
     )
-    if hasattr(target, "ready"):  # a Store; Settings have no catalog
+    if hasattr(target, "captures"):  # a store; Settings have no catalog
         _persist(target, result, session_id)
     return result
 
@@ -338,22 +338,24 @@ def _persist(store: Any, result: FilterResult, session_id: str | None) -> None:
     """Count the result's redactions and skip in ``capture_stats``, and audit a session exclusion.
     Best effort: a failure is logged, and the filters' decision stands."""
     counts = {"redacted_" + k: v for k, v in result.redactions.items()}
-    excluded = result.code == "excluded"
     if result.code is not None and result.reason != "memory disabled":
         counts["skipped_" + result.code] = 1
     if not counts:
         return
+    excluded = (session_id, result.reason or "") if result.code == "excluded" else None
     try:
-        catalog = store.catalog
-
-        def run(conn: sqlite3.Connection) -> None:
-            add_counts(conn, counts)
-            if excluded:
-                catalog.audit(conn, "capture_excluded", None, {"session_id": session_id, "reason": result.reason})
-
-        catalog.write(run, what="recording capture filter counts")
+        store.captures.count(counts, excluded=excluded)
     except Exception as exc:
         log.warning("could not record capture filter counts: %s", exc)
+
+
+def count_skips(captures: CaptureRepository, counts: dict[str, int]) -> None:
+    """Add ``counts`` (``skipped_<reason>``: captures a later check than the filters skipped, such
+    as a forgotten statement) to ``capture_stats``. Best effort, like the filters' own counts."""
+    try:
+        captures.count(counts)
+    except Exception as exc:
+        log.warning("could not record capture counts: %s", exc)
 
 
 def canonical_json(value: Any) -> str:
@@ -368,6 +370,7 @@ __all__ = [
     "FilterResult",
     "apply_filters",
     "canonical_json",
+    "count_skips",
     "filter_for",
     "read_counts",
 ]

@@ -17,10 +17,10 @@ from remindful.services.ingest.events import idem_key
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs hook processes milliseconds
 if TYPE_CHECKING:
-    import sqlite3
     from collections.abc import Callable
     from typing import Any
 
+    from remindful.engine.spool import Connection
     from remindful.services.ingest.filters import CaptureFilter
 
 
@@ -88,7 +88,7 @@ def commit(
     prepared: Prepared,
     *,
     warn: Callable[[str], None],
-    keep_open: list[sqlite3.Connection] | None = None,
+    keep_open: list[Connection] | None = None,
 ) -> None:
     """Commit a prepared record in one short transaction, or, if the catalog cannot take it, to the
     spool's fallback file (``warn`` reports that). With ``keep_open`` the connection is left open
@@ -114,19 +114,13 @@ def commit(
         for attempt in range(2):
             try:
                 # A restore or a clear-all waits for this write; while one runs, the fallback file.
-                with StoreLock(storage).shared(wait=False):
-                    conn.execute("BEGIN IMMEDIATE")
-                    try:
-                        if kept or "session" in record:
-                            spool.append(conn, key, event, body, record["at"], redaction=redaction)
-                        add_counts(conn, counts)
-                        if excluded is not None:
-                            detail = {"reason": excluded, "event": event}
-                            spool.audit(conn, "capture_excluded", None, detail, redaction=redaction)
-                        conn.execute("COMMIT")
-                    except BaseException:
-                        conn.execute("ROLLBACK")
-                        raise
+                with StoreLock(storage).shared(wait=False), spool.immediate(conn):
+                    if kept or "session" in record:
+                        spool.append(conn, key, event, body, record["at"], redaction=redaction)
+                    add_counts(conn, counts)
+                    if excluded is not None:
+                        detail = {"reason": excluded, "event": event}
+                        spool.audit(conn, "capture_excluded", None, detail, redaction=redaction)
                 break
             except Exception as exc:
                 if attempt == 0 and "no such table" in str(exc):  # no catalog yet, or an old one
@@ -152,7 +146,7 @@ def spool_record(
     record: dict[str, Any],
     *,
     warn: Callable[[str], None],
-    keep_open: list[sqlite3.Connection] | None = None,
+    keep_open: list[Connection] | None = None,
 ) -> bool | None:
     """:func:`prepare_record` then :func:`commit`: True if spooled, False if filtered, None if
     memory is off or the session is excluded."""

@@ -32,7 +32,7 @@ from remindful.services.ingest.calls import ToolCall, TypeMapping, result_outcom
 from remindful.services.ingest.worker import CaptureWorker
 
 if TYPE_CHECKING:
-    from remindful.engine.store import Store
+    from remindful.services.ingest.ports import CaptureStore
     from remindful.services.ingest.spooled import CaptureSpool
 
 log = logging.getLogger("remindful.services.ingest")
@@ -89,7 +89,7 @@ class ToolCaptureMiddleware:
 
 def capture_tools(
     server: Any,
-    get_store: Callable[[], Store],
+    get_store: Callable[[], CaptureStore],
     *,
     mapping: Callable[[str], str] | Mapping[str, str] | None = None,
     session_id: str | None = None,

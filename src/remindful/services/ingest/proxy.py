@@ -33,7 +33,7 @@ from remindful.services.ingest.calls import ToolCall, TypeMapping, result_outcom
 from remindful.services.ingest.worker import CaptureWorker
 
 if TYPE_CHECKING:
-    from remindful.engine.store import Store
+    from remindful.services.ingest.ports import CaptureStore
     from remindful.services.ingest.spooled import CaptureSpool
 
 log = logging.getLogger("remindful.services.ingest")
@@ -171,7 +171,7 @@ def _pump(
 
 def run_proxy(
     command: Sequence[str],
-    get_store: Callable[[], Store],
+    get_store: Callable[[], CaptureStore],
     *,
     mapping: Callable[[str], str] | None = None,
     session_id: str | None = None,

@@ -39,11 +39,11 @@ from remindful.services.ingest.filters import CaptureFilter, FilterConfig
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: kept as light as the hook path
 if TYPE_CHECKING:
-    import sqlite3
     from collections.abc import Mapping
     from typing import Any
 
-    from remindful.engine.store import Store
+    from remindful.engine.spool import Connection
+    from remindful.services.ingest.ports import CaptureStore
 
 
 KIND = "mcp_tool"
@@ -100,7 +100,7 @@ class CaptureSpool:
         self._owner = owner()
         # One connection and lock per role: the request path never queues behind done()'s wait.
         self._locks = {"append": threading.Lock(), "done": threading.Lock()}
-        self._conns: dict[str, sqlite3.Connection] = {}
+        self._conns: dict[str, Connection] = {}
 
     @classmethod
     def from_config(cls, path: str | None = None, session_id: str | None = None) -> CaptureSpool:
@@ -114,7 +114,7 @@ class CaptureSpool:
         return cls(storage_path(path, memory), session_id or new_session_id(), flt)
 
     @classmethod
-    def for_store(cls, store: Store, session_id: str | None = None) -> CaptureSpool:
+    def for_store(cls, store: CaptureStore, session_id: str | None = None) -> CaptureSpool:
         """For a Store (its path and its settings' filters); the session defaults to the store's."""
         from remindful.services.ingest.filters import filter_for
 
@@ -150,14 +150,9 @@ class CaptureSpool:
             # A restore or a clear-all waits for this write; while one runs, the fallback file.
             with self._locks["append"], StoreLock(self.storage).shared(wait=False):
                 conn = self._connect("append", APPEND_BUSY_MS)
-                conn.execute("BEGIN IMMEDIATE")
-                try:
+                with spool.immediate(conn):
                     spool.append(conn, key, KIND, body, call.finished_at, redaction=self._redaction)
                     add_counts(conn, {f"redacted_{k}": v for k, v in counts.items()})
-                    conn.execute("COMMIT")
-                except BaseException:
-                    conn.execute("ROLLBACK")
-                    raise
         except Exception:  # busy or unwritable: the fallback file never waits; the next drain imports it
             spool.write_fallback(
                 self.storage, {"idem_key": key, "kind": KIND, "payload": body, "created_at": call.finished_at}
@@ -170,13 +165,8 @@ class CaptureSpool:
         """The call is stored (or deliberately skipped): drop its row, remember its key."""
         with self._locks["done"], StoreLock(self.storage).shared():
             conn = self._connect("done", BUSY_TIMEOUT_MS)
-            conn.execute("BEGIN IMMEDIATE")
-            try:
+            with spool.immediate(conn):
                 spool.finish_key(conn, key, time.time())
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
 
     def close(self) -> None:
         for role, lock in self._locks.items():
@@ -185,7 +175,7 @@ class CaptureSpool:
                 if conn is not None:
                     conn.close()
 
-    def _connect(self, role: str, busy_ms: int) -> sqlite3.Connection:
+    def _connect(self, role: str, busy_ms: int) -> Connection:
         conn = self._conns.get(role)
         if conn is None:
             conn = spool.connect(self.storage, busy_timeout_ms=busy_ms, check_same_thread=False)

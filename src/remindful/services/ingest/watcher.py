@@ -24,7 +24,6 @@ the capture filters (trigger ``files``: the switch and redaction).
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import os
 import threading
@@ -33,14 +32,14 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from remindful.engine.redact import add_counts
+from remindful.engine.captures import FileRecord
 from remindful.errors import RemindfulError, ValidationError
 from remindful.model import ChunkMetadata, FileIndexed
 from remindful.services.ingest.chunker import chunk_text
 from remindful.services.ingest.filters import apply_filters, filter_for
 
 if TYPE_CHECKING:
-    from remindful.engine.store import Store
+    from remindful.services.ingest.ports import CaptureStore
 
 log = logging.getLogger("remindful.services.ingest")
 
@@ -61,7 +60,7 @@ class MarkdownWatcher:
     """Index and watch the ``.md`` files under ``dirs`` into ``store``. Raises ValidationError
     (``dirs``) naming a watch directory that does not exist or is not a directory."""
 
-    def __init__(self, store: Store, dirs: Sequence[str | os.PathLike[str]]) -> None:
+    def __init__(self, store: CaptureStore, dirs: Sequence[str | os.PathLike[str]]) -> None:
         self.store = store
         self.dirs: list[Path] = []
         for raw in dirs:
@@ -110,15 +109,7 @@ class MarkdownWatcher:
                 return "skipped"
             new_ids = self.store.store_batch(items, defer=False) if items else []
             old_ids = [i for i in self.chunk_ids(str(path)) if i not in set(new_ids)]
-            self._catalog().write(
-                lambda c: c.execute(
-                    "INSERT INTO file_hashes (path, sha256, memory_ids, updated_at) VALUES (?, ?, ?, ?) "
-                    "ON CONFLICT(path) DO UPDATE SET sha256 = excluded.sha256, memory_ids = excluded.memory_ids, "
-                    "updated_at = excluded.updated_at",
-                    (str(path), digest, json.dumps(new_ids), time.time()),
-                ),
-                what="recording a file hash",
-            )
+            self.store.captures.record_file(FileRecord(str(path), digest, tuple(new_ids)), time.time())
             if old_ids:
                 self.store.delete_many(old_ids)
             log.info("indexed %s: %d chunks (%d old removed)", path, len(new_ids), len(old_ids))
@@ -132,8 +123,7 @@ class MarkdownWatcher:
         counts: dict[str, int] = {}
         text = redactor.redact(text, counts)
         if counts:
-            hits = {f"redacted_{name}": n for name, n in counts.items()}
-            self._catalog().write(lambda c: add_counts(c, hits), what="recording redaction counts")
+            self.store.captures.count({f"redacted_{name}": n for name, n in counts.items()})
         return text
 
     def _items(self, path: Path, digest: str, chunks: list[Any]) -> list[dict[str, Any]] | None:
@@ -176,7 +166,7 @@ class MarkdownWatcher:
             known = self._known(key) is not None
             if ids:
                 self.store.delete_many(ids)
-            self._catalog().write(lambda c: c.execute("DELETE FROM file_hashes WHERE path = ?", (key,)))
+            self.store.captures.forget_file(key)
         if ids or known:
             log.info("removed %s: %d chunks", key, len(ids))
             return "removed"
@@ -214,7 +204,7 @@ class MarkdownWatcher:
             present.add(str(path.resolve()))
             outcome = self.process_file(path)
             counts[outcome] = counts.get(outcome, 0) + 1
-        for (known,) in self._catalog().read("SELECT path FROM file_hashes"):
+        for known in self.store.captures.file_paths():
             inside = any(known.startswith(str(d) + os.sep) for d in self.dirs)
             if inside and known not in present and not os.path.exists(known):
                 counts["removed"] = counts.get("removed", 0) + (self.remove_file(known) == "removed")
@@ -262,30 +252,22 @@ class MarkdownWatcher:
             log.error("Markdown watcher: %s", exc)
             return None
 
-    # -- catalog helpers ------------------------------------------------------------------------
-
-    def _catalog(self) -> Any:
-        return self.store.catalog
+    # -- what the catalog recorded --------------------------------------------------------------
 
     def _known(self, path: str) -> str | None:
-        rows = self._catalog().read("SELECT sha256 FROM file_hashes WHERE path = ?", (path,))
-        return rows[0][0] if rows else None
+        record = self.store.captures.file_record(path)
+        return record.sha256 if record is not None else None
 
     def chunk_ids(self, path: str) -> list[str]:
         """The ids of the chunks stored for the file at ``path`` (resolved, as stored)."""
-        rows = self._catalog().read(
-            "SELECT id FROM memories WHERE type = 'document' AND source = 'md_file' "
-            "AND json_extract(metadata, '$.file_path') = ?",
-            (path,),
-        )
-        return [r[0] for r in rows]
+        return self.store.captures.chunk_ids_of(path)
 
 
 def _is_watch_limit(exc: OSError) -> bool:
     return "watch limit" in str(exc).lower() or exc.errno == 28  # ENOSPC from inotify_add_watch
 
 
-def index_file(store: Store, path: str | os.PathLike[str]) -> FileIndexed:
+def index_file(store: CaptureStore, path: str | os.PathLike[str]) -> FileIndexed:
     """Bring one Markdown file's chunks up to date now: its outcome (``indexed``, ``unchanged``,
     ``skipped`` or ``vanished``) and the file's chunks stored after the call."""
     file = Path(path).expanduser().resolve()
@@ -294,12 +276,12 @@ def index_file(store: Store, path: str | os.PathLike[str]) -> FileIndexed:
     return FileIndexed(outcome, len(watcher.chunk_ids(str(file))))
 
 
-def files_indexed(store: Store) -> int:
+def files_indexed(store: CaptureStore) -> int:
     """How many Markdown files the store has indexed (their hashes are recorded)."""
-    return int(store.catalog.read("SELECT count(*) FROM file_hashes")[0][0])
+    return store.captures.files_indexed()
 
 
-def files_enabled(store: Store) -> bool:
+def files_enabled(store: CaptureStore) -> bool:
     """Whether the settings let Markdown files be captured (memory, auto-capture and ``files`` on)."""
     cfg = filter_for(store).config
     return cfg.memory_enabled and cfg.enabled and cfg.triggers.get("files", True)

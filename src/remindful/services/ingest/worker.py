@@ -11,9 +11,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from remindful.services.ingest.calls import ToolCall, TypeMapping, capture_item
+from remindful.services.ingest.relate import relate
 
 if TYPE_CHECKING:
-    from remindful.engine.store import Store
+    from remindful.services.ingest.ports import CaptureStore
     from remindful.services.ingest.spooled import CaptureSpool
 
 log = logging.getLogger("remindful.services.ingest")
@@ -28,9 +29,9 @@ class CaptureWorker:
     submitted before that waits for it, up to ``SPOOL_WAIT_S``). So a call survives the process
     being killed once it has been answered: the next owner of the store stores it. When the
     bounded queue is full the call is dropped from memory and counted (``stats["dropped"]``) — its
-    spool row is still stored once this process has exited. ``get_store`` (returning the
-    :class:`~remindful.engine.store.Store`) is called in the worker thread, so loading the store
-    costs the host nothing; ``warm=True`` also opens the vector index at once. ``session_id``
+    spool row is still stored once this process has exited. ``get_store`` (returning the store:
+    a :class:`~remindful.services.ingest.ports.CaptureStore`) is called in the worker thread, so
+    loading the store costs the host nothing; ``warm=True`` also opens the vector index at once. ``session_id``
     defaults to the spool's session (the store's, one per process).
     :meth:`close` at shutdown stores what is queued.
     """
@@ -41,7 +42,7 @@ class CaptureWorker:
 
     def __init__(
         self,
-        get_store: Callable[[], Store],
+        get_store: Callable[[], CaptureStore],
         *,
         mapping: Callable[[str], str] | None = None,
         session_id: str | None = None,
@@ -149,8 +150,10 @@ class CaptureWorker:
             self.stats["skipped"] += 1
         else:
             args = ("content", "type", "metadata", "session_id", "timestamp", "source")
-            self.memory_ids.append(store.store_batch([{a: item[a] for a in args}])[0])
+            memory_id = store.store_batch([{a: item[a] for a in args}])[0]
+            self.memory_ids.append(memory_id)
             self.stats["captured"] += 1
+            relate(store, memory_id, item["metadata"], call.finished_at)
         if key is not None and spool is not None:
             spool.done(key)
 

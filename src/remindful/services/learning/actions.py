@@ -4,10 +4,19 @@ Action memories come from many capture paths (MCP middleware and proxy, hooks, m
 so these helpers read the common metadata keys (``action``/``tool_name``/``tool``, ``target``,
 ``success``/``status``/``outcome``) and fall back to the text ("Clicked login button at
 (500, 300) - failed").
+
+A captured tool call is known by its tool and its arguments, as the capture paths store them
+(``tool`` + ``arguments`` from the MCP middleware and the proxy, ``tool_name`` + ``arguments``
+from the hooks): its signature is the tool's verb ("mouse_click" → click, "Bash" → bash) and its
+key argument (coordinates, a selector, a URL, a path, a command...), so five failed
+``mouse_click(13, 13)`` calls and an agent about to click at (13, 13) are the same action. A
+context may name a call that way too: ``mouse_click(13, 13)``, ``mouse_click(x=13, y=13)``,
+``Bash(pnpm run build)``, or ``action={"tool": ..., "arguments": {...}}``.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from typing import Any
@@ -143,7 +152,79 @@ def label(content: str, metadata: dict[str, Any] | None = None) -> str:
     return _action(content, metadata, str)
 
 
+#: The arguments that name what a call acts on, most telling first.
+TARGET_KEYS = ("selector", "element", "url", "file_path", "path", "command", "query", "pattern", "text", "name")
+_CALL = re.compile(r"^\s*([A-Za-z_][\w.\-]*)\s*\((.*)\)\s*$", re.DOTALL)
+_KEYWORD_ARG = re.compile(r"^\s*([A-Za-z_]\w*)\s*=\s*(.+?)\s*$", re.DOTALL)
+
+
+def tool_call(content: str, metadata: dict[str, Any] | None) -> tuple[str, Any] | None:
+    """``(tool, arguments)`` of a captured tool call (its metadata), or of a context written as a
+    call (``mouse_click(13, 13)``, ``mouse_click(x=13, y=13)``, ``Bash(pnpm run build)``); None
+    for anything else."""
+    md = metadata or {}
+    tool = md.get("tool") if isinstance(md.get("tool"), str) else md.get("tool_name")
+    for key in ("arguments", "tool_input"):
+        if isinstance(tool, str) and tool and isinstance(md.get(key), dict):
+            return tool, md[key]
+    if md:
+        return None
+    call = _CALL.match(content)
+    if call is None:
+        return None
+    name, inner = call.group(1), call.group(2).strip()
+    if not inner:
+        return name, {}
+    parts = [p for p in (part.strip() for part in inner.split(",")) if p]
+    keywords = [_KEYWORD_ARG.match(p) for p in parts]
+    if parts and all(keywords):
+        return name, {m.group(1): _literal(m.group(2)) for m in keywords if m}
+    coords = _COORDS.fullmatch(inner)
+    if coords:
+        return name, {"x": int(coords.group(1)), "y": int(coords.group(2))}
+    return name, _literal(inner)
+
+
+def _literal(text: str) -> Any:
+    text = text.strip()
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"`":
+        return text[1:-1]
+    try:
+        return int(text)
+    except ValueError:
+        return text
+
+
+def tool_verb(tool: str) -> str:
+    """The verb of a tool's name: its first word that names an action ("mouse_click" → "click",
+    "browser_navigate" → "navigate", "keyboardType" → "type"), else the whole name, lower-cased."""
+    words = [w.lower() for w in re.findall(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])", tool)]
+    return next((w for w in words if stem(w) in ACTION_VERBS), tool.lower())
+
+
+def call_target(arguments: Any) -> str:
+    """What a call acts on, from its arguments: ``(x, y)``, else the first of :data:`TARGET_KEYS`,
+    else all of them (sorted JSON)."""
+    if not isinstance(arguments, dict):
+        return " ".join(str(arguments).split())
+    if isinstance(arguments.get("x"), int | float) and isinstance(arguments.get("y"), int | float):
+        return f"({arguments['x']:g},{arguments['y']:g})"
+    target = arguments.get("target")
+    if isinstance(target, dict) and "x" in target and "y" in target:
+        return call_target(target)
+    for key in TARGET_KEYS:
+        if isinstance(arguments.get(key), str) and arguments[key].strip():
+            return " ".join(arguments[key].split())
+    return json.dumps(arguments, sort_keys=True, ensure_ascii=False, default=str) if arguments else ""
+
+
 def _action(content: str, metadata: dict[str, Any] | None, normal: Callable[[str], str]) -> str:
+    call = tool_call(content, metadata)
+    if call is not None:
+        verb, target = normal(tool_verb(call[0])), call_target(call[1])
+        if target.startswith("("):
+            return f"{verb} {target}"
+        return " ".join([verb, *(normal(w) for w in target.lower().split())]).strip()
     md = metadata or {}
     verb = next((md[k] for k in ("action", "tool_name", "tool", "action_type") if isinstance(md.get(k), str)), "")
     target = _target(md)
@@ -185,4 +266,4 @@ def when(memory: Memory) -> str:
     return f"{at:%b} {at.day}, {at.year}"
 
 
-__all__ = ["label", "outcome", "signature", "stem", "step_text", "when"]
+__all__ = ["call_target", "label", "outcome", "signature", "stem", "step_text", "tool_call", "tool_verb", "when"]

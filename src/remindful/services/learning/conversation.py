@@ -15,7 +15,7 @@ from __future__ import annotations
 import fnmatch
 import logging
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
@@ -93,11 +93,14 @@ def capture_conversation(
     turn: ConversationTurn | Mapping[str, Any],
     *,
     automatic: bool = False,
+    forgotten: Callable[[str], bool] | None = None,
 ) -> list[Memory]:
     """Extract and store the memorable statements of ``turn``; see the module docstring.
 
     ``automatic=True`` (hooks, event handlers) first checks :func:`conversation_capture_enabled`
-    and returns ``[]`` when capture is off. Raises ValidationError for a malformed turn.
+    and returns ``[]`` when capture is off. ``forgotten(statement)`` True leaves a statement out
+    (the user deleted it before, or a correction replaced it), counted as ``dropped.forgotten``.
+    Raises ValidationError for a malformed turn.
     """
     if not isinstance(turn, ConversationTurn):
         turn = ConversationTurn.from_dict(dict(turn))
@@ -122,6 +125,10 @@ def capture_conversation(
     for e in extractions:
         counts[("confidence", bucket(e.confidence))] = counts.get(("confidence", bucket(e.confidence)), 0) + 1
     counts[("dropped", "low_confidence")] = len(extractions) - len(kept)
+    if forgotten is not None:
+        remembered = [e for e in kept if not forgotten(e.content)]
+        counts[("dropped", "forgotten")] = len(kept) - len(remembered)
+        kept = remembered
     counts[("dropped", "over_cap")] = max(0, len(kept) - config.max_memories_per_turn)
     kept = kept[: config.max_memories_per_turn]
     memories = store_memories(store, [_item(turn, e, extractor, has_trigger) for e in kept])

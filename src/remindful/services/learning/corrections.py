@@ -11,8 +11,11 @@ high-value: the memory is reinforced by ``learning.correction_boost``.
 from __future__ import annotations
 
 import logging
+import re
+import time
 from typing import TYPE_CHECKING, Any
 
+from remindful.engine.captures import forget_key
 from remindful.errors import ValidationError
 from remindful.model import Memory
 from remindful.services.learning import llm
@@ -21,9 +24,11 @@ from remindful.services.learning.reinforce import ReinforcementReason, reinforce
 from remindful.services.learning.types import CaptureSource
 
 if TYPE_CHECKING:
+    from remindful.engine.captures import CaptureRepository
     from remindful.engine.repositories import LearningRepository
 
 log = logging.getLogger("remindful.services.learning")
+_WORD = re.compile(r"\w+")
 
 SYSTEM = "You turn user corrections into durable rules. Answer with JSON only."
 PROMPT = """The user corrected this output:
@@ -72,10 +77,20 @@ def _validate(value: Any) -> str:
 
 
 def capture_correction(
-    store: MemoryWriter, learning: LearningRepository, original: str, corrected: str, context: str = ""
+    store: MemoryWriter,
+    learning: LearningRepository,
+    original: str,
+    corrected: str,
+    context: str = "",
+    *,
+    captures: CaptureRepository | None = None,
 ) -> Memory:
     """Store the lesson of a correction (``knowledge``, semantic, source ``correction``),
-    reinforce it, publish ``MemoryCaptured``; returns the memory. Raises ValidationError."""
+    reinforce it, publish ``MemoryCaptured``; returns the memory. With ``captures``, what the
+    correction replaces stays forgotten: the memories stating ``original`` (the same words, or
+    nearly: :func:`replaced`) are marked ``superseded_by`` the correction, and a tombstone of
+    ``original`` and of each of them keeps automatic captures from learning them again. Raises
+    ValidationError."""
     for name, value in (("original", original), ("corrected", corrected)):
         if not isinstance(value, str) or not value.strip():
             raise ValidationError(name, "expected the non-empty text of the " + name + " output")
@@ -109,9 +124,44 @@ def capture_correction(
     )
     reinforce(learning, memory.id, ReinforcementReason.USER_CORRECTION, store.settings.learning.correction_boost)
     memory = store.get(memory.id)
+    if captures is not None:
+        _bury_replaced(store, captures, original, memory.id)
     log.info("[MEM:CAPTURE] Captured correction: %s -> %s", preview(original, 30), preview(corrected, 30))
     finish(learning, CaptureSource.CORRECTION, memory.id, [memory])
     return memory
 
 
-__all__ = ["capture_correction", "synthesize_rule"]
+#: Word overlap (Jaccard) from which a memory states the corrected original.
+REPLACED_JACCARD = 0.8
+
+
+def replaced(original: str, content: str) -> bool:
+    """Whether ``content`` states ``original``: the same words, or word sets overlapping at least
+    :data:`REPLACED_JACCARD`."""
+    a, b = set(_WORD.findall(original.lower())), set(_WORD.findall(content.lower()))
+    return bool(a and b) and len(a & b) / len(a | b) >= REPLACED_JACCARD
+
+
+def _bury_replaced(store: MemoryWriter, captures: CaptureRepository, original: str, correction_id: str) -> None:
+    """Mark the memories stating ``original`` superseded by the correction, and bury them and
+    ``original`` (see :func:`capture_correction`). Best effort: the correction is stored already."""
+    try:
+        hits = store.search(
+            original,
+            types=["knowledge", "conversation"],
+            limit=20,
+            min_score=0.0,
+            collapse=False,
+            resumed_session=None,
+        )
+        stale = [h for h in hits if h.id != correction_id and replaced(original, h.content)]
+        for hit in stale:
+            store.update(hit.id, metadata={"superseded_by": correction_id})
+        graves: dict[str, tuple[str | None, str]] = {forget_key(original): (None, "corrected")}
+        graves.update({forget_key(h.content): (h.id, "corrected") for h in stale})
+        captures.bury(graves, time.time())
+    except Exception as exc:
+        log.warning("could not retire what the correction %s replaces: %s", correction_id, exc)
+
+
+__all__ = ["capture_correction", "replaced", "synthesize_rule"]

@@ -7,9 +7,13 @@ Suggestions").
   ≥ ``learning.min_suggestion_similarity``), best first, each with its memory id and date:
   "I found similar login automation from Oct 20, 2023, would you like to replay it?"
 - **warnings**: when the action the context describes (or ``action={"action": "click",
-  "target": {"x": 500, "y": 300}}``) has failed before — the same action signature (verb +
-  target, see :mod:`remindful.services.learning.actions`) — "This action failed 5 times previously,
-  success rate: 0%", with alternatives: successful memories for a similar context.
+  "target": {"x": 500, "y": 300}}``, or a tool call: ``action={"tool": "mouse_click",
+  "arguments": {"x": 500, "y": 300}}``, or the context ``mouse_click(500, 300)``) has failed
+  before — the same action signature (verb + target, see :mod:`remindful.services.learning.actions`),
+  which for the tool calls the MCP middleware, the proxy and the hooks captured is their tool and
+  arguments — "This action failed 5 times previously, success rate: 0%", with alternatives:
+  successful memories for a similar context. Every recorded call of the tool counts (up to
+  :data:`CALLS_EXAMINED`), not only those a search of the context finds.
 
 Relevance is judged by cosine similarity of the stored vectors, not by the fused search score,
 which is relative (the best hit of any search scores near 1 however poor it is).
@@ -24,7 +28,7 @@ import numpy as np
 
 from remindful.errors import ValidationError
 from remindful.model import Alternative, FailureWarning, Memory, MemoryType, Suggestion, Suggestions
-from remindful.services.learning.actions import outcome, signature, step_text, when
+from remindful.services.learning.actions import outcome, signature, step_text, tool_call, when
 from remindful.services.learning.common import MemoryWriter
 
 if TYPE_CHECKING:
@@ -32,6 +36,8 @@ if TYPE_CHECKING:
 
 #: Candidates examined per search; enough to count repeated failures of one action.
 CANDIDATES = 50
+#: Recorded calls of the tool a context names that are examined for its warnings, newest first.
+CALLS_EXAMINED = 500
 
 
 def _similarities(
@@ -105,6 +111,11 @@ def suggest(
 
     warnings = []
     wanted = signature(context, dict(action) if action else None)
+    call = tool_call(context, dict(action) if action else None)
+    if call is not None and wanted:  # the calls of that tool, however the context's search ranks them
+        known = {m.id for m in candidates}
+        ids = [i for i in memories.tool_calls(call[0], CALLS_EXAMINED) if i not in known]
+        candidates += [m for m in store.get_batch(ids) if m is not None]
     same = [m for m in candidates if m.type is MemoryType.ACTION and signature(m.content, m.metadata) == wanted]
     failures = [m for m in same if outcome(m) is False]
     successes = [m for m in same if outcome(m) is True]

@@ -296,6 +296,13 @@ def stats(
         top = (data.get("activity") or {}).get(kind) or []
         if top:
             console.print(f"most frequent {kind}: " + ", ".join(f"{t['name']} x{t['count']}" for t in top[:5]))
+    injected = data.get("injection") or {}
+    if injected.get("injections"):
+        projects = ", ".join(f"{p['project']} {p['tokens']}" for p in injected["by_project"][:3])
+        console.print(
+            f"context injected: {injected['injections']} blocks, {injected['tokens']} tokens ({projects})",
+            highlight=False,
+        )
     if data.get("scopes"):
         console.print("by scope: " + ", ".join(f"{_scope(s['scope'], s['name'])} {s['count']}" for s in data["scopes"]))
     if data.get("scope"):
@@ -350,6 +357,22 @@ def move(
         _print_json({"success": True, "memory": moved.to_dict()})
     else:
         console.print(f"moved {moved.id} to {moved.scope}", highlight=False)
+
+
+@app.command("move-all")
+def move_all(
+    source: Annotated[str, typer.Argument(help="The scope to empty: unscoped, user, project:NAME (or several, a,b).")],
+    scope: Annotated[str, typer.Argument(help="user, project (this directory's) or project:NAME.")],
+    json_out: JsonOpt = False,
+) -> None:
+    """Move every memory of one scope to another (e.g. after the upgrade: unscoped -> project)."""
+    with _open() as memory:
+        _here(memory)
+        moved = _run(lambda: memory.move_scope(source, scope))
+    if json_out:
+        _print_json({"success": True, "moved": moved})
+    else:
+        console.print(f"moved {moved} memor{'y' if moved == 1 else 'ies'}", highlight=False)
 
 
 @app.command()

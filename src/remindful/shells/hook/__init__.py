@@ -324,22 +324,17 @@ HOOK_EXACT_MAX = 100_000
 def context_text(storage: str, memory: dict[str, Any], event: str, payload: dict[str, Any], path: str | None) -> str:
     """The context for a SessionStart/UserPromptSubmit hook ("" for none): the store's daemon's
     answer on the local channel (:func:`remindful.runtime.ask_daemon`), else, when the store holds
-    any memory, :meth:`MemoryManager.context` of the store itself. That one scores a store of up
-    to :data:`HOOK_EXACT_MAX` memories (or ``search.exact_filter_max``, if larger) exactly from
+    any memory, :meth:`MemoryManager.hook_context` of the store itself. That one scores a store of
+    up to :data:`HOOK_EXACT_MAX` memories (or ``search.exact_filter_max``, if larger) exactly from
     the catalog, and stores nothing: a backlog of spooled events is the daemon's to store, and
-    would outlast the hook's timeout."""
-    from remindful.services.context import context_query
+    would outlast the hook's timeout. Either searches the scopes seen from the agent's ``cwd``: its
+    project's memories and the user's, never another project's."""
+    from remindful.services.context import hook_request
 
-    query = context_query(event, payload)
-    if not query.strip():
-        return ""
     budget = read_int(memory, "hooks.context_budget_tokens", ge=50, le=100_000)
-    prompt = payload.get("prompt")
-    exclude = prompt if event == "UserPromptSubmit" and isinstance(prompt, str) else None
-    # The scopes seen from the agent's directory: its project's memories and the user's, never
-    # another project's (no directory: the user's and the unscoped ones).
-    cwd = payload.get("cwd") if isinstance(payload.get("cwd"), str) and payload["cwd"].strip() else None
-    request = {"query": query, "budget_tokens": budget, "exclude": exclude, "cwd": cwd}
+    request = hook_request(event, payload, budget)
+    if not request["query"].strip():
+        return ""
     timeout = CONTEXT_DEADLINE_S.get(event, 1.5)
     answer = runtime.ask_daemon(storage, {"op": "context", **request}, timeout=timeout)  # None at once if none
     if answer is not None and answer.get("success") and isinstance(answer.get("context"), str):
@@ -352,7 +347,7 @@ def context_text(storage: str, memory: dict[str, Any], event: str, payload: dict
     settings = load_settings(path or storage)
     bound = max(settings.search.exact_filter_max, HOOK_EXACT_MAX)
     with MemoryManager(settings, exact_before_index=bound) as manager:
-        return manager.context(query, budget_tokens=budget, exclude=exclude, scope=manager.seen_from(cwd)).text
+        return manager.hook_context(request).text
 
 
 def _stored_any(storage: str) -> bool:
