@@ -146,6 +146,28 @@ def test_the_brief_tells_the_projects_decisions_failures_and_preferences(memory:
     assert estimate_tokens(ask(memory, "SessionStart")) <= memory.settings.hooks.brief_budget_tokens
 
 
+def test_the_brief_reads_the_scopes_seen_from_the_project(memory: MemoryManager) -> None:
+    """The brief of a project holds its own memories and the user's (a rule stated in another
+    project included), never another project's; with no directory, the user's and the unscoped."""
+    ours = memory.store("We decided to deploy on Fridays.", type="knowledge", metadata=in_project(category="decision"))
+    rule = memory.store(
+        "Never put emojis in commit messages.",
+        type="knowledge",
+        metadata={"project_id": "/work/blog", "category": "instruction"},
+        scope="user",
+    )
+    theirs = memory.store(
+        "We decided the blog uses Hugo.",
+        type="knowledge",
+        metadata={"project_id": "/work/blog", "category": "decision"},
+    )
+    here = [i for i, *_ in parsed(ask(memory, "SessionStart", source="startup"), BRIEF_HEADER)]
+    assert ours in here and rule in here and theirs not in here
+    nowhere = memory.hook_context(hook_request("SessionStart", {"session_id": "s", "source": "startup"}, None)).text
+    found = [i for i, *_ in parsed(nowhere, BRIEF_HEADER)]
+    assert rule in found and ours not in found and theirs not in found
+
+
 def test_the_brief_fits_its_budget_and_is_empty_when_nothing_is_known(tmp_path: Path) -> None:
     with open_fake(tmp_path / "empty") as memory:
         assert ask(memory, "SessionStart") == ""

@@ -145,3 +145,27 @@ def test_the_daemon_answers_a_hook_with_the_scopes_of_its_directory(
     finally:
         handle.stop()
         memory.close()
+
+
+def test_the_session_start_brief_keeps_to_the_project_and_the_user(tmp_path: Path) -> None:
+    # The brief reads the scopes seen from the session's directory, as a prompt's context does: a
+    # preference another project's MCP client stored (no project_id) stays there, and a rule the
+    # user stated in one project is told in every project.
+    from remindful.services.context import hook_request
+
+    a, b = repository(tmp_path / "projA"), repository(tmp_path / "projB")
+    with open_fake(tmp_path / "s", project=a) as memory:
+        memory.store("We prefer pnpm for this app", type="knowledge", metadata={"category": "preference"})
+        memory.store(
+            "Never add emojis to commit messages",
+            type="knowledge",
+            metadata={"category": "preference", "project_id": str(a)},
+        )
+
+        def brief(directory: Path) -> str:
+            request = hook_request("SessionStart", {"session_id": "s", "cwd": str(directory)}, None)
+            return memory.hook_context(request).text
+
+        assert "pnpm" in brief(a) and "emojis" in brief(a)
+        assert "pnpm" not in brief(b)
+        assert "emojis" in brief(b)

@@ -13,9 +13,10 @@ when it was made), so an agent (and its user) can judge each one:
   decisions, preferences, corrections and open failures first, then changes, answers and
   documents, then raw activity (reads, searches, commands that worked; at most
   :data:`MAX_ACTIVITY_LINES` of them), each tier by score;
-- **the SessionStart brief** (:func:`build_brief`): the project's recent decisions, open failures,
-  preferences and facts, newest first, within ``hooks.brief_budget_tokens``, so a new session
-  starts with what the last one learned (read from the catalog: no model, no search).
+- **the SessionStart brief** (:func:`build_brief`): the recent decisions, open failures,
+  preferences and facts of the project and the user, newest first, within
+  ``hooks.brief_budget_tokens``, so a new session starts with what the last one learned (read
+  from the catalog: no model, no search).
 
 :func:`hook_context` answers a hook's request (:func:`hook_request`: the event, the prompt, the
 session and its working directory) with one or the other, as the project's settings allow
@@ -303,16 +304,16 @@ def _with_what_prompts_taught(searcher: Searcher, hits: Sequence[SearchHit]) -> 
 
 def build_brief(
     brief: BriefRepository,
-    project: str | None,
+    scopes: Sequence[str | None] | None,
     *,
     budget_tokens: int = DEFAULT_BRIEF_BUDGET,
     line_chars: int = DEFAULT_LINE_CHARS,
     now: float | None = None,
 ) -> Context:
-    """The SessionStart brief of ``project`` (every project's when None): its recent decisions,
-    open failures, preferences and corrections, and facts (:data:`BRIEF_GROUPS`), newest first in
-    each group, as explained lines within ``budget_tokens``; an empty Context when there is none
-    or it has no room."""
+    """The SessionStart brief of ``scopes`` (a hook's: its project's and the user's; None: every
+    scope): the recent decisions, open failures, preferences and corrections, and facts
+    (:data:`BRIEF_GROUPS`), newest first in each group, as explained lines within
+    ``budget_tokens``; an empty Context when there is none or it has no room."""
     from remindful.model import Context
 
     if budget_tokens <= estimate_tokens(BRIEF_HEADER) + 1:
@@ -320,8 +321,8 @@ def build_brief(
     now = time.time() if now is None else now
     since = now - BRIEF_DAYS * 86400
     rows = [
-        *brief.knowledge(project, since=since, now=now, limit=100),
-        *brief.open_failures(project, since=since, now=now, limit=20),
+        *brief.knowledge(scopes, since=since, now=now, limit=100),
+        *brief.open_failures(scopes, since=since, now=now, limit=20),
     ]
     by_kind: dict[str, list[SearchHit]] = {}
     seen: list[set[str]] = []
@@ -496,9 +497,9 @@ def hook_context(
     resumed_session: str | None = None,
     scopes: Sequence[str | None] | None = None,
 ) -> Context:
-    """What a hook injects for ``request``: the SessionStart brief of the session's project, or a
-    prompt's context searched in ``scopes`` (None: every scope; a hook's are those seen from its
-    directory), within the smaller of the request's budget and the project's (none when the
+    """What a hook injects for ``request``: the SessionStart brief, or a prompt's context, of
+    ``scopes`` (None: every scope; a hook's are those seen from its directory: its project's and
+    the user's), within the smaller of the request's budget and the project's (none when the
     project's injection is off); what is injected is recorded in the ledger (best effort: a ledger
     that cannot be written is logged, and the context is still given)."""
     from remindful.model import Context
@@ -512,7 +513,7 @@ def hook_context(
         return Context("")
     if request.event == "SessionStart":
         budget = brief_budget if request.budget_tokens is None else min(brief_budget, request.budget_tokens)
-        found = build_brief(brief, project, budget_tokens=budget, line_chars=hooks.line_chars)
+        found = build_brief(brief, scopes, budget_tokens=budget, line_chars=hooks.line_chars)
     else:
         budget = context_budget if request.budget_tokens is None else min(context_budget, request.budget_tokens)
         found = build_context(
