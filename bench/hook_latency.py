@@ -1,7 +1,7 @@
 """Wall time of ``remindful hook PreToolUse`` processes against ``python -c pass``.
 
     python bench/hook_latency.py [--runs 50] [--compare REV] [--json]
-    python bench/hook_latency.py --context [--memories 2000 | --store DIR] [--runs 10] [--json]
+    python bench/hook_latency.py --context [--memories 2000 [--distinct] | --store DIR] [--runs 10] [--json]
     python bench/hook_latency.py --cold [--compare REV] [--json]
 
 Each run is a fresh process fed a distinct PreToolUse payload on stdin (as Claude Code does),
@@ -153,9 +153,10 @@ def bench(runs: int, compare: str | None = None) -> dict[str, Any]:
     return result
 
 
-def bench_context(runs: int, memories: int, source: Path | None = None) -> dict[str, Any]:
+def bench_context(runs: int, memories: int, source: Path | None = None, distinct: bool = False) -> dict[str, Any]:
     """UserPromptSubmit with context, no daemon: a fresh hook process per run on a populated store
-    (``memories`` made here, or a copy of ``source``)."""
+    (``memories`` made here, near-duplicates of eight notes or, with ``distinct``, notes of a
+    coding project that differ in their words; or a copy of ``source``)."""
     script = shutil.which("remindful") or str(Path(sys.executable).with_name("remindful"))
     import remindful
 
@@ -174,16 +175,16 @@ def bench_context(runs: int, memories: int, source: Path | None = None) -> dict[
             memories = count_memories(store)
             prompts = sample_prompts(store, runs)
         else:
+            note = "Note {i}: the {topic} step of task {task} worked after a retry"
+            texts = (
+                distinct_notes(memories)
+                if distinct
+                else [note.format(i=i, topic=topics[i % 8], task=i // 8) for i in range(memories)]
+            )
+            if distinct:
+                prompts = [" ".join(texts[(i * 7919) % memories].split()[:8]) + "?" for i in range(runs)]
             with remindful.open(store) as memory:
-                memory.store_batch(
-                    [
-                        {
-                            "content": f"Note {i}: the {topics[i % 8]} step of task {i // 8} worked after a retry",
-                            "source": "hook",
-                        }
-                        for i in range(memories)
-                    ]
-                )
+                memory.store_batch([{"content": text, "source": "hook"} for text in texts])
                 memory.flush()
         hook = [script, "--path", str(store), "hook", "UserPromptSubmit"]
         patch = tmp / "patch"
@@ -222,6 +223,7 @@ def bench_context(runs: int, memories: int, source: Path | None = None) -> dict[
     return {
         "runs": runs,
         "memories": memories,
+        "store": "copy" if source is not None else ("distinct notes" if distinct else "near-duplicate notes"),
         "python_pass_ms": {"p50": pct(bare, 0.5, 1), "p95": pct(bare, 0.95, 1)},
         "hook_ms": {"p50": pct(hooked, 0.5, 1), "p95": pct(hooked, 0.95, 1), "max": round(max(hooked), 1)},
         "no_deadline_ms": {
@@ -386,6 +388,46 @@ def cold_lines(result: dict[str, Any]) -> list[str]:
     return out
 
 
+def distinct_notes(n: int) -> list[str]:
+    """``n`` notes such as a coding agent's session leaves (seeded, the same every run), differing
+    in their words: the retrieval's near-duplicate folding has little to fold, unlike the default
+    store, whose near-duplicates make a search widen its candidates (up to four rounds)."""
+    import random
+
+    rng = random.Random(27)
+    parts = ("api", "billing", "auth", "search", "cache", "queue", "mailer", "scheduler", "exporter", "gateway")
+    things = ("migration", "endpoint", "fixture", "config", "index", "worker", "retry policy", "dashboard", "cron job")
+    verbs = ("broke", "was renamed", "needs a restart", "was moved", "times out", "was rewritten", "is flaky", "passes")
+    causes = (
+        "after the upgrade to Postgres 16",
+        "because the lockfile pinned an old version",
+        "when the Redis pool ran out of connections",
+        "since the staging certificate expired",
+        "once the feature flag was removed",
+        "under the nightly load test",
+        "with the new pnpm workspace layout",
+        "because of a race in the retry loop",
+    )
+    fixes = (
+        "fixed by bumping the timeout to {n} s",
+        "see ticket OPS-{n}",
+        "the fix is in commit {n:x}",
+        "run `make {w}-{n}` to reproduce it",
+        "port {n} must stay open",
+        "owned by the {w} team",
+        "rolled back in release 2.{n}",
+    )
+    words = ("alpha", "bravo", "delta", "echo", "kilo", "lima", "oscar", "sierra", "tango", "zulu")
+    notes = []
+    for i in range(n):
+        fix = rng.choice(fixes).format(n=rng.randrange(100, 9999), w=rng.choice(words))
+        notes.append(
+            f"The {rng.choice(things)} of the {rng.choice(parts)} service {rng.choice(verbs)} "
+            f"{rng.choice(causes)}; {fix} (note {i})."
+        )
+    return notes
+
+
 def count_memories(store: Path) -> int:
     """The memories in ``store``, read from its catalog without opening it (which could drain a spool)."""
     import sqlite3
@@ -413,7 +455,8 @@ def sample_prompts(store: Path, n: int) -> list[str]:
 def context_lines(result: dict[str, Any]) -> list[str]:
     bare, hook, free = result["python_pass_ms"], result["hook_ms"], result["no_deadline_ms"]
     return [
-        f"UserPromptSubmit with context, no daemon, {result['memories']} memories, {result['runs']} runs",
+        f"UserPromptSubmit with context, no daemon, {result['memories']} memories ({result['store']}), "
+        f"{result['runs']} runs",
         f"python -c pass             p50 {bare['p50']:7.1f} ms  p95 {bare['p95']:7.1f} ms",
         f"remindful hook (context)   p50 {hook['p50']:7.1f} ms  p95 {hook['p95']:7.1f} ms  max {hook['max']:7.1f} ms",
         f"  the same, no deadline    p50 {free['p50']:7.1f} ms  p95 {free['p95']:7.1f} ms  max {free['max']:7.1f} ms"
@@ -459,6 +502,9 @@ def main(argv: list[str] | None = None) -> int:
     args_parser.add_argument("--context", action="store_true", help="UserPromptSubmit with context, no daemon")
     args_parser.add_argument("--memories", type=int, default=2000, help="store size for --context")
     args_parser.add_argument("--store", type=Path, default=None, help="--context on a copy of this store instead")
+    args_parser.add_argument(
+        "--distinct", action="store_true", help="--context: notes that differ in their words, not near-duplicates"
+    )
     args_parser.add_argument("--compare", metavar="REV", default=None, help="also the hook of the commit REV, in turns")
     args_parser.add_argument("--cold", action="store_true", help="two sessions on a fresh machine, hooks only")
     args = args_parser.parse_args(argv)
@@ -467,7 +513,7 @@ def main(argv: list[str] | None = None) -> int:
     elif args.context:
         if args.compare is not None:
             args_parser.error("--compare measures the capture hook; it does not go with --context")
-        emit(bench_context(args.runs or 10, args.memories, args.store), args.json, context_lines)
+        emit(bench_context(args.runs or 10, args.memories, args.store, args.distinct), args.json, context_lines)
     else:
         emit(bench(args.runs or 50, args.compare), args.json, lines)
     return 0

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from agent_session import SCRIPT, agent_env, alive, wait_until
+from agent_session import SCRIPT, agent_env, alive, daemon_pids, stop_daemons, wait_until
 from remindful import runtime
 from remindful.daemon import DaemonHandle, start_daemon_threads
 from remindful.shells.hook import run
@@ -189,6 +189,34 @@ def test_a_hook_sends_nothing_to_the_port_a_daemon_file_names(tmp_path: Path) ->
     assert run(argv, stdin=io.StringIO(json.dumps(payload)), stdout=out) == 0
     assert listener.received == [] and Listener.EVIL not in out.getvalue()
     listener.sock.close()
+
+
+@pytest.mark.slow
+def test_the_daemon_a_hook_starts_runs_no_code_of_the_agents_project(tmp_path: Path) -> None:
+    """A hook runs in the agent's project; the daemon it starts must not import the project's files
+    (``python -c`` puts the working directory first on ``sys.path``: a ``json.py`` there was run)."""
+    store, project, marker = tmp_path / "store", tmp_path / "project", tmp_path / "imported"
+    project.mkdir()
+    (project / "json.py").write_text(f"open({str(marker)!r}, 'w').close()\nraise ImportError('project code')\n")
+    env = agent_env(tmp_path / "home", REMINDFUL_EMBEDDINGS__BACKEND="fake")
+    payload = {"session_id": "s", "hook_event_name": "SessionStart", "source": "startup", "cwd": str(project)}
+    done = subprocess.run(
+        [SCRIPT, "--path", str(store), "hook", "SessionStart", "--no-context"],
+        input=json.dumps(payload).encode(),
+        env=env,
+        cwd=project,
+        capture_output=True,
+        check=False,
+    )
+    try:
+        assert done.returncode == 0, done.stderr
+        wait_until(lambda: len(daemon_pids(store)) == 1, 30, "the hook starts the daemon")
+        pid = daemon_pids(store)[0]
+        wait_until(lambda: runtime.ask_daemon(store, {"op": "ping"}) is not None or not alive(pid), 60, "it answers")
+        assert not marker.exists()
+        assert runtime.ask_daemon(store, {"op": "ping"}) is not None
+    finally:
+        stop_daemons(store)
 
 
 # -- endpoints of real processes ---------------------------------------------------------------------

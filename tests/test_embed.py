@@ -430,6 +430,28 @@ def test_onnx_int8_is_close_to_float_and_prepared_once(tmp_path: Path, monkeypat
 
 @pytest.mark.slow
 @needs_model
+def test_preparing_the_int8_model_runs_no_code_of_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A hook runs in the agent's project: a ``secrets.py`` there (or ``random.py``, ``json.py``...)
+    must not be imported by the process that prepares the model (``python -m`` puts its working
+    directory first on ``sys.path``): it was, the preparation failed and every later process loaded
+    the shipped model again (5 s per no-daemon hook instead of 0.5 s)."""
+    monkeypatch.setenv(quantize.ENV_MODEL_CACHE, str(tmp_path / "models"))
+    project = tmp_path / "project"
+    project.mkdir()
+    marker = tmp_path / "imported"
+    (project / "secrets.py").write_text(f"open({str(marker)!r}, 'w').close()\nraise ImportError('project code')\n")
+    monkeypatch.chdir(project)
+    packaged, _ = onnx.packaged_onnx()
+    assert packaged is not None
+    prepared = quantize.ensure_quantized(packaged, __import__("onnxruntime").__version__)
+    assert not marker.exists()
+    assert prepared is not None and prepared.is_file()
+
+
+@pytest.mark.slow
+@needs_model
 def test_onnx_int8_preparation_failures_fall_back_to_the_shipped_model(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -75,8 +75,10 @@ def ensure_quantized(source: Path, runtime_version: str) -> Path | None:
     logger.info("Preparing the int8 embedding model (once per model file) into %s", target)
     try:
         target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        # -P: nothing of the working directory on sys.path. A hook runs in the agent's project,
+        # whose secrets.py or random.py would otherwise be imported (run) here, failing the preparation.
         done = subprocess.run(
-            [sys.executable, "-m", __name__, str(source), str(target)],
+            [sys.executable, "-P", "-m", __name__, str(source), str(target)],
             capture_output=True,
             text=True,
             timeout=PREPARE_TIMEOUT_S,

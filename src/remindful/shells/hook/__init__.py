@@ -272,7 +272,9 @@ def start_daemon_for(storage: str) -> int | None:
         out = os.open(os.path.join(logs, "daemon.log"), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         try:
             os.set_inheritable(lock, True)
-            argv = [sys.executable, "-c", DAEMON_ENTRY, "--path", storage, "daemon", "--on-demand"]
+            # -P: nothing of the working directory (the agent's project) on sys.path; with -c
+            # alone, a json.py or secrets.py of the project would be imported (run) by the daemon.
+            argv = [sys.executable, "-P", "-c", DAEMON_ENTRY, "--path", storage, "daemon", "--on-demand"]
             pid = os.posix_spawn(
                 sys.executable,
                 [*argv, "--lock-fd", str(lock)],
