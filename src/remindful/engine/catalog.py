@@ -790,8 +790,9 @@ class Catalog:
         thread of this process holds the shared connection, another process writes, or a restore
         holds the store; whether it ran. For what a reader may keep on the way but must not wait
         for (a search keeping the vectors it computed). An error of ``fn`` (a full disk, say) is
-        rolled back and logged: nothing was written."""
-        if self.unwritable is not None:
+        rolled back and logged: nothing was written. Nothing is written to a catalog found
+        damaged (:attr:`damage`) or unwritable."""
+        if self.unwritable is not None or self.damage is not None:
             return False
         try:
             held = self.store_lock.shared(wait=False)
