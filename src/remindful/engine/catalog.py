@@ -72,6 +72,16 @@ SCOPES_VERSION = 8
 SCOPE_BATCH = 2000
 RETRIES = 3
 BACKOFF_S = 0.05
+#: A write-ahead log larger than this is checkpointed in full and started over by the writer that
+#: finds it so (see :meth:`Catalog._bound_wal`): with readers always overlapping (several processes
+#: searching while others store) SQLite's automatic checkpoint never completes and the log grew
+#: without end (770 MB beside a 16 MB database within a minute, 12 processes).
+WAL_CHECKPOINT_BYTES = 32 * 1024 * 1024
+#: How often (seconds) a process's writer looks at the log's size: a stat.
+WAL_CHECK_INTERVAL_S = 1.0
+#: How long that checkpoint waits for the readers of the moment (ms); a reader holding its
+#: snapshot longer (a long export) leaves the log as it is until the next look.
+WAL_CHECKPOINT_WAIT_MS = 200
 
 
 def _classify(exc: BaseException) -> StorageError | None:
@@ -309,6 +319,7 @@ class Catalog:
         #: (:mod:`remindful.engine.storelock`).
         self.store_lock = StoreLock(path.parent)
         self._epoch = 0  # bumped when the file is replaced: each thread's reader reconnects
+        self._wal_checked_at = 0.0  # monotonic time the writer last looked at the log's size
         #: Why nothing can be written (a read-only directory, a full disk), if so: the catalog is
         #: open for reading only, and every write raises it (:meth:`transaction`).
         self.unwritable: StorageError | None = None
@@ -475,6 +486,32 @@ class Catalog:
                 self._conn.execute("ROLLBACK")
                 raise
             self._conn.execute("COMMIT")
+            self._bound_wal()
+
+    def _bound_wal(self) -> None:
+        """After a commit, at most every ``WAL_CHECK_INTERVAL_S``: if the write-ahead log is larger
+        than ``WAL_CHECKPOINT_BYTES``, checkpoint it in full and truncate it. The checkpoint waits
+        up to ``WAL_CHECKPOINT_WAIT_MS`` for the readers of the moment (readers that start meanwhile
+        read the database file, not the log); if one holds on longer, the log stays for the next
+        look. Nothing of it raises: the write is committed already."""
+        now = time.monotonic()
+        if now - self._wal_checked_at < WAL_CHECK_INTERVAL_S:
+            return
+        self._wal_checked_at = now
+        try:
+            if os.stat(f"{self.path}-wal").st_size <= WAL_CHECKPOINT_BYTES:
+                return
+        except OSError:
+            return
+        try:
+            self._conn.execute(f"PRAGMA busy_timeout={WAL_CHECKPOINT_WAIT_MS}")
+            try:
+                busy, pages, done = self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            finally:
+                self._conn.execute(f"PRAGMA busy_timeout={self._busy_timeout_ms}")
+            log.debug("catalog log checkpointed: %s of %s pages%s", done, pages, " (readers held on)" if busy else "")
+        except sqlite3.Error as exc:
+            log.debug("catalog log not checkpointed now: %s", exc)
 
     def _regain_writes(self) -> None:
         """The catalog was opened for reading only (:attr:`unwritable`): if the disk has room again,
