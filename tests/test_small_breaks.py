@@ -158,3 +158,29 @@ def test_a_token_file_is_never_left_empty_when_its_write_fails(tmp_path: Path, m
     token = access.http_token(store)
     assert len(token) > 20 and access.http_token(store) == token
     assert (store / access.TOKEN_FILE).stat().st_mode & 0o777 == 0o600
+
+
+def test_a_process_that_met_a_damaged_catalog_writes_nothing_more_and_says_so(tmp_path: Path) -> None:
+    # `store` on a catalog with garbled pages wrote into it, exited 0 and left a traceback of the
+    # indexer, which met the damage reading the catalog. Damage met by any read now stops the writes.
+    import sqlite3
+
+    from remindful.engine.catalog import with_retries
+    from remindful.errors import CorruptionError
+    from remindful.testing import open_fake
+
+    def malformed() -> None:
+        raise sqlite3.DatabaseError("database disk image is malformed")
+
+    with open_fake(tmp_path / "store") as memory:
+        memory.store("stored before the damage was met")
+        catalog = memory.engine.catalog
+        with pytest.raises(CorruptionError):
+            catalog._noting_damage(lambda: with_retries(malformed))  # as a read meeting it (the indexer's)
+        with pytest.raises(CorruptionError, match="catalog database is damaged") as refused:
+            memory.store("stored after")
+        assert "Nothing was changed" in str(refused.value.suggestion)
+        with pytest.raises(CorruptionError, match="catalog database is damaged") as flushed:
+            memory.flush()
+        assert "may be lost" in str(flushed.value.suggestion)
+        assert [m.content for m in memory.list()] == ["stored before the damage was met"]

@@ -138,7 +138,7 @@ class MemoryManager:
         """Wait until every memory stored so far is in the vector index (search finds them before
         that too, scored from the catalog) and every large delete so far has left it and the
         session windows (search skips them before that too). False if ``timeout`` seconds passed
-        first."""
+        first. Raises CorruptionError if the catalog was found damaged meanwhile."""
         return self._store.flush(timeout)
 
     def close(self) -> None:

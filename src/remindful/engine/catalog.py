@@ -323,6 +323,11 @@ class Catalog:
         #: Why nothing can be written (a read-only directory, a full disk), if so: the catalog is
         #: open for reading only, and every write raises it (:meth:`transaction`).
         self.unwritable: StorageError | None = None
+        #: The damage a read or write of this process met (a CorruptionError), if any: from then on
+        #: nothing is written (:meth:`transaction`), as every command stops on a damaged catalog.
+        #: A store's own pages may be sound while others are not; the damage then shows where a
+        #: later read touches it (the indexer's), and the next write stops there.
+        self.damage: CorruptionError | None = None
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         try:
             try:
@@ -465,6 +470,7 @@ class Catalog:
             self._conn = connection.connect(self.path, busy_timeout_ms=self._busy_timeout_ms, check_same_thread=False)
             self._file = _identity(self.path)
             self._epoch += 1
+            self.damage = None  # another file: its damage, if any, is found anew
             with_retries(self._init_schema, what="opening the catalog")
         return True
 
@@ -479,6 +485,9 @@ class Catalog:
             self._regain_writes()
         with self.store_lock.shared(), self._lock:
             self.follow_file()
+            damage = self.damage
+            if damage is not None:
+                raise CorruptionError(damage.message, suggestion=damage.suggestion, part="catalog")
             self._conn.execute("BEGIN IMMEDIATE")
             try:
                 yield self._conn
@@ -542,7 +551,15 @@ class Catalog:
             with self.transaction() as conn:
                 return fn(conn)
 
-        return with_retries(run, what=what)
+        return self._noting_damage(lambda: with_retries(run, what=what))
+
+    def _noting_damage(self, operation: Callable[[], T]) -> T:
+        try:
+            return operation()
+        except CorruptionError as exc:
+            if exc.part == "catalog" and self.damage is None:
+                self.damage = exc
+            raise
 
     def read(self, sql: str, params: Sequence[Any] = (), *, private: bool = False) -> list[Any]:
         """Rows of a query. ``private=True`` runs it on this thread's own connection, in parallel
@@ -556,7 +573,7 @@ class Catalog:
             with self._reading() as conn:
                 return conn.execute(sql, params).fetchall()
 
-        return with_retries(run, what="read")
+        return self._noting_damage(lambda: with_retries(run, what="read"))
 
     @contextmanager
     def _reading(self) -> Iterator[sqlite3.Connection]:

@@ -640,6 +640,12 @@ class IndexMirror:
             index = self._opened(self._stopping)
         except WaitCancelled:
             return
+        except CorruptionError as exc:
+            if exc.part != "catalog":
+                raise
+            # Not the index's: the catalog keeps it, the next write and flush report it.
+            log.debug("not indexing %d memories: %s", len(ids), exc)
+            return
         if index is None:
             return
         for attempt in range(INDEX_WRITE_TRIES):

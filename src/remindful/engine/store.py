@@ -46,7 +46,7 @@ from remindful.engine import windows
 from remindful.engine.attachments import attach_files, remove_copies
 from remindful.engine.background import AccessRecorder, close_at_exit
 from remindful.engine.captures import CaptureRepository
-from remindful.engine.catalog import Catalog, MemoryRow, counted, unwritable
+from remindful.engine.catalog import CATALOG_WAY_OUT, Catalog, MemoryRow, counted, unwritable
 from remindful.engine.embedding import LazyEmbedder, embed_query
 from remindful.engine.mirror import IndexMirror
 from remindful.engine.projects import Project, Resolver
@@ -215,6 +215,7 @@ class Store:
             return
         self._generation = generation
         self._catalog.follow_file()
+        self._catalog.damage = None  # new content: its damage, if any, is found anew
         mirror = self._mirror
         if mirror is not None:
             mirror.reload_view()
@@ -798,9 +799,21 @@ class Store:
         return deleted
 
     def flush(self, timeout: float | None = None) -> bool:
-        """Wait until the vector index reflects every store and delete so far; False on timeout."""
+        """Wait until the vector index reflects every store and delete so far; False on timeout.
+        Raises CorruptionError if the catalog was found damaged meanwhile (the index is made from
+        it: it cannot reflect what the catalog lost)."""
         mirror = self._mirror
-        return True if mirror is None else mirror.flush(timeout)
+        done = True if mirror is None else mirror.flush(timeout)
+        catalog = self._catalog
+        damage = None if catalog is None else catalog.damage
+        if damage is not None:  # found after this process's writes, which went into the damaged file
+            raise CorruptionError(
+                damage.message,
+                suggestion=f"What was stored went into it and may be lost with it. Run `remindful doctor` for "
+                f"details; {CATALOG_WAY_OUT}",
+                part="catalog",
+            )
+        return done
 
     def embedding_cache_stats(self) -> dict[str, Any]:
         """The embedding cache's figures (hits, misses, entries), or {} while no embedder is loaded:

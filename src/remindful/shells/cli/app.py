@@ -162,6 +162,9 @@ def store(
         _here(memory)
         memory_id = _run(lambda: memory.store(content, type, meta, session, timestamp, source, scope=scope))
         stored_in = _run(lambda: memory.get(memory_id)).scope
+        # The close waits for the index anyway; a damaged catalog met meanwhile is reported here
+        # (as by every other command), not left to a log line after the id.
+        _run(memory.flush)
     if json_out:
         _print_json({"success": True, "memory_id": memory_id, "scope": stored_in})
     else:
