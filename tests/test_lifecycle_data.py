@@ -381,6 +381,7 @@ def test_real_stack_backup_restore_and_dedup(real_memory: MemoryManager, tmp_pat
         + [{"content": "Login screen with the username and password fields", "type": "screen"}]
     )
     expected = [h.id for h in real_memory.search("how do I sign in to the bank?")]
+    real_memory.flush()  # the index is written in the background (a search does not wait for it)
     archive = real_memory.backup(name="real").path
     with tarfile.open(archive) as tar:
         assert any(n.startswith("chroma/") for n in tar.getnames())

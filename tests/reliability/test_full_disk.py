@@ -130,6 +130,10 @@ def test_a_full_disk_says_so_keeps_searching_copies_nothing_and_recovers(disk: P
     assert not list(disk.glob("store/chroma.corrupt-*"))  # was 4 copies, onto the full disk
     assert not (store / "chroma" / "remindful-damage.json").exists()  # not recorded as damage
 
+    backup = cli(env, store, "backup")  # was "unexpected OperationalError: database or disk is full"
+    assert backup.returncode == 1 and backup.stderr.splitlines()[-1].startswith("error: Storage full"), backup.stderr
+    assert not list((store / "backups").iterdir())  # no archive, no staging copy left
+
     filler.unlink()
     again = cli(env, store, "store", "stored once the disk had room: the walrus")
     assert again.returncode == 0, again.stderr

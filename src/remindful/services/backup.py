@@ -37,6 +37,7 @@ import json
 import os
 import re
 import shutil
+import sqlite3
 import tarfile
 import time
 import uuid
@@ -47,7 +48,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from remindful.engine.atomic import replaced_atomically
-from remindful.engine.catalog import catalog_damaged, integrity_problem
+from remindful.engine.catalog import catalog_damaged, integrity_problem, unwritable
 from remindful.engine.catalog_files import copy_into, prepare_for_restore, snapshot
 from remindful.errors import CorruptionError, StorageError, ValidationError
 from remindful.model import BackupResult, ClearResult, RestoreResult
@@ -133,8 +134,8 @@ def _write_backup(
         target = folder / f"{stem}-{n}.tar.gz"
         n += 1
     staging = folder / f".staging-{uuid.uuid4().hex[:8]}"
-    staging.mkdir(mode=0o700)
     try:
+        staging.mkdir(mode=0o700)
         snapshot(store.path / CATALOG, staging / CATALOG)
         problem = integrity_problem(staging / CATALOG, full=True)  # what restore will check: refuse now
         if problem is not None:
@@ -166,6 +167,13 @@ def _write_backup(
         with replaced_atomically(target) as raw, tarfile.open(fileobj=raw, mode="w:gz") as tar:
             for rel in [MANIFEST, *files]:
                 tar.add(staging / rel, arcname=rel, recursive=False, filter=_private_member)
+    except (OSError, sqlite3.Error) as exc:
+        # A full disk (or a read-only one) is said as such: nothing was written (was "unexpected
+        # OperationalError: database or disk is full").
+        stuck = unwritable(folder if folder.is_dir() else store.path, exc)
+        if stuck is None:
+            raise
+        raise stuck from exc
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     if automatic:
