@@ -241,3 +241,53 @@ def test_a_search_that_embeds_a_candidate_does_not_wait_for_another_process_writ
     finally:
         other.close()
         reader.close()
+
+
+CLOSE_WHILE_READING = """
+import sys, threading, time
+from pathlib import Path
+from remindful.engine.catalog import Catalog
+from remindful.errors import RemindfulError
+
+SLOW_READ = (
+    "SELECT count(*), sum(length(a.name)) FROM capture_stats a, capture_stats b "
+    "WHERE a.value = b.value AND b.name < 'n3'"
+)
+for attempt in range(5):
+    catalog = Catalog(Path(sys.argv[1]) / f"c{attempt}" / "catalog.sqlite3")
+    catalog.write(lambda conn: conn.executemany("INSERT INTO capture_stats (name, value) VALUES (?, 0)",
+                                                [(f"n{i}",) for i in range(2000)]))
+    stop = threading.Event()
+
+    def read():
+        while not stop.is_set():
+            try:
+                catalog.read(SLOW_READ, private=True)
+            except (RemindfulError, Exception):
+                pass
+
+    threads = [threading.Thread(target=read, daemon=True) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    time.sleep(0.3)
+    catalog.close()  # the readers are mid-query on their own connections
+    time.sleep(0.1)
+    stop.set()
+    for thread in threads:
+        thread.join()
+print("done")
+"""
+
+
+@pytest.mark.slow
+def test_closing_the_catalog_never_closes_a_connection_under_a_running_read(tmp_path: Path) -> None:
+    """A search thread reads on a connection of its own; closing the catalog closed those under
+    running queries: the process died with SIGSEGV (a program searching from threads as it exits,
+    the store closed at exit; bench/concurrency.py saw a writer die so)."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", CLOSE_WHILE_READING, str(tmp_path)], capture_output=True, text=True, timeout=300
+    )
+    assert (done.returncode, done.stdout.strip()) == (0, "done"), done.stderr[-2000:]

@@ -314,6 +314,11 @@ class Catalog:
         self._lexical = LexicalSearch(self)
         self._readers: list[sqlite3.Connection] = []
         self._readers_lock = threading.Lock()  # not the shared connection's: a reader never waits for a writer
+        # Reads running on the threads' own connections, and whether close() has begun: close
+        # waits for them (closing a connection under a running query crashed the process).
+        self._reads = threading.Condition(self._readers_lock)
+        self._active_reads = 0
+        self._closed = False
         self._busy_timeout_ms = busy_timeout_ms
         #: Every write transaction holds it shared: a restore or a clear-all waits for them
         #: (:mod:`remindful.engine.storelock`).
@@ -428,11 +433,29 @@ class Catalog:
             self.record_projects(conn, found.values(), now)
 
     def close(self) -> None:
-        with self._lock, self._readers_lock:
+        """Close every connection, once the reads running on the threads' own ones have ended
+        (a read that starts later raises StorageError)."""
+        with self._lock, self._reads:
+            self._closed = True
+            self._reads.wait_for(lambda: self._active_reads == 0)
             self._conn.close()
             for conn in self._readers:
                 conn.close()
             self._readers.clear()
+
+    @contextmanager
+    def _private(self) -> Iterator[sqlite3.Connection]:
+        """This thread's own connection for one read, counted so that :meth:`close` waits for it."""
+        with self._reads:
+            if self._closed:
+                raise StorageError(f"the catalog {self.path} is closed")
+            self._active_reads += 1
+        try:
+            yield self._reader()
+        finally:
+            with self._reads:
+                self._active_reads -= 1
+                self._reads.notify_all()
 
     def _reader(self) -> sqlite3.Connection:
         """This thread's own read connection (WAL lets it read while another connection writes)."""
@@ -569,7 +592,8 @@ class Catalog:
 
         def run() -> list[Any]:
             if private:
-                return self._reader().execute(sql, params).fetchall()
+                with self._private() as conn:
+                    return conn.execute(sql, params).fetchall()
             with self._reading() as conn:
                 return conn.execute(sql, params).fetchall()
 
@@ -581,7 +605,8 @@ class Catalog:
         transaction included), else this thread's own rather than waiting for the holder (a write
         may be waiting for another process's transaction, up to the busy timeout and retries)."""
         if not self._lock.acquire(blocking=False):
-            yield self._reader()
+            with self._private() as conn:
+                yield conn
             return
         try:
             yield self._conn
