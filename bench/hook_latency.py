@@ -192,31 +192,38 @@ def bench_context(runs: int, memories: int, source: Path | None = None, distinct
         (patch / "sitecustomize.py").write_text(NO_DEADLINE)
         unbounded_env = {**env, "PYTHONPATH": os.pathsep.join(filter(None, [str(patch), env.get("PYTHONPATH")]))}
 
-        def prompt(i: int, env: dict[str, str]) -> tuple[float, bool]:
+        def prompt(i: int, env: dict[str, str]) -> tuple[float, bool, float]:
+            """Wall ms, whether it printed context, CPU ms (user + sys) of one hook process."""
             body = {
                 "session_id": f"bench{i}",
                 "hook_event_name": "UserPromptSubmit",
                 "prompt": prompts[i % len(prompts)],
             }
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
             started = time.perf_counter()
             done = subprocess.run(hook, input=json.dumps(body).encode(), env=env, capture_output=True, check=False)
-            return (time.perf_counter() - started) * 1000, b"additionalContext" in done.stdout
+            wall = (time.perf_counter() - started) * 1000
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpu = (after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime) * 1000
+            return wall, b"additionalContext" in done.stdout, cpu
 
         prompt(-1, unbounded_env)  # untimed: prepares the int8 model, as a user's first use does
-        bare, hooked, unbounded, with_context = [], [], [], 0
+        bare, hooked, unbounded, unbounded_cpu, with_context = [], [], [], [], 0
         for i in range(runs):  # interleaved, so that a busy moment weighs on every case alike
             bare.append(run([sys.executable, "-c", "pass"], b"", env)[0])
-            wall, printed = prompt(i, env)
+            wall, printed, _ = prompt(i, env)
             hooked.append(wall)
             with_context += printed
-            unbounded.append(prompt(i, unbounded_env)[0])
+            wall, _, cpu = prompt(i, unbounded_env)
+            unbounded.append(wall)
+            unbounded_cpu.append(cpu)
         # Then as installed: the first hook starts the daemon; once it answers, the same prompts.
         daemon_env = {k: v for k, v in env.items() if k != "REMINDFUL_HOOKS__START_DAEMON"}
         prompt(-2, daemon_env)
         wait_for_daemon(store)
         served, served_context = [], 0
         for i in range(runs):
-            wall, printed = prompt(i, daemon_env)
+            wall, printed, _ = prompt(i, daemon_env)
             served.append(wall)
             served_context += printed
         stop_daemons(tmp)
@@ -230,6 +237,8 @@ def bench_context(runs: int, memories: int, source: Path | None = None, distinct
             "p50": pct(unbounded, 0.5, 1),
             "p95": pct(unbounded, 0.95, 1),
             "max": round(max(unbounded), 1),
+            "cpu_p50": pct(unbounded_cpu, 0.5, 1),
+            "cpu_p95": pct(unbounded_cpu, 0.95, 1),
         },
         "with_context": with_context,
         "timeout_ms": CONTEXT_TIMEOUT_MS,
@@ -460,7 +469,7 @@ def context_lines(result: dict[str, Any]) -> list[str]:
         f"python -c pass             p50 {bare['p50']:7.1f} ms  p95 {bare['p95']:7.1f} ms",
         f"remindful hook (context)   p50 {hook['p50']:7.1f} ms  p95 {hook['p95']:7.1f} ms  max {hook['max']:7.1f} ms",
         f"  the same, no deadline    p50 {free['p50']:7.1f} ms  p95 {free['p95']:7.1f} ms  max {free['max']:7.1f} ms"
-        "  (how long the context really takes)",
+        f"  (how long the context really takes; its CPU p50 {free['cpu_p50']:.0f} ms, p95 {free['cpu_p95']:.0f} ms)",
         f"context printed in {result['with_context']} of {result['runs']} runs; "
         f"timeout written by install-hooks {result['timeout_ms']} ms (margin at max "
         f"{result['timeout_ms'] - hook['max']:.0f} ms); target p95 <= {result['target_p95_ms']} ms",

@@ -64,6 +64,20 @@ def test_healthy_store_passes_check_and_keeps_its_data(tmp_path: Path) -> None:
     index.close()
 
 
+def test_the_check_runs_no_code_of_the_working_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The daemon a hook starts works in the agent's project: the probe's process (``python -c``)
+    must not import a ``json.py`` found there (the working directory first on ``sys.path``)."""
+    index = filled(tmp_path / "chroma")
+    project, marker = tmp_path / "project", tmp_path / "imported"
+    project.mkdir()
+    (project / "json.py").write_text(f"open({str(marker)!r}, 'w').close()\nraise ImportError('project code')\n")
+    monkeypatch.chdir(project)
+    index.check()
+    assert not marker.exists()
+    assert index.count(COL) == 300
+    index.close()
+
+
 def test_check_of_a_store_that_does_not_exist_yet_passes(tmp_path: Path) -> None:
     ChromaEmbeddedIndex(tmp_path / "nothing").check()
 

@@ -792,14 +792,17 @@ class Catalog:
         exact, and cheap."""
         return {scope or None: int(n) for scope, n in self.read("SELECT scope, n FROM scope_counts WHERE n > 0")}
 
-    @staticmethod
-    def record_projects(conn: sqlite3.Connection, projects: Iterable[Project], at: float) -> None:
+    def record_projects(
+        self, conn: sqlite3.Connection, projects: Iterable[Project], at: float, counts: dict[str, int] | None = None
+    ) -> None:
         """Record ``projects`` as seen at ``at``, in the caller's transaction (a known one keeps its
-        name and root, the first seen)."""
+        name and root, the first seen). The name and the root directory are written redacted (a
+        directory's or a marker's name may hold a secret); hits go to ``counts``."""
+        text = self.redaction.text
         conn.executemany(
             "INSERT INTO projects (key, name, root, first_seen, last_seen) VALUES (?, ?, ?, ?, ?) "
             "ON CONFLICT(key) DO UPDATE SET last_seen = max(last_seen, excluded.last_seen)",
-            [(p.key, p.name, p.root, at, at) for p in projects],
+            [(p.key, text(p.name, counts), text(p.root, counts), at, at) for p in projects],
         )
 
     def existing_ids(self, ids: Sequence[str]) -> set[str]:

@@ -269,8 +269,9 @@ class ChromaEmbeddedIndex(ChromaIndexBase):
     def _probe(self, path: Path, timeout: float) -> subprocess.CompletedProcess[str]:
         source = Path(__file__).with_name("chroma_probe.py").read_text(encoding="utf-8")
         try:
+            # -P: nothing of the working directory imported (a hook's daemon works in the agent's project).
             return subprocess.run(
-                [sys.executable, "-c", source, str(path)], capture_output=True, text=True, timeout=timeout
+                [sys.executable, "-P", "-c", source, str(path)], capture_output=True, text=True, timeout=timeout
             )
         except subprocess.TimeoutExpired as exc:
             raise StorageLockedError(
