@@ -206,3 +206,38 @@ def test_close_stops_every_background_thread_while_another_process_holds_the_ind
         assert again.search(QUERY)[0].id == stored
         assert again.flush(timeout=30)
         assert again.index_status().unindexed == 0
+
+
+class _FailingEmbedder(FakeEmbedder):
+    """Every call fails: what a process that ended before embedding its rows leaves."""
+
+    def embed(self, texts: Any) -> Any:
+        raise EmbedderError("the model is not loaded yet")
+
+
+def test_a_search_that_embeds_a_candidate_does_not_wait_for_another_process_writing(tmp_path: Path) -> None:
+    """A candidate stored without a vector is embedded by the search that finds it, and its vector
+    kept if the catalog takes it at once; while another process writes, it is kept another time
+    (its writer, or the next search, saves it) rather than the search waiting for the write lock
+    (bench/concurrency.py: 7 of 25 s of a searcher's time under 8 writers, and the busy timeout
+    then failed the search)."""
+    import sqlite3
+
+    path = tmp_path / "s"
+    with open_fake(path, embedder=_FailingEmbedder()) as first:
+        stored = first.store("Automated Google search in three steps", type="workflow")
+        first.flush(timeout=5)
+        assert first.engine.catalog.embeddings([stored]) == {}  # acknowledged, never embedded
+    reader = open_fake(path)
+    other = sqlite3.connect(path / "catalog.sqlite3", isolation_level=None)
+    try:
+        other.execute("BEGIN IMMEDIATE")  # another process's write transaction, held
+        hits = answered(lambda: reader.search("Google automation"))
+        assert [h.id for h in hits] == [stored]
+        assert reader.engine.catalog.embeddings([stored]) == {}  # not kept: the catalog was busy
+        other.execute("COMMIT")
+        reader.search("Google automation")  # the catalog is free: this one keeps the vector
+        assert stored in reader.engine.catalog.embeddings([stored])
+    finally:
+        other.close()
+        reader.close()

@@ -768,16 +768,69 @@ class Catalog:
                 what="marking memories indexed",
             )
 
-    def set_embeddings(self, items: dict[str, np.ndarray]) -> None:
-        """Save vectors; a row that had none grows by the vector's size (quota accounting)."""
-        self.write(
-            lambda c: c.executemany(
+    def set_embeddings(self, items: dict[str, np.ndarray], *, wait: bool = True) -> bool:
+        """Save vectors; a row that had none grows by the vector's size (quota accounting).
+        ``wait=False``: only if that needs no wait for another thread's or process's write (see
+        :meth:`try_write`); returns whether they were saved."""
+
+        def run(c: sqlite3.Connection) -> None:
+            c.executemany(
                 "UPDATE memories SET size_bytes = size_bytes + CASE WHEN embedding IS NULL THEN ? ELSE 0 END, "
                 "embedding = ? WHERE id = ?",
                 [(v.nbytes, _blob(v), k) for k, v in items.items()],
-            ),
-            what="saving embeddings",
-        )
+            )
+
+        if not wait:
+            return self.try_write(run)
+        self.write(run, what="saving embeddings")
+        return True
+
+    def try_write(self, fn: Callable[[sqlite3.Connection], Any]) -> bool:
+        """Run ``fn(conn)`` in one write transaction if it can start at once: not while another
+        thread of this process holds the shared connection, another process writes, or a restore
+        holds the store; whether it ran. For what a reader may keep on the way but must not wait
+        for (a search keeping the vectors it computed). An error of ``fn`` (a full disk, say) is
+        rolled back and logged: nothing was written. Nothing is written to a catalog found
+        damaged (:attr:`damage`) or unwritable."""
+        if self.unwritable is not None or self.damage is not None:
+            return False
+        try:
+            held = self.store_lock.shared(wait=False)
+            held.__enter__()
+        except BlockingIOError:  # a restore or a clear-all holds the store
+            return False
+        try:
+            if not self._lock.acquire(blocking=False):
+                return False
+            try:
+                return self._try_transaction(fn)
+            finally:
+                self._lock.release()
+        finally:
+            held.__exit__(None, None, None)
+
+    def _try_transaction(self, fn: Callable[[sqlite3.Connection], Any]) -> bool:
+        """:meth:`try_write`'s transaction, under the locks it took."""
+        self.follow_file()
+        conn = self._conn
+        conn.execute("PRAGMA busy_timeout=0")
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError:  # another process writes
+            return False
+        finally:
+            conn.execute(f"PRAGMA busy_timeout={self._busy_timeout_ms}")
+        try:
+            fn(conn)
+        except sqlite3.Error as exc:
+            conn.execute("ROLLBACK")
+            log.debug("not written now: %s", exc)
+            return False
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+        return True
 
     def without_embeddings(self, ids: Sequence[str]) -> list[tuple[str, str]]:
         """(id, content) of the memories among ``ids`` that have no vector yet."""

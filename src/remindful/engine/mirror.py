@@ -55,6 +55,7 @@ import numpy as np
 
 from remindful.config import PerformanceSettings
 from remindful.embed.base import Embedder
+from remindful.embed.cache import CachedEmbedder
 from remindful.engine.background import BackgroundIndexer, DeleteFinisher, Errand
 from remindful.engine.catalog import Catalog, MemoryRow, catalog_damaged, integrity_problem
 from remindful.engine.flat import FlatVectors
@@ -727,6 +728,23 @@ class IndexMirror:
             with self._embedded:
                 self._unembedded.difference_update(ids)
                 self._embedded.notify_all()
+
+    def embed_for_search(self, texts: Sequence[tuple[str, str]]) -> dict[str, np.ndarray]:
+        """Embed (id, content) pairs a search found without a vector (a process ended before
+        embedding them) and return the vectors by id. They are kept in the catalog only if it
+        takes them at once: a search never waits for another process's write (their writer, or a
+        later search, keeps them); nor does it write the embedding cache's persistent store."""
+        if not texts:
+            return {}
+        embedder = self._embedder.get()
+        contents = [content for _, content in texts]
+        if isinstance(embedder, CachedEmbedder):
+            vectors = embedder.embed(contents, persist=False)
+        else:
+            vectors = embedder.embed(contents)
+        found = {mid: vector for (mid, _), vector in zip(texts, vectors, strict=True)}
+        self.catalog.set_embeddings(found, wait=False)
+        return found
 
     def embed_and_save(self, texts: Sequence[tuple[str, str]]) -> dict[str, np.ndarray]:
         """Embed (id, content) pairs and save the vectors in the catalog; returns them by id."""

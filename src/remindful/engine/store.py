@@ -714,7 +714,7 @@ class Store:
             min_score=min_score,
             diverse=collapse,
             passing=in_scopes,
-            embed_missing=mirror.embed_and_save,
+            embed_missing=mirror.embed_for_search,
         )
         self._record_search(time.perf_counter() - started, [hit.row.id for hit in results])
         return [
