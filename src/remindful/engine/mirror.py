@@ -202,7 +202,7 @@ class IndexMirror:
     def _opened(self, cancel: threading.Event | None) -> VectorIndex | None:
         """:attr:`index`; with ``cancel``, a wait for the index lock gives up (WaitCancelled) once
         it is set."""
-        if self._exiting and not self._index_opened:
+        if (self._exiting or _interpreter_exiting()) and not self._index_opened:
             return None
         if self._open_due():
             with self._lock:
@@ -1145,6 +1145,14 @@ class IndexHolders:
 
     def release(self) -> None:
         (self.dir / str(os.getpid())).unlink(missing_ok=True)
+
+
+def _interpreter_exiting() -> bool:
+    """Whether the program's main thread has ended (the interpreter is shutting down, before the
+    ``atexit`` hooks that call :meth:`IndexMirror.close_for_exit`): opening the index then would
+    import and start what shutdown already refuses (new thread pools), so the rows wait for the
+    next open, as they do after ``close_for_exit``."""
+    return not threading.main_thread().is_alive()
 
 
 __all__ = ["EXHAUSTIVE_BELOW", "FINISH_CHUNK", "IndexHolders", "IndexLock", "IndexMirror", "ViewLock", "WaitCancelled"]
