@@ -73,7 +73,9 @@ def test_no_context_and_no_hook_output_when_nothing_is_relevant(three: MemoryMan
     assert [hit.content for hit in deploy.hits] == [THREE[2]] and f"[{deploy.hits[0].id}]" in deploy.text
 
     def hook(prompt: str) -> str:
-        payload = {"session_id": "s1", "hook_event_name": "UserPromptSubmit", "prompt": prompt, "cwd": "/tmp"}
+        # No cwd: the hook reads the user's and the unscoped memories (the library stored these in no
+        # project; from a project's directory it would read that project's and the user's).
+        payload = {"session_id": "s1", "hook_event_name": "UserPromptSubmit", "prompt": prompt}
         out = io.StringIO()
         argv = ["--path", str(store_path), "hook", "UserPromptSubmit"]
         assert run(argv, stdin=io.StringIO(json.dumps(payload)), stdout=out) == 0

@@ -519,3 +519,10 @@ def test_every_builtin_rule_has_a_precheck_and_compiles() -> None:
 
     assert {name for name, _, _ in DEFAULT_REDACTIONS} == set(redact._PRECHECKS)
     R.check()
+
+
+def test_a_uuid_whose_first_groups_are_digits_is_no_card() -> None:
+    # 42764684-1431-8004 is 16 digits passing the Luhn check, but it is the head of a UUID
+    for uuid in ("42764684-1431-8004-f02f-0123456789ab", "42764684-1431-8004-8f02-012345678901"):
+        assert R.redact(f"request {uuid} failed") == f"request {uuid} failed"
+    assert R.redact("card 4539-5787-6362-1486 declined") == "card [CARD_REDACTED] declined"

@@ -335,9 +335,22 @@ def _redact_header(pattern: re.Pattern[str], replacement: str, text: str) -> tup
     return pattern.sub(sub, text), hits
 
 
+_UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+
+
+def _in_uuid(text: str, start: int, end: int) -> bool:
+    """Whether ``text[start:end]`` lies inside a UUID (``8-4-4-4-12`` hex digits)."""
+    for match in _UUID.finditer(text, max(0, start - 36), min(len(text), end + 36)):
+        if match.start() <= start and end <= match.end():
+            return True
+    return False
+
+
 def _is_card(text: str, start: int, end: int) -> bool:
     """Whether ``text[start:end]`` (digits with single spaces or dashes) is a card number."""
     raw = text[start:end]
+    if _in_uuid(text, start, end):
+        return False  # a UUID whose first groups happen to be digits (8-4-4: no card is grouped so)
     digits = re.sub(r"\D", "", raw)
     bare = raw.isdigit()
     if bare and raw[0] == "1" and len(raw) in (13, 16, 19):
