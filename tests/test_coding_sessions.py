@@ -165,7 +165,7 @@ def test_the_next_session_starts_with_what_the_last_one_learned(
         # The ledger: what was injected, per session and per project.
         injection = memory.stats().injection
         assert injection is not None and injection["injections"] >= 4 and injection["tokens"] > 0
-        (shop_row,) = [p for p in injection["by_project"] if p["project"] == str(shop.resolve())]
+        (shop_row,) = [p for p in injection["by_project"] if p["project"] == memory.project_of(shop).key]  # type: ignore[union-attr]
         assert shop_row["injections"] >= 4 and shop_row["tokens"] > 0
         assert second.session_id in {s["session_id"] for s in injection["by_session"]}
         assert injection["forgotten"] >= 1

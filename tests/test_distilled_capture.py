@@ -15,12 +15,12 @@ from mcp.server.mcpserver.exceptions import ToolError
 
 from agent_sessions import AgentSession
 from remindful.api import MemoryManager
+from remindful.engine.projects import Resolver
 from remindful.engine.redact import build_redactor
 from remindful.services.ingest.distill import EDIT_SIDE_CHARS, compact_change, excerpt, tool_memory
 from remindful.services.ingest.drainer import drain_spool
 from remindful.services.ingest.middleware import capture_tools
 from remindful.services.learning.actions import signature
-from remindful.services.projects import project_of
 from remindful.testing import open_fake
 
 CWD = "/home/dev/shop"
@@ -122,7 +122,7 @@ def test_a_call_is_one_memory_whichever_drain_sees_its_start_and_its_outcome(tmp
         assert memory.stats().spool_pending == 0
         # A start that waited longer than drainer.HOLD_S is stored as started ...
         third = s.tool("Bash", {"command": "make three"}, post=False)
-        assert drain_spool(memory.engine, hold_s=0) == 1
+        assert drain_spool(memory.engine, resolve=memory.project_of, hold_s=0) == 1
         (started,) = [m for m in calls(memory) if m.metadata["tool_use_id"] == third]
         assert started.content == "Ran `make three` (started; no outcome recorded)"
         # ... and its outcome, arriving later, completes that memory in place.
@@ -208,10 +208,12 @@ def test_a_prompt_is_kept_as_intent_listing_what_its_turn_taught(tmp_path: Path)
     with open_fake(store) as memory:
         memory.drain_spool()
         (prompt,) = memory.list(source="hook", type="conversation")
-        assert prompt.metadata["kind"] == "intent" and prompt.metadata["project_id"] == str(tmp_path)
+        project = memory.project_of(tmp_path)
+        assert project is not None and prompt.scope == project.scope
+        assert prompt.metadata["kind"] == "intent" and prompt.metadata["project_id"] == project.key
         (fact,) = memory.get_batch(prompt.metadata["learned"])
         assert fact is not None and fact.content == "We deploy with Fly.io, not Heroku."
-        assert fact.metadata["project_id"] == str(tmp_path)
+        assert fact.metadata["project_id"] == project.key and fact.scope == project.scope
 
 
 def test_a_deleted_memory_is_not_captured_again(tmp_path: Path) -> None:
@@ -328,11 +330,14 @@ def test_a_project_is_the_git_root_and_worktrees_are_one(tmp_path: Path) -> None
     subprocess.run([*git, "init", "-q", str(repo)], check=True)
     subprocess.run([*git, "-C", str(repo), "commit", "-q", "--allow-empty", "-m", "x"], check=True)
     subprocess.run([*git, "-C", str(repo), "worktree", "add", "-q", str(tmp_path / "wt")], check=True)
-    assert project_of(str(repo / "src" / "deep")) == str(repo.resolve())
-    assert project_of(str(tmp_path / "wt")) == str(repo.resolve())
+    project_of = Resolver()
+    project = project_of(repo / "src" / "deep")
+    assert project is not None and project.root == str(repo.resolve())
+    assert project_of(tmp_path / "wt") == project
     plain = tmp_path / "plain"
     plain.mkdir()
-    assert project_of(str(plain)) == str(plain.resolve())
+    found = project_of(plain)
+    assert found is not None and found.root == str(plain.resolve()) and found != project
 
 
 def test_a_session_is_summarised_at_its_end_when_an_llm_is_configured(tmp_path: Path) -> None:
@@ -356,7 +361,9 @@ def test_a_session_is_summarised_at_its_end_when_an_llm_is_configured(tmp_path: 
                 continue
             (summary,) = summaries
             assert summary.content == "The port is typed as a number now; the build passes."
-            assert summary.session_id == s.session_id and summary.metadata["project_id"] == str(tmp_path)
+            assert (
+                summary.session_id == s.session_id and summary.metadata["project_id"] == memory.project_of(tmp_path).key
+            )  # type: ignore[union-attr]
             assert (
                 "Edited db.ts" in fake.prompts[0] and "Ran `pnpm run build`" not in fake.prompts[0]
             )  # no raw activity

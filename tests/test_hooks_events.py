@@ -50,7 +50,7 @@ def test_every_event_fixture_is_captured(tmp_path: Path) -> None:
         assert memory.drain_spool() == len(EVENTS) - 1
         assert memory.stats().spool_pending == 1
         # ... until it is drained.HOLD_S old: then it is stored as started, outcome unknown.
-        assert drain_spool(memory.engine, hold_s=0) == 1
+        assert drain_spool(memory.engine, resolve=memory.project_of, hold_s=0) == 1
         assert memory.stats().spool_pending == 0
         found = memory.list(session_id="sess-abc123", limit=50)
         by_event = {m.metadata["hook_event"]: m for m in found}
@@ -65,7 +65,9 @@ def test_every_event_fixture_is_captured(tmp_path: Path) -> None:
         )
         assert post.metadata["success"] is True and post.metadata["tool_use_id"] == "toolu_01POST"
         assert post.metadata["arguments"] == {"command": "pytest -q tests/test_config.py"}
-        assert post.metadata["project_id"] == "/home/dev/project-x" and post.metadata["kind"] == "activity"
+        project = memory.project_of("/home/dev/project-x")
+        assert project is not None and post.scope == project.scope
+        assert post.metadata["project_id"] == project.key and post.metadata["kind"] == "activity"
         prompt = by_event["UserPromptSubmit"]
         assert (prompt.type.value, prompt.metadata["role"], prompt.metadata["kind"]) == (
             "conversation",
@@ -114,7 +116,7 @@ def test_crash_between_store_and_spool_delete_does_not_duplicate(tmp_path: Path)
         )
         first_key = memory.list()[0].metadata["spool_key"]
         memory.engine.catalog.write(lambda c: c.execute("UPDATE spool SET idem_key = ?", (first_key,)))
-        assert drain_spool(memory.engine) == 1
+        assert drain_spool(memory.engine, resolve=memory.project_of) == 1
         assert len(memory.list()) == 1
 
 

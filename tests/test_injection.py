@@ -224,9 +224,11 @@ def test_the_ledger_counts_what_was_injected_per_session_and_project(memory: Mem
     injection = memory.stats().injection
     assert injection is not None
     assert injection["injections"] == 2 and injection["tokens"] == estimate_tokens(first) + estimate_tokens(second)
+    project = memory.project_of(PROJECT)
+    assert project is not None
     assert injection["by_project"] == [
         {
-            "project": PROJECT,
+            "project": project.key,
             "injections": 2,
             "tokens": injection["tokens"],
             "memories": 2,

@@ -121,6 +121,7 @@ def test_kill_9_loses_no_acknowledged_memory(tmp_path: Path) -> None:
         got = memory.get_batch(acknowledged)
         assert all(m is not None for m in got)
         memory.search("acknowledged")  # opening the index indexes whatever the crash left behind
+        assert memory.flush(timeout=60)  # in the background, once the index is open
         assert memory.index_status().unindexed == 0
 
 

@@ -180,7 +180,9 @@ def test_planted_secrets_reach_no_file_through_any_capture_path(tmp_path: Path) 
         )
     )
     with remindful.open(store, embedder=FakeEmbedder()) as memory:  # the real embedded Chroma
-        drain_spool(memory.engine, hold_s=0)  # the calls' starts too, which wait for an outcome otherwise
+        drain_spool(
+            memory.engine, resolve=memory.project_of, hold_s=0
+        )  # the calls' starts too, which wait for an outcome otherwise
         assert memory.stats().spool_pending == 0
         memory.store(ALL, type="knowledge", metadata={"AKIAIOSFODNN7EXAMPLE": "v", "note": ALL, "n": [{ALL: ALL}]})
         mid = memory.store("placeholder", type="action")

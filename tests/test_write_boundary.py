@@ -117,7 +117,7 @@ def test_a_hook_event_spools_the_mapped_id_and_the_drain_stores_it_once(tmp_path
         mapped = memory.engine.stored_session_id(RAW_SESSION)
         payloads = [json.loads(p) for (p,) in catalog_rows(store, "SELECT payload FROM spool")]
         assert {p["session_id"] for p in payloads} == {mapped}
-        assert drain_spool(memory.engine) >= 1
+        assert drain_spool(memory.engine, resolve=memory.project_of) >= 1
         (prompt,) = memory.list(session_id=RAW_SESSION)
         assert prompt.session_id == mapped
         (listed,) = memory.list_sessions(session_id=RAW_SESSION)

@@ -167,7 +167,7 @@ class MemoryManager:
         self._store.ready()
         if daemon_elsewhere(self.path):
             return 0
-        count = drain_spool(self._store, learning=self._repos.learning)
+        count = drain_spool(self._store, resolve=self.project_of, learning=self._repos.learning)
         if count:
             log.info("stored %d spooled events", count)
         return count
@@ -511,6 +511,7 @@ class MemoryManager:
             self._repos.brief,
             self._repos.ledger,
             parsed,
+            resolve=self.project_of,
             resumed_session=self._resumed(None),
             scopes=self._selection(scope),
         )

@@ -554,8 +554,8 @@ class HookSettings(_Section):
     )
     projects: dict[str, ProjectInjection] = Field(
         default_factory=dict,
-        description="per project (its directory, or an fnmatch pattern of directories): inject, "
-        "context_budget_tokens, brief_budget_tokens overriding these; the first key that matches wins",
+        description="per project (its key, its name or its root directory, or an fnmatch pattern of one of "
+        "them): inject, context_budget_tokens, brief_budget_tokens overriding these; the first key that matches wins",
     )
     context_budget_tokens: int = Field(
         default("hooks.context_budget_tokens"),

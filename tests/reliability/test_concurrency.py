@@ -138,16 +138,16 @@ def test_a_store_opening_while_another_indexes_keeps_the_others_vectors(
 
     sync_index, writing = IndexMirror._sync_index, IndexMirror._writing
 
-    def held_sync(self: IndexMirror, index: Any) -> Any:
+    def held_sync(self: IndexMirror, index: Any, *args: Any) -> Any:
         if self is not store_a.mirror:
             b_loaded.set()
             go_b.wait(30)
-        return sync_index(self, index)
+        return sync_index(self, index, *args)
 
-    def noted_writing(self: IndexMirror, index: Any) -> Any:
+    def noted_writing(self: IndexMirror, index: Any, *args: Any) -> Any:
         if self is not store_a.mirror:
             b_writes.set()  # B decided what to delete (old code), or waits for the lock first (fixed)
-        return writing(self, index)
+        return writing(self, index, *args)
 
     monkeypatch.setattr(IndexMirror, "_sync_index", held_sync)
     monkeypatch.setattr(IndexMirror, "_writing", noted_writing)

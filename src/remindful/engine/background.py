@@ -96,7 +96,7 @@ class _Worker:
                 try:
                     self._handle(ids[start : start + self._max_batch])
                 except Exception:  # never let the worker die: the rows stay pending and are retried later
-                    log.exception("%s failed on %d memories", self._thread.name, len(ids))
+                    _failed("%s failed on %d memories", self._thread.name, len(ids))
             for event in waiting:
                 event.set()
             if stop:
@@ -242,7 +242,7 @@ class DeleteFinisher:
             except RemindfulError as exc:  # e.g. the index is unavailable: retried at the next kick or open
                 log.warning("%s: %s; the rest stays queued", self._thread.name, exc)
             except Exception:  # never let the worker die: the deletions stay queued
-                log.exception("%s failed; the rest stays queued", self._thread.name)
+                _failed("%s failed; the rest stays queued", self._thread.name)
             finally:
                 with self._cond:
                     self._busy = False
@@ -298,7 +298,7 @@ class Errand:
             try:
                 self._task()
             except Exception:  # never let the thread die: the next request tries again
-                log.exception("%s failed", self._name)
+                _failed("%s failed", self._name)
             finally:
                 with self._cond:
                     self._busy = False
@@ -328,6 +328,16 @@ class AccessRecorder(_Worker):
 
 
 _RECORDERS: weakref.WeakSet[AccessRecorder] = weakref.WeakSet()
+
+
+def _failed(message: str, *args: object) -> None:
+    """Log a background thread's failure with its traceback, unless the program's main thread has
+    ended: the interpreter is shutting down under the thread (imports and thread pools refuse), and
+    what it was doing stays pending for the next open, so that is no error to show."""
+    if threading.main_thread().is_alive():
+        log.exception(message, *args)
+    else:
+        log.debug(message + " at interpreter exit (left for the next open)", *args, exc_info=True)
 
 
 @atexit.register

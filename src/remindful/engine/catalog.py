@@ -314,6 +314,11 @@ class Catalog:
         self._lexical = LexicalSearch(self)
         self._readers: list[sqlite3.Connection] = []
         self._readers_lock = threading.Lock()  # not the shared connection's: a reader never waits for a writer
+        # Reads running on the threads' own connections, and whether close() has begun: close
+        # waits for them (closing a connection under a running query crashed the process).
+        self._reads = threading.Condition(self._readers_lock)
+        self._active_reads = 0
+        self._closed = False
         self._busy_timeout_ms = busy_timeout_ms
         #: Every write transaction holds it shared: a restore or a clear-all waits for them
         #: (:mod:`remindful.engine.storelock`).
@@ -428,11 +433,29 @@ class Catalog:
             self.record_projects(conn, found.values(), now)
 
     def close(self) -> None:
-        with self._lock, self._readers_lock:
+        """Close every connection, once the reads running on the threads' own ones have ended
+        (a read that starts later raises StorageError)."""
+        with self._lock, self._reads:
+            self._closed = True
+            self._reads.wait_for(lambda: self._active_reads == 0)
             self._conn.close()
             for conn in self._readers:
                 conn.close()
             self._readers.clear()
+
+    @contextmanager
+    def _private(self) -> Iterator[sqlite3.Connection]:
+        """This thread's own connection for one read, counted so that :meth:`close` waits for it."""
+        with self._reads:
+            if self._closed:
+                raise StorageError(f"the catalog {self.path} is closed")
+            self._active_reads += 1
+        try:
+            yield self._reader()
+        finally:
+            with self._reads:
+                self._active_reads -= 1
+                self._reads.notify_all()
 
     def _reader(self) -> sqlite3.Connection:
         """This thread's own read connection (WAL lets it read while another connection writes)."""
@@ -569,7 +592,8 @@ class Catalog:
 
         def run() -> list[Any]:
             if private:
-                return self._reader().execute(sql, params).fetchall()
+                with self._private() as conn:
+                    return conn.execute(sql, params).fetchall()
             with self._reading() as conn:
                 return conn.execute(sql, params).fetchall()
 
@@ -581,7 +605,8 @@ class Catalog:
         transaction included), else this thread's own rather than waiting for the holder (a write
         may be waiting for another process's transaction, up to the busy timeout and retries)."""
         if not self._lock.acquire(blocking=False):
-            yield self._reader()
+            with self._private() as conn:
+                yield conn
             return
         try:
             yield self._conn
@@ -768,16 +793,69 @@ class Catalog:
                 what="marking memories indexed",
             )
 
-    def set_embeddings(self, items: dict[str, np.ndarray]) -> None:
-        """Save vectors; a row that had none grows by the vector's size (quota accounting)."""
-        self.write(
-            lambda c: c.executemany(
+    def set_embeddings(self, items: dict[str, np.ndarray], *, wait: bool = True) -> bool:
+        """Save vectors; a row that had none grows by the vector's size (quota accounting).
+        ``wait=False``: only if that needs no wait for another thread's or process's write (see
+        :meth:`try_write`); returns whether they were saved."""
+
+        def run(c: sqlite3.Connection) -> None:
+            c.executemany(
                 "UPDATE memories SET size_bytes = size_bytes + CASE WHEN embedding IS NULL THEN ? ELSE 0 END, "
                 "embedding = ? WHERE id = ?",
                 [(v.nbytes, _blob(v), k) for k, v in items.items()],
-            ),
-            what="saving embeddings",
-        )
+            )
+
+        if not wait:
+            return self.try_write(run)
+        self.write(run, what="saving embeddings")
+        return True
+
+    def try_write(self, fn: Callable[[sqlite3.Connection], Any]) -> bool:
+        """Run ``fn(conn)`` in one write transaction if it can start at once: not while another
+        thread of this process holds the shared connection, another process writes, or a restore
+        holds the store; whether it ran. For what a reader may keep on the way but must not wait
+        for (a search keeping the vectors it computed). An error of ``fn`` (a full disk, say) is
+        rolled back and logged: nothing was written. Nothing is written to a catalog found
+        damaged (:attr:`damage`) or unwritable."""
+        if self.unwritable is not None or self.damage is not None:
+            return False
+        try:
+            held = self.store_lock.shared(wait=False)
+            held.__enter__()
+        except BlockingIOError:  # a restore or a clear-all holds the store
+            return False
+        try:
+            if not self._lock.acquire(blocking=False):
+                return False
+            try:
+                return self._try_transaction(fn)
+            finally:
+                self._lock.release()
+        finally:
+            held.__exit__(None, None, None)
+
+    def _try_transaction(self, fn: Callable[[sqlite3.Connection], Any]) -> bool:
+        """:meth:`try_write`'s transaction, under the locks it took."""
+        self.follow_file()
+        conn = self._conn
+        conn.execute("PRAGMA busy_timeout=0")
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError:  # another process writes
+            return False
+        finally:
+            conn.execute(f"PRAGMA busy_timeout={self._busy_timeout_ms}")
+        try:
+            fn(conn)
+        except sqlite3.Error as exc:
+            conn.execute("ROLLBACK")
+            log.debug("not written now: %s", exc)
+            return False
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+        return True
 
     def without_embeddings(self, ids: Sequence[str]) -> list[tuple[str, str]]:
         """(id, content) of the memories among ``ids`` that have no vector yet."""
@@ -792,14 +870,17 @@ class Catalog:
         exact, and cheap."""
         return {scope or None: int(n) for scope, n in self.read("SELECT scope, n FROM scope_counts WHERE n > 0")}
 
-    @staticmethod
-    def record_projects(conn: sqlite3.Connection, projects: Iterable[Project], at: float) -> None:
+    def record_projects(
+        self, conn: sqlite3.Connection, projects: Iterable[Project], at: float, counts: dict[str, int] | None = None
+    ) -> None:
         """Record ``projects`` as seen at ``at``, in the caller's transaction (a known one keeps its
-        name and root, the first seen)."""
+        name and root, the first seen). The name and the root directory are written redacted (a
+        directory's or a marker's name may hold a secret); hits go to ``counts``."""
+        text = self.redaction.text
         conn.executemany(
             "INSERT INTO projects (key, name, root, first_seen, last_seen) VALUES (?, ?, ?, ?, ?) "
             "ON CONFLICT(key) DO UPDATE SET last_seen = max(last_seen, excluded.last_seen)",
-            [(p.key, p.name, p.root, at, at) for p in projects],
+            [(p.key, text(p.name, counts), text(p.root, counts), at, at) for p in projects],
         )
 
     def existing_ids(self, ids: Sequence[str]) -> set[str]:

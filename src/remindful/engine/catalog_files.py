@@ -22,14 +22,17 @@ def snapshot(source: Path, target: Path) -> None:
     """Copy the catalog at ``source`` to a new file ``target`` (0600) with SQLite's online backup
     API: one read transaction, so one consistent state while other threads and processes write;
     the copy is one self-contained file (rollback journal, no WAL)."""
-    src = sqlite3.connect(str(source), timeout=30)
-    dst = sqlite3.connect(str(target))
     try:
-        src.backup(dst)
-        dst.execute("PRAGMA journal_mode=DELETE")
-    finally:
-        dst.close()
-        src.close()
+        src = sqlite3.connect(str(source), timeout=30)
+        dst = sqlite3.connect(str(target))
+        try:
+            src.backup(dst)
+            dst.execute("PRAGMA journal_mode=DELETE")
+        finally:
+            dst.close()
+            src.close()
+    except sqlite3.Error as exc:  # "database or disk is full", said so by the caller
+        raise StorageError(f"Cannot copy the catalog {source}: {exc}") from exc
     os.chmod(target, 0o600)
 
 

@@ -22,7 +22,10 @@ digits, ``.``, ``_`` and ``-`` made one ``-`` (two directories named alike are o
 what naming is for); a repository's or a directory's is its name so reduced, ``-`` and the first 8
 hex digits of the SHA-256 of its common git directory's (or the directory's) real path: stable as
 long as the repository stays where it is (moved, it is a new project unless a marker names it).
-The scope of a project's memories is ``project:<key>`` (:mod:`remindful.engine.scopes`).
+A store's resolver makes keys of names its write-boundary redaction has passed (``clean``), so a
+secret in a directory's name reaches neither the key nor the recorded name and root.
+The scope of a project's memories is ``project:<key>`` (:mod:`remindful.engine.scopes`); the same
+key is a hook memory's ``project_id``, the ledger's project and what ``hooks.projects`` matches.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ except ImportError:  # pragma: no cover - other Python builds
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs hook processes milliseconds
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
 
 MARKER = ".remindful"
 PROJECT_PREFIX = "project:"
@@ -100,10 +103,21 @@ def slug(name: str) -> str:
 
 class Resolver:
     """Projects of directories under one set of settings (``fixed``: ``scopes.project``; ``names``:
-    ``scopes.projects``), each directory's answer remembered for :data:`CACHE_S` seconds."""
+    ``scopes.projects``), each directory's answer remembered for :data:`CACHE_S` seconds.
 
-    def __init__(self, fixed: str | None = None, names: Mapping[str, str] | None = None) -> None:
-        self.fixed = Project.named(fixed) if fixed else None
+    ``clean``: what a project's name and root directory go through before the key is made of them
+    (the store's write-boundary redaction: a secret in a directory's or a marker's name must not
+    reach the key, which is stored in every memory's scope); the identity hashed into a key is
+    the real path, as found."""
+
+    def __init__(
+        self,
+        fixed: str | None = None,
+        names: Mapping[str, str] | None = None,
+        clean: Callable[[str], str] | None = None,
+    ) -> None:
+        self._clean = clean if clean is not None else _same
+        self.fixed = Project.named(self._clean(fixed)) if fixed else None
         self.names = {_real(os.path.expanduser(path)): name for path, name in (names or {}).items()}
         self._home = _real(os.path.expanduser("~"))
         self._cache: dict[str, tuple[float, Project | None]] = {}
@@ -128,22 +142,27 @@ class Resolver:
     def _resolve(self, path: str) -> Project | None:
         current = path
         while True:
+            clean = self._clean
             named = self.names.get(current)
             if named:
-                return Project.named(named, current)
+                return Project.named(clean(named), clean(current))
             marked = _marker(current)
             if marked is not None:
-                return Project.named(marked, current) if marked else Project.at(current, _base(current), current)
+                return Project.named(clean(marked), clean(current)) if marked else self._at(current, current)
             repository = _repository(current)
-            if repository is not None and repository.root != self._home:
-                return repository
+            if repository is not None and repository[2] != self._home:
+                identity, name, root = repository
+                return Project.at(identity, clean(name), clean(root))
             parent = os.path.dirname(current)
             if parent == current:
                 break
             current = parent
         if path in (self._home, os.path.dirname(path)):  # the home directory, the root
             return None
-        return Project.at(path, _base(path), path)
+        return self._at(path, path)
+
+    def _at(self, identity: str, root: str) -> Project:
+        return Project.at(identity, self._clean(_base(root)), self._clean(root))
 
 
 def _real(path: str) -> str:
@@ -169,8 +188,13 @@ def _marker(directory: str) -> str | None:
     return found.group(1).strip() if found and slug(found.group(1)) else ""
 
 
-def _repository(directory: str) -> Project | None:
-    """The repository whose work tree ``directory`` is the top of, or None."""
+def _same(text: str) -> str:
+    return text
+
+
+def _repository(directory: str) -> tuple[str, str, str] | None:
+    """The repository whose work tree ``directory`` is the top of, as ``(identity, name, root)``
+    (what :meth:`Project.at` takes), or None."""
     dot_git = os.path.join(directory, ".git")
     if os.path.isdir(dot_git):
         common = _common_dir(dot_git)
@@ -191,8 +215,8 @@ def _repository(directory: str) -> Project | None:
     # directory, so that every work tree of it gets the same key.
     if os.path.basename(common) == ".git":
         root = os.path.dirname(common)
-        return Project.at(common, _base(root), root)
-    return Project.at(common, _base(common).removesuffix(".git") or _base(directory), directory)
+        return common, _base(root), root
+    return common, _base(common).removesuffix(".git") or _base(directory), directory
 
 
 def _common_dir(git_dir: str) -> str:

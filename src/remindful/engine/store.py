@@ -127,7 +127,8 @@ class Store:
         self.redaction = StoreRedactor(redactor_for(settings.privacy), self.path)
         scopes = settings.scopes
         #: Finds the project of a directory, and the scope of a memory whose writer named none.
-        self.scopes = Assigner(Resolver(scopes.project, scopes.projects), classify=scopes.user_level)
+        resolver = Resolver(scopes.project, scopes.projects, clean=self.redaction.text)
+        self.scopes = Assigner(resolver, classify=scopes.user_level)
         #: The project this store's writer works in: a new memory whose metadata names no directory
         #: is captured there (None: in no project).
         self.project: Project | None = None
@@ -425,7 +426,7 @@ class Store:
             for session_id, at in {(r.session_id, r.created_at) for r in rows if r.session_id}:
                 catalog.ensure_session(conn, session_id, at)
             if projects:
-                Catalog.record_projects(conn, projects, time.time())
+                catalog.record_projects(conn, projects, time.time())
 
         catalog.write(run, what="storing memories")
         if gone:
@@ -496,7 +497,7 @@ class Store:
         def run(conn: Any) -> None:
             moved[0] = conn.execute(f"UPDATE memories SET scope = ? WHERE {flt.sql}", (scope, *flt.params)).rowcount
             if isinstance(target, Project) and moved[0]:
-                Catalog.record_projects(conn, [target], time.time())
+                catalog.record_projects(conn, [target], time.time())
             catalog.audit(conn, "move_scope", None, {"from": list(scopes), "to": scope, "count": moved[0]})
 
         catalog.write(run, what="moving memories to another scope")
@@ -522,7 +523,7 @@ class Store:
                 ),
             )
             if projects:
-                Catalog.record_projects(conn, projects, time.time())
+                catalog.record_projects(conn, projects, time.time())
             windows.after_update(conn, row.id)
             catalog.audit(conn, "update", row.id, {})
             add_counts(conn, counted(counts))
@@ -713,7 +714,7 @@ class Store:
             min_score=min_score,
             diverse=collapse,
             passing=in_scopes,
-            embed_missing=mirror.embed_and_save,
+            embed_missing=mirror.embed_for_search,
         )
         self._record_search(time.perf_counter() - started, [hit.row.id for hit in results])
         return [

@@ -37,7 +37,6 @@ import json
 import os
 import re
 import shutil
-import sqlite3
 import tarfile
 import time
 import uuid
@@ -167,10 +166,10 @@ def _write_backup(
         with replaced_atomically(target) as raw, tarfile.open(fileobj=raw, mode="w:gz") as tar:
             for rel in [MANIFEST, *files]:
                 tar.add(staging / rel, arcname=rel, recursive=False, filter=_private_member)
-    except (OSError, sqlite3.Error) as exc:
+    except (OSError, StorageError) as exc:
         # A full disk (or a read-only one) is said as such: nothing was written (was "unexpected
         # OperationalError: database or disk is full").
-        stuck = unwritable(folder if folder.is_dir() else store.path, exc)
+        stuck = None if isinstance(exc, CorruptionError) else unwritable(folder if folder.is_dir() else store.path, exc)
         if stuck is None:
             raise
         raise stuck from exc

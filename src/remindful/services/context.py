@@ -43,10 +43,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 from remindful.config_defaults import default
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from datetime import datetime
 
     from remindful.config import HookSettings, Settings
     from remindful.engine.catalog import MemoryRow
+    from remindful.engine.projects import Project
     from remindful.engine.repositories import BriefRepository, LedgerRepository
     from remindful.model import Context, Memory, SearchHit
 
@@ -471,16 +473,19 @@ class HookRequest:
         return cls(event, query, budget_tokens=budget, scope=scope, **fields)
 
 
-def injection_for(hooks: HookSettings, project: str | None) -> tuple[bool, int, int]:
+def injection_for(hooks: HookSettings, project: Project | None) -> tuple[bool, int, int]:
     """``(inject, context budget, brief budget)`` for ``project``: ``hooks.projects``'s first entry
-    whose key is the project's directory or an fnmatch pattern matching it, over ``hooks``'s own."""
+    whose key names the project (its key, its name, or its root directory; or an fnmatch pattern
+    matching one of them), over ``hooks``'s own."""
     import fnmatch
 
     inject, context, brief = hooks.inject, hooks.context_budget_tokens, hooks.brief_budget_tokens
     if project is not None:
+        names = [n for n in (project.key, project.name, project.root) if n]
         for key, entry in hooks.projects.items():
             pattern = os.path.expanduser(key)
-            if pattern.rstrip(os.sep) == project or fnmatch.fnmatchcase(project, pattern):
+            exact = pattern.rstrip(os.sep) or pattern
+            if any(name == exact or fnmatch.fnmatchcase(name, pattern) for name in names):
                 inject = inject if entry.inject is None else entry.inject
                 context = context if entry.context_budget_tokens is None else entry.context_budget_tokens
                 brief = brief if entry.brief_budget_tokens is None else entry.brief_budget_tokens
@@ -494,20 +499,22 @@ def hook_context(
     ledger: LedgerRepository,
     request: HookRequest,
     *,
+    resolve: Callable[[str], Project | None],
     resumed_session: str | None = None,
     scopes: Sequence[str | None] | None = None,
 ) -> Context:
     """What a hook injects for ``request``: the SessionStart brief, or a prompt's context, of
     ``scopes`` (None: every scope; a hook's are those seen from its directory: its project's and
     the user's), within the smaller of the request's budget and the project's (none when the
-    project's injection is off); what is injected is recorded in the ledger (best effort: a ledger
-    that cannot be written is logged, and the context is still given)."""
+    project's injection is off); what is injected is recorded in the ledger under the project's
+    key (best effort: a ledger that cannot be written is logged, and the context is still given).
+    ``resolve``: the project of a directory (the store's
+    :class:`~remindful.engine.projects.Resolver`, which gives the memories their scopes)."""
     from remindful.model import Context
-    from remindful.services.projects import project_of
 
     settings = searcher.settings
     hooks = settings.hooks
-    project = project_of(request.cwd) if request.cwd else None
+    project = resolve(request.cwd) if request.cwd else None
     inject, context_budget, brief_budget = injection_for(hooks, project)
     if not inject:
         return Context("")
@@ -532,7 +539,7 @@ def hook_context(
             ledger.record(
                 at=time.time(),
                 session_id=request.session_id,
-                project=project,
+                project=None if project is None else project.key,
                 event=request.event,
                 tokens=estimate_tokens(found.text),
                 memory_ids=[hit.id for hit in found.hits],

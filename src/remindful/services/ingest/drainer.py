@@ -27,8 +27,9 @@ What each event becomes (distilled, no model needed):
   (``session`` in ``learning.llm.use_for``), a session ending is summarised
   (:mod:`remindful.services.learning.summary`).
 
-Every hook memory carries its project (``project_id``, :func:`remindful.services.projects.project_of`
-of the event's ``cwd``). A capture whose text was forgotten (a tombstone: the user deleted it, or a
+Every hook memory carries its project (``project_id``: the key of the project of the event's ``cwd``,
+as the resolver the drain is given finds it, :mod:`remindful.engine.projects`; the key its scope
+``project:<key>`` names). A capture whose text was forgotten (a tombstone: the user deleted it, or a
 correction replaced it) is not stored again, and counted as ``skipped_forgotten``.
 
 A row that fails is retried on later drains up to :data:`MAX_ATTEMPTS` times; a row that can never
@@ -62,9 +63,11 @@ from remindful.services.ingest.filters import apply_filters, count_skips, filter
 from remindful.services.ingest.relate import relate
 from remindful.services.ingest.spooled import KIND as CAPTURE_KIND
 from remindful.services.ingest.spooled import call_from_record, owner_alive
-from remindful.services.projects import project_of
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from remindful.engine.projects import Project
     from remindful.engine.repositories import LearningRepository
     from remindful.services.ingest.ports import CaptureStore
 
@@ -106,12 +109,19 @@ def pending(store: CaptureStore, *, hold_s: float = HOLD_S) -> bool:
 
 
 def drain_spool(
-    store: CaptureStore, *, limit: int | None = None, learning: LearningRepository | None = None, hold_s: float = HOLD_S
+    store: CaptureStore,
+    *,
+    resolve: Callable[[str], Project | None],
+    limit: int | None = None,
+    learning: LearningRepository | None = None,
+    hold_s: float = HOLD_S,
 ) -> int:
     """Store pending spooled events through ``store`` (the Store's write path: validated, redacted,
-    indexed); returns the events processed. ``learning``: where conversation capture counts what it
-    learns from the turns (without it, turns are not learned from); ``hold_s``: how long a tool
-    call's start waits for its outcome (:data:`HOLD_S`). Safe to call from many processes at once:
+    indexed); returns the events processed. ``resolve``: the project of a directory (the store's
+    :class:`~remindful.engine.projects.Resolver`: a hook memory's ``project_id`` is the key of its
+    ``cwd``'s project); ``learning``: where conversation capture counts what it learns from the
+    turns (without it, turns are not learned from); ``hold_s``: how long a tool call's start waits
+    for its outcome (:data:`HOLD_S`). Safe to call from many processes at once:
     one drains under the spool lock, the others return 0."""
     store.ready()
     if not pending(store, hold_s=hold_s):
@@ -133,7 +143,7 @@ def drain_spool(
             )
             if not rows:
                 break
-            done += _Batch(store, learning).process(rows)
+            done += _Batch(store, learning, resolve).process(rows)
             after = rows[-1][0]
         return done
 
@@ -181,8 +191,11 @@ class _Row:
 class _Batch:
     """One batch of spooled rows, drained together."""
 
-    def __init__(self, store: CaptureStore, learning: LearningRepository | None) -> None:
+    def __init__(
+        self, store: CaptureStore, learning: LearningRepository | None, resolve: Callable[[str], Project | None]
+    ) -> None:
         self.store = store
+        self.resolve = resolve
         self.captures = store.captures
         self.learning = learning
         self.rows: list[_Row] = []
@@ -301,8 +314,9 @@ class _Batch:
         session_id = record["session_id"]
         meta = dict(memory.get("metadata") or {})
         cwd = meta.get("cwd")
-        if isinstance(cwd, str) and cwd and "project_id" not in meta:
-            meta["project_id"] = project_of(cwd)
+        project_id = self.project_id(cwd) if "project_id" not in meta else None
+        if project_id is not None:
+            meta["project_id"] = project_id
         result = apply_filters(
             self.store,
             memory["content"],
@@ -325,6 +339,11 @@ class _Batch:
             "content": result.content,
             "metadata": {**result.metadata, "spool_key": key},
         }
+
+    def project_id(self, cwd: object) -> str | None:
+        """The key of the project of the directory ``cwd`` (None: no directory, or in no project)."""
+        project = self.resolve(cwd) if isinstance(cwd, str) and cwd else None
+        return project.key if project is not None else None
 
     def call_items(self, record: dict[str, Any], key: str) -> list[dict[str, Any]]:
         """The memory of a tool call spooled by the middleware or the proxy of a process that is
@@ -406,9 +425,8 @@ class _Batch:
         from remindful.services.learning.summary import summarize_session
 
         cwd = session.get("cwd")
-        project = project_of(cwd) if isinstance(cwd, str) and cwd else None
         try:
-            summarize_session(self.store, self.learning, record["session_id"], project)
+            summarize_session(self.store, self.learning, record["session_id"], self.project_id(cwd))
         except RemindfulError as exc:  # a bonus, like learning from turns
             log.warning("could not summarise session %s: %s", record["session_id"], exc)
 
@@ -443,7 +461,7 @@ class _Batch:
             "assistant_response": answer["content"],
             "conversation_id": session_id,
             "timestamp": float(waiting["at"]),
-            "project_id": project_of(cwd) if isinstance(cwd, str) and cwd else None,
+            "project_id": self.project_id(cwd),
         }
         from remindful.services.learning.conversation import capture_conversation
 
