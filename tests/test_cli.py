@@ -136,6 +136,28 @@ def test_token_prints_the_stores_http_token(store_path: Path, monkeypatch: pytes
     assert invoke("token")[1].strip() == "from-the-environment"
 
 
+def test_mcp_config_without_a_console_script_runs_no_code_of_the_clients_directory(
+    store_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without a `remindful` beside the interpreter the config runs `python -m`, in the directory the
+    client starts it in (a project): nothing of that directory may be imported (a json.py there was)."""
+    real_exists = Path.exists
+    monkeypatch.setattr(Path, "exists", lambda self: self.name != "remindful" and real_exists(self))
+    code, out = invoke("mcp-config")
+    assert code == 0, out
+    server = json.loads(out)["mcpServers"]["remindful"]
+    assert server["command"] == sys.executable
+    monkeypatch.undo()
+    project, marker = tmp_path / "project", tmp_path / "imported"
+    project.mkdir()
+    (project / "json.py").write_text(f"open({str(marker)!r}, 'w').close()\nraise ImportError('project code')\n")
+    done = subprocess.run(
+        [server["command"], *server["args"][:-1], "--help"], cwd=project, capture_output=True, text=True
+    )
+    assert done.returncode == 0 and "serve" in done.stdout, done.stderr
+    assert not marker.exists()
+
+
 def test_mcp_config_names_this_installation_by_its_absolute_path(store_path: Path) -> None:
     """Issue 24: a bare `remindful` in a desktop client's config does not resolve outside the venv."""
     code, out = invoke("mcp-config")

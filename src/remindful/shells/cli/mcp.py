@@ -121,7 +121,8 @@ def mcp_config(
         err_console.print(f"[red]error:[/red] Invalid '--client': expected {' or '.join(MCP_CLIENTS)}, got {client!r}")
         raise typer.Exit(2)
     script = Path(sys.executable).parent / "remindful"
-    command = [str(script)] if script.exists() else [sys.executable, "-m", "remindful.shells.entry"]
+    # -P: the client starts the server in its project; nothing of that directory on sys.path.
+    command = [str(script)] if script.exists() else [sys.executable, "-P", "-m", "remindful.shells.entry"]
     storage = str(_run(lambda: load_settings(_State.path)).storage_path)
     if client == "claude-code":
         words = ["claude", "mcp", "add", "remindful", "-e", f"MEMORY_STORAGE_PATH={storage}", "--", *command, "serve"]
