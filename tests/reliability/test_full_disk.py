@@ -134,6 +134,12 @@ def test_a_full_disk_says_so_keeps_searching_copies_nothing_and_recovers(disk: P
     assert backup.returncode == 1 and backup.stderr.splitlines()[-1].startswith("error: Storage full"), backup.stderr
     assert not list((store / "backups").iterdir())  # no archive, no staging copy left
 
+    exported = cli(env, store, "export", str(disk / "memories.json"))  # was "Invalid 'output_path' …"
+    said = [x for x in exported.stderr.splitlines() if x.strip()]
+    assert exported.returncode == 1 and said[-1].startswith("error: Storage full"), exported.stderr
+    assert "export" in said[-1] and "Traceback" not in exported.stderr
+    assert not list(disk.glob("memories.json*"))  # no partial export left
+
     filler.unlink()
     again = cli(env, store, "store", "stored once the disk had room: the walrus")
     assert again.returncode == 0, again.stderr

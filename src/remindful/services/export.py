@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import errno
 import json
 import os
 import time
@@ -38,7 +39,7 @@ from remindful.engine.atomic import replaced_atomically
 from remindful.engine.catalog import MemoryRow, ScopeOf
 from remindful.engine.scopes import check_scope
 from remindful.engine.validation import Limits, check_epoch, check_unicode, validate_item
-from remindful.errors import ValidationError
+from remindful.errors import StorageFullError, ValidationError
 from remindful.model import ExportResult, ImportResult, MemoryClass, content_hash
 
 if TYPE_CHECKING:
@@ -140,13 +141,16 @@ def check_output_path(path: Path, *, overwrite: bool, field: str = "output_path"
 
 @contextlib.contextmanager
 def _writing(path: Path) -> Iterator[None]:
-    """Turns an OSError writing ``path`` (a file created there meanwhile, a read-only or full disk,
-    a directory such as /proc that takes no files) into a ValidationError naming ``output_path``."""
+    """Turns an OSError writing ``path`` (a file created there meanwhile, a read-only disk, a
+    directory such as /proc that takes no files) into a ValidationError naming ``output_path``; a
+    full disk into StorageFullError (the partial file is removed either way)."""
     try:
         yield
     except FileExistsError:
         raise ValidationError("output_path", f"{path} already exists; choose another name") from None
     except OSError as exc:
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):  # not the path's fault: nothing was kept
+            raise StorageFullError(f"the disk is full: cannot write the export {path}") from None
         raise ValidationError("output_path", f"cannot write {path}: {exc.strerror or exc}") from None
 
 
