@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from agent_sessions import AgentSession
+from agent_in_process import AgentSession
 from remindful.services.context import BRIEF_HEADER, HEADER
 from remindful.testing import open_fake
 

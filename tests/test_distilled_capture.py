@@ -13,7 +13,7 @@ from mcp import Client
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
-from agent_sessions import AgentSession
+from agent_in_process import AgentSession
 from remindful.api import MemoryManager
 from remindful.engine.projects import Resolver
 from remindful.engine.redact import build_redactor

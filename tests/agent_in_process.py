@@ -1,4 +1,5 @@
-"""A Claude Code session, simulated with the hook payloads Claude Code documents: every event runs
+"""A Claude Code session, simulated in this process (``agent_session.py`` runs the installed hook
+commands as processes instead) with the hook payloads Claude Code documents: every event runs
 the real hook entry (:func:`remindful.shells.hook.run`, in-process, capture only), and the
 transcript file grows as Claude Code writes it, so that a Stop without ``last_assistant_message``
 reads its answer from there.
