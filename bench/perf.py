@@ -98,6 +98,11 @@ class NoCache:
         return self.inner.embed_query(text)
 
 
+def _total(stats: Any) -> int:
+    """The memory count of ``stats()``: typed now, a dict in the trees before issue 25 (--compare)."""
+    return int(stats["total_memories"] if isinstance(stats, dict) else stats.total_memories)
+
+
 def build(path: Path, texts: list[str], embedder: Any, *, reuse: bool) -> float | None:
     """The store at ``path`` holding ``texts`` as conversation memories spread over 1,000 sessions, all
     indexed; seconds until the last ``store_batch`` returned, or None when ``reuse`` found it built."""
@@ -106,7 +111,7 @@ def build(path: Path, texts: list[str], embedder: Any, *, reuse: bool) -> float 
     size = len(texts)
     with remindful.open(path, embedder=embedder, **{"retention.max_items_per_collection": size * 2}) as memory:
         ingest_s = None
-        if not (reuse and memory.stats().total_memories == size):
+        if not (reuse and _total(memory.stats()) == size):
             started = time.perf_counter()
             for start in range(0, size, BUILD_BATCH):
                 progress(f"building {size:,} memories: {start:,}")
