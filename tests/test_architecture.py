@@ -250,12 +250,12 @@ def test_the_package_cycle_check_sees_a_cycle_through_a_reexport(tmp_path: Path)
     assert cycles_of({"a": {"b"}, "b": set()}) == []
 
 
-def manager_private_names() -> set[str]:
-    """Private attributes and methods of MemoryManager (from api.py), plus the old ``_state``."""
-    tree = ast.parse((PACKAGE / "api.py").read_text())
-    names = {"_state"}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ClassDef) and node.name == "MemoryManager":
+def private_names(module: Path, class_name: str) -> set[str]:
+    """Private methods of the class ``class_name`` in ``module`` and the private attributes it sets
+    or reads on ``self``."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(module.read_text())):
+        if isinstance(node, ast.ClassDef) and node.name == class_name:
             for item in ast.walk(node):
                 if isinstance(item, ast.FunctionDef) and item.name.startswith("_") and not item.name.startswith("__"):
                     names.add(item.name)
@@ -268,6 +268,11 @@ def manager_private_names() -> set[str]:
                 ):
                     names.add(item.attr)
     return names
+
+
+def manager_private_names() -> set[str]:
+    """Private attributes and methods of MemoryManager (from api.py), plus the old ``_state``."""
+    return private_names(PACKAGE / "api.py", "MemoryManager") | {"_state"}
 
 
 def test_the_manager_has_private_state_to_protect() -> None:
@@ -487,22 +492,7 @@ def test_the_catalog_checks_see_what_they_forbid(tmp_path: Path) -> None:
 
 def store_private_names() -> set[str]:
     """Private attributes and methods of the engine's Store (from engine/store.py)."""
-    tree = ast.parse((PACKAGE / "engine" / "store.py").read_text())
-    names: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ClassDef) and node.name == "Store":
-            for item in ast.walk(node):
-                if isinstance(item, ast.FunctionDef) and item.name.startswith("_") and not item.name.startswith("__"):
-                    names.add(item.name)
-                if (
-                    isinstance(item, ast.Attribute)
-                    and isinstance(item.value, ast.Name)
-                    and item.value.id == "self"
-                    and item.attr.startswith("_")
-                    and not item.attr.startswith("__")
-                ):
-                    names.add(item.attr)
-    return names
+    return private_names(PACKAGE / "engine" / "store.py", "Store")
 
 
 def store_private_uses(tree: ast.AST, private: set[str]) -> Iterator[tuple[int, str]]:
