@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from store_processes import cli
+
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(os.geteuid() != 0, reason="mounts a small tmpfs (root only)"),
@@ -74,22 +76,6 @@ def disk(tmp_path: Path) -> Iterator[Path]:
         pytest.skip(f"cannot mount a tmpfs: {done.stderr.decode()}")
     yield mount
     subprocess.run(["umount", "-l", str(mount)], check=False)
-
-
-@pytest.fixture
-def env(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
-    monkeypatch.setenv("REMINDFUL_EMBEDDINGS__BACKEND", "fake")
-    return dict(os.environ)
-
-
-def cli(env: dict[str, str], path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "remindful.shells.entry", "--path", str(path), *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env,
-    )
 
 
 def build(env: dict[str, str], store: Path) -> None:

@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 
 from remindful.engine.storelock import StoreLock
+from store_processes import cli
 
 pytestmark = pytest.mark.slow
 
@@ -62,22 +63,6 @@ with remindful.open(sys.argv[1]) as m:
         "counts": {k: v["count"] for k, v in stats["collections"].items()},
     }))
 """
-
-
-@pytest.fixture
-def env(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
-    monkeypatch.setenv("REMINDFUL_EMBEDDINGS__BACKEND", "fake")
-    return dict(os.environ)
-
-
-def cli(env: dict[str, str], path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "remindful.shells.entry", "--path", str(path), *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env,
-    )
 
 
 class Writer:
