@@ -161,6 +161,26 @@ class Session:
         return self.agent.fire("SessionEnd", self._payload(reason=reason))
 
 
+def teach_pnpm_and_port(session: Session) -> None:
+    """A first session in a project: installing its dependencies (npm fails, the project pins pnpm)
+    and finding the staging database's port (6543), each prompt with its tool calls and answer."""
+    session.prompt("How do I install the dependencies for this repo?")
+    session.tool(
+        "Read", {"file_path": "package.json"}, {"type": "text", "file": {"content": '"packageManager": "pnpm"'}}
+    )
+    session.tool(
+        "Bash",
+        {"command": "npm install", "description": "Install dependencies"},
+        None,
+        error="npm ERR! code EUNSUPPORTEDPROTOCOL: this project pins pnpm in packageManager",
+    )
+    session.tool("Bash", {"command": "pnpm install", "description": "Install with pnpm"}, {"stdout": "Done in 4.2s"})
+    session.answer("This repository uses pnpm, not npm: run `pnpm install` to install the dependencies.")
+    session.prompt("Which port does the staging database listen on?")
+    session.tool("Bash", {"command": "grep DB_PORT .env.staging"}, {"stdout": "DB_PORT=6543"})
+    session.answer("The staging database listens on port 6543 (DB_PORT in .env.staging).")
+
+
 def daemon_pids(store: Path) -> list[int]:
     """The daemons the hooks started for ``store`` (from its hooks.log)."""
     log = store / "logs" / "hooks.log"

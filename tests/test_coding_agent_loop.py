@@ -25,6 +25,7 @@ from agent_session import (
     daemon_pids,
     spool_empty,
     stop_daemons,
+    teach_pnpm_and_port,
     wait_until,
 )
 from remindful import runtime
@@ -69,19 +70,7 @@ def test_hooks_alone_close_the_loop(agent: ClaudeCode, store: Path) -> None:
     s1 = agent.session("s1")
     assert s1.start().context == ""  # a fresh machine: nothing to inject yet
     assert len(daemon_pids(store)) == 1  # the first hook started the daemon, before the store existed
-    s1.prompt("How do I install the dependencies for this repo?")
-    s1.tool("Read", {"file_path": "package.json"}, {"type": "text", "file": {"content": '"packageManager": "pnpm"'}})
-    s1.tool(
-        "Bash",
-        {"command": "npm install", "description": "Install dependencies"},
-        None,
-        error="npm ERR! code EUNSUPPORTEDPROTOCOL: this project pins pnpm in packageManager",
-    )
-    s1.tool("Bash", {"command": "pnpm install", "description": "Install with pnpm"}, {"stdout": "Done in 4.2s"})
-    s1.answer("This repository uses pnpm, not npm: run `pnpm install` to install the dependencies.")
-    s1.prompt("Which port does the staging database listen on?")
-    s1.tool("Bash", {"command": "grep DB_PORT .env.staging"}, {"stdout": "DB_PORT=6543"})
-    s1.answer("The staging database listens on port 6543 (DB_PORT in .env.staging).")
+    teach_pnpm_and_port(s1)
     settle(store)  # the user reads the answer
 
     again = s1.prompt("remind me, what was the port of the staging db?")  # the same session's next prompt

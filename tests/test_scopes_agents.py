@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import remindful
-from agent_session import SCRIPT, ClaudeCode, agent_env, spool_empty, stop_daemons, wait_until
+from agent_session import SCRIPT, ClaudeCode, agent_env, spool_empty, stop_daemons, teach_pnpm_and_port, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -56,19 +56,7 @@ def test_each_project_gets_its_own_and_the_users_memories(tmp_path: Path, isolat
     s1 = in_shop.session("shop-1")
     s1.start()
     # The session of test_coding_agent_loop.py, whose facts come back in the project's next session.
-    s1.prompt("How do I install the dependencies for this repo?")
-    s1.tool("Read", {"file_path": "package.json"}, {"type": "text", "file": {"content": '"packageManager": "pnpm"'}})
-    s1.tool(
-        "Bash",
-        {"command": "npm install", "description": "Install dependencies"},
-        None,
-        error="npm ERR! code EUNSUPPORTEDPROTOCOL: this project pins pnpm in packageManager",
-    )
-    s1.tool("Bash", {"command": "pnpm install", "description": "Install with pnpm"}, {"stdout": "Done in 4.2s"})
-    s1.answer("This repository uses pnpm, not npm: run `pnpm install` to install the dependencies.")
-    s1.prompt("Which port does the staging database listen on?")
-    s1.tool("Bash", {"command": "grep DB_PORT .env.staging"}, {"stdout": "DB_PORT=6543"})
-    s1.answer("The staging database listens on port 6543 (DB_PORT in .env.staging).")
+    teach_pnpm_and_port(s1)
     s1.end()
     wait_until(lambda: spool_empty(store), SETTLE_S, "the hooks' daemon stores what was spooled")
     with remindful.open(store) as memory:
