@@ -38,6 +38,14 @@ def patient_hooks(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
+def env(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """The environment of a test's own remindful processes: this test's (its HOME), with the fake
+    model (``tests/store_processes.py`` runs the CLI in it)."""
+    monkeypatch.setenv("REMINDFUL_EMBEDDINGS__BACKEND", "fake")
+    return dict(os.environ)
+
+
+@pytest.fixture
 def anyio_backend() -> str:
     """The ``@pytest.mark.anyio`` tests (MCP clients) run on asyncio only."""
     return "asyncio"

@@ -1,6 +1,6 @@
 """Running remindful's command line in a process of its own, with the fake model (tests of real
 processes on one store: full disks, restores under load; the ``env`` they take is the fixture of
-``tests/reliability/conftest.py``)."""
+``tests/conftest.py``)."""
 
 from __future__ import annotations
 
