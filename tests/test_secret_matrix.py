@@ -1,6 +1,6 @@
 """Issue 28 item 5, the secret matrix: 17 kinds of secret x 28 write paths through the public
 surfaces (library, CLI, MCP client, hook processes, Markdown watcher, proxy), then every file of the
-store scanned, backups and exports included (``bench/secrets.py`` runs it and prints the matrix)."""
+store scanned, backups and exports included (``bench/secret_matrix.py`` runs it and prints the matrix)."""
 
 from __future__ import annotations
 
@@ -13,14 +13,13 @@ from typing import Any
 
 import pytest
 
-BENCH = Path(__file__).resolve().parent.parent / "bench" / "secrets.py"
+BENCH = Path(__file__).resolve().parent.parent / "bench" / "secret_matrix.py"
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 
 
 def load_matrix() -> ModuleType:
-    """bench/secrets.py under a name of its own (as a script it is ``__main__``; ``secrets`` is the
-    standard library's)."""
+    """bench/secret_matrix.py under a name of its own (as a script it is ``__main__``)."""
     spec = importlib.util.spec_from_file_location("remindful_bench_secrets", BENCH)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

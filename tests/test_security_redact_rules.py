@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from remindful.engine.redact import DEFAULT_REDACTIONS, Redactor, build_redactor, is_secret_name
 
 CORPUS = Path(__file__).parent / "fixtures" / "ordinary_developer_text.md"
-WINDOW = 8  # the shortest piece of a secret that counts as a leak (as bench/secrets.py scans)
+WINDOW = 8  # the shortest piece of a secret that counts as a leak (as bench/secret_matrix.py scans)
 
 
 def redactor() -> Redactor:

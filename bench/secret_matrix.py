@@ -24,33 +24,27 @@ e.g. the redactor before and after a change.
 
 from __future__ import annotations
 
+import base64
+import contextlib
+import gzip
+import io
+import json
+import os
+import random
+import re
+import string
+import subprocess
 import sys
+import tarfile
+import tempfile
+import time
+import zipfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-# This file is bench/secrets.py: run as a script, its folder comes first on sys.path and would hide
-# the standard library's ``secrets`` from everything imported later. Move the folder to the end.
 HERE = Path(__file__).resolve().parent
-if sys.path and sys.path[0] and Path(sys.path[0]).resolve() == HERE:
-    sys.path.append(sys.path.pop(0))
-
-import base64  # noqa: E402
-import contextlib  # noqa: E402
-import gzip  # noqa: E402
-import io  # noqa: E402
-import json  # noqa: E402
-import os  # noqa: E402
-import random  # noqa: E402
-import re  # noqa: E402
-import string  # noqa: E402
-import subprocess  # noqa: E402
-import tarfile  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
-import zipfile  # noqa: E402
-from collections.abc import Callable, Iterator  # noqa: E402
-from dataclasses import dataclass, field  # noqa: E402
-from typing import Any  # noqa: E402
-
 ALNUM = string.ascii_letters + string.digits
 B64 = ALNUM + "+/"
 WINDOW = 8  # the shortest piece of a secret that counts as a leak
