@@ -93,7 +93,7 @@ async def test_middleware_captures_without_changing_or_delaying_answers(tmp_path
                 got = await client.call_tool(name, args)
                 elapsed = time.perf_counter() - started
                 assert got.model_dump(exclude={"meta"}) == want, name  # the answer is unchanged
-                assert elapsed < STORE_DELAY / 2, f"{name} waited {elapsed:.2f}s for storage"
+                assert elapsed < STORE_DELAY, f"{name} waited {elapsed:.2f}s for storage"  # waiting takes >= it
         assert worker.flush(timeout=30)
         worker.close()
         assert worker.stats == {"captured": 4, "skipped": 0, "failed": 0, "dropped": 0}
