@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from remindful.engine.importance import score
-from remindful.engine.repositories.retention import created_window
+from remindful.engine.repositories.retention import RetentionCandidate, created_window
 from remindful.model import CleanupReport, MemoryType
 from remindful.services.policy.dedup import Cluster, Pruner, find_clusters, record_consolidation, refresh_index
 
@@ -75,40 +75,30 @@ class Policy:
     retention: RetentionRepository
 
 
-@dataclass(slots=True)
-class _Row:
-    id: str
-    type: str
-    created_at: float
-    expires_at: float | None
-    size: int
-    success: bool
-    consolidated: bool
-    manual: bool = False  # stored by hand: not deleted for its age
-    score: float | None = None  # computed only for rows a cap or quota has to rank
+class _Importance:
+    """The importance scores of the candidates a cap or a quota has to rank, each read and computed once."""
+
+    def __init__(self, retention: RetentionRepository, now: float) -> None:
+        self.retention, self.now = retention, now
+        self.scores: dict[str, float] = {}
+
+    def ranked(self, rows: list[RetentionCandidate]) -> list[RetentionCandidate]:
+        """``rows`` least important first (ties: older first)."""
+        missing = [r.id for r in rows if r.id not in self.scores]
+        if missing:
+            for mid, inputs in self.retention.importance_inputs(missing).items():
+                self.scores[mid] = score(inputs, self.now)
+        return sorted(rows, key=lambda r: (self.scores.get(r.id, 0.0), r.created_at))
 
 
-def _load(retention: RetentionRepository) -> list[_Row]:
-    return [_Row(*candidate) for candidate in retention.candidates()]
-
-
-def _ranked(retention: RetentionRepository, rows: list[_Row], now: float) -> list[_Row]:
-    """``rows`` least important first (ties: older first), scoring those not scored yet."""
-    missing = {r.id: r for r in rows if r.score is None}
-    if missing:
-        for mid, inputs in retention.importance_inputs(list(missing)).items():
-            missing[mid].score = score(inputs, now)
-    return sorted(rows, key=lambda r: (r.score or 0.0, r.created_at))
-
-
-def _long_term_keeper(settings: Settings) -> Callable[[_Row], bool]:
+def _long_term_keeper(settings: Settings) -> Callable[[RetentionCandidate], bool]:
     """Whether a row past the default retention meets the long-term ``keep_criteria``."""
     criteria = settings.retention.tiers.long_term.keep_criteria
     workflows = bool(criteria and criteria.successful_workflows)
     screens = bool(criteria and criteria.unique_screens)
     workflow, screen = MemoryType.WORKFLOW.value, MemoryType.SCREEN.value
 
-    def keep(row: _Row) -> bool:
+    def keep(row: RetentionCandidate) -> bool:
         return (workflows and row.success and row.type == workflow) or (
             screens and row.consolidated and row.type == screen
         )
@@ -122,11 +112,12 @@ def plan(policy: Policy, now: float | None = None) -> tuple[dict[str, str], list
     return doomed, clusters
 
 
-def _plan(policy: Policy, now: float) -> tuple[dict[str, str], list[Cluster], list[_Row]]:
+def _plan(policy: Policy, now: float) -> tuple[dict[str, str], list[Cluster], list[RetentionCandidate]]:
     settings = policy.store.settings
     retention = settings.retention
     tiers = retention.tiers
-    rows = _load(policy.retention)
+    rows = policy.retention.candidates()
+    importance = _Importance(policy.retention, now)
     doomed: dict[str, str] = {}
     # Ages as creation-time bounds: "older than d days" is created_at < now - d days.
     too_old = now - tiers.long_term.max_age_days * DAY_S
@@ -160,7 +151,7 @@ def _plan(policy: Policy, now: float) -> tuple[dict[str, str], list[Cluster], li
         if tier.max_items is not None:  # lower < age <= max_age_days
             newest, oldest = now - lower * DAY_S, now - tier.max_age_days * DAY_S
             in_tier = [r for r in rows if oldest <= r.created_at < newest and r.id not in doomed and not r.manual]
-            _cap(policy.retention, in_tier, tier, doomed, now)
+            _cap(importance, in_tier, tier, doomed)
         lower = tier.max_age_days
 
     live = [r for r in rows if r.id not in doomed]
@@ -169,30 +160,32 @@ def _plan(policy: Policy, now: float) -> tuple[dict[str, str], list[Cluster], li
     for type_value, count in counts.items():
         excess = count - gone.get(type_value, 0) - settings.max_items_for(MemoryType(type_value))
         if excess > 0:
-            victims = _ranked(policy.retention, [r for r in live if r.type == type_value], now)
+            victims = importance.ranked([r for r in live if r.type == type_value])
             doomed.update(dict.fromkeys((r.id for r in victims[:excess]), "quota"))
 
-    _size_quota(policy, rows, doomed, now)
+    _size_quota(policy, importance, rows, doomed)
     return doomed, clusters, rows
 
 
 def _cap(
-    retention: RetentionRepository, in_tier: list[_Row], tier: RetentionTier, doomed: dict[str, str], now: float
+    importance: _Importance, in_tier: list[RetentionCandidate], tier: RetentionTier, doomed: dict[str, str]
 ) -> None:
     if tier.max_items is None:
         return
-    by_type: dict[str, list[_Row]] = {}
+    by_type: dict[str, list[RetentionCandidate]] = {}
     for row in in_tier:
         if tier.keep_successful and row.success:
             continue
         by_type.setdefault(row.type, []).append(row)
     for group in by_type.values():
         if len(group) > tier.max_items:
-            ranked = _ranked(retention, group, now)
+            ranked = importance.ranked(group)
             doomed.update(dict.fromkeys((r.id for r in ranked[: len(group) - tier.max_items]), "tier_cap"))
 
 
-def _size_quota(policy: Policy, rows: list[_Row], doomed: dict[str, str], now: float) -> None:
+def _size_quota(
+    policy: Policy, importance: _Importance, rows: list[RetentionCandidate], doomed: dict[str, str]
+) -> None:
     quota = policy.store.settings.storage.max_size_mb
     used = policy.store.size_mb(max_age_s=0)
     if used <= quota:
@@ -200,7 +193,7 @@ def _size_quota(policy: Policy, rows: list[_Row], doomed: dict[str, str], now: f
     total = policy.retention.total_bytes()
     target = total * (1 - SIZE_TARGET * quota / used)
     freed = sum(r.size for r in rows if r.id in doomed)
-    for row in _ranked(policy.retention, [r for r in rows if r.id not in doomed], now):
+    for row in importance.ranked([r for r in rows if r.id not in doomed]):
         if freed >= target:
             break
         doomed[row.id] = "size_quota"
