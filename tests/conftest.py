@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,6 +25,42 @@ def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         if key.startswith("REMINDFUL_") or key == "MEMORY_STORAGE_PATH":
             monkeypatch.delenv(key)
     return home
+
+
+@pytest.fixture(autouse=True)
+def no_daemon_outlives_its_test(tmp_path: Path) -> Iterator[None]:
+    """Stop the daemons a test's hook processes started on demand for stores under its
+    ``tmp_path`` and left running (they would stop when idle, long after, and load the machine
+    meanwhile). Reads ``/proc``: elsewhere nothing is stopped."""
+    yield
+    import signal
+    import time
+
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return
+    mine = str(tmp_path)
+    pids = []
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        words = [a.decode(errors="replace") for a in argv]
+        if "--on-demand" in words and any(w.startswith(mine) for w in words):
+            pids.append(int(entry.name))
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + 10
+    for pid in pids:
+        while (proc / str(pid)).exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        with contextlib.suppress(ProcessLookupError):
+            if (proc / str(pid)).exists():
+                os.kill(pid, signal.SIGKILL)
 
 
 @pytest.fixture(autouse=True)
