@@ -186,18 +186,25 @@ _WORDS = st.text(st.sampled_from("abcde\u00e9_-1 " + _ODD), min_size=1, max_size
 _TEXTS = st.text(st.sampled_from("abcdefg\u00e9\u00c9_-.1 \n" + _ODD), max_size=60)
 
 
-@example(text="a-b ab", words=["a-b"])
-@example(text="happiness going", words=["happy", "go"])
-@given(text=_TEXTS, words=st.lists(_WORDS, max_size=6))
-def test_the_finder_finds_what_stemming_every_word_finds(text: str, words: list[str]) -> None:
-    # The query's terms come from its words (lowercased); a finder must find every stem the word
-    # split finds, on any text: words of other scripts, underscores, case that changes length.
+@example(text="a-b ab", words=["a-b"], more="")
+@example(text="happiness going", words=["happy", "go"], more="went gone")
+@given(text=_TEXTS, words=st.lists(_WORDS, max_size=6), more=_TEXTS)
+def test_the_terms_held_are_those_stemming_every_word_finds(text: str, words: list[str], more: str) -> None:
+    # The query's terms come from its words (lowercased); what QueryTerms finds of them must be what
+    # stemming every word of the text finds, on any text: words of other scripts, underscores, case
+    # that changes length. And a text holding another (a session window holding its memory) holds
+    # what was found there: found again, it is not looked for.
     from remindful.engine.retrieval import rerank
 
     terms = sorted(set(words) | {w for word in words for w in re.findall(r"\w+", word)})
-    find = rerank.finder(terms)
-    assert rerank.covered(terms, find(text)) == rerank.coverage(terms, text)
-    assert find(text) <= rerank.stems(text)
+    query = rerank.QueryTerms.of(terms)
+    every_word = {rerank.stem_of(word) for word in re.findall(r"\w+", text.lower())}
+    held = query.held(text)
+    assert {query.stems[i] for i in held} == set(query.stems) & every_word
+    window = f"{more}\n{text}\n{more}"
+    assert query.held(window, known=held) == query.held(window)
+    needed = query.needed
+    assert query.lexical(text) == (query.lexical_of(held) if len(held) >= needed else 0.0)
 
 
 def _unit(*values: float) -> np.ndarray:

@@ -43,7 +43,7 @@ import functools
 import math
 import re
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 import snowballstemmer
@@ -67,11 +67,12 @@ def idf(doc_freq: int, size: int) -> float:
 
 @dataclass(frozen=True, slots=True)
 class QueryTerms:
-    """The query's lexical terms as the model compares them: their stems and weights."""
+    """The query's lexical terms as the model compares them: their stems, weights, and what every
+    word with each stem begins with (:func:`_start`)."""
 
     stems: tuple[str, ...]
     weights: tuple[float, ...]
-    find: Callable[[str], frozenset[str]]
+    starts: tuple[str, ...]
 
     @classmethod
     def of(cls, terms: Sequence[str], weights: Mapping[str, float] | None = None) -> QueryTerms:
@@ -83,20 +84,41 @@ class QueryTerms:
             stem = stem_of(term)
             weight = (weights or {}).get(term, 1.0)
             by_stem[stem] = max(by_stem.get(stem, 0.0), weight)
-        return cls(tuple(by_stem), tuple(by_stem.values()), finder(terms))
+        return cls(tuple(by_stem), tuple(by_stem.values()), tuple(_start(stem) for stem in by_stem))
+
+    def held(self, text: str, at_least: int = 0, known: Collection[int] = ()) -> list[int]:
+        """The positions of the terms ``text`` holds; none once fewer than ``at_least`` could be
+        (a word's beginning is looked for first: most texts hold few of a query's words, and
+        stemming the words that begin alike is the cost). ``known``: positions of terms ``text``
+        is known to hold (those of a text it contains), not looked for again."""
+        lowered = text.lower()
+        present = [i for i, start in enumerate(self.starts) if i in known or start in lowered]
+        if len(present) < at_least:
+            return []
+        return [i for i in present if i in known or _holds(lowered, self.stems[i], self.starts[i])]
+
+    @property
+    def needed(self) -> int:
+        """The terms a text must hold for its words to count (:data:`MIN_SHARED_TERMS`, fewer when
+        the query has fewer)."""
+        return min(MIN_SHARED_TERMS, len(self.stems))
 
     def match(self, text: str) -> tuple[int, float]:
         """How many of the terms ``text`` holds, and their share of the terms' weight."""
-        if not self.stems:
-            return 0, 0.0
-        found = self.find(text)
-        held = [w for stem, w in zip(self.stems, self.weights, strict=True) if stem in found]
-        total = sum(self.weights)
-        return len(held), (sum(held) / total if total > 0 else 0.0)
+        held = self.held(text)
+        return len(held), self._share(held)
 
     def lexical(self, text: str) -> float:
         """The lexical evidence of ``text`` (see the module docstring), in [0, 1]."""
-        return lexical(*self.match(text), len(self.stems))
+        return self.lexical_of(self.held(text, self.needed)) if self.stems else 0.0
+
+    def lexical_of(self, held: Sequence[int]) -> float:
+        """The lexical evidence of a text holding the terms at the positions ``held``."""
+        return lexical(len(held), self._share(held), len(self.stems))
+
+    def _share(self, held: Sequence[int]) -> float:
+        total = sum(self.weights)
+        return sum(self.weights[i] for i in held) / total if total > 0 else 0.0
 
 
 def lexical(count: int, share: float, terms: int) -> float:
@@ -137,40 +159,10 @@ def stem_of(word: str) -> str:
     return stem
 
 
-def coverage(terms: Sequence[str], text: str) -> float:
-    """The share of ``terms`` (lowercased words) found in ``text``, unweighted, in [0, 1]."""
-    return covered(terms, stems(text)) if terms else 0.0
-
-
-def stems(text: str) -> frozenset[str]:
-    """The stems of the words of ``text``."""
-    return frozenset(stem_of(word) for word in _WORD.findall(text.lower()))
-
-
-def covered(terms: Sequence[str], found: frozenset[str]) -> float:
-    """:func:`coverage` of a text whose :func:`stems` are ``found`` (or those a :func:`finder` of
-    ``terms`` found in it)."""
-    if not terms:
-        return 0.0
-    return sum(stem_of(term) in found for term in terms) / len(terms)
-
-
-def finder(words: Iterable[str]) -> Callable[[str], frozenset[str]]:
-    """A function giving the :func:`stems` of a text that are stems of ``words`` (lowercased
-    words, such as a query's lexical terms), for much less than stemming every word of the text
-    costs: only the words starting like a stem are stemmed (a Porter stem is the word's beginning
-    but for its last few letters: "happy" -> "happi", "making" -> "make", "sensibility" -> "sensibl")."""
-    starts = [(stem, _start(stem)) for stem in {stem_of(word) for word in words}]
-
-    def find(text: str) -> frozenset[str]:
-        lowered = text.lower()
-        return frozenset(stem for stem, start in starts if start in lowered and _holds(lowered, stem, start))
-
-    return find
-
-
 def _start(stem: str) -> str:
-    """What every word with this Porter stem begins with."""
+    """What every word with this Porter stem begins with: a Porter stem is the word's beginning but
+    for its last few letters ("happy" -> "happi", "making" -> "make", "sensibility" -> "sensibl"),
+    so only the words of a text that begin so need stemming to tell whether it holds the stem."""
     base = stem[:-1] if len(stem) > 1 and stem[-1] in "ei" else stem
     return base[: max(3, len(base) - 2)]
 
@@ -196,12 +188,8 @@ __all__ = [
     "COVERAGE_POWER",
     "MIN_SHARED_TERMS",
     "QueryTerms",
-    "coverage",
-    "covered",
     "evidence",
-    "finder",
     "idf",
     "lexical",
     "stem_of",
-    "stems",
 ]

@@ -358,10 +358,12 @@ class Model:
         cosines = (diversity.stacked([self.vectors.get(row.id, zero) for row in rows]) @ self.vector).tolist()
         context = dict(candidates.by_space.get("context", ()))
         result = []
+        query, needed = self.query, self.query.needed
         for row, cosine in zip(rows, cosines, strict=True):
-            own_lexical = self.query.lexical(row.content) if settings.lexical_weight > 0 else 0.0
+            held = query.held(row.content, needed) if settings.lexical_weight > 0 or window_weight > 0 else []
+            own_lexical = query.lexical_of(held) if settings.lexical_weight > 0 else 0.0
             gain = boost(row, settings, self.resumed_session, self.now)
-            result.append(Features(row, cosine, own_lexical, own_lexical, context.get(row.id), gain))
+            result.append(Features(row, cosine, own_lexical, own_lexical, context.get(row.id), gain, frozenset(held)))
         if window_weight > 0 and result:
             bounds = [self._evidence(f, window_weight) for f in result]
             sure = sorted(
@@ -374,11 +376,17 @@ class Model:
                 for f, (own, total) in zip(result, bounds, strict=True)
                 if calibration.relevance(total + window_weight * (1.0 - f.own_lexical) + f.gain, own) >= threshold
             ]
+            # A window holds its memory's text: the terms found there are not looked for again, and
+            # a text holding every term leaves its window nothing to add.
+            for f in read:
+                if len(f.held) == len(query.stems):
+                    f.window_lexical = query.lexical_of(sorted(f.held))
+            read = [f for f in read if len(f.held) < len(query.stems)]
             windows = self.catalog.windows([f.row.id for f in read])
             for f in read:
                 window = windows.get(f.row.id)
                 if window is not None:
-                    f.window_lexical = self.query.lexical(window)
+                    f.window_lexical = query.lexical_of(query.held(window, needed, f.held))
         return result
 
     def _evidence(self, seen: Features, window_weight: float) -> tuple[float, float]:
@@ -412,6 +420,7 @@ class Features:
     window_lexical: float
     context_cosine: float | None
     gain: float  # its boost
+    held: frozenset[int] = frozenset()  # positions of the query's terms its text holds (QueryTerms.held)
 
 
 def _groups(
