@@ -43,7 +43,7 @@ another scale, so with one its scores still order hits but the floors may need s
 
 from __future__ import annotations
 
-import math
+import numpy as np
 
 #: The logistic's slope and centre, in units of evidence (fitted; see the module docstring).
 SLOPE = 2.7
@@ -57,11 +57,17 @@ def relevance(evidence: float, own: float | None = None) -> float:
     """The calibrated score in [0, 1] of a hit with this ``evidence`` (boosts included) whose own
     evidence is ``own`` (default: ``evidence``)."""
     own = evidence if own is None else own
+    return float(relevances(np.asarray([evidence], dtype=np.float64), np.asarray([own], dtype=np.float64))[0])
+
+
+def relevances(evidence: np.ndarray, own: np.ndarray) -> np.ndarray:
+    """:func:`relevance` of each of a batch of hits."""
     return _sigmoid(SLOPE * (evidence - CENTRE)) * _sigmoid(GATE_SLOPE * (own - GATE_EVIDENCE))
 
 
-def _sigmoid(z: float) -> float:
-    return 0.0 if z < -60 else 1.0 / (1.0 + math.exp(-z))
+def _sigmoid(z: np.ndarray) -> np.ndarray:
+    # Far below the centre the score is 0 (and exp does not overflow).
+    return np.where(z < -60, 0.0, 1.0 / (1.0 + np.exp(-np.maximum(z, -60.0))))
 
 
-__all__ = ["CENTRE", "GATE_EVIDENCE", "GATE_SLOPE", "SLOPE", "relevance"]
+__all__ = ["CENTRE", "GATE_EVIDENCE", "GATE_SLOPE", "SLOPE", "relevance", "relevances"]

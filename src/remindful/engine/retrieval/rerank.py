@@ -45,7 +45,9 @@ import re
 import threading
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
+import numpy as np
 import snowballstemmer
 
 #: The share of the query's term weight a text holds is raised to this power: half the query's
@@ -53,6 +55,9 @@ import snowballstemmer
 COVERAGE_POWER = 1.5
 #: Distinct query terms a text must hold for its words to count (fewer when the query has fewer).
 MIN_SHARED_TERMS = 2
+
+#: A number, or an array of them (a batch of candidates).
+Numbers = TypeVar("Numbers", float, np.ndarray)
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 _STEMMER = snowballstemmer.stemmer("porter")
@@ -130,21 +135,22 @@ def lexical(count: int, share: float, terms: int) -> float:
 
 
 def evidence(
-    cosine: float,
-    own_lexical: float,
-    window_lexical: float,
-    context_cosine: float | None,
+    cosine: Numbers,
+    own_lexical: Numbers,
+    window_lexical: Numbers,
+    context_cosine: Numbers | None,
     *,
     lexical_weight: float,
     lexical_context_weight: float,
     context_weight: float,
     dense_weight: float = 1.0,
-) -> tuple[float, float]:
-    """``(own, evidence)`` of one candidate (see the module docstring)."""
+) -> tuple[Numbers, Numbers]:
+    """``(own, evidence)`` of one candidate (see the module docstring), or of each of a batch
+    given as arrays (``context_cosine`` then holds the cosine itself where a candidate has none)."""
     own = dense_weight * cosine + lexical_weight * own_lexical
     total = own + lexical_context_weight * window_lexical
     if context_cosine is not None and context_weight > 0:
-        total += context_weight * max(context_cosine - cosine, 0.0)
+        total = total + context_weight * np.maximum(context_cosine - cosine, 0.0)
     return own, total
 
 

@@ -365,17 +365,15 @@ class Model:
             gain = boost(row, settings, self.resumed_session, self.now)
             result.append(Features(row, cosine, own_lexical, own_lexical, context.get(row.id), gain, frozenset(held)))
         if window_weight > 0 and result:
-            bounds = [self._evidence(f, window_weight) for f in result]
-            sure = sorted(
-                (calibration.relevance(total + f.gain, own) for f, (own, total) in zip(result, bounds, strict=True)),
-                reverse=True,
-            )
+            # Scored with their own words as their windows' (a lower bound: a window holds its
+            # memory's text), then with windows holding every term (an upper bound).
+            own, total = self._evidence(result, window_weight)
+            gains = np.fromiter((f.gain for f in result), np.float64, len(result))
+            owned = np.fromiter((f.own_lexical for f in result), np.float64, len(result))
+            sure = np.sort(calibration.relevances(total + gains, own))[::-1]
             threshold = sure[self.keep - 1] if len(sure) >= self.keep else -1.0
-            read = [
-                f
-                for f, (own, total) in zip(result, bounds, strict=True)
-                if calibration.relevance(total + window_weight * (1.0 - f.own_lexical) + f.gain, own) >= threshold
-            ]
+            could = calibration.relevances(total + window_weight * (1.0 - owned) + gains, own) >= threshold
+            read = [f for f, reads in zip(result, could.tolist(), strict=True) if reads]
             # A window holds its memory's text: the terms found there are not looked for again, and
             # a text holding every term leaves its window nothing to add.
             for f in read:
@@ -389,13 +387,20 @@ class Model:
                     f.window_lexical = query.lexical_of(query.held(window, needed, f.held))
         return result
 
-    def _evidence(self, seen: Features, window_weight: float) -> tuple[float, float]:
-        settings = self.settings
+    def _evidence(self, seen: Sequence[Features], window_weight: float) -> tuple[np.ndarray, np.ndarray]:
+        """``(own, evidence)`` of each of ``seen``, as arrays."""
+        settings, n = self.settings, len(seen)
+        cosines = np.fromiter((f.cosine for f in seen), np.float64, n)
+        context = None
+        if settings.context_weight > 0:
+            context = np.fromiter(
+                (f.cosine if f.context_cosine is None else f.context_cosine for f in seen), np.float64, n
+            )
         return rerank.evidence(
-            seen.cosine,
-            seen.own_lexical,
-            seen.window_lexical,
-            seen.context_cosine,
+            cosines,
+            np.fromiter((f.own_lexical for f in seen), np.float64, n),
+            np.fromiter((f.window_lexical for f in seen), np.float64, n),
+            context,
             dense_weight=settings.dense_weight,
             lexical_weight=settings.lexical_weight,
             lexical_context_weight=window_weight,
@@ -404,10 +409,14 @@ class Model:
 
     def _score(self, rows: Sequence[MemoryRow], candidates: Candidates) -> None:
         window_weight = self.settings.lexical_context_weight if self.query.stems else 0.0
-        for seen in self.features(rows, candidates):
-            own, evidence = self._evidence(seen, window_weight)
-            score = calibration.relevance(evidence + seen.gain, own)
-            self.scored[seen.row.id] = Scored(seen.row, own, evidence, seen.gain, score)
+        seen = self.features(rows, candidates)
+        if not seen:
+            return
+        own, evidence = self._evidence(seen, window_weight)
+        gains = np.fromiter((f.gain for f in seen), np.float64, len(seen))
+        scores = calibration.relevances(evidence + gains, own)
+        for f, o, e, score in zip(seen, own.tolist(), evidence.tolist(), scores.tolist(), strict=True):
+            self.scored[f.row.id] = Scored(f.row, o, e, f.gain, score)
 
 
 @dataclass(slots=True)
