@@ -90,6 +90,9 @@ class Group:
         """Choose ``shown``: the best match, or among the members matching as well as it (within
         :data:`COPY_TOLERANCE`) the first ranked, or the newest if it was stored at least
         :data:`SUPERSEDE_AFTER` after that one."""
+        if len(self.members) == 1:
+            self.shown = self.members[0]
+            return
         best = max(m.match for m in self.members)
         alike = [m for m in self.members if m.match >= best - COPY_TOLERANCE]
         first, newest = alike[0], max(alike, key=lambda m: m.created_at)
@@ -137,8 +140,9 @@ def collapse(
             group_of.append(home)
     kept = [g for g in groups if g.members]
     for group in kept:
-        group.members.sort(key=lambda m: rank_of[m.id])
-        group.choose()
+        if len(group.members) > 1:  # a group of one was chosen when it was made
+            group.members.sort(key=lambda m: rank_of[m.id])
+            group.choose()
     return kept, consumed
 
 
@@ -158,13 +162,15 @@ def _near_earlier(matrix: np.ndarray, similarity: float) -> dict[int, list[int]]
     The products are cut into blocks of rows small enough to run on one thread."""
     n, dim = matrix.shape
     block = max(1, _ONE_THREAD_PRODUCT // (n * dim))
-    earlier: dict[int, list[int]] = {}
+    near = np.empty((n, n), dtype=bool)  # filled up to each block's last column: all tril reads
     for start in range(0, n, block):
-        sims = matrix[start : start + block] @ matrix[: start + block].T
-        # Only the pairs below the diagonal (earlier columns), as Python ints in one conversion each.
-        offsets, columns = np.nonzero(np.tril(sims >= similarity, k=start - 1))
-        for offset, column in zip(offsets.tolist(), columns.tolist(), strict=True):
-            earlier.setdefault(start + offset, []).append(column)
+        stop = start + block
+        near[start:stop, :stop] = matrix[start:stop] @ matrix[:stop].T >= similarity
+    # Only the pairs below the diagonal (earlier columns), as Python ints in one conversion each.
+    rows, columns = np.nonzero(np.tril(near, k=-1))
+    earlier: dict[int, list[int]] = {}
+    for row, column in zip(rows.tolist(), columns.tolist(), strict=True):
+        earlier.setdefault(row, []).append(column)
     return earlier
 
 
