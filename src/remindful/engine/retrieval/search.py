@@ -34,7 +34,7 @@ import math
 import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -253,9 +253,16 @@ def rank(
     floor = min_score
     k = first = max(settings.candidates, limit)
     tables = {space: table for space, table in LEXICAL_TABLES.items() if terms and weights[space] > 0}
+
     # One task runs both lexical queries, one after the other, from the start: the query is
     # embedded meanwhile on the other cores (embed_query leaves one), then the vector index is asked.
-    lexical = _pool().submit(_lexical, catalog, terms, flt, k, tables, restricted or typed) if tables else None
+    def ask(known: frozenset[str] = frozenset()) -> Future[Lexical] | None:
+        """The lexical task for the current ``k`` (None: no lexical space is on)."""
+        if not tables:
+            return None
+        return _pool().submit(_lexical, catalog, terms, flt, k, tables, restricted or typed, known)
+
+    lexical = ask()
     vector = embed_query()
     model = Model(catalog, vector, terms, settings, resumed_session, embed_missing, keep=max(2 * limit, 20))
     while True:
@@ -270,8 +277,9 @@ def rank(
                 around = dense[: settings.context_candidates]
                 candidates.add("context", context_scores(catalog, vector, around, settings.context_neighbour_weight))
         if lexical is not None:
-            found, doc_freqs = lexical.result()
+            found, doc_freqs, rows, vectors = lexical.result()
             model.weigh(doc_freqs)
+            model.absorb(rows, vectors)
             for space, ranked in found.items():
                 candidates.add(space, ranked)
         scored = model.score(candidates, flt)
@@ -283,7 +291,7 @@ def rank(
         if len(groups) >= limit or not full or len(groups) == len(scored) or k >= MAX_CANDIDATES:
             break
         k = min(k * 4, MAX_CANDIDATES)
-        lexical = _pool().submit(_lexical, catalog, terms, flt, k, tables, restricted or typed) if tables else None
+        lexical = ask(frozenset(model.rows))
     found_in = {space: {mid for mid, _ in ranked} for space, ranked in candidates.by_space.items()}
     result: list[Ranked] = []
     for group, score in groups:
@@ -330,6 +338,11 @@ class Model:
         if counts:
             self.query = rerank.QueryTerms.of(self.terms, {t: rerank.idf(n, size) for t, n in counts.items()})
 
+    def absorb(self, rows: Mapping[str, MemoryRow | None], vectors: Mapping[str, np.ndarray]) -> None:
+        """Rows and vectors the lexical task read meanwhile (:func:`_lexical`)."""
+        self.rows = {**rows, **self.rows}
+        self.vectors = {**vectors, **self.vectors}
+
     def score(self, candidates: Candidates, flt: SqlFilter) -> dict[str, Scored]:
         """Every candidate that exists and passes ``flt``, scored, best first."""
         wanted = list(dict.fromkeys(mid for ranked in candidates.by_space.values() for mid, _ in ranked))
@@ -337,8 +350,10 @@ class Model:
         if unread:
             found = self.catalog.rows_passing(unread, flt, vectors=self.vectors)
             self.rows.update((mid, found.get(mid)) for mid in unread)
-            self._embed([row for mid in unread if (row := found.get(mid)) is not None and mid not in self.vectors])
-            self._score([row for mid in unread if (row := found.get(mid)) is not None], candidates)
+        fresh = [row for mid in wanted if mid not in self.scored and (row := self.rows.get(mid)) is not None]
+        if fresh:
+            self._embed([row for row in fresh if row.id not in self.vectors])
+            self._score(fresh, candidates)
         ranked = [self.scored[mid] for mid in wanted if mid in self.scored]
         ranked.sort(key=lambda s: (-s.score, -s.evidence, s.row.id))
         return {s.row.id: s for s in ranked}
@@ -467,12 +482,30 @@ def _pool() -> ThreadPoolExecutor:
     return ThreadPoolExecutor(max_workers=2, thread_name_prefix="remindful-lexical")
 
 
+#: What :func:`_lexical` gives: each space's candidates, the terms' document frequencies, and the
+#: rows (None: not passing the filter) and vectors of the candidates it read, by id.
+Lexical = tuple[
+    dict[str, list[tuple[str, float]]], tuple[dict[str, int], int], dict[str, MemoryRow | None], dict[str, np.ndarray]
+]
+
+
 def _lexical(
-    catalog: Catalog, terms: list[str], flt: SqlFilter, k: int, tables: dict[str, str], restricted: bool
-) -> tuple[dict[str, list[tuple[str, float]]], tuple[dict[str, int], int]]:
-    """Each space's BM25 candidates, one query after the other, and the terms' document frequencies."""
+    catalog: Catalog,
+    terms: list[str],
+    flt: SqlFilter,
+    k: int,
+    tables: dict[str, str],
+    restricted: bool,
+    known: frozenset[str] = frozenset(),
+) -> Lexical:
+    """Each space's BM25 candidates, one query after the other, and the terms' document
+    frequencies; then the rows and vectors of those candidates not ``known`` (already read), which
+    the searching thread would read next: this thread is done before it needs them."""
     spaces = {space: catalog.lexical(terms, flt, k, table=t, restricted=restricted) for space, t in tables.items()}
-    return spaces, catalog.doc_freqs(terms)
+    ids = [mid for mid in dict.fromkeys(mid for ranked in spaces.values() for mid, _ in ranked) if mid not in known]
+    vectors: dict[str, np.ndarray] = {}
+    found = catalog.rows_passing(ids, flt, vectors=vectors) if ids else {}
+    return spaces, catalog.doc_freqs(terms), {mid: found.get(mid) for mid in ids}, vectors
 
 
 def _dense(
