@@ -19,6 +19,9 @@ the status :func:`http_status` gives (the column above).
 
 from __future__ import annotations
 
+import errno
+import os
+
 
 class RemindfulError(Exception):
     """Base class of every remindful error. ``suggestion`` says what the user can do."""
@@ -117,6 +120,37 @@ class MemoryDisabledError(RemindfulError):
 
 
 #: The HTTP status of each error class; a class not listed takes its nearest listed ancestor's.
+#: Below this much free space a vague write error (SQLite's "disk I/O error" at a -shm it cannot
+#: grow, chromadb's compaction errors) means a full disk.
+NEARLY_FULL = 1024 * 1024
+
+
+def unwritable(directory: str | os.PathLike[str], exc: BaseException | None = None) -> StorageError | None:
+    """Why nothing can be written in the storage ``directory`` (or a directory in it), if that is
+    the cause of ``exc`` (a failed write or open; None: whatever the cause would be): it is
+    read-only (a StorageError saying so), or its disk is full (StorageFullError). None: something
+    else. A ``statvfs``; the caller reports the error it got. The catalog, the vector index, backup
+    and doctor ask it."""
+    try:
+        stat = os.statvfs(directory)
+        free = stat.f_bavail * stat.f_frsize
+    except OSError:
+        return None
+    if (
+        stat.f_flag & os.ST_RDONLY
+        or not os.access(directory, os.W_OK)
+        or (isinstance(exc, OSError) and exc.errno == errno.EROFS)
+    ):
+        return StorageError(
+            f"the storage directory {directory} is read-only: memories can be read, not written",
+            suggestion="Make it writable (remount the filesystem read-write, or chmod 700), or configure another path",
+        )
+    text = str(exc).lower()
+    if free < NEARLY_FULL or "disk is full" in text or (isinstance(exc, OSError) and exc.errno == errno.ENOSPC):
+        return StorageFullError(f"the disk is full: {free} bytes free under {directory}")
+    return None
+
+
 _HTTP_STATUS: dict[type, int] = {
     RemindfulError: 500,
     ValidationError: 400,

@@ -47,7 +47,7 @@ from remindful.engine.schema import (
 )
 from remindful.engine.sqlfilter import SqlFilter
 from remindful.engine.storelock import StoreLock
-from remindful.errors import CorruptionError, StorageError, StorageFullError, StorageLockedError
+from remindful.errors import CorruptionError, StorageError, StorageFullError, StorageLockedError, unwritable
 from remindful.model import content_hash
 
 T = TypeVar("T")
@@ -94,35 +94,6 @@ def _classify(exc: BaseException) -> StorageError | None:
     if "malformed" in text or "not a database" in text or "file is not a database" in text:
         return catalog_damaged(str(exc))
     return StorageError(f"Catalog operation failed: {exc}")
-
-
-#: Below this much free space a vague write error (SQLite's "disk I/O error" at a -shm it cannot
-#: grow, chromadb's compaction errors) means a full disk.
-NEARLY_FULL = 1024 * 1024
-
-
-def unwritable(directory: Path, exc: BaseException | None = None) -> StorageError | None:
-    """Why nothing can be written in the storage ``directory``, if that is the cause of ``exc`` (a
-    failed write or open): it is read-only (a StorageError saying so), or its disk is full
-    (StorageFullError). None: something else. A ``statvfs``; the caller reports the error it got."""
-    try:
-        stat = os.statvfs(directory)
-        free = stat.f_bavail * stat.f_frsize
-    except OSError:
-        return None
-    if (
-        stat.f_flag & os.ST_RDONLY
-        or not os.access(directory, os.W_OK)
-        or (isinstance(exc, OSError) and exc.errno == errno.EROFS)
-    ):
-        return StorageError(
-            f"the storage directory {directory} is read-only: memories can be read, not written",
-            suggestion="Make it writable (remount the filesystem read-write, or chmod 700), or configure another path",
-        )
-    text = str(exc).lower()
-    if free < NEARLY_FULL or "disk is full" in text or (isinstance(exc, OSError) and exc.errno == errno.ENOSPC):
-        return StorageFullError(f"the disk is full: {free} bytes free under {directory}")
-    return None
 
 
 #: The way out of a damaged catalog (the index is rebuilt from it, so it cannot be rebuilt itself).

@@ -46,7 +46,7 @@ from remindful.engine import windows
 from remindful.engine.attachments import attach_files, remove_copies
 from remindful.engine.background import AccessRecorder, close_at_exit
 from remindful.engine.captures import CaptureRepository
-from remindful.engine.catalog import CATALOG_WAY_OUT, Catalog, MemoryRow, counted, unwritable
+from remindful.engine.catalog import CATALOG_WAY_OUT, Catalog, MemoryRow, counted
 from remindful.engine.embedding import LazyEmbedder, embed_query
 from remindful.engine.mirror import IndexMirror
 from remindful.engine.projects import Project, Resolver
@@ -72,6 +72,7 @@ from remindful.errors import (
     StorageError,
     StorageFullError,
     ValidationError,
+    unwritable,
 )
 from remindful.index.base import VectorIndex
 from remindful.model import (

@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from remindful.errors import CorruptionError, StorageError, StorageFullError, StorageLockedError
+from remindful.errors import CorruptionError, StorageError, StorageFullError, StorageLockedError, unwritable
 from remindful.index import chroma_probe
 from remindful.index.chroma_base import RECOVERY, ChromaIndexBase, classify, is_locked_message
 
@@ -36,7 +36,6 @@ __all__ = ["ChromaEmbeddedIndex", "ChromaServerIndex"]
 
 log = logging.getLogger(__name__)
 _NEARLY_FULL = 32 * 1024 * 1024  # below this much free space, a vague write error means a full disk
-_FULL = 1024 * 1024  # below this, nothing is worth trying to write: a failed probe proves nothing
 #: In the Chroma directory (so that a reset moves them aside with it): the size and modification
 #: time of every HNSW file as remindful last wrote it, and the verdict of a probe that found damage.
 FINGERPRINTS = "remindful-files.json"
@@ -235,7 +234,7 @@ class ChromaEmbeddedIndex(ChromaIndexBase):
                 suggestion=RECOVERY,
             )
         self.close()
-        stuck = _unwritable(self.path)
+        stuck = _why_unwritable(self.path)
         with contextlib.ExitStack() as scratch:
             probed = self.path
             if stuck is not None:
@@ -254,7 +253,7 @@ class ChromaEmbeddedIndex(ChromaIndexBase):
         if message is None:
             self._files_written()  # sound as they are: the next open need not probe them again
             return
-        stuck = _unwritable(self.path)
+        stuck = _why_unwritable(self.path)
         if stuck is not None:  # the disk filled up (or went read-only) during the probe: no verdict
             raise StorageError(f"{self._describe()} cannot be checked now: {stuck} ({message})")
         backup = self._backup(copy=True)
@@ -401,18 +400,10 @@ def _make_private(root: Path) -> None:
                         os.chmod(entry.path, 0o600)
 
 
-def _unwritable(path: Path) -> str | None:
+def _why_unwritable(path: Path) -> str | None:
     """Why nothing can be written where the index lives (read-only, or a full disk), or None."""
-    where = path if path.exists() else path.parent
-    try:
-        stat_ = os.statvfs(where)
-    except OSError:
-        return None
-    if stat_.f_flag & os.ST_RDONLY or not os.access(where, os.W_OK):
-        return f"{where} is read-only"
-    if stat_.f_bavail * stat_.f_frsize < _FULL:
-        return f"the disk of {where} is full"
-    return None
+    why = unwritable(path if path.exists() else path.parent)
+    return None if why is None else why.message
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:

@@ -47,9 +47,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from remindful.engine.atomic import replaced_atomically
-from remindful.engine.catalog import catalog_damaged, integrity_problem, unwritable
+from remindful.engine.catalog import catalog_damaged, integrity_problem
 from remindful.engine.catalog_files import copy_into, prepare_for_restore, snapshot
-from remindful.errors import CorruptionError, StorageError, ValidationError
+from remindful.errors import CorruptionError, StorageError, ValidationError, unwritable
 from remindful.model import BackupResult, ClearResult, RestoreResult
 from remindful.services.archive import (
     ATTACHMENTS,

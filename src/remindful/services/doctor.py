@@ -21,9 +21,9 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from remindful.engine.catalog import CATALOG_WAY_OUT, integrity_problem, unwritable
+from remindful.engine.catalog import CATALOG_WAY_OUT, integrity_problem
 from remindful.engine.catalog_files import spool_health
-from remindful.errors import CorruptionError, StorageError, StorageLockedError
+from remindful.errors import CorruptionError, StorageError, StorageLockedError, unwritable
 from remindful.model import Diagnosis, HealthCheck
 from remindful.services.access import token_file
 
