@@ -330,11 +330,17 @@ class AccessRecorder(_Worker):
 _RECORDERS: weakref.WeakSet[AccessRecorder] = weakref.WeakSet()
 
 
+def interpreter_exiting() -> bool:
+    """Whether the program's main thread has ended: the interpreter is shutting down under the
+    background threads (imports and new thread pools refuse), before the ``atexit`` hooks run;
+    what they were doing stays pending for the next open."""
+    return not threading.main_thread().is_alive()
+
+
 def _failed(message: str, *args: object) -> None:
-    """Log a background thread's failure with its traceback, unless the program's main thread has
-    ended: the interpreter is shutting down under the thread (imports and thread pools refuse), and
-    what it was doing stays pending for the next open, so that is no error to show."""
-    if threading.main_thread().is_alive():
+    """Log a background thread's failure with its traceback, unless the interpreter is exiting
+    (:func:`interpreter_exiting`): that is no error to show."""
+    if not interpreter_exiting():
         log.exception(message, *args)
     else:
         log.debug(message + " at interpreter exit (left for the next open)", *args, exc_info=True)

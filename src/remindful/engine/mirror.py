@@ -56,7 +56,7 @@ import numpy as np
 from remindful.config import PerformanceSettings
 from remindful.embed.base import Embedder
 from remindful.embed.cache import CachedEmbedder
-from remindful.engine.background import BackgroundIndexer, DeleteFinisher, Errand
+from remindful.engine.background import BackgroundIndexer, DeleteFinisher, Errand, interpreter_exiting
 from remindful.engine.catalog import Catalog, MemoryRow, catalog_damaged, integrity_problem
 from remindful.engine.flat import FlatVectors
 from remindful.engine.retrieval.search import top_k_exact
@@ -202,7 +202,7 @@ class IndexMirror:
     def _opened(self, cancel: threading.Event | None) -> VectorIndex | None:
         """:attr:`index`; with ``cancel``, a wait for the index lock gives up (WaitCancelled) once
         it is set."""
-        if (self._exiting or _interpreter_exiting()) and not self._index_opened:
+        if (self._exiting or interpreter_exiting()) and not self._index_opened:
             return None
         if self._open_due():
             with self._lock:
@@ -731,28 +731,24 @@ class IndexMirror:
 
     def embed_for_search(self, texts: Sequence[tuple[str, str]]) -> dict[str, np.ndarray]:
         """Embed (id, content) pairs a search found without a vector (a process ended before
-        embedding them) and return the vectors by id. They are kept in the catalog only if it
-        takes them at once: a search never waits for another process's write (their writer, or a
-        later search, keeps them); nor does it write the embedding cache's persistent store."""
+        embedding them) and return the vectors by id: :meth:`embed_and_save` without waiting."""
+        return self.embed_and_save(texts, wait=False)
+
+    def embed_and_save(self, texts: Sequence[tuple[str, str]], *, wait: bool = True) -> dict[str, np.ndarray]:
+        """Embed (id, content) pairs and save the vectors in the catalog; returns them by id.
+        ``wait=False`` (a search's): they are kept in the catalog only if it takes them at once,
+        never waiting for another process's write (their writer, or a later search, keeps them),
+        nor written to the embedding cache's persistent store."""
         if not texts:
             return {}
         embedder = self._embedder.get()
         contents = [content for _, content in texts]
-        if isinstance(embedder, CachedEmbedder):
+        if not wait and isinstance(embedder, CachedEmbedder):
             vectors = embedder.embed(contents, persist=False)
         else:
             vectors = embedder.embed(contents)
         found = {mid: vector for (mid, _), vector in zip(texts, vectors, strict=True)}
-        self.catalog.set_embeddings(found, wait=False)
-        return found
-
-    def embed_and_save(self, texts: Sequence[tuple[str, str]]) -> dict[str, np.ndarray]:
-        """Embed (id, content) pairs and save the vectors in the catalog; returns them by id."""
-        if not texts:
-            return {}
-        vectors = self._embedder.get().embed([content for _, content in texts])
-        found = {mid: vector for (mid, _), vector in zip(texts, vectors, strict=True)}
-        self.catalog.set_embeddings(found)
+        self.catalog.set_embeddings(found, wait=wait)
         return found
 
     def flush(self, timeout: float | None = None) -> bool:
@@ -1145,14 +1141,6 @@ class IndexHolders:
 
     def release(self) -> None:
         (self.dir / str(os.getpid())).unlink(missing_ok=True)
-
-
-def _interpreter_exiting() -> bool:
-    """Whether the program's main thread has ended (the interpreter is shutting down, before the
-    ``atexit`` hooks that call :meth:`IndexMirror.close_for_exit`): opening the index then would
-    import and start what shutdown already refuses (new thread pools), so the rows wait for the
-    next open, as they do after ``close_for_exit``."""
-    return not threading.main_thread().is_alive()
 
 
 __all__ = ["EXHAUSTIVE_BELOW", "FINISH_CHUNK", "IndexHolders", "IndexLock", "IndexMirror", "ViewLock", "WaitCancelled"]
