@@ -507,14 +507,21 @@ class Catalog:
         except OSError:
             return
         try:
-            self._conn.execute(f"PRAGMA busy_timeout={WAL_CHECKPOINT_WAIT_MS}")
-            try:
+            with self._waiting_at_most(WAL_CHECKPOINT_WAIT_MS):
                 busy, pages, done = self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
-            finally:
-                self._conn.execute(f"PRAGMA busy_timeout={self._busy_timeout_ms}")
             log.debug("catalog log checkpointed: %s of %s pages%s", done, pages, " (readers held on)" if busy else "")
         except sqlite3.Error as exc:
             log.debug("catalog log not checkpointed now: %s", exc)
+
+    @contextmanager
+    def _waiting_at_most(self, ms: int) -> Iterator[None]:
+        """The shared connection waits at most ``ms`` for another connection's lock meanwhile
+        (its busy timeout), then as long as it was opened to."""
+        self._conn.execute(f"PRAGMA busy_timeout={ms}")
+        try:
+            yield
+        finally:
+            self._conn.execute(f"PRAGMA busy_timeout={self._busy_timeout_ms}")
 
     def _regain_writes(self) -> None:
         """The catalog was opened for reading only (:attr:`unwritable`): if the disk has room again,
@@ -809,13 +816,11 @@ class Catalog:
         """:meth:`try_write`'s transaction, under the locks it took."""
         self.follow_file()
         conn = self._conn
-        conn.execute("PRAGMA busy_timeout=0")
         try:
-            conn.execute("BEGIN IMMEDIATE")
+            with self._waiting_at_most(0):
+                conn.execute("BEGIN IMMEDIATE")
         except sqlite3.OperationalError:  # another process writes
             return False
-        finally:
-            conn.execute(f"PRAGMA busy_timeout={self._busy_timeout_ms}")
         try:
             fn(conn)
         except sqlite3.Error as exc:

@@ -378,7 +378,7 @@ class Model:
             held = query.held(row.content, needed) if settings.lexical_weight > 0 or window_weight > 0 else []
             own_lexical = query.lexical_of(held) if settings.lexical_weight > 0 else 0.0
             gain = boost(row, settings, self.resumed_session, self.now)
-            result.append(Features(row, cosine, own_lexical, own_lexical, context.get(row.id), gain, frozenset(held)))
+            result.append(Features(row, cosine, own_lexical, own_lexical, context.get(row.id), gain, tuple(held)))
         if window_weight > 0 and result:
             # Scored with their own words as their windows' (a lower bound: a window holds its
             # memory's text), then with windows holding every term (an upper bound).
@@ -393,7 +393,7 @@ class Model:
             # a text holding every term leaves its window nothing to add.
             for f in read:
                 if len(f.held) == len(query.stems):
-                    f.window_lexical = query.lexical_of(sorted(f.held))
+                    f.window_lexical = query.lexical_of(f.held)
             read = [f for f in read if len(f.held) < len(query.stems)]
             windows = self.catalog.windows([f.row.id for f in read])
             for f in read:
@@ -444,7 +444,7 @@ class Features:
     window_lexical: float
     context_cosine: float | None
     gain: float  # its boost
-    held: frozenset[int] = frozenset()  # positions of the query's terms its text holds (QueryTerms.held)
+    held: tuple[int, ...] = ()  # positions of the query's terms its text holds, ascending (QueryTerms.held)
 
 
 def _groups(
