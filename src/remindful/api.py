@@ -392,6 +392,23 @@ class MemoryManager:
         """The memory with this id; raises NotFoundError ("Memory not found", suggests search)."""
         return self._store.get(memory_id)
 
+    def resolve_id(self, given: str, *, kind: str = "memory") -> str:
+        """The memory id (``kind="session"``: the session id) that ``given`` names: the id itself, or
+        the one stored id that starts with it, as git takes a commit's hash. NotFoundError when none
+        does; ValidationError listing the candidates when several do."""
+        from remindful.services.ids import resolve
+
+        if kind == "session" and self._repos.sessions.stored_id(given) != given:
+            return given  # an id holding a secret is stored redacted: the lookups map it
+        return resolve(self._repos.sessions if kind == "session" else self._repos.memories, given, kind)
+
+    def short_ids(self, ids: Sequence[str], *, kind: str = "memory") -> dict[str, str]:
+        """``{id: the shortest prefix of it no other stored memory (or session) id starts with}``;
+        :meth:`resolve_id` takes such a prefix back."""
+        from remindful.services.ids import short_forms
+
+        return short_forms(self._repos.sessions if kind == "session" else self._repos.memories, ids, kind)
+
     def get_batch(self, ids: Sequence[str]) -> builtins.list[Memory | None]:
         """Memories for ``ids`` in request order; None where an id does not exist. One query."""
         return self._store.get_batch(ids)
