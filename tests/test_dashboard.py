@@ -620,3 +620,23 @@ def test_sessions_name_their_project(store: MemoryManager, client: TestClient) -
     project = re.search(r'<td class="project"><a [^>]*>([^<]+)</a>', row)
     assert project and project.group(1) not in ("", "unscoped"), row
     assert project.group(1) in client.get("/sessions/s-project").text
+
+
+def test_latency_and_cache_cards_count_the_searches_of_other_processes(tmp_path: Path) -> None:
+    """Issue 35: the cards said "no search in this process yet" after searches were made: the
+    dashboard's process is not the one that searched. The searches of another opening of the store
+    (another process, as the MCP server is) are counted by the store."""
+    path = tmp_path / "shared"
+    with open_fake(path) as searcher:
+        searcher.store("The deploy script needs AWS_PROFILE=prod", type="knowledge")
+        for query in ("deploy script", "AWS profile", "deploy script", "nothing like it at all"):
+            searcher.search(query)
+    with open_fake(path) as dashboard_side:
+        figures = (dashboard_side.stats().performance or {})["store"]
+        assert figures["searches"] == 4 and figures["p50_search_ms"] > 0
+        assert figures["embedding_cache"]["hits"] + figures["embedding_cache"]["misses"] >= 3
+        page = TestClient(build_app(dashboard_side, TOKEN, hosts=[HOST]), headers={"Authorization": f"Bearer {TOKEN}"})
+        html = page.get("/").text
+    assert "4 searches" in html and "no search" not in html
+    assert re.search(r'id="cache-rate">\d+%<', html)
+    assert "perf." not in html  # the counters are not capture counts

@@ -194,3 +194,17 @@ def test_stats_on_a_full_disk_reports_it_when_the_store_cannot_open_for_writing(
             runner = CliRunner()
             out = runner.invoke(app, ["--path", str(disk / "store"), "stats"])
             assert out.exit_code == 0, out.output
+
+
+def test_store_wide_latency_percentiles_are_within_ten_percent() -> None:
+    from collections import Counter
+
+    from remindful.engine import perf
+
+    latencies = [0.1, 0.3, *(float(ms) for ms in range(1, 1001))]
+    counts = Counter(perf.bucket(ms) for ms in latencies)
+    for q in (0.5, 0.95, 0.99):
+        true = sorted(latencies)[max(0, int(q * len(latencies)) - 1)]
+        found = perf.percentile(counts, q)
+        assert found is not None and abs(found - true) <= 0.1 * true, (q, found, true)
+    assert perf.percentile({}, 0.5) is None and perf.percentile({"redacted_email": 3}, 0.5) is None

@@ -65,6 +65,8 @@ class AsyncMemoryManager:
     # -- reads
     get = _awaitable(MemoryManager.get)
     get_batch = _awaitable(MemoryManager.get_batch)
+    resolve_id = _awaitable(MemoryManager.resolve_id)
+    short_ids = _awaitable(MemoryManager.short_ids)
     list = _awaitable(MemoryManager.list)
     search = _awaitable(MemoryManager.search)
     context = _awaitable(MemoryManager.context)

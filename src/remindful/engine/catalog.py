@@ -863,16 +863,20 @@ class Catalog:
         """Those of ``ids`` that are stored."""
         return {r[0] for r in self.read_in("SELECT id FROM memories WHERE id IN ({marks})", ids)}
 
-    def touch(self, ids: Sequence[str], at: float) -> None:
-        """Count an access: ``access_count`` + 1 and ``last_accessed`` = at."""
-        if ids:
-            self.write(
-                lambda c: c.executemany(
-                    "UPDATE memories SET access_count = access_count + 1, last_accessed = ? WHERE id = ?",
-                    [(at, i) for i in ids],
-                ),
-                what="recording access",
+    def touch(self, ids: Sequence[str], at: float, counts: Mapping[str, int] | None = None) -> None:
+        """Count an access: ``access_count`` + 1 and ``last_accessed`` = at; and add ``counts`` to
+        the store's counters (``capture_stats``: the searches' figures, :mod:`remindful.engine.perf`)."""
+        if not ids and not counts:
+            return
+
+        def run(c: sqlite3.Connection) -> None:
+            c.executemany(
+                "UPDATE memories SET access_count = access_count + 1, last_accessed = ? WHERE id = ?",
+                [(at, i) for i in ids],
             )
+            add_counts(c, counts or {})
+
+        self.write(run, what="recording access")
 
     # -- the rest of the catalog ----------------------------------------------------------------
 

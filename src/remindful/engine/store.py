@@ -49,6 +49,7 @@ from remindful.engine.captures import CaptureRepository
 from remindful.engine.catalog import CATALOG_WAY_OUT, Catalog, MemoryRow, counted
 from remindful.engine.embedding import LazyEmbedder, embed_query
 from remindful.engine.mirror import IndexMirror
+from remindful.engine.perf import PendingFigures
 from remindful.engine.projects import Project, Resolver
 from remindful.engine.quotas import SIZE_MAX_AGE_S, Quotas
 from remindful.engine.redact import StoreRedactor, add_counts, redactor_for
@@ -193,7 +194,7 @@ class Store:
             log.error("Memory disabled: %s", self.disabled_reason)
             raise MemoryDisabledError(self.disabled_reason) from exc
         self._generation = self.store_lock.generation()
-        self._access = AccessRecorder(catalog)
+        self._access = AccessRecorder(catalog, figures=PendingFigures(self.embedding_cache_stats))
         self._mirror = IndexMirror(
             catalog,
             self._embedder,
@@ -741,7 +742,7 @@ class Store:
         self.searches += 1
         self.search_ms.append(seconds * 1000)
         if self._access is not None:
-            self._access.record(ids)
+            self._access.record(ids, search_ms=seconds * 1000)
 
     # -- the vector index (the mirror's) --------------------------------------------------------
 

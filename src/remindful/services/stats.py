@@ -30,6 +30,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from remindful.engine import perf
 from remindful.engine.repositories.labels import ACTION_KEYS, SCREEN_KEYS
 from remindful.errors import MemoryDisabledError, StorageFullError
 from remindful.model import CaptureStatus, CollectionUsage, MemoryType, Stats, StorageUsage
@@ -171,6 +172,8 @@ def _full_report(store: StoreFigures, repos: Repositories, free: int | None, dis
             "p95_search_ms": _percentile(search_ms, 0.95),
             "p99_search_ms": _percentile(search_ms, 0.99),
             "embedding_cache": store.embedding_cache_stats(),
+            # Every process's searches, as the store counted them (this one's are written within a second).
+            "store": perf.store_figures(repos.stats.perf_counts()),
         },
         injection=injection_stats(repos),
         warnings=(_FULL_WARNING.format(path=store.path, free=_size(free)),) if disk_full else (),

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from remindful.engine import perf
 from remindful.engine.redact import read_counts
 from remindful.engine.repositories.base import Repository
 from remindful.engine.repositories.labels import label_sql
@@ -61,7 +62,11 @@ class StatsRepository(Repository):
 
     def capture_counts(self) -> dict[str, int]:
         """Redactions and skipped captures per reason, summed over every process."""
-        return read_counts(self._catalog.read)
+        return {k: v for k, v in read_counts(self._catalog.read).items() if not k.startswith(perf.PREFIX)}
+
+    def perf_counts(self) -> dict[str, int]:
+        """The searches' figures of every process (:mod:`remindful.engine.perf`), by counter name."""
+        return {k: v for k, v in read_counts(self._catalog.read).items() if k.startswith(perf.PREFIX)}
 
     def files_indexed(self) -> int:
         """Markdown files whose chunks are stored (the file watcher's hashes)."""
