@@ -168,6 +168,17 @@ def test_patterns_advise_by_kind_of_action_and_count_fixed_failures_as_resolved(
     assert not any("selector" in i for i in insights)
 
 
+def test_a_warning_counts_open_failures_and_advises_by_kind(memory: MemoryManager) -> None:
+    build, test = {"command": "pnpm run build"}, {"command": "pnpm test"}
+    _calls(memory, "w1", [("Bash", build, False), ("Bash", test, False), ("Bash", test, True)])
+    _calls(memory, "w2", [("Bash", build, False)])
+    (warning,) = memory.suggest("Bash(pnpm run build)").warnings
+    assert warning.failures == 2 and "error output" in warning.advice and "selector" not in warning.advice
+    assert warning.to_dict()["advice"] == warning.advice
+    # pnpm test failed once and worked right after: nothing open, no warning.
+    assert memory.suggest("Bash(pnpm test)").warnings == ()
+
+
 # -- suggestions and warnings ------------------------------------------------------------------------------
 
 

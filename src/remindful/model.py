@@ -642,10 +642,13 @@ class FailureWarning:
     memory_ids: tuple[str, ...]
     last_failure: datetime
     alternatives: tuple[Alternative, ...] = ()
+    #: What to try, for what the action is (a shell command, an edit, an action on a screen).
+    advice: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "message": self.message,
+            "advice": self.advice,
             "action": self.action,
             "failures": self.failures,
             "successes": self.successes,
