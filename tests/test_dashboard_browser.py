@@ -367,7 +367,7 @@ def test_a_sign_in_link_works_once(small: dict[str, Any], browser: Any) -> None:
     other = second.new_page()
     answer = other.goto(small["link"])
     assert answer is not None and answer.status == 401
-    assert "used already or has expired" in other.content()
+    assert "has been used or has expired" in other.content()
     assert second.cookies() == []
     assert other.goto(root + "/").status == 401  # the path alone opens nothing
     assert page.goto(root + "/memories").status == 200  # the first browser is still signed in
