@@ -49,6 +49,7 @@ from remindful.engine.sqlfilter import SqlFilter
 from remindful.engine.storelock import StoreLock
 from remindful.errors import CorruptionError, StorageError, StorageFullError, StorageLockedError, unwritable
 from remindful.model import content_hash
+from remindful.owned import private_dir
 
 T = TypeVar("T")
 log = logging.getLogger("remindful")
@@ -305,7 +306,7 @@ class Catalog:
         #: A store's own pages may be sound while others are not; the damage then shows where a
         #: later read touches it (the indexer's), and the next write stops there.
         self.damage: CorruptionError | None = None
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        private_dir(path.parent, "storage directory")
         try:
             try:
                 connection.make_private(path)

@@ -72,6 +72,7 @@ from remindful.errors import (
     NotFoundError,
     StorageError,
     StorageFullError,
+    UntrustedPathError,
     ValidationError,
     unwritable,
 )
@@ -87,6 +88,7 @@ from remindful.model import (
     content_hash,
     new_memory_id,
 )
+from remindful.owned import private_dir
 from remindful.runtime import new_session_id
 
 log = logging.getLogger("remindful")
@@ -191,7 +193,9 @@ class Store:
 
     def _open_catalog(self) -> None:
         try:
-            self.path.mkdir(parents=True, exist_ok=True, mode=0o700)
+            # Created 0700 with its parents whatever the umask; refused if another user owns it or
+            # can write it (or a directory above it, up to the home directory).
+            private_dir(self.path, "storage directory")
             if self.path.stat().st_mode & 0o077:  # existed (or was made) readable by others: tighten it
                 try:
                     os.chmod(self.path, 0o700)
@@ -205,7 +209,11 @@ class Store:
                 if unwritable(self.path, exc) is None or not (self.path / "catalog.sqlite3").is_file():
                     raise
             catalog = Catalog(self.path / "catalog.sqlite3", redaction=self.redaction, scope_of=self.scopes)
-        except (OSError, StorageError) as exc:
+        except (OSError, StorageError, UntrustedPathError) as exc:
+            if isinstance(exc, UntrustedPathError):
+                self.disabled_reason = str(exc)
+                log.error("Memory disabled: %s", exc)
+                raise MemoryDisabledError(str(exc)) from exc
             if isinstance(exc, CorruptionError | StorageFullError):  # damage, or a full disk: not for good
                 raise
             self.disabled_reason = (

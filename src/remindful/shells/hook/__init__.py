@@ -38,6 +38,7 @@ from remindful import runtime
 from remindful.config_defaults import STORAGE_PATH, read_bool, read_int
 from remindful.config_sources import read_sources, storage_path
 from remindful.engine.redact import DEFAULT_REDACTIONS, Redactor
+from remindful.owned import private_dir, private_file
 from remindful.services.ingest.events import CONTEXT_EVENTS, HookInputError, build_record, normalize_event
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs hook processes milliseconds
@@ -58,7 +59,7 @@ def hook_log(storage: str, level: str, message: str, *, echo: bool = True) -> No
     try:
         logs = os.path.join(storage, "logs")
         os.makedirs(logs, mode=0o700, exist_ok=True)
-        fd = os.open(os.path.join(logs, "hooks.log"), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        fd = private_file(os.path.join(logs, "hooks.log"))
         try:
             os.write(fd, line.encode("utf-8", "replace"))
         finally:
@@ -260,7 +261,7 @@ def start_daemon_for(storage: str) -> int | None:
             return None
     except OSError:
         pass
-    os.makedirs(storage, mode=0o700, exist_ok=True)  # a first hook may come before the store exists
+    private_dir(storage, "storage directory")  # a first hook may come before the store exists
     lock = runtime.claim_daemon_lock(storage)
     if lock is None:
         return None
@@ -269,7 +270,7 @@ def start_daemon_for(storage: str) -> int | None:
         os.utime(stamp)
         logs = os.path.join(storage, "logs")
         os.makedirs(logs, mode=0o700, exist_ok=True)
-        out = os.open(os.path.join(logs, "daemon.log"), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        out = private_file(os.path.join(logs, "daemon.log"))
         try:
             os.set_inheritable(lock, True)
             # -P: nothing of the working directory (the agent's project) on sys.path; with -c
