@@ -56,6 +56,24 @@ def new_session_id() -> str:
     return time.strftime("session_%Y%m%d_%H%M%S_", time.gmtime()) + os.urandom(2).hex()
 
 
+#: The longest session id any surface takes (a client's ids are UUIDs or names: a few dozen characters).
+SESSION_ID_MAX_CHARS = 256
+
+
+def fit_session_id(session_id: str) -> str:
+    """``session_id`` if it is at most :data:`SESSION_ID_MAX_CHARS` long, else its first 200
+    characters, ``~`` and 32 hex digits of its SHA-256: what a hook stores rather than lose the
+    event (two long ids that differ anywhere stay two sessions; one id always maps to the same)."""
+    if len(session_id) <= SESSION_ID_MAX_CHARS:
+        return session_id
+    try:  # the built-in module: hashlib would load OpenSSL, which costs hook processes milliseconds
+        from _sha256 import sha256
+    except ImportError:  # pragma: no cover - other Python builds
+        from hashlib import sha256
+    digest = sha256(session_id.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    return f"{session_id[:200]}~{digest}"
+
+
 def pid_alive(pid: int) -> bool:
     """Whether a process with this id runs (another user's process counts as alive)."""
     try:
@@ -320,6 +338,7 @@ __all__ = [
     "ENDPOINTS",
     "LOCK_FILE",
     "MAX_MESSAGE",
+    "SESSION_ID_MAX_CHARS",
     "SOCKET_NAME",
     "adopt_daemon_lock",
     "ask_daemon",
@@ -327,6 +346,7 @@ __all__ = [
     "daemon_elsewhere",
     "daemon_running",
     "exit_on_signals",
+    "fit_session_id",
     "hold_daemon_lock",
     "listen",
     "new_session_id",

@@ -42,6 +42,8 @@ def connect(
         conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=NORMAL")
     conn.execute("PRAGMA foreign_keys=ON")
+    # A deleted memory's words are overwritten with zeros, not left in free pages of the file.
+    conn.execute("PRAGMA secure_delete=ON")
     return conn
 
 

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from remindful.config_defaults import default
+from remindful.runtime import fit_session_id
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -462,6 +463,8 @@ class HookRequest:
             value = data.get(name)
             if value is not None and not isinstance(value, str):
                 raise ValidationError(name, f"expected a string or null, got {type(value).__name__}")
+            if name == "session_id" and value is not None:
+                value = fit_session_id(value)  # as the hook stores it: the context is not refused
             fields[name] = value
         if fields["cwd"] is not None and not os.path.isabs(fields["cwd"]):
             raise ValidationError("cwd", f"expected an absolute directory, got {fields['cwd']!r}")
