@@ -10,9 +10,13 @@ import sqlite3
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from agent_in_process import AgentSession
+from remindful.api import MemoryManager
+from remindful.engine.captures import forget_key
 from remindful.errors import ValidationError
 from remindful.runtime import SESSION_ID_MAX_CHARS, fit_session_id
 from remindful.testing import open_fake
@@ -97,3 +101,61 @@ def test_the_mcp_tools_refuse_a_long_session_id(tmp_path: Path) -> None:
     for is_error, text in answers:
         assert is_error and "'session_id': expected at most 256 characters, got 5000000" in text
         assert "\n" not in text
+
+
+# -- tombstones salted per store -------------------------------------------------------------------------
+
+
+def tombstone_keys(memory: MemoryManager) -> list[str]:
+    return [str(r[0]) for r in memory.engine.catalog.read("SELECT key FROM tombstones ORDER BY buried_at")]
+
+
+def salt_of(memory: MemoryManager) -> list[Any]:
+    return memory.engine.catalog.read("SELECT value FROM meta WHERE key = 'tombstone_salt'")
+
+
+def test_tombstones_are_salted_per_store(tmp_path: Path) -> None:
+    """An unsalted hash of the words lets whoever holds the file confirm a guessed sentence, and
+    tells which stores forgot the same one: each store salts its tombstones with its own secret."""
+    text = "The vault passphrase hint is the dog's name"
+    keys = []
+    for name in ("a", "b"):
+        with open_fake(tmp_path / name) as memory:
+            memory.delete(memory.store(text, type="knowledge"))
+            keys += tombstone_keys(memory)
+            (salt,) = salt_of(memory)
+        with open_fake(tmp_path / name) as memory:  # created once
+            memory.delete(memory.store("another statement to forget", type="knowledge"))
+            assert salt_of(memory) == [salt]
+    assert len(keys) == 2 and keys[0] != keys[1]
+    assert forget_key(text) not in keys
+
+
+def test_an_unsalted_tombstone_is_still_honoured_and_migrated(tmp_path: Path) -> None:
+    """Tombstones written before the salt (the unsalted hash of the words) keep working: the salted
+    key is made from the unsalted one, so they are re-keyed when the salt is created."""
+    store = tmp_path / "s"
+    AgentSession(store, tmp_path).bash("rm -rf build", "gone")
+    with open_fake(store) as memory:
+        memory.drain_spool()
+        (call,) = (m for m in memory.list(source="hook", limit=10) if m.type.value == "action")
+        old_key = forget_key(call.content)
+        memory.engine.catalog.write(
+            lambda c: (
+                c.execute("DELETE FROM memories WHERE id = ?", (call.id,)).rowcount
+                + c.execute(
+                    "INSERT INTO tombstones (key, buried_at, reason, memory_id) VALUES (?, 1.0, 'deleted', ?)",
+                    (old_key, call.id),
+                ).rowcount
+            )
+        )
+        assert salt_of(memory) == []
+        AgentSession(store, tmp_path).bash("rm -rf build", "gone")
+        memory.drain_spool()
+        assert [m for m in memory.list(source="hook", limit=10) if m.type.value == "action"] == []
+        memory.delete(memory.store("a statement whose forgetting creates the salt", type="knowledge"))
+        assert salt_of(memory) != [] and old_key not in tombstone_keys(memory)
+        AgentSession(store, tmp_path).bash("rm -rf build", "gone")
+        memory.drain_spool()
+        assert [m for m in memory.list(source="hook", limit=10) if m.type.value == "action"] == []
+        assert memory.stats().capture["skipped_forgotten"] == 2
