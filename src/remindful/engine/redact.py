@@ -61,6 +61,8 @@ import os
 import re
 from collections.abc import Callable, Mapping
 
+from remindful.owned import private_dir
+
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs hook processes milliseconds
 if TYPE_CHECKING:
     from typing import Any
@@ -643,7 +645,7 @@ def session_key(storage: str | os.PathLike[str]) -> bytes:
             return f.read()
     except FileNotFoundError:
         pass
-    os.makedirs(storage, mode=0o700, exist_ok=True)
+    private_dir(storage, "storage directory")
     key = os.urandom(_KEY_BYTES)
     aside = f"{path}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
     fd = os.open(aside, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
