@@ -57,6 +57,13 @@ def test_a_long_session_id_is_refused_by_the_library(tmp_path: Path) -> None:
         memory.store("fits", session_id="s" * SESSION_ID_MAX_CHARS)
         with pytest.raises(ValidationError, match=r"'session_id': expected at most 256 characters, got 1048576"):
             memory.store("too long", session_id="s" * 1_048_576)
+        for read in (
+            lambda: memory.list(session_id="s" * 300),
+            lambda: memory.search("x", session_id="s" * 300),
+            lambda: memory.delete_session("s" * 300),
+        ):
+            with pytest.raises(ValidationError, match=r"'session_id': expected at most 256 characters, got 300"):
+                read()
 
 
 def test_a_hook_keeps_the_event_of_a_long_session_id(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -62,6 +62,7 @@ import re
 from collections.abc import Callable, Mapping
 
 from remindful.owned import private_dir
+from remindful.runtime import SESSION_ID_MAX_CHARS
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs hook processes milliseconds
 if TYPE_CHECKING:
@@ -687,7 +688,15 @@ class StoreRedactor:
         return value if self.rules is None else self.rules.redact_value(value, counts)
 
     def session_id(self, session_id: str, counts: dict[str, int] | None = None) -> str:
-        """The id under which session ``session_id`` is stored (and looked up)."""
+        """The id under which session ``session_id`` is stored (and looked up); ValidationError for
+        one longer than :data:`~remindful.runtime.SESSION_ID_MAX_CHARS` (every surface reads and
+        writes session ids through here: a hook shortens a long one before, to keep its event)."""
+        if len(session_id) > SESSION_ID_MAX_CHARS:
+            from remindful.errors import ValidationError
+
+            raise ValidationError(
+                "session_id", f"expected at most {SESSION_ID_MAX_CHARS} characters, got {len(session_id)}"
+            )
         if self.rules is None:
             return session_id
         return self.rules.redact_session_id(session_id, counts, key=self.key)
