@@ -82,6 +82,24 @@ def test_what_remindful_creates_is_private_under_umask_000(tmp_path: Path) -> No
     assert remindful(home, "install-hooks", "--user", umask=0, cwd=project).returncode == 0
     stored = remindful(home, "store", "a first memory", umask=0)
     assert stored.returncode == 0, stored.stderr
+    for more in (("backup",), ("export",)):
+        done = remindful(home, *more, umask=0)
+        assert done.returncode == 0, done.stderr
+    hook = json.dumps(
+        {"session_id": "s1", "cwd": str(project), "prompt": "hello", "hook_event_name": "UserPromptSubmit"}
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("REMINDFUL_", "XDG_", "MEMORY_STORAGE"))}
+    env.update(HOME=str(home), REMINDFUL_EMBEDDINGS__BACKEND="fake")
+    umasked = "import os, sys; os.umask(0); os.execv(sys.argv[1], sys.argv[1:])"
+    fired = subprocess.run(
+        [sys.executable, "-c", umasked, SCRIPT, "hook", "UserPromptSubmit", "--no-context"],
+        input=hook,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=project,
+    )
+    assert fired.returncode == 0, fired.stderr
     assert mode(project / ".claude") == 0o700
     assert mode(project / ".claude" / "settings.local.json") == 0o600
     assert mode(home / ".claude") == 0o700
