@@ -168,6 +168,16 @@ def test_a_store_another_user_made_is_refused(shared: Path) -> None:
     assert done.returncode != 0
     assert f"storage directory {home / '.remindful' / 'memory'} is owned by another user" in done.stderr
     assert not (home / ".remindful" / "memory" / "catalog.sqlite3").exists()
+    # A hook says so in one line, exits 0 (never blocks the agent) and writes nothing there, not a log.
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("REMINDFUL_", "XDG_", "MEMORY_STORAGE"))}
+    env.update(HOME=str(home), REMINDFUL_EMBEDDINGS__BACKEND="fake")
+    event = json.dumps(
+        {"session_id": "s1", "cwd": str(home), "prompt": "my plan", "hook_event_name": "UserPromptSubmit"}
+    )
+    fired = subprocess.run([SCRIPT, "hook", "UserPromptSubmit"], input=event, capture_output=True, text=True, env=env)
+    assert fired.returncode == 0
+    assert fired.stderr.count("\n") == 1 and "is owned by another user (uid" in fired.stderr
+    assert list((home / ".remindful" / "memory").iterdir()) == []
 
 
 @second_user

@@ -38,7 +38,7 @@ from remindful import runtime
 from remindful.config_defaults import STORAGE_PATH, read_bool, read_int
 from remindful.config_sources import read_sources, storage_path
 from remindful.engine.redact import DEFAULT_REDACTIONS, Redactor
-from remindful.owned import private_dir, private_file
+from remindful.owned import private_dir, private_file, problem
 from remindful.services.ingest.events import CONTEXT_EVENTS, HookInputError, build_record, normalize_event
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs hook processes milliseconds
@@ -56,6 +56,8 @@ def hook_log(storage: str, level: str, message: str, *, echo: bool = True) -> No
     line = f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {level} {message}\n"
     if echo:
         sys.stderr.write(f"remindful: {message}\n")
+    if problem(storage) is not None:  # never into a directory another user controls
+        return
     try:
         logs = os.path.join(storage, "logs")
         os.makedirs(logs, mode=0o700, exist_ok=True)
@@ -170,6 +172,10 @@ def run(argv: list[str], stdin: Any = None, stdout: Any = None, *, start_daemon:
     except Exception as exc:  # fail closed: never capture with defaults in place of a broken config
         storage = storage or _storage_for_the_log(path)
         hook_log(storage, "ERROR", f"config invalid, nothing captured: {exc}")
+        return 0
+    untrusted = problem(storage)
+    if untrusted is not None:  # another user's, or writable by others: nothing goes in, not even a log line
+        sys.stderr.write(f"remindful: storage directory {storage} {untrusted[0]}; nothing captured ({untrusted[1]})\n")
         return 0
     if "usage" in options:
         hook_log(storage, "ERROR", f"{options['usage']}. {USAGE}")
