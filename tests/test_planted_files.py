@@ -246,3 +246,47 @@ def test_a_swapped_cache_is_not_read_into_the_tool_descriptions(shared: Path) ->
     done = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "None"
     assert f"{cache} is writable by other users" in done.stderr or "another user" in done.stderr
+
+
+# -- the rules, one by one ---------------------------------------------------------------------------------
+
+
+@second_user
+def test_what_problem_says_of_each_kind_of_path(shared: Path) -> None:
+    from remindful.owned import problem
+
+    mine = shared / "mine"
+    mine.mkdir(mode=0o700)
+    assert problem(mine) is None
+    assert problem(shared / "missing") is None
+    mine.chmod(0o707)
+    assert problem(mine) == ("is writable by other users", f"chmod o-w {mine}")
+    mine.chmod(0o770)
+    os.chown(mine, 0, 65534)  # a group of others (nogroup), not the owner's private group
+    assert problem(mine) == ("is writable by its group", f"chmod g-w {mine}")
+    os.chown(mine, 0, 0)
+    mine.chmod(0o700)
+    theirs = shared / "theirs"
+    theirs.symlink_to(mine)
+    os.lchown(theirs, 65534, 65534)  # a link another user made, to a directory of ours
+    assert problem(theirs) is not None and "symbolic link another user (uid 65534) made" in problem(theirs)[0]
+    ours = shared / "ours"
+    ours.symlink_to(mine)
+    assert problem(ours) is None  # the user's own link to the user's own directory
+    sticky = Path("/tmp")
+    assert stat.S_IMODE(sticky.stat().st_mode) & stat.S_ISVTX and problem(sticky) is None
+
+
+@second_user
+def test_a_storage_link_another_user_planted_is_refused(shared: Path) -> None:
+    home = shared / "home"
+    (home / ".remindful").mkdir(mode=0o700)
+    elsewhere = shared / "elsewhere"
+    elsewhere.mkdir(mode=0o700)
+    link = home / ".remindful" / "memory"
+    link.symlink_to(elsewhere)
+    os.lchown(link, 65534, 65534)
+    done = remindful(home, "store", "the victim's plan")
+    assert done.returncode != 0
+    assert f"{link} is a symbolic link another user (uid 65534) made" in done.stderr
+    assert list(elsewhere.iterdir()) == []
