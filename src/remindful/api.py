@@ -306,14 +306,19 @@ class MemoryManager:
         memory_class: str | MemoryClass | None = None,
         chunk: ChunkMetadata | Mapping[str, Any] | None = None,
         scope: str | Project | None = None,
+        origin: str | None = None,
     ) -> str:
         """Store one memory and return its id. Raises ValidationError naming a bad field.
         ``scope``: ``user`` (seen from every project), ``project`` (this manager's), or
         ``project:<name>``; None: where it was captured (its metadata's ``cwd``, else this
         manager's project), or the user's when it states a preference or rule that holds everywhere
-        (:func:`remindful.engine.scopes.user_level`)."""
+        (:func:`remindful.engine.scopes.user_level`). ``origin``: whose words these are
+        (:class:`~remindful.model.OriginKind`: ``user``, ``assistant``, ``tool:NAME``,
+        ``file:PATH``, ``web:URL``...); None: derived from ``source`` and ``metadata``
+        (:func:`~remindful.model.derive_origin`; the library's own caller is taken as the user)."""
         item: dict[str, Any] = {"content": content, "type": type, "metadata": metadata, "session_id": session_id}
         item |= {"timestamp": timestamp, "source": source, "memory_class": memory_class, "chunk": chunk}
+        item["origin"] = origin
         item["scope"] = self._scope_to_write(scope)
         return self._store.store_batch([item])[0]
 

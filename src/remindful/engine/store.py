@@ -84,6 +84,7 @@ from remindful.model import (
     MemoryType,
     SearchHit,
     content_hash,
+    derive_origin,
     new_memory_id,
 )
 from remindful.runtime import new_session_id
@@ -95,7 +96,18 @@ log = logging.getLogger("remindful")
 INLINE_DELETE = 256
 #: How long export, backup, dedup and cleanup wait for this process's pending embeddings.
 VECTORS_READY_TIMEOUT_S = 60.0
-_STORE_KEYS = {"content", "type", "metadata", "session_id", "timestamp", "source", "memory_class", "chunk", "scope"}
+_STORE_KEYS = {
+    "content",
+    "type",
+    "metadata",
+    "session_id",
+    "timestamp",
+    "source",
+    "memory_class",
+    "chunk",
+    "scope",
+    "origin",
+}
 
 
 class Store:
@@ -399,6 +411,7 @@ class Store:
             chunk=json.dumps(chunk) if chunk else None,
             expires_at=created + auto_delete * 86400 if auto_delete else None,
             scope=scope,
+            origin=fields["origin"] or derive_origin(fields["source"].value, metadata),
             redacted=True,
         )
 
@@ -733,6 +746,7 @@ class Store:
                 similar_ids=hit.similar_ids,
                 superseded_by=hit.superseded_by,
                 scope=hit.row.scope,
+                origin=hit.row.origin,
             )
             for hit in results
         ]
@@ -876,4 +890,5 @@ def _to_memory(row: MemoryRow) -> Memory:
         expires_at=datetime.fromtimestamp(row.expires_at, UTC) if row.expires_at else None,
         updated_at=datetime.fromtimestamp(row.updated_at, UTC) if row.updated_at else None,
         scope=row.scope,
+        origin=row.origin,
     )

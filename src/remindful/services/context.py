@@ -363,6 +363,7 @@ def _memory_hit(memory: Memory) -> SearchHit:
         created_at=memory.created_at,
         session_id=memory.session_id,
         source=memory.source,
+        origin=memory.origin,
     )
 
 
@@ -382,6 +383,7 @@ def _row_hit(row: MemoryRow) -> SearchHit:
         session_id=row.session_id,
         source=MemorySource(row.source),
         sources=("brief",),
+        origin=row.origin,
     )
 
 
