@@ -611,7 +611,7 @@ def _generated_texts(rng: random.Random) -> Iterator[tuple[str, str]]:
             "logs",
             (
                 f"2024-01-15T12:{i % 60:02d}:45.{rng.randint(0, 999999):06d}Z INFO [worker-{i % 8}] request_id={rid} "
-                f"GET /api/v1/items/{rng.randint(1, 99999)} 200 {rng.random() * 90:.1f}ms user_id={rng.randint(1, 9999)} "
+                f"GET /api/v1/items/{rng.randint(1, 99999)} 200 {rng.random() * 90:.1f}ms uid={rng.randint(1, 9999)} "
                 f"ip=10.0.{i % 255}.{rng.randint(1, 254)} trace={_rand(rng, 32, '0123456789abcdef')}"
             ),
         )
