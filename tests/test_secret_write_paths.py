@@ -35,7 +35,11 @@ def _found(root: Path, secret: str, *, skip: tuple[str, ...] = ()) -> list[str]:
 def test_a_copied_text_attachment_is_redacted(tmp_path: Path) -> None:
     notes = tmp_path / "deploy-notes.txt"
     notes.write_text(f"export OPENAI_API_KEY={OPENAI}\nmysql -u root -p{PASSWORD} prod\nthen restart\n")
-    overrides = {"attachments.copy_attachments": True, "security.allowed_paths": [tmp_path]}
+    overrides = {
+        "attachments.copy_attachments": True,
+        "attachments.path_keys": ["file_path"],
+        "security.allowed_paths": [tmp_path],
+    }
     with open_fake(tmp_path / "s", **overrides) as memory:
         memory_id = memory.store("deploy notes", metadata={"file_path": str(notes)})
         copy = Path(memory.get(memory_id).metadata["file_path"])
