@@ -284,7 +284,9 @@ class Catalog:
         scope_of: ScopeOf | None = None,
     ) -> None:
         self.path = path
-        self.redaction = redaction if redaction is not None else StoreRedactor(build_redactor(), path.parent)
+        self.redaction = (
+            redaction if redaction is not None else StoreRedactor(build_redactor(library=True), path.parent)
+        )
         self._scope_of = scope_of
         self._lock = threading.RLock()
         self._local = threading.local()
