@@ -16,7 +16,11 @@ def test_the_top_hits_are_the_same_whatever_the_limit(tmp_path: Path) -> None:
         memory.store("staging port alpha beta gamma", timestamp=start)
         memory.store_batch(
             [
-                {"content": f"staging port filler{i} word{i}", "timestamp": start + timedelta(hours=i + 1)}
+                {
+                    # Each a weaker match than the one before (no ties: a tie's order is arbitrary).
+                    "content": "staging port " + " ".join(f"filler{i}x{j}" for j in range(i + 1)),
+                    "timestamp": start + timedelta(hours=i + 1),
+                }
                 for i in range(40)
             ]
         )
