@@ -492,7 +492,9 @@ def run_daemon(
     standby: bool = True,
 ) -> None:
     """Run the daemon in the foreground until SIGINT, SIGTERM or SIGHUP, or until it stops by itself
-    (idle for ``idle_exit_s``; at once when another process owns the store and not ``standby``)."""
+    (idle for ``idle_exit_s``; at once when another process owns the store and not ``standby``).
+    A SIGINT or SIGHUP this process was started with ignored (``nohup``, a background job) stays
+    ignored, as in ``remindful serve`` (:func:`remindful.runtime.exit_on_signals`)."""
     import signal
 
     done = threading.Event()
@@ -501,7 +503,8 @@ def run_daemon(
         done.set()
 
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(signum, stop)
+        if signum == signal.SIGTERM or signal.getsignal(signum) != signal.SIG_IGN:
+            signal.signal(signum, stop)
     handle = start_daemon_threads(
         manager, watch_dirs=watch_dirs, idle_exit_s=idle_exit_s, lock_fd=lock_fd, standby=standby
     )

@@ -297,16 +297,23 @@ def remove_endpoints() -> None:
 def exit_on_signals() -> None:
     """Make SIGTERM and SIGHUP end this process as SIGINT does, cleanly: the endpoint files go at
     once, then SystemExit(0) unwinds the main thread (exit handlers run). Call from the main thread
-    of a process that may own a daemon role (``remindful serve`` and ``remindful daemon``); a
-    handler already installed (uvicorn's, while it runs) is left alone until it is restored."""
+    of a process that may own a daemon role (``remindful serve``); a handler already installed
+    (uvicorn's, while it runs) is left alone until it is restored.
+
+    A SIGHUP this process was started with ignored stays ignored: ``nohup remindful serve`` outlives
+    its terminal, as ``nohup remindful daemon`` does (:func:`remindful.daemon.run_daemon` follows
+    the same rule). SIGTERM, the request to stop, always stops."""
     import signal
 
     def stop(signum: int, frame: Any) -> None:
         remove_endpoints()
         raise SystemExit(0)
 
-    for signum in (signal.SIGTERM, signal.SIGHUP):
-        if signal.getsignal(signum) in (signal.SIG_DFL, None):
+    for signum, replaced in (
+        (signal.SIGTERM, (signal.SIG_DFL, signal.SIG_IGN, None)),
+        (signal.SIGHUP, (signal.SIG_DFL, None)),
+    ):
+        if signal.getsignal(signum) in replaced:
             signal.signal(signum, stop)
 
 

@@ -72,7 +72,7 @@ def ensure_quantized(source: Path, runtime_version: str) -> Path | None:
         return None
     if target.is_file():
         return target
-    logger.info("Preparing the int8 embedding model (once per model file) into %s", target)
+    logger.info("Preparing the int8 embedding model, once (a few seconds), into %s", target)
     try:
         target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         # -P: nothing of the working directory on sys.path. A hook runs in the agent's project,

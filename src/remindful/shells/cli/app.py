@@ -58,6 +58,9 @@ def _root(
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
     )
+    from remindful.shells.terminal import show_model_preparation
+
+    show_model_preparation()  # on a terminal: the model's one-time preparation says it is under way
 
 
 def _open(*, drain: bool = True) -> MemoryManager:
