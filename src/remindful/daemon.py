@@ -291,6 +291,7 @@ class DaemonHandle:
             self._endpoint(self.path / runtime.SOCKET_NAME)
             self._local = server = _LocalServer(sock, self)
             self._spawn(server.serve_forever, "remindful-local")
+        runtime.note_ready(self.path)  # up: a hook may restart it at once should it be killed
         self.listening.set()
 
     def answer(self, line: bytes) -> dict[str, Any]:

@@ -61,7 +61,7 @@ def prepare_record(
     for item in record["memories"]:
         result = flt.check(item["content"], trigger="hooks", session_id=record["session_id"], metadata=item["metadata"])
         if result.allowed:
-            kept.append({**item, "content": result.content, "metadata": result.metadata})
+            kept.append({**item, "content": _cut(result.content, result.metadata), "metadata": result.metadata})
             counts.update({f"redacted_{k}": counts.get(f"redacted_{k}", 0) + v for k, v in result.redactions.items()})
         else:
             counts[f"skipped_{result.code}"] = counts.get(f"skipped_{result.code}", 0) + 1
@@ -81,6 +81,24 @@ def prepare_record(
     if not kept and "session" not in record and not counts:
         return None if excluded is not None else False
     return Prepared(flt, event, record, idem_key(event, payload, record), counts, excluded)
+
+
+def _cut(content: str, metadata: dict[str, Any]) -> str:
+    """A memory made from a hook input over ``limits.hook_payload_bytes`` (metadata ``truncated``,
+    set by the hook): its text, redacted whole by the filter already, cut to ``keep_chars`` and
+    saying so; any other as it is."""
+    mark = metadata.get("truncated")
+    if not isinstance(mark, dict):
+        return content
+    keep = int(mark.get("keep_chars") or 16_000)
+    note = (
+        f" [truncated: the hook input was {int(mark.get('bytes') or 0):,} bytes, over limits.hook_payload_bytes "
+        f"({int(mark.get('limit') or 0):,})"
+    )
+    if len(content) > keep:
+        mark["chars"] = len(content)
+        return content[:keep] + note + f"; {keep:,} of {len(content):,} characters kept]"
+    return content + note + "]"
 
 
 def commit(

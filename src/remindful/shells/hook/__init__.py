@@ -174,11 +174,12 @@ def run(argv: list[str], stdin: Any = None, stdout: Any = None, *, start_daemon:
         hook_log(storage, "ERROR", f"{options['usage']}. {USAGE}")
         return 1
     counts: dict[str, int] = {}
+    oversized: list[int] = []
     try:
-        payload = _read_payload(stdin, limit)
+        payload = _read_payload(stdin, limit, oversized)
         event = _event_of(event_arg, payload, options)
         record, warnings = build_record(event, payload, time.time(), flt.redactor, counts)
-    except PayloadTooLarge as exc:  # refused up front: never spooled to fail at every drain
+    except PayloadTooLarge as exc:  # too large to even read: never spooled to fail at every drain
         hook_log(storage, "WARNING", f"nothing captured: {exc}")
         return 0
     except HookInputError as exc:
@@ -189,14 +190,31 @@ def run(argv: list[str], stdin: Any = None, stdout: Any = None, *, start_daemon:
         return 0
     for warning in warnings:
         hook_log(storage, "WARNING", warning)
-    # The context first, the spool after: the prompt being answered must not be among what its
-    # context is found in (it would rank first and carry unrelated memories over the floor), and a
-    # daemon draining meanwhile would make that a race.
+    if oversized:
+        mark_truncated(record, oversized[0], limit)
+        hook_log(
+            storage,
+            "WARNING",
+            f"hook input of {oversized[0]:,} bytes is over limits.hook_payload_bytes ({limit:,}): its {event} "
+            f"memory is kept cut to {min(OVERSIZED_KEEP_CHARS, limit // 8):,} characters (redacted whole first), "
+            "marked truncated",
+        )
+    # The spool first, the context after: a hook killed at its timeout (as Claude Code kills it)
+    # while it looks for context must have kept its event. The prompt itself never comes back as
+    # its own context: a stored prompt is an intent, which context never injects, and its text is
+    # excluded as well (``exclude`` of the request).
     from remindful.services.ingest.hooks import Prepared, commit, prepare_record
 
     prepared: Prepared | bool | None = False
     try:
         prepared = prepare_record(flt, counts, event, payload, record)
+        if isinstance(prepared, Prepared):
+            commit(
+                storage,
+                prepared,
+                warn=lambda message: hook_log(storage, "WARNING", message),
+                keep_open=_OPEN if KEEP_OPEN else None,
+            )
     except Exception as exc:
         hook_log(storage, "ERROR", f"could not spool the {event} event: {type(exc).__name__}: {exc}")
     captured = prepared.spooled if isinstance(prepared, Prepared) else prepared
@@ -215,16 +233,6 @@ def run(argv: list[str], stdin: Any = None, stdout: Any = None, *, start_daemon:
                 )
         except Exception as exc:
             hook_log(storage, "ERROR", f"context injection failed: {type(exc).__name__}: {exc}")
-    if isinstance(prepared, Prepared):
-        try:
-            commit(
-                storage,
-                prepared,
-                warn=lambda message: hook_log(storage, "WARNING", message),
-                keep_open=_OPEN if KEEP_OPEN else None,
-            )
-        except Exception as exc:
-            hook_log(storage, "ERROR", f"could not spool the {event} event: {type(exc).__name__}: {exc}")
     if wants_daemon and captured is not None and event == "UserPromptSubmit":
         _start_daemon(storage)  # after the context: a starting daemon would compete with it for the CPU
     return 0
@@ -237,11 +245,10 @@ def _start_daemon(storage: str) -> None:
         hook_log(storage, "ERROR", f"could not start the daemon: {type(exc).__name__}: {exc}")
 
 
-#: A hook starts the store's daemon at most once in this many seconds: one that cannot start (a
-#: broken installation) must not cost every hook a failed process. Its output is in
+#: The back-off between starts (a broken installation must not cost every hook a failed
+#: process) is :func:`remindful.runtime.start_backoff_s`; the daemon's output is in
 #: ``<storage>/logs/daemon.log``.
-START_BACKOFF_S = 30.0
-START_STAMP = "daemon.started"
+START_STAMP = runtime.START_STAMP
 #: What the started process runs: the console script's entry, under this interpreter.
 DAEMON_ENTRY = "from remindful.shells.entry import main; main()"
 
@@ -249,24 +256,20 @@ DAEMON_ENTRY = "from remindful.shells.entry import main; main()"
 def start_daemon_for(storage: str) -> int | None:
     """Start the daemon of the store in ``storage`` as a detached process (its own session, stdin
     from /dev/null, output to ``logs/daemon.log``), unless one runs or starts, or one was started
-    less than :data:`START_BACKOFF_S` ago. Returns its pid, or None if none was started.
+    within its back-off (:func:`remindful.runtime.start_backoff_s`: seconds after the last start, up to
+    half a minute while started daemons never come up). Returns its pid, or None if none was started.
 
     Safe under concurrent hooks: the hook takes the daemon lock itself (at most one does) and
     passes the descriptor to the new process, which holds the role from that moment on; the
     others find the lock taken. The process stops by itself after ``daemon.idle_exit_s``."""
-    stamp = os.path.join(storage, START_STAMP)
-    try:
-        if time.time() - os.stat(stamp).st_mtime < START_BACKOFF_S:
-            return None
-    except OSError:
-        pass
+    if runtime.start_backoff_s(storage) > 0:
+        return None
     os.makedirs(storage, mode=0o700, exist_ok=True)  # a first hook may come before the store exists
     lock = runtime.claim_daemon_lock(storage)
     if lock is None:
         return None
     try:
-        os.close(os.open(stamp, os.O_WRONLY | os.O_CREAT, 0o600))
-        os.utime(stamp)
+        runtime.note_start(storage)
         logs = os.path.join(storage, "logs")
         os.makedirs(logs, mode=0o700, exist_ok=True)
         out = os.open(os.path.join(logs, "daemon.log"), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
@@ -401,26 +404,47 @@ def _print_context(
 
 TOO_DEEP = "hook input: the JSON on stdin is nested too deeply; expected a hook JSON object"
 
+#: A hook input over ``limits.hook_payload_bytes`` but within this many times it is still read
+#: whole (a failing build's long log), redacted whole, and kept cut to :data:`OVERSIZED_KEEP_CHARS`
+#: per memory (:func:`mark_truncated`); a larger one is read to its end and dropped (logged).
+OVERSIZED_READ_FACTOR = 16
+OVERSIZED_KEEP_CHARS = 16_000
+
 
 class PayloadTooLarge(Exception):
-    """The hook's stdin is larger than ``limits.hook_payload_bytes``."""
+    """The hook's stdin is larger than ``limits.hook_payload_bytes`` times :data:`OVERSIZED_READ_FACTOR`."""
 
 
-def _read_payload(stdin: Any, limit: int) -> dict[str, Any]:
-    """The JSON object on ``stdin``, read up to ``limit`` bytes: a larger payload raises
-    PayloadTooLarge once the rest is read and dropped (the agent writing it never sees a broken pipe)."""
+def mark_truncated(record: dict[str, Any], size: int, limit: int) -> None:
+    """Mark each memory of ``record`` as made from a hook input of ``size`` bytes, over ``limit``:
+    :func:`remindful.services.ingest.hooks.prepare_record` cuts its text to ``keep_chars`` after
+    the capture filters redacted it whole, and says so in the text."""
+    keep = min(OVERSIZED_KEEP_CHARS, limit // 8)  # well under the limit the drain applies, in UTF-8 too
+    for item in record["memories"]:
+        item["metadata"]["truncated"] = {"bytes": size, "limit": limit, "keep_chars": keep}
+
+
+def _read_payload(stdin: Any, limit: int, oversized: list[int] | None = None) -> dict[str, Any]:
+    """The JSON object on ``stdin``. One of up to ``limit`` bytes is read as it is; a larger one
+    (up to :data:`OVERSIZED_READ_FACTOR` times ``limit``) too, its size appended to ``oversized``; a
+    still larger one raises PayloadTooLarge once the rest is read and dropped (the agent writing it
+    never sees a broken pipe)."""
     if hasattr(stdin, "isatty") and stdin.isatty():
         raise HookInputError("hook input: expected the agent's hook JSON on stdin. " + USAGE)
     raw = getattr(stdin, "buffer", None)
-    data: str | bytes = raw.read(limit + 1) if raw is not None else stdin.read(limit + 1)
-    if len(data) > limit:
+    most = limit * (OVERSIZED_READ_FACTOR if oversized is not None else 1)
+    data: str | bytes = raw.read(most + 1) if raw is not None else stdin.read(most + 1)
+    if len(data) > most:
         size = len(data)
         while chunk := (raw.read(1 << 20) if raw is not None else stdin.read(1 << 20)):
             size += len(chunk)
         raise PayloadTooLarge(
-            f"hook input of {size:,} bytes is over limits.hook_payload_bytes ({limit:,}); "
-            "raise the limit in the config to capture such events"
+            f"hook input of {size:,} bytes is over {most:,} bytes (limits.hook_payload_bytes, {limit:,}, "
+            f"x {OVERSIZED_READ_FACTOR if oversized is not None else 1}); raise the limit in the config to capture "
+            "such events"
         )
+    if len(data) > limit and oversized is not None:
+        oversized.append(len(data.encode("utf-8", "replace")) if isinstance(data, str) else len(data))
     try:
         text = data.decode("utf-8") if isinstance(data, bytes) else data
         payload = json.loads(text) if text.strip() else None
