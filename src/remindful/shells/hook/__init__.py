@@ -206,6 +206,7 @@ def run(argv: list[str], stdin: Any = None, stdout: Any = None, *, start_daemon:
     from remindful.services.ingest.hooks import Prepared, commit, prepare_record
 
     prepared: Prepared | bool | None = False
+    started_call = {"memories": list(record["memories"])}  # as built, whatever the filters keep of it
     try:
         prepared = prepare_record(flt, counts, event, payload, record)
         if isinstance(prepared, Prepared):
@@ -220,6 +221,11 @@ def run(argv: list[str], stdin: Any = None, stdout: Any = None, *, start_daemon:
     captured = prepared.spooled if isinstance(prepared, Prepared) else prepared
     if wants_daemon and captured is not None and event != "UserPromptSubmit":
         _start_daemon(storage)  # at once: warm by the first prompt, which has less time than SessionStart
+    if event == "PreToolUse" and options["context"] and captured is not None and read_bool(memory, "hooks.inject"):
+        try:
+            _write_context(stdout, event, failure_warning_for(storage, memory, flt, started_call) or "")
+        except Exception as exc:
+            hook_log(storage, "ERROR", f"failure warning not given: {type(exc).__name__}: {exc}")
     if event in CONTEXT_EVENTS and options["context"] and captured is not None:
         deadline = CONTEXT_DEADLINE_S.get(event, 1.5)
         try:
@@ -236,6 +242,38 @@ def run(argv: list[str], stdin: Any = None, stdout: Any = None, *, start_daemon:
     if wants_daemon and captured is not None and event == "UserPromptSubmit":
         _start_daemon(storage)  # after the context: a starting daemon would compete with it for the CPU
     return 0
+
+
+#: How long a PreToolUse hook waits for the catalog (held by a writer) before it gives no warning:
+#: well inside the hook's 0.5 s timeout.
+WARNING_BUSY_MS = 150
+
+
+def failure_warning_for(storage: str, memory: dict[str, Any], flt: Any, record: dict[str, Any]) -> str | None:
+    """The warning for the tool call a PreToolUse ``record`` starts, if the same call failed before
+    in its project and has not succeeded since (:func:`remindful.services.ingest.forewarn.failure_warning`):
+    a query of the catalog and the spool, no model. None for none."""
+    from remindful.engine import spool
+    from remindful.engine.projects import Resolver
+    from remindful.services.ingest.forewarn import call_of, failure_warning
+
+    if call_of(record) is None or not os.path.exists(os.path.join(storage, "catalog.sqlite3")):
+        return None
+    raw = memory.get("scopes")
+    scopes: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    fixed, names = scopes.get("project"), scopes.get("projects")
+    clean = flt.redactor.redact if flt.redactor is not None else None
+    resolve = Resolver(
+        fixed if isinstance(fixed, str) else None, names if isinstance(names, dict) else None, clean=clean
+    )
+    conn = spool.connect(storage, busy_timeout_ms=WARNING_BUSY_MS)
+    try:
+        return failure_warning(spool.reader(conn), resolve, record)
+    finally:
+        if KEEP_OPEN:
+            _OPEN.append(conn)
+        else:
+            conn.close()
 
 
 def _start_daemon(storage: str) -> None:
