@@ -6,6 +6,8 @@ the agent and must not load the store. What a hook writes besides the spool row 
 (redactions and skips, ``capture_stats``) and, for a session the privacy settings exclude, one
 audit-log line and nothing else. If the catalog stays locked past the busy timeout, or cannot be
 opened, the row goes to the spool's fallback file, which the next drain imports: nothing is lost.
+If that file cannot be written either (a full disk), :class:`Unwritable` carries the record to the
+hook, which hands it to the running daemon to keep in memory (see :mod:`remindful.shells.hook`).
 """
 
 from __future__ import annotations
@@ -22,6 +24,17 @@ if TYPE_CHECKING:
 
     from remindful.engine.spool import Connection
     from remindful.services.ingest.filters import CaptureFilter
+
+
+class Unwritable(Exception):
+    """Neither the catalog nor the spool's fallback file could take a record (a full disk, a
+    read-only store): ``record`` is the fallback file's line for it (``idem_key``, ``kind``,
+    ``payload``: a redacted :class:`~remindful.engine.spool.Payload`, ``created_at``), for whoever
+    can keep it (the running daemon, in memory: :func:`remindful.runtime.ask_daemon` ``keep``)."""
+
+    def __init__(self, record: dict[str, Any], cause: BaseException) -> None:
+        super().__init__(f"{type(cause).__name__}: {cause}")
+        self.record, self.cause = record, cause
 
 
 class Prepared:
@@ -125,8 +138,8 @@ def commit(
     fallback = {"idem_key": key, "kind": event, "payload": body, "created_at": record["at"]}
     try:
         conn = spool.connect(storage)
-    except Exception:
-        spool.write_fallback(storage, fallback)
+    except Exception as exc:
+        _to_fallback(storage, fallback, exc)
         return
     try:
         for attempt in range(2):
@@ -145,7 +158,7 @@ def commit(
                     spool.ensure_tables(conn)
                     continue
                 if excluded is None:
-                    spool.write_fallback(storage, fallback)
+                    _to_fallback(storage, fallback, exc)
                     warn(f"catalog busy ({exc}); event kept in {spool.FALLBACK_NAME}")
                 break
     finally:
@@ -153,6 +166,21 @@ def commit(
             conn.close()
         else:
             keep_open.append(conn)
+
+
+def _to_fallback(storage: str, fallback: dict[str, Any], cause: BaseException) -> None:
+    """The record to the spool's fallback file; Unwritable if that fails too (``cause``: why the
+    catalog did not take it)."""
+    try:
+        spool.write_fallback(storage, fallback)
+    except OSError as exc:
+        raise Unwritable(fallback, exc if _full(exc) else cause) from exc
+
+
+def _full(exc: BaseException) -> bool:
+    import errno
+
+    return getattr(exc, "errno", None) in (errno.ENOSPC, errno.EDQUOT)
 
 
 def spool_record(
@@ -175,4 +203,4 @@ def spool_record(
     return prepared.spooled
 
 
-__all__ = ["Prepared", "commit", "prepare_record", "spool_record"]
+__all__ = ["Prepared", "Unwritable", "commit", "prepare_record", "spool_record"]

@@ -20,10 +20,18 @@ A package of its own, beside the console script's dispatcher (:mod:`remindful.sh
 typer app (:mod:`remindful.shells.cli`, whose ``hook`` command serves ``--help`` and in-process
 callers): both use it, and it uses neither.
 
-Exit codes follow Claude Code's hook contract: 0 always for capture (a hook never blocks or
-breaks the agent: an internal error is logged to ``<storage>/logs/hooks.log`` and stderr), 1 (a
-non-blocking error shown to the user) for unusable input such as a missing ``session_id``
-(spec ERR-P1-03: "session_id is required for memory capture"). Never 2, which would block.
+The event is spooled before anything else (a hook killed at its timeout while it looks for
+context has kept it). An event no file can take (a full disk) is handed to the running daemon, which
+keeps it in memory until the spool takes it (:func:`keep_elsewhere`). A PreToolUse for a call that
+failed before in its project, and has not succeeded since, prints a warning as its
+``additionalContext`` (:func:`failure_warning_for`). An input over ``limits.hook_payload_bytes`` (up
+to :data:`OVERSIZED_READ_FACTOR` times it) is kept, redacted whole, then cut and marked truncated.
+
+Exit codes follow Claude Code's hook contract: 0 for capture (a hook never blocks or breaks the
+agent: an internal error is logged to ``<storage>/logs/hooks.log`` and stderr), 1 (a non-blocking
+error shown to the user) for unusable input such as a missing ``session_id`` (spec ERR-P1-03:
+"session_id is required for memory capture") and for an event that is lost (the disk is full and
+no daemon runs to keep it). Never 2, which would block.
 """
 
 from __future__ import annotations
@@ -203,10 +211,11 @@ def run(argv: list[str], stdin: Any = None, stdout: Any = None, *, start_daemon:
     # while it looks for context must have kept its event. The prompt itself never comes back as
     # its own context: a stored prompt is an intent, which context never injects, and its text is
     # excluded as well (``exclude`` of the request).
-    from remindful.services.ingest.hooks import Prepared, commit, prepare_record
+    from remindful.services.ingest.hooks import Prepared, Unwritable, commit, prepare_record
 
     prepared: Prepared | bool | None = False
     started_call = {"memories": list(record["memories"])}  # as built, whatever the filters keep of it
+    code = 0
     try:
         prepared = prepare_record(flt, counts, event, payload, record)
         if isinstance(prepared, Prepared):
@@ -216,6 +225,8 @@ def run(argv: list[str], stdin: Any = None, stdout: Any = None, *, start_daemon:
                 warn=lambda message: hook_log(storage, "WARNING", message),
                 keep_open=_OPEN if KEEP_OPEN else None,
             )
+    except Unwritable as exc:
+        code = keep_elsewhere(storage, event, exc)
     except Exception as exc:
         hook_log(storage, "ERROR", f"could not spool the {event} event: {type(exc).__name__}: {exc}")
     captured = prepared.spooled if isinstance(prepared, Prepared) else prepared
@@ -241,7 +252,37 @@ def run(argv: list[str], stdin: Any = None, stdout: Any = None, *, start_daemon:
             hook_log(storage, "ERROR", f"context injection failed: {type(exc).__name__}: {exc}")
     if wants_daemon and captured is not None and event == "UserPromptSubmit":
         _start_daemon(storage)  # after the context: a starting daemon would compete with it for the CPU
-    return 0
+    return code
+
+
+#: How long the daemon has to take an event the disk could not (its answer is a few milliseconds).
+KEEP_TIMEOUT_S = 0.3
+
+
+def keep_elsewhere(storage: str, event: str, failed: Any) -> int:
+    """An event neither the catalog nor the fallback file could take (``failed``: the
+    :class:`~remindful.services.ingest.hooks.Unwritable`, a full disk most likely): hand it to the
+    running daemon, which keeps it in memory and spools it once the disk has room (``keep``
+    request; lost if the daemon stops first). Says so on stderr and, where it can be written, in
+    hooks.log. Returns the exit code: 0 when the daemon keeps it, else 1, so that Claude Code shows
+    the user the line saying the event was lost (a non-blocking error: the agent goes on)."""
+    why = str(failed)
+    answer = runtime.ask_daemon(storage, {"op": "keep", **failed.record}, timeout=KEEP_TIMEOUT_S)
+    if answer is not None and answer.get("success"):
+        hook_log(
+            storage,
+            "WARNING",
+            f"could not write the {event} event to {storage} ({why}): the daemon keeps it in memory and spools "
+            "it once the disk has room (lost if the daemon stops first)",
+        )
+        return 0
+    hook_log(
+        storage,
+        "ERROR",
+        f"the {event} event is lost: it could not be written to {storage} ({why}) and no daemon runs to keep it "
+        "until there is room; free space on that disk (`remindful doctor` says what is wrong)",
+    )
+    return 1
 
 
 #: How long a PreToolUse hook waits for the catalog (held by a writer) before it gives no warning:
