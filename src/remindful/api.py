@@ -172,6 +172,13 @@ class MemoryManager:
             log.info("stored %d spooled events", count)
         return count
 
+    def spool_events(self, records: Sequence[tuple[str, str, str, float]]) -> None:
+        """Spool hook events a hook could not write itself (``(idem_key, kind, payload, created_at)``,
+        as the spool's fallback file holds them; the daemon kept them in memory while the disk was
+        full): redacted again, replays ignored. Raises StorageFullError while the disk stays full."""
+        self._store.ready()
+        self._repos.captures.import_spooled(records)
+
     def warm_up(self) -> None:
         """Open the store, load the model and open the vector index now, so that the first request
         does not pay for them. Raises what opening or loading raises."""
