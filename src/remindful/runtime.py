@@ -77,9 +77,14 @@ def _key(storage: str | os.PathLike[str]) -> str:
 def claim_daemon_lock(storage: str | os.PathLike[str]) -> int | None:
     """Take the daemon lock of the store in ``storage``: its descriptor (the caller holds the role
     until it closes it, or until every process it passed the descriptor to has), or None if
-    another holder has it, or the lock file cannot be opened (a read-only store)."""
+    another holder has it, or the lock file cannot be opened (a read-only store). A lock file that
+    is a link or another user's is refused (:class:`~remindful.errors.UntrustedPathError`: one
+    holding it would keep every daemon from starting); the storage directory is this user's alone
+    (0700, :func:`remindful.owned.private_dir`), so no other user can open it to hold it."""
+    from remindful.owned import private_file
+
     try:
-        fd = os.open(os.path.join(storage, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o600)
+        fd = private_file(os.path.join(storage, LOCK_FILE), os.O_RDWR | os.O_CREAT)
     except OSError:
         return None
     try:

@@ -52,6 +52,7 @@ from remindful.engine.mirror import IndexMirror
 from remindful.engine.projects import Project, Resolver
 from remindful.engine.quotas import SIZE_MAX_AGE_S, Quotas
 from remindful.engine.redact import StoreRedactor, add_counts, redactor_for
+from remindful.engine.repositories.scopes import ScopeRepository
 from remindful.engine.retrieval.search import rank
 from remindful.engine.scopes import Assigner, check_scope
 from remindful.engine.sqlfilter import SqlFilter, build_filter, scope_filter, to_epoch, with_stored_sessions
@@ -71,6 +72,7 @@ from remindful.errors import (
     NotFoundError,
     StorageError,
     StorageFullError,
+    UntrustedPathError,
     ValidationError,
     unwritable,
 )
@@ -87,6 +89,7 @@ from remindful.model import (
     derive_origin,
     new_memory_id,
 )
+from remindful.owned import private_dir
 from remindful.runtime import new_session_id
 
 log = logging.getLogger("remindful")
@@ -135,13 +138,17 @@ class Store:
         self._access: AccessRecorder | None = None
         self._exiting = False  # set by close_for_exit: open nothing new
         self._init_lock = threading.RLock()
+        self._opening = False  # the catalog is being opened (its upgrade resolves projects)
         self.quotas = Quotas(settings, self.path)
         # Every write's redaction (the rules compile on first need) and the session ids' mapping.
         self.redaction = StoreRedactor(redactor_for(settings.privacy), self.path)
         scopes = settings.scopes
         #: Finds the project of a directory, and the scope of a memory whose writer named none.
-        resolver = Resolver(scopes.project, scopes.projects, clean=self.redaction.text)
-        self.scopes = Assigner(resolver, classify=scopes.user_level)
+        #: A marker cannot claim a project bound to another directory: the catalog says which are.
+        self.resolver = Resolver(
+            scopes.project, scopes.projects, clean=self.redaction.text, registry=self._project_registry
+        )
+        self.scopes = Assigner(self.resolver, classify=scopes.user_level)
         #: The project this store's writer works in: a new memory whose metadata names no directory
         #: is captured there (None: in no project).
         self.project: Project | None = None
@@ -165,6 +172,19 @@ class Store:
         if self._catalog is None:
             self._opened()
 
+    def _project_registry(self) -> ScopeRepository | None:
+        """The projects the catalog recorded and the directories the user bound, for the resolver
+        (None while the catalog is being opened, and when memory is off: nothing is read or written
+        then)."""
+        if self._catalog is None:
+            if self._opening:
+                return None
+            try:
+                self._opened()
+            except MemoryDisabledError:
+                return None
+        return ScopeRepository(lambda: self.catalog)
+
     def _opened(self) -> tuple[Catalog, IndexMirror]:
         """The catalog and the mirror, opened now if needed (MemoryDisabledError if memory is off
         or unusable). Read under the lock :meth:`close` clears them under: a close in another
@@ -173,7 +193,11 @@ class Store:
             raise MemoryDisabledError(self.disabled_reason)
         with self._init_lock:
             if self._catalog is None:
-                self._open_catalog()
+                self._opening = True
+                try:
+                    self._open_catalog()
+                finally:
+                    self._opening = False
             catalog, mirror = self._catalog, self._mirror
         if catalog is None or mirror is None:  # pragma: no cover - _open_catalog sets both or raises
             raise MemoryDisabledError(self.disabled_reason or "the store could not be opened")
@@ -181,7 +205,9 @@ class Store:
 
     def _open_catalog(self) -> None:
         try:
-            self.path.mkdir(parents=True, exist_ok=True, mode=0o700)
+            # Created 0700 with its parents whatever the umask; refused if another user owns it or
+            # can write it (or a directory above it, up to the home directory).
+            private_dir(self.path, "storage directory")
             if self.path.stat().st_mode & 0o077:  # existed (or was made) readable by others: tighten it
                 try:
                     os.chmod(self.path, 0o700)
@@ -195,7 +221,11 @@ class Store:
                 if unwritable(self.path, exc) is None or not (self.path / "catalog.sqlite3").is_file():
                     raise
             catalog = Catalog(self.path / "catalog.sqlite3", redaction=self.redaction, scope_of=self.scopes)
-        except (OSError, StorageError) as exc:
+        except (OSError, StorageError, UntrustedPathError) as exc:
+            if isinstance(exc, UntrustedPathError):
+                self.disabled_reason = str(exc)
+                log.error("Memory disabled: %s", exc)
+                raise MemoryDisabledError(str(exc)) from exc
             if isinstance(exc, CorruptionError | StorageFullError):  # damage, or a full disk: not for good
                 raise
             self.disabled_reason = (

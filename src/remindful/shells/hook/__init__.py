@@ -46,6 +46,7 @@ from remindful import runtime
 from remindful.config_defaults import STORAGE_PATH, read_bool, read_int
 from remindful.config_sources import read_sources, storage_path
 from remindful.engine.redact import DEFAULT_REDACTIONS, Redactor
+from remindful.owned import private_dir, private_file
 from remindful.services.ingest.events import CONTEXT_EVENTS, HookInputError, build_record, normalize_event
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs hook processes milliseconds
@@ -66,7 +67,7 @@ def hook_log(storage: str, level: str, message: str, *, echo: bool = True) -> No
     try:
         logs = os.path.join(storage, "logs")
         os.makedirs(logs, mode=0o700, exist_ok=True)
-        fd = os.open(os.path.join(logs, "hooks.log"), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        fd = private_file(os.path.join(logs, "hooks.log"))
         try:
             os.write(fd, line.encode("utf-8", "replace"))
         finally:
@@ -343,7 +344,7 @@ def start_daemon_for(storage: str) -> int | None:
     others find the lock taken. The process stops by itself after ``daemon.idle_exit_s``."""
     if runtime.start_backoff_s(storage) > 0:
         return None
-    os.makedirs(storage, mode=0o700, exist_ok=True)  # a first hook may come before the store exists
+    private_dir(storage, "storage directory")  # a first hook may come before the store exists
     lock = runtime.claim_daemon_lock(storage)
     if lock is None:
         return None
@@ -351,7 +352,7 @@ def start_daemon_for(storage: str) -> int | None:
         runtime.note_start(storage)
         logs = os.path.join(storage, "logs")
         os.makedirs(logs, mode=0o700, exist_ok=True)
-        out = os.open(os.path.join(logs, "daemon.log"), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        out = private_file(os.path.join(logs, "daemon.log"))
         try:
             os.set_inheritable(lock, True)
             # -P: nothing of the working directory (the agent's project) on sys.path; with -c
