@@ -68,10 +68,33 @@ class PostgresCluster:
         self._run(str(PG_BIN / "pg_ctl"), "-D", str(self.data), "-m", "immediate", "-w", "stop", check=False)
 
     def kill(self) -> None:
-        """``kill -9`` of the postmaster (its backends die with it), as a crashing server would."""
-        pid_file = self.data / "postmaster.pid"
-        with contextlib.suppress(OSError, ValueError):
-            os.kill(int(pid_file.read_text().split()[0]), 9)
+        """``kill -9`` of the postmaster and of its backends, as a crashing machine would; returns
+        once none of them runs (so that :meth:`start` can follow)."""
+        try:
+            pid = int((self.data / "postmaster.pid").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            return
+        family = [pid, *_children(pid)]
+        for member in family:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(member, 9)
+        deadline = time.monotonic() + STARTUP_TIMEOUT
+        while any(Path(f"/proc/{p}").exists() for p in family) and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (from /proc)."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                out.append(int(entry.name))
+    return out
 
 
 @pytest.fixture(scope="session")

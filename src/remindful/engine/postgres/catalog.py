@@ -106,6 +106,9 @@ class PostgresCatalog:
         self._psycopg = _psycopg()
         self._lock = threading.RLock()
         self._conn: Any = None
+        self._local = threading.local()  # each thread's own read connection
+        self._readers: list[Any] = []
+        self._readers_lock = threading.Lock()
         self._lexical = PostgresLexicalSearch(self)
         self._with_retries(self._migrate, what="opening the PostgreSQL catalog")
 
@@ -131,6 +134,20 @@ class PostgresCatalog:
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
+            with self._readers_lock:
+                for conn in self._readers:
+                    with suppress(Exception):
+                        conn.close()
+                self._readers.clear()
+
+    def _reader(self) -> Any:
+        """This thread's own read connection (a read never waits for another thread's write)."""
+        conn = getattr(self._local, "conn", None)
+        if conn is None or conn.closed or conn.broken:
+            conn = self._local.conn = self._connect()
+            with self._readers_lock:
+                self._readers.append(conn)
+        return conn
 
     def _error(self, exc: Exception, what: str) -> StorageError | None:
         """Ours for a psycopg error; None means 'retry it' (a broken connection, a serialisation
@@ -196,11 +213,18 @@ class PostgresCatalog:
 
     def read(self, sql: str, params: Sequence[Any] = (), *, private: bool = False) -> list[Any]:
         """Rows of one query (``%s`` parameters), retried on a broken connection. ``private`` is
-        accepted for the SQLite catalog's callers: reads share the one connection."""
+        accepted for the SQLite catalog's callers (a read runs on its thread's own connection
+        whenever another thread holds the shared one)."""
 
         def run() -> list[Any]:
-            with self._lock:
-                return list(self._connection().execute(sql, params).fetchall())
+            # In this thread's own write transaction, read there (it sees its own writes);
+            # while another thread holds the shared connection, read on this thread's own.
+            if self._lock.acquire(blocking=False):
+                try:
+                    return list(self._connection().execute(sql, params).fetchall())
+                finally:
+                    self._lock.release()
+            return list(self._reader().execute(sql, params).fetchall())
 
         return self._with_retries(run, what="read")
 
