@@ -172,6 +172,13 @@ class MemoryManager:
             log.info("stored %d spooled events", count)
         return count
 
+    def spool_events(self, records: Sequence[tuple[str, str, str, float]]) -> None:
+        """Spool hook events a hook could not write itself (``(idem_key, kind, payload, created_at)``,
+        as the spool's fallback file holds them; the daemon kept them in memory while the disk was
+        full): redacted again, replays ignored. Raises StorageFullError while the disk stays full."""
+        self._store.ready()
+        self._repos.captures.import_spooled(records)
+
     def warm_up(self) -> None:
         """Open the store, load the model and open the vector index now, so that the first request
         does not pay for them. Raises what opening or loading raises."""
@@ -344,14 +351,19 @@ class MemoryManager:
         memory_class: str | MemoryClass | None = None,
         chunk: ChunkMetadata | Mapping[str, Any] | None = None,
         scope: str | Project | None = None,
+        origin: str | None = None,
     ) -> str:
         """Store one memory and return its id. Raises ValidationError naming a bad field.
         ``scope``: ``user`` (seen from every project), ``project`` (this manager's), or
         ``project:<name>``; None: where it was captured (its metadata's ``cwd``, else this
         manager's project), or the user's when it states a preference or rule that holds everywhere
-        (:func:`remindful.engine.scopes.user_level`)."""
+        (:func:`remindful.engine.scopes.user_level`). ``origin``: whose words these are
+        (:class:`~remindful.model.OriginKind`: ``user``, ``assistant``, ``tool:NAME``,
+        ``file:PATH``, ``web:URL``...); None: derived from ``source`` and ``metadata``
+        (:func:`~remindful.model.derive_origin`; the library's own caller is taken as the user)."""
         item: dict[str, Any] = {"content": content, "type": type, "metadata": metadata, "session_id": session_id}
         item |= {"timestamp": timestamp, "source": source, "memory_class": memory_class, "chunk": chunk}
+        item["origin"] = origin
         item["scope"] = self._scope_to_write(scope)
         return self._store.store_batch([item])[0]
 

@@ -83,7 +83,7 @@ def ensure_quantized(source: Path, runtime_version: str) -> Path | None:
         return None
     if target.is_file() and not target.is_symlink():
         return target
-    logger.info("Preparing the int8 embedding model (once per model file) into %s", target)
+    logger.info("Preparing the int8 embedding model, once (a few seconds), into %s", target)
     try:
         # -P: nothing of the working directory on sys.path. A hook runs in the agent's project,
         # whose secrets.py or random.py would otherwise be imported (run) here, failing the preparation.

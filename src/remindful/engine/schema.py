@@ -40,7 +40,8 @@ CREATE TABLE IF NOT EXISTS memories (
     indexed INTEGER NOT NULL DEFAULT 0,
     size_bytes INTEGER NOT NULL DEFAULT 0,
     seq INTEGER,
-    scope TEXT
+    scope TEXT,
+    origin TEXT NOT NULL DEFAULT 'user'
 );
 DROP INDEX IF EXISTS idx_memories_type_created;
 DROP INDEX IF EXISTS idx_memories_session;
@@ -59,6 +60,11 @@ CREATE INDEX IF NOT EXISTS idx_memories_unindexed ON memories(indexed) WHERE ind
 #: catalog runs it when the column is missing, before :data:`SCHEMA`), and its rows a scope by
 #: :meth:`remindful.engine.catalog.Catalog` 's upgrade.
 ADD_SCOPE_COLUMN = "ALTER TABLE memories ADD COLUMN scope TEXT"
+
+#: Schema 10 records every memory's origin, whose words it holds (:func:`remindful.model.make_origin`).
+#: A catalog created before has the column added by this statement and its rows given an origin
+#: derived from their source and metadata (:func:`remindful.model.derive_origin`) by the upgrade.
+ADD_ORIGIN_COLUMN = "ALTER TABLE memories ADD COLUMN origin TEXT NOT NULL DEFAULT 'user'"
 
 #: The scopes: newest first within a scope from the index, as the time indexes do; how many
 #: memories each scope holds, kept by triggers (NULL counted as ''), so that a search knows how
@@ -311,5 +317,5 @@ INSERT INTO scope_counts(scope, n) SELECT coalesce(scope, ''), count(*) FROM mem
 #: Columns of ``memories`` returned by reads, in this order (no embedding).
 MEMORY_COLUMNS = (
     "id, type, content, metadata, source, memory_class, session_id, created_at, updated_at, importance, "
-    "access_count, last_accessed, bookmarked, content_hash, chunk, expires_at, indexed, scope"
+    "access_count, last_accessed, bookmarked, content_hash, chunk, expires_at, indexed, scope, origin"
 )

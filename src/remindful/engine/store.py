@@ -86,6 +86,7 @@ from remindful.model import (
     MemoryType,
     SearchHit,
     content_hash,
+    derive_origin,
     new_memory_id,
 )
 from remindful.owned import private_dir
@@ -98,7 +99,18 @@ log = logging.getLogger("remindful")
 INLINE_DELETE = 256
 #: How long export, backup, dedup and cleanup wait for this process's pending embeddings.
 VECTORS_READY_TIMEOUT_S = 60.0
-_STORE_KEYS = {"content", "type", "metadata", "session_id", "timestamp", "source", "memory_class", "chunk", "scope"}
+_STORE_KEYS = {
+    "content",
+    "type",
+    "metadata",
+    "session_id",
+    "timestamp",
+    "source",
+    "memory_class",
+    "chunk",
+    "scope",
+    "origin",
+}
 
 
 class Store:
@@ -362,7 +374,7 @@ class Store:
             for row, vector in zip(rows, vectors, strict=True):
                 row.embedding = vector
         victims = self.quotas.make_room(self.catalog, self.catalog.type_counts(), rows)
-        attach_files(self.settings, rows)
+        attach_files(self.settings, rows, self.redaction)
         self._commit_new(rows, evict=victims, counts=counts, projects=projects.values())
         mirror.index_rows(rows)
         return [r.id for r in rows]
@@ -429,6 +441,7 @@ class Store:
             chunk=json.dumps(chunk) if chunk else None,
             expires_at=created + auto_delete * 86400 if auto_delete else None,
             scope=scope,
+            origin=fields["origin"] or derive_origin(fields["source"].value, metadata),
             redacted=True,
         )
 
@@ -763,6 +776,7 @@ class Store:
                 similar_ids=hit.similar_ids,
                 superseded_by=hit.superseded_by,
                 scope=hit.row.scope,
+                origin=hit.row.origin,
             )
             for hit in results
         ]
@@ -906,4 +920,5 @@ def _to_memory(row: MemoryRow) -> Memory:
         expires_at=datetime.fromtimestamp(row.expires_at, UTC) if row.expires_at else None,
         updated_at=datetime.fromtimestamp(row.updated_at, UTC) if row.updated_at else None,
         scope=row.scope,
+        origin=row.origin,
     )

@@ -20,7 +20,7 @@ from typing import Any
 from remindful.config_defaults import default
 from remindful.engine.sqlfilter import to_epoch
 from remindful.errors import ValidationError
-from remindful.model import ChunkMetadata, MemoryClass, MemorySource, MemoryType
+from remindful.model import ChunkMetadata, MemoryClass, MemorySource, MemoryType, make_origin, parse_origin
 from remindful.runtime import SESSION_ID_MAX_CHARS
 
 #: The default of ``limits.content_chars``.
@@ -193,6 +193,20 @@ def _short(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
+#: The forms an origin takes, for the error that refuses another.
+ORIGIN_FORMS = "'user', 'user_confirmed', 'assistant', 'tool[:NAME]', 'file[:PATH]', 'web[:URL]' or 'system'"
+
+
+def check_origin(origin: Any, field: str) -> str:
+    """``origin`` in its stored form (:func:`make_origin`), or ValidationError naming ``field``."""
+    if not isinstance(origin, str):
+        raise ValidationError(field, f"expected {ORIGIN_FORMS}")
+    try:
+        return make_origin(*parse_origin(origin))
+    except ValueError:
+        raise ValidationError(field, f"expected {ORIGIN_FORMS}, got {origin[:40]!r}") from None
+
+
 def validate_item(item: Mapping[str, Any], prefix: str, limits: Limits = DEFAULT_LIMITS) -> dict[str, Any]:
     """Validate one store item; raises ValidationError naming ``prefix + field``."""
     content = check_text(
@@ -221,8 +235,12 @@ def validate_item(item: Mapping[str, Any], prefix: str, limits: Limits = DEFAULT
             raise ValidationError(
                 prefix + "chunk", f"expected parent_id, index, total[, start_word, end_word]: {exc}"
             ) from None
+    origin = item.get("origin")
+    if origin is not None:
+        origin = check_origin(origin, prefix + "origin")
     return {
         "content": content,
+        "origin": origin,
         "type": parse_enum(MemoryType, item.get("type", "action"), prefix + "type"),
         "metadata": metadata,
         "session_id": session_id,

@@ -59,6 +59,9 @@ def _root(
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
     )
+    from remindful.shells.terminal import show_model_preparation
+
+    show_model_preparation()  # on a terminal: the model's one-time preparation says it is under way
 
 
 def _open(*, drain: bool = True) -> MemoryManager:
@@ -200,12 +203,19 @@ def search(
     if json_out:
         _print_json({"success": True, "query": query, "count": len(hits), "memories": [h.to_dict() for h in hits]})
         return
-    table = Table("score", "id", "type", "scope", "content", box=None)
+    table = Table("score", "id", "type", "scope", "from", "content", box=None)
     for hit in hits:
         notes = (f" (+{hit.similar} similar)" if hit.similar else "") + (
             f" (superseded by {hit.superseded_by})" if hit.superseded_by else ""
         )
-        table.add_row(f"{hit.score:.3f}", hit.id, hit.type.value, _scope(hit.scope), _short(hit.content) + notes)
+        table.add_row(
+            f"{hit.score:.3f}",
+            hit.id,
+            hit.type.value,
+            _scope(hit.scope),
+            _origin(hit.origin),
+            _short(hit.content) + notes,
+        )
     console.print(table if hits else "[dim]no relevant memories found[/dim]")
 
 
@@ -222,9 +232,10 @@ def get(
         _print_json(data)
         return
     for key, value in data.items():
-        console.print(
-            f"[bold]{key}[/bold]: {json.dumps(value, ensure_ascii=False) if isinstance(value, dict) else value}"
-        )
+        shown = json.dumps(value, ensure_ascii=False) if isinstance(value, dict) else value
+        if key == "origin":
+            shown = f"{value} ({_origin(value)})"
+        console.print(f"[bold]{key}[/bold]: {shown}", highlight=False)
 
 
 @app.command()
@@ -259,9 +270,10 @@ def list_(
     if json_out:
         _print_json([m.to_dict() for m in found])
         return
-    table = Table("created", "id", "type", "scope", "content", box=None)
+    table = Table("created", "id", "type", "scope", "from", "content", box=None)
     for m in found:
-        table.add_row(m.created_at.strftime("%Y-%m-%d %H:%M"), m.id, m.type.value, _scope(m.scope), _short(m.content))
+        created = m.created_at.strftime("%Y-%m-%d %H:%M")
+        table.add_row(created, m.id, m.type.value, _scope(m.scope), _origin(m.origin), _short(m.content))
     console.print(table if found else "[dim]no memories[/dim]")
 
 
@@ -476,6 +488,13 @@ def config(
     import yaml
 
     console.print(yaml.safe_dump({"memory": data}, sort_keys=False), highlight=False)
+
+
+def _origin(origin: str) -> str:
+    """Whose words a memory holds, as the tables show it: ``you said``, ``tool Bash's output``..."""
+    from remindful.model import origin_label
+
+    return origin_label(origin)
 
 
 def _scope(scope: str | None, name: str | None = None) -> str:

@@ -109,7 +109,8 @@ def register(mcp: Any, get_manager: GetManager) -> None:
             meta["importance"] = importance
         m = get_manager()
         sid = session(m, session_id) or m.session_id
-        memory_id = m.store(content, type, meta, sid, timestamp, "manual", scope=scope)
+        # The agent's words (however it phrases them): never taken for the user's own.
+        memory_id = m.store(content, type, meta, sid, timestamp, "manual", scope=scope, origin="assistant")
         stored_in = m.get(memory_id).scope
         return {"success": True, "memory_id": memory_id, "type": type, "session_id": sid, "scope": stored_in}
 
@@ -132,7 +133,12 @@ def register(mcp: Any, get_manager: GetManager) -> None:
             raise ValidationError("items", f"expected 1 to {MAX_BATCH} items, got {len(items)}")
         m = get_manager()
         batch = [
-            {**item.model_dump(exclude_none=True), "session_id": session(m, item.session_id), "source": "manual"}
+            {
+                **item.model_dump(exclude_none=True),
+                "session_id": session(m, item.session_id),
+                "source": "manual",
+                "origin": "assistant",
+            }
             for item in items
         ]
         ids = m.store_batch(batch)
