@@ -49,7 +49,8 @@ RECENT_ACTIONS = 2000
 SALT_KEY = "tombstone_salt"
 
 
-def _keyed(salt: bytes, key: str) -> str:
+def salted_key(salt: bytes, key: str) -> str:
+    """The key a tombstone of :func:`forget_key`'s ``key`` is stored under, with the store's ``salt``."""
     return hmac.new(salt, key.encode("ascii"), hashlib.sha256).hexdigest()
 
 
@@ -64,7 +65,7 @@ def _new_salt(conn: sqlite3.Connection) -> bytes:
     salt = os.urandom(32)
     conn.execute("INSERT INTO meta (key, value) VALUES (?, ?)", (SALT_KEY, salt.hex()))
     bare = [str(r[0]) for r in conn.execute("SELECT key FROM tombstones")]
-    conn.executemany("UPDATE OR IGNORE tombstones SET key = ? WHERE key = ?", [(_keyed(salt, k), k) for k in bare])
+    conn.executemany("UPDATE OR IGNORE tombstones SET key = ? WHERE key = ?", [(salted_key(salt, k), k) for k in bare])
     return salt
 
 
@@ -283,7 +284,7 @@ class CaptureRepository:
 
         def run(conn: sqlite3.Connection) -> None:
             salt = _salt(conn) or _new_salt(conn)
-            rows = [(_keyed(salt, key), at, reason, memory_id) for key, (memory_id, reason) in graves.items()]
+            rows = [(salted_key(salt, key), at, reason, memory_id) for key, (memory_id, reason) in graves.items()]
             conn.executemany(
                 "INSERT OR IGNORE INTO tombstones (key, buried_at, reason, memory_id) VALUES (?, ?, ?, ?)", rows
             )
@@ -316,7 +317,7 @@ class CaptureRepository:
         """Each of ``keys`` → the key its tombstone is stored under (as it is while no salt exists)."""
         rows = self._catalog.read(f"SELECT value FROM meta WHERE key = '{SALT_KEY}'")
         salt = bytes.fromhex(rows[0][0]) if rows else None
-        return {key: key if salt is None else _keyed(salt, key) for key in dict.fromkeys(keys)}
+        return {key: key if salt is None else salted_key(salt, key) for key in dict.fromkeys(keys)}
 
     def tombstones(self) -> int:
         """How many tombstones there are."""
@@ -367,4 +368,4 @@ class CaptureRepository:
         return [str(r[0]) for r in rows]
 
 
-__all__ = ["CaptureRepository", "FileRecord", "SessionEvent", "forget_key"]
+__all__ = ["SALT_KEY", "CaptureRepository", "FileRecord", "SessionEvent", "forget_key", "salted_key"]

@@ -472,12 +472,14 @@ class PostgresCatalog:
     def record_projects(
         self, conn: Any, projects: Iterable[Project], at: float, counts: dict[str, int] | None = None
     ) -> None:
-        """Record ``projects`` as seen at ``at``, in the caller's transaction (name and root redacted)."""
+        """Record ``projects`` as seen at ``at``, in the caller's transaction (name and root redacted;
+        a known one keeps its first root, one known by name only takes the first root seen)."""
         text = self.redaction.text
         with conn.cursor() as cur:
             cur.executemany(
                 "INSERT INTO projects AS p (key, name, root, first_seen, last_seen) VALUES (%s, %s, %s, %s, %s) "
-                "ON CONFLICT (key) DO UPDATE SET last_seen = greatest(p.last_seen, excluded.last_seen)",
+                "ON CONFLICT (key) DO UPDATE SET last_seen = greatest(p.last_seen, excluded.last_seen), "
+                "root = CASE WHEN p.root = '' THEN excluded.root ELSE p.root END",
                 [(p.key, text(p.name, counts), text(p.root, counts), at, at) for p in projects],
             )
 

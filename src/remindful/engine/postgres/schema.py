@@ -195,8 +195,20 @@ CREATE TABLE IF NOT EXISTS injections (
 #: 'file:PATH', 'web:URL', ...), as the SQLite catalog records it; NULL for rows written before.
 _V2 = ["ALTER TABLE memories ADD COLUMN IF NOT EXISTS origin TEXT"]
 
+#: Version 3: the directories the user bound to a project (``remindful scopes bind``), as the
+#: SQLite catalog's ``project_bindings``.
+_V3 = [
+    """
+CREATE TABLE IF NOT EXISTS project_bindings (
+    root TEXT PRIMARY KEY,
+    key TEXT NOT NULL,
+    name TEXT NOT NULL,
+    bound_at DOUBLE PRECISION NOT NULL
+)"""
+]
+
 #: The statements of each version, from the first: ``MIGRATIONS[v - 1]`` brings version ``v - 1`` to ``v``.
-MIGRATIONS: tuple[list[str], ...] = (_V1, _V2)
+MIGRATIONS: tuple[list[str], ...] = (_V1, _V2, _V3)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 #: The table holding the version (one row); created before any migration runs.
