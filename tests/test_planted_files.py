@@ -290,3 +290,23 @@ def test_a_storage_link_another_user_planted_is_refused(shared: Path) -> None:
     assert done.returncode != 0
     assert f"{link} is a symbolic link another user (uid 65534) made" in done.stderr
     assert list(elsewhere.iterdir()) == []
+
+
+@second_user
+def test_claude_settings_another_user_can_write_are_refused(shared: Path) -> None:
+    """Whoever can rewrite a hook command runs code as the user: install-hooks will not write
+    into (or trust) a settings file or directory another user owns or can write."""
+    home = shared / "home"
+    claude = home / ".claude"
+    claude.mkdir(mode=0o777)
+    claude.chmod(0o777)
+    planted = as_nobody(f"open({str(claude / 'settings.json')!r}, 'w').write('{{}}')")
+    assert planted.returncode == 0, planted.stderr
+    done = remindful(home, "install-hooks", "--user")
+    assert done.returncode != 0
+    assert f"{claude} is writable by other users" in done.stderr and f"chmod o-w {claude}" in done.stderr
+    claude.chmod(0o755)
+    done = remindful(home, "install-hooks", "--user")
+    assert done.returncode != 0
+    assert f"{claude / 'settings.json'} is owned by another user" in done.stderr
+    assert (claude / "settings.json").read_text() == "{}"
