@@ -166,6 +166,7 @@ def test_a_store_another_user_made_is_refused(shared: Path) -> None:
     (home / ".remindful").chmod(0o755)
     done = remindful(home, "store", "the prod password hint")
     assert done.returncode != 0
+    assert "\n" not in done.stderr.strip()  # one line: the path, why, the fix
     assert f"storage directory {home / '.remindful' / 'memory'} is owned by another user" in done.stderr
     assert not (home / ".remindful" / "memory" / "catalog.sqlite3").exists()
     # A hook says so in one line, exits 0 (never blocks the agent) and writes nothing there, not a log.

@@ -37,7 +37,7 @@ def problem(path: str | os.PathLike[str]) -> tuple[str, str] | None:
     me = os.geteuid()
     if stat.S_ISLNK(st.st_mode):
         if st.st_uid not in (me, 0):
-            return (f"is a symbolic link another user (uid {st.st_uid}) made", f"remove it: rm {path}")
+            return (f"is a symbolic link another user (uid {st.st_uid}) made", f"Remove it: rm {path}")
         try:
             st = os.stat(path)
         except OSError:
@@ -45,7 +45,7 @@ def problem(path: str | os.PathLike[str]) -> tuple[str, str] | None:
     if st.st_uid not in (me, 0):
         return (
             f"is owned by another user (uid {st.st_uid})",
-            f"move it away and let remindful create its own: mv {path} {path}.untrusted",
+            f"Move it away and let remindful create its own: mv {path} {path}.untrusted",
         )
     if st.st_mode & _OTHERS_WRITE and not (stat.S_ISDIR(st.st_mode) and st.st_mode & stat.S_ISVTX and st.st_uid == 0):
         return ("is writable by other users", f"chmod o-w {path}")
@@ -115,7 +115,7 @@ def private_file(path: str | os.PathLike[str], flags: int = os.O_WRONLY | os.O_C
         st = os.fstat(fd)
         if st.st_uid not in (os.geteuid(), 0):
             raise UntrustedPathError(
-                f"{os.fspath(path)} is owned by another user (uid {st.st_uid})", suggestion=f"remove it: rm {path}"
+                f"{os.fspath(path)} is owned by another user (uid {st.st_uid})", suggestion=f"Remove it: rm {path}"
             )
         if st.st_mode & 0o077 and st.st_uid == os.geteuid():
             os.fchmod(fd, 0o600)

@@ -86,7 +86,7 @@ def refuse_planted(path: str | os.PathLike[str]) -> None:
             continue
         if stat.S_ISLNK(st.st_mode):
             raise UntrustedPathError(
-                f"catalog file {file} is a symbolic link; not followed", suggestion=f"remove it: rm {file}"
+                f"catalog file {file} is a symbolic link; not followed", suggestion=f"Remove it: rm {file}"
             )
         refuse_untrusted(file, "catalog file")
 

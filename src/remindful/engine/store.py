@@ -222,9 +222,8 @@ class Store:
                     raise
             catalog = Catalog(self.path / "catalog.sqlite3", redaction=self.redaction, scope_of=self.scopes)
         except (OSError, StorageError, UntrustedPathError) as exc:
-            if isinstance(exc, UntrustedPathError):
+            if isinstance(exc, UntrustedPathError):  # said once, by whoever reports the error
                 self.disabled_reason = str(exc)
-                log.error("Memory disabled: %s", exc)
                 raise MemoryDisabledError(str(exc)) from exc
             if isinstance(exc, CorruptionError | StorageFullError):  # damage, or a full disk: not for good
                 raise
