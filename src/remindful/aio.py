@@ -82,6 +82,9 @@ class AsyncMemoryManager:
     scopes = _awaitable(MemoryManager.scopes)
     user_level = _awaitable(MemoryManager.user_level)
     move_scope = _awaitable(MemoryManager.move_scope)
+    bind_project = _awaitable(MemoryManager.bind_project)
+    unbind_project = _awaitable(MemoryManager.unbind_project)
+    refused_markers = _awaitable(MemoryManager.refused_markers)
     # -- maintenance
     reindex = _awaitable(MemoryManager.reindex)
     doctor = _awaitable(MemoryManager.doctor)

@@ -346,8 +346,9 @@ def stats(
 
 
 scopes_app = typer.Typer(
+    cls=Group,
     help="The scopes that hold memories: each project (name, directory), the user's, the unscoped; "
-    "`scopes bind DIR PROJECT` puts a directory into a project."
+    "`scopes bind DIR PROJECT` puts a directory into a project.",
 )
 app.add_typer(scopes_app, name="scopes")
 
