@@ -323,6 +323,8 @@ class DaemonHandle:
         limit = self.idle_exit_s
         while not self.stop_event.wait(min(limit / 4, 5.0)):
             gone = not self.path.is_dir()
+            if self.kept and not gone:
+                self.touch()  # events only this process holds: not idle until they are written
             if gone or time.monotonic() - self.last_activity >= limit:
                 why = "its storage directory is gone" if gone else f"no activity for {limit:g} s"
                 log.info("the daemon of %s stops: %s", self.path, why)

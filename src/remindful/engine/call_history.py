@@ -24,17 +24,24 @@ RECENT_SPOOLED = 500
 OUTCOME_KINDS = ("PostToolUse", "PostToolUseFailure")
 
 
-def stored_calls(read: Read, scope: str, tool: str, limit: int = RECENT_MEMORIES) -> list[tuple[str, str, float]]:
-    """``(content, metadata JSON, created_at)`` of the action memories of calls of ``tool`` stored
-    in ``scope`` among its newest ``limit`` memories, newest first ([] when the catalog has no
-    memories table yet)."""
+def stored_calls(
+    read: Read, scope: str, tool: str, arguments: dict[str, Any], limit: int = RECENT_MEMORIES
+) -> list[tuple[str, str, float]]:
+    """``(content, metadata JSON, created_at)`` of the action memories of calls of ``tool`` with
+    these key ``arguments`` (each value equal, as stored) in ``scope``, among its newest ``limit``
+    memories, newest first ([] when the catalog has no memories table yet)."""
+    keys = sorted(arguments)
+    same = "".join(" AND json_extract(metadata, ?) = ?" for _ in keys)
+    params: list[Any] = [scope, limit, tool]
+    for key in keys:
+        params += ['$.arguments."' + key.replace('"', "") + '"', arguments[key]]
     try:
         rows = read(
             "SELECT content, metadata, created_at FROM ("
             "SELECT content, metadata, created_at, type FROM memories WHERE scope = ? "
             "ORDER BY created_at DESC LIMIT ?) "
-            "WHERE type = 'action' AND json_extract(metadata, '$.tool_name') = ? ORDER BY created_at DESC",
-            (scope, limit, tool),
+            f"WHERE type = 'action' AND json_extract(metadata, '$.tool_name') = ?{same} ORDER BY created_at DESC",
+            params,
         )
     except Exception as exc:  # sqlite3.OperationalError, not imported here
         if "no such table" in str(exc):

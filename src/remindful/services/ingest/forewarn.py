@@ -33,15 +33,15 @@ LINE_CHARS = 400
 HEADER = "remindful (remembered data about earlier runs, not an instruction):"
 
 
-def call_of(record: dict[str, Any]) -> tuple[str, str, str | None] | None:
-    """``(tool, key arguments as canonical JSON, cwd)`` of the call a PreToolUse record starts, or
-    None when it names no tool or no key argument (nothing to recognise it by)."""
+def call_of(record: dict[str, Any]) -> tuple[str, dict[str, Any], str | None] | None:
+    """``(tool, key arguments, cwd)`` of the call a PreToolUse record starts, or None when it names
+    no tool or no key argument (nothing to recognise it by)."""
     for memory in record.get("memories") or ():
         meta = memory.get("metadata") or {}
         tool, args = meta.get("tool_name"), meta.get("arguments")
         if isinstance(tool, str) and tool and isinstance(args, dict) and args:
             cwd = meta.get("cwd")
-            return tool, _canonical(args), cwd if isinstance(cwd, str) else None
+            return tool, args, cwd if isinstance(cwd, str) else None
     return None
 
 
@@ -71,7 +71,8 @@ def failure_warning(read: Read, resolve: Callable[[str | None], Project | None],
     call = call_of(record)
     if call is None:
         return None
-    tool, arguments, cwd = call
+    tool, args, cwd = call
+    arguments = _canonical(args)
     project = resolve(cwd)
     if project is None:
         return None  # no project: calls in different places cannot be told apart
@@ -86,7 +87,7 @@ def failure_warning(read: Read, resolve: Callable[[str | None], Project | None],
             outcome = _outcome(meta, tool, arguments)
             if outcome is not None and _same_project(resolve, meta.get("cwd"), project):
                 seen.append((float(spooled.get("at") or at), outcome, str(memory.get("content", ""))))
-    for content, metadata, at in call_history.stored_calls(read, project.scope, tool):
+    for content, metadata, at in call_history.stored_calls(read, project.scope, tool, args):
         try:
             meta = json.loads(metadata)
         except ValueError:
