@@ -276,11 +276,12 @@ def keep_elsewhere(storage: str, event: str, failed: Any) -> int:
             "it once the disk has room (lost if the daemon stops first)",
         )
         return 0
+    fix = "free space on that disk" if failed.full else "`remindful doctor` says what is wrong"
     hook_log(
         storage,
         "ERROR",
         f"the {event} event is lost: it could not be written to {storage} ({why}) and no daemon runs to keep it "
-        "until there is room; free space on that disk (`remindful doctor` says what is wrong)",
+        f"until it can be; {fix}",
     )
     return 1
 
