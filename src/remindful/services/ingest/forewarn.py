@@ -62,10 +62,34 @@ def _outcome(meta: dict[str, Any], tool: str, arguments: str) -> bool | None:
     return bool(meta["success"])
 
 
-def failure_warning(read: Read, resolve: Callable[[str | None], Project | None], record: dict[str, Any]) -> str | None:
+def injection_off(projects: Any, project: Project) -> bool:
+    """Whether ``hooks.projects`` (the raw mapping: key → ``{"inject": …}``) turns injection off for
+    ``project``: its first entry naming the project by its key, name or root directory, or by an
+    fnmatch pattern of one of them, as :func:`remindful.services.context.injection_for` reads it."""
+    if not isinstance(projects, dict) or not projects:
+        return False
+    import fnmatch
+    import os
+
+    names = [n for n in (project.key, project.name, project.root) if n]
+    for key, entry in projects.items():
+        pattern = os.path.expanduser(str(key))
+        exact = pattern.rstrip(os.sep) or pattern
+        if any(name == exact or fnmatch.fnmatchcase(name, pattern) for name in names):
+            return isinstance(entry, dict) and entry.get("inject") is False
+    return False
+
+
+def failure_warning(
+    read: Read,
+    resolve: Callable[[str | None], Project | None],
+    record: dict[str, Any],
+    projects: Any = None,
+) -> str | None:
     """The warning for the call ``record`` (a PreToolUse record) starts, or None: the newest
     outcomes of the same call in the project of its ``cwd`` (``resolve``: the project resolver),
-    newest first, counted up to the latest success; a warning when the latest is a failure. (The
+    newest first, counted up to the latest success; a warning when the latest is a failure; none
+    where ``projects`` (``hooks.projects``) turns injection off (:func:`injection_off`). (The
     capture filters store one of identical failures repeated within ``min_interval_seconds``: the
     count is of those recorded.)"""
     call = call_of(record)
@@ -76,6 +100,8 @@ def failure_warning(read: Read, resolve: Callable[[str | None], Project | None],
     project = resolve(cwd)
     if project is None:
         return None  # no project: calls in different places cannot be told apart
+    if injection_off(projects, project):
+        return None  # hooks.projects turns injection off here
     seen: list[tuple[float, bool, str]] = []
     for payload, at in call_history.spooled_outcomes(read):
         try:
@@ -120,4 +146,4 @@ def _same_project(resolve: Callable[[str | None], Project | None], cwd: Any, pro
     return found is not None and found.key == project.key
 
 
-__all__ = ["HEADER", "call_of", "failure_warning"]
+__all__ = ["HEADER", "call_of", "failure_warning", "injection_off"]

@@ -310,7 +310,9 @@ def failure_warning_for(storage: str, memory: dict[str, Any], flt: Any, record: 
     )
     conn = spool.connect(storage, busy_timeout_ms=WARNING_BUSY_MS)
     try:
-        return failure_warning(spool.reader(conn), resolve, record)
+        hooks = memory.get("hooks")
+        projects = hooks.get("projects") if isinstance(hooks, dict) else None
+        return failure_warning(spool.reader(conn), resolve, record, projects)
     finally:
         if KEEP_OPEN:
             _OPEN.append(conn)
