@@ -42,7 +42,8 @@ run. Target: found by its vector within 1 s (p95).
 ``--warning``: ``remindful hook PreToolUse`` in a git project whose store holds ``--memories``
 memories of that project (tool calls, with the fake model: the hook loads none), with the daemon the
 hooks started running: a command that failed three times before (the hook prints the warning), and
-a new command each run (the hook looks and finds nothing), beside ``python -c pass``, in turns.
+a new command each run (the hook looks and finds nothing), the hook with ``--no-context`` (no
+lookup: the lookup's cost is the difference), beside ``python -c pass``, in turns.
 Target: within the PreToolUse timeout (500 ms) with a wide margin, and p50 <= 3x ``python -c pass``.
 
 The package is byte-compiled first (as ``pip install`` does): with PYTHONDONTWRITEBYTECODE set and
@@ -316,6 +317,7 @@ def bench_warning(runs: int, memories: int) -> dict[str, Any]:
         bare: list[float] = []
         warned: list[float] = []
         unwarned: list[float] = []
+        unlooked: list[float] = []  # the same hook told to print nothing: no lookup
         printed = 0
         for i in range(runs):
             bare.append(run([sys.executable, "-c", "pass"], b"", env)[0])
@@ -326,6 +328,8 @@ def bench_warning(runs: int, memories: int) -> dict[str, Any]:
             warned.append((time.perf_counter() - started) * 1000)
             printed += "STAGING_DEPLOY_KEY" in done.stdout.decode()
             unwarned.append(run([*command, "PreToolUse"], event("PreToolUse", runs + i, f"make new-{i}"), env)[0])
+            body = event("PreToolUse", 2 * runs + i, DEPLOY)
+            unlooked.append(run([*command, "PreToolUse", "--no-context"], body, env)[0])
         stop_daemons(tmp)
     return {
         "runs": runs,
@@ -333,6 +337,7 @@ def bench_warning(runs: int, memories: int) -> dict[str, Any]:
         "python_pass_ms": {"p50": pct(bare, 0.5, 1), "p95": pct(bare, 0.95, 1)},
         "warned_ms": {"p50": pct(warned, 0.5, 1), "p95": pct(warned, 0.95, 1), "max": round(max(warned), 1)},
         "not_warned_ms": {"p50": pct(unwarned, 0.5, 1), "p95": pct(unwarned, 0.95, 1)},
+        "no_lookup_ms": {"p50": pct(unlooked, 0.5, 1), "p95": pct(unlooked, 0.95, 1)},
         "warnings_printed": printed,
         "ratio_p50": round(percentile(warned, 0.5) / percentile(bare, 0.5), 2),
         "timeout_ms": TIMEOUTS_MS["PreToolUse"],
@@ -343,12 +348,14 @@ def bench_warning(runs: int, memories: int) -> dict[str, Any]:
 
 def warning_lines(result: dict[str, Any]) -> list[str]:
     bare, warned, other = result["python_pass_ms"], result["warned_ms"], result["not_warned_ms"]
+    none = result["no_lookup_ms"]
     return [
         f"store of {result['memories']:,} memories of the project, {result['runs']} runs each, in turns",
         f"python -c pass             p50 {bare['p50']:6.1f} ms  p95 {bare['p95']:6.1f} ms",
         f"PreToolUse, warned         p50 {warned['p50']:6.1f} ms  p95 {warned['p95']:6.1f} ms  max {warned['max']} ms"
         f"  ({result['warnings_printed']}/{result['runs']} printed the warning)",
         f"PreToolUse, a new command  p50 {other['p50']:6.1f} ms  p95 {other['p95']:6.1f} ms",
+        f"PreToolUse, --no-context   p50 {none['p50']:6.1f} ms  p95 {none['p95']:6.1f} ms  (no lookup)",
         versus("warned p50", warned["p50"], "python -c pass p50", bare["p50"], ratio=result["ratio_p50"])
         + f"; timeout {result['timeout_ms']} ms; target <= {result['target_ratio']:g}x",
     ]

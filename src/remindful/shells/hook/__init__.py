@@ -308,10 +308,12 @@ def failure_warning_for(storage: str, memory: dict[str, Any], flt: Any, record: 
     resolve = Resolver(
         fixed if isinstance(fixed, str) else None, names if isinstance(names, dict) else None, clean=clean
     )
+    hooks = memory.get("hooks")
+    projects = hooks.get("projects") if isinstance(hooks, dict) else None
+    if _OPEN:  # the spool's connection of this process, left open (KEEP_OPEN): no second one
+        return failure_warning(spool.reader(_OPEN[-1]), resolve, record, projects)
     conn = spool.connect(storage, busy_timeout_ms=WARNING_BUSY_MS)
     try:
-        hooks = memory.get("hooks")
-        projects = hooks.get("projects") if isinstance(hooks, dict) else None
         return failure_warning(spool.reader(conn), resolve, record, projects)
     finally:
         if KEEP_OPEN:
