@@ -256,7 +256,7 @@ def run(argv: list[str], stdin: Any = None, stdout: Any = None, *, start_daemon:
 
 
 #: How long the daemon has to take an event the disk could not (its answer is a few milliseconds).
-KEEP_TIMEOUT_S = 0.3
+KEEP_TIMEOUT_S = 0.25
 
 
 def keep_elsewhere(storage: str, event: str, failed: Any) -> int:
@@ -491,7 +491,7 @@ TOO_DEEP = "hook input: the JSON on stdin is nested too deeply; expected a hook 
 #: A hook input over ``limits.hook_payload_bytes`` but within this many times it is still read
 #: whole (a failing build's long log), redacted whole, and kept cut to :data:`OVERSIZED_KEEP_CHARS`
 #: per memory (:func:`mark_truncated`); a larger one is read to its end and dropped (logged).
-OVERSIZED_READ_FACTOR = 16
+OVERSIZED_READ_FACTOR = 4
 OVERSIZED_KEEP_CHARS = 16_000
 
 
