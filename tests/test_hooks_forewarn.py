@@ -11,7 +11,9 @@ from typing import Any
 
 import pytest
 
+from remindful.engine.projects import Resolver
 from remindful.shells.hook import run
+from remindful.testing import open_fake
 
 FAILED = "Error: STAGING_DEPLOY_KEY is not set"
 
@@ -79,3 +81,19 @@ def test_no_warning_outside_a_project_or_where_injection_is_off(
     assert fire(store, "PreToolUse", project, "pnpm run deploy:staging", 21) == ""
     monkeypatch.delenv("REMINDFUL_CONFIG")
     assert FAILED in fire(store, "PreToolUse", project, "pnpm run deploy:staging", 22)
+
+
+def test_a_planted_marker_naming_the_project_gets_no_warning(tmp_path: Path, project: Path) -> None:
+    """A cloned repository's ``.remindful`` names the victim project's key (issue 32: "one project
+    posing as another"): its PreToolUse must not be told the victim's failures."""
+    store = tmp_path / "s"
+    fail_twice(store, project)
+    with open_fake(store) as memory:
+        memory.drain_spool()  # stored: the catalog records the project at its directory
+    victim = Resolver()(str(project))
+    assert victim is not None
+    assert FAILED in fire(store, "PreToolUse", project, "pnpm run deploy:staging", 30)
+    clone = tmp_path / "cloned"
+    clone.mkdir()
+    (clone / ".remindful").write_text(f"project = {victim.key}\n")
+    assert fire(store, "PreToolUse", clone, "pnpm run deploy:staging", 31) == ""

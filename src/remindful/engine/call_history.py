@@ -50,6 +50,18 @@ def stored_calls(
     return [(str(r[0]), str(r[1]), float(r[2])) for r in rows]
 
 
+def project_root(read: Read, key: str) -> str | None:
+    """The directory the catalog recorded for the project ``key`` ("" when known by name only), or
+    None when none is recorded (or the catalog has no projects table yet)."""
+    try:
+        rows = read("SELECT root FROM projects WHERE key = ?", (key,))
+    except Exception as exc:
+        if "no such table" in str(exc):
+            return None
+        raise
+    return str(rows[0][0]) if rows else None
+
+
 def spooled_outcomes(read: Read, limit: int = RECENT_SPOOLED) -> list[tuple[str, float]]:
     """``(payload JSON, created_at)`` of the newest ``limit`` spooled reports of a call's outcome,
     newest first ([] when there is no spool yet)."""
@@ -66,4 +78,4 @@ def spooled_outcomes(read: Read, limit: int = RECENT_SPOOLED) -> list[tuple[str,
     return [(str(r[0]), float(r[1])) for r in rows]
 
 
-__all__ = ["OUTCOME_KINDS", "RECENT_MEMORIES", "RECENT_SPOOLED", "spooled_outcomes", "stored_calls"]
+__all__ = ["OUTCOME_KINDS", "RECENT_MEMORIES", "RECENT_SPOOLED", "project_root", "spooled_outcomes", "stored_calls"]

@@ -3,9 +3,11 @@
 
 "The same call" is the tool and its key arguments as the hooks record them (metadata ``tool_name``
 and ``arguments``: for Bash the command; see :mod:`remindful.services.ingest.distill`), in the
-project of the event's ``cwd``, never another's. The earlier outcomes are the project's stored
-action memories and the outcomes still in the spool (:mod:`remindful.engine.call_history`): a
-catalog query, no model, so that the hook answers within its 0.5 s whether a daemon runs or not.
+project of the event's ``cwd``, never another's: a ``.remindful`` marker naming a project the
+catalog records at another directory gets no warning of it (issue 32: no project poses as another).
+The earlier outcomes are the project's stored action memories and the outcomes still in the spool
+(:mod:`remindful.engine.call_history`): a catalog query, no model, so that the hook answers within
+its 0.5 s whether a daemon runs or not.
 
 The warning goes to the agent as the ``additionalContext`` of the hook's output, with no
 ``permissionDecision``: the call is neither allowed past the user's permission rules nor stopped
@@ -102,6 +104,9 @@ def failure_warning(
         return None  # no project: calls in different places cannot be told apart
     if injection_off(projects, project):
         return None  # hooks.projects turns injection off here
+    recorded = call_history.project_root(read, project.key)
+    if recorded and project.root and recorded != project.root:
+        return None  # a marker here names a project whose place is elsewhere: it is not this one's
     seen: list[tuple[float, bool, str]] = []
     for payload, at in call_history.spooled_outcomes(read):
         try:
