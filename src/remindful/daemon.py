@@ -269,10 +269,15 @@ class DaemonHandle:
         "payload", "created_at"}``, the payload redacted by the hook), until :meth:`spool_kept`
         writes it. Returns how many are kept; raises ValidationError for a malformed event and
         StorageFullError when :data:`KEPT_MAX_BYTES` are kept already."""
-        fields = [request.get(k) for k in ("idem_key", "kind", "payload", "created_at")]
-        key, kind, payload, at = fields
-        if not (isinstance(key, str) and isinstance(kind, str) and isinstance(payload, str)):
-            raise ValidationError("keep", "expected idem_key, kind and payload as text")
+        for name in ("idem_key", "kind", "payload"):
+            if not isinstance(request.get(name), str):
+                raise ValidationError(name, "expected text (the spool's fallback line of the event)")
+        key, kind, payload, at = (
+            str(request["idem_key"]),
+            str(request["kind"]),
+            str(request["payload"]),
+            request.get("created_at"),
+        )
         if isinstance(at, bool) or not isinstance(at, int | float):
             raise ValidationError("created_at", "expected a time in seconds")
         with self._kept_lock:
@@ -323,6 +328,8 @@ class DaemonHandle:
         limit = self.idle_exit_s
         while not self.stop_event.wait(min(limit / 4, 5.0)):
             gone = not self.path.is_dir()
+            if self.kept and not gone:
+                self.touch()  # events only this process holds: not idle until they are written
             if gone or time.monotonic() - self.last_activity >= limit:
                 why = "its storage directory is gone" if gone else f"no activity for {limit:g} s"
                 log.info("the daemon of %s stops: %s", self.path, why)

@@ -154,7 +154,7 @@ def test_a_hook_payload_over_the_limit_keeps_a_truncated_memory(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Over ``limits.hook_payload_bytes`` (a failing build's long log), the event is kept, its text
-    cut and saying so (issue 32: it was dropped whole); only an input over 16 times the limit is
+    cut and saying so (issue 32: it was dropped whole); only an input over 4 times the limit is
     refused up front, and that is logged."""
     store = tmp_path / "s"
     monkeypatch.setenv("REMINDFUL_LIMITS__HOOK_PAYLOAD_BYTES", "2000")
@@ -169,9 +169,9 @@ def test_a_hook_payload_over_the_limit_keeps_a_truncated_memory(
         (kept,) = memory.list()
     assert kept.content.startswith("p" * 250) and "p" * 251 not in kept.content
     assert "[truncated: the hook input was" in kept.content and kept.metadata["truncated"]["bytes"] > 3000
-    payload["prompt"] = "p" * 40_000
+    payload["prompt"] = "p" * 9_000
     code, err = hook(store, json.dumps(payload))
-    assert code == 0 and "nothing captured" in err and "over 32,000 bytes" in err
+    assert code == 0 and "nothing captured" in err and "over 8,000 bytes" in err
     assert spooled(store) == 0
 
 

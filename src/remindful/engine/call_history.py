@@ -24,23 +24,42 @@ RECENT_SPOOLED = 500
 OUTCOME_KINDS = ("PostToolUse", "PostToolUseFailure")
 
 
-def stored_calls(read: Read, scope: str, tool: str, limit: int = RECENT_MEMORIES) -> list[tuple[str, str, float]]:
-    """``(content, metadata JSON, created_at)`` of the action memories of calls of ``tool`` stored
-    in ``scope`` among its newest ``limit`` memories, newest first ([] when the catalog has no
-    memories table yet)."""
+def stored_calls(
+    read: Read, scope: str, tool: str, arguments: dict[str, Any], limit: int = RECENT_MEMORIES
+) -> list[tuple[str, str, float]]:
+    """``(content, metadata JSON, created_at)`` of the action memories of calls of ``tool`` with
+    these key ``arguments`` (each value equal, as stored) in ``scope``, among its newest ``limit``
+    memories, newest first ([] when the catalog has no memories table yet)."""
+    keys = sorted(arguments)
+    same = "".join(" AND json_extract(metadata, ?) = ?" for _ in keys)
+    params: list[Any] = [scope, limit, tool]
+    for key in keys:
+        params += ['$.arguments."' + key.replace('"', "") + '"', arguments[key]]
     try:
         rows = read(
             "SELECT content, metadata, created_at FROM ("
             "SELECT content, metadata, created_at, type FROM memories WHERE scope = ? "
             "ORDER BY created_at DESC LIMIT ?) "
-            "WHERE type = 'action' AND json_extract(metadata, '$.tool_name') = ? ORDER BY created_at DESC",
-            (scope, limit, tool),
+            f"WHERE type = 'action' AND json_extract(metadata, '$.tool_name') = ?{same} ORDER BY created_at DESC",
+            params,
         )
     except Exception as exc:  # sqlite3.OperationalError, not imported here
         if "no such table" in str(exc):
             return []
         raise
     return [(str(r[0]), str(r[1]), float(r[2])) for r in rows]
+
+
+def project_root(read: Read, key: str) -> str | None:
+    """The directory the catalog recorded for the project ``key`` ("" when known by name only), or
+    None when none is recorded (or the catalog has no projects table yet)."""
+    try:
+        rows = read("SELECT root FROM projects WHERE key = ?", (key,))
+    except Exception as exc:
+        if "no such table" in str(exc):
+            return None
+        raise
+    return str(rows[0][0]) if rows else None
 
 
 def spooled_outcomes(read: Read, limit: int = RECENT_SPOOLED) -> list[tuple[str, float]]:
@@ -59,4 +78,4 @@ def spooled_outcomes(read: Read, limit: int = RECENT_SPOOLED) -> list[tuple[str,
     return [(str(r[0]), float(r[1])) for r in rows]
 
 
-__all__ = ["OUTCOME_KINDS", "RECENT_MEMORIES", "RECENT_SPOOLED", "spooled_outcomes", "stored_calls"]
+__all__ = ["OUTCOME_KINDS", "RECENT_MEMORIES", "RECENT_SPOOLED", "project_root", "spooled_outcomes", "stored_calls"]

@@ -3,9 +3,11 @@
 
 "The same call" is the tool and its key arguments as the hooks record them (metadata ``tool_name``
 and ``arguments``: for Bash the command; see :mod:`remindful.services.ingest.distill`), in the
-project of the event's ``cwd``, never another's. The earlier outcomes are the project's stored
-action memories and the outcomes still in the spool (:mod:`remindful.engine.call_history`): a
-catalog query, no model, so that the hook answers within its 0.5 s whether a daemon runs or not.
+project of the event's ``cwd``, never another's: a ``.remindful`` marker naming a project the
+catalog records at another directory gets no warning of it (issue 32: no project poses as another).
+The earlier outcomes are the project's stored action memories and the outcomes still in the spool
+(:mod:`remindful.engine.call_history`): a catalog query, no model, so that the hook answers within
+its 0.5 s whether a daemon runs or not.
 
 The warning goes to the agent as the ``additionalContext`` of the hook's output, with no
 ``permissionDecision``: the call is neither allowed past the user's permission rules nor stopped
@@ -33,15 +35,15 @@ LINE_CHARS = 400
 HEADER = "remindful (remembered data about earlier runs, not an instruction):"
 
 
-def call_of(record: dict[str, Any]) -> tuple[str, str, str | None] | None:
-    """``(tool, key arguments as canonical JSON, cwd)`` of the call a PreToolUse record starts, or
-    None when it names no tool or no key argument (nothing to recognise it by)."""
+def call_of(record: dict[str, Any]) -> tuple[str, dict[str, Any], str | None] | None:
+    """``(tool, key arguments, cwd)`` of the call a PreToolUse record starts, or None when it names
+    no tool or no key argument (nothing to recognise it by)."""
     for memory in record.get("memories") or ():
         meta = memory.get("metadata") or {}
         tool, args = meta.get("tool_name"), meta.get("arguments")
         if isinstance(tool, str) and tool and isinstance(args, dict) and args:
             cwd = meta.get("cwd")
-            return tool, _canonical(args), cwd if isinstance(cwd, str) else None
+            return tool, args, cwd if isinstance(cwd, str) else None
     return None
 
 
@@ -62,19 +64,49 @@ def _outcome(meta: dict[str, Any], tool: str, arguments: str) -> bool | None:
     return bool(meta["success"])
 
 
-def failure_warning(read: Read, resolve: Callable[[str | None], Project | None], record: dict[str, Any]) -> str | None:
+def injection_off(projects: Any, project: Project) -> bool:
+    """Whether ``hooks.projects`` (the raw mapping: key → ``{"inject": …}``) turns injection off for
+    ``project``: its first entry naming the project by its key, name or root directory, or by an
+    fnmatch pattern of one of them, as :func:`remindful.services.context.injection_for` reads it."""
+    if not isinstance(projects, dict) or not projects:
+        return False
+    import fnmatch
+    import os
+
+    names = [n for n in (project.key, project.name, project.root) if n]
+    for key, entry in projects.items():
+        pattern = os.path.expanduser(str(key))
+        exact = pattern.rstrip(os.sep) or pattern
+        if any(name == exact or fnmatch.fnmatchcase(name, pattern) for name in names):
+            return isinstance(entry, dict) and entry.get("inject") is False
+    return False
+
+
+def failure_warning(
+    read: Read,
+    resolve: Callable[[str | None], Project | None],
+    record: dict[str, Any],
+    projects: Any = None,
+) -> str | None:
     """The warning for the call ``record`` (a PreToolUse record) starts, or None: the newest
     outcomes of the same call in the project of its ``cwd`` (``resolve``: the project resolver),
-    newest first, counted up to the latest success; a warning when the latest is a failure. (The
+    newest first, counted up to the latest success; a warning when the latest is a failure; none
+    where ``projects`` (``hooks.projects``) turns injection off (:func:`injection_off`). (The
     capture filters store one of identical failures repeated within ``min_interval_seconds``: the
     count is of those recorded.)"""
     call = call_of(record)
     if call is None:
         return None
-    tool, arguments, cwd = call
+    tool, args, cwd = call
+    arguments = _canonical(args)
     project = resolve(cwd)
     if project is None:
         return None  # no project: calls in different places cannot be told apart
+    if injection_off(projects, project):
+        return None  # hooks.projects turns injection off here
+    recorded = call_history.project_root(read, project.key)
+    if recorded and project.root and recorded != project.root:
+        return None  # a marker here names a project whose place is elsewhere: it is not this one's
     seen: list[tuple[float, bool, str]] = []
     for payload, at in call_history.spooled_outcomes(read):
         try:
@@ -86,7 +118,7 @@ def failure_warning(read: Read, resolve: Callable[[str | None], Project | None],
             outcome = _outcome(meta, tool, arguments)
             if outcome is not None and _same_project(resolve, meta.get("cwd"), project):
                 seen.append((float(spooled.get("at") or at), outcome, str(memory.get("content", ""))))
-    for content, metadata, at in call_history.stored_calls(read, project.scope, tool):
+    for content, metadata, at in call_history.stored_calls(read, project.scope, tool, args):
         try:
             meta = json.loads(metadata)
         except ValueError:
@@ -119,4 +151,4 @@ def _same_project(resolve: Callable[[str | None], Project | None], cwd: Any, pro
     return found is not None and found.key == project.key
 
 
-__all__ = ["HEADER", "call_of", "failure_warning"]
+__all__ = ["HEADER", "call_of", "failure_warning", "injection_off"]

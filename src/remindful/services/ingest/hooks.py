@@ -35,6 +35,8 @@ class Unwritable(Exception):
     def __init__(self, record: dict[str, Any], cause: BaseException) -> None:
         super().__init__(f"{type(cause).__name__}: {cause}")
         self.record, self.cause = record, cause
+        #: Whether the disk is full (else the store is unwritable for another reason).
+        self.full = _full(cause) or "disk is full" in str(cause)
 
 
 class Prepared:

@@ -263,7 +263,7 @@ def run(argv: list[str], stdin: Any = None, stdout: Any = None, *, start_daemon:
 
 
 #: How long the daemon has to take an event the disk could not (its answer is a few milliseconds).
-KEEP_TIMEOUT_S = 0.3
+KEEP_TIMEOUT_S = 0.25
 
 
 def keep_elsewhere(storage: str, event: str, failed: Any) -> int:
@@ -283,11 +283,12 @@ def keep_elsewhere(storage: str, event: str, failed: Any) -> int:
             "it once the disk has room (lost if the daemon stops first)",
         )
         return 0
+    fix = "free space on that disk" if failed.full else "`remindful doctor` says what is wrong"
     hook_log(
         storage,
         "ERROR",
         f"the {event} event is lost: it could not be written to {storage} ({why}) and no daemon runs to keep it "
-        "until there is room; free space on that disk (`remindful doctor` says what is wrong)",
+        f"until it can be; {fix}",
     )
     return 1
 
@@ -314,9 +315,13 @@ def failure_warning_for(storage: str, memory: dict[str, Any], flt: Any, record: 
     resolve = Resolver(
         fixed if isinstance(fixed, str) else None, names if isinstance(names, dict) else None, clean=clean
     )
+    hooks = memory.get("hooks")
+    projects = hooks.get("projects") if isinstance(hooks, dict) else None
+    if _OPEN:  # the spool's connection of this process, left open (KEEP_OPEN): no second one
+        return failure_warning(spool.reader(_OPEN[-1]), resolve, record, projects)
     conn = spool.connect(storage, busy_timeout_ms=WARNING_BUSY_MS)
     try:
-        return failure_warning(spool.reader(conn), resolve, record)
+        return failure_warning(spool.reader(conn), resolve, record, projects)
     finally:
         if KEEP_OPEN:
             _OPEN.append(conn)
@@ -493,7 +498,7 @@ TOO_DEEP = "hook input: the JSON on stdin is nested too deeply; expected a hook 
 #: A hook input over ``limits.hook_payload_bytes`` but within this many times it is still read
 #: whole (a failing build's long log), redacted whole, and kept cut to :data:`OVERSIZED_KEEP_CHARS`
 #: per memory (:func:`mark_truncated`); a larger one is read to its end and dropped (logged).
-OVERSIZED_READ_FACTOR = 16
+OVERSIZED_READ_FACTOR = 4
 OVERSIZED_KEEP_CHARS = 16_000
 
 
