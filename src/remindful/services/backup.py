@@ -64,6 +64,7 @@ from remindful.services.archive import (
 
 if TYPE_CHECKING:
     from remindful.config import Settings
+    from remindful.engine.redact import StoreRedactor
     from remindful.engine.repositories import MemoryRepository
     from remindful.engine.storelock import StoreLock
 
@@ -98,6 +99,10 @@ class Restorable(Archivable, Protocol):
     def reindex(self, *, reset: bool, progress: Any = None) -> dict[str, int]: ...
 
     def delete_all(self, *, reason: str) -> int: ...
+
+    @property
+    def redaction(self) -> StoreRedactor:
+        """The store's redaction: a restored catalog's every row passes it again."""
 
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -273,7 +278,7 @@ def restore_backup(
                     f"restoring replaces all {current} current memories with the backup's "
                     f"{manifest.get('total', '?')}; pass confirm=True (the current data is backed up first)",
                 )
-            prepare_for_restore(staging / CATALOG, store.path / CATALOG)
+            prepare_for_restore(staging / CATALOG, store.path / CATALOG, store.redaction)
             # The index lock first (the order every writer takes them in), then every process's
             # writes held off from the snapshot of the current data to the end of the replacement.
             with store.index_lock(), store.store_lock.exclusive("restore"):
