@@ -846,6 +846,8 @@ class LibraryDetector:
         from detect_secrets.plugins import keyword
 
         self._keyword_module = keyword
+        # the keyword plugin's words: only a line holding one is given to it
+        self._words = re.compile("|".join(keyword.DENYLIST), re.IGNORECASE)
         self.plugins: list[Any] = []
         self.keyword: Any = None
         classes: list[Any] = list(get_mapping_from_secret_type_to_class().values())
@@ -863,20 +865,16 @@ class LibraryDetector:
         for plugin in self.plugins:
             for value in plugin.analyze_string(text):
                 found.add((plugin.secret_type, value))
-        if self.keyword is not None:
+        if self.keyword is not None and self._words.search(text) is not None:
             module = self._keyword_module
-            lower = text.lower()
-            if any(word.replace("_?", "") in lower for word in module.DENYLIST) or "_" in lower:
-                for line in text.splitlines():
-                    if len(line) > 4096:
-                        continue
-                    for groups in (
-                        module.QUOTES_REQUIRED_DENYLIST_REGEX_TO_GROUP,
-                        module.CONFIG_DENYLIST_REGEX_TO_GROUP,
-                    ):
-                        for value in self.keyword.analyze_string(line, groups):
-                            if _library_keyword_secret(value):
-                                found.add((self.keyword.secret_type, value))
+            attempts = (module.QUOTES_REQUIRED_DENYLIST_REGEX_TO_GROUP, module.CONFIG_DENYLIST_REGEX_TO_GROUP)
+            for line in text.splitlines():
+                if len(line) > 4096 or self._words.search(line) is None:
+                    continue
+                for groups in attempts:
+                    for value in self.keyword.analyze_string(line, groups):
+                        if _library_keyword_secret(value):
+                            found.add((self.keyword.secret_type, value))
         return {(kind, value) for kind, value in found if len(value) >= 6 and "REDACTED" not in value}
 
     def redact(self, text: str, counts: dict[str, int] | None = None) -> str:
