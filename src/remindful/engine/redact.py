@@ -278,7 +278,7 @@ DEFAULT_REDACTIONS: tuple[tuple[str, str, str], ...] = (
     # URL-encoded: password%3DX (and %22password%22%3A%22X).
     (
         "urlencoded_secret",
-        rf"((?P<name>(?:{_SECRET_NAME}|(?:(?<=%2[26])|(?<=%3[Ff]))(?i:{_SECRET_WORDS}|pass|pwd)))(?:%22)?%3[DdAa](?:%22|%20)*)(?!%5B)(?:%[0-9A-Fa-f]{{2}}|[A-Za-z0-9._~!*()+-]){{3,1024}}?"
+        rf"((?P<name>(?:{_SECRET_NAME}|(?:(?<=%2[26])|(?<=%3[Ff]))(?i:{_SECRET_WORDS}|pass|pwd)))(?:%22)?%3[DdAa](?:%22|%20)*)(?!%5B|%24|%7B|%3C)(?:%[0-9A-Fa-f]{{2}}|[A-Za-z0-9._~!*()+-]){{3,1024}}?"
         r"(?=%26|%22|%2C|&|[\s\"']|$)",
         r"\1[REDACTED]",
     ),
@@ -701,8 +701,8 @@ def _redact_yaml_block(pattern: re.Pattern[str], replacement: str, text: str) ->
 
 _KEYWORD_NEAR = r"(?i)(?:key|secret|token|passw|pwd|cred|auth|signature|fernet|cookie|bearer|private|api|пароль|密码)"
 _ASSIGNED = r"[=:\uff1a][ \t]*[\"'`]?$"
-# One part of an identifier: a word in one case (or Titlecase), digits after it allowed, or a number.
-_WORD_PART = r"(?:[A-Z]?[a-z]+|[A-Z]+)\d{0,4}|\d+"
+# The words of an identifier: camelCase, TitleCase and UPPER words and numbers.
+_WORDS_OF = r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+"
 _NOT_KEYS = ("base64,", "sha1-", "sha256-", "sha384-", "sha512-", "sha1:", "sha256:", "sha512:", "md5:")
 _DIGEST_PREFIXES = ("sha1-", "sha256-", "sha384-", "sha512-")
 _IMAGE_MAGIC = ("iVBORw0KGgo", "/9j/", "R0lGOD", "UklGR", "PHN2Zy", "Qk0")
@@ -718,6 +718,21 @@ def _entropy(word: str) -> float:
     return -sum(k / n * log2(k / n) for k in counts.values())
 
 
+def _identifier(word: str) -> bool:
+    """Whether ``word`` reads as an identifier (snake_case, kebab-case, CONSTANT_CASE, camelCase: words
+    of three letters or more, a number or two) rather than random characters, whose case changes and
+    digits cut it into many short pieces."""
+    if any(not (c.isascii() and (c.isalnum() or c in "_/-")) for c in word):
+        return False  # base64's + and =
+    parts = re.findall(_WORDS_OF, word)
+    short = sum(len(p) <= 2 for p in parts)
+    numbers = sum(p.isdigit() for p in parts)
+    return bool(parts) and short * 4 <= len(parts) and numbers <= 2
+
+
+_PUBLIC_KEY_BLOBS = ("AAAAB3NzaC1", "AAAAC3NzaC1", "AAAAE2VjZHNh", "AAAAGnNr")  # ssh-rsa, ed25519, ecdsa, sk-
+
+
 def _random_word(text: str, start: int, word: str) -> bool:
     """Whether ``word`` (at ``start`` of ``text``) is a random key that no rule named: after a
     secret-sounding word on its line, after an assignment, or a long word of mixed case and digits
@@ -730,10 +745,12 @@ def _random_word(text: str, start: int, word: str) -> bool:
     before = text[max(line_start, start - 48) : start]
     if before.endswith(_NOT_KEYS) or core.startswith(_IMAGE_MAGIC) or core.startswith(_DIGEST_PREFIXES):
         return False
+    if core.startswith(_PUBLIC_KEY_BLOBS):
+        return False  # an SSH public key (authorized_keys, *.pub) is no secret
     if "." in core or "~" in core or ("/" in core and ("-" in core or "_" in core)):
         return False  # a path, a URL, a file or module name: no key alphabet mixes these
-    if all(re.fullmatch(_WORD_PART, part) for part in re.split(r"[_/-]+", core) if part):
-        return False  # an identifier: snake_case, kebab-case, CONSTANT_CASE, camelCase words
+    if _identifier(core):
+        return False
     if _UUID.search(core) is not None:
         return False
     digits = sum(c.isdigit() for c in core)
