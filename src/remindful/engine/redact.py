@@ -579,7 +579,9 @@ def _redact_mixed(pattern: re.Pattern[str], replacement: str, text: str) -> tupl
 
     def sub(match: re.Match[str]) -> str:
         nonlocal hits
-        if not _mixed(match.group(0)):
+        word = match.group(0).rstrip("=")
+        cased = any(c.isupper() for c in word) and any(c.islower() for c in word)
+        if not (_mixed(word) or (cased and not _identifier(word))):  # 43 random characters may hold no digit
             return match.group(0)
         hits += 1
         return replacement
