@@ -94,3 +94,18 @@ KEPT = [
 def test_what_the_new_rules_leave_alone(text: str, which: str) -> None:
     redactor = hook_rules() if which == "hook" else store_rules()
     assert redactor.redact(text) == text
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["connection_string", "secret_key_base", "DB_PW", "subscriptionKey", "sessionid", "client-key-data", "fernet_key"]
+    + ["AccountKey", "Passwort", "contraseña", "пароль"],
+)
+def test_a_field_named_like_these_loses_its_value(name: str) -> None:
+    """The matrix's metadata paths: the value alone (a short password) says nothing; its name does."""
+    assert hook_rules().redact_value({"deploy": {name: "HsM6dMYt5we1X6*3#"}}) == {"deploy": {name: "[REDACTED]"}}
+
+
+def test_a_command_glued_to_a_word_is_still_a_command() -> None:
+    text = "deploy-mysql -u root -pJHvlt2I4HBXDYS+0# -h db.internal prod"
+    assert "JHvlt2I4HBXDYS" not in hook_rules().redact(text)

@@ -165,3 +165,13 @@ def test_import_rechecks_every_row(tmp_path: Path) -> None:
         memory.import_memories(source)
         memory.flush()
         assert _found(memory.path, OPENAI[10:]) == [] and _found(memory.path, PASSWORD) == []
+
+
+def test_a_correction_is_redacted_before_its_words_are_joined(tmp_path: Path) -> None:
+    """The rule statement of a correction joins its words on one line, where a .netrc or key lines
+    no longer look like them: the texts are redacted first."""
+    netrc = f"machine api.heroku.com\n  login jane\n  password {PASSWORD}\n"
+    with open_fake(tmp_path / "s") as memory:
+        memory.capture_correction(f"Deploy with {netrc}", "Deploy with the vault credentials", context=netrc)
+        memory.flush()
+        assert _found(memory.path, PASSWORD) == []
