@@ -230,7 +230,7 @@ DEFAULT_REDACTIONS: tuple[tuple[str, str, str], ...] = (
     # sshpass -p X, redis-cli -a X, ldapsearch -w X.
     (
         "cli_password",
-        r"(?P<head>(?<![\w-])(?:(?:mysql|mysqldump|mysqladmin|mysqlimport|mysqlshow|mysqlcheck|mariadb|mariadb-dump)\b"
+        r"(?P<head>(?<![A-Za-z0-9_])(?:(?:mysql|mysqldump|mysqladmin|mysqlimport|mysqlshow|mysqlcheck|mariadb|mariadb-dump)\b"
         r"[^\n|;&]{0,512}?[ \t]-p(?=[^\s-])"
         r"|(?:docker|podman|nerdctl|buildah|skopeo|helm[ \t]+registry)[ \t]+login\b[^\n|;&]{0,512}?[ \t]-p[ \t]+"
         r"|sshpass\b[^\n|;&]{0,512}?[ \t]-p[ \t]*"
@@ -611,7 +611,7 @@ def _redact_encoded_key(pattern: re.Pattern[str], replacement: str, text: str) -
 
 
 _KEY_CORE = r"[A-Za-z0-9+/]{40,}={0,2}"
-_KEY_TAIL = r"(?:[ \t]*\d{1,6}(?:\t|:| {1,2})|[\w./~-]{1,256}:\d{1,6}:)?[ \t]*([A-Za-z0-9+/]{2,}={0,2})[ \t]*\r?$"
+_KEY_TAIL = r"(?:[ \t]*\d{1,6}(?:\t|:| {1,2})|[\w./~-]{1,256}:\d{1,6}:)?[ \t]*([A-Za-z0-9+/]{2,}={0,2})(?=\s|$)"
 
 
 def _redact_key_lines(pattern: re.Pattern[str], replacement: str, text: str) -> tuple[str, int]:
@@ -809,10 +809,12 @@ _SUBSTITUTES: dict[str, Callable[[re.Pattern[str], str, str], tuple[str, int]]] 
 
 # Matched against the whole name, lower-cased, camelCase and separators turned into ``_``.
 _SECRET_FIELD = (
-    r".*pass(?:word|wd|phrase)"
-    r"|(?:.*_)?(?:secrets?|token|credentials?|auth|authorization|cookie|apikey"
-    r"|(?:api|access|secret|private|signing|encryption|master|client|app|auth|license)_?key)"
-    r"|.+_(?:pass|pwd)"
+    r".*pass(?:word|wd|phrase)|.*(?:passwort|kennwort|contrase(?:ñ|n)a|пароль|密码|mot_de_passe)"
+    r"|(?:.*_)?(?:secrets?|token|credentials?|auth|authorization|cookie|apikey|sessionid|secret_key_base"
+    r"|connection_?string|conn_?str"
+    r"|(?:api|access|secret|private|signing|encryption|master|client|app|auth|license|account|subscription"
+    r"|storage|fernet)_?key|(?:client|private)_key_data)"
+    r"|.+_(?:pass|pwd|pw)"
 )
 _NAME_FIELDS = ("name", "key", "setting", "variable", "var", "env", "field", "param", "parameter", "option")
 _VALUE_FIELDS = frozenset(("value", "new_value", "old_value", "new", "old", "default", "current", "previous"))
