@@ -1042,9 +1042,11 @@ class Redactor:
         return f"{redacted}~{digest}"
 
     def check(self) -> None:
-        """Compile every rule now; raises ValueError naming the first pattern that does not compile
-        (``privacy.redact_patterns[i].regex``), so that a config error is reported, not hit mid-capture."""
-        for i in range(len(self.rules)):
+        """Compile every user rule now; raises ValueError naming the first pattern that does not
+        compile (``privacy.redact_patterns[i].regex``), so that a config error is reported, not hit
+        mid-capture. The built-in rules are constants (their tests compile them): a hook process
+        compiles one only when its precheck says it may match."""
+        for i in range(self.builtin, len(self.rules)):
             try:
                 self._pattern(i)
             except re.error as exc:
