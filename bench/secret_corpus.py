@@ -151,7 +151,7 @@ def _huggingface(rng: random.Random) -> Sample:
     return Sample(f"huggingface-cli login --token {token}", token, (token[3:],))
 
 
-def _card(rng: random.Random, grouped: bool | None = None) -> Sample:
+def card_sample(rng: random.Random, grouped: bool | None = None) -> Sample:
     if grouped if grouped is not None else rng.random() < 0.5:  # a Luhn-valid Visa number, grouped
         number = _luhn_complete("4" + _rand(rng, 14, string.digits))
         shown = " ".join(number[i : i + 4] for i in range(0, 16, 4))
@@ -196,7 +196,7 @@ BASE_KINDS: dict[str, Callable[[random.Random], Sample]] = {
     "bearer_header": _bearer,
     "google_aiza": _google,
     "huggingface_hf": _huggingface,
-    "card_16_digits": _card,
+    "card_16_digits": card_sample,
     "url_password": _url_password,
     "json_secret_key": _json_pair,
     "email": _email,

@@ -68,3 +68,46 @@ def test_ordinary_text_is_left_alone(which: str) -> None:
     changed = sum(c for c, _ in result["by_category"].values())
     assert len(texts) > 2000
     assert changed <= len(texts) // 100, f"{changed} of {len(texts)} changed:\n" + "\n".join(result["examples"])
+
+
+KEPT = [
+    "00:11:22:33:44:55 is the MAC of eth0",  # not a .pgpass line
+    "at 12:30:45:100:200 the job ran",
+    "das Passwort ist falsch",  # a word after "password", in prose
+    "пароль неверный",
+    "mot de passe oublié",
+    "the password is required",
+    "https://host.example:8080/path/to@v2",  # a port, not a password with a /
+    "mysql -u root -p prod < dump.sql",  # -p alone prompts for the password
+    "docker login -u deploy --password-stdin ghcr.io",
+    "redis-cli -a $REDIS_PASSWORD ping",
+    "password%3D%24PASSWORD",
+    "sessionid cookie expired",
+    "TestSecretMatrixWriteBoundaryRegression2024 failed",  # a long identifier
+    "id_ed25519.pub: ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl jane@laptop",
+    "token 3f9a0c1b2d4e5f60718293a4b5c6d7e8f9012345 is the merge base",  # a hash after a key word
+]
+
+
+@pytest.mark.parametrize("text", KEPT)
+@pytest.mark.parametrize("which", ["hook", "store"])
+def test_what_the_new_rules_leave_alone(text: str, which: str) -> None:
+    redactor = hook_rules() if which == "hook" else store_rules()
+    assert redactor.redact(text) == text
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        *("connection_string", "secret_key_base", "DB_PW", "subscriptionKey", "sessionid", "client-key-data"),
+        *("fernet_key", "AccountKey", "Passwort", "contraseña", "пароль"),
+    ],
+)
+def test_a_field_named_like_these_loses_its_value(name: str) -> None:
+    """The matrix's metadata paths: the value alone (a short password) says nothing; its name does."""
+    assert hook_rules().redact_value({"deploy": {name: "HsM6dMYt5we1X6*3#"}}) == {"deploy": {name: "[REDACTED]"}}
+
+
+def test_a_command_glued_to_a_word_is_still_a_command() -> None:
+    text = "deploy-mysql -u root -pJHvlt2I4HBXDYS+0# -h db.internal prod"
+    assert "JHvlt2I4HBXDYS" not in hook_rules().redact(text)

@@ -67,11 +67,16 @@ def test_a_binary_attachment_holding_a_secret_is_not_copied(tmp_path: Path) -> N
 # -- restore and import --------------------------------------------------------------------------------
 
 
-def _tampered_archive(archive: Path, out: Path, change: str) -> Path:
-    """``archive`` with ``change`` (SQL) run on its catalog and the manifest's digests made to match."""
+def _tampered_archive(archive: Path, out: Path, change: str, texts: dict[str, str] | None = None) -> Path:
+    """``archive`` with ``change`` (SQL) run on its catalog, the files named in ``texts`` (whose
+    relative path ends with the key) given that text, and the manifest's digests made to match."""
     work = out / "unpacked"
     with tarfile.open(archive) as tar:
         tar.extractall(work, filter="data")
+    for path in work.rglob("*"):
+        for tail, text in (texts or {}).items():
+            if path.is_file() and path.as_posix().endswith(tail):
+                path.write_text(text)
     catalog = work / "catalog.sqlite3"
     conn = sqlite3.connect(catalog)
     conn.executescript(change)
@@ -121,6 +126,28 @@ def test_restore_rechecks_every_row_and_rebuilds_the_catalog(tmp_path: Path) -> 
         assert _found(other.path, PASSWORD, skip=("backups",)) == []
 
 
+def test_restore_rechecks_attachment_copies(tmp_path: Path) -> None:
+    notes = tmp_path / "notes.txt"
+    notes.write_text("nothing secret here\n")
+    shot = tmp_path / "shot.png"
+    shot.write_bytes(b"\x89PNG\r\n\x1a\n\x00clean")
+    overrides = {
+        "attachments.copy_attachments": True,
+        "attachments.path_keys": ["file_path", "screenshot_path"],
+        "security.allowed_paths": [tmp_path],
+    }
+    with open_fake(tmp_path / "a", **overrides) as memory:
+        memory.store("notes", metadata={"file_path": str(notes), "screenshot_path": str(shot)})
+        archive = Path(memory.backup().path)
+    texts = {"notes.txt": f"docker login -u ci -p {PASSWORD} ghcr.io\nkeep this line\n"}
+    tampered = _tampered_archive(archive, tmp_path, "", texts)
+    with open_fake(tmp_path / "b", **overrides) as other:
+        other.restore(tampered, confirm=True)
+        copies = list((other.path / "attachments").rglob("notes.txt"))
+        assert len(copies) == 1 and "keep this line" in copies[0].read_text()
+        assert _found(other.path, PASSWORD, skip=("backups",)) == []
+
+
 def test_import_rechecks_every_row(tmp_path: Path) -> None:
     source = tmp_path / "import.json"
     memories = [
@@ -138,3 +165,13 @@ def test_import_rechecks_every_row(tmp_path: Path) -> None:
         memory.import_memories(source)
         memory.flush()
         assert _found(memory.path, OPENAI[10:]) == [] and _found(memory.path, PASSWORD) == []
+
+
+def test_a_correction_is_redacted_before_its_words_are_joined(tmp_path: Path) -> None:
+    """The rule statement of a correction joins its words on one line, where a .netrc or key lines
+    no longer look like them: the texts are redacted first."""
+    netrc = f"machine api.heroku.com\n  login jane\n  password {PASSWORD}\n"
+    with open_fake(tmp_path / "s") as memory:
+        memory.capture_correction(f"Deploy with {netrc}", "Deploy with the vault credentials", context=netrc)
+        memory.flush()
+        assert _found(memory.path, PASSWORD) == []

@@ -233,7 +233,7 @@ DEFAULT_REDACTIONS: tuple[tuple[str, str, str], ...] = (
     # sshpass -p X, redis-cli -a X, ldapsearch -w X.
     (
         "cli_password",
-        r"(?P<head>(?<![\w-])(?:(?:mysql|mysqldump|mysqladmin|mysqlimport|mysqlshow|mysqlcheck|mariadb|mariadb-dump)\b"
+        r"(?P<head>(?<![A-Za-z0-9_])(?:(?:mysql|mysqldump|mysqladmin|mysqlimport|mysqlshow|mysqlcheck|mariadb|mariadb-dump)\b"
         r"[^\n|;&]{0,512}?[ \t]-p(?=[^\s-])"
         r"|(?:docker|podman|nerdctl|buildah|skopeo|helm[ \t]+registry)[ \t]+login\b[^\n|;&]{0,512}?[ \t]-p[ \t]+"
         r"|sshpass\b[^\n|;&]{0,512}?[ \t]-p[ \t]*"
@@ -281,7 +281,7 @@ DEFAULT_REDACTIONS: tuple[tuple[str, str, str], ...] = (
     # URL-encoded: password%3DX (and %22password%22%3A%22X).
     (
         "urlencoded_secret",
-        rf"((?P<name>(?:{_SECRET_NAME}|(?:(?<=%2[26])|(?<=%3[Ff]))(?i:{_SECRET_WORDS}|pass|pwd)))(?:%22)?%3[DdAa](?:%22|%20)*)(?!%5B)(?:%[0-9A-Fa-f]{{2}}|[A-Za-z0-9._~!*()+-]){{3,1024}}?"
+        rf"((?P<name>(?:{_SECRET_NAME}|(?:(?<=%2[26])|(?<=%3[Ff]))(?i:{_SECRET_WORDS}|pass|pwd)))(?:%22)?%3[DdAa](?:%22|%20)*)(?!%5B|%24|%7B|%3C)(?:%[0-9A-Fa-f]{{2}}|[A-Za-z0-9._~!*()+-]){{3,1024}}?"
         r"(?=%26|%22|%2C|&|[\s\"']|$)",
         r"\1[REDACTED]",
     ),
@@ -582,7 +582,9 @@ def _redact_mixed(pattern: re.Pattern[str], replacement: str, text: str) -> tupl
 
     def sub(match: re.Match[str]) -> str:
         nonlocal hits
-        if not _mixed(match.group(0)):
+        word = match.group(0).rstrip("=")
+        cased = any(c.isupper() for c in word) and any(c.islower() for c in word)
+        if not (_mixed(word) or (cased and not _identifier(word))):  # 43 random characters may hold no digit
             return match.group(0)
         hits += 1
         return replacement
@@ -612,7 +614,7 @@ def _redact_encoded_key(pattern: re.Pattern[str], replacement: str, text: str) -
 
 
 _KEY_CORE = r"[A-Za-z0-9+/]{40,}={0,2}"
-_KEY_TAIL = r"(?:[ \t]*\d{1,6}(?:\t|:| {1,2})|[\w./~-]{1,256}:\d{1,6}:)?[ \t]*([A-Za-z0-9+/]{2,}={0,2})[ \t]*\r?$"
+_KEY_TAIL = r"(?:[ \t]*\d{1,6}(?:\t|:| {1,2})|[\w./~-]{1,256}:\d{1,6}:)?[ \t]*([A-Za-z0-9+/]{2,}={0,2})(?=\s|$)"
 
 
 def _redact_key_lines(pattern: re.Pattern[str], replacement: str, text: str) -> tuple[str, int]:
@@ -704,8 +706,8 @@ def _redact_yaml_block(pattern: re.Pattern[str], replacement: str, text: str) ->
 
 _KEYWORD_NEAR = r"(?i)(?:key|secret|token|passw|pwd|cred|auth|signature|fernet|cookie|bearer|private|api|пароль|密码)"
 _ASSIGNED = r"[=:\uff1a][ \t]*[\"'`]?$"
-# One part of an identifier: a word in one case (or Titlecase), digits after it allowed, or a number.
-_WORD_PART = r"(?:[A-Z]?[a-z]+|[A-Z]+)\d{0,4}|\d+"
+# The words of an identifier: camelCase, TitleCase and UPPER words and numbers.
+_WORDS_OF = r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+"
 _NOT_KEYS = ("base64,", "sha1-", "sha256-", "sha384-", "sha512-", "sha1:", "sha256:", "sha512:", "md5:")
 _DIGEST_PREFIXES = ("sha1-", "sha256-", "sha384-", "sha512-")
 _IMAGE_MAGIC = ("iVBORw0KGgo", "/9j/", "R0lGOD", "UklGR", "PHN2Zy", "Qk0")
@@ -721,6 +723,21 @@ def _entropy(word: str) -> float:
     return -sum(k / n * log2(k / n) for k in counts.values())
 
 
+def _identifier(word: str) -> bool:
+    """Whether ``word`` reads as an identifier (snake_case, kebab-case, CONSTANT_CASE, camelCase: words
+    of three letters or more, a number or two) rather than random characters, whose case changes and
+    digits cut it into many short pieces."""
+    if any(not (c.isascii() and (c.isalnum() or c in "_/-")) for c in word):
+        return False  # base64's + and =
+    parts = re.findall(_WORDS_OF, word)
+    short = sum(len(p) <= 2 for p in parts)
+    numbers = sum(p.isdigit() for p in parts)
+    return bool(parts) and short * 4 <= len(parts) and numbers <= 2
+
+
+_PUBLIC_KEY_BLOBS = ("AAAAB3NzaC1", "AAAAC3NzaC1", "AAAAE2VjZHNh", "AAAAGnNr")  # ssh-rsa, ed25519, ecdsa, sk-
+
+
 def _random_word(text: str, start: int, word: str) -> bool:
     """Whether ``word`` (at ``start`` of ``text``) is a random key that no rule named: after a
     secret-sounding word on its line, after an assignment, or a long word of mixed case and digits
@@ -733,10 +750,12 @@ def _random_word(text: str, start: int, word: str) -> bool:
     before = text[max(line_start, start - 48) : start]
     if before.endswith(_NOT_KEYS) or core.startswith(_IMAGE_MAGIC) or core.startswith(_DIGEST_PREFIXES):
         return False
+    if core.startswith(_PUBLIC_KEY_BLOBS):
+        return False  # an SSH public key (authorized_keys, *.pub) is no secret
     if "." in core or "~" in core or ("/" in core and ("-" in core or "_" in core)):
         return False  # a path, a URL, a file or module name: no key alphabet mixes these
-    if all(re.fullmatch(_WORD_PART, part) for part in re.split(r"[_/-]+", core) if part):
-        return False  # an identifier: snake_case, kebab-case, CONSTANT_CASE, camelCase words
+    if _identifier(core):
+        return False
     if _UUID.search(core) is not None:
         return False
     digits = sum(c.isdigit() for c in core)
@@ -793,10 +812,12 @@ _SUBSTITUTES: dict[str, Callable[[re.Pattern[str], str, str], tuple[str, int]]] 
 
 # Matched against the whole name, lower-cased, camelCase and separators turned into ``_``.
 _SECRET_FIELD = (
-    r".*pass(?:word|wd|phrase)"
-    r"|(?:.*_)?(?:secrets?|token|credentials?|auth|authorization|cookie|apikey"
-    r"|(?:api|access|secret|private|signing|encryption|master|client|app|auth|license)_?key)"
-    r"|.+_(?:pass|pwd)"
+    r".*pass(?:word|wd|phrase)|.*(?:passwort|kennwort|contrase(?:ñ|n)a|пароль|密码|mot_de_passe)"
+    r"|(?:.*_)?(?:secrets?|token|credentials?|auth|authorization|cookie|apikey|sessionid|secret_key_base"
+    r"|connection_?string|conn_?str"
+    r"|(?:api|access|secret|private|signing|encryption|master|client|app|auth|license|account|subscription"
+    r"|storage|fernet)_?key|(?:client|private)_key_data)"
+    r"|.+_(?:pass|pwd|pw)"
 )
 _NAME_FIELDS = ("name", "key", "setting", "variable", "var", "env", "field", "param", "parameter", "option")
 _VALUE_FIELDS = frozenset(("value", "new_value", "old_value", "new", "old", "default", "current", "previous"))
@@ -849,6 +870,8 @@ class LibraryDetector:
         from detect_secrets.plugins import keyword
 
         self._keyword_module = keyword
+        # the keyword plugin's words: only a line holding one is given to it
+        self._words = re.compile("|".join(keyword.DENYLIST), re.IGNORECASE)
         self.plugins: list[Any] = []
         self.keyword: Any = None
         classes: list[Any] = list(get_mapping_from_secret_type_to_class().values())
@@ -866,20 +889,16 @@ class LibraryDetector:
         for plugin in self.plugins:
             for value in plugin.analyze_string(text):
                 found.add((plugin.secret_type, value))
-        if self.keyword is not None:
+        if self.keyword is not None and self._words.search(text) is not None:
             module = self._keyword_module
-            lower = text.lower()
-            if any(word.replace("_?", "") in lower for word in module.DENYLIST) or "_" in lower:
-                for line in text.splitlines():
-                    if len(line) > 4096:
-                        continue
-                    for groups in (
-                        module.QUOTES_REQUIRED_DENYLIST_REGEX_TO_GROUP,
-                        module.CONFIG_DENYLIST_REGEX_TO_GROUP,
-                    ):
-                        for value in self.keyword.analyze_string(line, groups):
-                            if _library_keyword_secret(value):
-                                found.add((self.keyword.secret_type, value))
+            attempts = (module.QUOTES_REQUIRED_DENYLIST_REGEX_TO_GROUP, module.CONFIG_DENYLIST_REGEX_TO_GROUP)
+            for line in text.splitlines():
+                if len(line) > 4096 or self._words.search(line) is None:
+                    continue
+                for groups in attempts:
+                    for value in self.keyword.analyze_string(line, groups):
+                        if _library_keyword_secret(value):
+                            found.add((self.keyword.secret_type, value))
         return {(kind, value) for kind, value in found if len(value) >= 6 and "REDACTED" not in value}
 
     def redact(self, text: str, counts: dict[str, int] | None = None) -> str:
@@ -1026,9 +1045,11 @@ class Redactor:
         return f"{redacted}~{digest}"
 
     def check(self) -> None:
-        """Compile every rule now; raises ValueError naming the first pattern that does not compile
-        (``privacy.redact_patterns[i].regex``), so that a config error is reported, not hit mid-capture."""
-        for i in range(len(self.rules)):
+        """Compile every user rule now; raises ValueError naming the first pattern that does not
+        compile (``privacy.redact_patterns[i].regex``), so that a config error is reported, not hit
+        mid-capture. The built-in rules are constants (their tests compile them): a hook process
+        compiles one only when its precheck says it may match."""
+        for i in range(self.builtin, len(self.rules)):
             try:
                 self._pattern(i)
             except re.error as exc:
