@@ -208,3 +208,18 @@ def test_author_is_recorded(postgres_url: str, tmp_path: Path) -> None:
         assert json.loads(catalog.get_rows(["a"])["a"].metadata) == {}
     finally:
         catalog.close()
+
+
+def test_the_catalog_url_setting_takes_postgres_urls_and_never_repeats_a_bad_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from remindful.config import load_settings
+    from remindful.errors import ConfigError
+
+    assert load_settings().catalog.url is None  # the embedded default
+    monkeypatch.setenv("REMINDFUL_CATALOG__URL", "postgresql://team@db.example:5432/memory")
+    assert load_settings().catalog.url == "postgresql://team@db.example:5432/memory"
+    monkeypatch.setenv("REMINDFUL_CATALOG__URL", "mysql://team:hunter2@db.example/memory")
+    with pytest.raises(ConfigError, match=r"catalog\.url.*postgresql://USER@HOST") as caught:
+        load_settings()
+    assert "hunter2" not in str(caught.value)

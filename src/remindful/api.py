@@ -73,6 +73,7 @@ from remindful.model import (
 
 if TYPE_CHECKING:
     from remindful.services.ingest.watcher import MarkdownWatcher
+    from remindful.services.migrate import MigrationReport
     from remindful.services.policy.retention import Policy
     from remindful.services.policy.scheduler import CleanupScheduler
 
@@ -576,6 +577,43 @@ class MemoryManager:
             files = ChromaEmbeddedIndex(path=self.path / "chroma")  # its files only: nothing is opened
         return diagnose(self.path, self.settings, files)
 
+    def migrate(
+        self, to: str | None = None, chroma: str | None = None, *, progress: Callable[[int, int], None] | None = None
+    ) -> MigrationReport:
+        """Copy this local store into the empty PostgreSQL catalog ``to`` (default: ``catalog.url``)
+        and its vectors into the Chroma server ``chroma`` (``http://HOST:PORT``; default: the
+        configured server), then verify every part's count (:mod:`remindful.services.migrate`).
+        The local store is left as it was; ``progress(done, total)`` after each page of memories."""
+        from remindful.engine.postgres.catalog import PostgresCatalog
+        from remindful.engine.postgres.transfer import PostgresTransfer
+        from remindful.engine.repositories.transfer import TransferRepository
+        from remindful.errors import StorageLockedError
+        from remindful.index import ChromaServerIndex
+        from remindful.services.migrate import migrate
+
+        url = to or self.settings.catalog.url
+        if not url or not url.startswith(("postgresql://", "postgres://")):
+            raise ValidationError("to", "expected a URL like postgresql://USER@HOST:5432/DB (or set catalog.url)")
+        host, port, ssl = _chroma_address(chroma, self.settings)
+        self._store.ready()
+        target = PostgresCatalog(url, redaction=self._store.redaction)
+        index = ChromaServerIndex(host, port, ssl=ssl)
+        try:
+            with target.exclusive("migrate-in", wait=False) as held:
+                if not held:
+                    raise StorageLockedError(f"another migration into {target.shown_url} is running")
+                return migrate(
+                    self._repos.memories,
+                    TransferRepository(self._catalog),
+                    PostgresTransfer(target),
+                    index,
+                    shown_target=target.shown_url,
+                    progress=progress,
+                )
+        finally:
+            target.close()
+            index.close()
+
     def index_status(self) -> IndexStatus:
         """Whether the vector index is usable, and why not."""
         return IndexStatus(**self._store.index_status())
@@ -811,6 +849,24 @@ def open_manager(path: str | os.PathLike[str] | None = None, **overrides: Any) -
     index = overrides.pop("index", None)
     project = overrides.pop("project", None)
     return MemoryManager(load_settings(path, **overrides), embedder=embedder, index=index, project=project)
+
+
+def _chroma_address(chroma: str | None, settings: Settings) -> tuple[str, int, bool]:
+    """``(host, port, ssl)`` of the Chroma server ``chroma`` names (``http://HOST:PORT``), or of the
+    configured one."""
+    if chroma is None:
+        configured = settings.storage.chromadb
+        return configured.host, configured.port, False
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(chroma)
+        port = parts.port
+    except ValueError:
+        parts, port = None, None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValidationError("chroma", "expected the Chroma server's URL, like http://HOST:8000")
+    return parts.hostname, port or (443 if parts.scheme == "https" else 8000), parts.scheme == "https"
 
 
 __all__ = ["MemoryManager", "open_manager"]
