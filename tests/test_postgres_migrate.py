@@ -92,3 +92,50 @@ def test_a_bad_chroma_url_is_one_line(tmp_path: Path) -> None:
             memory.migrate("postgresql://a@b/c", "ftp://x")
     finally:
         memory.close()
+
+
+# -- doctor ---------------------------------------------------------------------------------------
+
+
+def test_doctor_checks_the_shared_catalog_its_schema_the_clocks_and_the_chroma_server(
+    tmp_path: Path,
+    postgres_url: str,
+    chroma_server: tuple[str, int],  # noqa: F811
+) -> None:
+    host, port = chroma_server
+    with_password = postgres_url.replace("remindful@", "remindful:p4ss-w0rd@")  # trust auth ignores it
+    memory = open_fake(
+        tmp_path / "store",
+        **{"catalog.url": with_password, "storage.chromadb.mode": "server", "storage.chromadb.port": port},
+    )
+    try:
+        fresh = {c.part: c for c in memory.doctor().checks}
+        assert fresh["shared catalog"].ok and "no schema yet" in fresh["shared catalog"].detail
+        PostgresCatalog(postgres_url, redaction=StoreRedactor(build_redactor(), tmp_path)).close()
+        checks = {c.part: c for c in memory.doctor().checks}
+    finally:
+        memory.close()
+    assert checks["shared catalog"].ok and "schema 2" in checks["shared catalog"].detail
+    assert checks["clock skew"].ok and "against the catalog server" in checks["clock skew"].detail
+    assert checks["vector index"].ok and f"{host}:{port} answers" in checks["vector index"].detail
+    shown = " ".join(f"{c.detail} {c.fix}" for c in checks.values())
+    assert "p4ss-w0rd" not in shown and "remindful:***@" in shown
+
+
+def test_doctor_names_a_server_that_does_not_answer_without_its_password(tmp_path: Path) -> None:
+    from conftest_chroma import free_port
+
+    url = f"postgresql://alice:hunter2@127.0.0.1:{free_port()}/memory"
+    memory = open_fake(
+        tmp_path / "store",
+        **{"catalog.url": url, "storage.chromadb.mode": "server", "storage.chromadb.port": free_port()},
+    )
+    try:
+        diagnosis = memory.doctor()
+    finally:
+        memory.close()
+    checks = {c.part: c for c in diagnosis.checks}
+    assert not diagnosis.healthy
+    assert not checks["shared catalog"].ok and "does not answer" in checks["shared catalog"].detail
+    assert not checks["vector index"].ok and "Chroma server" in checks["vector index"].detail
+    assert "hunter2" not in str(diagnosis.to_dict())

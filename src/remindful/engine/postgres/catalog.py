@@ -91,6 +91,34 @@ def _psycopg() -> Any:
     return psycopg
 
 
+def inspect(url: str, *, connect_timeout: float = CONNECT_TIMEOUT_S) -> tuple[int | None, float, float]:
+    """Look at the PostgreSQL catalog ``url`` without changing anything (no schema is created or
+    migrated): ``(schema version or None when it has none yet, the server's clock, the local clock
+    at the middle of the round trip)``. A server that does not answer is a StorageError naming the
+    redacted URL."""
+    psycopg = _psycopg()
+    try:
+        with psycopg.connect(
+            url, autocommit=True, connect_timeout=max(1, int(connect_timeout)), application_name="remindful doctor"
+        ) as conn:
+            has_table = conn.execute("SELECT to_regclass('schema_version') IS NOT NULL").fetchone()[0]
+            row = conn.execute("SELECT version FROM schema_version").fetchone() if has_table else None
+            sent = time.time()
+            server = float(conn.execute("SELECT extract(epoch FROM clock_timestamp())").fetchone()[0])
+            local = (sent + time.time()) / 2
+    except psycopg.Error as exc:
+        raise StorageError(
+            f"the PostgreSQL catalog {shown_url(url)} does not answer ({_first_line(exc)})",
+            suggestion="check that the server runs and is reachable, and the user and its password "
+            "(PGPASSWORD or ~/.pgpass)",
+        ) from exc
+    return (None if row is None else int(row[0])), server, local
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
 class PostgresCatalog:
     """A connection to one PostgreSQL database holding a store's catalog, serialised by a lock.
 
@@ -547,4 +575,4 @@ def _blob(vector: np.ndarray | None) -> bytes | None:
     return None if vector is None else np.ascontiguousarray(vector, dtype=np.float32).tobytes()
 
 
-__all__ = ["CommitUnknownError", "PostgresCatalog", "add_counts", "lock_key", "shown_url"]
+__all__ = ["CommitUnknownError", "PostgresCatalog", "add_counts", "inspect", "lock_key", "shown_url"]
