@@ -68,7 +68,7 @@ def test_an_older_schema_is_migrated_at_open_keeping_its_rows(postgres_url: str,
 
     catalog = open_catalog(postgres_url, tmp_path)
     try:
-        assert catalog.schema_version() == SCHEMA_VERSION == 2
+        assert catalog.schema_version() == SCHEMA_VERSION == 3
         assert "origin" in columns(postgres_url)
         assert catalog.get_rows(["old"])["old"].content == "written before origin"
         assert catalog.type_counts() == {"fact": 1}
@@ -102,7 +102,7 @@ def test_a_newer_schema_is_refused_with_one_line(postgres_url: str, tmp_path: Pa
     open_catalog(postgres_url, tmp_path).close()
     with psycopg.connect(postgres_url, autocommit=True) as conn:
         conn.execute("UPDATE schema_version SET version = %s", (SCHEMA_VERSION + 1,))
-    with pytest.raises(StorageError, match=r"newer remindful \(schema 3 > 2\)"):
+    with pytest.raises(StorageError, match=r"newer remindful \(schema 4 > 3\)"):
         open_catalog(postgres_url, tmp_path)
 
 

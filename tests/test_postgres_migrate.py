@@ -115,7 +115,7 @@ def test_doctor_checks_the_shared_catalog_its_schema_the_clocks_and_the_chroma_s
         checks = {c.part: c for c in memory.doctor().checks}
     finally:
         memory.close()
-    assert checks["shared catalog"].ok and "schema 2" in checks["shared catalog"].detail
+    assert checks["shared catalog"].ok and "schema 3" in checks["shared catalog"].detail
     assert checks["clock skew"].ok and "against the catalog server" in checks["clock skew"].detail
     assert checks["vector index"].ok and f"{host}:{port} answers" in checks["vector index"].detail
     shown = " ".join(f"{c.detail} {c.fix}" for c in checks.values())

@@ -614,6 +614,46 @@ class MemoryManager:
             target.close()
             index.close()
 
+    def team_add(self, name: str) -> str:
+        """Add ``name`` to the team store of ``catalog.url`` with a new token, returned once (only its
+        hash is kept); see :mod:`remindful.engine.postgres.team`."""
+        from remindful.engine.postgres.team import TeamRepository
+
+        catalog = self._shared_catalog()
+        try:
+            return TeamRepository(catalog).add(name)
+        finally:
+            catalog.close()
+
+    def team_revoke(self, name: str) -> bool:
+        """Revoke ``name``'s token: from now on it reads and writes nothing; whether it had one."""
+        from remindful.engine.postgres.team import TeamRepository
+
+        catalog = self._shared_catalog()
+        try:
+            return TeamRepository(catalog).revoke(name)
+        finally:
+            catalog.close()
+
+    def team_people(self) -> builtins.list[tuple[str, float, float | None]]:
+        """``(name, added at, revoked at or None)`` of everyone the team store knows."""
+        from remindful.engine.postgres.team import TeamRepository
+
+        catalog = self._shared_catalog()
+        try:
+            return [(p.name, p.added_at, p.revoked_at) for p in TeamRepository(catalog).people()]
+        finally:
+            catalog.close()
+
+    def _shared_catalog(self) -> Any:
+        """The PostgreSQL catalog of ``catalog.url`` (ValidationError when none is set)."""
+        from remindful.engine.postgres.catalog import PostgresCatalog
+
+        if not self.settings.catalog.url:
+            raise ValidationError("catalog.url", "expected a postgresql://USER@HOST:PORT/DB URL for a team store")
+        self._store.ready()
+        return PostgresCatalog(self.settings.catalog.url, redaction=self._store.redaction)
+
     def index_status(self) -> IndexStatus:
         """Whether the vector index is usable, and why not."""
         return IndexStatus(**self._store.index_status())

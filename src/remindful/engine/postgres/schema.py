@@ -195,8 +195,21 @@ CREATE TABLE IF NOT EXISTS injections (
 #: 'file:PATH', 'web:URL', ...), as the SQLite catalog records it; NULL for rows written before.
 _V2 = ["ALTER TABLE memories ADD COLUMN IF NOT EXISTS origin TEXT"]
 
+#: Version 3: the people of a team store (:mod:`remindful.engine.postgres.team`): each one's name,
+#: the SHA-256 of the token the admin issued (never the token), and when it was revoked.
+_V3 = [
+    """
+CREATE TABLE IF NOT EXISTS people (
+    name TEXT PRIMARY KEY,
+    token_hash TEXT NOT NULL UNIQUE,
+    added_at DOUBLE PRECISION NOT NULL,
+    revoked_at DOUBLE PRECISION
+)""",
+    "CREATE INDEX IF NOT EXISTS idx_memories_author ON memories(author)",
+]
+
 #: The statements of each version, from the first: ``MIGRATIONS[v - 1]`` brings version ``v - 1`` to ``v``.
-MIGRATIONS: tuple[list[str], ...] = (_V1, _V2)
+MIGRATIONS: tuple[list[str], ...] = (_V1, _V2, _V3)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 #: The table holding the version (one row); created before any migration runs.

@@ -1,5 +1,6 @@
 """Commands of a store shared by a team or several machines: ``migrate`` (a local store into
-PostgreSQL and a Chroma server). remindful is imported inside the commands."""
+PostgreSQL and a Chroma server) and ``team add/revoke/list`` (people and their tokens).
+remindful is imported inside the commands."""
 
 from __future__ import annotations
 
@@ -61,3 +62,39 @@ def migrate(
         console.print(f"  {part}: {source}", highlight=False)
     for name, n in report.collections.items():
         console.print(f"  {name}: {n} vectors on the Chroma server", highlight=False)
+
+
+team = typer.Typer(help="People of the team store (catalog.url): tokens issued once, revoked at once.")
+app.add_typer(team, name="team")
+
+
+@team.command("add")
+def team_add(name: Annotated[str, typer.Argument(help="The person's name (letters, digits, . _ -).")]) -> None:
+    """Add NAME and print their token, once: only its hash is kept."""
+    with _open() as memory:
+        token = _run(lambda: memory.team_add(name))
+    console.print(f"{name} added; their token (shown once, give it to them privately):", highlight=False)
+    console.print(token, highlight=False, soft_wrap=True)
+
+
+@team.command("revoke")
+def team_revoke(name: Annotated[str, typer.Argument(help="The person whose token to revoke.")]) -> None:
+    """Revoke NAME's token: from now on it reads and writes nothing."""
+    with _open() as memory:
+        revoked = _run(lambda: memory.team_revoke(name))
+    if not revoked:
+        err_console.print(f"{name} has no valid token", highlight=False)
+        raise typer.Exit(1)
+    console.print(f"{name}'s token is revoked", highlight=False)
+
+
+@team.command("list")
+def team_list(json_out: JsonOpt = False) -> None:
+    """Everyone the team store knows, and whose token is revoked."""
+    with _open() as memory:
+        people = _run(memory.team_people)
+    if json_out:
+        _print_json([{"name": n, "added_at": a, "revoked_at": r} for n, a, r in people])
+        return
+    for name, _added, revoked in people:
+        console.print(f"{name}{' (revoked)' if revoked is not None else ''}", highlight=False)
