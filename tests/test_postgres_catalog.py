@@ -223,3 +223,15 @@ def test_the_catalog_url_setting_takes_postgres_urls_and_never_repeats_a_bad_one
     with pytest.raises(ConfigError, match=r"catalog\.url.*postgresql://USER@HOST") as caught:
         load_settings()
     assert "hunter2" not in str(caught.value)
+
+
+def test_a_delivery_replayed_after_a_lost_answer_stores_nothing_twice(postgres_url: str, tmp_path: Path) -> None:
+    catalog = open_catalog(postgres_url, tmp_path)
+    try:
+        assert catalog.deliver([("laptop-1", [memory("e1")]), ("laptop-2", [memory("e2"), memory("e3")])]) == 2
+        # the machine never heard the answer: it hands over the same batch again, plus a new event
+        assert catalog.deliver([("laptop-2", [memory("e2"), memory("e3")]), ("laptop-3", [memory("e4")])]) == 1
+        assert catalog.existing_ids(["e1", "e2", "e3", "e4"]) == {"e1", "e2", "e3", "e4"}
+        assert catalog.type_counts() == {"fact": 4}
+    finally:
+        catalog.close()

@@ -509,6 +509,32 @@ class PostgresCatalog:
                 [(p.key, text(p.name, counts), text(p.root, counts), at, at) for p in projects],
             )
 
+    # -- the hand-off from the machines' spools -------------------------------------------------
+
+    def deliver(self, items: Sequence[tuple[str, Sequence[MemoryRow]]]) -> int:
+        """Store each ``(key, rows)`` once, in one transaction: a key already delivered (``spool_done``)
+        is skipped with its rows, so a machine that lost the answer (a server killed during the
+        commit, :class:`CommitUnknownError`) delivers the same batch again and nothing is stored
+        twice. Returns how many keys were new."""
+
+        def run(conn: Any) -> int:
+            fresh: list[MemoryRow] = []
+            new = 0
+            now = time.time()
+            for key, rows in items:
+                if conn.execute(
+                    "INSERT INTO spool_done (idem_key, done_at) VALUES (%s, %s) ON CONFLICT DO NOTHING "
+                    "RETURNING idem_key",
+                    (key, now),
+                ).fetchone():
+                    fresh.extend(rows)
+                    new += 1
+            if fresh:
+                self.insert_memories(conn, fresh)
+            return new
+
+        return self.write(run, what="delivering spooled events")
+
     # -- deletes and their queues ----------------------------------------------------------------
 
     def delete_ids(self, ids: Sequence[str], *, reason: str | Mapping[str, str] = "delete") -> list[tuple[str, str]]:
