@@ -20,6 +20,19 @@ from remindful.errors import StorageError
 from remindful.testing import open_fake
 
 
+@pytest.fixture
+def empty_chroma(chroma_server: tuple[str, int]) -> tuple[str, int]:  # noqa: F811
+    """The session's Chroma server with no collection (a migration refuses one holding vectors)."""
+    from remindful.index import ChromaServerIndex
+
+    index = ChromaServerIndex(*chroma_server)
+    try:
+        index.reset()
+    finally:
+        index.close()
+    return chroma_server
+
+
 def filled(path: Path) -> MemoryManager:
     memory = open_fake(path)
     for i in range(12):
@@ -38,9 +51,9 @@ def filled(path: Path) -> MemoryManager:
 def test_a_local_store_is_copied_and_verified(
     tmp_path: Path,
     postgres_url: str,
-    chroma_server: tuple[str, int],  # noqa: F811
+    empty_chroma: tuple[str, int],
 ) -> None:
-    host, port = chroma_server
+    host, port = empty_chroma
     memory = filled(tmp_path / "store")
     try:
         report = memory.migrate(postgres_url, f"http://{host}:{port}")
@@ -139,3 +152,30 @@ def test_doctor_names_a_server_that_does_not_answer_without_its_password(tmp_pat
     assert not checks["shared catalog"].ok and "does not answer" in checks["shared catalog"].detail
     assert not checks["vector index"].ok and "Chroma server" in checks["vector index"].detail
     assert "hunter2" not in str(diagnosis.to_dict())
+
+
+@pytest.mark.slow
+def test_export_reads_the_same_from_either_backend(
+    tmp_path: Path,
+    postgres_url: str,
+    empty_chroma: tuple[str, int],
+) -> None:
+    import json
+
+    host, port = empty_chroma
+    memory = filled(tmp_path / "store")
+    try:
+        memory.migrate(postgres_url, f"http://{host}:{port}")
+        local = memory.export(output_path=tmp_path / "local.json")
+    finally:
+        memory.close()
+    with_password = postgres_url.replace("remindful@", "remindful:s3cret-pw@")
+    shared_manager = open_fake(tmp_path / "store", **{"catalog.url": with_password})
+    try:
+        shared = shared_manager.export(output_path=tmp_path / "shared.json", shared=True)
+    finally:
+        shared_manager.close()
+    assert shared.count == local.count == 13
+    local_doc, shared_doc = (json.loads(Path(p).read_text()) for p in (local.path, shared.path))
+    assert shared_doc["memories"] == local_doc["memories"]  # ids, texts, times, metadata, vectors
+    assert "s3cret-pw" not in Path(shared.path).read_text()

@@ -763,20 +763,37 @@ class MemoryManager:
         *,
         overwrite: bool = False,
         progress: Any = None,
+        shared: bool = False,
     ) -> ExportResult:
         """Write every memory (content, metadata, embedding) to a JSON file; returns path and count.
         An existing file is replaced only with ``overwrite``; a missing directory is an error.
-        ``progress(n)`` is called as batches are written."""
+        ``progress(n)`` is called as batches are written. ``shared``: from the PostgreSQL catalog
+        of ``catalog.url`` instead of the local one (the same file format)."""
         from remindful.services.export import export_memories
 
-        return export_memories(
-            self._store,
-            self._repos.memories,
-            format=format,
-            output_path=output_path,
-            overwrite=overwrite,
-            progress=progress,
-        )
+        if not shared:
+            return export_memories(
+                self._store,
+                self._repos.memories,
+                format=format,
+                output_path=output_path,
+                overwrite=overwrite,
+                progress=progress,
+            )
+        from remindful.engine.postgres.repositories import PostgresMemoryRepository
+
+        catalog = self._shared_catalog()
+        try:
+            return export_memories(
+                self._store,
+                PostgresMemoryRepository(catalog),
+                format=format,
+                output_path=output_path,
+                overwrite=overwrite,
+                progress=progress,
+            )
+        finally:
+            catalog.close()
 
     def import_memories(self, path: str | os.PathLike[str], *, progress: Any = None) -> ImportResult:
         """Restore memories exported by :meth:`export` exactly (no re-embedding); duplicates skipped."""

@@ -5,7 +5,8 @@ vectors (in pages, ids and times kept), the sessions, the tombstones, the ledger
 and the projects; puts the vectors into the Chroma server's collections; then verifies that each
 part's count on the target is the source's (and each collection's vector count), and raises
 :class:`~remindful.errors.StorageError` naming the parts that differ. The local store is left as it
-was. A target that already holds memories is refused (a second run would mix two stores).
+was. A target that already holds memories, or a Chroma server whose collections hold vectors, is
+refused (a second run would mix two stores).
 """
 
 from __future__ import annotations
@@ -59,6 +60,13 @@ def migrate(
         raise StorageError(
             f"{shown_target} already holds {before['memories']} memories: nothing was copied",
             suggestion="migrate into an empty database",
+        )
+    held = {t.collection: index.count(t.collection) for t in MemoryType}
+    if any(held.values()):
+        shown = ", ".join(f"{name} {n}" for name, n in held.items() if n)
+        raise StorageError(
+            f"the Chroma server already holds vectors ({shown}): nothing was copied",
+            suggestion="migrate into an empty Chroma server (or reset its collections)",
         )
     source = parts.counts()
     target.projects(parts.projects())
