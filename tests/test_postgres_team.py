@@ -157,3 +157,22 @@ def test_team_commands_need_a_team_store(tmp_path: Path, monkeypatch: pytest.Mon
     monkeypatch.setenv("MEMORY_STORAGE_PATH", str(tmp_path / "store"))
     result = CliRunner().invoke(app, ["team", "add", "erin"])
     assert result.exit_code != 0 and "catalog.url" in result.output
+
+
+def test_the_catalog_password_is_never_shown_by_config_or_the_settings_page(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from typer.testing import CliRunner
+
+    from remindful.config import load_settings
+    from remindful.shells.cli import app
+    from remindful.web.provenance import setting_rows
+
+    monkeypatch.setenv("MEMORY_STORAGE_PATH", str(tmp_path / "store"))
+    monkeypatch.setenv("REMINDFUL_CATALOG__URL", "postgresql://team:pa55-w0rd@db.example:5432/memory")
+    for argv in (["config"], ["config", "--json"]):
+        shown = CliRunner().invoke(app, argv)
+        assert shown.exit_code == 0 and "pa55-w0rd" not in shown.output
+        assert "postgresql://team:***@db.example:5432/memory" in shown.output
+    rows = {row.name: row.value for row in setting_rows(load_settings())}
+    assert "pa55-w0rd" not in rows["catalog.url"]

@@ -33,7 +33,6 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from typing import Any, TypeVar
-from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
 
@@ -42,6 +41,7 @@ from remindful.engine.postgres import windows
 from remindful.engine.postgres.dialect import pg_filter
 from remindful.engine.postgres.lexical import PostgresLexicalSearch
 from remindful.engine.postgres.schema import MEMORY_COLUMNS, MIGRATIONS, SCHEMA_VERSION, VERSION_DDL
+from remindful.engine.postgres.url import shown_url
 from remindful.engine.projects import Project
 from remindful.engine.redact import StoreRedactor
 from remindful.engine.sqlfilter import SqlFilter
@@ -61,21 +61,6 @@ MIGRATE_LOCK = "migrate"
 
 class CommitUnknownError(StorageError):
     """The connection broke while a transaction was committing: it may or may not have landed."""
-
-
-def shown_url(url: str) -> str:
-    """``url`` fit to be shown (logs, doctor, settings pages, errors): its password replaced by ``***``."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "postgresql://***"
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    if ":" in host:
-        host = f"[{host}]"
-    netloc = f"{parts.username or ''}:***@{host}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
 
 
 def lock_key(name: str) -> int:
