@@ -171,10 +171,10 @@ class PersonalView:
             return []
         query = tsquery(len(terms))
         rows = self._catalog.read(
-            f"SELECT m.id FROM memories m JOIN {_PERSON} CROSS JOIN (SELECT {query} AS q) t "
-            f"WHERE m.content_tsv @@ t.q AND {_VISIBLE} ORDER BY ts_rank(m.content_tsv, t.q) DESC, m.rowid DESC "
-            "LIMIT %s",
-            (self._hash, *terms, limit),
+            f"SELECT m.id FROM memories m JOIN {_PERSON} "
+            f"WHERE m.content_tsv @@ {query} AND {_VISIBLE} "
+            f"ORDER BY ts_rank(m.content_tsv, {query}) DESC, m.rowid DESC LIMIT %s",
+            (self._hash, *terms, *terms, limit),
         )
         return [str(r[0]) for r in rows]
 
