@@ -235,3 +235,17 @@ def test_a_delivery_replayed_after_a_lost_answer_stores_nothing_twice(postgres_u
         assert catalog.type_counts() == {"fact": 4}
     finally:
         catalog.close()
+
+
+def test_a_delivery_does_not_bring_back_what_was_forgotten(postgres_url: str, tmp_path: Path) -> None:
+    from remindful.engine.captures import forget_key
+    from remindful.engine.postgres.repositories import PostgresCaptureRepository
+
+    catalog = open_catalog(postgres_url, tmp_path)
+    try:
+        forgotten = memory("f1")
+        PostgresCaptureRepository(catalog).bury({forget_key(forgotten.content): ("old", "forget")}, 1.0)
+        assert catalog.deliver([("desktop-1", [forgotten, memory("kept")])]) == 1
+        assert catalog.existing_ids(["f1", "kept"]) == {"kept"}
+    finally:
+        catalog.close()

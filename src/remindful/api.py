@@ -575,7 +575,7 @@ class MemoryManager:
             from remindful.index import ChromaEmbeddedIndex
 
             files = ChromaEmbeddedIndex(path=self.path / "chroma")  # its files only: nothing is opened
-        return diagnose(self.path, self.settings, files)
+        return diagnose(self.path, self.settings, files, self.settings.catalog.url)
 
     def migrate(
         self, to: str | None = None, chroma: str | None = None, *, progress: Callable[[int, int], None] | None = None

@@ -55,9 +55,10 @@ def _check(part: str, problem: str | None, fix: str | None, fine: str) -> Health
     return HealthCheck(part, problem is None, problem or fine, fix if problem else None)
 
 
-def diagnose(path: Path, settings: Settings, index: IndexFiles | None) -> Diagnosis:
+def diagnose(path: Path, settings: Settings, index: IndexFiles | None, shared_url: str | None = None) -> Diagnosis:
     """Check every part of the store at ``path``: each check's ``fix`` is the way out (None when
-    ``ok``). ``index`` is the embedded index's files (None in server mode: a server is not checked here)."""
+    ``ok``). ``index`` is the embedded index's files (None in server mode: the server's heartbeat is
+    checked). ``shared_url``: the PostgreSQL catalog of ``catalog.url``, checked too."""
     checks = [
         _storage_dir(path),
         _catalog(path),
@@ -65,8 +66,8 @@ def diagnose(path: Path, settings: Settings, index: IndexFiles | None) -> Diagno
         _spool(path),
         _file_mode("token file", token_file(path), "the HTTP bearer token"),
     ]
-    if settings.catalog.url:
-        checks += _shared_catalog(settings.catalog.url)
+    if shared_url:  # catalog.url: the PostgreSQL catalog of a shared store
+        checks += _shared_catalog(shared_url)
     return Diagnosis(all(c.ok for c in checks), str(path), tuple(checks))
 
 

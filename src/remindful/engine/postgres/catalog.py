@@ -36,6 +36,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from remindful.engine.captures import forget_key
 from remindful.engine.catalog import MemoryRow, counted, redact_row
 from remindful.engine.postgres import windows
 from remindful.engine.postgres.dialect import pg_filter
@@ -500,7 +501,8 @@ class PostgresCatalog:
         """Store each ``(key, rows)`` once, in one transaction: a key already delivered (``spool_done``)
         is skipped with its rows, so a machine that lost the answer (a server killed during the
         commit, :class:`CommitUnknownError`) delivers the same batch again and nothing is stored
-        twice. Returns how many keys were new."""
+        twice. A row whose statement was forgotten (a tombstone, recorded by any machine) is not
+        stored: the check is made in the same transaction. Returns how many keys were new."""
 
         def run(conn: Any) -> int:
             fresh: list[MemoryRow] = []
@@ -514,6 +516,13 @@ class PostgresCatalog:
                 ).fetchone():
                     fresh.extend(rows)
                     new += 1
+            if fresh:
+                keys = {row.id: forget_key(row.content) for row in fresh}
+                buried = {
+                    str(r[0])
+                    for r in conn.execute("SELECT key FROM tombstones WHERE key = ANY(%s)", (list(set(keys.values())),))
+                }
+                fresh = [row for row in fresh if keys[row.id] not in buried]
             if fresh:
                 self.insert_memories(conn, fresh)
             return new
