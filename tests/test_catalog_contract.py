@@ -35,6 +35,11 @@ class Backend:
     redaction: StoreRedactor
     spool_one: Callable[[str, str, dict[str, Any], float], None]
 
+    @property
+    def mark(self) -> str:
+        """The backend's parameter placeholder."""
+        return "?" if self.name == "sqlite" else "%s"
+
     def insert(self, rows: Sequence[MemoryRow]) -> None:
         catalog = self.catalog
 
@@ -264,6 +269,24 @@ def test_projects_and_finding_a_scope(backend: Backend) -> None:
     assert backend.repos.scopes.find("other") is None
 
 
+def test_the_project_registry_a_resolver_asks(backend: Backend) -> None:
+    """What a marker may claim (:mod:`remindful.engine.projects`, *Claims*): the root recorded for a
+    key (a name-only project takes the first root seen), and the directories the user bound."""
+    scopes = backend.repos.scopes
+    named = Project(key="billing", name="billing", root="")
+    backend.catalog.write(lambda conn: backend.catalog.record_projects(conn, [named], 10.0))
+    assert scopes.project_root("billing") == "" and scopes.project_root("nothing") is None
+    placed = Project(key="billing", name="billing", root="/work/billing")
+    backend.catalog.write(lambda conn: backend.catalog.record_projects(conn, [placed], 11.0))
+    assert scopes.project_root("billing") == "/work/billing"
+    assert scopes.bindings() == {}
+    scopes.bind("/work/clone", "billing", "billing")
+    scopes.bind("/work/clone", "billing-2", "second")  # over the first
+    assert scopes.bindings() == {"/work/clone": ("billing-2", "second")}
+    assert scopes.unbind("/work/clone") and not scopes.unbind("/work/clone")
+    assert scopes.bindings() == {}
+
+
 def test_the_ledger_sums_injections(backend: Backend) -> None:
     ledger = backend.repos.ledger
     ledger.record(at=1.0, session_id="s1", project="p", event="SessionStart", tokens=100, memory_ids=["a", "b"])
@@ -305,6 +328,27 @@ def test_tombstones(backend: Backend) -> None:
     assert captures.tombstones() == 2
     assert captures.unbury([key, "nope"]) == 1
     assert captures.tombstones() == 1
+
+
+def test_tombstones_are_salted_and_bare_ones_migrated(backend: Backend) -> None:
+    captures = backend.repos.captures
+    bare = forget_key("a statement forgotten before tombstones were salted")
+    backend.catalog.write(
+        lambda conn: conn.execute(
+            "INSERT INTO tombstones (key, buried_at, reason, memory_id) VALUES (" + ", ".join([backend.mark] * 4) + ")",
+            (bare, 1.0, "deleted", None),
+        )
+    )
+    assert captures.buried([bare]) == {bare}  # read as it is while there is no salt
+    key = forget_key("Use tabs, not spaces!")
+    captures.bury({key: ("m1", "forget")}, 2.0)  # the salt is made, the bare tombstone re-keyed
+    stored = {str(r[0]) for r in backend.catalog.read("SELECT key FROM tombstones")}
+    assert len(stored) == 2 and not stored & {key, bare}
+    assert captures.buried([key, bare, forget_key("other")]) == {key, bare}
+    (salt,) = backend.catalog.read("SELECT value FROM meta WHERE key = 'tombstone_salt'")
+    captures.bury({forget_key("other"): (None, "correct")}, 3.0)
+    assert backend.catalog.read("SELECT value FROM meta WHERE key = 'tombstone_salt'") == [salt]
+    assert captures.unbury([bare]) == 1 and captures.tombstones() == 2
 
 
 def test_file_records(backend: Backend) -> None:

@@ -61,16 +61,20 @@ def test_an_older_schema_is_migrated_at_open_keeping_its_rows(postgres_url: str,
             conn.execute(statement)
         conn.execute("INSERT INTO schema_version (version) VALUES (1)")
         conn.execute(
-            "INSERT INTO memories (id, type, content, source, memory_class, created_at, content_hash, scope) "
-            "VALUES ('old', 'fact', 'written before origin', 'test', 'semantic', 1.0, 'h', 'user')"
+            "INSERT INTO memories (id, type, content, metadata, source, memory_class, created_at, content_hash, scope) "
+            "VALUES ('old', 'fact', 'written before origin', '{\"role\": \"assistant\"}', 'hook', 'semantic', 1.0, "
+            "'h', 'user')"
         )
     assert "origin" not in columns(postgres_url)
 
     catalog = open_catalog(postgres_url, tmp_path)
     try:
-        assert catalog.schema_version() == SCHEMA_VERSION == 3
+        assert catalog.schema_version() == SCHEMA_VERSION == 5
         assert "origin" in columns(postgres_url)
-        assert catalog.get_rows(["old"])["old"].content == "written before origin"
+        assert catalog.read("SELECT count(*) FROM project_bindings") == [(0,)]
+        old = catalog.get_rows(["old"])["old"]
+        assert old.content == "written before origin"
+        assert old.origin == "assistant"  # derived from its source and metadata, as SQLite's upgrade does
         assert catalog.type_counts() == {"fact": 1}
     finally:
         catalog.close()
@@ -102,7 +106,7 @@ def test_a_newer_schema_is_refused_with_one_line(postgres_url: str, tmp_path: Pa
     open_catalog(postgres_url, tmp_path).close()
     with psycopg.connect(postgres_url, autocommit=True) as conn:
         conn.execute("UPDATE schema_version SET version = %s", (SCHEMA_VERSION + 1,))
-    with pytest.raises(StorageError, match=r"newer remindful \(schema 4 > 3\)"):
+    with pytest.raises(StorageError, match=rf"newer remindful \(schema {SCHEMA_VERSION + 1} > {SCHEMA_VERSION}\)"):
         open_catalog(postgres_url, tmp_path)
 
 

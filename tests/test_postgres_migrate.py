@@ -13,6 +13,7 @@ from remindful.api import MemoryManager
 from remindful.engine.captures import forget_key
 from remindful.engine.postgres.catalog import PostgresCatalog
 from remindful.engine.postgres.repositories import PostgresRepositories
+from remindful.engine.postgres.schema import SCHEMA_VERSION
 from remindful.engine.redact import StoreRedactor, build_redactor
 from remindful.engine.repositories import Repositories
 from remindful.engine.sqlfilter import build_filter
@@ -128,7 +129,7 @@ def test_doctor_checks_the_shared_catalog_its_schema_the_clocks_and_the_chroma_s
         checks = {c.part: c for c in memory.doctor().checks}
     finally:
         memory.close()
-    assert checks["shared catalog"].ok and "schema 3" in checks["shared catalog"].detail
+    assert checks["shared catalog"].ok and f"schema {SCHEMA_VERSION}" in checks["shared catalog"].detail
     assert checks["clock skew"].ok and "against the catalog server" in checks["clock skew"].detail
     assert checks["vector index"].ok and f"{host}:{port} answers" in checks["vector index"].detail
     shown = " ".join(f"{c.detail} {c.fix}" for c in checks.values())

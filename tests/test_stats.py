@@ -65,6 +65,30 @@ def test_most_frequent_actions_and_screens(memory: MemoryManager) -> None:
     assert activity["screens"] == [{"name": "Mail", "count": 2}, {"name": "Login form", "count": 1}]
 
 
+def test_most_frequent_groups_tool_calls_by_command_and_file_and_like_texts_together(memory: MemoryManager) -> None:
+    """Issue 35: entries cut mid-word (``"DB_PORT=5432" → "D``) and every distinct text counted
+    once (200 "step N: opened the billing page" rows of 1 each)."""
+    t0 = time.time() - 3600
+
+    def call(i: int, tool: str, args: dict[str, str], content: str) -> dict[str, object]:
+        meta = {"tool_name": tool, "arguments": args, "success": True, "hook_event": "PostToolUse"}
+        return {"content": content, "type": "action", "timestamp": t0 + i, "metadata": meta}
+
+    items = [call(i, "Bash", {"command": "pnpm test"}, f"Ran `pnpm test`: ok: {i} passed") for i in range(5)]
+    staging = {"file_path": "/work/shop/.env.staging"}
+    items += [call(10 + i, "Edit", staging, f'Edited .env.staging: "DB_PORT=54{i}" → "DB_PORT=5432"') for i in range(3)]
+    items += [{"content": f"step {i}: opened the billing page and waited", "type": "action", "timestamp": t0 + 20 + i}
+              for i in range(7)]  # fmt: skip
+    long = "The staging database listens on DB_PORT=5432 behind the bastion host of the billing cluster"
+    items.append({"content": long, "type": "action", "timestamp": t0 + 40})
+    memory.store_batch(items)
+    names = {a["name"]: a["count"] for a in memory.stats().activity["actions"]}
+    assert names["step N: opened the billing page and waited"] == 7
+    assert names["pnpm test"] == 5 and names["Edit .env.staging"] == 3
+    (cut,) = [n for n in names if n.startswith("The staging")]
+    assert cut.endswith("…") and long.startswith(cut[:-1]) and long[len(cut) - 1] == " "  # cut between words
+
+
 def test_average_session_length_in_memories_and_minutes(memory: MemoryManager) -> None:
     _activity(memory)  # session a: 6 memories over 5 minutes; session b: 3 over 20 minutes
     length = memory.stats().session_length

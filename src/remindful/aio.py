@@ -51,6 +51,7 @@ class AsyncMemoryManager:
     warm_up = _awaitable(MemoryManager.warm_up)
     session_size = _awaitable(MemoryManager.session_size)
     drain_spool = _awaitable(MemoryManager.drain_spool)
+    spool_events = _awaitable(MemoryManager.spool_events)
     delete_on_exit = _awaitable(MemoryManager.delete_on_exit)
     markdown_watcher = _awaitable(MemoryManager.markdown_watcher)
     cleanup_scheduler = _awaitable(MemoryManager.cleanup_scheduler)

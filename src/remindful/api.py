@@ -39,7 +39,7 @@ from remindful.config import Settings
 from remindful.embed.base import Embedder
 from remindful.engine import scopes as scoping
 from remindful.engine.catalog import Catalog
-from remindful.engine.projects import Project
+from remindful.engine.projects import PROJECT_PREFIX, Project
 from remindful.engine.repositories import Repositories
 from remindful.engine.store import Store
 from remindful.errors import ValidationError
@@ -173,6 +173,13 @@ class MemoryManager:
             log.info("stored %d spooled events", count)
         return count
 
+    def spool_events(self, records: Sequence[tuple[str, str, str, float]]) -> None:
+        """Spool hook events a hook could not write itself (``(idem_key, kind, payload, created_at)``,
+        as the spool's fallback file holds them; the daemon kept them in memory while the disk was
+        full): redacted again, replays ignored. Raises StorageFullError while the disk stays full."""
+        self._store.ready()
+        self._repos.captures.import_spooled(records)
+
     def warm_up(self) -> None:
         """Open the store, load the model and open the vector index now, so that the first request
         does not pay for them. Raises what opening or loading raises."""
@@ -224,6 +231,44 @@ class MemoryManager:
         """The project of ``directory`` under this store's settings (``scopes.project``,
         ``scopes.projects``, ``.remindful`` markers, git), or None (the home directory, the root)."""
         return self._store.scopes.resolve(os.fspath(directory))
+
+    def bind_project(self, directory: str | os.PathLike[str], project: str) -> Project:
+        """Bind ``directory`` (and what lies under it) to ``project``: a known project's key or
+        name (``remindful scopes`` lists them), else a new project of that name. The user's way to
+        share a project between two places: a ``.remindful`` marker cannot claim a project bound to
+        another directory (:mod:`remindful.engine.projects`, *Claims*). Returns the project the
+        directory is now in; ValidationError for a directory that is none or a name without letters."""
+        path = os.path.realpath(os.path.expanduser(os.fspath(directory)))
+        if not os.path.isdir(path):
+            raise ValidationError("directory", f"expected an existing directory, got {os.fspath(directory)!r}")
+        repo = self._repos.scopes
+        scope = repo.find(project) if project.strip() else None
+        if scope is not None:
+            key = scope.removeprefix(PROJECT_PREFIX)
+            name = repo.projects().get(scope, (key, ""))[0]
+        else:
+            try:
+                named = Project.named(project)
+            except ValueError as exc:
+                raise ValidationError("project", str(exc)) from None
+            key, name = named.key, named.name
+        repo.bind(path, key, name)
+        self._store.resolver.forget()
+        found = self.project_of(path)
+        assert found is not None  # a bound directory is in its project
+        return found
+
+    def unbind_project(self, directory: str | os.PathLike[str]) -> bool:
+        """Remove ``directory`` 's binding (:meth:`bind_project`); whether it had one."""
+        path = os.path.realpath(os.path.expanduser(os.fspath(directory)))
+        removed = self._repos.scopes.unbind(path)
+        self._store.resolver.forget()
+        return removed
+
+    def refused_markers(self) -> dict[str, tuple[str, str]]:
+        """The ``.remindful`` markers this manager refused so far: the marker's directory → (the
+        project key it named, the directory that project is bound to; "" for a place's key)."""
+        return dict(self._store.resolver.refused)
 
     def seen_from(self, directory: str | os.PathLike[str] | None) -> tuple[Project | str | None, ...]:
         """The scopes a client working in ``directory`` sees, as a read's ``scope`` takes them: its
@@ -307,14 +352,19 @@ class MemoryManager:
         memory_class: str | MemoryClass | None = None,
         chunk: ChunkMetadata | Mapping[str, Any] | None = None,
         scope: str | Project | None = None,
+        origin: str | None = None,
     ) -> str:
         """Store one memory and return its id. Raises ValidationError naming a bad field.
         ``scope``: ``user`` (seen from every project), ``project`` (this manager's), or
         ``project:<name>``; None: where it was captured (its metadata's ``cwd``, else this
         manager's project), or the user's when it states a preference or rule that holds everywhere
-        (:func:`remindful.engine.scopes.user_level`)."""
+        (:func:`remindful.engine.scopes.user_level`). ``origin``: whose words these are
+        (:class:`~remindful.model.OriginKind`: ``user``, ``assistant``, ``tool:NAME``,
+        ``file:PATH``, ``web:URL``...); None: derived from ``source`` and ``metadata``
+        (:func:`~remindful.model.derive_origin`; the library's own caller is taken as the user)."""
         item: dict[str, Any] = {"content": content, "type": type, "metadata": metadata, "session_id": session_id}
         item |= {"timestamp": timestamp, "source": source, "memory_class": memory_class, "chunk": chunk}
+        item["origin"] = origin
         item["scope"] = self._scope_to_write(scope)
         return self._store.store_batch([item])[0]
 

@@ -51,6 +51,7 @@ from remindful.engine.catalog import catalog_damaged, integrity_problem
 from remindful.engine.catalog_files import copy_into, prepare_for_restore, snapshot
 from remindful.errors import CorruptionError, StorageError, ValidationError, unwritable
 from remindful.model import BackupResult, ClearResult, RestoreResult
+from remindful.owned import private_dir
 from remindful.services.archive import (
     ATTACHMENTS,
     CATALOG,
@@ -124,7 +125,7 @@ def _write_backup(
 ) -> BackupResult:
     """:func:`create_backup`; ``index_locked``: the caller holds the index lock already."""
     folder = backups_dir(store.path)
-    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    private_dir(folder, "backup directory")  # each missing level 0700, whatever the umask
     suffix = f"_auto-{reason}" if automatic else (f"_{name}" if name else "")
     stem = f"backup_{datetime.now():%Y%m%d_%H%M%S}{suffix}"
     target = folder / f"{stem}.tar.gz"

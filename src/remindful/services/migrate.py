@@ -69,6 +69,12 @@ def migrate(
             suggestion="migrate into an empty Chroma server (or reset its collections)",
         )
     source = parts.counts()
+    salt = parts.tombstone_salt()
+    if salt is not None and not target.tombstone_salt(salt):
+        raise StorageError(
+            f"{shown_target} keys its tombstones with another salt: nothing was copied",
+            suggestion="migrate into an empty database",
+        )
     target.projects(parts.projects())
     target.sessions(parts.sessions())
     target.tombstones(parts.tombstones())

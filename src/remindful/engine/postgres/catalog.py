@@ -36,12 +36,18 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from remindful.engine.captures import forget_key
+from remindful.engine.captures import SALT_KEY, forget_key, salted_key
 from remindful.engine.catalog import MemoryRow, counted, redact_row
 from remindful.engine.postgres import windows
 from remindful.engine.postgres.dialect import pg_filter
 from remindful.engine.postgres.lexical import PostgresLexicalSearch
-from remindful.engine.postgres.schema import MEMORY_COLUMNS, MIGRATIONS, SCHEMA_VERSION, VERSION_DDL
+from remindful.engine.postgres.schema import (
+    MEMORY_COLUMNS,
+    MIGRATIONS,
+    ORIGINS_VERSION,
+    SCHEMA_VERSION,
+    VERSION_DDL,
+)
 from remindful.engine.postgres.url import shown_url
 from remindful.engine.projects import Project
 from remindful.engine.redact import StoreRedactor
@@ -278,7 +284,9 @@ class PostgresCatalog:
                     f"(schema {version} > {SCHEMA_VERSION})",
                     suggestion="upgrade remindful on this machine",
                 )
-            for statements in MIGRATIONS[version:]:
+            for number, statements in enumerate(MIGRATIONS[version:], start=version + 1):
+                if number == ORIGINS_VERSION:
+                    _derive_origins(conn)
                 for statement in statements:
                     conn.execute(statement)
             if row is None:
@@ -313,8 +321,8 @@ class PostgresCatalog:
             cur.executemany(
                 "INSERT INTO memories (id, type, content, metadata, source, memory_class, session_id, created_at, "
                 "updated_at, importance, access_count, last_accessed, bookmarked, content_hash, chunk, expires_at, "
-                "embedding, indexed, size_bytes, scope, author) "
-                "VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
+                "embedding, indexed, size_bytes, scope, author, origin) "
+                "VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
                 [
                     (
                         r.id,
@@ -338,6 +346,7 @@ class PostgresCatalog:
                         len(r.content.encode()) + len(r.metadata) + (0 if r.embedding is None else r.embedding.nbytes),
                         r.scope,
                         author,
+                        r.origin,
                     )
                     for r in rows
                 ],
@@ -486,12 +495,14 @@ class PostgresCatalog:
     def record_projects(
         self, conn: Any, projects: Iterable[Project], at: float, counts: dict[str, int] | None = None
     ) -> None:
-        """Record ``projects`` as seen at ``at``, in the caller's transaction (name and root redacted)."""
+        """Record ``projects`` as seen at ``at``, in the caller's transaction (name and root redacted;
+        a known one keeps its first root, one known by name only takes the first root seen)."""
         text = self.redaction.text
         with conn.cursor() as cur:
             cur.executemany(
                 "INSERT INTO projects AS p (key, name, root, first_seen, last_seen) VALUES (%s, %s, %s, %s, %s) "
-                "ON CONFLICT (key) DO UPDATE SET last_seen = greatest(p.last_seen, excluded.last_seen)",
+                "ON CONFLICT (key) DO UPDATE SET last_seen = greatest(p.last_seen, excluded.last_seen), "
+                "root = CASE WHEN p.root = '' THEN excluded.root ELSE p.root END",
                 [(p.key, text(p.name, counts), text(p.root, counts), at, at) for p in projects],
             )
 
@@ -517,7 +528,14 @@ class PostgresCatalog:
                     fresh.extend(rows)
                     new += 1
             if fresh:
-                keys = {row.id: forget_key(row.content) for row in fresh}
+                # Tombstones are kept under the store's salt (remindful.engine.captures), read here.
+                salt = conn.execute("SELECT value FROM meta WHERE key = %s", (SALT_KEY,)).fetchone()
+                keys = {
+                    row.id: forget_key(row.content)
+                    if salt is None
+                    else salted_key(bytes.fromhex(salt[0]), forget_key(row.content))
+                    for row in fresh
+                }
                 buried = {
                     str(r[0])
                     for r in conn.execute("SELECT key FROM tombstones WHERE key = ANY(%s)", (list(set(keys.values())),))
@@ -578,6 +596,23 @@ class PostgresCatalog:
                 lambda c: c.execute("DELETE FROM index_deletes WHERE memory_id = ANY(%s)", (list(ids),)),
                 what="recording vector deletions",
             )
+
+
+def _derive_origins(conn: Any) -> None:
+    """Give each row without an origin the one its source and metadata imply, in the migrating
+    transaction (as SQLite's upgrade does)."""
+    from remindful.model import derive_origin
+
+    updates = []
+    for rowid, source, metadata in conn.execute("SELECT rowid, source, metadata FROM memories WHERE origin IS NULL"):
+        try:
+            meta = json.loads(metadata)
+        except ValueError:
+            meta = {}
+        updates.append((derive_origin(source, meta if isinstance(meta, dict) else {}), rowid))
+    if updates:
+        with conn.cursor() as cur:
+            cur.executemany("UPDATE memories SET origin = %s WHERE rowid = %s", updates)
 
 
 def add_counts(conn: Any, counts: Mapping[str, int]) -> None:

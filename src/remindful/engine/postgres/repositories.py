@@ -12,13 +12,15 @@ docstring.
 from __future__ import annotations
 
 import json
+import os
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from remindful.engine.captures import FileRecord, SessionEvent
+from remindful.engine.captures import SALT_KEY, FileRecord, SessionEvent, salted_key
 from remindful.engine.catalog import MemoryRow
 from remindful.engine.postgres.catalog import PostgresCatalog, add_counts
 from remindful.engine.postgres.dialect import pg_filter
@@ -179,6 +181,36 @@ class PostgresScopeRepository(_Repository):
     def projects(self) -> dict[str, tuple[str, str]]:
         rows = self._catalog.read("SELECT key, name, root FROM projects")
         return {PROJECT_PREFIX + key: (str(name), str(root)) for key, name, root in rows}
+
+    def project_root(self, key: str) -> str | None:
+        rows = self._catalog.read("SELECT root FROM projects WHERE key = %s", (key,))
+        return str(rows[0][0]) if rows else None
+
+    def bindings(self) -> Mapping[str, tuple[str, str]]:
+        rows = self._catalog.read("SELECT root, key, name FROM project_bindings")
+        return {str(root): (str(key), str(name)) for root, key, name in rows}
+
+    def bind(self, directory: str, key: str, name: str) -> None:
+        catalog = self._catalog
+        row = (catalog.redaction.text(directory), key, catalog.redaction.text(name), time.time())
+        catalog.write(
+            lambda conn: conn.execute(
+                "INSERT INTO project_bindings (root, key, name, bound_at) VALUES (%s, %s, %s, %s) ON CONFLICT (root) "
+                "DO UPDATE SET key = excluded.key, name = excluded.name, bound_at = excluded.bound_at",
+                row,
+            ),
+            what="binding a directory to a project",
+        )
+
+    def unbind(self, directory: str) -> bool:
+        catalog = self._catalog
+        root = catalog.redaction.text(directory)
+        return bool(
+            catalog.write(
+                lambda conn: conn.execute("DELETE FROM project_bindings WHERE root = %s", (root,)).rowcount,
+                what="unbinding a directory",
+            )
+        )
 
     def find(self, name: str) -> str | None:
         """The scope of the project ``name`` names (key, name in any case, or the key it starts)."""
@@ -372,11 +404,15 @@ class PostgresCaptureRepository(_Repository):
     # -- tombstones ---------------------------------------------------------------------------------
 
     def bury(self, graves: Mapping[str, tuple[str | None, str]], at: float) -> None:
+        """As the SQLite repository's: stored keyed with the store's salt, made with the first
+        tombstone (the bare tombstones written before re-keyed in the same transaction; a process
+        making it at the same moment waits on the row and then uses the one made first)."""
         if not graves:
             return
-        rows = [(key, at, reason, memory_id) for key, (memory_id, reason) in graves.items()]
 
         def run(conn: Any) -> None:
+            salt = self._salt(conn)
+            rows = [(salted_key(salt, key), at, reason, memory_id) for key, (memory_id, reason) in graves.items()]
             with conn.cursor() as cur:
                 cur.executemany(
                     "INSERT INTO tombstones (key, buried_at, reason, memory_id) VALUES (%s, %s, %s, %s) "
@@ -387,13 +423,15 @@ class PostgresCaptureRepository(_Repository):
         self._catalog.write(run, what="recording what was forgotten")
 
     def buried(self, keys: Iterable[str]) -> set[str]:
-        wanted = list(dict.fromkeys(keys))
+        wanted = self._stored_keys(keys)
         if not wanted:
             return set()
-        return {str(r[0]) for r in self._catalog.read("SELECT key FROM tombstones WHERE key = ANY(%s)", (wanted,))}
+        stored = list(wanted.values())
+        found = {str(r[0]) for r in self._catalog.read("SELECT key FROM tombstones WHERE key = ANY(%s)", (stored,))}
+        return {key for key, kept_as in wanted.items() if kept_as in found}
 
     def unbury(self, keys: Iterable[str]) -> int:
-        wanted = list(dict.fromkeys(keys))
+        wanted = list(self._stored_keys(keys).values())
         if not wanted:
             return 0
         return int(
@@ -405,6 +443,28 @@ class PostgresCaptureRepository(_Repository):
 
     def tombstones(self) -> int:
         return int(self._catalog.read("SELECT count(*) FROM tombstones")[0][0])
+
+    def _stored_keys(self, keys: Iterable[str]) -> dict[str, str]:
+        rows = self._catalog.read("SELECT value FROM meta WHERE key = %s", (SALT_KEY,))
+        salt = bytes.fromhex(rows[0][0]) if rows else None
+        return {key: key if salt is None else salted_key(salt, key) for key in dict.fromkeys(keys)}
+
+    @staticmethod
+    def _salt(conn: Any) -> bytes:
+        """The store's salt, made now (with the bare tombstones re-keyed) if there is none."""
+        found = conn.execute("SELECT value FROM meta WHERE key = %s", (SALT_KEY,)).fetchone()
+        if found:
+            return bytes.fromhex(found[0])
+        made = os.urandom(32)
+        inserted = conn.execute(
+            "INSERT INTO meta (key, value) VALUES (%s, %s) ON CONFLICT (key) DO NOTHING", (SALT_KEY, made.hex())
+        ).rowcount
+        if not inserted:  # another process made it first
+            return bytes.fromhex(conn.execute("SELECT value FROM meta WHERE key = %s", (SALT_KEY,)).fetchone()[0])
+        bare = [str(r[0]) for r in conn.execute("SELECT key FROM tombstones").fetchall()]
+        with conn.cursor() as cur:
+            cur.executemany("UPDATE tombstones SET key = %s WHERE key = %s", [(salted_key(made, k), k) for k in bare])
+        return made
 
     # -- the Markdown watcher's files ------------------------------------------------------------------
 

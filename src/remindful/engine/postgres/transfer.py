@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from remindful.engine.captures import SALT_KEY
 from remindful.engine.catalog import MemoryRow
 from remindful.engine.postgres.catalog import PostgresCatalog
 from remindful.engine.repositories.transfer import Injection, ProjectRecord, Session, Tombstone
@@ -33,6 +34,16 @@ class PostgresTransfer:
             "ON CONFLICT (id) DO NOTHING",
             rows,
         )
+
+    def tombstone_salt(self, salt: str) -> bool:
+        """Keep the source's tombstone salt (its tombstones are keyed with it); False when the
+        target has another one already (its tombstones could not be told apart)."""
+
+        def run(conn: Any) -> bool:
+            conn.execute("INSERT INTO meta (key, value) VALUES (%s, %s) ON CONFLICT DO NOTHING", (SALT_KEY, salt))
+            return bool(conn.execute("SELECT value FROM meta WHERE key = %s", (SALT_KEY,)).fetchone()[0] == salt)
+
+        return self._catalog.write(run, what="copying the tombstones' salt")
 
     def tombstones(self, rows: Sequence[Tombstone]) -> None:
         self._many(

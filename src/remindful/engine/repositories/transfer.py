@@ -6,6 +6,7 @@ verified by. The memories themselves are read in pages (:meth:`MemoryRepository.
 
 from __future__ import annotations
 
+from remindful.engine.captures import SALT_KEY
 from remindful.engine.repositories.base import Repository
 
 #: ``(id, started_at, ended_at, metadata)``
@@ -45,6 +46,11 @@ class TransferRepository(Repository):
             tuple(r)
             for r in self._catalog.read("SELECT key, name, root, first_seen, last_seen FROM projects ORDER BY key")
         ]
+
+    def tombstone_salt(self) -> str | None:
+        """The salt the tombstones are keyed with (hex; :mod:`remindful.engine.captures`), or None."""
+        rows = self._catalog.read("SELECT value FROM meta WHERE key = ?", (SALT_KEY,))
+        return str(rows[0][0]) if rows else None
 
     def counts(self) -> dict[str, int]:
         """The rows of each part a copy carries: ``memories``, ``vectors`` (memories with one),

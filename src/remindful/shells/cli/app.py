@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -58,6 +59,9 @@ def _root(
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
     )
+    from remindful.shells.terminal import show_model_preparation
+
+    show_model_preparation()  # on a terminal: the model's one-time preparation says it is under way
 
 
 def _open(*, drain: bool = True) -> MemoryManager:
@@ -199,12 +203,19 @@ def search(
     if json_out:
         _print_json({"success": True, "query": query, "count": len(hits), "memories": [h.to_dict() for h in hits]})
         return
-    table = Table("score", "id", "type", "scope", "content", box=None)
+    table = Table("score", "id", "type", "scope", "from", "content", box=None)
     for hit in hits:
         notes = (f" (+{hit.similar} similar)" if hit.similar else "") + (
             f" (superseded by {hit.superseded_by})" if hit.superseded_by else ""
         )
-        table.add_row(f"{hit.score:.3f}", hit.id, hit.type.value, _scope(hit.scope), _short(hit.content) + notes)
+        table.add_row(
+            f"{hit.score:.3f}",
+            hit.id,
+            hit.type.value,
+            _scope(hit.scope),
+            _origin(hit.origin),
+            _short(hit.content) + notes,
+        )
     console.print(table if hits else "[dim]no relevant memories found[/dim]")
 
 
@@ -221,9 +232,10 @@ def get(
         _print_json(data)
         return
     for key, value in data.items():
-        console.print(
-            f"[bold]{key}[/bold]: {json.dumps(value, ensure_ascii=False) if isinstance(value, dict) else value}"
-        )
+        shown = json.dumps(value, ensure_ascii=False) if isinstance(value, dict) else value
+        if key == "origin":
+            shown = f"{value} ({_origin(value)})"
+        console.print(f"[bold]{key}[/bold]: {shown}", highlight=False)
 
 
 @app.command()
@@ -258,9 +270,10 @@ def list_(
     if json_out:
         _print_json([m.to_dict() for m in found])
         return
-    table = Table("created", "id", "type", "scope", "content", box=None)
+    table = Table("created", "id", "type", "scope", "from", "content", box=None)
     for m in found:
-        table.add_row(m.created_at.strftime("%Y-%m-%d %H:%M"), m.id, m.type.value, _scope(m.scope), _short(m.content))
+        created = m.created_at.strftime("%Y-%m-%d %H:%M")
+        table.add_row(created, m.id, m.type.value, _scope(m.scope), _origin(m.origin), _short(m.content))
     console.print(table if found else "[dim]no memories[/dim]")
 
 
@@ -314,8 +327,16 @@ def stats(
         console.print(f"scope {chosen['selection']}: {chosen['memories']} memories ({by_type})", highlight=False)
 
 
-@app.command()
+scopes_app = typer.Typer(
+    help="The scopes that hold memories: each project (name, directory), the user's, the unscoped; "
+    "`scopes bind DIR PROJECT` puts a directory into a project."
+)
+app.add_typer(scopes_app, name="scopes")
+
+
+@scopes_app.callback(invoke_without_command=True)
 def scopes(
+    ctx: typer.Context,
     explain: Annotated[
         str | None,
         typer.Option("--explain", help="Say whether this text would be stored at user level, and by which rule."),
@@ -323,6 +344,8 @@ def scopes(
     json_out: JsonOpt = False,
 ) -> None:
     """The scopes that hold memories: each project (name, directory), the user's, the unscoped."""
+    if ctx.invoked_subcommand is not None:
+        return
     with _open() as memory:
         _here(memory)
         if explain is not None:
@@ -336,14 +359,61 @@ def scopes(
             return
         found = _run(memory.scopes)
         here = memory.project
+        refused = memory.refused_markers()
     if json_out:
-        _print_json({"success": True, "here": here.to_dict() if here else None, "scopes": [u.to_dict() for u in found]})
+        _print_json(
+            {
+                "success": True,
+                "here": here.to_dict() if here else None,
+                "scopes": [u.to_dict() for u in found],
+                "refused_markers": [{"directory": d, "project": k, "bound_to": r} for d, (k, r) in refused.items()],
+            }
+        )
         return
     table = Table("scope", "memories", "project", "directory", box=None)
     for usage in found:
         mark = " (here)" if here is not None and usage.scope == here.scope else ""
         table.add_row(usage.scope + mark, str(usage.count), usage.name or "", usage.root or "")
     console.print(table if found else "[dim]no memories[/dim]")
+    for directory, (key, root) in refused.items():
+        err_console.print(_refusal(directory, key, root), highlight=False, markup=False)
+
+
+def _refusal(directory: str, key: str, root: str) -> str:
+    where = f"is bound to {root}" if root else "is a place's key recorded for no directory"
+    return (
+        f"the .remindful marker in {directory} names project {key}, which {where}: not honoured "
+        f"(if the project is yours: remindful scopes bind {directory} {key})"
+    )
+
+
+@scopes_app.command("bind")
+def scopes_bind(
+    directory: Annotated[Path, typer.Argument(help="The directory (and what lies under it).")],
+    project: Annotated[str, typer.Argument(help="A known project's key or name, or a new project's name.")],
+    json_out: JsonOpt = False,
+) -> None:
+    """Put a directory into a project, even one bound to another directory (a .remindful marker cannot)."""
+    with _open() as memory:
+        found = _run(lambda: memory.bind_project(directory, project))
+    if json_out:
+        _print_json({"success": True, "project": found.to_dict()})
+    else:
+        console.print(f"bound {directory.resolve()} to {found.scope} ({found.name})", highlight=False)
+
+
+@scopes_app.command("unbind")
+def scopes_unbind(
+    directory: Annotated[Path, typer.Argument(help="A directory bound with `scopes bind`.")],
+    json_out: JsonOpt = False,
+) -> None:
+    """Remove a directory's binding (its project is found again from its marker, repository or place)."""
+    with _open() as memory:
+        removed = _run(lambda: memory.unbind_project(directory))
+    if json_out:
+        _print_json({"success": True, "removed": removed})
+    else:
+        console.print(f"unbound {directory.resolve()}" if removed else f"{directory.resolve()} was not bound")
 
 
 @app.command()
@@ -422,6 +492,13 @@ def config(
     import yaml
 
     console.print(yaml.safe_dump({"memory": data}, sort_keys=False), highlight=False)
+
+
+def _origin(origin: str) -> str:
+    """Whose words a memory holds, as the tables show it: ``you said``, ``tool Bash's output``..."""
+    from remindful.model import origin_label
+
+    return origin_label(origin)
 
 
 def _scope(scope: str | None, name: str | None = None) -> str:

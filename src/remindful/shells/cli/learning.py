@@ -16,6 +16,7 @@ import typer
 
 from remindful.shells.cli.app import (
     JsonOpt,
+    _here,
     _json_arg,
     _ok,
     _open,
@@ -58,6 +59,7 @@ def capture_turn(
         "timestamp": timestamp,
     }
     with _open() as memory:
+        _here(memory)  # what is learned goes to this directory's project, as `remindful store` does
         found = _run(lambda: memory.capture_conversation(turn))
     _show(found, json_out, "nothing worth remembering in this turn")
 
@@ -71,6 +73,7 @@ def capture_correction(
 ) -> None:
     """Store the rule a correction teaches (a reinforced knowledge memory)."""
     with _open() as memory:
+        _here(memory)
         found = _run(lambda: memory.capture_correction(original, corrected, context))
     _show([found], json_out, "")
 

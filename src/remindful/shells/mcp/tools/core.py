@@ -17,6 +17,7 @@ from mcp.server.mcpserver.exceptions import ResourceError
 from pydantic import BaseModel, ConfigDict, Field
 
 from remindful.errors import NotFoundError, RemindfulError, ValidationError
+from remindful.runtime import SESSION_ID_MAX_CHARS
 from remindful.shells.mcp.tools.common import (
     DESTRUCTIVE,
     READ_ONLY,
@@ -79,6 +80,8 @@ def register(mcp: Any, get_manager: GetManager) -> None:
     resumed = resumed_sessions(mcp)
 
     def session(manager: MemoryManager, value: str | None) -> str | None:
+        if value is not None and len(value) > SESSION_ID_MAX_CHARS:
+            raise ValidationError("session_id", f"expected at most {SESSION_ID_MAX_CHARS} characters, got {len(value)}")
         return manager.session_id if value == "current" else value
 
     @tool(mcp, WRITE)
@@ -106,7 +109,8 @@ def register(mcp: Any, get_manager: GetManager) -> None:
             meta["importance"] = importance
         m = get_manager()
         sid = session(m, session_id) or m.session_id
-        memory_id = m.store(content, type, meta, sid, timestamp, "manual", scope=scope)
+        # The agent's words (however it phrases them): never taken for the user's own.
+        memory_id = m.store(content, type, meta, sid, timestamp, "manual", scope=scope, origin="assistant")
         stored_in = m.get(memory_id).scope
         return {"success": True, "memory_id": memory_id, "type": type, "session_id": sid, "scope": stored_in}
 
@@ -129,7 +133,12 @@ def register(mcp: Any, get_manager: GetManager) -> None:
             raise ValidationError("items", f"expected 1 to {MAX_BATCH} items, got {len(items)}")
         m = get_manager()
         batch = [
-            {**item.model_dump(exclude_none=True), "session_id": session(m, item.session_id), "source": "manual"}
+            {
+                **item.model_dump(exclude_none=True),
+                "session_id": session(m, item.session_id),
+                "source": "manual",
+                "origin": "assistant",
+            }
             for item in items
         ]
         ids = m.store_batch(batch)
