@@ -111,7 +111,7 @@ def test_help_does_not_import_heavy_packages() -> None:
         "from remindful.shells.cli.app import app\n"
         "result = CliRunner().invoke(app, ['--help'])\n"
         "assert result.exit_code == 0, result.output\n"
-        "heavy = [m for m in ('chromadb', 'onnxruntime', 'torch', 'tokenizers') if m in sys.modules]\n"
+        "heavy = [m for m in ('chromadb', 'onnxruntime', 'torch', 'tokenizers', 'psycopg') if m in sys.modules]\n"
         "assert not heavy, heavy\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)

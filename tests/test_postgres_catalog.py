@@ -61,17 +61,20 @@ def test_an_older_schema_is_migrated_at_open_keeping_its_rows(postgres_url: str,
             conn.execute(statement)
         conn.execute("INSERT INTO schema_version (version) VALUES (1)")
         conn.execute(
-            "INSERT INTO memories (id, type, content, source, memory_class, created_at, content_hash, scope) "
-            "VALUES ('old', 'fact', 'written before origin', 'test', 'semantic', 1.0, 'h', 'user')"
+            "INSERT INTO memories (id, type, content, metadata, source, memory_class, created_at, content_hash, scope) "
+            "VALUES ('old', 'fact', 'written before origin', '{\"role\": \"assistant\"}', 'hook', 'semantic', 1.0, "
+            "'h', 'user')"
         )
     assert "origin" not in columns(postgres_url)
 
     catalog = open_catalog(postgres_url, tmp_path)
     try:
-        assert catalog.schema_version() == SCHEMA_VERSION == 3
+        assert catalog.schema_version() == SCHEMA_VERSION == 5
         assert "origin" in columns(postgres_url)
         assert catalog.read("SELECT count(*) FROM project_bindings") == [(0,)]
-        assert catalog.get_rows(["old"])["old"].content == "written before origin"
+        old = catalog.get_rows(["old"])["old"]
+        assert old.content == "written before origin"
+        assert old.origin == "assistant"  # derived from its source and metadata, as SQLite's upgrade does
         assert catalog.type_counts() == {"fact": 1}
     finally:
         catalog.close()
@@ -207,5 +210,46 @@ def test_author_is_recorded(postgres_url: str, tmp_path: Path) -> None:
         catalog.write(lambda conn: catalog.insert_memories(conn, [memory("a")], author="alice"))
         assert catalog.read("SELECT author, version FROM memories WHERE id = 'a'") == [("alice", 1)]
         assert json.loads(catalog.get_rows(["a"])["a"].metadata) == {}
+    finally:
+        catalog.close()
+
+
+def test_the_catalog_url_setting_takes_postgres_urls_and_never_repeats_a_bad_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from remindful.config import load_settings
+    from remindful.errors import ConfigError
+
+    assert load_settings().catalog.url is None  # the embedded default
+    monkeypatch.setenv("REMINDFUL_CATALOG__URL", "postgresql://team@db.example:5432/memory")
+    assert load_settings().catalog.url == "postgresql://team@db.example:5432/memory"
+    monkeypatch.setenv("REMINDFUL_CATALOG__URL", "mysql://team:hunter2@db.example/memory")
+    with pytest.raises(ConfigError, match=r"catalog\.url.*postgresql://USER@HOST") as caught:
+        load_settings()
+    assert "hunter2" not in str(caught.value)
+
+
+def test_a_delivery_replayed_after_a_lost_answer_stores_nothing_twice(postgres_url: str, tmp_path: Path) -> None:
+    catalog = open_catalog(postgres_url, tmp_path)
+    try:
+        assert catalog.deliver([("laptop-1", [memory("e1")]), ("laptop-2", [memory("e2"), memory("e3")])]) == 2
+        # the machine never heard the answer: it hands over the same batch again, plus a new event
+        assert catalog.deliver([("laptop-2", [memory("e2"), memory("e3")]), ("laptop-3", [memory("e4")])]) == 1
+        assert catalog.existing_ids(["e1", "e2", "e3", "e4"]) == {"e1", "e2", "e3", "e4"}
+        assert catalog.type_counts() == {"fact": 4}
+    finally:
+        catalog.close()
+
+
+def test_a_delivery_does_not_bring_back_what_was_forgotten(postgres_url: str, tmp_path: Path) -> None:
+    from remindful.engine.captures import forget_key
+    from remindful.engine.postgres.repositories import PostgresCaptureRepository
+
+    catalog = open_catalog(postgres_url, tmp_path)
+    try:
+        forgotten = memory("f1")
+        PostgresCaptureRepository(catalog).bury({forget_key(forgotten.content): ("old", "forget")}, 1.0)
+        assert catalog.deliver([("desktop-1", [forgotten, memory("kept")])]) == 1
+        assert catalog.existing_ids(["f1", "kept"]) == {"kept"}
     finally:
         catalog.close()

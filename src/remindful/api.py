@@ -73,6 +73,7 @@ from remindful.model import (
 
 if TYPE_CHECKING:
     from remindful.services.ingest.watcher import MarkdownWatcher
+    from remindful.services.migrate import MigrationReport
     from remindful.services.policy.retention import Policy
     from remindful.services.policy.scheduler import CleanupScheduler
 
@@ -641,7 +642,84 @@ class MemoryManager:
             from remindful.index import ChromaEmbeddedIndex
 
             files = ChromaEmbeddedIndex(path=self.path / "chroma")  # its files only: nothing is opened
-        return diagnose(self.path, self.settings, files)
+        return diagnose(self.path, self.settings, files, self.settings.catalog.url)
+
+    def migrate(
+        self, to: str | None = None, chroma: str | None = None, *, progress: Callable[[int, int], None] | None = None
+    ) -> MigrationReport:
+        """Copy this local store into the empty PostgreSQL catalog ``to`` (default: ``catalog.url``)
+        and its vectors into the Chroma server ``chroma`` (``http://HOST:PORT``; default: the
+        configured server), then verify every part's count (:mod:`remindful.services.migrate`).
+        The local store is left as it was; ``progress(done, total)`` after each page of memories."""
+        from remindful.engine.postgres.catalog import PostgresCatalog
+        from remindful.engine.postgres.transfer import PostgresTransfer
+        from remindful.engine.repositories.transfer import TransferRepository
+        from remindful.errors import StorageLockedError
+        from remindful.index import ChromaServerIndex
+        from remindful.services.migrate import migrate
+
+        url = to or self.settings.catalog.url
+        if not url or not url.startswith(("postgresql://", "postgres://")):
+            raise ValidationError("to", "expected a URL like postgresql://USER@HOST:5432/DB (or set catalog.url)")
+        host, port, ssl = _chroma_address(chroma, self.settings)
+        self._store.ready()
+        target = PostgresCatalog(url, redaction=self._store.redaction)
+        index = ChromaServerIndex(host, port, ssl=ssl)
+        try:
+            with target.exclusive("migrate-in", wait=False) as held:
+                if not held:
+                    raise StorageLockedError(f"another migration into {target.shown_url} is running")
+                return migrate(
+                    self._repos.memories,
+                    TransferRepository(self._catalog),
+                    PostgresTransfer(target),
+                    index,
+                    shown_target=target.shown_url,
+                    progress=progress,
+                )
+        finally:
+            target.close()
+            index.close()
+
+    def team_add(self, name: str) -> str:
+        """Add ``name`` to the team store of ``catalog.url`` with a new token, returned once (only its
+        hash is kept); see :mod:`remindful.engine.postgres.team`."""
+        from remindful.engine.postgres.team import TeamRepository
+
+        catalog = self._shared_catalog()
+        try:
+            return TeamRepository(catalog).add(name)
+        finally:
+            catalog.close()
+
+    def team_revoke(self, name: str) -> bool:
+        """Revoke ``name``'s token: from now on it reads and writes nothing; whether it had one."""
+        from remindful.engine.postgres.team import TeamRepository
+
+        catalog = self._shared_catalog()
+        try:
+            return TeamRepository(catalog).revoke(name)
+        finally:
+            catalog.close()
+
+    def team_people(self) -> builtins.list[tuple[str, float, float | None]]:
+        """``(name, added at, revoked at or None)`` of everyone the team store knows."""
+        from remindful.engine.postgres.team import TeamRepository
+
+        catalog = self._shared_catalog()
+        try:
+            return [(p.name, p.added_at, p.revoked_at) for p in TeamRepository(catalog).people()]
+        finally:
+            catalog.close()
+
+    def _shared_catalog(self) -> Any:
+        """The PostgreSQL catalog of ``catalog.url`` (ValidationError when none is set)."""
+        from remindful.engine.postgres.catalog import PostgresCatalog
+
+        if not self.settings.catalog.url:
+            raise ValidationError("catalog.url", "expected a postgresql://USER@HOST:PORT/DB URL for a team store")
+        self._store.ready()
+        return PostgresCatalog(self.settings.catalog.url, redaction=self._store.redaction)
 
     def index_status(self) -> IndexStatus:
         """Whether the vector index is usable, and why not."""
@@ -752,20 +830,37 @@ class MemoryManager:
         *,
         overwrite: bool = False,
         progress: Any = None,
+        shared: bool = False,
     ) -> ExportResult:
         """Write every memory (content, metadata, embedding) to a JSON file; returns path and count.
         An existing file is replaced only with ``overwrite``; a missing directory is an error.
-        ``progress(n)`` is called as batches are written."""
+        ``progress(n)`` is called as batches are written. ``shared``: from the PostgreSQL catalog
+        of ``catalog.url`` instead of the local one (the same file format)."""
         from remindful.services.export import export_memories
 
-        return export_memories(
-            self._store,
-            self._repos.memories,
-            format=format,
-            output_path=output_path,
-            overwrite=overwrite,
-            progress=progress,
-        )
+        if not shared:
+            return export_memories(
+                self._store,
+                self._repos.memories,
+                format=format,
+                output_path=output_path,
+                overwrite=overwrite,
+                progress=progress,
+            )
+        from remindful.engine.postgres.repositories import PostgresMemoryRepository
+
+        catalog = self._shared_catalog()
+        try:
+            return export_memories(
+                self._store,
+                PostgresMemoryRepository(catalog),
+                format=format,
+                output_path=output_path,
+                overwrite=overwrite,
+                progress=progress,
+            )
+        finally:
+            catalog.close()
 
     def import_memories(self, path: str | os.PathLike[str], *, progress: Any = None) -> ImportResult:
         """Restore memories exported by :meth:`export` exactly (no re-embedding); duplicates skipped."""
@@ -878,6 +973,24 @@ def open_manager(path: str | os.PathLike[str] | None = None, **overrides: Any) -
     index = overrides.pop("index", None)
     project = overrides.pop("project", None)
     return MemoryManager(load_settings(path, **overrides), embedder=embedder, index=index, project=project)
+
+
+def _chroma_address(chroma: str | None, settings: Settings) -> tuple[str, int, bool]:
+    """``(host, port, ssl)`` of the Chroma server ``chroma`` names (``http://HOST:PORT``), or of the
+    configured one."""
+    if chroma is None:
+        configured = settings.storage.chromadb
+        return configured.host, configured.port, False
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(chroma)
+        port = parts.port
+    except ValueError:
+        parts, port = None, None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValidationError("chroma", "expected the Chroma server's URL, like http://HOST:8000")
+    return parts.hostname, port or (443 if parts.scheme == "https" else 8000), parts.scheme == "https"
 
 
 __all__ = ["MemoryManager", "open_manager"]

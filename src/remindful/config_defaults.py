@@ -90,6 +90,7 @@ SECTION_KEYS: dict[str, tuple[str, ...]] = {
         "attachments",
         "auto_capture",
         "backup",
+        "catalog",
         "context",
         "daemon",
         "embeddings",

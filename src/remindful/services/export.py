@@ -61,6 +61,12 @@ class Exporter(Protocol):
         """Wait (up to a minute) for the vectors this process has yet to compute."""
 
 
+class Pages(Protocol):
+    """Where an export reads the rows: a memory repository of either catalog backend."""
+
+    def page(self, after_rowid: int, limit: int) -> list[tuple[int, MemoryRow]]: ...
+
+
 class Importer(Protocol):
     """What an import does to the store besides writing rows (which the catalog redacts as every
     write): index them (:class:`~remindful.engine.store.Store` is one)."""
@@ -81,7 +87,7 @@ def _default_path(storage: Path) -> Path:
 
 def export_memories(
     store: Exporter,
-    memories: MemoryRepository,
+    memories: Pages,
     *,
     format: str = "json",
     output_path: str | os.PathLike[str] | None = None,

@@ -33,15 +33,22 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from typing import Any, TypeVar
-from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
 
+from remindful.engine.captures import SALT_KEY, forget_key, salted_key
 from remindful.engine.catalog import MemoryRow, counted, redact_row
 from remindful.engine.postgres import windows
 from remindful.engine.postgres.dialect import pg_filter
 from remindful.engine.postgres.lexical import PostgresLexicalSearch
-from remindful.engine.postgres.schema import MEMORY_COLUMNS, MIGRATIONS, SCHEMA_VERSION, VERSION_DDL
+from remindful.engine.postgres.schema import (
+    MEMORY_COLUMNS,
+    MIGRATIONS,
+    ORIGINS_VERSION,
+    SCHEMA_VERSION,
+    VERSION_DDL,
+)
+from remindful.engine.postgres.url import shown_url
 from remindful.engine.projects import Project
 from remindful.engine.redact import StoreRedactor
 from remindful.engine.sqlfilter import SqlFilter
@@ -63,21 +70,6 @@ class CommitUnknownError(StorageError):
     """The connection broke while a transaction was committing: it may or may not have landed."""
 
 
-def shown_url(url: str) -> str:
-    """``url`` fit to be shown (logs, doctor, settings pages, errors): its password replaced by ``***``."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "postgresql://***"
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    if ":" in host:
-        host = f"[{host}]"
-    netloc = f"{parts.username or ''}:***@{host}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
-
-
 def lock_key(name: str) -> int:
     """The 64-bit advisory lock key of ``name`` (a stable hash: every machine takes the same)."""
     return int.from_bytes(hashlib.sha256(f"remindful:{name}".encode()).digest()[:8], "big", signed=True)
@@ -89,6 +81,34 @@ def _psycopg() -> Any:
     except ImportError as exc:  # pragma: no cover - the extra is in dev
         raise DependencyMissingError("psycopg", "postgres") from exc
     return psycopg
+
+
+def inspect(url: str, *, connect_timeout: float = CONNECT_TIMEOUT_S) -> tuple[int | None, float, float]:
+    """Look at the PostgreSQL catalog ``url`` without changing anything (no schema is created or
+    migrated): ``(schema version or None when it has none yet, the server's clock, the local clock
+    at the middle of the round trip)``. A server that does not answer is a StorageError naming the
+    redacted URL."""
+    psycopg = _psycopg()
+    try:
+        with psycopg.connect(
+            url, autocommit=True, connect_timeout=max(1, int(connect_timeout)), application_name="remindful doctor"
+        ) as conn:
+            has_table = conn.execute("SELECT to_regclass('schema_version') IS NOT NULL").fetchone()[0]
+            row = conn.execute("SELECT version FROM schema_version").fetchone() if has_table else None
+            sent = time.time()
+            server = float(conn.execute("SELECT extract(epoch FROM clock_timestamp())").fetchone()[0])
+            local = (sent + time.time()) / 2
+    except psycopg.Error as exc:
+        raise StorageError(
+            f"the PostgreSQL catalog {shown_url(url)} does not answer ({_first_line(exc)})",
+            suggestion="check that the server runs and is reachable, and the user and its password "
+            "(PGPASSWORD or ~/.pgpass)",
+        ) from exc
+    return (None if row is None else int(row[0])), server, local
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
 
 
 class PostgresCatalog:
@@ -264,7 +284,9 @@ class PostgresCatalog:
                     f"(schema {version} > {SCHEMA_VERSION})",
                     suggestion="upgrade remindful on this machine",
                 )
-            for statements in MIGRATIONS[version:]:
+            for number, statements in enumerate(MIGRATIONS[version:], start=version + 1):
+                if number == ORIGINS_VERSION:
+                    _derive_origins(conn)
                 for statement in statements:
                     conn.execute(statement)
             if row is None:
@@ -299,8 +321,8 @@ class PostgresCatalog:
             cur.executemany(
                 "INSERT INTO memories (id, type, content, metadata, source, memory_class, session_id, created_at, "
                 "updated_at, importance, access_count, last_accessed, bookmarked, content_hash, chunk, expires_at, "
-                "embedding, indexed, size_bytes, scope, author) "
-                "VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
+                "embedding, indexed, size_bytes, scope, author, origin) "
+                "VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
                 [
                     (
                         r.id,
@@ -324,6 +346,7 @@ class PostgresCatalog:
                         len(r.content.encode()) + len(r.metadata) + (0 if r.embedding is None else r.embedding.nbytes),
                         r.scope,
                         author,
+                        r.origin,
                     )
                     for r in rows
                 ],
@@ -488,6 +511,47 @@ class PostgresCatalog:
                 [(p.key, text(p.name, counts), text(p.root, counts), at, at) for p in projects],
             )
 
+    # -- the hand-off from the machines' spools -------------------------------------------------
+
+    def deliver(self, items: Sequence[tuple[str, Sequence[MemoryRow]]]) -> int:
+        """Store each ``(key, rows)`` once, in one transaction: a key already delivered (``spool_done``)
+        is skipped with its rows, so a machine that lost the answer (a server killed during the
+        commit, :class:`CommitUnknownError`) delivers the same batch again and nothing is stored
+        twice. A row whose statement was forgotten (a tombstone, recorded by any machine) is not
+        stored: the check is made in the same transaction. Returns how many keys were new."""
+
+        def run(conn: Any) -> int:
+            fresh: list[MemoryRow] = []
+            new = 0
+            now = time.time()
+            for key, rows in items:
+                if conn.execute(
+                    "INSERT INTO spool_done (idem_key, done_at) VALUES (%s, %s) ON CONFLICT DO NOTHING "
+                    "RETURNING idem_key",
+                    (key, now),
+                ).fetchone():
+                    fresh.extend(rows)
+                    new += 1
+            if fresh:
+                # Tombstones are kept under the store's salt (remindful.engine.captures), read here.
+                salt = conn.execute("SELECT value FROM meta WHERE key = %s", (SALT_KEY,)).fetchone()
+                keys = {
+                    row.id: forget_key(row.content)
+                    if salt is None
+                    else salted_key(bytes.fromhex(salt[0]), forget_key(row.content))
+                    for row in fresh
+                }
+                buried = {
+                    str(r[0])
+                    for r in conn.execute("SELECT key FROM tombstones WHERE key = ANY(%s)", (list(set(keys.values())),))
+                }
+                fresh = [row for row in fresh if keys[row.id] not in buried]
+            if fresh:
+                self.insert_memories(conn, fresh)
+            return new
+
+        return self.write(run, what="delivering spooled events")
+
     # -- deletes and their queues ----------------------------------------------------------------
 
     def delete_ids(self, ids: Sequence[str], *, reason: str | Mapping[str, str] = "delete") -> list[tuple[str, str]]:
@@ -539,6 +603,23 @@ class PostgresCatalog:
             )
 
 
+def _derive_origins(conn: Any) -> None:
+    """Give each row without an origin the one its source and metadata imply, in the migrating
+    transaction (as SQLite's upgrade does)."""
+    from remindful.model import derive_origin
+
+    updates = []
+    for rowid, source, metadata in conn.execute("SELECT rowid, source, metadata FROM memories WHERE origin IS NULL"):
+        try:
+            meta = json.loads(metadata)
+        except ValueError:
+            meta = {}
+        updates.append((derive_origin(source, meta if isinstance(meta, dict) else {}), rowid))
+    if updates:
+        with conn.cursor() as cur:
+            cur.executemany("UPDATE memories SET origin = %s WHERE rowid = %s", updates)
+
+
 def add_counts(conn: Any, counts: Mapping[str, int]) -> None:
     """Add ``counts`` (name → hits) to ``capture_stats`` in the caller's transaction."""
     if counts:
@@ -554,4 +635,4 @@ def _blob(vector: np.ndarray | None) -> bytes | None:
     return None if vector is None else np.ascontiguousarray(vector, dtype=np.float32).tobytes()
 
 
-__all__ = ["CommitUnknownError", "PostgresCatalog", "add_counts", "lock_key", "shown_url"]
+__all__ = ["CommitUnknownError", "PostgresCatalog", "add_counts", "inspect", "lock_key", "shown_url"]

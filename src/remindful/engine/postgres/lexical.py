@@ -46,6 +46,7 @@ class PostgresLexicalSearch:
     def __init__(self, catalog: Rows) -> None:
         self._catalog = catalog
         self._doc_freqs: dict[tuple[str, str], tuple[int, int, int]] = {}
+        self._size = 0  # the store's size (largest rowid) when last read: remembered counts age with it
 
     def search(
         self, terms: Sequence[str], flt: SqlFilter, limit: int, *, table: str = "memories_fts"
@@ -68,19 +69,22 @@ class PostgresLexicalSearch:
             floor = int(newest[0][0]) if newest else 0
         # The filter names memories' columns unqualified: no window column shares their names.
         where, params = pg_filter(flt)
+        # The query written out where it is matched (not joined from a subquery): the planner then
+        # reads the GIN index for it, where a joined tsquery made it scan the table.
         rows = self._catalog.read(
-            f"SELECT m.id, ts_rank({alias}.{column}, t.q) AS score FROM {joined} CROSS JOIN (SELECT {query} AS q) t "
-            f"WHERE {alias}.{column} @@ t.q AND {alias}.rowid >= %s AND {where} "
+            f"SELECT m.id, ts_rank({alias}.{column}, {query}) AS score FROM {joined} "
+            f"WHERE {alias}.{column} @@ {query} AND {alias}.rowid >= %s AND {where} "
             "ORDER BY score DESC, m.rowid DESC LIMIT %s",
-            [*kept, floor, *params, limit],
+            [*kept, *kept, floor, *params, limit],
         )
         return [(str(mid), max(float(score), 1e-9)) for mid, score in rows]
 
     def doc_freqs(self, terms: Sequence[str]) -> tuple[dict[str, int], int]:
         """How many memories hold each term in their text (counted up to ``LEXICAL_MAX_MATCHES + 1``),
         and the store's size (its largest rowid)."""
-        size = self._size()
-        return {t: self._doc_freq("memories_fts", t, size, LEXICAL_MAX_MATCHES + 1) for t in terms}, size
+        cap = LEXICAL_MAX_MATCHES + 1
+        size = self._counts("memories_fts", terms, cap)
+        return {t: self._known("memories_fts", t, cap) for t in terms}, size
 
     def windows(self, ids: Sequence[str]) -> dict[str, str]:
         """The session-window text of each of ``ids`` that has one, by id."""
@@ -92,14 +96,14 @@ class PostgresLexicalSearch:
         )
         return {str(mid): str(text) for mid, text in rows}
 
-    def _size(self) -> int:
-        return int(self._catalog.read("SELECT coalesce(max(rowid), 0) FROM memories")[0][0])
-
     def _rarest_terms(self, table: str, terms: Sequence[str]) -> tuple[list[str], int]:
-        size = self._size()
-        counted = sorted((self._doc_freq(table, t, size, LEXICAL_MAX_MATCHES + 1), -len(t), t) for t in terms)
+        """As on SQLite (:mod:`remindful.engine.lexical`); the counts a search needs are read in
+        one statement with the store's size (a round trip to the server costs more than a count)."""
+        size = self._counts(table, terms, LEXICAL_MAX_MATCHES + 1)
+        counted = sorted((self._known(table, t, LEXICAL_MAX_MATCHES + 1), -len(t), t) for t in terms)
         if counted[0][0] > LEXICAL_MAX_MATCHES:
-            counted = sorted((self._doc_freq(table, t, size, DOC_FREQ_CAP), -len(t), t) for t in terms)
+            self._counts(table, terms, DOC_FREQ_CAP, size)
+            counted = sorted((self._known(table, t, DOC_FREQ_CAP), -len(t), t) for t in terms)
         kept: list[str] = []
         total = 0
         for count, _, term in counted:
@@ -109,20 +113,30 @@ class PostgresLexicalSearch:
             total += count
         return kept, total
 
-    def _doc_freq(self, table: str, term: str, size: int, cap: int) -> int:
+    def _known(self, table: str, term: str, cap: int) -> int:
+        count, _, _ = self._doc_freqs[(table, term)]
+        return min(count, cap)
+
+    def _fresh(self, table: str, term: str, size: int, cap: int) -> bool:
         known = self._doc_freqs.get((table, term))
-        if known is not None and size <= known[1] * 1.1 + 100:
-            count, _, counted_to = known
-            if count < counted_to or counted_to >= cap:
-                return min(count, cap)
+        if known is None or size > known[1] * 1.1 + 100:
+            return False
+        count, _, counted_to = known
+        return count < counted_to or counted_to >= cap
+
+    def _counts(self, table: str, terms: Sequence[str], cap: int, size: int | None = None) -> int:
+        """Count (up to ``cap``) the rows of each of ``terms`` not remembered, and the store's size,
+        in one statement; remember them; the size."""
         source, column, _ = SPACES[table]
-        count = int(
-            self._catalog.read(
-                f"SELECT count(*) FROM (SELECT 1 FROM {source} WHERE {column} @@ {tsquery(1)} LIMIT %s) x",
-                [term, cap],
-            )[0][0]
-        )
+        wanted = sorted({t for t in terms if not self._fresh(table, t, self._size if size is None else size, cap)})
+        one = f"(SELECT count(*) FROM (SELECT 1 FROM {source} WHERE {column} @@ {tsquery(1)} LIMIT %s) x)"
+        row = self._catalog.read(
+            "SELECT " + ", ".join(["(SELECT coalesce(max(rowid), 0) FROM memories)"] + [one] * len(wanted)),
+            [x for t in wanted for x in (t, cap)],
+        )[0]
+        size = self._size = int(row[0])
         if len(self._doc_freqs) > 50_000:
             self._doc_freqs.clear()
-        self._doc_freqs[(table, term)] = (count, size, cap)
-        return count
+        for term, count in zip(wanted, row[1:], strict=True):
+            self._doc_freqs[(table, term)] = (int(count), size, cap)
+        return size

@@ -207,8 +207,28 @@ CREATE TABLE IF NOT EXISTS project_bindings (
 )"""
 ]
 
+#: Version 4: the people of a team store (:mod:`remindful.engine.postgres.team`): each one's name,
+#: the SHA-256 of the token the admin issued (never the token), and when it was revoked.
+_V4 = [
+    """
+CREATE TABLE IF NOT EXISTS people (
+    name TEXT PRIMARY KEY,
+    token_hash TEXT NOT NULL UNIQUE,
+    added_at DOUBLE PRECISION NOT NULL,
+    revoked_at DOUBLE PRECISION
+)""",
+    "CREATE INDEX IF NOT EXISTS idx_memories_author ON memories(author)",
+]
+
+#: Version 5: every memory has an origin, as on SQLite (``NOT NULL DEFAULT 'user'``): the catalog
+#: first gives the rows written before theirs (:data:`ORIGINS_VERSION`), from their source and
+#: metadata as SQLite's upgrade does (:func:`remindful.model.derive_origin`).
+_V5 = ["ALTER TABLE memories ALTER COLUMN origin SET DEFAULT 'user', ALTER COLUMN origin SET NOT NULL"]
+
 #: The statements of each version, from the first: ``MIGRATIONS[v - 1]`` brings version ``v - 1`` to ``v``.
-MIGRATIONS: tuple[list[str], ...] = (_V1, _V2, _V3)
+MIGRATIONS: tuple[list[str], ...] = (_V1, _V2, _V3, _V4, _V5)
+#: The version before which the catalog derives the origins of rows that have none.
+ORIGINS_VERSION = 5
 SCHEMA_VERSION = len(MIGRATIONS)
 
 #: The table holding the version (one row); created before any migration runs.
@@ -218,5 +238,5 @@ VERSION_DDL = "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NU
 #: :data:`remindful.engine.schema.MEMORY_COLUMNS`, so :meth:`MemoryRow.from_sql` reads both.
 MEMORY_COLUMNS = (
     "id, type, content, metadata, source, memory_class, session_id, created_at, updated_at, importance, "
-    "access_count, last_accessed, bookmarked, content_hash, chunk, expires_at, indexed, scope"
+    "access_count, last_accessed, bookmarked, content_hash, chunk, expires_at, indexed, scope, origin"
 )

@@ -99,4 +99,16 @@ def after_delete(conn: Conn, spots: Iterable[tuple[str, int]]) -> None:
             _write(conn, _windows(conn, session_id, first, last))
 
 
-__all__ = ["after_delete", "after_insert", "before_delete"]
+def after_update(conn: Conn, memory_id: str) -> None:
+    """Rebuild the windows that include a memory whose text changed."""
+    row = conn.execute("SELECT rowid, session_id, seq FROM memories WHERE id = %s", (memory_id,)).fetchone()
+    if row is None:
+        return
+    rowid, session_id, seq = row
+    if session_id is None or seq is None:
+        _write(conn, _loose(conn, [rowid]))
+    else:
+        _write(conn, _windows(conn, session_id, seq - WINDOW, seq + WINDOW))
+
+
+__all__ = ["after_delete", "after_insert", "after_update", "before_delete"]

@@ -501,6 +501,10 @@ def config(
     except RemindfulError as exc:
         raise _fail(exc) from None
     data = settings.model_dump(mode="json")
+    if data.get("catalog", {}).get("url"):  # a password in it is never shown
+        from remindful.engine.postgres.url import shown_url
+
+        data["catalog"]["url"] = shown_url(data["catalog"]["url"])
     if json_out:
         _print_json(data)
         return

@@ -123,14 +123,21 @@ def export(
     ] = None,
     format: Annotated[str, typer.Option("--format", help="Only json.")] = "json",
     force: Annotated[bool, typer.Option("--force", help="Replace OUTPUT if it exists.")] = False,
+    shared: Annotated[
+        bool, typer.Option("--shared", help="From the PostgreSQL catalog of catalog.url, not the local one.")
+    ] = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Export every memory with content, metadata and embedding to JSON (never over an existing
     file without --force, never into a directory that does not exist)."""
     with _open() as memory:
-        total = _run(lambda: memory.stats().total_memories)
+        total = None if shared else _run(lambda: memory.stats().total_memories)
         with _progress("exporting", total) as advance:
-            result = _run(lambda: memory.export(format=format, output_path=output, overwrite=force, progress=advance))
+            result = _run(
+                lambda: memory.export(
+                    format=format, output_path=output, overwrite=force, progress=advance, shared=shared
+                )
+            )
     if json_out:
         _print_json(_ok(result))
         return
