@@ -12,11 +12,22 @@ import pytest
 
 from remindful.api import MemoryManager
 from remindful.errors import ValidationError
-from remindful.services.context import BRIEF_HEADER, HEADER, MAX_ACTIVITY_LINES, estimate_tokens, hook_request, kind_of
+from remindful.services.context import (
+    BRIEF_HEADER,
+    HEADER,
+    MAX_ACTIVITY_LINES,
+    brief_header,
+    estimate_tokens,
+    hook_request,
+    kind_of,
+)
 from remindful.testing import open_fake
 
 PROJECT = "/work/shop"
-LINE = re.compile(r"^- \[(\w+)\] \(([a-z ]+), (?:(\d\.\d\d), )?(\d{4}-\d\d-\d\d)(?:, \+\d+ similar)?\) (.+)$")
+LINE = re.compile(
+    r"^- \[(\w+)\] \(([a-z ]+), (?:you said|you confirmed|the assistant said|tool \S+'s output|a tool's output|"
+    r"file \S+|page \S+|remindful), (?:(\d\.\d\d), )?(\d{4}-\d\d-\d\d)(?:, \+\d+ similar)?\) (.+)$"
+)
 
 
 @pytest.fixture
@@ -100,7 +111,7 @@ def test_what_something_newer_replaced_is_left_out(memory: MemoryManager) -> Non
 
 def test_kinds_of_memories_from_every_path() -> None:
     assert kind_of("knowledge", "conversation", {"category": "decision"}) == "decision"
-    assert kind_of("knowledge", "conversation", {"category": "instruction"}) == "preference"
+    assert kind_of("knowledge", "conversation", {"category": "instruction"}) == "rule"
     assert kind_of("knowledge", "correction", {}) == "correction"
     assert kind_of("knowledge", "config", {}) == "preference"
     assert kind_of("knowledge", "manual", {}) == "fact"
@@ -164,7 +175,7 @@ def test_the_brief_reads_the_scopes_seen_from_the_project(memory: MemoryManager)
     here = [i for i, *_ in parsed(ask(memory, "SessionStart", source="startup"), BRIEF_HEADER)]
     assert ours in here and rule in here and theirs not in here
     nowhere = memory.hook_context(hook_request("SessionStart", {"session_id": "s", "source": "startup"}, None)).text
-    found = [i for i, *_ in parsed(nowhere, BRIEF_HEADER)]
+    found = [i for i, *_ in parsed(nowhere, brief_header(("user", None)))]
     assert rule in found and ours not in found and theirs not in found
 
 

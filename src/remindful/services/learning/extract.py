@@ -205,16 +205,6 @@ SESSION_REMARK = re.compile(
     r"|^\W*(?:let me|here is|here's|this is what)\b|\bwhat i have so far\b",
     re.IGNORECASE,
 )
-#: What just happened to something ("the migration ran", "webpack compiled"): status, not a fact.
-THIRD_PERSON_PAST = re.compile(
-    r"^\W*(?:[\w.'-]+\s+){1,3}(?<!\bis )(?<!\bare )(?<!\bwas )(?<!\bwere )(?<!\bbe )(?<!\bbeen )(?<!\bget )"
-    r"(?<!\bgets )(?<!\bhas )(?<!\bhave )"
-    r"(?:\w+(?<!e)ed|ran|broke|went|got|made|took|came|fell|threw|printed|stopped)\b",
-    re.IGNORECASE,
-)
-FIRST_PERSON_ANY = re.compile(
-    r"\b(?:i|me|my|mine|myself|we|our|ours|us|i'm|i've|i'd|i'll|we're|we've|we'll|we'd)\b", re.IGNORECASE
-)
 #: A finite verb, roughly: what a declarative sentence has and a fragment ("Same error as before") lacks.
 VERB = re.compile(
     r"\b(?:is|are|was|were|be|been|has|have|had|do|does|did|can|could|will|would|shall|should|must|may|might|"
@@ -361,24 +351,24 @@ def classify(sentence: str, *, from_user: bool) -> tuple[str, MemoryClass, float
     assistant said (provenance decides what a memory may become: see the module docstring)."""
     if from_user:
         return user_statement(sentence)
-    s = sentence
-    if s.endswith("?") or len(s.split()) < 4:
-        return "small_talk", MemoryClass.EPISODIC, 0.2
-    if len(s) > MAX_STATEMENT_CHARS:
-        return "long_text", MemoryClass.EPISODIC, 0.3
-    found = [
-        confidence
-        for pattern, confidence in ((PROCEDURE, 0.82), (DECISION, 0.85), (PROJECT_FACT, 0.8), (CONSTRAINT, 0.8))
-        if pattern.search(s)
-    ]
-    if not found:
-        return "small_talk", MemoryClass.EPISODIC, 0.4
-    confidence = max(found) - 0.05 - (0.2 if HEDGE.search(s) else 0.0)
-    return "observation", MemoryClass.SEMANTIC, round(confidence, 3)
+    if AGENT_NARRATION.match(sentence):  # the agent's own "I", its offers and courtesies
+        return "small_talk", MemoryClass.EPISODIC, 0.3
+    category, memory_class, confidence = user_statement(sentence)
+    if confidence < 0.7 or category in ("preference", "personal_fact", "plan", "event", "feeling"):
+        return category, memory_class, confidence
+    return "observation", memory_class, round(confidence - 0.05, 3)
+
+
+#: How an assistant speaks of itself and to the user, not of the project.
+AGENT_NARRATION = re.compile(
+    r"^\W*(?:i|i'm|i've|i'll|i'd|let me|let's|here(?:'s| is| are)|sure|noted|done|got it|you're welcome|"
+    r"happy to|feel free|hope|if you)\b",
+    re.IGNORECASE,
+)
 
 
 #: What :func:`user_statement` finds is no statement, even with a trigger phrase in it.
-NOT_STATEMENTS = frozenset({"request", "problem", "to_assistant", "session", "status", "long_text"})
+NOT_STATEMENTS = frozenset({"request", "problem", "to_assistant", "session", "long_text"})
 
 
 def user_statement(sentence: str) -> tuple[str, MemoryClass, float]:
@@ -432,13 +422,15 @@ def user_statement(sentence: str) -> tuple[str, MemoryClass, float]:
         candidates.append(("plan", MemoryClass.EPISODIC, 0.75))
     if EVENT.search(s):
         candidates.append(("event", MemoryClass.EPISODIC, 0.72))
-    if not candidates and THIRD_PERSON_PAST.search(s) and not FIRST_PERSON_ANY.search(s):
-        return "status", MemoryClass.EPISODIC, 0.4  # "Webpack compiled with 3 warnings": what just happened
     if not candidates and FIRST_PERSON.search(s) and words >= 5:
         candidates.append(("personal_fact", MemoryClass.SEMANTIC, 0.72))
     if not candidates and VERB.search(s):
         # "It's special to me": whose "it" the memory would not say, out of its conversation.
-        vague = re.match(r"^\W*(?:it|that|they|he|she|these|those)(?:'s|'re|\s)", s, re.IGNORECASE)
+        vague = re.match(
+            r"^\W*(?:it|that|they|he|she|these|those|something|someone|somebody|nothing|everything)(?:'s|'re|\s)",
+            s,
+            re.IGNORECASE,
+        )
         candidates.append(("fact", MemoryClass.SEMANTIC, 0.6 if vague else 0.75))
     if not candidates:
         return "small_talk", MemoryClass.EPISODIC, 0.4
