@@ -25,6 +25,7 @@ from remindful.shells.mcp.tools.common import (
     GetManager,
     MemoryTypeName,
     OptionalText,
+    client_scope,
     ok,
     one_line,
     resumed_sessions,
@@ -48,7 +49,7 @@ ReadScope = Annotated[
     str | list[str] | None,
     Field(
         description='Whose memories: "here" (the default: the project this server works in, and the user\'s), '
-        '"all", "user", "project", "unscoped", "project:NAME", or a list of them.'
+        '"user", "project", "unscoped", "project:NAME", or a list of them.'
     ),
 ]
 WriteScope = Annotated[
@@ -191,7 +192,7 @@ def register(mcp: Any, get_manager: GetManager) -> None:
             until,
             min_score,
             resumed_session=resumed.of(ctx),
-            scope=scope,
+            scope=client_scope(scope),
         )
         return {"success": True, "query": query, "count": len(hits), "memories": [h.to_dict() for h in hits]}
 
@@ -267,7 +268,7 @@ def register(mcp: Any, get_manager: GetManager) -> None:
         this server's session) and within a time range; of this server's project and the user's
         unless ``scope`` says otherwise. Page with offset."""
         m = get_manager()
-        found = m.list(type, session(m, session_id), limit, offset, since=since, until=until, scope=scope)
+        found = m.list(type, session(m, session_id), limit, offset, since=since, until=until, scope=client_scope(scope))
         return {"success": True, "count": len(found), "offset": offset, "memories": [x.to_dict() for x in found]}
 
     @tool(mcp, READ_ONLY)
@@ -280,7 +281,7 @@ def register(mcp: Any, get_manager: GetManager) -> None:
         """Memory usage: counts per collection and per scope, storage size and quota use
         (``storage_full`` on a full disk), sessions and their average length, the most frequent
         actions and screens, captures per day, search latency percentiles, embedding cache hit rate."""
-        return ok(get_manager().stats(scope=scope))
+        return ok(get_manager().stats(scope=client_scope(scope)))
 
     @tool(mcp, READ_ONLY)
     def memory_scopes() -> dict[str, Any]:

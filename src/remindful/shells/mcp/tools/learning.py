@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 from mcp.server.mcpserver import Context
 from pydantic import BaseModel, ConfigDict, Field
 
-from remindful.shells.mcp.tools.common import READ_ONLY, WRITE, GetManager, ok, resumed_sessions, tool
+from remindful.shells.mcp.tools.common import READ_ONLY, WRITE, GetManager, client_scope, ok, resumed_sessions, tool
 
 
 class Action(BaseModel):
@@ -176,7 +176,7 @@ def register(mcp: Any, get_manager: GetManager) -> None:
         scope: Annotated[
             str | list[str] | None,
             Field(
-                description='Whose memories: "here" (the default: this server\'s project and the user\'s), "all", '
+                description="Whose memories: \"here\" (the default: this server's project and the user's), "
                 '"user", "project", "project:NAME", or a list.'
             ),
         ] = None,
@@ -197,6 +197,7 @@ def register(mcp: Any, get_manager: GetManager) -> None:
         room = budget_tokens - sum(estimate_tokens(w) + 1 for w in warnings)
         text = ""
         if room > 0:
-            text = m.context(task, budget_tokens=room, min_score=min_score, resumed_session=mine, scope=scope).text
+            scoped = client_scope(scope)
+            text = m.context(task, budget_tokens=room, min_score=min_score, resumed_session=mine, scope=scoped).text
         text = "\n".join(x for x in [text, *warnings] if x)
         return {"success": True, "context": text, "tokens": estimate_tokens(text), "warnings": warnings}
