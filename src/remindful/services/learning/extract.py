@@ -217,7 +217,8 @@ VERB = re.compile(
 )
 _LEAD = re.compile(
     r"^(?:(?:hey|hi|hello|oh|wow|yeah|yes|yep|well|so|and|but|also|haha|lol|ok|okay|aw+|ah|hmm|thanks|"
-    r"thank you|sure|great|cool|omg|by the way|btw|actually|honestly)\b[\s,!.:-]*)+",
+    r"thank you|sure|great|cool|omg|by the way|btw|actually|honestly|fyi|heads up|quick note|side note|psa|"
+    r"for the record|just so you know|for your information)\b[\s,!.:-]*)+",
     re.IGNORECASE,
 )
 _TRIGGER_PREFIX = re.compile(
