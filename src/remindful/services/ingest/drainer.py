@@ -334,6 +334,7 @@ class _Batch:
         return {
             "type": memory["type"],
             "source": memory["source"],
+            "origin": memory.get("origin"),  # None (an older spool's record): derived from source and metadata
             "session_id": session_id,
             "timestamp": float(record["at"]),
             "content": result.content,
