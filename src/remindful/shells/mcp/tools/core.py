@@ -95,10 +95,12 @@ def register(mcp: Any, get_manager: GetManager) -> None:
         ] = None,
         scope: WriteScope = None,
     ) -> dict[str, Any]:
-        """Remember something for later: a fact, a decision, a step that worked or failed.
+        """Remember something for later: a fact, a decision, a step that worked or failed. What you
+        store is kept as your words (origin "assistant"), an observation however it is phrased;
+        memory_confirm_users_words asks the user to make it theirs.
 
-        Returns {"success": true, "memory_id": ..., "session_id": ..., "scope": ...}. Use
-        memory_search to find it again and memory_get with the id to read it back.
+        Returns {"success": true, "memory_id": ..., "session_id": ..., "scope": ..., "origin": ...}.
+        Use memory_search to find it again and memory_get with the id to read it back.
         """
         meta = dict(metadata or {})
         if bookmark:
@@ -108,9 +110,17 @@ def register(mcp: Any, get_manager: GetManager) -> None:
         m = get_manager()
         sid = session(m, session_id) or m.session_id
         # The agent's words (however it phrases them): never taken for the user's own.
-        memory_id = m.store(content, type, meta, sid, timestamp, "manual", scope=scope, origin="assistant")
+        origin = "assistant"
+        memory_id = m.store(content, type, meta, sid, timestamp, "manual", scope=scope, origin=origin)
         stored_in = m.get(memory_id).scope
-        return {"success": True, "memory_id": memory_id, "type": type, "session_id": sid, "scope": stored_in}
+        return {
+            "success": True,
+            "memory_id": memory_id,
+            "type": type,
+            "session_id": sid,
+            "scope": stored_in,
+            "origin": origin,
+        }
 
     @tool(mcp, WRITE)
     def memory_store_batch(
