@@ -1,16 +1,27 @@
 """Rule-based extraction: the statements in a conversation turn worth remembering.
 
-No model, no network: sentences are classified by patterns into preferences, decisions,
-project facts and constraints, procedures, instructions, personal facts, plans and events, each
-with a fixed confidence; questions, greetings, small talk and hedged remarks score low and are
-dropped by the caller's confidence threshold. First-person statements are rewritten in the third
-person ("I love painting" → "Melanie loves painting"), so a memory reads correctly out of context.
+No model, no network. The user's sentences go through gates first: a question, a request to the
+assistant (an imperative, "can you", "I'd like to know"), a report of what fails right now, words
+said to the assistant about this session, a remark about the session itself, a hedged guess, small
+talk, a line of code or of a log: none of these is a statement to keep. Whatever passes is a
+statement, categorised by its phrasing (decision, preference, rule — ``instruction`` —, procedure,
+constraint, fact, personal fact, plan, event) with a fixed confidence; a plain declarative sentence
+needs no trigger phrase ("The staging database listens on port 6543" is a ``fact``, 0.75). A
+sentence that is a request as a whole is cut at its clauses about the speaker ("I'm looking for
+boots, and I just got back from a trip to Big Sur"), and the clauses that state something are
+kept. First-person statements are rewritten in the third person ("I love painting" → "Melanie loves
+painting"), so a memory reads correctly out of context.
 
-Confidences (before the hedging penalty of 0.2): explicit trigger 0.95, preference 0.85,
-decision 0.85, procedure 0.82, identity/work/home 0.82, project fact 0.8, constraint 0.8,
-"my X is Y" 0.78, possession 0.75, plan 0.75, past event 0.72, feelings and small talk ≤ 0.55.
-The assistant's side contributes only decisions, procedures, facts and constraints (its "I" is
-the agent, not the user), at 0.05 less.
+Confidences (before the hedging penalty): explicit trigger 0.95, preference 0.85, decision 0.85,
+rule 0.85, procedure 0.82, identity/work/home 0.82, project fact 0.8, constraint 0.8, "my X is Y"
+0.78, possession 0.75, plan 0.75, any other statement 0.75 (0.6 when its subject is a bare "it" or
+"that"), past event 0.72; feelings and small talk ≤ 0.55, what the gates stop ≤ 0.45.
+
+Provenance decides what a statement may become: only the user's are decisions, preferences and
+rules. The assistant's sentences pass the same gates (its own "I", its offers and courtesies left
+out) and are ``observation``s of what the assistant said, at 0.05 less, however they are phrased.
+bench/learning.py measures the rules (LongMemEval evidence turns, coding-agent prompts that state
+nothing, prompts that state facts) beside the rules before this design.
 """
 
 from __future__ import annotations
@@ -152,16 +163,17 @@ _ASK_VERBS = (
     "speed up|walk me through|think|consider|suggest|recommend|propose|sketch|outline|prepare|diff|ship|tackle|"
     "convert|split|tone down|skip|rebase|regenerate|recompute|port|mark|flag|hide|display|render|return|throw"
 )
+_ADV = r"(?:(?:actually|also|just|really|currently|still|now|kind of|basically)\s+)?"
 #: A request to the assistant: an imperative, "can you", "I need you to", "I'd like to know".
 REQUEST = re.compile(
     rf"^\W*(?:(?:please|now|then|just|also|first|next|so|and|but|ok|okay|alright)\b,?\s+)*(?:{_ASK_VERBS})\b"
     r"|^\W*let'?s\s+(?!(?:use|go with|stick with|keep|standardi[sz]e on|switch to|adopt|always|never|not)\b)"
     r"|\b(?:can|could|would|will) you\b"
-    r"|\bi(?:'d| would)\s+(?:like|love|want)\s+(?:you|to\s+(?:know|see|understand|learn|get|have|ask|add|make|"
+    rf"|\bi(?:'d| would)\s+{_ADV}(?:like|love|want)\s+(?:you|to\s+(?:know|see|understand|learn|get|have|ask|add|make|"
     r"try|find|hear|discuss|talk|explore|create|write|build|improve|focus|change|fix))\b"
-    r"|\bi\s+(?:need|want)\s+(?:you|help|some help|advice|to\s+(?:know|understand|see|add|make sure|find|figure|"
+    rf"|\bi\s+{_ADV}(?:need|want)\s+(?:you|help|some help|advice|to\s+(?:know|understand|see|add|make sure|find|figure|"
     r"fix|learn|get|write|create|build|change|improve|move|try|check|ask|clean))\b"
-    r"|\bi(?:'m| am)\s+(?:looking for|hoping (?:you|to get)|wondering|curious|confused|stuck|"
+    rf"|\bi(?:'m| am)\s+{_ADV}(?:looking for|hoping (?:you|to get)|wondering|curious|confused|stuck|"
     r"trying to (?:figure|understand|find|fix|debug|decide|work out|get (?:the|this|it)))\b"
     r"|\bi was (?:wondering|going to suggest)\b|\bi have a question\b|\bhelp me\b"
     r"|\bi (?:don't|do not) (?:understand|get it|know)\b|\blet me know\b"
@@ -347,9 +359,9 @@ def classify(sentence: str, *, from_user: bool) -> tuple[str, MemoryClass, float
     The user's side (:func:`user_statement`): whatever the user states (a fact, decision,
     preference, rule, procedure, something about themselves) scores at least 0.7; a question, a
     request, a report of what is failing right now, a remark about this very session and
-    small talk score below. The assistant's side: its decisions, procedures, facts and
-    constraints are found as before, but they are only ever an ``observation`` of what the
-    assistant said (provenance decides what a memory may become: see the module docstring)."""
+    small talk score below. The assistant's side passes the same gates (its own "I", its offers
+    and courtesies left out), but what it states is only ever an ``observation`` of what the
+    assistant said, however it is phrased (provenance decides what a memory may become)."""
     if from_user:
         return user_statement(sentence)
     if AGENT_NARRATION.match(sentence):  # the agent's own "I", its offers and courtesies
