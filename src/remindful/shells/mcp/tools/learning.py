@@ -63,10 +63,12 @@ def register(mcp: Any, get_manager: GetManager) -> None:
         ] = None,
         timestamp: Annotated[str | None, Field(description="ISO 8601 time of the turn (default: now).")] = None,
     ) -> dict[str, Any]:
-        """Learn from one conversation turn: extract up to 3 statements worth remembering
-        (preferences, decisions, project facts and constraints, procedures), each with a confidence
-        of at least 0.7. "Remember that …", "from now on …", "always use …" make a statement rank
-        higher later. Returns {"success": true, "count": n, "memories": [...]} (n may be 0).
+        """Learn from one conversation turn: up to 3 statements worth remembering (facts,
+        decisions, preferences, rules, procedures), each with a confidence of at least 0.7. What
+        the user stated is kept as the user's (origin "user"); what the assistant answered only as
+        its observations (origin "assistant"), however it is phrased. Questions, requests, code and
+        small talk are not kept. "Remember that …", "from now on …" make a statement rank higher
+        later. Returns {"success": true, "count": n, "memories": [...]} (n may be 0).
         """
         turn = {
             "user_message": user_message,
