@@ -11,6 +11,9 @@ from typing import Any
 import pytest
 
 import remindful
+
+# A throwaway PostgreSQL cluster and a database per test, for the PostgreSQL catalog's tests.
+from conftest_postgres import postgres_cluster, postgres_url  # noqa: F401
 from remindful.api import MemoryManager
 from remindful.testing import open_fake
 

@@ -222,7 +222,9 @@ def test_the_daemon_a_hook_starts_runs_no_code_of_the_agents_project(tmp_path: P
 # -- endpoints of real processes ---------------------------------------------------------------------
 
 
-def start(kind: str, store: Path, home: Path) -> subprocess.Popen[bytes]:
+def start(kind: str, store: Path, home: Path, *, sighup: Any = signal.SIG_DFL) -> subprocess.Popen[bytes]:
+    """Start ``kind`` with SIGHUP at ``sighup`` (SIG_DFL or SIG_IGN, as ``nohup`` leaves it), whatever
+    this test run's own SIGHUP is (a run under ``nohup`` passes SIG_IGN on to its children)."""
     env = agent_env(home, REMINDFUL_EMBEDDINGS__BACKEND="fake", REMINDFUL_DAEMON__SERVE_START_DELAY_S="0")
     env["MEMORY_STORAGE_PATH"] = str(store)  # as an MCP client's configuration gives it
     argv = {
@@ -230,7 +232,14 @@ def start(kind: str, store: Path, home: Path) -> subprocess.Popen[bytes]:
         "serve": [SCRIPT, "serve"],
         "serve-http": [SCRIPT, "serve", "--transport", "http", "--port", str(free_port())],
     }[kind]
-    return subprocess.Popen(argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    return subprocess.Popen(
+        argv,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        preexec_fn=lambda: signal.signal(signal.SIGHUP, sighup),
+    )
 
 
 def free_port() -> int:
@@ -256,6 +265,41 @@ def test_endpoints_go_on_sigterm_and_sighup(tmp_path: Path, kind: str, signum: i
         proc.wait(60)
         assert not (store / runtime.DAEMON_FILE).exists(), f"{kind} left daemon.json on {signal.Signals(signum).name}"
         assert not (store / runtime.SOCKET_NAME).exists(), f"{kind} left its socket on {signal.Signals(signum).name}"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+        for stream in (proc.stdin, proc.stderr):
+            if stream is not None:
+                stream.close()
+
+
+def ignored_signals(pid: int) -> set[int]:
+    """The signals the kernel discards for process ``pid`` (``SigIgn`` of /proc/PID/status)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("SigIgn:"):
+            mask = int(line.split()[1], 16)
+            return {signum for signum in range(1, 65) if mask & (1 << (signum - 1))}
+    raise AssertionError(f"no SigIgn line for {pid}")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads /proc/PID/status (Linux)")
+@pytest.mark.parametrize("kind", ["daemon", "serve", "serve-http"])
+def test_an_ignored_sighup_stays_ignored_in_serve_and_daemon_alike(tmp_path: Path, kind: str) -> None:
+    """Under ``nohup`` (SIGHUP ignored by the parent) serve and the daemon both keep ignoring it, as
+    ``nohup`` asks, and both still stop cleanly on SIGTERM."""
+    store = tmp_path / "store"
+    proc = start(kind, store, tmp_path, sighup=signal.SIG_IGN)
+    try:
+        wait_until(lambda: endpoints_up(store, proc), 120, f"{kind} answers on its socket")
+        assert signal.SIGHUP in ignored_signals(proc.pid), f"{kind} installed a SIGHUP handler over nohup's"
+        proc.send_signal(signal.SIGHUP)  # discarded by the kernel: the process goes on answering
+        answer = runtime.ask_daemon(store, {"op": "ping"}, timeout=30)
+        assert answer is not None and answer["pid"] == proc.pid
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(60) == 0
+        assert not (store / runtime.DAEMON_FILE).exists() and not (store / runtime.SOCKET_NAME).exists()
     finally:
         if proc.poll() is None:
             proc.kill()

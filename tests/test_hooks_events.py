@@ -152,12 +152,16 @@ def test_unknown_event_and_event_names(tmp_path: Path, capsys: pytest.CaptureFix
     assert normalize_event("pre-tool-use") == normalize_event("pretooluse") == "PreToolUse"
 
 
-def test_internal_error_logs_and_exits_zero(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_an_event_nothing_can_take_is_said_to_be_lost(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Neither the catalog nor the fallback file opens and no daemon runs to keep the event: the
+    hook says it is lost and exits 1, a non-blocking error Claude Code shows the user (issue 32: it
+    exited 0, and the line went where nobody looks)."""
     store = tmp_path / "s"
     for name in ("catalog.sqlite3", "spool-fallback.jsonl"):  # neither the catalog nor the fallback opens
         (store / name).mkdir(parents=True)
-    assert fire(store, "PreToolUse", payload("PreToolUse"))[0] == 0
-    assert "could not spool" in capsys.readouterr().err
+    assert fire(store, "PreToolUse", payload("PreToolUse"))[0] == 1
+    err = capsys.readouterr().err
+    assert "the PreToolUse event is lost: it could not be written" in err and "remindful doctor" in err
 
 
 def test_a_storage_path_that_is_a_file_is_a_config_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

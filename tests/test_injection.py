@@ -90,18 +90,6 @@ def test_a_prompt_gets_knowledge_before_activity_never_earlier_prompts(memory: M
     assert all(kind == "activity" for _id, kind, _s, _t in lines[1:])
 
 
-def test_a_prompt_stands_for_what_its_turn_taught(memory: MemoryManager) -> None:
-    fact = memory.store("We use pnpm, not npm.", type="knowledge", metadata=in_project(category="fact"))
-    memory.store(
-        "We use pnpm, not npm. Add the lodash dependency please.",
-        type="conversation",
-        source="hook",
-        metadata=in_project(kind="intent", role="user", learned=[fact, "knowledge_gone"]),
-    )
-    lines = parsed(ask(memory, "UserPromptSubmit", prompt="add the lodash dependency"), HEADER)
-    assert [(i, kind) for i, kind, _s, _t in lines] == [(fact, "fact")]
-
-
 def test_what_something_newer_replaced_is_left_out(memory: MemoryManager) -> None:
     newer = memory.store('Edited .env: "PORT=5432" → "PORT=6543"', type="action", metadata=in_project(kind="change"))
     memory.store("Read .env: PORT=5432", type="action", metadata=in_project(kind="activity", superseded_by=newer))

@@ -39,7 +39,7 @@ from remindful.config import Settings
 from remindful.embed.base import Embedder
 from remindful.engine import scopes as scoping
 from remindful.engine.catalog import Catalog
-from remindful.engine.projects import Project
+from remindful.engine.projects import PROJECT_PREFIX, Project
 from remindful.engine.repositories import Repositories
 from remindful.engine.store import Store
 from remindful.errors import ValidationError
@@ -172,6 +172,13 @@ class MemoryManager:
             log.info("stored %d spooled events", count)
         return count
 
+    def spool_events(self, records: Sequence[tuple[str, str, str, float]]) -> None:
+        """Spool hook events a hook could not write itself (``(idem_key, kind, payload, created_at)``,
+        as the spool's fallback file holds them; the daemon kept them in memory while the disk was
+        full): redacted again, replays ignored. Raises StorageFullError while the disk stays full."""
+        self._store.ready()
+        self._repos.captures.import_spooled(records)
+
     def warm_up(self) -> None:
         """Open the store, load the model and open the vector index now, so that the first request
         does not pay for them. Raises what opening or loading raises."""
@@ -223,6 +230,44 @@ class MemoryManager:
         """The project of ``directory`` under this store's settings (``scopes.project``,
         ``scopes.projects``, ``.remindful`` markers, git), or None (the home directory, the root)."""
         return self._store.scopes.resolve(os.fspath(directory))
+
+    def bind_project(self, directory: str | os.PathLike[str], project: str) -> Project:
+        """Bind ``directory`` (and what lies under it) to ``project``: a known project's key or
+        name (``remindful scopes`` lists them), else a new project of that name. The user's way to
+        share a project between two places: a ``.remindful`` marker cannot claim a project bound to
+        another directory (:mod:`remindful.engine.projects`, *Claims*). Returns the project the
+        directory is now in; ValidationError for a directory that is none or a name without letters."""
+        path = os.path.realpath(os.path.expanduser(os.fspath(directory)))
+        if not os.path.isdir(path):
+            raise ValidationError("directory", f"expected an existing directory, got {os.fspath(directory)!r}")
+        repo = self._repos.scopes
+        scope = repo.find(project) if project.strip() else None
+        if scope is not None:
+            key = scope.removeprefix(PROJECT_PREFIX)
+            name = repo.projects().get(scope, (key, ""))[0]
+        else:
+            try:
+                named = Project.named(project)
+            except ValueError as exc:
+                raise ValidationError("project", str(exc)) from None
+            key, name = named.key, named.name
+        repo.bind(path, key, name)
+        self._store.resolver.forget()
+        found = self.project_of(path)
+        assert found is not None  # a bound directory is in its project
+        return found
+
+    def unbind_project(self, directory: str | os.PathLike[str]) -> bool:
+        """Remove ``directory`` 's binding (:meth:`bind_project`); whether it had one."""
+        path = os.path.realpath(os.path.expanduser(os.fspath(directory)))
+        removed = self._repos.scopes.unbind(path)
+        self._store.resolver.forget()
+        return removed
+
+    def refused_markers(self) -> dict[str, tuple[str, str]]:
+        """The ``.remindful`` markers this manager refused so far: the marker's directory → (the
+        project key it named, the directory that project is bound to; "" for a place's key)."""
+        return dict(self._store.resolver.refused)
 
     def seen_from(self, directory: str | os.PathLike[str] | None) -> tuple[Project | str | None, ...]:
         """The scopes a client working in ``directory`` sees, as a read's ``scope`` takes them: its
@@ -398,6 +443,23 @@ class MemoryManager:
     def get(self, memory_id: str) -> Memory:
         """The memory with this id; raises NotFoundError ("Memory not found", suggests search)."""
         return self._store.get(memory_id)
+
+    def resolve_id(self, given: str, *, kind: str = "memory") -> str:
+        """The memory id (``kind="session"``: the session id) that ``given`` names: the id itself, or
+        the one stored id that starts with it, as git takes a commit's hash. NotFoundError when none
+        does; ValidationError listing the candidates when several do."""
+        from remindful.services.ids import resolve
+
+        if kind == "session" and self._repos.sessions.stored_id(given) != given:
+            return given  # an id holding a secret is stored redacted: the lookups map it
+        return resolve(self._repos.sessions if kind == "session" else self._repos.memories, given, kind)
+
+    def short_ids(self, ids: Sequence[str], *, kind: str = "memory") -> dict[str, str]:
+        """``{id: the shortest prefix of it no other stored memory (or session) id starts with}``;
+        :meth:`resolve_id` takes such a prefix back."""
+        from remindful.services.ids import short_forms
+
+        return short_forms(self._repos.sessions if kind == "session" else self._repos.memories, ids, kind)
 
     def get_batch(self, ids: Sequence[str]) -> builtins.list[Memory | None]:
         """Memories for ``ids`` in request order; None where an id does not exist. One query."""

@@ -584,6 +584,17 @@ class ContextSettings(_Section):
         description="relevance floor of injected context (hooks, context()): when no memory scores this much, nothing "
         "is injected; higher than search.min_score, so unrelated prompts get silence",
     )
+    maybe_min_score: float = Field(
+        default("context.maybe_min_score"),
+        ge=0,
+        le=1,
+        description="lower floor of the context's 'maybe relevant' lines: facts, decisions, preferences, corrections "
+        "and open failures scoring this much but under min_score are added as short lines (at most maybe_lines), "
+        "so a paraphrase of a stated fact still reaches the agent; 1 turns them off",
+    )
+    maybe_lines: int = Field(
+        default("context.maybe_lines"), ge=0, le=20, description="'maybe relevant' lines a context holds at most"
+    )
 
 
 class ScopeSettings(_Section):

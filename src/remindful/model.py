@@ -429,6 +429,49 @@ class Stats:
         data["warnings"] = list(self.warnings)
         return data
 
+    # -- the dict ``stats()`` returned in 0.1.0: deprecated, removed in the release after this one ----
+
+    def _as_dict(self, how: str) -> dict[str, Any]:
+        import warnings
+
+        warnings.warn(
+            f"stats(){how} reads Stats as the dict stats() used to return; read its attributes "
+            "(stats().total_memories, stats().collections...) or stats().to_dict() instead: "
+            "the dict access goes in the next release",
+            DeprecationWarning,
+            stacklevel=3,
+        )
+        return self.to_dict()
+
+    def __getitem__(self, key: str) -> Any:
+        """``stats()["collections"]``, as of the dict :meth:`MemoryManager.stats` returned (its JSON
+        form, :meth:`to_dict`). Deprecated: warns (DeprecationWarning)."""
+        return self._as_dict(f"[{key!r}]")[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """``stats().get(key)`` of the old dict. Deprecated: warns (DeprecationWarning)."""
+        return self._as_dict(".get()").get(key, default)
+
+    def keys(self) -> Any:
+        """The old dict's keys. Deprecated: warns (DeprecationWarning)."""
+        return self._as_dict(".keys()").keys()
+
+    def values(self) -> Any:
+        """The old dict's values. Deprecated: warns (DeprecationWarning)."""
+        return self._as_dict(".values()").values()
+
+    def items(self) -> Any:
+        """The old dict's items. Deprecated: warns (DeprecationWarning)."""
+        return self._as_dict(".items()").items()
+
+    def __contains__(self, key: object) -> bool:
+        """``"collections" in stats()``, of the old dict. Deprecated: warns (DeprecationWarning)."""
+        return key in self._as_dict(" in")
+
+    def __iter__(self) -> Any:
+        """``for key in stats()``, ``dict(stats())``: the old dict's keys. Deprecated: warns."""
+        return iter(self._as_dict(" iterated"))
+
 
 @dataclass(frozen=True, slots=True)
 class ScopeUsage:
@@ -731,10 +774,13 @@ class FailureWarning:
     memory_ids: tuple[str, ...]
     last_failure: datetime
     alternatives: tuple[Alternative, ...] = ()
+    #: What to try, for what the action is (a shell command, an edit, an action on a screen).
+    advice: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "message": self.message,
+            "advice": self.advice,
             "action": self.action,
             "failures": self.failures,
             "successes": self.successes,

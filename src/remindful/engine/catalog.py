@@ -50,6 +50,7 @@ from remindful.engine.sqlfilter import SqlFilter
 from remindful.engine.storelock import StoreLock
 from remindful.errors import CorruptionError, StorageError, StorageFullError, StorageLockedError, unwritable
 from remindful.model import content_hash, derive_origin
+from remindful.owned import private_dir
 
 T = TypeVar("T")
 log = logging.getLogger("remindful")
@@ -65,9 +66,9 @@ CatalogSource = Callable[[], "Catalog"]
 #: capture counts and the learning layer too (:mod:`remindful.engine.schema`); 8: every memory has a
 #: scope (:mod:`remindful.engine.scopes`), the rows of an older catalog given theirs by the upgrade;
 #: 9: the tombstones of what was forgotten and the ledger of injected context; 10: every memory
-#: records its origin, whose words it holds. Each upgrade re-runs the (idempotent) schema and
-#: recounts the types.
-SCHEMA_VERSION = 10
+#: records its origin, whose words it holds; 11: the directories the user bound to a project
+#: (``project_bindings``). Each upgrade re-runs the (idempotent) schema and recounts the types.
+SCHEMA_VERSION = 11
 #: The version from which memories have a scope.
 SCOPES_VERSION = 8
 #: Rows given their scope per statement by the upgrade to :data:`SCOPES_VERSION`.
@@ -284,7 +285,9 @@ class Catalog:
         scope_of: ScopeOf | None = None,
     ) -> None:
         self.path = path
-        self.redaction = redaction if redaction is not None else StoreRedactor(build_redactor(), path.parent)
+        self.redaction = (
+            redaction if redaction is not None else StoreRedactor(build_redactor(library=True), path.parent)
+        )
         self._scope_of = scope_of
         self._lock = threading.RLock()
         self._local = threading.local()
@@ -310,7 +313,7 @@ class Catalog:
         #: A store's own pages may be sound while others are not; the damage then shows where a
         #: later read touches it (the indexer's), and the next write stops there.
         self.damage: CorruptionError | None = None
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        private_dir(path.parent, "storage directory")
         try:
             try:
                 connection.make_private(path)
@@ -884,12 +887,14 @@ class Catalog:
         self, conn: sqlite3.Connection, projects: Iterable[Project], at: float, counts: dict[str, int] | None = None
     ) -> None:
         """Record ``projects`` as seen at ``at``, in the caller's transaction (a known one keeps its
-        name and root, the first seen). The name and the root directory are written redacted (a
-        directory's or a marker's name may hold a secret); hits go to ``counts``."""
+        name and root, the first seen; one known by name only takes the first root seen). The name
+        and the root directory are written redacted (a directory's or a marker's name may hold a
+        secret); hits go to ``counts``."""
         text = self.redaction.text
         conn.executemany(
             "INSERT INTO projects (key, name, root, first_seen, last_seen) VALUES (?, ?, ?, ?, ?) "
-            "ON CONFLICT(key) DO UPDATE SET last_seen = max(last_seen, excluded.last_seen)",
+            "ON CONFLICT(key) DO UPDATE SET last_seen = max(last_seen, excluded.last_seen), "
+            "root = CASE WHEN root = '' THEN excluded.root ELSE root END",
             [(p.key, text(p.name, counts), text(p.root, counts), at, at) for p in projects],
         )
 
@@ -897,16 +902,20 @@ class Catalog:
         """Those of ``ids`` that are stored."""
         return {r[0] for r in self.read_in("SELECT id FROM memories WHERE id IN ({marks})", ids)}
 
-    def touch(self, ids: Sequence[str], at: float) -> None:
-        """Count an access: ``access_count`` + 1 and ``last_accessed`` = at."""
-        if ids:
-            self.write(
-                lambda c: c.executemany(
-                    "UPDATE memories SET access_count = access_count + 1, last_accessed = ? WHERE id = ?",
-                    [(at, i) for i in ids],
-                ),
-                what="recording access",
+    def touch(self, ids: Sequence[str], at: float, counts: Mapping[str, int] | None = None) -> None:
+        """Count an access: ``access_count`` + 1 and ``last_accessed`` = at; and add ``counts`` to
+        the store's counters (``capture_stats``: the searches' figures, :mod:`remindful.engine.perf`)."""
+        if not ids and not counts:
+            return
+
+        def run(c: sqlite3.Connection) -> None:
+            c.executemany(
+                "UPDATE memories SET access_count = access_count + 1, last_accessed = ? WHERE id = ?",
+                [(at, i) for i in ids],
             )
+            add_counts(c, counts or {})
+
+        self.write(run, what="recording access")
 
     # -- the rest of the catalog ----------------------------------------------------------------
 

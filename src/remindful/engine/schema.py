@@ -68,7 +68,9 @@ ADD_ORIGIN_COLUMN = "ALTER TABLE memories ADD COLUMN origin TEXT NOT NULL DEFAUL
 
 #: The scopes: newest first within a scope from the index, as the time indexes do; how many
 #: memories each scope holds, kept by triggers (NULL counted as ''), so that a search knows how
-#: much a scope restricts before it reads any row; and the projects that scopes name.
+#: much a scope restricts before it reads any row; the projects that scopes name (the first root
+#: seen is a project's place); and the directories the user bound to a project
+#: (``remindful scopes bind``: :mod:`remindful.engine.projects`, *Claims*).
 SCOPES_DDL = """
 CREATE INDEX IF NOT EXISTS idx_memories_scope_time ON memories(scope, created_at, rowid, expires_at);
 CREATE TABLE IF NOT EXISTS scope_counts (scope TEXT PRIMARY KEY, n INTEGER NOT NULL) WITHOUT ROWID;
@@ -90,6 +92,12 @@ CREATE TABLE IF NOT EXISTS projects (
     root TEXT NOT NULL DEFAULT '',
     first_seen REAL NOT NULL,
     last_seen REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS project_bindings (
+    root TEXT PRIMARY KEY,
+    key TEXT NOT NULL,
+    name TEXT NOT NULL,
+    bound_at REAL NOT NULL
 );
 """
 

@@ -49,9 +49,11 @@ from remindful.engine.captures import CaptureRepository
 from remindful.engine.catalog import CATALOG_WAY_OUT, Catalog, MemoryRow, counted
 from remindful.engine.embedding import LazyEmbedder, embed_query
 from remindful.engine.mirror import IndexMirror
+from remindful.engine.perf import PendingFigures
 from remindful.engine.projects import Project, Resolver
 from remindful.engine.quotas import SIZE_MAX_AGE_S, Quotas
 from remindful.engine.redact import StoreRedactor, add_counts, redactor_for
+from remindful.engine.repositories.scopes import ScopeRepository
 from remindful.engine.retrieval.search import rank
 from remindful.engine.scopes import Assigner, check_scope
 from remindful.engine.sqlfilter import SqlFilter, build_filter, scope_filter, to_epoch, with_stored_sessions
@@ -72,6 +74,7 @@ from remindful.errors import (
     NotFoundError,
     StorageError,
     StorageFullError,
+    UntrustedPathError,
     ValidationError,
     unwritable,
 )
@@ -88,6 +91,7 @@ from remindful.model import (
     derive_origin,
     new_memory_id,
 )
+from remindful.owned import private_dir
 from remindful.runtime import new_session_id
 
 log = logging.getLogger("remindful")
@@ -136,13 +140,17 @@ class Store:
         self._access: AccessRecorder | None = None
         self._exiting = False  # set by close_for_exit: open nothing new
         self._init_lock = threading.RLock()
+        self._opening = False  # the catalog is being opened (its upgrade resolves projects)
         self.quotas = Quotas(settings, self.path)
         # Every write's redaction (the rules compile on first need) and the session ids' mapping.
         self.redaction = StoreRedactor(redactor_for(settings.privacy), self.path)
         scopes = settings.scopes
         #: Finds the project of a directory, and the scope of a memory whose writer named none.
-        resolver = Resolver(scopes.project, scopes.projects, clean=self.redaction.text)
-        self.scopes = Assigner(resolver, classify=scopes.user_level)
+        #: A marker cannot claim a project bound to another directory: the catalog says which are.
+        self.resolver = Resolver(
+            scopes.project, scopes.projects, clean=self.redaction.text, registry=self._project_registry
+        )
+        self.scopes = Assigner(self.resolver, classify=scopes.user_level)
         #: The project this store's writer works in: a new memory whose metadata names no directory
         #: is captured there (None: in no project).
         self.project: Project | None = None
@@ -166,6 +174,19 @@ class Store:
         if self._catalog is None:
             self._opened()
 
+    def _project_registry(self) -> ScopeRepository | None:
+        """The projects the catalog recorded and the directories the user bound, for the resolver
+        (None while the catalog is being opened, and when memory is off: nothing is read or written
+        then)."""
+        if self._catalog is None:
+            if self._opening:
+                return None
+            try:
+                self._opened()
+            except MemoryDisabledError:
+                return None
+        return ScopeRepository(lambda: self.catalog)
+
     def _opened(self) -> tuple[Catalog, IndexMirror]:
         """The catalog and the mirror, opened now if needed (MemoryDisabledError if memory is off
         or unusable). Read under the lock :meth:`close` clears them under: a close in another
@@ -174,7 +195,11 @@ class Store:
             raise MemoryDisabledError(self.disabled_reason)
         with self._init_lock:
             if self._catalog is None:
-                self._open_catalog()
+                self._opening = True
+                try:
+                    self._open_catalog()
+                finally:
+                    self._opening = False
             catalog, mirror = self._catalog, self._mirror
         if catalog is None or mirror is None:  # pragma: no cover - _open_catalog sets both or raises
             raise MemoryDisabledError(self.disabled_reason or "the store could not be opened")
@@ -182,7 +207,9 @@ class Store:
 
     def _open_catalog(self) -> None:
         try:
-            self.path.mkdir(parents=True, exist_ok=True, mode=0o700)
+            # Created 0700 with its parents whatever the umask; refused if another user owns it or
+            # can write it (or a directory above it, up to the home directory).
+            private_dir(self.path, "storage directory")
             if self.path.stat().st_mode & 0o077:  # existed (or was made) readable by others: tighten it
                 try:
                     os.chmod(self.path, 0o700)
@@ -196,7 +223,10 @@ class Store:
                 if unwritable(self.path, exc) is None or not (self.path / "catalog.sqlite3").is_file():
                     raise
             catalog = Catalog(self.path / "catalog.sqlite3", redaction=self.redaction, scope_of=self.scopes)
-        except (OSError, StorageError) as exc:
+        except (OSError, StorageError, UntrustedPathError) as exc:
+            if isinstance(exc, UntrustedPathError):  # said once, by whoever reports the error
+                self.disabled_reason = str(exc)
+                raise MemoryDisabledError(str(exc)) from exc
             if isinstance(exc, CorruptionError | StorageFullError):  # damage, or a full disk: not for good
                 raise
             self.disabled_reason = (
@@ -206,7 +236,7 @@ class Store:
             log.error("Memory disabled: %s", self.disabled_reason)
             raise MemoryDisabledError(self.disabled_reason) from exc
         self._generation = self.store_lock.generation()
-        self._access = AccessRecorder(catalog)
+        self._access = AccessRecorder(catalog, figures=PendingFigures(self.embedding_cache_stats))
         self._mirror = IndexMirror(
             catalog,
             self._embedder,
@@ -345,7 +375,7 @@ class Store:
             for row, vector in zip(rows, vectors, strict=True):
                 row.embedding = vector
         victims = self.quotas.make_room(self.catalog, self.catalog.type_counts(), rows)
-        attach_files(self.settings, rows)
+        attach_files(self.settings, rows, self.redaction)
         self._commit_new(rows, evict=victims, counts=counts, projects=projects.values())
         mirror.index_rows(rows)
         return [r.id for r in rows]
@@ -761,7 +791,7 @@ class Store:
         self.searches += 1
         self.search_ms.append(seconds * 1000)
         if self._access is not None:
-            self._access.record(ids)
+            self._access.record(ids, search_ms=seconds * 1000)
 
     # -- the vector index (the mirror's) --------------------------------------------------------
 

@@ -21,6 +21,7 @@ from remindful.config_defaults import default
 from remindful.engine.sqlfilter import to_epoch
 from remindful.errors import ValidationError
 from remindful.model import ChunkMetadata, MemoryClass, MemorySource, MemoryType, make_origin, parse_origin
+from remindful.runtime import SESSION_ID_MAX_CHARS
 
 #: The default of ``limits.content_chars``.
 MAX_CONTENT_CHARS: int = default("limits.content_chars")
@@ -217,6 +218,10 @@ def validate_item(item: Mapping[str, Any], prefix: str, limits: Limits = DEFAULT
     if session_id is not None:
         if not isinstance(session_id, str) or not session_id.strip():
             raise ValidationError(prefix + "session_id", "expected a non-empty string or None")
+        if len(session_id) > SESSION_ID_MAX_CHARS:
+            raise ValidationError(
+                prefix + "session_id", f"expected at most {SESSION_ID_MAX_CHARS} characters, got {len(session_id)}"
+            )
         check_unicode(session_id, prefix + "session_id")
     timestamp = item.get("timestamp")
     epoch = None if timestamp is None else check_epoch(timestamp, prefix + "timestamp")

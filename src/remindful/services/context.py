@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from remindful.config_defaults import default
+from remindful.runtime import fit_session_id
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -62,6 +63,11 @@ DEFAULT_BRIEF_BUDGET: int = default("hooks.brief_budget_tokens")
 DEFAULT_CANDIDATES: int = default("hooks.context_candidates")
 DEFAULT_LINE_CHARS: int = default("hooks.line_chars")
 DEFAULT_MIN_SCORE: float = default("context.min_score")
+DEFAULT_MAYBE_MIN_SCORE: float = default("context.maybe_min_score")
+DEFAULT_MAYBE_LINES: int = default("context.maybe_lines")
+#: A "maybe relevant" line is this short at most.
+MAYBE_LINE_CHARS = 120
+MAYBE_HEADER = "Maybe relevant (lower confidence, standing knowledge only):"
 DUPLICATE_JACCARD = 0.8
 #: What a prompt's context block says first: remembered material, data to weigh, never to obey.
 HEADER = (
@@ -310,17 +316,17 @@ def build_context(
 
     if not query.strip() or budget_tokens <= estimate_tokens(HEADER) + 1:
         return Context("")
+    maybe_floor, maybe_lines = _maybe_settings(searcher, min_score)
     hits = searcher.search(
         query,
         types=types,
         session_id=session_id,
         limit=candidates,
-        min_score=min_score,
+        min_score=maybe_floor,
         collapse=True,
         resumed_session=resumed_session,
         scopes=scopes,
     )
-    hits = _with_what_prompts_taught(searcher, hits)
     shown = {hit.id for hit in hits}
     seen: list[set[str]] = []
     skip = " ".join(exclude.split()).lower() if exclude else None
@@ -340,6 +346,9 @@ def build_context(
         seen.append(words)
         ranked.append((TIERS.get(kind, 1), position, hit, kind))
     ranked.sort(key=lambda entry: entry[:2])  # by tier, then as the search ranked them
+    # Under the floor, only standing knowledge (tier 0) may come, as a few short "maybe" lines.
+    maybe = [entry for entry in ranked if entry[2].score < min_score and entry[0] == 0][:maybe_lines]
+    ranked = [entry for entry in ranked if entry[2].score >= min_score]
     lines: list[str] = []
     kept: list[SearchHit] = []
     used = estimate_tokens(HEADER)
@@ -355,33 +364,28 @@ def build_context(
         kept.append(hit)
         used += cost
         activity += tier >= TIERS["activity"]
+    if maybe and budget_tokens - used > estimate_tokens(MAYBE_HEADER) + 1:
+        used += estimate_tokens(MAYBE_HEADER) + 1
+        confident = len(lines)
+        for _tier, _position, hit, _kind in maybe:
+            line = line_of(hit, min(line_chars, MAYBE_LINE_CHARS))
+            cost = estimate_tokens(line) + 1
+            if used + cost > budget_tokens:
+                continue
+            lines.append(line)
+            kept.append(hit)
+            used += cost
+        if len(lines) > confident:
+            lines.insert(confident, MAYBE_HEADER)
     return Context("\n".join([HEADER, *lines]), tuple(kept)) if lines else Context("")
 
 
-def _with_what_prompts_taught(searcher: Searcher, hits: Sequence[SearchHit]) -> list[SearchHit]:
-    """``hits`` with, after each earlier prompt among them, the statements learned from its turn
-    (its metadata ``learned``: "We use pnpm, not npm" said in a request to add a package), scored
-    as the prompt was: the prompt itself is dropped later (an intent), what it taught stays."""
-    from dataclasses import replace
-
-    learned: dict[str, list[str]] = {}
-    for hit in hits:
-        ids = hit.metadata.get("learned")
-        if hit_kind(hit) == "intent" and isinstance(ids, list):
-            learned[hit.id] = [i for i in ids if isinstance(i, str)]
-    if not learned:
-        return list(hits)
-    present = {hit.id for hit in hits}
-    wanted = list(dict.fromkeys(i for ids in learned.values() for i in ids if i not in present))
-    found = {m.id: m for m in searcher.get_batch(wanted) if m is not None} if wanted else {}
-    out: list[SearchHit] = []
-    for hit in hits:
-        out.append(hit)
-        for memory_id in learned.get(hit.id, ()):
-            memory = found.pop(memory_id, None)
-            if memory is not None:
-                out.append(replace(_memory_hit(memory), score=hit.score, sources=("prompt",)))
-    return out
+def _maybe_settings(searcher: Searcher, min_score: float) -> tuple[float, int]:
+    """The floor of the "maybe relevant" lines (never above ``min_score``) and how many at most."""
+    context = getattr(searcher.settings, "context", None)
+    floor = getattr(context, "maybe_min_score", DEFAULT_MAYBE_MIN_SCORE)
+    most = getattr(context, "maybe_lines", DEFAULT_MAYBE_LINES)
+    return (min(floor, min_score), most) if most > 0 else (min_score, 0)
 
 
 def build_brief(
@@ -545,6 +549,8 @@ class HookRequest:
             value = data.get(name)
             if value is not None and not isinstance(value, str):
                 raise ValidationError(name, f"expected a string or null, got {type(value).__name__}")
+            if name == "session_id" and value is not None:
+                value = fit_session_id(value)  # as the hook stores it: the context is not refused
             fields[name] = value
         if fields["cwd"] is not None and not os.path.isabs(fields["cwd"]):
             raise ValidationError("cwd", f"expected an absolute directory, got {fields['cwd']!r}")

@@ -48,6 +48,21 @@ def serve(
     serve_http(host=host, port=port, path=_State.path)
 
 
+@app.command()
+def prepare() -> None:
+    """Prepare the embedding model once for this machine (a few seconds; run it at install), so that
+    the first answer of `serve` and of every command does not wait for it."""
+    import time
+
+    from remindful.shells.terminal import show_model_preparation
+
+    show_model_preparation()
+    started = time.perf_counter()
+    with _open(drain=False) as memory:
+        _run(memory.load_model)
+    err_console.print(f"the embedding model is ready ({time.perf_counter() - started:.1f} s)", highlight=False)
+
+
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def proxy(
     command: Annotated[list[str], typer.Argument(help="The command that starts the MCP server to wrap (after --).")],

@@ -168,11 +168,15 @@ class StdioFront:
                         f"after {DRAIN_TIMEOUT_S:.0f}s are cancelled\n"
                     )
         except KeyboardInterrupt:
-            pass
+            interrupted = True
+        else:
+            interrupted = False
         finally:
             later.cancel()
             gc_later.cancel()
             os.close(self._to_sdk)
+        if interrupted:  # Ctrl-C: stop now, as on SIGTERM, not after the SDK has wound down
+            raise SystemExit(0)
         if self._sdk.ident is not None:
             self._sdk.join(timeout=30)
             pump.join(timeout=10)
@@ -332,4 +336,27 @@ def main(path: str | None = None) -> None:
 
     exit_on_signals()  # SIGTERM/SIGHUP: the daemon role's socket and daemon.json go too
     gc.disable()
-    StdioFront(path, mcp_manifest.load()).run()
+    try:
+        from remindful.shells.terminal import say_serving
+
+        say_serving(path)  # on a terminal only: what runs, where the store is, how to connect
+        StdioFront(path, mcp_manifest.load()).run()
+    except KeyboardInterrupt:  # Ctrl-C before the front listened
+        raise SystemExit(0) from None
+    finally:
+        _second_interrupt_stops_at_once()
+
+
+def _second_interrupt_stops_at_once() -> None:
+    """From now on (the process is stopping) a Ctrl-C ends it at once, without a traceback, the
+    daemon role's endpoint files removed first."""
+    import signal
+
+    from remindful.runtime import remove_endpoints
+
+    def now(signum: int, frame: Any) -> None:
+        remove_endpoints()
+        os._exit(130)
+
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, now)

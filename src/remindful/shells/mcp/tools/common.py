@@ -30,7 +30,7 @@ from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import ValidatorFunctionWrapHandler, WrapValidator
+from pydantic import ValidatorFunctionWrapHandler, WithJsonSchema, WrapValidator
 
 from remindful.errors import RemindfulError
 
@@ -53,11 +53,17 @@ def _none_or_text(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
 #: An optional free text (default None) for a tool's parameter. The SDK parses a string argument as
 #: JSON unless its parameter is plain ``str``: under ``str | None`` the text ``{"a": 1}`` arrived as
 #: a dict (and was refused), ``null`` as None. So the annotation the SDK sees is ``str``, and a null
-#: is let through by a validator; type checkers see ``str | None``.
+#: is let through by a validator; type checkers see ``str | None``. Its JSON schema says what it
+#: takes, ``anyOf [string, null]``: ``"type": "string"`` with the default null is a schema that
+#: refuses its own default (a strict validator rejects it).
 if TYPE_CHECKING:
     OptionalText = str | None
 else:
-    OptionalText = Annotated[str, WrapValidator(_none_or_text)]
+    OptionalText = Annotated[
+        str,
+        WrapValidator(_none_or_text),
+        WithJsonSchema({"anyOf": [{"type": "string"}, {"type": "null"}]}),
+    ]
 
 #: The memory types, as the tools' JSON schema lists them (a test keeps this in step with MemoryType).
 MemoryTypeName = Literal["screen", "action", "workflow", "conversation", "document", "knowledge"]

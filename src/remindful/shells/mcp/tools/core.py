@@ -17,6 +17,7 @@ from mcp.server.mcpserver.exceptions import ResourceError
 from pydantic import BaseModel, ConfigDict, Field
 
 from remindful.errors import NotFoundError, RemindfulError, ValidationError
+from remindful.runtime import SESSION_ID_MAX_CHARS
 from remindful.shells.mcp.tools.common import (
     DESTRUCTIVE,
     READ_ONLY,
@@ -80,6 +81,8 @@ def register(mcp: Any, get_manager: GetManager) -> None:
     resumed = resumed_sessions(mcp)
 
     def session(manager: MemoryManager, value: str | None) -> str | None:
+        if value is not None and len(value) > SESSION_ID_MAX_CHARS:
+            raise ValidationError("session_id", f"expected at most {SESSION_ID_MAX_CHARS} characters, got {len(value)}")
         return manager.session_id if value == "current" else value
 
     @tool(mcp, WRITE)
