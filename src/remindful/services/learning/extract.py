@@ -224,7 +224,7 @@ VERB = re.compile(
     r"happens|own|owns|hold|holds|keep|keeps|make|makes|ship|ships|work|works|call|calls|start|starts|handle|"
     r"handles|store|stores|point|points|depend|depends|require|requires|expect|expects|listen|listens|support|"
     r"supports|contain|contains|target|targets|host|hosts|serve|serves|read|reads|write|writes)\b"
-    r"|'(?:s|re|ve|ll|d|m)\b|\b\w+s\s+(?:to|on|in|with|through|as|by|from|over|at|for|into|under)\b|\b\w{3,}ed\b",
+    r"|^\W*(?:we|they|you)\s+(?:\w+ly\s+)?[a-z]{3,}\b|'(?:s|re|ve|ll|d|m)\b|\b\w+s\s+(?:to|on|in|with|through|as|by|from|over|at|for|into|under)\b|\b\w{3,}ed\b",
     re.IGNORECASE,
 )
 _LEAD = re.compile(
