@@ -12,6 +12,9 @@ through the same policy (confidence >= ``learning.min_extraction_confidence``, a
 - **nothing to keep** (``tests/fixtures/learning/nothing_to_keep.txt``, ~240 hand-written
   coding-agent prompts: requests, questions, pasted code and logs, chit-chat): the share that yield
   any knowledge memory (learned by mistake), per label;
+- **other turns** (for the record): every 20th LongMemEval user turn without ``has_answer``, the
+  share that yields a knowledge memory; no measure of mistakes, as those users state facts about
+  themselves in most turns;
 - **facts** (``tests/fixtures/learning/states_facts.txt``, coding-agent prompts stating ports,
   package managers, conventions, decisions): the share of stated facts some knowledge memory holds.
 
@@ -62,17 +65,16 @@ def prompt_set(path: Path) -> list[tuple[str, str]]:
     return out
 
 
-def evidence_turns(path: Path) -> list[tuple[str, str]]:
-    """``(answer, turn text)`` of every ``has_answer`` user turn of the LongMemEval file."""
+def evidence_turns(path: Path) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """``(answer, turn text)`` of every ``has_answer`` user turn of the LongMemEval file, and of
+    every 20th other user turn (``("", text)``: for the record, not a measure of mistakes, since
+    LongMemEval's users state facts about themselves in most turns)."""
     with lzma.open(path, "rt", encoding="utf-8") as fh:
         questions = json.load(fh)
-    return [
-        (q["answer"], turn["content"])
-        for q in questions
-        for session in q["sessions"]
-        for turn in session["turns"]
-        if turn.get("has_answer")
-    ]
+    turns = [(q["answer"], t) for q in questions for session in q["sessions"] for t in session["turns"]]
+    evidence = [(answer, t["content"]) for answer, t in turns if t.get("has_answer")]
+    others = [("", t["content"]) for _, t in turns if not t.get("has_answer")][::20]
+    return evidence, others
 
 
 def this_tree() -> tuple[Learner, Callable[[], None]]:
@@ -176,6 +178,11 @@ def measure(
     }
 
 
+def share_learned(learn: Learner, turns: Sequence[tuple[str, str]]) -> dict[str, Any]:
+    learned = sum(bool(learn(text)) for _, text in turns)
+    return {"learned": learned, "turns": len(turns), "share": round(learned / max(1, len(turns)), 3)}
+
+
 def lines(result: dict[str, Any]) -> list[str]:
     out = [f"data: {result['data']}"]
     for name, figures in result["rules"].items():
@@ -188,6 +195,11 @@ def lines(result: dict[str, Any]) -> list[str]:
             f"nothing-to-keep prompts learned {neg['learned']}/{neg['prompts']} = {neg['share']:.3f} "
             f"({', '.join(f'{k} {v}' for k, v in neg['by_label'].items())}) | "
             f"stated facts found {facts['found']}/{facts['stated']} = {facts['share']:.3f}"
+        )
+        other = figures["other_turns"]
+        out.append(
+            f"{'':>24}other LongMemEval user turns (every 20th) that yield knowledge, for the record: "
+            f"{other['learned']}/{other['turns']} = {other['share']:.3f}"
         )
     for name, figures in result["rules"].items():
         for kind, texts in (figures or {}).get("shown_misses", {}).items():
@@ -203,16 +215,19 @@ def main(argv: list[str] | None = None) -> int:
     args_parser.add_argument("--base", default=BASE, help="the commit whose rules are today's (default %(default)s)")
     args_parser.add_argument("--show-misses", type=int, default=0, metavar="N", help="print N misses of each kind")
     args = args_parser.parse_args(argv)
-    evidence = evidence_turns(args.data)
+    evidence, others = evidence_turns(args.data)
     negatives = prompt_set(FIXTURES / "nothing_to_keep.txt")
     facts = prompt_set(FIXTURES / "states_facts.txt")
     learn, close = this_tree()
     try:
         rules: dict[str, Any] = {"this tree": measure(learn, evidence, negatives, facts)}
+        rules["this tree"]["other_turns"] = share_learned(learn, others)
     finally:
         close()
     old = todays_rules(args.base)
     rules[f"today's rules ({args.base})"] = None if old is None else measure(old, evidence, negatives, facts)
+    if old is not None:
+        rules[f"today's rules ({args.base})"]["other_turns"] = share_learned(old, others)
     for figures in rules.values():
         if figures is not None:
             misses = figures.pop("misses")

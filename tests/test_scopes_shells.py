@@ -101,8 +101,14 @@ async def test_the_mcp_tools_read_the_servers_project_and_take_a_scope(
             found = await call(client, "memory_search", query="where are secrets kept", min_score=0)
             assert {m["id"] for m in found["memories"]} == {fact["memory_id"], rule["memory_id"], shared["memory_id"]}
             assert all(m["scope"] for m in found["memories"])
-            wide = await call(client, "memory_search", query="where are secrets kept", min_score=0, scope="all")
-            assert "projB keeps its secrets in vault" in {m["content"] for m in wide["memories"]}
+            # Every project's memories are the user's to read, not an MCP client's.
+            for everything in ("all", "user,all", ["here", "all"]):
+                assert "only for the user" in await tool_error(
+                    client, "memory_search", query="where are secrets kept", scope=everything
+                )
+            assert "only for the user" in await tool_error(client, "memory_list", scope="ALL")
+            assert "only for the user" in await tool_error(client, "memory_stats", scope="all")
+            assert "only for the user" in await tool_error(client, "memory_context", task="secrets", scope="all")
             only_b = await call(client, "memory_list", scope=["project:projB"])
             assert [m["content"] for m in only_b["memories"]] == ["projB keeps its secrets in vault"]
             context = await call(client, "memory_context", task="where are secrets kept", min_score=0)

@@ -393,11 +393,13 @@ class MemoryManager:
         metadata: Mapping[str, Any] | None = None,
         *,
         scope: str | Project | None = None,
+        origin: str | None = None,
     ) -> Memory:
         """Replace a memory's content and/or merge keys into its metadata (a key set to None is
-        removed), and/or move it to ``scope`` (``user``, ``project``, ``project:<name>``). The
+        removed), and/or move it to ``scope`` (``user``, ``project``, ``project:<name>``), and/or
+        say whose words it holds (``origin``: ``user_confirmed`` once the user confirmed them). The
         content is re-embedded. Returns the updated memory."""
-        return self._store.update(memory_id, content, metadata, scope=self._scope_to_write(scope))
+        return self._store.update(memory_id, content, metadata, scope=self._scope_to_write(scope), origin=origin)
 
     def move_scope(self, source: Any, target: str | Project) -> int:
         """Move every memory of ``source`` (a read's scope: ``unscoped``, ``user``,

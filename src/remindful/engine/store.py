@@ -63,6 +63,7 @@ from remindful.engine.validation import (
     check_batch,
     check_int,
     check_metadata,
+    check_origin,
     check_text,
     parse_enum,
     validate_item,
@@ -488,12 +489,16 @@ class Store:
         metadata: Mapping[str, Any] | None = None,
         *,
         scope: str | Project | None = None,
+        origin: str | None = None,
     ) -> Memory:
         """Replace a memory's content and/or merge keys into its metadata (a key set to None is
         removed), redacted as every write is, and/or move it to ``scope`` (``user`` or
-        ``project:<key>``). The content is re-embedded. Returns the updated memory."""
+        ``project:<key>``), and/or set its ``origin`` (as :func:`~remindful.model.make_origin`
+        writes it). The content is re-embedded. Returns the updated memory."""
         self.ready()
         row = self._row(memory_id)
+        if origin is not None:
+            row.origin = check_origin(origin, "origin")
         counts: dict[str, int] = {}
         moved: list[Project] = []
         if scope is not None:
@@ -553,7 +558,7 @@ class Store:
         def run(conn: Any) -> None:
             conn.execute(
                 "UPDATE memories SET content=?, metadata=?, content_hash=?, bookmarked=?, importance=?, updated_at=?, "
-                "indexed=0, embedding=COALESCE(?, embedding), scope=? WHERE id=?",
+                "indexed=0, embedding=COALESCE(?, embedding), scope=?, origin=? WHERE id=?",
                 (
                     row.content,
                     row.metadata,
@@ -563,6 +568,7 @@ class Store:
                     time.time(),
                     None if row.embedding is None else np.asarray(row.embedding, np.float32).tobytes(),
                     row.scope,
+                    row.origin,
                     row.id,
                 ),
             )

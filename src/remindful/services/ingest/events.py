@@ -182,6 +182,7 @@ def build_record(
                     "content": prompt.strip(),
                     "type": "conversation",
                     "source": "hook",
+                    "origin": "user",
                     "metadata": {"hook_event": event, "role": "user", "kind": "intent", **common},
                 }
             )
@@ -199,6 +200,7 @@ def build_record(
                     "content": text.strip(),
                     "type": "conversation",
                     "source": "response",
+                    "origin": "assistant",
                     "metadata": {
                         "hook_event": event,
                         "role": "assistant",

@@ -122,6 +122,7 @@ def capture_correction(
                 "type": "knowledge",
                 "memory_class": "semantic",
                 "source": "correction",
+                "origin": "user",  # the user corrected it
                 "metadata": metadata,
             }
         ],

@@ -49,7 +49,8 @@ def capture_turn(
     timestamp: Annotated[str | None, typer.Option("--timestamp", help="ISO 8601 time of the turn.")] = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Learn from a conversation turn (up to 3 memories of confidence ≥ 0.7)."""
+    """Learn what a conversation turn states (up to 3 memories of confidence ≥ 0.7) into this directory's project:
+    the user's words as theirs, the assistant's as its observations."""
     turn = {
         "user_message": user_message,
         "assistant_response": response,

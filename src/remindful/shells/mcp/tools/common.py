@@ -190,6 +190,22 @@ class Result(Protocol):
     def to_dict(self) -> dict[str, Any]: ...
 
 
+def client_scope(scope: str | list[str] | None) -> str | list[str] | None:
+    """A read scope as an MCP client may ask for it: any but ``all``, which reads every project's
+    memories and is the user's to ask for (the command line, the library). Raises ValidationError
+    naming ``scope`` for ``all``."""
+    from remindful.errors import ValidationError
+
+    parts = [scope] if isinstance(scope, str) else scope or []
+    if any(isinstance(p, str) and word.strip().lower() == "all" for p in parts for word in p.split(",")):
+        raise ValidationError(
+            "scope",
+            "'all' (every project's memories) is only for the user (the command line or the library); "
+            "an MCP client reads 'here', 'user', 'project', 'unscoped' or 'project:NAME'",
+        )
+    return scope
+
+
 def ok(result: Result) -> dict[str, Any]:
     """A tool's answer for a manager's result: ``{"success": true, ...its JSON form}``."""
     return {"success": True, **result.to_dict()}
@@ -242,6 +258,7 @@ __all__ = [
     "OptionalText",
     "Result",
     "ResumedSessions",
+    "client_scope",
     "ok",
     "one_line",
     "reject_unknown_arguments",

@@ -26,6 +26,7 @@ from remindful.shells.mcp.tools.common import (
     GetManager,
     MemoryTypeName,
     OptionalText,
+    client_scope,
     ok,
     one_line,
     resumed_sessions,
@@ -49,7 +50,7 @@ ReadScope = Annotated[
     str | list[str] | None,
     Field(
         description='Whose memories: "here" (the default: the project this server works in, and the user\'s), '
-        '"all", "user", "project", "unscoped", "project:NAME", or a list of them.'
+        '"user", "project", "unscoped", "project:NAME", or a list of them.'
     ),
 ]
 WriteScope = Annotated[
@@ -97,10 +98,12 @@ def register(mcp: Any, get_manager: GetManager) -> None:
         ] = None,
         scope: WriteScope = None,
     ) -> dict[str, Any]:
-        """Remember something for later: a fact, a decision, a step that worked or failed.
+        """Remember something for later: a fact, a decision, a step that worked or failed. What you
+        store is kept as your words (origin "assistant"), an observation however it is phrased;
+        memory_confirm_users_words asks the user to make it theirs.
 
-        Returns {"success": true, "memory_id": ..., "session_id": ..., "scope": ...}. Use
-        memory_search to find it again and memory_get with the id to read it back.
+        Returns {"success": true, "memory_id": ..., "session_id": ..., "scope": ..., "origin": ...}.
+        Use memory_search to find it again and memory_get with the id to read it back.
         """
         meta = dict(metadata or {})
         if bookmark:
@@ -110,9 +113,17 @@ def register(mcp: Any, get_manager: GetManager) -> None:
         m = get_manager()
         sid = session(m, session_id) or m.session_id
         # The agent's words (however it phrases them): never taken for the user's own.
-        memory_id = m.store(content, type, meta, sid, timestamp, "manual", scope=scope, origin="assistant")
+        origin = "assistant"
+        memory_id = m.store(content, type, meta, sid, timestamp, "manual", scope=scope, origin=origin)
         stored_in = m.get(memory_id).scope
-        return {"success": True, "memory_id": memory_id, "type": type, "session_id": sid, "scope": stored_in}
+        return {
+            "success": True,
+            "memory_id": memory_id,
+            "type": type,
+            "session_id": sid,
+            "scope": stored_in,
+            "origin": origin,
+        }
 
     @tool(mcp, WRITE)
     def memory_store_batch(
@@ -194,7 +205,7 @@ def register(mcp: Any, get_manager: GetManager) -> None:
             until,
             min_score,
             resumed_session=resumed.of(ctx),
-            scope=scope,
+            scope=client_scope(scope),
         )
         return {"success": True, "query": query, "count": len(hits), "memories": [h.to_dict() for h in hits]}
 
@@ -270,7 +281,7 @@ def register(mcp: Any, get_manager: GetManager) -> None:
         this server's session) and within a time range; of this server's project and the user's
         unless ``scope`` says otherwise. Page with offset."""
         m = get_manager()
-        found = m.list(type, session(m, session_id), limit, offset, since=since, until=until, scope=scope)
+        found = m.list(type, session(m, session_id), limit, offset, since=since, until=until, scope=client_scope(scope))
         return {"success": True, "count": len(found), "offset": offset, "memories": [x.to_dict() for x in found]}
 
     @tool(mcp, READ_ONLY)
@@ -283,7 +294,7 @@ def register(mcp: Any, get_manager: GetManager) -> None:
         """Memory usage: counts per collection and per scope, storage size and quota use
         (``storage_full`` on a full disk), sessions and their average length, the most frequent
         actions and screens, captures per day, search latency percentiles, embedding cache hit rate."""
-        return ok(get_manager().stats(scope=scope))
+        return ok(get_manager().stats(scope=client_scope(scope)))
 
     @tool(mcp, READ_ONLY)
     def memory_scopes() -> dict[str, Any]:
