@@ -46,7 +46,7 @@ def queued(memory: Any) -> list[str]:
 def inline_up_to_two(monkeypatch: pytest.MonkeyPatch) -> None:
     """Deletes of more than two memories go to the background deleter."""
     monkeypatch.setattr("remindful.engine.store.INLINE_DELETE", 2)
-    monkeypatch.setattr("remindful.engine.mirror.FINISH_CHUNK", 2)
+    monkeypatch.setattr("remindful.engine.index_deletes.FINISH_CHUNK", 2)
 
 
 def test_a_small_delete_removes_the_vector_before_it_returns(tmp_path: Path) -> None:
