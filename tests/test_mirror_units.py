@@ -192,3 +192,19 @@ def test_deletes_are_skipped_until_drained(memory: MemoryManager, tmp_path: Path
     assert deletes.skipped("action") == {"b"}
     deletes.forget()
     assert not deletes.any_queued()
+
+
+def test_reconcile_drops_stale_vectors_and_marks_missing_rows_unindexed(memory: MemoryManager, tmp_path: Path) -> None:
+    kept, lost = memory.store("kept in the index"), memory.store("missing from the index")
+    catalog = catalog_of(memory)
+    index = InMemoryIndex()
+    vectors = catalog.embeddings([kept, lost])
+    collection = MemoryType.ACTION.collection
+    meta = {"source": "manual"}
+    # Three vectors for two indexed rows: the counts differ, so the ids are compared.
+    index.upsert(collection, [kept, "gone", "gone too"], np.stack([vectors[kept]] * 3), [meta] * 3)
+    view = IndexView(catalog, IndexLock(tmp_path / "index.lock"), ViewLock())
+    assert view.reconcile(index) == []
+    assert sorted(index.ids(collection)) == [kept]
+    unindexed = [r[0] for r in catalog.read("SELECT id FROM memories WHERE indexed = 0")]
+    assert unindexed == [lost]

@@ -13,12 +13,25 @@ Reloading replaces the copy under the queries' feet, so it holds
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from remindful.engine.catalog import Catalog
 from remindful.engine.index_locks import IndexLock, ViewLock
+from remindful.engine.sqlfilter import SqlFilter, build_filter
 from remindful.index.base import VectorIndex
+from remindful.model import MemoryType
+
+log = logging.getLogger("remindful")
+
+#: How a write through the index is held: :meth:`IndexView.writing`, or a wrapper of it.
+Writing = Callable[[VectorIndex, "threading.Event | None"], contextlib.AbstractContextManager[None]]
+
+
+def _indexed_of(memory_type: MemoryType) -> SqlFilter:
+    """The catalog's rows of ``memory_type`` marked indexed: what its collection should hold."""
+    return build_filter(types=[memory_type.value]) & SqlFilter("indexed = 1")
 
 
 class IndexView:
@@ -99,6 +112,54 @@ class IndexView:
                 self.load(index, generation)
             else:
                 self.rowid = self.floor()
+
+    def reconcile(
+        self, index: VectorIndex, writing: Writing | None = None, cancel: threading.Event | None = None
+    ) -> list[tuple[str, str]]:
+        """Make the index match the catalog: drop vectors of deleted rows, mark missing ones
+        un-indexed (the background indexer re-adds them). Queued deletions (``index_deletes``) are
+        left to the background deleter: a count that differs only by them needs no comparison of
+        ids. Returns them.
+
+        The counts are compared under the index lock, where no writer is between its upsert and
+        marking those rows indexed (one small read each); the ids are compared, and stale vectors
+        removed, only for a type whose counts differ, holding the lock for a write (``writing``,
+        :meth:`writing` by default)."""
+        hold = writing or self.writing
+        with self.lock(write=False, cancel=cancel) as generation:
+            self.catch_up(index, generation)
+            queued = self._queued_deletes()
+            differing = [t for t in MemoryType if not self._agrees(index, t, queued)]
+        for memory_type in differing:
+            with hold(index, cancel):
+                queued = self._queued_deletes()
+                if self._agrees(index, memory_type, queued):
+                    continue
+                flt = _indexed_of(memory_type)
+                in_index = set(index.ids(memory_type.collection))
+                in_catalog = {r[0] for r in self._catalog.read(f"SELECT id FROM memories WHERE {flt.sql}", flt.params)}
+                extra = sorted(in_index - in_catalog)
+                if extra:
+                    index.delete(memory_type.collection, extra)
+                missing = sorted(in_catalog - in_index)
+                self._catalog.mark_indexed(missing, value=False)
+            log.info("index %s: removed %d stale, re-adding %d", memory_type.collection, len(extra), len(missing))
+        return queued
+
+    def _queued_deletes(self) -> list[tuple[str, str]]:
+        """(memory id, type) of deleted rows whose vectors are still queued for deletion: the index
+        may hold them until the background deleter drains them."""
+        return self._catalog.read(
+            "SELECT memory_id, type FROM index_deletes "
+            "WHERE NOT EXISTS (SELECT 1 FROM memories WHERE memories.id = index_deletes.memory_id)"
+        )
+
+    def _agrees(self, index: VectorIndex, memory_type: MemoryType, queued: list[tuple[str, str]]) -> bool:
+        """Whether the index's count for ``memory_type`` is the catalog's indexed count (plus the
+        vectors still queued for deletion)."""
+        expected = self._catalog.count(_indexed_of(memory_type))
+        waiting = sum(1 for _mid, t in queued if t == memory_type.value)
+        return index.count(memory_type.collection) in (expected, expected + waiting)
 
 
 __all__ = ["IndexView"]

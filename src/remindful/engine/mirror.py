@@ -47,21 +47,20 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from remindful.config import PerformanceSettings
-from remindful.embed.base import Embedder
-from remindful.embed.cache import CachedEmbedder
 from remindful.engine.background import BackgroundIndexer, Errand, interpreter_exiting
 from remindful.engine.backlog import BACKLOG_WATCH_S, Backlog
 from remindful.engine.catalog import Catalog, MemoryRow, catalog_damaged, integrity_problem
+from remindful.engine.deferred import DeferredEmbeddings, EmbedderSource
 from remindful.engine.exact import ExactScorer
 from remindful.engine.index_deletes import FINISH_CHUNK, IndexDeletes
 from remindful.engine.index_locks import IndexHolders, IndexLock, ViewLock, WaitCancelled
 from remindful.engine.index_view import IndexView
-from remindful.engine.sqlfilter import SqlFilter, build_filter, index_metadata
+from remindful.engine.sqlfilter import SqlFilter, index_metadata
 from remindful.errors import CorruptionError, RemindfulError, StorageError
 from remindful.index.base import VectorIndex
 from remindful.model import MemoryType
@@ -102,24 +101,6 @@ class DenseSource(NamedTuple):
     pending_after: int
 
 
-class EmbedderSource(Protocol):
-    """The embedder the mirror embeds deferred rows with, built on first use."""
-
-    def get(self) -> Embedder:
-        """The embedder, built now if it was not yet."""
-        ...
-
-    @property
-    def loaded(self) -> bool:
-        """Whether it was built (asking builds nothing)."""
-        ...
-
-
-def _indexed_of(memory_type: MemoryType) -> SqlFilter:
-    """The catalog's rows of ``memory_type`` marked indexed: what its collection should hold."""
-    return build_filter(types=[memory_type.value]) & SqlFilter("indexed = 1")
-
-
 class IndexMirror:
     """The vector index of one open catalog, kept in step with it across threads and processes.
 
@@ -139,7 +120,6 @@ class IndexMirror:
         exiting: bool = False,
     ) -> None:
         self.catalog = catalog
-        self._embedder = embedder
         self._new_index = new_index
         self._performance = performance
         self._lock = threading.RLock()  # opening the index (long: it waits for the index lock)
@@ -158,10 +138,9 @@ class IndexMirror:
         # missing from it: scored exactly until the view is refreshed).
         self._view = IndexView(catalog, self._index_lock, self._copy)
         self._indexer: BackgroundIndexer | None = None
-        self._unembedded: set[str] = set()
-        self._embedded = threading.Condition()
         # Set while closing: background waits for the index lock give up (WaitCancelled).
         self._stopping = threading.Event()
+        self._deferred = DeferredEmbeddings(catalog, embedder, stopping=self._stopping, exiting=lambda: self._exiting)
         self._deletes = IndexDeletes(
             catalog, self._view, lambda: self._index, stopping=self._stopping, may_start=self._may_start
         )
@@ -403,48 +382,9 @@ class IndexMirror:
     # -- reconciling with the catalog -----------------------------------------------------------
 
     def _sync_index(self, index: VectorIndex, cancel: threading.Event | None = None) -> list[tuple[str, str]]:
-        """Make the index match the catalog: drop vectors of deleted rows, mark missing ones
-        un-indexed (the background indexer re-adds them). Queued deletions (``index_deletes``) are
-        left to the background deleter: a count that differs only by them needs no comparison of
-        ids. Returns them.
-
-        The counts are compared under the index lock, where no writer is between its upsert and
-        marking those rows indexed (one small read each); the ids are compared, and stale vectors
-        removed, only for a type whose counts differ, holding the lock for a write."""
-        with self._index_lock(write=False, cancel=cancel) as generation:
-            self._view.catch_up(index, generation)
-            queued = self._queued_deletes()
-            differing = [t for t in MemoryType if not self._index_agrees(index, t, queued)]
-        for memory_type in differing:
-            with self._writing(index, cancel):
-                queued = self._queued_deletes()
-                if self._index_agrees(index, memory_type, queued):
-                    continue
-                flt = _indexed_of(memory_type)
-                in_index = set(index.ids(memory_type.collection))
-                in_catalog = {r[0] for r in self.catalog.read(f"SELECT id FROM memories WHERE {flt.sql}", flt.params)}
-                extra = sorted(in_index - in_catalog)
-                if extra:
-                    index.delete(memory_type.collection, extra)
-                missing = sorted(in_catalog - in_index)
-                self.catalog.mark_indexed(missing, value=False)
-            log.info("index %s: removed %d stale, re-adding %d", memory_type.collection, len(extra), len(missing))
-        return queued
-
-    def _queued_deletes(self) -> list[tuple[str, str]]:
-        """(memory id, type) of deleted rows whose vectors are still queued for deletion: the index
-        may hold them until the background deleter drains them."""
-        return self.catalog.read(
-            "SELECT memory_id, type FROM index_deletes "
-            "WHERE NOT EXISTS (SELECT 1 FROM memories WHERE memories.id = index_deletes.memory_id)"
-        )
-
-    def _index_agrees(self, index: VectorIndex, memory_type: MemoryType, queued: list[tuple[str, str]]) -> bool:
-        """Whether the index's count for ``memory_type`` is the catalog's indexed count (plus the
-        vectors still queued for deletion)."""
-        expected = self.catalog.count(_indexed_of(memory_type))
-        waiting = sum(1 for _mid, t in queued if t == memory_type.value)
-        return index.count(memory_type.collection) in (expected, expected + waiting)
+        """Make the index match the catalog (:meth:`IndexView.reconcile`); returns the deletions
+        still queued."""
+        return self._view.reconcile(index, self._writing, cancel)
 
     def reindex(self, *, reset: bool, progress: Callable[[int], None] | None = None) -> dict[str, int]:
         """Rebuild the index from the catalog (``reset``: move the index files aside first). A
@@ -486,10 +426,7 @@ class IndexMirror:
         Rows without a vector are embedded first, there. Until then search scores them exactly (and
         waits for the ones this process has yet to embed); on failure they stay marked un-indexed
         and are indexed at the next open."""
-        unembedded = [r.id for r in rows if r.embedding is None]
-        if unembedded:
-            with self._embedded:
-                self._unembedded.update(unembedded)
+        self._deferred.expect(r.id for r in rows if r.embedding is None)
         if self._performance.async_indexing:
             if self._closing:  # stored while closing: they stay un-indexed, for the next open
                 return
@@ -504,7 +441,7 @@ class IndexMirror:
                 if self._indexer is None:
                     self._indexer = BackgroundIndexer(
                         self.index_ids,
-                        prepare=self._embed_stored,
+                        prepare=self._deferred.embed_stored,
                         max_batch=INDEX_BATCH,
                         prepare_batch=EMBED_BATCH,
                         stopping=self._stopping,
@@ -513,14 +450,12 @@ class IndexMirror:
 
     def embeddings_pending(self) -> bool:
         """Whether rows this process stored are still waiting for their vectors."""
-        with self._embedded:
-            return bool(self._unembedded)
+        return self._deferred.pending()
 
     def await_embeddings(self, timeout: float) -> bool:
         """Wait (at most ``timeout`` seconds) until the rows this process stored without a vector
         have one, or their embedding failed; False on timeout."""
-        with self._embedded:
-            return self._embedded.wait_for(lambda: not self._unembedded, timeout)
+        return self._deferred.wait(timeout)
 
     def index_ids(self, ids: list[str]) -> None:
         """Index the memories with these ids that are still un-indexed (read under the index lock,
@@ -531,7 +466,7 @@ class IndexMirror:
         ids = list(dict.fromkeys(ids))
         rows: list[MemoryRow] = []
         try:
-            self._embed_stored(ids)  # first: search needs the vectors even without an index
+            self._deferred.embed_stored(ids)  # first: search needs the vectors even without an index
         except RemindfulError as exc:
             log.warning("stored %d memories but could not embed them yet (%s); they will be later", len(ids), exc)
         try:
@@ -614,39 +549,15 @@ class IndexMirror:
                 )
             self.catalog.mark_indexed([r.id for r in rows])
 
-    def _embed_stored(self, ids: list[str]) -> None:
-        """Embed the memories among ``ids`` committed without a vector (outside the index lock:
-        other processes need not wait for the model); nothing once closing ran out of time."""
-        try:
-            if self._stopping.is_set() or (self._exiting and not self._embedder.loaded):
-                return
-            self.embed_and_save(self.catalog.without_embeddings(ids))
-        finally:
-            with self._embedded:
-                self._unembedded.difference_update(ids)
-                self._embedded.notify_all()
-
     def embed_for_search(self, texts: Sequence[tuple[str, str]]) -> dict[str, np.ndarray]:
         """Embed (id, content) pairs a search found without a vector (a process ended before
         embedding them) and return the vectors by id: :meth:`embed_and_save` without waiting."""
         return self.embed_and_save(texts, wait=False)
 
     def embed_and_save(self, texts: Sequence[tuple[str, str]], *, wait: bool = True) -> dict[str, np.ndarray]:
-        """Embed (id, content) pairs and save the vectors in the catalog; returns them by id.
-        ``wait=False`` (a search's): they are kept in the catalog only if it takes them at once,
-        never waiting for another process's write (their writer, or a later search, keeps them),
-        nor written to the embedding cache's persistent store."""
-        if not texts:
-            return {}
-        embedder = self._embedder.get()
-        contents = [content for _, content in texts]
-        if not wait and isinstance(embedder, CachedEmbedder):
-            vectors = embedder.embed(contents, persist=False)
-        else:
-            vectors = embedder.embed(contents)
-        found = {mid: vector for (mid, _), vector in zip(texts, vectors, strict=True)}
-        self.catalog.set_embeddings(found, wait=wait)
-        return found
+        """Embed (id, content) pairs and save the vectors in the catalog; returns them by id
+        (:meth:`DeferredEmbeddings.embed_and_save`)."""
+        return self._deferred.embed_and_save(texts, wait=wait)
 
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until the vector index reflects every store and delete of this process so far, and
@@ -796,6 +707,7 @@ __all__ = [
     "BACKLOG_WATCH_S",
     "EXHAUSTIVE_BELOW",
     "FINISH_CHUNK",
+    "EmbedderSource",
     "IndexHolders",
     "IndexLock",
     "IndexMirror",
