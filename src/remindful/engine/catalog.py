@@ -33,6 +33,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from remindful.engine import connection, spool
+from remindful.engine import vectors as stored_vectors
 from remindful.engine import windows as context
 from remindful.engine.lexical import LexicalSearch
 from remindful.engine.projects import Project
@@ -693,7 +694,7 @@ class Catalog:
         embedding = "" if vectors is None else ", embedding"
         rows = self.read(f"SELECT {MEMORY_COLUMNS}{embedding} {_FROM_IDS} WHERE {flt.sql}", [_json(ids), *flt.params])
         if vectors is not None:
-            vectors.update((row[0], np.frombuffer(row[-1], dtype=np.float32)) for row in rows if row[-1] is not None)
+            vectors.update((row[0], stored_vectors.decode(row[-1])) for row in rows if row[-1] is not None)
         return {row[0]: MemoryRow.from_sql(row) for row in rows}
 
     def ids_passing(self, ids: Sequence[str], flt: SqlFilter) -> set[str]:
@@ -721,7 +722,7 @@ class Catalog:
 
     def embeddings(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
         rows = self.read_in("SELECT id, embedding FROM memories WHERE id IN ({marks}) AND embedding IS NOT NULL", ids)
-        return {mid: np.frombuffer(blob, dtype=np.float32) for mid, blob in rows}
+        return {mid: stored_vectors.decode(blob) for mid, blob in rows}
 
     def filtered_embeddings(self, flt: SqlFilter) -> tuple[list[str], np.ndarray | None]:
         """Ids and an (n, d) matrix of every embedded row matching ``flt`` (for exact scoring)."""
@@ -793,13 +794,13 @@ class Catalog:
             f"WHERE c.id IN ({marks}) AND m.embedding IS NOT NULL",
             [radius, radius, *ids],
         )
-        return [(r[0], r[1], int(r[2]), r[3]) for r in rows]
+        return [(r[0], r[1], int(r[2]), stored_vectors.decode_bytes(r[3])) for r in rows]
 
     def unindexed(self, limit: int = 1000) -> list[tuple[MemoryRow, np.ndarray | None]]:
         rows = self.read(
             f"SELECT {MEMORY_COLUMNS}, embedding FROM memories WHERE indexed = 0 ORDER BY rowid LIMIT ?", [limit]
         )
-        return [(MemoryRow.from_sql(r), None if r[-1] is None else np.frombuffer(r[-1], np.float32)) for r in rows]
+        return [(MemoryRow.from_sql(r), None if r[-1] is None else stored_vectors.decode(r[-1])) for r in rows]
 
     def mark_indexed(self, ids: Sequence[str], value: bool = True) -> None:
         if ids:
@@ -997,13 +998,13 @@ class Catalog:
             "SELECT content_hash, embedding FROM memories WHERE content_hash IN ({marks}) AND embedding IS NOT NULL",
             hashes,
         )
-        return {h: np.frombuffer(blob, dtype=np.float32) for h, blob in rows}
+        return {h: stored_vectors.decode(blob) for h, blob in rows}
 
     def get_cached_embeddings(self, model: str, hashes: Sequence[str]) -> dict[str, np.ndarray]:
         rows = self.read_in(
             "SELECT hash, vector FROM embedding_cache WHERE model = ? AND hash IN ({marks})", hashes, [model]
         )
-        return {h: np.frombuffer(blob, dtype=np.float32) for h, blob in rows}
+        return {h: stored_vectors.decode(blob) for h, blob in rows}
 
     def put_cached_embeddings(self, model: str, items: dict[str, np.ndarray]) -> None:
         if items:
@@ -1149,9 +1150,8 @@ def _matrix(rows: Sequence[Any]) -> tuple[list[str], np.ndarray | None]:
     """``(id, vector blob)`` rows as ids and an (n, d) matrix."""
     if not rows:
         return [], None
-    matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(len(rows), -1)
-    return [r[0] for r in rows], matrix
+    return [r[0] for r in rows], stored_vectors.matrix([r[1] for r in rows])
 
 
 def _blob(vector: np.ndarray | None) -> bytes | None:
-    return None if vector is None else np.ascontiguousarray(vector, dtype=np.float32).tobytes()
+    return stored_vectors.encode(vector)
