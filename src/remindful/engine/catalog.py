@@ -69,7 +69,7 @@ CatalogSource = Callable[[], "Catalog"]
 #: 9: the tombstones of what was forgotten and the ledger of injected context; 10: every memory
 #: records its origin, whose words it holds; 11: the directories the user bound to a project
 #: (``project_bindings``). Each upgrade re-runs the (idempotent) schema and recounts the types.
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 #: The version from which memories have a scope.
 SCOPES_VERSION = 8
 #: Rows given their scope per statement by the upgrade to :data:`SCOPES_VERSION`.
@@ -373,8 +373,15 @@ class Catalog:
         if columns and "origin" not in columns:
             conn.execute(ADD_ORIGIN_COLUMN)
             self._origin_rows(conn)
+        # Before schema 12 the session windows' text was stored in context_fts: rebuilt contentless.
+        windows_sql = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'context_fts'").fetchone()
+        stored_windows = windows_sql is not None and "content=''" not in windows_sql[0]
+        if stored_windows:
+            conn.execute("DROP TABLE context_fts")
         for statement in _statements(SCHEMA + RECOUNT_TYPES):
             conn.execute(statement)
+        if stored_windows and columns and "seq" in columns:
+            context.rebuild(conn)
         if columns and version < SCOPES_VERSION:
             self._scope_rows(conn)
             for statement in _statements(RECOUNT_SCOPES):

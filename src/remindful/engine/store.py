@@ -549,6 +549,7 @@ class Store:
         catalog = self.catalog
 
         def run(conn: Any) -> None:
+            windows.before_update(conn, row.id)
             conn.execute(
                 "UPDATE memories SET content=?, metadata=?, content_hash=?, bookmarked=?, importance=?, updated_at=?, "
                 "indexed=0, embedding=COALESCE(?, embedding), scope=? WHERE id=?",
