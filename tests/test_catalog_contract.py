@@ -142,7 +142,8 @@ def test_rows_round_trip_with_their_counts(backend: Backend) -> None:
     assert got["m0"].content == CONVERSATION[0].content
     assert got["m0"].created_at == CONVERSATION[0].created_at
     assert got["m3"].scope == "project:demo-1234abcd" and got["m3"].session_id == "s2"
-    np.testing.assert_array_equal(backend.repos.memories.embeddings(["m0", "m1"])["m0"], vector)
+    # The SQLite catalog keeps vectors as int8 with a scale: within half a step of 1/127 of the largest.
+    np.testing.assert_allclose(backend.repos.memories.embeddings(["m0", "m1"])["m0"], vector, atol=1 / 254 + 1e-6)
     assert backend.repos.memories.embedding_dimension() == 384
     assert backend.catalog.type_counts() == {"fact": 4, "decision": 1}
     assert backend.repos.scopes.counts() == {"user": 3, "project:demo-1234abcd": 1, None: 1}

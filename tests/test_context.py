@@ -11,10 +11,9 @@ from remindful.api import MemoryManager
 
 
 def _windows(memory: MemoryManager) -> dict[str, str]:
-    rows = memory.engine.catalog.read(
-        "SELECT m.content, c.text FROM context_fts c JOIN memories m ON m.rowid = c.rowid"
-    )
-    return dict(rows)
+    catalog = memory.engine.catalog
+    contents = dict(catalog.read("SELECT id, content FROM memories"))
+    return {contents[mid]: text for mid, text in catalog.windows(list(contents)).items()}
 
 
 def _seqs(memory: MemoryManager, session: str) -> list[str]:

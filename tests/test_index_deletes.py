@@ -46,7 +46,7 @@ def queued(memory: Any) -> list[str]:
 def inline_up_to_two(monkeypatch: pytest.MonkeyPatch) -> None:
     """Deletes of more than two memories go to the background deleter."""
     monkeypatch.setattr("remindful.engine.store.INLINE_DELETE", 2)
-    monkeypatch.setattr("remindful.engine.mirror.FINISH_CHUNK", 2)
+    monkeypatch.setattr("remindful.engine.index_deletes.FINISH_CHUNK", 2)
 
 
 def test_a_small_delete_removes_the_vector_before_it_returns(tmp_path: Path) -> None:
@@ -218,7 +218,8 @@ def test_delete_finisher_survives_a_failing_drain() -> None:
 
 
 def windows(catalog: Catalog) -> dict[str, str]:
-    return dict(catalog.read("SELECT m.content, c.text FROM context_fts c JOIN memories m ON m.rowid = c.rowid"))
+    contents = dict(catalog.read("SELECT id, content FROM memories"))
+    return {contents[mid]: text for mid, text in catalog.windows(list(contents)).items()}
 
 
 def session_of_nine(memory: Any) -> list[str]:
@@ -228,7 +229,7 @@ def session_of_nine(memory: Any) -> list[str]:
 
 
 def fts_rows(catalog: Catalog) -> int:
-    return int(catalog.read("SELECT count(*) FROM context_fts")[0][0])
+    return int(catalog.read("SELECT count(*) FROM context_members")[0][0])  # one a window in context_fts
 
 
 def test_windows_mended_later_are_queued_in_the_delete_transaction(tmp_path: Path) -> None:

@@ -33,6 +33,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from remindful.engine import connection, spool
+from remindful.engine import vectors as stored_vectors
 from remindful.engine import windows as context
 from remindful.engine.lexical import LexicalSearch
 from remindful.engine.projects import Project
@@ -68,7 +69,7 @@ CatalogSource = Callable[[], "Catalog"]
 #: 9: the tombstones of what was forgotten and the ledger of injected context; 10: every memory
 #: records its origin, whose words it holds; 11: the directories the user bound to a project
 #: (``project_bindings``). Each upgrade re-runs the (idempotent) schema and recounts the types.
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 #: The version from which memories have a scope.
 SCOPES_VERSION = 8
 #: Rows given their scope per statement by the upgrade to :data:`SCOPES_VERSION`.
@@ -372,8 +373,15 @@ class Catalog:
         if columns and "origin" not in columns:
             conn.execute(ADD_ORIGIN_COLUMN)
             self._origin_rows(conn)
+        # Before schema 12 the session windows' text was stored in context_fts: rebuilt contentless.
+        windows_sql = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'context_fts'").fetchone()
+        stored_windows = windows_sql is not None and "content=''" not in windows_sql[0]
+        if stored_windows:
+            conn.execute("DROP TABLE context_fts")
         for statement in _statements(SCHEMA + RECOUNT_TYPES):
             conn.execute(statement)
+        if stored_windows and columns and "seq" in columns:
+            context.rebuild(conn)
         if columns and version < SCOPES_VERSION:
             self._scope_rows(conn)
             for statement in _statements(RECOUNT_SCOPES):
@@ -693,7 +701,7 @@ class Catalog:
         embedding = "" if vectors is None else ", embedding"
         rows = self.read(f"SELECT {MEMORY_COLUMNS}{embedding} {_FROM_IDS} WHERE {flt.sql}", [_json(ids), *flt.params])
         if vectors is not None:
-            vectors.update((row[0], np.frombuffer(row[-1], dtype=np.float32)) for row in rows if row[-1] is not None)
+            vectors.update((row[0], stored_vectors.decode(row[-1])) for row in rows if row[-1] is not None)
         return {row[0]: MemoryRow.from_sql(row) for row in rows}
 
     def ids_passing(self, ids: Sequence[str], flt: SqlFilter) -> set[str]:
@@ -721,7 +729,7 @@ class Catalog:
 
     def embeddings(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
         rows = self.read_in("SELECT id, embedding FROM memories WHERE id IN ({marks}) AND embedding IS NOT NULL", ids)
-        return {mid: np.frombuffer(blob, dtype=np.float32) for mid, blob in rows}
+        return {mid: stored_vectors.decode(blob) for mid, blob in rows}
 
     def filtered_embeddings(self, flt: SqlFilter) -> tuple[list[str], np.ndarray | None]:
         """Ids and an (n, d) matrix of every embedded row matching ``flt`` (for exact scoring)."""
@@ -793,13 +801,13 @@ class Catalog:
             f"WHERE c.id IN ({marks}) AND m.embedding IS NOT NULL",
             [radius, radius, *ids],
         )
-        return [(r[0], r[1], int(r[2]), r[3]) for r in rows]
+        return [(r[0], r[1], int(r[2]), stored_vectors.decode_bytes(r[3])) for r in rows]
 
     def unindexed(self, limit: int = 1000) -> list[tuple[MemoryRow, np.ndarray | None]]:
         rows = self.read(
             f"SELECT {MEMORY_COLUMNS}, embedding FROM memories WHERE indexed = 0 ORDER BY rowid LIMIT ?", [limit]
         )
-        return [(MemoryRow.from_sql(r), None if r[-1] is None else np.frombuffer(r[-1], np.float32)) for r in rows]
+        return [(MemoryRow.from_sql(r), None if r[-1] is None else stored_vectors.decode(r[-1])) for r in rows]
 
     def mark_indexed(self, ids: Sequence[str], value: bool = True) -> None:
         if ids:
@@ -1001,13 +1009,13 @@ class Catalog:
             "SELECT content_hash, embedding FROM memories WHERE content_hash IN ({marks}) AND embedding IS NOT NULL",
             hashes,
         )
-        return {h: np.frombuffer(blob, dtype=np.float32) for h, blob in rows}
+        return {h: stored_vectors.decode(blob) for h, blob in rows}
 
     def get_cached_embeddings(self, model: str, hashes: Sequence[str]) -> dict[str, np.ndarray]:
         rows = self.read_in(
             "SELECT hash, vector FROM embedding_cache WHERE model = ? AND hash IN ({marks})", hashes, [model]
         )
-        return {h: np.frombuffer(blob, dtype=np.float32) for h, blob in rows}
+        return {h: stored_vectors.decode(blob) for h, blob in rows}
 
     def put_cached_embeddings(self, model: str, items: dict[str, np.ndarray]) -> None:
         if items:
@@ -1153,9 +1161,8 @@ def _matrix(rows: Sequence[Any]) -> tuple[list[str], np.ndarray | None]:
     """``(id, vector blob)`` rows as ids and an (n, d) matrix."""
     if not rows:
         return [], None
-    matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(len(rows), -1)
-    return [r[0] for r in rows], matrix
+    return [r[0] for r in rows], stored_vectors.matrix([r[1] for r in rows])
 
 
 def _blob(vector: np.ndarray | None) -> bytes | None:
-    return None if vector is None else np.ascontiguousarray(vector, dtype=np.float32).tobytes()
+    return stored_vectors.encode(vector)

@@ -29,6 +29,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from remindful.engine import vectors as stored_vectors
 from remindful.engine.catalog import Catalog
 from remindful.engine.retrieval.search import top_k_exact
 
@@ -124,7 +125,7 @@ class FlatVectors:
             self._put(self._missing.pop(rowid), blob)
 
     def _put(self, position: int, blob: bytes) -> None:
-        vector = np.frombuffer(blob, dtype=np.float32)
+        vector = stored_vectors.decode(blob)
         if self._matrix is None:
             self._matrix = np.zeros((max(1024, position + 1), len(vector)), dtype=np.float32)
         if position >= len(self._matrix):

@@ -15,6 +15,7 @@ import json
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+from remindful.engine import windows as context
 from remindful.engine.sqlfilter import SqlFilter
 
 
@@ -107,12 +108,13 @@ class LexicalSearch:
         neighbours and its date) of each of ``ids`` that has one, by id."""
         if not ids:
             return {}
-        rows = self._catalog.read(
-            "SELECT wanted, context_fts.text FROM (SELECT value AS wanted FROM json_each(?)) "
-            "CROSS JOIN memories ON memories.id = wanted CROSS JOIN context_fts ON context_fts.rowid = memories.rowid",
+        rowids = self._catalog.read(
+            "SELECT wanted, memories.rowid FROM (SELECT value AS wanted FROM json_each(?)) "
+            "CROSS JOIN memories ON memories.id = wanted",
             [json.dumps(list(ids))],
         )
-        return {str(mid): str(text) for mid, text in rows}
+        found = context.read_texts(self._catalog.read, [r[1] for r in rowids])
+        return {str(mid): found[rowid] for mid, rowid in rowids if rowid in found}
 
     def _size(self) -> int:
         return int(self._catalog.read("SELECT coalesce(max(rowid), 0) FROM memories", private=True)[0][0])

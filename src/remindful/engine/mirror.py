@@ -42,29 +42,28 @@ the index lock after ``CLOSE_BUDGET_S``, and what is left stays marked un-indexe
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import logging
-import os
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from remindful.config import PerformanceSettings
-from remindful.embed.base import Embedder
-from remindful.embed.cache import CachedEmbedder
-from remindful.engine.background import BackgroundIndexer, DeleteFinisher, Errand, interpreter_exiting
+from remindful.engine.background import BackgroundIndexer, Errand, interpreter_exiting
+from remindful.engine.backlog import BACKLOG_WATCH_S, Backlog
 from remindful.engine.catalog import Catalog, MemoryRow, catalog_damaged, integrity_problem
-from remindful.engine.flat import FlatVectors
-from remindful.engine.retrieval.search import top_k_exact
-from remindful.engine.sqlfilter import SqlFilter, build_filter, index_metadata
+from remindful.engine.deferred import DeferredEmbeddings, EmbedderSource
+from remindful.engine.exact import ExactScorer
+from remindful.engine.index_deletes import FINISH_CHUNK, IndexDeletes
+from remindful.engine.index_locks import IndexHolders, IndexLock, ViewLock, WaitCancelled
+from remindful.engine.index_view import IndexView
+from remindful.engine.sqlfilter import SqlFilter, index_metadata
 from remindful.errors import CorruptionError, RemindfulError, StorageError
 from remindful.index.base import VectorIndex
 from remindful.model import MemoryType
-from remindful.runtime import pid_alive
 
 log = logging.getLogger("remindful")
 
@@ -75,14 +74,6 @@ INDEX_RETRY_S = 1.0
 #: A failed index write is retried this many times in all, the index reloaded before each retry.
 INDEX_WRITE_TRIES = 2
 PENDING_REFRESH = 2000
-#: A backlog of rows left un-indexed is watched this long: while it shrinks (another process is
-#: indexing them) it is left alone.
-BACKLOG_WATCH_S = 2.0
-#: A background wait for the index lock checks this often whether it should give up.
-LOCK_POLL_S = 0.05
-#: Vectors (or window spots) per step in the background: ~0.1 s of GIL per Chroma delete call
-#: with chromadb 1.5, which has a fixed cost of ~25 ms, so smaller chunks take longer in all.
-FINISH_CHUNK = 256
 #: While deletions are queued, a dense query asks the index for up to this many times ``k`` more
 #: hits, to make up for the deleted ones it skips.
 OVERFETCH = 3
@@ -92,9 +83,6 @@ OVERFETCH = 3
 #: one distinct memory (cosine 0.80 with the query) among 1,100 near-identical notes was not found
 #: in 5 of 12 rebuilt indexes, and needed ef = 400 in one.
 EXHAUSTIVE_BELOW = 2000
-#: The copy of the vectors that exact scoring keeps (:mod:`remindful.engine.flat`) is freed once
-#: the index has served searches alone this long.
-FLAT_IDLE_S = 60.0
 #: Closing lets the background indexer work through its queue this long; what is left then stays
 #: marked un-indexed, and the next process to open the index indexes it.
 CLOSE_BUDGET_S = 30.0
@@ -111,28 +99,6 @@ class DenseSource(NamedTuple):
 
     query: DenseQuery
     pending_after: int
-
-
-class EmbedderSource(Protocol):
-    """The embedder the mirror embeds deferred rows with, built on first use."""
-
-    def get(self) -> Embedder:
-        """The embedder, built now if it was not yet."""
-        ...
-
-    @property
-    def loaded(self) -> bool:
-        """Whether it was built (asking builds nothing)."""
-        ...
-
-
-class WaitCancelled(Exception):
-    """A background wait for the index lock gave up: the mirror is closing."""
-
-
-def _indexed_of(memory_type: MemoryType) -> SqlFilter:
-    """The catalog's rows of ``memory_type`` marked indexed: what its collection should hold."""
-    return build_filter(types=[memory_type.value]) & SqlFilter("indexed = 1")
 
 
 class IndexMirror:
@@ -154,7 +120,6 @@ class IndexMirror:
         exiting: bool = False,
     ) -> None:
         self.catalog = catalog
-        self._embedder = embedder
         self._new_index = new_index
         self._performance = performance
         self._lock = threading.RLock()  # opening the index (long: it waits for the index lock)
@@ -162,32 +127,30 @@ class IndexMirror:
         self._index: VectorIndex | None = None
         self._index_opened = False
         self._index_error: str | None = None
-        # Rows up to this rowid are in this process's view of the index; later ones may have been
-        # written by another process and are scored exactly until the view is refreshed.
-        self._index_rowid = 0
-        # The IndexLock generation this process's view of the index files is current at (-1: none).
-        self._index_generation = -1
         self._exiting = exiting  # set by close_for_exit: open nothing new
-        self._refreshed_at = 0.0  # monotonic time of the last _refresh_view
+        self._refreshed_at = 0.0  # monotonic time of the last view refresh asked for
         self._index_retry_at = 0.0  # after a transient failure to open the index: when to try again
         self._index_failed: str | None = None  # a write failed: what is un-indexed waits for the next write
         self._index_lock = IndexLock(path / "index.lock")
         self._holders = IndexHolders(path / "index.holders")
+        self._copy = ViewLock()  # this process's copy of the index: queries share it, a reload holds it alone
+        # Which state of the index files this process's copy reflects (rows above view.rowid may be
+        # missing from it: scored exactly until the view is refreshed).
+        self._view = IndexView(catalog, self._index_lock, self._copy)
         self._indexer: BackgroundIndexer | None = None
-        self._unembedded: set[str] = set()
-        self._embedded = threading.Condition()
-        self._deleter: DeleteFinisher | None = None
-        self._unindexing: dict[str, set[str]] = {}
-        self._view = ViewLock()
         # Set while closing: background waits for the index lock give up (WaitCancelled).
         self._stopping = threading.Event()
+        self._deferred = DeferredEmbeddings(catalog, embedder, stopping=self._stopping, exiting=lambda: self._exiting)
+        self._deletes = IndexDeletes(
+            catalog, self._view, lambda: self._index, stopping=self._stopping, may_start=self._may_start
+        )
         # Opens the index and reloads this process's view of it for searches, in the background.
         self._viewer: Errand | None = None
         self._reload_wanted = False  # a query failed: the next refresh reloads even if no one wrote
         self._closing = False  # close() runs: no background thread is started
-        self._flat: FlatVectors | None = None  # the vectors, for exact scoring (made when first needed)
-        self._backlogger: Errand | None = None  # indexes rows left un-indexed, when nobody else does
-        self._backlog_top = 0  # the last rowid of that backlog
+        self._exact_scorer = ExactScorer(catalog)  # scores while the index is not usable
+        # Indexes rows left un-indexed, when nobody else does.
+        self._backlog = Backlog(catalog, self._holders, self.index_ids, stopping=self._stopping, batch=EMBED_BATCH)
 
     # -- the index: open, state, lock -----------------------------------------------------------
 
@@ -222,10 +185,14 @@ class IndexMirror:
             self._ask_viewer()
         return self._index
 
+    def _may_start(self) -> bool:
+        """Whether a background thread may be started now: not at interpreter exit, nor while closing."""
+        return not (self._exiting or self._closing)
+
     def _ask_viewer(self, *, reload: bool = False) -> None:
         """Have the background viewer open the index (if needed) and refresh this process's view
         of it (``reload``: load it again even if no other process wrote since)."""
-        if self._exiting or self._closing:  # no new threads at interpreter exit, or while closing
+        if not self._may_start():
             return
         if reload:
             self._reload_wanted = True
@@ -243,7 +210,7 @@ class IndexMirror:
             if index is None or (fresh and not self._reload_wanted):
                 return  # just opened: the view is current
             force, self._reload_wanted = self._reload_wanted, False
-            self._refresh_view(index, force=force, cancel=self._stopping)
+            self._view.refresh(index, force=force, cancel=self._stopping)
         except WaitCancelled:
             return
         except RemindfulError as exc:
@@ -296,8 +263,7 @@ class IndexMirror:
             try:
                 with self._index_lock(write=False, cancel=cancel) as generation:
                     self._check_index_files(index)
-                    self._reload_view(index)
-                    self._index_generation = generation
+                    self._view.load(index, generation)
                 queued = self._sync_index(index, cancel)
             except CorruptionError as exc:
                 if exc.part == "catalog" or exc.backup_path is not None or not hasattr(index, "check"):
@@ -340,7 +306,7 @@ class IndexMirror:
         self._index, self._index_error = index, None
         self._holders.hold()
         if queued:  # left by a process that stopped (or crashed) before it drained them
-            self._track_unindexing(queued)
+            self._deletes.track(queued)
             self.kick_finisher()
         self._queue_backlog()
         log.debug("vector index ready in %.0f ms", (time.perf_counter() - started) * 1000)
@@ -348,59 +314,9 @@ class IndexMirror:
     def _queue_backlog(self) -> None:
         """Have the rows marked un-indexed now indexed in the background (rows left by a process
         that stopped or crashed, or by a failed write): whoever opens the index never indexes
-        them on its own thread (see :meth:`_index_backlog`)."""
-        if self._exiting or self._closing:  # no new threads: the next open takes them
-            return
-        top = self._max_rowid()
-        with self._workers_lock:
-            self._backlog_top = max(self._backlog_top, top)
-            if self._backlogger is None:
-                self._backlogger = Errand("remindful-index-backlog", self._index_backlog)
-        self._backlogger.ask()
-
-    def _index_backlog(self) -> None:
-        """Index the rows (up to the rowid last noted) left un-indexed, unless another process is
-        indexing them: several processes sharing a store each index what they store, and taking
-        their rows too would embed them twice over (on a busy machine, at the searches' expense).
-        So, while another live process has the index open, the backlog is watched for
-        ``BACKLOG_WATCH_S``; while it shrinks, it is left alone (alone with the index, this process
-        indexes it at once: a flush never waits for a watch of nobody);
-        once it stands still, it is indexed here, a batch at a time, until someone else's work
-        shows again (or it is done, or a batch gets nowhere: what is left waits for the next
-        open)."""
-        top = self._backlog_top
-
-        def left() -> int:
-            flt = SqlFilter("indexed = 0 AND rowid <= ?", (top,))
-            return self.catalog.count(flt)
-
-        while True:
-            before = left()
-            if not before or self._stopping.is_set():
-                return
-            if self._holders.others():  # only a process with the index open can be indexing them
-                if self._stopping.wait(BACKLOG_WATCH_S):
-                    return
-                if left() < before:
-                    continue  # another process is on it
-            while True:
-                before = left()
-                ids = [
-                    r[0]
-                    for r in self.catalog.read(
-                        "SELECT id FROM memories WHERE indexed = 0 AND rowid <= ? ORDER BY rowid LIMIT ?",
-                        (top, EMBED_BATCH),
-                    )
-                ]
-                if not ids or self._stopping.is_set():
-                    return
-                self.index_ids(ids)
-                after = left()
-                if after >= before:
-                    log.info("%d memories left un-indexed for now: indexing them got nowhere", after)
-                    return
-                if before - after > len(ids):
-                    break  # others index some too: watch again
+        them on its own thread (:class:`~remindful.engine.backlog.Backlog`)."""
+        if self._may_start():  # else no new threads: the next open takes them
+            self._backlog.queue(self._max_rowid())
 
     def _check_index_files(self, index: VectorIndex) -> None:
         """Run the index's full health check (seconds: a child process opens every collection) only
@@ -418,55 +334,12 @@ class IndexMirror:
 
     # -- this process's view of the index files -------------------------------------------------
 
-    @contextlib.contextmanager
-    def _writing(self, index: VectorIndex, cancel: threading.Event | None = None) -> Iterator[None]:
-        """Hold the index lock for a write through ``index``. If another process wrote the index
-        since this one loaded its view, the view is reloaded first: chromadb's embedded client
-        writes its in-memory copy of a graph back over the shared files, so a write through a
-        stale copy would drop the other processes' vectors ("Error finding id" later). With
-        ``cancel``, the wait for the lock gives up (WaitCancelled) once it is set."""
-        with self._index_lock(cancel=cancel) as generation:
-            if generation != self._index_generation:
-                self._reload_view(index)
-            yield
-            self._index_generation = generation + 1
-            self._index_rowid = self._view_floor()  # the view is current: what is marked indexed is in it
-
-    def _reload_view(self, index: VectorIndex) -> None:
-        """Under the index lock: load the index files afresh (if the index keeps a copy of them)
-        and note which rows the new view may lack (:meth:`_view_floor`). The copy is replaced
-        under the queries' feet, so this holds the view alone: searches meanwhile score from the
-        catalog."""
-        floor = self._view_floor()
-        reload = getattr(index, "reload", None)
-        if reload is not None:
-            with self._view.exclusive():
-                reload()
-        self._index_rowid = floor
-
-    def _view_floor(self) -> int:
-        """A rowid up to which every row marked indexed is in the index files as they are now
-        (read under the index lock): rows not yet indexed may be indexed by another process later,
-        so the view is complete only below the first of them."""
-        top, first = self.catalog.read(
-            "SELECT (SELECT coalesce(max(rowid), 0) FROM memories), (SELECT min(rowid) FROM memories WHERE indexed = 0)"
-        )[0]
-        return int(top) if first is None else min(int(top), int(first) - 1)
-
-    def _refresh_view(self, index: VectorIndex, *, force: bool = False, cancel: threading.Event | None = None) -> None:
-        """Bring the view up to date (a search found many rows it may lack): reload it if another
-        process wrote the index since (or ``force``; an index that keeps no copy of the files is
-        closed instead, to be reopened at its next use), else just note what it holds. Runs in
-        the background viewer: it waits for the index lock."""
-        with self._index_lock(write=False, cancel=cancel) as generation:
-            if force and getattr(index, "reload", None) is None:
-                with self._view.exclusive():
-                    index.close()
-            elif force or generation != self._index_generation:
-                self._reload_view(index)
-                self._index_generation = generation
-            else:
-                self._index_rowid = self._view_floor()
+    def _writing(
+        self, index: VectorIndex, cancel: threading.Event | None = None
+    ) -> contextlib.AbstractContextManager[None]:
+        """Hold the index lock for a write through ``index``, the view reloaded first if stale
+        (:meth:`IndexView.writing`)."""
+        return self._view.writing(index, cancel)
 
     def reload_view(self) -> None:
         """Another process replaced the store's content or rebuilt the index (a restore, a
@@ -475,16 +348,16 @@ class IndexMirror:
         its queue of vectors to skip is dropped. Rows the new view may lack are scored exactly
         from the catalog until they are indexed (:meth:`pending_after`)."""
         with self._lock:
-            self._unindexing.clear()
+            self._deletes.forget()
             self._index_failed = None
-            self._flat = None  # the exact copy of the vectors too: read afresh when next needed
+            self._exact_scorer.forget()  # the exact copy of the vectors too: read afresh when next needed
             index = self._index
             if index is None:
                 return
             try:
-                self._refresh_view(index, force=True)
+                self._view.refresh(index, force=True)
             except RemindfulError as exc:  # the next write reloads it again
-                self._index_generation = -1
+                self._view.invalidate()
                 log.warning("could not reload the vector index after the store changed (%s)", exc)
 
     def pending_after(self) -> int:
@@ -492,16 +365,16 @@ class IndexMirror:
 
         When too many accumulate, the background viewer is asked (at most once a second) to
         refresh the view: to reload it from the files if another process wrote them since
-        (:meth:`_refresh_view`). The caller does not wait for it."""
+        (:meth:`IndexView.refresh`). The caller does not wait for it."""
         # An upper bound (rowids only grow): counting rows would read the whole table.
         if (
             self._index is not None
-            and self._max_rowid() - self._index_rowid > PENDING_REFRESH
+            and self._max_rowid() - self._view.rowid > PENDING_REFRESH
             and time.monotonic() - self._refreshed_at >= 1.0
         ):
             self._refreshed_at = time.monotonic()
             self._ask_viewer()
-        return int(self._index_rowid)
+        return int(self._view.rowid)
 
     def _max_rowid(self) -> int:
         return int(self.catalog.read("SELECT coalesce(max(rowid), 0) FROM memories")[0][0])
@@ -509,50 +382,9 @@ class IndexMirror:
     # -- reconciling with the catalog -----------------------------------------------------------
 
     def _sync_index(self, index: VectorIndex, cancel: threading.Event | None = None) -> list[tuple[str, str]]:
-        """Make the index match the catalog: drop vectors of deleted rows, mark missing ones
-        un-indexed (the background indexer re-adds them). Queued deletions (``index_deletes``) are
-        left to the background deleter: a count that differs only by them needs no comparison of
-        ids. Returns them.
-
-        The counts are compared under the index lock, where no writer is between its upsert and
-        marking those rows indexed (one small read each); the ids are compared, and stale vectors
-        removed, only for a type whose counts differ, holding the lock for a write."""
-        with self._index_lock(write=False, cancel=cancel) as generation:
-            if generation != self._index_generation:
-                self._reload_view(index)
-                self._index_generation = generation
-            queued = self._queued_deletes()
-            differing = [t for t in MemoryType if not self._index_agrees(index, t, queued)]
-        for memory_type in differing:
-            with self._writing(index, cancel):
-                queued = self._queued_deletes()
-                if self._index_agrees(index, memory_type, queued):
-                    continue
-                flt = _indexed_of(memory_type)
-                in_index = set(index.ids(memory_type.collection))
-                in_catalog = {r[0] for r in self.catalog.read(f"SELECT id FROM memories WHERE {flt.sql}", flt.params)}
-                extra = sorted(in_index - in_catalog)
-                if extra:
-                    index.delete(memory_type.collection, extra)
-                missing = sorted(in_catalog - in_index)
-                self.catalog.mark_indexed(missing, value=False)
-            log.info("index %s: removed %d stale, re-adding %d", memory_type.collection, len(extra), len(missing))
-        return queued
-
-    def _queued_deletes(self) -> list[tuple[str, str]]:
-        """(memory id, type) of deleted rows whose vectors are still queued for deletion: the index
-        may hold them until the background deleter drains them."""
-        return self.catalog.read(
-            "SELECT memory_id, type FROM index_deletes "
-            "WHERE NOT EXISTS (SELECT 1 FROM memories WHERE memories.id = index_deletes.memory_id)"
-        )
-
-    def _index_agrees(self, index: VectorIndex, memory_type: MemoryType, queued: list[tuple[str, str]]) -> bool:
-        """Whether the index's count for ``memory_type`` is the catalog's indexed count (plus the
-        vectors still queued for deletion)."""
-        expected = self.catalog.count(_indexed_of(memory_type))
-        waiting = sum(1 for _mid, t in queued if t == memory_type.value)
-        return index.count(memory_type.collection) in (expected, expected + waiting)
+        """Make the index match the catalog (:meth:`IndexView.reconcile`); returns the deletions
+        still queued."""
+        return self._view.reconcile(index, self._writing, cancel)
 
     def reindex(self, *, reset: bool, progress: Callable[[int], None] | None = None) -> dict[str, int]:
         """Rebuild the index from the catalog (``reset``: move the index files aside first). A
@@ -570,14 +402,14 @@ class IndexMirror:
 
             # Other processes reload their view at their next write; this one's queries score from
             # the catalog while the files are replaced under them.
-            with self._index_lock() as generation, self._view.exclusive():
+            with self._index_lock() as generation, self._copy.exclusive():
                 if reset and hasattr(index, "reset_files"):
                     index.reset_files()
                 else:
                     index.reset()
                 self.catalog.write(restart, what="reindex")
-                self._index_generation, self._index_rowid = generation + 1, self._view_floor()
-            self._unindexing.clear()
+                self._view.rebuilt(generation)
+            self._deletes.forget()
             self._index_pending(index, progress)
             self._index, self._index_error, self._index_opened, self._index_retry_at = index, None, True, 0.0
         return {t.collection: index.count(t.collection) for t in MemoryType}
@@ -594,10 +426,7 @@ class IndexMirror:
         Rows without a vector are embedded first, there. Until then search scores them exactly (and
         waits for the ones this process has yet to embed); on failure they stay marked un-indexed
         and are indexed at the next open."""
-        unembedded = [r.id for r in rows if r.embedding is None]
-        if unembedded:
-            with self._embedded:
-                self._unembedded.update(unembedded)
+        self._deferred.expect(r.id for r in rows if r.embedding is None)
         if self._performance.async_indexing:
             if self._closing:  # stored while closing: they stay un-indexed, for the next open
                 return
@@ -612,7 +441,7 @@ class IndexMirror:
                 if self._indexer is None:
                     self._indexer = BackgroundIndexer(
                         self.index_ids,
-                        prepare=self._embed_stored,
+                        prepare=self._deferred.embed_stored,
                         max_batch=INDEX_BATCH,
                         prepare_batch=EMBED_BATCH,
                         stopping=self._stopping,
@@ -621,14 +450,12 @@ class IndexMirror:
 
     def embeddings_pending(self) -> bool:
         """Whether rows this process stored are still waiting for their vectors."""
-        with self._embedded:
-            return bool(self._unembedded)
+        return self._deferred.pending()
 
     def await_embeddings(self, timeout: float) -> bool:
         """Wait (at most ``timeout`` seconds) until the rows this process stored without a vector
         have one, or their embedding failed; False on timeout."""
-        with self._embedded:
-            return self._embedded.wait_for(lambda: not self._unembedded, timeout)
+        return self._deferred.wait(timeout)
 
     def index_ids(self, ids: list[str]) -> None:
         """Index the memories with these ids that are still un-indexed (read under the index lock,
@@ -639,7 +466,7 @@ class IndexMirror:
         ids = list(dict.fromkeys(ids))
         rows: list[MemoryRow] = []
         try:
-            self._embed_stored(ids)  # first: search needs the vectors even without an index
+            self._deferred.embed_stored(ids)  # first: search needs the vectors even without an index
         except RemindfulError as exc:
             log.warning("stored %d memories but could not embed them yet (%s); they will be later", len(ids), exc)
         try:
@@ -666,7 +493,7 @@ class IndexMirror:
                         self._upsert(index, rows, locked=True)
                 break
             except RemindfulError as exc:
-                self._index_generation = -1  # whatever went wrong, the next write reloads the view first
+                self._view.invalidate()  # whatever went wrong, the next write reloads the view first
                 if attempt + 1 < INDEX_WRITE_TRIES and not isinstance(exc, CorruptionError):
                     log.info("indexing %d memories failed (%s); reloading the index and retrying", len(ids), exc)
                     continue
@@ -722,39 +549,15 @@ class IndexMirror:
                 )
             self.catalog.mark_indexed([r.id for r in rows])
 
-    def _embed_stored(self, ids: list[str]) -> None:
-        """Embed the memories among ``ids`` committed without a vector (outside the index lock:
-        other processes need not wait for the model); nothing once closing ran out of time."""
-        try:
-            if self._stopping.is_set() or (self._exiting and not self._embedder.loaded):
-                return
-            self.embed_and_save(self.catalog.without_embeddings(ids))
-        finally:
-            with self._embedded:
-                self._unembedded.difference_update(ids)
-                self._embedded.notify_all()
-
     def embed_for_search(self, texts: Sequence[tuple[str, str]]) -> dict[str, np.ndarray]:
         """Embed (id, content) pairs a search found without a vector (a process ended before
         embedding them) and return the vectors by id: :meth:`embed_and_save` without waiting."""
         return self.embed_and_save(texts, wait=False)
 
     def embed_and_save(self, texts: Sequence[tuple[str, str]], *, wait: bool = True) -> dict[str, np.ndarray]:
-        """Embed (id, content) pairs and save the vectors in the catalog; returns them by id.
-        ``wait=False`` (a search's): they are kept in the catalog only if it takes them at once,
-        never waiting for another process's write (their writer, or a later search, keeps them),
-        nor written to the embedding cache's persistent store."""
-        if not texts:
-            return {}
-        embedder = self._embedder.get()
-        contents = [content for _, content in texts]
-        if not wait and isinstance(embedder, CachedEmbedder):
-            vectors = embedder.embed(contents, persist=False)
-        else:
-            vectors = embedder.embed(contents)
-        found = {mid: vector for (mid, _), vector in zip(texts, vectors, strict=True)}
-        self.catalog.set_embeddings(found, wait=wait)
-        return found
+        """Embed (id, content) pairs and save the vectors in the catalog; returns them by id
+        (:meth:`DeferredEmbeddings.embed_and_save`)."""
+        return self._deferred.embed_and_save(texts, wait=wait)
 
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until the vector index reflects every store and delete of this process so far, and
@@ -774,97 +577,41 @@ class IndexMirror:
             return False
         # The backlog is others' rows: waited for only when this process alone indexes it (rows a
         # stopped process left); while another holds the index, it is theirs to finish.
-        backlog = self._backlogger
-        if backlog is not None and not self._holders.others() and not backlog.wait(left()):
-            return False
-        return self._deleter is None or self._deleter.flush(left())
+        return self._backlog.wait(left()) and self._deletes.flush(left())
 
     # -- deletions ------------------------------------------------------------------------------
 
     def after_delete(self, gone: Sequence[tuple[str, str]], *, later: bool) -> None:
         """After a catalog delete of ``gone`` (id, type), which queued their vectors (and, with
         ``later``, the mending of their neighbours' session windows): remove the vectors now, or
-        (``later``) leave both to the background :class:`DeleteFinisher`, without opening the
-        index here (an index opened later drains the queue). On an index error the vectors stay
-        queued (and out of search results) until the next delete or open."""
+        (``later``) leave both to the background :class:`~remindful.engine.background.DeleteFinisher`,
+        without opening the index here (an index opened later drains the queue). On an index error
+        the vectors stay queued (and out of search results) until the next delete or open."""
         index = self._index if later else self.index
         if index is not None:
-            self._track_unindexing(gone)
+            self._deletes.track(gone)
         if later:
             self.kick_finisher()
         elif index is not None:
             try:
-                self._unindex(index, gone)
+                self._deletes.unindex(index, gone)
             except RemindfulError as exc:
                 log.warning("could not remove %d vectors from the index yet (%s)", len(gone), exc)
 
     def kick_finisher(self) -> None:
         """Large deletes left work queued in the catalog (windows to mend, vectors to remove): have
-        the background :class:`DeleteFinisher` do it (while closing, :meth:`close` does)."""
-        if self._exiting or self._closing:
-            return
-        if self._deleter is None:
-            with self._workers_lock:
-                if self._deleter is None:
-                    self._deleter = DeleteFinisher(self._finish_step, chunk=FINISH_CHUNK)
-        self._deleter.kick()
-
-    def _finish_step(self, limit: int) -> int:
-        """One step of what large deletes left: mend the session windows around up to ``limit``
-        deletion spots or, when none are left, remove up to ``limit`` queued vectors. Returns how
-        many were handled (0: nothing left)."""
-        try:
-            return self.catalog.mend_windows(limit) or self.drain_index_deletes(limit, cancel=self._stopping)
-        except WaitCancelled:  # closing: the rest stays queued
-            return 0
+        it done in the background (while closing, :meth:`close` does)."""
+        self._deletes.kick()
 
     def drain_index_deletes(self, limit: int = FINISH_CHUNK, *, cancel: threading.Event | None = None) -> int:
         """Apply up to ``limit`` queued vector deletions, oldest first; returns how many were
         handled (0: none left, or no usable index)."""
-        index = self._index
-        if index is None:
-            return 0
-        pairs = self.catalog.pending_index_deletes(limit)
-        if pairs:
-            self._unindex(index, pairs, cancel)
-        return len(pairs)
-
-    def _unindex(
-        self, index: VectorIndex, pairs: Sequence[tuple[str, str]], cancel: threading.Event | None = None
-    ) -> None:
-        with self._writing(index, cancel):
-            ids = [mid for mid, _t in pairs]
-            # Stored again since (an import keeps ids): its vector is current, keep it.
-            back = self.catalog.existing_ids(ids)
-            by_type: dict[str, list[str]] = {}
-            for mid, type_value in pairs:
-                if mid not in back:
-                    by_type.setdefault(type_value, []).append(mid)
-            for type_value, group in by_type.items():
-                index.delete(MemoryType(type_value).collection, group)
-            self.catalog.finish_index_deletes(ids)
-        for mid, type_value in pairs:
-            self._unindexing.get(type_value, set()).discard(mid)
-
-    def _track_unindexing(self, pairs: Sequence[tuple[str, str]]) -> None:
-        for mid, type_value in pairs:
-            self._unindexing.setdefault(type_value, set()).add(mid)
+        return self._deletes.drain(limit, cancel=cancel)
 
     def finish_deletes(self) -> None:
         """Stop the background finisher and do what is still queued here, without pauses (at
         close: leaving it would cost the next process to open the store)."""
-        if self._deleter is not None:
-            self._stopping.set()  # a chunk waiting for the index lock gives up: it is done below
-            self._deleter.close()
-            self._deleter = None
-        try:
-            while self.catalog.mend_windows(INDEX_BATCH):
-                pass
-            if self._index is not None and any(self._unindexing.values()):
-                while self.drain_index_deletes(INDEX_BATCH):
-                    pass
-        except RemindfulError as exc:
-            log.warning("deletions left to finish at the next open (%s)", exc)
+        self._deletes.finish(INDEX_BATCH)
 
     # -- dense queries --------------------------------------------------------------------------
 
@@ -875,16 +622,17 @@ class IndexMirror:
         vectors scored exactly (:class:`~remindful.engine.flat.FlatVectors`). Never waits for
         the index: while this process reloads its copy, a query scores exactly too."""
         index = self._searchable()
+        exact = self._exact_scorer
         if index is None:
             top = self._max_rowid()  # the copy reads every row up to here (at least) when asked
-            return DenseSource(lambda vector, k: self._exact(types, counts, vector, k), top)
-        self._drop_idle_flat()
+            return DenseSource(lambda vector, k: exact.query(types, counts, vector, k), top)
+        exact.drop_if_idle()
 
         def run(vector: np.ndarray, k: int) -> list[tuple[str, float]]:
             found: list[tuple[str, float]] = []
-            with self._view.shared() as usable:
+            with self._copy.shared() as usable:
                 if not usable:
-                    return self._exact(types, counts, vector, k)
+                    return exact.query(types, counts, vector, k)
                 for memory_type in types:
                     n = counts.get(memory_type.value, 0)
                     if not n:
@@ -892,7 +640,7 @@ class IndexMirror:
                     # A small collection is asked for all its rows: HNSW then visits every node it
                     # can reach, not just the ones its usual candidate list (ef) gets to.
                     want = max(k, n) if n <= EXHAUSTIVE_BELOW else k
-                    gone = self._unindexing.get(memory_type.value)
+                    gone = self._deletes.skipped(memory_type.value)
                     if not gone:
                         found += self._query_collection(index, memory_type, counts, vector, want)[:k]
                         continue
@@ -919,28 +667,7 @@ class IndexMirror:
                 exc,
             )
         self._ask_viewer(reload=True)
-        return self._exact([memory_type], counts, vector, k)
-
-    def _exact(
-        self, types: Sequence[MemoryType], counts: Mapping[str, int], vector: np.ndarray, k: int
-    ) -> list[tuple[str, float]]:
-        """The ``k`` memories of ``types`` nearest to ``vector``, scored exactly: from this
-        process's copy of the vectors, or (a store too large to copy) from the catalog."""
-        flat = self._flat
-        if flat is None:
-            with self._workers_lock:
-                flat = self._flat = self._flat or FlatVectors(self.catalog)
-        found = flat.query([t.value for t in types], counts, vector, k)
-        if found is not None:
-            return found
-        ids, matrix = self.catalog.filtered_embeddings(build_filter(types=[t.value for t in types]))
-        return top_k_exact(vector, ids, matrix, k) if matrix is not None else []
-
-    def _drop_idle_flat(self) -> None:
-        """The index serves searches: free the copy of the vectors if no search needed it lately."""
-        flat = self._flat
-        if flat is not None and flat.idle_s() > FLAT_IDLE_S:
-            self._flat = None
+        return self._exact_scorer.query([memory_type], counts, vector, k)
 
     # -- closing --------------------------------------------------------------------------------
 
@@ -961,13 +688,13 @@ class IndexMirror:
             self._indexer.close(CLOSE_BUDGET_S)
             self._indexer = None
         self._stopping.set()  # the viewer and the backlog give up a wait for the index lock
-        for errand in (self._viewer, self._backlogger):
-            if errand is not None:
-                errand.close()
-        self._viewer = self._backlogger = None
+        if self._viewer is not None:
+            self._viewer.close()
+        self._viewer = None
+        self._backlog.close()
         self.finish_deletes()
         if self._index is not None:
-            with self._view.exclusive(), contextlib.suppress(Exception):
+            with self._copy.exclusive(), contextlib.suppress(Exception):
                 self._index.close()
             self._holders.release()  # closed cleanly: the next opener need not check the files
         self._index = None
@@ -976,194 +703,14 @@ class IndexMirror:
         self._closing = False
 
 
-class IndexLock:
-    """Serialises vector-index writes across threads and processes (``<storage>/index.lock``), and
-    counts them.
-
-    The lock file holds a generation number that every holder bumps when it leaves (unless it
-    says it wrote nothing): a process compares it with the generation its view of the index was
-    loaded at to tell whether another process wrote since (:meth:`generation`, one small read).
-    chromadb's embedded client keeps its own copy of each HNSW graph in memory and writes it back
-    to the shared files, so a write through a stale copy would overwrite the others' vectors.
-    """
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._thread_lock = threading.Lock()
-
-    def generation(self) -> int:
-        """The generation now (0 before the first write); not locked, so possibly already old."""
-        try:
-            return _read_generation(self.path.read_bytes())
-        except FileNotFoundError:
-            return 0
-
-    @contextlib.contextmanager
-    def __call__(self, *, write: bool = True, cancel: threading.Event | None = None) -> Iterator[int]:
-        """Hold the lock; yields the generation at entry. With ``write`` (the default) the
-        generation is bumped on the way out, even after an error (a write may have half happened).
-        With ``cancel``, the wait gives up (WaitCancelled) once the event is set."""
-        self._acquire_thread_lock(cancel)
-        try:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
-            if not _flock(fd, cancel):
-                raise WaitCancelled  # the descriptor is the waiting thread's now
-            try:
-                generation = _read_generation(os.pread(fd, 32, 0))
-                try:
-                    yield generation
-                finally:
-                    if write:
-                        data = str(generation + 1).encode()
-                        os.pwrite(fd, data, 0)
-                        os.ftruncate(fd, len(data))
-            finally:
-                fcntl.flock(fd, fcntl.LOCK_UN)
-                os.close(fd)
-        finally:
-            self._thread_lock.release()
-
-    def _acquire_thread_lock(self, cancel: threading.Event | None) -> None:
-        if cancel is None:
-            self._thread_lock.acquire()
-            return
-        while not self._thread_lock.acquire(timeout=LOCK_POLL_S):
-            if cancel.is_set():
-                raise WaitCancelled
-
-
-def _flock(fd: int, cancel: threading.Event | None) -> bool:
-    """Lock ``fd`` exclusively, waiting as long as it takes; with ``cancel``, give up once the
-    event is set and return False. A blocked flock cannot be interrupted, and tries at intervals
-    lose to the processes blocked in flock (they are woken first): so the wait is a blocking one
-    in a thread of its own, which (if given up) unlocks and closes ``fd`` once it gets the lock.
-    The thread holds nothing else and touches nothing but the lock file."""
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | (0 if cancel is None else fcntl.LOCK_NB))
-        return True
-    except BlockingIOError:
-        pass
-    assert cancel is not None
-    granted = threading.Event()
-    given_up = False
-    guard = threading.Lock()
-
-    def wait() -> None:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        with guard:
-            if given_up:
-                fcntl.flock(fd, fcntl.LOCK_UN)
-                os.close(fd)
-            else:
-                granted.set()
-
-    threading.Thread(target=wait, name="remindful-index-lock-wait", daemon=True).start()
-    while not granted.wait(LOCK_POLL_S):
-        if cancel.is_set():
-            with guard:
-                if not granted.is_set():
-                    given_up = True
-                    return False
-    return True
-
-
-class ViewLock:
-    """This process's use of its copy of the index: queries share it; reloading or closing the
-    copy holds it alone. A query never waits: :meth:`shared` yields False while the copy is
-    held or wanted alone (the caller scores from the catalog instead), so a reload waits only
-    for the queries already running, however many keep coming."""
-
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self._readers = 0
-        self._alone = 0  # threads holding or waiting for it alone
-        self._holding = False
-
-    @contextlib.contextmanager
-    def shared(self) -> Iterator[bool]:
-        """Share the copy for a ``with`` block if nobody holds or waits for it alone; yields
-        whether it does (False: do not touch the index)."""
-        with self._cond:
-            usable = not self._alone
-            if usable:
-                self._readers += 1
-        try:
-            yield usable
-        finally:
-            if usable:
-                with self._cond:
-                    self._readers -= 1
-                    self._cond.notify_all()
-
-    @contextlib.contextmanager
-    def exclusive(self) -> Iterator[None]:
-        """Hold the copy alone for a ``with`` block, once the queries running have ended. Not
-        re-entrant, and never to be taken inside :meth:`shared`."""
-        with self._cond:
-            self._alone += 1
-            self._cond.wait_for(lambda: self._readers == 0 and not self._holding)
-            self._holding = True
-        try:
-            yield
-        finally:
-            with self._cond:
-                self._holding = False
-                self._alone -= 1
-                self._cond.notify_all()
-
-
-def _read_generation(data: bytes) -> int:
-    try:
-        return int(data.decode("ascii").strip() or 0)
-    except ValueError:  # written by an older release (empty) or damaged: any change counts
-        return 0
-
-
-class IndexHolders:
-    """``<storage>/index.holders/<pid>``: one file per process that has the index open.
-
-    A file whose process is gone means that process stopped without closing the index (a crash,
-    kill -9): its files may be half-written, so the next opener runs the full health check.
-    """
-
-    def __init__(self, path: Path) -> None:
-        self.dir = path
-
-    def crashed(self) -> list[int]:
-        """Pids that held the index and are gone; their markers are removed."""
-        if not self.dir.is_dir():
-            return []
-        dead = []
-        for marker in self.dir.iterdir():
-            try:
-                pid = int(marker.name)
-            except ValueError:
-                continue
-            if pid != os.getpid() and not pid_alive(pid):
-                dead.append(pid)
-                marker.unlink(missing_ok=True)
-        return dead
-
-    def others(self) -> list[int]:
-        """Pids of the other live processes that have the index open."""
-        if not self.dir.is_dir():
-            return []
-        pids = []
-        for marker in self.dir.iterdir():
-            try:
-                pid = int(marker.name)
-            except ValueError:
-                continue
-            if pid != os.getpid() and pid_alive(pid):
-                pids.append(pid)
-        return pids
-
-    def hold(self) -> None:
-        self.dir.mkdir(mode=0o700, exist_ok=True)
-        (self.dir / str(os.getpid())).touch(mode=0o600)
-
-    def release(self) -> None:
-        (self.dir / str(os.getpid())).unlink(missing_ok=True)
-
-
-__all__ = ["EXHAUSTIVE_BELOW", "FINISH_CHUNK", "IndexHolders", "IndexLock", "IndexMirror", "ViewLock", "WaitCancelled"]
+__all__ = [
+    "BACKLOG_WATCH_S",
+    "EXHAUSTIVE_BELOW",
+    "FINISH_CHUNK",
+    "EmbedderSource",
+    "IndexHolders",
+    "IndexLock",
+    "IndexMirror",
+    "ViewLock",
+    "WaitCancelled",
+]

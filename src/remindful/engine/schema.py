@@ -209,9 +209,12 @@ CREATE TABLE IF NOT EXISTS capture_stats (name TEXT PRIMARY KEY, value INTEGER N
 #: Session context windows (:mod:`remindful.engine.windows`): each memory's text with its
 #: neighbours', and the queues a large delete leaves for the background.
 CONTEXT_DDL = """
+-- Contentless (schema 12): the windows' text is rebuilt from context_members (see windows.py).
 CREATE VIRTUAL TABLE IF NOT EXISTS context_fts USING fts5(
-    text, tokenize='porter unicode61 remove_diacritics 2'
+    text, content='', tokenize='porter unicode61 remove_diacritics 2'
 );
+CREATE TABLE IF NOT EXISTS context_members (rowid INTEGER PRIMARY KEY, members TEXT NOT NULL, date TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS context_gone (rowid INTEGER PRIMARY KEY, content TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS idx_memories_session_seq ON memories(session_id, seq);
 -- A deleted row's own window is removed by before_delete (a trigger did that until schema 4).
 DROP TRIGGER IF EXISTS memories_context_ad;

@@ -38,10 +38,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from remindful.config import Settings
 from remindful.embed.base import Embedder
+from remindful.engine import vectors as stored_vectors
 from remindful.engine import windows
 from remindful.engine.attachments import attach_files, remove_copies
 from remindful.engine.background import AccessRecorder, close_at_exit
@@ -556,6 +555,7 @@ class Store:
         catalog = self.catalog
 
         def run(conn: Any) -> None:
+            windows.before_update(conn, row.id)
             conn.execute(
                 "UPDATE memories SET content=?, metadata=?, content_hash=?, bookmarked=?, importance=?, updated_at=?, "
                 "indexed=0, embedding=COALESCE(?, embedding), scope=?, origin=? WHERE id=?",
@@ -566,7 +566,7 @@ class Store:
                     int(row.bookmarked),
                     row.importance,
                     time.time(),
-                    None if row.embedding is None else np.asarray(row.embedding, np.float32).tobytes(),
+                    stored_vectors.encode(row.embedding),
                     row.scope,
                     row.origin,
                     row.id,

@@ -16,13 +16,23 @@ its neighbours'; a large delete (retention) may leave both to after it commits, 
 memory's window stays in ``context_fts`` (search maps every hit to a stored memory, so it finds
 nothing) and a neighbour can still match the deleted memory's words. The tables are
 :data:`remindful.engine.schema.CONTEXT_DDL`.
+
+The windows' text is not stored: five-turn windows would store every turn five times.
+``context_fts`` is a contentless FTS5 table (its index only), and ``context_members`` keeps each
+window's recipe (the rowids of its memories, in order, and its date words): a window's text is
+rebuilt from the memories when it is read (:func:`texts`) or removed from the index (FTS5 removes a
+contentless row given the text it indexed). So the text a window was indexed with must stay
+rebuildable until the window is rewritten: a memory's content about to change or to be deleted is
+first kept in ``context_gone`` (:func:`before_update`, :func:`before_delete`), which wins over
+``memories`` while windows built with it remain; it is emptied once no window is left to mend.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
+from typing import Any
 
 #: Neighbours on each side included in a memory's lexical context window.
 WINDOW = 2
@@ -38,16 +48,19 @@ def after_insert(conn: sqlite3.Connection, ids: Sequence[str]) -> None:
     """Number the new rows within their sessions and build the windows they change."""
     sessions: dict[str, float] = {}
     loose: list[int] = []
+    taken: list[int] = []
     for start in range(0, len(ids), 500):
         chunk = list(ids[start : start + 500])
         marks = ",".join("?" * len(chunk))
         for rowid, session_id, created in conn.execute(
             f"SELECT rowid, session_id, created_at FROM memories WHERE id IN ({marks})", chunk
         ):
+            taken.append(rowid)
             if session_id is None:
                 loose.append(rowid)
             else:
                 sessions[session_id] = min(created, sessions.get(session_id, created))
+    _settle_reused(conn, taken)
     if loose:
         _write_windows(conn, _loose_windows(conn, loose))
     for session_id, earliest in sessions.items():
@@ -76,13 +89,17 @@ def _renumber(conn: sqlite3.Connection, session_id: str, earliest: float) -> tup
     return base, base + len(rowids) - 1
 
 
+#: A window: (rowid, its text, the rowids of its memories as "1,2,3", its date words).
+Window = tuple[int, str, str, str]
+
+
 def refresh(conn: sqlite3.Connection, session_id: str, first: int, last: int) -> None:
     """Rebuild the windows of the session's rows with seq in [first, last]."""
     _write_windows(conn, _windows(conn, session_id, first, last))
 
 
-def _windows(conn: sqlite3.Connection, session_id: str, first: int, last: int) -> list[tuple[int, str]]:
-    """(rowid, window text) of the session's rows with seq in [first, last]."""
+def _windows(conn: sqlite3.Connection, session_id: str, first: int, last: int) -> list[Window]:
+    """The windows of the session's rows with seq in [first, last]."""
     rows = conn.execute(
         "SELECT rowid, seq, content, created_at FROM memories WHERE session_id = ? AND seq BETWEEN ? AND ? "
         "ORDER BY seq",
@@ -92,8 +109,9 @@ def _windows(conn: sqlite3.Connection, session_id: str, first: int, last: int) -
     for i, (rowid, seq, _content, created) in enumerate(rows):
         if not first <= seq <= last:
             continue
-        around = [r[2] for r in rows[max(0, i - WINDOW) : i + WINDOW + 1] if abs(r[1] - seq) <= WINDOW]
-        windows.append((rowid, "\n".join(around) + f"\n({date_words(created)})"))
+        around = [r for r in rows[max(0, i - WINDOW) : i + WINDOW + 1] if abs(r[1] - seq) <= WINDOW]
+        date = date_words(created)
+        windows.append((rowid, _text([r[2] for r in around], date), ",".join(str(r[0]) for r in around), date))
     return windows
 
 
@@ -106,10 +124,15 @@ def before_delete(conn: sqlite3.Connection, *, later: bool = False) -> list[tupl
         "SELECT rowid, session_id, seq FROM memories WHERE id IN (SELECT id FROM temp.doomed)"
     ).fetchall()
     rowids = [(r[0],) for r in doomed]
+    # Their windows and their neighbours' were indexed with their text: kept until those are rewritten.
+    conn.execute(
+        "INSERT OR IGNORE INTO context_gone (rowid, content) "
+        "SELECT rowid, content FROM memories WHERE id IN (SELECT id FROM temp.doomed)"
+    )
     if later:
         conn.executemany("INSERT OR IGNORE INTO context_drop (rowid) VALUES (?)", rowids)
     else:
-        conn.executemany("DELETE FROM context_fts WHERE rowid = ?", rowids)
+        _drop(conn, [r[0] for r in doomed])
     return [(session_id, seq) for _rowid, session_id, seq in doomed if seq is not None]
 
 
@@ -121,6 +144,7 @@ def after_delete(conn: sqlite3.Connection, spots: Sequence[tuple[str, int]], *, 
         conn.executemany("INSERT OR IGNORE INTO context_mend (session_id, seq) VALUES (?, ?)", spots)
     else:
         _mend(conn, spots)
+        _forget_gone(conn)
 
 
 def mend_pending(conn: sqlite3.Connection, limit: int) -> int:
@@ -129,9 +153,10 @@ def mend_pending(conn: sqlite3.Connection, limit: int) -> int:
     drops = [r[0] for r in conn.execute("SELECT rowid FROM context_drop ORDER BY rowid LIMIT ?", (limit,))]
     if drops:
         marks = ",".join("?" * len(drops))
-        # A rowid a new memory has taken since (rowids of the newest rows are reused) holds its window.
+        # A rowid a new memory took since (rowids of the newest rows are reused) holds its window
+        # (the deleted row's was dropped then: see _settle_reused).
         taken = {r[0] for r in conn.execute(f"SELECT rowid FROM memories WHERE rowid IN ({marks})", drops)}
-        conn.executemany("DELETE FROM context_fts WHERE rowid = ?", [(r,) for r in drops if r not in taken])
+        _drop(conn, [r for r in drops if r not in taken])
         conn.execute(f"DELETE FROM context_drop WHERE rowid IN ({marks})", drops)
         return len(drops)
     spots = conn.execute(
@@ -140,6 +165,7 @@ def mend_pending(conn: sqlite3.Connection, limit: int) -> int:
     if spots:
         _mend(conn, spots)
         conn.executemany("DELETE FROM context_mend WHERE session_id = ? AND seq = ?", spots)
+    _forget_gone(conn)
     return len(spots)
 
 
@@ -148,7 +174,7 @@ def _mend(conn: sqlite3.Connection, spots: Iterable[tuple[str, int]]) -> None:
     by_session: dict[str, set[int]] = {}
     for session_id, seq in spots:
         by_session.setdefault(session_id, set()).update(range(seq - WINDOW, seq + WINDOW + 1))
-    windows: list[tuple[int, str]] = []
+    windows: list[Window] = []
     for session_id, seqs in by_session.items():
         for first, last in _runs(sorted(seqs)):
             windows += _windows(conn, session_id, first, last)
@@ -166,8 +192,17 @@ def _runs(seqs: Sequence[int]) -> list[tuple[int, int]]:
     return runs
 
 
+def before_update(conn: sqlite3.Connection, memory_id: str) -> None:
+    """A memory's content is about to change: keep the text its windows were indexed with, for
+    :func:`after_update`."""
+    conn.execute(
+        "INSERT OR REPLACE INTO context_gone (rowid, content) SELECT rowid, content FROM memories WHERE id = ?",
+        (memory_id,),
+    )
+
+
 def after_update(conn: sqlite3.Connection, memory_id: str) -> None:
-    """Rebuild the windows that include a memory whose content changed."""
+    """Rebuild the windows that include a memory whose content changed (after :func:`before_update`)."""
     row = conn.execute("SELECT rowid, session_id, seq FROM memories WHERE id = ?", (memory_id,)).fetchone()
     if row is None:
         return
@@ -176,13 +211,17 @@ def after_update(conn: sqlite3.Connection, memory_id: str) -> None:
         _write_windows(conn, _loose_windows(conn, [rowid]))
     else:
         refresh(conn, session_id, seq - WINDOW, seq + WINDOW)
+    # Every window holding it was rewritten: its new content is the one to rebuild them from.
+    conn.execute("DELETE FROM context_gone WHERE rowid = ?", (rowid,))
 
 
 def rebuild(conn: sqlite3.Connection) -> None:
     """Renumber every session and rebuild every window (after an import or a schema upgrade)."""
-    conn.execute("DELETE FROM context_fts")
+    conn.execute("INSERT INTO context_fts (context_fts) VALUES ('delete-all')")
+    conn.execute("DELETE FROM context_members")
     conn.execute("DELETE FROM context_mend")
     conn.execute("DELETE FROM context_drop")
+    conn.execute("DELETE FROM context_gone")
     loose = [r[0] for r in conn.execute("SELECT rowid FROM memories WHERE session_id IS NULL")]
     _write_windows(conn, _loose_windows(conn, loose))
     for (session_id,) in conn.execute("SELECT DISTINCT session_id FROM memories WHERE session_id IS NOT NULL"):
@@ -190,21 +229,88 @@ def rebuild(conn: sqlite3.Connection) -> None:
         refresh(conn, session_id, first, last)
 
 
-def _loose_windows(conn: sqlite3.Connection, rowids: Sequence[int]) -> list[tuple[int, str]]:
-    out = []
+def _loose_windows(conn: sqlite3.Connection, rowids: Sequence[int]) -> list[Window]:
+    out: list[Window] = []
     for start in range(0, len(rowids), 500):
         chunk = list(rowids[start : start + 500])
         marks = ",".join("?" * len(chunk))
-        out += [
-            (rowid, f"{content}\n({date_words(created)})")
-            for rowid, content, created in conn.execute(
-                f"SELECT rowid, content, created_at FROM memories WHERE rowid IN ({marks})", chunk
-            )
-        ]
+        for rowid, content, created in conn.execute(
+            f"SELECT rowid, content, created_at FROM memories WHERE rowid IN ({marks})", chunk
+        ):
+            date = date_words(created)
+            out.append((rowid, _text([content], date), str(rowid), date))
     return out
 
 
-def _write_windows(conn: sqlite3.Connection, windows: Sequence[tuple[int, str]]) -> None:
+def _text(contents: Sequence[str], date: str) -> str:
+    return "\n".join(contents) + f"\n({date})"
+
+
+def texts(conn: sqlite3.Connection, rowids: Sequence[int]) -> dict[int, str]:
+    """The window text of each of ``rowids`` that has a window, as it was indexed: rebuilt from its
+    recipe, with the content each memory had then (``context_gone`` before ``memories``)."""
+    return read_texts(lambda sql, params: conn.execute(sql, params).fetchall(), rowids)
+
+
+def read_texts(read: Callable[[str, Sequence[Any]], Sequence[Any]], rowids: Sequence[int]) -> dict[int, str]:
+    """:func:`texts` through ``read(sql, params)`` (a catalog's reads, outside a write)."""
+    recipes: dict[int, tuple[list[int], str]] = {}
+    for start in range(0, len(rowids), 500):
+        chunk = list(rowids[start : start + 500])
+        marks = ",".join("?" * len(chunk))
+        for rowid, members, date in read(
+            f"SELECT rowid, members, date FROM context_members WHERE rowid IN ({marks})", chunk
+        ):
+            recipes[rowid] = ([int(m) for m in members.split(",")], date)
+    wanted = sorted({m for members, _ in recipes.values() for m in members})
+    contents: dict[int, str] = {}
+    for table in ("context_gone", "memories"):
+        left = [m for m in wanted if m not in contents]
+        for start in range(0, len(left), 500):
+            chunk = left[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            contents.update(read(f"SELECT rowid, content FROM {table} WHERE rowid IN ({marks})", chunk))
+    return {
+        rowid: _text([contents[m] for m in members if m in contents], date)
+        for rowid, (members, date) in recipes.items()
+    }
+
+
+def _drop(conn: sqlite3.Connection, rowids: Sequence[int]) -> None:
+    """Remove the windows of ``rowids`` from the index (given the text each was indexed with)."""
+    old = texts(conn, rowids)
+    if old:
+        conn.executemany(
+            "INSERT INTO context_fts (context_fts, rowid, text) VALUES ('delete', ?, ?)", list(old.items())
+        )
+        conn.executemany("DELETE FROM context_members WHERE rowid = ?", [(r,) for r in old])
+
+
+def _forget_gone(conn: sqlite3.Connection) -> None:
+    """Once nothing is left to mend, no window was indexed with a content kept in ``context_gone``."""
+    if not conn.execute("SELECT 1 FROM context_drop UNION ALL SELECT 1 FROM context_mend LIMIT 1").fetchone():
+        conn.execute("DELETE FROM context_gone")
+
+
+def _settle_reused(conn: sqlite3.Connection, rowids: Sequence[int]) -> None:
+    """New rows took rowids of deleted ones (SQLite reuses the newest) whose windows, or their
+    neighbours', are still to mend: drop the windows left under those rowids and mend everything
+    pending now, while their text can still be rebuilt from the deleted rows' content."""
+    stale: list[int] = []
+    for start in range(0, len(rowids), 500):
+        chunk = list(rowids[start : start + 500])
+        marks = ",".join("?" * len(chunk))
+        stale += [r[0] for r in conn.execute(f"SELECT rowid FROM context_gone WHERE rowid IN ({marks})", chunk)]
+    if stale:
+        _drop(conn, stale)
+        while mend_pending(conn, 1000):
+            pass
+
+
+def _write_windows(conn: sqlite3.Connection, windows: Sequence[Window]) -> None:
     if windows:
-        conn.executemany("DELETE FROM context_fts WHERE rowid = ?", [(rowid,) for rowid, _ in windows])
-        conn.executemany("INSERT INTO context_fts (rowid, text) VALUES (?, ?)", windows)
+        _drop(conn, [w[0] for w in windows])
+        conn.executemany("INSERT INTO context_fts (rowid, text) VALUES (?, ?)", [(w[0], w[1]) for w in windows])
+        conn.executemany(
+            "INSERT INTO context_members (rowid, members, date) VALUES (?, ?, ?)", [(w[0], w[2], w[3]) for w in windows]
+        )

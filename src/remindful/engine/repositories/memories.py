@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from remindful.engine import vectors as stored_vectors
 from remindful.engine.catalog import MemoryRow
 from remindful.engine.repositories.base import Repository
 from remindful.engine.schema import MEMORY_COLUMNS
@@ -121,8 +122,8 @@ class MemoryRepository(Repository):
 
     def embedding_dimension(self) -> int | None:
         """The length of the stored vectors (that of any one of them), or None when none is stored."""
-        rows = self._catalog.read("SELECT length(embedding) FROM memories WHERE embedding IS NOT NULL LIMIT 1")
-        return int(rows[0][0]) // 4 if rows else None
+        rows = self._catalog.read("SELECT embedding FROM memories WHERE embedding IS NOT NULL LIMIT 1")
+        return stored_vectors.dimension(rows[0][0]) if rows else None
 
     def page(self, after_rowid: int, limit: int) -> list[tuple[int, MemoryRow]]:
         """Up to ``limit`` memories with a rowid above ``after_rowid``, in rowid order, with their
@@ -134,7 +135,7 @@ class MemoryRepository(Repository):
         out = []
         for r in rows:
             row = MemoryRow.from_sql(r[1:])
-            row.embedding = None if r[-1] is None else np.frombuffer(r[-1], dtype=np.float32)
+            row.embedding = None if r[-1] is None else stored_vectors.decode(r[-1])
             out.append((int(r[0]), row))
         return out
 

@@ -8,6 +8,7 @@ import json
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
+from remindful.engine import vectors as stored_vectors
 from remindful.engine.importance import ImportanceInputs, columns, inputs_from_row
 from remindful.engine.repositories.base import Repository
 from remindful.engine.sqlfilter import SqlFilter
@@ -72,7 +73,7 @@ class RetentionRepository(Repository):
             f"WHERE type = ? AND ({flt.sql}) AND embedding IS NOT NULL",
             (memory_type, *flt.params),
         )
-        return [Embedded(r[0], bool(r[1]), r[2], r[3]) for r in rows]
+        return [Embedded(r[0], bool(r[1]), stored_vectors.decode_bytes(r[2]), r[3]) for r in rows]
 
     def total_bytes(self) -> int:
         """The memories' own bytes (content, metadata, vector), in all."""

@@ -1,0 +1,67 @@
+"""How the catalog stores a vector: int8 with a scale, a quarter of float32's bytes.
+
+A stored vector is ``b"q"``, its scale as a little-endian float32, then one signed byte per
+component (``round(x / scale)``, ``scale = max |x| / 127``): 389 bytes for 384 dimensions, against
+1,536 as float32. The error is at most half a step (``scale / 2``) a component: for the unit vectors
+the embedder gives, a cosine moves by well under 0.001, below what ranks memories apart. The Chroma
+index keeps its own float32 copy; the catalog's serves exact scoring, session neighbourhoods,
+dedup and export.
+
+Rows written before (plain little-endian float32, ``4 * d`` bytes) stay readable: a quantised
+blob's length is ``d + 5``, which is never a multiple of 4 when ``d`` is, and a vector whose length
+is not a multiple of 4 is stored as float32.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+_TAG = b"q"
+_HEAD = 5  # the tag and the scale
+
+
+def encode(vector: np.ndarray | None) -> bytes | None:
+    """The blob the catalog stores for ``vector`` (None for None)."""
+    if vector is None:
+        return None
+    values = np.ascontiguousarray(vector, dtype=np.float32).reshape(-1)
+    if len(values) % 4 or not np.all(np.isfinite(values)):
+        return values.astype("<f4").tobytes()
+    top = float(np.max(np.abs(values))) if len(values) else 0.0
+    scale = np.float32(top / 127.0 if top > 0 else 1.0)
+    codes = np.clip(np.rint(values / scale), -127, 127).astype(np.int8)
+    return _TAG + np.asarray([scale], dtype="<f4").tobytes() + codes.tobytes()
+
+
+def is_quantised(blob: bytes) -> bool:
+    return len(blob) % 4 == 1 and blob[:1] == _TAG
+
+
+def decode(blob: bytes) -> np.ndarray:
+    """The float32 vector of a stored blob (either form)."""
+    if is_quantised(blob):
+        scale = np.frombuffer(blob, dtype="<f4", count=1, offset=1)[0]
+        return np.frombuffer(blob, dtype=np.int8, offset=_HEAD).astype(np.float32) * scale
+    return np.frombuffer(blob, dtype="<f4").astype(np.float32, copy=False)
+
+
+def decode_bytes(blob: bytes) -> bytes:
+    """A stored blob as plain float32 bytes (for callers that join many)."""
+    return blob if not is_quantised(blob) else decode(blob).tobytes()
+
+
+def dimension(blob: bytes) -> int:
+    """The number of components of a stored blob."""
+    return len(blob) - _HEAD if is_quantised(blob) else len(blob) // 4
+
+
+def matrix(blobs: Sequence[bytes]) -> np.ndarray:
+    """Stored blobs as an (n, d) float32 matrix."""
+    if all(not is_quantised(b) for b in blobs):
+        return np.frombuffer(b"".join(blobs), dtype="<f4").reshape(len(blobs), -1).astype(np.float32, copy=False)
+    return np.stack([decode(b) for b in blobs])
+
+
+__all__ = ["decode", "decode_bytes", "dimension", "encode", "is_quantised", "matrix"]

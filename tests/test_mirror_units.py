@@ -1,0 +1,210 @@
+"""The mirror's collaborators on their own: the view protocol (:mod:`remindful.engine.index_view`),
+the locks (:mod:`remindful.engine.index_locks`), the backlog (:mod:`remindful.engine.backlog`), exact
+scoring (:mod:`remindful.engine.exact`) and the deletes finisher (:mod:`remindful.engine.index_deletes`),
+each over a real catalog."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from remindful.api import MemoryManager
+from remindful.engine import backlog as backlog_module
+from remindful.engine.backlog import Backlog
+from remindful.engine.catalog import Catalog
+from remindful.engine.exact import ExactScorer
+from remindful.engine.index_deletes import IndexDeletes
+from remindful.engine.index_locks import IndexHolders, IndexLock, ViewLock
+from remindful.engine.index_view import IndexView
+from remindful.model import MemoryType
+from remindful.testing import InMemoryIndex, open_fake
+
+
+class ReloadCounting(InMemoryIndex):
+    """An index that keeps a copy of the files: counts how often it is reloaded."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reloads = 0
+
+    def reload(self) -> None:
+        self.reloads += 1
+
+
+@pytest.fixture
+def memory(tmp_path: Path) -> Iterator[MemoryManager]:
+    with open_fake(tmp_path / "store", **{"performance.async_indexing": False}) as m:
+        yield m
+
+
+def catalog_of(memory: MemoryManager) -> Catalog:
+    catalog = memory.engine.catalog
+    assert isinstance(catalog, Catalog)
+    return catalog
+
+
+def test_a_write_reloads_a_view_another_process_made_stale(memory: MemoryManager, tmp_path: Path) -> None:
+    catalog = catalog_of(memory)
+    lock = IndexLock(tmp_path / "index.lock")
+    mine, other = IndexView(catalog, lock, ViewLock()), IndexView(catalog, lock, ViewLock())
+    mine_index, other_index = ReloadCounting(), ReloadCounting()
+    with lock(write=False) as generation:
+        mine.load(mine_index, generation)
+        other.load(other_index, generation)
+    with mine.writing(mine_index):
+        pass
+    assert mine_index.reloads == 1  # loaded once, and current at its own write
+    with other.writing(other_index):
+        pass
+    assert other_index.reloads == 2  # the other's write made it stale: reloaded before writing
+    with mine.writing(mine_index):
+        pass
+    assert mine_index.reloads == 2
+    with lock(write=False) as generation:
+        mine.catch_up(mine_index, generation)  # nobody wrote since: nothing to reload
+    assert mine_index.reloads == 2
+    mine.invalidate()
+    with mine.writing(mine_index):
+        pass
+    assert mine_index.reloads == 3
+
+
+def test_the_view_floor_stops_below_the_first_unindexed_row(memory: MemoryManager, tmp_path: Path) -> None:
+    ids = [memory.store(f"note {i}") for i in range(4)]
+    catalog = catalog_of(memory)
+    view = IndexView(catalog, IndexLock(tmp_path / "index.lock"), ViewLock())
+    top = int(catalog.read("SELECT max(rowid) FROM memories")[0][0])
+    assert view.floor() == top
+    catalog.mark_indexed([ids[2]], value=False)
+    third = int(catalog.read("SELECT rowid FROM memories WHERE id = ?", (ids[2],))[0][0])
+    assert view.floor() == third - 1
+
+
+def test_the_index_lock_counts_writes_only(tmp_path: Path) -> None:
+    lock = IndexLock(tmp_path / "index.lock")
+    assert lock.generation() == 0
+    with lock(write=False) as generation:
+        assert generation == 0
+    assert lock.generation() == 0
+    with pytest.raises(RuntimeError), lock():
+        raise RuntimeError("a write that half happened still counts")
+    assert lock.generation() == 1
+
+
+def test_a_query_never_waits_for_a_reload() -> None:
+    copy = ViewLock()
+    entered, release = threading.Event(), threading.Event()
+
+    def reload() -> None:
+        with copy.exclusive():
+            entered.set()
+            release.wait(30)
+
+    worker = threading.Thread(target=reload)
+    worker.start()
+    assert entered.wait(30)
+    with copy.shared() as usable:
+        assert not usable  # held alone: the query scores elsewhere instead of waiting
+    release.set()
+    worker.join(30)
+    with copy.shared() as usable:
+        assert usable
+
+
+def test_holders_tell_live_others_from_crashed(tmp_path: Path) -> None:
+    holders = IndexHolders(tmp_path / "holders")
+    holders.hold()
+    assert holders.others() == [] and holders.crashed() == []
+    (tmp_path / "holders" / str(os.getppid())).touch()
+    assert holders.others() == [os.getppid()]
+    holders.release()
+    assert not (tmp_path / "holders" / str(os.getpid())).exists()
+
+
+def test_the_backlog_is_indexed_here_when_nobody_else_holds_the_index(memory: MemoryManager, tmp_path: Path) -> None:
+    ids = [memory.store(f"left behind {i}") for i in range(5)]
+    catalog = catalog_of(memory)
+    catalog.mark_indexed(ids, value=False)
+    batches: list[list[str]] = []
+
+    def index_ids(batch: list[str]) -> None:
+        batches.append(batch)
+        catalog.mark_indexed(batch)
+
+    stopping = threading.Event()
+    backlog = Backlog(catalog, IndexHolders(tmp_path / "holders"), index_ids, stopping=stopping, batch=2)
+    backlog.queue(int(catalog.read("SELECT max(rowid) FROM memories")[0][0]))
+    assert backlog.wait(60)
+    backlog.close()
+    assert [len(b) for b in batches] == [2, 2, 1]
+    assert sorted(i for b in batches for i in b) == sorted(ids)
+
+
+def test_a_flush_does_not_wait_for_a_backlog_another_process_may_index(
+    memory: MemoryManager, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(backlog_module, "BACKLOG_WATCH_S", 3600.0)
+    ids = [memory.store(f"theirs {i}") for i in range(3)]
+    catalog = catalog_of(memory)
+    catalog.mark_indexed(ids, value=False)
+    holders = IndexHolders(tmp_path / "holders")
+    holders.hold()
+    (tmp_path / "holders" / str(os.getppid())).touch()  # another live process has the index open
+    indexed: list[str] = []
+    stopping = threading.Event()
+    backlog = Backlog(catalog, holders, indexed.extend, stopping=stopping, batch=10)
+    backlog.queue(int(catalog.read("SELECT max(rowid) FROM memories")[0][0]))
+    assert backlog.wait(0)  # theirs: not waited for
+    stopping.set()  # closing: the watch gives up
+    backlog.close()
+    assert indexed == []
+
+
+def test_exact_scoring_finds_the_nearest_and_forgets_on_replacement(memory: MemoryManager) -> None:
+    ids = [memory.store(text) for text in ("the staging port is 8443", "lunch was pasta", "deploy on friday")]
+    catalog = catalog_of(memory)
+    scorer = ExactScorer(catalog)
+    vectors = catalog.embeddings(ids)
+    found = scorer.query([MemoryType.ACTION], {"action": 3}, np.asarray(vectors[ids[1]]), 1)
+    assert [mid for mid, _score in found] == [ids[1]]
+    assert scorer.holds_copy
+    scorer.forget()
+    assert not scorer.holds_copy
+
+
+def test_deletes_are_skipped_until_drained(memory: MemoryManager, tmp_path: Path) -> None:
+    catalog = catalog_of(memory)
+    view = IndexView(catalog, IndexLock(tmp_path / "index.lock"), ViewLock())
+    index: InMemoryIndex | None = None
+    deletes = IndexDeletes(catalog, view, lambda: index, stopping=threading.Event(), may_start=lambda: False)
+    deletes.track([("a", "action"), ("b", "action")])
+    assert deletes.skipped("action") == {"a", "b"} and deletes.any_queued()
+    assert deletes.drain(10) == 0  # no usable index: nothing drained, still skipped
+    deletes.kick()  # no thread may start: nothing happens
+    assert deletes.flush(0)
+    index = InMemoryIndex()
+    deletes.unindex(index, [("a", "action")])
+    assert deletes.skipped("action") == {"b"}
+    deletes.forget()
+    assert not deletes.any_queued()
+
+
+def test_reconcile_drops_stale_vectors_and_marks_missing_rows_unindexed(memory: MemoryManager, tmp_path: Path) -> None:
+    kept, lost = memory.store("kept in the index"), memory.store("missing from the index")
+    catalog = catalog_of(memory)
+    index = InMemoryIndex()
+    vectors = catalog.embeddings([kept, lost])
+    collection = MemoryType.ACTION.collection
+    meta = {"source": "manual"}
+    # Three vectors for two indexed rows: the counts differ, so the ids are compared.
+    index.upsert(collection, [kept, "gone", "gone too"], np.stack([vectors[kept]] * 3), [meta] * 3)
+    view = IndexView(catalog, IndexLock(tmp_path / "index.lock"), ViewLock())
+    assert view.reconcile(index) == []
+    assert sorted(index.ids(collection)) == [kept]
+    unindexed = [r[0] for r in catalog.read("SELECT id FROM memories WHERE indexed = 0")]
+    assert unindexed == [lost]

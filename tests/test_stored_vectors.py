@@ -1,0 +1,85 @@
+"""Vectors in the catalog as int8 with a scale (:mod:`remindful.engine.vectors`): a quarter of the
+bytes, the same neighbours, and rows written as float32 before still read."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
+
+from remindful.engine import vectors
+from remindful.testing import catalog_rows, open_fake
+
+
+def unit(rng: np.random.Generator, d: int = 384) -> np.ndarray:
+    v = rng.standard_normal(d).astype(np.float32)
+    return v / np.linalg.norm(v)
+
+
+def test_a_vector_takes_a_quarter_of_the_bytes_and_keeps_its_cosines() -> None:
+    rng = np.random.default_rng(1)
+    a, b = unit(rng), unit(rng)
+    blob = vectors.encode(a)
+    assert blob is not None and len(blob) == 384 + 5
+    back = vectors.decode(blob)
+    assert back.dtype == np.float32 and back.shape == (384,)
+    assert abs(float(back @ b) - float(a @ b)) < 0.002
+    assert vectors.dimension(blob) == 384
+
+
+@settings(max_examples=50, deadline=None)
+@given(arrays(np.float32, st.sampled_from([4, 8, 384]), elements=st.floats(-10, 10, width=32)))
+def test_every_component_is_within_half_a_step(vector: np.ndarray) -> None:
+    blob = vectors.encode(vector)
+    assert blob is not None
+    back = vectors.decode(blob)
+    step = float(np.max(np.abs(vector))) / 127 if np.any(vector) else 1.0
+    assert np.all(np.abs(back - vector) <= step / 2 + 1e-6 * max(1.0, step))
+
+
+def test_float32_blobs_written_before_are_read_as_they_were() -> None:
+    rng = np.random.default_rng(2)
+    old = unit(rng).tobytes()
+    assert not vectors.is_quantised(old)
+    assert np.array_equal(vectors.decode(old), np.frombuffer(old, dtype=np.float32))
+    assert vectors.dimension(old) == 384
+    new = vectors.encode(unit(rng))
+    assert new is not None
+    matrix = vectors.matrix([old, new])
+    assert matrix.shape == (2, 384)
+    assert np.array_equal(vectors.decode_bytes(old), old)
+
+
+def test_an_odd_length_vector_is_stored_as_float32() -> None:
+    odd = np.arange(3, dtype=np.float32)
+    blob = vectors.encode(odd)
+    assert blob == odd.tobytes()
+    assert np.array_equal(vectors.decode(blob), odd)
+
+
+def test_a_store_keeps_int8_and_still_finds_rows_stored_as_float32(tmp_path: Path) -> None:
+    with open_fake(tmp_path, **{"performance.async_indexing": False}) as memory:
+        mid = memory.store("the staging port is 8443")
+        other = memory.store("lunch was pasta on friday")
+        (length,) = catalog_rows(memory, "SELECT length(embedding) FROM memories WHERE id = ?", (mid,))[0]
+        assert length % 4 == 1  # quantised
+        dim = length - 5
+    # A row written by an earlier release: plain float32.
+    conn = sqlite3.connect(tmp_path / "catalog.sqlite3")
+    (blob,) = conn.execute("SELECT embedding FROM memories WHERE id = ?", (other,)).fetchone()
+    conn.execute(
+        "UPDATE memories SET embedding = ? WHERE id = ?", (vectors.decode(blob).astype("<f4").tobytes(), other)
+    )
+    conn.commit()
+    conn.close()
+    with open_fake(tmp_path, **{"performance.async_indexing": False}) as memory:
+        (length,) = catalog_rows(memory, "SELECT length(embedding) FROM memories WHERE id = ?", (other,))[0]
+        assert length == 4 * dim
+        found = [hit.id for hit in memory.search("pasta lunch friday", limit=2)]
+        assert found[0] == other
+        exported = memory.engine.catalog.embeddings([mid, other])
+        assert {v.shape for v in exported.values()} == {(dim,)}
