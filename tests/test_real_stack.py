@@ -1,4 +1,8 @@
-"""The real path end to end: ONNX all-MiniLM-L6-v2, embedded Chroma, SQLite, several processes."""
+"""The real path end to end: ONNX all-MiniLM-L6-v2, embedded Chroma, SQLite, several processes.
+
+The tests of several processes and of crashes (a child killed with SIGKILL) keep the real Chroma and
+SQLite but the fake embedder: what they check (what was acknowledged survives, nothing deleted comes
+back) lives in the stores, and each child would otherwise prepare and load the model on its own."""
 
 from __future__ import annotations
 
@@ -151,10 +155,10 @@ def test_kill_9_during_background_vector_deletes_brings_nothing_back(tmp_path: P
         found = {h.id for h in memory.search("doomed note staging server", limit=100)}
         assert found and found <= set(kept)  # ...and nothing deleted comes back
         assert memory.flush(timeout=120)
-        if memory.index_status().available:
-            state = memory.engine
-            assert state.catalog.read("SELECT count(*) FROM index_deletes")[0][0] == 0
-            assert set(state.index.ids("action_memories")) == set(kept)  # type: ignore[union-attr]
+        assert memory.index_status().available, memory.index_status()
+        state = memory.engine
+        assert state.catalog.read("SELECT count(*) FROM index_deletes")[0][0] == 0
+        assert set(state.index.ids("action_memories")) == set(kept)  # type: ignore[union-attr]
 
 
 def _truncate(path: Path, keep: int = 4096) -> None:
