@@ -9,10 +9,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings as hypothesis_settings
 
 import remindful
 from remindful.api import MemoryManager
 from remindful.testing import open_fake
+
+
+# Property tests check what holds, never how fast: no per-example deadline (hypothesis's default
+# 200 ms fails an example that a busy machine merely slowed down).
+hypothesis_settings.register_profile("remindful", deadline=None)
+hypothesis_settings.load_profile("remindful")
 
 
 @pytest.fixture(autouse=True)
