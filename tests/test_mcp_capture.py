@@ -22,6 +22,7 @@ from remindful.services.ingest.calls import ToolCall, TypeMapping, describe
 from remindful.services.ingest.middleware import capture_tools
 from remindful.services.ingest.worker import CaptureWorker
 from remindful.testing import open_fake
+from requirements import requires
 
 pytestmark = pytest.mark.anyio
 
@@ -195,7 +196,7 @@ def remindful_cmd(*args: str) -> tuple[str, list[str]]:
 
 @pytest.mark.slow
 @pytest.mark.integration
-@pytest.mark.skipif(NPX is None, reason="npx (Node.js) is not on PATH")
+@requires(NPX is not None, "npx (Node.js) on PATH")
 async def test_proxy_relays_a_real_server_unchanged_and_captures_its_calls(tmp_path: Path) -> None:
     home = tmp_path / "home"
     store = tmp_path / "store"
