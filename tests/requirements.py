@@ -23,9 +23,7 @@ def missing(what: str) -> NoReturn:
     """End the running test for want of ``what`` (a phrase: "the LoCoMo data at PATH", "root"):
     skipped, or in CI failed."""
     if IN_CI:
-        pytest.fail(
-            f"CI lacks {what}: .ci/run must provide it (no test skips in CI)", pytrace=False
-        )
+        pytest.fail(f"CI lacks {what}: .ci/run must provide it (no test skips in CI)", pytrace=False)
     pytest.skip(f"needs {what}")
 
 

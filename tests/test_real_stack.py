@@ -182,3 +182,17 @@ def test_corrupted_index_is_detected_backed_up_and_rebuilt(tmp_path: Path, onnx_
         assert counts["action_memories"] == 2
         assert memory.index_status().available is True
         assert memory.search("staging database port")[0].id == kept
+
+
+def test_store_search_context_on_the_real_model_and_chroma(real_memory: MemoryManager) -> None:
+    """The core flow on the real parts: what is stored is found by meaning and given as context."""
+    deploy = real_memory.store("The deploy script needs AWS_PROFILE=prod", type="knowledge")
+    for text in ("Lunch is at noon on Fridays", "The staging database lives on port 5433", "Bought coffee beans"):
+        real_memory.store(text)
+    status = real_memory.index_status()
+    assert status.available and "Chroma" in str(status.backend), status  # the real vector index
+    hits = real_memory.search("how do I deploy?", limit=3)
+    assert hits[0].id == deploy and "dense" in hits[0].sources
+    context = real_memory.context("how do I deploy?")
+    assert "AWS_PROFILE=prod" in context.text
+    assert deploy in {hit.id for hit in context.hits}

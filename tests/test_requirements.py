@@ -41,9 +41,9 @@ def test_an_unmet_mark_skips_or_fails_in_ci(tmp_path: Path, ci: str, outcome: st
         )
     )
     env = {"PATH": "/usr/bin:/bin", "CI": ci, "HOME": str(tmp_path)}
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "conftest", "--rootdir", str(tests.parent),
-         "-c", str(tests.parent / "pyproject.toml"), "--confcutdir", str(tests), str(tmp_path / "test_needs.py")],
-        capture_output=True, text=True, cwd=tests, env={**env, "PYTHONPATH": str(tests)}, check=False,
-    )  # fmt: skip
+    pyproject = str(tests.parent / "pyproject.toml")
+    argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "conftest", "-c", pyproject]
+    argv += ["--rootdir", str(tests.parent), "--confcutdir", str(tests), str(tmp_path / "test_needs.py")]
+    env["PYTHONPATH"] = str(tests)  # conftest.py, loaded as a plugin, and requirements.py
+    done = subprocess.run(argv, capture_output=True, text=True, cwd=tests, env=env, check=False)
     assert outcome in done.stdout, done.stdout + done.stderr
