@@ -175,6 +175,7 @@ class Listener:
                     pass
 
 
+@pytest.mark.slow
 def test_a_hook_sends_nothing_to_the_port_a_daemon_file_names(tmp_path: Path) -> None:
     """The issue's stale endpoint, one user: a daemon.json left by a killed daemon names a port
     someone else listens on now. The hook neither connects there nor prints what it would say."""
