@@ -58,11 +58,18 @@ def wait_exit(pid: int, fd: int, seen: bytearray) -> int:
         select.select([fd], [], [], 0.1)
 
 
+def at_a_terminal() -> None:
+    """Ctrl-C as a shell's foreground job has it, whatever this test run inherited (a run started
+    in the background by a script ignores SIGINT, and passes that on to its children)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def serve_on_a_terminal(home: Path, store: Path, backend: str = "fake") -> tuple[int, int]:
     env = agent_env(home, REMINDFUL_EMBEDDINGS__BACKEND=backend, MEMORY_STORAGE_PATH=str(store))
     pid, fd = pty.fork()
     if pid == 0:  # the child: the terminal is its stdin, stdout and stderr
         try:
+            at_a_terminal()
             os.execve(SCRIPT, [SCRIPT, "serve"], env)
         finally:
             os._exit(127)
@@ -94,7 +101,9 @@ def test_serve_at_a_terminal_writes_nothing_on_stdout(tmp_path: Path) -> None:
     store = tmp_path / "store"
     env = agent_env(tmp_path / "home", REMINDFUL_EMBEDDINGS__BACKEND="fake", MEMORY_STORAGE_PATH=str(store))
     master, slave = pty.openpty()
-    proc = subprocess.Popen([SCRIPT, "serve"], stdin=slave, stdout=subprocess.PIPE, stderr=slave, env=env)
+    proc = subprocess.Popen(
+        [SCRIPT, "serve"], stdin=slave, stdout=subprocess.PIPE, stderr=slave, env=env, preexec_fn=at_a_terminal
+    )
     os.close(slave)
     seen = bytearray()
     try:
@@ -128,6 +137,7 @@ def test_prepare_says_what_it_does_on_a_terminal(tmp_path: Path) -> None:
         pid, fd = pty.fork()
         if pid == 0:
             try:
+                at_a_terminal()
                 os.execve(SCRIPT, [SCRIPT, "prepare"], env)
             finally:
                 os._exit(127)
