@@ -114,6 +114,8 @@ def test_serve_at_a_terminal_writes_nothing_on_stdout(tmp_path: Path) -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
         os.close(master)
     assert f"store: {store}".encode() in seen
     assert out == b""
