@@ -49,8 +49,14 @@ REPO = Path(__file__).resolve().parent.parent
 DATA_ENV = "REMINDFUL_BENCH_DATA"
 #: The same for the paraphrase bench's data.
 PERSONACHAT_ENV = "REMINDFUL_BENCH_PERSONACHAT"
+#: The same for the LongMemEval bench's data.
+LONGMEMEVAL_ENV = "REMINDFUL_BENCH_LONGMEMEVAL"
 #: Each data set: its environment variable and its file under ``<repo>/../shared/data/``.
-DATA_SETS = {"locomo": (DATA_ENV, "locomo_dev.json"), "personachat": (PERSONACHAT_ENV, "personachat_dev.json")}
+DATA_SETS = {
+    "locomo": (DATA_ENV, "locomo_dev.json"),
+    "personachat": (PERSONACHAT_ENV, "personachat_dev.json"),
+    "longmemeval": (LONGMEMEVAL_ENV, "longmemeval_dev.json.xz"),
+}
 
 
 def default_data(kind: str = "locomo") -> Path:
@@ -80,7 +86,9 @@ def add_data_option(parser: argparse.ArgumentParser, *, conversations: bool = Fa
     if conversations:
         parser.add_argument("--conversations", type=int, default=None, help="only the first N conversations")
     env, name = DATA_SETS[kind]
-    what = "LoCoMo-format JSON file" if kind == "locomo" else "PersonaChat paraphrase JSON file"
+    what = {"locomo": "LoCoMo-format JSON file", "personachat": "PersonaChat paraphrase JSON file"}.get(
+        kind, "LongMemEval JSON file (xz-compressed)"
+    )
     parser.add_argument(
         "--data",
         type=Path,
@@ -379,4 +387,52 @@ def bm25_rankings(texts: Sequence[str], queries: Sequence[str], k: int) -> list[
         found = db.execute(sql, [fts_or(terms), k]).fetchall() if terms else []
         result.append([int(r[0]) for r in found])
     db.close()
+    return result
+
+
+# -- the injection decision beside a plain cosine threshold ------------------------------------------
+
+
+def cosine_at_abstention(
+    relevant_ranks: Sequence[tuple[int | None, float]], abstention_best: Sequence[float], abstained: float, k: int = 5
+) -> float:
+    """The recall a plain cosine threshold gets when set to abstain as often as the context block
+    does: ``abstained`` (the context's share of abstention queries given nothing) picks the
+    threshold under which that share of ``abstention_best`` (each abstention query's best cosine)
+    falls; a query's relevant memory is then "injected" when it is in the first ``k`` by cosine
+    (``relevant_ranks``: its rank, None when not there, and its cosine) and at/above the threshold."""
+    import numpy as np
+
+    if not relevant_ranks:
+        return 0.0
+    best = np.sort(np.asarray(abstention_best, dtype=np.float64))
+    if len(best) == 0 or abstained <= 0:
+        threshold = -np.inf
+    elif abstained >= 1:
+        threshold = float(best[-1]) + 1e-9
+    else:
+        # The smallest threshold that leaves round(abstained * n) of them under it.
+        under = round(abstained * len(best))
+        threshold = -np.inf if under == 0 else float(best[under - 1]) + 1e-9
+    kept = sum(rank is not None and rank <= k and score >= threshold for rank, score in relevant_ranks)
+    return kept / len(relevant_ranks)
+
+
+def cosine_ranked(embedder: Any, texts: Sequence[str], queries: Sequence[str], k: int) -> list[list[tuple[int, float]]]:
+    """:func:`cosine_rankings` with each text's cosine: for each query, ``(index, cosine)`` of its
+    first ``k`` texts, best first."""
+    import numpy as np
+
+    if embedder is None:
+        from remindful.embed import OnnxMiniLMEmbedder
+
+        embedder = OnnxMiniLMEmbedder()
+    matrix = np.asarray(embedder.embed(list(texts)), dtype=np.float32)
+    ask = getattr(embedder, "embed_query", None)
+    result = []
+    for query in queries:
+        vector = ask(query) if ask is not None else embedder.embed([query])[0]
+        scores = matrix @ np.asarray(vector, dtype=np.float32)
+        order = np.argsort(-scores, kind="stable")[:k]
+        result.append([(int(i), float(scores[i])) for i in order])
     return result

@@ -4,6 +4,7 @@
     python bench/hook_latency.py --context [--memories 2000 [--distinct] | --store DIR] [--runs 10] [--json]
     python bench/hook_latency.py --cold [--compare REV] [--json]
     python bench/hook_latency.py --searchable [--runs 30] [--json]
+    python bench/hook_latency.py --warning [--memories 2000] [--runs 50] [--json]
 
 Each run is a fresh process fed a distinct PreToolUse payload on stdin (as Claude Code does),
 writing to a temporary store that already exists, with the daemon the hooks started running
@@ -37,6 +38,13 @@ Chroma, the daemon's threads in this process draining the spool): from a ``PostT
 return until a search finds the memory by its words, and until it finds it by its vector (once the
 background indexer has added it), beside a direct ``store()`` until found by its vector, same
 run. Target: found by its vector within 1 s (p95).
+
+``--warning``: ``remindful hook PreToolUse`` in a git project whose store holds ``--memories``
+memories of that project (tool calls, with the fake model: the hook loads none), with the daemon the
+hooks started running: a command that failed three times before (the hook prints the warning), and
+a new command each run (the hook looks and finds nothing), the hook with ``--no-context`` (no
+lookup: the lookup's cost is the difference), beside ``python -c pass``, in turns.
+Target: within the PreToolUse timeout (500 ms) with a wide margin, and p50 <= 3x ``python -c pass``.
 
 The package is byte-compiled first (as ``pip install`` does): with PYTHONDONTWRITEBYTECODE set and
 no ``.pyc`` files, every hook process would recompile remindful's sources.
@@ -255,6 +263,102 @@ def bench_context(runs: int, memories: int, source: Path | None = None, distinct
         "daemon_with_context": served_context,
         "machine": machine(),
     }
+
+
+DEPLOY = "pnpm run deploy:staging"
+
+
+def bench_warning(runs: int, memories: int) -> dict[str, Any]:
+    """See the module docstring (``--warning``)."""
+    import remindful
+    from remindful.embed import FakeEmbedder
+    from remindful.engine.projects import Resolver
+
+    script = shutil.which("remindful") or str(Path(sys.executable).with_name("remindful"))
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(Path(remindful.__file__).parent)], check=False)
+    with scratch_dir() as tmp:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("REMINDFUL_") and k != "MEMORY_STORAGE_PATH"}
+        env.update(HOME=str(tmp), REMINDFUL_EMBEDDINGS__BACKEND="fake")
+        project = tmp / "shop-api"
+        project.mkdir()
+        subprocess.run(["git", "init", "-q", str(project)], check=True)
+        store = tmp / "store"
+        found = Resolver()(str(project))
+        assert found is not None
+        with remindful.open(store, embedder=FakeEmbedder()) as memory:
+            for start in range(0, memories, 1000):
+                memory.store_batch(
+                    [
+                        {
+                            "content": f"Ran `make {i}`: ok",
+                            "type": "action",
+                            "source": "hook",
+                            "metadata": {
+                                "tool_name": "Bash",
+                                "arguments": {"command": f"make step-{i}"},
+                                "success": True,
+                            },
+                            "scope": found.scope,
+                        }
+                        for i in range(start, min(memories, start + 1000))
+                    ]
+                )
+        command = [script, "--path", str(store), "hook"]
+
+        def event(name: str, n: int, cmd: str, **extra: Any) -> bytes:
+            body = {"session_id": "bench", "cwd": str(project), "hook_event_name": name, "tool_name": "Bash"}
+            body.update(tool_input={"command": cmd}, tool_use_id=f"toolu_{name}_{n}", **extra)
+            return json.dumps(body).encode()
+
+        for n in range(3):
+            error = "Error: STAGING_DEPLOY_KEY is not set"
+            run([*command, "PostToolUseFailure"], event("PostToolUseFailure", n, DEPLOY, error=error), env)
+        wait_for_daemon(store)
+        bare: list[float] = []
+        warned: list[float] = []
+        unwarned: list[float] = []
+        unlooked: list[float] = []  # the same hook told to print nothing: no lookup
+        printed = 0
+        for i in range(runs):
+            bare.append(run([sys.executable, "-c", "pass"], b"", env)[0])
+            started = time.perf_counter()
+            done = subprocess.run(
+                [*command, "PreToolUse"], input=event("PreToolUse", i, DEPLOY), env=env, capture_output=True
+            )
+            warned.append((time.perf_counter() - started) * 1000)
+            printed += "STAGING_DEPLOY_KEY" in done.stdout.decode()
+            unwarned.append(run([*command, "PreToolUse"], event("PreToolUse", runs + i, f"make new-{i}"), env)[0])
+            body = event("PreToolUse", 2 * runs + i, DEPLOY)
+            unlooked.append(run([*command, "PreToolUse", "--no-context"], body, env)[0])
+        stop_daemons(tmp)
+    return {
+        "runs": runs,
+        "memories": memories,
+        "python_pass_ms": {"p50": pct(bare, 0.5, 1), "p95": pct(bare, 0.95, 1)},
+        "warned_ms": {"p50": pct(warned, 0.5, 1), "p95": pct(warned, 0.95, 1), "max": round(max(warned), 1)},
+        "not_warned_ms": {"p50": pct(unwarned, 0.5, 1), "p95": pct(unwarned, 0.95, 1)},
+        "no_lookup_ms": {"p50": pct(unlooked, 0.5, 1), "p95": pct(unlooked, 0.95, 1)},
+        "warnings_printed": printed,
+        "ratio_p50": round(percentile(warned, 0.5) / percentile(bare, 0.5), 2),
+        "timeout_ms": TIMEOUTS_MS["PreToolUse"],
+        "target_ratio": TARGET_RATIO,
+        "machine": machine(),
+    }
+
+
+def warning_lines(result: dict[str, Any]) -> list[str]:
+    bare, warned, other = result["python_pass_ms"], result["warned_ms"], result["not_warned_ms"]
+    none = result["no_lookup_ms"]
+    return [
+        f"store of {result['memories']:,} memories of the project, {result['runs']} runs each, in turns",
+        f"python -c pass             p50 {bare['p50']:6.1f} ms  p95 {bare['p95']:6.1f} ms",
+        f"PreToolUse, warned         p50 {warned['p50']:6.1f} ms  p95 {warned['p95']:6.1f} ms  max {warned['max']} ms"
+        f"  ({result['warnings_printed']}/{result['runs']} printed the warning)",
+        f"PreToolUse, a new command  p50 {other['p50']:6.1f} ms  p95 {other['p95']:6.1f} ms",
+        f"PreToolUse, --no-context   p50 {none['p50']:6.1f} ms  p95 {none['p95']:6.1f} ms  (no lookup)",
+        versus("warned p50", warned["p50"], "python -c pass p50", bare["p50"], ratio=result["ratio_p50"])
+        + f"; timeout {result['timeout_ms']} ms; target <= {result['target_ratio']:g}x",
+    ]
 
 
 def wait_for_daemon(store: Path, timeout: float = 180.0) -> None:
@@ -603,8 +707,11 @@ def main(argv: list[str] | None = None) -> int:
     args_parser.add_argument("--compare", metavar="REV", default=None, help="also the hook of the commit REV, in turns")
     args_parser.add_argument("--cold", action="store_true", help="two sessions on a fresh machine, hooks only")
     args_parser.add_argument("--searchable", action="store_true", help="hook return -> found, real model")
+    args_parser.add_argument("--warning", action="store_true", help="PreToolUse with a failure warning")
     args = args_parser.parse_args(argv)
-    if args.cold:
+    if args.warning:
+        emit(bench_warning(args.runs or 50, args.memories), args.json, warning_lines)
+    elif args.cold:
         emit(bench_cold(args.compare), args.json, cold_lines)
     elif args.searchable:
         emit(bench_searchable(args.runs or 30), args.json, searchable_lines)

@@ -37,7 +37,8 @@ from common import (
     add_data_option,
     add_embedding_cache_option,
     bm25_rankings,
-    cosine_rankings,
+    cosine_at_abstention,
+    cosine_ranked,
     embedder_option,
     emit,
     load_locomo,
@@ -127,6 +128,9 @@ def evaluate(
     ingest_s = 0.0
     stored = 0
     foreign = {"asked": 0, "no_hit": 0, "no_context": 0}
+    #: Issue 31, per conversation: the context's recall and abstention, and plain cosine's view of
+    #: the same questions (the first evidence turn's rank and cosine; each foreign question's best cosine).
+    decisions: list[dict[str, Any]] = []
     for index, sample in enumerate(data):
         questions = [qa for qa in sample["qa"] if qa.get("category") in (1, 2, 3, 4) and qa.get("evidence")]
         # The next conversation's questions: this store holds nothing that answers them.
@@ -146,15 +150,26 @@ def evaluate(
                 dia = [item["metadata"]["dia_id"] for item in items]
                 asked = [qa["question"] for qa in questions]
                 vectors_from = settings.get("embedder") or memory.engine.ready().embedder
-                for qa, ranked in zip(questions, cosine_rankings(vectors_from, texts, asked, max(ks)), strict=True):
-                    cosine.found(qa, [dia[i] for i in ranked])
+                foreign_asked = [qa["question"] for qa in others] if len(data) > 1 else []
+                found = cosine_ranked(vectors_from, texts, [*asked, *foreign_asked], max(ks))
+                decision: dict[str, Any] = {"kept": 0, "asked": len(questions), "abstained": 0, "relevant": []}
+                for qa, ranked in zip(questions, found, strict=False):
+                    cosine.found(qa, [dia[i] for i, _ in ranked])
+                    where = [(r, score) for r, (i, score) in enumerate(ranked, 1) if dia[i] in qa["evidence"]]
+                    decision["relevant"].append(where[0] if where else (None, 0.0))
+                    injected = {h.metadata.get("dia_id") for h in memory.context(qa["question"]).hits}
+                    decision["kept"] += bool(injected & set(qa["evidence"]))
+                decision["foreign"] = [ranked[0][1] if ranked else -1.0 for ranked in found[len(asked) :]]
                 for qa, ranked in zip(questions, bm25_rankings(texts, asked, max(ks)), strict=True):
                     bm25.found(qa, [dia[i] for i in ranked])
                 if len(data) > 1:
                     for qa in others:
                         foreign["asked"] += 1
                         foreign["no_hit"] += not memory.search(qa["question"], limit=max(ks))
-                        foreign["no_context"] += not memory.context(qa["question"]).text
+                        silent = not memory.context(qa["question"]).text
+                        foreign["no_context"] += silent
+                        decision["abstained"] += silent
+                decisions.append(decision)
             if baseline is not None:
                 with remindful.open(tmp, **{**settings, **baseline}) as memory:
                     for qa in questions:
@@ -171,7 +186,33 @@ def evaluate(
         }
     if baseline is not None:
         result["baseline"] = {"settings": baseline, **base_scores.summary()}
+    if foreign["asked"]:
+        result["injection"] = injection(decisions)
     return result
+
+
+def injection(decisions: list[dict[str, Any]]) -> dict[str, Any]:
+    """Issue 31: the context's recall (any evidence turn injected) at its abstention on the next
+    conversation's questions, beside plain cosine's (first 5) at the same abstention; per
+    conversation and over all of them."""
+
+    def one(kept: int, asked: int, relevant: list[Any], abstained: int, foreign: list[float]) -> dict[str, float]:
+        rate = abstained / max(len(foreign), 1)
+        return {
+            "recall": round(kept / max(asked, 1), 4),
+            "abstention": round(rate, 4),
+            "plain_cosine": round(cosine_at_abstention(relevant, foreign, rate), 4),
+        }
+
+    per = [one(d["kept"], d["asked"], d["relevant"], d["abstained"], d["foreign"]) for d in decisions]
+    pooled = one(
+        sum(d["kept"] for d in decisions),
+        sum(d["asked"] for d in decisions),
+        [r for d in decisions for r in d["relevant"]],
+        sum(d["abstained"] for d in decisions),
+        [f for d in decisions for f in d["foreign"]],
+    )
+    return {"per_conversation": per, "pooled": pooled}
 
 
 def row(figures: dict[str, Any]) -> str:
@@ -222,6 +263,15 @@ def lines(result: dict[str, Any]) -> list[str]:
             f"  abstention (next conversation's {a['questions']} questions): no hit {a['no_hit']:.1%}, "
             f"no context {a['no_context']:.1%} | >= {TARGETS['abstention']:.0%} | min_score=0: 0.0%"
         )
+    if "injection" in result:
+        out.append("issue 31: context recall at its abstention | >= plain cosine (first 5) at the same abstention")
+        views = [("all conversations", result["injection"]["pooled"])]
+        views += [(f"conversation {i}", v) for i, v in enumerate(result["injection"]["per_conversation"], 1)]
+        for name, v in views:
+            out.append(
+                f"  {name}: {v['recall']:.3f} at abstention {v['abstention']:.1%} | "
+                f"plain cosine {v['plain_cosine']:.3f}"
+            )
     return out
 
 

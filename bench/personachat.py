@@ -36,7 +36,8 @@ from common import (
     add_data_option,
     add_embedding_cache_option,
     bm25_rankings,
-    cosine_rankings,
+    cosine_at_abstention,
+    cosine_ranked,
     embedder_option,
     emit,
     machine,
@@ -108,6 +109,10 @@ class Ranks:
         self.in_context = 0
         self.queries = 0
         self.abstention = {"asked": 0, "no_hit": 0, "no_context": 0, "strict": 0, "strict_no_hit": 0}
+        #: Plain cosine's view of the same queries: the relevant memory's rank and cosine (None, 0.0:
+        #: not in its first ten), and each abstention query's best cosine.
+        self.cosine_relevant: list[tuple[int | None, float]] = []
+        self.cosine_abstention: list[float] = []
 
     def add(self, method: str, ranked: Sequence[str], relevant: str) -> None:
         self.by_method.setdefault(method, []).append(ranked.index(relevant) + 1 if relevant in ranked else None)
@@ -147,8 +152,13 @@ def measure(stores: list[Store], settings: dict[str, Any], embedder: Any) -> Ran
                     ranks.abstention["strict"] += 1
                     ranks.abstention["strict_no_hit"] += not hit
             vectors_from = memory.engine.ready().embedder if embedder is None else embedder
-            for q, ranked in zip(queries, cosine_rankings(vectors_from, texts, asked, max(KS)), strict=True):
-                ranks.add("plain cosine", [ids[i] for i in ranked], q["relevant"][0])
+            both = [*asked, *(a["query"] for a in abstain)]
+            found = cosine_ranked(vectors_from, texts, both, max(KS))
+            for q, ranked in zip(queries, found, strict=False):
+                ranks.add("plain cosine", [ids[i] for i, _ in ranked], q["relevant"][0])
+                where = [(rank, score) for rank, (i, score) in enumerate(ranked, 1) if ids[i] == q["relevant"][0]]
+                ranks.cosine_relevant.append(where[0] if where else (None, 0.0))
+            ranks.cosine_abstention += [ranked[0][1] if ranked else -1.0 for ranked in found[len(asked) :]]
         for q, ranked in zip(queries, bm25_rankings(texts, asked, max(KS)), strict=True):
             ranks.add("BM25", [ids[i] for i in ranked], q["relevant"][0])
     progress(None)
@@ -158,8 +168,12 @@ def measure(stores: list[Store], settings: dict[str, Any], embedder: Any) -> Ran
 def summary(ranks: Ranks, stores: int) -> dict[str, Any]:
     a = ranks.abstention
     strict = {"strict": a["strict"], "strict_no_hit": round(a["strict_no_hit"] / a["strict"], 4)} if a["strict"] else {}
+    abstained = a["no_context"] / max(a["asked"], 1)
     return {
         "stores": stores,
+        "cosine_at_context_abstention": round(
+            cosine_at_abstention(ranks.cosine_relevant, ranks.cosine_abstention, abstained), 4
+        ),
         "queries": ranks.queries,
         "recall": {method: ranks.recall(method) for method in ranks.by_method},
         "no_hit": round(ranks.no_hit / max(ranks.queries, 1), 4),
@@ -189,6 +203,11 @@ def lines(result: dict[str, Any]) -> list[str]:
         )
         out.append(
             f"  abstention ({a['asked']} queries): no hit {a['no_hit']:.1%}{strict}, no context {a['no_context']:.1%}"
+        )
+        out.append(
+            f"  issue 31: context keeps the relevant memory {figures['relevant_in_context']:.3f} at abstention "
+            f"{a['no_context']:.1%} | >= plain cosine (first 5) at the same abstention "
+            f"{figures['cosine_at_context_abstention']:.3f}"
         )
         cosine, floor, floorless = recall["plain cosine"]["R@5"], recall["floor"]["R@5"], recall["no floor"]["R@5"]
         margin = TARGETS[view]

@@ -1,5 +1,9 @@
 """Secret matrix: generated secrets of every kind through every write path, then every file of the store scanned.
 
+The kinds (issue 28's 17 and the 38 issue 32 found leaking) and their generators are
+``bench/secret_corpus.py``'s, which also measures the redactors alone on many samples of each and on
+ordinary text.
+
 Each cell (a kind of secret x a write path) gets a secret of its own, written through the public
 surfaces only: the library (``remindful.open``), the CLI (typer's runner over the ``remindful`` app),
 the MCP tools (the SDK's in-process client over ``build_server``), the coding-agent hooks (real
@@ -24,7 +28,6 @@ e.g. the redactor before and after a change.
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import gzip
 import io
@@ -32,7 +35,6 @@ import json
 import os
 import random
 import re
-import string
 import subprocess
 import sys
 import tarfile
@@ -45,179 +47,10 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-ALNUM = string.ascii_letters + string.digits
-B64 = ALNUM + "+/"
-WINDOW = 8  # the shortest piece of a secret that counts as a leak
-CARD_WINDOW = 12  # digits: 8 digits appear by chance in timestamps and ids
-CANARY = "canary"
+sys.path.insert(0, str(HERE))  # the kinds are shared with secret_corpus.py (run as a script or loaded by a test)
+from secret_corpus import CANARY, CARD_WINDOW, KINDS, WINDOW, Sample, card_sample  # noqa: E402
+
 CHUNK_WORDS, OVERLAP_WORDS = 200, 50  # the Markdown chunker's (spec REQ-P1-07)
-
-# -- the kinds of secret -----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Sample:
-    """One cell's secret: ``text`` (the secret in its usual context), ``bare`` (the secret alone, for a
-    field named ``field``), ``pieces`` (the parts unique to this cell that must never be found)."""
-
-    text: str
-    bare: str
-    pieces: tuple[str, ...]
-    field: str = "api_key"
-    digits: bool = False  # pieces are digits: matched on CARD_WINDOW digits, separators ignored
-
-
-def _rand(rng: random.Random, n: int, alphabet: str = ALNUM) -> str:
-    return "".join(rng.choices(alphabet, k=n))
-
-
-def _password(rng: random.Random, n: int = 16) -> str:
-    """A strong password: letters, digits and punctuation that ends no unquoted value."""
-    body = _rand(rng, n - 3) + rng.choice("!#^*+") + _rand(rng, 1, string.digits) + rng.choice("!#^*+")
-    return rng.choice(string.ascii_letters) + body
-
-
-def _luhn_complete(prefix: str) -> str:
-    for check in string.digits:
-        digits = prefix + check
-        total = 0
-        for i, ch in enumerate(reversed(digits)):
-            n = int(ch) * (2 if i % 2 else 1)
-            total += n - 9 if n > 9 else n
-        if total % 10 == 0:
-            return digits
-    raise AssertionError("unreachable")
-
-
-def _aws(rng: random.Random) -> Sample:
-    key = "AKIA" + _rand(rng, 16, string.ascii_uppercase + string.digits)
-    return Sample(f"The deploy job signs S3 requests with {key} today", key, (key[4:],))
-
-
-def _github_classic(rng: random.Random) -> Sample:
-    token = "ghp_" + _rand(rng, 36)
-    return Sample(f"git push with GH token {token} for the release", token, (token[4:],))
-
-
-def _github_fine(rng: random.Random) -> Sample:
-    a, b = _rand(rng, 22), _rand(rng, 59)
-    token = f"github_pat_{a}_{b}"
-    return Sample(f"gh auth login --with-token {token}", token, (a, b))
-
-
-def _openai(rng: random.Random) -> Sample:
-    key = "sk-proj-" + _rand(rng, 48)
-    return Sample(f"OpenAI client configured with {key} in the notebook", key, (key[8:],))
-
-
-def _jwt(rng: random.Random) -> Sample:
-    header = base64.urlsafe_b64encode(b'{"alg":"HS256","typ":"JWT"}').rstrip(b"=").decode()
-    payload = base64.urlsafe_b64encode(json.dumps({"sub": _rand(rng, 24)}).encode()).rstrip(b"=").decode()
-    signature = _rand(rng, 43, ALNUM + "-_")
-    token = f"{header}.{payload}.{signature}"
-    return Sample(f"the session cookie held {token} after login", token, (payload[12:], signature))
-
-
-def _pem(rng: random.Random) -> Sample:
-    lines = [_rand(rng, 64, B64) for _ in range(12)]
-    block = "-----BEGIN RSA PRIVATE KEY-----\n" + "\n".join(lines) + "\n-----END RSA PRIVATE KEY-----"
-    return Sample(f"deploy key:\n{block}\nend of key", block, tuple(lines), field="private_key")
-
-
-def _password_pair(rng: random.Random) -> Sample:
-    password = _password(rng)
-    return Sample(f"log in to the admin panel with password={password} then reset", password, (password,), "password")
-
-
-ENV_NAMES = ("DATABASE_PASSWORD", "SECRET_KEY", "PGPASSWORD", "MYSQL_PWD", "STRIPE_API_KEY", "SLACK_BOT_TOKEN")
-ENV_FORMS = ("export {name}={value}", '{name}="{value}" ./manage.py migrate', "{name}={value}")
-
-
-def _env(rng: random.Random) -> Sample:
-    value = _password(rng, 20)
-    name, form = rng.choice(ENV_NAMES), rng.choice(ENV_FORMS)
-    return Sample(form.format(name=name, value=value), value, (value,), "password")
-
-
-def _slack(rng: random.Random) -> Sample:
-    tail = f"{_rand(rng, 11, string.digits)}-{_rand(rng, 12, string.digits)}-{_rand(rng, 24)}"
-    return Sample(f"the bot posts with xoxb-{tail} to #deploys", f"xoxb-{tail}", (tail,))
-
-
-def _stripe(rng: random.Random) -> Sample:
-    secret = _rand(rng, 24)
-    key = f"sk_{rng.choice(('live', 'test'))}_{secret}"
-    return Sample(f"charge the card through Stripe with {key}", key, (secret,))
-
-
-def _bearer(rng: random.Random) -> Sample:
-    token = _rand(rng, 30, ALNUM + "._-") + _rand(rng, 2, string.digits)
-    return Sample(
-        f"curl -H 'Authorization: Bearer {token}' https://api.internal/v1/items", token, (token,), "authorization"
-    )
-
-
-def _google(rng: random.Random) -> Sample:
-    key = "AIza" + _rand(rng, 35, ALNUM + "_-")
-    return Sample(f"maps client uses key {key} for geocoding", key, (key[4:],))
-
-
-def _huggingface(rng: random.Random) -> Sample:
-    token = "hf_" + _rand(rng, 34)
-    return Sample(f"huggingface-cli login --token {token}", token, (token[3:],))
-
-
-def _card(rng: random.Random, grouped: bool | None = None) -> Sample:
-    if grouped if grouped is not None else rng.random() < 0.5:  # a Luhn-valid Visa number, grouped
-        number = _luhn_complete("4" + _rand(rng, 14, string.digits))
-        shown = " ".join(number[i : i + 4] for i in range(0, 16, 4))
-    else:  # the specification's \b\d{16}\b: any bare 16 digits, Luhn or not
-        number = shown = rng.choice("3456") + _rand(rng, 15, string.digits)
-    return Sample(f"paid the invoice with card {shown} yesterday", shown, (number,), "card_number", digits=True)
-
-
-def _url_password(rng: random.Random) -> Sample:
-    password = _password(rng)
-    url = f"postgres://app:{password}@db.internal:5432/prod"
-    return Sample(f"DATABASE_URL is {url} for the app", url, (password,), "dsn")
-
-
-def _json_pair(rng: random.Random) -> Sample:
-    value = _rand(rng, 28)
-    return Sample(json.dumps({"service": "billing", "api_key": value}), value, (value,))
-
-
-def _email(rng: random.Random) -> Sample:
-    local = _rand(rng, 14, string.ascii_lowercase + string.digits)
-    return Sample(f"send the report to {local}@example.com tonight", f"{local}@example.com", (local,), "email")
-
-
-def _canary(rng: random.Random) -> Sample:
-    word = "canary" + _rand(rng, 14, string.ascii_lowercase)
-    return Sample(f"ordinary note about {word} in the deploy", word, (word,), "note")
-
-
-#: The kinds of secret, in the order they are printed (the canary last).
-KINDS: dict[str, Callable[[random.Random], Sample]] = {
-    "aws_access_key": _aws,
-    "github_ghp": _github_classic,
-    "github_pat": _github_fine,
-    "openai_sk": _openai,
-    "jwt": _jwt,
-    "pem_private_key": _pem,
-    "password_pair": _password_pair,
-    "env_assignment": _env,
-    "slack_xoxb": _slack,
-    "stripe_sk": _stripe,
-    "bearer_header": _bearer,
-    "google_aiza": _google,
-    "huggingface_hf": _huggingface,
-    "card_16_digits": _card,
-    "url_password": _url_password,
-    "json_secret_key": _json_pair,
-    "email": _email,
-    CANARY: _canary,
-}
 
 # -- a run: the store, the samples, what went wrong -------------------------------------------------
 
@@ -240,7 +73,7 @@ class Run:
             rng = random.Random(f"{self.seed}:{kind}:{path}")
             # where a chunk boundary splits the secret, the card is grouped: four words to split
             chunked = path in ("cli.watch", "hook.stop")
-            made = _card(rng, grouped=True) if chunked and kind == "card_16_digits" else KINDS[kind](rng)
+            made = card_sample(rng, grouped=True) if chunked and kind == "card_16_digits" else KINDS[kind](rng)
             self._samples[key] = made
         return self._samples[key]
 

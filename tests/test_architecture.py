@@ -33,6 +33,7 @@ LAYERS: dict[str, int] = {
     "remindful.config_defaults": 0,
     "remindful.config_sources": 0,
     "remindful.runtime": 0,
+    "remindful.owned": 0,
     "remindful.embed": 1,
     "remindful.index": 1,
     "remindful.engine": 2,

@@ -102,9 +102,11 @@ class CountingCatalog:
 
     def __init__(self) -> None:
         self.touches: list[list[str]] = []
+        self.counts: list[dict[str, int]] = []
 
-    def touch(self, ids: list[str], at: float) -> None:
+    def touch(self, ids: list[str], at: float, counts: dict[str, int] | None = None) -> None:
         self.touches.append(list(ids))
+        self.counts.append(dict(counts or {}))
 
 
 def test_access_counts_of_many_searches_are_written_together() -> None:
@@ -119,6 +121,16 @@ def test_access_counts_of_many_searches_are_written_together() -> None:
     recorder.record(["late"])
     recorder.close(timeout=10)
     assert catalog.touches[-1] == ["late"], "close did not write what was waiting"
+
+
+def test_search_figures_are_written_with_the_access_counts_even_without_hits() -> None:
+    catalog = CountingCatalog()
+    recorder = AccessRecorder(catalog, linger=60)  # type: ignore[arg-type]
+    recorder.record(["m1"], search_ms=12.0)
+    recorder.record([], search_ms=3.0)  # a search that found nothing is a search too
+    recorder.close(timeout=10)
+    assert catalog.touches == [["m1"]] and catalog.counts[0]["perf.searches"] == 2
+    assert sum(n for k, n in catalog.counts[0].items() if k.startswith("perf.search_ms.")) == 2
 
 
 def test_access_counts_are_written_when_a_program_ends_without_closing(tmp_path: Path) -> None:

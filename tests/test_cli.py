@@ -111,7 +111,7 @@ def test_help_does_not_import_heavy_packages() -> None:
         "from remindful.shells.cli.app import app\n"
         "result = CliRunner().invoke(app, ['--help'])\n"
         "assert result.exit_code == 0, result.output\n"
-        "heavy = [m for m in ('chromadb', 'onnxruntime', 'torch', 'tokenizers') if m in sys.modules]\n"
+        "heavy = [m for m in ('chromadb', 'onnxruntime', 'torch', 'tokenizers', 'psycopg') if m in sys.modules]\n"
         "assert not heavy, heavy\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
@@ -172,3 +172,91 @@ def test_mcp_config_names_this_installation_by_its_absolute_path(store_path: Pat
     assert code == 0 and out.startswith("claude mcp add remindful ") and f" -- {command} " in out
     code, out = invoke("mcp-config", "--client", "vscode")
     assert code == 2 and "Invalid '--client': expected json or claude-code, got 'vscode'" in out
+
+
+def _shown_ids(table: str, full: list[str]) -> list[str]:
+    """The ids a table shows: the words that start one of ``full``."""
+    return [w for w in table.split() if "_" in w and any(f.startswith(w) for f in full)]
+
+
+def test_tables_show_short_unique_ids_that_commands_take_back(store_path: Path) -> None:
+    """Issue 35: at 80 columns the tables cut ids (``knowledge_20261128…``), and get / delete /
+    delete-session needed the whole id."""
+    ids = [invoke("store", f"note number {i} about the deploy", "--type", "knowledge", "-s", "sess-a")[1].strip()
+           for i in range(3)]  # fmt: skip
+    invoke("store", "another session's note", "--type", "knowledge", "-s", "sess-b")
+    code, table = invoke("list", "--type", "knowledge")
+    assert code == 0, table
+    assert "…" not in table.replace("deploy…", "")  # no id cut with an ellipsis
+    shown = _shown_ids(table, ids)
+    assert len(shown) == 3 and all(len(s) < len(ids[0]) for s in shown), table
+    assert sorted(next(f for f in ids if f.startswith(s)) for s in shown) == sorted(ids)
+    code, out = invoke("get", shown[0], "--json")
+    assert code == 0 and json.loads(out)["id"].startswith(shown[0])
+    # A prefix that several ids start with: one line naming them, nothing done.
+    code, out = invoke("delete", "knowledge_")
+    assert code == 2 and len(out.strip().splitlines()) == 1, out
+    assert "start of several memory ids" in out and ids[0] in out
+    code, out = invoke("delete", shown[1])
+    assert code == 0 and out.strip() == f"deleted {next(f for f in ids if f.startswith(shown[1]))}"
+    # Sessions: the same.
+    code, table = invoke("sessions")
+    assert "sess-a" in table and "sess-b" in table
+    code, out = invoke("delete-session", "sess", "--yes")
+    assert code == 2 and "sess-a" in out and "sess-b" in out and len(out.strip().splitlines()) == 1
+    code, out = invoke("delete-session", "sess-b", "--yes")
+    assert code == 0 and "of sess-b" in out
+
+
+def test_not_found_names_the_command_lines_verbs(store_path: Path) -> None:
+    code, out = invoke("get", "knowledge_2099")
+    assert code == 1 and len(out.strip().splitlines()) == 1
+    assert "Memory not found: 'knowledge_2099'" in out and "`remindful search TEXT`" in out
+    assert "memory_search" not in out and "()" not in out
+    code, out = invoke("delete-session", "no-such-session", "--yes")
+    assert code == 1 and "`remindful sessions`" in out and "memory_list_sessions" not in out
+
+
+def _commands() -> list[list[str]]:
+    """Every command path of the CLI (``["session", "start"]`` for a sub-command)."""
+    import typer.main
+
+    group = typer.main.get_command(app)
+    out: list[list[str]] = [[]]
+
+    def walk(command: object, path: list[str]) -> None:
+        for name, sub in getattr(command, "commands", {}).items():
+            if getattr(sub, "hidden", False):
+                continue
+            out.append([*path, name])
+            walk(sub, [*path, name])
+
+    walk(group, [])
+    return out
+
+
+@pytest.mark.parametrize("words", _commands(), ids=lambda w: " ".join(w) or "remindful")
+def test_help_reads_in_the_users_words(words: list[str]) -> None:
+    """Issue 35: ``<bool>`` on flags, ``<str>``, ``<list[str]>``, ``<float range> [x>=0]``, ``{query}``
+    in usage lines, and "The specification's …" in help texts."""
+    result = runner.invoke(app, [*words, "--help"], env={"COLUMNS": "120"})
+    assert result.exit_code == 0, result.output
+    help_text = result.output
+    assert not re.search(r"<(bool|str|int|float|list\[|path|float range|int range)", help_text), help_text
+    (usage,) = [line for line in help_text.splitlines() if line.strip().startswith("Usage:")]
+    assert not re.search(r"\[x[<>]=?", help_text) and "{" not in usage, help_text
+    assert "specification" not in help_text.lower()
+
+
+def test_a_missing_argument_is_one_line_naming_it(store_path: Path) -> None:
+    result = runner.invoke(app, ["proxy"])
+    assert result.exit_code == 2
+    (line,) = result.output.strip().splitlines()
+    assert line.startswith("error: ") and "remindful proxy" in line and "'command'" in line, line
+    assert "╭" not in result.output and "Usage:" not in result.output
+    result = runner.invoke(app, ["get"])
+    assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1 and "'memory_id'" in result.output
+    result = runner.invoke(app, ["search", "x", "--limit", "many"])
+    assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1 and "--limit" in result.output
+    result = runner.invoke(app, [])  # no command at all: the help, as before
+    assert "Usage:" in result.output and "Commands" in result.output

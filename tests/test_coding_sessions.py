@@ -21,10 +21,13 @@ from remindful.testing import open_fake
 
 pytestmark = pytest.mark.slow
 
-KINDS = "fact|decision|preference|correction|open failure|procedure|change|answer|summary|document|note|activity"
+KINDS = (
+    "fact|decision|preference|rule|observation|correction|open failure|procedure|change|answer|summary|document|note"
+    "|activity"
+)
 #: An explained line: its id, then why it is there (kind, relevance unless a brief's, date), then the text.
 EXPLAINED = re.compile(
-    rf"^- \[\w+\] \(({KINDS}|resolved failure), (\d\.\d\d, )?\d{{4}}-\d\d-\d\d(, \+\d+ similar)?\) \S"
+    rf"^- \[\w+\] \(({KINDS}|resolved failure), [^,()]+, (\d\.\d\d, )?\d{{4}}-\d\d-\d\d(, \+\d+ similar)?\) \S"
 )
 
 FIRST_PROMPTS = (

@@ -95,7 +95,7 @@ def test_http_needs_the_token_and_answers_context(daemon: Any) -> None:
     status, body = request(handle, "POST", "/context", {"query": "how do I deploy to staging", "budget_tokens": 300})
     assert status == 200
     lines = body["context"].splitlines()
-    assert lines[0].startswith("Relevant memories from remindful")
+    assert lines[0].startswith("Remembered by remindful")
     assert sum("staging deploy" in line for line in lines) == 1  # the near-duplicate collapsed
     assert request(handle, "POST", "/context", {"query": ""})[0] == 400
     answer = request(handle, "POST", "/context", {"query": "x", "budget_tokens": -5})

@@ -485,13 +485,13 @@ def test_settings_show_sources_and_never_secrets(
     monkeypatch.setenv("REMINDFUL_SEARCH__CANDIDATES", "70")
     monkeypatch.setenv("REMINDFUL_HTTP_TOKEN", TOKEN)
     page = client.get("/settings").text
-    row = re.search(r"<code>search.candidates</code></td><td><code>([^<]*)</code></td><td[^>]*>([^<]*)<", page)
+    row = re.search(r"<code>search.candidates</code></td><td[^>]*><code>([^<]*)</code></td><td[^>]*>([^<]*)<", page)
     assert row and row.group(2) == "environment (REMINDFUL_*)"
     row = re.search(
-        r"<code>retention.default_retention_days</code></td><td><code>[^<]*</code></td><td[^>]*>([^<]*)<", page
+        r"<code>retention.default_retention_days</code></td><td[^>]*><code>[^<]*</code></td><td[^>]*>([^<]*)<", page
     )
     assert row and row.group(1).startswith("config file")
-    row = re.search(r"<code>storage.max_size_mb</code></td><td><code>[^<]*</code></td><td[^>]*>([^<]*)<", page)
+    row = re.search(r"<code>storage.max_size_mb</code></td><td[^>]*><code>[^<]*</code></td><td[^>]*>([^<]*)<", page)
     assert row and row.group(1) == "default"
     assert "hunter2" not in page and TOKEN not in page
 
@@ -513,3 +513,130 @@ def test_a_failing_api_call_is_a_page_not_a_crash(client: TestClient, store: Mem
     answer = client.get("/")
     assert answer.status_code == 503 and "disabled for this test" in answer.text
     assert client.get("/memories").status_code == 503
+
+
+# -- pages a browser without a session gets (issue 35) ------------------------------------------
+
+BROWSER_ACCEPT = {"Accept": "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"}
+
+
+def _csp_hashes(csp: str, directive: str) -> set[str]:
+    part = next(p.strip() for p in csp.split(";") if p.strip().startswith(directive))
+    return {token.strip("'") for token in part.split()[1:] if token.startswith("'sha256-")}
+
+
+def _inline(html: str, tag: str) -> list[str]:
+    return re.findall(rf"<{tag}>(.*?)</{tag}>", html, flags=re.S)
+
+
+def _sha(text: str) -> str:
+    import base64
+    import hashlib
+
+    return "sha256-" + base64.b64encode(hashlib.sha256(text.encode()).digest()).decode()
+
+
+@pytest.mark.parametrize("path", ["/", "/memories", "/s/" + "A" * 24 + "/"])
+def test_a_browser_without_a_session_gets_a_styled_sign_in_page(anonymous: TestClient, path: str) -> None:
+    """Not the plain-text 401 an API client gets: a page saying how to get a link, whose inline style
+    and script are the only ones its Content-Security-Policy allows."""
+    answer = anonymous.get(path, headers=BROWSER_ACCEPT)
+    assert answer.status_code == 401 and answer.headers["content-type"].startswith("text/html")
+    assert answer.headers["www-authenticate"] == 'Bearer realm="remindful"'
+    assert "Sign in to the remindful dashboard" in answer.text
+    assert "<code>remindful dashboard</code>" in answer.text and "press <b>Enter</b>" in answer.text
+    csp = answer.headers["content-security-policy"]
+    assert csp.count("content-security-policy") == 0 and "default-src 'none'" in csp
+    (style,), (script,) = _inline(answer.text, "style"), _inline(answer.text, "script")
+    assert _csp_hashes(csp, "style-src") == {_sha(style)} and _csp_hashes(csp, "script-src") == {_sha(script)}
+    assert "remindful.home" in script and TOKEN not in answer.text
+    assert answer.headers["x-frame-options"] == "DENY"
+    # An API client still gets the one plain line every surface answers.
+    assert anonymous.get(path).headers["content-type"].startswith("text/plain")
+
+
+def test_a_used_link_in_a_browser_gets_a_page_and_the_signed_in_page_is_styled(store: MemoryManager) -> None:
+    gate = build_app(store, TOKEN, hosts=[HOST])
+    browser = TestClient(gate, follow_redirects=False, headers=BROWSER_ACCEPT)
+    assert gate.sign_ins is not None
+    code = gate.sign_ins.new_code()
+    signed = browser.get(f"/login?code={code}")
+    assert signed.status_code == 200 and "<h1>Signed in</h1>" in signed.text
+    (style,) = _inline(signed.text, "style")
+    assert _csp_hashes(signed.headers["content-security-policy"], "style-src") == {_sha(style)}
+    root = next(a.strip().removeprefix("Path=") for a in signed.headers["set-cookie"].split(";") if "Path=" in a)
+    assert f'content="0;url={root}/"' in signed.text and f'href="{root}/"' in signed.text
+    again = browser.get(f"/login?code={code}")
+    assert again.status_code == 401 and "has been used or has expired" in again.text
+    assert "press <b>Enter</b>" in again.text and "set-cookie" not in again.headers
+
+
+def test_dashboard_pages_name_their_session_root_for_the_bookmark(store: MemoryManager) -> None:
+    gate = build_app(store, TOKEN, hosts=[HOST])
+    browser = TestClient(gate, follow_redirects=False)
+    root, cookie = _sign_in(gate, browser)
+    page = browser.get(root + "/", headers={"Cookie": cookie})
+    assert f'<body data-root="{root}">' in page.text
+
+
+def test_overview_links_stay_under_the_session_root_and_numbers_read_well(store: MemoryManager) -> None:
+    """Issue 32: the injections-by-session links lacked the ``/s/…`` prefix (401); issue 35:
+    ``164.612 ms``, ``1 searches``, ``1 memories``."""
+    from remindful.services.context import hook_request
+
+    store.store("The deploy script picks the region from DEPLOY_REGION", type="knowledge", session_id="sess-1")
+    asked = hook_request("UserPromptSubmit", {"session_id": "sess-1", "prompt": "deploy script region"}, None)
+    assert store.hook_context(asked).text  # one search
+    gate = build_app(store, TOKEN, hosts=[HOST])
+    browser = TestClient(gate, follow_redirects=False)
+    root, cookie = _sign_in(gate, browser)
+    page = browser.get(root + "/", headers={"Cookie": cookie}).text
+    session_links = re.findall(r'href="([^"]*/sessions/sess-1)"', page)
+    assert session_links == [f"{root}/sessions/sess-1"]
+    assert browser.get(session_links[0], headers={"Cookie": cookie}).status_code == 200
+    assert "1 search<" in page and "1 searches" not in page
+    p50 = re.search(r'id="search-p50">([^<]*)<', page)
+    assert p50 and re.fullmatch(r"\d+(\.\d{1,2})? ms|\d+(\.\d)? s", p50.group(1)), p50
+    assert "10,000" in page and "1 memories" not in page and "True" not in page
+
+
+def test_settings_are_grouped_by_section_with_sources_and_booleans_as_in_the_file(client: TestClient) -> None:
+    page = client.get("/settings").text
+    sections = re.findall(r'<section class="settings-section" id="section-([a-z_]+)">', page)
+    assert sections[0] == "general" and "embeddings" in sections and len(sections) == len(set(sections)) > 5
+    embeddings = page.split('id="section-embeddings"', 1)[1].split("</section>", 1)[0]
+    assert "<code>embeddings.backend</code>" in embeddings and "<code>hooks." not in embeddings
+    values = re.findall(r'<td class="value"><code>([^<]*)</code>', page)
+    assert "true" in values and "false" in values
+    assert "True" not in values and "False" not in values
+    assert re.search(r"<td>(default|config file[^<]*|environment[^<]*)</td>", page)
+
+
+def test_sessions_name_their_project(store: MemoryManager, client: TestClient) -> None:
+    store.work_in(str(Path(store.path).parent), reads="all")
+    store.store("ran the build", type="action", session_id="s-project")
+    listing = client.get("/sessions").text
+    row = next(r for r in listing.split("<tr>") if "/sessions/s-project" in r)
+    project = re.search(r'<td class="project"><a [^>]*>([^<]+)</a>', row)
+    assert project and project.group(1) not in ("", "unscoped"), row
+    assert project.group(1) in client.get("/sessions/s-project").text
+
+
+def test_latency_and_cache_cards_count_the_searches_of_other_processes(tmp_path: Path) -> None:
+    """Issue 35: the cards said "no search in this process yet" after searches were made: the
+    dashboard's process is not the one that searched. The searches of another opening of the store
+    (another process, as the MCP server is) are counted by the store."""
+    path = tmp_path / "shared"
+    with open_fake(path) as searcher:
+        searcher.store("The deploy script needs AWS_PROFILE=prod", type="knowledge")
+        for query in ("deploy script", "AWS profile", "deploy script", "nothing like it at all"):
+            searcher.search(query)
+    with open_fake(path) as dashboard_side:
+        figures = (dashboard_side.stats().performance or {})["store"]
+        assert figures["searches"] == 4 and figures["p50_search_ms"] > 0
+        assert figures["embedding_cache"]["hits"] + figures["embedding_cache"]["misses"] >= 3
+        page = TestClient(build_app(dashboard_side, TOKEN, hosts=[HOST]), headers={"Authorization": f"Bearer {TOKEN}"})
+        html = page.get("/").text
+    assert "4 searches" in html and "no search" not in html
+    assert re.search(r'id="cache-rate">\d+%<', html)
+    assert "perf." not in html  # the counters are not capture counts

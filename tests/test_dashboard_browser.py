@@ -38,7 +38,7 @@ FAKE = {"REMINDFUL_EMBEDDINGS__BACKEND": "fake"}
 SCREENSHOTS = os.environ.get("REMINDFUL_SCREENSHOTS")
 
 
-def _populate(path: Path, shots: Path) -> None:
+def _populate(path: Path, shots: Path) -> str:
     """Two weeks of an agent's memories: sessions of UI work with outcomes, screens with a
     screenshot, knowledge and conversation, on most days."""
     png = bytes.fromhex(
@@ -84,6 +84,7 @@ def _populate(path: Path, shots: Path) -> None:
         memory.flush()
         memory.search("deploy")
         memory.backup(name="weekly")
+        return memory.list("knowledge", limit=1)[0].id
 
 
 @contextmanager
@@ -124,11 +125,11 @@ def dashboard_process(
 def served(tmp_path: Path) -> Iterator[dict[str, Any]]:
     store, shots = tmp_path / "store", tmp_path / "shots"
     shots.mkdir()
-    _populate(store, shots)
+    some_memory = _populate(store, shots)
     env = {"REMINDFUL_SECURITY__ALLOWED_PATHS": f'["{shots}"]'}
     with dashboard_process(store, tmp_path / "dashboard.log", "--no-open", env=env) as running:
         token = (store / "http_token").read_text().strip()
-        yield {**running, "token": token, "store": store}
+        yield {**running, "token": token, "store": store, "some_memory": some_memory}
 
 
 @pytest.fixture
@@ -146,7 +147,7 @@ def browser() -> Iterator[Any]:
 
 def _saver(tmp_path: Path) -> Any:
     folder = tmp_path / "screenshots"
-    folder.mkdir()
+    folder.mkdir(exist_ok=True)
     extra = SCREENSHOTS
 
     def save(page: Any, name: str) -> Path:
@@ -367,7 +368,7 @@ def test_a_sign_in_link_works_once(small: dict[str, Any], browser: Any) -> None:
     other = second.new_page()
     answer = other.goto(small["link"])
     assert answer is not None and answer.status == 401
-    assert "used already or has expired" in other.content()
+    assert "has been used or has expired" in other.content()
     assert second.cookies() == []
     assert other.goto(root + "/").status == 401  # the path alone opens nothing
     assert page.goto(root + "/memories").status == 200  # the first browser is still signed in
@@ -407,3 +408,115 @@ def test_the_opened_browser_gets_a_private_page_never_a_secret_on_its_command_li
         page.wait_for_selector("#total-memories", timeout=30_000)
         assert "/s/" in page.url and token not in page.content()
     assert not launch.exists()  # removed when the dashboard stops
+
+
+#: Elements that stick out of their parent (horizontally) or of the window, outside any scrolling box:
+#: what a person sees cut off or overlapping the next column. Empty when the page fits.
+_OVERFLOWING = """() => {
+  const out = [];
+  const width = window.innerWidth;
+  if (document.documentElement.scrollWidth > width) out.push(`page ${document.documentElement.scrollWidth} > ${width}`);
+  const scrolls = (el) => ["auto", "scroll"].includes(getComputedStyle(el).overflowX);
+  const walk = (el, clipped) => {
+    for (const child of el.children) {
+      const box = child.getBoundingClientRect(), frame = el.getBoundingClientRect();
+      const style = getComputedStyle(child);
+      if (box.width > 0 && style.position !== "absolute" && style.display !== "contents" && !clipped) {
+        if (box.right > frame.right + 1 || box.left < frame.left - 1 || box.right > width + 1) {
+          const at = (e, b) => `${e.tagName}#${e.id}.${e.className} [${Math.round(b.left)}, ${Math.round(b.right)}]`;
+          out.push(`${at(child, box)} outside ${at(el, frame)}`);
+        }
+      }
+      walk(child, clipped || scrolls(child));
+    }
+  };
+  walk(document.body, false);
+  return out;
+}"""
+WIDTHS = (1100, 1400, 1920)
+
+
+def test_every_page_fits_the_window_from_1100_to_1920_px(served: dict[str, Any], browser: Any, tmp_path: Path) -> None:
+    """Issue 35: the page was wider than the window at 1,100 and 1,400 px, the By type table's last
+    column ran under By scope, the content a left-aligned block at 1,920 px, and the donut chart cut
+    off after a resize. Each page at each width: nothing sticks out; a screenshot of each."""
+    shoot = _saver(tmp_path)
+    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    page = context.new_page()
+    assert page.goto(served["link"]).status == 200
+    page.wait_for_selector("body[data-charts-ready=true]")
+    root = page.url.rstrip("/")
+    memory_id = served["some_memory"]
+    pages = {
+        "overview": "/",
+        "memories": "/memories",
+        "search": "/memories?q=deploy",
+        "memory": f"/memories/{memory_id}",
+        "sessions": "/sessions",
+        "session": "/sessions/session_notes",
+        "patterns": "/patterns",
+        "settings": "/settings",
+    }
+    problems: dict[str, list[str]] = {}
+    for width in WIDTHS:
+        page.set_viewport_size({"width": width, "height": 900})
+        for name, path in pages.items():
+            page.goto(root + path)
+            page.wait_for_load_state("load")
+            if name in ("overview", "patterns"):
+                page.wait_for_selector("body[data-charts-ready=true]")
+            shoot(page, f"{name}-{width}")
+            found = page.evaluate(_OVERFLOWING)
+            if found:
+                problems[f"{name} at {width}"] = found[:5]
+        # Content is not a narrow block on one side of a wide window.
+        page.goto(root + "/")
+        page.wait_for_selector("body[data-charts-ready=true]")
+        box = page.locator("main").bounding_box()
+        assert box is not None
+        if abs(box["x"] - (width - box["x"] - box["width"])) > 2:
+            problems[f"main at {width}"] = [f"not centred: {box}"]
+    # A resize from wide to narrow redraws the charts inside their boxes.
+    page.set_viewport_size({"width": 1920, "height": 900})
+    page.goto(root + "/")
+    page.wait_for_selector("body[data-charts-ready=true]")
+    page.set_viewport_size({"width": 1100, "height": 900})
+    page.wait_for_timeout(500)  # Chart.js redraws on its resize observer
+    shoot(page, "overview-resized")
+    found = page.evaluate(_OVERFLOWING)
+    if found:
+        problems["overview after a resize"] = found[:5]
+    # The sign-in page a browser without a session gets.
+    stranger = browser.new_context(viewport={"width": 1100, "height": 900}).new_page()
+    stranger.goto(served["base"] + "/")
+    shoot(stranger, "sign-in-1100")
+    assert stranger.evaluate(_OVERFLOWING) == []
+    assert problems == {}, json.dumps(problems, indent=1)
+
+
+def test_the_servers_address_leads_a_signed_in_browser_to_its_dashboard(small: dict[str, Any], browser: Any) -> None:
+    """Issue 35: a bookmark of http://127.0.0.1:PORT/ answered 401 after signing in."""
+    context = browser.new_context()
+    page = context.new_page()
+    assert page.goto(small["link"]).status == 200
+    page.wait_for_selector("#total-memories")
+    root = page.url.rstrip("/")
+    assert "/s/" in root
+    page.goto(small["base"] + "/")
+    page.wait_for_url(root + "/")
+    page.wait_for_selector("#total-memories")
+    page.goto(small["base"] + "/sessions")  # a page outside the session: the same page inside it
+    page.wait_for_url(root + "/sessions")
+    # Another browser (no session): the sign-in page, and it stays there.
+    other = browser.new_context().new_page()
+    answer = other.goto(small["base"] + "/")
+    assert answer is not None and answer.status == 401
+    assert "Sign in to the remindful dashboard" in other.locator("h1").inner_text()
+    assert "press Enter in that terminal" in other.locator("main").inner_text()
+    # A session the server no longer knows (a restart signs every browser out): the page shows
+    # how to sign in, under that path, and forgets it (no loop).
+    page.evaluate("() => localStorage.setItem('remindful.home', '/s/' + 'B'.repeat(24) + '/')")
+    page.goto(small["base"] + "/")
+    page.wait_for_url(small["base"] + "/s/" + "B" * 24 + "/")
+    page.wait_for_selector("#gate-page")
+    assert page.evaluate("() => localStorage.getItem('remindful.home')") is None

@@ -52,7 +52,11 @@ def test_every_event_fixture_is_captured(tmp_path: Path) -> None:
         # ... until it is drained.HOLD_S old: then it is stored as started, outcome unknown.
         assert drain_spool(memory.engine, resolve=memory.project_of, hold_s=0) == 1
         assert memory.stats().spool_pending == 0
-        found = memory.list(session_id="sess-abc123", limit=50)
+        everything = memory.list(session_id="sess-abc123", limit=50)
+        # Beside the hooks' own memories, what was learned from the turn: the assistant's observation.
+        (learned,) = [m for m in everything if m.type.value == "knowledge"]
+        assert (learned.origin, learned.metadata["category"]) == ("assistant", "observation")
+        found = [m for m in everything if m is not learned]
         by_event = {m.metadata["hook_event"]: m for m in found}
         pre, post = by_event["PreToolUse"], by_event["PostToolUse"]
         assert (pre.type.value, pre.source.value) == ("action", "hook")
@@ -150,12 +154,16 @@ def test_unknown_event_and_event_names(tmp_path: Path, capsys: pytest.CaptureFix
     assert normalize_event("pre-tool-use") == normalize_event("pretooluse") == "PreToolUse"
 
 
-def test_internal_error_logs_and_exits_zero(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_an_event_nothing_can_take_is_said_to_be_lost(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Neither the catalog nor the fallback file opens and no daemon runs to keep the event: the
+    hook says it is lost and exits 1, a non-blocking error Claude Code shows the user (issue 32: it
+    exited 0, and the line went where nobody looks)."""
     store = tmp_path / "s"
     for name in ("catalog.sqlite3", "spool-fallback.jsonl"):  # neither the catalog nor the fallback opens
         (store / name).mkdir(parents=True)
-    assert fire(store, "PreToolUse", payload("PreToolUse"))[0] == 0
-    assert "could not spool" in capsys.readouterr().err
+    assert fire(store, "PreToolUse", payload("PreToolUse"))[0] == 1
+    err = capsys.readouterr().err
+    assert "the PreToolUse event is lost: it could not be written" in err and "remindful doctor" in err
 
 
 def test_a_storage_path_that_is_a_file_is_a_config_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -333,3 +341,26 @@ def test_context_ready_in_time_is_printed(tmp_path: Path, monkeypatch: pytest.Mo
     code, out = fire(tmp_path / "s", "UserPromptSubmit", payload("UserPromptSubmit"), context=True)
     assert code == 0
     assert json.loads(out)["hookSpecificOutput"]["additionalContext"] == "Relevant memories: in time"
+
+
+def test_every_hook_memory_records_whose_words_it_holds(tmp_path: Path) -> None:
+    """The prompt is the user's, the answer the assistant's, a tool call its tool's, a fetched page
+    its address's (redacted as the line is); what is learned from the turn, the user's."""
+    store = tmp_path / "s"
+    token = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
+    fire(store, "UserPromptSubmit", payload("UserPromptSubmit", prompt="FYI: the staging database listens on 6543."))
+    fire(store, "PostToolUse", payload("PostToolUse", tool_name="Bash", tool_input={"command": "make test"}))
+    fetch = {"url": f"https://docs.example.com/deploy?token={token}", "prompt": "read it"}
+    fire(store, "PostToolUse", payload("PostToolUse", tool_name="WebFetch", tool_input=fetch, tool_use_id="toolu_w"))
+    fire(store, "Stop", payload("Stop", last_assistant_message="The tests pass."))
+    with open_fake(store) as memory:
+        memory.drain_spool()
+        found = memory.list(session_id="sess-abc123", limit=50)
+    origins = {m.content: m.origin for m in found}
+    assert origins["FYI: the staging database listens on 6543."] == "user"
+    assert origins["The tests pass."] == "assistant"
+    assert [o for c, o in origins.items() if c.startswith("Ran `make test`")] == ["tool:Bash"]
+    (page,) = [m.origin for m in found if m.content.startswith("Fetched")]
+    assert page.startswith("web:https://docs.example.com/deploy") and token not in page
+    learned = [m for m in found if m.type.value == "knowledge"]
+    assert [(m.content, m.origin) for m in learned] == [("The staging database listens on 6543.", "user")]

@@ -24,7 +24,18 @@ from remindful.shells.hook import run
 
 FIXTURES = Path(__file__).parent / "fixtures" / "hooks"
 SCRIPT = str(Path(sys.executable).with_name("remindful"))
-HEAVY = ("numpy", "pydantic", "chromadb", "onnxruntime", "typer", "rich", "yaml", "watchfiles")
+HEAVY = (
+    "numpy",
+    "pydantic",
+    "chromadb",
+    "onnxruntime",
+    "typer",
+    "rich",
+    "yaml",
+    "watchfiles",
+    "detect_secrets",
+    "psycopg",
+)
 
 
 def child_env(home: Path) -> dict[str, str]:

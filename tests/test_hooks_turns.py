@@ -31,3 +31,24 @@ def test_no_turn_without_conversation_capture(tmp_path: Path) -> None:
     with open_fake(store, **{"learning.capture_all_conversations": False}) as memory:
         assert memory.drain_spool() == 2
         assert not [m for m in memory.list(limit=50) if m.source.value == "conversation"]
+
+
+def test_what_a_prompt_states_is_learned_without_waiting_for_its_answer(tmp_path: Path) -> None:
+    """A session cut short before its answer (Ctrl-C, a crash) still teaches what its prompt stated,
+    as the user's; the answer, when it comes, adds the assistant's observations, never the user's."""
+    store = tmp_path / "s"
+    fire(
+        store, "UserPromptSubmit", payload("UserPromptSubmit", prompt="FYI: the staging database listens on port 6543.")
+    )
+    with open_fake(store) as memory:
+        memory.drain_spool()
+        (learned,) = [m for m in memory.list(limit=50) if m.type.value == "knowledge"]
+        assert (learned.content, learned.origin) == ("The staging database listens on port 6543.", "user")
+        (prompt,) = [m for m in memory.list(limit=50) if m.metadata.get("kind") == "intent"]
+        assert prompt.metadata["learned"] == [learned.id]
+    fire(store, "Stop", payload("Stop", last_assistant_message="The staging database is on port 6543 since May."))
+    with open_fake(store) as memory:
+        memory.drain_spool()
+        knowledge = [m for m in memory.list(limit=50) if m.type.value == "knowledge"]
+        assert sorted(m.origin for m in knowledge) == ["assistant", "user"]
+        assert [m.metadata["category"] for m in knowledge if m.origin == "assistant"] == ["observation"]

@@ -131,7 +131,8 @@ def test_threshold_is_configurable(tmp_path: Path) -> None:
     with open_fake(tmp_path / "d") as default:
         (m,) = default.capture_conversation(turn)
         assert m.content.startswith("Caroline went to a support group yesterday (said on")
-        assert m.memory_class is MemoryClass.EPISODIC and m.type is MemoryType.CONVERSATION
+        # What the user states of themselves is knowledge of theirs, however episodic.
+        assert m.memory_class is MemoryClass.EPISODIC and m.type is MemoryType.KNOWLEDGE and m.origin == "user"
 
 
 def test_at_most_three_memories_per_turn_most_confident_first(memory: MemoryManager) -> None:

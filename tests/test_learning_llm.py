@@ -91,8 +91,13 @@ def test_valid_llm_output_is_used(tmp_path: Path, endpoint: FakeOpenAI, monkeypa
     endpoint.replies.append(
         json.dumps(
             [
-                {"content": "Staging deploys require a VPN connection.", "type": "semantic", "confidence": 0.93},
-                {"content": "The user said hello.", "type": "episodic", "confidence": 0.2},
+                {
+                    "content": "Staging deploys require a VPN connection.",
+                    "type": "semantic",
+                    "confidence": 0.93,
+                    "said_by": "user",
+                },
+                {"content": "The user said hello.", "type": "episodic", "confidence": 0.2, "said_by": "user"},
             ]
         )
     )
@@ -130,13 +135,13 @@ def test_malformed_output_falls_back_to_rules(tmp_path: Path, endpoint: FakeOpen
 def test_token_cap_reached_uses_rules(tmp_path: Path, endpoint: FakeOpenAI) -> None:
     endpoint.replies.append(json.dumps([{"content": "A from the LLM.", "type": "semantic", "confidence": 0.9}]))
     # room for exactly one call: the next one's estimate (prompt + max_tokens) would pass the cap
-    with _store(tmp_path, endpoint.url, **{"learning.llm.daily_token_cap": 700}) as store:
+    with _store(tmp_path, endpoint.url, **{"learning.llm.daily_token_cap": 750}) as store:
         assert store.capture_conversation(TURN)[0].metadata["extractor"] == "llm"
         second = store.capture_conversation(ConversationTurn("I prefer rebase over merge for feature branches."))
         assert second[0].metadata["extractor"] == "rules"
         llm = store.stats().learning["llm"]
     assert len(endpoint.requests) == 1  # the capped call never reached the endpoint
-    assert llm["capped"] == 1 and llm["tokens_today"] == 120 and llm["daily_token_cap"] == 700
+    assert llm["capped"] == 1 and llm["tokens_today"] == 120 and llm["daily_token_cap"] == 750
 
 
 def test_unreachable_endpoint_falls_back(tmp_path: Path) -> None:

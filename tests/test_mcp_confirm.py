@@ -79,3 +79,55 @@ async def test_elicitation_asks_the_user(
         assert answer.structured_content == {"success": True}
     else:
         assert "Not confirmed: the user did not agree to wipe the store" in answer.content[0].text
+
+
+# -- the user's words, confirmed by the user ----------------------------------------------------------
+
+
+def answering_whose_words(action: str, confirm: bool | None = None) -> Any:
+    async def callback(ctx: Any, params: Any) -> ElicitResult:
+        assert params.message.startswith("Are these your words")
+        assert "Deploy only on Tuesdays" in params.message
+        return ElicitResult(action=action, content=None if confirm is None else {"confirm": confirm})
+
+    return callback
+
+
+@pytest.mark.parametrize(
+    ("elicit", "origin", "kind"),
+    [
+        (answering_whose_words("accept", True), "user_confirmed", "decision"),
+        (answering_whose_words("accept", False), "assistant", "observation"),
+        (answering_whose_words("decline"), "assistant", "observation"),
+        (None, "assistant", "observation"),  # no one to ask: the agent's say-so is not the user's
+    ],
+)
+async def test_only_the_user_can_make_a_stored_memory_theirs(
+    tmp_path: Any, elicit: Any, origin: str, kind: str
+) -> None:
+    from remindful.services.context import kind_of
+    from remindful.shells.mcp.server import LazyManager, build_server
+    from remindful.testing import open_fake
+
+    lazy = LazyManager(factory=lambda: open_fake(tmp_path / "store"))
+    try:
+        async with Client(build_server(lazy), elicitation_callback=elicit) as client:
+            stored = await client.call_tool(
+                "memory_store",
+                {
+                    "content": "We decided: Deploy only on Tuesdays.",
+                    "type": "knowledge",
+                    "metadata": {"category": "decision"},
+                },
+            )
+            memory_id = stored.structured_content["memory_id"]
+            assert stored.structured_content["origin"] == "assistant"
+            answer = await client.call_tool("memory_confirm_users_words", {"memory_id": memory_id})
+            assert answer.is_error is (origin != "user_confirmed")
+            missing = await client.call_tool("memory_confirm_users_words", {"memory_id": "knowledge_x"})
+            assert missing.is_error and "not found" in missing.content[0].text.lower()
+        memory = lazy().get(memory_id)
+        assert memory.origin == origin
+        assert kind_of(memory.type.value, memory.source.value, memory.metadata, memory.origin) == kind
+    finally:
+        lazy.close()

@@ -195,7 +195,7 @@ async def test_the_first_search_of_a_new_server_does_not_open_the_index(tmp_path
     server.env = server_env(tmp_path)
     async with Client(server, read_timeout_seconds=120) as client:
         # The memories were stored in no project; the server searches its own and the user's by default.
-        found = await call(client, "memory_search", query=query, min_score=0, scope="all")
+        found = await call(client, "memory_search", query=query, min_score=0, scope="unscoped")
         assert [hit["id"] for hit in found["memories"]] == expected
         assert not list((store / "index.holders").iterdir())  # the server did not open the index
 

@@ -69,7 +69,7 @@ def test_no_context_and_no_hook_output_when_nothing_is_relevant(three: MemoryMan
     found = three.context("give me a pizza recipe")
     assert found.text == "" and found.hits == () and not found
     deploy = three.context("how do I deploy")
-    assert deploy.text.startswith("Relevant memories from remindful")
+    assert deploy.text.startswith("Remembered by remindful")
     assert [hit.content for hit in deploy.hits] == [THREE[2]] and f"[{deploy.hits[0].id}]" in deploy.text
 
     def hook(prompt: str) -> str:

@@ -162,6 +162,8 @@ USER_LEVEL = [
     ("In every project, keep the virtualenv in .venv", "knowledge", "manual"),
     ("I never want force pushes", "knowledge", "manual"),
     ("Whatever the project, write commit messages in English", "knowledge", "manual"),
+    ("Never print secrets in logs", "knowledge", "manual"),  # no one's business but a rule for everywhere
+    ("Always use TypeScript strict mode", "knowledge", "manual"),  # a language, not a name
 ]
 
 PROJECT_LEVEL = [
@@ -185,6 +187,12 @@ PROJECT_LEVEL = [
     ("Fix the failing login test", "conversation", "hook"),  # a task
     ("Love and acceptance really can be found everywhere.", "conversation", "hook"),  # chat, not a rule
     ("In general the build is slow on Mondays", "knowledge", "manual"),
+    ("Never mention the Acme merger outside this repo", "knowledge", "manual"),  # a confidential matter
+    ("Never mention the Acme merger", "knowledge", "manual"),
+    ("Always keep the NDA terms to yourself", "knowledge", "manual"),
+    ("Never share Globex's numbers with anyone", "knowledge", "manual"),  # a customer's name
+    ("Always call it Project Falcon in commit messages", "knowledge", "manual"),  # a project's name
+    ("I never discuss the pricing of our deals", "knowledge", "conversation"),
 ]
 
 

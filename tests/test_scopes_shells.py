@@ -102,8 +102,14 @@ async def test_the_mcp_tools_read_the_servers_project_and_take_a_scope(
             found = await call(client, "memory_search", query="where are secrets kept", min_score=0)
             assert {m["id"] for m in found["memories"]} == {fact["memory_id"], rule["memory_id"], shared["memory_id"]}
             assert all(m["scope"] for m in found["memories"])
-            wide = await call(client, "memory_search", query="where are secrets kept", min_score=0, scope="all")
-            assert "projB keeps its secrets in vault" in {m["content"] for m in wide["memories"]}
+            # Every project's memories are the user's to read, not an MCP client's.
+            for everything in ("all", "user,all", ["here", "all"]):
+                assert "only for the user" in await tool_error(
+                    client, "memory_search", query="where are secrets kept", scope=everything
+                )
+            assert "only for the user" in await tool_error(client, "memory_list", scope="ALL")
+            assert "only for the user" in await tool_error(client, "memory_stats", scope="all")
+            assert "only for the user" in await tool_error(client, "memory_context", task="secrets", scope="all")
             only_b = await call(client, "memory_list", scope=["project:projB"])
             assert [m["content"] for m in only_b["memories"]] == ["projB keeps its secrets in vault"]
             context = await call(client, "memory_context", task="where are secrets kept", min_score=0)
@@ -152,3 +158,26 @@ def test_the_dashboard_filters_by_scope_and_shows_each_memorys(tmp_path: Path, p
         assert 'id="scopes"' in overview and "projA" in overview and str(a.resolve()) in overview
         bad = client.get("/memories", params={"scope": "team"})
         assert bad.status_code == 400 and "scope" in bad.text
+
+
+def test_capture_turn_learns_into_its_directory_s_project(
+    tmp_path: Path, projects: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`remindful capture-turn` goes where `remindful store` from the same directory goes, and what
+    the user stated comes back for the question it answers, with its origin."""
+    a, _ = projects
+    monkeypatch.setenv("REMINDFUL_EMBEDDINGS__BACKEND", "fake")
+    monkeypatch.setenv("REMINDFUL_CONTEXT__MIN_SCORE", "0")
+    monkeypatch.setenv("MEMORY_STORAGE_PATH", str(tmp_path / "store"))
+    monkeypatch.chdir(a)
+    runner = CliRunner()
+    result = runner.invoke(app, ["capture-turn", "Our CI always runs on Node 20.", "--json"])
+    assert result.exit_code == 0, result.output
+    (learned,) = json.loads(result.output)["memories"]
+    stored = json.loads(runner.invoke(app, ["store", "x y z", "--type", "knowledge", "--json"]).output)
+    assert learned["scope"] == stored["scope"] and learned["scope"].startswith("project:")
+    assert learned["origin"] == "user" and learned["type"] == "knowledge"
+    result = runner.invoke(app, ["capture-turn", "The staging database listens on port 6543.", "--json"])
+    assert json.loads(result.output)["count"] == 1
+    shown = runner.invoke(app, ["get", learned["id"]]).output
+    assert "you said" in shown

@@ -66,6 +66,30 @@ def test_most_frequent_actions_and_screens(memory: MemoryManager) -> None:
     assert activity["screens"] == [{"name": "Mail", "count": 2}, {"name": "Login form", "count": 1}]
 
 
+def test_most_frequent_groups_tool_calls_by_command_and_file_and_like_texts_together(memory: MemoryManager) -> None:
+    """Issue 35: entries cut mid-word (``"DB_PORT=5432" → "D``) and every distinct text counted
+    once (200 "step N: opened the billing page" rows of 1 each)."""
+    t0 = time.time() - 3600
+
+    def call(i: int, tool: str, args: dict[str, str], content: str) -> dict[str, object]:
+        meta = {"tool_name": tool, "arguments": args, "success": True, "hook_event": "PostToolUse"}
+        return {"content": content, "type": "action", "timestamp": t0 + i, "metadata": meta}
+
+    items = [call(i, "Bash", {"command": "pnpm test"}, f"Ran `pnpm test`: ok: {i} passed") for i in range(5)]
+    staging = {"file_path": "/work/shop/.env.staging"}
+    items += [call(10 + i, "Edit", staging, f'Edited .env.staging: "DB_PORT=54{i}" → "DB_PORT=5432"') for i in range(3)]
+    items += [{"content": f"step {i}: opened the billing page and waited", "type": "action", "timestamp": t0 + 20 + i}
+              for i in range(7)]  # fmt: skip
+    long = "The staging database listens on DB_PORT=5432 behind the bastion host of the billing cluster"
+    items.append({"content": long, "type": "action", "timestamp": t0 + 40})
+    memory.store_batch(items)
+    names = {a["name"]: a["count"] for a in memory.stats().activity["actions"]}
+    assert names["step N: opened the billing page and waited"] == 7
+    assert names["pnpm test"] == 5 and names["Edit .env.staging"] == 3
+    (cut,) = [n for n in names if n.startswith("The staging")]
+    assert cut.endswith("…") and long.startswith(cut[:-1]) and long[len(cut) - 1] == " "  # cut between words
+
+
 def test_average_session_length_in_memories_and_minutes(memory: MemoryManager) -> None:
     _activity(memory)  # session a: 6 memories over 5 minutes; session b: 3 over 20 minutes
     length = memory.stats().session_length
@@ -171,3 +195,17 @@ def test_stats_on_a_full_disk_reports_it_when_the_store_cannot_open_for_writing(
             runner = CliRunner()
             out = runner.invoke(app, ["--path", str(disk / "store"), "stats"])
             assert out.exit_code == 0, out.output
+
+
+def test_store_wide_latency_percentiles_are_within_ten_percent() -> None:
+    from collections import Counter
+
+    from remindful.engine import perf
+
+    latencies = [0.1, 0.3, *(float(ms) for ms in range(1, 1001))]
+    counts = Counter(perf.bucket(ms) for ms in latencies)
+    for q in (0.5, 0.95, 0.99):
+        true = sorted(latencies)[max(0, int(q * len(latencies)) - 1)]
+        found = perf.percentile(counts, q)
+        assert found is not None and abs(found - true) <= 0.1 * true, (q, found, true)
+    assert perf.percentile({}, 0.5) is None and perf.percentile({"redacted_email": 3}, 0.5) is None

@@ -32,6 +32,7 @@ __all__ = [
     "MemorySource",
     "MemoryType",
     "NotFoundError",
+    "OriginKind",
     "RemindfulError",
     "SearchHit",
     "Session",
@@ -61,6 +62,7 @@ _WHERE = {
             "MemoryClass",
             "MemorySource",
             "MemoryType",
+            "OriginKind",
             "SearchHit",
             "Session",
         )
@@ -109,6 +111,7 @@ if TYPE_CHECKING:
         MemoryClass,
         MemorySource,
         MemoryType,
+        OriginKind,
         SearchHit,
         Session,
     )

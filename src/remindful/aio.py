@@ -51,6 +51,7 @@ class AsyncMemoryManager:
     warm_up = _awaitable(MemoryManager.warm_up)
     session_size = _awaitable(MemoryManager.session_size)
     drain_spool = _awaitable(MemoryManager.drain_spool)
+    spool_events = _awaitable(MemoryManager.spool_events)
     delete_on_exit = _awaitable(MemoryManager.delete_on_exit)
     markdown_watcher = _awaitable(MemoryManager.markdown_watcher)
     cleanup_scheduler = _awaitable(MemoryManager.cleanup_scheduler)
@@ -65,6 +66,8 @@ class AsyncMemoryManager:
     # -- reads
     get = _awaitable(MemoryManager.get)
     get_batch = _awaitable(MemoryManager.get_batch)
+    resolve_id = _awaitable(MemoryManager.resolve_id)
+    short_ids = _awaitable(MemoryManager.short_ids)
     list = _awaitable(MemoryManager.list)
     search = _awaitable(MemoryManager.search)
     context = _awaitable(MemoryManager.context)
@@ -79,6 +82,9 @@ class AsyncMemoryManager:
     scopes = _awaitable(MemoryManager.scopes)
     user_level = _awaitable(MemoryManager.user_level)
     move_scope = _awaitable(MemoryManager.move_scope)
+    bind_project = _awaitable(MemoryManager.bind_project)
+    unbind_project = _awaitable(MemoryManager.unbind_project)
+    refused_markers = _awaitable(MemoryManager.refused_markers)
     # -- maintenance
     reindex = _awaitable(MemoryManager.reindex)
     doctor = _awaitable(MemoryManager.doctor)

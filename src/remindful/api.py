@@ -39,7 +39,7 @@ from remindful.config import Settings
 from remindful.embed.base import Embedder
 from remindful.engine import scopes as scoping
 from remindful.engine.catalog import Catalog
-from remindful.engine.projects import Project
+from remindful.engine.projects import PROJECT_PREFIX, Project
 from remindful.engine.repositories import Repositories
 from remindful.engine.store import Store
 from remindful.errors import ValidationError
@@ -73,6 +73,7 @@ from remindful.model import (
 
 if TYPE_CHECKING:
     from remindful.services.ingest.watcher import MarkdownWatcher
+    from remindful.services.migrate import MigrationReport
     from remindful.services.policy.retention import Policy
     from remindful.services.policy.scheduler import CleanupScheduler
 
@@ -172,6 +173,13 @@ class MemoryManager:
             log.info("stored %d spooled events", count)
         return count
 
+    def spool_events(self, records: Sequence[tuple[str, str, str, float]]) -> None:
+        """Spool hook events a hook could not write itself (``(idem_key, kind, payload, created_at)``,
+        as the spool's fallback file holds them; the daemon kept them in memory while the disk was
+        full): redacted again, replays ignored. Raises StorageFullError while the disk stays full."""
+        self._store.ready()
+        self._repos.captures.import_spooled(records)
+
     def warm_up(self) -> None:
         """Open the store, load the model and open the vector index now, so that the first request
         does not pay for them. Raises what opening or loading raises."""
@@ -223,6 +231,44 @@ class MemoryManager:
         """The project of ``directory`` under this store's settings (``scopes.project``,
         ``scopes.projects``, ``.remindful`` markers, git), or None (the home directory, the root)."""
         return self._store.scopes.resolve(os.fspath(directory))
+
+    def bind_project(self, directory: str | os.PathLike[str], project: str) -> Project:
+        """Bind ``directory`` (and what lies under it) to ``project``: a known project's key or
+        name (``remindful scopes`` lists them), else a new project of that name. The user's way to
+        share a project between two places: a ``.remindful`` marker cannot claim a project bound to
+        another directory (:mod:`remindful.engine.projects`, *Claims*). Returns the project the
+        directory is now in; ValidationError for a directory that is none or a name without letters."""
+        path = os.path.realpath(os.path.expanduser(os.fspath(directory)))
+        if not os.path.isdir(path):
+            raise ValidationError("directory", f"expected an existing directory, got {os.fspath(directory)!r}")
+        repo = self._repos.scopes
+        scope = repo.find(project) if project.strip() else None
+        if scope is not None:
+            key = scope.removeprefix(PROJECT_PREFIX)
+            name = repo.projects().get(scope, (key, ""))[0]
+        else:
+            try:
+                named = Project.named(project)
+            except ValueError as exc:
+                raise ValidationError("project", str(exc)) from None
+            key, name = named.key, named.name
+        repo.bind(path, key, name)
+        self._store.resolver.forget()
+        found = self.project_of(path)
+        assert found is not None  # a bound directory is in its project
+        return found
+
+    def unbind_project(self, directory: str | os.PathLike[str]) -> bool:
+        """Remove ``directory`` 's binding (:meth:`bind_project`); whether it had one."""
+        path = os.path.realpath(os.path.expanduser(os.fspath(directory)))
+        removed = self._repos.scopes.unbind(path)
+        self._store.resolver.forget()
+        return removed
+
+    def refused_markers(self) -> dict[str, tuple[str, str]]:
+        """The ``.remindful`` markers this manager refused so far: the marker's directory → (the
+        project key it named, the directory that project is bound to; "" for a place's key)."""
+        return dict(self._store.resolver.refused)
 
     def seen_from(self, directory: str | os.PathLike[str] | None) -> tuple[Project | str | None, ...]:
         """The scopes a client working in ``directory`` sees, as a read's ``scope`` takes them: its
@@ -306,14 +352,19 @@ class MemoryManager:
         memory_class: str | MemoryClass | None = None,
         chunk: ChunkMetadata | Mapping[str, Any] | None = None,
         scope: str | Project | None = None,
+        origin: str | None = None,
     ) -> str:
         """Store one memory and return its id. Raises ValidationError naming a bad field.
         ``scope``: ``user`` (seen from every project), ``project`` (this manager's), or
         ``project:<name>``; None: where it was captured (its metadata's ``cwd``, else this
         manager's project), or the user's when it states a preference or rule that holds everywhere
-        (:func:`remindful.engine.scopes.user_level`)."""
+        (:func:`remindful.engine.scopes.user_level`). ``origin``: whose words these are
+        (:class:`~remindful.model.OriginKind`: ``user``, ``assistant``, ``tool:NAME``,
+        ``file:PATH``, ``web:URL``...); None: derived from ``source`` and ``metadata``
+        (:func:`~remindful.model.derive_origin`; the library's own caller is taken as the user)."""
         item: dict[str, Any] = {"content": content, "type": type, "metadata": metadata, "session_id": session_id}
         item |= {"timestamp": timestamp, "source": source, "memory_class": memory_class, "chunk": chunk}
+        item["origin"] = origin
         item["scope"] = self._scope_to_write(scope)
         return self._store.store_batch([item])[0]
 
@@ -342,11 +393,13 @@ class MemoryManager:
         metadata: Mapping[str, Any] | None = None,
         *,
         scope: str | Project | None = None,
+        origin: str | None = None,
     ) -> Memory:
         """Replace a memory's content and/or merge keys into its metadata (a key set to None is
-        removed), and/or move it to ``scope`` (``user``, ``project``, ``project:<name>``). The
+        removed), and/or move it to ``scope`` (``user``, ``project``, ``project:<name>``), and/or
+        say whose words it holds (``origin``: ``user_confirmed`` once the user confirmed them). The
         content is re-embedded. Returns the updated memory."""
-        return self._store.update(memory_id, content, metadata, scope=self._scope_to_write(scope))
+        return self._store.update(memory_id, content, metadata, scope=self._scope_to_write(scope), origin=origin)
 
     def move_scope(self, source: Any, target: str | Project) -> int:
         """Move every memory of ``source`` (a read's scope: ``unscoped``, ``user``,
@@ -391,6 +444,23 @@ class MemoryManager:
     def get(self, memory_id: str) -> Memory:
         """The memory with this id; raises NotFoundError ("Memory not found", suggests search)."""
         return self._store.get(memory_id)
+
+    def resolve_id(self, given: str, *, kind: str = "memory") -> str:
+        """The memory id (``kind="session"``: the session id) that ``given`` names: the id itself, or
+        the one stored id that starts with it, as git takes a commit's hash. NotFoundError when none
+        does; ValidationError listing the candidates when several do."""
+        from remindful.services.ids import resolve
+
+        if kind == "session" and self._repos.sessions.stored_id(given) != given:
+            return given  # an id holding a secret is stored redacted: the lookups map it
+        return resolve(self._repos.sessions if kind == "session" else self._repos.memories, given, kind)
+
+    def short_ids(self, ids: Sequence[str], *, kind: str = "memory") -> dict[str, str]:
+        """``{id: the shortest prefix of it no other stored memory (or session) id starts with}``;
+        :meth:`resolve_id` takes such a prefix back."""
+        from remindful.services.ids import short_forms
+
+        return short_forms(self._repos.sessions if kind == "session" else self._repos.memories, ids, kind)
 
     def get_batch(self, ids: Sequence[str]) -> builtins.list[Memory | None]:
         """Memories for ``ids`` in request order; None where an id does not exist. One query."""
@@ -574,7 +644,84 @@ class MemoryManager:
             from remindful.index import ChromaEmbeddedIndex
 
             files = ChromaEmbeddedIndex(path=self.path / "chroma")  # its files only: nothing is opened
-        return diagnose(self.path, self.settings, files)
+        return diagnose(self.path, self.settings, files, self.settings.catalog.url)
+
+    def migrate(
+        self, to: str | None = None, chroma: str | None = None, *, progress: Callable[[int, int], None] | None = None
+    ) -> MigrationReport:
+        """Copy this local store into the empty PostgreSQL catalog ``to`` (default: ``catalog.url``)
+        and its vectors into the Chroma server ``chroma`` (``http://HOST:PORT``; default: the
+        configured server), then verify every part's count (:mod:`remindful.services.migrate`).
+        The local store is left as it was; ``progress(done, total)`` after each page of memories."""
+        from remindful.engine.postgres.catalog import PostgresCatalog
+        from remindful.engine.postgres.transfer import PostgresTransfer
+        from remindful.engine.repositories.transfer import TransferRepository
+        from remindful.errors import StorageLockedError
+        from remindful.index import ChromaServerIndex
+        from remindful.services.migrate import migrate
+
+        url = to or self.settings.catalog.url
+        if not url or not url.startswith(("postgresql://", "postgres://")):
+            raise ValidationError("to", "expected a URL like postgresql://USER@HOST:5432/DB (or set catalog.url)")
+        host, port, ssl = _chroma_address(chroma, self.settings)
+        self._store.ready()
+        target = PostgresCatalog(url, redaction=self._store.redaction)
+        index = ChromaServerIndex(host, port, ssl=ssl)
+        try:
+            with target.exclusive("migrate-in", wait=False) as held:
+                if not held:
+                    raise StorageLockedError(f"another migration into {target.shown_url} is running")
+                return migrate(
+                    self._repos.memories,
+                    TransferRepository(self._catalog),
+                    PostgresTransfer(target),
+                    index,
+                    shown_target=target.shown_url,
+                    progress=progress,
+                )
+        finally:
+            target.close()
+            index.close()
+
+    def team_add(self, name: str) -> str:
+        """Add ``name`` to the team store of ``catalog.url`` with a new token, returned once (only its
+        hash is kept); see :mod:`remindful.engine.postgres.team`."""
+        from remindful.engine.postgres.team import TeamRepository
+
+        catalog = self._shared_catalog()
+        try:
+            return TeamRepository(catalog).add(name)
+        finally:
+            catalog.close()
+
+    def team_revoke(self, name: str) -> bool:
+        """Revoke ``name``'s token: from now on it reads and writes nothing; whether it had one."""
+        from remindful.engine.postgres.team import TeamRepository
+
+        catalog = self._shared_catalog()
+        try:
+            return TeamRepository(catalog).revoke(name)
+        finally:
+            catalog.close()
+
+    def team_people(self) -> builtins.list[tuple[str, float, float | None]]:
+        """``(name, added at, revoked at or None)`` of everyone the team store knows."""
+        from remindful.engine.postgres.team import TeamRepository
+
+        catalog = self._shared_catalog()
+        try:
+            return [(p.name, p.added_at, p.revoked_at) for p in TeamRepository(catalog).people()]
+        finally:
+            catalog.close()
+
+    def _shared_catalog(self) -> Any:
+        """The PostgreSQL catalog of ``catalog.url`` (ValidationError when none is set)."""
+        from remindful.engine.postgres.catalog import PostgresCatalog
+
+        if not self.settings.catalog.url:
+            raise ValidationError("catalog.url", "expected a postgresql://USER@HOST:PORT/DB URL for a team store")
+        self._store.ready()
+        return PostgresCatalog(self.settings.catalog.url, redaction=self._store.redaction)
 
     def index_status(self) -> IndexStatus:
         """Whether the vector index is usable, and why not."""
@@ -685,20 +832,37 @@ class MemoryManager:
         *,
         overwrite: bool = False,
         progress: Any = None,
+        shared: bool = False,
     ) -> ExportResult:
         """Write every memory (content, metadata, embedding) to a JSON file; returns path and count.
         An existing file is replaced only with ``overwrite``; a missing directory is an error.
-        ``progress(n)`` is called as batches are written."""
+        ``progress(n)`` is called as batches are written. ``shared``: from the PostgreSQL catalog
+        of ``catalog.url`` instead of the local one (the same file format)."""
         from remindful.services.export import export_memories
 
-        return export_memories(
-            self._store,
-            self._repos.memories,
-            format=format,
-            output_path=output_path,
-            overwrite=overwrite,
-            progress=progress,
-        )
+        if not shared:
+            return export_memories(
+                self._store,
+                self._repos.memories,
+                format=format,
+                output_path=output_path,
+                overwrite=overwrite,
+                progress=progress,
+            )
+        from remindful.engine.postgres.repositories import PostgresMemoryRepository
+
+        catalog = self._shared_catalog()
+        try:
+            return export_memories(
+                self._store,
+                PostgresMemoryRepository(catalog),
+                format=format,
+                output_path=output_path,
+                overwrite=overwrite,
+                progress=progress,
+            )
+        finally:
+            catalog.close()
 
     def import_memories(self, path: str | os.PathLike[str], *, progress: Any = None) -> ImportResult:
         """Restore memories exported by :meth:`export` exactly (no re-embedding); duplicates skipped."""
@@ -811,6 +975,24 @@ def open_manager(path: str | os.PathLike[str] | None = None, **overrides: Any) -
     index = overrides.pop("index", None)
     project = overrides.pop("project", None)
     return MemoryManager(load_settings(path, **overrides), embedder=embedder, index=index, project=project)
+
+
+def _chroma_address(chroma: str | None, settings: Settings) -> tuple[str, int, bool]:
+    """``(host, port, ssl)`` of the Chroma server ``chroma`` names (``http://HOST:PORT``), or of the
+    configured one."""
+    if chroma is None:
+        configured = settings.storage.chromadb
+        return configured.host, configured.port, False
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(chroma)
+        port = parts.port
+    except ValueError:
+        parts, port = None, None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValidationError("chroma", "expected the Chroma server's URL, like http://HOST:8000")
+    return parts.hostname, port or (443 if parts.scheme == "https" else 8000), parts.scheme == "https"
 
 
 __all__ = ["MemoryManager", "open_manager"]

@@ -222,10 +222,14 @@ def _set_dotted(target: dict[str, Any], keys: list[str], value: Any) -> None:
         target[keys[-1]] = value
 
 
+#: Settings whose value may hold a credential: an error about one never repeats the value.
+_NEVER_SHOWN = frozenset({"catalog.url"})
+
+
 def _config_error(exc: PydanticValidationError, settings_cls: type[BaseSettings]) -> ConfigError:
     first = exc.errors()[0]
     field = ".".join(str(part) for part in first["loc"] if part != "[key]") or "settings"
-    got = first.get("input")
+    got = None if field in _NEVER_SHOWN else first.get("input")
     message = first["msg"]
     if first["type"] == "extra_forbidden":
         message = "unknown setting"
@@ -296,6 +300,24 @@ class ChromaSettings(_Section):
     host: str = Field("127.0.0.1", description="Chroma server host (server mode)")
     port: int = Field(8000, ge=1, le=65535, description="Chroma server port (server mode)")
     hnsw: HnswSettings = Field(default_factory=HnswSettings, description="HNSW index parameters")
+
+
+class CatalogSettings(_Section):
+    url: str | None = Field(
+        None,
+        description="where the catalog lives: unset for the local SQLite file (the default), or "
+        "postgresql://USER@HOST:PORT/DB for a store shared by a team or several machines (the password "
+        "from PGPASSWORD or ~/.pgpass rather than the URL; the 'postgres' extra)",
+    )
+
+    @field_validator("url", mode="before")
+    @classmethod
+    def _postgres_url(cls, value: Any) -> str | None:
+        if value is None or (isinstance(value, str) and not value.strip()):
+            return None
+        if not isinstance(value, str) or not value.startswith(("postgresql://", "postgres://")):
+            raise ValueError("expected a URL like postgresql://USER@HOST:5432/DB, or nothing for the local SQLite file")
+        return value.strip()
 
 
 class StorageSettings(_Section):
@@ -584,6 +606,17 @@ class ContextSettings(_Section):
         description="relevance floor of injected context (hooks, context()): when no memory scores this much, nothing "
         "is injected; higher than search.min_score, so unrelated prompts get silence",
     )
+    maybe_min_score: float = Field(
+        default("context.maybe_min_score"),
+        ge=0,
+        le=1,
+        description="lower floor of the context's 'maybe relevant' lines: facts, decisions, preferences, corrections "
+        "and open failures scoring this much but under min_score are added as short lines (at most maybe_lines), "
+        "so a paraphrase of a stated fact still reaches the agent; 1 turns them off",
+    )
+    maybe_lines: int = Field(
+        default("context.maybe_lines"), ge=0, le=20, description="'maybe relevant' lines a context holds at most"
+    )
 
 
 class ScopeSettings(_Section):
@@ -809,6 +842,7 @@ class Settings(BaseSettings):
 
     enabled: bool = Field(default("enabled"), description="turn every memory feature on or off")
     storage: StorageSettings = Field(default_factory=StorageSettings, description="where and how much")
+    catalog: CatalogSettings = Field(default_factory=CatalogSettings, description="the catalog's backend")
     embeddings: EmbeddingSettings = Field(default_factory=EmbeddingSettings, description="embedding model")
     auto_capture: AutoCaptureSettings = Field(default_factory=AutoCaptureSettings, description="capture")
     retention: RetentionSettings = Field(default_factory=RetentionSettings, description="retention policy")

@@ -85,6 +85,8 @@ def read_sources(environ: Mapping[str, str] | None = None, *, file: bool = True)
     mapping (an empty file is no settings)."""
     environ = os.environ if environ is None else environ
     path = config_file(environ) if file else None
+    if path is not None:
+        refuse_untrusted_config(path)
     section = read_config_file(path) if path is not None else {}
     return Sources(env_settings(environ), environ.get(STORAGE_VARIABLE) or None, path, section)
 
@@ -101,6 +103,26 @@ def config_file(environ: Mapping[str, str] | None = None) -> str | None:
         return path
     path = os.path.expanduser(CONFIG_FILE)
     return path if os.path.isfile(path) else None
+
+
+def refuse_untrusted_config(path: str) -> None:
+    """ConfigError (one line naming the path and the fix) when the config file, or a directory
+    above it up to the home directory (its own directory only, outside the home), is owned by
+    another user, writable by others or a link another user made (:func:`remindful.owned.problem`):
+    whoever can write the config can point ``learning.llm`` at a server of theirs."""
+    from remindful.owned import problem
+
+    path = os.path.abspath(path)
+    home = os.path.abspath(os.path.expanduser("~"))
+    current = path
+    while True:
+        found = problem(current)
+        if found is not None:
+            raise ConfigError("config file", f"{current} {found[0]}; not read", suggestion=found[1])
+        parent = os.path.dirname(current)
+        if current == home or parent == current or (current != path and not path.startswith(home + os.sep)):
+            return
+        current = parent
 
 
 def read_config_file(path: str) -> dict[str, Any]:

@@ -11,7 +11,9 @@ if the owner dies):
   (:func:`remindful.runtime.ask_daemon`: one JSON request a line, ``{"op": "context", "query",
   "budget_tokens", "exclude", "cwd"}`` → ``{"success", "context"}``, searched in the scopes seen
   from ``cwd``, or ``{"op": "ping"}``; the peer's uid is checked both ways), once the model is
-  loaded;
+  loaded; and ``{"op": "keep", "idem_key", "kind", "payload", "created_at"}``: a hook event that no
+  file could take (a full disk), kept in memory (up to :data:`KEPT_MAX_BYTES`) and spooled by the
+  drain loop once the disk has room (lost if the daemon stops before that: it logs how many);
 - index and watch the Markdown files of ``auto_capture.watch_dirs`` (and any given directories);
 - run the retention schedule (:mod:`remindful.services.policy.scheduler`) when it is installed, and at a
   clean stop honour ``privacy.delete_on_exit`` (:func:`remindful.services.sessions.delete_on_exit`);
@@ -58,7 +60,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from remindful import runtime
-from remindful.errors import ValidationError, http_status
+from remindful.errors import StorageFullError, ValidationError, http_status
 from remindful.runtime import DAEMON_FILE
 from remindful.services.access import http_token
 
@@ -75,6 +77,8 @@ log = logging.getLogger("remindful.daemon")
 
 LOCK_FILE = runtime.LOCK_FILE
 STANDBY_RETRY_S = 2.0
+#: The most hook events (bytes of their payloads) a daemon keeps in memory while the disk is full.
+KEPT_MAX_BYTES = 64 * 1024 * 1024
 MAX_BODY = 1_000_000
 #: How long a hook's connection may take to send its request.
 LOCAL_READ_TIMEOUT_S = 10.0
@@ -118,6 +122,11 @@ class DaemonHandle:
         self._server: uvicorn.Server | None = None
         self._local: _LocalServer | None = None
         self._local_lock = threading.Lock()  # the socket starts before or not after stop()
+        #: Hook events no file could take (a full disk), kept here until the spool takes them.
+        self.kept: list[tuple[str, str, str, float]] = []
+        self._kept_bytes = 0
+        self._kept_lock = threading.Lock()
+        self._kept_warned = 0.0
         self._endpoints: list[Path] = []
         self._scheduler: CleanupScheduler | None = None
         self.watcher: MarkdownWatcher | None = None
@@ -158,6 +167,8 @@ class DaemonHandle:
                 thread.join(timeout)
         if self._local is not None:
             self._local.server_close()
+        if self.kept and not self.spool_kept():
+            log.error("%d hook events kept in memory are lost: the disk never had room for them", len(self.kept))
         if self.owner.is_set():
             self._delete_on_exit()
             self._remove_endpoints()
@@ -253,9 +264,54 @@ class DaemonHandle:
         except Exception as exc:
             log.warning("warm-up failed (the first request will retry): %s", exc)
 
+    def keep(self, request: dict[str, Any]) -> int:
+        """Keep in memory one hook event its hook could not write (``{"idem_key", "kind",
+        "payload", "created_at"}``, the payload redacted by the hook), until :meth:`spool_kept`
+        writes it. Returns how many are kept; raises ValidationError for a malformed event and
+        StorageFullError when :data:`KEPT_MAX_BYTES` are kept already."""
+        for name in ("idem_key", "kind", "payload"):
+            if not isinstance(request.get(name), str):
+                raise ValidationError(name, "expected text (the spool's fallback line of the event)")
+        key, kind, payload, at = (
+            str(request["idem_key"]),
+            str(request["kind"]),
+            str(request["payload"]),
+            request.get("created_at"),
+        )
+        if isinstance(at, bool) or not isinstance(at, int | float):
+            raise ValidationError("created_at", "expected a time in seconds")
+        with self._kept_lock:
+            if self._kept_bytes + len(payload) > KEPT_MAX_BYTES:
+                raise StorageFullError(f"the daemon already keeps {len(self.kept)} events it cannot write")
+            self.kept.append((key, kind, payload, float(at)))
+            self._kept_bytes += len(payload)
+            return len(self.kept)
+
+    def spool_kept(self) -> int:
+        """Write the events kept in memory to the spool, if the disk has room now; returns how
+        many were written (0 while it stays full: they stay kept, a warning a minute in the log)."""
+        with self._kept_lock:
+            batch = list(self.kept)
+        if not batch:
+            return 0
+        try:
+            self.manager.spool_events(batch)
+        except Exception as exc:
+            if time.monotonic() - self._kept_warned > 60:
+                self._kept_warned = time.monotonic()
+                log.warning("%d hook events kept in memory, not yet written: %s", len(batch), exc)
+            return 0
+        with self._kept_lock:
+            del self.kept[: len(batch)]
+            self._kept_bytes = sum(len(r[2]) for r in self.kept)
+        log.info("wrote %d hook events kept in memory while the disk was full", len(batch))
+        return len(batch)
+
     def _drain_loop(self) -> None:
         interval = self.manager.settings.daemon.poll_interval_ms / 1000
         while not self.stop_event.is_set():
+            if self.kept and self.spool_kept():
+                self.touch()
             try:
                 drained = self.manager.drain_spool()
             except Exception as exc:  # keep draining later; the rows stay in the spool
@@ -272,6 +328,8 @@ class DaemonHandle:
         limit = self.idle_exit_s
         while not self.stop_event.wait(min(limit / 4, 5.0)):
             gone = not self.path.is_dir()
+            if self.kept and not gone:
+                self.touch()  # events only this process holds: not idle until they are written
             if gone or time.monotonic() - self.last_activity >= limit:
                 why = "its storage directory is gone" if gone else f"no activity for {limit:g} s"
                 log.info("the daemon of %s stops: %s", self.path, why)
@@ -291,6 +349,7 @@ class DaemonHandle:
             self._endpoint(self.path / runtime.SOCKET_NAME)
             self._local = server = _LocalServer(sock, self)
             self._spawn(server.serve_forever, "remindful-local")
+        runtime.note_ready(self.path)  # up: a hook may restart it at once should it be killed
         self.listening.set()
 
     def answer(self, line: bytes) -> dict[str, Any]:
@@ -306,8 +365,10 @@ class DaemonHandle:
             op = request.get("op")
             if op == "ping":
                 return {"success": True, "pid": os.getpid(), "drained": self.drained}
+            if op == "keep":
+                return {"success": True, "kept": self.keep(request)}
             if op != "context":
-                raise ValidationError("op", "expected 'context' or 'ping'")
+                raise ValidationError("op", "expected 'context', 'keep' or 'ping'")
             text = self.manager.hook_context({k: v for k, v in request.items() if k != "op"}).text
         except Exception as exc:
             status = http_status(exc)

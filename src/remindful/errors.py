@@ -10,6 +10,7 @@
     ├── ValidationError         bad input to the API: names the field and the expected form   400
     ├── EmbedderError           the embedding model could not be found, loaded or run         500
     ├── DependencyMissingError  an optional package is not installed: says which extra        500
+    ├── UntrustedPathError      a config, cache or store another user owns or can write       500
     └── MemoryDisabledError     memory is turned off in config, or was disabled by an error   503
 
 Shells translate these at the edge: the CLI prints the message and exits non-zero, the MCP server
@@ -109,6 +110,12 @@ class DependencyMissingError(RemindfulError):
             f"The optional package {package!r} is not installed",
             suggestion=f"Install it with: pip install 'remindful[{extra}]'",
         )
+
+
+class UntrustedPathError(RemindfulError):
+    """A file or directory remindful would trust (its config, a cache, the store) is owned by
+    another user, writable by others, or a link another user made (:mod:`remindful.owned`); the
+    message names the path, the suggestion the fix."""
 
 
 class MemoryDisabledError(RemindfulError):

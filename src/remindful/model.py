@@ -48,6 +48,90 @@ class MemorySource(StrEnum):
     IMPORT = "import"
 
 
+class OriginKind(StrEnum):
+    """Whose words a memory holds: its provenance. Only the user's own words (``user``) or what
+    the user confirmed (``user_confirmed``) may become a decision, preference or rule; every other
+    origin stays an observation of its source, however it is phrased."""
+
+    USER = "user"
+    USER_CONFIRMED = "user_confirmed"
+    ASSISTANT = "assistant"
+    TOOL = "tool"
+    FILE = "file"
+    WEB = "web"
+    SYSTEM = "system"
+
+    @property
+    def stated_by_user(self) -> bool:
+        return self in (OriginKind.USER, OriginKind.USER_CONFIRMED)
+
+
+#: The longest detail an origin keeps (a tool's name, a file's path, a page's address).
+ORIGIN_DETAIL_CHARS = 200
+
+
+def make_origin(kind: OriginKind | str, detail: str | None = None) -> str:
+    """An origin as stored: ``kind`` or ``kind:detail`` (``tool:Bash``, ``file:docs/deploy.md``,
+    ``web:https://example.com/x``). The detail is kept on one line and to
+    :data:`ORIGIN_DETAIL_CHARS`. Raises ValueError for an unknown kind."""
+    kind = OriginKind(kind)
+    detail = " ".join((detail or "").split())[:ORIGIN_DETAIL_CHARS]
+    return f"{kind.value}:{detail}" if detail else kind.value
+
+
+def parse_origin(origin: str) -> tuple[OriginKind, str | None]:
+    """``(kind, detail)`` of a stored origin; raises ValueError unless it starts with a known kind."""
+    kind, _, detail = origin.partition(":")
+    return OriginKind(kind), detail or None
+
+
+def origin_label(origin: str) -> str:
+    """The origin in words, as an agent or a person reads it beside a memory: ``you said``,
+    ``the assistant said``, ``tool Bash's output``, ``file docs/deploy.md``, ``page https://…``."""
+    try:
+        kind, detail = parse_origin(origin)
+    except ValueError:
+        return "unknown source"
+    if kind is OriginKind.USER:
+        return "you said"
+    if kind is OriginKind.USER_CONFIRMED:
+        return "you confirmed"
+    if kind is OriginKind.ASSISTANT:
+        return "the assistant said"
+    if kind is OriginKind.TOOL:
+        return f"tool {detail}'s output" if detail else "a tool's output"
+    if kind is OriginKind.FILE:
+        return f"file {detail}" if detail else "a file"
+    if kind is OriginKind.WEB:
+        return f"page {detail}" if detail else "a web page"
+    return "remindful"
+
+
+def derive_origin(source: str, metadata: dict[str, Any]) -> str:
+    """The origin of a memory whose writer named none, from its source and metadata (also how
+    the rows of a catalog older than origins get theirs): a prompt is the user's; an answer the
+    assistant's; a tool call's report its tool's; a Markdown chunk its file's; a pattern
+    remindful's own; what a person stored, corrected or configured the user's."""
+    role = metadata.get("role")
+    tool = metadata.get("tool_name") or metadata.get("tool")
+    if source == "hook":
+        if role == "user" or metadata.get("hook_event") == "UserPromptSubmit":
+            return OriginKind.USER.value
+        if role == "assistant":
+            return OriginKind.ASSISTANT.value
+        return make_origin(OriginKind.TOOL, tool if isinstance(tool, str) else None)
+    if source == "mcp_tool":
+        return make_origin(OriginKind.TOOL, tool if isinstance(tool, str) else None)
+    if source == "response" or role == "assistant":
+        return OriginKind.ASSISTANT.value
+    if source == "md_file":
+        path = metadata.get("file_path") or metadata.get("path")
+        return make_origin(OriginKind.FILE, path if isinstance(path, str) else None)
+    if source == "workflow_pattern":
+        return OriginKind.SYSTEM.value
+    return OriginKind.USER.value
+
+
 class MemoryClass(StrEnum):
     """The cognitive class of a memory."""
 
@@ -118,6 +202,8 @@ class Memory:
     expires_at: datetime | None = None
     updated_at: datetime | None = None
     scope: str | None = None
+    #: Whose words these are (:class:`OriginKind`, as :func:`make_origin` writes it).
+    origin: str = OriginKind.USER.value
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe form (datetimes as ISO 8601)."""
@@ -139,6 +225,7 @@ class Memory:
             "expires_at": self.expires_at.isoformat() if self.expires_at else None,
             "updated_at": self.updated_at.isoformat() if self.updated_at else None,
             "scope": self.scope,
+            "origin": self.origin,
         }
 
 
@@ -163,6 +250,7 @@ class SearchHit:
     superseded_by: str | None = None
     scope: str | None = None
     similar_ids: tuple[str, ...] = ()
+    origin: str = OriginKind.USER.value
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -179,6 +267,7 @@ class SearchHit:
             "similar_ids": list(self.similar_ids),
             "superseded_by": self.superseded_by,
             "scope": self.scope,
+            "origin": self.origin,
         }
 
 
@@ -685,10 +774,13 @@ class FailureWarning:
     memory_ids: tuple[str, ...]
     last_failure: datetime
     alternatives: tuple[Alternative, ...] = ()
+    #: What to try, for what the action is (a shell command, an edit, an action on a screen).
+    advice: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "message": self.message,
+            "advice": self.advice,
             "action": self.action,
             "failures": self.failures,
             "successes": self.successes,

@@ -56,6 +56,24 @@ def new_session_id() -> str:
     return time.strftime("session_%Y%m%d_%H%M%S_", time.gmtime()) + os.urandom(2).hex()
 
 
+#: The longest session id any surface takes (a client's ids are UUIDs or names: a few dozen characters).
+SESSION_ID_MAX_CHARS = 256
+
+
+def fit_session_id(session_id: str) -> str:
+    """``session_id`` if it is at most :data:`SESSION_ID_MAX_CHARS` long, else its first 200
+    characters, ``~`` and 32 hex digits of its SHA-256: what a hook stores rather than lose the
+    event (two long ids that differ anywhere stay two sessions; one id always maps to the same)."""
+    if len(session_id) <= SESSION_ID_MAX_CHARS:
+        return session_id
+    try:  # the built-in module: hashlib would load OpenSSL, which costs hook processes milliseconds
+        from _sha256 import sha256
+    except ImportError:  # pragma: no cover - other Python builds
+        from hashlib import sha256
+    digest = sha256(session_id.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    return f"{session_id[:200]}~{digest}"
+
+
 def pid_alive(pid: int) -> bool:
     """Whether a process with this id runs (another user's process counts as alive)."""
     try:
@@ -77,9 +95,14 @@ def _key(storage: str | os.PathLike[str]) -> str:
 def claim_daemon_lock(storage: str | os.PathLike[str]) -> int | None:
     """Take the daemon lock of the store in ``storage``: its descriptor (the caller holds the role
     until it closes it, or until every process it passed the descriptor to has), or None if
-    another holder has it, or the lock file cannot be opened (a read-only store)."""
+    another holder has it, or the lock file cannot be opened (a read-only store). A lock file that
+    is a link or another user's is refused (:class:`~remindful.errors.UntrustedPathError`: one
+    holding it would keep every daemon from starting); the storage directory is this user's alone
+    (0700, :func:`remindful.owned.private_dir`), so no other user can open it to hold it."""
+    from remindful.owned import private_file
+
     try:
-        fd = os.open(os.path.join(storage, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o600)
+        fd = private_file(os.path.join(storage, LOCK_FILE), os.O_RDWR | os.O_CREAT)
     except OSError:
         return None
     try:
@@ -152,6 +175,74 @@ def daemon_elsewhere(storage: str | os.PathLike[str]) -> bool:
     """Whether another live process runs the daemon's roles for the store in ``storage``
     (:func:`daemon_running`)."""
     return daemon_running(storage)
+
+
+# -- the start back-off ------------------------------------------------------------------------------
+
+#: The file in the storage directory that records the hooks' last start of the daemon: ``{"at": time,
+#: "tries": starts since a daemon last came up}``.
+START_STAMP = "daemon.started"
+#: A hook starts the store's daemon at most once in this many seconds ...
+START_GAP_S = 2.0
+#: ... doubled at each start after which no daemon came up (a broken installation, a crash at
+#: start), up to this: a crash loop costs one failed process per half minute, not one per hook.
+START_BACKOFF_MAX_S = 30.0
+
+
+def _read_stamp(storage: str | os.PathLike[str]) -> tuple[float, int] | None:
+    try:
+        with open(os.path.join(storage, START_STAMP), "rb") as f:
+            data = json.loads(f.read(4096) or b"null")
+        return float(data["at"]), int(data["tries"])
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, TypeError, KeyError):  # an older version's empty stamp: its mtime
+        try:
+            return os.stat(os.path.join(storage, START_STAMP)).st_mtime, 1
+        except OSError:
+            return None
+
+
+def _write_stamp(storage: str | os.PathLike[str], at: float, tries: int) -> None:
+    path = os.path.join(storage, START_STAMP)
+    temp = f"{path}.{os.getpid()}"
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.write(fd, json.dumps({"at": at, "tries": tries}).encode())
+    finally:
+        os.close(fd)
+    os.replace(temp, path)
+
+
+def start_backoff_s(storage: str | os.PathLike[str], now: float | None = None) -> float:
+    """Seconds a hook must still wait before it starts the daemon of ``storage`` (0: start it now):
+    :data:`START_GAP_S` after the last start, doubled for each start since which no daemon came up
+    (:func:`note_ready`), at most :data:`START_BACKOFF_MAX_S`. A daemon that ran and was killed
+    (kill -9, a reboot) is restarted by the next hook: stored events wait seconds, not half a minute."""
+    stamp = _read_stamp(storage)
+    if stamp is None:
+        return 0.0
+    at, tries = stamp
+    delay = min(START_BACKOFF_MAX_S, START_GAP_S * 2 ** max(0, min(tries, 16) - 1))
+    return max(0.0, at + delay - (time.time() if now is None else now))
+
+
+def note_start(storage: str | os.PathLike[str], now: float | None = None) -> None:
+    """A hook starts the daemon now (one more start since a daemon last came up). Raises OSError."""
+    stamp = _read_stamp(storage)
+    _write_stamp(storage, time.time() if now is None else now, (stamp[1] if stamp else 0) + 1)
+
+
+def note_ready(storage: str | os.PathLike[str]) -> None:
+    """The daemon of ``storage`` is up (it answers the hooks): the back-off starts again from
+    :data:`START_GAP_S`. Never raises."""
+    stamp = _read_stamp(storage)
+    if stamp is None or stamp[1] == 0:
+        return
+    try:  # noqa: SIM105 - contextlib is one more import for hook processes
+        _write_stamp(storage, stamp[0], 0)
+    except OSError:
+        pass
 
 
 # -- the local channel ------------------------------------------------------------------------------
@@ -322,18 +413,26 @@ __all__ = [
     "ENDPOINTS",
     "LOCK_FILE",
     "MAX_MESSAGE",
+    "SESSION_ID_MAX_CHARS",
     "SOCKET_NAME",
+    "START_BACKOFF_MAX_S",
+    "START_GAP_S",
+    "START_STAMP",
     "adopt_daemon_lock",
     "ask_daemon",
     "claim_daemon_lock",
     "daemon_elsewhere",
     "daemon_running",
     "exit_on_signals",
+    "fit_session_id",
     "hold_daemon_lock",
     "listen",
     "new_session_id",
+    "note_ready",
+    "note_start",
     "peer_uid",
     "pid_alive",
     "release_daemon_lock",
     "remove_endpoints",
+    "start_backoff_s",
 ]

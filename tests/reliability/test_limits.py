@@ -152,17 +152,29 @@ def spooled(store: Path) -> int:
         return int(conn.execute("SELECT count(*) FROM spool").fetchone()[0])
 
 
-def test_a_hook_payload_over_the_limit_is_refused_up_front(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_hook_payload_over_the_limit_keeps_a_truncated_memory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Over ``limits.hook_payload_bytes`` (a failing build's long log), the event is kept, its text
+    cut and saying so (issue 32: it was dropped whole); only an input over 4 times the limit is
+    refused up front, and that is logged."""
     store = tmp_path / "s"
     monkeypatch.setenv("REMINDFUL_LIMITS__HOOK_PAYLOAD_BYTES", "2000")
     payload = {"session_id": "s1", "hook_event_name": "UserPromptSubmit", "prompt": "p" * 3000}
     code, err = hook(store, json.dumps(payload))
     assert code == 0  # a hook never breaks the agent
-    assert "over limits.hook_payload_bytes (2,000)" in err and "nothing captured" in err
+    assert "over limits.hook_payload_bytes (2,000)" in err and "marked truncated" in err
     assert "over limits.hook_payload_bytes" in (store / "logs" / "hooks.log").read_text()
-    assert not (store / "catalog.sqlite3").exists() or spooled(store) == 0
-    payload["prompt"] = "short"
-    assert hook(store, json.dumps(payload))[0] == 0 and spooled(store) == 1
+    assert spooled(store) == 1
+    with open_fake(store, **{"limits.hook_payload_bytes": 2000}) as memory:
+        assert memory.drain_spool() == 1  # under the limit the drain applies: not set aside
+        (kept,) = memory.list()
+    assert kept.content.startswith("p" * 250) and "p" * 251 not in kept.content
+    assert "[truncated: the hook input was" in kept.content and kept.metadata["truncated"]["bytes"] > 3000
+    payload["prompt"] = "p" * 9_000
+    code, err = hook(store, json.dumps(payload))
+    assert code == 0 and "nothing captured" in err and "over 8,000 bytes" in err
+    assert spooled(store) == 0
 
 
 def test_a_lone_surrogate_in_a_hook_payload_is_replaced_and_captured(tmp_path: Path) -> None:

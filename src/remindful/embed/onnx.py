@@ -29,6 +29,14 @@ from remindful.errors import EmbedderError
 
 logger = logging.getLogger(__name__)
 
+#: ONNX Runtime (1.32 on Linux) writes a device id and telemetry events under
+#: ``~/.cache/Microsoft/DeveloperTools/.onnxruntime`` as its environment is created, whatever
+#: ``disable_telemetry_events()`` says afterwards; this variable, read at that moment, stops it
+#: (remindful promises to work offline). Set for this process and the ones it starts, unless the
+#: user set it.
+TELEMETRY_VARIABLE = "ORT_DISABLE_TELEMETRY"
+os.environ.setdefault(TELEMETRY_VARIABLE, "1")
+
 if TYPE_CHECKING:
     import onnxruntime
     import tokenizers

@@ -24,6 +24,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+from remindful.errors import UntrustedPathError
+from remindful.owned import private_dir
+
 logger = logging.getLogger(__name__)
 
 ENV_MODEL_CACHE = "REMINDFUL_MODEL_CACHE"
@@ -70,11 +73,18 @@ def ensure_quantized(source: Path, runtime_version: str) -> Path | None:
     except OSError as exc:
         logger.warning("Cannot prepare the int8 model from %s (%s); using it as shipped", source, exc)
         return None
-    if target.is_file():
+    try:  # the model a cache holds is what every memory is embedded with: only this user's
+        private_dir(target.parent, "model cache")
+    except UntrustedPathError as exc:
+        logger.warning("%s; using %s as shipped", exc, source)
+        return None
+    except OSError as exc:
+        logger.warning("Cannot prepare the int8 model (%s); using %s as shipped", exc, source)
+        return None
+    if target.is_file() and not target.is_symlink():
         return target
     logger.info("Preparing the int8 embedding model, once (a few seconds), into %s", target)
     try:
-        target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         # -P: nothing of the working directory on sys.path. A hook runs in the agent's project,
         # whose secrets.py or random.py would otherwise be imported (run) here, failing the preparation.
         done = subprocess.run(

@@ -8,6 +8,11 @@ path. Deleting the memory deletes its copy (hooked into the one delete path of t
 that does not name a readable file, or whose real path lies outside the directories tools may use
 (``Settings.allowed_roots()``: storage, watch directories, ``security.allowed_paths``), is kept as a
 reference only and logged; the memory is still stored.
+
+A copy never holds a secret the store's redaction finds (:class:`~remindful.engine.redact.StoreRedactor`:
+the rules and detect-secrets' plugins): a text file (UTF-8) is copied redacted, and a binary file
+whose printable runs hold one is not copied (the reference only, logged). Files larger than
+:data:`MAX_SCANNED_BYTES` are not copied either: they cannot be scanned in the write path.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import shutil
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -23,18 +29,46 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from remindful.config import Settings
     from remindful.engine.catalog import MemoryRow
+    from remindful.engine.redact import StoreRedactor
 
 log = logging.getLogger("remindful")
 
 DIRNAME = "attachments"
+#: The largest file copied (it is read whole and scanned for secrets first).
+MAX_SCANNED_BYTES = 32 * 1024 * 1024
+_PRINTABLE_RUN = re.compile(rb"[\t\n\r\x20-\x7e]{8,}")
+
+
+def scanned_copy(source: Path, redaction: StoreRedactor | None) -> tuple[bytes | None, str]:
+    """The bytes to copy of ``source``: its text redacted (a UTF-8 file), itself (a binary file
+    holding no secret in its printable runs), or None with the reason it is not copied (a binary
+    file that holds one, a file too large to scan)."""
+    if source.stat().st_size > MAX_SCANNED_BYTES:
+        return None, f"larger than {MAX_SCANNED_BYTES} bytes, too large to scan for secrets"
+    data = source.read_bytes()
+    if redaction is None or redaction.rules is None:
+        return data, ""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        text = None
+    if text is not None:
+        redacted = redaction.text(text)
+        return redacted.encode("utf-8"), ("secrets redacted in the copy" if redacted != text else "")
+    for run in _PRINTABLE_RUN.finditer(data):
+        piece = run.group(0).decode("ascii")
+        if redaction.text(piece) != piece:
+            return None, "it holds what looks like a secret (a binary file cannot be redacted)"
+    return data, ""
 
 
 def attachments_dir(storage: Path) -> Path:
     return storage / DIRNAME
 
 
-def attach_files(settings: Settings, rows: Sequence[MemoryRow]) -> None:
-    """Copy the attached files of ``rows`` into the store (if configured); rewrites their metadata."""
+def attach_files(settings: Settings, rows: Sequence[MemoryRow], redaction: StoreRedactor | None = None) -> None:
+    """Copy the attached files of ``rows`` into the store (if configured), scanned by ``redaction``
+    (:func:`scanned_copy`); rewrites their metadata."""
     config = settings.attachments
     if not config.copy_attachments or not config.path_keys:
         return
@@ -70,8 +104,16 @@ def attach_files(settings: Settings, rows: Sequence[MemoryRow]) -> None:
             os.chmod(root, 0o700)
             target = target_dir / source.name
             try:
-                shutil.copyfile(source, target)
+                data, why = scanned_copy(source, redaction)
+                if data is None:
+                    log.warning("attachment %s of %s is not copied: %s; keeping the reference only", key, row.id, why)
+                    continue
+                fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o600)
+                with os.fdopen(fd, "wb") as out:
+                    out.write(data)
                 os.chmod(target, 0o600)
+                if why:
+                    log.warning("attachment %s of %s: %s", key, row.id, why)
             except OSError as exc:
                 log.warning("could not copy attachment %s for %s: %s; keeping the reference only", value, row.id, exc)
                 continue
@@ -96,4 +138,4 @@ def remove_copies(storage: Path, ids: Iterable[str]) -> int:
     return removed
 
 
-__all__ = ["attach_files", "attachments_dir", "remove_copies"]
+__all__ = ["MAX_SCANNED_BYTES", "attach_files", "attachments_dir", "remove_copies", "scanned_copy"]

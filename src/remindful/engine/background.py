@@ -30,6 +30,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from remindful.engine.catalog import Catalog
+from remindful.engine.perf import PendingFigures
 from remindful.errors import RemindfulError
 
 log = logging.getLogger("remindful")
@@ -308,25 +309,33 @@ class Errand:
 class AccessRecorder(_Worker):
     """Counts search hits as accesses off the hot path: a daemon thread batches the updates, up to
     a second's worth at a time, so a busy server commits once a second instead of once a search
-    (each commit rewrites the hits' rows into the write-ahead log)."""
+    (each commit rewrites the hits' rows into the write-ahead log). The searches' latencies and the
+    embedding cache's counts (``figures``, :mod:`remindful.engine.perf`) go with them, into the
+    store's counters."""
 
-    def __init__(self, catalog: Catalog, *, linger: float = 1.0) -> None:
+    def __init__(self, catalog: Catalog, *, linger: float = 1.0, figures: PendingFigures | None = None) -> None:
         self._catalog = catalog
+        self.figures = figures if figures is not None else PendingFigures()
         super().__init__("remindful-access", self._touch, linger=linger)
         _RECORDERS.add(self)
 
-    def record(self, ids: list[str]) -> None:
+    def record(self, ids: list[str], search_ms: float | None = None) -> None:
+        """Count ``ids`` as accessed, and a search of ``search_ms`` milliseconds when given."""
+        if search_ms is not None:
+            self.figures.search(search_ms)
+            ids = ids or [_NO_HIT]  # a search without hits is still written
         self.submit(ids)
 
     def _touch(self, ids: list[str]) -> None:
         if getattr(self._catalog, "unwritable", None) is not None:  # a read-only view (a full disk): nothing to record
             return
         try:
-            self._catalog.touch(ids, time.time())
+            self._catalog.touch([i for i in ids if i != _NO_HIT], time.time(), self.figures.take())
         except RemindfulError as exc:  # access counts are best effort; never break a search
             log.warning("could not record memory access: %s", exc)
 
 
+_NO_HIT = ""  # no memory has an empty id
 _RECORDERS: weakref.WeakSet[AccessRecorder] = weakref.WeakSet()
 
 

@@ -6,7 +6,12 @@ forgotten.
 
 Tombstones hold the hash of a forgotten memory's normalised text (:func:`forget_key`), never the
 text: a capture of the same statement is recognised, while nothing of what the user deleted stays
-on disk.
+on disk. The hash is keyed with the store's own secret salt (HMAC-SHA-256 of :func:`forget_key`,
+the salt in the catalog's ``meta``, made with the first tombstone): a bare hash of the words would
+let whoever holds a copy of the file confirm a guessed sentence with a table made once for every
+store, and tell which stores forgot the same thing. Tombstones written before the salt (the bare
+hash) are re-keyed when it is made, in the same transaction: the keyed hash is made from the bare
+one, so no words are needed; until then they are read as they are.
 
 A repository like those of :mod:`remindful.engine.repositories`, kept beside the Store because the
 Store hands it to the capture points that are given a Store alone (:attr:`Store.captures
@@ -17,7 +22,9 @@ composition root builds one for the services it composes.
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
+import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -36,6 +43,30 @@ _NOT_WORDS = re.compile(r"[\W_]+")
 #: The newest action memories a lookup of earlier calls reads at most (from the time index): a bound
 #: on its cost however many calls a store holds.
 RECENT_ACTIONS = 2000
+
+
+#: The ``meta`` row holding the store's tombstone salt (hex).
+SALT_KEY = "tombstone_salt"
+
+
+def salted_key(salt: bytes, key: str) -> str:
+    """The key a tombstone of :func:`forget_key`'s ``key`` is stored under, with the store's ``salt``."""
+    return hmac.new(salt, key.encode("ascii"), hashlib.sha256).hexdigest()
+
+
+def _salt(conn: sqlite3.Connection) -> bytes | None:
+    row = conn.execute(f"SELECT value FROM meta WHERE key = '{SALT_KEY}'").fetchone()
+    return bytes.fromhex(row[0]) if row else None
+
+
+def _new_salt(conn: sqlite3.Connection) -> bytes:
+    """Create the store's salt and re-key the tombstones written before it, in the caller's write
+    transaction (so no process sees one without the other)."""
+    salt = os.urandom(32)
+    conn.execute("INSERT INTO meta (key, value) VALUES (?, ?)", (SALT_KEY, salt.hex()))
+    bare = [str(r[0]) for r in conn.execute("SELECT key FROM tombstones")]
+    conn.executemany("UPDATE OR IGNORE tombstones SET key = ? WHERE key = ?", [(salted_key(salt, k), k) for k in bare])
+    return salt
 
 
 def forget_key(text: str) -> str:
@@ -245,28 +276,33 @@ class CaptureRepository:
     # -- tombstones -------------------------------------------------------------------------------------
 
     def bury(self, graves: Mapping[str, tuple[str | None, str]], at: float) -> None:
-        """Record a tombstone for each ``key → (memory_id, reason)`` (a key already buried keeps
-        its first)."""
+        """Record a tombstone for each ``key → (memory_id, reason)`` (keys as :func:`forget_key`
+        makes them, stored keyed with the store's salt, which the first tombstone creates; a key
+        already buried keeps its first)."""
         if not graves:
             return
-        rows = [(key, at, reason, memory_id) for key, (memory_id, reason) in graves.items()]
-        self._catalog.write(
-            lambda conn: conn.executemany(
+
+        def run(conn: sqlite3.Connection) -> None:
+            salt = _salt(conn) or _new_salt(conn)
+            rows = [(salted_key(salt, key), at, reason, memory_id) for key, (memory_id, reason) in graves.items()]
+            conn.executemany(
                 "INSERT OR IGNORE INTO tombstones (key, buried_at, reason, memory_id) VALUES (?, ?, ?, ?)", rows
-            ),
-            what="recording what was forgotten",
-        )
+            )
+
+        self._catalog.write(run, what="recording what was forgotten")
 
     def buried(self, keys: Iterable[str]) -> set[str]:
-        """Those of ``keys`` that have a tombstone."""
-        wanted = list(dict.fromkeys(keys))
+        """Those of ``keys`` (:func:`forget_key`'s) that have a tombstone."""
+        wanted = self._stored_keys(keys)
         if not wanted:
             return set()
-        return {str(r[0]) for r in self._catalog.read_in("SELECT key FROM tombstones WHERE key IN ({marks})", wanted)}
+        stored = list(wanted.values())
+        found = {str(r[0]) for r in self._catalog.read_in("SELECT key FROM tombstones WHERE key IN ({marks})", stored)}
+        return {key for key, kept_as in wanted.items() if kept_as in found}
 
     def unbury(self, keys: Iterable[str]) -> int:
         """Remove the tombstones of ``keys`` (the user stored that statement again); how many."""
-        wanted = list(dict.fromkeys(keys))
+        wanted = list(self._stored_keys(keys).values())
         if not wanted:
             return 0
         marks = ", ".join("?" * len(wanted))
@@ -276,6 +312,12 @@ class CaptureRepository:
                 what="lifting tombstones",
             )
         )
+
+    def _stored_keys(self, keys: Iterable[str]) -> dict[str, str]:
+        """Each of ``keys`` → the key its tombstone is stored under (as it is while no salt exists)."""
+        rows = self._catalog.read(f"SELECT value FROM meta WHERE key = '{SALT_KEY}'")
+        salt = bytes.fromhex(rows[0][0]) if rows else None
+        return {key: key if salt is None else salted_key(salt, key) for key in dict.fromkeys(keys)}
 
     def tombstones(self) -> int:
         """How many tombstones there are."""
@@ -326,4 +368,4 @@ class CaptureRepository:
         return [str(r[0]) for r in rows]
 
 
-__all__ = ["CaptureRepository", "FileRecord", "SessionEvent", "forget_key"]
+__all__ = ["SALT_KEY", "CaptureRepository", "FileRecord", "SessionEvent", "forget_key", "salted_key"]

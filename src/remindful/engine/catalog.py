@@ -38,6 +38,7 @@ from remindful.engine.lexical import LexicalSearch
 from remindful.engine.projects import Project
 from remindful.engine.redact import StoreRedactor, add_counts, build_redactor
 from remindful.engine.schema import (
+    ADD_ORIGIN_COLUMN,
     ADD_SCOPE_COLUMN,
     DOOMED_DDL,
     MEMORY_COLUMNS,
@@ -48,7 +49,8 @@ from remindful.engine.schema import (
 from remindful.engine.sqlfilter import SqlFilter
 from remindful.engine.storelock import StoreLock
 from remindful.errors import CorruptionError, StorageError, StorageFullError, StorageLockedError, unwritable
-from remindful.model import content_hash
+from remindful.model import content_hash, derive_origin
+from remindful.owned import private_dir
 
 T = TypeVar("T")
 log = logging.getLogger("remindful")
@@ -63,9 +65,10 @@ CatalogSource = Callable[[], "Catalog"]
 #: alone); 6: ``type_counts``, kept by triggers; 7: every table is created at open, those of the
 #: capture counts and the learning layer too (:mod:`remindful.engine.schema`); 8: every memory has a
 #: scope (:mod:`remindful.engine.scopes`), the rows of an older catalog given theirs by the upgrade;
-#: 9: the tombstones of what was forgotten and the ledger of injected context. Each upgrade re-runs
-#: the (idempotent) schema and recounts the types.
-SCHEMA_VERSION = 9
+#: 9: the tombstones of what was forgotten and the ledger of injected context; 10: every memory
+#: records its origin, whose words it holds; 11: the directories the user bound to a project
+#: (``project_bindings``). Each upgrade re-runs the (idempotent) schema and recounts the types.
+SCHEMA_VERSION = 11
 #: The version from which memories have a scope.
 SCOPES_VERSION = 8
 #: Rows given their scope per statement by the upgrade to :data:`SCOPES_VERSION`.
@@ -170,6 +173,8 @@ class MemoryRow:
     indexed: bool = False
     embedding: np.ndarray | None = None
     scope: str | None = None
+    #: Whose words the row holds (:func:`remindful.model.make_origin`).
+    origin: str = "user"
     #: Whether the row passed the store's redaction (:func:`redact_row`): the Store's row builder
     #: redacts as it builds; the catalog redacts any other row before it inserts it.
     redacted: bool = False
@@ -196,7 +201,8 @@ class MemoryRow:
             expires_at,
             indexed,
             scope,
-        ) = row[:18]
+            origin,
+        ) = row[:19]
         return cls(
             id=mid,
             type=mtype,
@@ -216,6 +222,7 @@ class MemoryRow:
             expires_at=expires_at,
             indexed=bool(indexed),
             scope=scope,
+            origin=origin,
         )
 
 
@@ -278,7 +285,9 @@ class Catalog:
         scope_of: ScopeOf | None = None,
     ) -> None:
         self.path = path
-        self.redaction = redaction if redaction is not None else StoreRedactor(build_redactor(), path.parent)
+        self.redaction = (
+            redaction if redaction is not None else StoreRedactor(build_redactor(library=True), path.parent)
+        )
         self._scope_of = scope_of
         self._lock = threading.RLock()
         self._local = threading.local()
@@ -304,7 +313,7 @@ class Catalog:
         #: A store's own pages may be sound while others are not; the damage then shows where a
         #: later read touches it (the indexer's), and the next write stops there.
         self.damage: CorruptionError | None = None
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        private_dir(path.parent, "storage directory")
         try:
             try:
                 connection.make_private(path)
@@ -360,6 +369,9 @@ class Catalog:
         columns = {row[1] for row in conn.execute("PRAGMA table_info(memories)")}
         if columns and "scope" not in columns:
             conn.execute(ADD_SCOPE_COLUMN)
+        if columns and "origin" not in columns:
+            conn.execute(ADD_ORIGIN_COLUMN)
+            self._origin_rows(conn)
         for statement in _statements(SCHEMA + RECOUNT_TYPES):
             conn.execute(statement)
         if columns and version < SCOPES_VERSION:
@@ -367,6 +379,30 @@ class Catalog:
             for statement in _statements(RECOUNT_SCOPES):
                 conn.execute(statement)
         conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+
+    @staticmethod
+    def _origin_rows(conn: sqlite3.Connection) -> None:
+        """Give every row of a catalog older than origins the origin its source and metadata
+        imply (:func:`remindful.model.derive_origin`; see :meth:`_upgrade`)."""
+        last = 0
+        while True:
+            rows = conn.execute(
+                "SELECT rowid, source, metadata FROM memories WHERE rowid > ? ORDER BY rowid LIMIT ?",
+                (last, SCOPE_BATCH),
+            ).fetchall()
+            if not rows:
+                return
+            updates = []
+            for rowid, source, metadata in rows:
+                try:
+                    meta = json.loads(metadata)
+                except ValueError:
+                    meta = {}
+                origin = derive_origin(source, meta if isinstance(meta, dict) else {})
+                if origin != "user":
+                    updates.append((origin, rowid))
+            conn.executemany("UPDATE memories SET origin = ? WHERE rowid = ?", updates)
+            last = rows[-1][0]
 
     def _scope_rows(self, conn: sqlite3.Connection) -> None:
         """Give every row of an older catalog its scope (see :meth:`_upgrade`)."""
@@ -614,7 +650,7 @@ class Catalog:
         conn.executemany(
             "INSERT INTO memories (id, type, content, metadata, source, memory_class, session_id, created_at, "
             "updated_at, importance, access_count, last_accessed, bookmarked, content_hash, chunk, expires_at, "
-            "embedding, indexed, size_bytes, scope) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            "embedding, indexed, size_bytes, scope, origin) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             [
                 (
                     r.id,
@@ -637,6 +673,7 @@ class Catalog:
                     int(r.indexed),
                     len(r.content.encode()) + len(r.metadata) + (0 if r.embedding is None else r.embedding.nbytes),
                     r.scope,
+                    r.origin,
                 )
                 for r in rows
             ],
@@ -850,12 +887,14 @@ class Catalog:
         self, conn: sqlite3.Connection, projects: Iterable[Project], at: float, counts: dict[str, int] | None = None
     ) -> None:
         """Record ``projects`` as seen at ``at``, in the caller's transaction (a known one keeps its
-        name and root, the first seen). The name and the root directory are written redacted (a
-        directory's or a marker's name may hold a secret); hits go to ``counts``."""
+        name and root, the first seen; one known by name only takes the first root seen). The name
+        and the root directory are written redacted (a directory's or a marker's name may hold a
+        secret); hits go to ``counts``."""
         text = self.redaction.text
         conn.executemany(
             "INSERT INTO projects (key, name, root, first_seen, last_seen) VALUES (?, ?, ?, ?, ?) "
-            "ON CONFLICT(key) DO UPDATE SET last_seen = max(last_seen, excluded.last_seen)",
+            "ON CONFLICT(key) DO UPDATE SET last_seen = max(last_seen, excluded.last_seen), "
+            "root = CASE WHEN root = '' THEN excluded.root ELSE root END",
             [(p.key, text(p.name, counts), text(p.root, counts), at, at) for p in projects],
         )
 
@@ -863,16 +902,20 @@ class Catalog:
         """Those of ``ids`` that are stored."""
         return {r[0] for r in self.read_in("SELECT id FROM memories WHERE id IN ({marks})", ids)}
 
-    def touch(self, ids: Sequence[str], at: float) -> None:
-        """Count an access: ``access_count`` + 1 and ``last_accessed`` = at."""
-        if ids:
-            self.write(
-                lambda c: c.executemany(
-                    "UPDATE memories SET access_count = access_count + 1, last_accessed = ? WHERE id = ?",
-                    [(at, i) for i in ids],
-                ),
-                what="recording access",
+    def touch(self, ids: Sequence[str], at: float, counts: Mapping[str, int] | None = None) -> None:
+        """Count an access: ``access_count`` + 1 and ``last_accessed`` = at; and add ``counts`` to
+        the store's counters (``capture_stats``: the searches' figures, :mod:`remindful.engine.perf`)."""
+        if not ids and not counts:
+            return
+
+        def run(c: sqlite3.Connection) -> None:
+            c.executemany(
+                "UPDATE memories SET access_count = access_count + 1, last_accessed = ? WHERE id = ?",
+                [(at, i) for i in ids],
             )
+            add_counts(c, counts or {})
+
+        self.write(run, what="recording access")
 
     # -- the rest of the catalog ----------------------------------------------------------------
 

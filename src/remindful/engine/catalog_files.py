@@ -12,10 +12,13 @@ import os
 import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from remindful.engine import connection
 from remindful.errors import StorageError
+
+if TYPE_CHECKING:
+    from remindful.engine.redact import StoreRedactor
 
 
 def snapshot(source: Path, target: Path) -> None:
@@ -36,13 +39,17 @@ def snapshot(source: Path, target: Path) -> None:
     os.chmod(target, 0o600)
 
 
-def prepare_for_restore(staged: Path, live: Path) -> None:
+def prepare_for_restore(staged: Path, live: Path, redaction: StoreRedactor | None = None) -> None:
     """Make the catalog file ``staged`` ready for :func:`copy_into` the live catalog ``live``: the
     live one's page size (a copy into a WAL database cannot change it), the current schema, and
     every row marked un-indexed with no vector deletion queued (the vector index is rebuilt from
     it: until then every process scores its rows exactly rather than trust a view of the old
-    index)."""
+    index). The file comes from an archive, so it is trusted in nothing: its triggers and views
+    are dropped before anything writes to it, and it is then rebuilt from its rows
+    (:func:`rebuild_from_rows`, every text re-checked by ``redaction``)."""
     from remindful.engine.catalog import Catalog
+
+    _drop_schema_objects(staged)
 
     try:
         conn = sqlite3.connect(str(live), timeout=30)
@@ -68,6 +75,126 @@ def prepare_for_restore(staged: Path, live: Path) -> None:
         )
     finally:
         catalog.close()
+    rebuild_from_rows(staged, redaction if redaction is not None else catalog.redaction)
+
+
+def _quoted(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _drop_schema_objects(path: Path) -> None:
+    """Drop every trigger and view of the catalog file at ``path`` (one from an archive: a trigger
+    there would fire on the writes that prepare it)."""
+    conn = sqlite3.connect(str(path), isolation_level=None)
+    try:
+        found = conn.execute("SELECT type, name FROM sqlite_master WHERE type IN ('trigger', 'view')").fetchall()
+        for kind, name in found:
+            conn.execute(f"DROP {'TRIGGER' if kind == 'trigger' else 'VIEW'} IF EXISTS {_quoted(name)}")
+    except sqlite3.DatabaseError as exc:
+        raise StorageError(
+            f"Restore failed: the archive's catalog cannot be read ({exc}); nothing was changed"
+        ) from exc
+    finally:
+        conn.close()
+
+
+#: Tables the catalog's own triggers and window code fill from the memories (counts, queues): the
+#: rebuild lets them be made again rather than copy them.
+_DERIVED_TABLES = frozenset(("type_counts", "scope_counts", "context_drop", "context_mend"))
+#: Columns copied as they are: ids, keys, hashes, names of counters (no text of a memory).
+_KEPT_COLUMNS = frozenset(("id", "key", "idem_key", "content_hash", "hash", "kind", "type", "scope", "name"))
+
+
+def rebuild_from_rows(path: Path, redaction: StoreRedactor) -> dict[str, int]:
+    """Replace the catalog file at ``path`` with a new one made from the current schema (only the
+    tables, indexes and triggers remindful creates: no foreign schema object survives) and the
+    rows of ``path``'s tables, every text re-checked by ``redaction`` on the way (the content,
+    metadata and chunk of each memory, session ids mapped, JSON texts at any depth, other texts as
+    texts; a memory whose content changed gets its new hash and loses its vector). The session
+    context windows are made again from the rows. Returns the redaction hits by rule."""
+    from remindful.engine import windows
+    from remindful.engine.catalog import Catalog
+
+    fresh = path.with_name(path.name + ".rebuilt")
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        Path(f"{fresh}{suffix}").unlink(missing_ok=True)
+    Catalog(fresh, redaction=redaction).close()
+    counts: dict[str, int] = {}
+    conn = sqlite3.connect(str(fresh), isolation_level=None)
+    try:
+        conn.execute("PRAGMA journal_mode=DELETE")
+        conn.execute("ATTACH DATABASE ? AS src", (str(path),))
+        tables = conn.execute("SELECT name, sql FROM main.sqlite_master WHERE type = 'table'").fetchall()
+        virtual = {name for name, sql in tables if (sql or "").upper().startswith("CREATE VIRTUAL")}
+        theirs = {name for (name,) in conn.execute("SELECT name FROM src.sqlite_master WHERE type = 'table'")}
+        conn.execute("BEGIN")
+        for name, _sql in tables:
+            if (
+                name in virtual
+                or any(name.startswith(f"{v}_") for v in virtual)
+                or name.startswith("sqlite_")
+                or name in _DERIVED_TABLES
+                or name not in theirs
+            ):
+                continue
+            ours = [row[1] for row in conn.execute(f"PRAGMA main.table_info({_quoted(name)})")]
+            present = {row[1] for row in conn.execute(f"PRAGMA src.table_info({_quoted(name)})")}
+            columns = [c for c in ours if c in present]
+            listed = ", ".join(_quoted(c) for c in columns)
+            insert = f"INSERT OR IGNORE INTO main.{_quoted(name)} ({listed}) VALUES ({', '.join('?' * len(columns))})"
+            rows = conn.execute(f"SELECT {listed} FROM src.{_quoted(name)}").fetchall()
+            for start in range(0, len(rows), 500):
+                batch = [_rechecked(name, columns, row, redaction, counts) for row in rows[start : start + 500]]
+                conn.executemany(insert, batch)
+        windows.rebuild(conn)
+        conn.execute("COMMIT")
+        conn.execute("DETACH DATABASE src")
+    except sqlite3.DatabaseError as exc:
+        raise StorageError(
+            f"Restore failed while rebuilding the archive's catalog ({exc}); nothing was changed"
+        ) from exc
+    finally:
+        conn.close()
+    os.chmod(fresh, 0o600)
+    for suffix in ("-wal", "-shm", "-journal"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+    os.replace(fresh, path)
+    return counts
+
+
+def _rechecked(
+    table: str, columns: Sequence[str], row: Sequence[Any], redaction: StoreRedactor, counts: dict[str, int]
+) -> list[Any]:
+    """``row`` of ``table`` as it may be written to this store (see :func:`rebuild_from_rows`)."""
+    import json
+
+    from remindful.model import content_hash
+
+    out = list(row)
+    for i, column in enumerate(columns):
+        value = out[i]
+        if not isinstance(value, str) or not value:
+            continue
+        if column == "session_id":
+            out[i] = redaction.session_id(value, counts)
+        elif column in _KEPT_COLUMNS or column.endswith("_id"):
+            continue
+        elif value[:1] in "{[":
+            try:
+                parsed = json.loads(value)
+            except ValueError:
+                out[i] = redaction.text(value, counts)
+            else:
+                out[i] = json.dumps(redaction.value(parsed, counts), ensure_ascii=False)
+        else:
+            out[i] = redaction.text(value, counts)
+    if table == "memories" and "content" in columns:
+        where = columns.index("content")
+        if out[where] != row[where]:
+            for column, value in (("content_hash", content_hash(out[where])), ("embedding", None)):
+                if column in columns:
+                    out[columns.index(column)] = value
+    return out
 
 
 def copy_into(staged: Path, live: Path) -> None:

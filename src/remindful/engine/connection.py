@@ -10,6 +10,10 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import stat
+
+from remindful.errors import UntrustedPathError
+from remindful.owned import private_dir, refuse_untrusted
 
 CATALOG_NAME = "catalog.sqlite3"
 #: How long a connection waits for another process's write transaction before it gives up.
@@ -24,10 +28,12 @@ def connect(
     (its directory 0700) before SQLite would create it 0644, and put in WAL mode; the Catalog then
     creates the tables (a hook creates those it writes, :data:`remindful.engine.schema.HOOK_SCHEMA`)."""
     path = os.fspath(path)
-    fresh = not os.path.exists(path)
+    fresh = not os.path.lexists(path)
     if fresh:
-        os.makedirs(os.path.dirname(path) or ".", mode=0o700, exist_ok=True)
+        private_dir(os.path.dirname(path) or ".", "storage directory")
         _create(path)  # unless another process made it first
+    else:
+        refuse_planted(path)
     conn = sqlite3.connect(
         path, timeout=busy_timeout_ms / 1000, isolation_level=None, check_same_thread=check_same_thread
     )
@@ -36,6 +42,8 @@ def connect(
         conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=NORMAL")
     conn.execute("PRAGMA foreign_keys=ON")
+    # A deleted memory's words are overwritten with zeros, not left in free pages of the file.
+    conn.execute("PRAGMA secure_delete=ON")
     return conn
 
 
@@ -64,12 +72,32 @@ def connect_read_only(
     raise AssertionError("unreachable")
 
 
+def refuse_planted(path: str | os.PathLike[str]) -> None:
+    """:class:`~remindful.errors.UntrustedPathError` (one line: the path, why, the fix) when the
+    catalog file ``path`` or its -wal/-shm file is a symbolic link (SQLite would follow it: the
+    memories would land in whatever file it names) or another user's, or when its directory is
+    another user's or writable by others (:func:`remindful.owned.problem`)."""
+    path = os.fspath(path)
+    refuse_untrusted(os.path.dirname(os.path.abspath(path)), "storage directory")
+    for file in (path, path + "-wal", path + "-shm"):
+        try:
+            st = os.lstat(file)
+        except FileNotFoundError:
+            continue
+        if stat.S_ISLNK(st.st_mode):
+            raise UntrustedPathError(
+                f"catalog file {file} is a symbolic link; not followed", suggestion=f"Remove it: rm {file}"
+            )
+        refuse_untrusted(file, "catalog file")
+
+
 def make_private(path: str | os.PathLike[str]) -> None:
     """Create the catalog file 0600 if it is missing, and tighten an existing one and its -wal/-shm
     files (SQLite gives new -wal/-shm files the database file's mode). A file that cannot be
     tightened (not ours, a filesystem without modes) stays usable, with a warning."""
     path = os.fspath(path)
-    _create(path)
+    if not _create(path):
+        refuse_planted(path)
     for file in (path, path + "-wal", path + "-shm"):
         try:
             if os.stat(file).st_mode & 0o077:
@@ -85,7 +113,7 @@ def make_private(path: str | os.PathLike[str]) -> None:
 def _create(path: str) -> bool:
     """Create the file ``path`` 0600 unless it exists; whether this call created it."""
     try:
-        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600))
     except FileExistsError:
         return False
     return True

@@ -362,7 +362,9 @@ class IndexMirror:
         """Index the rows (up to the rowid last noted) left un-indexed, unless another process is
         indexing them: several processes sharing a store each index what they store, and taking
         their rows too would embed them twice over (on a busy machine, at the searches' expense).
-        So the backlog is watched for ``BACKLOG_WATCH_S``; while it shrinks, it is left alone;
+        So, while another live process has the index open, the backlog is watched for
+        ``BACKLOG_WATCH_S``; while it shrinks, it is left alone (alone with the index, this process
+        indexes it at once: a flush never waits for a watch of nobody);
         once it stands still, it is indexed here, a batch at a time, until someone else's work
         shows again (or it is done, or a batch gets nowhere: what is left waits for the next
         open)."""
@@ -374,10 +376,13 @@ class IndexMirror:
 
         while True:
             before = left()
-            if not before or self._stopping.wait(BACKLOG_WATCH_S):
+            if not before or self._stopping.is_set():
                 return
-            if left() < before:
-                continue  # another process is on it
+            if self._holders.others():  # only a process with the index open can be indexing them
+                if self._stopping.wait(BACKLOG_WATCH_S):
+                    return
+                if left() < before:
+                    continue  # another process is on it
             while True:
                 before = left()
                 ids = [
@@ -752,9 +757,10 @@ class IndexMirror:
         return found
 
     def flush(self, timeout: float | None = None) -> bool:
-        """Wait until the vector index reflects every store and delete so far, and the background
-        viewer did what it was asked (opening the index, which may queue a backlog, reloading the
-        view); False on timeout."""
+        """Wait until the vector index reflects every store and delete of this process so far, and
+        the background viewer did what it was asked (opening the index, which may queue a backlog,
+        reloading the view); False on timeout. Never waits for a timer: rows another live process
+        left un-indexed are its own to index, not waited for here."""
         deadline = None if timeout is None else time.monotonic() + timeout
 
         def left() -> float | None:
@@ -766,7 +772,10 @@ class IndexMirror:
             return False
         if self._indexer is not None and not self._indexer.flush(left()):
             return False
-        if self._backlogger is not None and not self._backlogger.wait(left()):
+        # The backlog is others' rows: waited for only when this process alone indexes it (rows a
+        # stopped process left); while another holds the index, it is theirs to finish.
+        backlog = self._backlogger
+        if backlog is not None and not self._holders.others() and not backlog.wait(left()):
             return False
         return self._deleter is None or self._deleter.flush(left())
 
@@ -1134,6 +1143,20 @@ class IndexHolders:
                 dead.append(pid)
                 marker.unlink(missing_ok=True)
         return dead
+
+    def others(self) -> list[int]:
+        """Pids of the other live processes that have the index open."""
+        if not self.dir.is_dir():
+            return []
+        pids = []
+        for marker in self.dir.iterdir():
+            try:
+                pid = int(marker.name)
+            except ValueError:
+                continue
+            if pid != os.getpid() and pid_alive(pid):
+                pids.append(pid)
+        return pids
 
     def hold(self) -> None:
         self.dir.mkdir(mode=0o700, exist_ok=True)

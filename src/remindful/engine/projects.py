@@ -3,9 +3,12 @@ processes import it, and it must cost them a few ``stat`` calls, not a ``git`` p
 
 A project is found by walking up from the directory, the nearest of these winning:
 
-1. a directory named in ``scopes.projects`` (``{"/path/to/dir": "name"}``): that name;
+1. a directory named in ``scopes.projects`` (``{"/path/to/dir": "name"}``): that name; or one the
+   user bound with ``remindful scopes bind DIR PROJECT`` (the store's registry): that project;
 2. a ``.remindful`` marker file: the ``project = NAME`` (or ``project: NAME``) line in it names the
-   project; a marker without one makes its directory a project of its own;
+   project; a marker without one makes its directory a project of its own. A marker is a file any
+   cloned repository can ship, so it cannot claim a project that is already another directory's
+   (see *Claims* below): such a marker is refused, its directory a project of its own;
 3. ``.git`` (a directory, or a file pointing to one): the repository, identified by its *common*
    git directory, so the worktrees of one repository (whose ``.git`` files point into
    ``<repo>/.git/worktrees/<name>``, with a ``commondir`` back to ``<repo>/.git``) are one project.
@@ -24,6 +27,14 @@ hex digits of the SHA-256 of its common git directory's (or the directory's) rea
 long as the repository stays where it is (moved, it is a new project unless a marker names it).
 A store's resolver makes keys of names its write-boundary redaction has passed (``clean``), so a
 secret in a directory's name reaches neither the key nor the recorded name and root.
+Claims: a project is who it is by its place, never by a name a checked-in file says. With a
+registry (the store's: the ``projects`` the catalog recorded and the user's bindings), a marker's
+name is honoured only when the project it names is bound to no other directory: none is recorded
+for it, or the one recorded is the marker's own. A name shaped like a place's key (``name-`` and 8
+hex digits, computable from a guessed path) is honoured only when recorded with the marker's
+directory. A refused marker is noted in :attr:`Resolver.refused` (what ``remindful scopes`` says,
+with the command that binds the directory if the project is the user's).
+
 The scope of a project's memories is ``project:<key>`` (:mod:`remindful.engine.scopes`); the same
 key is a hook memory's ``project_id``, the ledger's project and what ``hooks.projects`` matches.
 """
@@ -42,6 +53,20 @@ except ImportError:  # pragma: no cover - other Python builds
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs hook processes milliseconds
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
+    from typing import Protocol
+
+    class Registry(Protocol):
+        """What a store knows of projects, for the resolver (its catalog's ``projects`` and the
+        user's bindings: :class:`remindful.engine.repositories.scopes.ScopeRepository`)."""
+
+        def project_root(self, key: str) -> str | None:
+            """The directory recorded for the project ``key`` ("" when known by name only), or
+            None when none is recorded."""
+
+        def bindings(self) -> Mapping[str, tuple[str, str]]:
+            """The user's bindings: directory (its real path, redacted as a project's root is) →
+            (project key, project name)."""
+
 
 MARKER = ".remindful"
 PROJECT_PREFIX = "project:"
@@ -51,6 +76,8 @@ MARKER_MAX_BYTES = 4096
 CACHE_S = 30.0
 _MARKER_LINE = re.compile(r"^\s*(?:project|name)\s*[:=]\s*[\"']?([^\"'#\n]+?)[\"']?\s*(?:#.*)?$", re.MULTILINE)
 _NOT_KEY = re.compile(r"[^a-z0-9._-]+")
+#: A key as :meth:`Project.at` makes it (a place's): a marker naming one is a guess at a path.
+_PLACE_KEY = re.compile(r"-[0-9a-f]{8}$")
 
 
 class Project:
@@ -115,12 +142,23 @@ class Resolver:
         fixed: str | None = None,
         names: Mapping[str, str] | None = None,
         clean: Callable[[str], str] | None = None,
+        registry: Callable[[], Registry | None] | None = None,
     ) -> None:
+        """``registry``: gives the store's :class:`Registry` (None while there is none: a marker is
+        then taken at its word, as without a store)."""
         self._clean = clean if clean is not None else _same
         self.fixed = Project.named(self._clean(fixed)) if fixed else None
         self.names = {_real(os.path.expanduser(path)): name for path, name in (names or {}).items()}
+        self._registry = registry
         self._home = _real(os.path.expanduser("~"))
         self._cache: dict[str, tuple[float, Project | None]] = {}
+        #: Markers refused (see the module docstring): the marker's directory → (the key it named,
+        #: the directory that project is bound to; "" when it is a place's key recorded nowhere).
+        self.refused: dict[str, tuple[str, str]] = {}
+
+    def forget(self) -> None:
+        """Drop the remembered answers (after a binding changed)."""
+        self._cache.clear()
 
     def __call__(self, directory: str | os.PathLike[str] | None) -> Project | None:
         """The project of ``directory`` (None: no project, or no directory given)."""
@@ -140,15 +178,25 @@ class Resolver:
         return found
 
     def _resolve(self, path: str) -> Project | None:
+        registry = self._registry() if self._registry is not None else None
+        bound = registry.bindings() if registry is not None else {}
         current = path
         while True:
             clean = self._clean
             named = self.names.get(current)
             if named:
                 return Project.named(clean(named), clean(current))
+            if bound and clean(current) in bound:
+                key, name = bound[clean(current)]
+                return Project(key, name, clean(current))
             marked = _marker(current)
             if marked is not None:
-                return Project.named(clean(marked), clean(current)) if marked else self._at(current, current)
+                if not marked:
+                    return self._at(current, current)
+                claimed = Project.named(clean(marked), clean(current))
+                if registry is None or self._may_claim(registry, claimed, current):
+                    return claimed
+                return self._at(current, current)
             repository = _repository(current)
             if repository is not None and repository[2] != self._home:
                 identity, name, root = repository
@@ -160,6 +208,16 @@ class Resolver:
         if path in (self._home, os.path.dirname(path)):  # the home directory, the root
             return None
         return self._at(path, path)
+
+    def _may_claim(self, registry: Registry, claimed: Project, directory: str) -> bool:
+        """Whether a marker in ``directory`` may name ``claimed`` (see *Claims*); a refusal is
+        noted in :attr:`refused`."""
+        root = registry.project_root(claimed.key)
+        if root == claimed.root or (root in (None, "") and not _PLACE_KEY.search(claimed.key)):
+            self.refused.pop(directory, None)
+            return True
+        self.refused[directory] = (claimed.key, root or "")
+        return False
 
     def _at(self, identity: str, root: str) -> Project:
         return Project.at(identity, self._clean(_base(root)), self._clean(root))

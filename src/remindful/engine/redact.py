@@ -61,6 +61,9 @@ import os
 import re
 from collections.abc import Callable, Mapping
 
+from remindful.owned import private_dir
+from remindful.runtime import SESSION_ID_MAX_CHARS
+
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs hook processes milliseconds
 if TYPE_CHECKING:
     from typing import Any
@@ -70,9 +73,16 @@ FIELD_REPLACEMENT = "[REDACTED]"
 
 # Words that make a name secret-looking, as the last part of the name (case-insensitive):
 # ``password``, ``DATABASE_PASSWORD``, ``clientSecret``, ``x-api-key``, ``AWS_SECRET_ACCESS_KEY``.
+# "password" in other languages (a name of its own, as ``password`` is).
+_PASSWORD_WORDS = (
+    r"contrase(?:ñ|n)a|passwort|kennwort|пароль|密码|口令|mot de passe|senha|wachtwoord|hasło|parola"
+    r"|パスワード|비밀번호"
+)
 _SECRET_WORDS = (
-    r"pass(?:word|wd|phrase)|secret|token|credentials?|auth"
-    r"|(?:api|access|secret|private|signing|encryption|master|client|app|auth|license)[_-]?key|apikey"
+    r"pass(?:word|wd|phrase)|secret[_-]?key[_-]?base|secret|token|credentials?|auth"
+    r"|(?:api|access|secret|private|signing|encryption|master|client|app|auth|license|account|subscription"
+    r"|storage|fernet)[_-]?key|apikey|(?:client|private)[_-]?key[_-]?data"
+    rf"|{_PASSWORD_WORDS}"
 )
 # The start of such a word: a name boundary (start, ``_``, ``-``, ``.``, a quote, a space), a
 # camelCase step (``dbPassword``), or an upper-case run glued to PASSWORD (``PGPASSWORD``). ``pass``
@@ -80,7 +90,7 @@ _SECRET_WORDS = (
 # is the working directory and ``bypass`` is a word.
 _SECRET_NAME = (
     rf"(?:(?:(?<![A-Za-z0-9])|(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=PASS))(?i:{_SECRET_WORDS})"
-    r"|(?<=[_.-])(?i:pass|pwd))"
+    r"|(?<=[_.-])(?i:pass|pwd|pw)(?![A-Za-z0-9]))"
 )
 # An assignment's value: quoted (spaces allowed), an escaped quote (JSON inside a string), or bare
 # up to whitespace, a quote or a separator.
@@ -104,6 +114,21 @@ DEFAULT_REDACTIONS: tuple[tuple[str, str, str], ...] = (
     # quadratic time.
     ("pem_private_key_tail", r"-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----", "[PRIVATE_KEY_REDACTED]"),
     ("private_block", r"<private>[\s\S]*?(?:</private>|\Z)", "[PRIVATE_REDACTED]"),
+    # A PuTTY key file's private lines (to their MAC, or to the end of a text cut short).
+    (
+        "putty_private_key",
+        r"(Private-(?:Lines|MAC):)[ \t]*[0-9A-Za-z+/=]+(?:[ \t]*\r?\n[ \t]*(?!Private-)[A-Za-z0-9+/=]{4,})*",
+        r"\1 [PRIVATE_KEY_REDACTED]",
+    ),
+    # Key material without its BEGIN line: two or more lines of one long base64 word each, a line
+    # number (cat -n, grep -n) before it allowed (:func:`_redact_key_lines`).
+    (
+        "key_lines",
+        r"(?m)^(?:[ \t]*\d{1,6}(?:\t|:| {1,2})|[\w./~-]{1,256}:\d{1,6}:)?[ \t]*[A-Za-z0-9+/]{40,}={0,2}[ \t]*\r?$",
+        "[KEY_REDACTED]",
+    ),
+    # A private key in base64 (kubeconfig ``client-key-data``): "-----BEGIN " encodes to "LS0tLS1CRUdJTi".
+    ("encoded_private_key", r"(?<![A-Za-z0-9+/])LS0tLS1CRUdJTi[A-Za-z0-9+/]{16,}={0,2}", "[PRIVATE_KEY_REDACTED]"),
     ("jwt", r"(?<![A-Za-z0-9])eyJ[A-Za-z0-9_-]{4,}\.eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}", "[JWT_REDACTED]"),
     (
         "aws_access_key",
@@ -138,9 +163,31 @@ DEFAULT_REDACTIONS: tuple[tuple[str, str, str], ...] = (
         r"|shp(?:at|ss|ca|pa)_[0-9a-fA-F]{32}|SG\.[0-9A-Za-z_-]{16,}\.[0-9A-Za-z_-]{16,})",
         "[TOKEN_REDACTED]",
     ),
-    ("api_key", r"(?<![A-Za-z0-9])sk-(?:[A-Za-z0-9]+-)*[A-Za-z0-9_]{16,}", "[API_KEY_REDACTED]"),
+    # Vault (hvs./hvb./hvr.), age, Mailgun (key-… and the newer 32-8-8 hex), Twilio (an AC/SK id and
+    # the auth token written after it), Telegram bots, Discord bots and webhooks.
+    (
+        "service_token",
+        r"(?<![A-Za-z0-9])(?:hv[sbr]\.[A-Za-z0-9_-]{24,}|AGE-SECRET-KEY-1[0-9A-Z]{50,}|key-[0-9a-f]{32}"
+        r"|[0-9a-f]{32}-[0-9a-f]{8}-[0-9a-f]{8}|(?:AC|SK)[0-9a-f]{32}(?:[\"']?[ \t]*[,:][ \t]*[\"']?[0-9a-f]{32})?"
+        r"|[MNO][A-Za-z0-9_-]{23,25}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,38})(?![A-Za-z0-9])"
+        r"|discord(?:app)?\.com/api/webhooks/\d+/[A-Za-z0-9_-]{30,}"
+        r"|(?<![0-9])\d{8,10}:AA[0-9A-Za-z_-]{30,}",
+        "[TOKEN_REDACTED]",
+    ),
+    # OpenAI (sk-…, sk-proj-…, sk-svcacct-…) and Anthropic (sk-ant-api03-…): letters, digits, _ and -.
+    ("api_key", r"(?<![A-Za-z0-9])sk-(?=[A-Za-z0-9_-]{0,200}[0-9])[A-Za-z0-9_-]{20,}", "[API_KEY_REDACTED]"),
+    # A Fernet key: 32 bytes in URL-safe base64 (:func:`_redact_mixed`: upper, lower and digits).
+    ("fernet_key", r"(?<![A-Za-z0-9_=+/-])[A-Za-z0-9_-]{43}=(?![A-Za-z0-9_=+/-])", "[KEY_REDACTED]"),
     # scheme://user:PASSWORD@host: greedy up to the last @ before the path, so that an unencoded
     # @ (or # or ?) in the password does not leave its tail behind.
+    # The same with an unencoded / in the password (mongodb+srv://app:a/b@cluster): the password
+    # runs to an @ that a host name follows; a port (host:8080/path) is no password.
+    (
+        "url_password_slash",
+        r"(?i)(?<![a-z0-9])([a-z][a-z0-9+.-]{1,20}://[^\s:/?#@\"'<>]+:)(?!\[)(?!\d{1,5}(?:[/?#]|$))"
+        r"[^\s\"'<>@]{0,256}/[^\s\"'<>@]{0,256}(@)(?=[a-z0-9][a-z0-9.-]*(?:[:/?#\s\"'<>]|$))",
+        r"\1[REDACTED]\2",
+    ),
     (
         "url_password",
         r"(?i)(?<![a-z0-9])([a-z][a-z0-9+.-]{1,20}://[^\s:/?#@\"'<>]*:)(?!\[)[^\s/\"'<>]{1,256}(@)",
@@ -163,6 +210,13 @@ DEFAULT_REDACTIONS: tuple[tuple[str, str, str], ...] = (
         r"(?<![A-Za-z0-9])((?i:(?:set-)?cookie)[ \t]*:[ \t]*)(?=[^\s\"';=]{1,256}=)(?!\[)[^\r\n\"'`]{1,4096}",
         r"\1[REDACTED]",
     ),
+    # Session cookies by their usual names (Django, PHP, Java, Express, Rails).
+    (
+        "session_cookie",
+        r"(?i)(?<![A-Za-z0-9_])((?:sessionid|phpsessid|jsessionid|connect\.sid|[a-z]+_session|csrftoken|remember_token)"
+        r"[\"']?[ \t]*[=:][ \t]*[\"']?)(?!\[)[A-Za-z0-9%._~+/-]{12,}",
+        r"\1[REDACTED]",
+    ),
     (
         "basic_auth_flag",
         r"(?<![A-Za-z0-9])((?:-u|--user)[ \t]+[\"']?[^\s:\"']{1,256}:)(?!\[)(?![0-9]+(?![^\s\"']))[^\s\"']{3,1024}",
@@ -175,12 +229,79 @@ DEFAULT_REDACTIONS: tuple[tuple[str, str, str], ...] = (
         r"(?:[ \t]+|=))(?:" + _VALUE + ")",
         "[REDACTED]",
     ),
+    # A password given on a command line whose flag names no password: mysql -pX, docker login -p X,
+    # sshpass -p X, redis-cli -a X, ldapsearch -w X.
+    (
+        "cli_password",
+        r"(?P<head>(?<![A-Za-z0-9_])(?:(?:mysql|mysqldump|mysqladmin|mysqlimport|mysqlshow|mysqlcheck|mariadb|mariadb-dump)\b"
+        r"[^\n|;&]{0,512}?[ \t]-p(?=[^\s-])"
+        r"|(?:docker|podman|nerdctl|buildah|skopeo|helm[ \t]+registry)[ \t]+login\b[^\n|;&]{0,512}?[ \t]-p[ \t]+"
+        r"|sshpass\b[^\n|;&]{0,512}?[ \t]-p[ \t]*"
+        r"|(?:redis-cli|valkey-cli|keydb-cli)\b[^\n|;&]{0,512}?[ \t]-a[ \t]+"
+        r"|ldap(?:search|modify|add|delete|whoami|passwd|compare|modrdn|exop)\b[^\n|;&]{0,512}?[ \t]-w[ \t]+))"
+        r"(?:" + _VALUE + ")",
+        "[REDACTED]",
+    ),
+    # .netrc: "machine host login user password X", and its one-token-per-line form.
+    (
+        "netrc_password",
+        r"(?P<head>(?<![\w-])(?:(?:machine|default)\b[^\n]{0,256}?[ \t]"
+        r"|login[ \t]+\S{1,256}(?:[ \t]+|[ \t]*\r?\n[ \t]*))"
+        r"password[ \t]+)(?:" + _VALUE + r")(?=[ \t]*(?:$|\n|\r|[ \t](?:machine|login|account|default|macdef)\b))",
+        "[REDACTED]",
+    ),
+    # .pgpass lines: host:port:database:user:password.
+    (
+        "pgpass_line",
+        r"(?m)^([ \t]*(?:[A-Za-z0-9._-]{1,256}|\*|\[[0-9A-Fa-f:]+\]):(?:\d{1,5}|\*):[^:\s]{1,256}:[^:\s]{1,256}:)"
+        r"(?!\[)\S{3,}",
+        r"\1[REDACTED]",
+    ),
+    # ODBC/ADO.NET connection strings: ...;Pwd=X; (Password=X is a password_pair).
+    (
+        "odbc_password",
+        r"(?i)((?<=[;{])[ \t]*(?:pwd|pass)[ \t]*=[ \t]*)(?!\[)(?:\{[^}\n]{1,256}\}|[^;\s\"'\n]{1,256})",
+        r"\1[REDACTED]",
+    ),
+    # <password>X</password>, <apiKey>X</apiKey>, <db.password>X</db.password>.
+    (
+        "xml_secret",
+        rf"(<(?P<tag>[\w.:-]{{0,64}}?(?:{_SECRET_NAME}))(?:[ \t][^<>\n]{{0,256}})?>)"
+        r"(?!\[)[^<\n]{3,4096}(</(?P=tag)[ \t]*>)",
+        r"\1[REDACTED]\3",
+    ),
+    # YAML: a secret-named key with a block scalar (password: |) or a list (secrets:) under it.
+    (
+        "yaml_secret_block",
+        rf"(?m)^(?P<indent>[ \t]*)(?P<key>[\w.-]{{0,64}}?(?:{_SECRET_NAME}|pass|pwd)s?)[ \t]*:[ \t]*"
+        r"(?:[|>][+-]?\d?[ \t]*\r?\n(?P<block>(?:(?P=indent)[ \t]+\S[^\n]*(?:\n|$))+)"
+        r"|\r?\n(?P<items>(?:(?P=indent)[ \t]*-[ \t]+[^\n]*(?:\n|$))+))",
+        "[REDACTED]",
+    ),
+    # URL-encoded: password%3DX (and %22password%22%3A%22X).
+    (
+        "urlencoded_secret",
+        rf"((?P<name>(?:{_SECRET_NAME}|(?:(?<=%2[26])|(?<=%3[Ff]))(?i:{_SECRET_WORDS}|pass|pwd)))(?:%22)?%3[DdAa](?:%22|%20)*)(?!%5B|%24|%7B|%3C)(?:%[0-9A-Fa-f]{{2}}|[A-Za-z0-9._~!*()+-]){{3,1024}}?"
+        r"(?=%26|%22|%2C|&|[\s\"']|$)",
+        r"\1[REDACTED]",
+    ),
     (
         "password_pair",
-        rf"(?P<head>(?P<name>{_SECRET_NAME})(?P<sep>\\?[\"'`]?[ \t]*(?:=>|:=|=(?!=)|:(?![:=]|//))[ \t]*))"
+        rf"(?P<head>(?P<name>{_SECRET_NAME})(?P<sep>\\?[\"'`]?[ \t]*(?:=>|:=|=(?!=)|:(?![:=]|//)|\uff1a)[ \t]*))"
         rf"(?:{_VALUE})",
         "[REDACTED]",
     ),
+    # A password written as prose, in any language: "das Passwort ist X", "пароль X", "密码 X".
+    (
+        "spoken_password",
+        rf"(?P<head>(?<![\w-])(?:(?i:{_PASSWORD_WORDS})[ \t]*(?:(?i:is|es|ist|est|é|是)[ \t]+)?"
+        r"|(?i:password)[ \t]+(?i:is)[ \t]+))"
+        r"(?:" + _VALUE + ")",
+        "[REDACTED]",
+    ),
+    # The entropy backstop: a long random word after a secret-sounding word or an assignment, or a
+    # long random word of mixed case and digits anywhere (:func:`_redact_random`).
+    ("random_token", r"(?<![A-Za-z0-9+/=_.~-])[A-Za-z0-9+/_.~-]{16,}={0,2}(?![A-Za-z0-9+/=_.~-])", "[REDACTED]"),
     # Not inside a longer token (a hex digest): bounded by non-alphanumerics; glued to a dash or an
     # underscore (a part of an id such as build-20231026123456), only 15 or 16 digits (_redact_cards).
     ("credit_card", r"(?<![A-Za-z0-9])(?:\d[ -]?){12,18}\d(?![A-Za-z0-9])", "[CARD_REDACTED]"),
@@ -219,7 +340,11 @@ def _any(text: str, parts: tuple[str, ...]) -> bool:
 
 
 _AWS_PREFIXES = ("AKIA", "ASIA", "AGPA", "AIDA", "AROA", "ABIA", "ACCA", "ANPA", "ANVA", "AIPA")
-_PAIR_HINTS = ("pass", "pwd", "secret", "token", "key", "credential", "auth")
+_PAIR_HINTS = ("pass", "pw", "secret", "token", "key", "credential", "auth")
+_FOREIGN_PASSWORDS: tuple[str, ...] = ("contrase", "kennwort", "пароль", "密码", "口令", "mot de passe", "senha")
+_FOREIGN_PASSWORDS += ("wachtwoord", "hasło", "parola", "パスワード", "비밀번호")
+_CLI_HINTS = ("mysql", "mariadb", "login", "sshpass", "-cli", "ldap")
+_COOKIE_HINTS = ("session", "sessid", "connect.sid", "csrftoken", "remember_token")
 
 #: Cheap substring tests: a built-in rule is compiled and run only when its test passes, since
 #: compiling every pattern costs a hook process more than the rest of its work.
@@ -236,13 +361,29 @@ _PRECHECKS: dict[str, Callable[[_Text], bool]] = {
     "huggingface_token": lambda t: "hf_" in t.text,
     "vendor_token": lambda t: _any(t.text, ("glpat-", "npm_", "pypi-", "dop_v1_", "shp", "SG.")),
     "api_key": lambda t: "sk-" in t.text,
+    "fernet_key": lambda t: "=" in t.text,
+    "putty_private_key": lambda t: "Private-" in t.text,
+    "key_lines": lambda t: "\n" in t.text and len(t.text) >= 80,
+    "encoded_private_key": lambda t: "LS0tLS1CRUdJTi" in t.text,
+    "service_token": lambda t: len(t.text) >= 30,
+    "url_password_slash": lambda t: "://" in t.text and "@" in t.text,
+    "session_cookie": lambda t: _any(t.lower, _COOKIE_HINTS),
+    "cli_password": lambda t: _any(t.lower, _CLI_HINTS),
+    "netrc_password": lambda t: "password" in t.lower,
+    "pgpass_line": lambda t: t.text.count(":") >= 4,
+    "odbc_password": lambda t: ";" in t.text and ("pwd" in t.lower or "pass" in t.lower),
+    "xml_secret": lambda t: "</" in t.text and (_any(t.lower, _PAIR_HINTS) or _any(t.lower, _FOREIGN_PASSWORDS)),
+    "yaml_secret_block": lambda t: ":" in t.text and "\n" in t.text and _any(t.lower, _PAIR_HINTS),
+    "urlencoded_secret": lambda t: "%3" in t.text,
+    "spoken_password": lambda t: "password" in t.lower or _any(t.lower, _FOREIGN_PASSWORDS) or "passwort" in t.lower,
+    "random_token": lambda t: len(t.text) >= 16,
     "url_password": lambda t: "://" in t.text and "@" in t.text,
     "authorization_header": lambda t: "authorization" in t.lower,
     "bearer_token": lambda t: "bearer" in t.lower,
     "cookie_header": lambda t: "cookie" in t.lower,
     "basic_auth_flag": lambda t: "-u " in t.text or "--user" in t.text,
     "secret_flag": lambda t: "--" in t.text and _any(t.lower, _PAIR_HINTS),
-    "password_pair": lambda t: _any(t.lower, _PAIR_HINTS),
+    "password_pair": lambda t: _any(t.lower, _PAIR_HINTS) or _any(t.lower, _FOREIGN_PASSWORDS),
     "credit_card": lambda t: sum(map(str.isdigit, t.text)) >= 13,
     "email": lambda t: "@" in t.text,
 }
@@ -410,6 +551,245 @@ def _redact_pem_tails(pattern: re.Pattern[str], replacement: str, text: str) -> 
     return "".join(out), hits
 
 
+def _redact_loose(pattern: re.Pattern[str], replacement: str, text: str) -> tuple[str, int]:
+    """An assignment found in prose ("das Passwort ist falsch", a line "password reset"): a bare word
+    of letters only, shorter than 12, is a word, not a password."""
+    hits = 0
+
+    def sub(match: re.Match[str]) -> str:
+        nonlocal hits
+        bare = match.group("bare")
+        if bare is not None and not any(c.isdigit() for c in bare) and len(bare) < 12:
+            return match.group(0)
+        if _keep_assignment(match):
+            return match.group(0)
+        hits += 1
+        quote = match.group("q") or match.group("eq")
+        if quote is not None:
+            return f"{match.group('head')}{quote}{replacement}{quote}"
+        return f"{match.group('head')}{replacement}"
+
+    return pattern.sub(sub, text), hits
+
+
+def _mixed(word: str) -> bool:
+    """Upper case, lower case and digits: the alphabet of a random key, not of a word or a hash."""
+    return any(c.isupper() for c in word) and any(c.islower() for c in word) and any(c.isdigit() for c in word)
+
+
+def _redact_mixed(pattern: re.Pattern[str], replacement: str, text: str) -> tuple[str, int]:
+    hits = 0
+
+    def sub(match: re.Match[str]) -> str:
+        nonlocal hits
+        word = match.group(0).rstrip("=")
+        cased = any(c.isupper() for c in word) and any(c.islower() for c in word)
+        if not (_mixed(word) or (cased and not _identifier(word))):  # 43 random characters may hold no digit
+            return match.group(0)
+        hits += 1
+        return replacement
+
+    return pattern.sub(sub, text), hits
+
+
+def _redact_encoded_key(pattern: re.Pattern[str], replacement: str, text: str) -> tuple[str, int]:
+    """A base64 word that decodes to a PEM private key (a certificate is kept)."""
+    import binascii
+
+    hits = 0
+
+    def sub(match: re.Match[str]) -> str:
+        nonlocal hits
+        head = match.group(0)[:64]
+        try:
+            decoded = binascii.a2b_base64(head[: len(head) // 4 * 4])
+        except (binascii.Error, ValueError):
+            decoded = b"PRIVATE"  # not base64 after all: redact (the word begins as a key would)
+        if b"PRIVATE" not in decoded and b"PRIVAT" not in decoded[-8:] and len(decoded) >= 40:
+            return match.group(0)
+        hits += 1
+        return replacement
+
+    return pattern.sub(sub, text), hits
+
+
+_KEY_CORE = r"[A-Za-z0-9+/]{40,}={0,2}"
+_KEY_TAIL = r"(?:[ \t]*\d{1,6}(?:\t|:| {1,2})|[\w./~-]{1,256}:\d{1,6}:)?[ \t]*([A-Za-z0-9+/]{2,}={0,2})(?=\s|$)"
+
+
+def _redact_key_lines(pattern: re.Pattern[str], replacement: str, text: str) -> tuple[str, int]:
+    """Runs of two or more lines of key material (:data:`DEFAULT_REDACTIONS` ``key_lines``) and the
+    shorter last line of the key right after a run: the base64 word of each replaced, a line number
+    before it kept."""
+    lines = [m for m in pattern.finditer(text) if _mixed(m.group(0))]
+    spans: list[tuple[int, int]] = []
+    i = 0
+    while i < len(lines):
+        j = i
+        while (
+            j + 1 < len(lines)
+            and text.count("\n", lines[j].end(), lines[j + 1].start()) == 1
+            and (text[lines[j].end() : lines[j + 1].start()].strip() == "")
+        ):
+            j += 1
+        if j > i:
+            for m in lines[i : j + 1]:
+                core = re.search(_KEY_CORE, m.group(0))
+                if core is not None:
+                    spans.append((m.start() + core.start(), m.start() + core.end()))
+            end = lines[j].end()
+            nxt = text.find("\n", end)
+            if nxt != -1:
+                stop = text.find("\n", nxt + 1)
+                tail = re.match(_KEY_TAIL, text[nxt + 1 : len(text) if stop == -1 else stop])
+                if tail is not None:
+                    spans.append((nxt + 1 + tail.start(1), nxt + 1 + tail.end(1)))
+        i = j + 1
+    if not spans:
+        return text, 0
+    out: list[str] = []
+    kept = 0
+    for a, b in spans:
+        out += (text[kept:a], replacement)
+        kept = b
+    out.append(text[kept:])
+    return "".join(out), len(spans)
+
+
+def _redact_pgpass(pattern: re.Pattern[str], replacement: str, text: str) -> tuple[str, int]:
+    """pgpass lines; a MAC address or a time (every field two hex digits or fewer) is kept."""
+    hits = 0
+
+    def sub(match: re.Match[str]) -> str:
+        nonlocal hits
+        fields = match.group(0).strip().split(":")
+        if all(len(f) <= 2 and all(c in "0123456789abcdefABCDEF" for c in f) for f in fields):
+            return match.group(0)
+        hits += 1
+        return match.expand(replacement)
+
+    return pattern.sub(sub, text), hits
+
+
+def _redact_yaml_block(pattern: re.Pattern[str], replacement: str, text: str) -> tuple[str, int]:
+    """A secret-named YAML key's block scalar (each line replaced) or list (each item replaced)."""
+    hits = 0
+
+    def sub(match: re.Match[str]) -> str:
+        nonlocal hits
+        block, items = match.group("block"), match.group("items")
+        body = block if block is not None else items
+        if body is None:
+            return match.group(0)
+        head = match.group(0)[: match.start("block" if block is not None else "items") - match.start()]
+        out = []
+        for line in body.splitlines(keepends=True):
+            stripped = line.strip()
+            if not stripped:
+                out.append(line)
+                continue
+            lead = line[: len(line) - len(line.lstrip())]
+            if items is not None and stripped.startswith("-"):
+                lead += "- "
+            value = stripped.lstrip("- ").strip() if items is not None else stripped
+            if _placeholder(value.strip("\"'")):
+                out.append(line)
+                continue
+            out.append(f"{lead}{replacement}" + ("\n" if line.endswith("\n") else ""))
+            hits += 1
+        return head + "".join(out)
+
+    return pattern.sub(sub, text), hits
+
+
+# -- the entropy backstop ---------------------------------------------------------------------------
+
+_KEYWORD_NEAR = r"(?i)(?:key|secret|token|passw|pwd|cred|auth|signature|fernet|cookie|bearer|private|api|пароль|密码)"
+_ASSIGNED = r"[=:\uff1a][ \t]*[\"'`]?$"
+# The words of an identifier: camelCase, TitleCase and UPPER words and numbers.
+_WORDS_OF = r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+"
+_NOT_KEYS = ("base64,", "sha1-", "sha256-", "sha384-", "sha512-", "sha1:", "sha256:", "sha512:", "md5:")
+_DIGEST_PREFIXES = ("sha1-", "sha256-", "sha384-", "sha512-")
+_IMAGE_MAGIC = ("iVBORw0KGgo", "/9j/", "R0lGOD", "UklGR", "PHN2Zy", "Qk0")
+
+
+def _entropy(word: str) -> float:
+    from math import log2
+
+    n = len(word)
+    counts: dict[str, int] = {}
+    for c in word:
+        counts[c] = counts.get(c, 0) + 1
+    return -sum(k / n * log2(k / n) for k in counts.values())
+
+
+def _identifier(word: str) -> bool:
+    """Whether ``word`` reads as an identifier (snake_case, kebab-case, CONSTANT_CASE, camelCase: words
+    of three letters or more, a number or two) rather than random characters, whose case changes and
+    digits cut it into many short pieces."""
+    if any(not (c.isascii() and (c.isalnum() or c in "_/-")) for c in word):
+        return False  # base64's + and =
+    parts = re.findall(_WORDS_OF, word)
+    short = sum(len(p) <= 2 for p in parts)
+    numbers = sum(p.isdigit() for p in parts)
+    return bool(parts) and short * 4 <= len(parts) and numbers <= 2
+
+
+_PUBLIC_KEY_BLOBS = ("AAAAB3NzaC1", "AAAAC3NzaC1", "AAAAE2VjZHNh", "AAAAGnNr")  # ssh-rsa, ed25519, ecdsa, sk-
+
+
+def _random_word(text: str, start: int, word: str) -> bool:
+    """Whether ``word`` (at ``start`` of ``text``) is a random key that no rule named: after a
+    secret-sounding word on its line, after an assignment, or a long word of mixed case and digits
+    with high entropy anywhere; a hash, a UUID, an identifier, a path, a data URI or an integrity
+    digest is kept."""
+    core = word.strip("=.-_~")
+    if len(core) < 16:
+        return False
+    line_start = text.rfind("\n", 0, start) + 1
+    before = text[max(line_start, start - 48) : start]
+    if before.endswith(_NOT_KEYS) or core.startswith(_IMAGE_MAGIC) or core.startswith(_DIGEST_PREFIXES):
+        return False
+    if core.startswith(_PUBLIC_KEY_BLOBS):
+        return False  # an SSH public key (authorized_keys, *.pub) is no secret
+    if "." in core or "~" in core or ("/" in core and ("-" in core or "_" in core)):
+        return False  # a path, a URL, a file or module name: no key alphabet mixes these
+    if _identifier(core):
+        return False
+    if _UUID.search(core) is not None:
+        return False
+    digits = sum(c.isdigit() for c in core)
+    # upper and lower case with digits, or base64's + and / (a 40-character key may have no digit)
+    cased = any(c.isupper() for c in core) and any(c.islower() for c in core)
+    mixed = cased and (digits > 0 or "+" in core or "/" in core)
+    if not digits and not mixed:
+        return False
+    hexy = all(c in "0123456789abcdefABCDEF" for c in core)
+    keyword = re.search(_KEYWORD_NEAR, before) is not None
+    entropy = _entropy(core)
+    if hexy:
+        # a hex key only as a secret-named value ("token: 9f…"): "commit 3f9a…" and "token 3f9a…" are hashes
+        return keyword and len(core) >= 32 and entropy >= 3.3 and re.search(_ASSIGNED, before) is not None
+    if keyword and (digits >= 2 or mixed) and entropy >= 3.5:
+        return True
+    if mixed and len(core) >= 20 and entropy >= 4.0 and re.search(_ASSIGNED, before) is not None:
+        return True
+    return mixed and len(core) >= 30 and entropy >= 4.2
+
+
+def _redact_random(pattern: re.Pattern[str], replacement: str, text: str) -> tuple[str, int]:
+    hits = 0
+
+    def sub(match: re.Match[str]) -> str:
+        nonlocal hits
+        if not _random_word(text, match.start(), match.group(0)):
+            return match.group(0)
+        hits += 1
+        return replacement
+
+    return pattern.sub(sub, text), hits
+
+
 #: Built-in rules whose replacement needs code, by name: (pattern, replacement, text) → (text, hits).
 _SUBSTITUTES: dict[str, Callable[[re.Pattern[str], str, str], tuple[str, int]]] = {
     "pem_private_key_tail": _redact_pem_tails,
@@ -417,16 +797,27 @@ _SUBSTITUTES: dict[str, Callable[[re.Pattern[str], str, str], tuple[str, int]]] 
     "secret_flag": _redact_assignments,
     "password_pair": _redact_assignments,
     "credit_card": _redact_cards,
+    "fernet_key": _redact_mixed,
+    "key_lines": _redact_key_lines,
+    "encoded_private_key": _redact_encoded_key,
+    "cli_password": _redact_assignments,
+    "netrc_password": _redact_loose,
+    "spoken_password": _redact_loose,
+    "pgpass_line": _redact_pgpass,
+    "yaml_secret_block": _redact_yaml_block,
+    "random_token": _redact_random,
 }
 
 # -- names of secret fields ------------------------------------------------------------------------
 
 # Matched against the whole name, lower-cased, camelCase and separators turned into ``_``.
 _SECRET_FIELD = (
-    r".*pass(?:word|wd|phrase)"
-    r"|(?:.*_)?(?:secrets?|token|credentials?|auth|authorization|cookie|apikey"
-    r"|(?:api|access|secret|private|signing|encryption|master|client|app|auth|license)_?key)"
-    r"|.+_(?:pass|pwd)"
+    r".*pass(?:word|wd|phrase)|.*(?:passwort|kennwort|contrase(?:ñ|n)a|пароль|密码|mot_de_passe)"
+    r"|(?:.*_)?(?:secrets?|token|credentials?|auth|authorization|cookie|apikey|sessionid|secret_key_base"
+    r"|connection_?string|conn_?str"
+    r"|(?:api|access|secret|private|signing|encryption|master|client|app|auth|license|account|subscription"
+    r"|storage|fernet)_?key|(?:client|private)_key_data)"
+    r"|.+_(?:pass|pwd|pw)"
 )
 _NAME_FIELDS = ("name", "key", "setting", "variable", "var", "env", "field", "param", "parameter", "option")
 _VALUE_FIELDS = frozenset(("value", "new_value", "old_value", "new", "old", "default", "current", "previous"))
@@ -458,13 +849,95 @@ def _holds_secret(value: Any) -> bool:
     return value is not None and not isinstance(value, bool) and value != ""
 
 
+# -- the maintained rule set: detect-secrets' plugins ---------------------------------------------------
+
+#: detect-secrets plugins left out: public IP addresses are no secret, and its high-entropy plugins
+#: (quoted strings only, hex digests included) are replaced by our backstop (``random_token``).
+_LIBRARY_SKIPPED = frozenset(("IPPublicDetector", "Base64HighEntropyString", "HexHighEntropyString"))
+_LIBRARY_REPLACEMENT = "[SECRET_REDACTED]"
+
+
+class LibraryDetector:
+    """detect-secrets' plugins (Yelp's rule set, maintained by others) run on a text in process: its
+    regex plugins on the whole text, its keyword plugin line by line on the lines that hold one of
+    its words; each secret found is replaced wherever it occurs. Its file scanning, baselines and
+    verification (network) are not used. Imported on first use (about 0.15 s: a hook process never
+    builds one). A value the built-in rules would keep (a placeholder, a code expression, a word of
+    prose) is kept."""
+
+    def __init__(self) -> None:
+        from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
+        from detect_secrets.plugins import keyword
+
+        self._keyword_module = keyword
+        # the keyword plugin's words: only a line holding one is given to it
+        self._words = re.compile("|".join(keyword.DENYLIST), re.IGNORECASE)
+        self.plugins: list[Any] = []
+        self.keyword: Any = None
+        classes: list[Any] = list(get_mapping_from_secret_type_to_class().values())
+        for cls in classes:
+            if cls.__name__ in _LIBRARY_SKIPPED:
+                continue
+            if cls.__name__ == "KeywordDetector":
+                self.keyword = cls()
+            else:
+                self.plugins.append(cls())
+
+    def secrets(self, text: str) -> set[tuple[str, str]]:
+        """(detect-secrets type, value) of each secret found in ``text``."""
+        found: set[tuple[str, str]] = set()
+        for plugin in self.plugins:
+            for value in plugin.analyze_string(text):
+                found.add((plugin.secret_type, value))
+        if self.keyword is not None and self._words.search(text) is not None:
+            module = self._keyword_module
+            attempts = (module.QUOTES_REQUIRED_DENYLIST_REGEX_TO_GROUP, module.CONFIG_DENYLIST_REGEX_TO_GROUP)
+            for line in text.splitlines():
+                if len(line) > 4096 or self._words.search(line) is None:
+                    continue
+                for groups in attempts:
+                    for value in self.keyword.analyze_string(line, groups):
+                        if _library_keyword_secret(value):
+                            found.add((self.keyword.secret_type, value))
+        return {(kind, value) for kind, value in found if len(value) >= 6 and "REDACTED" not in value}
+
+    def redact(self, text: str, counts: dict[str, int] | None = None) -> str:
+        for kind, value in sorted(self.secrets(text), key=lambda found: -len(found[1])):
+            n = text.count(value)
+            if n:
+                text = text.replace(value, _LIBRARY_REPLACEMENT)
+                if counts is not None:
+                    name = "detect_secrets_" + re.sub(r"\W+", "_", kind.lower()).strip("_")
+                    counts[name] = counts.get(name, 0) + n
+        return text
+
+
+def _library_keyword_secret(value: str) -> bool:
+    """A value detect-secrets' keyword plugin found that is a secret, not prose or code: one word,
+    not a placeholder or a code expression, not a word of letters alone."""
+    value = value.strip()
+    if not value or any(c.isspace() for c in value) or _placeholder(value):
+        return False
+    if re.fullmatch(_CODE, value) or re.fullmatch(_IDENTIFIER, value):
+        return False
+    return not value.rstrip(".,;:!?)").isalpha()
+
+
+@functools.lru_cache(maxsize=1)
+def library_detector() -> LibraryDetector:
+    """The process's one :class:`LibraryDetector` (its plugins are stateless)."""
+    return LibraryDetector()
+
+
 class Redactor:
     """Redaction rules, compiled on first need. ``redact(text)`` returns the new text and adds
-    hits per rule to ``counts``."""
+    hits per rule to ``counts``. With ``library``, detect-secrets' plugins run after the rules
+    (:class:`LibraryDetector`): what the store applies; a hook process applies the rules alone."""
 
-    def __init__(self, rules: list[tuple[str, str, str]], *, builtin: int = 0) -> None:
+    def __init__(self, rules: list[tuple[str, str, str]], *, builtin: int = 0, library: bool = False) -> None:
         self.rules = rules
         self.builtin = builtin  # the first ``builtin`` rules are DEFAULT_REDACTIONS (have prechecks)
+        self.library = library
         self._compiled: dict[int, re.Pattern[str]] = {}
         # Texts this redactor returned lately (clean: redaction is idempotent), short and long.
         self._short: dict[str, None] = {}
@@ -496,6 +969,8 @@ class Redactor:
                 probe = _Text(text)
                 if counts is not None:
                     counts[name] = counts.get(name, 0) + n
+        if self.library:
+            text = library_detector().redact(text, counts)
         self._remember(text)
         return text
 
@@ -570,9 +1045,11 @@ class Redactor:
         return f"{redacted}~{digest}"
 
     def check(self) -> None:
-        """Compile every rule now; raises ValueError naming the first pattern that does not compile
-        (``privacy.redact_patterns[i].regex``), so that a config error is reported, not hit mid-capture."""
-        for i in range(len(self.rules)):
+        """Compile every user rule now; raises ValueError naming the first pattern that does not
+        compile (``privacy.redact_patterns[i].regex``), so that a config error is reported, not hit
+        mid-capture. The built-in rules are constants (their tests compile them): a hook process
+        compiles one only when its precheck says it may match."""
+        for i in range(self.builtin, len(self.rules)):
             try:
                 self._pattern(i)
             except re.error as exc:
@@ -607,21 +1084,28 @@ def redact_then_truncate(
 
 
 def build_redactor(
-    redact: bool = True, defaults: bool = True, patterns: tuple[tuple[str, str, str], ...] = ()
+    redact: bool = True,
+    defaults: bool = True,
+    patterns: tuple[tuple[str, str, str], ...] = (),
+    *,
+    library: bool = False,
 ) -> Redactor | None:
-    """The redactor for these privacy settings; None when ``redact`` is off."""
+    """The redactor for these privacy settings; None when ``redact`` is off. ``library`` adds
+    detect-secrets' plugins (with ``defaults`` only): the store's pass; without it, the fast rules a
+    hook process applies before its spool write."""
     if not redact:
         return None
     rules = list(DEFAULT_REDACTIONS) if defaults else []
-    return Redactor(rules + list(patterns), builtin=len(rules))
+    return Redactor(rules + list(patterns), builtin=len(rules), library=library and defaults)
 
 
 def redactor_for(privacy: Any) -> Redactor | None:
-    """The redactor of a ``PrivacySettings`` (``privacy.redact``, ``redact_defaults``, ``redact_patterns``)."""
+    """The store's redactor for a ``PrivacySettings`` (``privacy.redact``, ``redact_defaults``,
+    ``redact_patterns``): the rules and detect-secrets' plugins."""
     patterns = tuple(
         (rule.name or f"custom_{i}", rule.regex, rule.replacement) for i, rule in enumerate(privacy.redact_patterns)
     )
-    return build_redactor(privacy.redact, privacy.redact_defaults, patterns)
+    return build_redactor(privacy.redact, privacy.redact_defaults, patterns, library=True)
 
 
 # -- one store's redactor -----------------------------------------------------------------------------
@@ -643,7 +1127,7 @@ def session_key(storage: str | os.PathLike[str]) -> bytes:
             return f.read()
     except FileNotFoundError:
         pass
-    os.makedirs(storage, mode=0o700, exist_ok=True)
+    private_dir(storage, "storage directory")
     key = os.urandom(_KEY_BYTES)
     aside = f"{path}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
     fd = os.open(aside, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -685,7 +1169,15 @@ class StoreRedactor:
         return value if self.rules is None else self.rules.redact_value(value, counts)
 
     def session_id(self, session_id: str, counts: dict[str, int] | None = None) -> str:
-        """The id under which session ``session_id`` is stored (and looked up)."""
+        """The id under which session ``session_id`` is stored (and looked up); ValidationError for
+        one longer than :data:`~remindful.runtime.SESSION_ID_MAX_CHARS` (every surface reads and
+        writes session ids through here: a hook shortens a long one before, to keep its event)."""
+        if len(session_id) > SESSION_ID_MAX_CHARS:
+            from remindful.errors import ValidationError
+
+            raise ValidationError(
+                "session_id", f"expected at most {SESSION_ID_MAX_CHARS} characters, got {len(session_id)}"
+            )
         if self.rules is None:
             return session_id
         return self.rules.redact_session_id(session_id, counts, key=self.key)
@@ -737,11 +1229,13 @@ __all__ = [
     "DEFAULT_REDACTIONS",
     "FIELD_REPLACEMENT",
     "SESSION_KEY_NAME",
+    "LibraryDetector",
     "Redactor",
     "StoreRedactor",
     "add_counts",
     "build_redactor",
     "is_secret_name",
+    "library_detector",
     "read_counts",
     "redact_then_truncate",
     "redactor_for",

@@ -40,7 +40,8 @@ CREATE TABLE IF NOT EXISTS memories (
     indexed INTEGER NOT NULL DEFAULT 0,
     size_bytes INTEGER NOT NULL DEFAULT 0,
     seq INTEGER,
-    scope TEXT
+    scope TEXT,
+    origin TEXT NOT NULL DEFAULT 'user'
 );
 DROP INDEX IF EXISTS idx_memories_type_created;
 DROP INDEX IF EXISTS idx_memories_session;
@@ -60,9 +61,16 @@ CREATE INDEX IF NOT EXISTS idx_memories_unindexed ON memories(indexed) WHERE ind
 #: :meth:`remindful.engine.catalog.Catalog` 's upgrade.
 ADD_SCOPE_COLUMN = "ALTER TABLE memories ADD COLUMN scope TEXT"
 
+#: Schema 10 records every memory's origin, whose words it holds (:func:`remindful.model.make_origin`).
+#: A catalog created before has the column added by this statement and its rows given an origin
+#: derived from their source and metadata (:func:`remindful.model.derive_origin`) by the upgrade.
+ADD_ORIGIN_COLUMN = "ALTER TABLE memories ADD COLUMN origin TEXT NOT NULL DEFAULT 'user'"
+
 #: The scopes: newest first within a scope from the index, as the time indexes do; how many
 #: memories each scope holds, kept by triggers (NULL counted as ''), so that a search knows how
-#: much a scope restricts before it reads any row; and the projects that scopes name.
+#: much a scope restricts before it reads any row; the projects that scopes name (the first root
+#: seen is a project's place); and the directories the user bound to a project
+#: (``remindful scopes bind``: :mod:`remindful.engine.projects`, *Claims*).
 SCOPES_DDL = """
 CREATE INDEX IF NOT EXISTS idx_memories_scope_time ON memories(scope, created_at, rowid, expires_at);
 CREATE TABLE IF NOT EXISTS scope_counts (scope TEXT PRIMARY KEY, n INTEGER NOT NULL) WITHOUT ROWID;
@@ -84,6 +92,12 @@ CREATE TABLE IF NOT EXISTS projects (
     root TEXT NOT NULL DEFAULT '',
     first_seen REAL NOT NULL,
     last_seen REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS project_bindings (
+    root TEXT PRIMARY KEY,
+    key TEXT NOT NULL,
+    name TEXT NOT NULL,
+    bound_at REAL NOT NULL
 );
 """
 
@@ -303,5 +317,5 @@ INSERT INTO scope_counts(scope, n) SELECT coalesce(scope, ''), count(*) FROM mem
 #: Columns of ``memories`` returned by reads, in this order (no embedding).
 MEMORY_COLUMNS = (
     "id, type, content, metadata, source, memory_class, session_id, created_at, updated_at, importance, "
-    "access_count, last_accessed, bookmarked, content_hash, chunk, expires_at, indexed, scope"
+    "access_count, last_accessed, bookmarked, content_hash, chunk, expires_at, indexed, scope, origin"
 )

@@ -92,6 +92,76 @@ _PATHISH = re.compile(
     r"|\b(?:port|listens? on)\s+:?\d{2,5}\b|:\d{2,5}\b",
     re.IGNORECASE,
 )
+#: What makes a rule someone's business, kept where it was said: a confidential matter, a deal
+#: ("Never mention the Acme merger": served to every project, it would tell them).
+_CONFIDENTIAL = re.compile(
+    r"\b(?:confidential|nda|ndas|merger|acquisitions?|acquir(?:e|es|ed|ing)|embargo\w*|proprietary|classified|"
+    r"under wraps|unannounced|codenames?|code names?|layoffs?|lawsuits?|pricing|revenue|salar(?:y|ies))\b",
+    re.IGNORECASE,
+)
+#: A name (of a project, a customer, a product): a capitalised word inside a sentence, other
+#: than the common ones a rule for everywhere names (languages, formats, platforms).
+_NAME = re.compile(r"(?<=[\s\"'`(])(?<![:.!?;]\s)[A-Z][\w.-]*")
+_COMMON_NAMES = frozenset(
+    {
+        "I",
+        "English",
+        "French",
+        "German",
+        "Spanish",
+        "Italian",
+        "Portuguese",
+        "Japanese",
+        "Chinese",
+        "Markdown",
+        "JSON",
+        "YAML",
+        "TOML",
+        "SQL",
+        "HTML",
+        "CSS",
+        "API",
+        "APIs",
+        "URL",
+        "URLs",
+        "UTC",
+        "ISO",
+        "Git",
+        "GitHub",
+        "GitLab",
+        "Python",
+        "JavaScript",
+        "TypeScript",
+        "Rust",
+        "Go",
+        "Java",
+        "Kotlin",
+        "Swift",
+        "Ruby",
+        "PHP",
+        "C",
+        "C++",
+        "Unicode",
+        "ASCII",
+        "UTF-8",
+        "CLI",
+        "CI",
+        "PR",
+        "PRs",
+        "README",
+        "TODO",
+        "OK",
+        "Mac",
+        "macOS",
+        "Linux",
+        "Windows",
+        "Unix",
+        "Vim",
+        "Emacs",
+        "VS",
+        "Code",
+    }
+)
 #: Word pairs written with a slash that name no path.
 _SLASH_WORDS = re.compile(
     r"\b(?:and/or|either/or|he/she|his/her|him/her|s/he|w/o|n/a|yes/no|on/off|true/false|read/write|i/o|"
@@ -118,7 +188,9 @@ def user_level(
     statement (knowledge or conversation, not a tool call or an answer of the assistant) that
     names nothing of a project: no path or file name, URL, host or port, no "this repo"/"our
     app"/"we", no environment (staging, production, database, server, deploy), not the project's
-    name, and not a question. A correction's rule-made lesson (``Use "X" rather than "Y".``)
+    name, no confidential matter (a merger, a customer, a deal, "internal") nor any other name (a
+    capitalised word inside the sentence but for languages, formats and platforms), and not a
+    question. A correction's rule-made lesson (``Use "X" rather than "Y".``)
     stays in its project: whether it corrects wording or a project's command, its words do not
     say."""
     if type not in _STATEMENT_TYPES or source not in _STATEMENT_SOURCES:
@@ -148,8 +220,10 @@ def user_level(
     if rule.startswith("says"):
         return rule
     bare = _SLASH_WORDS.sub(" ", text)
-    if _PROJECT_WORDS.search(bare) or _PATHISH.search(bare):
+    if _PROJECT_WORDS.search(bare) or _PATHISH.search(bare) or _CONFIDENTIAL.search(bare):
         return None
+    if any(name.rstrip(".,;:!") not in _COMMON_NAMES for name in _NAME.findall(bare)):
+        return None  # it names a project, a customer, a product: theirs, not every project's
     return rule
 
 

@@ -28,6 +28,7 @@ import time
 
 from remindful.engine import connection
 from remindful.engine.schema import HOOK_SCHEMA
+from remindful.owned import private_dir, private_file
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs hook processes milliseconds
 if TYPE_CHECKING:
@@ -274,8 +275,8 @@ def write_fallback(storage: str | os.PathLike[str], record: dict[str, Any], *, n
     fallback file carries a :class:`Payload` (TypeError otherwise), as :func:`append` takes."""
     if name == FALLBACK_NAME and not isinstance(record.get("payload"), Payload):
         raise TypeError("the fallback file takes a Payload made by spool.encode")
-    os.makedirs(storage, mode=0o700, exist_ok=True)
-    fd = os.open(os.path.join(storage, name), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    private_dir(storage, "storage directory")
+    fd = private_file(os.path.join(storage, name))
     try:
         os.write(fd, (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8"))
     finally:

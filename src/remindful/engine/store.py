@@ -49,9 +49,11 @@ from remindful.engine.captures import CaptureRepository
 from remindful.engine.catalog import CATALOG_WAY_OUT, Catalog, MemoryRow, counted
 from remindful.engine.embedding import LazyEmbedder, embed_query
 from remindful.engine.mirror import IndexMirror
+from remindful.engine.perf import PendingFigures
 from remindful.engine.projects import Project, Resolver
 from remindful.engine.quotas import SIZE_MAX_AGE_S, Quotas
 from remindful.engine.redact import StoreRedactor, add_counts, redactor_for
+from remindful.engine.repositories.scopes import ScopeRepository
 from remindful.engine.retrieval.search import rank
 from remindful.engine.scopes import Assigner, check_scope
 from remindful.engine.sqlfilter import SqlFilter, build_filter, scope_filter, to_epoch, with_stored_sessions
@@ -61,6 +63,7 @@ from remindful.engine.validation import (
     check_batch,
     check_int,
     check_metadata,
+    check_origin,
     check_text,
     parse_enum,
     validate_item,
@@ -71,6 +74,7 @@ from remindful.errors import (
     NotFoundError,
     StorageError,
     StorageFullError,
+    UntrustedPathError,
     ValidationError,
     unwritable,
 )
@@ -84,8 +88,10 @@ from remindful.model import (
     MemoryType,
     SearchHit,
     content_hash,
+    derive_origin,
     new_memory_id,
 )
+from remindful.owned import private_dir
 from remindful.runtime import new_session_id
 
 log = logging.getLogger("remindful")
@@ -95,7 +101,18 @@ log = logging.getLogger("remindful")
 INLINE_DELETE = 256
 #: How long export, backup, dedup and cleanup wait for this process's pending embeddings.
 VECTORS_READY_TIMEOUT_S = 60.0
-_STORE_KEYS = {"content", "type", "metadata", "session_id", "timestamp", "source", "memory_class", "chunk", "scope"}
+_STORE_KEYS = {
+    "content",
+    "type",
+    "metadata",
+    "session_id",
+    "timestamp",
+    "source",
+    "memory_class",
+    "chunk",
+    "scope",
+    "origin",
+}
 
 
 class Store:
@@ -123,13 +140,17 @@ class Store:
         self._access: AccessRecorder | None = None
         self._exiting = False  # set by close_for_exit: open nothing new
         self._init_lock = threading.RLock()
+        self._opening = False  # the catalog is being opened (its upgrade resolves projects)
         self.quotas = Quotas(settings, self.path)
         # Every write's redaction (the rules compile on first need) and the session ids' mapping.
         self.redaction = StoreRedactor(redactor_for(settings.privacy), self.path)
         scopes = settings.scopes
         #: Finds the project of a directory, and the scope of a memory whose writer named none.
-        resolver = Resolver(scopes.project, scopes.projects, clean=self.redaction.text)
-        self.scopes = Assigner(resolver, classify=scopes.user_level)
+        #: A marker cannot claim a project bound to another directory: the catalog says which are.
+        self.resolver = Resolver(
+            scopes.project, scopes.projects, clean=self.redaction.text, registry=self._project_registry
+        )
+        self.scopes = Assigner(self.resolver, classify=scopes.user_level)
         #: The project this store's writer works in: a new memory whose metadata names no directory
         #: is captured there (None: in no project).
         self.project: Project | None = None
@@ -153,6 +174,19 @@ class Store:
         if self._catalog is None:
             self._opened()
 
+    def _project_registry(self) -> ScopeRepository | None:
+        """The projects the catalog recorded and the directories the user bound, for the resolver
+        (None while the catalog is being opened, and when memory is off: nothing is read or written
+        then)."""
+        if self._catalog is None:
+            if self._opening:
+                return None
+            try:
+                self._opened()
+            except MemoryDisabledError:
+                return None
+        return ScopeRepository(lambda: self.catalog)
+
     def _opened(self) -> tuple[Catalog, IndexMirror]:
         """The catalog and the mirror, opened now if needed (MemoryDisabledError if memory is off
         or unusable). Read under the lock :meth:`close` clears them under: a close in another
@@ -161,7 +195,11 @@ class Store:
             raise MemoryDisabledError(self.disabled_reason)
         with self._init_lock:
             if self._catalog is None:
-                self._open_catalog()
+                self._opening = True
+                try:
+                    self._open_catalog()
+                finally:
+                    self._opening = False
             catalog, mirror = self._catalog, self._mirror
         if catalog is None or mirror is None:  # pragma: no cover - _open_catalog sets both or raises
             raise MemoryDisabledError(self.disabled_reason or "the store could not be opened")
@@ -169,7 +207,9 @@ class Store:
 
     def _open_catalog(self) -> None:
         try:
-            self.path.mkdir(parents=True, exist_ok=True, mode=0o700)
+            # Created 0700 with its parents whatever the umask; refused if another user owns it or
+            # can write it (or a directory above it, up to the home directory).
+            private_dir(self.path, "storage directory")
             if self.path.stat().st_mode & 0o077:  # existed (or was made) readable by others: tighten it
                 try:
                     os.chmod(self.path, 0o700)
@@ -183,7 +223,10 @@ class Store:
                 if unwritable(self.path, exc) is None or not (self.path / "catalog.sqlite3").is_file():
                     raise
             catalog = Catalog(self.path / "catalog.sqlite3", redaction=self.redaction, scope_of=self.scopes)
-        except (OSError, StorageError) as exc:
+        except (OSError, StorageError, UntrustedPathError) as exc:
+            if isinstance(exc, UntrustedPathError):  # said once, by whoever reports the error
+                self.disabled_reason = str(exc)
+                raise MemoryDisabledError(str(exc)) from exc
             if isinstance(exc, CorruptionError | StorageFullError):  # damage, or a full disk: not for good
                 raise
             self.disabled_reason = (
@@ -193,7 +236,7 @@ class Store:
             log.error("Memory disabled: %s", self.disabled_reason)
             raise MemoryDisabledError(self.disabled_reason) from exc
         self._generation = self.store_lock.generation()
-        self._access = AccessRecorder(catalog)
+        self._access = AccessRecorder(catalog, figures=PendingFigures(self.embedding_cache_stats))
         self._mirror = IndexMirror(
             catalog,
             self._embedder,
@@ -332,7 +375,7 @@ class Store:
             for row, vector in zip(rows, vectors, strict=True):
                 row.embedding = vector
         victims = self.quotas.make_room(self.catalog, self.catalog.type_counts(), rows)
-        attach_files(self.settings, rows)
+        attach_files(self.settings, rows, self.redaction)
         self._commit_new(rows, evict=victims, counts=counts, projects=projects.values())
         mirror.index_rows(rows)
         return [r.id for r in rows]
@@ -399,6 +442,7 @@ class Store:
             chunk=json.dumps(chunk) if chunk else None,
             expires_at=created + auto_delete * 86400 if auto_delete else None,
             scope=scope,
+            origin=fields["origin"] or derive_origin(fields["source"].value, metadata),
             redacted=True,
         )
 
@@ -445,12 +489,16 @@ class Store:
         metadata: Mapping[str, Any] | None = None,
         *,
         scope: str | Project | None = None,
+        origin: str | None = None,
     ) -> Memory:
         """Replace a memory's content and/or merge keys into its metadata (a key set to None is
         removed), redacted as every write is, and/or move it to ``scope`` (``user`` or
-        ``project:<key>``). The content is re-embedded. Returns the updated memory."""
+        ``project:<key>``), and/or set its ``origin`` (as :func:`~remindful.model.make_origin`
+        writes it). The content is re-embedded. Returns the updated memory."""
         self.ready()
         row = self._row(memory_id)
+        if origin is not None:
+            row.origin = check_origin(origin, "origin")
         counts: dict[str, int] = {}
         moved: list[Project] = []
         if scope is not None:
@@ -510,7 +558,7 @@ class Store:
         def run(conn: Any) -> None:
             conn.execute(
                 "UPDATE memories SET content=?, metadata=?, content_hash=?, bookmarked=?, importance=?, updated_at=?, "
-                "indexed=0, embedding=COALESCE(?, embedding), scope=? WHERE id=?",
+                "indexed=0, embedding=COALESCE(?, embedding), scope=?, origin=? WHERE id=?",
                 (
                     row.content,
                     row.metadata,
@@ -520,6 +568,7 @@ class Store:
                     time.time(),
                     None if row.embedding is None else np.asarray(row.embedding, np.float32).tobytes(),
                     row.scope,
+                    row.origin,
                     row.id,
                 ),
             )
@@ -733,6 +782,7 @@ class Store:
                 similar_ids=hit.similar_ids,
                 superseded_by=hit.superseded_by,
                 scope=hit.row.scope,
+                origin=hit.row.origin,
             )
             for hit in results
         ]
@@ -741,7 +791,7 @@ class Store:
         self.searches += 1
         self.search_ms.append(seconds * 1000)
         if self._access is not None:
-            self._access.record(ids)
+            self._access.record(ids, search_ms=seconds * 1000)
 
     # -- the vector index (the mirror's) --------------------------------------------------------
 
@@ -876,4 +926,5 @@ def _to_memory(row: MemoryRow) -> Memory:
         expires_at=datetime.fromtimestamp(row.expires_at, UTC) if row.expires_at else None,
         updated_at=datetime.fromtimestamp(row.updated_at, UTC) if row.updated_at else None,
         scope=row.scope,
+        origin=row.origin,
     )

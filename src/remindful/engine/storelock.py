@@ -38,6 +38,8 @@ import os
 import threading
 import time
 
+from remindful.owned import private_file
+
 STORE_LOCK = "store.lock"
 GATE = "store.gate"
 MAINTENANCE_LOCK = "maintenance.lock"
@@ -169,7 +171,7 @@ class _Exclusive:
         deadline = time.monotonic() + self._timeout
         try:
             for path in (self._lock.gate_path, self._lock.path):  # the gate first: no writer gets in any more
-                fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+                fd = private_file(path, os.O_RDWR | os.O_CREAT)
                 self._fds.append(fd)
                 _flock_until(fd, deadline, self._what, self._timeout)
         except BaseException:
@@ -208,7 +210,7 @@ class _Maintenance:
         if depths.get(path):
             depths[path] += 1
             return
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        fd = private_file(path, os.O_RDWR | os.O_CREAT)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -264,11 +266,11 @@ def _flock_until(fd: int, deadline: float, what: str, timeout: float) -> None:
 def _open(path: str, flags: int) -> int | None:
     """``path`` opened (created 0600 if missing), or None where it cannot be (see _UNLOCKABLE)."""
     try:
-        return os.open(path, flags | os.O_CREAT, 0o600)
+        return private_file(path, flags | os.O_CREAT)
     except OSError as exc:
         if exc.errno in _UNLOCKABLE:
             try:  # a read-only directory: an existing file still locks
-                return os.open(path, flags)
+                return private_file(path, flags)
             except OSError:
                 return None
         raise

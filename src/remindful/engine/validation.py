@@ -20,7 +20,8 @@ from typing import Any
 from remindful.config_defaults import default
 from remindful.engine.sqlfilter import to_epoch
 from remindful.errors import ValidationError
-from remindful.model import ChunkMetadata, MemoryClass, MemorySource, MemoryType
+from remindful.model import ChunkMetadata, MemoryClass, MemorySource, MemoryType, make_origin, parse_origin
+from remindful.runtime import SESSION_ID_MAX_CHARS
 
 #: The default of ``limits.content_chars``.
 MAX_CONTENT_CHARS: int = default("limits.content_chars")
@@ -192,6 +193,20 @@ def _short(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
+#: The forms an origin takes, for the error that refuses another.
+ORIGIN_FORMS = "'user', 'user_confirmed', 'assistant', 'tool[:NAME]', 'file[:PATH]', 'web[:URL]' or 'system'"
+
+
+def check_origin(origin: Any, field: str) -> str:
+    """``origin`` in its stored form (:func:`make_origin`), or ValidationError naming ``field``."""
+    if not isinstance(origin, str):
+        raise ValidationError(field, f"expected {ORIGIN_FORMS}")
+    try:
+        return make_origin(*parse_origin(origin))
+    except ValueError:
+        raise ValidationError(field, f"expected {ORIGIN_FORMS}, got {origin[:40]!r}") from None
+
+
 def validate_item(item: Mapping[str, Any], prefix: str, limits: Limits = DEFAULT_LIMITS) -> dict[str, Any]:
     """Validate one store item; raises ValidationError naming ``prefix + field``."""
     content = check_text(
@@ -203,6 +218,10 @@ def validate_item(item: Mapping[str, Any], prefix: str, limits: Limits = DEFAULT
     if session_id is not None:
         if not isinstance(session_id, str) or not session_id.strip():
             raise ValidationError(prefix + "session_id", "expected a non-empty string or None")
+        if len(session_id) > SESSION_ID_MAX_CHARS:
+            raise ValidationError(
+                prefix + "session_id", f"expected at most {SESSION_ID_MAX_CHARS} characters, got {len(session_id)}"
+            )
         check_unicode(session_id, prefix + "session_id")
     timestamp = item.get("timestamp")
     epoch = None if timestamp is None else check_epoch(timestamp, prefix + "timestamp")
@@ -216,8 +235,12 @@ def validate_item(item: Mapping[str, Any], prefix: str, limits: Limits = DEFAULT
             raise ValidationError(
                 prefix + "chunk", f"expected parent_id, index, total[, start_word, end_word]: {exc}"
             ) from None
+    origin = item.get("origin")
+    if origin is not None:
+        origin = check_origin(origin, prefix + "origin")
     return {
         "content": content,
+        "origin": origin,
         "type": parse_enum(MemoryType, item.get("type", "action"), prefix + "type"),
         "metadata": metadata,
         "session_id": session_id,

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from remindful.errors import StorageError, StorageFullError, ValidationError
+from remindful.owned import private_dir
 
 if TYPE_CHECKING:
     from remindful.config import Settings
@@ -167,7 +168,7 @@ def _create(path: Path) -> str:
     refuse to start."""
     token = secrets.token_urlsafe(32)
     try:
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        private_dir(path.parent, "storage directory")
         fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{TOKEN_FILE}-")  # mode 0600
     except OSError as exc:  # a storage path that is a file, a read-only disk, ...
         raise _cannot_write(path, exc) from exc

@@ -34,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import logging
 import os
 import re
 import shutil
@@ -47,10 +48,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from remindful.engine.atomic import replaced_atomically
+from remindful.engine.attachments import scanned_copy
 from remindful.engine.catalog import catalog_damaged, integrity_problem
 from remindful.engine.catalog_files import copy_into, prepare_for_restore, snapshot
 from remindful.errors import CorruptionError, StorageError, ValidationError, unwritable
 from remindful.model import BackupResult, ClearResult, RestoreResult
+from remindful.owned import private_dir
 from remindful.services.archive import (
     ATTACHMENTS,
     CATALOG,
@@ -64,6 +67,7 @@ from remindful.services.archive import (
 
 if TYPE_CHECKING:
     from remindful.config import Settings
+    from remindful.engine.redact import StoreRedactor
     from remindful.engine.repositories import MemoryRepository
     from remindful.engine.storelock import StoreLock
 
@@ -99,7 +103,12 @@ class Restorable(Archivable, Protocol):
 
     def delete_all(self, *, reason: str) -> int: ...
 
+    @property
+    def redaction(self) -> StoreRedactor:
+        """The store's redaction: a restored catalog's every row passes it again."""
 
+
+log = logging.getLogger("remindful")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 
@@ -124,7 +133,7 @@ def _write_backup(
 ) -> BackupResult:
     """:func:`create_backup`; ``index_locked``: the caller holds the index lock already."""
     folder = backups_dir(store.path)
-    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    private_dir(folder, "backup directory")  # each missing level 0700, whatever the umask
     suffix = f"_auto-{reason}" if automatic else (f"_{name}" if name else "")
     stem = f"backup_{datetime.now():%Y%m%d_%H%M%S}{suffix}"
     target = folder / f"{stem}.tar.gz"
@@ -273,7 +282,7 @@ def restore_backup(
                     f"restoring replaces all {current} current memories with the backup's "
                     f"{manifest.get('total', '?')}; pass confirm=True (the current data is backed up first)",
                 )
-            prepare_for_restore(staging / CATALOG, store.path / CATALOG)
+            prepare_for_restore(staging / CATALOG, store.path / CATALOG, store.redaction)
             # The index lock first (the order every writer takes them in), then every process's
             # writes held off from the snapshot of the current data to the end of the replacement.
             with store.index_lock(), store.store_lock.exclusive("restore"):
@@ -287,6 +296,7 @@ def restore_backup(
                         raise
                     before, kept = None, _keep_damaged(store.path)
                 copies = _attachment_copies(store)
+                _recheck_attachments(staging / ATTACHMENTS, store.redaction)
                 copy_into(staging / CATALOG, store.path / CATALOG)
                 _place_attachments(staging / ATTACHMENTS, store.path / ATTACHMENTS, copies)
         finally:
@@ -326,6 +336,22 @@ def _attachment_copies(store: Restorable) -> set[str]:
         return {name for name, found in zip(names, store.get_batch(names), strict=True) if found is not None}
     except StorageError:
         return set()
+
+
+def _recheck_attachments(staged: Path, redaction: StoreRedactor) -> None:
+    """Scan the archive's attachment copies as a copy is scanned when it is made
+    (:func:`~remindful.engine.attachments.scanned_copy`): a text file is redacted in place, a binary
+    file holding a secret (or too large to scan) is left out of the restore (logged)."""
+    if not staged.is_dir():
+        return
+    for path in sorted(p for p in staged.rglob("*") if p.is_file() and not p.is_symlink()):
+        data, why = scanned_copy(path, redaction)
+        if data is None:
+            log.warning("restore: the attachment copy %s is left out: %s", path.relative_to(staged), why)
+            path.unlink()
+        elif why:
+            path.write_bytes(data)
+            log.warning("restore: attachment copy %s: %s", path.relative_to(staged), why)
 
 
 def _place_attachments(staged: Path, live: Path, replaced: set[str]) -> None:

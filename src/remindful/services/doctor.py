@@ -32,6 +32,10 @@ if TYPE_CHECKING:
 
 __all__ = ["diagnose"]
 
+#: A difference between this machine's clock and the PostgreSQL server's larger than this (seconds)
+#: is reported: memories' times come from each machine, their order across machines from both.
+MAX_CLOCK_SKEW_S = 2.0
+
 CATALOG = "catalog.sqlite3"
 #: A spooled event this many attempts old is reported as stuck.
 STUCK_ATTEMPTS = 3
@@ -51,9 +55,10 @@ def _check(part: str, problem: str | None, fix: str | None, fine: str) -> Health
     return HealthCheck(part, problem is None, problem or fine, fix if problem else None)
 
 
-def diagnose(path: Path, settings: Settings, index: IndexFiles | None) -> Diagnosis:
+def diagnose(path: Path, settings: Settings, index: IndexFiles | None, shared_url: str | None = None) -> Diagnosis:
     """Check every part of the store at ``path``: each check's ``fix`` is the way out (None when
-    ``ok``). ``index`` is the embedded index's files (None in server mode: a server is not checked here)."""
+    ``ok``). ``index`` is the embedded index's files (None in server mode: the server's heartbeat is
+    checked). ``shared_url``: the PostgreSQL catalog of ``catalog.url``, checked too."""
     checks = [
         _storage_dir(path),
         _catalog(path),
@@ -61,6 +66,8 @@ def diagnose(path: Path, settings: Settings, index: IndexFiles | None) -> Diagno
         _spool(path),
         _file_mode("token file", token_file(path), "the HTTP bearer token"),
     ]
+    if shared_url:  # catalog.url: the PostgreSQL catalog of a shared store
+        checks += _shared_catalog(shared_url)
     return Diagnosis(all(c.ok for c in checks), str(path), tuple(checks))
 
 
@@ -114,8 +121,10 @@ def _catalog(path: Path) -> HealthCheck:
 
 def _index(settings: Settings, index: IndexFiles | None) -> HealthCheck:
     chroma = settings.storage.chromadb
-    if chroma.mode == "server" or index is None:
-        return _check("vector index", None, None, f"a Chroma server at {chroma.host}:{chroma.port} (not checked here)")
+    if chroma.mode == "server":
+        return _chroma_server(chroma.host, chroma.port)
+    if index is None:
+        return _check("vector index", None, None, "not checked here")
     if not (index.path / "chroma.sqlite3").exists():
         return _check("vector index", None, None, "no index files yet (built from the catalog on first use)")
     try:
@@ -148,3 +157,60 @@ def _spool(path: Path) -> HealthCheck:
             "",
         )
     return _check("spool", None, None, f"{waiting} hook events waiting, the oldest {age:.0f} s old")
+
+
+def _shared_catalog(url: str) -> list[HealthCheck]:
+    """The PostgreSQL catalog of ``catalog.url``: it answers, its schema is this version's, and the
+    clocks agree. The URL is shown with its password hidden."""
+    from remindful.engine.postgres.catalog import inspect, shown_url
+    from remindful.engine.postgres.schema import SCHEMA_VERSION
+
+    shown = shown_url(url)
+    try:
+        version, server, local = inspect(url)
+    except StorageError as exc:
+        return [_check("shared catalog", exc.message, exc.suggestion, "")]
+    if version is None:
+        schema = _check("shared catalog", None, None, f"{shown} answers; no schema yet (created on first use)")
+    elif version > SCHEMA_VERSION:
+        schema = _check(
+            "shared catalog",
+            f"{shown} has schema {version}, newer than this remindful's {SCHEMA_VERSION}",
+            "upgrade remindful on this machine",
+            "",
+        )
+    else:
+        note = "" if version == SCHEMA_VERSION else f" (migrated to {SCHEMA_VERSION} on first use)"
+        schema = _check("shared catalog", None, None, f"{shown} answers, schema {version}{note}")
+    skew = local - server
+    clock = _check(
+        "clock skew",
+        None if abs(skew) <= MAX_CLOCK_SKEW_S else f"this machine's clock is {skew:+.1f} s off the catalog server's",
+        "synchronise the clocks (NTP: timedatectl set-ntp true)",
+        f"{skew:+.3f} s against the catalog server",
+    )
+    return [schema, clock]
+
+
+def _chroma_server(host: str, port: int) -> HealthCheck:
+    """The Chroma server answers its heartbeat (no chromadb import: one HTTP request)."""
+    import urllib.request
+
+    address = f"http://{host}:{port}/api/v2/heartbeat"
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback stays loopback
+    try:
+        with opener.open(address, timeout=5) as resp:
+            ok = resp.status == 200
+    except OSError as exc:
+        return _check(
+            "vector index",
+            f"the Chroma server at {host}:{port} does not answer ({exc})",
+            "start it (`chroma run --path DIR --host HOST --port PORT`) or fix storage.chromadb.host/port",
+            "",
+        )
+    return _check(
+        "vector index",
+        None if ok else f"the Chroma server at {host}:{port} answered its heartbeat with an error",
+        "look at the Chroma server's log",
+        f"the Chroma server at {host}:{port} answers",
+    )

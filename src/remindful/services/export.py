@@ -6,7 +6,7 @@ File format (``format: remindful-export``, ``version: 1``)::
      "embedding": {"dtype": "float32", "byteorder": "little", "encoding": "base64"},
      "memories": [{"id", "type", "content", "metadata", "source", "memory_class", "session_id",
                    "created_at", "updated_at", "importance", "access_count", "last_accessed",
-                   "bookmarked", "content_hash", "chunk", "expires_at", "embedding", "scope"}, ...]}
+                   "bookmarked", "content_hash", "chunk", "expires_at", "embedding", "scope", "origin"}, ...]}
 
 Times are UTC epoch seconds (floats, exact); ``embedding`` is the base64 of the float32 vector
 (exact, and a fifth of the size of a list of decimals). Import restores every field exactly, so
@@ -40,7 +40,7 @@ from remindful.engine.catalog import MemoryRow, ScopeOf
 from remindful.engine.scopes import check_scope
 from remindful.engine.validation import Limits, check_epoch, check_unicode, validate_item
 from remindful.errors import StorageFullError, ValidationError
-from remindful.model import ExportResult, ImportResult, MemoryClass, content_hash
+from remindful.model import ExportResult, ImportResult, MemoryClass, content_hash, derive_origin
 
 if TYPE_CHECKING:
     from remindful.config import Settings
@@ -59,6 +59,12 @@ class Exporter(Protocol):
 
     def vectors_ready(self) -> object:
         """Wait (up to a minute) for the vectors this process has yet to compute."""
+
+
+class Pages(Protocol):
+    """Where an export reads the rows: a memory repository of either catalog backend."""
+
+    def page(self, after_rowid: int, limit: int) -> list[tuple[int, MemoryRow]]: ...
 
 
 class Importer(Protocol):
@@ -81,7 +87,7 @@ def _default_path(storage: Path) -> Path:
 
 def export_memories(
     store: Exporter,
-    memories: MemoryRepository,
+    memories: Pages,
     *,
     format: str = "json",
     output_path: str | os.PathLike[str] | None = None,
@@ -173,6 +179,7 @@ def _record(row: MemoryRow) -> dict[str, Any]:
         "content_hash": row.content_hash,
         "chunk": json.loads(row.chunk) if row.chunk else None,
         "expires_at": row.expires_at,
+        "origin": row.origin,
         "embedding": base64.b64encode(vector.tobytes()).decode("ascii") if vector is not None else None,
         "scope": row.scope,
     }
@@ -263,7 +270,7 @@ def _row(item: Any, i: int, limits: Limits) -> MemoryRow:
     if not isinstance(item, dict):
         raise ValidationError(f"memories[{i}]", "expected an object")
     mid = _check_id(item.get("id"), where + "id")
-    fields = validate_item({k: item.get(k) for k in ("content", "type", "metadata", "source")}, where, limits)
+    fields = validate_item({k: item.get(k) for k in ("content", "type", "metadata", "source", "origin")}, where, limits)
     created = _time(item.get("created_at"), where + "created_at")
     assert created is not None
     try:
@@ -316,6 +323,7 @@ def _row(item: Any, i: int, limits: Limits) -> MemoryRow:
         expires_at=_time(item.get("expires_at"), where + "expires_at", optional=True),
         embedding=embedding,
         scope=_scope(item.get("scope"), where + "scope"),
+        origin=fields["origin"] or derive_origin(fields["source"].value, fields["metadata"]),
     )
 
 

@@ -109,7 +109,7 @@ def list_sessions(
 
 
 def _text(entry: SessionSpan, summary: dict[str, list[dict[str, Any]]]) -> str:
-    parts = [f"{entry.memory_count} memories"]
+    parts = [f"{entry.memory_count} memor{'y' if entry.memory_count == 1 else 'ies'}"]
     for kind in ("actions", "screens", "tools"):
         if summary.get(kind):
             parts.append(f"{kind}: " + ", ".join(f"{t['name']} x{t['count']}" for t in summary[kind]))

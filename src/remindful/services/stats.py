@@ -16,21 +16,26 @@ leaves the counts ``None``).
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+import re
 import shutil
 import threading
 import time
 import weakref
+from collections import Counter
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from remindful.engine import perf
 from remindful.engine.repositories.labels import ACTION_KEYS, SCREEN_KEYS
 from remindful.errors import MemoryDisabledError, StorageFullError
 from remindful.model import CaptureStatus, CollectionUsage, MemoryType, Stats, StorageUsage
 from remindful.services.backup import list_backups
+from remindful.services.learning.actions import call_name, short_words
 from remindful.services.learning.metrics import learning_stats
 
 if TYPE_CHECKING:
@@ -167,6 +172,8 @@ def _full_report(store: StoreFigures, repos: Repositories, free: int | None, dis
             "p95_search_ms": _percentile(search_ms, 0.95),
             "p99_search_ms": _percentile(search_ms, 0.99),
             "embedding_cache": store.embedding_cache_stats(),
+            # Every process's searches, as the store counted them (this one's are written within a second).
+            "store": perf.store_figures(repos.stats.perf_counts()),
         },
         injection=injection_stats(repos),
         warnings=(_FULL_WARNING.format(path=store.path, free=_size(free)),) if disk_full else (),
@@ -262,15 +269,46 @@ def _size(free: int | None) -> str:
 
 def most_frequent(stats: StatsRepository, window: int = ACTIVITY_WINDOW, top: int = TOP_ACTIVITY) -> dict[str, Any]:
     """``{"actions": [{name, count}], "screens": [...], "window": n}``: the most frequent actions
-    and screens among the newest ``window`` memories of each type, most frequent first. An action
-    is named by its ``action`` / ``action_type`` / ``command`` metadata, a screen by ``screen_name``
-    / ``screen`` / ``app`` / ``window_title`` / ``title`` / ``url``, else by the first 40
-    characters of the content (the same names as the session summaries)."""
+    and screens among the newest ``window`` memories of each type, most frequent first, each named
+    by :func:`activity_name` (a tool call by its command or file: ``pnpm test``, ``Edit .env.staging``;
+    an action by its ``action`` / ``action_type`` / ``command`` metadata, a screen by ``screen_name``
+    / ``screen`` / ``app`` / ``window_title`` / ``title`` / ``url``; else by its text with its numbers
+    left out, so that "step 1: opened the billing page" and "step 2: …" count together), never cut
+    inside a word."""
     out: dict[str, Any] = {"window": window}
     for kind, memory_type, keys in (("actions", "action", ACTION_KEYS), ("screens", "screen", SCREEN_KEYS)):
-        rows = stats.most_frequent(memory_type, keys, window, top)
-        out[kind] = [{"name": " ".join(name.split()), "count": n} for name, n in rows]
+        counts: Counter[str] = Counter()
+        wordings: dict[str, set[str]] = {}
+        for row in stats.recent_names(memory_type, keys, window):
+            name, wording = activity_name(*row)
+            if name:
+                counts[name] += 1
+                wordings.setdefault(name, set()).add(wording)
+        # A text seen with one set of numbers only is shown as written ("port 8443", not "port N").
+        shown = {name: next(iter(w)) if len(w) == 1 else name for name, w in wordings.items()}
+        ranked = sorted(counts.items(), key=lambda item: (-item[1], shown[item[0]]))[:top]
+        out[kind] = [{"name": shown[name], "count": n} for name, n in ranked]
     return out
+
+
+_NUMBER = re.compile(r"\d+(?:[.,:]\d+)*")
+
+
+def activity_name(keyed: Any, tool: Any, arguments: Any, file: Any, content: Any) -> tuple[str, str]:
+    """``(name, as written)``: the name one row of :meth:`StatsRepository.recent_names` is counted
+    under (see :func:`most_frequent`), and its own wording (the text with its numbers)."""
+    if isinstance(tool, str) and tool.strip():
+        try:
+            parsed = json.loads(arguments) if isinstance(arguments, str) else {}
+        except ValueError:
+            parsed = {}
+        name = call_name({"tool_name": tool, "arguments": parsed if isinstance(parsed, dict) else {}, "file": file})
+        if name:
+            return name, name
+    if keyed is not None and str(keyed).strip():
+        return short_words(str(keyed)), short_words(str(keyed))
+    text = str(content or "")
+    return short_words(_NUMBER.sub("N", text)), short_words(text)
 
 
 def session_lengths(sessions: SessionRepository) -> dict[str, Any]:

@@ -40,8 +40,9 @@ from starlette.templating import Jinja2Templates
 from remindful.engine.attachments import attachments_dir
 from remindful.errors import NotFoundError, RemindfulError, ValidationError, http_status
 from remindful.model import MemorySource, MemoryType, Session
+from remindful.web import formats
 from remindful.web.gate import CSRF_FIELD, LOOPBACK_NAMES, BearerGate, CsrfTokens
-from remindful.web.provenance import setting_rows
+from remindful.web.provenance import setting_rows, setting_sections
 
 if TYPE_CHECKING:
     from remindful.api import MemoryManager
@@ -109,6 +110,8 @@ class Dashboard:
         env.filters["when"] = _when
         env.filters["short"] = _short
         env.filters["tojson_attr"] = lambda v: json.dumps(v, ensure_ascii=False)
+        for name in ("count", "num", "ms", "minutes", "plural"):
+            env.filters[name] = getattr(formats, name)
         self.templates = Jinja2Templates(env=env)
 
     def page(self, request: Request, name: str, status_code: int = 200, **context: Any) -> Response:
@@ -252,6 +255,7 @@ class Dashboard:
             request,
             "sessions.html",
             sessions=shown,
+            projects=self._projects([s.id for s in shown]),
             total=total,
             page=page,
             prev_url=_url(request, "/sessions", {"page": page - 1}) if page > 0 else None,
@@ -259,6 +263,19 @@ class Dashboard:
             deleted=request.query_params.get("deleted"),
             backup=request.query_params.get("backup"),
         )
+
+    def _projects(self, session_ids: list[str]) -> dict[str, dict[str, str]]:
+        """``{session id: {"name", "scope", "root"}}``: where each session worked, told by the scope of
+        its newest memory (a project's name and directory, ``user``, or ``unscoped``)."""
+        known = {u.scope: u for u in self.manager.scopes()}
+        out = {}
+        for session_id in session_ids:
+            newest = self.manager.list(session_id=session_id, limit=1, scope="all")
+            scope = (newest[0].scope if newest else None) or "unscoped"
+            usage = known.get(scope)
+            name = (usage.name or usage.kind) if usage is not None else scope.removeprefix("project:")
+            out[session_id] = {"name": name, "scope": scope, "root": (usage.root if usage else None) or ""}
+        return out
 
     def _session(self, session_id: str) -> Session:
         found = self.manager.list_sessions(session_id=session_id, resumed_session=self.resumed)
@@ -281,6 +298,7 @@ class Dashboard:
             request,
             "session.html",
             info=info,
+            project=self._projects([info.id])[info.id],
             memories=memories,
             first_number=first + 1,
             prev_url=_url(request, here, {"page": page - 1}) if page > 0 else None,
@@ -330,8 +348,8 @@ class Dashboard:
         )
 
     def settings(self, request: Request) -> Response:
-        rows = setting_rows(self.manager.settings)
-        return self.page(request, "settings.html", rows=rows, storage=self.manager.path)
+        sections = setting_sections(setting_rows(self.manager.settings))
+        return self.page(request, "settings.html", sections=sections, storage=self.manager.path)
 
 
 class MemoryFilters:

@@ -11,7 +11,9 @@ the token, as one signed-in browser session (:mod:`remindful.web.signin`): ``GET
 spends a one-time code and answers a page that sets the session's cookie and goes on to the
 session's own path prefix ``/s/<random>``; under that prefix the cookie stands for the token, and
 the app below sees the prefix as its ``root_path``. ``POST /login`` with the token draws a code. The
-store's token never reaches a browser, a URL or a cookie.
+store's token never reaches a browser, a URL or a cookie. A browser's page request without a
+session gets the sign-in page (:mod:`remindful.web.signin_pages`, still 401), whose script takes a
+browser signed in here to its dashboard: that is how ``/`` works as a bookmark.
 
 With ``hosts`` (a server whose Host checks are not done by an SDK), ``Host`` must be one of those
 names with a port (421 otherwise: DNS rebinding), and a request that says where it comes from
@@ -42,6 +44,7 @@ from urllib.parse import parse_qsl
 
 from remindful.services.access import bearer_ok
 from remindful.web.signin import LOGIN_PATH, SignIns, cookie_name, session_segment
+from remindful.web.signin_pages import code_refused_page, page_csp, sign_in_page, signed_in_page
 
 log = logging.getLogger("remindful")
 
@@ -153,6 +156,9 @@ class BearerGate:
                 inner = {**scope, "root_path": scope.get("root_path", "") + root}
                 await self._serve(inner, receive, send)
                 return
+            if _browser_page(scope, headers):
+                await _page(send, 401, sign_in_page(), script=True, extra=[_CHALLENGE])
+                return
         await self._refuse(scope, send, 401, UNAUTHORIZED, [_CHALLENGE])
 
     def _misdirected(self, scope: Any, headers: dict[str, list[str]]) -> tuple[int, str] | None:
@@ -192,19 +198,16 @@ class BearerGate:
         code = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1"))).get("code", "")
         redeemed = self.sign_ins.redeem(code)
         if redeemed is None:
-            await self._refuse(scope, send, 401, CODE_REFUSED, [_CHALLENGE])
+            if _browser_page(scope, headers):
+                await _page(send, 401, code_refused_page(), script=True, extra=[_CHALLENGE])
+            else:
+                await self._refuse(scope, send, 401, CODE_REFUSED, [_CHALLENGE])
             return
         session_id, session = redeemed
         root = scope.get("root_path", "") + session.root
         name = cookie_name(_port(scope, headers))
         cookie = f"{name}={session_id}; HttpOnly; SameSite=Strict; Path={root}"
-        body = (
-            '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
-            f'<meta http-equiv="refresh" content="0;url={root}/"><link rel="icon" href="data:,">'
-            "<title>remindful</title></head>"
-            f'<body><p>Signed in. <a href="{root}/">Open the dashboard</a>.</p></body></html>\n'
-        )
-        await _answer(send, 200, body, "text/html; charset=utf-8", [(b"set-cookie", cookie.encode("latin-1"))])
+        await _page(send, 200, signed_in_page(root), extra=[(b"set-cookie", cookie.encode("latin-1"))])
 
     async def _draw_code(self, scope: Any, headers: dict[str, list[str]], send: Any) -> None:
         """``POST /login`` with the token: a new one-time sign-in URL for this server, as JSON."""
@@ -240,6 +243,19 @@ class BearerGate:
             await send({"type": "websocket.close", "code": 1008})
         else:
             await _answer(send, status, text, extra=extra)
+
+
+def _browser_page(scope: Any, headers: dict[str, list[str]]) -> bool:
+    """Whether a refusal should be a page for a person: a browser's navigation (``GET`` or ``HEAD``
+    asking for HTML), not an API client (which gets the plain text every surface answers)."""
+    accept = ",".join(headers.get("accept", [])).lower()
+    return scope["type"] == "http" and scope.get("method") in ("GET", "HEAD") and "text/html" in accept
+
+
+async def _page(send: Any, status: int, body: str, *, script: bool = False, extra: list[Any] | None = None) -> None:
+    """A page of the gate itself (:mod:`remindful.web.signin_pages`), under its own CSP."""
+    csp = [(b"content-security-policy", page_csp(script=script))]
+    await _answer(send, status, body, "text/html; charset=utf-8", [*(extra or []), *csp])
 
 
 def _relative_path(scope: Any) -> str:
@@ -305,8 +321,8 @@ async def _answer(
         (b"content-type", content_type.encode()),
         (b"content-length", str(len(body)).encode()),
         *(extra or []),
-        *SECURITY_HEADERS,
     ]
+    headers = _add_missing(headers, SECURITY_HEADERS)
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 

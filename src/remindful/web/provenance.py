@@ -33,6 +33,22 @@ class SettingRow:
     source: str
     description: str
 
+    @property
+    def section(self) -> str:
+        """The part of the configuration it belongs to: ``embeddings`` for ``embeddings.backend``,
+        ``general`` for a top-level setting."""
+        head, dot, _ = self.name.partition(".")
+        return head if dot else "general"
+
+
+def setting_sections(rows: list[SettingRow]) -> list[tuple[str, list[SettingRow]]]:
+    """``rows`` grouped by :attr:`SettingRow.section`, the general settings first, then the sections
+    in declaration order."""
+    sections: dict[str, list[SettingRow]] = {"general": []}
+    for row in rows:
+        sections.setdefault(row.section, []).append(row)
+    return [(name, found) for name, found in sections.items() if found]
+
 
 def setting_rows(settings: Settings) -> list[SettingRow]:
     """Every leaf setting of ``settings`` in declaration order (see the module docstring)."""
@@ -101,9 +117,11 @@ def _shown(name: str, value: Any) -> str:
             host = parts.hostname or ""
             netloc = f"{HIDDEN}@{host}" + (f":{parts.port}" if parts.port else "")
             return urlunsplit(parts._replace(netloc=netloc))
+    if isinstance(value, bool):  # as the config file and the environment write it, not Python's True
+        return "true" if value else "false"
     if isinstance(value, list | dict):
         return json.dumps(value, ensure_ascii=False)
     return str(value)
 
 
-__all__ = ["HIDDEN", "SettingRow", "setting_rows"]
+__all__ = ["HIDDEN", "SettingRow", "setting_rows", "setting_sections"]

@@ -16,6 +16,8 @@ from remindful.engine.repositories.base import Repository
 from remindful.engine.schema import MEMORY_COLUMNS
 from remindful.engine.sqlfilter import SqlFilter
 
+#: Sorts after every character: ``prefix <= id < prefix + _LAST`` is "id starts with prefix".
+_LAST = "\U0010ffff"
 #: The newest action memories :meth:`MemoryRepository.tool_calls` reads at most (from the time index).
 RECENT_TOOL_CALLS = 20_000
 
@@ -36,6 +38,21 @@ class MemoryRepository(Repository):
     def existing_ids(self, ids: Sequence[str]) -> set[str]:
         """Those of ``ids`` that are stored."""
         return self._catalog.existing_ids(ids)
+
+    def ids_with_prefix(self, prefix: str, limit: int) -> list[str]:
+        """Up to ``limit`` stored ids that start with ``prefix``, in order (a range over the id index)."""
+        rows = self._catalog.read(
+            "SELECT id FROM memories WHERE id >= ? AND id < ? ORDER BY id LIMIT ?", (prefix, prefix + _LAST, limit)
+        )
+        return [r[0] for r in rows]
+
+    def id_neighbours(self, memory_id: str) -> tuple[str | None, str | None]:
+        """The stored ids just before and just after ``memory_id`` in id order (None at either end)."""
+        ((before, after),) = self._catalog.read(
+            "SELECT (SELECT max(id) FROM memories WHERE id < ?), (SELECT min(id) FROM memories WHERE id > ?)",
+            (memory_id, memory_id),
+        )
+        return before, after
 
     def count(self, flt: SqlFilter | None = None) -> int:
         """Memories passing ``flt`` (all by default)."""

@@ -3,7 +3,8 @@ kept by triggers, the projects recorded as memories were written, and the memori
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Mapping, Sequence
 
 from remindful.engine.projects import PROJECT_PREFIX, slug
 from remindful.engine.repositories.base import Repository
@@ -21,6 +22,43 @@ class ScopeRepository(Repository):
         """Every recorded project: its scope → (name, root directory, "" if none is known)."""
         rows = self._catalog.read("SELECT key, name, root FROM projects")
         return {PROJECT_PREFIX + key: (str(name), str(root)) for key, name, root in rows}
+
+    def project_root(self, key: str) -> str | None:
+        """The directory recorded for the project ``key`` ("" when known by name only), or None
+        when none is (:class:`~remindful.engine.projects.Resolver` 's registry)."""
+        rows = self._catalog.read("SELECT root FROM projects WHERE key = ?", (key,))
+        return str(rows[0][0]) if rows else None
+
+    def bindings(self) -> Mapping[str, tuple[str, str]]:
+        """The directories the user bound to a project: directory → (project key, project name)."""
+        rows = self._catalog.read("SELECT root, key, name FROM project_bindings")
+        return {str(root): (str(key), str(name)) for root, key, name in rows}
+
+    def bind(self, directory: str, key: str, name: str) -> None:
+        """Bind ``directory`` (a real path) to the project ``key`` (``name``: what to show), over
+        any binding it had; the project is recorded with this directory as its place if it has
+        none yet. The directory and the name are written redacted, as a project's root is."""
+        catalog = self._catalog
+        row = (catalog.redaction.text(directory), key, catalog.redaction.text(name), time.time())
+        catalog.write(
+            lambda c: c.execute(
+                "INSERT INTO project_bindings (root, key, name, bound_at) VALUES (?, ?, ?, ?) ON CONFLICT(root) "
+                "DO UPDATE SET key = excluded.key, name = excluded.name, bound_at = excluded.bound_at",
+                row,
+            ),
+            what="binding a directory to a project",
+        )
+
+    def unbind(self, directory: str) -> bool:
+        """Remove ``directory`` 's binding; whether there was one."""
+        catalog = self._catalog
+        root = catalog.redaction.text(directory)
+        return bool(
+            catalog.write(
+                lambda c: c.execute("DELETE FROM project_bindings WHERE root = ?", (root,)).rowcount,
+                what="unbinding a directory",
+            )
+        )
 
     def find(self, name: str) -> str | None:
         """The scope of the project ``name`` names: its key, else its name (any case), else the one

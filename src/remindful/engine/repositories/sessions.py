@@ -124,6 +124,27 @@ class SessionRepository(Repository):
         where, args = _picking(ids)
         return [Activity(*row) for row in self._catalog.read(_summary_sql(where), args * 3)]
 
+    def ids_with_prefix(self, prefix: str, limit: int) -> list[str]:
+        """Up to ``limit`` session ids (of memories or of session rows) that start with ``prefix``, in order."""
+        end = prefix + "\U0010ffff"
+        rows = self._catalog.read(
+            "SELECT id FROM (SELECT DISTINCT session_id AS id FROM memories WHERE session_id >= ? AND session_id < ? "
+            "UNION SELECT id FROM sessions WHERE id >= ? AND id < ?) ORDER BY id LIMIT ?",
+            (prefix, end, prefix, end, limit),
+        )
+        return [r[0] for r in rows]
+
+    def id_neighbours(self, session_id: str) -> tuple[str | None, str | None]:
+        """The session ids just before and just after ``session_id`` in id order (None at either end)."""
+        ((before, after),) = self._catalog.read(
+            "SELECT (SELECT max(x) FROM (SELECT max(session_id) AS x FROM memories WHERE session_id < ? "
+            "UNION ALL SELECT max(id) FROM sessions WHERE id < ?)), "
+            "(SELECT min(x) FROM (SELECT min(session_id) AS x FROM memories WHERE session_id > ? "
+            "UNION ALL SELECT min(id) FROM sessions WHERE id > ?))",
+            (session_id, session_id, session_id, session_id),
+        )
+        return before, after
+
     def exists(self, session_id: str) -> bool:
         """Whether the ``sessions`` table has a row for ``session_id``."""
         return bool(self._catalog.read("SELECT 1 FROM sessions WHERE id = ?", (self.stored_id(session_id),)))

@@ -4,6 +4,9 @@ capture filters' counts and the Markdown files indexed. Each reads an index or a
 
 from __future__ import annotations
 
+from typing import Any
+
+from remindful.engine import perf
 from remindful.engine.redact import read_counts
 from remindful.engine.repositories.base import Repository
 from remindful.engine.repositories.labels import label_sql
@@ -30,6 +33,18 @@ class StatsRepository(Repository):
         rows = self._catalog.read(_TOP_SQL.format(label=label_sql(keys)), (memory_type, window, top))
         return [(str(name), int(n)) for name, n in rows]
 
+    def recent_names(self, memory_type: str, keys: tuple[str, ...], window: int) -> list[tuple[Any, ...]]:
+        """``(name by keys or None, tool or None, arguments JSON or None, file or None, content's first
+        200 characters)`` of the newest ``window`` memories of ``memory_type``: what names an action
+        or a screen to a person (:func:`remindful.services.stats.most_frequent` groups them)."""
+        sql = (
+            f"SELECT {label_sql(keys, content=False)}, coalesce(json_extract(metadata, '$.tool_name'), "
+            "json_extract(metadata, '$.tool')), json_extract(metadata, '$.arguments'), "
+            "json_extract(metadata, '$.file'), substr(content, 1, 200) "
+            "FROM memories WHERE type = ? ORDER BY created_at DESC LIMIT ?"
+        )
+        return [tuple(row) for row in self._catalog.read(sql, (memory_type, window))]
+
     def captures_per_day(self, since: float) -> dict[str, int]:
         """``{"YYYY-MM-DD": memories created that UTC day}`` for the days since ``since`` that have any."""
         rows = self._catalog.read(
@@ -47,7 +62,11 @@ class StatsRepository(Repository):
 
     def capture_counts(self) -> dict[str, int]:
         """Redactions and skipped captures per reason, summed over every process."""
-        return read_counts(self._catalog.read)
+        return {k: v for k, v in read_counts(self._catalog.read).items() if not k.startswith(perf.PREFIX)}
+
+    def perf_counts(self) -> dict[str, int]:
+        """The searches' figures of every process (:mod:`remindful.engine.perf`), by counter name."""
+        return {k: v for k, v in read_counts(self._catalog.read).items() if k.startswith(perf.PREFIX)}
 
     def files_indexed(self) -> int:
         """Markdown files whose chunks are stored (the file watcher's hashes)."""

@@ -30,12 +30,13 @@ dropped. The order shown is the order of the scores.
 from __future__ import annotations
 
 import functools
+import json
 import math
 import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -251,7 +252,9 @@ def rank(
     weights = weights_of(settings)
     terms = lexical_terms(query_text)
     floor = min_score
-    k = first = max(settings.candidates, limit)
+    # The first pool does not depend on ``limit``: a search asking for more hits sees the same first
+    # ones (issue 31: with max(candidates, limit) the top 5 of limit=10 and limit=50 differed).
+    k = first = settings.candidates
     tables = {space: table for space, table in LEXICAL_TABLES.items() if terms and weights[space] > 0}
 
     # One task runs both lexical queries, one after the other, from the start: the query is
@@ -264,7 +267,8 @@ def rank(
 
     lexical = ask()
     vector = embed_query()
-    model = Model(catalog, vector, terms, settings, resumed_session, embed_missing, keep=max(2 * limit, 20))
+    model = Model(catalog, vector, terms, settings, resumed_session, embed_missing, keep=max(settings.candidates, 20))
+    settled: list[tuple[diversity.Group, float]] = []
     while True:
         candidates = Candidates()
         if weights["dense"] > 0 or weights["context"] > 0:
@@ -285,22 +289,68 @@ def rank(
         scored = model.score(candidates, flt)
         # Only the first ``limit`` hits are shown (the scores fall down the list, so the floor
         # cuts from the end): newer versions are looked for among twice as many.
-        groups = _groups(scored, model.vectors, settings, diverse, keep=model.keep)
+        groups = _after(settled, _groups(scored, model.vectors, settings, diverse, keep=model.keep))
         # Near-duplicates may fold a full candidate list into fewer hits than asked for: look further.
         full = any(len(ranked) >= k for ranked in candidates.by_space.values())
         if len(groups) >= limit or not full or len(groups) == len(scored) or k >= MAX_CANDIDATES:
             break
         k = min(k * 4, MAX_CANDIDATES)
+        settled = groups
         lexical = ask(frozenset(model.rows))
     found_in = {space: {mid for mid, _ in ranked} for space, ranked in candidates.by_space.items()}
     result: list[Ranked] = []
+    prompts: list[Ranked] = []
     for group, score in groups:
-        if score < floor or len(result) >= limit:
+        if score < floor or len(result) + len(prompts) >= limit:
             break
         row = scored[group.shown.id].row
         spaces = tuple(space for space, ids in found_in.items() if row.id in ids)
-        result.append(Ranked(row, score, spaces, tuple(group.similar_ids), group.superseded_by))
-    return result
+        (prompts if is_prompt(row) else result).append(
+            Ranked(row, score, spaces, tuple(group.similar_ids), group.superseded_by)
+        )
+    # A question is not its own answer: stored prompts follow every other hit, their scores capped
+    # at the lowest shown above them (so scores still fall down the list).
+    lowest = result[-1].score if result else 1.0
+    return result + [replace(hit, score=min(hit.score, lowest)) for hit in prompts]
+
+
+def is_prompt(row: MemoryRow) -> bool:
+    """Whether a memory is a prompt the user typed (its metadata ``kind`` is ``intent``; stored
+    before kinds were recorded: a conversation turn whose ``role`` is ``user`` or whose
+    ``hook_event`` is UserPromptSubmit)."""
+    text = row.metadata
+    if "intent" not in text and not (row.type == "conversation" and ("user" in text or "UserPrompt" in text)):
+        return False
+    try:
+        metadata = json.loads(text)
+    except ValueError:
+        return False
+    if not isinstance(metadata, dict):
+        return False
+    kind = metadata.get("kind")
+    if kind is not None:
+        return kind == "intent"
+    return row.type == "conversation" and (
+        metadata.get("role") == "user" or metadata.get("hook_event") == "UserPromptSubmit"
+    )
+
+
+def _after(
+    settled: list[tuple[diversity.Group, float]], groups: list[tuple[diversity.Group, float]]
+) -> list[tuple[diversity.Group, float]]:
+    """A later, larger pool's hits after the ones an earlier pool ``settled`` (so the first hits of
+    a search do not depend on how many it asks for), each new one scoring at most the last settled
+    one; hits standing for a memory already settled are left out."""
+    if not settled:
+        return groups
+    taken = {mid for group, _ in settled for mid in (group.shown.id, *group.similar_ids)}
+    last = settled[-1][1]
+    fresh = [
+        (group, min(score, last))
+        for group, score in groups
+        if group.shown.id not in taken and not taken.intersection(group.similar_ids)
+    ]
+    return settled + fresh
 
 
 class Model:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from remindful.engine.captures import forget_key
 from remindful.engine.redact import redact_then_truncate
+from remindful.model import OriginKind, make_origin
 from remindful.services.ingest.filters import apply_filters, canonical_json, count_skips, filter_for
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: kept as light as the hook path
@@ -128,6 +129,7 @@ def capture_item(
         "session_id": session_id,
         "timestamp": call.finished_at,
         "source": "mcp_tool",
+        "origin": make_origin(OriginKind.TOOL, call.tool),
     }
 
 

@@ -35,6 +35,7 @@ import json
 import os
 
 from remindful.engine.redact import redact_then_truncate
+from remindful.model import OriginKind, make_origin
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs hook processes milliseconds
 if TYPE_CHECKING:
@@ -344,7 +345,12 @@ def tool_memory(
         metadata["success"] = success
     metadata["kind"] = kind
     metadata["importance"] = IMPORTANCE[kind]
-    return {"content": line, "type": "action", "source": "hook", "metadata": metadata}
+    url = tool_input.get("url") if tool == "WebFetch" else None
+    if isinstance(url, str):  # the page's words, if any; its address redacted as the line's is
+        origin = make_origin(OriginKind.WEB, _text(url, ARGUMENT_CHARS, redactor, None))
+    else:
+        origin = make_origin(OriginKind.TOOL, tool or None)
+    return {"content": line, "type": "action", "source": "hook", "origin": origin, "metadata": metadata}
 
 
 __all__ = [

@@ -20,9 +20,10 @@ What each event becomes (distilled, no model needed):
   searchable, never injected back as an answer);
 - ``Stop``/``SubagentStop``/``SessionEnd`` → the assistant's final answer (``conversation``, source
   ``response``, chunked when over 500 words, every chunk carrying the same ``response_id``; an
-  answer already stored for the session is not stored again); the prompt and the answer after it
-  make a turn that conversation capture learns facts, decisions and preferences from
-  (:func:`remindful.services.learning.conversation.capture_conversation`), in the event's project;
+  answer already stored for the session is not stored again); conversation capture
+  (:func:`remindful.services.learning.conversation.capture_conversation`) learns the facts,
+  decisions, preferences and rules a prompt states as the user's when the prompt is drained, and
+  what an answer states as the assistant's observations, in the event's project;
 - ``SessionStart``/``SessionEnd`` open and close the session record; with an LLM configured for it
   (``session`` in ``learning.llm.use_for``), a session ending is summarised
   (:mod:`remindful.services.learning.summary`).
@@ -334,6 +335,7 @@ class _Batch:
         return {
             "type": memory["type"],
             "source": memory["source"],
+            "origin": memory.get("origin"),  # None (an older spool's record): derived from source and metadata
             "session_id": session_id,
             "timestamp": float(record["at"]),
             "content": result.content,
@@ -431,11 +433,13 @@ class _Batch:
             log.warning("could not summarise session %s: %s", record["session_id"], exc)
 
     def learn_from_turn(self, row: _Row) -> None:
-        """A UserPromptSubmit prompt and the Stop answer after it make one conversation turn, which
-        goes through ``capture_conversation`` (it stores nothing unless conversation capture is on,
-        nor a statement that was forgotten). The prompt waits in the session's metadata
-        (``pending_prompt``) until its answer arrives; the prompt's memory then lists what was
-        learned from its turn (metadata ``learned``), which context injection gives in its place."""
+        """What a UserPromptSubmit prompt states is learned as soon as it is drained, as the user's
+        (the same session's next prompt, or a session cut short before its answer, has it); the
+        Stop answer after it is learned as the assistant's observations. Both go through
+        ``capture_conversation`` (nothing is stored unless conversation capture is on, nor a
+        statement that was forgotten), in the project of the event's directory. The prompt's memory
+        lists what was learned from it (metadata ``learned``), which context injection gives in its
+        place."""
         if self.learning is None:
             return
         record = row.record
@@ -443,26 +447,16 @@ class _Batch:
         memories = {m.get("source"): m for m in record.get("memories", [])}
         session_id = record["session_id"]
         prompt = memories.get("hook")
-        if event == "UserPromptSubmit" and prompt is not None and isinstance(prompt.get("content"), str):
-            cwd = (prompt.get("metadata") or {}).get("cwd")
-            asked = {"prompt": prompt["content"], "at": record["at"], "cwd": cwd, "id": next(iter(row.ids), None)}
-            self.captures.update_session(SessionEvent(session_id, time.time(), {"pending_prompt": asked}))
-            return
         answer = memories.get("response")
-        if event not in ("Stop", "SubagentStop") or answer is None or not isinstance(answer.get("content"), str):
+        if event == "UserPromptSubmit" and prompt is not None and isinstance(prompt.get("content"), str):
+            cwd, prompt_id = (prompt.get("metadata") or {}).get("cwd"), next(iter(row.ids), None)
+            turn = {"user_message": prompt["content"], "assistant_response": ""}
+        elif event in ("Stop", "SubagentStop") and answer is not None and isinstance(answer.get("content"), str):
+            cwd, prompt_id = (answer.get("metadata") or {}).get("cwd"), None
+            turn = {"user_message": "", "assistant_response": answer["content"]}
+        else:
             return
-        waiting = self.captures.session_metadata(session_id).get("pending_prompt")
-        if not waiting:
-            return
-        self.captures.update_session(SessionEvent(session_id, time.time(), {"pending_prompt": None}))
-        cwd = waiting.get("cwd") or (answer.get("metadata") or {}).get("cwd")
-        turn = {
-            "user_message": waiting["prompt"],
-            "assistant_response": answer["content"],
-            "conversation_id": session_id,
-            "timestamp": float(waiting["at"]),
-            "project_id": self.project_id(cwd),
-        }
+        turn.update(conversation_id=session_id, timestamp=float(record["at"]), project_id=self.project_id(cwd))
         from remindful.services.learning.conversation import capture_conversation
 
         captures = self.captures
@@ -472,8 +466,8 @@ class _Batch:
 
         try:
             learned = capture_conversation(self.store, self.learning, turn, automatic=True, forgotten=forgotten)
-            if learned and isinstance(waiting.get("id"), str):
-                self.store.update(waiting["id"], metadata={"learned": [m.id for m in learned]})
+            if learned and isinstance(prompt_id, str):
+                self.store.update(prompt_id, metadata={"learned": [m.id for m in learned]})
         except RemindfulError as exc:  # learning is a bonus: the hook's own memories are stored
             log.warning("could not learn from the turn of session %s: %s", session_id, exc)
 

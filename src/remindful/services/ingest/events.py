@@ -22,6 +22,7 @@ import json
 import os
 import stat
 
+from remindful.runtime import SESSION_ID_MAX_CHARS, fit_session_id
 from remindful.services.ingest.distill import TOOL_EVENTS, tool_memory
 
 try:  # the built-in module: hashlib would load OpenSSL, which costs hook processes milliseconds
@@ -157,6 +158,12 @@ def build_record(
     if not isinstance(session_id, str) or not session_id.strip():
         raise HookInputError("session_id is required for memory capture")
     warnings: list[str] = []
+    if len(session_id) > SESSION_ID_MAX_CHARS:  # kept, not lost: the event is the user's work
+        warnings.append(
+            f"session_id: {len(session_id)} characters, more than {SESSION_ID_MAX_CHARS}; "
+            "stored shortened with a hash of the whole"
+        )
+        session_id = fit_session_id(session_id)
     common = {k: payload[k] for k in ("cwd", "transcript_path") if isinstance(payload.get(k), str)}
     record: dict[str, Any] = {"event": event, "session_id": session_id, "at": at, "memories": []}
     memories: list[dict[str, Any]] = record["memories"]
@@ -175,6 +182,7 @@ def build_record(
                     "content": prompt.strip(),
                     "type": "conversation",
                     "source": "hook",
+                    "origin": "user",
                     "metadata": {"hook_event": event, "role": "user", "kind": "intent", **common},
                 }
             )
@@ -192,6 +200,7 @@ def build_record(
                     "content": text.strip(),
                     "type": "conversation",
                     "source": "response",
+                    "origin": "assistant",
                     "metadata": {
                         "hook_event": event,
                         "role": "assistant",

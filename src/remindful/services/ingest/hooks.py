@@ -6,6 +6,8 @@ the agent and must not load the store. What a hook writes besides the spool row 
 (redactions and skips, ``capture_stats``) and, for a session the privacy settings exclude, one
 audit-log line and nothing else. If the catalog stays locked past the busy timeout, or cannot be
 opened, the row goes to the spool's fallback file, which the next drain imports: nothing is lost.
+If that file cannot be written either (a full disk), :class:`Unwritable` carries the record to the
+hook, which hands it to the running daemon to keep in memory (see :mod:`remindful.shells.hook`).
 """
 
 from __future__ import annotations
@@ -22,6 +24,19 @@ if TYPE_CHECKING:
 
     from remindful.engine.spool import Connection
     from remindful.services.ingest.filters import CaptureFilter
+
+
+class Unwritable(Exception):
+    """Neither the catalog nor the spool's fallback file could take a record (a full disk, a
+    read-only store): ``record`` is the fallback file's line for it (``idem_key``, ``kind``,
+    ``payload``: a redacted :class:`~remindful.engine.spool.Payload`, ``created_at``), for whoever
+    can keep it (the running daemon, in memory: :func:`remindful.runtime.ask_daemon` ``keep``)."""
+
+    def __init__(self, record: dict[str, Any], cause: BaseException) -> None:
+        super().__init__(f"{type(cause).__name__}: {cause}")
+        self.record, self.cause = record, cause
+        #: Whether the disk is full (else the store is unwritable for another reason).
+        self.full = _full(cause) or "disk is full" in str(cause)
 
 
 class Prepared:
@@ -61,7 +76,7 @@ def prepare_record(
     for item in record["memories"]:
         result = flt.check(item["content"], trigger="hooks", session_id=record["session_id"], metadata=item["metadata"])
         if result.allowed:
-            kept.append({**item, "content": result.content, "metadata": result.metadata})
+            kept.append({**item, "content": _cut(result.content, result.metadata), "metadata": result.metadata})
             counts.update({f"redacted_{k}": counts.get(f"redacted_{k}", 0) + v for k, v in result.redactions.items()})
         else:
             counts[f"skipped_{result.code}"] = counts.get(f"skipped_{result.code}", 0) + 1
@@ -81,6 +96,24 @@ def prepare_record(
     if not kept and "session" not in record and not counts:
         return None if excluded is not None else False
     return Prepared(flt, event, record, idem_key(event, payload, record), counts, excluded)
+
+
+def _cut(content: str, metadata: dict[str, Any]) -> str:
+    """A memory made from a hook input over ``limits.hook_payload_bytes`` (metadata ``truncated``,
+    set by the hook): its text, redacted whole by the filter already, cut to ``keep_chars`` and
+    saying so; any other as it is."""
+    mark = metadata.get("truncated")
+    if not isinstance(mark, dict):
+        return content
+    keep = int(mark.get("keep_chars") or 16_000)
+    note = (
+        f" [truncated: the hook input was {int(mark.get('bytes') or 0):,} bytes, over limits.hook_payload_bytes "
+        f"({int(mark.get('limit') or 0):,})"
+    )
+    if len(content) > keep:
+        mark["chars"] = len(content)
+        return content[:keep] + note + f"; {keep:,} of {len(content):,} characters kept]"
+    return content + note + "]"
 
 
 def commit(
@@ -107,8 +140,8 @@ def commit(
     fallback = {"idem_key": key, "kind": event, "payload": body, "created_at": record["at"]}
     try:
         conn = spool.connect(storage)
-    except Exception:
-        spool.write_fallback(storage, fallback)
+    except Exception as exc:
+        _to_fallback(storage, fallback, exc)
         return
     try:
         for attempt in range(2):
@@ -127,7 +160,7 @@ def commit(
                     spool.ensure_tables(conn)
                     continue
                 if excluded is None:
-                    spool.write_fallback(storage, fallback)
+                    _to_fallback(storage, fallback, exc)
                     warn(f"catalog busy ({exc}); event kept in {spool.FALLBACK_NAME}")
                 break
     finally:
@@ -135,6 +168,21 @@ def commit(
             conn.close()
         else:
             keep_open.append(conn)
+
+
+def _to_fallback(storage: str, fallback: dict[str, Any], cause: BaseException) -> None:
+    """The record to the spool's fallback file; Unwritable if that fails too (``cause``: why the
+    catalog did not take it)."""
+    try:
+        spool.write_fallback(storage, fallback)
+    except OSError as exc:
+        raise Unwritable(fallback, exc if _full(exc) else cause) from exc
+
+
+def _full(exc: BaseException) -> bool:
+    import errno
+
+    return getattr(exc, "errno", None) in (errno.ENOSPC, errno.EDQUOT)
 
 
 def spool_record(
@@ -157,4 +205,4 @@ def spool_record(
     return prepared.spooled
 
 
-__all__ = ["Prepared", "commit", "prepare_record", "spool_record"]
+__all__ = ["Prepared", "Unwritable", "commit", "prepare_record", "spool_record"]

@@ -25,12 +25,15 @@ import os
 import re
 import shlex
 import shutil
+import stat
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
+from remindful.engine.atomic import replaced_atomically
 from remindful.errors import ValidationError
+from remindful.owned import private_dir, refuse_untrusted
 
 #: Event → timeout in seconds: the specification's, plus PostToolUseFailure as PostToolUse (a
 #: failed tool call is captured as a failure, not counted as a success).
@@ -146,10 +149,7 @@ def install(
         data["hooks"] = hooks
     else:
         data.pop("hooks", None)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.remindful-tmp")
-    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    _write_settings(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
     if path.name == LOCAL_FILE and not uninstall:
         _exclude_from_git(path)
     return {
@@ -159,6 +159,22 @@ def install(
         "command": hook_command("EVENT", storage, portable=portable),
         "warnings": warnings,
     }
+
+
+def _write_settings(path: Path, text: str) -> None:
+    """Replace the settings file ``path`` with ``text`` atomically. The hook commands in it run as
+    this user: the file is refused if another user owns it or can write it, or the directory it is
+    in (:func:`remindful.owned.refuse_untrusted`); a new file is 0600 and a new directory 0700
+    whatever the umask, an existing file keeps its mode less any group or other write bit."""
+    private_dir(path.parent, "the directory of the Claude Code settings", tighten=False)
+    refuse_untrusted(path, "Claude Code settings file")
+    try:
+        mode = stat.S_IMODE(os.stat(path).st_mode) & ~0o022
+    except FileNotFoundError:
+        mode = 0o600
+    with replaced_atomically(path, "w", encoding="utf-8") as out:
+        out.write(text)
+        os.fchmod(out.fileno(), mode)
 
 
 def _exclude_from_git(path: Path) -> None:

@@ -38,7 +38,7 @@ LOOKBACK_S = 30 * 86400
 MAX_MENTIONS = 20
 #: The kinds of memory a replaced value makes stale (what someone *said* or *chose* is not retired:
 #: a correction does that).
-RESTATED = ("fact", "answer", "activity", "note")
+RESTATED = ("fact", "answer", "observation", "activity", "note")
 _TOKEN = re.compile(r"[A-Za-z0-9]+")
 _COMMON = frozenset(
     {"this", "that", "with", "from", "have", "were", "will", "been", "true", "false", "none", "null", "self"}

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from remindful.engine.captures import FileRecord
 from remindful.errors import RemindfulError, ValidationError
-from remindful.model import ChunkMetadata, FileIndexed
+from remindful.model import ChunkMetadata, FileIndexed, OriginKind, make_origin
 from remindful.services.ingest.chunker import chunk_text
 from remindful.services.ingest.filters import apply_filters, filter_for
 
@@ -152,6 +152,7 @@ class MarkdownWatcher:
                     "content": result.content,
                     "type": "document",
                     "source": "md_file",
+                    "origin": make_origin(OriginKind.FILE, str(path)),
                     "metadata": result.metadata,
                     "chunk": ChunkMetadata(str(path), chunk.index, len(chunks), chunk.start_word, chunk.end_word),
                 }

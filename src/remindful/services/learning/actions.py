@@ -260,10 +260,96 @@ def step_text(content: str) -> str:
     return " ".join(text.split())[:200]
 
 
+#: Tools that run a shell command (their ``command`` argument names the action).
+SHELL_TOOLS = frozenset({"bash", "shell", "run_command", "run_terminal_cmd", "terminal", "exec", "execute_command"})
+#: Tools that change a file (their file names the action).
+EDIT_TOOLS = frozenset({"edit", "multiedit", "write", "notebookedit", "str_replace_editor", "apply_patch"})
+#: Verbs of actions on a screen (a GUI or a browser page).
+GUI_VERBS = frozenset(
+    {"click", "doubleclick", "tap", "type", "fill", "press", "scroll", "drag", "drop", "hover", "select", "navigat"}
+)
+#: What to try about an action that keeps failing, by :func:`action_kind`.
+ADVICE = {
+    "shell": "read its error output and fix the cause (a missing dependency, the wrong directory, a failing test) "
+    "before running it again",
+    "edit": "read the file again before editing it (the text to replace may have changed) and check the path",
+    "gui": "look for a more reliable way (a selector instead of coordinates, a wait before it)",
+    "other": "check the error it returns and the arguments it was given",
+}
+#: Longest name :func:`call_name` and :func:`short_words` give, in characters.
+NAME_CHARS = 60
+
+
+def short_words(text: str, limit: int = NAME_CHARS) -> str:
+    """``text`` on one line, at most ``limit`` characters, cut between words (with "…"), never
+    inside one unless a single word is longer than ``limit``."""
+    flat = " ".join(str(text).split())
+    if len(flat) <= limit:
+        return flat
+    cut = flat[: limit - 1]
+    space = cut.rfind(" ")
+    if space >= limit // 3:
+        cut = cut[:space]
+    return cut.rstrip(" ,;:-") + "\u2026"
+
+
+def call_name(metadata: dict[str, Any] | None) -> str | None:
+    """How a captured tool call is named to a person, or None for a memory that is not one: the
+    command a shell tool ran (``pnpm test``), the tool and the file it changed or read
+    (``Edit .env.staging``), else the tool and what it acted on; at most :data:`NAME_CHARS`."""
+    md = metadata or {}
+    tool = md.get("tool_name") if isinstance(md.get("tool_name"), str) else md.get("tool")
+    if not isinstance(tool, str) or not tool.strip():
+        return None
+    given = md.get("arguments")
+    arguments: dict[str, Any] = given if isinstance(given, dict) else {}
+    command = arguments.get("command")
+    if isinstance(command, str) and command.strip() and (tool.lower() in SHELL_TOOLS or len(arguments) == 1):
+        return short_words(command)
+    path = next(
+        (v for k in ("file_path", "notebook_path", "path") if isinstance(v := arguments.get(k), str) and v.strip()),
+        md.get("file") if isinstance(md.get("file"), str) else None,
+    )
+    if path:
+        return short_words(f"{tool} {path.rstrip('/').rsplit('/', 1)[-1] if path.startswith('/') else path}")
+    target = call_target(arguments) if arguments else ""
+    return short_words(f"{tool} {target}".strip())
+
+
+def action_kind(content: str, metadata: dict[str, Any] | None = None) -> str:
+    """``shell`` (a command run), ``edit`` (a file changed), ``gui`` (an action on a screen:
+    click, type, navigate…, or anything at coordinates) or ``other``: which :data:`ADVICE` fits."""
+    md = metadata or {}
+    call = tool_call(content, md)
+    tool = call[0].lower() if call else str(md.get("tool_name") or md.get("tool") or "").lower()
+    if tool in SHELL_TOOLS or (call and isinstance(call[1], dict) and isinstance(call[1].get("command"), str)):
+        return "shell"
+    if tool in EDIT_TOOLS:
+        return "edit"
+    verb = signature(content, md).split(" ", 1)[0]
+    if stem(verb) in GUI_VERBS or verb in GUI_VERBS or _COORDS.search(content):
+        return "gui"
+    return "other"
+
+
 def when(memory: Memory) -> str:
     """A short date as in "from Oct 20"."""
     at = memory.created_at
     return f"{at:%b} {at.day}, {at.year}"
 
 
-__all__ = ["call_target", "label", "outcome", "signature", "stem", "step_text", "tool_call", "tool_verb", "when"]
+__all__ = [
+    "ADVICE",
+    "action_kind",
+    "call_name",
+    "call_target",
+    "label",
+    "outcome",
+    "short_words",
+    "signature",
+    "stem",
+    "step_text",
+    "tool_call",
+    "tool_verb",
+    "when",
+]

@@ -22,6 +22,7 @@ from remindful.services.learning.types import CaptureSource
 if TYPE_CHECKING:
     from remindful.config import Settings
     from remindful.embed.base import Embedder
+    from remindful.engine.redact import StoreRedactor
     from remindful.engine.repositories import LearningRepository
 
 log = logging.getLogger("remindful.services.learning")
@@ -36,6 +37,11 @@ class MemoryWriter(Protocol):
 
     @property
     def embedder(self) -> Embedder: ...
+
+    @property
+    def redaction(self) -> StoreRedactor:
+        """The store's redaction (what a text built from captured words passes before it is
+        reshaped: joined, cut or sent to an LLM)."""
 
     def ready(self) -> object:
         """Open the catalog (MemoryDisabledError when memory is off)."""

@@ -90,6 +90,7 @@ def capture_config_change(
                 "type": "knowledge",
                 "memory_class": "semantic",
                 "source": "config",
+                "origin": "user",  # the user set it
                 "metadata": {"setting": key, "old_value": old, "new_value": new, "category": "preference"},
             }
         ],

@@ -16,10 +16,11 @@ import fnmatch
 import logging
 import re
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from remindful.model import Memory, MemoryClass, MemoryType
+from remindful.model import Memory, MemoryClass, MemoryType, OriginKind, make_origin
 from remindful.services.learning import llm
 from remindful.services.learning.common import MemoryWriter, bucket, finish, preview, refresh, store_memories
 from remindful.services.learning.extract import extract
@@ -44,9 +45,11 @@ Extract information that would be useful to remember for future conversations:
 - Decisions made
 - Procedures or workflows mentioned
 
-Write each as a standalone statement (name the user as "{subject}", not "I").
+Write each as a standalone statement (name the user as "{subject}", not "I"), and say who stated it:
+"user" only for what the user said, "assistant" for what the assistant said.
 Respond with a JSON array:
-[{{"content": "statement to remember", "type": "semantic|episodic|procedural", "confidence": 0.0-1.0}}]
+[{{"content": "statement to remember", "type": "semantic|episodic|procedural", "confidence": 0.0-1.0,
+"said_by": "user|assistant"}}]
 
 Return an empty array [] if nothing notable to remember."""
 
@@ -83,7 +86,12 @@ def _validate_llm(value: Any) -> list[Extraction]:
             raise ValueError(f"item {i}: type must be semantic, episodic or procedural, got {kind!r}")
         if isinstance(confidence, bool) or not isinstance(confidence, int | float) or not 0 <= confidence <= 1:
             raise ValueError(f"item {i}: confidence must be a number from 0 to 1, got {confidence!r}")
-        out.append(Extraction(content.strip(), MemoryClass(kind), float(confidence), "llm"))
+        said_by = item.get("said_by", "unknown")
+        if said_by not in ("user", "assistant", "unknown"):
+            raise ValueError(f"item {i}: said_by must be user or assistant, got {said_by!r}")
+        # Who said it unknown: the assistant (provenance is never guessed in the user's favour).
+        user = said_by == "user"
+        out.append(Extraction(content.strip(), MemoryClass(kind), float(confidence), "llm", from_user=user))
     return sorted(out, key=lambda e: -e.confidence)
 
 
@@ -118,9 +126,11 @@ def capture_conversation(
     prompt = PROMPT.format(user=turn.user_message, assistant=turn.assistant_response, subject=subject)
     extractions = llm.ask(store, learning, "conversation", SYSTEM, prompt, _validate_llm)
     extractor = "llm" if extractions is not None else "rules"
+    if extractions is not None and not turn.assistant_response.strip():
+        extractions = [replace(e, from_user=True) for e in extractions]  # only the user spoke
     if extractions is None:
         extractions = extract(turn, patterns)
-    kept = [e for e in extractions if e.confidence >= config.min_extraction_confidence]
+    kept = select(extractions, config.min_extraction_confidence)
     counts: dict[tuple[str, str], float] = {}
     for e in extractions:
         counts[("confidence", bucket(e.confidence))] = counts.get(("confidence", bucket(e.confidence)), 0) + 1
@@ -132,7 +142,11 @@ def capture_conversation(
     counts[("dropped", "over_cap")] = max(0, len(kept) - config.max_memories_per_turn)
     kept = kept[: config.max_memories_per_turn]
     memories = store_memories(store, [_item(turn, e, extractor, has_trigger) for e in kept])
-    boosted = [m for m, e in zip(memories, kept, strict=True) if e.trigger or (has_trigger and extractor == "llm")]
+    boosted = [
+        m
+        for m, e in zip(memories, kept, strict=True)
+        if e.from_user and (e.trigger or (has_trigger and extractor == "llm"))
+    ]
     for memory in boosted:
         reinforce(learning, memory.id, ReinforcementReason.EXPLICIT_USER_CONFIRMATION, config.trigger_boost)
     if boosted:
@@ -147,24 +161,36 @@ def capture_conversation(
     return memories
 
 
+def select(extractions: Sequence[Extraction], min_confidence: float) -> list[Extraction]:
+    """The extractions at least ``min_confidence``, what the user said before what the assistant
+    did (each side most confident first), so the per-turn cap never drops a statement of the user's
+    for an observation of the assistant's."""
+    kept = [e for e in extractions if e.confidence >= min_confidence]
+    return sorted(kept, key=lambda e: (not e.from_user, -e.confidence))
+
+
 def _item(turn: ConversationTurn, e: Extraction, extractor: str, has_trigger: bool) -> dict[str, Any]:
+    """The store item of one extraction: whatever the user stated is a ``knowledge`` memory of
+    theirs (origin ``user``; its category says decision, preference, rule, fact, event...);
+    what the assistant said is an ``observation`` of the assistant's (origin ``assistant``),
+    however it is phrased: only the user's words may become a decision, preference or rule."""
     metadata: dict[str, Any] = {
         "conversation_id": turn.conversation_id,
         "user_id": turn.user_id,
         "confidence": round(e.confidence, 3),
-        "category": e.category,
-        "trigger": e.trigger or (has_trigger and extractor == "llm"),
+        "category": e.category if e.from_user else "observation",
+        "trigger": e.from_user and (e.trigger or (has_trigger and extractor == "llm")),
         "extractor": extractor,
         "learned_from": f"Learned from conversation on {turn.timestamp:%Y-%m-%d}",
     }
     if turn.project_id:
         metadata["project_id"] = turn.project_id
-    episodic = e.memory_class is MemoryClass.EPISODIC
     return {
         "content": e.content,
-        "type": MemoryType.CONVERSATION if episodic else MemoryType.KNOWLEDGE,
+        "type": MemoryType.KNOWLEDGE,
         "memory_class": e.memory_class,
         "source": "conversation",
+        "origin": make_origin(OriginKind.USER if e.from_user else OriginKind.ASSISTANT),
         "metadata": metadata,
         "session_id": None if turn.conversation_id == "default" else turn.conversation_id,
         "timestamp": turn.timestamp,

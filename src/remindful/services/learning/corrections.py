@@ -98,6 +98,10 @@ def capture_correction(
         raise ValidationError("context", "expected a string (may be empty)")
     if original.strip() == corrected.strip():
         raise ValidationError("corrected", "is identical to original; nothing was corrected")
+    # Redacted whole before anything reshapes them (the rule statement joins their words on one
+    # line, where a multi-line secret such as a key or a .netrc no longer looks like one) or an
+    # LLM reads them.
+    original, corrected, context = (store.redaction.text(text) for text in (original, corrected, context))
     prompt = PROMPT.format(original=original, corrected=corrected, context=context or "(none)")
     statement = llm.ask(store, learning, "correction", SYSTEM, prompt, _validate)
     synthesized_by = "llm" if statement is not None else "rules"
@@ -118,6 +122,7 @@ def capture_correction(
                 "type": "knowledge",
                 "memory_class": "semantic",
                 "source": "correction",
+                "origin": "user",  # the user corrected it
                 "metadata": metadata,
             }
         ],

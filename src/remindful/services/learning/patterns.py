@@ -11,7 +11,10 @@ the last ``days``), groups them by session in time order and reports:
   is left out. ``store=True`` saves each as a ``workflow`` memory (updated, not duplicated, on the
   next run) so that suggestions can offer it.
 - **success rates** per kind of action (verb) and per action (signature), with the high-success
-  (≥ 90 %) and failure-prone (≤ 60 %) ones as insights ("click succeeds 95% (19/20)").
+  (≥ 90 %) and failure-prone (≤ 60 %) ones as insights ("click succeeds 95% (19/20)"). A failure
+  that a later success of the same command or edit in its session fixed is resolved, not open; a
+  kind of action is listed only where none of its actions is; each comes with the advice that fits
+  what it is (a shell command, an edit, an action on a screen).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from remindful.errors import ValidationError
 from remindful.model import Memory, PatternReport
-from remindful.services.learning.actions import label, outcome, signature, step_text
+from remindful.services.learning.actions import ADVICE, action_kind, call_name, label, outcome, signature, step_text
 from remindful.services.learning.common import MemoryWriter, store_memories
 
 if TYPE_CHECKING:
@@ -33,27 +36,64 @@ if TYPE_CHECKING:
 METRICS = ("success_rate", "frequency", "sequences")
 
 
+#: Success rate (open failures counted) at or under which an action or a kind is failure-prone.
+FAILURE_PRONE = 0.6
+
+
 def _rates(
-    groups: dict[str, list[bool | None]], min_count: int, labels: dict[str, Counter[str]]
+    groups: dict[str, list[bool | None]],
+    min_count: int,
+    labels: dict[str, Counter[str]],
+    resolved: Counter[str],
+    kinds: dict[str, Counter[str]],
 ) -> list[dict[str, Any]]:
     """Success rates per group; ``action`` names the group by its most frequent wording (groups are
-    keyed by stemmed words, which are not for display)."""
+    keyed by stemmed words, which are not for display), ``kind`` is what it mostly was (shell,
+    edit, gui, other: :func:`~remindful.services.learning.actions.action_kind`), ``resolved`` its
+    failures that a later success of the same action in the same session fixed, ``open_failures``
+    the others, and ``open_success_rate`` the rate without the resolved ones."""
     out = []
     for key, results in groups.items():
         judged = [r for r in results if r is not None]
         if len(judged) < min_count:
             continue
         successes = sum(judged)
+        failures = len(judged) - successes
+        fixed = min(resolved.get(key, 0), failures)
+        kind = kinds[key].most_common(1)[0][0] if kinds.get(key) else "other"
         out.append(
             {
                 "action": labels[key].most_common(1)[0][0] if labels.get(key) else key,
+                "key": key,
+                "kind": kind,
                 "count": len(results),
                 "successes": successes,
-                "failures": len(judged) - successes,
+                "failures": failures,
+                "resolved": fixed,
+                "open_failures": failures - fixed,
                 "success_rate": round(successes / len(judged), 3),
+                "open_success_rate": round(successes / (len(judged) - fixed), 3) if len(judged) > fixed else 1.0,
+                "advice": ADVICE[kind],
             }
         )
     return sorted(out, key=lambda r: (-r["count"], r["action"]))
+
+
+def _failure_prone(actions: list[dict[str, Any]], kinds: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The actions whose open failures make them unreliable, then the kinds of action that are, but
+    only where no action of that kind is listed already (one entry per action: not ``bash`` beside
+    ``bash pnpm test``). A failure fixed later in its session is not open."""
+    prone = [r for r in actions if r["open_failures"] and r["open_success_rate"] <= FAILURE_PRONE]
+    listed = {r["key"].split(" ", 1)[0] for r in prone}
+    return prone + [
+        r for r in kinds if r["open_failures"] and r["open_success_rate"] <= FAILURE_PRONE and r["key"] not in listed
+    ]
+
+
+def _insight(r: dict[str, Any]) -> str:
+    judged = r["successes"] + r["open_failures"]
+    fixed = f", {r['resolved']} more fixed later" if r["resolved"] else ""
+    return f"{r['action']} fails {1 - r['open_success_rate']:.0%} ({r['open_failures']}/{judged}{fixed}): {r['advice']}"
 
 
 def _load(
@@ -150,34 +190,48 @@ def analyze_patterns(
     by_signature: dict[str, list[bool | None]] = defaultdict(list)
     sig_labels: dict[str, Counter[str]] = defaultdict(Counter)  # signature -> its wordings
     verb_labels: dict[str, Counter[str]] = defaultdict(Counter)
-    for memory in loaded:
+    sig_kinds: dict[str, Counter[str]] = defaultdict(Counter)
+    verb_kinds: dict[str, Counter[str]] = defaultdict(Counter)
+    resolved_sig: Counter[str] = Counter()
+    resolved_verb: Counter[str] = Counter()
+    pending: Counter[str] = Counter()  # failures of each signature not yet followed by a success
+    session = None
+    for memory in loaded:  # by session, in time order
+        if memory.session_id != session:
+            session, pending = memory.session_id, Counter()
         sig = signature(memory.content, memory.metadata)
         words = label(memory.content, memory.metadata)
+        kind = action_kind(memory.content, memory.metadata)
         by_session[memory.session_id or "none"].append((sig, memory))
         result = outcome(memory)
         verb = sig.split(" ", 1)[0]
         by_verb[verb].append(result)
         by_signature[sig].append(result)
-        sig_labels[sig][words] += 1
+        sig_labels[sig][call_name(memory.metadata) or words] += 1
         verb_labels[verb][words.split(" ", 1)[0]] += 1
+        sig_kinds[sig][kind] += 1
+        verb_kinds[verb][kind] += 1
+        if result is False:
+            pending[sig] += 1
+        elif result is True and pending[sig] and kind != "gui":
+            # A command or an edit that worked after failing was fixed; a screen action that works
+            # on a retry stays unreliable (the retry is what the advice is about).
+            resolved_sig[sig] += pending[sig]
+            resolved_verb[verb] += pending.pop(sig)
     report: dict[str, Any] = {"type": type, "analyzed": len(loaded), "sessions": len(by_session)}
     if metric in (None, "sequences", "frequency"):
         report["patterns"] = _sequences(by_session, min_length, max_length, min_support)
     if metric in (None, "success_rate", "frequency"):
-        kinds = _rates(by_verb, 1, verb_labels)
-        actions = _rates(by_signature, 2, sig_labels)
+        kinds = _rates(by_verb, 1, verb_labels, resolved_verb, verb_kinds)
+        actions = _rates(by_signature, 2, sig_labels, resolved_sig, sig_kinds)
         report["by_kind"] = kinds
         report["by_action"] = actions[:50]
         report["high_success"] = [r for r in kinds if r["success_rate"] >= 0.9 and r["count"] >= 3]
-        report["failure_prone"] = [r for r in actions + kinds if r["success_rate"] <= 0.6]
+        report["failure_prone"] = _failure_prone(actions, kinds)
         report["insights"] = [
             f"{r['action']} succeeds {r['success_rate']:.0%} ({r['successes']}/{r['successes'] + r['failures']})"
             for r in report["high_success"]
-        ] + [
-            f"{r['action']} fails {1 - r['success_rate']:.0%} ({r['failures']}/{r['successes'] + r['failures']}):"
-            " look for a more reliable way (a selector instead of coordinates, a wait before it)"
-            for r in report["failure_prone"]
-        ]
+        ] + [_insight(r) for r in report["failure_prone"]]
     if store and report.get("patterns"):
         report["stored"] = [_store_pattern(engine, memories, p) for p in report["patterns"]]
     return PatternReport(**report)

@@ -12,8 +12,10 @@ Suggestions").
   before — the same action signature (verb + target, see :mod:`remindful.services.learning.actions`),
   which for the tool calls the MCP middleware, the proxy and the hooks captured is their tool and
   arguments — "This action failed 5 times previously, success rate: 0%", with alternatives:
-  successful memories for a similar context. Every recorded call of the tool counts (up to
-  :data:`CALLS_EXAMINED`), not only those a search of the context finds.
+  successful memories for a similar context, and the advice that fits what the action is (a shell
+  command, an edit, an action on a screen). Every recorded call of the tool counts (up to
+  :data:`CALLS_EXAMINED`), not only those a search of the context finds; a failed command or edit
+  that a later success in its session fixed is not counted.
 
 Relevance is judged by cosine similarity of the stored vectors, not by the fused search score,
 which is relative (the best hit of any search scores near 1 however poor it is).
@@ -28,7 +30,7 @@ import numpy as np
 
 from remindful.errors import ValidationError
 from remindful.model import Alternative, FailureWarning, Memory, MemoryType, Suggestion, Suggestions
-from remindful.services.learning.actions import outcome, signature, step_text, tool_call, when
+from remindful.services.learning.actions import ADVICE, action_kind, outcome, signature, step_text, tool_call, when
 from remindful.services.learning.common import MemoryWriter
 
 if TYPE_CHECKING:
@@ -117,7 +119,8 @@ def suggest(
         ids = [i for i in memories.tool_calls(call[0], CALLS_EXAMINED) if i not in known]
         candidates += [m for m in store.get_batch(ids) if m is not None]
     same = [m for m in candidates if m.type is MemoryType.ACTION and signature(m.content, m.metadata) == wanted]
-    failures = [m for m in same if outcome(m) is False]
+    kind = action_kind(context, dict(action) if action else None)
+    failures = _open_failures(same, kind)
     successes = [m for m in same if outcome(m) is True]
     if wanted and failures:
         rate = len(successes) / (len(successes) + len(failures))
@@ -152,9 +155,25 @@ def suggest(
                 memory_ids=tuple(m.id for m in failures),
                 last_failure=max(m.created_at for m in failures),
                 alternatives=tuple(alternatives),
+                advice=ADVICE[kind],
             )
         )
     return Suggestions(context, tuple(suggestions), tuple(warnings))
+
+
+def _open_failures(same: list[Memory], kind: str) -> list[Memory]:
+    """The failures of one action that are still open: for a command or an edit, a failure that a
+    later success in its session fixed is not (an action on a screen that works on a retry stays
+    unreliable: each failure counts)."""
+    failures = [m for m in same if outcome(m) is False]
+    if kind == "gui":
+        return failures
+    fixed_after: dict[str | None, Any] = {}
+    for m in same:
+        if outcome(m) is True:
+            last = fixed_after.get(m.session_id)
+            fixed_after[m.session_id] = m.created_at if last is None else max(last, m.created_at)
+    return [m for m in failures if not (m.session_id in fixed_after and fixed_after[m.session_id] > m.created_at)]
 
 
 __all__ = ["suggest"]

@@ -71,6 +71,7 @@ def summarize_session(
                 "type": MemoryType.KNOWLEDGE,
                 "memory_class": "semantic",
                 "source": "conversation",
+                "origin": "system",  # an LLM's summary of what both sides said: nobody's own words
                 "session_id": session_id,
                 "metadata": metadata,
             }

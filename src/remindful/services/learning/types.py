@@ -98,6 +98,8 @@ class Extraction:
     confidence: float
     category: str = "fact"
     trigger: bool = False
+    #: Whether the user said it (else the assistant did: it stays an ``observation``).
+    from_user: bool = True
 
 
 def as_datetime(value: Any, field_name: str) -> datetime:

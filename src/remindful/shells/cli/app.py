@@ -9,17 +9,21 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
+from remindful.shells.cli.usage import Group
+
 if TYPE_CHECKING:
     from remindful.api import MemoryManager
 
 app = typer.Typer(
     name="remindful",
+    cls=Group,
     help="Local-first long-term memory for AI agents.",
     no_args_is_help=True,
     add_completion=False,
@@ -30,7 +34,9 @@ err_console = Console(stderr=True, soft_wrap=True)  # an error stays one line, h
 
 PathOpt = Annotated[
     str | None,
-    typer.Option("--path", "-p", help="Storage directory (default: MEMORY_STORAGE_PATH or the configured path)."),
+    typer.Option(
+        "--path", "-p", metavar="DIR", help="Storage directory (default: MEMORY_STORAGE_PATH or the configured path)."
+    ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 ScopeOpt = Annotated[
@@ -41,6 +47,9 @@ ScopeOpt = Annotated[
         "directory's), user, unscoped, project:NAME; several separated by commas.",
     ),
 ]
+
+
+ID_HELP = "The memory's id, or the start of it that `list` and `search` show."
 
 
 class _State:
@@ -102,9 +111,15 @@ def _fail(exc: Exception) -> typer.Exit:
 
 
 def _report(exc: Exception) -> int:
-    """Print ``exc`` as a one-line error; its exit status: 2 for bad input (including settings), else 1."""
-    from remindful.errors import ConfigError, ValidationError
+    """Print ``exc`` as a one-line error; its exit status: 2 for bad input (including settings), else 1.
+    A missing memory or session names the command that finds one (not the API's names)."""
+    from remindful.errors import ConfigError, NotFoundError, ValidationError
 
+    if isinstance(exc, NotFoundError):
+        how = "`remindful sessions` lists them" if exc.kind == "session" else "`remindful search TEXT` finds one"
+        what = f"{exc.kind.capitalize()} not found: {exc.memory_id!r}"
+        err_console.print(f"[red]error:[/red] {what}; {how}", highlight=False)
+        return 1
     err_console.print(f"[red]error:[/red] {exc}", highlight=False)
     return 2 if isinstance(exc, ValidationError | ConfigError) else 1
 
@@ -199,45 +214,56 @@ def search(
         hits = _run(
             lambda: memory.search(query, type or None, limit, filters, session, since, until, min_score, scope=scope)
         )
+        named = [h.id for h in hits] + [h.superseded_by for h in hits if h.superseded_by]
+        short = {} if json_out else _short_ids(memory, named)
     if json_out:
         _print_json({"success": True, "query": query, "count": len(hits), "memories": [h.to_dict() for h in hits]})
         return
-    table = Table("score", "id", "type", "scope", "content", box=None)
+    table = _table("score", "id", "type", "scope", "from", "content")
     for hit in hits:
         notes = (f" (+{hit.similar} similar)" if hit.similar else "") + (
-            f" (superseded by {hit.superseded_by})" if hit.superseded_by else ""
+            f" (superseded by {short[hit.superseded_by]})" if hit.superseded_by else ""
         )
-        table.add_row(f"{hit.score:.3f}", hit.id, hit.type.value, _scope(hit.scope), _short(hit.content) + notes)
+        table.add_row(
+            f"{hit.score:.3f}",
+            short[hit.id],
+            hit.type.value,
+            _scope(hit.scope),
+            _origin(hit.origin),
+            _short(hit.content) + notes,
+        )
     console.print(table if hits else "[dim]no relevant memories found[/dim]")
 
 
 @app.command()
 def get(
-    memory_id: Annotated[str, typer.Argument(help="The memory's id.")],
+    memory_id: Annotated[str, typer.Argument(help=ID_HELP)],
     json_out: JsonOpt = False,
 ) -> None:
     """Show one memory."""
     with _open() as memory:
-        found = _run(lambda: memory.get(memory_id))
+        found = _run(lambda: memory.get(memory.resolve_id(memory_id)))
     data = found.to_dict()
     if json_out:
         _print_json(data)
         return
     for key, value in data.items():
-        console.print(
-            f"[bold]{key}[/bold]: {json.dumps(value, ensure_ascii=False) if isinstance(value, dict) else value}"
-        )
+        shown = json.dumps(value, ensure_ascii=False) if isinstance(value, dict) else value
+        if key == "origin":
+            shown = f"{value} ({_origin(value)})"
+        console.print(f"[bold]{key}[/bold]: {shown}", highlight=False)
 
 
 @app.command()
-def delete(memory_id: Annotated[str, typer.Argument(help="The memory's id.")]) -> None:
+def delete(memory_id: Annotated[str, typer.Argument(help=ID_HELP)]) -> None:
     """Delete one memory."""
     with _open() as memory:
-        deleted = _run(lambda: memory.delete(memory_id))
+        full = _run(lambda: memory.resolve_id(memory_id))
+        deleted = _run(lambda: memory.delete(full))
     if not deleted:
         err_console.print(f"[red]error:[/red] Memory not found: {memory_id!r}. Use `remindful search` to find it.")
         raise typer.Exit(1)
-    console.print(f"deleted {memory_id}")
+    console.print(f"deleted {full}")
 
 
 @app.command("list")
@@ -258,12 +284,14 @@ def list_(
         found = _run(
             lambda: memory.list(type, session, limit, offset, source=source, since=since, until=until, scope=scope)
         )
+        short = {} if json_out else _short_ids(memory, [m.id for m in found])
     if json_out:
         _print_json([m.to_dict() for m in found])
         return
-    table = Table("created", "id", "type", "scope", "content", box=None)
+    table = _table("created", "id", "type", "scope", "from", "content")
     for m in found:
-        table.add_row(m.created_at.strftime("%Y-%m-%d %H:%M"), m.id, m.type.value, _scope(m.scope), _short(m.content))
+        created = m.created_at.strftime("%Y-%m-%d %H:%M")
+        table.add_row(created, short[m.id], m.type.value, _scope(m.scope), _origin(m.origin), _short(m.content))
     console.print(table if found else "[dim]no memories[/dim]")
 
 
@@ -317,8 +345,17 @@ def stats(
         console.print(f"scope {chosen['selection']}: {chosen['memories']} memories ({by_type})", highlight=False)
 
 
-@app.command()
+scopes_app = typer.Typer(
+    cls=Group,
+    help="The scopes that hold memories: each project (name, directory), the user's, the unscoped; "
+    "`scopes bind DIR PROJECT` puts a directory into a project.",
+)
+app.add_typer(scopes_app, name="scopes")
+
+
+@scopes_app.callback(invoke_without_command=True)
 def scopes(
+    ctx: typer.Context,
     explain: Annotated[
         str | None,
         typer.Option("--explain", help="Say whether this text would be stored at user level, and by which rule."),
@@ -326,6 +363,8 @@ def scopes(
     json_out: JsonOpt = False,
 ) -> None:
     """The scopes that hold memories: each project (name, directory), the user's, the unscoped."""
+    if ctx.invoked_subcommand is not None:
+        return
     with _open() as memory:
         _here(memory)
         if explain is not None:
@@ -339,26 +378,73 @@ def scopes(
             return
         found = _run(memory.scopes)
         here = memory.project
+        refused = memory.refused_markers()
     if json_out:
-        _print_json({"success": True, "here": here.to_dict() if here else None, "scopes": [u.to_dict() for u in found]})
+        _print_json(
+            {
+                "success": True,
+                "here": here.to_dict() if here else None,
+                "scopes": [u.to_dict() for u in found],
+                "refused_markers": [{"directory": d, "project": k, "bound_to": r} for d, (k, r) in refused.items()],
+            }
+        )
         return
     table = Table("scope", "memories", "project", "directory", box=None)
     for usage in found:
         mark = " (here)" if here is not None and usage.scope == here.scope else ""
         table.add_row(usage.scope + mark, str(usage.count), usage.name or "", usage.root or "")
     console.print(table if found else "[dim]no memories[/dim]")
+    for directory, (key, root) in refused.items():
+        err_console.print(_refusal(directory, key, root), highlight=False, markup=False)
+
+
+def _refusal(directory: str, key: str, root: str) -> str:
+    where = f"is bound to {root}" if root else "is a place's key recorded for no directory"
+    return (
+        f"the .remindful marker in {directory} names project {key}, which {where}: not honoured "
+        f"(if the project is yours: remindful scopes bind {directory} {key})"
+    )
+
+
+@scopes_app.command("bind")
+def scopes_bind(
+    directory: Annotated[Path, typer.Argument(help="The directory (and what lies under it).")],
+    project: Annotated[str, typer.Argument(help="A known project's key or name, or a new project's name.")],
+    json_out: JsonOpt = False,
+) -> None:
+    """Put a directory into a project, even one bound to another directory (a .remindful marker cannot)."""
+    with _open() as memory:
+        found = _run(lambda: memory.bind_project(directory, project))
+    if json_out:
+        _print_json({"success": True, "project": found.to_dict()})
+    else:
+        console.print(f"bound {directory.resolve()} to {found.scope} ({found.name})", highlight=False)
+
+
+@scopes_app.command("unbind")
+def scopes_unbind(
+    directory: Annotated[Path, typer.Argument(help="A directory bound with `scopes bind`.")],
+    json_out: JsonOpt = False,
+) -> None:
+    """Remove a directory's binding (its project is found again from its marker, repository or place)."""
+    with _open() as memory:
+        removed = _run(lambda: memory.unbind_project(directory))
+    if json_out:
+        _print_json({"success": True, "removed": removed})
+    else:
+        console.print(f"unbound {directory.resolve()}" if removed else f"{directory.resolve()} was not bound")
 
 
 @app.command()
 def move(
-    memory_id: Annotated[str, typer.Argument(help="The memory's id.")],
+    memory_id: Annotated[str, typer.Argument(help=ID_HELP)],
     scope: Annotated[str, typer.Argument(help="user, project (this directory's) or project:NAME.")],
     json_out: JsonOpt = False,
 ) -> None:
     """Move a memory to another scope (user: every project sees it)."""
     with _open() as memory:
         _here(memory)
-        moved = _run(lambda: memory.update(memory_id, scope=scope))
+        moved = _run(lambda: memory.update(memory.resolve_id(memory_id), scope=scope))
     if json_out:
         _print_json({"success": True, "memory": moved.to_dict()})
     else:
@@ -415,12 +501,23 @@ def config(
     except RemindfulError as exc:
         raise _fail(exc) from None
     data = settings.model_dump(mode="json")
+    if data.get("catalog", {}).get("url"):  # a password in it is never shown
+        from remindful.engine.postgres.url import shown_url
+
+        data["catalog"]["url"] = shown_url(data["catalog"]["url"])
     if json_out:
         _print_json(data)
         return
     import yaml
 
     console.print(yaml.safe_dump({"memory": data}, sort_keys=False), highlight=False)
+
+
+def _origin(origin: str) -> str:
+    """Whose words a memory holds, as the tables show it: ``you said``, ``tool Bash's output``..."""
+    from remindful.model import origin_label
+
+    return origin_label(origin)
 
 
 def _scope(scope: str | None, name: str | None = None) -> str:
@@ -430,6 +527,27 @@ def _scope(scope: str | None, name: str | None = None) -> str:
     if name:
         return f"{name} ({scope})"
     return scope.removeprefix("project:")
+
+
+def _short_ids(memory: MemoryManager, ids: list[str], kind: str = "memory") -> dict[str, str]:
+    """``{id: its short unique prefix}`` for a table (``get``, ``delete``… take it back)."""
+    return dict(_run(lambda: memory.short_ids(ids, kind=kind)))
+
+
+def _table(*columns: str) -> Table:
+    """A table whose ``id`` / ``session`` column is never cut or wrapped (a command needs the whole
+    of what it shows), and whose ``content`` / ``summary`` column gives way instead."""
+    table = Table(box=None)
+    for name in columns:
+        if name in ("id", "session"):
+            table.add_column(name, no_wrap=True, overflow="fold", min_width=8)
+        elif name in ("content", "summary"):
+            table.add_column(name, ratio=1, overflow="fold")
+        elif name in ("score", "type", "memories"):
+            table.add_column(name, no_wrap=True)
+        else:  # a date or a scope wraps on a narrow terminal
+            table.add_column(name, overflow="fold")
+    return table
 
 
 def _short(text: str, width: int = 90) -> str:

@@ -24,6 +24,7 @@ from remindful.shells.cli.app import (
     console,
     err_console,
 )
+from remindful.shells.cli.usage import Group
 
 
 def _hook(words: list[str], no_context: bool) -> None:
@@ -58,7 +59,7 @@ def hook(
     _hook(["hook", event], no_context)
 
 
-session_app = typer.Typer(help="The specification's session hooks: `session start` and `session end`.")
+session_app = typer.Typer(cls=Group, help="The session hooks: `session start` and `session end`.")
 app.add_typer(session_app, name="session")
 
 
@@ -85,13 +86,13 @@ def capture_memory(
         ),
     ] = "hook",
 ) -> None:
-    """The specification's capture verb: `remindful hook EVENT` with the payload's hook_event_name."""
+    """Capture the hook event on stdin: the same as `remindful hook EVENT` with the payload's hook_event_name."""
     _hook(["capture-memory", "--source", source], False)
 
 
 @app.command("inject-context")
 def inject_context(no_context: NoContextOpt = False) -> None:
-    """The specification's context verb: `remindful hook UserPromptSubmit` (or the payload's SessionStart)."""
+    """Print the context for the prompt on stdin: the same as `remindful hook UserPromptSubmit` (or SessionStart)."""
     _hook(["inject-context"], no_context)
 
 

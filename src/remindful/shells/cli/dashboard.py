@@ -28,7 +28,8 @@ def dashboard(
     """Serve the web dashboard on http://127.0.0.1:PORT until Ctrl-C.
 
     It prints a sign-in link with a one-time code: it works once, within two minutes (press Enter
-    for a new one), and signs that browser in to this run of the dashboard only. The browser never
+    for a new link), and signs that browser in to this run of the dashboard only; there
+    http://127.0.0.1:PORT/ then leads to the dashboard (bookmark it). The browser never
     gets the store's bearer token. The browser it opens is given a private local page (0600, in a
     directory only you can enter) that holds another such link, never the link itself: a command
     line can be read by every local user (ps).
@@ -55,7 +56,7 @@ def dashboard(
             return f"{base}{LOGIN_PATH}?code={sign_ins.new_code()}"
 
         interactive = sys.stdin is not None and sys.stdin.isatty()
-        more = "press Enter for a new one; " if interactive else ""
+        more = "press Enter for a new link; " if interactive else ""
         _say(f"remindful dashboard on {base}/\n  sign in: {link()}\n")
         _say(f"  (the link works once, within 2 minutes; {more}Ctrl-C stops the dashboard)\n")
         if interactive:

@@ -16,6 +16,7 @@ import typer
 
 from remindful.shells.cli.app import (
     JsonOpt,
+    _here,
     _json_arg,
     _ok,
     _open,
@@ -48,7 +49,8 @@ def capture_turn(
     timestamp: Annotated[str | None, typer.Option("--timestamp", help="ISO 8601 time of the turn.")] = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Learn from a conversation turn (up to 3 memories of confidence ≥ 0.7)."""
+    """Learn what a conversation turn states (up to 3 memories of confidence ≥ 0.7) into this directory's project:
+    the user's words as theirs, the assistant's as its observations."""
     turn = {
         "user_message": user_message,
         "assistant_response": response,
@@ -58,6 +60,7 @@ def capture_turn(
         "timestamp": timestamp,
     }
     with _open() as memory:
+        _here(memory)  # what is learned goes to this directory's project, as `remindful store` does
         found = _run(lambda: memory.capture_conversation(turn))
     _show(found, json_out, "nothing worth remembering in this turn")
 
@@ -71,6 +74,7 @@ def capture_correction(
 ) -> None:
     """Store the rule a correction teaches (a reinforced knowledge memory)."""
     with _open() as memory:
+        _here(memory)
         found = _run(lambda: memory.capture_correction(original, corrected, context))
     _show([found], json_out, "")
 

@@ -12,9 +12,19 @@ from contextlib import contextmanager
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
-from remindful.shells.cli.app import JsonOpt, _ok, _open, _print_json, _run, app, console, err_console
+from remindful.shells.cli.app import (
+    JsonOpt,
+    _ok,
+    _open,
+    _print_json,
+    _run,
+    _short_ids,
+    _table,
+    app,
+    console,
+    err_console,
+)
 
 YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")]
 
@@ -43,25 +53,29 @@ def sessions(json_out: JsonOpt = False) -> None:
     """List sessions with start/end, memory count and their most common actions/screens/tools."""
     with _open() as memory:
         found = _run(memory.list_sessions)
+        short = _short_ids(memory, [s.id for s in found], "session") if not json_out else {}
     if json_out:
         _print_json({"success": True, "count": len(found), "sessions": [s.to_dict() for s in found]})
         return
-    table = Table("session", "started", "ended", "memories", "summary", box=None)
+    table = _table("session", "started", "ended", "memories", "summary")
     for s in found:
         started, ended = (t.isoformat()[:16] if t else "" for t in (s.started_at, s.ended_at))
-        table.add_row(s.id, started, ended, str(s.memory_count), s.text)
+        table.add_row(short[s.id], started, ended, str(s.memory_count), s.text)
     console.print(table if found else "[dim]no sessions[/dim]")
 
 
 @app.command("delete-session")
 def delete_session(
-    session_id: Annotated[str, typer.Argument(help="The session whose memories to delete (see `remindful sessions`).")],
+    session_id: Annotated[
+        str, typer.Argument(help="The session whose memories to delete, or the start of its id (`remindful sessions`).")
+    ],
     yes: YesOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Delete every memory of one session (a backup is taken first)."""
-    _confirm(f"Delete every memory of session {session_id}?", yes)
     with _open() as memory:
+        session_id = _run(lambda: memory.resolve_id(session_id, kind="session"))
+        _confirm(f"Delete every memory of session {session_id}?", yes)
         result = _run(lambda: memory.delete_session(session_id, confirm=True))
     if json_out:
         _print_json(_ok(result))
@@ -109,14 +123,21 @@ def export(
     ] = None,
     format: Annotated[str, typer.Option("--format", help="Only json.")] = "json",
     force: Annotated[bool, typer.Option("--force", help="Replace OUTPUT if it exists.")] = False,
+    shared: Annotated[
+        bool, typer.Option("--shared", help="From the PostgreSQL catalog of catalog.url, not the local one.")
+    ] = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Export every memory with content, metadata and embedding to JSON (never over an existing
     file without --force, never into a directory that does not exist)."""
     with _open() as memory:
-        total = _run(lambda: memory.stats().total_memories)
+        total = None if shared else _run(lambda: memory.stats().total_memories)
         with _progress("exporting", total) as advance:
-            result = _run(lambda: memory.export(format=format, output_path=output, overwrite=force, progress=advance))
+            result = _run(
+                lambda: memory.export(
+                    format=format, output_path=output, overwrite=force, progress=advance, shared=shared
+                )
+            )
     if json_out:
         _print_json(_ok(result))
         return

@@ -20,10 +20,18 @@ A package of its own, beside the console script's dispatcher (:mod:`remindful.sh
 typer app (:mod:`remindful.shells.cli`, whose ``hook`` command serves ``--help`` and in-process
 callers): both use it, and it uses neither.
 
-Exit codes follow Claude Code's hook contract: 0 always for capture (a hook never blocks or
-breaks the agent: an internal error is logged to ``<storage>/logs/hooks.log`` and stderr), 1 (a
-non-blocking error shown to the user) for unusable input such as a missing ``session_id``
-(spec ERR-P1-03: "session_id is required for memory capture"). Never 2, which would block.
+The event is spooled before anything else (a hook killed at its timeout while it looks for
+context has kept it). An event no file can take (a full disk) is handed to the running daemon, which
+keeps it in memory until the spool takes it (:func:`keep_elsewhere`). A PreToolUse for a call that
+failed before in its project, and has not succeeded since, prints a warning as its
+``additionalContext`` (:func:`failure_warning_for`). An input over ``limits.hook_payload_bytes`` (up
+to :data:`OVERSIZED_READ_FACTOR` times it) is kept, redacted whole, then cut and marked truncated.
+
+Exit codes follow Claude Code's hook contract: 0 for capture (a hook never blocks or breaks the
+agent: an internal error is logged to ``<storage>/logs/hooks.log`` and stderr), 1 (a non-blocking
+error shown to the user) for unusable input such as a missing ``session_id`` (spec ERR-P1-03:
+"session_id is required for memory capture") and for an event that is lost (the disk is full and
+no daemon runs to keep it). Never 2, which would block.
 """
 
 from __future__ import annotations
@@ -38,6 +46,7 @@ from remindful import runtime
 from remindful.config_defaults import STORAGE_PATH, read_bool, read_int
 from remindful.config_sources import read_sources, storage_path
 from remindful.engine.redact import DEFAULT_REDACTIONS, Redactor
+from remindful.owned import private_dir, private_file, problem
 from remindful.services.ingest.events import CONTEXT_EVENTS, HookInputError, build_record, normalize_event
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs hook processes milliseconds
@@ -55,10 +64,12 @@ def hook_log(storage: str, level: str, message: str, *, echo: bool = True) -> No
     line = f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {level} {message}\n"
     if echo:
         sys.stderr.write(f"remindful: {message}\n")
+    if problem(storage) is not None:  # never into a directory another user controls
+        return
     try:
         logs = os.path.join(storage, "logs")
         os.makedirs(logs, mode=0o700, exist_ok=True)
-        fd = os.open(os.path.join(logs, "hooks.log"), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        fd = private_file(os.path.join(logs, "hooks.log"))
         try:
             os.write(fd, line.encode("utf-8", "replace"))
         finally:
@@ -170,15 +181,20 @@ def run(argv: list[str], stdin: Any = None, stdout: Any = None, *, start_daemon:
         storage = storage or _storage_for_the_log(path)
         hook_log(storage, "ERROR", f"config invalid, nothing captured: {exc}")
         return 0
+    untrusted = problem(storage)
+    if untrusted is not None:  # another user's, or writable by others: nothing goes in, not even a log line
+        sys.stderr.write(f"remindful: storage directory {storage} {untrusted[0]}; nothing captured ({untrusted[1]})\n")
+        return 0
     if "usage" in options:
         hook_log(storage, "ERROR", f"{options['usage']}. {USAGE}")
         return 1
     counts: dict[str, int] = {}
+    oversized: list[int] = []
     try:
-        payload = _read_payload(stdin, limit)
+        payload = _read_payload(stdin, limit, oversized)
         event = _event_of(event_arg, payload, options)
         record, warnings = build_record(event, payload, time.time(), flt.redactor, counts)
-    except PayloadTooLarge as exc:  # refused up front: never spooled to fail at every drain
+    except PayloadTooLarge as exc:  # too large to even read: never spooled to fail at every drain
         hook_log(storage, "WARNING", f"nothing captured: {exc}")
         return 0
     except HookInputError as exc:
@@ -189,19 +205,45 @@ def run(argv: list[str], stdin: Any = None, stdout: Any = None, *, start_daemon:
         return 0
     for warning in warnings:
         hook_log(storage, "WARNING", warning)
-    # The context first, the spool after: the prompt being answered must not be among what its
-    # context is found in (it would rank first and carry unrelated memories over the floor), and a
-    # daemon draining meanwhile would make that a race.
-    from remindful.services.ingest.hooks import Prepared, commit, prepare_record
+    if oversized:
+        mark_truncated(record, oversized[0], limit)
+        hook_log(
+            storage,
+            "WARNING",
+            f"hook input of {oversized[0]:,} bytes is over limits.hook_payload_bytes ({limit:,}): its {event} "
+            f"memory is kept cut to {min(OVERSIZED_KEEP_CHARS, limit // 8):,} characters (redacted whole first), "
+            "marked truncated",
+        )
+    # The spool first, the context after: a hook killed at its timeout (as Claude Code kills it)
+    # while it looks for context must have kept its event. The prompt itself never comes back as
+    # its own context: a stored prompt is an intent, which context never injects, and its text is
+    # excluded as well (``exclude`` of the request).
+    from remindful.services.ingest.hooks import Prepared, Unwritable, commit, prepare_record
 
     prepared: Prepared | bool | None = False
+    started_call = {"memories": list(record["memories"])}  # as built, whatever the filters keep of it
+    code = 0
     try:
         prepared = prepare_record(flt, counts, event, payload, record)
+        if isinstance(prepared, Prepared):
+            commit(
+                storage,
+                prepared,
+                warn=lambda message: hook_log(storage, "WARNING", message),
+                keep_open=_OPEN if KEEP_OPEN else None,
+            )
+    except Unwritable as exc:
+        code = keep_elsewhere(storage, event, exc)
     except Exception as exc:
         hook_log(storage, "ERROR", f"could not spool the {event} event: {type(exc).__name__}: {exc}")
     captured = prepared.spooled if isinstance(prepared, Prepared) else prepared
     if wants_daemon and captured is not None and event != "UserPromptSubmit":
         _start_daemon(storage)  # at once: warm by the first prompt, which has less time than SessionStart
+    if event == "PreToolUse" and options["context"] and captured is not None and read_bool(memory, "hooks.inject"):
+        try:
+            _write_context(stdout, event, failure_warning_for(storage, memory, flt, started_call) or "")
+        except Exception as exc:
+            hook_log(storage, "ERROR", f"failure warning not given: {type(exc).__name__}: {exc}")
     if event in CONTEXT_EVENTS and options["context"] and captured is not None:
         deadline = CONTEXT_DEADLINE_S.get(event, 1.5)
         try:
@@ -215,19 +257,76 @@ def run(argv: list[str], stdin: Any = None, stdout: Any = None, *, start_daemon:
                 )
         except Exception as exc:
             hook_log(storage, "ERROR", f"context injection failed: {type(exc).__name__}: {exc}")
-    if isinstance(prepared, Prepared):
-        try:
-            commit(
-                storage,
-                prepared,
-                warn=lambda message: hook_log(storage, "WARNING", message),
-                keep_open=_OPEN if KEEP_OPEN else None,
-            )
-        except Exception as exc:
-            hook_log(storage, "ERROR", f"could not spool the {event} event: {type(exc).__name__}: {exc}")
     if wants_daemon and captured is not None and event == "UserPromptSubmit":
         _start_daemon(storage)  # after the context: a starting daemon would compete with it for the CPU
-    return 0
+    return code
+
+
+#: How long the daemon has to take an event the disk could not (its answer is a few milliseconds).
+KEEP_TIMEOUT_S = 0.25
+
+
+def keep_elsewhere(storage: str, event: str, failed: Any) -> int:
+    """An event neither the catalog nor the fallback file could take (``failed``: the
+    :class:`~remindful.services.ingest.hooks.Unwritable`, a full disk most likely): hand it to the
+    running daemon, which keeps it in memory and spools it once the disk has room (``keep``
+    request; lost if the daemon stops first). Says so on stderr and, where it can be written, in
+    hooks.log. Returns the exit code: 0 when the daemon keeps it, else 1, so that Claude Code shows
+    the user the line saying the event was lost (a non-blocking error: the agent goes on)."""
+    why = str(failed)
+    answer = runtime.ask_daemon(storage, {"op": "keep", **failed.record}, timeout=KEEP_TIMEOUT_S)
+    if answer is not None and answer.get("success"):
+        hook_log(
+            storage,
+            "WARNING",
+            f"could not write the {event} event to {storage} ({why}): the daemon keeps it in memory and spools "
+            "it once the disk has room (lost if the daemon stops first)",
+        )
+        return 0
+    fix = "free space on that disk" if failed.full else "`remindful doctor` says what is wrong"
+    hook_log(
+        storage,
+        "ERROR",
+        f"the {event} event is lost: it could not be written to {storage} ({why}) and no daemon runs to keep it "
+        f"until it can be; {fix}",
+    )
+    return 1
+
+
+#: How long a PreToolUse hook waits for the catalog (held by a writer) before it gives no warning:
+#: well inside the hook's 0.5 s timeout.
+WARNING_BUSY_MS = 150
+
+
+def failure_warning_for(storage: str, memory: dict[str, Any], flt: Any, record: dict[str, Any]) -> str | None:
+    """The warning for the tool call a PreToolUse ``record`` starts, if the same call failed before
+    in its project and has not succeeded since (:func:`remindful.services.ingest.forewarn.failure_warning`):
+    a query of the catalog and the spool, no model. None for none."""
+    from remindful.engine import spool
+    from remindful.engine.projects import Resolver
+    from remindful.services.ingest.forewarn import call_of, failure_warning
+
+    if call_of(record) is None or not os.path.exists(os.path.join(storage, "catalog.sqlite3")):
+        return None
+    raw = memory.get("scopes")
+    scopes: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    fixed, names = scopes.get("project"), scopes.get("projects")
+    clean = flt.redactor.redact if flt.redactor is not None else None
+    resolve = Resolver(
+        fixed if isinstance(fixed, str) else None, names if isinstance(names, dict) else None, clean=clean
+    )
+    hooks = memory.get("hooks")
+    projects = hooks.get("projects") if isinstance(hooks, dict) else None
+    if _OPEN:  # the spool's connection of this process, left open (KEEP_OPEN): no second one
+        return failure_warning(spool.reader(_OPEN[-1]), resolve, record, projects)
+    conn = spool.connect(storage, busy_timeout_ms=WARNING_BUSY_MS)
+    try:
+        return failure_warning(spool.reader(conn), resolve, record, projects)
+    finally:
+        if KEEP_OPEN:
+            _OPEN.append(conn)
+        else:
+            conn.close()
 
 
 def _start_daemon(storage: str) -> None:
@@ -237,11 +336,10 @@ def _start_daemon(storage: str) -> None:
         hook_log(storage, "ERROR", f"could not start the daemon: {type(exc).__name__}: {exc}")
 
 
-#: A hook starts the store's daemon at most once in this many seconds: one that cannot start (a
-#: broken installation) must not cost every hook a failed process. Its output is in
+#: The back-off between starts (a broken installation must not cost every hook a failed
+#: process) is :func:`remindful.runtime.start_backoff_s`; the daemon's output is in
 #: ``<storage>/logs/daemon.log``.
-START_BACKOFF_S = 30.0
-START_STAMP = "daemon.started"
+START_STAMP = runtime.START_STAMP
 #: What the started process runs: the console script's entry, under this interpreter.
 DAEMON_ENTRY = "from remindful.shells.entry import main; main()"
 
@@ -249,27 +347,23 @@ DAEMON_ENTRY = "from remindful.shells.entry import main; main()"
 def start_daemon_for(storage: str) -> int | None:
     """Start the daemon of the store in ``storage`` as a detached process (its own session, stdin
     from /dev/null, output to ``logs/daemon.log``), unless one runs or starts, or one was started
-    less than :data:`START_BACKOFF_S` ago. Returns its pid, or None if none was started.
+    within its back-off (:func:`remindful.runtime.start_backoff_s`: seconds after the last start, up to
+    half a minute while started daemons never come up). Returns its pid, or None if none was started.
 
     Safe under concurrent hooks: the hook takes the daemon lock itself (at most one does) and
     passes the descriptor to the new process, which holds the role from that moment on; the
     others find the lock taken. The process stops by itself after ``daemon.idle_exit_s``."""
-    stamp = os.path.join(storage, START_STAMP)
-    try:
-        if time.time() - os.stat(stamp).st_mtime < START_BACKOFF_S:
-            return None
-    except OSError:
-        pass
-    os.makedirs(storage, mode=0o700, exist_ok=True)  # a first hook may come before the store exists
+    if runtime.start_backoff_s(storage) > 0:
+        return None
+    private_dir(storage, "storage directory")  # a first hook may come before the store exists
     lock = runtime.claim_daemon_lock(storage)
     if lock is None:
         return None
     try:
-        os.close(os.open(stamp, os.O_WRONLY | os.O_CREAT, 0o600))
-        os.utime(stamp)
+        runtime.note_start(storage)
         logs = os.path.join(storage, "logs")
         os.makedirs(logs, mode=0o700, exist_ok=True)
-        out = os.open(os.path.join(logs, "daemon.log"), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        out = private_file(os.path.join(logs, "daemon.log"))
         try:
             os.set_inheritable(lock, True)
             # -P: nothing of the working directory (the agent's project) on sys.path; with -c
@@ -401,26 +495,47 @@ def _print_context(
 
 TOO_DEEP = "hook input: the JSON on stdin is nested too deeply; expected a hook JSON object"
 
+#: A hook input over ``limits.hook_payload_bytes`` but within this many times it is still read
+#: whole (a failing build's long log), redacted whole, and kept cut to :data:`OVERSIZED_KEEP_CHARS`
+#: per memory (:func:`mark_truncated`); a larger one is read to its end and dropped (logged).
+OVERSIZED_READ_FACTOR = 4
+OVERSIZED_KEEP_CHARS = 16_000
+
 
 class PayloadTooLarge(Exception):
-    """The hook's stdin is larger than ``limits.hook_payload_bytes``."""
+    """The hook's stdin is larger than ``limits.hook_payload_bytes`` times :data:`OVERSIZED_READ_FACTOR`."""
 
 
-def _read_payload(stdin: Any, limit: int) -> dict[str, Any]:
-    """The JSON object on ``stdin``, read up to ``limit`` bytes: a larger payload raises
-    PayloadTooLarge once the rest is read and dropped (the agent writing it never sees a broken pipe)."""
+def mark_truncated(record: dict[str, Any], size: int, limit: int) -> None:
+    """Mark each memory of ``record`` as made from a hook input of ``size`` bytes, over ``limit``:
+    :func:`remindful.services.ingest.hooks.prepare_record` cuts its text to ``keep_chars`` after
+    the capture filters redacted it whole, and says so in the text."""
+    keep = min(OVERSIZED_KEEP_CHARS, limit // 8)  # well under the limit the drain applies, in UTF-8 too
+    for item in record["memories"]:
+        item["metadata"]["truncated"] = {"bytes": size, "limit": limit, "keep_chars": keep}
+
+
+def _read_payload(stdin: Any, limit: int, oversized: list[int] | None = None) -> dict[str, Any]:
+    """The JSON object on ``stdin``. One of up to ``limit`` bytes is read as it is; a larger one
+    (up to :data:`OVERSIZED_READ_FACTOR` times ``limit``) too, its size appended to ``oversized``; a
+    still larger one raises PayloadTooLarge once the rest is read and dropped (the agent writing it
+    never sees a broken pipe)."""
     if hasattr(stdin, "isatty") and stdin.isatty():
         raise HookInputError("hook input: expected the agent's hook JSON on stdin. " + USAGE)
     raw = getattr(stdin, "buffer", None)
-    data: str | bytes = raw.read(limit + 1) if raw is not None else stdin.read(limit + 1)
-    if len(data) > limit:
+    most = limit * (OVERSIZED_READ_FACTOR if oversized is not None else 1)
+    data: str | bytes = raw.read(most + 1) if raw is not None else stdin.read(most + 1)
+    if len(data) > most:
         size = len(data)
         while chunk := (raw.read(1 << 20) if raw is not None else stdin.read(1 << 20)):
             size += len(chunk)
         raise PayloadTooLarge(
-            f"hook input of {size:,} bytes is over limits.hook_payload_bytes ({limit:,}); "
-            "raise the limit in the config to capture such events"
+            f"hook input of {size:,} bytes is over {most:,} bytes (limits.hook_payload_bytes, {limit:,}, "
+            f"x {OVERSIZED_READ_FACTOR if oversized is not None else 1}); raise the limit in the config to capture "
+            "such events"
         )
+    if len(data) > limit and oversized is not None:
+        oversized.append(len(data.encode("utf-8", "replace")) if isinstance(data, str) else len(data))
     try:
         text = data.decode("utf-8") if isinstance(data, bytes) else data
         payload = json.loads(text) if text.strip() else None

@@ -28,6 +28,9 @@ import os
 import sys
 import zlib
 
+from remindful.errors import UntrustedPathError
+from remindful.owned import private_dir, trusted_chain
+
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: this runs before the SDK import, at every start
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -42,6 +45,22 @@ _PACKAGE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__fil
 def cache_dir() -> str:
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return os.path.join(base, "remindful")
+
+
+def _trusted(target: str) -> bool:
+    """Whether the cache file ``target`` and the directories above it (up to the home directory)
+    are this user's alone; if not, one line on stderr says which and the fix: what the cache holds
+    becomes the tool descriptions an agent reads."""
+    try:
+        trusted_chain(target, "MCP manifest cache")
+    except UntrustedPathError as exc:
+        sys.stderr.write(f"remindful: {exc}; not used\n")
+        return False
+    return True
+
+
+def _no_link(path: str, flags: int) -> int:
+    return os.open(path, flags | os.O_NOFOLLOW)
 
 
 def manifest_file() -> str:
@@ -103,8 +122,11 @@ def built_from() -> dict[str, Any]:
 def load(path: str | None = None) -> dict[str, Any] | None:
     """The cached manifest, or None if it is missing, unreadable, or built from another format,
     other versions of the SDK or pydantic, or other remindful sources than the installed ones."""
+    target = path or manifest_file()
+    if not _trusted(target):
+        return None
     try:
-        with open(path or manifest_file(), "rb") as f:
+        with open(target, "rb", opener=_no_link) as f:
             data = loads(f.read())
     except (OSError, ValueError, RecursionError):
         return None
@@ -246,10 +268,17 @@ def write(data: dict[str, Any], path: str | None = None) -> None:
     """Write the cache atomically (a concurrent start reads the old file or the new one, whole)."""
     target = path or manifest_file()
     folder = os.path.dirname(target)
-    os.makedirs(folder, mode=0o700, exist_ok=True)
+    try:
+        private_dir(folder, "MCP manifest cache")
+    except UntrustedPathError as exc:
+        sys.stderr.write(f"remindful: {exc}\n")
+        return
+    except OSError:
+        return
     temporary = os.path.join(folder, f".{os.path.basename(target)}.{os.getpid()}.tmp")
     try:
-        with open(temporary, "w", encoding="utf-8") as f:
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(dumps(data))
         os.replace(temporary, target)
     except OSError:  # a cache: a read-only or full home only costs the next start its early answer

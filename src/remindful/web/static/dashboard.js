@@ -3,6 +3,12 @@
 "use strict";
 
 document.addEventListener("DOMContentLoaded", () => {
+  // The session's path, for the sign-in page at "/" to send this browser back here (a bookmark of
+  // the server's address works). localStorage is per origin, port included: no other server reads it.
+  const home = document.body.dataset.root;
+  if (home && /^\/s\/[A-Za-z0-9_-]{20,64}$/.test(home)) {
+    try { localStorage.setItem("remindful.home", home + "/"); } catch (e) { /* storage off: no bookmark */ }
+  }
   for (const form of document.querySelectorAll("form[data-confirm]")) {
     form.addEventListener("submit", (event) => {
       if (!window.confirm(form.dataset.confirm)) event.preventDefault();

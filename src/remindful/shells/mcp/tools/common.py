@@ -30,7 +30,7 @@ from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import ValidatorFunctionWrapHandler, WrapValidator
+from pydantic import ValidatorFunctionWrapHandler, WithJsonSchema, WrapValidator
 
 from remindful.errors import RemindfulError
 
@@ -53,11 +53,17 @@ def _none_or_text(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
 #: An optional free text (default None) for a tool's parameter. The SDK parses a string argument as
 #: JSON unless its parameter is plain ``str``: under ``str | None`` the text ``{"a": 1}`` arrived as
 #: a dict (and was refused), ``null`` as None. So the annotation the SDK sees is ``str``, and a null
-#: is let through by a validator; type checkers see ``str | None``.
+#: is let through by a validator; type checkers see ``str | None``. Its JSON schema says what it
+#: takes, ``anyOf [string, null]``: ``"type": "string"`` with the default null is a schema that
+#: refuses its own default (a strict validator rejects it).
 if TYPE_CHECKING:
     OptionalText = str | None
 else:
-    OptionalText = Annotated[str, WrapValidator(_none_or_text)]
+    OptionalText = Annotated[
+        str,
+        WrapValidator(_none_or_text),
+        WithJsonSchema({"anyOf": [{"type": "string"}, {"type": "null"}]}),
+    ]
 
 #: The memory types, as the tools' JSON schema lists them (a test keeps this in step with MemoryType).
 MemoryTypeName = Literal["screen", "action", "workflow", "conversation", "document", "knowledge"]
@@ -184,6 +190,22 @@ class Result(Protocol):
     def to_dict(self) -> dict[str, Any]: ...
 
 
+def client_scope(scope: str | list[str] | None) -> str | list[str] | None:
+    """A read scope as an MCP client may ask for it: any but ``all``, which reads every project's
+    memories and is the user's to ask for (the command line, the library). Raises ValidationError
+    naming ``scope`` for ``all``."""
+    from remindful.errors import ValidationError
+
+    parts = [scope] if isinstance(scope, str) else scope or []
+    if any(isinstance(p, str) and word.strip().lower() == "all" for p in parts for word in p.split(",")):
+        raise ValidationError(
+            "scope",
+            "'all' (every project's memories) is only for the user (the command line or the library); "
+            "an MCP client reads 'here', 'user', 'project', 'unscoped' or 'project:NAME'",
+        )
+    return scope
+
+
 def ok(result: Result) -> dict[str, Any]:
     """A tool's answer for a manager's result: ``{"success": true, ...its JSON form}``."""
     return {"success": True, **result.to_dict()}
@@ -236,6 +258,7 @@ __all__ = [
     "OptionalText",
     "Result",
     "ResumedSessions",
+    "client_scope",
     "ok",
     "one_line",
     "reject_unknown_arguments",

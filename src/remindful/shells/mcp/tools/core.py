@@ -17,6 +17,7 @@ from mcp.server.mcpserver.exceptions import ResourceError
 from pydantic import BaseModel, ConfigDict, Field
 
 from remindful.errors import NotFoundError, RemindfulError, ValidationError
+from remindful.runtime import SESSION_ID_MAX_CHARS
 from remindful.shells.mcp.tools.common import (
     DESTRUCTIVE,
     READ_ONLY,
@@ -25,6 +26,7 @@ from remindful.shells.mcp.tools.common import (
     GetManager,
     MemoryTypeName,
     OptionalText,
+    client_scope,
     ok,
     one_line,
     resumed_sessions,
@@ -48,7 +50,7 @@ ReadScope = Annotated[
     str | list[str] | None,
     Field(
         description='Whose memories: "here" (the default: the project this server works in, and the user\'s), '
-        '"all", "user", "project", "unscoped", "project:NAME", or a list of them.'
+        '"user", "project", "unscoped", "project:NAME", or a list of them.'
     ),
 ]
 WriteScope = Annotated[
@@ -79,6 +81,8 @@ def register(mcp: Any, get_manager: GetManager) -> None:
     resumed = resumed_sessions(mcp)
 
     def session(manager: MemoryManager, value: str | None) -> str | None:
+        if value is not None and len(value) > SESSION_ID_MAX_CHARS:
+            raise ValidationError("session_id", f"expected at most {SESSION_ID_MAX_CHARS} characters, got {len(value)}")
         return manager.session_id if value == "current" else value
 
     @tool(mcp, WRITE)
@@ -94,10 +98,12 @@ def register(mcp: Any, get_manager: GetManager) -> None:
         ] = None,
         scope: WriteScope = None,
     ) -> dict[str, Any]:
-        """Remember something for later: a fact, a decision, a step that worked or failed.
+        """Remember something for later: a fact, a decision, a step that worked or failed. What you
+        store is kept as your words (origin "assistant"), an observation however it is phrased;
+        memory_confirm_users_words asks the user to make it theirs.
 
-        Returns {"success": true, "memory_id": ..., "session_id": ..., "scope": ...}. Use
-        memory_search to find it again and memory_get with the id to read it back.
+        Returns {"success": true, "memory_id": ..., "session_id": ..., "scope": ..., "origin": ...}.
+        Use memory_search to find it again and memory_get with the id to read it back.
         """
         meta = dict(metadata or {})
         if bookmark:
@@ -106,9 +112,18 @@ def register(mcp: Any, get_manager: GetManager) -> None:
             meta["importance"] = importance
         m = get_manager()
         sid = session(m, session_id) or m.session_id
-        memory_id = m.store(content, type, meta, sid, timestamp, "manual", scope=scope)
+        # The agent's words (however it phrases them): never taken for the user's own.
+        origin = "assistant"
+        memory_id = m.store(content, type, meta, sid, timestamp, "manual", scope=scope, origin=origin)
         stored_in = m.get(memory_id).scope
-        return {"success": True, "memory_id": memory_id, "type": type, "session_id": sid, "scope": stored_in}
+        return {
+            "success": True,
+            "memory_id": memory_id,
+            "type": type,
+            "session_id": sid,
+            "scope": stored_in,
+            "origin": origin,
+        }
 
     @tool(mcp, WRITE)
     def memory_store_batch(
@@ -129,7 +144,12 @@ def register(mcp: Any, get_manager: GetManager) -> None:
             raise ValidationError("items", f"expected 1 to {MAX_BATCH} items, got {len(items)}")
         m = get_manager()
         batch = [
-            {**item.model_dump(exclude_none=True), "session_id": session(m, item.session_id), "source": "manual"}
+            {
+                **item.model_dump(exclude_none=True),
+                "session_id": session(m, item.session_id),
+                "source": "manual",
+                "origin": "assistant",
+            }
             for item in items
         ]
         ids = m.store_batch(batch)
@@ -185,7 +205,7 @@ def register(mcp: Any, get_manager: GetManager) -> None:
             until,
             min_score,
             resumed_session=resumed.of(ctx),
-            scope=scope,
+            scope=client_scope(scope),
         )
         return {"success": True, "query": query, "count": len(hits), "memories": [h.to_dict() for h in hits]}
 
@@ -261,7 +281,7 @@ def register(mcp: Any, get_manager: GetManager) -> None:
         this server's session) and within a time range; of this server's project and the user's
         unless ``scope`` says otherwise. Page with offset."""
         m = get_manager()
-        found = m.list(type, session(m, session_id), limit, offset, since=since, until=until, scope=scope)
+        found = m.list(type, session(m, session_id), limit, offset, since=since, until=until, scope=client_scope(scope))
         return {"success": True, "count": len(found), "offset": offset, "memories": [x.to_dict() for x in found]}
 
     @tool(mcp, READ_ONLY)
@@ -274,7 +294,7 @@ def register(mcp: Any, get_manager: GetManager) -> None:
         """Memory usage: counts per collection and per scope, storage size and quota use
         (``storage_full`` on a full disk), sessions and their average length, the most frequent
         actions and screens, captures per day, search latency percentiles, embedding cache hit rate."""
-        return ok(get_manager().stats(scope=scope))
+        return ok(get_manager().stats(scope=client_scope(scope)))
 
     @tool(mcp, READ_ONLY)
     def memory_scopes() -> dict[str, Any]:

@@ -10,10 +10,23 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from mcp.server.mcpserver import Context
+from mcp.server.mcpserver import Context, Elicit
+from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel, ConfigDict, Field
 
-from remindful.shells.mcp.tools.common import READ_ONLY, WRITE, GetManager, ok, resumed_sessions, tool
+from remindful.errors import RemindfulError
+from remindful.shells.mcp.tools.common import (
+    READ_ONLY,
+    UPDATE,
+    WRITE,
+    GetManager,
+    client_scope,
+    ok,
+    resumed_sessions,
+    tool,
+)
+from remindful.shells.mcp.tools.confirm import Approval, Confirmation, approved, client_can_elicit
+from remindful.shells.mcp.tools.lifecycle import approval_resolved_by
 
 
 class Action(BaseModel):
@@ -50,10 +63,12 @@ def register(mcp: Any, get_manager: GetManager) -> None:
         ] = None,
         timestamp: Annotated[str | None, Field(description="ISO 8601 time of the turn (default: now).")] = None,
     ) -> dict[str, Any]:
-        """Learn from one conversation turn: extract up to 3 statements worth remembering
-        (preferences, decisions, project facts and constraints, procedures), each with a confidence
-        of at least 0.7. "Remember that …", "from now on …", "always use …" make a statement rank
-        higher later. Returns {"success": true, "count": n, "memories": [...]} (n may be 0).
+        """Learn from one conversation turn: up to 3 statements worth remembering (facts,
+        decisions, preferences, rules, procedures), each with a confidence of at least 0.7. What
+        the user stated is kept as the user's (origin "user"); what the assistant answered only as
+        its observations (origin "assistant"), however it is phrased. Questions, requests, code and
+        small talk are not kept. "Remember that …", "from now on …" make a statement rank higher
+        later. Returns {"success": true, "count": n, "memories": [...]} (n may be 0).
         """
         turn = {
             "user_message": user_message,
@@ -125,6 +140,37 @@ def register(mcp: Any, get_manager: GetManager) -> None:
         """
         return {"success": True, "memory": get_manager().confirm(query, memory_id).to_dict()}
 
+    def ask_whose_words(memory_id: str, ctx: Context) -> Elicit[Confirmation] | bool:
+        """The user is asked whether the memory holds their words, where the client can ask;
+        nothing is approved otherwise (the agent's say-so is not the user's)."""
+        if not client_can_elicit(ctx):
+            return False
+        try:
+            content = get_manager().get(memory_id).content
+        except RemindfulError:
+            return False  # the tool says it is not found
+        shown = content if len(content) <= 500 else content[:499] + "…"
+        return Elicit(f"Are these your words (something you said, decided or prefer)?\n\n{shown}", Confirmation)
+
+    @tool(mcp, UPDATE)
+    @approval_resolved_by(ask_whose_words)
+    def memory_confirm_users_words(
+        memory_id: Annotated[str, Field(description="A memory holding what the user said, decided or prefers.")],
+        approval: Approval = None,  # type: ignore[assignment]
+    ) -> dict[str, Any]:
+        """Ask the user whether a memory holds their own words (a decision, preference or rule
+        they stated, which you stored): confirmed, it is kept as theirs (origin "user_confirmed")
+        and may then count as their decision, preference or rule; what you store is otherwise
+        only ever your observation. Only a client that can ask its user (MCP elicitation) can
+        confirm. Returns {"success": true, "memory": {...}}; a tool error when the user did not
+        confirm (nothing changed).
+        """
+        manager = get_manager()
+        manager.get(memory_id)  # not found: said before anything else
+        if not approved(approval):
+            raise ToolError("Not confirmed as the user's words: the memory stays yours (nothing was changed)")
+        return {"success": True, "memory": manager.update(memory_id, origin="user_confirmed").to_dict()}
+
     @tool(mcp, READ_ONLY)
     def memory_suggest(
         context: Annotated[
@@ -176,7 +222,7 @@ def register(mcp: Any, get_manager: GetManager) -> None:
         scope: Annotated[
             str | list[str] | None,
             Field(
-                description='Whose memories: "here" (the default: this server\'s project and the user\'s), "all", '
+                description="Whose memories: \"here\" (the default: this server's project and the user's), "
                 '"user", "project", "project:NAME", or a list.'
             ),
         ] = None,
@@ -197,6 +243,7 @@ def register(mcp: Any, get_manager: GetManager) -> None:
         room = budget_tokens - sum(estimate_tokens(w) + 1 for w in warnings)
         text = ""
         if room > 0:
-            text = m.context(task, budget_tokens=room, min_score=min_score, resumed_session=mine, scope=scope).text
+            scoped = client_scope(scope)
+            text = m.context(task, budget_tokens=room, min_score=min_score, resumed_session=mine, scope=scoped).text
         text = "\n".join(x for x in [text, *warnings] if x)
         return {"success": True, "context": text, "tokens": estimate_tokens(text), "warnings": warnings}

@@ -1,0 +1,638 @@
+"""The PostgreSQL catalog: the source of truth of a store shared by a team or by several machines.
+
+``catalog.url: postgresql://USER@HOST:PORT/DB`` (or ``REMINDFUL_CATALOG__URL``) selects it; the
+password, if any, comes from the URL as configured or from libpq's own sources (``PGPASSWORD``,
+``~/.pgpass``), never from a command line, and every place the URL is shown shows it
+:func:`redacted <shown_url>`. psycopg 3 is imported when a catalog is first opened (the ``postgres``
+extra): hooks and ``--help`` never load it.
+
+It has the named methods of the SQLite :class:`~remindful.engine.catalog.Catalog` that the
+repositories and the store call, with the same meaning: :meth:`insert_memories` writes the rows,
+their type and scope counts (triggers) and their session windows in the caller's transaction;
+:meth:`delete_ids` deletes rows with their windows, their audit entries and their queued vector
+deletions in one; the lexical spaces are ``tsvector`` columns under GIN indexes
+(:mod:`remindful.engine.postgres.lexical`).
+
+Guarantees: a call that returns has committed. A write whose connection broke before its commit
+was sent is retried on a new connection (up to :data:`RETRIES` times, with backoff), as are
+serialisation failures and deadlocks; a connection that breaks *during* the commit raises
+:class:`CommitUnknownError` (the write may or may not have landed: callers that replay use
+idempotency keys, as the spool does). A server that does not answer is a :class:`StorageError`
+naming the redacted URL. The single-writer jobs (one drainer, restore, reindex) hold an advisory
+lock (:meth:`exclusive`); every write transaction holds the store's advisory lock shared, so a
+restore's exclusive hold waits for them and stops new ones, as SQLite's file lock does.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
+from typing import Any, TypeVar
+
+import numpy as np
+
+from remindful.engine.captures import SALT_KEY, forget_key, salted_key
+from remindful.engine.catalog import MemoryRow, counted, redact_row
+from remindful.engine.postgres import windows
+from remindful.engine.postgres.dialect import pg_filter
+from remindful.engine.postgres.lexical import PostgresLexicalSearch
+from remindful.engine.postgres.schema import (
+    MEMORY_COLUMNS,
+    MIGRATIONS,
+    ORIGINS_VERSION,
+    SCHEMA_VERSION,
+    VERSION_DDL,
+)
+from remindful.engine.postgres.url import shown_url
+from remindful.engine.projects import Project
+from remindful.engine.redact import StoreRedactor
+from remindful.engine.sqlfilter import SqlFilter
+from remindful.errors import DependencyMissingError, StorageError, StorageFullError, StorageLockedError
+
+T = TypeVar("T")
+log = logging.getLogger("remindful")
+
+RETRIES = 3
+BACKOFF_S = 0.1
+CONNECT_TIMEOUT_S = 5
+#: The advisory lock every write holds shared and a restore holds alone.
+STORE_LOCK = "store"
+#: The advisory lock under which a database's schema is created or migrated.
+MIGRATE_LOCK = "migrate"
+
+
+class CommitUnknownError(StorageError):
+    """The connection broke while a transaction was committing: it may or may not have landed."""
+
+
+def lock_key(name: str) -> int:
+    """The 64-bit advisory lock key of ``name`` (a stable hash: every machine takes the same)."""
+    return int.from_bytes(hashlib.sha256(f"remindful:{name}".encode()).digest()[:8], "big", signed=True)
+
+
+def _psycopg() -> Any:
+    try:
+        import psycopg
+    except ImportError as exc:  # pragma: no cover - the extra is in dev
+        raise DependencyMissingError("psycopg", "postgres") from exc
+    return psycopg
+
+
+def inspect(url: str, *, connect_timeout: float = CONNECT_TIMEOUT_S) -> tuple[int | None, float, float]:
+    """Look at the PostgreSQL catalog ``url`` without changing anything (no schema is created or
+    migrated): ``(schema version or None when it has none yet, the server's clock, the local clock
+    at the middle of the round trip)``. A server that does not answer is a StorageError naming the
+    redacted URL."""
+    psycopg = _psycopg()
+    try:
+        with psycopg.connect(
+            url, autocommit=True, connect_timeout=max(1, int(connect_timeout)), application_name="remindful doctor"
+        ) as conn:
+            has_table = conn.execute("SELECT to_regclass('schema_version') IS NOT NULL").fetchone()[0]
+            row = conn.execute("SELECT version FROM schema_version").fetchone() if has_table else None
+            sent = time.time()
+            server = float(conn.execute("SELECT extract(epoch FROM clock_timestamp())").fetchone()[0])
+            local = (sent + time.time()) / 2
+    except psycopg.Error as exc:
+        raise StorageError(
+            f"the PostgreSQL catalog {shown_url(url)} does not answer ({_first_line(exc)})",
+            suggestion="check that the server runs and is reachable, and the user and its password "
+            "(PGPASSWORD or ~/.pgpass)",
+        ) from exc
+    return (None if row is None else int(row[0])), server, local
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
+class PostgresCatalog:
+    """A connection to one PostgreSQL database holding a store's catalog, serialised by a lock.
+
+    ``redaction`` is the store's redactor (its session-id key lives in the local storage
+    directory): what the named methods write passes through it, as on SQLite. Opening creates or
+    migrates the schema (:mod:`remindful.engine.postgres.schema`)."""
+
+    def __init__(self, url: str, *, redaction: StoreRedactor, connect_timeout: float = CONNECT_TIMEOUT_S) -> None:
+        self._url = url
+        self.shown_url = shown_url(url)
+        self.redaction = redaction
+        self._connect_timeout = connect_timeout
+        self._psycopg = _psycopg()
+        self._lock = threading.RLock()
+        self._conn: Any = None
+        self._local = threading.local()  # each thread's own read connection
+        self._readers: list[Any] = []
+        self._readers_lock = threading.Lock()
+        self._lexical = PostgresLexicalSearch(self)
+        self._with_retries(self._migrate, what="opening the PostgreSQL catalog")
+
+    # -- connections and transactions -------------------------------------------------------------
+
+    def _connect(self) -> Any:
+        """A new autocommit connection (transactions are explicit: :meth:`transaction`)."""
+        return self._psycopg.connect(
+            self._url, autocommit=True, connect_timeout=max(1, int(self._connect_timeout)), application_name="remindful"
+        )
+
+    def _connection(self) -> Any:
+        conn = self._conn
+        if conn is None or conn.closed or conn.broken:
+            if conn is not None:
+                with suppress(Exception):
+                    conn.close()
+            self._conn = conn = self._connect()
+        return conn
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+            with self._readers_lock:
+                for conn in self._readers:
+                    with suppress(Exception):
+                        conn.close()
+                self._readers.clear()
+
+    def _reader(self) -> Any:
+        """This thread's own read connection (a read never waits for another thread's write)."""
+        conn = getattr(self._local, "conn", None)
+        if conn is None or conn.closed or conn.broken:
+            conn = self._local.conn = self._connect()
+            with self._readers_lock:
+                self._readers.append(conn)
+        return conn
+
+    def _error(self, exc: Exception, what: str) -> StorageError | None:
+        """Ours for a psycopg error; None means 'retry it' (a broken connection, a serialisation
+        failure, a deadlock)."""
+        errors = self._psycopg.errors
+        if isinstance(exc, errors.DiskFull):
+            return StorageFullError(f"{what}: the PostgreSQL server's disk is full ({exc})")
+        if isinstance(exc, errors.SerializationFailure | errors.DeadlockDetected | errors.LockNotAvailable):
+            return None
+        if isinstance(exc, self._psycopg.OperationalError):
+            return None
+        return StorageError(f"{what} failed on the PostgreSQL catalog {self.shown_url}: {exc}")
+
+    def _with_retries(self, operation: Callable[[], T], *, what: str) -> T:
+        for attempt in range(RETRIES + 1):
+            try:
+                return operation()
+            except self._psycopg.Error as exc:
+                mapped = self._error(exc, what)
+                if mapped is not None:
+                    raise mapped from exc
+                if attempt == RETRIES:
+                    if isinstance(exc, self._psycopg.OperationalError):
+                        raise StorageError(
+                            f"{what} failed: the PostgreSQL catalog {self.shown_url} does not answer ({exc})",
+                            suggestion="check that the server runs and is reachable; `remindful doctor` tells more",
+                        ) from exc
+                    raise StorageLockedError(
+                        f"{what} failed: the catalog stayed busy through {RETRIES} retries ({exc})"
+                    ) from exc
+                time.sleep(BACKOFF_S * (2**attempt))
+        raise AssertionError("unreachable")
+
+    @contextmanager
+    def transaction(self) -> Iterator[Any]:
+        """One write transaction on the shared connection, holding the store lock shared. The
+        caller retries (:meth:`write`); a break during COMMIT is :class:`CommitUnknownError`."""
+        with self._lock:
+            conn = self._connection()
+            conn.execute("BEGIN")
+            try:
+                conn.execute("SELECT pg_advisory_xact_lock_shared(%s)", (lock_key(STORE_LOCK),))
+                yield conn
+            except BaseException:
+                with suppress(Exception):
+                    conn.execute("ROLLBACK")
+                raise
+            try:
+                conn.execute("COMMIT")
+            except self._psycopg.OperationalError as exc:
+                raise CommitUnknownError(
+                    f"the connection to {self.shown_url} broke while committing: the write may or may not have landed"
+                ) from exc
+
+    def write(self, fn: Callable[[Any], T], *, what: str = "write") -> T:
+        """Run ``fn(conn)`` in one retried write transaction."""
+
+        def run() -> T:
+            with self.transaction() as conn:
+                return fn(conn)
+
+        return self._with_retries(run, what=what)
+
+    def read(self, sql: str, params: Sequence[Any] = (), *, private: bool = False) -> list[Any]:
+        """Rows of one query (``%s`` parameters), retried on a broken connection. ``private`` is
+        accepted for the SQLite catalog's callers (a read runs on its thread's own connection
+        whenever another thread holds the shared one)."""
+
+        def run() -> list[Any]:
+            # In this thread's own write transaction, read there (it sees its own writes);
+            # while another thread holds the shared connection, read on this thread's own.
+            if self._lock.acquire(blocking=False):
+                try:
+                    return list(self._connection().execute(sql, params).fetchall())
+                finally:
+                    self._lock.release()
+            return list(self._reader().execute(sql, params).fetchall())
+
+        return self._with_retries(run, what="read")
+
+    @contextmanager
+    def exclusive(self, name: str, *, wait: bool = True) -> Iterator[bool]:
+        """Hold the advisory lock ``name`` (``drain``, ``reindex``, ``restore``, or :data:`STORE_LOCK`)
+        on a session of its own for the block: yields whether it is held (``wait=False`` does not
+        wait for another holder). The server releases it if this process dies."""
+        conn = self._with_retries(self._connect, what="taking a lock")
+        try:
+            key = lock_key(name)
+            if wait:
+                conn.execute("SELECT pg_advisory_lock(%s)", (key,))
+                held = True
+            else:
+                held = bool(conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0])
+            yield held
+        finally:
+            with suppress(Exception):
+                conn.close()
+
+    # -- the schema ---------------------------------------------------------------------------------
+
+    def _migrate(self) -> None:
+        """Create or migrate the schema to :data:`SCHEMA_VERSION`, once, under an advisory lock."""
+        conn = self._connect()
+        try:
+            conn.execute("BEGIN")
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key(MIGRATE_LOCK),))
+            conn.execute(VERSION_DDL)
+            row = conn.execute("SELECT version FROM schema_version").fetchone()
+            version = 0 if row is None else int(row[0])
+            if version > SCHEMA_VERSION:
+                conn.execute("ROLLBACK")
+                raise StorageError(
+                    f"the PostgreSQL catalog {self.shown_url} was written by a newer remindful "
+                    f"(schema {version} > {SCHEMA_VERSION})",
+                    suggestion="upgrade remindful on this machine",
+                )
+            for number, statements in enumerate(MIGRATIONS[version:], start=version + 1):
+                if number == ORIGINS_VERSION:
+                    _derive_origins(conn)
+                for statement in statements:
+                    conn.execute(statement)
+            if row is None:
+                conn.execute("INSERT INTO schema_version (version) VALUES (%s)", (SCHEMA_VERSION,))
+            elif version < SCHEMA_VERSION:
+                conn.execute("UPDATE schema_version SET version = %s", (SCHEMA_VERSION,))
+            conn.execute("COMMIT")
+            if version < SCHEMA_VERSION:
+                log.info("PostgreSQL catalog %s: schema %d -> %d", self.shown_url, version, SCHEMA_VERSION)
+        finally:
+            conn.close()
+
+    def schema_version(self) -> int:
+        """The schema version the database is at."""
+        return int(self.read("SELECT version FROM schema_version")[0][0])
+
+    def server_time(self) -> float:
+        """The server's clock (epoch seconds), for the clock skew ``doctor`` reports."""
+        return float(self.read("SELECT extract(epoch FROM clock_timestamp())")[0][0])
+
+    # -- memories -------------------------------------------------------------------------------
+
+    def insert_memories(self, conn: Any, rows: Sequence[MemoryRow], *, author: str | None = None) -> None:
+        """Insert rows (inside the caller's transaction), redacted first as on SQLite, with the
+        redaction counts and the session windows in the same transaction; ``author`` records who
+        wrote them (None: the store's owner)."""
+        counts: dict[str, int] = {}
+        for row in rows:
+            redact_row(self.redaction, row, counts)
+        add_counts(conn, counted(counts))
+        with conn.cursor() as cur:
+            cur.executemany(
+                "INSERT INTO memories (id, type, content, metadata, source, memory_class, session_id, created_at, "
+                "updated_at, importance, access_count, last_accessed, bookmarked, content_hash, chunk, expires_at, "
+                "embedding, indexed, size_bytes, scope, author, origin) "
+                "VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
+                [
+                    (
+                        r.id,
+                        r.type,
+                        r.content,
+                        r.metadata,
+                        r.source,
+                        r.memory_class,
+                        r.session_id,
+                        r.created_at,
+                        r.updated_at,
+                        r.importance,
+                        r.access_count,
+                        r.last_accessed,
+                        int(r.bookmarked),
+                        r.content_hash,
+                        r.chunk,
+                        r.expires_at,
+                        _blob(r.embedding),
+                        int(r.indexed),
+                        len(r.content.encode()) + len(r.metadata) + (0 if r.embedding is None else r.embedding.nbytes),
+                        r.scope,
+                        author,
+                        r.origin,
+                    )
+                    for r in rows
+                ],
+            )
+        windows.after_insert(conn, [r.id for r in rows])
+
+    def get_rows(self, ids: Sequence[str]) -> dict[str, MemoryRow]:
+        """Rows for ``ids`` that exist, keyed by id."""
+        rows = self.read(f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id = ANY(%s)", (list(ids),))
+        return {row[0]: MemoryRow.from_sql(row) for row in rows}
+
+    def existing_ids(self, ids: Sequence[str]) -> set[str]:
+        return {r[0] for r in self.read("SELECT id FROM memories WHERE id = ANY(%s)", (list(ids),))}
+
+    def select_rows(self, flt: SqlFilter, *, limit: int = 100, offset: int = 0) -> list[MemoryRow]:
+        """Rows passing ``flt``, newest first."""
+        where, params = pg_filter(flt)
+        sql = (
+            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE {where} "
+            "ORDER BY created_at DESC, rowid DESC LIMIT %s OFFSET %s"
+        )
+        return [MemoryRow.from_sql(r) for r in self.read(sql, [*params, limit, offset])]
+
+    def count(self, flt: SqlFilter | None = None) -> int:
+        where, params = pg_filter(flt or SqlFilter())
+        return int(self.read(f"SELECT count(*) FROM memories WHERE {where}", params)[0][0])
+
+    def embeddings(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
+        rows = self.read(
+            "SELECT id, embedding FROM memories WHERE id = ANY(%s) AND embedding IS NOT NULL", (list(ids),)
+        )
+        return {mid: np.frombuffer(blob, dtype=np.float32) for mid, blob in rows}
+
+    def type_counts(self) -> dict[str, int]:
+        """How many memories each type holds (types without any are left out)."""
+        return {str(t): int(n) for t, n in self.read("SELECT type, n FROM type_counts WHERE n > 0")}
+
+    def scope_counts(self) -> dict[str | None, int]:
+        """How many memories each scope holds (None: unscoped)."""
+        return {scope or None: int(n) for scope, n in self.read("SELECT scope, n FROM scope_counts WHERE n > 0")}
+
+    def touch(self, ids: Sequence[str], at: float, counts: Mapping[str, int] | None = None) -> None:
+        """Count an access: ``access_count`` + 1 and ``last_accessed`` = at; and add ``counts`` to
+        the store's counters (the searches' figures, :mod:`remindful.engine.perf`)."""
+        if not ids and not counts:
+            return
+
+        def run(c: Any) -> None:
+            if ids:
+                c.execute(
+                    "UPDATE memories SET access_count = access_count + 1, last_accessed = %s WHERE id = ANY(%s)",
+                    (at, list(ids)),
+                )
+            add_counts(c, dict(counts or {}))
+
+        self.write(run, what="recording access")
+
+    def unindexed(self, limit: int = 1000) -> list[tuple[MemoryRow, np.ndarray | None]]:
+        rows = self.read(
+            f"SELECT {MEMORY_COLUMNS}, embedding FROM memories WHERE indexed = 0 ORDER BY rowid LIMIT %s", [limit]
+        )
+        return [(MemoryRow.from_sql(r), None if r[-1] is None else np.frombuffer(r[-1], np.float32)) for r in rows]
+
+    def mark_indexed(self, ids: Sequence[str], value: bool = True) -> None:
+        if ids:
+            self.write(
+                lambda c: c.execute("UPDATE memories SET indexed = %s WHERE id = ANY(%s)", (int(value), list(ids))),
+                what="marking memories indexed",
+            )
+
+    def set_embeddings(self, items: Mapping[str, np.ndarray]) -> None:
+        """Save vectors; a row that had none grows by the vector's size (quota accounting)."""
+
+        def run(c: Any) -> None:
+            with c.cursor() as cur:
+                cur.executemany(
+                    "UPDATE memories SET size_bytes = size_bytes + CASE WHEN embedding IS NULL THEN %s ELSE 0 END, "
+                    "embedding = %s WHERE id = %s",
+                    [(v.nbytes, _blob(v), k) for k, v in items.items()],
+                )
+
+        if items:
+            self.write(run, what="saving embeddings")
+
+    def claim_embedding_model(self, name: str) -> str:
+        """Record ``name`` as the model of this store's vectors unless one is recorded; the recorded one."""
+
+        def run(c: Any) -> str:
+            c.execute("INSERT INTO meta (key, value) VALUES ('embedding_model', %s) ON CONFLICT DO NOTHING", (name,))
+            return str(c.execute("SELECT value FROM meta WHERE key = 'embedding_model'").fetchone()[0])
+
+        return self.write(run, what="recording the embedding model")
+
+    # -- lexical spaces ---------------------------------------------------------------------------
+
+    def lexical(
+        self, terms: Sequence[str], flt: SqlFilter, limit: int, *, table: str = "memories_fts", restricted: bool = True
+    ) -> list[tuple[str, float]]:
+        """Full-text matches among rows passing ``flt``, best first: see :meth:`PostgresLexicalSearch.search`."""
+        return self._lexical.search(terms, flt, limit, table=table)
+
+    def doc_freqs(self, terms: Sequence[str]) -> tuple[dict[str, int], int]:
+        return self._lexical.doc_freqs(terms)
+
+    def windows(self, ids: Sequence[str]) -> dict[str, str]:
+        return self._lexical.windows(ids)
+
+    # -- sessions, projects, audit -------------------------------------------------------------------
+
+    def stored_session_id(self, session_id: str) -> str:
+        return self.redaction.session_id(session_id)
+
+    def audit(self, conn: Any, action: str, memory_id: str | None, detail: dict[str, Any]) -> None:
+        """One audit-log entry, now, in the caller's transaction; ``detail`` redacted."""
+        text = json.dumps(self.redaction.value(json.loads(json.dumps(detail, default=str))))
+        conn.execute(
+            "INSERT INTO audit_log (at, action, memory_id, detail) VALUES (%s, %s, %s, %s)",
+            (time.time(), action, memory_id, text),
+        )
+
+    def ensure_session(self, conn: Any, session_id: str, at: float) -> None:
+        self.upsert_session(conn, session_id, at)
+
+    def upsert_session(
+        self,
+        conn: Any,
+        session_id: str,
+        at: float,
+        *,
+        metadata: Mapping[str, Any] | None = None,
+        ended: bool | None = None,
+    ) -> None:
+        """As :meth:`Catalog.upsert_session <remindful.engine.catalog.Catalog.upsert_session>`."""
+        session_id = self.stored_session_id(session_id)
+        if metadata is not None:
+            metadata = self.redaction.value(metadata)
+        ended_at = "excluded.ended_at" if ended else ("NULL" if ended is False else "s.ended_at")
+        meta = None if metadata is None else json.dumps(metadata)
+        conn.execute(
+            "INSERT INTO sessions AS s (id, started_at, ended_at, metadata) VALUES (%s, %s, %s, coalesce(%s, '{}')) "
+            "ON CONFLICT (id) DO UPDATE SET started_at = least(s.started_at, excluded.started_at), "
+            f"ended_at = {ended_at}, metadata = coalesce(%s, s.metadata)",
+            (session_id, at, at if ended else None, meta, meta),
+        )
+
+    def session_metadata(self, session_id: str, conn: Any = None) -> dict[str, Any]:
+        sql, params = "SELECT metadata FROM sessions WHERE id = %s", (self.stored_session_id(session_id),)
+        rows = conn.execute(sql, params).fetchall() if conn is not None else self.read(sql, params)
+        return dict(json.loads(rows[0][0])) if rows and rows[0][0] else {}
+
+    def record_projects(
+        self, conn: Any, projects: Iterable[Project], at: float, counts: dict[str, int] | None = None
+    ) -> None:
+        """Record ``projects`` as seen at ``at``, in the caller's transaction (name and root redacted;
+        a known one keeps its first root, one known by name only takes the first root seen)."""
+        text = self.redaction.text
+        with conn.cursor() as cur:
+            cur.executemany(
+                "INSERT INTO projects AS p (key, name, root, first_seen, last_seen) VALUES (%s, %s, %s, %s, %s) "
+                "ON CONFLICT (key) DO UPDATE SET last_seen = greatest(p.last_seen, excluded.last_seen), "
+                "root = CASE WHEN p.root = '' THEN excluded.root ELSE p.root END",
+                [(p.key, text(p.name, counts), text(p.root, counts), at, at) for p in projects],
+            )
+
+    # -- the hand-off from the machines' spools -------------------------------------------------
+
+    def deliver(self, items: Sequence[tuple[str, Sequence[MemoryRow]]]) -> int:
+        """Store each ``(key, rows)`` once, in one transaction: a key already delivered (``spool_done``)
+        is skipped with its rows, so a machine that lost the answer (a server killed during the
+        commit, :class:`CommitUnknownError`) delivers the same batch again and nothing is stored
+        twice. A row whose statement was forgotten (a tombstone, recorded by any machine) is not
+        stored: the check is made in the same transaction. Returns how many keys were new."""
+
+        def run(conn: Any) -> int:
+            fresh: list[MemoryRow] = []
+            new = 0
+            now = time.time()
+            for key, rows in items:
+                if conn.execute(
+                    "INSERT INTO spool_done (idem_key, done_at) VALUES (%s, %s) ON CONFLICT DO NOTHING "
+                    "RETURNING idem_key",
+                    (key, now),
+                ).fetchone():
+                    fresh.extend(rows)
+                    new += 1
+            if fresh:
+                # Tombstones are kept under the store's salt (remindful.engine.captures), read here.
+                salt = conn.execute("SELECT value FROM meta WHERE key = %s", (SALT_KEY,)).fetchone()
+                keys = {
+                    row.id: forget_key(row.content)
+                    if salt is None
+                    else salted_key(bytes.fromhex(salt[0]), forget_key(row.content))
+                    for row in fresh
+                }
+                buried = {
+                    str(r[0])
+                    for r in conn.execute("SELECT key FROM tombstones WHERE key = ANY(%s)", (list(set(keys.values())),))
+                }
+                fresh = [row for row in fresh if keys[row.id] not in buried]
+            if fresh:
+                self.insert_memories(conn, fresh)
+            return new
+
+        return self.write(run, what="delivering spooled events")
+
+    # -- deletes and their queues ----------------------------------------------------------------
+
+    def delete_ids(self, ids: Sequence[str], *, reason: str | Mapping[str, str] = "delete") -> list[tuple[str, str]]:
+        """Delete ``ids`` in one transaction with their windows (the neighbours' mended), an audit
+        entry each (action ``reason`` or ``reason[id]``) and a queued vector deletion each; the
+        (id, type) pairs that existed."""
+        return self.write(lambda c: self.delete_in(c, ids, reason=reason), what="deleting memories")
+
+    def delete_in(
+        self, conn: Any, ids: Sequence[str], *, reason: str | Mapping[str, str] = "delete"
+    ) -> list[tuple[str, str]]:
+        """:meth:`delete_ids` inside the caller's transaction."""
+        reasons = {} if isinstance(reason, str) else reason
+        default = reason if isinstance(reason, str) else "delete"
+        wanted = list(dict.fromkeys(ids))
+        gone = [
+            (str(i), str(t))
+            for i, t in conn.execute(
+                "SELECT id, type FROM memories WHERE id = ANY(%s) ORDER BY rowid FOR UPDATE", (wanted,)
+            ).fetchall()
+        ]
+        if not gone:
+            return []
+        now = time.time()
+        with conn.cursor() as cur:
+            cur.executemany(
+                "INSERT INTO audit_log (at, action, memory_id, detail) VALUES (%s, %s, %s, %s)",
+                [(now, reasons.get(i, default), i, json.dumps({"type": t})) for i, t in gone],
+            )
+            cur.executemany(
+                "INSERT INTO index_deletes (memory_id, type) VALUES (%s, %s) "
+                "ON CONFLICT (memory_id) DO UPDATE SET type = excluded.type",
+                gone,
+            )
+        spots = windows.before_delete(conn, [i for i, _ in gone])
+        conn.execute("DELETE FROM memories WHERE id = ANY(%s)", ([i for i, _ in gone],))
+        windows.after_delete(conn, spots)
+        return gone
+
+    def pending_index_deletes(self, limit: int) -> list[tuple[str, str]]:
+        """Up to ``limit`` queued vector deletions, oldest first: (memory id, type)."""
+        return [tuple(r) for r in self.read("SELECT memory_id, type FROM index_deletes ORDER BY seq LIMIT %s", [limit])]
+
+    def finish_index_deletes(self, ids: Sequence[str]) -> None:
+        if ids:
+            self.write(
+                lambda c: c.execute("DELETE FROM index_deletes WHERE memory_id = ANY(%s)", (list(ids),)),
+                what="recording vector deletions",
+            )
+
+
+def _derive_origins(conn: Any) -> None:
+    """Give each row without an origin the one its source and metadata imply, in the migrating
+    transaction (as SQLite's upgrade does)."""
+    from remindful.model import derive_origin
+
+    updates = []
+    for rowid, source, metadata in conn.execute("SELECT rowid, source, metadata FROM memories WHERE origin IS NULL"):
+        try:
+            meta = json.loads(metadata)
+        except ValueError:
+            meta = {}
+        updates.append((derive_origin(source, meta if isinstance(meta, dict) else {}), rowid))
+    if updates:
+        with conn.cursor() as cur:
+            cur.executemany("UPDATE memories SET origin = %s WHERE rowid = %s", updates)
+
+
+def add_counts(conn: Any, counts: Mapping[str, int]) -> None:
+    """Add ``counts`` (name → hits) to ``capture_stats`` in the caller's transaction."""
+    if counts:
+        with conn.cursor() as cur:
+            cur.executemany(
+                "INSERT INTO capture_stats AS s (name, value) VALUES (%s, %s) "
+                "ON CONFLICT (name) DO UPDATE SET value = s.value + excluded.value",
+                list(counts.items()),
+            )
+
+
+def _blob(vector: np.ndarray | None) -> bytes | None:
+    return None if vector is None else np.ascontiguousarray(vector, dtype=np.float32).tobytes()
+
+
+__all__ = ["CommitUnknownError", "PostgresCatalog", "add_counts", "inspect", "lock_key", "shown_url"]

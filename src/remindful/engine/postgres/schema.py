@@ -1,0 +1,242 @@
+"""Every table, index, function and trigger of the PostgreSQL catalog: the one place its DDL is written.
+
+The schema is versioned: :data:`MIGRATIONS` lists, for each version, the statements that bring a
+database of the version before it up to it; ``schema_version`` holds the version a database is at.
+:class:`~remindful.engine.postgres.catalog.PostgresCatalog` runs the missing migrations at open, in
+one transaction under an advisory lock (two processes opening a new database at once migrate it
+once), and refuses a database of a newer version.
+
+The tables mean what their SQLite namesakes mean (:mod:`remindful.engine.schema`), with two
+differences. The lexical spaces are PostgreSQL's own full-text search: ``memories.content_tsv``
+and ``context_windows.tsv`` are ``tsvector`` columns generated with the ``english`` configuration
+(Snowball stemming, English stop words), each under a GIN index; FTS5's virtual tables and their
+triggers have no counterpart. And the counts of each type and scope are kept by PL/pgSQL triggers
+in the writing transaction, as SQLite's triggers keep them.
+
+Standard library only, nothing imported: the DDL is text.
+"""
+
+from __future__ import annotations
+
+#: The full-text configuration of both lexical spaces (stemming and stop words).
+TEXT_SEARCH_CONFIG = "english"
+
+_V1 = [
+    "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    """
+CREATE TABLE IF NOT EXISTS memories (
+    rowid BIGSERIAL PRIMARY KEY,
+    id TEXT NOT NULL UNIQUE,
+    type TEXT NOT NULL,
+    content TEXT NOT NULL,
+    metadata TEXT NOT NULL DEFAULT '{}',
+    source TEXT NOT NULL,
+    memory_class TEXT NOT NULL,
+    session_id TEXT,
+    created_at DOUBLE PRECISION NOT NULL,
+    updated_at DOUBLE PRECISION,
+    importance DOUBLE PRECISION NOT NULL DEFAULT 0.5,
+    access_count INTEGER NOT NULL DEFAULT 0,
+    last_accessed DOUBLE PRECISION,
+    bookmarked INTEGER NOT NULL DEFAULT 0,
+    content_hash TEXT NOT NULL,
+    chunk TEXT,
+    expires_at DOUBLE PRECISION,
+    embedding BYTEA,
+    indexed INTEGER NOT NULL DEFAULT 0,
+    size_bytes BIGINT NOT NULL DEFAULT 0,
+    seq INTEGER,
+    scope TEXT,
+    -- who wrote it (a team member's name; NULL: the store's owner) and how often it changed
+    author TEXT,
+    version INTEGER NOT NULL DEFAULT 1,
+    content_tsv tsvector GENERATED ALWAYS AS (to_tsvector('english', content)) STORED
+)""",
+    "CREATE INDEX IF NOT EXISTS idx_memories_type_time ON memories(type, created_at, rowid)",
+    "CREATE INDEX IF NOT EXISTS idx_memories_session_time ON memories(session_id, created_at, rowid)",
+    "CREATE INDEX IF NOT EXISTS idx_memories_time ON memories(created_at, rowid)",
+    "CREATE INDEX IF NOT EXISTS idx_memories_scope_time ON memories(scope, created_at, rowid)",
+    "CREATE INDEX IF NOT EXISTS idx_memories_hash ON memories(content_hash)",
+    "CREATE INDEX IF NOT EXISTS idx_memories_unindexed ON memories(indexed) WHERE indexed = 0",
+    "CREATE INDEX IF NOT EXISTS idx_memories_session_seq ON memories(session_id, seq)",
+    "CREATE INDEX IF NOT EXISTS idx_memories_fts ON memories USING GIN (content_tsv)",
+    # The counts of each type and scope, kept in the writing transaction ('' counts the unscoped).
+    "CREATE TABLE IF NOT EXISTS type_counts (type TEXT PRIMARY KEY, n BIGINT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS scope_counts (scope TEXT PRIMARY KEY, n BIGINT NOT NULL)",
+    """
+CREATE OR REPLACE FUNCTION remindful_count_rows() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP IN ('DELETE', 'UPDATE') THEN
+        UPDATE type_counts SET n = n - 1 WHERE type = OLD.type;
+        UPDATE scope_counts SET n = n - 1 WHERE scope = coalesce(OLD.scope, '');
+    END IF;
+    IF TG_OP IN ('INSERT', 'UPDATE') THEN
+        INSERT INTO type_counts AS t (type, n) VALUES (NEW.type, 1)
+            ON CONFLICT (type) DO UPDATE SET n = t.n + 1;
+        INSERT INTO scope_counts AS s (scope, n) VALUES (coalesce(NEW.scope, ''), 1)
+            ON CONFLICT (scope) DO UPDATE SET n = s.n + 1;
+    END IF;
+    RETURN NULL;
+END $$""",
+    "DROP TRIGGER IF EXISTS memories_count_ai ON memories",
+    "CREATE TRIGGER memories_count_ai AFTER INSERT OR DELETE ON memories "
+    "FOR EACH ROW EXECUTE FUNCTION remindful_count_rows()",
+    "DROP TRIGGER IF EXISTS memories_count_au ON memories",
+    "CREATE TRIGGER memories_count_au AFTER UPDATE OF type, scope ON memories "
+    "FOR EACH ROW WHEN (OLD.type IS DISTINCT FROM NEW.type OR OLD.scope IS DISTINCT FROM NEW.scope) "
+    "EXECUTE FUNCTION remindful_count_rows()",
+    """
+CREATE TABLE IF NOT EXISTS projects (
+    key TEXT PRIMARY KEY,
+    name TEXT NOT NULL,
+    root TEXT NOT NULL DEFAULT '',
+    first_seen DOUBLE PRECISION NOT NULL,
+    last_seen DOUBLE PRECISION NOT NULL
+)""",
+    """
+CREATE TABLE IF NOT EXISTS sessions (
+    id TEXT PRIMARY KEY,
+    started_at DOUBLE PRECISION NOT NULL,
+    ended_at DOUBLE PRECISION,
+    metadata TEXT NOT NULL DEFAULT '{}'
+)""",
+    """
+CREATE TABLE IF NOT EXISTS file_hashes (
+    path TEXT PRIMARY KEY,
+    sha256 TEXT NOT NULL,
+    memory_ids TEXT NOT NULL DEFAULT '[]',
+    updated_at DOUBLE PRECISION NOT NULL
+)""",
+    """
+CREATE TABLE IF NOT EXISTS audit_log (
+    seq BIGSERIAL PRIMARY KEY,
+    at DOUBLE PRECISION NOT NULL,
+    action TEXT NOT NULL,
+    memory_id TEXT,
+    detail TEXT
+)""",
+    """
+CREATE TABLE IF NOT EXISTS embedding_cache (
+    model TEXT NOT NULL,
+    hash TEXT NOT NULL,
+    vector BYTEA NOT NULL,
+    PRIMARY KEY (model, hash)
+)""",
+    """
+CREATE TABLE IF NOT EXISTS index_deletes (
+    seq BIGSERIAL,
+    memory_id TEXT PRIMARY KEY,
+    type TEXT NOT NULL
+)""",
+    # The spool the drainers of every machine hand their events to, and the keys they drained:
+    # a replayed event (a machine that lost its acknowledgement) is recognised here.
+    """
+CREATE TABLE IF NOT EXISTS spool (
+    seq BIGSERIAL PRIMARY KEY,
+    idem_key TEXT UNIQUE,
+    kind TEXT NOT NULL,
+    payload TEXT NOT NULL,
+    created_at DOUBLE PRECISION NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    last_error TEXT
+)""",
+    "CREATE TABLE IF NOT EXISTS spool_done (idem_key TEXT PRIMARY KEY, done_at DOUBLE PRECISION NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS capture_stats (name TEXT PRIMARY KEY, value BIGINT NOT NULL)",
+    # Session windows (remindful.engine.windows): each memory's text with its neighbours' and its date.
+    f"""
+CREATE TABLE IF NOT EXISTS context_windows (
+    rowid BIGINT PRIMARY KEY,
+    text TEXT NOT NULL,
+    tsv tsvector GENERATED ALWAYS AS (to_tsvector('{TEXT_SEARCH_CONFIG}', text)) STORED
+)""",
+    "CREATE INDEX IF NOT EXISTS idx_context_fts ON context_windows USING GIN (tsv)",
+    "CREATE TABLE IF NOT EXISTS context_drop (rowid BIGINT PRIMARY KEY)",
+    "CREATE TABLE IF NOT EXISTS context_mend (session_id TEXT NOT NULL, seq INTEGER NOT NULL, "
+    "PRIMARY KEY (session_id, seq))",
+    """
+CREATE TABLE IF NOT EXISTS learning_counters (
+    kind TEXT NOT NULL,
+    key TEXT NOT NULL,
+    value DOUBLE PRECISION NOT NULL DEFAULT 0,
+    PRIMARY KEY (kind, key)
+)""",
+    """
+CREATE TABLE IF NOT EXISTS reinforcements (
+    seq BIGSERIAL PRIMARY KEY,
+    memory_id TEXT NOT NULL,
+    at DOUBLE PRECISION NOT NULL,
+    reason TEXT NOT NULL,
+    query TEXT,
+    importance DOUBLE PRECISION NOT NULL
+)""",
+    "CREATE INDEX IF NOT EXISTS idx_reinforcements_memory ON reinforcements(memory_id)",
+    """
+CREATE TABLE IF NOT EXISTS tombstones (
+    key TEXT PRIMARY KEY,
+    buried_at DOUBLE PRECISION NOT NULL,
+    reason TEXT NOT NULL,
+    memory_id TEXT
+)""",
+    """
+CREATE TABLE IF NOT EXISTS injections (
+    seq BIGSERIAL PRIMARY KEY,
+    at DOUBLE PRECISION NOT NULL,
+    session_id TEXT,
+    project TEXT,
+    event TEXT NOT NULL,
+    tokens INTEGER NOT NULL,
+    memory_ids TEXT NOT NULL DEFAULT '[]'
+)""",
+    "CREATE INDEX IF NOT EXISTS idx_injections_project ON injections(project, at)",
+    "CREATE INDEX IF NOT EXISTS idx_injections_session ON injections(session_id, at)",
+]
+
+#: Version 2: where each memory's words came from (``origin``: 'user', 'assistant', 'tool:NAME',
+#: 'file:PATH', 'web:URL', ...), as the SQLite catalog records it; NULL for rows written before.
+_V2 = ["ALTER TABLE memories ADD COLUMN IF NOT EXISTS origin TEXT"]
+
+#: Version 3: the directories the user bound to a project (``remindful scopes bind``), as the
+#: SQLite catalog's ``project_bindings``.
+_V3 = [
+    """
+CREATE TABLE IF NOT EXISTS project_bindings (
+    root TEXT PRIMARY KEY,
+    key TEXT NOT NULL,
+    name TEXT NOT NULL,
+    bound_at DOUBLE PRECISION NOT NULL
+)"""
+]
+
+#: Version 4: the people of a team store (:mod:`remindful.engine.postgres.team`): each one's name,
+#: the SHA-256 of the token the admin issued (never the token), and when it was revoked.
+_V4 = [
+    """
+CREATE TABLE IF NOT EXISTS people (
+    name TEXT PRIMARY KEY,
+    token_hash TEXT NOT NULL UNIQUE,
+    added_at DOUBLE PRECISION NOT NULL,
+    revoked_at DOUBLE PRECISION
+)""",
+    "CREATE INDEX IF NOT EXISTS idx_memories_author ON memories(author)",
+]
+
+#: Version 5: every memory has an origin, as on SQLite (``NOT NULL DEFAULT 'user'``): the catalog
+#: first gives the rows written before theirs (:data:`ORIGINS_VERSION`), from their source and
+#: metadata as SQLite's upgrade does (:func:`remindful.model.derive_origin`).
+_V5 = ["ALTER TABLE memories ALTER COLUMN origin SET DEFAULT 'user', ALTER COLUMN origin SET NOT NULL"]
+
+#: The statements of each version, from the first: ``MIGRATIONS[v - 1]`` brings version ``v - 1`` to ``v``.
+MIGRATIONS: tuple[list[str], ...] = (_V1, _V2, _V3, _V4, _V5)
+#: The version before which the catalog derives the origins of rows that have none.
+ORIGINS_VERSION = 5
+SCHEMA_VERSION = len(MIGRATIONS)
+
+#: The table holding the version (one row); created before any migration runs.
+VERSION_DDL = "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)"
+
+#: Columns of ``memories`` returned by reads, in this order (no embedding): as SQLite's
+#: :data:`remindful.engine.schema.MEMORY_COLUMNS`, so :meth:`MemoryRow.from_sql` reads both.
+MEMORY_COLUMNS = (
+    "id, type, content, metadata, source, memory_class, session_id, created_at, updated_at, importance, "
+    "access_count, last_accessed, bookmarked, content_hash, chunk, expires_at, indexed, scope, origin"
+)

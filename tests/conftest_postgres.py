@@ -1,0 +1,154 @@
+"""A real PostgreSQL 15 server for the catalog's contract tests: a throwaway cluster, once per session.
+
+``initdb`` and ``pg_ctl`` from ``/usr/lib/postgresql/15/bin`` (Debian's ``postgresql`` package), run
+as the ``postgres`` user when the tests run as root (the server refuses root), in a directory that
+user owns, on a free port, listening on loopback and on a socket inside that directory. Each test
+gets a database of its own (:func:`postgres_url`), dropped after it. Without PostgreSQL the tests
+that need it skip, except in CI (``CI=true``), where they fail: ``.ci/run`` installs it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+PG_BIN = Path(os.environ.get("REMINDFUL_TEST_PG_BIN", "/usr/lib/postgresql/15/bin"))
+STARTUP_TIMEOUT = 60.0
+SUPERUSER = "remindful"
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _missing(why: str) -> None:
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"PostgreSQL is required in CI: {why}")
+    pytest.skip(why)
+
+
+class PostgresCluster:
+    """A running throwaway cluster: ``url(db)`` names a database on it; :meth:`stop`,
+    :meth:`kill` (``kill -9`` of the postmaster) and :meth:`start` for the fault tests."""
+
+    def __init__(self, root: Path, port: int, as_user: list[str]) -> None:
+        self.root, self.port, self._as_user = root, port, as_user
+        self.data = root / "data"
+
+    def url(self, database: str = "postgres") -> str:
+        return f"postgresql://{SUPERUSER}@127.0.0.1:{self.port}/{database}"
+
+    def _run(self, *argv: str, check: bool = True) -> subprocess.CompletedProcess[bytes]:
+        return subprocess.run([*self._as_user, *argv], capture_output=True, check=check, timeout=120)
+
+    def start(self) -> None:
+        options = f"-p {self.port} -k {self.root} -h 127.0.0.1 -c fsync=off -c full_page_writes=off"
+        done = self._run(
+            str(PG_BIN / "pg_ctl"), "-D", str(self.data), "-l", str(self.root / "server.log"), "-o", options,
+            "-w", "-t", str(int(STARTUP_TIMEOUT)), "start", check=False,
+        )  # fmt: skip
+        if done.returncode != 0:
+            log = (self.root / "server.log").read_text(errors="replace")[-2000:]
+            raise RuntimeError(f"pg_ctl start failed: {done.stderr.decode(errors='replace')}\n{log}")
+
+    def stop(self) -> None:
+        self._run(str(PG_BIN / "pg_ctl"), "-D", str(self.data), "-m", "immediate", "-w", "stop", check=False)
+
+    def kill(self) -> None:
+        """``kill -9`` of the postmaster and of its backends, as a crashing machine would; returns
+        once none of them runs (so that :meth:`start` can follow)."""
+        try:
+            pid = int((self.data / "postmaster.pid").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            return
+        family = [pid, *_children(pid)]
+        for member in family:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(member, 9)
+        deadline = time.monotonic() + STARTUP_TIMEOUT
+        while any(Path(f"/proc/{p}").exists() for p in family) and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (from /proc)."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                out.append(int(entry.name))
+    return out
+
+
+@pytest.fixture(scope="session")
+def postgres_cluster() -> Iterator[PostgresCluster]:
+    """A PostgreSQL 15 cluster started for this session, stopped (and its files removed) at its end."""
+    if not (PG_BIN / "initdb").is_file():
+        _missing(f"no PostgreSQL binaries in {PG_BIN} (apt-get install postgresql)")
+    as_user: list[str] = []
+    if os.geteuid() == 0:
+        try:
+            pwd.getpwnam("postgres")
+        except KeyError:
+            _missing("running as root and there is no `postgres` user to run the server as")
+        as_user = ["runuser", "-u", "postgres", "--"]
+    root = Path(tempfile.mkdtemp(prefix="remindful-pg-"))
+    if as_user:
+        shutil.chown(root, "postgres", "postgres")
+    cluster = PostgresCluster(root, _free_port(), as_user)
+    init = cluster._run(
+        str(PG_BIN / "initdb"), "-D", str(cluster.data), "-A", "trust", "-U", SUPERUSER, "-E", "UTF8", check=False
+    )
+    if init.returncode != 0:
+        shutil.rmtree(root, ignore_errors=True)
+        _missing(f"initdb failed: {init.stderr.decode(errors='replace')[-500:]}")
+    try:
+        cluster.start()
+    except RuntimeError as exc:
+        shutil.rmtree(root, ignore_errors=True)
+        pytest.fail(str(exc))
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def postgres_url(postgres_cluster: PostgresCluster) -> Iterator[str]:
+    """The URL of a fresh, empty database on the session's cluster, dropped after the test."""
+    psycopg = pytest.importorskip("psycopg")
+    name = "t_" + uuid.uuid4().hex[:16]
+    deadline = time.monotonic() + STARTUP_TIMEOUT
+    while True:  # a fault test may have left the server restarting
+        try:
+            with psycopg.connect(postgres_cluster.url(), autocommit=True, connect_timeout=5) as conn:
+                conn.execute(f'CREATE DATABASE "{name}"')
+            break
+        except psycopg.OperationalError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+    yield postgres_cluster.url(name)
+    with (
+        contextlib.suppress(psycopg.Error),
+        psycopg.connect(postgres_cluster.url(), autocommit=True, connect_timeout=5) as conn,
+    ):
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

@@ -1,0 +1,255 @@
+"""What the PostgreSQL catalog does beyond the shared contract (``test_catalog_contract.py``): its
+schema versions, its advisory locks, a server that goes away, and a password that is never shown."""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from pathlib import Path
+
+import pytest
+
+from conftest_postgres import PostgresCluster
+from remindful.engine.catalog import MemoryRow
+from remindful.engine.redact import StoreRedactor, build_redactor
+from remindful.engine.sqlfilter import build_filter
+from remindful.errors import StorageError
+
+psycopg = pytest.importorskip("psycopg")
+
+from remindful.engine.postgres.catalog import PostgresCatalog, shown_url  # noqa: E402
+from remindful.engine.postgres.schema import MIGRATIONS, SCHEMA_VERSION, VERSION_DDL  # noqa: E402
+
+
+def open_catalog(url: str, tmp_path: Path) -> PostgresCatalog:
+    return PostgresCatalog(url, redaction=StoreRedactor(build_redactor(), tmp_path))
+
+
+def memory(mid: str, at: float = 1_700_000_000.0) -> MemoryRow:
+    return MemoryRow(
+        id=mid,
+        type="fact",
+        content=f"memory {mid}",
+        metadata="{}",
+        source="test",
+        memory_class="semantic",
+        session_id="s",
+        created_at=at,
+        content_hash=mid,
+        scope="user",
+    )
+
+
+def insert(catalog: PostgresCatalog, *rows: MemoryRow) -> None:
+    catalog.write(lambda conn: catalog.insert_memories(conn, rows))
+
+
+def columns(url: str) -> set[str]:
+    with psycopg.connect(url) as conn:
+        rows = conn.execute("SELECT column_name FROM information_schema.columns WHERE table_name = 'memories'")
+        return {r[0] for r in rows}
+
+
+# -- the schema -----------------------------------------------------------------------------------
+
+
+def test_an_older_schema_is_migrated_at_open_keeping_its_rows(postgres_url: str, tmp_path: Path) -> None:
+    with psycopg.connect(postgres_url, autocommit=True) as conn:  # a database left at version 1
+        conn.execute(VERSION_DDL)
+        for statement in MIGRATIONS[0]:
+            conn.execute(statement)
+        conn.execute("INSERT INTO schema_version (version) VALUES (1)")
+        conn.execute(
+            "INSERT INTO memories (id, type, content, metadata, source, memory_class, created_at, content_hash, scope) "
+            "VALUES ('old', 'fact', 'written before origin', '{\"role\": \"assistant\"}', 'hook', 'semantic', 1.0, "
+            "'h', 'user')"
+        )
+    assert "origin" not in columns(postgres_url)
+
+    catalog = open_catalog(postgres_url, tmp_path)
+    try:
+        assert catalog.schema_version() == SCHEMA_VERSION == 5
+        assert "origin" in columns(postgres_url)
+        assert catalog.read("SELECT count(*) FROM project_bindings") == [(0,)]
+        old = catalog.get_rows(["old"])["old"]
+        assert old.content == "written before origin"
+        assert old.origin == "assistant"  # derived from its source and metadata, as SQLite's upgrade does
+        assert catalog.type_counts() == {"fact": 1}
+    finally:
+        catalog.close()
+
+
+def test_processes_opening_a_new_database_at_once_create_it_once(postgres_url: str, tmp_path: Path) -> None:
+    errors: list[BaseException] = []
+    opened: list[PostgresCatalog] = []
+
+    def run() -> None:
+        try:
+            opened.append(open_catalog(postgres_url, tmp_path))
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    with psycopg.connect(postgres_url) as conn:
+        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(SCHEMA_VERSION,)]
+    for catalog in opened:
+        catalog.close()
+
+
+def test_a_newer_schema_is_refused_with_one_line(postgres_url: str, tmp_path: Path) -> None:
+    open_catalog(postgres_url, tmp_path).close()
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute("UPDATE schema_version SET version = %s", (SCHEMA_VERSION + 1,))
+    with pytest.raises(StorageError, match=rf"newer remindful \(schema {SCHEMA_VERSION + 1} > {SCHEMA_VERSION}\)"):
+        open_catalog(postgres_url, tmp_path)
+
+
+# -- advisory locks -------------------------------------------------------------------------------
+
+
+def test_one_holder_of_each_advisory_lock_across_processes(postgres_url: str, tmp_path: Path) -> None:
+    first, second = open_catalog(postgres_url, tmp_path), open_catalog(postgres_url, tmp_path)
+    try:
+        with first.exclusive("drain") as held:
+            assert held
+            with second.exclusive("drain", wait=False) as again:
+                assert not again
+            with second.exclusive("reindex", wait=False) as other:
+                assert other  # another job's lock is another lock
+        with second.exclusive("drain", wait=False) as after:
+            assert after
+    finally:
+        first.close()
+        second.close()
+
+
+def test_a_restore_holding_the_store_lock_stops_writes_until_it_lets_go(postgres_url: str, tmp_path: Path) -> None:
+    writer, restorer = open_catalog(postgres_url, tmp_path), open_catalog(postgres_url, tmp_path)
+    done = threading.Event()
+    try:
+        with restorer.exclusive("store"):
+            thread = threading.Thread(target=lambda: (insert(writer, memory("w")), done.set()))
+            thread.start()
+            assert not done.wait(0.5)  # the write waits for the restore
+            assert restorer.existing_ids(["w"]) == set()
+        thread.join(30)
+        assert done.is_set() and writer.existing_ids(["w"]) == {"w"}
+    finally:
+        writer.close()
+        restorer.close()
+
+
+# -- a server that goes away --------------------------------------------------------------------------
+
+
+def test_a_write_after_the_server_restarted_reconnects(
+    postgres_cluster: PostgresCluster, postgres_url: str, tmp_path: Path
+) -> None:
+    catalog = open_catalog(postgres_url, tmp_path)
+    try:
+        insert(catalog, memory("before"))
+        postgres_cluster.kill()
+        postgres_cluster.start()
+        insert(catalog, memory("after"))  # the broken connection is replaced, the write retried
+        assert catalog.existing_ids(["before", "after"]) == {"before", "after"}
+        assert catalog.type_counts() == {"fact": 2}
+    finally:
+        catalog.close()
+
+
+def test_a_server_that_does_not_answer_is_one_clear_error_without_the_password(tmp_path: Path) -> None:
+    from conftest_chroma import free_port
+
+    url = f"postgresql://alice:hunter2-secret@127.0.0.1:{free_port()}/memory"
+    with pytest.raises(StorageError) as caught:
+        PostgresCatalog(url, redaction=StoreRedactor(build_redactor(), tmp_path), connect_timeout=1)
+    assert "does not answer" in str(caught.value)
+    assert "hunter2" not in str(caught.value) and "postgresql://alice:***@127.0.0.1" in str(caught.value)
+
+
+def test_the_password_is_never_shown(postgres_url: str, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    assert shown_url("postgresql://bob:s3cr3t@db.example:5432/mem?sslmode=require") == (
+        "postgresql://bob:***@db.example:5432/mem?sslmode=require"
+    )
+    assert shown_url("postgresql://bob@db.example/mem") == "postgresql://bob@db.example/mem"
+    # trust authentication accepts any password: the catalog's own messages must not carry it
+    with_password = postgres_url.replace("remindful@", "remindful:p4ssw0rd-xyz@")
+    caplog.set_level(logging.DEBUG)
+    catalog = open_catalog(with_password, tmp_path)
+    try:
+        assert "p4ssw0rd" not in catalog.shown_url
+        with pytest.raises(StorageError) as caught:
+            catalog.count(build_filter(filters={"success": True}))
+        assert "p4ssw0rd" not in str(caught.value)
+        with pytest.raises(StorageError) as failed:
+            catalog.read("SELECT * FROM no_such_table")
+        assert "p4ssw0rd" not in str(failed.value) and "***" in str(failed.value)
+    finally:
+        catalog.close()
+    assert "p4ssw0rd" not in caplog.text
+
+
+def test_metadata_filters_are_refused_with_one_line(postgres_url: str, tmp_path: Path) -> None:
+    catalog = open_catalog(postgres_url, tmp_path)
+    try:
+        with pytest.raises(StorageError, match="metadata filters are not supported on the PostgreSQL catalog"):
+            catalog.count(build_filter(filters={"tool": "Bash"}))
+    finally:
+        catalog.close()
+
+
+def test_author_is_recorded(postgres_url: str, tmp_path: Path) -> None:
+    catalog = open_catalog(postgres_url, tmp_path)
+    try:
+        catalog.write(lambda conn: catalog.insert_memories(conn, [memory("a")], author="alice"))
+        assert catalog.read("SELECT author, version FROM memories WHERE id = 'a'") == [("alice", 1)]
+        assert json.loads(catalog.get_rows(["a"])["a"].metadata) == {}
+    finally:
+        catalog.close()
+
+
+def test_the_catalog_url_setting_takes_postgres_urls_and_never_repeats_a_bad_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from remindful.config import load_settings
+    from remindful.errors import ConfigError
+
+    assert load_settings().catalog.url is None  # the embedded default
+    monkeypatch.setenv("REMINDFUL_CATALOG__URL", "postgresql://team@db.example:5432/memory")
+    assert load_settings().catalog.url == "postgresql://team@db.example:5432/memory"
+    monkeypatch.setenv("REMINDFUL_CATALOG__URL", "mysql://team:hunter2@db.example/memory")
+    with pytest.raises(ConfigError, match=r"catalog\.url.*postgresql://USER@HOST") as caught:
+        load_settings()
+    assert "hunter2" not in str(caught.value)
+
+
+def test_a_delivery_replayed_after_a_lost_answer_stores_nothing_twice(postgres_url: str, tmp_path: Path) -> None:
+    catalog = open_catalog(postgres_url, tmp_path)
+    try:
+        assert catalog.deliver([("laptop-1", [memory("e1")]), ("laptop-2", [memory("e2"), memory("e3")])]) == 2
+        # the machine never heard the answer: it hands over the same batch again, plus a new event
+        assert catalog.deliver([("laptop-2", [memory("e2"), memory("e3")]), ("laptop-3", [memory("e4")])]) == 1
+        assert catalog.existing_ids(["e1", "e2", "e3", "e4"]) == {"e1", "e2", "e3", "e4"}
+        assert catalog.type_counts() == {"fact": 4}
+    finally:
+        catalog.close()
+
+
+def test_a_delivery_does_not_bring_back_what_was_forgotten(postgres_url: str, tmp_path: Path) -> None:
+    from remindful.engine.captures import forget_key
+    from remindful.engine.postgres.repositories import PostgresCaptureRepository
+
+    catalog = open_catalog(postgres_url, tmp_path)
+    try:
+        forgotten = memory("f1")
+        PostgresCaptureRepository(catalog).bury({forget_key(forgotten.content): ("old", "forget")}, 1.0)
+        assert catalog.deliver([("desktop-1", [forgotten, memory("kept")])]) == 1
+        assert catalog.existing_ids(["f1", "kept"]) == {"kept"}
+    finally:
+        catalog.close()
