@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings as hypothesis_settings
 
 import remindful
 
@@ -16,6 +17,19 @@ import remindful
 from conftest_postgres import postgres_cluster, postgres_url  # noqa: F401
 from remindful.api import MemoryManager
 from remindful.testing import open_fake
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A test marked ``requires`` whose need is unmet is skipped, or fails in CI (tests/requirements.py)."""
+    from requirements import check
+
+    check(item)
+
+
+# Property tests check what holds, never how fast: no per-example deadline (hypothesis's default
+# 200 ms fails an example that a busy machine merely slowed down).
+hypothesis_settings.register_profile("remindful", deadline=None)
+hypothesis_settings.load_profile("remindful")
 
 
 @pytest.fixture(autouse=True)

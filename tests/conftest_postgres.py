@@ -23,6 +23,8 @@ from pathlib import Path
 
 import pytest
 
+from requirements import missing
+
 PG_BIN = Path(os.environ.get("REMINDFUL_TEST_PG_BIN", "/usr/lib/postgresql/15/bin"))
 STARTUP_TIMEOUT = 60.0
 SUPERUSER = "remindful"
@@ -35,9 +37,7 @@ def _free_port() -> int:
 
 
 def _missing(why: str) -> None:
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(f"PostgreSQL is required in CI: {why}")
-    pytest.skip(why)
+    missing(f"PostgreSQL 15 ({why})")
 
 
 class PostgresCluster:

@@ -234,11 +234,9 @@ class GatedEmbedder(FakeEmbedder):
 def test_store_returns_before_embedding_and_a_search_waits_for_it(tmp_path: Path) -> None:
     embedder = GatedEmbedder()
     with open_fake(tmp_path / "s", embedder=embedder) as memory:
-        started = time.perf_counter()
         memory_id = memory.store("the staging database password rotates monthly")
-        assert time.perf_counter() - started < 10  # did not wait for the 30 s gate
         catalog = memory.engine.catalog
-        assert catalog.embeddings([memory_id]) == {}  # committed without a vector
+        assert catalog.embeddings([memory_id]) == {}  # committed without a vector: the gate is still shut
         size_before = catalog.read("SELECT size_bytes FROM memories WHERE id = ?", [memory_id])[0][0]
         threading.Timer(0.3, embedder.gate.set).start()
         # Only the dense spaces can find it (no shared word): the search waits for the vector.

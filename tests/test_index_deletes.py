@@ -68,10 +68,8 @@ def test_a_large_delete_returns_before_the_index_catches_up(tmp_path: Path) -> N
         memory.flush()
         index.gate.clear()
         try:
-            started = time.monotonic()
             assert memory.delete_many(doomed) == 5  # would wait for the gate if the vectors went inline
-            assert time.monotonic() - started < 10
-            assert sorted(queued(memory)) == sorted(doomed)
+            assert sorted(queued(memory)) == sorted(doomed)  # returned with the vectors still queued
             assert memory.index_status().pending_deletes == 5
             assert index.count("action_memories") == 6
             assert [h.id for h in memory.search("wifi password hint", limit=10)] == [kept]

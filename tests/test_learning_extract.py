@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import re
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,8 +13,9 @@ from remindful.config import DEFAULT_TRIGGER_PATTERNS
 from remindful.services.learning.corrections import synthesize_rule
 from remindful.services.learning.extract import classify, extract, third_person
 from remindful.services.learning.types import ConversationTurn
+from requirements import bench_data, missing
 
-LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo_dev.json"
+LOCOMO = bench_data("locomo")  # $REMINDFUL_BENCH_DATA, else ../shared/data/locomo_dev.json
 PATTERNS = [re.compile(p, re.IGNORECASE) for p in DEFAULT_TRIGGER_PATTERNS]
 
 
@@ -75,7 +75,7 @@ def test_corrections_state_the_rule() -> None:
 
 def _locomo() -> list[dict[str, Any]]:
     if not LOCOMO.is_file():
-        pytest.skip(f"LoCoMo data not found at {LOCOMO}")
+        missing(f"the LoCoMo data at {LOCOMO} (set REMINDFUL_BENCH_DATA to its path)")
     return json.loads(LOCOMO.read_text(encoding="utf-8"))
 
 

@@ -14,6 +14,7 @@ import pytest
 from remindful.api import MemoryManager
 from remindful.model import MemoryType
 from remindful.testing import open_fake
+from requirements import missing
 
 FIXTURES = Path(__file__).parent / "fixtures" / "learning"
 LONGMEMEVAL = Path(__file__).resolve().parents[2] / "shared" / "data" / "longmemeval_dev.json.xz"
@@ -73,7 +74,7 @@ def test_the_issue_s_examples_each_become_a_memory(store: MemoryManager) -> None
 
 def test_most_evidence_turns_of_longmemeval_yield_the_fact(store: MemoryManager) -> None:
     if not LONGMEMEVAL.is_file():
-        pytest.skip(f"LongMemEval data not found at {LONGMEMEVAL}")
+        missing(f"the LongMemEval data at {LONGMEMEVAL}")
     with lzma.open(LONGMEMEVAL, "rt", encoding="utf-8") as fh:
         questions = json.load(fh)
     turns = [

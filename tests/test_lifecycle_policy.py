@@ -104,7 +104,8 @@ def test_expired_memories_are_deleted(tmp_path: Path) -> None:
     with open_fake(tmp_path / "s", **{"privacy.auto_delete_days": 2}) as memory:
         stale = memory.store("expires soon", timestamp=ago(3))
         fresh = memory.store("still valid")
-        assert memory.get(stale).expires_at is not None
+        stored = memory.get(stale)
+        assert stored.expires_at == stored.created_at + timedelta(days=2)  # auto_delete_days after its time
         assert memory.cleanup().by_reason == {"expired": 1}
         assert memory.get_batch([stale, fresh])[0] is None
 

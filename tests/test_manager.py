@@ -67,10 +67,13 @@ def test_get_batch_keeps_order_and_marks_missing(memory: MemoryManager) -> None:
 
 def test_update_content_reembeds_and_merges_metadata(memory: MemoryManager) -> None:
     memory_id = memory.store("the sky is blue", metadata={"a": 1, "b": 2})
+    stored = memory.get(memory_id)
+    before = datetime.now(UTC)
     updated = memory.update(memory_id, content="bananas are yellow", metadata={"b": None, "c": 3})
     assert updated.content == "bananas are yellow"
     assert updated.metadata == {"a": 1, "c": 3}
-    assert updated.updated_at is not None
+    assert updated.updated_at is not None and updated.updated_at >= stored.created_at
+    assert updated.updated_at >= before.replace(microsecond=0) - timedelta(seconds=1)  # the update's time, UTC
     assert memory.search("yellow bananas", limit=1)[0].id == memory_id
 
 

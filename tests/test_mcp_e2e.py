@@ -27,6 +27,7 @@ from mcp import Client, StdioServerParameters
 from mcp_types import ListToolsResult
 
 from remindful.shells.mcp import manifest as mcp_manifest
+from requirements import requires
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.integration]
 
@@ -469,7 +470,7 @@ def inspector(tmp_path: Path, *args: str) -> Any:
     return json.loads(result.stdout)
 
 
-@pytest.mark.skipif(NPX is None, reason="npx (Node.js) is not on PATH")
+@requires(NPX is not None, "npx (Node.js) on PATH")
 def test_mcp_inspector_cli(tmp_path: Path) -> None:
     listed = inspector(tmp_path, "--method", "tools/list")
     assert {"memory_store", "memory_search"} <= {t["name"] for t in listed["tools"]}

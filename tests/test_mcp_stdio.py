@@ -131,14 +131,27 @@ class _Roles:
         self.stopped = True
 
 
+class _FirstAnswer(threading.Event):
+    """The first-answer event, telling when someone waits for it (and whether it was set then)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.waited_on = threading.Event()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self.waited_on.set()
+        return super().wait(timeout)
+
+
 def test_daemon_roles_wait_for_the_first_answer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Their start (the warm-up imports chromadb) took CPU from the first tool call."""
     roles = _Roles()
     monkeypatch.setattr(daemon, "start_daemon_threads", roles.start)
     manager = SimpleNamespace(settings=load_settings(tmp_path, **{"daemon.serve_start_delay_s": 0.01}))
-    answered = threading.Event()
+    answered = _FirstAnswer()
     stop = start_daemon_later(lambda: manager, answered)  # type: ignore[arg-type, return-value]
-    assert not roles.started.wait(0.3)  # can only pass wrongly on a machine too slow to start them
+    assert answered.waited_on.wait(60)  # the roles' start waits for the first answer...
+    assert not roles.started.is_set()  # ...and has not started them before it
     answered.set()
     assert roles.started.wait(60)
     stop()

@@ -19,12 +19,11 @@ from pathlib import Path
 
 import pytest
 
+from requirements import is_root, requires
+
 SCRIPT = str(Path(sys.executable).with_name("remindful"))
 
-second_user = pytest.mark.skipif(
-    os.geteuid() != 0 and os.environ.get("CI") != "true",
-    reason="a second user needs root (runuser); in CI this must run",
-)
+second_user = requires(is_root(), "root (runuser, to act as a second user)")
 
 
 #: The system's interpreter: nobody cannot reach this venv's (under root's home).

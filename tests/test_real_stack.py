@@ -1,4 +1,8 @@
-"""The real path end to end: ONNX all-MiniLM-L6-v2, embedded Chroma, SQLite, several processes."""
+"""The real path end to end: ONNX all-MiniLM-L6-v2, embedded Chroma, SQLite, several processes.
+
+The tests of several processes and of crashes (a child killed with SIGKILL) keep the real Chroma and
+SQLite but the fake embedder: what they check (what was acknowledged survives, nothing deleted comes
+back) lives in the stores, and each child would otherwise prepare and load the model on its own."""
 
 from __future__ import annotations
 
@@ -151,10 +155,10 @@ def test_kill_9_during_background_vector_deletes_brings_nothing_back(tmp_path: P
         found = {h.id for h in memory.search("doomed note staging server", limit=100)}
         assert found and found <= set(kept)  # ...and nothing deleted comes back
         assert memory.flush(timeout=120)
-        if memory.index_status().available:
-            state = memory.engine
-            assert state.catalog.read("SELECT count(*) FROM index_deletes")[0][0] == 0
-            assert set(state.index.ids("action_memories")) == set(kept)  # type: ignore[union-attr]
+        assert memory.index_status().available, memory.index_status()
+        state = memory.engine
+        assert state.catalog.read("SELECT count(*) FROM index_deletes")[0][0] == 0
+        assert set(state.index.ids("action_memories")) == set(kept)  # type: ignore[union-attr]
 
 
 def _truncate(path: Path, keep: int = 4096) -> None:
@@ -178,3 +182,17 @@ def test_corrupted_index_is_detected_backed_up_and_rebuilt(tmp_path: Path, onnx_
         assert counts["action_memories"] == 2
         assert memory.index_status().available is True
         assert memory.search("staging database port")[0].id == kept
+
+
+def test_store_search_context_on_the_real_model_and_chroma(real_memory: MemoryManager) -> None:
+    """The core flow on the real parts: what is stored is found by meaning and given as context."""
+    deploy = real_memory.store("The deploy script needs AWS_PROFILE=prod", type="knowledge")
+    for text in ("Lunch is at noon on Fridays", "The staging database lives on port 5433", "Bought coffee beans"):
+        real_memory.store(text)
+    status = real_memory.index_status()
+    assert status.available and "Chroma" in str(status.backend), status  # the real vector index
+    hits = real_memory.search("how do I deploy?", limit=3)
+    assert hits[0].id == deploy and "dense" in hits[0].sources
+    context = real_memory.context("how do I deploy?")
+    assert "AWS_PROFILE=prod" in context.text
+    assert deploy in {hit.id for hit in context.hits}

@@ -31,6 +31,7 @@ def projects(tmp_path: Path) -> tuple[Path, Path]:
 # -- the command line ------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_command_line_stores_in_its_directory_and_reads_any_scope(
     tmp_path: Path, projects: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -21,17 +21,13 @@ import pytest
 
 from remindful.daemon import start_daemon_threads
 from remindful.testing import open_fake
+from requirements import is_root, requires
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(
-        not (
-            hasattr(os, "geteuid")
-            and os.geteuid() == 0
-            and shutil.which("runuser")
-            and Path("/usr/bin/python3").exists()
-        ),
-        reason="needs root, runuser and /usr/bin/python3 to act as a second local user",
+    requires(
+        is_root() and shutil.which("runuser") is not None and Path("/usr/bin/python3").exists(),
+        "root, runuser and /usr/bin/python3 (to act as a second local user)",
     ),
 ]
 

@@ -23,21 +23,19 @@ from remindful import runtime
 from remindful.daemon import start_daemon_threads
 from remindful.shells.hook import run
 from remindful.testing import open_fake
+from requirements import is_root, requires
 
 OTHER = "remindful-other"
 PYTHON = "/usr/bin/python3"
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(
-        not (
-            hasattr(os, "geteuid")
-            and os.geteuid() == 0
-            and shutil.which("useradd")
-            and shutil.which("runuser")
-            and Path(PYTHON).exists()
-        ),
-        reason="needs root, useradd, runuser and /usr/bin/python3 to act as a second local user",
+    requires(
+        is_root()
+        and shutil.which("useradd") is not None
+        and shutil.which("runuser") is not None
+        and Path(PYTHON).exists(),
+        "root, useradd, runuser and /usr/bin/python3 (to act as a second local user)",
     ),
 ]
 

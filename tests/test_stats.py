@@ -17,6 +17,7 @@ from remindful.api import MemoryManager
 from remindful.services import stats as stats_module
 from remindful.shells.cli import app
 from remindful.testing import open_fake
+from requirements import missing
 
 
 @pytest.fixture(autouse=True)
@@ -157,7 +158,7 @@ def _small_tmpfs(where: Path, size: str = "2m") -> Iterator[Path]:
     where.mkdir()
     mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)], capture_output=True)
     if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs to fill (needs root): {mounted.stderr.decode().strip()}")
+        missing(f"a tmpfs mount to fill, as root (mount said: {mounted.stderr.decode().strip()})")
     try:
         yield where
     finally:

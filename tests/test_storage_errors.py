@@ -13,6 +13,7 @@ import pytest
 from remindful import MemoryDisabledError, StorageFullError, StorageLockedError
 from remindful.api import MemoryManager
 from remindful.embed import FakeEmbedder
+from remindful.engine import catalog as catalog_module
 from remindful.engine.catalog import Catalog, with_retries
 from remindful.index import InMemoryIndex
 from remindful.testing import open_fake
@@ -77,18 +78,23 @@ def test_lock_contention_is_retried_then_succeeds(memory: MemoryManager) -> None
     assert memory.get(memory_id).content == "second"
 
 
-def test_lock_contention_gives_up_after_three_retries(tmp_path: Path) -> None:
-    calls = []
+def test_lock_contention_gives_up_after_three_retries(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[str] = []
+    pauses: list[float] = []
 
     def always_locked() -> None:
-        calls.append(time.monotonic())
+        calls.append("attempt")
         raise sqlite3.OperationalError("database is locked")
 
+    def sleep(seconds: float) -> None:  # the back-off it asks for, not the time a busy machine takes
+        calls.append("pause")
+        pauses.append(seconds)
+
+    monkeypatch.setattr(catalog_module.time, "sleep", sleep)
     with pytest.raises(StorageLockedError, match="3 retries"):
         with_retries(always_locked)
-    assert len(calls) == 4  # the attempt and three retries
-    gaps = np.diff(calls)
-    assert gaps[1] > gaps[0] * 1.5 and gaps[2] > gaps[1] * 1.5  # exponential backoff
+    assert calls == ["attempt", "pause"] * 3 + ["attempt"]  # the attempt and three retries, each after a pause
+    assert pauses[0] > 0 and pauses[1] == 2 * pauses[0] and pauses[2] == 2 * pauses[1]  # exponential backoff
 
 
 class FlakyIndex(InMemoryIndex):

@@ -4,6 +4,7 @@ processes' side of it runs in tests/reliability/test_replace_under_load.py."""
 
 from __future__ import annotations
 
+import fcntl
 import io
 import json
 import subprocess
@@ -43,24 +44,40 @@ def release(proc: subprocess.Popen[str]) -> None:
     assert proc.returncode == 0
 
 
-def test_a_writer_waits_for_a_replacement_and_the_generation_moves(tmp_path: Path) -> None:
+def test_a_writer_waits_for_a_replacement_and_the_generation_moves(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     lock = StoreLock(tmp_path)
     assert lock.generation() == 0
     other = hold_elsewhere(tmp_path, 'exclusive("restore")')
     entered = threading.Event()
+    blocked = threading.Event()  # the writer found the lock taken and waits in the kernel
+    seen: list[int] = []
+    real_flock = fcntl.flock
+
+    def flock(fd: int, how: int) -> None:
+        if how == fcntl.LOCK_SH and threading.current_thread() is writer:
+            try:
+                return real_flock(fd, how | fcntl.LOCK_NB)
+            except BlockingIOError:
+                blocked.set()
+        return real_flock(fd, how)
 
     def write() -> None:
         with lock.shared():
+            seen.append(lock.generation())
             entered.set()
 
     writer = threading.Thread(target=write)
+    monkeypatch.setattr(fcntl, "flock", flock)
     writer.start()
-    assert not entered.wait(0.5)  # held off while the other process replaces the content
+    assert blocked.wait(60)  # held off while the other process replaces the content...
+    assert not entered.is_set()
     with pytest.raises(BlockingIOError, match="being restored or cleared"), lock.shared(wait=False):
         pass
     release(other)
     writer.join(30)
-    assert entered.is_set() and lock.generation() == 1
+    assert entered.is_set() and seen == [1] and lock.generation() == 1  # ...and let in after it
 
 
 def test_a_replacement_waits_for_writers_then_times_out_clearly(tmp_path: Path) -> None:
@@ -75,11 +92,16 @@ def test_a_replacement_waits_for_writers_then_times_out_clearly(tmp_path: Path) 
 
 
 def test_the_replacing_thread_writes_through_and_nested_writers_never_wait(tmp_path: Path) -> None:
+    """``wait=False`` raises where a writer would wait: so these fail instead of hanging."""
     lock = StoreLock(tmp_path)
-    with lock.exclusive("clear all memories"), lock.shared(), lock.shared():
+    with lock.exclusive("clear all memories"), lock.shared(wait=False), lock.shared(wait=False):
         pass  # its own writes (a clear-all deletes through the catalog)
-    with lock.shared(), lock.shared():  # nested: no second pass through the gate
+    with lock.shared(), lock.shared(wait=False):  # nested: no second pass through the gate
         pass
+    other = hold_elsewhere(tmp_path, 'exclusive("restore")')  # what waiting looks like: refused here
+    with pytest.raises(BlockingIOError), StoreLock(tmp_path).shared(wait=False):
+        pass
+    release(other)
 
 
 def test_one_maintenance_at_a_time_naming_the_first(tmp_path: Path) -> None:

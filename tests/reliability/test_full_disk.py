@@ -22,11 +22,12 @@ from pathlib import Path
 
 import pytest
 
+from requirements import is_root, missing, requires
 from store_processes import cli
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(os.geteuid() != 0, reason="mounts a small tmpfs (root only)"),
+    requires(is_root(), "root (to mount a small tmpfs)"),
 ]
 
 BUILD = """
@@ -73,7 +74,7 @@ def disk(tmp_path: Path) -> Iterator[Path]:
     mount.mkdir()
     done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=24m", "tmpfs", str(mount)], capture_output=True)
     if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs: {done.stderr.decode()}")
+        missing(f"a tmpfs mount (mount said: {done.stderr.decode().strip()})")
     yield mount
     subprocess.run(["umount", "-l", str(mount)], check=False)
 

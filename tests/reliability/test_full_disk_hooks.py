@@ -24,10 +24,11 @@ import pytest
 
 from agent_session import SCRIPT, ClaudeCode, agent_env, stop_daemons, wait_until
 from remindful import runtime
+from requirements import is_root, missing, requires
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(os.geteuid() != 0, reason="mounts a small tmpfs (root only)"),
+    requires(is_root(), "root (to mount a small tmpfs)"),
 ]
 
 
@@ -37,7 +38,7 @@ def disk(tmp_path: Path) -> Iterator[Path]:
     mount.mkdir()
     done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(mount)], capture_output=True)
     if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs: {done.stderr.decode()}")
+        missing(f"a tmpfs mount (mount said: {done.stderr.decode().strip()})")
     yield mount
     subprocess.run(["umount", "-l", str(mount)], check=False)
 

@@ -95,7 +95,8 @@ def test_store_accepts_or_refuses_in_one_line(
         return
     stored = memory.get(memory_id)  # what was accepted reads back, and is searchable
     assert stored.content == content
-    assert memory.search(stored.content[:50]) is not None
+    hits = memory.search(stored.content, limit=100)  # its own words: the same vector, the same terms
+    assert memory_id in {hit.id for hit in hits}
 
 
 @FUZZ
@@ -135,6 +136,7 @@ def cli_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path / "cli"
 
 
+@pytest.mark.slow
 @FUZZ
 @given(content=ARG, metadata=JSON_ARG, timestamp=st.one_of(ARG, st.sampled_from(["0001-01-01", "1e30"])))
 def test_cli_store_never_shows_a_traceback(cli_store: Path, content: str, metadata: str, timestamp: str) -> None:
@@ -146,6 +148,7 @@ def test_cli_store_never_shows_a_traceback(cli_store: Path, content: str, metada
         assert len(result.output.strip().splitlines()) == 1 and "Invalid '" in result.output, result.output
 
 
+@pytest.mark.slow
 @FUZZ
 @given(query=ARG, flt=JSON_ARG)
 def test_cli_search_never_shows_a_traceback(cli_store: Path, query: str, flt: str) -> None:
@@ -255,6 +258,7 @@ def test_http_bodies_the_sdk_misreads_get_the_error_naming_the_field() -> None:
     ]
 
 
+@pytest.mark.slow
 def test_the_mcp_server_answers_malformed_lines_and_keeps_serving(tmp_path: Path) -> None:
     """The real ``remindful serve`` process: each bad line gets its answer, by id, and the next call works."""
     init = {
@@ -309,6 +313,7 @@ TOOL_CALLS = st.one_of(
 )
 
 
+@pytest.mark.slow
 @settings(FUZZ, max_examples=max(1, FUZZ.max_examples // 2))
 @given(calls=st.lists(TOOL_CALLS, min_size=1, max_size=4))
 def test_mcp_tools_answer_bad_arguments_with_a_tool_error(tmp_path: Path, calls: list[tuple[str, Any]]) -> None:

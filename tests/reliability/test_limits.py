@@ -71,8 +71,10 @@ def test_over_a_limit_is_refused_naming_the_setting(tmp_path: Path, call: Any, s
 
 def test_at_the_limits_everything_is_accepted(tmp_path: Path) -> None:
     with open_fake(tmp_path / "s", **SMALL) as memory:
-        memory.store_batch([{"content": "c" * 1000, "metadata": nested(3)} for _ in range(5)])
-        assert memory.search("q" * 100) is not None
+        content, query = ("deploy " * 200)[:1000], ("deploy " * 20)[:100]  # each at its limit
+        ids = memory.store_batch([{"content": content, "metadata": nested(3)} for _ in range(5)])
+        hits = memory.search(query)
+        assert hits and {hit.id for hit in hits} <= set(ids)
         assert memory.stats().total_memories == 5
 
 

@@ -342,9 +342,40 @@ def main(path: str | None = None) -> None:
         say_serving(path)  # on a terminal only: what runs, where the store is, how to connect
         StdioFront(path, mcp_manifest.load()).run()
     except KeyboardInterrupt:  # Ctrl-C before the front listened
-        raise SystemExit(0) from None
-    finally:
+        code: Any = 0
+    except SystemExit as stop:  # Ctrl-C (StdioFront.run), SIGTERM or SIGHUP (exit_on_signals)
+        code = stop.code
+    else:
         _second_interrupt_stops_at_once()
+        return  # the client closed stdin: the SDK has answered and stopped
+    _second_interrupt_stops_at_once()
+    stop_now(code)
+
+
+#: How long a stop waits for the stores to close (queued writes done, index files written).
+CLOSE_AT_STOP_S = 3.0
+
+
+def stop_now(code: Any = 0) -> None:
+    """End the process now, without waiting for the SDK's thread: the daemon role's endpoint files
+    go, the exit handlers close the stores (for at most :data:`CLOSE_AT_STOP_S`), then the process
+    exits without the interpreter's finalization. That finalization, with the SDK's thread inside
+    the model's or Chroma's native code (loading them, say), tears their thread pools down under
+    them and aborts the process ("terminate called without an active exception"); what a store
+    had not written is what a crash leaves, which the next open completes."""
+    import atexit
+    import contextlib
+
+    from remindful.runtime import remove_endpoints
+
+    remove_endpoints()
+    closing = threading.Thread(target=atexit._run_exitfuncs, name="remindful-close", daemon=True)
+    closing.start()
+    closing.join(CLOSE_AT_STOP_S)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):  # a stream closed or gone
+            stream.flush()
+    os._exit(code if isinstance(code, int) else (0 if code is None else 1))
 
 
 def _second_interrupt_stops_at_once() -> None:
