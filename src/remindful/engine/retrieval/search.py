@@ -340,17 +340,25 @@ def _after(
 ) -> list[tuple[diversity.Group, float]]:
     """A later, larger pool's hits after the ones an earlier pool ``settled`` (so the first hits of
     a search do not depend on how many it asks for), each new one scoring at most the last settled
-    one; hits standing for a memory already settled are left out."""
+    one. A settled hit keeps its place and score and takes the near-duplicates the larger pool
+    found of it."""
     if not settled:
         return groups
-    taken = {mid for group, _ in settled for mid in (group.shown.id, *group.similar_ids)}
+    holding = {mid: index for index, (group, _) in enumerate(groups) for mid in (group.shown.id, *group.similar_ids)}
+    used: set[int] = set()
+    result = []
+    for group, score in settled:
+        index = holding.get(group.shown.id)
+        if index is not None and index not in used:
+            used.add(index)
+            group = groups[index][0]
+        result.append((group, score))
     last = settled[-1][1]
-    fresh = [
-        (group, min(score, last))
-        for group, score in groups
-        if group.shown.id not in taken and not taken.intersection(group.similar_ids)
-    ]
-    return settled + fresh
+    taken = {mid for group, _ in result for mid in (group.shown.id, *group.similar_ids)}
+    for index, (group, score) in enumerate(groups):
+        if index not in used and group.shown.id not in taken and not taken.intersection(group.similar_ids):
+            result.append((group, min(score, last)))
+    return result
 
 
 class Model:
