@@ -228,12 +228,17 @@ def rank(
     min_score: float,
     diverse: bool,
     passing: int | None = None,
+    floor_best: bool = False,
     embed_missing: Callable[[Sequence[tuple[str, str]]], Mapping[str, np.ndarray]] | None = None,
 ) -> list[Ranked]:
     """Run the pipeline; returns at most ``limit`` hits best first, none scoring below
-    ``min_score``. ``diverse``: collapse near-duplicates and put newer versions first (callers
-    that count repeats, such as failure warnings, turn it off). ``resumed_session``: the session
-    whose memories this search ranks higher (None: none).
+    ``min_score`` (``floor_best``: none when the best scores under it, else the first ``limit``
+    whose own evidence reaches the gate (``calibration.GATE_EVIDENCE``): whether the store holds
+    an answer is the best hit's to say, what follows must only bear on the query itself; a memory
+    that answers one part of a question is still shown when its other parts score lower, such
+    as the second session a multi-session question needs). ``diverse``: collapse near-duplicates
+    and put newer versions first (callers that count repeats, such as failure warnings, turn it
+    off). ``resumed_session``: the session whose memories this search ranks higher (None: none).
 
     One worker thread runs the lexical queries on its own connection while this thread calls
     ``embed_query()`` (which should leave a core free for them) and asks the vector index.
@@ -300,8 +305,15 @@ def rank(
     found_in = {space: {mid for mid, _ in ranked} for space, ranked in candidates.by_space.items()}
     result: list[Ranked] = []
     prompts: list[Ranked] = []
+    # floor_best: once the best hit reaches the floor, the next ones need only bear on the query
+    # themselves (their own evidence at the gate: not a neighbour's, not noise).
+    follow = floor_best and bool(groups) and groups[0][1] >= floor
     for group, score in groups:
-        if score < floor or len(result) + len(prompts) >= limit:
+        if len(result) + len(prompts) >= limit:
+            break
+        if score < floor and not (follow and scored[group.shown.id].own >= calibration.GATE_EVIDENCE):
+            if follow:
+                continue
             break
         row = scored[group.shown.id].row
         spaces = tuple(space for space, ids in found_in.items() if row.id in ids)
