@@ -12,7 +12,11 @@ when it was made), so an agent (and its user) can judge each one:
   word sets overlapping ≥ 80 %). What is left is ordered by kind (:data:`TIERS`): facts,
   decisions, preferences, corrections and open failures first, then changes, answers and
   documents, then raw activity (reads, searches, commands that worked; at most
-  :data:`MAX_ACTIVITY_LINES` of them), each tier by score;
+  :data:`MAX_ACTIVITY_LINES` of them), each tier by score; then, under :data:`MAYBE_HEADER`, up to
+  ``context.maybe_lines`` facts, decisions, preferences, corrections and open failures scoring
+  under ``context.min_score`` but at least ``context.maybe_min_score``, one short line each (a
+  paraphrase of a stated fact scores 0.25-0.4). A statement learned from a prompt stands on its
+  own words: the prompt lends it no score;
 - **the SessionStart brief** (:func:`build_brief`): the recent decisions, open failures,
   preferences and facts of the project and the user, newest first, within
   ``hooks.brief_budget_tokens``, so a new session starts with what the last one learned (read
