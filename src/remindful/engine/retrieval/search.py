@@ -23,8 +23,11 @@ the same in every store.
 
 Then near-duplicates collapse into the member that best matches the query, and newer versions of
 a subject move above older ones (:mod:`remindful.engine.retrieval.diversity`); when near-duplicates leave
-fewer than ``limit`` hits, the spaces are asked for more candidates. Hits below ``min_score`` are
-dropped. The order shown is the order of the scores.
+fewer than ``limit`` hits, the spaces are asked for more candidates, whose hits follow the first
+ones (the first pool is ``search.candidates`` whatever ``limit`` is, so the first hits do not depend
+on how many are asked for). Hits below ``min_score`` are dropped (or, with ``floor_best``, all when
+the best is below it). Stored prompts (:func:`is_prompt`) follow every other hit: a question is not
+its own answer. The order shown is the order of the scores.
 """
 
 from __future__ import annotations
