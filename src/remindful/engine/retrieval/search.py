@@ -319,10 +319,16 @@ def rank(
                 continue
             break
         row = scored[group.shown.id].row
+        similar = tuple(group.similar_ids)
+        if is_prompt(row):
+            # A statement learned from a prompt can be its near-duplicate: it is shown, on its own score.
+            stated = [scored[m] for m in similar if m in scored and not is_prompt(scored[m].row)]
+            if stated:
+                best = max(stated, key=lambda s: s.score)
+                similar = tuple(m for m in (row.id, *similar) if m != best.row.id)
+                row, score = best.row, min(best.score, score)
         spaces = tuple(space for space, ids in found_in.items() if row.id in ids)
-        (prompts if is_prompt(row) else result).append(
-            Ranked(row, score, spaces, tuple(group.similar_ids), group.superseded_by)
-        )
+        (prompts if is_prompt(row) else result).append(Ranked(row, score, spaces, similar, group.superseded_by))
     # A question is not its own answer: stored prompts follow every other hit, their scores capped
     # at the lowest shown above them (so scores still fall down the list).
     lowest = result[-1].score if result else 1.0
