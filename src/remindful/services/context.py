@@ -250,6 +250,21 @@ def build_context(
         resumed_session=resumed_session,
         scopes=scopes,
     )
+    if maybe_floor < min_score and (types is None or "knowledge" in types):
+        # Stated knowledge has a pool of its own: thirty log lines sharing the prompt's words
+        # cannot crowd "The deploy script needs AWS_PROFILE=prod" out of the candidates.
+        present = {hit.id for hit in hits}
+        stated = searcher.search(
+            query,
+            types=["knowledge"],
+            session_id=session_id,
+            limit=maybe_lines,
+            min_score=maybe_floor,
+            collapse=True,
+            resumed_session=resumed_session,
+            scopes=scopes,
+        )
+        hits = [*hits, *(hit for hit in stated if hit.id not in present)]
     shown = {hit.id for hit in hits}
     seen: list[set[str]] = []
     skip = " ".join(exclude.split()).lower() if exclude else None
@@ -270,7 +285,8 @@ def build_context(
         ranked.append((TIERS.get(kind, 1), position, hit, kind))
     ranked.sort(key=lambda entry: entry[:2])  # by tier, then as the search ranked them
     # Under the floor, only standing knowledge (tier 0) may come, as a few short "maybe" lines.
-    maybe = [entry for entry in ranked if entry[2].score < min_score and entry[0] == 0][:maybe_lines]
+    maybe = [entry for entry in ranked if entry[2].score < min_score and entry[0] == 0]
+    maybe = sorted(maybe, key=lambda entry: -entry[2].score)[:maybe_lines]
     ranked = [entry for entry in ranked if entry[2].score >= min_score]
     lines: list[str] = []
     kept: list[SearchHit] = []
