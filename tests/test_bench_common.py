@@ -142,3 +142,13 @@ def test_a_tiny_run_prints_its_figures(command: list[str]) -> None:
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert set(result["machine"]) == {"cpus", "load_average_1m"}
+
+
+def test_plain_cosine_is_set_to_abstain_as_often_as_the_context() -> None:
+    relevant = [(1, 0.9), (2, 0.5), (6, 0.95), (None, 0.0), (1, 0.3)]
+    abstention = [0.2, 0.4, 0.6, 0.8]  # each abstention query's best cosine
+    # Abstaining on half of them puts the threshold just above 0.4: kept are the first-five hits above it.
+    assert common.cosine_at_abstention(relevant, abstention, 0.5) == 2 / 5
+    assert common.cosine_at_abstention(relevant, abstention, 0.0) == 3 / 5  # no threshold: the first five
+    assert common.cosine_at_abstention(relevant, abstention, 1.0) == 1 / 5  # above every abstention query
+    assert common.cosine_at_abstention([], abstention, 0.5) == 0.0

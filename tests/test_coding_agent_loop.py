@@ -157,3 +157,25 @@ def test_the_started_daemon_stops_when_idle(project: Path, isolated_env: Path, s
         assert "stopped" in (store / "logs" / "daemon.log").read_text()
     finally:
         stop_daemons(store)
+
+
+def test_a_stated_rule_comes_back_for_a_paraphrase_and_rides_along_nowhere(agent: ClaudeCode, store: Path) -> None:
+    # Issue 31 through the real hooks: the rule stated in a prompt comes back for a paraphrase (it
+    # scored 0.37, under the context floor), the prompt that stated it lends it no score ("what port is
+    # the staging db on?" got it at 0.93), and an unrelated prompt gets nothing.
+    s1 = agent.session("s1")
+    s1.start()
+    s1.prompt("We use pnpm in this repo, never npm. The staging database listens on port 6543, not 5432.")
+    s1.answer("Noted: pnpm for packages, and port 6543 for the staging database.")
+    s1.end()
+    settle(store)
+    s2 = agent.session("s2")
+    s2.start()
+    assert (
+        "We use pnpm in this repo, never npm."
+        in s2.prompt("which package manager should I run the tests with?").context
+    )
+    port = s2.prompt("what port is the staging db on?").context
+    assert "We use pnpm in this repo, never npm." not in port.replace("pnpm for packages", ""), port
+    assert s2.prompt("give me a banana bread recipe").context == ""
+    s2.end()

@@ -179,3 +179,14 @@ def test_context_is_what_the_hooks_and_the_cli_print(memory: MemoryManager) -> N
     assert f"[{staging}]" in only.text and deploy not in only.text and [h.id for h in only.hits] == [staging]
     assert staging not in memory.context("deploy", exclude="the staging  deploy needs the VPN up").text
     assert memory.context("   ").text == ""
+
+
+def test_a_statement_the_prompt_makes_itself_is_not_handed_back_to_it(memory: MemoryManager) -> None:
+    """What was learned from the prompt being answered (spooled and learned before its context is
+    looked up) tells the agent nothing it was not just told: only other memories come back."""
+    port = memory.store("The staging database listens on port 6543.", type="knowledge")
+    vpn = memory.store("The staging database needs the VPN.", type="knowledge")
+    prompt = "FYI: the staging database listens on port 6543, not 5432."
+    ids = [hit.id for hit in memory.context("staging database", exclude=prompt).hits]
+    assert port not in ids and vpn in ids
+    assert port in [hit.id for hit in memory.context("staging database", exclude="what port?").hits]

@@ -94,6 +94,8 @@ def test_hooks_inject_their_project_and_the_user_never_another_project(
 
     # With no relevance floor every memory a project sees is injected: exactly its own and the user's.
     monkeypatch.setenv("REMINDFUL_CONTEXT__MIN_SCORE", "0")
+    # ... and every one of them is a candidate (the first pool is search.candidates, whatever the limit).
+    monkeypatch.setenv("REMINDFUL_SEARCH__CANDIDATES", "200")
     in_b = hook(store, "UserPromptSubmit", b / "src", "s3", context=True, prompt="How do I install the dependencies?")
     assert in_b and USER_RULE in in_b and "cargo" in in_b
     assert not [fact for fact in A_FACTS if fact in in_b], in_b
@@ -105,6 +107,7 @@ def test_hooks_inject_their_project_and_the_user_never_another_project(
 
     # With the default floor, what is relevant: the worktree gets A's package manager.
     monkeypatch.delenv("REMINDFUL_CONTEXT__MIN_SCORE")
+    monkeypatch.delenv("REMINDFUL_SEARCH__CANDIDATES")
     question = "How do I install the dependencies for this repo?"
     found = hook(store, "UserPromptSubmit", tree / "web", "s6", context=True, prompt=question)
     assert "pnpm" in found and "cargo" not in found

@@ -30,3 +30,14 @@ def test_the_top_hits_are_the_same_whatever_the_limit(tmp_path: Path) -> None:
         small = [hit.id for hit in memory.search(query, limit=5)]
         for limit in (10, 50, 200):
             assert [hit.id for hit in memory.search(query, limit=limit)][:5] == small, limit
+
+
+def test_the_default_floor_asks_it_of_the_best_hit_and_an_explicit_one_of_every_hit(tmp_path: Path) -> None:
+    # Issue 31: a multi-session question's second session scored under the default floor and was
+    # dropped (LongMemEval recall_all@5 0.941 -> 0.882); whether the store answers is the best hit's to say.
+    with open_fake(tmp_path / "s", **{"search.min_score": 0.8}) as memory:
+        best = memory.store("alpha beta gamma delta")
+        part = memory.store("alpha zeta eta theta iota kappa")
+        assert [hit.id for hit in memory.search("alpha beta gamma delta")] == [best, part]
+        assert [hit.id for hit in memory.search("alpha beta gamma delta", min_score=0.8)] == [best]
+        assert memory.search("omega sigma") == []

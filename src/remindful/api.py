@@ -503,8 +503,9 @@ class MemoryManager:
     ) -> builtins.list[SearchHit]:
         """Hybrid search (dense + lexical, fused); see :mod:`remindful.engine.retrieval.search`.
         Filters apply to every space. Best first; ``score`` is a calibrated relevance in [0, 1],
-        comparable across queries, and hits under ``min_score`` (default ``search.min_score``; 0:
-        the top hits whatever they score) are left out, so an unrelated query finds nothing.
+        comparable across queries, and hits under ``min_score`` (0: the top hits whatever they
+        score) are left out, so an unrelated query finds nothing; by default (``search.min_score``)
+        only the best hit must reach it, and the next ones follow it whatever they score.
         Near-duplicates come back as one hit counting the others (``similar``) and an older version
         of a subject is marked ``superseded_by`` the newer, unless ``collapse`` is False (every
         copy, in order). ``resumed_session``: a session whose memories rank higher (default: the
@@ -519,6 +520,7 @@ class MemoryManager:
             until=until,
             limit=limit,
             min_score=self.settings.search.min_score if min_score is None else min_score,
+            floor_best=min_score is None,
             collapse=collapse,
             resumed_session=self._resumed(resumed_session),
             scopes=self._selection(scope),

@@ -696,10 +696,12 @@ class Store:
         collapse: bool,
         resumed_session: str | None,
         scopes: Sequence[str | None] | None = None,
+        floor_best: bool = False,
     ) -> list[SearchHit]:
         """Hybrid search (dense + lexical, fused); see :mod:`remindful.engine.retrieval.search`.
         Filters apply to every space. Best first; scores are calibrated relevances in [0, 1], and
-        hits scoring under ``min_score`` are left out. ``collapse`` folds near-duplicates into one
+        hits scoring under ``min_score`` are left out (``floor_best``: nothing when the best hit
+        scores under it, else the first ``limit`` hits whatever they score). ``collapse`` folds near-duplicates into one
         hit and puts newer versions first; ``resumed_session`` ranks that session's memories higher
         (None: no session); ``scopes`` keeps the memories of those scopes (None among them: the
         unscoped ones; ``scopes=None``: every memory). Every setting is the caller's: the defaults
@@ -762,6 +764,7 @@ class Store:
             pending_after=None if dense is None else dense.pending_after,
             resumed_session=resumed_session,
             min_score=min_score,
+            floor_best=floor_best,
             diverse=collapse,
             passing=in_scopes,
             embed_missing=mirror.embed_for_search,

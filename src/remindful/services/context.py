@@ -16,7 +16,11 @@ the user); anyone else's is an ``observation`` (:func:`kind_of`):
   word sets overlapping ≥ 80 %). What is left is ordered by kind (:data:`TIERS`): facts,
   decisions, preferences, corrections and open failures first, then changes, answers and
   documents, then raw activity (reads, searches, commands that worked; at most
-  :data:`MAX_ACTIVITY_LINES` of them), each tier by score;
+  :data:`MAX_ACTIVITY_LINES` of them), each tier by score; then, under :data:`MAYBE_HEADER`, up to
+  ``context.maybe_lines`` facts, decisions, preferences, corrections and open failures scoring
+  under ``context.min_score`` but at least ``context.maybe_min_score``, one short line each (a
+  paraphrase of a stated fact scores 0.25-0.4). A statement learned from a prompt stands on its
+  own words: the prompt lends it no score;
 - **the SessionStart brief** (:func:`build_brief`): the recent decisions, open failures (what was
   run and that it failed: never the tool's output, which an attacker may write), preferences and
   rules, facts, and the assistant's observations of the project and the user, newest first, within
@@ -308,8 +312,8 @@ def build_context(
 ) -> Context:
     """The memories most relevant to ``query`` scoring at least ``min_score``, distilled and
     ordered by kind (see the module docstring), as explained lines within ``budget_tokens``
-    (estimated) in all; an empty Context when none fits. ``exclude`` drops hits whose text equals
-    it (the prompt being answered, just captured); ``types``, ``session_id`` and ``scopes`` (None:
+    (estimated) in all; an empty Context when none fits. ``exclude`` drops hits whose words it
+    holds in order (the prompt being answered, just captured, and what was learned from it); ``types``, ``session_id`` and ``scopes`` (None:
     every scope) narrow the search; ``resumed_session`` ranks that session's memories higher.
     Raises what the search raises (ValidationError, MemoryDisabledError)."""
     from remindful.model import Context
@@ -327,9 +331,26 @@ def build_context(
         resumed_session=resumed_session,
         scopes=scopes,
     )
+    if maybe_floor < min_score and (types is None or "knowledge" in types):
+        # Stated knowledge has a pool of its own: thirty log lines sharing the prompt's words
+        # cannot crowd "The deploy script needs AWS_PROFILE=prod" out of the candidates.
+        present = {hit.id for hit in hits}
+        stated = searcher.search(
+            query,
+            types=["knowledge"],
+            session_id=session_id,
+            limit=maybe_lines,
+            min_score=maybe_floor,
+            collapse=True,
+            resumed_session=resumed_session,
+            scopes=scopes,
+        )
+        hits = [*hits, *(hit for hit in stated if hit.id not in present)]
     shown = {hit.id for hit in hits}
     seen: list[set[str]] = []
-    skip = " ".join(exclude.split()).lower() if exclude else None
+    # The prompt being answered, as its words: a memory it states itself (the prompt, or a
+    # statement learned from it as it was captured) tells the agent nothing it was not just told.
+    skip = " ".join(_WORDS.findall(exclude.lower())) if exclude else None
     ranked: list[tuple[int, int, SearchHit, str]] = []
     for position, hit in enumerate(hits):
         kind = hit_kind(hit)
@@ -338,7 +359,7 @@ def build_context(
         if hit.superseded_by in shown or hit.metadata.get("superseded_by"):
             continue  # a newer version exists: the old one would mislead
         text = " ".join(hit.content.split())
-        if skip is not None and text.lower() == skip:
+        if skip is not None and f" {' '.join(_WORDS.findall(text.lower()))} " in f" {skip} ":
             continue
         words = set(_WORDS.findall(text.lower()))
         if any(words == other or _jaccard(words, other) >= DUPLICATE_JACCARD for other in seen):
@@ -347,7 +368,8 @@ def build_context(
         ranked.append((TIERS.get(kind, 1), position, hit, kind))
     ranked.sort(key=lambda entry: entry[:2])  # by tier, then as the search ranked them
     # Under the floor, only standing knowledge (tier 0) may come, as a few short "maybe" lines.
-    maybe = [entry for entry in ranked if entry[2].score < min_score and entry[0] == 0][:maybe_lines]
+    maybe = [entry for entry in ranked if entry[2].score < min_score and entry[0] == 0]
+    maybe = sorted(maybe, key=lambda entry: -entry[2].score)[:maybe_lines]
     ranked = [entry for entry in ranked if entry[2].score >= min_score]
     lines: list[str] = []
     kept: list[SearchHit] = []

@@ -32,8 +32,10 @@ nearly every relevant hit ranked in the first five on both dev sets (their 1st p
 0.27-0.32) and above what an unrelated memory shows.
 
 Two floors read this score: ``search.min_score`` (0.25) for explicit searches, where a
-paraphrase (a cosine of 0.3, no shared word) scores 0.27, and ``context.min_score`` (0.5: more
-likely than not) for the context a hook injects unasked. bench/fit_ranking.py prints what each
+paraphrase (a cosine of 0.3, no shared word) scores 0.27 (by default only the best hit must reach
+it: see :func:`remindful.engine.retrieval.search.rank`'s ``floor_best``), and ``context.min_score``
+(0.5: more likely than not) for the context a hook injects unasked, with a lower tier of standing
+knowledge from ``context.maybe_min_score`` (:mod:`remindful.services.context`). bench/fit_ranking.py prints what each
 costs and gives on both dev sets, and bench/locomo.py and bench/personachat.py measure them end to
 end.
 

@@ -23,8 +23,11 @@ the same in every store.
 
 Then near-duplicates collapse into the member that best matches the query, and newer versions of
 a subject move above older ones (:mod:`remindful.engine.retrieval.diversity`); when near-duplicates leave
-fewer than ``limit`` hits, the spaces are asked for more candidates. Hits below ``min_score`` are
-dropped. The order shown is the order of the scores.
+fewer than ``limit`` hits, the spaces are asked for more candidates, whose hits follow the first
+ones (the first pool is ``search.candidates`` whatever ``limit`` is, so the first hits do not depend
+on how many are asked for). Hits below ``min_score`` are dropped (or, with ``floor_best``, all when
+the best is below it). Stored prompts (:func:`is_prompt`) follow every other hit: a question is not
+its own answer. The order shown is the order of the scores.
 """
 
 from __future__ import annotations
@@ -228,12 +231,17 @@ def rank(
     min_score: float,
     diverse: bool,
     passing: int | None = None,
+    floor_best: bool = False,
     embed_missing: Callable[[Sequence[tuple[str, str]]], Mapping[str, np.ndarray]] | None = None,
 ) -> list[Ranked]:
     """Run the pipeline; returns at most ``limit`` hits best first, none scoring below
-    ``min_score``. ``diverse``: collapse near-duplicates and put newer versions first (callers
-    that count repeats, such as failure warnings, turn it off). ``resumed_session``: the session
-    whose memories this search ranks higher (None: none).
+    ``min_score`` (``floor_best``: none when the best scores under it, else the first ``limit``
+    whose own evidence reaches the gate (``calibration.GATE_EVIDENCE``): whether the store holds
+    an answer is the best hit's to say, what follows must only bear on the query itself; a memory
+    that answers one part of a question is still shown when its other parts score lower, such
+    as the second session a multi-session question needs). ``diverse``: collapse near-duplicates
+    and put newer versions first (callers that count repeats, such as failure warnings, turn it
+    off). ``resumed_session``: the session whose memories this search ranks higher (None: none).
 
     One worker thread runs the lexical queries on its own connection while this thread calls
     ``embed_query()`` (which should leave a core free for them) and asks the vector index.
@@ -300,14 +308,27 @@ def rank(
     found_in = {space: {mid for mid, _ in ranked} for space, ranked in candidates.by_space.items()}
     result: list[Ranked] = []
     prompts: list[Ranked] = []
+    # floor_best: once the best hit reaches the floor, the next ones need only bear on the query
+    # themselves (their own evidence at the gate: not a neighbour's, not noise).
+    follow = floor_best and bool(groups) and groups[0][1] >= floor
     for group, score in groups:
-        if score < floor or len(result) + len(prompts) >= limit:
+        if len(result) + len(prompts) >= limit:
+            break
+        if score < floor and not (follow and scored[group.shown.id].own >= calibration.GATE_EVIDENCE):
+            if follow:
+                continue
             break
         row = scored[group.shown.id].row
+        similar = tuple(group.similar_ids)
+        if is_prompt(row):
+            # A statement learned from a prompt can be its near-duplicate: it is shown, on its own score.
+            stated = [scored[m] for m in similar if m in scored and not is_prompt(scored[m].row)]
+            if stated:
+                best = max(stated, key=lambda s: s.score)
+                similar = tuple(m for m in (row.id, *similar) if m != best.row.id)
+                row, score = best.row, min(best.score, score)
         spaces = tuple(space for space, ids in found_in.items() if row.id in ids)
-        (prompts if is_prompt(row) else result).append(
-            Ranked(row, score, spaces, tuple(group.similar_ids), group.superseded_by)
-        )
+        (prompts if is_prompt(row) else result).append(Ranked(row, score, spaces, similar, group.superseded_by))
     # A question is not its own answer: stored prompts follow every other hit, their scores capped
     # at the lowest shown above them (so scores still fall down the list).
     lowest = result[-1].score if result else 1.0
@@ -340,17 +361,25 @@ def _after(
 ) -> list[tuple[diversity.Group, float]]:
     """A later, larger pool's hits after the ones an earlier pool ``settled`` (so the first hits of
     a search do not depend on how many it asks for), each new one scoring at most the last settled
-    one; hits standing for a memory already settled are left out."""
+    one. A settled hit keeps its place and score and takes the near-duplicates the larger pool
+    found of it."""
     if not settled:
         return groups
-    taken = {mid for group, _ in settled for mid in (group.shown.id, *group.similar_ids)}
+    holding = {mid: index for index, (group, _) in enumerate(groups) for mid in (group.shown.id, *group.similar_ids)}
+    used: set[int] = set()
+    result = []
+    for group, score in settled:
+        index = holding.get(group.shown.id)
+        if index is not None and index not in used:
+            used.add(index)
+            group = groups[index][0]
+        result.append((group, score))
     last = settled[-1][1]
-    fresh = [
-        (group, min(score, last))
-        for group, score in groups
-        if group.shown.id not in taken and not taken.intersection(group.similar_ids)
-    ]
-    return settled + fresh
+    taken = {mid for group, _ in result for mid in (group.shown.id, *group.similar_ids)}
+    for index, (group, score) in enumerate(groups):
+        if index not in used and group.shown.id not in taken and not taken.intersection(group.similar_ids):
+            result.append((group, min(score, last)))
+    return result
 
 
 class Model:
