@@ -313,9 +313,10 @@ def build_context(
     """The memories most relevant to ``query`` scoring at least ``min_score``, distilled and
     ordered by kind (see the module docstring), as explained lines within ``budget_tokens``
     (estimated) in all; an empty Context when none fits. ``exclude`` drops hits whose words it
-    holds in order (the prompt being answered, just captured, and what was learned from it); ``types``, ``session_id`` and ``scopes`` (None:
-    every scope) narrow the search; ``resumed_session`` ranks that session's memories higher.
-    Raises what the search raises (ValidationError, MemoryDisabledError)."""
+    holds in order (the prompt being answered, just captured, and what was learned from it);
+    ``types``, ``session_id`` and ``scopes`` (None: every scope) narrow the search;
+    ``resumed_session`` ranks that session's memories higher. Raises what the search raises
+    (ValidationError, MemoryDisabledError)."""
     from remindful.model import Context
 
     if not query.strip() or budget_tokens <= estimate_tokens(HEADER) + 1:
