@@ -169,8 +169,8 @@ def test_a_replaced_value_retires_what_was_said_with_it_in_the_project_only(tmp_
     here, there = AgentSession(store, shop), AgentSession(store, blog)
     here.prompt("Which port?")
     here.answer("The staging database listens on port 5432.", in_payload=True)
-    here.prompt("Decide the port.")
-    here.answer("We decided to keep port 5432 for local runs.", in_payload=True)
+    here.prompt("We decided to keep port 5432 for local runs.")  # the user's decision (d622e2a: not the assistant's)
+    here.answer("Noted: port 5432 stays for local runs.", in_payload=True)
     there.prompt("Which port?")
     there.answer("The blog database listens on port 5432.", in_payload=True)
     here.edit(str(shop / ".env"), "DB_PORT=5432", "DB_PORT=6543")
@@ -180,7 +180,8 @@ def test_a_replaced_value_retires_what_was_said_with_it_in_the_project_only(tmp_
         assert "superseded_by" in answers["The staging database listens on port 5432."].metadata
         assert "superseded_by" not in answers["The blog database listens on port 5432."].metadata  # another project
         decided = [m for m in memory.list(type="knowledge", limit=20) if "decided" in m.content]
-        assert decided and all("superseded_by" not in m.metadata for m in decided)  # a decision is the user's
+        assert decided and all(m.origin == "user" and m.metadata.get("category") == "decision" for m in decided)
+        assert all("superseded_by" not in m.metadata for m in decided)  # a decision is the user's: not retired
 
 
 def test_a_success_resolves_the_failures_of_the_same_call_only(tmp_path: Path) -> None:

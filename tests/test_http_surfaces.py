@@ -114,6 +114,7 @@ ERRORS: dict[type[RemindfulError], tuple[Callable[[], RemindfulError], int]] = {
     errors.EmbedderError: (lambda: errors.EmbedderError("no model"), 500),
     errors.DependencyMissingError: (lambda: errors.DependencyMissingError("torch", "st"), 500),
     errors.MemoryDisabledError: (lambda: errors.MemoryDisabledError("off in config"), 503),
+    errors.UntrustedPathError: (lambda: errors.UntrustedPathError("config /x is writable by others"), 500),
 }
 
 

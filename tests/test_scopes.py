@@ -157,6 +157,7 @@ USER_LEVEL = [
     ("Don't use var in JavaScript", "knowledge", "manual"),
     ("User prefers dark mode.", "knowledge", "config"),
     ("User instruction: Always write docstrings in the imperative.", "knowledge", "conversation"),
+    ("User instruction: From now on, never put emojis in commit messages.", "knowledge", "conversation"),
     ("User prefers short answers without preamble.", "knowledge", "conversation"),
     ("The user prefers a formal greeting over 'hey dude'.", "knowledge", "correction"),  # an LLM's lesson
     ("In every project, keep the virtualenv in .venv", "knowledge", "manual"),

@@ -42,7 +42,8 @@ with remindful.open(sys.argv[1]) as m:
             while not os.path.exists(arg):
                 print(json.dumps([tag, m.store(f"{tag} note number {i}", type="knowledge")]), flush=True)
                 i += 1
-        elif cmd == "search":
+        elif cmd == "search":  # once what this process stored is indexed (its own flush: no timed wait)
+            assert m.flush(300), "the writer's own stores were not indexed within 300 s"
             hits = m.search(f"{tag} note number {arg}", limit=3)
             print(json.dumps(["hits", [[h.id, sorted(h.sources)] for h in hits]]), flush=True)
         print(json.dumps(["done", tag]), flush=True)

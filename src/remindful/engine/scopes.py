@@ -62,7 +62,8 @@ _PREFERENCE = re.compile(
     r"^\W*(?:i|user|the user)\s+(?:really\s+|strongly\s+|generally\s+|usually\s+)?"
     r"(?:always|never|prefers?|hates?|dislikes?|would rather|(?:does not|doesn't|do not|don't)\s+like)\b"
     r"|^\W*(?:my|user's|the user's)\s+(?:preference|rule)\b"
-    r"|^\W*user\s+instruction:\s*(?:please\s+)?(?:always|never|don't|do not)\b",
+    r"|^\W*user\s+instruction:\s*(?:from now on,?\s+|going forward,?\s+|in (?:the )?future,?\s+|please\s+)*"
+    r"(?:always|never|don't|do not)\b",
     re.IGNORECASE,
 )
 _RULE = re.compile(

@@ -228,6 +228,8 @@ def analyze_patterns(
         report["by_action"] = actions[:50]
         report["high_success"] = [r for r in kinds if r["success_rate"] >= 0.9 and r["count"] >= 3]
         report["failure_prone"] = _failure_prone(actions, kinds)
+        for row in kinds + actions:  # the stemmed key groups, it is not for display
+            del row["key"]
         report["insights"] = [
             f"{r['action']} succeeds {r['success_rate']:.0%} ({r['successes']}/{r['successes'] + r['failures']})"
             for r in report["high_success"]
