@@ -4,6 +4,7 @@ written against the dict keep working for a release, each access warning (Deprec
 from __future__ import annotations
 
 import warnings
+from pathlib import Path
 
 import pytest
 
@@ -33,7 +34,7 @@ def test_stats_answers_every_key_of_the_old_dict_with_a_deprecation_warning(memo
     memory.store("The deploy script needs AWS_PROFILE=prod", type="knowledge")
     stats = memory.stats()
     for key in sorted(OLD_KEYS):
-        with pytest.warns(DeprecationWarning, match=r"stats\(\)\[") as caught:
+        with pytest.warns(DeprecationWarning, match=r"Stats\[") as caught:
             value = stats[key]
         assert caught[0].filename == __file__  # the warning names the caller's line
         assert value == stats.to_dict()[key]
@@ -70,3 +71,15 @@ def test_attribute_access_does_not_warn(memory: MemoryManager) -> None:
         assert (
             stats.total_memories == 0 and "knowledge_memories" in stats.collections and stats.to_dict()["sessions"] == 0
         )
+
+
+def test_every_record_that_was_a_dict_answers_as_one(memory: MemoryManager, tmp_path: Path) -> None:
+    """The other methods that answered dicts in 0.1.0 (export, backup, doctor, ...) keep answering
+    their old keys for a release, with the same warning."""
+    memory.store("The deploy script needs AWS_PROFILE=prod", type="knowledge")
+    result = memory.export(output_path=str(tmp_path / "out.json"))
+    with pytest.warns(DeprecationWarning, match=r"ExportResult\['count'\]") as caught:
+        assert result["count"] == 1 == result.count
+    assert caught[0].filename == __file__
+    with pytest.warns(DeprecationWarning):
+        assert dict(result.items()) == result.to_dict()

@@ -85,6 +85,11 @@ class AsyncMemoryManager:
     bind_project = _awaitable(MemoryManager.bind_project)
     unbind_project = _awaitable(MemoryManager.unbind_project)
     refused_markers = _awaitable(MemoryManager.refused_markers)
+    # -- a shared store (PostgreSQL)
+    migrate = _awaitable(MemoryManager.migrate)
+    team_add = _awaitable(MemoryManager.team_add)
+    team_revoke = _awaitable(MemoryManager.team_revoke)
+    team_people = _awaitable(MemoryManager.team_people)
     # -- maintenance
     reindex = _awaitable(MemoryManager.reindex)
     doctor = _awaitable(MemoryManager.doctor)

@@ -167,6 +167,52 @@ def content_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+class OldDictForm:
+    """What a record answers where a script reads it as the dict its method returned in 0.1.0
+    (``stats()["collections"]``, ``.get``, ``.keys``, ``.values``, ``.items``, ``in``, iteration):
+    that dict was the record's JSON form, :meth:`to_dict`. Deprecated: every such read warns
+    (DeprecationWarning, at the caller's line); it goes in the release after this one. The records
+    of the methods that answered dicts in 0.1.0 have it."""
+
+    __slots__ = ()
+
+    def to_dict(self) -> dict[str, Any]:  # pragma: no cover - every record defines its own
+        raise NotImplementedError
+
+    def _as_dict(self, how: str) -> dict[str, Any]:
+        import warnings
+
+        name = type(self).__name__
+        warnings.warn(
+            f"{name}{how} reads a {name} as the dict its method used to return; read its attributes "
+            f"or .to_dict() instead: the dict access goes in the next release",
+            DeprecationWarning,
+            stacklevel=3,
+        )
+        return self.to_dict()
+
+    def __getitem__(self, key: str) -> Any:
+        return self._as_dict(f"[{key!r}]")[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self._as_dict(".get()").get(key, default)
+
+    def keys(self) -> Any:
+        return self._as_dict(".keys()").keys()
+
+    def values(self) -> Any:
+        return self._as_dict(".values()").values()
+
+    def items(self) -> Any:
+        return self._as_dict(".items()").items()
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._as_dict(" in")
+
+    def __iter__(self) -> Any:
+        return iter(self._as_dict(" iterated"))
+
+
 @dataclass(frozen=True, slots=True)
 class ChunkMetadata:
     """Where a chunk sits in its parent (a Markdown file or a long response)."""
@@ -295,7 +341,7 @@ def _iso(value: datetime | None) -> str | None:
 
 
 @dataclass(frozen=True, slots=True)
-class Session:
+class Session(OldDictForm):
     """A run of an agent or server, as :meth:`MemoryManager.list_sessions` lists it: its span
     (``ended_at``: the recorded end, else its last memory's time), memory counts in all and
     ``by_type``, the most frequent ``actions``/``screens``/``tools`` in ``summary``
@@ -327,7 +373,7 @@ class Session:
 
 
 @dataclass(frozen=True, slots=True)
-class SessionDeleted:
+class SessionDeleted(OldDictForm):
     """What :meth:`MemoryManager.delete_session` did: ``deleted`` memories, after a backup at ``backup_path``."""
 
     session_id: str
@@ -374,7 +420,7 @@ class StorageUsage:
 
 
 @dataclass(frozen=True, slots=True)
-class Stats:
+class Stats(OldDictForm):
     """:meth:`MemoryManager.stats`: counts per collection, storage and quota use, sessions, and the
     figures of :mod:`remindful.services.stats` (``session_length``, ``activity``,
     ``captures_per_day``, ``spool_pending``, ``last_cleanup``, ``capture``, ``learning``, ``index``,
@@ -429,49 +475,6 @@ class Stats:
         data["warnings"] = list(self.warnings)
         return data
 
-    # -- the dict ``stats()`` returned in 0.1.0: deprecated, removed in the release after this one ----
-
-    def _as_dict(self, how: str) -> dict[str, Any]:
-        import warnings
-
-        warnings.warn(
-            f"stats(){how} reads Stats as the dict stats() used to return; read its attributes "
-            "(stats().total_memories, stats().collections...) or stats().to_dict() instead: "
-            "the dict access goes in the next release",
-            DeprecationWarning,
-            stacklevel=3,
-        )
-        return self.to_dict()
-
-    def __getitem__(self, key: str) -> Any:
-        """``stats()["collections"]``, as of the dict :meth:`MemoryManager.stats` returned (its JSON
-        form, :meth:`to_dict`). Deprecated: warns (DeprecationWarning)."""
-        return self._as_dict(f"[{key!r}]")[key]
-
-    def get(self, key: str, default: Any = None) -> Any:
-        """``stats().get(key)`` of the old dict. Deprecated: warns (DeprecationWarning)."""
-        return self._as_dict(".get()").get(key, default)
-
-    def keys(self) -> Any:
-        """The old dict's keys. Deprecated: warns (DeprecationWarning)."""
-        return self._as_dict(".keys()").keys()
-
-    def values(self) -> Any:
-        """The old dict's values. Deprecated: warns (DeprecationWarning)."""
-        return self._as_dict(".values()").values()
-
-    def items(self) -> Any:
-        """The old dict's items. Deprecated: warns (DeprecationWarning)."""
-        return self._as_dict(".items()").items()
-
-    def __contains__(self, key: object) -> bool:
-        """``"collections" in stats()``, of the old dict. Deprecated: warns (DeprecationWarning)."""
-        return key in self._as_dict(" in")
-
-    def __iter__(self) -> Any:
-        """``for key in stats()``, ``dict(stats())``: the old dict's keys. Deprecated: warns."""
-        return iter(self._as_dict(" iterated"))
-
 
 @dataclass(frozen=True, slots=True)
 class ScopeUsage:
@@ -504,7 +507,7 @@ class HealthCheck:
 
 
 @dataclass(frozen=True, slots=True)
-class Diagnosis:
+class Diagnosis(OldDictForm):
     """:meth:`MemoryManager.doctor`: every part's check; ``healthy`` when all are ok."""
 
     healthy: bool
@@ -520,7 +523,7 @@ class Diagnosis:
 
 
 @dataclass(frozen=True, slots=True)
-class IndexStatus:
+class IndexStatus(OldDictForm):
     """Whether the vector index is usable (``error`` says why not), which ``backend`` it is, how
     many memories wait to be indexed and how many deleted ones' vectors wait to leave it."""
 
@@ -535,7 +538,7 @@ class IndexStatus:
 
 
 @dataclass(frozen=True, slots=True)
-class CaptureStatus:
+class CaptureStatus(OldDictForm):
     """What automatic capture is doing: hook events waiting in the spool, redactions and skipped
     captures by reason (``capture``), Markdown files indexed."""
 
@@ -548,7 +551,7 @@ class CaptureStatus:
 
 
 @dataclass(frozen=True, slots=True)
-class FileIndexed:
+class FileIndexed(OldDictForm):
     """:meth:`MemoryManager.index_file`: what happened to the file (``outcome``: ``indexed``,
     ``unchanged``, ``skipped`` or ``vanished``), and how many chunks of it are stored now."""
 
@@ -563,7 +566,7 @@ class FileIndexed:
 
 
 @dataclass(slots=True)
-class CleanupReport:
+class CleanupReport(OldDictForm):
     """What a cleanup deleted (or, with ``dry_run``, would delete). Filled in by the cleanup as it
     runs; ``ids`` are the memories it deleted (or would)."""
 
@@ -606,7 +609,7 @@ class CleanupReport:
 
 
 @dataclass(frozen=True, slots=True)
-class DedupReport:
+class DedupReport(OldDictForm):
     """:meth:`MemoryManager.dedup`: ``clusters`` of near-duplicates at ``threshold``, the
     ``deleted`` (or, with ``dry_run``, deletable) duplicates, and each cluster's kept memory
     mapped to its duplicates (``representatives``)."""
@@ -633,7 +636,7 @@ class DedupReport:
 
 
 @dataclass(frozen=True, slots=True)
-class ExportResult:
+class ExportResult(OldDictForm):
     """:meth:`MemoryManager.export`: the file written, its memories and its size."""
 
     path: str
@@ -645,7 +648,7 @@ class ExportResult:
 
 
 @dataclass(frozen=True, slots=True)
-class ImportResult:
+class ImportResult(OldDictForm):
     """:meth:`MemoryManager.import_memories`: of the file's ``count`` memories, those ``imported``
     (per type in ``counts``) and those ``skipped`` (already present)."""
 
@@ -666,7 +669,7 @@ class ImportResult:
 
 
 @dataclass(frozen=True, slots=True)
-class BackupResult:
+class BackupResult(OldDictForm):
     """:meth:`MemoryManager.backup`: the archive written, its memories per type (``counts``) and in
     all, its size."""
 
@@ -689,7 +692,7 @@ class BackupResult:
 
 
 @dataclass(frozen=True, slots=True)
-class RestoreResult:
+class RestoreResult(OldDictForm):
     """:meth:`MemoryManager.restore`: the memories now in the store per collection (``counts``) and
     in all, those the archive's manifest promised (``expected``), and where the replaced data went."""
 
@@ -710,7 +713,7 @@ class RestoreResult:
 
 
 @dataclass(frozen=True, slots=True)
-class ClearResult:
+class ClearResult(OldDictForm):
     """:meth:`MemoryManager.clear_all`: the memories deleted, after a backup at ``backup_path``
     (which held ``counts_before``)."""
 
@@ -792,7 +795,7 @@ class FailureWarning:
 
 
 @dataclass(frozen=True, slots=True)
-class Suggestions:
+class Suggestions(OldDictForm):
     """:meth:`MemoryManager.suggest`: what to replay for ``context``, and warnings about actions that failed."""
 
     context: str
@@ -812,7 +815,7 @@ _PATTERN_PARTS = ("patterns", "by_kind", "by_action", "high_success", "failure_p
 
 
 @dataclass(frozen=True, slots=True)
-class PatternReport:
+class PatternReport(OldDictForm):
     """:meth:`MemoryManager.analyze_patterns` over ``analyzed`` memories of ``type`` in
     ``sessions`` sessions. Each part is None (and left out of ``to_dict()``) when the ``metric``
     asked for does not include it: ``patterns`` (recurring sequences), ``by_kind`` / ``by_action``
