@@ -77,7 +77,10 @@ def test_a_hook_keeps_the_event_of_a_long_session_id(tmp_path: Path, capsys: pyt
     with open_fake(store) as memory:
         memory.drain_spool()
         kept = memory.list(session_id=fit_session_id(long_id))
-        assert [m.content for m in kept] == ["keep my prompt"]
+        assert [m.content for m in kept if m.type.value == "conversation"] == ["keep my prompt"]
+        # what the prompt states is learned under the same shortened id (2eb6052)
+        (learned,) = (m for m in kept if m.type.value != "conversation")
+        assert learned.metadata["conversation_id"] == fit_session_id(long_id)
     assert len(fit_session_id(long_id)) <= SESSION_ID_MAX_CHARS
     assert fit_session_id(long_id) != fit_session_id(long_id[:-1] + "y")
 
