@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import json
 import lzma
-import os
 import re
 import subprocess
 import sys
@@ -39,21 +38,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from common import REPO, emit, machine, parser
+from common import REPO, add_data_option, emit, machine, parser
 
 #: The tree whose rules are "today's": the commit this design starts from.
 BASE = "2f4459f"
 FIXTURES = REPO / "tests" / "fixtures" / "learning"
-DATA_ENV = "REMINDFUL_BENCH_LONGMEMEVAL"
 
 Learner = Callable[[str], list[str]]
-
-
-def default_data() -> Path:
-    configured = os.environ.get(DATA_ENV)
-    if configured:
-        return Path(configured).expanduser()
-    return REPO.parent / "shared" / "data" / "longmemeval_dev.json.xz"
 
 
 def prompt_set(path: Path) -> list[tuple[str, str]]:
@@ -211,7 +202,7 @@ def lines(result: dict[str, Any]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     args_parser = parser(__doc__)
-    args_parser.add_argument("--data", type=Path, default=default_data(), metavar="PATH", help="LongMemEval dev file")
+    add_data_option(args_parser, kind="longmemeval")
     args_parser.add_argument("--base", default=BASE, help="the commit whose rules are today's (default %(default)s)")
     args_parser.add_argument("--show-misses", type=int, default=0, metavar="N", help="print N misses of each kind")
     args = args_parser.parse_args(argv)

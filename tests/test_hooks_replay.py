@@ -50,8 +50,14 @@ def test_ten_stop_events_of_one_session_store_ten_answers(tmp_path: Path) -> Non
         hook(store, "Stop", stop_payload(transcript))
     with open_fake(store) as memory:
         memory.drain_spool()
-        answers = sorted(m.content for m in memory.list(session_id="sess-1", limit=100))
-    assert answers == sorted(f"Answer {n}: step {n} of the migration is done and verified." for n in range(10))
+        kept = memory.list(session_id="sess-1", limit=100)
+    said = sorted(f"Answer {n}: step {n} of the migration is done and verified." for n in range(10))
+    assert sorted(m.content for m in kept if m.type.value == "conversation") == said
+    # each answer is also learned once as the assistant's observation (2eb6052), no more
+    learned = [m for m in kept if m.type.value == "knowledge"]
+    assert sorted(m.content for m in learned) == said
+    assert {(m.origin, m.metadata["category"]) for m in learned} == {("assistant", "observation")}
+    assert len(kept) == 20
 
 
 def test_a_replayed_stop_is_spooled_once(tmp_path: Path) -> None:

@@ -77,7 +77,10 @@ def test_a_hook_keeps_the_event_of_a_long_session_id(tmp_path: Path, capsys: pyt
     with open_fake(store) as memory:
         memory.drain_spool()
         kept = memory.list(session_id=fit_session_id(long_id))
-        assert [m.content for m in kept] == ["keep my prompt"]
+        assert [m.content for m in kept if m.type.value == "conversation"] == ["keep my prompt"]
+        # what the prompt states is learned under the same shortened id (2eb6052)
+        (learned,) = (m for m in kept if m.type.value != "conversation")
+        assert learned.metadata["conversation_id"] == fit_session_id(long_id)
     assert len(fit_session_id(long_id)) <= SESSION_ID_MAX_CHARS
     assert fit_session_id(long_id) != fit_session_id(long_id[:-1] + "y")
 
@@ -147,10 +150,12 @@ def test_an_unsalted_tombstone_is_still_honoured_and_migrated(tmp_path: Path) ->
         memory.drain_spool()
         (call,) = (m for m in memory.list(source="hook", limit=10) if m.type.value == "action")
         old_key = forget_key(call.content)
+        # deleted the catalog's way (its session windows' index is contentless: a raw DELETE would
+        # leave it unable to remove their entries), with no tombstone of its own
+        assert memory.engine.catalog.delete_ids([call.id]) == [(call.id, "action")]
         memory.engine.catalog.write(
             lambda c: (
-                c.execute("DELETE FROM memories WHERE id = ?", (call.id,)).rowcount
-                + c.execute(
+                c.execute(
                     "INSERT INTO tombstones (key, buried_at, reason, memory_id) VALUES (?, 1.0, 'deleted', ?)",
                     (old_key, call.id),
                 ).rowcount

@@ -35,7 +35,9 @@ def run_tour(tmp_path: Path, backend: str | None) -> dict[str, str]:
     project.mkdir()
     subprocess.run(["git", "init", "-q", str(project)], check=True)
     extra = {"REMINDFUL_EMBEDDINGS__BACKEND": backend} if backend else {}
-    env = agent_env(tmp_path / "home", **extra)
+    # a wide terminal: at 80 columns (a pipe's default) the search table's content column, beside
+    # score, id, type, scope and from, wraps "dark / mode" onto two lines
+    env = agent_env(tmp_path / "home", COLUMNS="200", **extra)
     snippet, commands = tour()
     outputs: dict[str, str] = {}
     done = subprocess.run(

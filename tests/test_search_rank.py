@@ -98,6 +98,9 @@ def test_near_duplicates_filling_the_first_candidates_make_the_search_look_furth
         distinct = memory.store_batch(
             [{"content": f"disk {word} report", "type": "action"} for word in ("quota", "usage", "alert", "audit")]
         )
+        # once every vector is computed (its own flush, not the search's timed wait): a row still
+        # without one cannot be folded with its copies
+        assert memory.flush(300), "the stores were not indexed within 300 s"
         hits = memory.search("disk full on node seven", limit=5, min_score=0)
         assert len(hits) == 5 and hits[0].similar == 11 and len(hits[0].similar_ids) == 11
         assert set(distinct) <= {hit.id for hit in hits}

@@ -15,10 +15,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 import remindful
 from remindful.embed import FakeEmbedder
+from remindful.engine import vectors
 from remindful.engine.redact import build_redactor, redact_then_truncate
 from remindful.services.ingest.calls import ToolCall
 from remindful.services.ingest.distill import COMMAND_CHARS, OUTPUT_CHARS
@@ -220,7 +222,8 @@ def test_planted_secrets_reach_no_file_through_any_capture_path(tmp_path: Path) 
 
 def test_imported_embedding_of_a_redacted_content_is_dropped(tmp_path: Path) -> None:
     source = tmp_path / "in.json"
-    vector = base64.b64encode(bytes(384 * 4)).decode()
+    imported = np.linspace(-1.0, 1.0, 384, dtype=np.float32)
+    vector = base64.b64encode(imported.astype("<f4").tobytes()).decode()
     item = {"type": "knowledge", "source": "manual", "created_at": 1_700_000_000.0, "embedding": vector}
     memories = [
         {**item, "id": "knowledge_20240101000000000000_aaaa0001", "content": f"key {PLANTED[0][0]}"},
@@ -233,8 +236,10 @@ def test_imported_embedding_of_a_redacted_content_is_dropped(tmp_path: Path) -> 
         rows = dict(conn.execute("SELECT id, embedding FROM memories ORDER BY id").fetchall())
         contents = [c for (c,) in conn.execute("SELECT content FROM memories")]
     assert "key [AWS_KEY_REDACTED]" in contents
-    assert rows["knowledge_20240101000000000000_aaaa0002"] == bytes(384 * 4)  # untouched: kept as imported
-    assert rows["knowledge_20240101000000000000_aaaa0001"] != bytes(384 * 4)  # re-embedded (or not yet)
+    # untouched: kept as imported (stored as int8 with a scale since 4fe7ae2, so within one step)
+    assert np.allclose(vectors.decode(rows["knowledge_20240101000000000000_aaaa0002"]), imported, atol=1 / 127)
+    redacted = rows["knowledge_20240101000000000000_aaaa0001"]  # re-embedded (or not yet)
+    assert redacted is None or not np.allclose(vectors.decode(redacted), imported, atol=0.1)
 
 
 # -- a broken config fails closed --------------------------------------------------------------------

@@ -168,7 +168,8 @@ def test_a_hook_payload_over_the_limit_keeps_a_truncated_memory(
     assert spooled(store) == 1
     with open_fake(store, **{"limits.hook_payload_bytes": 2000}) as memory:
         assert memory.drain_spool() == 1  # under the limit the drain applies: not set aside
-        (kept,) = memory.list()
+        (kept,) = memory.list()  # nothing learned from a text cut mid-way (nor from its note)
+    assert "learned" not in kept.metadata
     assert kept.content.startswith("p" * 250) and "p" * 251 not in kept.content
     assert "[truncated: the hook input was" in kept.content and kept.metadata["truncated"]["bytes"] > 3000
     payload["prompt"] = "p" * 9_000

@@ -437,9 +437,9 @@ class _Batch:
         (the same session's next prompt, or a session cut short before its answer, has it); the
         Stop answer after it is learned as the assistant's observations. Both go through
         ``capture_conversation`` (nothing is stored unless conversation capture is on, nor a
-        statement that was forgotten), in the project of the event's directory. The prompt's memory
-        lists what was learned from it (metadata ``learned``), which context injection gives in its
-        place."""
+        statement that was forgotten), in the project of the event's directory. A text cut to
+        ``limits.hook_payload_bytes`` teaches nothing. The prompt's memory lists what was learned
+        from it (metadata ``learned``), which context injection gives in its place."""
         if self.learning is None:
             return
         record = row.record
@@ -456,6 +456,9 @@ class _Batch:
             turn = {"user_message": "", "assistant_response": answer["content"]}
         else:
             return
+        said = prompt if event == "UserPromptSubmit" else answer
+        if "truncated" in ((said or {}).get("metadata") or {}):
+            return  # cut mid-way and carrying remindful's own note: half a rule is not what was said
         turn.update(conversation_id=session_id, timestamp=float(record["at"]), project_id=self.project_id(cwd))
         from remindful.services.learning.conversation import capture_conversation
 

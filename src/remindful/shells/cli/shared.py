@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from remindful.shells.cli.app import JsonOpt, _open, _print_json, _run, app, console, err_console
+from remindful.shells.cli.usage import Group
 
 
 @app.command()
@@ -64,7 +65,7 @@ def migrate(
         console.print(f"  {name}: {n} vectors on the Chroma server", highlight=False)
 
 
-team = typer.Typer(help="People of the team store (catalog.url): tokens issued once, revoked at once.")
+team = typer.Typer(cls=Group, help="People of the team store (catalog.url): tokens issued once, revoked at once.")
 app.add_typer(team, name="team")
 
 
