@@ -96,6 +96,39 @@ def test_capture_hook_imports_nothing_heavy(tmp_path: Path) -> None:
     assert done.stdout.strip() == "0 []", done.stdout + done.stderr
 
 
+@pytest.mark.parametrize(
+    ("event", "light"),
+    [
+        ("PostToolUse", ("remindful.model", "dataclasses", "inspect", "typing", "uuid")),
+        # A prompt's hook asks for its context (services.context: typing), never for the records.
+        ("UserPromptSubmit", ("remindful.model", "dataclasses", "inspect", "uuid")),
+    ],
+)
+def test_capture_hook_imports_not_even_the_records(tmp_path: Path, event: str, light: tuple[str, ...]) -> None:
+    """The records module and what it pulls in (dataclasses, inspect, typing, uuid) cost a hook
+    ~35 ms, its whole budget again: a capture writes its origins as plain strings."""
+    payload = json.dumps(
+        {
+            "session_id": "s",
+            "hook_event_name": event,
+            "tool_name": "WebFetch",
+            "tool_input": {"url": "https://example.com/x"},
+            "tool_response": {"result": "ok"},
+            "prompt": "FYI: the staging database listens on port 6543.",
+        }
+    )
+    script = (
+        "import sys, io\n"
+        "from remindful.shells.hook import run\n"
+        f"code = run(['--path', {str(tmp_path / 's')!r}, 'hook', {event!r}], stdin=io.StringIO({payload!r}))\n"
+        f"print(code, [m for m in {light!r} if m in sys.modules])\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=child_env(tmp_path), timeout=60, check=True
+    )
+    assert done.stdout.strip() == "0 []", done.stdout + done.stderr
+
+
 def fire(store: Path, i: int) -> None:
     payload = {
         "session_id": "burst",

@@ -35,7 +35,6 @@ import json
 import os
 
 from remindful.engine.redact import redact_then_truncate
-from remindful.model import OriginKind, make_origin
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs hook processes milliseconds
 if TYPE_CHECKING:
@@ -346,10 +345,13 @@ def tool_memory(
     metadata["kind"] = kind
     metadata["importance"] = IMPORTANCE[kind]
     url = tool_input.get("url") if tool == "WebFetch" else None
+    # The origin in its stored form, written out here: a hook process must not import
+    # remindful.model (dataclasses, typing, uuid: ~35 ms per hook); the store checks and
+    # normalises it (remindful.model.make_origin) as it writes the memory.
     if isinstance(url, str):  # the page's words, if any; its address redacted as the line's is
-        origin = make_origin(OriginKind.WEB, _text(url, ARGUMENT_CHARS, redactor, None))
+        origin = f"web:{_text(url, ARGUMENT_CHARS, redactor, None)}"
     else:
-        origin = make_origin(OriginKind.TOOL, tool or None)
+        origin = f"tool:{tool}" if tool else "tool"
     return {"content": line, "type": "action", "source": "hook", "origin": origin, "metadata": metadata}
 
 
