@@ -82,18 +82,25 @@ def test_console_script_per_event(tmp_path: Path, event: str) -> None:
         assert done.stdout == ""
 
 
-def test_capture_hook_imports_nothing_heavy(tmp_path: Path) -> None:
-    payload = json.dumps({"session_id": "s", "tool_name": "Bash", "tool_input": {"command": "ls"}})
+def modules_after_hook(tmp_path: Path, event: str, payload: str, names: tuple[str, ...]) -> str:
+    """``"<exit code> [<names imported>]"``: a fresh process runs one hook and lists which of the
+    top-level or dotted module ``names`` it imported."""
     script = (
         "import sys, io\n"
         "from remindful.shells.hook import run\n"
-        f"code = run(['--path', {str(tmp_path / 's')!r}, 'hook', 'PreToolUse'], stdin=io.StringIO({payload!r}))\n"
-        f"print(code, sorted({{m.split('.')[0] for m in sys.modules}} & set({HEAVY!r})))\n"
+        f"code = run(['--path', {str(tmp_path / 's')!r}, 'hook', {event!r}], stdin=io.StringIO({payload!r}))\n"
+        f"loaded = set(sys.modules) | {{m.split('.')[0] for m in sys.modules}}\n"
+        f"print(code, [m for m in {names!r} if m in loaded])\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, env=child_env(tmp_path), timeout=60, check=True
     )
-    assert done.stdout.strip() == "0 []", done.stdout + done.stderr
+    return done.stdout.strip() + done.stderr
+
+
+def test_capture_hook_imports_nothing_heavy(tmp_path: Path) -> None:
+    payload = json.dumps({"session_id": "s", "tool_name": "Bash", "tool_input": {"command": "ls"}})
+    assert modules_after_hook(tmp_path, "PreToolUse", payload, HEAVY) == "0 []"
 
 
 @pytest.mark.parametrize(
@@ -117,16 +124,7 @@ def test_capture_hook_imports_not_even_the_records(tmp_path: Path, event: str, l
             "prompt": "FYI: the staging database listens on port 6543.",
         }
     )
-    script = (
-        "import sys, io\n"
-        "from remindful.shells.hook import run\n"
-        f"code = run(['--path', {str(tmp_path / 's')!r}, 'hook', {event!r}], stdin=io.StringIO({payload!r}))\n"
-        f"print(code, [m for m in {light!r} if m in sys.modules])\n"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, env=child_env(tmp_path), timeout=60, check=True
-    )
-    assert done.stdout.strip() == "0 []", done.stdout + done.stderr
+    assert modules_after_hook(tmp_path, event, payload, light) == "0 []"
 
 
 def fire(store: Path, i: int) -> None:

@@ -227,6 +227,29 @@ class MemoryRow:
         )
 
 
+def _upgrade_batches(conn: sqlite3.Connection, columns: str) -> Iterator[list[tuple[Any, ...]]]:
+    """The rows of ``memories`` in rowid order, :data:`SCOPE_BATCH` at a time, for an upgrade that
+    gives each one a new column's value: ``(rowid, *columns, metadata)``, the metadata parsed (a
+    dict; ``{}`` where it is not one)."""
+    after = 0
+    while True:
+        rows = conn.execute(
+            f"SELECT rowid, {columns}, metadata FROM memories WHERE rowid > ? ORDER BY rowid LIMIT ?",
+            (after, SCOPE_BATCH),
+        ).fetchall()
+        if not rows:
+            return
+        after = rows[-1][0]
+        batch = []
+        for *fields, metadata in rows:
+            try:
+                meta = json.loads(metadata) if metadata else {}
+            except ValueError:
+                meta = {}
+            batch.append((*fields, meta if isinstance(meta, dict) else {}))
+        yield batch
+
+
 #: Connections to catalog files that were replaced: never closed (see :meth:`Catalog.follow_file`).
 _RETIRED: list[sqlite3.Connection] = []
 
@@ -392,25 +415,13 @@ class Catalog:
     def _origin_rows(conn: sqlite3.Connection) -> None:
         """Give every row of a catalog older than origins the origin its source and metadata
         imply (:func:`remindful.model.derive_origin`; see :meth:`_upgrade`)."""
-        last = 0
-        while True:
-            rows = conn.execute(
-                "SELECT rowid, source, metadata FROM memories WHERE rowid > ? ORDER BY rowid LIMIT ?",
-                (last, SCOPE_BATCH),
-            ).fetchall()
-            if not rows:
-                return
+        for rows in _upgrade_batches(conn, "source"):
             updates = []
             for rowid, source, metadata in rows:
-                try:
-                    meta = json.loads(metadata)
-                except ValueError:
-                    meta = {}
-                origin = derive_origin(source, meta if isinstance(meta, dict) else {})
+                origin = derive_origin(source, metadata)
                 if origin != "user":
                     updates.append((origin, rowid))
             conn.executemany("UPDATE memories SET origin = ? WHERE rowid = ?", updates)
-            last = rows[-1][0]
 
     def _scope_rows(self, conn: sqlite3.Connection) -> None:
         """Give every row of an older catalog its scope (see :meth:`_upgrade`)."""
@@ -421,25 +432,11 @@ class Catalog:
 
             scope_of = Assigner(Resolver())
         now = time.time()
-        after = 0
-        while True:
-            rows = conn.execute(
-                "SELECT rowid, type, source, content, metadata FROM memories WHERE rowid > ? ORDER BY rowid LIMIT ?",
-                (after, SCOPE_BATCH),
-            ).fetchall()
-            if not rows:
-                break
-            after = rows[-1][0]
+        for rows in _upgrade_batches(conn, "type, source, content"):
             updates: list[tuple[str, int]] = []
             found: dict[str, Project] = {}
             for rowid, mtype, source, content, metadata in rows:
-                try:
-                    meta = json.loads(metadata) if metadata else {}
-                except ValueError:
-                    meta = {}
-                scope, project = scope_of(
-                    content, type=mtype, source=source, metadata=meta if isinstance(meta, dict) else {}
-                )
+                scope, project = scope_of(content, type=mtype, source=source, metadata=metadata)
                 if scope is not None:
                     updates.append((scope, rowid))
                 if project is not None and scope == project.scope:
