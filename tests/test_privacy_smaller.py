@@ -85,6 +85,16 @@ def test_a_hook_keeps_the_event_of_a_long_session_id(tmp_path: Path, capsys: pyt
     assert fit_session_id(long_id) != fit_session_id(long_id[:-1] + "y")
 
 
+def test_a_long_session_id_keeps_no_piece_of_itself() -> None:
+    """A long id may hold a secret (a pasted key): shortened, nothing of it is kept, not even a
+    first part a cut would have left unredactable (the secret matrix's hook.session cell)."""
+    secret = "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7VJTUt9Us8cKj"
+    long_id = ("deploy-" + secret + "\n") * 20
+    fitted = fit_session_id(long_id)
+    assert fitted.startswith("long-session~") and len(fitted) <= SESSION_ID_MAX_CHARS
+    assert not any(secret[i : i + 8] in fitted for i in range(len(secret) - 7))
+
+
 def test_the_mcp_tools_refuse_a_long_session_id(tmp_path: Path) -> None:
     import anyio
     from mcp import Client

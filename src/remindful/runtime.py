@@ -61,9 +61,12 @@ SESSION_ID_MAX_CHARS = 256
 
 
 def fit_session_id(session_id: str) -> str:
-    """``session_id`` if it is at most :data:`SESSION_ID_MAX_CHARS` long, else its first 200
-    characters, ``~`` and 32 hex digits of its SHA-256: what a hook stores rather than lose the
-    event (two long ids that differ anywhere stay two sessions; one id always maps to the same)."""
+    """``session_id`` if it is at most :data:`SESSION_ID_MAX_CHARS` long, else ``long-session~``
+    and 32 hex digits of its SHA-256: what a hook stores rather than lose the event (two long ids
+    that differ anywhere stay two sessions; one id always maps to the same). None of the long id's
+    characters are kept: a cut could keep half of a secret no rule then recognises, and every
+    surface (the hook's spool, its context request) must map one id the same way without a
+    redactor at hand."""
     if len(session_id) <= SESSION_ID_MAX_CHARS:
         return session_id
     try:  # the built-in module: hashlib would load OpenSSL, which costs hook processes milliseconds
@@ -71,7 +74,7 @@ def fit_session_id(session_id: str) -> str:
     except ImportError:  # pragma: no cover - other Python builds
         from hashlib import sha256
     digest = sha256(session_id.encode("utf-8", "surrogatepass")).hexdigest()[:32]
-    return f"{session_id[:200]}~{digest}"
+    return f"long-session~{digest}"
 
 
 def pid_alive(pid: int) -> bool:
