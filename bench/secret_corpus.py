@@ -34,6 +34,10 @@ ALNUM = string.ascii_letters + string.digits
 B64 = ALNUM + "+/"
 WINDOW = 8  # the shortest piece of a secret that counts as a leak
 CARD_WINDOW = 12  # digits: 8 digits appear by chance in timestamps and ids
+#: Hex digits alone: 8 of them appear by chance in the store's own hashes and ids (content hashes,
+#: the ids' uuid part, tombstone keys: some 10^5 hex characters beside a 128-digit secret match an
+#: 8-digit piece about once in a hundred runs); 16 (64 bits) do not.
+HEX_WINDOW = 16
 CANARY = "canary"
 
 # -- the kinds of secret -----------------------------------------------------------------------------

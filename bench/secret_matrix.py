@@ -46,11 +46,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from remindful.runtime import fit_session_id
+from remindful.runtime import SESSION_ID_MAX_CHARS, fit_session_id
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))  # the kinds are shared with secret_corpus.py (run as a script or loaded by a test)
-from secret_corpus import CANARY, CARD_WINDOW, KINDS, WINDOW, Sample, card_sample  # noqa: E402
+from secret_corpus import CANARY, CARD_WINDOW, HEX_WINDOW, KINDS, WINDOW, Sample, card_sample  # noqa: E402
 
 CHUNK_WORDS, OVERLAP_WORDS = 200, 50  # the Markdown chunker's (spec REQ-P1-07)
 
@@ -102,7 +102,12 @@ def environment(env: dict[str, str]) -> Iterator[None]:
 
 
 def session_of(sample: Sample) -> str:
-    return f"deploy-{sample.text}"
+    """A session id holding the sample: its whole text, or (where that passes the 256 characters
+    every surface but a hook refuses) the bare secret."""
+    for sid in (f"deploy-{sample.text}", f"deploy-{sample.bare}"):
+        if len(sid) <= SESSION_ID_MAX_CHARS:
+            return sid
+    return fit_session_id(f"deploy-{sample.text}")
 
 
 def straddling(sample: Sample, tail_words: int = 150) -> dict[str, str]:
@@ -309,7 +314,8 @@ def _mcp_calls(run: Run, kind: str, target: str) -> Iterator[tuple[str, str, dic
 def hook_paths(run: Run) -> None:
     """Real ``remindful hook EVENT`` processes, as Claude Code runs them; the next open drains them."""
     for kind in run.kinds:
-        session = session_of(run.sample(kind, "hook.session"))
+        # the whole text, however long: a hook keeps an event whose id is over the limit (shortened)
+        session = f"deploy-{run.sample(kind, 'hook.session').text}"
         prompt = run.sample(kind, "hook.prompt")
         tool = run.sample(kind, "hook.tool")
         stop = run.sample(kind, "hook.stop")
@@ -500,6 +506,7 @@ def _unpacked(name: str, data: bytes) -> Iterator[tuple[str, bytes]]:
 
 
 _PRINTABLE_RUN = re.compile(rb"[\x21-\x7e]{%d,}" % WINDOW)
+_HEX_PIECE = re.compile(rb"[0-9a-f]+")
 _DIGIT_RUN = re.compile(rb"\d(?:[ -]?\d){%d,}" % (CARD_WINDOW - 1))
 
 
@@ -515,17 +522,20 @@ def scan(root: Path, samples: dict[tuple[str, str], Sample]) -> dict[tuple[str, 
                     digit_windows.setdefault(digits[i : i + CARD_WINDOW], set()).add(cell)
             else:
                 low = piece.lower().encode()
-                for i in range(len(low) - WINDOW + 1):
-                    windows.setdefault(low[i : i + WINDOW], set()).add(cell)
+                # a long hex-only secret (a short one keeps the usual window: it would go unseen)
+                width = HEX_WINDOW if len(low) >= 2 * HEX_WINDOW and _HEX_PIECE.fullmatch(low) else WINDOW
+                for i in range(len(low) - width + 1):
+                    windows.setdefault(low[i : i + width], set()).add(cell)
     found: dict[tuple[str, str], dict[str, str]] = {}
     for name, data in files(root):
         hits: set[tuple[str, str]] = set()
         for run_match in _PRINTABLE_RUN.finditer(data.lower()):
             text = run_match.group(0)
-            for i in range(len(text) - WINDOW + 1):
-                cells = windows.get(text[i : i + WINDOW])
-                if cells:
-                    hits |= cells
+            for width in (WINDOW, HEX_WINDOW):
+                for i in range(len(text) - width + 1):
+                    cells = windows.get(text[i : i + width])
+                    if cells:
+                        hits |= cells
         for run_match in _DIGIT_RUN.finditer(data):
             digits = re.sub(rb"\D", b"", run_match.group(0))
             for i in range(len(digits) - CARD_WINDOW + 1):
