@@ -465,21 +465,23 @@ def test_property_ordinary_values_at_any_depth_are_unchanged(value: Any) -> None
 
 
 @st.composite
-def planted(draw: st.DrawFn) -> tuple[Any, list[str]]:
+def planted(draw: st.DrawFn) -> tuple[Any, list[tuple[str, str]]]:
     """A JSON-like value with secrets planted at random depths: as a string value, as a key, and
     as the bare value (any type) of a secret-named field."""
     value = draw(st.dictionaries(SAFE_KEYS, JSON_VALUES, max_size=3))
-    secrets: list[str] = []
+    secrets: list[tuple[str, str]] = []
     for _ in range(draw(st.integers(1, 3))):
         text, part = draw(st.one_of(*SECRETS.values()))
         how = draw(st.sampled_from(["value", "key", "named"]))
         bare = draw(password())
+        name = draw(SECRET_NAMES)
         leaf: Any = {
             "value": text,
             "key": {text: 1},
-            "named": {draw(SECRET_NAMES): draw(st.sampled_from([bare, [bare], {"v": bare}]))},
+            "named": {name: draw(st.sampled_from([bare, [bare], {"v": bare}]))},
         }[how]
-        secrets.append(bare if how == "named" else part)
+        # a named secret's field name stays, and may share a piece with it ('00000rization000')
+        secrets.append((bare, name) if how == "named" else (part, ""))
         for key in draw(st.lists(SAFE_KEYS, max_size=3)):
             leaf = draw(st.sampled_from([{key: leaf}, [leaf]]))
         value[f"planted{len(secrets)}"] = leaf
@@ -488,14 +490,15 @@ def planted(draw: st.DrawFn) -> tuple[Any, list[str]]:
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(planted())
-def test_property_no_secret_survives_at_any_depth(case: tuple[Any, list[str]]) -> None:
+def test_property_no_secret_survives_at_any_depth(case: tuple[Any, list[tuple[str, str]]]) -> None:
     value, secrets = case
     out = R.redact_value(value)
     dumped = json.dumps(out).replace(" ", "").replace("-", "")
-    for i, secret in enumerate(secrets, 1):
-        # what the value gives without this secret: ordinary words and the other secrets' context
+    for i, (secret, name) in enumerate(secrets, 1):
+        # what the value gives without this secret: ordinary words, the other secrets' context and
+        # the name of its own field
         rest = R.redact_value({k: v for k, v in value.items() if k != f"planted{i}"})
-        context = json.dumps(rest).replace(" ", "").replace("-", "")
+        context = (json.dumps(rest) + name).replace(" ", "").replace("-", "")
         assert leaked(secret.replace(" ", "").replace("-", ""), dumped, context) == [], (secret, out)
     assert set(out) == set(value)  # the structure is kept: same top-level keys
 
