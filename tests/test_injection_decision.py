@@ -45,7 +45,13 @@ def _logs() -> list[dict[str, Any]]:
 @pytest.fixture
 def project(tmp_path: Path, onnx_embedder: Any) -> Iterator[tuple[MemoryManager, dict[str, str]]]:
     with remindful.open(tmp_path / "project", embedder=onnx_embedder) as memory:
-        ids = {text: memory.store(text, type="knowledge", metadata={"category": "fact"}) for text in DEPLOY_FACTS}
+        ids = {}
+        for text in DEPLOY_FACTS:
+            # One at a time, as a user states them: each is embedded alone. The int8 model scales its
+            # activations per model call, so a fact embedded in one call with others moves by up to
+            # ~0.01 of score, and a fact at a floor's edge would come and go with the timing.
+            ids[text] = memory.store(text, type="knowledge", metadata={"category": "fact"})
+            memory.flush()
         memory.store_batch(_logs())
         ids[PNPM] = memory.store(PNPM, type="knowledge", metadata={"category": "preference"}, session_id="s1")
         ids[ZOD] = memory.store(ZOD, type="knowledge", metadata={"category": "decision"}, session_id="s0")
@@ -64,9 +70,9 @@ def injected(memory: MemoryManager, prompt: str) -> list[str]:
 
 
 @pytest.mark.xfail(
-    strict=False,
-    reason="open (issue 31): 'The deploy script needs AWS_PROFILE=prod' scores at the 0.25 maybe-floor's edge "
-    "(0.24-0.26): it came back in the session's runs until 17:25 and not after, cause not found",
+    strict=True,
+    reason="open (issue 31): 'The deploy script needs AWS_PROFILE=prod' scores 0.245 (cosine 0.243 int8, 0.238 "
+    "float), under the 0.25 maybe-floor, and shares one content word with the prompt (lexical evidence needs two)",
 )
 def test_how_do_i_deploy_gets_the_three_deploy_facts(project: tuple[MemoryManager, dict[str, str]]) -> None:
     memory, _ = project
