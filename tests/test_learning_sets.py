@@ -14,10 +14,10 @@ import pytest
 from remindful.api import MemoryManager
 from remindful.model import MemoryType
 from remindful.testing import open_fake
-from requirements import missing
+from requirements import bench_data, missing
 
 FIXTURES = Path(__file__).parent / "fixtures" / "learning"
-LONGMEMEVAL = Path(__file__).resolve().parents[2] / "shared" / "data" / "longmemeval_dev.json.xz"
+LONGMEMEVAL = bench_data("longmemeval")  # $REMINDFUL_BENCH_LONGMEMEVAL, else ../shared/data/longmemeval_dev.json.xz
 
 
 def prompt_set(name: str) -> list[tuple[str, str]]:
