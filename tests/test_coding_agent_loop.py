@@ -179,3 +179,53 @@ def test_a_stated_rule_comes_back_for_a_paraphrase_and_rides_along_nowhere(agent
     assert "We use pnpm in this repo, never npm." not in port.replace("pnpm for packages", ""), port
     assert s2.prompt("give me a banana bread recipe").context == ""
     s2.end()
+
+
+def test_a_decision_comes_back_for_a_question_in_other_words(agent: ClaudeCode, store: Path) -> None:
+    # Issue 31 through the real hooks: "What library do we validate input with?" got nothing injected
+    # after a session that stated the decision.
+    decision = "We decided to use Zod for validation of all API request payloads."
+    s1 = agent.session("s1")
+    s1.start()
+    s1.prompt(decision)
+    s1.answer("Understood: Zod validates every API request payload.")
+    s1.end()
+    settle(store)
+    s2 = agent.session("s2")
+    s2.start()
+    assert "Zod for validation" in s2.prompt("What library do we validate input with?").context
+    assert s2.prompt("write a haiku about autumn").context == ""
+    s2.end()
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="open (issue 31): 'The deploy script needs AWS_PROFILE=prod' scores under the 0.25 maybe-floor for "
+    "'how do I deploy this project?' (see test_injection_decision.py)",
+)
+def test_the_deploy_facts_come_back_for_how_to_deploy(agent: ClaudeCode, store: Path) -> None:
+    s1 = agent.session("s1")
+    s1.start()
+    for fact in (
+        "FYI: the deploy script needs AWS_PROFILE=prod.",
+        "Deploys run through GitHub Actions on every tag.",
+        "You must be on the office VPN before you deploy.",
+    ):
+        s1.prompt(fact)
+        s1.answer("Noted.")
+    s1.prompt("Run the deploy dry-run a few times.")
+    for i in range(10):
+        s1.tool(
+            "Bash",
+            {"command": f"./deploy.sh --dry-run --build {1000 + i}"},
+            {"stdout": f"deploy log {i}: build {1000 + i} step {i % 7} finished in {3 + i % 11}s"},
+        )
+    s1.answer("Ten dry runs finished.")
+    s1.end()
+    settle(store)
+    s2 = agent.session("s2")
+    s2.start()
+    context = s2.prompt("how do I deploy this project?").context
+    for words in ("AWS_PROFILE=prod", "GitHub Actions", "office VPN"):
+        assert words in context, context
+    s2.end()
