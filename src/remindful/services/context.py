@@ -348,7 +348,7 @@ def build_context(
         )
         hits = [*hits, *(hit for hit in stated if hit.id not in present)]
     shown = {hit.id for hit in hits}
-    seen: list[set[str]] = []
+    distinct = _Distinct()
     # The prompt being answered, as its words: a memory it states itself (the prompt, or a
     # statement learned from it as it was captured) tells the agent nothing it was not just told.
     skip = " ".join(_WORDS.findall(exclude.lower())) if exclude else None
@@ -362,45 +362,26 @@ def build_context(
         text = " ".join(hit.content.split())
         if skip is not None and f" {' '.join(_WORDS.findall(text.lower()))} " in f" {skip} ":
             continue
-        words = set(_WORDS.findall(text.lower()))
-        if any(words == other or _jaccard(words, other) >= DUPLICATE_JACCARD for other in seen):
+        if not distinct.first(text):
             continue
-        seen.append(words)
         ranked.append((TIERS.get(kind, 1), position, hit, kind))
     ranked.sort(key=lambda entry: entry[:2])  # by tier, then as the search ranked them
     # Under the floor, only standing knowledge (tier 0) may come, as a few short "maybe" lines.
     maybe = [entry for entry in ranked if entry[2].score < min_score and entry[0] == 0]
     maybe = sorted(maybe, key=lambda entry: -entry[2].score)[:maybe_lines]
     ranked = [entry for entry in ranked if entry[2].score >= min_score]
-    lines: list[str] = []
-    kept: list[SearchHit] = []
-    used = estimate_tokens(HEADER)
+    block = _Block(HEADER, budget_tokens)
     activity = 0
     for tier, _position, hit, _kind in ranked:
         if tier >= TIERS["activity"] and activity >= MAX_ACTIVITY_LINES:
             continue
-        line = line_of(hit, line_chars)
-        cost = estimate_tokens(line) + 1
-        if used + cost > budget_tokens:
-            continue  # a shorter line further down may still fit
-        lines.append(line)
-        kept.append(hit)
-        used += cost
-        activity += tier >= TIERS["activity"]
-    if maybe and budget_tokens - used > estimate_tokens(MAYBE_HEADER) + 1:
-        used += estimate_tokens(MAYBE_HEADER) + 1
-        confident = len(lines)
+        if block.add(line_of(hit, line_chars), hit):
+            activity += tier >= TIERS["activity"]
+    if maybe and block.room() > estimate_tokens(MAYBE_HEADER) + 1:
+        block.subheader(MAYBE_HEADER)
         for _tier, _position, hit, _kind in maybe:
-            line = line_of(hit, min(line_chars, MAYBE_LINE_CHARS))
-            cost = estimate_tokens(line) + 1
-            if used + cost > budget_tokens:
-                continue
-            lines.append(line)
-            kept.append(hit)
-            used += cost
-        if len(lines) > confident:
-            lines.insert(confident, MAYBE_HEADER)
-    return Context("\n".join([HEADER, *lines]), tuple(kept)) if lines else Context("")
+            block.add(line_of(hit, min(line_chars, MAYBE_LINE_CHARS)), hit)
+    return block.context()
 
 
 def _maybe_settings(searcher: Searcher, min_score: float) -> tuple[float, int]:
@@ -435,28 +416,17 @@ def build_brief(
         *brief.open_failures(scopes, since=since, now=now, limit=20),
     ]
     by_kind: dict[str, list[SearchHit]] = {}
-    seen: list[set[str]] = []
+    distinct = _Distinct()
     for row in sorted(rows, key=lambda r: -r.created_at):
         hit = _row_hit(row)
-        words = set(_WORDS.findall(hit.content.lower()))
-        if any(words == other or _jaccard(words, other) >= DUPLICATE_JACCARD for other in seen):
-            continue
-        seen.append(words)
-        by_kind.setdefault(hit_kind(hit), []).append(hit)
-    lines: list[str] = []
-    kept: list[SearchHit] = []
-    used = estimate_tokens(header)
+        if distinct.first(hit.content):
+            by_kind.setdefault(hit_kind(hit), []).append(hit)
+    block = _Block(header, budget_tokens)
     for kinds, most in BRIEF_GROUPS:
         group = sorted((h for k in kinds for h in by_kind.get(k, [])), key=lambda h: h.created_at, reverse=True)
         for hit in group[:most]:
-            line = line_of(hit, line_chars, scored=False, brief=True)
-            cost = estimate_tokens(line) + 1
-            if used + cost > budget_tokens:
-                continue
-            lines.append(line)
-            kept.append(hit)
-            used += cost
-    return Context("\n".join([header, *lines]), tuple(kept)) if lines else Context("")
+            block.add(line_of(hit, line_chars, scored=False, brief=True), hit)
+    return block.context()
 
 
 def _memory_hit(memory: Memory) -> SearchHit:
@@ -493,6 +463,60 @@ def _row_hit(row: MemoryRow) -> SearchHit:
         sources=("brief",),
         origin=row.origin,
     )
+
+
+class _Block:
+    """An injected block's lines under its header, within a token budget: a line is added where it
+    fits (one that does not is skipped: a shorter one further down may still fit)."""
+
+    def __init__(self, header: str, budget_tokens: int) -> None:
+        self._header = header
+        self._budget = budget_tokens
+        self._used = estimate_tokens(header)
+        self._lines: list[str] = []
+        self._kept: list[SearchHit] = []
+        self._subheader: tuple[int, str] | None = None
+
+    def room(self) -> int:
+        return self._budget - self._used
+
+    def subheader(self, text: str) -> None:
+        """Lines added from now on follow ``text``, which is shown only if one of them is (its cost
+        is reserved now)."""
+        self._used += estimate_tokens(text) + 1
+        self._subheader = (len(self._lines), text)
+
+    def add(self, line: str, hit: SearchHit) -> bool:
+        cost = estimate_tokens(line) + 1
+        if self._used + cost > self._budget:
+            return False
+        self._lines.append(line)
+        self._kept.append(hit)
+        self._used += cost
+        return True
+
+    def context(self) -> Context:
+        from remindful.model import Context
+
+        lines = list(self._lines)
+        if self._subheader is not None and self._subheader[0] < len(lines):
+            lines.insert(*self._subheader)
+        return Context("\n".join([self._header, *lines]), tuple(self._kept)) if lines else Context("")
+
+
+class _Distinct:
+    """Which texts say something new: a text whose words are those of an earlier one, or nearly
+    (Jaccard >= DUPLICATE_JACCARD), does not."""
+
+    def __init__(self) -> None:
+        self._seen: list[set[str]] = []
+
+    def first(self, text: str) -> bool:
+        words = set(_WORDS.findall(text.lower()))
+        if any(words == other or _jaccard(words, other) >= DUPLICATE_JACCARD for other in self._seen):
+            return False
+        self._seen.append(words)
+        return True
 
 
 def _jaccard(a: set[str], b: set[str]) -> float:
