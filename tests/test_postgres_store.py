@@ -1,0 +1,92 @@
+"""The store on a shared catalog: PostgreSQL for the rows and a Chroma server for the vectors, the
+real path every shell takes (``catalog.url`` set), from two "machines" (two storage directories
+and their spools)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import remindful
+from conftest_chroma import chroma_server  # noqa: F401  (session fixture)
+from remindful.api import MemoryManager
+from remindful.errors import StaleVersionError
+from remindful.testing import FakeEmbedder
+
+pytest.importorskip("psycopg")
+
+
+@pytest.fixture
+def chroma(chroma_server: tuple[str, int]) -> tuple[str, int]:  # noqa: F811
+    """The session's ``chroma run`` server."""
+    return chroma_server
+
+
+def machine(root: Path, url: str, chroma: tuple[str, int], **overrides: object) -> MemoryManager:
+    """A store as one machine opens it: its own storage directory, the shared catalog and index."""
+    host, port = chroma
+    overrides.setdefault("embedder", FakeEmbedder())
+    return remindful.open(
+        root,
+        **{
+            "catalog.url": url,
+            "storage.chromadb.mode": "server",
+            "storage.chromadb.host": host,
+            "storage.chromadb.port": port,
+            "search.min_score": 0.0,
+            "context.min_score": 0.0,
+            **overrides,
+        },
+    )
+
+
+def test_what_one_machine_stores_another_finds_reads_updates_and_deletes(
+    postgres_url: str, chroma: tuple[str, int], tmp_path: Path
+) -> None:
+    a = machine(tmp_path / "a", postgres_url, chroma)
+    b = machine(tmp_path / "b", postgres_url, chroma)
+    try:
+        mid = a.store("the staging server listens on port 8443", type="knowledge")
+        ids = a.store_batch([{"content": "deploys go out on tuesdays"}, {"content": "the build needs node 20"}])
+        a.flush()
+        assert b.get(mid).content == "the staging server listens on port 8443"
+        hits = b.search("which port does staging listen on", limit=3)
+        assert hits and hits[0].id == mid
+        assert "dense" in hits[0].sources or "lexical" in hits[0].sources
+        assert {m.id for m in b.list(limit=10)} == {mid, *ids}
+        assert b.stats().total_memories == 3
+        assert [s.memory_count for s in b.list_sessions()] == [3]
+        assert "staging" in b.context("where does staging listen").text
+
+        b.update(mid, content="the staging server listens on port 9443")
+        assert a.get(mid).content == "the staging server listens on port 9443"
+        b.flush()
+        assert a.search("staging port", limit=1)[0].id == mid
+
+        assert a.delete(ids[0])
+        assert b.get_batch([ids[0]]) == [None]
+        assert ids[0] not in {h.id for h in b.search("deploys tuesdays", limit=5)}
+    finally:
+        a.close()
+        b.close()
+
+
+def test_a_correction_made_on_a_stale_copy_is_refused_with_one_line(
+    postgres_url: str, chroma: tuple[str, int], tmp_path: Path
+) -> None:
+    a = machine(tmp_path / "a", postgres_url, chroma)
+    b = machine(tmp_path / "b", postgres_url, chroma)
+    try:
+        mid = a.store("the release branch is main", type="knowledge")
+        seen = b.version_of(mid)
+        assert seen == 1
+        a.update(mid, content="the release branch is release/2.x", version=a.version_of(mid))
+        with pytest.raises(StaleVersionError) as refused:
+            b.update(mid, content="the release branch is trunk", version=seen)
+        assert "\n" not in str(refused.value)
+        assert f"memory {mid} is at version 2, the change was made on version 1" in str(refused.value)
+        assert b.get(mid).content == "the release branch is release/2.x"
+    finally:
+        a.close()
+        b.close()
