@@ -4,14 +4,19 @@ and their spools)."""
 
 from __future__ import annotations
 
+import io
+import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import remindful
 from conftest_chroma import chroma_server  # noqa: F401  (session fixture)
+from conftest_postgres import PostgresCluster
 from remindful.api import MemoryManager
-from remindful.errors import StaleVersionError
+from remindful.errors import StaleVersionError, StorageError
+from remindful.shells.hook import run
 from remindful.testing import FakeEmbedder
 
 pytest.importorskip("psycopg")
@@ -87,6 +92,43 @@ def test_a_correction_made_on_a_stale_copy_is_refused_with_one_line(
         assert "\n" not in str(refused.value)
         assert f"memory {mid} is at version 2, the change was made on version 1" in str(refused.value)
         assert b.get(mid).content == "the release branch is release/2.x"
+    finally:
+        a.close()
+        b.close()
+
+
+def hook(store: Path, event: str, payload: dict[str, Any]) -> None:
+    """A hook process's work, in-process: the event spooled in the machine's own spool."""
+    assert run(["--path", str(store), "hook", event, "--no-context"], stdin=io.StringIO(json.dumps(payload))) == 0
+
+
+def test_hooks_spool_on_the_machine_and_its_drain_delivers_each_event_once_after_the_server_returns(
+    postgres_url: str, chroma: tuple[str, int], postgres_cluster: PostgresCluster, tmp_path: Path
+) -> None:
+    a_path, b_path = tmp_path / "a", tmp_path / "b"
+    a = machine(a_path, postgres_url, chroma)
+    b = machine(b_path, postgres_url, chroma)
+    prompts = [f"remember that the payments service {n} retries webhooks five times" for n in range(3)]
+    try:
+        a.store("opened before the server went away")  # the catalog is open: its connection will break
+        postgres_cluster.stop()
+        try:
+            for prompt in prompts:
+                hook(a_path, "UserPromptSubmit", {"session_id": "sess-a", "prompt": prompt, "cwd": str(tmp_path)})
+            with pytest.raises(StorageError) as down:
+                a.drain_spool()
+            assert "does not answer" in str(down.value) and "\n" not in down.value.message
+            brief = a.hook_context({"event": "SessionStart", "session_id": "sess-a", "cwd": str(tmp_path)})
+            assert "does not answer" in brief.text and "3 events captured on this machine wait" in brief.text
+            report = {c.part: c for c in a.doctor().checks}["shared catalog"]
+            assert not report.ok and "3 events captured on this machine wait in its spool" in report.detail
+        finally:
+            postgres_cluster.start()
+        assert a.drain_spool() == 3
+        assert a.drain_spool() == 0  # nothing left, nothing stored twice
+        stored = [m.content for m in b.list(type="conversation", limit=50)]
+        assert sorted(stored) == sorted(prompts)
+        assert {h.content for h in b.search("how often are webhooks retried", limit=5)} & set(prompts)
     finally:
         a.close()
         b.close()

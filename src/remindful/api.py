@@ -38,10 +38,10 @@ from typing import TYPE_CHECKING, Any
 from remindful.config import Settings
 from remindful.embed.base import Embedder
 from remindful.engine import scopes as scoping
-from remindful.engine.backend import CatalogBackend, repositories_over
+from remindful.engine.backend import CatalogBackend, is_shared, repositories_over
 from remindful.engine.projects import PROJECT_PREFIX, Project
 from remindful.engine.store import Store
-from remindful.errors import ValidationError
+from remindful.errors import StorageError, ValidationError
 from remindful.index.base import VectorIndex
 from remindful.model import (
     BackupResult,
@@ -584,18 +584,27 @@ class MemoryManager:
         from remindful.services.context import HookRequest, hook_context
 
         parsed = HookRequest.parse(request)
-        # The scopes seen from the agent's directory (its project's and the user's; no directory:
-        # the user's and the unscoped), unless the request names its own.
-        scope = parsed.scope if parsed.scope is not None else self.seen_from(parsed.cwd)
-        return hook_context(
-            self._store,
-            self._repos.brief,
-            self._repos.ledger,
-            parsed,
-            resolve=self.project_of,
-            resumed_session=self._resumed(None),
-            scopes=self._selection(scope),
-        )
+        try:
+            # The scopes seen from the agent's directory (its project's and the user's; no directory:
+            # the user's and the unscoped), unless the request names its own.
+            scope = parsed.scope if parsed.scope is not None else self.seen_from(parsed.cwd)
+            return hook_context(
+                self._store,
+                self._repos.brief,
+                self._repos.ledger,
+                parsed,
+                resolve=self.project_of,
+                resumed_session=self._resumed(None),
+                scopes=self._selection(scope),
+            )
+        except StorageError:
+            if parsed.event != "SessionStart" or not is_shared(self.settings):
+                raise
+            # The shared catalog's server does not answer: the brief says so, and what waits here.
+            from remindful.engine.repositories.stats import StatsRepository
+            from remindful.services.context import unreachable_brief
+
+            return unreachable_brief(StatsRepository(lambda: self._store.local_catalog).spool_pending())
 
     def resume_session(self, session_id: str) -> int:
         """Rank this session's memories higher in this manager's later searches, context and

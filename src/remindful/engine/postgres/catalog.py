@@ -190,12 +190,12 @@ class PostgresCatalog:
         failure, a deadlock)."""
         errors = self._psycopg.errors
         if isinstance(exc, errors.DiskFull):
-            return StorageFullError(f"{what}: the PostgreSQL server's disk is full ({exc})")
+            return StorageFullError(f"{what}: the PostgreSQL server's disk is full ({_first_line(exc)})")
         if isinstance(exc, errors.SerializationFailure | errors.DeadlockDetected | errors.LockNotAvailable):
             return None
         if isinstance(exc, self._psycopg.OperationalError):
             return None
-        return StorageError(f"{what} failed on the PostgreSQL catalog {self.shown_url}: {exc}")
+        return StorageError(f"{what} failed on the PostgreSQL catalog {self.shown_url}: {_first_line(exc)}")
 
     def _with_retries(self, operation: Callable[[], T], *, what: str) -> T:
         for attempt in range(RETRIES + 1):
@@ -208,11 +208,12 @@ class PostgresCatalog:
                 if attempt == RETRIES:
                     if isinstance(exc, self._psycopg.OperationalError):
                         raise StorageError(
-                            f"{what} failed: the PostgreSQL catalog {self.shown_url} does not answer ({exc})",
+                            f"{what} failed: the PostgreSQL catalog {self.shown_url} does not answer "
+                            f"({_first_line(exc)})",
                             suggestion="check that the server runs and is reachable; `remindful doctor` tells more",
                         ) from exc
                     raise StorageLockedError(
-                        f"{what} failed: the catalog stayed busy through {RETRIES} retries ({exc})"
+                        f"{what} failed: the catalog stayed busy through {RETRIES} retries ({_first_line(exc)})"
                     ) from exc
                 time.sleep(BACKOFF_S * (2**attempt))
         raise AssertionError("unreachable")
