@@ -77,5 +77,3 @@ def test_every_acknowledged_memory_is_stored_once_through_two_kill_9s_of_the_ser
     for name, (_proc, _acks, err) in machines.items():
         text = err.read_text()
         assert "does not answer" in text, f"{name} never met the server down: the test did not test"
-        # each refusal is one line naming the server (its URL without a password)
-        assert all("postgresql://" in line for line in text.splitlines() if ": store refused: " in line)
