@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -132,3 +133,45 @@ def test_hooks_spool_on_the_machine_and_its_drain_delivers_each_event_once_after
     finally:
         a.close()
         b.close()
+
+
+@pytest.mark.slow
+def test_the_cli_on_two_machines_shares_one_memory_and_never_shows_the_password(
+    postgres_url: str, chroma: tuple[str, int], tmp_path: Path
+) -> None:
+    """``remindful store`` on the laptop, ``remindful search`` on the desktop (two HOMEs, two
+    storage directories), the real embedder; the URL's password reaches no process's command
+    line, no file under either storage directory, no output of doctor or export."""
+    from agent_session import SCRIPT, agent_env
+
+    secret = "pw-" + "7f3a9c1e5b"
+    url = postgres_url.replace("remindful@", f"remindful:{secret}@")  # trust auth: any password
+    host, port = chroma
+    homes = {name: tmp_path / name for name in ("laptop", "desktop")}
+    outputs = []
+
+    def cli(name: str, *argv: str) -> str:
+        env = agent_env(
+            homes[name],
+            REMINDFUL_CATALOG__URL=url,
+            REMINDFUL_STORAGE__CHROMADB__HOST=host,
+            REMINDFUL_STORAGE__CHROMADB__PORT=str(port),
+        )
+        done = subprocess.run([SCRIPT, *argv], env=env, capture_output=True, text=True, timeout=300, check=False)
+        outputs.append(done.stdout + done.stderr)
+        assert done.returncode == 0, done.stderr
+        running = [p.read_bytes() for p in Path("/proc").glob("[0-9]*/cmdline") if p.exists()]
+        assert not any(secret.encode() in cmdline for cmdline in running)
+        return done.stdout
+
+    for home in homes.values():
+        home.mkdir()
+    cli("laptop", "store", "The staging database listens on port 6543", "--type", "knowledge")
+    found = cli("desktop", "search", "which port does the staging database use", "--limit", "3")
+    assert "6543" in found
+    cli("desktop", "doctor")
+    cli("desktop", "export", str(tmp_path / "export.jsonl"))
+    assert secret not in "".join(outputs)
+    written = [p for home in homes.values() for p in home.rglob("*") if p.is_file()]
+    assert written and not [p for p in written if secret.encode() in p.read_bytes()]
+    assert secret not in (tmp_path / "export.jsonl").read_text()
