@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from remindful.engine.backend import is_shared
 from remindful.engine.catalog import CATALOG_WAY_OUT, integrity_problem
 from remindful.engine.catalog_files import spool_health
 from remindful.errors import CorruptionError, StorageError, StorageLockedError, unwritable
@@ -122,7 +123,7 @@ def _catalog(path: Path) -> HealthCheck:
 
 def _index(settings: Settings, index: IndexFiles | None) -> HealthCheck:
     chroma = settings.storage.chromadb
-    if chroma.mode == "server" or settings.catalog.url:  # a shared catalog's vectors are on a server
+    if chroma.mode == "server" or is_shared(settings):  # a shared catalog's vectors are on a server
         return _chroma_server(chroma.host, chroma.port)
     if index is None:
         return _check("vector index", None, None, "not checked here")
