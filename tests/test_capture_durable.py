@@ -322,3 +322,37 @@ def test_fallback_records_a_drainer_took_and_did_not_import_are_drained_later(tm
         stored = [m.metadata["arguments"] for m in manager.list(limit=10) if m.source.value == "mcp_tool"]
         assert manager.stats().spool_pending == 0
     assert stored == [{"x": 4}] and not orphan.exists()
+
+
+def test_a_spooled_call_whose_drain_failed_is_stored_by_the_next_drain(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The capture filters' min-interval memory saw the call at the drain whose store failed: the
+    retry took it for a repeat of itself and finished it unstored (as the hooks' events did)."""
+    from dataclasses import asdict
+
+    from remindful.errors import StorageError
+
+    store = tmp_path / "store"
+    with open_fake(store) as manager:
+        manager.stats()  # the store exists
+    call = ToolCall("click", {"x": 5}, True, 1.0)
+    record = {"session_id": "proxied", "type": "action", "call": asdict(call), "owner": None, "at": call.finished_at}
+    line = {"idem_key": "mcp_tool_retried", "kind": "mcp_tool", "payload": json.dumps(record), "created_at": 1.0}
+    (store / FALLBACK_NAME).write_text(json.dumps(line) + "\n")
+    with open_fake(store) as manager:
+        engine = manager.engine
+        real, calls = engine.store_batch, []
+
+        def failing_once(items: Any, **kwargs: Any) -> list[str]:
+            calls.append(items)
+            if len(calls) == 1:
+                raise StorageError("the catalog does not answer")
+            return real(items, **kwargs)
+
+        monkeypatch.setattr(engine, "store_batch", failing_once)
+        with pytest.raises(StorageError):
+            manager.drain_spool()
+        manager.drain_spool()
+        stored = [m.metadata["arguments"] for m in manager.list(limit=10) if m.source.value == "mcp_tool"]
+    assert stored == [{"x": 5}]

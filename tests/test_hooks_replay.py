@@ -9,6 +9,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from remindful.embed import FakeEmbedder
 from remindful.services.ingest.events import build_record, idem_key
 from remindful.shells.hook import run
@@ -83,3 +85,33 @@ def test_keys_follow_the_turn_not_only_the_payload(tmp_path: Path) -> None:
     with_message = {**stop_payload(transcript), "last_assistant_message": "Given by the agent."}
     record, _ = build_record("Stop", with_message, 4.0)
     assert idem_key("Stop", with_message, record) != idem_key("Stop", stop_payload(transcript), second)
+
+
+def test_an_event_whose_drain_failed_is_stored_by_the_next_drain_not_skipped_as_its_own_repeat(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """The capture filters' min-interval memory saw the event at the failed drain: the retry took it
+    for a repeat of itself and finished it unstored (found by the PostgreSQL fault test: the batch
+    in flight at each kill -9 was lost)."""
+    from remindful.errors import StorageError
+
+    store = tmp_path / "store"
+    hook(
+        store, "UserPromptSubmit", {"session_id": "sess-1", "prompt": "the staging port is 8443", "cwd": str(tmp_path)}
+    )
+    with open_fake(store) as memory:
+        engine = memory.engine
+        real = engine.store_batch
+        calls = []
+
+        def failing_once(items: Any, **kwargs: Any) -> list[str]:
+            calls.append(len(items))
+            if len(calls) == 1:
+                raise StorageError("the catalog does not answer")
+            return real(items, **kwargs)
+
+        monkeypatch.setattr(engine, "store_batch", failing_once)
+        with pytest.raises(StorageError):
+            memory.drain_spool()
+        memory.drain_spool()
+        assert [m.content for m in memory.list(type="conversation", limit=10)] == ["the staging port is 8443"]

@@ -111,6 +111,7 @@ ERRORS: dict[type[RemindfulError], tuple[Callable[[], RemindfulError], int]] = {
     errors.CorruptionError: (lambda: errors.CorruptionError("damaged"), 500),
     errors.NotFoundError: (lambda: errors.NotFoundError("action_x"), 404),
     errors.ValidationError: (lambda: errors.ValidationError("query", "expected text"), 400),
+    errors.StaleVersionError: (lambda: errors.StaleVersionError("knowledge_x", 2, 1), 409),
     errors.EmbedderError: (lambda: errors.EmbedderError("no model"), 500),
     errors.DependencyMissingError: (lambda: errors.DependencyMissingError("torch", "st"), 500),
     errors.MemoryDisabledError: (lambda: errors.MemoryDisabledError("off in config"), 503),

@@ -60,6 +60,7 @@ class AsyncMemoryManager:
     store = _awaitable(MemoryManager.store)
     store_batch = _awaitable(MemoryManager.store_batch)
     update = _awaitable(MemoryManager.update)
+    version_of = _awaitable(MemoryManager.version_of)
     delete = _awaitable(MemoryManager.delete)
     delete_by_file_path = _awaitable(MemoryManager.delete_by_file_path)
     delete_many = _awaitable(MemoryManager.delete_many)

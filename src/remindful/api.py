@@ -38,11 +38,10 @@ from typing import TYPE_CHECKING, Any
 from remindful.config import Settings
 from remindful.embed.base import Embedder
 from remindful.engine import scopes as scoping
-from remindful.engine.catalog import Catalog
+from remindful.engine.backend import CatalogBackend, is_shared, repositories_over
 from remindful.engine.projects import PROJECT_PREFIX, Project
-from remindful.engine.repositories import Repositories
 from remindful.engine.store import Store
-from remindful.errors import ValidationError
+from remindful.errors import StorageError, ValidationError
 from remindful.index.base import VectorIndex
 from remindful.model import (
     BackupResult,
@@ -103,7 +102,7 @@ class MemoryManager:
         self.settings = settings
         self.path = settings.storage_path
         self._store = Store(settings, embedder=embedder, index=index, exact_before_index=exact_before_index)
-        self._repos = Repositories.over(self._catalog)
+        self._repos = repositories_over(settings, self._catalog, lambda: self._store.local_catalog)
         # This manager's client's resumed session (resume_session): a manager is one client.
         self._resumed_session: str | None = None
         # What this manager's reads see when they name no scope (None: every memory).
@@ -111,7 +110,7 @@ class MemoryManager:
         if project is not None:
             self.work_in(project)
 
-    def _catalog(self) -> Catalog:
+    def _catalog(self) -> CatalogBackend:
         """The open catalog, as the repositories reach it (opening the store on first use)."""
         self._store.ready()
         return self._store.catalog
@@ -394,12 +393,22 @@ class MemoryManager:
         *,
         scope: str | Project | None = None,
         origin: str | None = None,
+        version: int | None = None,
     ) -> Memory:
         """Replace a memory's content and/or merge keys into its metadata (a key set to None is
         removed), and/or move it to ``scope`` (``user``, ``project``, ``project:<name>``), and/or
         say whose words it holds (``origin``: ``user_confirmed`` once the user confirmed them). The
-        content is re-embedded. Returns the updated memory."""
-        return self._store.update(memory_id, content, metadata, scope=self._scope_to_write(scope), origin=origin)
+        content is re-embedded. Returns the updated memory. ``version``: the version the change was
+        made on (:meth:`version_of`): on a shared PostgreSQL catalog, a memory another machine or
+        person changed since is refused with StaleVersionError and nothing is written."""
+        return self._store.update(
+            memory_id, content, metadata, scope=self._scope_to_write(scope), origin=origin, version=version
+        )
+
+    def version_of(self, memory_id: str) -> int | None:
+        """The memory's version on a shared PostgreSQL catalog (1 when stored, one more at each
+        update), to pass to :meth:`update`; None on the local catalog, which keeps none."""
+        return self._store.version_of(memory_id)
 
     def move_scope(self, source: Any, target: str | Project) -> int:
         """Move every memory of ``source`` (a read's scope: ``unscoped``, ``user``,
@@ -575,18 +584,27 @@ class MemoryManager:
         from remindful.services.context import HookRequest, hook_context
 
         parsed = HookRequest.parse(request)
-        # The scopes seen from the agent's directory (its project's and the user's; no directory:
-        # the user's and the unscoped), unless the request names its own.
-        scope = parsed.scope if parsed.scope is not None else self.seen_from(parsed.cwd)
-        return hook_context(
-            self._store,
-            self._repos.brief,
-            self._repos.ledger,
-            parsed,
-            resolve=self.project_of,
-            resumed_session=self._resumed(None),
-            scopes=self._selection(scope),
-        )
+        try:
+            # The scopes seen from the agent's directory (its project's and the user's; no directory:
+            # the user's and the unscoped), unless the request names its own.
+            scope = parsed.scope if parsed.scope is not None else self.seen_from(parsed.cwd)
+            return hook_context(
+                self._store,
+                self._repos.brief,
+                self._repos.ledger,
+                parsed,
+                resolve=self.project_of,
+                resumed_session=self._resumed(None),
+                scopes=self._selection(scope),
+            )
+        except StorageError:
+            if parsed.event != "SessionStart" or not is_shared(self.settings):
+                raise
+            # The shared catalog's server does not answer: the brief says so, and what waits here.
+            from remindful.engine.repositories.stats import StatsRepository
+            from remindful.services.context import unreachable_brief
+
+            return unreachable_brief(StatsRepository(lambda: self._store.local_catalog).spool_pending())
 
     def resume_session(self, session_id: str) -> int:
         """Rank this session's memories higher in this manager's later searches, context and
@@ -675,7 +693,7 @@ class MemoryManager:
                     raise StorageLockedError(f"another migration into {target.shown_url} is running")
                 return migrate(
                     self._repos.memories,
-                    TransferRepository(self._catalog),
+                    TransferRepository(lambda: self._store.local_catalog),
                     PostgresTransfer(target),
                     index,
                     shown_target=target.shown_url,

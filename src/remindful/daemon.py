@@ -77,6 +77,8 @@ log = logging.getLogger("remindful.daemon")
 
 LOCK_FILE = runtime.LOCK_FILE
 STANDBY_RETRY_S = 2.0
+#: The longest wait between two drains while they fail (a catalog server that does not answer).
+DRAIN_BACKOFF_MAX_S = 30.0
 #: The most hook events (bytes of their payloads) a daemon keeps in memory while the disk is full.
 KEPT_MAX_BYTES = 64 * 1024 * 1024
 MAX_BODY = 1_000_000
@@ -309,15 +311,21 @@ class DaemonHandle:
 
     def _drain_loop(self) -> None:
         interval = self.manager.settings.daemon.poll_interval_ms / 1000
+        failing = 0  # drains failed in a row: a server that does not answer is asked less often
         while not self.stop_event.is_set():
             if self.kept and self.spool_kept():
                 self.touch()
             try:
                 drained = self.manager.drain_spool()
             except Exception as exc:  # keep draining later; the rows stay in the spool
-                log.error("draining the hook spool failed: %s", exc)
-                self.stop_event.wait(1.0)
+                failing += 1
+                if failing == 1 or failing % 20 == 0:  # said once, then now and then (not every second)
+                    log.error("draining the hook spool failed (the events wait in it; retrying): %s", exc)
+                self.stop_event.wait(min(DRAIN_BACKOFF_MAX_S, 2 ** min(failing - 1, 5)))
             else:
+                if failing:
+                    log.info("draining the hook spool works again after %d failed attempts", failing)
+                failing = 0
                 if drained:
                     self.drained += drained
                     self.touch()

@@ -8,6 +8,7 @@
     │   └── CorruptionError     index or catalog files are damaged                            500
     ├── NotFoundError           no memory with that id ("Memory not found")                   404
     ├── ValidationError         bad input to the API: names the field and the expected form   400
+    │   └── StaleVersionError   an update made on a version another writer has changed since  409
     ├── EmbedderError           the embedding model could not be found, loaded or run         500
     ├── DependencyMissingError  an optional package is not installed: says which extra        500
     ├── UntrustedPathError      a config, cache or store another user owns or can write       500
@@ -96,6 +97,19 @@ class ValidationError(RemindfulError):
         super().__init__(f"Invalid '{shown}': {message}")
 
 
+class StaleVersionError(ValidationError):
+    """An update was made on a copy of a memory that another writer has changed since: refused,
+    nothing written (a shared catalog keeps a version per memory)."""
+
+    def __init__(self, memory_id: str, current: int, given: int) -> None:
+        self.memory_id, self.current, self.given = memory_id, current, given
+        super().__init__(
+            "version",
+            f"memory {memory_id} is at version {current}, the change was made on version {given}: "
+            "read it again and redo the change",
+        )
+
+
 class EmbedderError(RemindfulError):
     """The embedding model could not be found, loaded or run."""
 
@@ -160,6 +174,7 @@ def unwritable(directory: str | os.PathLike[str], exc: BaseException | None = No
 
 _HTTP_STATUS: dict[type, int] = {
     RemindfulError: 500,
+    StaleVersionError: 409,
     ValidationError: 400,
     NotFoundError: 404,
     MemoryDisabledError: 503,

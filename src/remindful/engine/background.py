@@ -29,7 +29,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from remindful.engine.catalog import Catalog
+from remindful.engine.backend import CatalogBackend
 from remindful.engine.perf import PendingFigures
 from remindful.errors import RemindfulError
 
@@ -313,7 +313,7 @@ class AccessRecorder(_Worker):
     embedding cache's counts (``figures``, :mod:`remindful.engine.perf`) go with them, into the
     store's counters."""
 
-    def __init__(self, catalog: Catalog, *, linger: float = 1.0, figures: PendingFigures | None = None) -> None:
+    def __init__(self, catalog: CatalogBackend, *, linger: float = 1.0, figures: PendingFigures | None = None) -> None:
         self._catalog = catalog
         self.figures = figures if figures is not None else PendingFigures()
         super().__init__("remindful-access", self._touch, linger=linger)

@@ -14,8 +14,8 @@ import logging
 import threading
 from collections.abc import Callable
 
+from remindful.engine.backend import CatalogBackend
 from remindful.engine.background import Errand
-from remindful.engine.catalog import Catalog
 from remindful.engine.index_locks import IndexHolders
 from remindful.engine.sqlfilter import SqlFilter
 
@@ -33,7 +33,7 @@ class Backlog:
 
     def __init__(
         self,
-        catalog: Catalog,
+        catalog: CatalogBackend,
         holders: IndexHolders,
         index_ids: Callable[[list[str]], None],
         *,

@@ -903,6 +903,48 @@ class Catalog:
             [(p.key, text(p.name, counts), text(p.root, counts), at, at) for p in projects],
         )
 
+    def update_row(self, conn: sqlite3.Connection, row: MemoryRow, *, version: int | None = None) -> None:
+        """Write ``row``'s changed fields (content, metadata, hash, bookmark, importance, scope,
+        origin; its vector if it has one) in the caller's transaction, marked for re-indexing, with
+        its session windows rebuilt. ``version``: versions are kept by a shared (PostgreSQL)
+        catalog only; a local catalog has one writer and refuses none."""
+        context.before_update(conn, row.id)
+        conn.execute(
+            "UPDATE memories SET content=?, metadata=?, content_hash=?, bookmarked=?, importance=?, updated_at=?, "
+            "indexed=0, embedding=COALESCE(?, embedding), scope=?, origin=? WHERE id=?",
+            (
+                row.content,
+                row.metadata,
+                row.content_hash,
+                int(row.bookmarked),
+                row.importance,
+                time.time(),
+                _blob(row.embedding),
+                row.scope,
+                row.origin,
+                row.id,
+            ),
+        )
+        context.after_update(conn, row.id)
+
+    def version_of(self, memory_id: str) -> int | None:
+        """None: a local catalog keeps no versions (one writer)."""
+        return None
+
+    def move_scope(self, conn: sqlite3.Connection, flt: SqlFilter, scope: str) -> int:
+        """Move the memories passing ``flt`` to ``scope`` in the caller's transaction; how many moved."""
+        flt = flt & SqlFilter("scope IS NOT ?", (scope,))
+        return int(conn.execute(f"UPDATE memories SET scope = ? WHERE {flt.sql}", (scope, *flt.params)).rowcount)
+
+    @staticmethod
+    def count_in(conn: sqlite3.Connection, counts: Mapping[str, int]) -> None:
+        """Add ``counts`` (name → hits) to ``capture_stats`` in the caller's transaction."""
+        add_counts(conn, counts)
+
+    def some_ids(self, limit: int) -> list[str]:
+        """Up to ``limit`` memory ids, any."""
+        return [str(r[0]) for r in self.read("SELECT id FROM memories LIMIT ?", (limit,))]
+
     def existing_ids(self, ids: Sequence[str]) -> set[str]:
         """Those of ``ids`` that are stored."""
         return {r[0] for r in self.read_in("SELECT id FROM memories WHERE id IN ({marks})", ids)}

@@ -12,7 +12,7 @@ import numpy as np
 
 from remindful.embed.base import Embedder
 from remindful.embed.cache import CachedEmbedder
-from remindful.engine.catalog import Catalog
+from remindful.engine.backend import CatalogBackend
 
 
 class EmbedderSource(Protocol):
@@ -34,7 +34,12 @@ class DeferredEmbeddings:
     ``exiting()``: the interpreter exits (the embedder is not built any more). Thread-safe."""
 
     def __init__(
-        self, catalog: Catalog, embedder: EmbedderSource, *, stopping: threading.Event, exiting: Callable[[], bool]
+        self,
+        catalog: CatalogBackend,
+        embedder: EmbedderSource,
+        *,
+        stopping: threading.Event,
+        exiting: Callable[[], bool],
     ) -> None:
         self._catalog = catalog
         self._embedder = embedder

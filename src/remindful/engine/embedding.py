@@ -16,7 +16,7 @@ import numpy as np
 
 from remindful.config import Settings
 from remindful.embed.base import Embedder
-from remindful.engine.catalog import Catalog
+from remindful.engine.backend import CatalogBackend
 
 log = logging.getLogger("remindful")
 
@@ -24,7 +24,7 @@ log = logging.getLogger("remindful")
 class LazyEmbedder:
     """The embedder of one store, built by :meth:`get` on first use. Thread-safe."""
 
-    def __init__(self, settings: Settings, given: Embedder | None, catalog: Callable[[], Catalog]) -> None:
+    def __init__(self, settings: Settings, given: Embedder | None, catalog: Callable[[], CatalogBackend]) -> None:
         """``given``: the model to use instead of the configured one; ``catalog``: the store's
         catalog now (a restore closes the store and reopens it)."""
         self._settings = settings
@@ -68,12 +68,12 @@ class StoredVectors:
     stores is still read.
     """
 
-    def __init__(self, catalog: Callable[[], Catalog]) -> None:
+    def __init__(self, catalog: Callable[[], CatalogBackend]) -> None:
         self._catalog = catalog
         self._models: dict[str, bool] = {}
-        self._models_of: Catalog | None = None  # the catalog ``_models`` was learnt from
+        self._models_of: CatalogBackend | None = None  # the catalog ``_models`` was learnt from
 
-    def _owns(self, catalog: Catalog, model: str) -> bool:
+    def _owns(self, catalog: CatalogBackend, model: str) -> bool:
         if catalog is not self._models_of:
             self._models, self._models_of = {}, catalog
         known = self._models.get(model)

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from remindful.engine.catalog import Catalog
+from remindful.engine.backend import CatalogBackend
 from remindful.engine.flat import FlatVectors
 from remindful.engine.retrieval.search import top_k_exact
 from remindful.engine.sqlfilter import build_filter
@@ -27,7 +27,7 @@ FLAT_IDLE_S = 60.0
 class ExactScorer:
     """The ``k`` memories nearest to a vector, scored exactly over the catalog's vectors. Thread-safe."""
 
-    def __init__(self, catalog: Catalog) -> None:
+    def __init__(self, catalog: CatalogBackend) -> None:
         self._catalog = catalog
         self._lock = threading.Lock()
         self._flat: FlatVectors | None = None

@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from remindful.engine import vectors as stored_vectors
-from remindful.engine.catalog import Catalog
+from remindful.engine.backend import CatalogBackend
 from remindful.engine.retrieval.search import top_k_exact
 
 #: The most rows held (1.5 KB each with 384-d vectors): above it, nothing is held.
@@ -45,7 +45,7 @@ class FlatVectors:
     """Exact nearest neighbours over the catalog's vectors, kept in memory (see the module
     docstring). Thread-safe."""
 
-    def __init__(self, catalog: Catalog) -> None:
+    def __init__(self, catalog: CatalogBackend) -> None:
         self._catalog = catalog
         self._lock = threading.Lock()
         self._used_at = time.monotonic()

@@ -13,8 +13,8 @@ import logging
 import threading
 from collections.abc import Callable, Sequence
 
+from remindful.engine.backend import CatalogBackend
 from remindful.engine.background import DeleteFinisher
-from remindful.engine.catalog import Catalog
 from remindful.engine.index_locks import WaitCancelled
 from remindful.engine.index_view import IndexView
 from remindful.errors import RemindfulError
@@ -35,7 +35,7 @@ class IndexDeletes:
 
     def __init__(
         self,
-        catalog: Catalog,
+        catalog: CatalogBackend,
         view: IndexView,
         current: Callable[[], VectorIndex | None],
         *,

@@ -17,7 +17,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterator
 
-from remindful.engine.catalog import Catalog
+from remindful.engine.backend import CatalogBackend
 from remindful.engine.index_locks import IndexLock, ViewLock
 from remindful.engine.sqlfilter import SqlFilter, build_filter
 from remindful.index.base import VectorIndex
@@ -40,7 +40,7 @@ class IndexView:
     it); ``rowid``: rows up to it are in the view, later ones may have been written by another
     process since. Not thread-safe on its own: its writers hold the index lock."""
 
-    def __init__(self, catalog: Catalog, lock: IndexLock, copy: ViewLock) -> None:
+    def __init__(self, catalog: CatalogBackend, lock: IndexLock, copy: ViewLock) -> None:
         self._catalog = catalog
         self.lock = lock
         self.copy = copy

@@ -52,9 +52,10 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from remindful.config import PerformanceSettings
+from remindful.engine.backend import CatalogBackend
 from remindful.engine.background import BackgroundIndexer, Errand, interpreter_exiting
 from remindful.engine.backlog import BACKLOG_WATCH_S, Backlog
-from remindful.engine.catalog import Catalog, MemoryRow, catalog_damaged, integrity_problem
+from remindful.engine.catalog import MemoryRow, catalog_damaged, integrity_problem
 from remindful.engine.deferred import DeferredEmbeddings, EmbedderSource
 from remindful.engine.exact import ExactScorer
 from remindful.engine.index_deletes import FINISH_CHUNK, IndexDeletes
@@ -111,7 +112,7 @@ class IndexMirror:
 
     def __init__(
         self,
-        catalog: Catalog,
+        catalog: CatalogBackend,
         embedder: EmbedderSource,
         new_index: Callable[[], VectorIndex],
         *,
@@ -390,7 +391,8 @@ class IndexMirror:
         """Rebuild the index from the catalog (``reset``: move the index files aside first). A
         damaged catalog raises CorruptionError before anything is touched: the index is rebuilt
         from it, so the index may be the better copy of what the catalog lost."""
-        problem = integrity_problem(self.catalog.path)
+        path = self.catalog.path
+        problem = None if path is None else integrity_problem(path)
         if problem is not None:
             raise catalog_damaged(problem)
         with self._lock:

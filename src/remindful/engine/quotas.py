@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from remindful.config import Settings
-from remindful.engine.catalog import Catalog, MemoryRow
+from remindful.engine.backend import CatalogBackend
+from remindful.engine.catalog import MemoryRow
 from remindful.engine.importance import columns, inputs_from_row, score
 from remindful.errors import ValidationError
 from remindful.model import MemoryType
@@ -56,7 +57,7 @@ class Quotas:
         self._orders: dict[str, EvictionOrder] = {}
         self._orders_lock = threading.Lock()
 
-    def make_room(self, catalog: Catalog, counts: Mapping[str, int], rows: Sequence[MemoryRow]) -> list[str]:
+    def make_room(self, catalog: CatalogBackend, counts: Mapping[str, int], rows: Sequence[MemoryRow]) -> list[str]:
         """The memories to evict (the least important unprotected ones) so that ``rows`` fit the
         per-type item quotas, given the ``counts`` of each type stored now; the caller deletes them
         in the insert's transaction. Warns when the storage nears its size quota. Raises
@@ -158,7 +159,7 @@ class EvictionOrder:
     mark moves below it; a newest row deleted by someone else is not seen, and its successor
     waits for the next full ranking (``RANKING_MAX_AGE_S``) to be a candidate."""
 
-    def __init__(self, catalog: Catalog, type_value: str) -> None:
+    def __init__(self, catalog: CatalogBackend, type_value: str) -> None:
         self.type = type_value
         self._made = time.monotonic()
         self._columns = f"{columns(catalog)}, rowid"
@@ -170,7 +171,7 @@ class EvictionOrder:
     def age_s(self) -> float:
         return time.monotonic() - self._made
 
-    def take(self, catalog: Catalog, n: int) -> list[str]:
+    def take(self, catalog: CatalogBackend, n: int) -> list[str]:
         """The ids of the ``n`` least important unbookmarked memories of the type (fewer if there
         are not that many), taken out of the order: rows stored since are ranked in first, and
         each one is read again before it is chosen (gone or bookmarked since: skipped; more

@@ -40,9 +40,8 @@ from typing import Any
 
 from remindful.config import Settings
 from remindful.embed.base import Embedder
-from remindful.engine import vectors as stored_vectors
-from remindful.engine import windows
 from remindful.engine.attachments import attach_files, remove_copies
+from remindful.engine.backend import CatalogBackend, is_shared, open_catalog, repositories_over
 from remindful.engine.background import AccessRecorder, close_at_exit
 from remindful.engine.captures import CaptureRepository
 from remindful.engine.catalog import CATALOG_WAY_OUT, Catalog, MemoryRow, counted
@@ -51,7 +50,8 @@ from remindful.engine.mirror import IndexMirror
 from remindful.engine.perf import PendingFigures
 from remindful.engine.projects import Project, Resolver
 from remindful.engine.quotas import SIZE_MAX_AGE_S, Quotas
-from remindful.engine.redact import StoreRedactor, add_counts, redactor_for
+from remindful.engine.redact import StoreRedactor, redactor_for
+from remindful.engine.repositories import Repositories
 from remindful.engine.repositories.scopes import ScopeRepository
 from remindful.engine.retrieval.search import rank
 from remindful.engine.scopes import Assigner, check_scope
@@ -134,7 +134,8 @@ class Store:
         self.disabled_reason = None if settings.enabled else "disabled in configuration (enabled: false)"
         self._given_index = index
         self._embedder = LazyEmbedder(settings, embedder, lambda: self.catalog)
-        self._catalog: Catalog | None = None
+        self._catalog: CatalogBackend | None = None
+        self._local: Catalog | None = None  # on a shared catalog: the machine's own, for its spool
         self._mirror: IndexMirror | None = None
         self._access: AccessRecorder | None = None
         self._exiting = False  # set by close_for_exit: open nothing new
@@ -184,9 +185,9 @@ class Store:
                 self._opened()
             except MemoryDisabledError:
                 return None
-        return ScopeRepository(lambda: self.catalog)
+        return self.repositories.scopes
 
-    def _opened(self) -> tuple[Catalog, IndexMirror]:
+    def _opened(self) -> tuple[CatalogBackend, IndexMirror]:
         """The catalog and the mirror, opened now if needed (MemoryDisabledError if memory is off
         or unusable). Read under the lock :meth:`close` clears them under: a close in another
         thread cannot leave the caller with half of them."""
@@ -221,8 +222,10 @@ class Store:
             except OSError as exc:  # a store on a read-only filesystem or a full disk is still read
                 if unwritable(self.path, exc) is None or not (self.path / "catalog.sqlite3").is_file():
                     raise
-            catalog = Catalog(self.path / "catalog.sqlite3", redaction=self.redaction, scope_of=self.scopes)
+            catalog = open_catalog(self.settings, self.path, redaction=self.redaction, scope_of=self.scopes)
         except (OSError, StorageError, UntrustedPathError) as exc:
+            if is_shared(self.settings) and not isinstance(exc, OSError | UntrustedPathError):
+                raise  # a server that does not answer now may answer at the next call
             if isinstance(exc, UntrustedPathError):  # said once, by whoever reports the error
                 self.disabled_reason = str(exc)
                 raise MemoryDisabledError(str(exc)) from exc
@@ -265,17 +268,38 @@ class Store:
             mirror.reload_view()
 
     @property
-    def catalog(self) -> Catalog:
-        """The catalog, opened on first use (MemoryDisabledError if memory is off or unusable)."""
+    def catalog(self) -> CatalogBackend:
+        """The catalog, opened on first use (MemoryDisabledError if memory is off or unusable):
+        the local file, or the shared PostgreSQL catalog of ``catalog.url``
+        (:mod:`remindful.engine.backend`)."""
         catalog = self._catalog
         return catalog if catalog is not None else self._opened()[0]
 
+    @property
+    def local_catalog(self) -> Catalog:
+        """The machine's own catalog file, where its hooks and capture points spool: the catalog
+        itself on a local store; on a shared one, a local file holding the spool (opened on first
+        use)."""
+        catalog = self.catalog
+        if isinstance(catalog, Catalog):
+            return catalog
+        with self._init_lock:
+            if self._local is None:
+                self._local = Catalog(self.path / "catalog.sqlite3", redaction=self.redaction, scope_of=self.scopes)
+            return self._local
+
     @functools.cached_property
+    def repositories(self) -> Repositories:
+        """Every repository over this store's catalog, in its backend's dialect (the spool the
+        machine's own): for the capture points that are handed a Store alone."""
+        return repositories_over(self.settings, lambda: self.catalog, lambda: self.local_catalog)
+
+    @property
     def captures(self) -> CaptureRepository:
         """What the capture paths read and record besides memories (the spool, the filters' counts,
         tool-call lookups, tombstones), over this store's catalog: for the capture points that are
         handed a Store alone (the MCP middleware, the proxy, the drainer)."""
-        return CaptureRepository(lambda: self.catalog)
+        return self.repositories.captures
 
     @property
     def mirror(self) -> IndexMirror:
@@ -292,7 +316,7 @@ class Store:
         if self._given_index is not None:
             return self._given_index
         chroma = self.settings.storage.chromadb
-        if chroma.mode == "server":
+        if chroma.mode == "server" or is_shared(self.settings):
             from remindful.index import ChromaServerIndex
 
             return ChromaServerIndex(chroma.host, chroma.port)
@@ -464,9 +488,9 @@ class Store:
 
         def run(conn: Any) -> None:
             if evict:
-                gone[:] = Catalog.delete_in(conn, evict, reason="quota_evict", mend_later=len(evict) > INLINE_DELETE)
+                gone[:] = catalog.delete_in(conn, evict, reason="quota_evict", mend_later=len(evict) > INLINE_DELETE)
             catalog.insert_memories(conn, rows)
-            add_counts(conn, counted(counts or {}))
+            catalog.count_in(conn, counted(counts or {}))
             for session_id, at in {(r.session_id, r.created_at) for r in rows if r.session_id}:
                 catalog.ensure_session(conn, session_id, at)
             if projects:
@@ -489,12 +513,17 @@ class Store:
         *,
         scope: str | Project | None = None,
         origin: str | None = None,
+        version: int | None = None,
     ) -> Memory:
         """Replace a memory's content and/or merge keys into its metadata (a key set to None is
         removed), redacted as every write is, and/or move it to ``scope`` (``user`` or
         ``project:<key>``), and/or set its ``origin`` (as :func:`~remindful.model.make_origin`
-        writes it). The content is re-embedded. Returns the updated memory."""
+        writes it). The content is re-embedded. Returns the updated memory. ``version``: the
+        version the change was made on (:meth:`version_of`); on a shared catalog a memory another
+        writer changed since is refused (StaleVersionError), nothing written."""
         self.ready()
+        if version is not None:
+            version = check_int(version, "version", 1, 2**31 - 1)
         row = self._row(memory_id)
         if origin is not None:
             row.origin = check_origin(origin, "origin")
@@ -525,9 +554,15 @@ class Store:
             row.bookmarked = bool(merged.get("bookmarked") or merged.get("manual_save"))
             if metadata.get("importance") is not None:  # validated above: a number from 0 to 1
                 row.importance = float(metadata["importance"])
-        self._commit_update(row, counts, moved)
+        self._commit_update(row, counts, moved, version)
         self.mirror.index_rows([row])
         return self.get(memory_id)
+
+    def version_of(self, memory_id: str) -> int | None:
+        """The memory's version on a shared catalog (1 when stored, one more at each update); None
+        on a local one, which keeps none (NotFoundError if there is no such memory)."""
+        self._row(memory_id)
+        return self.catalog.version_of(memory_id)
 
     def move_scope(self, scopes: Sequence[str | None], target: str | Project) -> int:
         """Move every memory of ``scopes`` (None: the unscoped ones) to ``target`` (``user``,
@@ -538,12 +573,12 @@ class Store:
             scope = check_scope(target)
         except ValueError as exc:
             raise ValidationError("scope", str(exc).split(": ", 1)[-1]) from None
-        flt = scope_filter(scopes) & SqlFilter("scope IS NOT ?", (scope,))
+        flt = scope_filter(scopes)
         catalog = self.catalog
         moved = [0]
 
         def run(conn: Any) -> None:
-            moved[0] = conn.execute(f"UPDATE memories SET scope = ? WHERE {flt.sql}", (scope, *flt.params)).rowcount
+            moved[0] = catalog.move_scope(conn, flt, scope)
             if isinstance(target, Project) and moved[0]:
                 catalog.record_projects(conn, [target], time.time())
             catalog.audit(conn, "move_scope", None, {"from": list(scopes), "to": scope, "count": moved[0]})
@@ -551,32 +586,17 @@ class Store:
         catalog.write(run, what="moving memories to another scope")
         return moved[0]
 
-    def _commit_update(self, row: MemoryRow, counts: Mapping[str, int], projects: Sequence[Project] = ()) -> None:
+    def _commit_update(
+        self, row: MemoryRow, counts: Mapping[str, int], projects: Sequence[Project] = (), version: int | None = None
+    ) -> None:
         catalog = self.catalog
 
         def run(conn: Any) -> None:
-            windows.before_update(conn, row.id)
-            conn.execute(
-                "UPDATE memories SET content=?, metadata=?, content_hash=?, bookmarked=?, importance=?, updated_at=?, "
-                "indexed=0, embedding=COALESCE(?, embedding), scope=?, origin=? WHERE id=?",
-                (
-                    row.content,
-                    row.metadata,
-                    row.content_hash,
-                    int(row.bookmarked),
-                    row.importance,
-                    time.time(),
-                    stored_vectors.encode(row.embedding),
-                    row.scope,
-                    row.origin,
-                    row.id,
-                ),
-            )
+            catalog.update_row(conn, row, version=version)
             if projects:
                 catalog.record_projects(conn, projects, time.time())
-            windows.after_update(conn, row.id)
             catalog.audit(conn, "update", row.id, {})
-            add_counts(conn, counted(counts))
+            catalog.count_in(conn, counted(counts))
 
         catalog.write(run, what="updating a memory")
         if row.embedding is None:
@@ -845,7 +865,7 @@ class Store:
         catalog = self.catalog
         deleted = 0
         while True:
-            ids = [r[0] for r in catalog.read("SELECT id FROM memories LIMIT 5000")]
+            ids = catalog.some_ids(5000)
             if not ids:
                 break
             gone = catalog.delete_ids(ids, reason=reason, mend_later=True)
@@ -901,7 +921,10 @@ class Store:
         with self._init_lock:
             if self._catalog is not None:
                 self._catalog.close()
+            if self._local is not None:
+                self._local.close()
             self._catalog = None
+            self._local = None
             self._mirror = None
             self._access = None
 

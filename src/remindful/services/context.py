@@ -629,6 +629,18 @@ def injection_for(hooks: HookSettings, project: Project | None) -> tuple[bool, i
     return inject, context, brief
 
 
+def unreachable_brief(waiting: int) -> Context:
+    """The SessionStart brief while the shared catalog's server does not answer: one line saying
+    so, and how many events captured on this machine wait in its spool (sent, each once, when
+    it answers)."""
+    from remindful.model import Context
+
+    return Context(
+        "[remindful] The shared memory server does not answer: the team's memories cannot be read now; "
+        f"{waiting} events captured on this machine wait in its spool and are sent, each once, when it answers."
+    )
+
+
 def hook_context(
     searcher: Searcher,
     brief: BriefRepository,

@@ -16,11 +16,13 @@ drains the spool), which are writes, and would fail on the damage this is meant 
 
 from __future__ import annotations
 
+import contextlib
 import stat
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from remindful.engine.backend import is_shared
 from remindful.engine.catalog import CATALOG_WAY_OUT, integrity_problem
 from remindful.engine.catalog_files import spool_health
 from remindful.errors import CorruptionError, StorageError, StorageLockedError, unwritable
@@ -67,7 +69,7 @@ def diagnose(path: Path, settings: Settings, index: IndexFiles | None, shared_ur
         _file_mode("token file", token_file(path), "the HTTP bearer token"),
     ]
     if shared_url:  # catalog.url: the PostgreSQL catalog of a shared store
-        checks += _shared_catalog(shared_url)
+        checks += _shared_catalog(shared_url, path)
     return Diagnosis(all(c.ok for c in checks), str(path), tuple(checks))
 
 
@@ -121,7 +123,7 @@ def _catalog(path: Path) -> HealthCheck:
 
 def _index(settings: Settings, index: IndexFiles | None) -> HealthCheck:
     chroma = settings.storage.chromadb
-    if chroma.mode == "server":
+    if chroma.mode == "server" or is_shared(settings):  # a shared catalog's vectors are on a server
         return _chroma_server(chroma.host, chroma.port)
     if index is None:
         return _check("vector index", None, None, "not checked here")
@@ -159,9 +161,10 @@ def _spool(path: Path) -> HealthCheck:
     return _check("spool", None, None, f"{waiting} hook events waiting, the oldest {age:.0f} s old")
 
 
-def _shared_catalog(url: str) -> list[HealthCheck]:
+def _shared_catalog(url: str, path: Path) -> list[HealthCheck]:
     """The PostgreSQL catalog of ``catalog.url``: it answers, its schema is this version's, and the
-    clocks agree. The URL is shown with its password hidden."""
+    clocks agree. The URL is shown with its password hidden. While it does not answer, what waits
+    in this machine's spool (``path``'s) for it is said too."""
     from remindful.engine.postgres.catalog import inspect, shown_url
     from remindful.engine.postgres.schema import SCHEMA_VERSION
 
@@ -169,7 +172,12 @@ def _shared_catalog(url: str) -> list[HealthCheck]:
     try:
         version, server, local = inspect(url)
     except StorageError as exc:
-        return [_check("shared catalog", exc.message, exc.suggestion, "")]
+        waiting = 0
+        if (path / CATALOG).exists():
+            with contextlib.suppress(StorageError):
+                waiting = spool_health(path / CATALOG, STUCK_ATTEMPTS)[0]
+        held = f"; {waiting} events captured on this machine wait in its spool until it answers" if waiting else ""
+        return [_check("shared catalog", exc.message + held, exc.suggestion, "")]
     if version is None:
         schema = _check("shared catalog", None, None, f"{shown} answers; no schema yet (created on first use)")
     elif version > SCHEMA_VERSION:

@@ -10,7 +10,8 @@ Chroma server (``chroma run``) through :class:`~remindful.index.chroma.ChromaSer
 Nothing here is imported by the SQLite default, the hooks or ``--help``; psycopg 3 (the
 ``postgres`` extra) is imported when a catalog is opened.
 
-Not on this backend yet: filters on metadata paths (refused with one line), the learning and
-retention repositories, the brief's queries, and the store's write and search path
-(:class:`~remindful.engine.store.Store` runs on the SQLite catalog).
+The Store runs on it when ``catalog.url`` is set (:mod:`remindful.engine.backend` chooses), with
+the machine's own spool in its local catalog file (:class:`.repositories.MachineSpoolCaptureRepository`).
+Not on this backend yet: filters on metadata paths (refused with one line), retention and dedup
+(refused with one line: :class:`.repositories.PostgresRetentionRepository`).
 """

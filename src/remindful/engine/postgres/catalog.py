@@ -32,14 +32,16 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
+from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
 
+from remindful.engine import vectors as stored_vectors
 from remindful.engine.captures import SALT_KEY, forget_key, salted_key
 from remindful.engine.catalog import MemoryRow, counted, redact_row
 from remindful.engine.postgres import windows
-from remindful.engine.postgres.dialect import pg_filter
+from remindful.engine.postgres.dialect import pg_filter, pg_sql
 from remindful.engine.postgres.lexical import PostgresLexicalSearch
 from remindful.engine.postgres.schema import (
     MEMORY_COLUMNS,
@@ -52,7 +54,14 @@ from remindful.engine.postgres.url import shown_url
 from remindful.engine.projects import Project
 from remindful.engine.redact import StoreRedactor
 from remindful.engine.sqlfilter import SqlFilter
-from remindful.errors import DependencyMissingError, StorageError, StorageFullError, StorageLockedError
+from remindful.errors import (
+    CorruptionError,
+    DependencyMissingError,
+    StaleVersionError,
+    StorageError,
+    StorageFullError,
+    StorageLockedError,
+)
 
 T = TypeVar("T")
 log = logging.getLogger("remindful")
@@ -118,6 +127,13 @@ class PostgresCatalog:
     directory): what the named methods write passes through it, as on SQLite. Opening creates or
     migrates the schema (:mod:`remindful.engine.postgres.schema`)."""
 
+    #: Never set: a server's damage is the server's to report (the SQLite catalog notes its file's).
+    damage: CorruptionError | None = None
+    #: Never set: a server that refuses writes says so on each write.
+    unwritable: StorageError | None = None
+    #: No file: nothing for an integrity check of the local file to look at.
+    path: Path | None = None
+
     def __init__(self, url: str, *, redaction: StoreRedactor, connect_timeout: float = CONNECT_TIMEOUT_S) -> None:
         self._url = url
         self.shown_url = shown_url(url)
@@ -174,12 +190,12 @@ class PostgresCatalog:
         failure, a deadlock)."""
         errors = self._psycopg.errors
         if isinstance(exc, errors.DiskFull):
-            return StorageFullError(f"{what}: the PostgreSQL server's disk is full ({exc})")
+            return StorageFullError(f"{what}: the PostgreSQL server's disk is full ({_first_line(exc)})")
         if isinstance(exc, errors.SerializationFailure | errors.DeadlockDetected | errors.LockNotAvailable):
             return None
         if isinstance(exc, self._psycopg.OperationalError):
             return None
-        return StorageError(f"{what} failed on the PostgreSQL catalog {self.shown_url}: {exc}")
+        return StorageError(f"{what} failed on the PostgreSQL catalog {self.shown_url}: {_first_line(exc)}")
 
     def _with_retries(self, operation: Callable[[], T], *, what: str) -> T:
         for attempt in range(RETRIES + 1):
@@ -192,11 +208,12 @@ class PostgresCatalog:
                 if attempt == RETRIES:
                     if isinstance(exc, self._psycopg.OperationalError):
                         raise StorageError(
-                            f"{what} failed: the PostgreSQL catalog {self.shown_url} does not answer ({exc})",
+                            f"{what} failed: the PostgreSQL catalog {self.shown_url} does not answer "
+                            f"({_first_line(exc)})",
                             suggestion="check that the server runs and is reachable; `remindful doctor` tells more",
                         ) from exc
                     raise StorageLockedError(
-                        f"{what} failed: the catalog stayed busy through {RETRIES} retries ({exc})"
+                        f"{what} failed: the catalog stayed busy through {RETRIES} retries ({_first_line(exc)})"
                     ) from exc
                 time.sleep(BACKOFF_S * (2**attempt))
         raise AssertionError("unreachable")
@@ -235,6 +252,8 @@ class PostgresCatalog:
         """Rows of one query (``%s`` parameters), retried on a broken connection. ``private`` is
         accepted for the SQLite catalog's callers (a read runs on its thread's own connection
         whenever another thread holds the shared one)."""
+
+        sql = pg_sql(sql)
 
         def run() -> list[Any]:
             # In this thread's own write transaction, read there (it sees its own writes);
@@ -370,15 +389,224 @@ class PostgresCatalog:
         )
         return [MemoryRow.from_sql(r) for r in self.read(sql, [*params, limit, offset])]
 
-    def count(self, flt: SqlFilter | None = None) -> int:
+    def count(self, flt: SqlFilter | None = None, *, at_most: int | None = None) -> int:
+        """Rows passing ``flt``; with ``at_most``, counting stops there."""
         where, params = pg_filter(flt or SqlFilter())
-        return int(self.read(f"SELECT count(*) FROM memories WHERE {where}", params)[0][0])
+        if at_most is None:
+            return int(self.read(f"SELECT count(*) FROM memories WHERE {where}", params)[0][0])
+        sql = f"SELECT count(*) FROM (SELECT 1 FROM memories WHERE {where} LIMIT %s) AS bounded"
+        return int(self.read(sql, [*params, at_most])[0][0])
+
+    def read_in(self, sql: str, keys: Sequence[Any], params: Sequence[Any] = ()) -> list[Any]:
+        """As :meth:`Catalog.read_in <remindful.engine.catalog.Catalog.read_in>`: ``{marks}`` in the
+        (shared-dialect) statement stands for the keys, bound after ``params``."""
+        rows: list[Any] = []
+        for start in range(0, len(keys), 1000):
+            chunk = list(keys[start : start + 1000])
+            rows += self.read(sql.format(marks=",".join("?" * len(chunk))), [*params, *chunk])
+        return rows
+
+    def rows_passing(
+        self, ids: Sequence[str], flt: SqlFilter, *, vectors: dict[str, np.ndarray] | None = None
+    ) -> dict[str, MemoryRow]:
+        """Rows for the ``ids`` that exist and pass ``flt``; with ``vectors``, their embeddings are
+        read in the same statement and added to it."""
+        if not ids:
+            return {}
+        where, params = pg_filter(flt)
+        embedding = "" if vectors is None else ", embedding"
+        rows = self.read(
+            f"SELECT {MEMORY_COLUMNS}{embedding} FROM memories WHERE id = ANY(%s) AND ({where})", [list(ids), *params]
+        )
+        if vectors is not None:
+            vectors.update((row[0], stored_vectors.decode(row[-1])) for row in rows if row[-1] is not None)
+        return {row[0]: MemoryRow.from_sql(row) for row in rows}
+
+    def ids_passing(self, ids: Sequence[str], flt: SqlFilter) -> set[str]:
+        """Those of ``ids`` that exist and pass ``flt``."""
+        if not ids:
+            return set()
+        where, params = pg_filter(flt)
+        return {
+            r[0] for r in self.read(f"SELECT id FROM memories WHERE id = ANY(%s) AND ({where})", [list(ids), *params])
+        }
+
+    def ids_by_rowid(self, rowids: Sequence[int], flt: SqlFilter, *, private: bool = False) -> dict[int, str]:
+        """The ids of those of ``rowids`` that exist and pass ``flt``, keyed by rowid."""
+        where, params = pg_filter(flt)
+        sql = f"SELECT rowid, id FROM memories WHERE rowid = ANY(%s) AND ({where})"
+        return {int(r): str(i) for r, i in self.read(sql, [list(rowids), *params])}
+
+    def filtered_embeddings(self, flt: SqlFilter) -> tuple[list[str], np.ndarray | None]:
+        """Ids and an (n, d) matrix of every embedded row matching ``flt`` (for exact scoring)."""
+        where, params = pg_filter(flt)
+        return _matrix(
+            self.read(f"SELECT id, embedding FROM memories WHERE ({where}) AND embedding IS NOT NULL", params)
+        )
+
+    def filtered_embeddings_if(
+        self, flt: SqlFilter, few: int, at_most: int, take: Callable[[int], bool]
+    ) -> tuple[list[str], np.ndarray | None] | None:
+        """As :meth:`filtered_embeddings` when at most ``few`` rows pass ``flt``, or when ``take(n)``
+        agrees for their count ``n`` (counted up to ``at_most``); else None."""
+        n = self.count(flt, at_most=max(at_most, few + 1))
+        if n > few and not take(min(n, at_most)):
+            return None
+        return self.filtered_embeddings(flt)
+
+    def pending_embeddings(self, flt: SqlFilter, after: int | None) -> tuple[list[str], np.ndarray | None]:
+        """As :meth:`filtered_embeddings`, among the rows a vector index may lack: those not marked
+        indexed, and (unless ``after`` is None) those above rowid ``after``."""
+        where, params = pg_filter(flt)
+        pending = "indexed = 0" if after is None else "(indexed = 0 OR rowid > %s)"
+        sql = f"SELECT id, embedding FROM memories WHERE {pending} AND ({where}) AND embedding IS NOT NULL"
+        return _matrix(self.read(sql, [*([] if after is None else [after]), *params]))
+
+    def neighbourhoods(self, ids: Sequence[str], radius: int) -> list[tuple[str, str, int, bytes]]:
+        """As :meth:`Catalog.neighbourhoods <remindful.engine.catalog.Catalog.neighbourhoods>`."""
+        if not ids:
+            return []
+        rows = self.read(
+            "SELECT c.id, m.id, m.seq - c.seq, m.embedding FROM memories c JOIN memories m "
+            "ON m.session_id = c.session_id AND m.seq BETWEEN c.seq - %s AND c.seq + %s "
+            "WHERE c.id = ANY(%s) AND m.embedding IS NOT NULL",
+            [radius, radius, list(ids)],
+        )
+        return [(r[0], r[1], int(r[2]), stored_vectors.decode_bytes(r[3])) for r in rows]
+
+    def without_embeddings(self, ids: Sequence[str]) -> list[tuple[str, str]]:
+        """(id, content) of the memories among ``ids`` that have no vector yet."""
+        rows = self.read("SELECT id, content FROM memories WHERE id = ANY(%s) AND embedding IS NULL", [list(ids)])
+        return [(str(i), str(c)) for i, c in rows]
+
+    def vectors_by_hash(self, hashes: Sequence[str]) -> dict[str, np.ndarray]:
+        """Stored memories' vectors by content hash (one per hash)."""
+        rows = self.read(
+            "SELECT content_hash, embedding FROM memories WHERE content_hash = ANY(%s) AND embedding IS NOT NULL",
+            [list(hashes)],
+        )
+        return {h: stored_vectors.decode(blob) for h, blob in rows}
+
+    def get_cached_embeddings(self, model: str, hashes: Sequence[str]) -> dict[str, np.ndarray]:
+        rows = self.read(
+            "SELECT hash, vector FROM embedding_cache WHERE model = %s AND hash = ANY(%s)", [model, list(hashes)]
+        )
+        return {h: stored_vectors.decode(blob) for h, blob in rows}
+
+    def put_cached_embeddings(self, model: str, items: dict[str, np.ndarray]) -> None:
+        def run(c: Any) -> None:
+            with c.cursor() as cur:
+                cur.executemany(
+                    "INSERT INTO embedding_cache (model, hash, vector) VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
+                    [(model, h, _blob(v)) for h, v in items.items()],
+                )
+
+        if items:
+            self.write(run, what="caching embeddings")
+
+    def stored_with(self, content_hash: str, session_id: str) -> list[dict[str, Any]]:
+        """The metadata of each memory of session ``session_id`` whose content has ``content_hash``."""
+        rows = self.read(
+            "SELECT metadata FROM memories WHERE content_hash = %s AND session_id = %s",
+            (content_hash, self.stored_session_id(session_id)),
+        )
+        return [json.loads(metadata) for (metadata,) in rows]
+
+    def has_chunked_response(self, session_id: str, full_content_hash: str) -> bool:
+        """Whether session ``session_id`` holds a response stored in chunks whose whole text has
+        ``full_content_hash``."""
+        return bool(
+            self.read(
+                "SELECT 1 FROM memories WHERE session_id = %s AND source = 'response' "
+                "AND metadata::jsonb ->> 'full_content_hash' = %s LIMIT 1",
+                (self.stored_session_id(session_id), full_content_hash),
+            )
+        )
+
+    @staticmethod
+    def count_in(conn: Any, counts: Mapping[str, int]) -> None:
+        """Add ``counts`` (name → hits) to ``capture_stats`` in the caller's transaction."""
+        add_counts(conn, counts)
+
+    def some_ids(self, limit: int) -> list[str]:
+        """Up to ``limit`` memory ids, any."""
+        return [str(r[0]) for r in self.read("SELECT id FROM memories LIMIT %s", (limit,))]
+
+    def update_row(self, conn: Any, row: MemoryRow, *, version: int | None = None) -> None:
+        """Write ``row``'s changed fields (content, metadata, hash, bookmark, importance, scope,
+        origin; its vector if it has one) in the caller's transaction, marked for re-indexing, its
+        version raised by one and its session windows rebuilt. ``version``: the version the
+        change was made on; a row at another version is not written (:class:`StaleVersionError`)."""
+        found = conn.execute("SELECT version FROM memories WHERE id = %s FOR UPDATE", (row.id,)).fetchone()
+        if found is None:
+            return
+        if version is not None and int(found[0]) != version:
+            raise StaleVersionError(row.id, int(found[0]), version)
+        conn.execute(
+            "UPDATE memories SET content=%s, metadata=%s, content_hash=%s, bookmarked=%s, importance=%s, "
+            "updated_at=%s, indexed=0, embedding=COALESCE(%s, embedding), scope=%s, origin=%s, version=version+1 "
+            "WHERE id=%s",
+            (
+                row.content,
+                row.metadata,
+                row.content_hash,
+                int(row.bookmarked),
+                row.importance,
+                time.time(),
+                _blob(row.embedding),
+                row.scope,
+                row.origin,
+                row.id,
+            ),
+        )
+        windows.after_update(conn, row.id)
+
+    def version_of(self, memory_id: str) -> int | None:
+        """The memory's version (1 when stored, one more at each update); None if there is none."""
+        rows = self.read("SELECT version FROM memories WHERE id = %s", (memory_id,))
+        return int(rows[0][0]) if rows else None
+
+    def move_scope(self, conn: Any, flt: SqlFilter, scope: str) -> int:
+        """Move the memories passing ``flt`` to ``scope`` in the caller's transaction; how many moved."""
+        where, params = pg_filter(flt)
+        return int(
+            conn.execute(
+                f"UPDATE memories SET scope = %s WHERE ({where}) AND scope IS DISTINCT FROM %s",
+                (scope, *params, scope),
+            ).rowcount
+        )
+
+    def follow_file(self) -> bool:
+        """Nothing to follow: a server's database is not replaced under its clients' feet."""
+        return False
+
+    def mend_windows(self, limit: int) -> int:
+        """Nothing is queued: a delete mends its neighbours' windows in its own transaction."""
+        return 0
+
+    def windows_to_mend(self) -> bool:
+        return False
+
+    def try_write(self, fn: Callable[[Any], Any]) -> bool:
+        """Run ``fn(conn)`` in one write transaction now if no other thread of this process holds
+        the connection; whether it ran (an error is logged and rolled back: nothing written)."""
+        if not self._lock.acquire(blocking=False):
+            return False
+        try:
+            with self.transaction() as conn:
+                fn(conn)
+            return True
+        except self._psycopg.Error as exc:
+            log.debug("not written now: %s", exc)
+            return False
+        finally:
+            self._lock.release()
 
     def embeddings(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
         rows = self.read(
             "SELECT id, embedding FROM memories WHERE id = ANY(%s) AND embedding IS NOT NULL", (list(ids),)
         )
-        return {mid: np.frombuffer(blob, dtype=np.float32) for mid, blob in rows}
+        return {mid: stored_vectors.decode(blob) for mid, blob in rows}
 
     def type_counts(self) -> dict[str, int]:
         """How many memories each type holds (types without any are left out)."""
@@ -408,7 +636,7 @@ class PostgresCatalog:
         rows = self.read(
             f"SELECT {MEMORY_COLUMNS}, embedding FROM memories WHERE indexed = 0 ORDER BY rowid LIMIT %s", [limit]
         )
-        return [(MemoryRow.from_sql(r), None if r[-1] is None else np.frombuffer(r[-1], np.float32)) for r in rows]
+        return [(MemoryRow.from_sql(r), None if r[-1] is None else stored_vectors.decode(r[-1])) for r in rows]
 
     def mark_indexed(self, ids: Sequence[str], value: bool = True) -> None:
         if ids:
@@ -417,7 +645,7 @@ class PostgresCatalog:
                 what="marking memories indexed",
             )
 
-    def set_embeddings(self, items: Mapping[str, np.ndarray]) -> None:
+    def set_embeddings(self, items: Mapping[str, np.ndarray], *, wait: bool = True) -> bool:
         """Save vectors; a row that had none grows by the vector's size (quota accounting)."""
 
         def run(c: Any) -> None:
@@ -428,8 +656,12 @@ class PostgresCatalog:
                     [(v.nbytes, _blob(v), k) for k, v in items.items()],
                 )
 
-        if items:
-            self.write(run, what="saving embeddings")
+        if not items:
+            return True
+        if not wait:
+            return self.try_write(run)
+        self.write(run, what="saving embeddings")
+        return True
 
     def claim_embedding_model(self, name: str) -> str:
         """Record ``name`` as the model of this store's vectors unless one is recorded; the recorded one."""
@@ -554,16 +786,19 @@ class PostgresCatalog:
 
     # -- deletes and their queues ----------------------------------------------------------------
 
-    def delete_ids(self, ids: Sequence[str], *, reason: str | Mapping[str, str] = "delete") -> list[tuple[str, str]]:
+    def delete_ids(
+        self, ids: Sequence[str], *, reason: str | Mapping[str, str] = "delete", mend_later: bool = False
+    ) -> list[tuple[str, str]]:
         """Delete ``ids`` in one transaction with their windows (the neighbours' mended), an audit
         entry each (action ``reason`` or ``reason[id]``) and a queued vector deletion each; the
         (id, type) pairs that existed."""
         return self.write(lambda c: self.delete_in(c, ids, reason=reason), what="deleting memories")
 
     def delete_in(
-        self, conn: Any, ids: Sequence[str], *, reason: str | Mapping[str, str] = "delete"
+        self, conn: Any, ids: Sequence[str], *, reason: str | Mapping[str, str] = "delete", mend_later: bool = False
     ) -> list[tuple[str, str]]:
-        """:meth:`delete_ids` inside the caller's transaction."""
+        """:meth:`delete_ids` inside the caller's transaction (``mend_later`` is the SQLite
+        catalog's: here the neighbours' windows are always mended in it)."""
         reasons = {} if isinstance(reason, str) else reason
         default = reason if isinstance(reason, str) else "delete"
         wanted = list(dict.fromkeys(ids))
@@ -631,8 +866,15 @@ def add_counts(conn: Any, counts: Mapping[str, int]) -> None:
             )
 
 
+def _matrix(rows: Sequence[Any]) -> tuple[list[str], np.ndarray | None]:
+    """``(id, vector blob)`` rows as ids and an (n, d) matrix."""
+    if not rows:
+        return [], None
+    return [r[0] for r in rows], stored_vectors.matrix([bytes(r[1]) for r in rows])
+
+
 def _blob(vector: np.ndarray | None) -> bytes | None:
-    return None if vector is None else np.ascontiguousarray(vector, dtype=np.float32).tobytes()
+    return stored_vectors.encode(vector)
 
 
 __all__ = ["CommitUnknownError", "PostgresCatalog", "add_counts", "inspect", "lock_key", "shown_url"]

@@ -26,4 +26,18 @@ def pg_filter(flt: SqlFilter) -> tuple[str, tuple[Any, ...]]:
     return sql.replace("%", "%%").replace("?", "%s"), flt.params
 
 
-__all__ = ["pg_filter"]
+def pg_sql(sql: str) -> str:
+    """An engine statement written in the dialect both backends share (``?`` parameters, plain
+    SQL: the reads of the index mirror, the backlog and the quotas) as psycopg takes it. A
+    statement already in psycopg's form (``%s``) is left as it is."""
+    if "?" not in sql:
+        return sql
+    if "json_" in sql:
+        raise StorageError(
+            "metadata filters are not supported on the PostgreSQL catalog yet",
+            suggestion="filter on type, session_id, source, created_at or scope",
+        )
+    return sql.replace("%", "%%").replace("?", "%s")
+
+
+__all__ = ["pg_filter", "pg_sql"]

@@ -21,19 +21,42 @@ from typing import Any
 import numpy as np
 
 from remindful.engine import perf
-from remindful.engine.captures import SALT_KEY, FileRecord, SessionEvent, salted_key
+from remindful.engine import vectors as stored_vectors
+from remindful.engine.captures import SALT_KEY, CaptureRepository, FileRecord, SessionEvent, salted_key
 from remindful.engine.catalog import MemoryRow
 from remindful.engine.postgres.catalog import PostgresCatalog, add_counts
 from remindful.engine.postgres.dialect import pg_filter
 from remindful.engine.postgres.schema import MEMORY_COLUMNS
 from remindful.engine.projects import PROJECT_PREFIX, slug
 from remindful.engine.redact import StoreRedactor
+from remindful.engine.repositories.labels import label_sql
+from remindful.engine.repositories.learning import Reinforcement
 from remindful.engine.repositories.ledger import InjectionTotal
-from remindful.engine.repositories.sessions import SessionLengths, SessionSpan
+from remindful.engine.repositories.sessions import Activity, SessionLengths, SessionSpan, summary_sql
 from remindful.engine.spool import DONE_KEEP_DAYS, HELD_KIND, Payload, encode
-from remindful.engine.sqlfilter import SqlFilter, build_filter
+from remindful.engine.sqlfilter import SqlFilter, build_filter, scope_filter
+from remindful.errors import StorageError
 
 Source = Callable[[], PostgresCatalog]
+
+_LAST = "\U0010ffff"
+RECENT_TOOL_CALLS = 20_000
+
+
+def pg_field(key: str) -> str:
+    """PostgreSQL's expression for the metadata value ``key`` as text (a key of the engine's own,
+    never input): :func:`remindful.engine.repositories.labels.label_sql` names rows with it."""
+    return f"(metadata::jsonb ->> '{key}')"
+
+
+#: The newest actions created in a time range (its bounds and a limit are the first parameters).
+RECENT_ACTIONS = 5000
+_RECENT_ACTIONS = (
+    "SELECT id, metadata, created_at FROM memories WHERE type = 'action' AND created_at BETWEEN %s AND %s "
+    "ORDER BY created_at DESC LIMIT %s"
+)
+#: A failed call: metadata ``success`` false (or 0, as SQLite's JSON keeps a Python bool).
+_FAILED = "(metadata::jsonb -> 'success') IN ('false'::jsonb, '0'::jsonb)"
 
 
 class _Repository:
@@ -72,8 +95,64 @@ class PostgresMemoryRepository(_Repository):
         return [r[0] for r in rows]
 
     def embedding_dimension(self) -> int | None:
-        rows = self._catalog.read("SELECT length(embedding) FROM memories WHERE embedding IS NOT NULL LIMIT 1")
-        return int(rows[0][0]) // 4 if rows else None
+        rows = self._catalog.read("SELECT embedding FROM memories WHERE embedding IS NOT NULL LIMIT 1")
+        return stored_vectors.dimension(bytes(rows[0][0])) if rows else None
+
+    def ids_with_prefix(self, prefix: str, limit: int) -> list[str]:
+        rows = self._catalog.read(
+            "SELECT id FROM memories WHERE id >= %s AND id < %s ORDER BY id LIMIT %s", (prefix, prefix + _LAST, limit)
+        )
+        return [str(r[0]) for r in rows]
+
+    def id_neighbours(self, memory_id: str) -> tuple[str | None, str | None]:
+        ((before, after),) = self._catalog.read(
+            "SELECT (SELECT max(id) FROM memories WHERE id < %s), (SELECT min(id) FROM memories WHERE id > %s)",
+            (memory_id, memory_id),
+        )
+        return before, after
+
+    def workflow_with_pattern(self, pattern_key: str) -> str | None:
+        rows = self._catalog.read(
+            f"SELECT id FROM memories WHERE type = 'workflow' AND {pg_field('pattern_key')} = %s LIMIT 1",
+            (pattern_key,),
+        )
+        return str(rows[0][0]) if rows else None
+
+    def current_preferences(self, setting: str) -> list[str]:
+        rows = self._catalog.read(
+            f"SELECT id FROM memories WHERE source = 'config' AND {pg_field('setting')} = %s "
+            "AND metadata::jsonb -> 'superseded_by' IS NULL",
+            (setting,),
+        )
+        return [str(r[0]) for r in rows]
+
+    def tool_calls(self, tool: str, limit: int) -> list[str]:
+        rows = self._catalog.read(
+            "SELECT id FROM (SELECT id, metadata, created_at FROM memories WHERE type = 'action' "
+            "ORDER BY created_at DESC LIMIT %s) AS recent "
+            f"WHERE coalesce({pg_field('tool')}, {pg_field('tool_name')}) = %s ORDER BY created_at DESC LIMIT %s",
+            (RECENT_TOOL_CALLS, tool, limit),
+        )
+        return [str(r[0]) for r in rows]
+
+    def relocate_attachments(self, old: str, new: str) -> None:
+        self._catalog.write(
+            lambda c: c.execute(
+                "UPDATE memories SET metadata = replace(metadata, %s, %s) WHERE strpos(metadata, %s) > 0",
+                (old, new, old),
+            ),
+            what="relocating attachment paths",
+        )
+
+    def clear_side_tables(self, detail: Mapping[str, Any]) -> None:
+        catalog = self._catalog
+
+        def run(conn: Any) -> None:
+            for table in ("sessions", "spool", "file_hashes", "embedding_cache"):
+                conn.execute(f"DELETE FROM {table}")
+            catalog.audit(conn, "clear_all", None, dict(detail))
+
+        catalog.write(run, what="clearing the store")
 
     def page(self, after_rowid: int, limit: int) -> list[tuple[int, MemoryRow]]:
         """Up to ``limit`` memories above ``after_rowid``, in rowid order, with their vectors."""
@@ -84,7 +163,7 @@ class PostgresMemoryRepository(_Repository):
         out = []
         for r in rows:
             row = MemoryRow.from_sql(r[1:])
-            row.embedding = None if r[-1] is None else np.frombuffer(r[-1], dtype=np.float32)
+            row.embedding = None if r[-1] is None else stored_vectors.decode(r[-1])
             out.append((int(r[0]), row))
         return out
 
@@ -161,6 +240,29 @@ class PostgresSessionRepository(_Repository):
         self._catalog.write(
             lambda c: c.execute("DELETE FROM sessions WHERE id = %s", (stored,)), what="deleting a session"
         )
+
+    def activity(self, ids: Sequence[str] | None = None) -> list[Activity]:
+        where, args = ("session_id IS NOT NULL", ()) if ids is None else ("session_id = ANY(%s)", (list(ids),))
+        return [Activity(*row) for row in self._catalog.read(summary_sql(where, pg_field), args * 3)]
+
+    def ids_with_prefix(self, prefix: str, limit: int) -> list[str]:
+        end = prefix + _LAST
+        rows = self._catalog.read(
+            "SELECT id FROM (SELECT DISTINCT session_id AS id FROM memories WHERE session_id >= %s AND session_id < %s "
+            "UNION SELECT id FROM sessions WHERE id >= %s AND id < %s) AS found ORDER BY id LIMIT %s",
+            (prefix, end, prefix, end, limit),
+        )
+        return [str(r[0]) for r in rows]
+
+    def id_neighbours(self, session_id: str) -> tuple[str | None, str | None]:
+        ((before, after),) = self._catalog.read(
+            "SELECT (SELECT max(x) FROM (SELECT max(session_id) AS x FROM memories WHERE session_id < %s "
+            "UNION ALL SELECT max(id) FROM sessions WHERE id < %s) AS b), "
+            "(SELECT min(x) FROM (SELECT min(session_id) AS x FROM memories WHERE session_id > %s "
+            "UNION ALL SELECT min(id) FROM sessions WHERE id > %s) AS a)",
+            (session_id, session_id, session_id, session_id),
+        )
+        return before, after
 
     def lengths(self) -> SessionLengths:
         catalog = self._catalog
@@ -396,11 +498,81 @@ class PostgresCaptureRepository(_Repository):
 
         catalog.write(run, what="recording capture filter counts")
 
+    def spooled_row(self, seq: int) -> tuple[str, str, str, float] | None:
+        rows = self._catalog.read("SELECT idem_key, kind, payload, created_at FROM spool WHERE seq = %s", (seq,))
+        return (str(rows[0][0]), str(rows[0][1]), str(rows[0][2]), float(rows[0][3])) if rows else None
+
+    def import_spooled(self, records: Sequence[tuple[str, str, str, float]]) -> None:
+        """Spool ``(key, kind, payload, created_at)`` records, replays ignored."""
+
+        def run(conn: Any) -> None:
+            for key, kind, payload, created_at in records:
+                conn.execute(_APPEND, (key, kind, payload, created_at, key))
+
+        if records:
+            self._catalog.write(run, what="importing spooled events")
+
     def session_metadata(self, session_id: str) -> dict[str, Any]:
         return self._catalog.session_metadata(session_id)
 
     def update_session(self, event: SessionEvent) -> None:
         self.finish_spooled(done=(), sessions=(event,), at=event.at)
+
+    # -- the memories a capture relates to ------------------------------------------------------------
+
+    def stored_with(self, content_hash: str, session_id: str) -> list[dict[str, Any]]:
+        return self._catalog.stored_with(content_hash, session_id)
+
+    def has_chunked_response(self, session_id: str, full_content_hash: str) -> bool:
+        return self._catalog.has_chunked_response(session_id, full_content_hash)
+
+    def call_memory(self, session_id: str, tool_use_id: str) -> str | None:
+        rows = self._catalog.read(
+            "SELECT id FROM memories WHERE session_id = %s AND metadata::jsonb ->> 'tool_use_id' = %s "
+            "ORDER BY created_at LIMIT 1",
+            (self._catalog.stored_session_id(session_id), tool_use_id),
+        )
+        return str(rows[0][0]) if rows else None
+
+    def file_activity(
+        self, file: str, *, since: float, before: float, kinds: Sequence[str]
+    ) -> list[tuple[str, dict[str, Any]]]:
+        rows = self._catalog.read(
+            f"SELECT id, metadata FROM ({_RECENT_ACTIONS}) AS recent WHERE metadata::jsonb ->> 'file' = %s "
+            "AND metadata::jsonb ->> 'kind' = ANY(%s) AND metadata::jsonb -> 'superseded_by' IS NULL "
+            "ORDER BY created_at",
+            (since, before, RECENT_ACTIONS, file, list(kinds)),
+        )
+        return [(str(mid), json.loads(meta)) for mid, meta in rows]
+
+    def unresolved_failures(self, tool: str, *, since: float, before: float) -> list[tuple[str, dict[str, Any]]]:
+        rows = self._catalog.read(
+            f"SELECT id, metadata FROM ({_RECENT_ACTIONS}) AS recent "
+            "WHERE coalesce(metadata::jsonb ->> 'tool_name', metadata::jsonb ->> 'tool') = %s "
+            f"AND {_FAILED} AND metadata::jsonb -> 'resolved_by' IS NULL ORDER BY created_at",
+            (since, before, RECENT_ACTIONS, tool),
+        )
+        return [(str(mid), json.loads(meta)) for mid, meta in rows]
+
+    def mentioning(
+        self, word: str, *, project: str | None, since: float, before: float, limit: int
+    ) -> list[tuple[str, str, str, str, dict[str, Any]]]:
+        rows = self._catalog.read(
+            "SELECT id, type, source, content, metadata FROM memories "
+            "WHERE content_tsv @@ plainto_tsquery('english', %s) AND created_at BETWEEN %s AND %s "
+            "AND (%s::text IS NULL OR metadata::jsonb ->> 'project_id' = %s) "
+            "AND metadata::jsonb -> 'superseded_by' IS NULL ORDER BY created_at DESC LIMIT %s",
+            (word, since, before, project, project, limit + 1),
+        )
+        return [(str(i), str(t), str(src), str(text), json.loads(meta)) for i, t, src, text, meta in rows]
+
+    def chunk_ids_of(self, path: str) -> list[str]:
+        rows = self._catalog.read(
+            "SELECT id FROM memories WHERE type = 'document' AND source = 'md_file' "
+            "AND metadata::jsonb ->> 'file_path' = %s",
+            (path,),
+        )
+        return [str(r[0]) for r in rows]
 
     # -- tombstones ---------------------------------------------------------------------------------
 
@@ -501,6 +673,30 @@ class PostgresCaptureRepository(_Repository):
 class PostgresStatsRepository(_Repository):
     """As :class:`~remindful.engine.repositories.stats.StatsRepository` (the counts it reads)."""
 
+    def most_frequent(self, memory_type: str, keys: tuple[str, ...], window: int, top: int) -> list[tuple[str, int]]:
+        rows = self._catalog.read(
+            "SELECT label, count(*) FROM ("
+            f"SELECT {label_sql(keys, value_of=pg_field)} AS label FROM memories WHERE type = %s "
+            "ORDER BY created_at DESC LIMIT %s) AS recent WHERE label IS NOT NULL GROUP BY label "
+            "ORDER BY 2 DESC, 1 LIMIT %s",
+            (memory_type, window, top),
+        )
+        return [(str(name), int(n)) for name, n in rows]
+
+    def recent_names(self, memory_type: str, keys: tuple[str, ...], window: int) -> list[tuple[Any, ...]]:
+        sql = (
+            f"SELECT {label_sql(keys, content=False, value_of=pg_field)}, "
+            f"coalesce({pg_field('tool_name')}, {pg_field('tool')}), metadata::jsonb -> 'arguments', "
+            f"{pg_field('file')}, substr(content, 1, 200) "
+            "FROM memories WHERE type = %s ORDER BY created_at DESC LIMIT %s"
+        )
+        rows = self._catalog.read(sql, (memory_type, window))
+        # As SQLite's json_extract gives them: a string as itself, anything else as compact JSON.
+        return [
+            (a, b, c if c is None or isinstance(c, str) else json.dumps(c, separators=(",", ":")), d, e)
+            for a, b, c, d, e in rows
+        ]
+
     def newest_rowid(self) -> int | None:
         value = self._catalog.read("SELECT max(rowid) FROM memories")[0][0]
         return None if value is None else int(value)
@@ -532,6 +728,198 @@ class PostgresStatsRepository(_Repository):
         return int(self._catalog.read("SELECT count(*) FROM file_hashes")[0][0])
 
 
+class PostgresBriefRepository(_Repository):
+    """As :class:`~remindful.engine.repositories.brief.BriefRepository`."""
+
+    def knowledge(
+        self, scopes: Sequence[str | None] | None, *, since: float, now: float, limit: int
+    ) -> list[MemoryRow]:
+        where, params = _in_scopes(scopes)
+        rows = self._catalog.read(
+            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE type = 'knowledge' AND created_at >= %s "
+            f"AND {_CURRENT} AND ({where}) ORDER BY created_at DESC, rowid DESC LIMIT %s",
+            (since, now, *params, limit),
+        )
+        return [MemoryRow.from_sql(r) for r in rows]
+
+    def open_failures(
+        self, scopes: Sequence[str | None] | None, *, since: float, now: float, limit: int
+    ) -> list[MemoryRow]:
+        where, params = _in_scopes(scopes)
+        rows = self._catalog.read(
+            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE rowid IN ("
+            "SELECT rowid FROM memories WHERE type = 'action' AND created_at >= %s "
+            "ORDER BY created_at DESC LIMIT %s) "
+            f"AND {_FAILED} AND metadata::jsonb -> 'resolved_by' IS NULL "
+            f"AND {_CURRENT} AND ({where}) ORDER BY created_at DESC, rowid DESC LIMIT %s",
+            (since, RECENT_ACTIONS, now, *params, limit),
+        )
+        return [MemoryRow.from_sql(r) for r in rows]
+
+
+_CURRENT = "metadata::jsonb -> 'superseded_by' IS NULL AND (expires_at IS NULL OR expires_at > %s)"
+
+
+def _in_scopes(scopes: Sequence[str | None] | None) -> tuple[str, tuple[Any, ...]]:
+    return pg_filter(SqlFilter() if scopes is None else scope_filter(scopes))
+
+
+class PostgresLearningRepository(_Repository):
+    """As :class:`~remindful.engine.repositories.learning.LearningRepository`."""
+
+    def add_to_counters(self, counts: Mapping[tuple[str, str], float]) -> None:
+        text = self._catalog.redaction.text
+        items = [(kind, text(key), value) for (kind, key), value in counts.items() if value]
+        if not items:
+            return
+
+        def run(conn: Any) -> None:
+            with conn.cursor() as cur:
+                cur.executemany(
+                    "INSERT INTO learning_counters AS c (kind, key, value) VALUES (%s, %s, %s) "
+                    "ON CONFLICT (kind, key) DO UPDATE SET value = c.value + excluded.value",
+                    items,
+                )
+
+        self._catalog.write(run, what="counting captures")
+
+    def counters(self) -> dict[str, dict[str, float]]:
+        out: dict[str, dict[str, float]] = {}
+        for kind, key, value in self._catalog.read("SELECT kind, key, value FROM learning_counters ORDER BY kind, key"):
+            out.setdefault(kind, {})[key] = int(value) if float(value).is_integer() else float(value)
+        return out
+
+    def counter(self, kind: str, key: str) -> float:
+        rows = self._catalog.read("SELECT value FROM learning_counters WHERE kind = %s AND key = %s", (kind, key))
+        return float(rows[0][0]) if rows else 0
+
+    def reinforce(self, memory_id: str, step: float, *, reason: str, query: str | None, at: float) -> float | None:
+        redaction = self._catalog.redaction
+        reason = redaction.text(reason)
+        query = None if query is None else redaction.text(query)
+
+        def run(conn: Any) -> float | None:
+            row = conn.execute("SELECT importance FROM memories WHERE id = %s FOR UPDATE", (memory_id,)).fetchone()
+            if row is None:
+                return None
+            importance = min(1.0, float(row[0]) + step)
+            conn.execute(
+                "UPDATE memories SET importance = %s, access_count = access_count + 1, last_accessed = %s "
+                "WHERE id = %s",
+                (importance, at, memory_id),
+            )
+            conn.execute(
+                "INSERT INTO reinforcements (memory_id, at, reason, query, importance) VALUES (%s, %s, %s, %s, %s)",
+                (memory_id, at, reason, query, importance),
+            )
+            return importance
+
+        return self._catalog.write(run, what="reinforcing a memory")
+
+    def reinforcements(self, memory_id: str) -> list[Reinforcement]:
+        rows = self._catalog.read(
+            "SELECT at, reason, query, importance FROM reinforcements WHERE memory_id = %s ORDER BY seq", (memory_id,)
+        )
+        return [Reinforcement(*row) for row in rows]
+
+    def reinforcement_count(self) -> int:
+        return int(self._catalog.read("SELECT count(*) FROM reinforcements")[0][0])
+
+
+class PostgresRetentionRepository(_Repository):
+    """Retention and dedup on a shared catalog: not run there yet (each machine's policy would
+    delete the team's memories by its own settings). Every method that would select or change
+    memories says so in one line; the figures ``stats`` reads answer."""
+
+    def _refuse(self) -> StorageError:
+        return StorageError(
+            "retention and dedup do not run on a shared PostgreSQL catalog yet",
+            suggestion="delete memories by id, or run cleanup on a local store",
+        )
+
+    def candidates(self) -> list[Any]:
+        raise self._refuse()
+
+    def importance_inputs(self, ids: Sequence[str]) -> dict[str, Any]:
+        raise self._refuse()
+
+    def types(self, flt: SqlFilter) -> list[str]:
+        raise self._refuse()
+
+    def embedded(self, memory_type: str, flt: SqlFilter) -> list[Any]:
+        raise self._refuse()
+
+    def record_consolidations(self, updates: Sequence[tuple[str, float, str]]) -> None:
+        raise self._refuse()
+
+    def record_cleanup(self, report: dict[str, Any]) -> None:
+        raise self._refuse()
+
+    def protected_before(self, created_before: float) -> int:
+        raise self._refuse()
+
+    def total_bytes(self) -> int:
+        return int(self._catalog.read("SELECT coalesce(sum(size_bytes), 0) FROM memories")[0][0])
+
+    def last_cleanup(self) -> dict[str, Any] | None:
+        return None
+
+
+class MachineSpoolCaptureRepository(PostgresCaptureRepository):
+    """The captures of a store on a shared catalog as one machine sees them: the spool is the
+    machine's own (``<storage>/catalog.sqlite3``, where its hooks and capture points spool whether
+    the server answers or not: the acknowledgement), everything else is the server's.
+
+    The machine's drainer takes its spool's rows, stores them through the store's write path on
+    the server, and only then finishes them in the local spool (:meth:`finish_spooled`: the
+    sessions' events on the server, then the rows locally). A server that does not answer leaves
+    the rows in the local spool (bounded by the disk; ``doctor`` and the brief warn); a drain that
+    stopped between the server's commit and the local one finds the memories stored with the
+    rows' spool keys and does not store them again (:mod:`remindful.services.ingest.drainer`)."""
+
+    def __init__(self, catalog: PostgresCatalog | Source, spool: CaptureRepository) -> None:
+        super().__init__(catalog)
+        self.spool = spool
+
+    def append(
+        self, key: str, kind: str, record: Payload | Mapping[str, Any], created_at: float, *, redaction: StoreRedactor
+    ) -> None:
+        payload = record if isinstance(record, Payload) else encode(record, redaction)
+        self.spool.import_spooled([(key, kind, str(payload), created_at)])
+
+    def spool_waiting(self, max_attempts: int, hold_before: float | None = None) -> bool:
+        return self.spool.spool_waiting(max_attempts, hold_before)
+
+    def claim(
+        self, *, after: int, limit: int, max_attempts: int, payload_limit: int, hold_before: float | None = None
+    ) -> list[tuple[int, str, str, str | None, float, int]]:
+        return self.spool.claim(
+            after=after, limit=limit, max_attempts=max_attempts, payload_limit=payload_limit, hold_before=hold_before
+        )
+
+    def spooled_row(self, seq: int) -> tuple[str, str, str, float] | None:
+        return self.spool.spooled_row(seq)
+
+    def import_spooled(self, records: Sequence[tuple[str, str, str, float]]) -> None:
+        self.spool.import_spooled(records)
+
+    def finish_spooled(
+        self,
+        *,
+        done: Sequence[tuple[int, str]],
+        consumed: Iterable[str] = (),
+        failures: Mapping[int, str] = {},
+        hopeless: Iterable[int] = (),
+        sessions: Sequence[SessionEvent] = (),
+        at: float,
+    ) -> None:
+        """The sessions' events on the server first (a repeat after a crash sets the same
+        values), then the spool's rows in the machine's spool."""
+        if sessions:
+            super().finish_spooled(done=(), sessions=sessions, at=at)
+        self.spool.finish_spooled(done=done, consumed=consumed, failures=failures, hopeless=hopeless, at=at)
+
+
 @dataclass(frozen=True, slots=True)
 class PostgresRepositories:
     """One of each repository over one PostgreSQL catalog."""
@@ -555,12 +943,37 @@ class PostgresRepositories:
         )
 
 
+def shared_repositories(catalog: PostgresCatalog | Source, spool: CaptureRepository) -> Any:
+    """Every repository a store on the shared catalog ``catalog`` gives its services (a
+    :class:`~remindful.engine.repositories.Repositories` whose members are this backend's), with
+    the machine's own ``spool`` (:class:`MachineSpoolCaptureRepository`)."""
+    from remindful.engine.repositories import Repositories
+
+    fields: dict[str, Any] = {
+        "memories": PostgresMemoryRepository(catalog),
+        "sessions": PostgresSessionRepository(catalog),
+        "stats": PostgresStatsRepository(catalog),
+        "learning": PostgresLearningRepository(catalog),
+        "retention": PostgresRetentionRepository(catalog),
+        "captures": MachineSpoolCaptureRepository(catalog, spool),
+        "ledger": PostgresLedgerRepository(catalog),
+        "brief": PostgresBriefRepository(catalog),
+        "scopes": PostgresScopeRepository(catalog),
+    }
+    return Repositories(**fields)
+
+
 __all__ = [
+    "MachineSpoolCaptureRepository",
+    "PostgresBriefRepository",
     "PostgresCaptureRepository",
+    "PostgresLearningRepository",
     "PostgresLedgerRepository",
     "PostgresMemoryRepository",
     "PostgresRepositories",
+    "PostgresRetentionRepository",
     "PostgresScopeRepository",
     "PostgresSessionRepository",
     "PostgresStatsRepository",
+    "shared_repositories",
 ]

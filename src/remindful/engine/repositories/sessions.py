@@ -7,12 +7,12 @@ The upsert of a session row, inside the transaction that stores its first memory
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from remindful.engine.repositories.base import Repository
-from remindful.engine.repositories.labels import ACTION_KEYS, SCREEN_KEYS, TOOL_KEYS, label_sql
+from remindful.engine.repositories.labels import ACTION_KEYS, SCREEN_KEYS, TOOL_KEYS, label_sql, sqlite_field
 from remindful.engine.sqlfilter import build_filter
 
 
@@ -47,17 +47,20 @@ class Activity(NamedTuple):
     times: int
 
 
-def _summary_sql(where: str) -> str:
-    """The count of each action, screen and tool per session, for the sessions ``where`` picks."""
+def summary_sql(where: str, value_of: Callable[[str], str] = sqlite_field) -> str:
+    """The count of each action, screen and tool per session, for the sessions ``where`` picks
+    (``value_of``: a metadata value in the backend's dialect, see :func:`.labels.label_sql`)."""
+    actions, screens = label_sql(ACTION_KEYS, value_of=value_of), label_sql(SCREEN_KEYS, value_of=value_of)
+    tools = label_sql(TOOL_KEYS, content=False, value_of=value_of)
     return f"""
-SELECT session_id, 'actions', {label_sql(ACTION_KEYS)}, count(*) FROM memories
+SELECT session_id, 'actions', {actions}, count(*) FROM memories
     WHERE type = 'action' AND {where} GROUP BY 1, 3
 UNION ALL
-SELECT session_id, 'screens', {label_sql(SCREEN_KEYS)}, count(*) FROM memories
+SELECT session_id, 'screens', {screens}, count(*) FROM memories
     WHERE type = 'screen' AND {where} GROUP BY 1, 3
 UNION ALL
-SELECT session_id, 'tools', {label_sql(TOOL_KEYS, content=False)}, count(*) FROM memories
-    WHERE {where} AND {label_sql(TOOL_KEYS, content=False)} IS NOT NULL GROUP BY 1, 3
+SELECT session_id, 'tools', {tools}, count(*) FROM memories
+    WHERE {where} AND {tools} IS NOT NULL GROUP BY 1, 3
 """
 
 
@@ -122,7 +125,7 @@ class SessionRepository(Repository):
         """How often each action, screen and tool (named as :mod:`.labels` says) occurs in the
         sessions ``ids`` (None: every session), unordered."""
         where, args = _picking(ids)
-        return [Activity(*row) for row in self._catalog.read(_summary_sql(where), args * 3)]
+        return [Activity(*row) for row in self._catalog.read(summary_sql(where), args * 3)]
 
     def ids_with_prefix(self, prefix: str, limit: int) -> list[str]:
         """Up to ``limit`` session ids (of memories or of session rows) that start with ``prefix``, in order."""

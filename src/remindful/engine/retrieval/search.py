@@ -44,7 +44,8 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from remindful.config import SearchSettings
-from remindful.engine.catalog import Catalog, MemoryRow
+from remindful.engine.backend import CatalogBackend
+from remindful.engine.catalog import MemoryRow
 from remindful.engine.retrieval import calibration, diversity, rerank
 from remindful.engine.sqlfilter import SqlFilter
 
@@ -127,7 +128,7 @@ def merge_dense(*lists: Sequence[tuple[str, float]], k: int) -> list[tuple[str, 
 
 
 def context_scores(
-    catalog: Catalog, query: np.ndarray, dense: Sequence[tuple[str, float]], neighbour_weight: float
+    catalog: CatalogBackend, query: np.ndarray, dense: Sequence[tuple[str, float]], neighbour_weight: float
 ) -> list[tuple[str, float]]:
     """The context space around the dense candidates: for each candidate and its adjacent memories,
     cos(query, v + w * (v_prev + v_next)), best first."""
@@ -215,7 +216,7 @@ class Scored:
 
 
 def rank(
-    catalog: Catalog,
+    catalog: CatalogBackend,
     embed_query: Callable[[], np.ndarray],
     query_text: str,
     flt: SqlFilter,
@@ -389,7 +390,7 @@ class Model:
 
     def __init__(
         self,
-        catalog: Catalog,
+        catalog: CatalogBackend,
         vector: np.ndarray,
         terms: Sequence[str],
         settings: SearchSettings,
@@ -569,7 +570,7 @@ Lexical = tuple[
 
 
 def _lexical(
-    catalog: Catalog,
+    catalog: CatalogBackend,
     terms: list[str],
     flt: SqlFilter,
     k: int,
@@ -588,7 +589,7 @@ def _lexical(
 
 
 def _dense(
-    catalog: Catalog,
+    catalog: CatalogBackend,
     vector: np.ndarray,
     flt: SqlFilter,
     k: int,
@@ -649,7 +650,7 @@ def _dense(
     return merge_dense(from_index, pending, k=wanted)
 
 
-def _exact(catalog: Catalog, vector: np.ndarray, flt: SqlFilter, k: int) -> list[tuple[str, float]]:
+def _exact(catalog: CatalogBackend, vector: np.ndarray, flt: SqlFilter, k: int) -> list[tuple[str, float]]:
     """The top ``k`` of every embedded row passing ``flt``, scored exactly."""
     ids, matrix = catalog.filtered_embeddings(flt)
     return top_k_exact(vector, ids, matrix, k) if matrix is not None else []

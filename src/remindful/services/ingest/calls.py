@@ -113,7 +113,9 @@ def capture_item(
             metadata[key] = getattr(call, key)
     if call.error:  # whole errors reach the spool; the memory keeps a redacted, bounded one
         metadata["error"] = redact_then_truncate(call.error, MAX_RESULT_CHARS, redactor)
-    kept = apply_capture_filters(store, describe(call, redactor), memory_type, call, session_id, metadata)
+    kept = apply_capture_filters(
+        store, describe(call, redactor), memory_type, call, session_id, metadata, occurrence=spool_key
+    )
     if kept is None:
         return None
     content, metadata = kept
@@ -149,12 +151,14 @@ def apply_capture_filters(
     call: ToolCall,
     session_id: str,
     metadata: dict[str, Any],
+    occurrence: str | None = None,
 ) -> tuple[str, dict[str, Any]] | None:
     """THE point where a captured call passes the capture filters (issue 4's
     :func:`remindful.services.ingest.filters.apply_filters`): master switch and per-trigger switches,
     session exclusions, mouse moves, the ``min_interval_seconds`` repeat window (same tool, same
     arguments, same outcome) and redaction. Returns the (redacted) content and metadata, or None
-    to skip — the reason is logged there.
+    to skip — the reason is logged there. ``occurrence``: the call's spool key, if it was spooled
+    (a drain retrying it after a failed store is not a repeat of itself).
     """
     result = apply_filters(
         store,
@@ -165,6 +169,7 @@ def apply_capture_filters(
         signature=canonical_json(["mcp_tool", call.server, call.tool, metadata["arguments"], call.success]),
         action=call.tool,
         at=call.finished_at,
+        occurrence=occurrence,
     )
     return (result.content, result.metadata) if result.allowed else None
 

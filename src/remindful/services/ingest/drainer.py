@@ -326,6 +326,7 @@ class _Batch:
             metadata=meta,
             signature=f"{record['event']}\x00{session_id}\x00{memory['content']}",
             at=float(record["at"]),
+            occurrence=key,  # a row retried after a failed store is not its own repeat
         )
         if not result.allowed:
             return None

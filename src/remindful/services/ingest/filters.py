@@ -205,7 +205,7 @@ class CaptureFilter:
         self.config = config
         self.redactor = config.redactor()
         self.counts: dict[str, int] = {}
-        self._recent: dict[int, float] = {}
+        self._recent: dict[int, tuple[float, str | None]] = {}  # signature -> (last seen, its occurrence)
         self._lock = threading.Lock()
 
     def excluded_session(self, session_id: str | None) -> str | None:
@@ -224,8 +224,11 @@ class CaptureFilter:
         signature: str | None = None,
         action: str | None = None,
         at: float | None = None,
+        occurrence: str | None = None,
     ) -> FilterResult:
-        """Run every filter; see the module docstring for the order. Never raises on content."""
+        """Run every filter; see the module docstring for the order. Never raises on content.
+        ``occurrence`` names this one event (a spool row's key): the same occurrence checked again
+        (a drain retrying a row whose store failed) is not a repeat of itself."""
         if trigger not in TRIGGERS:
             raise ValueError(f"trigger: unknown capture trigger {trigger!r}; expected one of {', '.join(TRIGGERS)}")
         cfg = self.config
@@ -244,7 +247,8 @@ class CaptureFilter:
         elif cfg.ignore_mouse_moves and action and _MOUSE_MOVE.search(action):
             reason, code = f"mouse move ignored ({action})", "mouse_move"
         elif cfg.min_interval_seconds > 0:
-            reason, code = self._repeat(signature or f"{trigger}\x00{session_id}\x00{content}", at), "repeat"
+            signature = signature or f"{trigger}\x00{session_id}\x00{content}"
+            reason, code = self._repeat(signature, at, occurrence), "repeat"
         if reason is not None:
             with self._lock:
                 self.counts["skipped_" + code] = self.counts.get("skipped_" + code, 0) + 1
@@ -259,18 +263,19 @@ class CaptureFilter:
                 self.counts["redacted_" + name] = self.counts.get("redacted_" + name, 0) + n
         return FilterResult(True, content, meta, None, redactions)
 
-    def _repeat(self, signature: str, at: float | None) -> str | None:
+    def _repeat(self, signature: str, at: float | None, occurrence: str | None) -> str | None:
         now = time.time() if at is None else at
         key = hash(signature)  # in-process only, so the per-process salt does not matter
         window = self.config.min_interval_seconds
         with self._lock:
-            last = self._recent.get(key)
-            if last is not None and 0 <= now - last < window:
+            seen = self._recent.get(key)
+            if seen is not None and 0 <= now - seen[0] < window and (occurrence is None or seen[1] != occurrence):
+                last = seen[0]
                 return f"repeat of the same action {now - last:.1f}s after the last (min_interval_seconds={window:g})"
-            self._recent[key] = now
+            self._recent[key] = (now, occurrence)
             if len(self._recent) > 10_000:  # keep the memory bounded in long-running daemons
                 cutoff = now - window
-                self._recent = {k: v for k, v in self._recent.items() if v >= cutoff}
+                self._recent = {k: v for k, v in self._recent.items() if v[0] >= cutoff}
         return None
 
 
@@ -314,6 +319,7 @@ def apply_filters(
     signature: str | None = None,
     action: str | None = None,
     at: float | None = None,
+    occurrence: str | None = None,
 ) -> FilterResult:
     """Decide whether a capture may be stored, and redact it. Every capture path calls this.
 
@@ -321,13 +327,22 @@ def apply_filters(
     ``captures``) or a Settings object (counts kept in the process only). ``trigger`` is one of :data:`TRIGGERS`.
     ``signature`` identifies "the same action" for ``min_interval_seconds`` (default: trigger,
     session and content); ``action`` is the action's name, for ``ignore_mouse_moves``; ``at`` is
-    the event's epoch time (default now). Returns a :class:`FilterResult`: when ``allowed``, store
-    ``result.content`` and ``result.metadata`` (redacted); otherwise skip — ``result.reason`` was
-    logged. Raises ValueError for an unknown trigger.
+    the event's epoch time (default now); ``occurrence`` names the one event (a spool row's key: a
+    drain retrying it after a failed store is not a repeat of itself). Returns a
+    :class:`FilterResult`: when ``allowed``, store ``result.content`` and ``result.metadata``
+    (redacted); otherwise skip — ``result.reason`` was logged. Raises ValueError for an unknown
+    trigger.
     """
     flt = filter_for(target)
     result = flt.check(
-        content, trigger=trigger, session_id=session_id, metadata=metadata, signature=signature, action=action, at=at
+        content,
+        trigger=trigger,
+        session_id=session_id,
+        metadata=metadata,
+        signature=signature,
+        action=action,
+        at=at,
+        occurrence=occurrence,
     )
     if hasattr(target, "captures"):  # a store; Settings have no catalog
         _persist(target, result, session_id)

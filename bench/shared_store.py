@@ -1,0 +1,263 @@
+"""The whole path on a shared store (PostgreSQL catalog + a Chroma server) against the embedded
+default (SQLite + embedded Chroma), in one run, through the public API every shell calls.
+
+For each backend, a store of ``--memories`` memories (the texts of ``bench/scale.py``: LoCoMo turns
+with a varying detail, tool-call records and Markdown chunks, 20 per session, over a few projects):
+
+- ingest until searchable: ``store_batch`` in batches of 2,000 and the ``flush`` that follows (every
+  vector in the index), in memories per second;
+- store acknowledgement p50: ``store()`` of one memory, ``--acks`` times;
+- search p50/p95: ``search()`` of the LoCoMo questions (``--queries``), unscoped;
+- found from the other machine p50/p95: a ``UserPromptSubmit`` hook on machine A (its own storage
+  directory and spool; the hook process's work, in-process), machine A's drainer polling as the daemon
+  does (``daemon.poll_interval_ms``), and machine B searching for the prompt's words every 20 ms: the
+  seconds from the hook's return to B's first hit. The embedded default's figure is the same flow
+  with A and B on one storage directory (two processes of one machine).
+
+Embeddings: the texts' and the queries' vectors are computed once before the timing (by the ONNX
+model, or the hash vectors of ``--fake-embedder``) and served from memory to both backends, so that
+the figures compare the storage paths, not the model (which costs both the same). PostgreSQL: a
+throwaway PostgreSQL 15 cluster (``catalog_backends.throwaway_cluster``) unless ``--url``; Chroma: a
+``chroma run`` server on a free port. Run it under ``nice``; the figures carry the machine's load.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from catalog_backends import throwaway_cluster
+from common import add_data_option, emit, load_locomo, machine, parser, pct, progress, scratch_dir, turn_texts, versus
+from scale import SESSION_TURNS, scope_of, texts_for
+
+BATCH = 2000
+FOUND_TIMEOUT_S = 30.0
+
+
+class MemoEmbedder:
+    """Vectors computed once by ``model`` (before the timing), served from memory."""
+
+    def __init__(self, model: Any, texts: Sequence[str], batch: int = 256) -> None:
+        self._model = model
+        self._vectors: dict[str, np.ndarray] = {}
+        for start in range(0, len(texts), batch):
+            progress(f"embedding {start:,} of {len(texts):,}")
+            chunk = list(texts[start : start + batch])
+            self._vectors.update(zip(chunk, model.embed(chunk), strict=True))
+        progress(None)
+
+    @property
+    def name(self) -> str:
+        return str(self._model.name)
+
+    @property
+    def dimension(self) -> int:
+        return int(self._model.dimension)
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        missing = [t for t in texts if t not in self._vectors]
+        if missing:
+            self._vectors.update(zip(missing, self._model.embed(missing), strict=True))
+        return np.stack([self._vectors[t] for t in texts]) if texts else np.zeros((0, self.dimension), np.float32)
+
+
+@contextlib.contextmanager
+def chroma_server(root: Path) -> Iterator[tuple[str, int]]:
+    """A ``chroma run`` server on a free port (the one next to this Python), stopped afterwards."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = int(sock.getsockname()[1])
+    exe = Path(sys.executable).with_name("chroma")
+    log = (root / "chroma.log").open("wb")
+    proc = subprocess.Popen(
+        [str(exe), "run", "--path", str(root / "chroma-server"), "--host", "127.0.0.1", "--port", str(port)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                opener.open(f"http://127.0.0.1:{port}/api/v2/heartbeat", timeout=1).read()
+                break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise SystemExit("chroma run did not start: " + (root / "chroma.log").read_text()[-1000:]) from None
+                time.sleep(0.2)
+        yield "127.0.0.1", port
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        log.close()
+
+
+def open_store(path: Path, embedder: Any, shared: dict[str, Any] | None, size: int) -> Any:
+    import remindful
+
+    return remindful.open(
+        path,
+        embedder=embedder,
+        **{"retention.max_items_per_collection": size * 2, "search.min_score": 0.0, **(shared or {})},
+    )
+
+
+def ms_each(fn: Any, args: Sequence[Any]) -> list[float]:
+    out = []
+    for a in args:
+        started = time.perf_counter()
+        fn(a)
+        out.append((time.perf_counter() - started) * 1000)
+    return out
+
+
+def found_from_other(a: Any, a_path: Path, b: Any, samples: int) -> list[float]:
+    """Seconds from a hook's return on machine A to machine B's first search hit of its prompt."""
+    from remindful.shells.hook import run
+
+    stop = threading.Event()
+    interval = a.settings.daemon.poll_interval_ms / 1000
+
+    def drain() -> None:  # machine A's daemon
+        while not stop.is_set():
+            with contextlib.suppress(Exception):
+                a.drain_spool()
+            stop.wait(interval)
+
+    drainer = threading.Thread(target=drain, daemon=True)
+    drainer.start()
+    out = []
+    try:
+        for i in range(samples):
+            word = f"zebrafish{i}quokka"
+            prompt = f"the canary deploy of {word} waits for the smoke tests"
+            payload = {"session_id": "bench-found", "prompt": prompt, "cwd": str(a_path)}
+            argv = ["--path", str(a_path), "hook", "UserPromptSubmit", "--no-context"]
+            assert run(argv, stdin=io.StringIO(json.dumps(payload))) == 0
+            returned = time.perf_counter()
+            while time.perf_counter() - returned < FOUND_TIMEOUT_S:
+                # the prompt, or what was learned from it (which a search gives in its place)
+                if any(word in hit.content for hit in b.search(word, session_id="bench-found", limit=5)):
+                    break
+                time.sleep(0.02)
+            out.append(time.perf_counter() - returned)
+            time.sleep(0.2)
+    finally:
+        stop.set()
+        drainer.join()
+    return out
+
+
+def measure(name: str, root: Path, texts: list[str], queries: list[str], args: Any, embedder: Any,
+            shared: dict[str, Any] | None) -> dict[str, Any]:  # fmt: skip
+    size = len(texts)
+    a_path = root / name / "a"
+    b_path = a_path if shared is None else root / name / "b"
+    result: dict[str, Any] = {}
+    with open_store(a_path, embedder, shared, size) as memory:
+        started = time.perf_counter()
+        for start in range(0, size, BATCH):
+            progress(f"{name}: storing {start:,} of {size:,}")
+            memory.store_batch(
+                [
+                    {"content": t, "type": "conversation", "session_id": f"s{(start + i) // SESSION_TURNS:07d}",
+                     "scope": scope_of(start + i)}
+                    for i, t in enumerate(texts[start : start + BATCH])
+                ]
+            )  # fmt: skip
+        progress(f"{name}: waiting for the index")
+        memory.flush()
+        result["ingest_per_s"] = size / (time.perf_counter() - started)
+        progress(f"{name}: acknowledgements and searches")
+        acks = ms_each(lambda i: memory.store(f"ack probe {i}: the release train leaves at {i % 24}:00"),
+                       range(args.acks))  # fmt: skip
+        memory.flush()
+        memory.search(queries[0])  # the index opened, the query path warm
+        searches = ms_each(lambda q: memory.search(q, limit=10), queries)
+        result.update(
+            ack_p50_ms=pct(acks, 0.5), ack_p95_ms=pct(acks, 0.95),
+            search_p50_ms=pct(searches, 0.5), search_p95_ms=pct(searches, 0.95),
+        )  # fmt: skip
+        progress(f"{name}: found from the other machine")
+        with open_store(b_path, embedder, shared, size) as other:
+            other.search(queries[0])
+            found = found_from_other(memory, a_path, other, args.found)
+        result.update(found_p50_s=pct(found, 0.5), found_p95_s=pct(found, 0.95), found_max_s=pct(found, 1.0))
+    progress(None)
+    return result
+
+
+def main() -> None:
+    p = parser(__doc__)
+    add_data_option(p)
+    p.add_argument("--memories", type=int, default=100_000, help="memories in each store (default 100000)")
+    p.add_argument("--queries", type=int, default=200, help="searches timed (LoCoMo questions)")
+    p.add_argument("--acks", type=int, default=200, help="single stores timed")
+    p.add_argument("--found", type=int, default=30, help="hook-to-other-machine samples")
+    p.add_argument("--fake-embedder", action="store_true", help="hash vectors instead of the ONNX model")
+    p.add_argument("--url", help="an empty PostgreSQL database (default: a throwaway cluster)")
+    args = p.parse_args()
+
+    data = load_locomo(args.data)
+    texts = texts_for(turn_texts(data, speaker=True), args.memories)
+    queries = [qa["question"] for sample in data for qa in sample.get("qa", [])][: args.queries]
+    if args.fake_embedder:
+        from remindful.testing import FakeEmbedder
+
+        model: Any = FakeEmbedder()
+    else:
+        from remindful.embed import default_embedder
+
+        model = default_embedder()
+    embedder = MemoEmbedder(model, [*texts, *queries])
+    result: dict[str, Any] = {"memories": args.memories, "embedder": embedder.name, "queries": len(queries)}
+    with scratch_dir() as tmp, contextlib.ExitStack() as stack:
+        result["embedded"] = measure("embedded", tmp, texts, queries, args, embedder, None)
+        url = args.url or stack.enter_context(throwaway_cluster())
+        host, port = stack.enter_context(chroma_server(tmp))
+        shared = {"catalog.url": url, "storage.chromadb.mode": "server", "storage.chromadb.host": host,
+                  "storage.chromadb.port": port}  # fmt: skip
+        result["shared"] = measure("shared", tmp, texts, queries, args, embedder, shared)
+    result["machine"] = machine()
+    emit(result, args.json, lines)
+
+
+def lines(r: dict[str, Any]) -> list[str]:
+    e, s = r["embedded"], r["shared"]
+    return [
+        f"whole path, {r['memories']:,} memories, embedder {r['embedder']} (vectors computed before the timing), "
+        f"{r['queries']} searches",
+        versus("search p50 PostgreSQL + Chroma server", s["search_p50_ms"], "embedded", e["search_p50_ms"])
+        + " (target <= 2x)",
+        versus("search p95 PostgreSQL + Chroma server", s["search_p95_ms"], "embedded", e["search_p95_ms"]),
+        versus("store ack p50 PostgreSQL + Chroma server", s["ack_p50_ms"], "embedded", e["ack_p50_ms"])
+        + " (target <= 3x)",
+        versus(
+            "ingest until searchable PostgreSQL + Chroma server",
+            s["ingest_per_s"],
+            "embedded",
+            e["ingest_per_s"],
+            unit="memories/s",
+        )
+        + " (target >= 0.7x)",
+        versus("found from the other machine p95", s["found_p95_s"], "one machine", e["found_p95_s"], unit="s")
+        + " (target <= 2 s)",
+        f"found from the other machine p50 {s['found_p50_s']} s, max {s['found_max_s']} s "
+        f"(one machine: p50 {e['found_p50_s']} s, max {e['found_max_s']} s)",
+    ]
+
+
+if __name__ == "__main__":
+    main()
