@@ -5,8 +5,9 @@ characters of English prose), and one vector of a text that talks of several thi
 them all. A long memory (a chat session's turns joined, a long Markdown section, a long tool
 output) is then close to no question, and whatever its later parts hold is not seen at all. So a
 memory longer than :data:`LONG_CHARS` is also embedded in parts (:func:`split`: about
-:data:`CHUNK_CHARS` each, cut at line ends, then sentence ends, then spaces, each part beginning
-with the last short piece of the one before), and its cosine with a query is the best of its own
+:data:`CHUNK_CHARS` each, the size of a chat turn or a paragraph, which holds one or two things as a
+short memory does; cut at line ends, then sentence ends, then spaces, each part beginning with the
+last short piece of the one before), and its cosine with a query is the best of its own
 vector's and its parts' (:func:`best_cosines`): it is found by its best part, as the same text
 stored as several memories would be.
 
@@ -28,10 +29,10 @@ import numpy as np
 
 from remindful.embed.base import Embedder
 
-#: A memory longer than this (characters) is also embedded in parts.
-LONG_CHARS = 1000
+#: A memory longer than this (characters) is also embedded in parts: above about two parts' worth.
+LONG_CHARS = 600
 #: The size a part is cut to (characters), unless the text would need more than MAX_CHUNKS of them.
-CHUNK_CHARS = 600
+CHUNK_CHARS = 320
 #: The most parts of one memory: a longer text has longer parts (beyond about 64,000 characters,
 #: each part is seen only as far as the model's window).
 MAX_CHUNKS = 64
