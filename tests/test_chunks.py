@@ -142,3 +142,15 @@ def test_a_long_memory_without_parts_is_judged_by_its_own_vector(tmp_path: Path,
         memory.engine.catalog.write(lambda c: c.execute("DELETE FROM chunk_vectors"))
         hits = memory.search("staging database port", min_score=floor)
         assert [h.id for h in hits] == [long]
+
+
+def test_dedup_leaves_the_parts_of_the_memory_it_keeps_only(memory: MemoryManager) -> None:
+    memory.store(_BURIED)
+    memory.store(_BURIED + " Again.")
+    memory.flush()
+    assert len({p[0] for p in _parts(memory)}) == 2
+    memory.dedup(threshold=0.95)
+    memory.flush()
+    left = memory.engine.catalog.read("SELECT rowid, id FROM memories")
+    assert len(left) == 1
+    assert {p[0] for p in _parts(memory)} == {left[0][0]}
