@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 import numpy as np
 
 from remindful.engine.catalog import Catalog, MemoryRow, ScopeOf
+from remindful.engine.chunks import ChunkStore
 from remindful.engine.projects import Project
 from remindful.engine.redact import StoreRedactor
 from remindful.engine.sqlfilter import SqlFilter
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
-class CatalogBackend(Protocol):
+class CatalogBackend(ChunkStore, Protocol):
     """The catalog as the store's parts use it (see the module docstring)."""
 
     redaction: StoreRedactor

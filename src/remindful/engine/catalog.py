@@ -68,8 +68,10 @@ CatalogSource = Callable[[], "Catalog"]
 #: scope (:mod:`remindful.engine.scopes`), the rows of an older catalog given theirs by the upgrade;
 #: 9: the tombstones of what was forgotten and the ledger of injected context; 10: every memory
 #: records its origin, whose words it holds; 11: the directories the user bound to a project
-#: (``project_bindings``). Each upgrade re-runs the (idempotent) schema and recounts the types.
-SCHEMA_VERSION = 12
+#: (``project_bindings``); 12: the session windows' index is contentless; 13: the vectors of long
+#: memories' parts (``chunk_vectors``, :mod:`remindful.engine.chunks`). Each upgrade re-runs the
+#: (idempotent) schema and recounts the types.
+SCHEMA_VERSION = 13
 #: The version from which memories have a scope.
 SCOPES_VERSION = 8
 #: Rows given their scope per statement by the upgrade to :data:`SCOPES_VERSION`.
@@ -770,6 +772,50 @@ class Catalog:
             f"ON memories.rowid = pending.r WHERE {flt.sql} AND embedding IS NOT NULL"
         )
         return _matrix(self.read(sql, [*params, *flt.params]))
+
+    def long_without_chunks(self, ids: Sequence[str], min_chars: int) -> list[tuple[str, str, str]]:
+        """``(id, content, content_hash)`` of those of ``ids`` longer than ``min_chars`` characters
+        whose parts' vectors are not stored for their present text (:mod:`remindful.engine.chunks`)."""
+        return self.read(
+            f"SELECT id, content, memories.content_hash {_FROM_IDS} WHERE length(content) > ? AND NOT EXISTS "
+            "(SELECT 1 FROM chunk_vectors c WHERE c.memory = memories.rowid "
+            "AND c.content_hash = memories.content_hash)",
+            [_json(ids), min_chars],
+        )
+
+    def set_chunk_vectors(self, items: Mapping[str, tuple[str, np.ndarray]]) -> None:
+        """Store each memory's parts' vectors (``id -> (content hash, (n, d) matrix)``) in place of
+        any it had; nothing for a memory deleted meanwhile, or whose text changed since (its hash
+        is no longer the one given)."""
+
+        def run(c: sqlite3.Connection) -> None:
+            for mid, (text_hash, matrix) in items.items():
+                found = c.execute(
+                    "SELECT rowid FROM memories WHERE id = ? AND content_hash = ?", (mid, text_hash)
+                ).fetchone()
+                if found is None:
+                    continue
+                c.execute("DELETE FROM chunk_vectors WHERE memory = ?", (found[0],))
+                c.executemany(
+                    "INSERT INTO chunk_vectors (memory, part, content_hash, vector) VALUES (?, ?, ?, ?)",
+                    [(found[0], part, text_hash, _blob(vector)) for part, vector in enumerate(matrix)],
+                )
+
+        if items:
+            self.write(run, what="saving the vectors of long memories' parts")
+
+    def chunk_vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
+        """The parts' vectors of those of ``ids`` that have them for their present text, each an
+        (n, d) matrix."""
+        rows = self.read(
+            f"SELECT id, c.vector {_FROM_IDS} JOIN chunk_vectors c ON c.memory = memories.rowid "
+            "AND c.content_hash = memories.content_hash ORDER BY id, c.part",
+            [_json(ids)],
+        )
+        blobs: dict[str, list[bytes]] = {}
+        for mid, blob in rows:
+            blobs.setdefault(mid, []).append(blob)
+        return {mid: stored_vectors.matrix(parts) for mid, parts in blobs.items()}
 
     def lexical(
         self, terms: Sequence[str], flt: SqlFilter, limit: int, *, table: str = "memories_fts", restricted: bool = True

@@ -1,6 +1,7 @@
 """Vectors computed after their rows commit: rows stored without a vector
 (``performance.defer_embedding``) are embedded by the background indexer, outside the index lock,
-and a search waits for the ones this process has yet to compute."""
+and a search waits for the ones this process has yet to compute. The parts of long memories
+(:mod:`remindful.engine.chunks`) are embedded there too, right after."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import numpy as np
 from remindful.embed.base import Embedder
 from remindful.embed.cache import CachedEmbedder
 from remindful.engine.backend import CatalogBackend
+from remindful.engine.chunks import ChunkFiller
 
 
 class EmbedderSource(Protocol):
@@ -45,6 +47,7 @@ class DeferredEmbeddings:
         self._embedder = embedder
         self._stopping = stopping
         self._exiting = exiting
+        self._chunks = ChunkFiller(catalog, embedder.get)
         self._unembedded: set[str] = set()
         self._embedded = threading.Condition()
 
@@ -65,16 +68,23 @@ class DeferredEmbeddings:
             return self._embedded.wait_for(lambda: not self._unembedded, timeout)
 
     def embed_stored(self, ids: list[str]) -> None:
-        """Embed the memories among ``ids`` committed without a vector (outside the index lock:
-        other processes need not wait for the model); nothing once closing ran out of time."""
+        """Embed the memories among ``ids`` committed without a vector, and the parts of the long
+        ones that lack theirs (outside the index lock: other processes need not wait for the
+        model); nothing once closing ran out of time."""
         try:
             if self._stopping.is_set() or (self._exiting() and not self._embedder.loaded):
                 return
             self.embed_and_save(self._catalog.without_embeddings(ids))
+            self.embed_parts(ids)
         finally:
             with self._embedded:
                 self._unembedded.difference_update(ids)
                 self._embedded.notify_all()
+
+    def embed_parts(self, ids: Sequence[str]) -> None:
+        """Embed and save the parts of the long memories among ``ids`` that lack them."""
+        if not self._stopping.is_set():
+            self._chunks.fill(ids)
 
     def embed_and_save(self, texts: Sequence[tuple[str, str]], *, wait: bool = True) -> dict[str, np.ndarray]:
         """Embed (id, content) pairs and save the vectors in the catalog; returns them by id.

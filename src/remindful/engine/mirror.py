@@ -520,6 +520,7 @@ class IndexMirror:
             if not batch:
                 return done
             fresh = self.embed_and_save([(row.id, row.content) for row, vector in batch if vector is None])
+            self._deferred.embed_parts([row.id for row, _ in batch])
             rows = []
             for row, vector in batch:
                 row.embedding = vector if vector is not None else fresh[row.id]

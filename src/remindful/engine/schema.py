@@ -276,6 +276,25 @@ CREATE INDEX IF NOT EXISTS idx_injections_project ON injections(project, at);
 CREATE INDEX IF NOT EXISTS idx_injections_session ON injections(session_id, at);
 """
 
+#: The vectors of a long memory's parts (:mod:`remindful.engine.chunks`), for the text whose hash
+#: they carry (``content_hash``: one written from an earlier text is never read), int8 as the
+#: memories' own (:mod:`remindful.engine.vectors`), one blob per part. Dropped with their memory.
+CHUNK_VECTORS_DDL = """
+CREATE TABLE IF NOT EXISTS chunk_vectors (
+    memory INTEGER NOT NULL,
+    part INTEGER NOT NULL,
+    content_hash TEXT NOT NULL,
+    vector BLOB NOT NULL,
+    PRIMARY KEY (memory, part)
+) WITHOUT ROWID;
+CREATE TRIGGER IF NOT EXISTS memories_chunks_ad AFTER DELETE ON memories BEGIN
+    DELETE FROM chunk_vectors WHERE memory = old.rowid;
+END;
+CREATE TRIGGER IF NOT EXISTS memories_chunks_au AFTER UPDATE OF content ON memories BEGIN
+    DELETE FROM chunk_vectors WHERE memory = old.rowid;
+END;
+"""
+
 #: What a hook process creates when it finds no catalog (or an old one) yet: the spool and the
 #: tables a hook writes besides it. The catalog creates them too, with everything else.
 HOOK_SCHEMA = SPOOL_DDL + SPOOL_DONE_DDL + AUDIT_LOG_DDL + CAPTURE_STATS_DDL
@@ -299,6 +318,7 @@ SCHEMA = (
     + TOMBSTONES_DDL
     + INJECTIONS_DDL
     + SCOPES_DDL
+    + CHUNK_VECTORS_DDL
 )
 
 #: The ids a delete removes, with each one's audit reason: a temporary table of the deleting

@@ -663,6 +663,20 @@ class PostgresCatalog:
         self.write(run, what="saving embeddings")
         return True
 
+    # The vectors of long memories' parts (remindful.engine.chunks) are not kept in PostgreSQL yet:
+    # a long memory is judged by its own vector there, as before.
+
+    def long_without_chunks(self, ids: Sequence[str], min_chars: int) -> list[tuple[str, str, str]]:
+        """None: no parts are kept in this catalog."""
+        return []
+
+    def set_chunk_vectors(self, items: Mapping[str, tuple[str, np.ndarray]]) -> None:
+        """Nothing: no parts are kept in this catalog."""
+
+    def chunk_vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
+        """None: no parts are kept in this catalog."""
+        return {}
+
     def claim_embedding_model(self, name: str) -> str:
         """Record ``name`` as the model of this store's vectors unless one is recorded; the recorded one."""
 

@@ -14,12 +14,13 @@ Spaces (``search.*_weight``; weight 0 turns a space off) only find candidates:
 
 Every candidate (the first ``search.candidates`` of each space) is then read, with its vector and
 its window, and judged on its own: its evidence (:mod:`remindful.engine.retrieval.rerank`: its cosine with
-the query, plus what its words and its window's words hold of the query's terms when they share
-at least two of them) plus the boosts (:func:`boost`: importance, the resumed session, recency, in
-the same units) gives its calibrated score (:mod:`remindful.engine.retrieval.calibration`), an absolute
-relevance in [0, 1], and the candidates are ordered by it. No score is normalised per query or
-read from a rank, so a space whose matches are weak cannot outvote the cosine, and a score means
-the same in every store.
+the query, a long memory's its best part's where higher (:mod:`remindful.engine.chunks`), plus what
+its words and its window's words hold of the query's terms when they share at least two of them)
+plus the boosts (:func:`boost`: importance, the resumed session, recency, in the same units)
+gives its calibrated score (:mod:`remindful.engine.retrieval.calibration`), an absolute relevance
+in [0, 1], and the candidates are ordered by it. No score is normalised per query or read from a
+rank, so a space whose matches are weak cannot outvote the cosine, and a score means the same in
+every store.
 
 Then near-duplicates collapse into the member that best matches the query, and newer versions of
 a subject move above older ones (:mod:`remindful.engine.retrieval.diversity`); when near-duplicates leave
@@ -44,6 +45,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from remindful.config import SearchSettings
+from remindful.engine import chunks
 from remindful.engine.backend import CatalogBackend
 from remindful.engine.catalog import MemoryRow
 from remindful.engine.retrieval import calibration, diversity, rerank
@@ -451,6 +453,8 @@ class Model:
         window_weight = settings.lexical_context_weight if self.query.stems else 0.0
         zero = np.zeros_like(self.vector)
         cosines = (diversity.stacked([self.vectors.get(row.id, zero) for row in rows]) @ self.vector).tolist()
+        # A long memory is as close as its best part (remindful.engine.chunks).
+        cosines = chunks.best_cosines(self.catalog, [(row.id, row.content) for row in rows], self.vector, cosines)
         context = dict(candidates.by_space.get("context", ()))
         result = []
         query, needed = self.query, self.query.needed
