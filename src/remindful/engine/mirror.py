@@ -60,7 +60,7 @@ from remindful.engine.exact import ExactScorer
 from remindful.engine.index_deletes import FINISH_CHUNK, IndexDeletes
 from remindful.engine.index_locks import IndexHolders, IndexLock, ViewLock, WaitCancelled
 from remindful.engine.index_view import IndexView
-from remindful.engine.sqlfilter import SqlFilter, index_metadata
+from remindful.engine.sqlfilter import SqlFilter
 from remindful.errors import CorruptionError, RemindfulError, StorageError
 from remindful.index.base import VectorIndex
 from remindful.model import MemoryType
@@ -533,19 +533,15 @@ class IndexMirror:
             by_type.setdefault(row.type, []).append(row)
         with contextlib.nullcontext() if locked else self._writing(index):
             for type_value, group in by_type.items():
-                # Ids, vectors and fixed-vocabulary columns only: no text a user or an agent wrote
-                # (metadata, session ids) goes to the index, one more set of files (or a server)
-                # where it could stay. Filters are evaluated on the catalog, which holds it all.
+                # Ids and vectors only: no text a user or an agent wrote (metadata, session ids) goes
+                # to the index, one more set of files (or a server) where it could stay, and no column
+                # either (Chroma keeps a row and two index entries per value, ~250 B a memory): filters
+                # are evaluated on the catalog, which holds it all.
                 index.upsert(
                     MemoryType(type_value).collection,
                     [r.id for r in group],
                     np.stack([np.asarray(r.embedding, dtype=np.float32) for r in group]),
-                    [
-                        index_metadata(
-                            {"source": r.source, "memory_class": r.memory_class, "created_at": r.created_at}, {}
-                        )
-                        for r in group
-                    ],
+                    [{} for _ in group],
                 )
             self.catalog.mark_indexed([r.id for r in rows])
 
