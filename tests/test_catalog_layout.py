@@ -7,9 +7,8 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from test_background import GatedEmbedder
-
 from remindful.testing import open_fake
+from test_background import GatedEmbedder
 
 
 def rows(path: Path, sql: str) -> list[tuple]:
