@@ -1,7 +1,8 @@
 """How remindful holds up as a store grows: the same figures at each size, side by side.
 
 Usage:
-    python bench/scale.py [--sizes 10000,100000] [--cache DIR] [--queries 100] [--fake-embedder] [--json]
+    python bench/scale.py [--sizes 10000,100000] [--cache DIR] [--pool 100000] [--queries 100]
+                          [--ops] [--compare REV] [--fake-embedder] [--json]
 
 For each size a store is built once (cached in ``--cache``, default ``~/.cache/remindful-bench/scale``,
 and reused while it holds that many memories): realistic mixed texts, the LoCoMo turns cycled with a
@@ -9,72 +10,159 @@ varying detail, one in five a tool-call record and one in ten a Markdown chunk, 
 ``store_batch`` in sessions of 20 over a few projects (scopes). Reported, per size:
 
 - ingest rate until searchable (store_batch and the flush that follows: every vector indexed),
-  on a fresh build only;
+  on a fresh build only, beside the bare embedder's rate on the same texts;
 - search latency p50/p95/p99: unscoped, scoped to a small project, filtered to one session;
 - ``get`` and ``stats`` latency;
 - open + first search of a fresh process, and that process's peak RSS after its searches;
-- disk by component (catalog, Chroma, total, per memory; see bench/disk.py for the catalog's tables).
+- disk by component (catalog, Chroma, total, per memory; see bench/disk.py for the catalog's tables);
+- with ``--ops``: backup, restore, reindex, export and dedup (dry run) times, on a copy of the store.
 
-1,000,000 memories is a size like any other (``--sizes 100000,1000000``), but building it embeds a
-million texts: hours on a laptop's two cores. ``--fake-embedder`` (hash vectors) measures everything
-but the model, for a quick look at the storage side.
+The model's vectors (real all-MiniLM-L6-v2, ONNX) are kept per text in ``<cache>/vectors.sqlite3``
+(:class:`PooledEmbedder`): ``--pool`` distinct texts are embedded once, ever; memory ``i`` past the
+pool is pool text ``i % pool`` with its own number, and its vector is that text's vector with a small
+deterministic perturbation (cosine ~0.99), so a million memories cost the model ``--pool`` texts. A
+build's ingest rate is measured with the vectors the cache already held taken from it (the row says
+how many texts the model embedded during the build); the bare embedder's rate is measured on pool
+texts in the same run, and the rate with the model is estimated by adding, at that bare rate, the
+model's time for every text whose vector came from the cache (the background indexer embeds and
+writes in turn, so the two times add up).
+
+``--compare REV`` builds and measures the tree at commit REV too (a temporary ``git worktree``, its
+``src`` first on PYTHONPATH, its stores cached under ``<cache>/<REV>``), in the same run.
+``--fake-embedder`` (hash vectors) measures everything but the model, for a quick look.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
+import re
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from common import REPO, add_data_option, emit, load_locomo, machine, pct, turn_texts
-from disk import dir_bytes
+from disk import catalog_tables, dir_bytes
 
 BATCH = 2000
 SESSION_TURNS = 20
 SMALL_PROJECT = "project:small"
+#: The number a memory past the pool carries, stripped to find its pool text.
+_NUMBER = re.compile(r" #(\d+)$")
 
 
-def texts_for(base: list[str], n: int, seed: int = 11) -> list[str]:
-    """``n`` distinct texts: turns with a varying detail, tool-call records, Markdown chunks."""
+def texts_for(base: list[str], n: int, pool: int, seed: int = 11) -> list[str]:
+    """``n`` distinct texts: turns with a varying detail, tool-call records, Markdown chunks; past
+    ``pool`` texts, the pool's texts again, each with its own number."""
     rng = random.Random(seed)
     words = " ".join(base).split()
-    out = []
-    for i in range(n):
+    core = []
+    for i in range(min(n, pool)):
         turn = base[i % len(base)]
         if i % 5 == 4:
-            out.append(f"tool Bash: ran `grep -rn {rng.choice(words)} src/` exit 0, {rng.randint(1, 40)} matches #{i}")
+            core.append(f"tool Bash: ran `grep -rn {rng.choice(words)} src/` exit 0, {rng.randint(1, 40)} matches")
         elif i % 10 == 3:
-            out.append(
-                f"## {' '.join(rng.choices(words, k=3))}\n\n{turn}\n\n- {' '.join(rng.choices(words, k=6))} #{i}"
-            )
+            core.append(f"## {' '.join(rng.choices(words, k=3))}\n\n{turn}\n\n- {' '.join(rng.choices(words, k=6))}")
         else:
-            out.append(f"{turn} {' '.join(rng.choices(words, k=3))} #{i}")
-    return out
+            core.append(f"{turn} {' '.join(rng.choices(words, k=3))}")
+    return [core[i % len(core)] + f" #{i}" for i in range(n)]
+
+
+class PooledEmbedder:
+    """The default embedder with every pool text's vector kept in a SQLite file (see the module
+    docstring): a text ``core #i`` past the pool gets the vector of the pool text numbered ``i % pool``,
+    perturbed by ``i``. Queries are embedded by the model."""
+
+    def __init__(self, path: Path, texts_by_number: dict[int, str], pool: int) -> None:
+        import sqlite3
+
+        from remindful.embed import OnnxMiniLMEmbedder
+
+        self.inner = OnnxMiniLMEmbedder()
+        self._pool = pool
+        self._texts = texts_by_number
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(path, check_same_thread=False)
+        self._db.execute("CREATE TABLE IF NOT EXISTS vectors (text TEXT PRIMARY KEY, vector BLOB NOT NULL)")
+        self.model_texts = 0
+
+    @property
+    def name(self) -> str:
+        return str(self.inner.name)
+
+    @property
+    def dimension(self) -> int:
+        return int(self.inner.dimension)
+
+    def embed_query(self, text: str) -> Any:
+        return self.inner.embed_query(text)
+
+    def _pool_text(self, text: str) -> tuple[str, int]:
+        found = _NUMBER.search(text)
+        number = int(found.group(1)) if found else -1
+        if number >= self._pool:
+            return self._texts[number % self._pool], number
+        return text, -1
+
+    def embed(self, texts: Sequence[str]) -> Any:
+        import numpy as np
+
+        keys = [self._pool_text(t) for t in texts]
+        wanted = sorted({k for k, _ in keys})
+        have: dict[str, Any] = {}
+        for start in range(0, len(wanted), 500):
+            part = wanted[start : start + 500]
+            marks = ",".join("?" * len(part))
+            for text, blob in self._db.execute(f"SELECT text, vector FROM vectors WHERE text IN ({marks})", part):
+                have[text] = np.frombuffer(blob, dtype=np.float32)
+        missing = [t for t in wanted if t not in have]
+        if missing:
+            vectors = np.asarray(self.inner.embed(missing), dtype=np.float32)
+            self.model_texts += len(missing)
+            rows = [(t, v.tobytes()) for t, v in zip(missing, vectors, strict=True)]
+            self._db.executemany("INSERT OR REPLACE INTO vectors VALUES (?, ?)", rows)
+            self._db.commit()
+            have.update(zip(missing, vectors, strict=True))
+        out = np.empty((len(texts), self.dimension), dtype=np.float32)
+        for row, (key, number) in enumerate(keys):
+            vector = have[key]
+            if number >= 0:
+                noise = np.random.default_rng(number).standard_normal(vector.shape[0]).astype(np.float32)
+                vector = vector + 0.004 * noise
+                vector = vector / np.linalg.norm(vector)
+            out[row] = vector
+        return out
 
 
 def scope_of(i: int) -> str:
     return SMALL_PROJECT if i % 50 == 0 else f"project:large-{i % 4}"
 
 
-def open_store(path: Path, fake: bool, **settings: Any) -> Any:
-    import remindful
-
-    embedder = None
-    if fake:
+def make_embedder(args: argparse.Namespace, texts: list[str] | None = None) -> Any:
+    if args.fake_embedder:
         from remindful.testing import FakeEmbedder
 
-        embedder = FakeEmbedder()
+        return FakeEmbedder()
+    pool = texts[: args.pool] if texts is not None else []
+    return PooledEmbedder(args.cache / "vectors.sqlite3", dict(enumerate(pool)), args.pool)
+
+
+def open_store(path: Path, embedder: Any, **settings: Any) -> Any:
+    import remindful
+
     return remindful.open(path, embedder=embedder, **settings)
 
 
-def build(path: Path, size: int, texts: list[str], fake: bool) -> float | None:
-    """Build the store (or reuse it); the ingest rate until searchable, None when reused."""
-    with open_store(path, fake, **{"retention.max_items_per_collection": size * 2}) as memory:
+def build(path: Path, size: int, texts: list[str], embedder: Any) -> dict[str, Any] | None:
+    """Build the store (or reuse it); the ingest figures, None when reused."""
+    with open_store(path, embedder, **{"retention.max_items_per_collection": size * 2}) as memory:
         total = memory.stats().total_memories
         if total == size:
             return None
@@ -96,7 +184,24 @@ def build(path: Path, size: int, texts: list[str], fake: bool) -> float | None:
             )
         memory.flush()
         print(file=sys.stderr)
-        return size / (time.perf_counter() - started)
+        seconds = time.perf_counter() - started
+    return {"seconds": round(seconds, 1), "model_texts": embedder_texts(embedder)}
+
+
+def embedder_texts(embedder: Any) -> int:
+    return int(getattr(embedder, "model_texts", 0))
+
+
+def bare_rate(embedder: Any, texts: list[str]) -> float | None:
+    """The model's own throughput (texts/s) on ``texts`` in batches of 32 (the store's default)."""
+    inner = getattr(embedder, "inner", None)
+    if inner is None:
+        return None
+    inner.embed(texts[:32])  # warm
+    started = time.perf_counter()
+    for start in range(0, len(texts), 32):
+        inner.embed(texts[start : start + 32])
+    return len(texts) / (time.perf_counter() - started)
 
 
 def latencies(fn: Any, args: list[Any]) -> list[float]:
@@ -112,12 +217,19 @@ def serve(path: Path, queries: list[str], fake: bool) -> dict[str, Any]:
     """In this (fresh) process: open + first search, then the searches, get, stats, and peak RSS."""
     import resource
 
+    embedder = None
+    if fake:
+        from remindful.testing import FakeEmbedder
+
+        embedder = FakeEmbedder()
     started = time.perf_counter()
-    with open_store(path, fake) as memory:
+    with open_store(path, embedder) as memory:
         memory.search(queries[0])
         first = (time.perf_counter() - started) * 1000
         ids = [r[0] for r in memory.engine.catalog.read("SELECT id FROM memories ORDER BY random() LIMIT 50")]
-        session = memory.engine.catalog.read("SELECT session_id FROM memories LIMIT 1 OFFSET 777")[0][0]
+        session = memory.engine.catalog.read(
+            "SELECT session_id FROM memories LIMIT 1 OFFSET (SELECT count(*) / 2 FROM memories)"
+        )[0][0]
         unscoped = latencies(memory.search, queries)
         small = latencies(lambda q: memory.search(q, scope=[SMALL_PROJECT]), queries)
         in_session = latencies(lambda q: memory.search(q, session_id=session), queries)
@@ -136,11 +248,37 @@ def serve(path: Path, queries: list[str], fake: bool) -> dict[str, Any]:
     }
 
 
-def measure(size: int, args: argparse.Namespace) -> dict[str, Any]:
+def operations(path: Path, embedder: Any) -> dict[str, float]:
+    """Seconds of export, backup, dedup (dry run), reindex and restore, on a copy of the store."""
+    out: dict[str, float] = {}
+    with tempfile.TemporaryDirectory(prefix="remindful-scale-ops-", dir=path.parent) as scratch:
+        copy = Path(scratch) / "store"
+        shutil.copytree(path, copy, ignore=shutil.ignore_patterns("backups", "*.lock", "*.gate"))
+        with open_store(copy, embedder) as memory:
+            for name, fn in (
+                ("export", lambda: memory.export("json", Path(scratch) / "export.json")),
+                ("backup", lambda: memory.backup("scale")),
+                ("dedup (dry run)", lambda: memory.dedup(dry_run=True)),
+                ("reindex", lambda: memory.reindex()),
+            ):
+                started = time.perf_counter()
+                result = fn()
+                out[name] = round(time.perf_counter() - started, 1)
+                if name == "backup":
+                    archive = result.path
+            started = time.perf_counter()
+            memory.restore(archive, confirm=True)
+            out["restore"] = round(time.perf_counter() - started, 1)
+    return out
+
+
+def measure(size: int, args: argparse.Namespace, cache: Path) -> dict[str, Any]:
     base = turn_texts(load_locomo(args.data), speaker=True)
-    texts = texts_for(base, size)
-    path = args.cache / f"{'fake' if args.fake_embedder else 'onnx'}-{size}"
-    rate = build(path, size, texts, args.fake_embedder)
+    texts = texts_for(base, size, args.pool)
+    path = cache / f"{'fake' if args.fake_embedder else 'onnx'}-{size}"
+    embedder = make_embedder(args, texts)
+    ingest = build(path, size, texts, embedder)
+    bare = bare_rate(embedder, random.Random(5).sample(texts[: args.pool], min(1000, size)))
     queries = [" ".join(t.split()[1:8]) for t in random.Random(3).sample(texts, args.queries)]
     command = [sys.executable, __file__, "--serve", str(path), "--data", str(args.data)]
     command += ["--fake-embedder"] if args.fake_embedder else []
@@ -150,64 +288,128 @@ def measure(size: int, args: argparse.Namespace) -> dict[str, Any]:
     served = json.loads(done.stdout.strip().splitlines()[-1])
     catalog = path / "catalog.sqlite3"
     chroma = sum(dir_bytes(p) for p in path.iterdir() if p.is_dir() and "chroma" in p.name)
-    total = dir_bytes(path)
-    return {
-        "ingest_per_s": None if rate is None else round(rate, 1),
+    total = dir_bytes(path) - sum(dir_bytes(p) for p in path.glob("backups"))
+    result: dict[str, Any] = {
+        "ingest": ingest,
+        "bare_embedder_per_s": None if bare is None else round(bare, 1),
         **served,
         "disk": {
             "catalog": catalog.stat().st_size,
             "chroma": chroma,
             "total": total,
             "per_memory": round(total / size),
+            "tables": catalog_tables(catalog),
         },
     }
+    if args.ops and size <= args.ops_max:
+        result["ops_s"] = operations(path, embedder)
+    return result
+
+
+def ingest_text(x: dict[str, Any], size: int) -> str:
+    """Memories per second until searchable, and how many texts the model embedded meanwhile."""
+    ingest = x["ingest"]
+    if ingest is None:
+        return "cached"
+    return f"{size / ingest['seconds']:,.0f} ({ingest['model_texts']:,})"
+
+
+def with_model(x: dict[str, Any], size: int) -> str:
+    """Ingest rate with the model's time added, at the bare rate, for every text whose vector came
+    from the cache (an estimate: see the module docstring), and its ratio to the bare rate."""
+    ingest, bare = x["ingest"], x["bare_embedder_per_s"]
+    if ingest is None or not bare:
+        return "-"
+    rate = size / (ingest["seconds"] + (size - ingest["model_texts"]) / bare)
+    return f"{rate:,.0f} ({rate / bare:.2f}x)"
 
 
 def lines(result: dict[str, Any]) -> list[str]:
-    sizes = list(result["sizes"])
-    r = result["sizes"]
-    out = [f"{'':28}" + "".join(f"{int(s):>22,}" for s in sizes)]
+    columns = [(tree, s) for tree, sizes in result["trees"].items() for s in sizes]
+    out = [f"{'':30}" + "".join(f"{tree[:10] + ' ' + format(int(s), ','):>24}" for tree, s in columns)]
 
     def row(label: str, get: Any) -> None:
-        out.append(f"{label:28}" + "".join(f"{get(r[s]):>22}" for s in sizes))
+        out.append(f"{label:30}" + "".join(f"{get(result['trees'][t][s], int(s)):>24}" for t, s in columns))
 
-    row("ingest until searchable /s", lambda x: "cached" if x["ingest_per_s"] is None else x["ingest_per_s"])
+    row("ingest /s (texts embedded)", ingest_text)
+    row("bare embedder /s", lambda x, n: x["bare_embedder_per_s"] or "-")
+    row("ingest with the model /s (est)", with_model)
     for name in ("unscoped", "small project", "one session"):
-        row(f"search {name} p50/95/99 ms", lambda x, n=name: "/".join(str(v) for v in x["search_ms"][n]))
-    row("get p50 ms", lambda x: x["get_ms"])
-    row("stats p50 ms", lambda x: x["stats_ms"])
-    row("open + first search ms", lambda x: x["open_first_search_ms"])
-    row("peak RSS serving MiB", lambda x: x["rss_mib"])
-    row("disk catalog MiB", lambda x: round(x["disk"]["catalog"] / 2**20, 1))
-    row("disk Chroma MiB", lambda x: round(x["disk"]["chroma"] / 2**20, 1))
-    row("disk total MiB", lambda x: round(x["disk"]["total"] / 2**20, 1))
-    row("disk per memory B", lambda x: x["disk"]["per_memory"])
+        row(f"search {name} p50/95/99", lambda x, n, name=name: "/".join(str(v) for v in x["search_ms"][name]))
+    row("get p50 ms", lambda x, n: x["get_ms"])
+    row("stats p50 ms", lambda x, n: x["stats_ms"])
+    row("open + first search ms", lambda x, n: x["open_first_search_ms"])
+    row("peak RSS serving MiB", lambda x, n: x["rss_mib"])
+    row("disk catalog MiB", lambda x, n: round(x["disk"]["catalog"] / 2**20, 1))
+    row("disk Chroma MiB", lambda x, n: round(x["disk"]["chroma"] / 2**20, 1))
+    row("disk total MiB", lambda x, n: round(x["disk"]["total"] / 2**20, 1))
+    row("disk per memory B", lambda x, n: x["disk"]["per_memory"])
+    ops = sorted({k for t, s in columns for k in result["trees"][t][s].get("ops_s", {})})
+    for op in ops:
+        row(f"{op} s", lambda x, n, op=op: x.get("ops_s", {}).get(op, "-"))
     if result["fake_embedder"]:
         out.append("(hash vectors: the model's cost is not in these figures)")
+    else:
+        out.append(f"(vectors of {result['pool']:,} distinct texts reused past them: see the module docstring)")
     return out
+
+
+def git(*args: str) -> str:
+    done = subprocess.run(["git", "-C", str(REPO), *args], capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"git {' '.join(args)} failed: {done.stderr.strip()}")
+    return done.stdout.strip()
+
+
+def run_tree(src: Path, cache: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """Measure every size in a process of its own, importing remindful from ``src``."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(src), os.environ.get("PYTHONPATH")]))}
+    command = [sys.executable, __file__, "--worker", str(cache), *sys.argv[1:]]
+    done = subprocess.run(command, env=env, stdout=subprocess.PIPE, text=True, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"measuring {src} failed")
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="10000,100000", help="comma-separated store sizes (default 10000,100000)")
     parser.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "remindful-bench" / "scale")
+    parser.add_argument("--pool", type=int, default=100_000, help="distinct texts the model embeds (default 100,000)")
     parser.add_argument("--queries", type=int, default=100)
+    parser.add_argument("--ops", action="store_true", help="time export, backup, dedup, reindex and restore too")
+    parser.add_argument(
+        "--ops-max", type=int, default=100_000, help="only at sizes up to this many (default 100,000; reindex is slow)"
+    )
+    parser.add_argument("--compare", metavar="REV", help="measure the tree at this commit too, in the same run")
     parser.add_argument("--fake-embedder", action="store_true", help="hash vectors instead of the ONNX model")
     parser.add_argument("--serve", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--worker", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--json", action="store_true")
     add_data_option(parser)
     args = parser.parse_args()
     if args.serve:
         print(json.dumps(serve(args.serve, json.loads(sys.stdin.read()), args.fake_embedder)))
         return 0
-    args.cache.mkdir(parents=True, exist_ok=True)
     sizes = [int(s) for s in args.sizes.split(",")]
-    result = {
-        "sizes": {str(s): measure(s, args) for s in sizes},
-        "fake_embedder": args.fake_embedder,
-        "repo": str(REPO),
-        "machine": machine(),
-    }
+    if args.worker:
+        args.worker.mkdir(parents=True, exist_ok=True)
+        print(json.dumps({str(s): measure(s, args, args.worker) for s in sizes}))
+        return 0
+    args.cache.mkdir(parents=True, exist_ok=True)
+    trees: dict[str, Any] = {}
+    if args.compare:
+        sha = git("rev-parse", "--short", args.compare)
+        with tempfile.TemporaryDirectory(prefix="remindful-scale-") as scratch:
+            tree = Path(scratch) / "tree"
+            git("worktree", "add", "--detach", "--quiet", str(tree), sha)
+            try:
+                trees[sha] = run_tree(tree / "src", args.cache / sha, args)
+            finally:
+                git("worktree", "remove", "--force", str(tree))
+    trees["this tree"] = run_tree(REPO / "src", args.cache / "this", args)
+    result = {"trees": trees, "pool": args.pool, "fake_embedder": args.fake_embedder, "machine": machine()}
     emit(result, args.json, lines)
     return 0
 

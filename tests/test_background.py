@@ -244,7 +244,7 @@ def test_store_returns_before_embedding_and_a_search_waits_for_it(tmp_path: Path
         assert hits and hits[0].id == memory_id and "dense" in hits[0].sources
         assert memory_id in catalog.embeddings([memory_id])
         size_after = catalog.read("SELECT size_bytes FROM memories WHERE id = ?", [memory_id])[0][0]
-        assert size_after == size_before + 384 * 4
+        assert size_after == size_before + 384 + 5  # what is stored: int8 codes, the tag and the scale
     # The stored text was embedded in the background (the query may be embedded first, by the caller).
     stored = [thread for thread, texts in embedder.seen if any("rotates monthly" in t for t in texts)]
     assert stored and threading.current_thread().name not in stored, embedder.seen

@@ -7,7 +7,7 @@ import sqlite3
 
 import pytest
 
-from remindful.engine.sqlfilter import build_filter, index_metadata, to_epoch
+from remindful.engine.sqlfilter import build_filter, to_epoch
 from remindful.errors import ValidationError
 
 ROWS = [
@@ -61,13 +61,6 @@ def test_bad_filters_are_rejected_with_the_reason(where: dict, message: str) -> 
     with pytest.raises(ValidationError) as info:
         build_filter(filters=where)
     assert message in str(info.value)
-
-
-def test_index_metadata_is_flat_and_prefixed() -> None:
-    flat = index_metadata(
-        {"session_id": "s", "created_at": 1.0, "source": None}, {"a": 1, "b": {"c": "d"}, "l": [1, 2], "n": None}
-    )
-    assert flat == {"session_id": "s", "created_at": 1.0, "m.a": 1, "m.b.c": "d"}
 
 
 def test_to_epoch_accepts_iso_datetime_and_numbers() -> None:

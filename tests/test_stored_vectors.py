@@ -54,6 +54,16 @@ def test_float32_blobs_written_before_are_read_as_they_were() -> None:
     assert np.array_equal(vectors.decode_bytes(old), old)
 
 
+def test_a_matrix_of_int8_blobs_is_their_rows_decoded() -> None:
+    rng = np.random.default_rng(3)
+    blobs = [vectors.encode(unit(rng) * scale) for scale in (1.0, 0.5, 3.0, 1e-3)]
+    assert all(b is not None and vectors.is_quantised(b) for b in blobs)
+    expected = np.stack([vectors.decode(b) for b in blobs if b is not None])
+    found = vectors.matrix([b for b in blobs if b is not None])
+    assert found.dtype == np.float32
+    assert np.array_equal(found, expected)
+
+
 def test_an_odd_length_vector_is_stored_as_float32() -> None:
     odd = np.arange(3, dtype=np.float32)
     blob = vectors.encode(odd)

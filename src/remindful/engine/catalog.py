@@ -41,6 +41,7 @@ from remindful.engine.redact import StoreRedactor, add_counts, build_redactor
 from remindful.engine.schema import (
     ADD_ORIGIN_COLUMN,
     ADD_SCOPE_COLUMN,
+    ADD_VECTOR_ROOM_COLUMN,
     DOOMED_DDL,
     MEMORY_COLUMNS,
     RECOUNT_SCOPES,
@@ -69,9 +70,13 @@ CatalogSource = Callable[[], "Catalog"]
 #: 9: the tombstones of what was forgotten and the ledger of injected context; 10: every memory
 #: records its origin, whose words it holds; 11: the directories the user bound to a project
 #: (``project_bindings``); 12: the session windows' index is contentless; 13: the vectors of long
-#: memories' parts (``chunk_vectors``, :mod:`remindful.engine.chunks`). Each upgrade re-runs the
-#: (idempotent) schema and recounts the types.
-SCHEMA_VERSION = 13
+#: memories' parts (``chunk_vectors``, :mod:`remindful.engine.chunks`); 14: a row committed without
+#: its vector keeps room for it (``vector_room``), the content hash index holds 16 hex digits, and
+#: ``size_bytes`` counts a vector as stored (int8), recounted by the upgrade. Each upgrade re-runs
+#: the (idempotent) schema and recounts the types.
+SCHEMA_VERSION = 14
+#: The version from which ``size_bytes`` counts a vector's stored bytes.
+STORED_SIZE_VERSION = 14
 #: The version from which memories have a scope.
 SCOPES_VERSION = 8
 #: Rows given their scope per statement by the upgrade to :data:`SCOPES_VERSION`.
@@ -330,6 +335,7 @@ class Catalog:
         #: (:mod:`remindful.engine.storelock`).
         self.store_lock = StoreLock(path.parent)
         self._epoch = 0  # bumped when the file is replaced: each thread's reader reconnects
+        self._vector_room: int | None = None  # bytes a stored vector takes (see vector_room())
         self._wal_checked_at = 0.0  # monotonic time the writer last looked at the log's size
         #: Why nothing can be written (a read-only directory, a full disk), if so: the catalog is
         #: open for reading only, and every write raises it (:meth:`transaction`).
@@ -398,6 +404,14 @@ class Catalog:
         if columns and "origin" not in columns:
             conn.execute(ADD_ORIGIN_COLUMN)
             self._origin_rows(conn)
+        if columns and "vector_room" not in columns:
+            conn.execute(ADD_VECTOR_ROOM_COLUMN)
+        if columns and version < STORED_SIZE_VERSION:
+            # Vectors were counted as float32 (4 bytes a component) whatever was stored.
+            conn.execute(
+                "UPDATE memories SET size_bytes = length(CAST(content AS BLOB)) + length(metadata) "
+                "+ length(embedding) WHERE embedding IS NOT NULL"
+            )
         # Before schema 12 the session windows' text was stored in context_fts: rebuilt contentless.
         windows_sql = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'context_fts'").fetchone()
         stored_windows = windows_sql is not None and "content=''" not in windows_sql[0]
@@ -654,10 +668,12 @@ class Catalog:
         for row in rows:
             redact_row(self.redaction, row, counts)
         add_counts(conn, counted(counts))
+        room = self.vector_room(conn)
         conn.executemany(
             "INSERT INTO memories (id, type, content, metadata, source, memory_class, session_id, created_at, "
             "updated_at, importance, access_count, last_accessed, bookmarked, content_hash, chunk, expires_at, "
-            "embedding, indexed, size_bytes, scope, origin) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            "embedding, indexed, size_bytes, scope, origin, vector_room) "
+            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             [
                 (
                     r.id,
@@ -676,11 +692,12 @@ class Catalog:
                     r.content_hash,
                     r.chunk,
                     r.expires_at,
-                    _blob(r.embedding),
+                    blob := _blob(r.embedding),
                     int(r.indexed),
-                    len(r.content.encode()) + len(r.metadata) + (0 if r.embedding is None else r.embedding.nbytes),
+                    len(r.content.encode()) + len(r.metadata) + (0 if blob is None else len(blob)),
                     r.scope,
                     r.origin,
+                    None if blob is not None or not room else bytes(room),
                 )
                 for r in rows
             ],
@@ -860,16 +877,18 @@ class Catalog:
             )
 
     def set_embeddings(self, items: dict[str, np.ndarray], *, wait: bool = True) -> bool:
-        """Save vectors; a row that had none grows by the vector's size (quota accounting).
+        """Save vectors; a row that had none grows by the stored vector's size (quota accounting).
         ``wait=False``: only if that needs no wait for another thread's or process's write (see
         :meth:`try_write`); returns whether they were saved."""
 
         def run(c: sqlite3.Connection) -> None:
             c.executemany(
                 "UPDATE memories SET size_bytes = size_bytes + CASE WHEN embedding IS NULL THEN ? ELSE 0 END, "
-                "embedding = ? WHERE id = ?",
-                [(v.nbytes, _blob(v), k) for k, v in items.items()],
+                "embedding = ?, vector_room = NULL WHERE id = ?",
+                [(len(blob), blob, k) for k, v in items.items() if (blob := _blob(v)) is not None],
             )
+            if items:
+                self._vector_room = len(_blob(next(iter(items.values()))) or b"")
 
         if not wait:
             return self.try_write(run)
@@ -1059,7 +1078,8 @@ class Catalog:
     def stored_with(self, content_hash: str, session_id: str) -> list[dict[str, Any]]:
         """The metadata of each memory of session ``session_id`` whose content has ``content_hash``."""
         rows = self.read(
-            "SELECT metadata FROM memories WHERE content_hash = ? AND session_id = ?",
+            "SELECT metadata FROM memories WHERE substr(content_hash, 1, 16) = substr(?1, 1, 16) "
+            "AND content_hash = ?1 AND session_id = ?2",
             (content_hash, self.stored_session_id(session_id)),
         )
         return [json.loads(metadata) for (metadata,) in rows]
@@ -1090,11 +1110,23 @@ class Catalog:
 
     def vectors_by_hash(self, hashes: Sequence[str]) -> dict[str, np.ndarray]:
         """Stored memories' vectors by content hash (one per hash)."""
+        wanted = set(hashes)
         rows = self.read_in(
-            "SELECT content_hash, embedding FROM memories WHERE content_hash IN ({marks}) AND embedding IS NOT NULL",
-            hashes,
+            "SELECT content_hash, embedding FROM memories WHERE substr(content_hash, 1, 16) IN ({marks}) "
+            "AND embedding IS NOT NULL",
+            sorted({h[:16] for h in wanted}),
         )
-        return {h: stored_vectors.decode(blob) for h, blob in rows}
+        return {h: stored_vectors.decode(blob) for h, blob in rows if h in wanted}
+
+    def vector_room(self, conn: sqlite3.Connection) -> int:
+        """The bytes a stored vector takes here (that of the newest one stored; 0 before any): a
+        row committed without its vector is given that much room (schema 14's ``vector_room``)."""
+        if self._vector_room is None:
+            found = conn.execute(
+                "SELECT length(embedding) FROM memories WHERE embedding IS NOT NULL ORDER BY rowid DESC LIMIT 1"
+            ).fetchone()
+            self._vector_room = 0 if found is None else int(found[0])
+        return self._vector_room
 
     def get_cached_embeddings(self, model: str, hashes: Sequence[str]) -> dict[str, np.ndarray]:
         rows = self.read_in(

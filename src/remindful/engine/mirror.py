@@ -52,6 +52,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from remindful.config import PerformanceSettings
+from remindful.engine import flat
 from remindful.engine.backend import CatalogBackend
 from remindful.engine.background import BackgroundIndexer, Errand, interpreter_exiting
 from remindful.engine.backlog import BACKLOG_WATCH_S, Backlog
@@ -61,7 +62,7 @@ from remindful.engine.exact import ExactScorer
 from remindful.engine.index_deletes import FINISH_CHUNK, IndexDeletes
 from remindful.engine.index_locks import IndexHolders, IndexLock, ViewLock, WaitCancelled
 from remindful.engine.index_view import IndexView
-from remindful.engine.sqlfilter import SqlFilter, index_metadata
+from remindful.engine.sqlfilter import SqlFilter
 from remindful.errors import CorruptionError, RemindfulError, StorageError
 from remindful.index.base import VectorIndex
 from remindful.model import MemoryType
@@ -184,6 +185,14 @@ class IndexMirror:
         background (the search scores from the catalog meanwhile)."""
         if self._open_due():
             self._ask_viewer()
+        return self._index
+
+    def _await_open(self) -> VectorIndex | None:
+        """The index once the background opening asked for has ended (within the search time
+        budget), if it opened and is usable; else None."""
+        viewer = self._viewer
+        if viewer is not None:
+            viewer.wait(self._performance.search_timeout_ms / 1000)
         return self._index
 
     def _may_start(self) -> bool:
@@ -536,19 +545,15 @@ class IndexMirror:
             by_type.setdefault(row.type, []).append(row)
         with contextlib.nullcontext() if locked else self._writing(index):
             for type_value, group in by_type.items():
-                # Ids, vectors and fixed-vocabulary columns only: no text a user or an agent wrote
-                # (metadata, session ids) goes to the index, one more set of files (or a server)
-                # where it could stay. Filters are evaluated on the catalog, which holds it all.
+                # Ids and vectors only: no text a user or an agent wrote (metadata, session ids) goes
+                # to the index, one more set of files (or a server) where it could stay, and no column
+                # either (Chroma keeps a row and two index entries per value, ~250 B a memory): filters
+                # are evaluated on the catalog, which holds it all.
                 index.upsert(
                     MemoryType(type_value).collection,
                     [r.id for r in group],
                     np.stack([np.asarray(r.embedding, dtype=np.float32) for r in group]),
-                    [
-                        index_metadata(
-                            {"source": r.source, "memory_class": r.memory_class, "created_at": r.created_at}, {}
-                        )
-                        for r in group
-                    ],
+                    [{} for _ in group],
                 )
             self.catalog.mark_indexed([r.id for r in rows])
 
@@ -623,9 +628,15 @@ class IndexMirror:
         of each type): the index's collections if it is open and usable, else (while it opens in
         the background, see :meth:`_searchable`, or for good if it is damaged) the catalog's
         vectors scored exactly (:class:`~remindful.engine.flat.FlatVectors`). Never waits for
-        the index: while this process reloads its copy, a query scores exactly too."""
+        the index, but for its opening in a store too large for this process to hold its vectors
+        (``flat.MAX_ROWS``): each exact query would read every vector from the catalog then, which
+        costs more than the opening (a fresh process's first search of 100,000 memories scored
+        them in 8 s; the index opened in under 2). While this process reloads its copy, a query
+        scores exactly too."""
         index = self._searchable()
         exact = self._exact_scorer
+        if index is None and sum(counts.get(t.value, 0) for t in types) > flat.MAX_ROWS:
+            index = self._await_open()
         if index is None:
             top = self._max_rowid()  # the copy reads every row up to here (at least) when asked
             return DenseSource(lambda vector, k: exact.query(types, counts, vector, k), top)

@@ -8,10 +8,8 @@ A key is a memory field (``session_id``, ``source``, ``memory_class``, ``bookmar
 ``target.element``).
 
 Filters are evaluated in SQL by the catalog, for every retrieval space (the vector index is asked
-without them and its candidates are checked here). :func:`index_metadata` flattens columns and
-metadata into the scalars a vector index takes (the index mirror gives it fixed-vocabulary columns
-only, no text anyone wrote). :func:`with_stored_sessions` maps the session ids a filter names as
-the catalog stores them.
+without them and its candidates are checked here; the index holds ids and vectors only).
+:func:`with_stored_sessions` maps the session ids a filter names as the catalog stores them.
 """
 
 from __future__ import annotations
@@ -38,9 +36,6 @@ COLUMNS = {
     "created_at",
     "scope",
 }
-#: Memory fields copied into the vector index's metadata (immutable ones, so updates stay cheap).
-INDEXED_COLUMNS = ("session_id", "source", "memory_class", "created_at")
-META_PREFIX = "m."
 
 
 @dataclass(frozen=True, slots=True)
@@ -253,25 +248,3 @@ def to_epoch(value: Any, field: str = "timestamp") -> float:
             ) from None
         return to_epoch(parsed, field)
     raise ValidationError(field, f"expected an ISO 8601 date/time or epoch seconds, got {type(value).__name__}")
-
-
-# -- the vector index's view ---------------------------------------------------------------------
-
-
-def index_metadata(columns: Mapping[str, Any], metadata: Mapping[str, Any]) -> dict[str, str | int | float | bool]:
-    """Flat scalar metadata for the vector index: indexed columns plus ``m.``-prefixed metadata paths."""
-    flat: dict[str, str | int | float | bool] = {}
-    for key in INDEXED_COLUMNS:
-        value = columns.get(key)
-        if value is not None:
-            flat[key] = value
-    _flatten(metadata, META_PREFIX, flat)
-    return flat
-
-
-def _flatten(value: Mapping[str, Any], prefix: str, out: dict[str, str | int | float | bool]) -> None:
-    for key, item in value.items():
-        if isinstance(item, Mapping):
-            _flatten(item, f"{prefix}{key}.", out)
-        elif isinstance(item, str | int | float | bool):
-            out[f"{prefix}{key}"] = item

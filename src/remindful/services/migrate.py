@@ -20,7 +20,6 @@ import numpy as np
 from remindful.engine.postgres.transfer import PostgresTransfer
 from remindful.engine.repositories.memories import MemoryRepository
 from remindful.engine.repositories.transfer import TransferRepository
-from remindful.engine.sqlfilter import index_metadata
 from remindful.errors import StorageError
 from remindful.index.base import VectorIndex
 from remindful.model import MemoryType
@@ -94,10 +93,7 @@ def migrate(
                 collection,
                 [r.id for r in group],
                 np.stack([np.asarray(r.embedding, dtype=np.float32) for r in group]),
-                [
-                    index_metadata({"source": r.source, "memory_class": r.memory_class, "created_at": r.created_at}, {})
-                    for r in group
-                ],
+                [{} for _ in group],  # ids and vectors only, as the index mirror writes them
             )
             vectors[collection] = vectors.get(collection, 0) + len(group)
         target.memories(rows)  # after their vectors: a row marked indexed has its vector there
