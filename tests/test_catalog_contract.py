@@ -234,6 +234,16 @@ def test_back_dated_rows_are_numbered_into_their_session(backend: Backend) -> No
     assert "Postgres listens" in window
 
 
+def test_a_row_dated_inside_its_session_mends_the_windows_on_both_sides(backend: Backend) -> None:
+    backend.insert(fresh(CONVERSATION[:3]))
+    backend.insert([row("late", "Someone asked about caching", at=1_700_000_015.0)])  # between m1 and m2
+    text = backend.catalog.windows(["m0", "m1", "late", "m2"])
+    assert "caching" in text["m0"] and "Postgres" not in text["m0"]  # m2 is three places on now
+    assert text["m1"].index("node twenty") < text["m1"].index("caching") < text["m1"].index("Postgres")
+    assert text["late"].startswith("We were deploying") and "Postgres listens" in text["late"]
+    assert text["m2"].startswith("The build needs") and "caching" in text["m2"]
+
+
 # -- sessions, scopes, the ledger ------------------------------------------------------------------
 
 

@@ -224,9 +224,10 @@ class PostgresCatalog:
         caller retries (:meth:`write`); a break during COMMIT is :class:`CommitUnknownError`."""
         with self._lock:
             conn = self._connection()
-            conn.execute("BEGIN")
             try:
-                conn.execute("SELECT pg_advisory_xact_lock_shared(%s)", (lock_key(STORE_LOCK),))
+                # One round trip: the key is our own integer, so the two statements go as one
+                # simple query (no parameters) instead of two.
+                conn.execute(f"BEGIN; SELECT pg_advisory_xact_lock_shared({lock_key(STORE_LOCK):d})")
                 yield conn
             except BaseException:
                 with suppress(Exception):
@@ -370,7 +371,7 @@ class PostgresCatalog:
                     for r in rows
                 ],
             )
-        windows.after_insert(conn, [r.id for r in rows])
+        windows.after_insert(conn, [(r.id, r.session_id, r.created_at) for r in rows])
 
     def get_rows(self, ids: Sequence[str]) -> dict[str, MemoryRow]:
         """Rows for ``ids`` that exist, keyed by id."""
