@@ -216,6 +216,15 @@ def test_lexical_search_stems_english_in_the_memory_text(backend: Backend) -> No
     assert freqs == {"staging": 2, "pizza": 1, "absent": 0} and size >= 5
 
 
+def test_the_size_after_a_write_here_includes_it(backend: Backend) -> None:
+    backend.insert(fresh(CONVERSATION))
+    backend.catalog.lexical(["staging"], build_filter(), 10, table="context_fts")
+    _, size = backend.catalog.doc_freqs(["staging"])
+    backend.insert([row(f"more{i}", f"more on staging {i}", at=1_700_000_100.0 + i) for i in range(200)])
+    _, grown = backend.catalog.doc_freqs(["staging"])
+    assert grown >= size + 200  # read again, not the size remembered from before the write
+
+
 def test_the_session_window_space_finds_a_memory_by_its_neighbours_words(backend: Backend) -> None:
     backend.insert(fresh(CONVERSATION))
     hits = {mid for mid, _ in backend.catalog.lexical(["node"], build_filter(), 10, table="context_fts")}

@@ -235,6 +235,7 @@ class PostgresCatalog:
                 raise
             try:
                 conn.execute("COMMIT")
+                self._lexical.forget_size()
             except self._psycopg.OperationalError as exc:
                 raise CommitUnknownError(
                     f"the connection to {self.shown_url} broke while committing: the write may or may not have landed"
