@@ -142,6 +142,7 @@ class PostgresCatalog:
         self._psycopg = _psycopg()
         self._lock = threading.RLock()
         self._conn: Any = None
+        self._pipeline: Any = None  # the write transaction's pipeline (pipeline_rest), if any
         self._local = threading.local()  # each thread's own read connection
         self._readers: list[Any] = []
         self._readers_lock = threading.Lock()
@@ -221,25 +222,60 @@ class PostgresCatalog:
     @contextmanager
     def transaction(self) -> Iterator[Any]:
         """One write transaction on the shared connection, holding the store lock shared. The
-        caller retries (:meth:`write`); a break during COMMIT is :class:`CommitUnknownError`."""
+        caller retries (:meth:`write`); a break during COMMIT is :class:`CommitUnknownError`.
+
+        A write may send its statements from some point on in pipeline mode (:meth:`pipeline_rest`):
+        those that return nothing then go with the next that does, or with the COMMIT, in one round
+        trip. An error of one of them is raised by that next read or by the commit, the
+        transaction rolled back, as if raised where it was sent (a serialisation failure or a
+        deadlock is retried); only a connection broken at the commit is :class:`CommitUnknownError`."""
         with self._lock:
             conn = self._connection()
+            self._pipeline = None
             try:
                 # One round trip: the key is our own integer, so the two statements go as one
                 # simple query (no parameters) instead of two.
                 conn.execute(f"BEGIN; SELECT pg_advisory_xact_lock_shared({lock_key(STORE_LOCK):d})")
                 yield conn
             except BaseException:
+                self._end_pipeline(conn, failed=True)
                 with suppress(Exception):
                     conn.execute("ROLLBACK")
                 raise
             try:
                 conn.execute("COMMIT")
+                self._end_pipeline(conn, failed=False)
                 self._lexical.forget_size()
             except self._psycopg.OperationalError as exc:
+                if not conn.broken and not isinstance(exc, self._psycopg.errors.QueryCanceled):
+                    # A pipelined statement failed (the COMMIT did not run): as any failed write.
+                    with suppress(Exception):
+                        conn.execute("ROLLBACK")
+                    raise
                 raise CommitUnknownError(
                     f"the connection to {self.shown_url} broke while committing: the write may or may not have landed"
                 ) from exc
+            except self._psycopg.Error:
+                with suppress(Exception):
+                    conn.execute("ROLLBACK")
+                raise
+
+    def pipeline_rest(self, conn: Any) -> None:
+        """Send the rest of this write transaction's statements in pipeline mode (see
+        :meth:`transaction`); its caller reads no ``rowcount`` after this."""
+        if self._pipeline is None:
+            self._pipeline = conn.pipeline()
+            self._pipeline.__enter__()
+
+    def _end_pipeline(self, conn: Any, *, failed: bool) -> None:
+        pipeline, self._pipeline = self._pipeline, None
+        if pipeline is None:
+            return
+        if failed:
+            with suppress(Exception):
+                pipeline.__exit__(RuntimeError, RuntimeError("rolled back"), None)
+        else:
+            pipeline.__exit__(None, None, None)
 
     def write(self, fn: Callable[[Any], T], *, what: str = "write") -> T:
         """Run ``fn(conn)`` in one retried write transaction."""
@@ -337,6 +373,8 @@ class PostgresCatalog:
         counts: dict[str, int] = {}
         for row in rows:
             redact_row(self.redaction, row, counts)
+        # From here on, what returns nothing waits for the windows' read, then for the COMMIT.
+        self.pipeline_rest(conn)
         add_counts(conn, counted(counts))
         with conn.cursor() as cur:
             cur.executemany(
