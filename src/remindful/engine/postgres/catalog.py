@@ -140,12 +140,11 @@ class PostgresCatalog:
         self.redaction = redaction
         self._connect_timeout = connect_timeout
         self._psycopg = _psycopg()
-        self._lock = threading.RLock()
-        self._conn: Any = None
-        self._pipeline: Any = None  # the write transaction's pipeline (pipeline_rest), if any
-        self._local = threading.local()  # each thread's own read connection
-        self._readers: list[Any] = []
-        self._readers_lock = threading.Lock()
+        # Each thread has its own connection, for its reads and its write transactions: a store
+        # never waits for a background thread's write in this process (the server orders them).
+        self._local = threading.local()  # .conn, and .pipeline inside a write (pipeline_rest)
+        self._conns: list[Any] = []
+        self._conns_lock = threading.Lock()
         self._lexical = PostgresLexicalSearch(self)
         self._with_retries(self._migrate, what="opening the PostgreSQL catalog")
 
@@ -158,33 +157,23 @@ class PostgresCatalog:
         )
 
     def _connection(self) -> Any:
-        conn = self._conn
+        """This thread's own connection (opened again if it broke)."""
+        conn = getattr(self._local, "conn", None)
         if conn is None or conn.closed or conn.broken:
             if conn is not None:
                 with suppress(Exception):
                     conn.close()
-            self._conn = conn = self._connect()
+            conn = self._local.conn = self._connect()
+            with self._conns_lock:
+                self._conns.append(conn)
         return conn
 
     def close(self) -> None:
-        with self._lock:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
-            with self._readers_lock:
-                for conn in self._readers:
-                    with suppress(Exception):
-                        conn.close()
-                self._readers.clear()
-
-    def _reader(self) -> Any:
-        """This thread's own read connection (a read never waits for another thread's write)."""
-        conn = getattr(self._local, "conn", None)
-        if conn is None or conn.closed or conn.broken:
-            conn = self._local.conn = self._connect()
-            with self._readers_lock:
-                self._readers.append(conn)
-        return conn
+        with self._conns_lock:
+            for conn in self._conns:
+                with suppress(Exception):
+                    conn.close()
+            self._conns.clear()
 
     def _error(self, exc: Exception, what: str) -> StorageError | None:
         """Ours for a psycopg error; None means 'retry it' (a broken connection, a serialisation
@@ -221,7 +210,7 @@ class PostgresCatalog:
 
     @contextmanager
     def transaction(self) -> Iterator[Any]:
-        """One write transaction on the shared connection, holding the store lock shared. The
+        """One write transaction on this thread's connection, holding the store lock shared. The
         caller retries (:meth:`write`); a break during COMMIT is :class:`CommitUnknownError`.
 
         A write may send its statements from some point on in pipeline mode (:meth:`pipeline_rest`):
@@ -229,46 +218,45 @@ class PostgresCatalog:
         trip. An error of one of them is raised by that next read or by the commit, the
         transaction rolled back, as if raised where it was sent (a serialisation failure or a
         deadlock is retried); only a connection broken at the commit is :class:`CommitUnknownError`."""
-        with self._lock:
-            conn = self._connection()
-            self._pipeline = None
-            try:
-                # One round trip: the key is our own integer, so the two statements go as one
-                # simple query (no parameters) instead of two.
-                conn.execute(f"BEGIN; SELECT pg_advisory_xact_lock_shared({lock_key(STORE_LOCK):d})")
-                yield conn
-            except BaseException:
-                self._end_pipeline(conn, failed=True)
+        conn = self._connection()
+        self._local.pipeline = None
+        try:
+            # One round trip: the key is our own integer, so the two statements go as one
+            # simple query (no parameters) instead of two.
+            conn.execute(f"BEGIN; SELECT pg_advisory_xact_lock_shared({lock_key(STORE_LOCK):d})")
+            yield conn
+        except BaseException:
+            self._end_pipeline(conn, failed=True)
+            with suppress(Exception):
+                conn.execute("ROLLBACK")
+            raise
+        try:
+            conn.execute("COMMIT")
+            self._end_pipeline(conn, failed=False)
+            self._lexical.forget_size()
+        except self._psycopg.OperationalError as exc:
+            if not conn.broken and not isinstance(exc, self._psycopg.errors.QueryCanceled):
+                # A pipelined statement failed (the COMMIT did not run): as any failed write.
                 with suppress(Exception):
                     conn.execute("ROLLBACK")
                 raise
-            try:
-                conn.execute("COMMIT")
-                self._end_pipeline(conn, failed=False)
-                self._lexical.forget_size()
-            except self._psycopg.OperationalError as exc:
-                if not conn.broken and not isinstance(exc, self._psycopg.errors.QueryCanceled):
-                    # A pipelined statement failed (the COMMIT did not run): as any failed write.
-                    with suppress(Exception):
-                        conn.execute("ROLLBACK")
-                    raise
-                raise CommitUnknownError(
-                    f"the connection to {self.shown_url} broke while committing: the write may or may not have landed"
-                ) from exc
-            except self._psycopg.Error:
-                with suppress(Exception):
-                    conn.execute("ROLLBACK")
-                raise
+            raise CommitUnknownError(
+                f"the connection to {self.shown_url} broke while committing: the write may or may not have landed"
+            ) from exc
+        except self._psycopg.Error:
+            with suppress(Exception):
+                conn.execute("ROLLBACK")
+            raise
 
     def pipeline_rest(self, conn: Any) -> None:
         """Send the rest of this write transaction's statements in pipeline mode (see
         :meth:`transaction`); its caller reads no ``rowcount`` after this."""
-        if self._pipeline is None:
-            self._pipeline = conn.pipeline()
-            self._pipeline.__enter__()
+        if getattr(self._local, "pipeline", None) is None:
+            self._local.pipeline = conn.pipeline()
+            self._local.pipeline.__enter__()
 
     def _end_pipeline(self, conn: Any, *, failed: bool) -> None:
-        pipeline, self._pipeline = self._pipeline, None
+        pipeline, self._local.pipeline = getattr(self._local, "pipeline", None), None
         if pipeline is None:
             return
         if failed:
@@ -294,14 +282,8 @@ class PostgresCatalog:
         sql = pg_sql(sql)
 
         def run() -> list[Any]:
-            # In this thread's own write transaction, read there (it sees its own writes);
-            # while another thread holds the shared connection, read on this thread's own.
-            if self._lock.acquire(blocking=False):
-                try:
-                    return list(self._connection().execute(sql, params).fetchall())
-                finally:
-                    self._lock.release()
-            return list(self._reader().execute(sql, params).fetchall())
+            # On this thread's connection: inside its write transaction, a read sees its writes.
+            return list(self._connection().execute(sql, params).fetchall())
 
         return self._with_retries(run, what="read")
 
@@ -628,10 +610,9 @@ class PostgresCatalog:
         return False
 
     def try_write(self, fn: Callable[[Any], Any]) -> bool:
-        """Run ``fn(conn)`` in one write transaction now if no other thread of this process holds
-        the connection; whether it ran (an error is logged and rolled back: nothing written)."""
-        if not self._lock.acquire(blocking=False):
-            return False
+        """Run ``fn(conn)`` in one write transaction now (on this thread's own connection: no other
+        thread of this process holds it); whether it ran (an error is logged and rolled back:
+        nothing written)."""
         try:
             with self.transaction() as conn:
                 fn(conn)
@@ -639,8 +620,6 @@ class PostgresCatalog:
         except self._psycopg.Error as exc:
             log.debug("not written now: %s", exc)
             return False
-        finally:
-            self._lock.release()
 
     def embeddings(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
         rows = self.read(

@@ -33,6 +33,9 @@ def after_insert(conn: Conn, rows: Sequence[tuple[str, str | None, float]]) -> N
         found = conn.execute("SELECT rowid, content, created_at FROM memories WHERE id = ANY(%s)", (loose,))
         _write(conn, [(rowid, f"{content}\n({date_words(created)})") for rowid, content, created in found])
     for session_id, earliest in sorted(sessions.items()):
+        # Writers of one session (threads, machines) number it one after the other; a statement
+        # of its own, so that the numbering's snapshot, taken after it, sees the last one's rows.
+        conn.execute("SELECT pg_advisory_xact_lock(hashtextextended('remindful:session:' || %s, 0))", (session_id,))
         _write(conn, _renumbered_windows(conn, session_id, earliest))
 
 
