@@ -276,3 +276,22 @@ def test_a_write_failing_in_its_pipelined_tail_rolls_back_whole_and_says_so(post
         assert "memory m1" in catalog.windows(["m3"])["m3"]
     finally:
         catalog.close()
+
+
+def test_two_writers_of_one_session_number_it_one_after_the_other(postgres_url: str, tmp_path: Path) -> None:
+    first, second = (open_catalog(postgres_url, tmp_path) for _ in range(2))  # two machines
+    try:
+        with first.transaction() as conn:  # the first write is still open when the second comes
+            first.insert_memories(conn, [memory("early", at=1_700_000_000.0)])
+            late = memory("late", at=1_700_000_010.0)
+            late.type, late.scope = "decision", "project:other-1234abcd"  # no count row shared with the first
+            later = threading.Thread(target=insert, args=(second, late))
+            later.start()
+            later.join(timeout=1.0)  # it waits for the first write's commit (or, unlocked, does not)
+        later.join()
+        seqs = first.read("SELECT id, seq FROM memories ORDER BY created_at")
+        assert [tuple(r) for r in seqs] == [("early", 0), ("late", 1)]
+        assert "memory early" in first.windows(["late"])["late"]
+    finally:
+        first.close()
+        second.close()
