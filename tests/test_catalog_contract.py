@@ -216,6 +216,15 @@ def test_lexical_search_stems_english_in_the_memory_text(backend: Backend) -> No
     assert freqs == {"staging": 2, "pizza": 1, "absent": 0} and size >= 5
 
 
+def test_the_size_after_a_write_here_includes_it(backend: Backend) -> None:
+    backend.insert(fresh(CONVERSATION))
+    backend.catalog.lexical(["staging"], build_filter(), 10, table="context_fts")
+    _, size = backend.catalog.doc_freqs(["staging"])
+    backend.insert([row(f"more{i}", f"more on staging {i}", at=1_700_000_100.0 + i) for i in range(200)])
+    _, grown = backend.catalog.doc_freqs(["staging"])
+    assert grown >= size + 200  # read again, not the size remembered from before the write
+
+
 def test_the_session_window_space_finds_a_memory_by_its_neighbours_words(backend: Backend) -> None:
     backend.insert(fresh(CONVERSATION))
     hits = {mid for mid, _ in backend.catalog.lexical(["node"], build_filter(), 10, table="context_fts")}
@@ -232,6 +241,16 @@ def test_back_dated_rows_are_numbered_into_their_session(backend: Backend) -> No
     window = backend.catalog.windows(["m0"])["m0"]
     assert window.index("Kickoff meeting") < window.index("deploying")  # it sits before m0 now
     assert "Postgres listens" in window
+
+
+def test_a_row_dated_inside_its_session_mends_the_windows_on_both_sides(backend: Backend) -> None:
+    backend.insert(fresh(CONVERSATION[:3]))
+    backend.insert([row("late", "Someone asked about caching", at=1_700_000_015.0)])  # between m1 and m2
+    text = backend.catalog.windows(["m0", "m1", "late", "m2"])
+    assert "caching" in text["m0"] and "Postgres" not in text["m0"]  # m2 is three places on now
+    assert text["m1"].index("node twenty") < text["m1"].index("caching") < text["m1"].index("Postgres")
+    assert text["late"].startswith("We were deploying") and "Postgres listens" in text["late"]
+    assert text["m2"].startswith("The build needs") and "caching" in text["m2"]
 
 
 # -- sessions, scopes, the ledger ------------------------------------------------------------------

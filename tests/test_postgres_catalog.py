@@ -253,3 +253,45 @@ def test_a_delivery_does_not_bring_back_what_was_forgotten(postgres_url: str, tm
         assert catalog.existing_ids(["f1", "kept"]) == {"kept"}
     finally:
         catalog.close()
+
+
+def test_a_write_failing_in_its_pipelined_tail_rolls_back_whole_and_says_so(postgres_url: str, tmp_path: Path) -> None:
+    from remindful.engine.postgres.catalog import CommitUnknownError
+
+    catalog = open_catalog(postgres_url, tmp_path)
+    try:
+        insert(catalog, memory("m1"))
+
+        def run(conn: object) -> None:
+            catalog.insert_memories(conn, [memory("m2", at=1_700_000_010.0)])  # the rest is pipelined
+            catalog.ensure_session(conn, "s", 1_700_000_010.0)
+            conn.execute("INSERT INTO memories (id) VALUES ('no-type')")  # type: ignore[attr-defined]
+
+        with pytest.raises(StorageError) as raised:
+            catalog.write(run)
+        assert not isinstance(raised.value, CommitUnknownError) and "null value" in str(raised.value)
+        assert catalog.existing_ids(["m1", "m2", "no-type"]) == {"m1"}
+        insert(catalog, memory("m3", at=1_700_000_020.0))  # the connection is usable again
+        assert catalog.existing_ids(["m3"]) == {"m3"}
+        assert "memory m1" in catalog.windows(["m3"])["m3"]
+    finally:
+        catalog.close()
+
+
+def test_two_writers_of_one_session_number_it_one_after_the_other(postgres_url: str, tmp_path: Path) -> None:
+    first, second = (open_catalog(postgres_url, tmp_path) for _ in range(2))  # two machines
+    try:
+        with first.transaction() as conn:  # the first write is still open when the second comes
+            first.insert_memories(conn, [memory("early", at=1_700_000_000.0)])
+            late = memory("late", at=1_700_000_010.0)
+            late.type, late.scope = "decision", "project:other-1234abcd"  # no count row shared with the first
+            later = threading.Thread(target=insert, args=(second, late))
+            later.start()
+            later.join(timeout=1.0)  # it waits for the first write's commit (or, unlocked, does not)
+        later.join()
+        seqs = first.read("SELECT id, seq FROM memories ORDER BY created_at")
+        assert [tuple(r) for r in seqs] == [("early", 0), ("late", 1)]
+        assert "memory early" in first.windows(["late"])["late"]
+    finally:
+        first.close()
+        second.close()

@@ -175,3 +175,28 @@ def test_the_cli_on_two_machines_shares_one_memory_and_never_shows_the_password(
     written = [p for home in homes.values() for p in home.rglob("*") if p.is_file()]
     assert written and not [p for p in written if secret.encode() in p.read_bytes()]
     assert secret not in (tmp_path / "export.jsonl").read_text()
+
+
+def test_two_clones_of_a_repository_on_two_machines_share_its_project(
+    postgres_url: str, chroma: tuple[str, int], tmp_path: Path
+) -> None:
+    clones = []
+    for place, url in (
+        ("laptop/shop", "git@github.com:team/shop.git"),
+        ("desktop/w/shop2", "https://github.com/team/shop"),
+    ):
+        (tmp_path / place / ".git").mkdir(parents=True)
+        (tmp_path / place / ".git" / "config").write_text(f'[remote "origin"]\n\turl = {url}\n')
+        clones.append(tmp_path / place)
+    a = machine(tmp_path / "a", postgres_url, chroma, project=clones[0])
+    b = machine(tmp_path / "b", postgres_url, chroma, project=clones[1])
+    try:
+        mid = a.store("the shop's tests need redis running", type="knowledge")
+        scope = b.get(mid).scope
+        assert scope is not None and scope.startswith("project:shop-")
+        assert b.store("the shop deploys from main", type="knowledge") and {m.scope for m in b.list(limit=10)} == {
+            scope
+        }
+    finally:
+        a.close()
+        b.close()

@@ -14,7 +14,11 @@ A project is found by walking up from the directory, the nearest of these winnin
    ``<repo>/.git/worktrees/<name>``, with a ``commondir`` back to ``<repo>/.git``) are one project.
    A submodule (``.git`` pointing into ``<parent>/.git/modules/<name>``, no ``commondir``) is a
    project of its own. A repository whose work tree is the home directory (a dotfiles repository)
-   counts as none: it would make every folder under the home one project.
+   counts as none: it would make every folder under the home one project. On a shared store
+   (``by_remote``: the catalog on a server) a repository whose ``origin`` remote has a URL is
+   identified by that URL instead, normalised (:func:`remote_identity`: scheme, user and a trailing
+   ``.git`` dropped, ``host:path`` made ``host/path``) and named by its last part, so two clones
+   on two machines are one project.
 
 With ``scopes.project`` set (``REMINDFUL_SCOPES__PROJECT`` for one process) every directory is that
 project. Else a directory in none of the above is its own project, except the home directory and
@@ -143,9 +147,13 @@ class Resolver:
         names: Mapping[str, str] | None = None,
         clean: Callable[[str], str] | None = None,
         registry: Callable[[], Registry | None] | None = None,
+        *,
+        by_remote: bool = False,
     ) -> None:
         """``registry``: gives the store's :class:`Registry` (None while there is none: a marker is
-        then taken at its word, as without a store)."""
+        then taken at its word, as without a store). ``by_remote``: a repository is known by its
+        ``origin`` URL where it has one (a store shared by several machines)."""
+        self._by_remote = by_remote
         self._clean = clean if clean is not None else _same
         self.fixed = Project.named(self._clean(fixed)) if fixed else None
         self.names = {_real(os.path.expanduser(path)): name for path, name in (names or {}).items()}
@@ -200,6 +208,9 @@ class Resolver:
             repository = _repository(current)
             if repository is not None and repository[2] != self._home:
                 identity, name, root = repository
+                remote = _origin_url(identity) if self._by_remote else None
+                if remote:
+                    return Project.at("remote:" + remote, clean(remote.rsplit("/", 1)[-1]), clean(root))
                 return Project.at(identity, clean(name), clean(root))
             parent = os.path.dirname(current)
             if parent == current:
@@ -277,6 +288,46 @@ def _repository(directory: str) -> tuple[str, str, str] | None:
     return common, _base(common).removesuffix(".git") or _base(directory), directory
 
 
+def remote_identity(url: str) -> str:
+    """A remote URL as every clone of the repository gives it: ``https://user@host/org/repo.git``,
+    ``ssh://git@host/org/repo``, ``git@host:org/repo.git`` all make ``host/org/repo`` (the host in
+    lower case); "" for a URL that names nothing."""
+    url = url.strip()
+    if "://" in url:
+        url = url.split("://", 1)[1]
+    elif ":" in url.split("/", 1)[0]:  # scp-like: [user@]host:path
+        url = url.replace(":", "/", 1)
+    host, _, path = url.partition("/")
+    host = host.rsplit("@", 1)[-1].lower()
+    path = path.strip("/").removesuffix(".git").strip("/")
+    return f"{host}/{path}" if host and path else ""
+
+
+#: A section header of a git config file, and a ``url = …`` line.
+_SECTION = re.compile(r'^\s*\[\s*([^\s\]"]+)(?:\s+"((?:[^"\\]|\\.)*)")?\s*\]')
+_URL_LINE = re.compile(r"^\s*url\s*=\s*(.*?)\s*$", re.IGNORECASE)
+
+
+def _origin_url(common: str) -> str | None:
+    """The normalised URL of the ``origin`` remote in the common git directory ``common``'s
+    ``config`` (read as a file: no git process), or None without one."""
+    try:
+        with open(os.path.join(common, "config"), encoding="utf-8", errors="replace") as f:
+            text = f.read(65536)
+    except OSError:
+        return None
+    in_origin = False
+    for line in text.splitlines():
+        section = _SECTION.match(line)
+        if section:
+            in_origin = section.group(1).lower() == "remote" and section.group(2) == "origin"
+            continue
+        found = _URL_LINE.match(line) if in_origin else None
+        if found:
+            return remote_identity(found.group(1).strip('"')) or None
+    return None
+
+
 def _common_dir(git_dir: str) -> str:
     """The common git directory of ``git_dir``: the one its ``commondir`` file names (a worktree's
     points back to the repository's), else itself."""
@@ -288,4 +339,4 @@ def _common_dir(git_dir: str) -> str:
     return _real(os.path.join(git_dir, named)) if named else _real(git_dir)
 
 
-__all__ = ["MARKER", "PROJECT_PREFIX", "Project", "Resolver", "slug"]
+__all__ = ["MARKER", "PROJECT_PREFIX", "Project", "Resolver", "remote_identity", "slug"]

@@ -147,8 +147,13 @@ class Store:
         scopes = settings.scopes
         #: Finds the project of a directory, and the scope of a memory whose writer named none.
         #: A marker cannot claim a project bound to another directory: the catalog says which are.
+        #: On a shared catalog a repository is known by its origin URL: its clones elsewhere are one project.
         self.resolver = Resolver(
-            scopes.project, scopes.projects, clean=self.redaction.text, registry=self._project_registry
+            scopes.project,
+            scopes.projects,
+            clean=self.redaction.text,
+            registry=self._project_registry,
+            by_remote=bool(settings.catalog.url),
         )
         self.scopes = Assigner(self.resolver, classify=scopes.user_level)
         #: The project this store's writer works in: a new memory whose metadata names no directory

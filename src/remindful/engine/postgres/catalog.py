@@ -140,11 +140,11 @@ class PostgresCatalog:
         self.redaction = redaction
         self._connect_timeout = connect_timeout
         self._psycopg = _psycopg()
-        self._lock = threading.RLock()
-        self._conn: Any = None
-        self._local = threading.local()  # each thread's own read connection
-        self._readers: list[Any] = []
-        self._readers_lock = threading.Lock()
+        # Each thread has its own connection, for its reads and its write transactions: a store
+        # never waits for a background thread's write in this process (the server orders them).
+        self._local = threading.local()  # .conn, and .pipeline inside a write (pipeline_rest)
+        self._conns: list[Any] = []
+        self._conns_lock = threading.Lock()
         self._lexical = PostgresLexicalSearch(self)
         self._with_retries(self._migrate, what="opening the PostgreSQL catalog")
 
@@ -157,33 +157,23 @@ class PostgresCatalog:
         )
 
     def _connection(self) -> Any:
-        conn = self._conn
+        """This thread's own connection (opened again if it broke)."""
+        conn = getattr(self._local, "conn", None)
         if conn is None or conn.closed or conn.broken:
             if conn is not None:
                 with suppress(Exception):
                     conn.close()
-            self._conn = conn = self._connect()
+            conn = self._local.conn = self._connect()
+            with self._conns_lock:
+                self._conns.append(conn)
         return conn
 
     def close(self) -> None:
-        with self._lock:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
-            with self._readers_lock:
-                for conn in self._readers:
-                    with suppress(Exception):
-                        conn.close()
-                self._readers.clear()
-
-    def _reader(self) -> Any:
-        """This thread's own read connection (a read never waits for another thread's write)."""
-        conn = getattr(self._local, "conn", None)
-        if conn is None or conn.closed or conn.broken:
-            conn = self._local.conn = self._connect()
-            with self._readers_lock:
-                self._readers.append(conn)
-        return conn
+        with self._conns_lock:
+            for conn in self._conns:
+                with suppress(Exception):
+                    conn.close()
+            self._conns.clear()
 
     def _error(self, exc: Exception, what: str) -> StorageError | None:
         """Ours for a psycopg error; None means 'retry it' (a broken connection, a serialisation
@@ -220,24 +210,60 @@ class PostgresCatalog:
 
     @contextmanager
     def transaction(self) -> Iterator[Any]:
-        """One write transaction on the shared connection, holding the store lock shared. The
-        caller retries (:meth:`write`); a break during COMMIT is :class:`CommitUnknownError`."""
-        with self._lock:
-            conn = self._connection()
-            conn.execute("BEGIN")
-            try:
-                conn.execute("SELECT pg_advisory_xact_lock_shared(%s)", (lock_key(STORE_LOCK),))
-                yield conn
-            except BaseException:
+        """One write transaction on this thread's connection, holding the store lock shared. The
+        caller retries (:meth:`write`); a break during COMMIT is :class:`CommitUnknownError`.
+
+        A write may send its statements from some point on in pipeline mode (:meth:`pipeline_rest`):
+        those that return nothing then go with the next that does, or with the COMMIT, in one round
+        trip. An error of one of them is raised by that next read or by the commit, the
+        transaction rolled back, as if raised where it was sent (a serialisation failure or a
+        deadlock is retried); only a connection broken at the commit is :class:`CommitUnknownError`."""
+        conn = self._connection()
+        self._local.pipeline = None
+        try:
+            # One round trip: the key is our own integer, so the two statements go as one
+            # simple query (no parameters) instead of two.
+            conn.execute(f"BEGIN; SELECT pg_advisory_xact_lock_shared({lock_key(STORE_LOCK):d})")
+            yield conn
+        except BaseException:
+            self._end_pipeline(conn, failed=True)
+            with suppress(Exception):
+                conn.execute("ROLLBACK")
+            raise
+        try:
+            conn.execute("COMMIT")
+            self._end_pipeline(conn, failed=False)
+            self._lexical.forget_size()
+        except self._psycopg.OperationalError as exc:
+            if not conn.broken and not isinstance(exc, self._psycopg.errors.QueryCanceled):
+                # A pipelined statement failed (the COMMIT did not run): as any failed write.
                 with suppress(Exception):
                     conn.execute("ROLLBACK")
                 raise
-            try:
-                conn.execute("COMMIT")
-            except self._psycopg.OperationalError as exc:
-                raise CommitUnknownError(
-                    f"the connection to {self.shown_url} broke while committing: the write may or may not have landed"
-                ) from exc
+            raise CommitUnknownError(
+                f"the connection to {self.shown_url} broke while committing: the write may or may not have landed"
+            ) from exc
+        except self._psycopg.Error:
+            with suppress(Exception):
+                conn.execute("ROLLBACK")
+            raise
+
+    def pipeline_rest(self, conn: Any) -> None:
+        """Send the rest of this write transaction's statements in pipeline mode (see
+        :meth:`transaction`); its caller reads no ``rowcount`` after this."""
+        if getattr(self._local, "pipeline", None) is None:
+            self._local.pipeline = conn.pipeline()
+            self._local.pipeline.__enter__()
+
+    def _end_pipeline(self, conn: Any, *, failed: bool) -> None:
+        pipeline, self._local.pipeline = getattr(self._local, "pipeline", None), None
+        if pipeline is None:
+            return
+        if failed:
+            with suppress(Exception):
+                pipeline.__exit__(RuntimeError, RuntimeError("rolled back"), None)
+        else:
+            pipeline.__exit__(None, None, None)
 
     def write(self, fn: Callable[[Any], T], *, what: str = "write") -> T:
         """Run ``fn(conn)`` in one retried write transaction."""
@@ -256,14 +282,8 @@ class PostgresCatalog:
         sql = pg_sql(sql)
 
         def run() -> list[Any]:
-            # In this thread's own write transaction, read there (it sees its own writes);
-            # while another thread holds the shared connection, read on this thread's own.
-            if self._lock.acquire(blocking=False):
-                try:
-                    return list(self._connection().execute(sql, params).fetchall())
-                finally:
-                    self._lock.release()
-            return list(self._reader().execute(sql, params).fetchall())
+            # On this thread's connection: inside its write transaction, a read sees its writes.
+            return list(self._connection().execute(sql, params).fetchall())
 
         return self._with_retries(run, what="read")
 
@@ -335,6 +355,8 @@ class PostgresCatalog:
         counts: dict[str, int] = {}
         for row in rows:
             redact_row(self.redaction, row, counts)
+        # From here on, what returns nothing waits for the windows' read, then for the COMMIT.
+        self.pipeline_rest(conn)
         add_counts(conn, counted(counts))
         with conn.cursor() as cur:
             cur.executemany(
@@ -370,7 +392,7 @@ class PostgresCatalog:
                     for r in rows
                 ],
             )
-        windows.after_insert(conn, [r.id for r in rows])
+        windows.after_insert(conn, [(r.id, r.session_id, r.created_at) for r in rows])
 
     def get_rows(self, ids: Sequence[str]) -> dict[str, MemoryRow]:
         """Rows for ``ids`` that exist, keyed by id."""
@@ -588,10 +610,9 @@ class PostgresCatalog:
         return False
 
     def try_write(self, fn: Callable[[Any], Any]) -> bool:
-        """Run ``fn(conn)`` in one write transaction now if no other thread of this process holds
-        the connection; whether it ran (an error is logged and rolled back: nothing written)."""
-        if not self._lock.acquire(blocking=False):
-            return False
+        """Run ``fn(conn)`` in one write transaction now (on this thread's own connection: no other
+        thread of this process holds it); whether it ran (an error is logged and rolled back:
+        nothing written)."""
         try:
             with self.transaction() as conn:
                 fn(conn)
@@ -599,8 +620,6 @@ class PostgresCatalog:
         except self._psycopg.Error as exc:
             log.debug("not written now: %s", exc)
             return False
-        finally:
-            self._lock.release()
 
     def embeddings(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
         rows = self.read(

@@ -12,6 +12,7 @@ only its newest matches are ranked.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Any, Protocol
 
@@ -40,6 +41,13 @@ def tsquery(count: int) -> str:
     return "(" + " || ".join([one] * count) + ")"
 
 
+#: How long (seconds) the store's size last read stands in for a new read when every count a call
+#: needs is remembered: a search's two spaces and its document frequencies then share one read. The
+#: catalog forgets it when it commits a write (:meth:`PostgresLexicalSearch.forget_size`); another
+#: machine's writes are seen this much later at most, as if the read had come that much sooner.
+SIZE_REUSE_S = 0.25
+
+
 class PostgresLexicalSearch:
     """Ranked full-text queries on one PostgreSQL catalog, and the document frequencies counted."""
 
@@ -47,6 +55,7 @@ class PostgresLexicalSearch:
         self._catalog = catalog
         self._doc_freqs: dict[tuple[str, str], tuple[int, int, int]] = {}
         self._size = 0  # the store's size (largest rowid) when last read: remembered counts age with it
+        self._size_at = float("-inf")  # when (time.monotonic()) it was read
 
     def search(
         self, terms: Sequence[str], flt: SqlFilter, limit: int, *, table: str = "memories_fts"
@@ -124,19 +133,30 @@ class PostgresLexicalSearch:
         count, _, counted_to = known
         return count < counted_to or counted_to >= cap
 
+    def forget_size(self) -> None:
+        """The store changed (a write committed here): the next call reads its size again."""
+        self._size_at = float("-inf")
+
     def _counts(self, table: str, terms: Sequence[str], cap: int, size: int | None = None) -> int:
         """Count (up to ``cap``) the rows of each of ``terms`` not remembered, and the store's size,
-        in one statement; remember them; the size."""
-        source, column, _ = SPACES[table]
-        wanted = sorted({t for t in terms if not self._fresh(table, t, self._size if size is None else size, cap)})
-        one = f"(SELECT count(*) FROM (SELECT 1 FROM {source} WHERE {column} @@ {tsquery(1)} LIMIT %s) x)"
-        row = self._catalog.read(
-            "SELECT " + ", ".join(["(SELECT coalesce(max(rowid), 0) FROM memories)"] + [one] * len(wanted)),
-            [x for t in wanted for x in (t, cap)],
-        )[0]
+        in one statement; remember them; the size. At the first cap (what every search counts)
+        the other space's counts are read in the same statement: a search asks for both. With
+        nothing to count, a size read less than :data:`SIZE_REUSE_S` ago is the answer."""
+        known = self._size if size is None else size
+        spaces = list(SPACES) if cap == LEXICAL_MAX_MATCHES + 1 else [table]
+        wanted = [(space, t) for space in spaces for t in sorted(set(terms)) if not self._fresh(space, t, known, cap)]
+        if not wanted and size is None and time.monotonic() - self._size_at < SIZE_REUSE_S:
+            return self._size
+        columns = ["(SELECT coalesce(max(rowid), 0) FROM memories)"]
+        for space, _ in wanted:
+            source, column, _ = SPACES[space]
+            columns.append(f"(SELECT count(*) FROM (SELECT 1 FROM {source} WHERE {column} @@ {tsquery(1)} LIMIT %s) x)")
+        read_at = time.monotonic()
+        row = self._catalog.read("SELECT " + ", ".join(columns), [x for _, t in wanted for x in (t, cap)])[0]
         size = self._size = int(row[0])
+        self._size_at = read_at
         if len(self._doc_freqs) > 50_000:
             self._doc_freqs.clear()
-        for term, count in zip(wanted, row[1:], strict=True):
-            self._doc_freqs[(table, term)] = (int(count), size, cap)
+        for (space, term), count in zip(wanted, row[1:], strict=True):
+            self._doc_freqs[(space, term)] = (int(count), size, cap)
         return size

@@ -18,38 +18,56 @@ from remindful.engine.windows import WINDOW, _runs, date_words
 Conn = Any  # a psycopg.Connection: imported lazily by the catalog
 
 
-def after_insert(conn: Conn, ids: Sequence[str]) -> None:
-    """Number the new rows within their sessions and build the windows they change."""
+def after_insert(conn: Conn, rows: Sequence[tuple[str, str | None, float]]) -> None:
+    """Number the new rows ``(id, session id, created_at)`` within their sessions and build the
+    windows they change: one statement per session numbers it and reads the rows its windows need
+    (and one reads the rows without a session), so a store costs few round trips to the server."""
     sessions: dict[str, float] = {}
-    loose: list[int] = []
-    for rowid, session_id, created in conn.execute(
-        "SELECT rowid, session_id, created_at FROM memories WHERE id = ANY(%s)", (list(ids),)
-    ):
+    loose: list[str] = []
+    for memory_id, session_id, created in rows:
         if session_id is None:
-            loose.append(rowid)
+            loose.append(memory_id)
         else:
             sessions[session_id] = min(created, sessions.get(session_id, created))
     if loose:
-        _write(conn, _loose(conn, loose))
+        found = conn.execute("SELECT rowid, content, created_at FROM memories WHERE id = ANY(%s)", (loose,))
+        _write(conn, [(rowid, f"{content}\n({date_words(created)})") for rowid, content, created in found])
     for session_id, earliest in sorted(sessions.items()):
-        first, last = _renumber(conn, session_id, earliest)
-        _write(conn, _windows(conn, session_id, first - WINDOW, last))
+        # Writers of one session (threads, machines) number it one after the other; a statement
+        # of its own, so that the numbering's snapshot, taken after it, sees the last one's rows.
+        conn.execute("SELECT pg_advisory_xact_lock(hashtextextended('remindful:session:' || %s, 0))", (session_id,))
+        _write(conn, _renumbered_windows(conn, session_id, earliest))
 
 
-def _renumber(conn: Conn, session_id: str, earliest: float) -> tuple[int, int]:
-    before = conn.execute(
-        "SELECT seq FROM memories WHERE session_id = %s AND created_at < %s AND seq IS NOT NULL "
-        "ORDER BY created_at DESC, rowid DESC LIMIT 1",
-        (session_id, earliest),
-    ).fetchone()
-    base = 0 if before is None else int(before[0]) + 1
-    # One statement: the rows from ``earliest`` on, numbered in (created_at, rowid) order.
-    cur = conn.execute(
-        "UPDATE memories m SET seq = r.n FROM (SELECT rowid, %s + row_number() OVER (ORDER BY created_at, rowid) - 1 "
-        "AS n FROM memories WHERE session_id = %s AND created_at >= %s) r WHERE m.rowid = r.rowid",
-        (base, session_id, earliest),
-    )
-    return base, base + max(cur.rowcount, 1) - 1
+#: Renumbers a session's rows from ``earliest`` on (after the last earlier row's ``seq``, in
+#: (created_at, rowid) order) and returns them with their new ``seq`` and the earlier rows within
+#: two windows below them: what :func:`_built` needs. The earlier rows keep their numbers, and the
+#: UPDATE's rows are taken from its RETURNING (the statement's snapshot does not see them changed).
+RENUMBER = f"""
+WITH b AS (
+  SELECT coalesce((SELECT seq + 1 FROM memories WHERE session_id = %(s)s AND created_at < %(e)s
+                   AND seq IS NOT NULL ORDER BY created_at DESC, rowid DESC LIMIT 1), 0) AS base
+), r AS (
+  SELECT rowid, b.base + row_number() OVER (ORDER BY created_at, rowid) - 1 AS n
+  FROM memories, b WHERE session_id = %(s)s AND created_at >= %(e)s
+), u AS (
+  UPDATE memories m SET seq = r.n FROM r WHERE m.rowid = r.rowid RETURNING m.rowid, r.n, m.content, m.created_at
+)
+SELECT u.rowid, u.n, u.content, u.created_at, b.base FROM u, b
+UNION ALL
+SELECT m.rowid, m.seq, m.content, m.created_at, b.base FROM memories m, b
+WHERE m.session_id = %(s)s AND m.created_at < %(e)s AND m.seq BETWEEN b.base - {2 * WINDOW} AND b.base - 1
+ORDER BY 2
+"""
+
+
+def _renumbered_windows(conn: Conn, session_id: str, earliest: float) -> list[tuple[int, str]]:
+    rows = conn.execute(RENUMBER, {"s": session_id, "e": earliest}).fetchall()
+    if not rows:
+        return []
+    base = int(rows[0][4])
+    renumbered = sum(1 for r in rows if r[1] >= base)
+    return _built([r[:4] for r in rows], base - WINDOW, base + max(renumbered, 1) - 1)
 
 
 def _windows(conn: Conn, session_id: str, first: int, last: int) -> list[tuple[int, str]]:
@@ -58,6 +76,12 @@ def _windows(conn: Conn, session_id: str, first: int, last: int) -> list[tuple[i
         "ORDER BY seq",
         (session_id, first - WINDOW, last + WINDOW),
     ).fetchall()
+    return _built(rows, first, last)
+
+
+def _built(rows: Sequence[Any], first: int, last: int) -> list[tuple[int, str]]:
+    """The windows of the rows numbered ``first``..``last``, from ``rows`` ``(rowid, seq, content,
+    created_at)`` in ``seq`` order, which hold their neighbours."""
     out = []
     for i, (rowid, seq, _content, created) in enumerate(rows):
         if not first <= seq <= last:
