@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from remindful.api import MemoryManager
 from remindful.testing import open_fake
@@ -73,18 +76,23 @@ def test_an_upgraded_catalog_starts_from_the_rows_present(tmp_path: Path) -> Non
         assert check(memory) == {"action": 6, "workflow": 4}
 
 
-def test_a_search_reads_the_type_counts_once(tmp_path: Path) -> None:
+def test_a_search_reads_the_type_counts_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """They were read once per searched type, and once more for the index: seven queries a search."""
     with open_fake(tmp_path / "s") as memory:
         memory.store("the deploy needs AWS_PROFILE=prod", type="knowledge")
         memory.search("deploy profile")
-        statements: list[str] = []
-        # A read runs on this thread's own connection while a background thread holds the shared one.
+        # Every read of the catalog, from any thread, on any of its connections. (A trace callback on
+        # the connections deadlocked when it was unset: the call waits for the connection's mutex,
+        # holding the GIL, while the indexer thread holds that mutex and its callback waits for the GIL.)
         catalog = memory.engine.catalog
-        connections = [catalog._conn, catalog._reader()]
-        for conn in connections:
-            conn.set_trace_callback(statements.append)
+        statements: list[str] = []
+        read = catalog.read
+
+        def recording(sql: str, params: Any = (), **options: Any) -> list[Any]:
+            statements.append(sql)
+            return read(sql, params, **options)
+
+        monkeypatch.setattr(catalog, "read", recording)
         memory.search("deploy profile")
-        for conn in connections:
-            conn.set_trace_callback(None)
+        monkeypatch.undo()
     assert len([s for s in statements if "FROM type_counts" in s]) == 1, statements
