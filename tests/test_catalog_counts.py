@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from catalog_trace import traced
 from remindful.api import MemoryManager
 from remindful.testing import open_fake
 
@@ -51,11 +52,10 @@ def test_the_counts_follow_every_write(tmp_path: Path) -> None:
 def test_search_and_store_do_not_scan_for_the_counts(tmp_path: Path) -> None:
     with open_fake(tmp_path / "s") as memory:
         statements: list[str] = []
-        memory.engine.catalog._conn.set_trace_callback(statements.append)
-        memory.store("the deploy needs AWS_PROFILE=prod", type="knowledge")
-        memory.search("deploy profile")
-        memory.search("deploy profile", types=["knowledge"])
-        memory.engine.catalog._conn.set_trace_callback(None)
+        with traced(memory.engine.catalog, statements.append):
+            memory.store("the deploy needs AWS_PROFILE=prod", type="knowledge")
+            memory.search("deploy profile")
+            memory.search("deploy profile", types=["knowledge"])
     assert statements, "the trace saw nothing: the test would pass on any code"
     assert not [s for s in statements if "GROUP BY" in s.upper()]
 

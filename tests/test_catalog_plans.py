@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from catalog_trace import traced
 from remindful.api import MemoryManager
 from remindful.engine.catalog import Catalog
 from remindful.engine.sqlfilter import SqlFilter, build_filter
@@ -142,20 +143,14 @@ def test_a_restriction_scored_exactly_reads_each_row_once(tmp_path: Any) -> None
         busy = build_filter(session_id="busy")
         statements: list[str] = []
         counted: list[int] = []
-        catalog._conn.set_trace_callback(statements.append)
-        try:
+        with traced(catalog, statements.append):
             taken = catalog.filtered_embeddings_if(busy, 1000, 10_001, lambda n: counted.append(n) or True)
             refused = catalog.filtered_embeddings_if(busy, 1000, 1_100, lambda n: counted.append(n) is not None)
             few = catalog.filtered_embeddings_if(build_filter(session_id="rare"), 1000, 10_001, counted.append)
-        finally:
-            catalog._conn.set_trace_callback(None)
         every = catalog.filtered_embeddings(busy)
         searched: list[str] = []
-        catalog._conn.set_trace_callback(searched.append)
-        try:
+        with traced(catalog, searched.append):
             assert memory.search("note 7", session_id="busy")
-        finally:
-            catalog._conn.set_trace_callback(None)
     reads = [s for s in searched if s.startswith("SELECT id, embedding FROM memories")]
     # One read of the restricted rows; the only other is of the few hits shown (their vectors, for
     # the near-duplicate collapse and the calibrated score), by id.
