@@ -217,8 +217,15 @@ def stop_daemons(store: Path) -> None:
 
 
 def spool_empty(store: Path) -> bool:
-    """Whether the store's spool is drained (read-only; a missing catalog counts as not)."""
+    """Whether the store's spool is drained (read-only; a missing catalog counts as not), the
+    fallback file included: a hook that found the catalog busy (a loaded machine) kept its event
+    there, and the next drain imports it."""
     import sqlite3
+
+    from remindful.engine.spool import FALLBACK_NAME
+
+    if (store / FALLBACK_NAME).exists() or any(store.glob(f"{FALLBACK_NAME}.*.draining")):
+        return False
 
     try:
         conn = sqlite3.connect(f"file:{store / 'catalog.sqlite3'}?mode=ro", uri=True, timeout=5)
