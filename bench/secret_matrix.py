@@ -525,7 +525,12 @@ def scan(root: Path, samples: dict[tuple[str, str], Sample]) -> dict[tuple[str, 
                 # a long hex-only secret (a short one keeps the usual window: it would go unseen)
                 width = HEX_WINDOW if len(low) >= 2 * HEX_WINDOW and _HEX_PIECE.fullmatch(low) else WINDOW
                 for i in range(len(low) - width + 1):
-                    windows.setdefault(low[i : i + width], set()).add(cell)
+                    window = low[i : i + width]
+                    if not window.isdigit():  # 8 digits appear by chance in every id's timestamp
+                        windows.setdefault(window, set()).add(cell)
+                for run in re.findall(rb"\d{%d,}" % CARD_WINDOW, low):  # a secret's digits: as a card's
+                    for i in range(len(run) - CARD_WINDOW + 1):
+                        digit_windows.setdefault(run[i : i + CARD_WINDOW], set()).add(cell)
     found: dict[tuple[str, str], dict[str, str]] = {}
     for name, data in files(root):
         hits: set[tuple[str, str]] = set()

@@ -83,6 +83,42 @@ class PostgresCluster:
             time.sleep(0.05)
 
 
+def run_machines_through_two_kills(
+    cluster: PostgresCluster,
+    argv_of: dict[str, list[str]],
+    tmp_path: Path,
+    *,
+    up: float,
+    down: float,
+    timeout: float,
+    env: dict[str, str] | None = None,
+) -> dict[str, tuple[Path, Path]]:
+    """Start one process per "machine" (``argv_of[name]``, to which the path of its acknowledgement
+    file is appended), kill -9 the server twice while they run (each time after ``up`` seconds,
+    back after ``down``), and wait for them to exit 0. Returns each machine's acknowledgement file
+    and stderr file. A machine still running when the test fails is killed."""
+    machines = {}
+    for name, argv in argv_of.items():
+        acks, err = tmp_path / f"{name}.acks", tmp_path / f"{name}.err"
+        acks.touch()
+        with err.open("wb") as stderr:
+            machines[name] = (subprocess.Popen([*argv, str(acks)], stderr=stderr, env=env), acks, err)
+    try:
+        for _ in range(2):
+            time.sleep(up)
+            cluster.kill()
+            time.sleep(down)
+            cluster.start()
+        for name, (proc, _acks, err) in machines.items():
+            assert proc.wait(timeout=timeout) == 0, f"{name}: {err.read_text()[-3000:]}"
+    finally:
+        for proc, _acks, _err in machines.values():
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    return {name: (acks, err) for name, (_proc, acks, err) in machines.items()}
+
+
 def _children(pid: int) -> list[int]:
     """The processes whose parent is ``pid`` (from /proc)."""
     out = []

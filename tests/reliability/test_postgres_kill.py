@@ -4,14 +4,12 @@ none twice, and each machine said clearly what failed while the server was down.
 
 from __future__ import annotations
 
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from conftest_postgres import PostgresCluster
+from conftest_postgres import PostgresCluster, run_machines_through_two_kills
 from remindful.engine.postgres.catalog import PostgresCatalog
 from remindful.engine.redact import StoreRedactor, build_redactor
 
@@ -25,29 +23,11 @@ def test_two_machines_lose_nothing_and_duplicate_nothing_through_two_kill_9s(
 ) -> None:
     catalog = PostgresCatalog(postgres_url, redaction=StoreRedactor(build_redactor(), tmp_path))
     catalog.close()  # the schema exists before the machines start
-    machines = {}
-    for name in ("laptop", "desktop"):
-        acks = tmp_path / f"{name}.acks"
-        acks.touch()
-        with (tmp_path / f"{name}.err").open("wb") as err:
-            proc = subprocess.Popen(
-                [sys.executable, str(MACHINE), name, str(tmp_path / name), postgres_url, str(EVENTS), str(acks)],
-                stderr=err,
-            )
-        machines[name] = (proc, acks, tmp_path / f"{name}.err")
-    try:
-        for _ in range(2):  # the server dies mid-burst, twice, and comes back
-            time.sleep(1.5)
-            postgres_cluster.kill()
-            time.sleep(1.0)
-            postgres_cluster.start()
-        for name, (proc, _acks, err) in machines.items():
-            assert proc.wait(timeout=240) == 0, f"{name}: {err.read_text()[-2000:]}"
-    finally:
-        for proc, _acks, _err in machines.values():
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+    argv_of = {
+        name: [sys.executable, str(MACHINE), name, str(tmp_path / name), postgres_url, str(EVENTS)]
+        for name in ("laptop", "desktop")
+    }
+    machines = run_machines_through_two_kills(postgres_cluster, argv_of, tmp_path, up=1.5, down=1.0, timeout=240)
 
     catalog = PostgresCatalog(postgres_url, redaction=StoreRedactor(build_redactor(), tmp_path))
     try:
@@ -55,13 +35,13 @@ def test_two_machines_lose_nothing_and_duplicate_nothing_through_two_kill_9s(
         counts = catalog.type_counts()
     finally:
         catalog.close()
-    acknowledged = {key for _proc, acks, _err in machines.values() for key in acks.read_text().split()}
+    acknowledged = {key for acks, _err in machines.values() for key in acks.read_text().split()}
     assert len(acknowledged) == 2 * EVENTS
     stored = {mid: n for mid, n in rows}
     assert acknowledged - set(stored) == set(), "acknowledged but lost"
     assert [mid for mid, n in stored.items() if n > 1] == [], "stored twice"
     assert set(stored) == acknowledged and counts == {"knowledge": 2 * EVENTS}
-    for name, (_proc, _acks, err) in machines.items():
+    for name, (_acks, err) in machines.items():
         text = err.read_text()
         assert "hand-over failed" in text, f"{name} never met the server down: the test did not test"
         assert "Traceback" not in text

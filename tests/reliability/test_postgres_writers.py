@@ -8,15 +8,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from conftest_chroma import chroma_server  # noqa: F401  (session fixture)
-from conftest_postgres import PostgresCluster
+from conftest_postgres import PostgresCluster, run_machines_through_two_kills
 from remindful.engine.postgres.catalog import PostgresCatalog
 from remindful.engine.redact import StoreRedactor, build_redactor
 
@@ -36,27 +34,13 @@ def test_every_acknowledged_memory_is_stored_once_through_two_kill_9s_of_the_ser
     catalog.close()  # the schema exists before the machines start
     host, port = chroma_server
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(WRITER.parent), os.environ.get("PYTHONPATH", "")])}
-    machines = {}
-    for name in ("laptop", "desktop"):
-        acks, err = tmp_path / f"{name}.acks", tmp_path / f"{name}.err"
-        acks.touch()
-        with err.open("wb") as stderr:
-            argv = [sys.executable, str(WRITER), name, str(tmp_path / name), postgres_url, host, str(port)]
-            proc = subprocess.Popen([*argv, str(SECONDS), str(acks)], stderr=stderr, env=env)
-        machines[name] = (proc, acks, err)
-    try:
-        for _ in range(2):  # the server dies mid-run, twice, and comes back
-            time.sleep(SECONDS / 4)
-            postgres_cluster.kill()
-            time.sleep(3.0)
-            postgres_cluster.start()
-        for name, (proc, _acks, err) in machines.items():
-            assert proc.wait(timeout=400) == 0, f"{name}: {err.read_text()[-3000:]}"
-    finally:
-        for proc, _acks, _err in machines.values():
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+    argv_of = {
+        name: [sys.executable, str(WRITER), name, str(tmp_path / name), postgres_url, host, str(port), str(SECONDS)]
+        for name in ("laptop", "desktop")
+    }
+    machines = run_machines_through_two_kills(
+        postgres_cluster, argv_of, tmp_path, up=SECONDS / 4, down=3.0, timeout=400, env=env
+    )
 
     catalog = PostgresCatalog(postgres_url, redaction=StoreRedactor(build_redactor(), tmp_path))
     try:
@@ -66,7 +50,7 @@ def test_every_acknowledged_memory_is_stored_once_through_two_kill_9s_of_the_ser
         }
     finally:
         catalog.close()
-    acked = [json.loads(line) for _p, acks, _e in machines.values() for line in acks.read_text().splitlines()]
+    acked = [json.loads(line) for acks, _err in machines.values() for line in acks.read_text().splitlines()]
     spooled = [a["spooled"] for a in acked if "spooled" in a]
     stored = {a["stored"]: a["content"] for a in acked if "stored" in a}
     assert len(spooled) > 500 and len(stored) > 50, "too few writes: the test did not test"
@@ -74,6 +58,6 @@ def test_every_acknowledged_memory_is_stored_once_through_two_kill_9s_of_the_ser
     assert {p: n for p, n in prompts.items() if n > 1} == {}, "stored twice"
     assert {mid: c for mid, c in stored.items() if facts.get(mid) != c} == {}, "stored, acknowledged, but lost"
     assert sorted(c for c in facts.values() if c in stored.values()) == sorted(stored.values()), "stored twice"
-    for name, (_proc, _acks, err) in machines.items():
+    for name, (_acks, err) in machines.items():
         text = err.read_text()
         assert "does not answer" in text, f"{name} never met the server down: the test did not test"
