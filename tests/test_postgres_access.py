@@ -328,9 +328,9 @@ def test_two_peoples_cli_processes_on_one_team_store(
     for home in homes.values():
         home.mkdir()
     stored = cli("alice", "store", "alice's own shell alias for deploys is dpl", "--scope", "user", "--json")
-    private = json.loads(stored)["id"]
-    assert private not in cli("bob", "search", "shell alias for deploys", "--limit", "5")
-    assert private in cli("alice", "search", "shell alias for deploys", "--limit", "5")
+    private = json.loads(stored)["memory_id"]
+    assert "dpl" not in cli("bob", "search", "shell alias for deploys", "--limit", "5")
+    assert "dpl" in cli("alice", "search", "shell alias for deploys", "--limit", "5")
     refused = cli("bob", "delete", private, ok=False)
     assert len(refused.strip().splitlines()) == 1
     cli("bob", "doctor")
@@ -347,6 +347,7 @@ def test_two_peoples_cli_processes_on_one_team_store(
 
 
 @pytest.mark.slow
+@pytest.mark.anyio
 async def test_the_mcp_server_acts_as_its_tokens_person_until_the_token_is_revoked(
     admin: PostgresCatalog, member_url: str, chroma: tuple[str, int], tmp_path: Path
 ) -> None:
@@ -375,9 +376,12 @@ async def test_the_mcp_server_acts_as_its_tokens_person_until_the_token_is_revok
     )
     server = StdioServerParameters(command=str(Path(sys.executable).parent / "remindful"), args=["serve"], env=env)
     async with Client(server, read_timeout_seconds=120) as client:
-        found = await call(client, "memory_search", query="dotfiles repository", min_score=0, scope="all")
-        ids = {hit["id"] for hit in found["memories"]}
-        assert "a-proj" in ids and "a-pref" not in ids
+        shared = await call(
+            client, "memory_search", query="dotfiles repository", min_score=0, scope="project:infra-1234"
+        )
+        assert [hit["id"] for hit in shared["memories"]] == ["a-proj"]
+        private = await call(client, "memory_search", query="dotfiles repository", min_score=0, scope="user")
+        assert private["memories"] == []  # alice's user scope is hers
         team.revoke("bob")  # mid-session
-        message = await tool_error(client, "memory_search", query="dotfiles", scope="all")
+        message = await tool_error(client, "memory_search", query="dotfiles", scope="project:infra-1234")
         assert "unknown or revoked" in message and "\n" not in message and token not in message
