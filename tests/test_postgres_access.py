@@ -149,6 +149,21 @@ def test_before_the_team_has_people_the_store_is_its_single_users_and_the_first_
         anonymous.execute("SELECT id FROM memories")
 
 
+def test_a_members_full_text_search_can_use_the_gin_index_under_row_level_security(
+    admin: PostgresCatalog, member_url: str
+) -> None:
+    """Row-level security lets the planner use an index only for a LEAKPROOF condition: the
+    superuser's migration marks full-text matching so (else every lexical search scans)."""
+    token = TeamRepository(admin).add("gina")
+    with as_member(member_url, token) as gina:
+        gina.execute("SET enable_seqscan = off")
+        for table, column in (("memories", "content_tsv"), ("context_windows", "tsv")):
+            plan = "\n".join(
+                r[0] for r in gina.execute(f"EXPLAIN SELECT 1 FROM {table} WHERE {column} @@ to_tsquery('port')")
+            )
+            assert "Index Cond" in plan and "Seq Scan" not in plan, plan
+
+
 # -- the Store, with the token from the settings --------------------------------------------------
 
 
