@@ -89,12 +89,15 @@ def test_the_database_itself_refuses_a_member_what_the_token_does_not_allow(
         bob.execute("UPDATE memories SET access_count = access_count + 1 WHERE id = 'a-loose'")  # bookkeeping is
         with pytest.raises(psycopg.errors.InsufficientPrivilege, match="keeps its author"):
             bob.execute("UPDATE memories SET author = 'bob' WHERE id = 'a-proj'")
-        # An author claimed by the client is replaced by the token's person.
-        bob.execute(
+        # A memory is written as the token's person, or not at all.
+        insert = (
             "INSERT INTO memories (id, type, content, source, memory_class, created_at, content_hash, scope, author) "
-            "VALUES ('b-1', 'knowledge', 'Bob pretends to be alice', 'manual', 'semantic', 0, 'h', 'user', 'alice')"
+            "VALUES ('b-1', 'knowledge', 'Bob writes this', 'manual', 'semantic', 0, 'h', 'user', %s::text)"
         )
-        assert bob.execute("SELECT author FROM memories WHERE id = 'b-1'").fetchone()[0] == "bob"
+        for claimed in ("alice", None):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege, match="row-level security"):
+                bob.execute(insert, (claimed,))
+        bob.execute(insert, ("bob",))
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             bob.execute("SELECT token_hash FROM people")
         with pytest.raises(psycopg.errors.InsufficientPrivilege):

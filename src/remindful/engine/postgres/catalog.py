@@ -391,7 +391,9 @@ class PostgresCatalog:
     def insert_memories(self, conn: Any, rows: Sequence[MemoryRow], *, author: str | None = None) -> None:
         """Insert rows (inside the caller's transaction), redacted first as on SQLite, with the
         redaction counts and the session windows in the same transaction; ``author`` records who
-        wrote them (None: the store's owner)."""
+        wrote them (default: the token's person; None without a token: the store's single user).
+        On a team store the database refuses any other author than the token's person."""
+        author = self.person if author is None else author
         counts: dict[str, int] = {}
         for row in rows:
             redact_row(self.redaction, row, counts)

@@ -258,13 +258,18 @@ _SEQUENCES = (
     "reinforcements_seq_seq",
     "injections_seq_seq",
 )
-#: The person of this session's token, in a policy: an InitPlan, evaluated once per statement.
+#: The person of this session's token, in a policy: an InitPlan, evaluated once per statement (and
+#: first, so that a refused token is refused whatever the rows). NULL: the single user of a store
+#: without a team, who may do everything: ``author IS NOT DISTINCT FROM coalesce(ME, author)``
+#: holds then for every row, and for a person's own rows otherwise.
 _ME = "(SELECT remindful_person())"
+_OWN = f"author IS NOT DISTINCT FROM coalesce({_ME}, author)"
 #: A memory this session's person may see: any but another person's user-scope (private) memory.
-_SEES = f"({_ME} IS NULL OR scope IS DISTINCT FROM 'user' OR author = {_ME})"
+_SEES = f"({_OWN} OR scope IS DISTINCT FROM 'user')"
 #: A memory this session's person may delete: their own, or one of a project (the team's).
-_MAY_DELETE = f"({_ME} IS NULL OR author = {_ME} OR scope LIKE 'project:%')"
-_ADMITTED = "((SELECT remindful_admitted()))"
+_MAY_DELETE = f"({_OWN} OR scope LIKE 'project:%')"
+#: A statement with a valid token (or before the team has people): always true, else an error.
+_ADMITTED = f"(coalesce({_ME}, '') IS NOT NULL)"
 
 #: Version 6: what each person may see and change, enforced by the database itself (row-level
 #: security, forced on the tables' owner too; superusers and BYPASSRLS roles are not subject to it).
@@ -274,8 +279,8 @@ _ADMITTED = "((SELECT remindful_admitted()))"
 #: person's name for each statement: NULL while the team has no people (the store's single user,
 #: allowed everything); an error (SQLSTATE 42501) for no token once it has, and for an unknown or
 #: revoked token, so a revoked token reads and writes nothing from the next statement on.
-#: ``memories``: SELECT (and the rows an UPDATE reaches) ``_SEES``; INSERT only as oneself (a
-#: trigger sets the author from the token, whatever the client sent); DELETE ``_MAY_DELETE``; a
+#: ``memories``: SELECT (and the rows an UPDATE reaches) ``_SEES``; INSERT only as oneself (the
+#: author must be the token's person: one check per statement, not per row); DELETE ``_MAY_DELETE``; a
 #: trigger refuses a change of a memory's text, type, scope or origin by anyone but its author on
 #: a memory outside a project, and any change of its author. ``context_windows`` (memories' text
 #: with their neighbours'): a window is read only with its memory. Every table of
@@ -307,12 +312,6 @@ END $$""",
     "DO $do$ BEGIN EXECUTE format('ALTER FUNCTION remindful_person() SET search_path = %I, pg_temp', "
     "current_schema()); END $do$",
     """
-CREATE OR REPLACE FUNCTION remindful_admitted() RETURNS boolean LANGUAGE plpgsql STABLE AS $$
-BEGIN
-    PERFORM remindful_person();
-    RETURN true;
-END $$""",
-    """
 CREATE OR REPLACE FUNCTION remindful_memory_person() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
     me text;
@@ -326,10 +325,6 @@ BEGIN
     IF me IS NULL THEN
         RETURN NEW;
     END IF;
-    IF TG_OP = 'INSERT' THEN
-        NEW.author := me;
-        RETURN NEW;
-    END IF;
     IF NEW.author IS DISTINCT FROM OLD.author THEN
         RAISE EXCEPTION 'memory % keeps its author', OLD.id USING ERRCODE = '42501';
     END IF;
@@ -341,9 +336,6 @@ BEGIN
     END IF;
     RETURN NEW;
 END $$""",
-    "DROP TRIGGER IF EXISTS memories_person_bi ON memories",
-    "CREATE TRIGGER memories_person_bi BEFORE INSERT ON memories "
-    "FOR EACH ROW EXECUTE FUNCTION remindful_memory_person()",
     "DROP TRIGGER IF EXISTS memories_person_bu ON memories",
     "CREATE TRIGGER memories_person_bu BEFORE UPDATE OF content, content_hash, type, scope, origin, author "
     "ON memories FOR EACH ROW EXECUTE FUNCTION remindful_memory_person()",
@@ -352,7 +344,7 @@ END $$""",
     "DROP POLICY IF EXISTS memories_read ON memories",
     f"CREATE POLICY memories_read ON memories FOR SELECT USING {_SEES}",
     "DROP POLICY IF EXISTS memories_insert ON memories",
-    f"CREATE POLICY memories_insert ON memories FOR INSERT WITH CHECK ({_ME} IS NULL OR author = {_ME})",
+    f"CREATE POLICY memories_insert ON memories FOR INSERT WITH CHECK ({_OWN})",
     "DROP POLICY IF EXISTS memories_update ON memories",
     f"CREATE POLICY memories_update ON memories FOR UPDATE USING {_SEES} WITH CHECK {_SEES}",
     "DROP POLICY IF EXISTS memories_delete ON memories",
