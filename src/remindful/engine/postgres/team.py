@@ -12,7 +12,7 @@ What a person may do:
 
 - see the memories of every project scope and of no scope, and the user-scope memories they wrote
   (the user scope is private to its owner);
-- write memories, which record them as author (the database sets it);
+- write memories, which record them as author (the database refuses another author);
 - delete or correct the memories they wrote, and any memory of a project scope (the project's
   memory is the team's); never another person's user-scope memory (they cannot see it either),
   nor correct another person's memory outside a project.
