@@ -234,6 +234,38 @@ def test_the_store_acts_as_the_tokens_person(
         bob.close()
 
 
+def test_the_hooks_events_are_delivered_by_the_machines_drain_as_its_person(
+    admin: PostgresCatalog, member_url: str, chroma: tuple[str, int], tmp_path: Path
+) -> None:
+    """Hooks spool on the machine without the server; the drain that delivers their events holds
+    the machine's token: the memories are its person's, a user-scope one private to them."""
+    import io
+
+    from remindful.shells.hook import run
+
+    team = TeamRepository(admin)
+    hana = person(tmp_path / "hana", member_url, chroma, team.add("hana"))
+    ivan = person(tmp_path / "ivan", member_url, chroma, team.add("ivan"))
+    try:
+        hana.store("opened before the hooks ran")
+        payload = {"session_id": "sess-h", "prompt": "remember that I always want terse answers", "cwd": str(tmp_path)}
+        argv = ["--path", str(tmp_path / "hana"), "hook", "UserPromptSubmit", "--no-context"]
+        assert run(argv, stdin=io.StringIO(json.dumps(payload))) == 0
+        assert hana.drain_spool() == 1
+        rows = admin.read("SELECT id, author, scope FROM memories WHERE content LIKE %s", ("%terse answers%",))
+        assert {author for _, author, _ in rows} == {"hana"}
+        # The prompt (the project's conversation) and the preference it states (the user scope: hana's).
+        private = {mid for mid, _, scope in rows if scope == "user"}
+        shared = {mid for mid, _, scope in rows if scope != "user"}
+        assert private and shared
+        seen = {m.id for m in ivan.list(limit=50, scope="all")}
+        assert shared <= seen and not private & seen
+        assert private <= {m.id for m in hana.list(limit=50, scope="all")}
+    finally:
+        hana.close()
+        ivan.close()
+
+
 def test_without_a_token_a_team_store_is_refused_with_one_line(
     admin: PostgresCatalog, member_url: str, chroma: tuple[str, int], tmp_path: Path
 ) -> None:
