@@ -29,7 +29,7 @@ from remindful.testing import FakeEmbedder
 psycopg = pytest.importorskip("psycopg")
 
 
-def memory(mid: str, content: str, scope: str | None) -> MemoryRow:
+def memory(mid: str, content: str, scope: str | None, session: str | None = None, at: float = 0.0) -> MemoryRow:
     return MemoryRow(
         id=mid,
         type="knowledge",
@@ -37,8 +37,8 @@ def memory(mid: str, content: str, scope: str | None) -> MemoryRow:
         metadata="{}",
         source="manual",
         memory_class="semantic",
-        session_id=None,
-        created_at=1_700_000_000.0,
+        session_id=session,
+        created_at=1_700_000_000.0 + at,
         content_hash=mid,
         scope=scope,
     )
@@ -71,17 +71,18 @@ def test_the_database_itself_refuses_a_member_what_the_token_does_not_allow(
     alice = PersonalView(alice_catalog)
     alice.store(
         [
-            memory("a-pref", "Alice prefers tabs for indentation", "user"),
-            memory("a-proj", "The staging deploy uses port 8081", "project:shop-1234abcd"),
-            memory("a-loose", "Alice noted the office wifi name", None),
+            memory("a-proj", "The staging deploy uses port 8081", "project:shop-1234abcd", "s-alice", 1),
+            memory("a-pref", "Alice prefers tabs for indentation", "user", "s-alice", 2),
+            memory("a-loose", "Alice noted the office wifi name", None, "s-alice", 3),
         ]
     )
     with as_member(member_url, bob_token) as bob:
         seen = [r[0] for r in bob.execute("SELECT id FROM memories ORDER BY id")]
         assert seen == ["a-loose", "a-proj"]  # never alice's private memory
-        assert bob.execute("SELECT count(*) FROM context_windows").fetchone()[0] == 2  # nor its text's window
-        windows = " ".join(r[0] for r in bob.execute("SELECT text FROM context_windows"))
-        assert "tabs" not in windows
+        # Nor its text in a session window: its own is hidden with it, and the windows of its
+        # neighbours (alice's shared memories of the same session) do not hold it.
+        assert bob.execute("SELECT count(*) FROM context_windows").fetchone()[0] == 2
+        assert "tabs" not in " ".join(r[0] for r in bob.execute("SELECT text FROM context_windows"))
         assert bob.execute("DELETE FROM memories WHERE id IN ('a-pref', 'a-loose')").rowcount == 0
         with pytest.raises(psycopg.errors.InsufficientPrivilege, match="not one this token may correct"):
             bob.execute("UPDATE memories SET content = 'overwritten' WHERE id = 'a-loose'")
@@ -264,6 +265,12 @@ def test_the_hooks_events_are_delivered_by_the_machines_drain_as_its_person(
     finally:
         hana.close()
         ivan.close()
+
+
+def test_every_http_surface_answers_a_refused_token_403() -> None:
+    from remindful.errors import http_status
+
+    assert http_status(AccessDeniedError("the token of catalog.token is unknown or revoked")) == 403
 
 
 def test_without_a_token_a_team_store_is_refused_with_one_line(

@@ -283,7 +283,7 @@ _ADMITTED = f"(coalesce({_ME}, '') IS NOT NULL)"
 #: author must be the token's person: one check per statement, not per row); DELETE ``_MAY_DELETE``; a
 #: trigger refuses a change of a memory's text, type, scope or origin by anyone but its author on
 #: a memory outside a project, and any change of its author. ``context_windows`` (memories' text
-#: with their neighbours'): a window is read only with its memory. Every table of
+#: with their neighbours', a private neighbour's only in a private memory's): read with its memory. Every table of
 #: :data:`TEAM_TABLES`: a statement with a valid token (or before the team has people).
 _V6 = [
     """
@@ -352,6 +352,7 @@ END $$""",
     "ALTER TABLE context_windows ENABLE ROW LEVEL SECURITY",
     "ALTER TABLE context_windows FORCE ROW LEVEL SECURITY",
     "DROP POLICY IF EXISTS windows_read ON context_windows",
+    # (A window holds private neighbours' text only if its memory is private: windows.py.)
     "CREATE POLICY windows_read ON context_windows FOR SELECT "
     "USING (EXISTS (SELECT 1 FROM memories m WHERE m.rowid = context_windows.rowid))",
     "DROP POLICY IF EXISTS windows_insert ON context_windows",
