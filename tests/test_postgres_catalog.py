@@ -284,7 +284,9 @@ def test_two_writers_of_one_session_number_it_one_after_the_other(postgres_url: 
     first, second = (open_catalog(postgres_url, tmp_path) for _ in range(2))  # two machines
     try:
         with first.transaction() as conn:  # the first write is still open when the second comes
-            first.insert_memories(conn, [memory("early", at=1_700_000_000.0)])
+            early = memory("early", at=1_700_000_000.0)
+            early.scope = "project:one-1234abcd"  # (a private text stays out of a shared memory's window)
+            first.insert_memories(conn, [early])
             late = memory("late", at=1_700_000_010.0)
             late.type, late.scope = "decision", "project:other-1234abcd"  # no count row shared with the first
             later = threading.Thread(target=insert, args=(second, late))
