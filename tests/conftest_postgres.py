@@ -188,3 +188,21 @@ def postgres_url(postgres_cluster: PostgresCluster) -> Iterator[str]:
         psycopg.connect(postgres_cluster.url(), autocommit=True, connect_timeout=5) as conn,
     ):
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+#: A team member's login role: no superuser, not the tables' owner, so row-level security applies.
+MEMBER = "remindful_member"
+
+
+@pytest.fixture
+def member_url(postgres_url: str) -> str:
+    """``postgres_url`` as a team member connects to it: the login role :data:`MEMBER` (created
+    once per cluster, trust auth), which owns nothing and is no superuser. Open the database as
+    its admin first (``postgres_url``): that creates the schema and its policies."""
+    psycopg = pytest.importorskip("psycopg")
+    with psycopg.connect(postgres_url, autocommit=True, connect_timeout=5) as conn:
+        conn.execute(
+            f"DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{MEMBER}') THEN "
+            f"CREATE ROLE {MEMBER} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOBYPASSRLS; END IF; END $$"
+        )
+    return postgres_url.replace(f"{SUPERUSER}@", f"{MEMBER}@", 1)

@@ -388,3 +388,73 @@ def test_stats_counts(backend: Backend) -> None:
     assert backend.repos.stats.captures_per_day(0.0) == {"2023-11-14": 5}
     backend.catalog.mark_indexed(["m0", "m1"])
     assert backend.repos.stats.unindexed() == 3
+
+
+# -- metadata filters ----------------------------------------------------------------------------
+
+FILTERED = [
+    row("f0", "clicked the save button", at=1_700_000_000.0,
+        metadata={"success": True, "attempt": 1, "tool": "click", "target": {"x": 5}}),
+    row("f1", "typed the password", at=1_700_000_010.0, metadata={"success": False, "attempt": 2, "tool": "type"}),
+    row("f2", "scrolled the results page", at=1_700_000_020.0, session="s2",
+        metadata={"success": True, "attempt": 3.5, "tool": "scroll", "target": {"x": 50}}),
+    row("f3", "zoomed into the chart", at=1_700_000_030.0, scope="project:demo-1234abcd",
+        metadata={"attempt": 4, "note": None, "tool": "Zeta"}),
+    row("f4", "an odd one", at=1_700_000_040.0, type="decision",
+        metadata={"success": 1, "attempt": "5", "odd key?%'": "yes", "target": [{"x": 5}]}),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("where", "expected"),
+    [
+        ({"success": True}, ["f0", "f2"]),  # a JSON true, never the number 1
+        ({"success": 1}, ["f4"]),
+        ({"success": {"$ne": True}}, ["f1", "f3", "f4"]),  # $ne matches a missing key too
+        ({"attempt": {"$gt": 1, "$lte": 3.5}}, ["f1", "f2"]),  # numbers with numbers only
+        ({"attempt": {"$gte": "5"}}, ["f4"]),  # text with text only
+        ({"tool": {"$in": ["click", "type"]}}, ["f0", "f1"]),
+        ({"tool": {"$nin": ["click"]}}, ["f1", "f2", "f3", "f4"]),
+        ({"tool": {"$lt": "a"}}, ["f3"]),  # bytewise: capitals before small letters
+        ({"target.x": {"$gte": 10}}, ["f2"]),
+        ({"target.x": 5}, ["f0"]),  # a path through an array finds nothing
+        ({"tool": None}, ["f4"]),
+        ({"note": None}, ["f0", "f1", "f2", "f3", "f4"]),  # JSON null and a missing key alike
+        ({"note": {"$ne": None}}, []),
+        ({"odd key?%'": "yes"}, ["f4"]),
+        ({"$or": [{"tool": "click"}, {"attempt": 4}]}, ["f0", "f3"]),
+        ({"$and": [{"success": True}, {"tool": {"$ne": "click"}}]}, ["f2"]),
+        ({"type": "decision"}, ["f4"]),
+        ({"importance": {"$gt": 0.4}}, ["f0", "f1", "f2", "f3", "f4"]),
+        ({"importance": "high"}, []),
+        ({"importance": {"$ne": "high"}}, ["f0", "f1", "f2", "f3", "f4"]),
+        ({"created_at": {"$gt": "2023-11-14T22:13:30Z"}}, ["f2", "f3", "f4"]),  # a date as text
+        ({"created_at": {"$lte": 1_700_000_010}}, ["f0", "f1"]),
+        ({"bookmarked": False, "session_id": "s2"}, ["f2"]),
+        ({"session_id": {"$in": ["s2"]}, "tool": {"$gt": "a"}}, ["f2"]),
+    ],
+)
+def test_metadata_filters_mean_the_same_on_both_backends(
+    backend: Backend, where: dict[str, Any], expected: list[str]
+) -> None:
+    backend.insert(fresh(FILTERED))
+    where = dict(where)
+    if "session_id" in where:  # named as the caller names it; the catalog stores it mapped
+        from remindful.engine.sqlfilter import with_stored_sessions
+
+        where = dict(with_stored_sessions(where, backend.catalog.stored_session_id))
+    flt = build_filter(filters=where)
+    assert sorted(r.id for r in backend.catalog.select_rows(flt, limit=100)) == expected
+    assert backend.catalog.count(flt) == len(expected)
+    scoped = build_filter(filters=where, scopes=["user"])
+    assert sorted(r.id for r in backend.catalog.select_rows(scoped, limit=100)) == [i for i in expected if i != "f3"]
+
+
+def test_a_metadata_filter_narrows_the_lexical_space(backend: Backend) -> None:
+    backend.insert(fresh(FILTERED))
+    assert {mid for mid, _ in backend.catalog.lexical(["clicked", "scrolled", "typed"], build_filter(), 10)} == {
+        "f0", "f1", "f2"
+    }  # fmt: skip
+    assert {mid for mid, _ in backend.catalog.lexical(
+        ["clicked", "scrolled", "typed"], build_filter(filters={"success": True}), 10
+    )} == {"f0", "f2"}  # fmt: skip

@@ -78,6 +78,22 @@ def test_what_one_machine_stores_another_finds_reads_updates_and_deletes(
         b.close()
 
 
+def test_search_and_list_filter_on_metadata_as_on_the_local_store(
+    postgres_url: str, chroma: tuple[str, int], tmp_path: Path
+) -> None:
+    a = machine(tmp_path / "a", postgres_url, chroma)
+    try:
+        ok = a.store("ran the deploy script", metadata={"tool": "Bash", "success": True, "exit": 0})
+        failed = a.store("ran the deploy script again", metadata={"tool": "Bash", "success": False, "exit": 2})
+        a.store("read the deploy notes", metadata={"tool": "Read"})
+        a.flush()
+        assert [h.id for h in a.search("deploy script", filters={"success": True}, limit=5)] == [ok]
+        hits = a.search("deploy", filters={"tool": "Bash", "exit": {"$gt": 0}}, limit=5)
+        assert [h.id for h in hits] == [failed]
+    finally:
+        a.close()
+
+
 def test_a_correction_made_on_a_stale_copy_is_refused_with_one_line(
     postgres_url: str, chroma: tuple[str, int], tmp_path: Path
 ) -> None:

@@ -5,7 +5,7 @@ correction of a stale copy refused."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -25,11 +25,30 @@ from remindful.errors import ValidationError
 
 @pytest.fixture
 def catalog(postgres_url: str, tmp_path: Path) -> Iterator[PostgresCatalog]:
+    """The admin's catalog (the database's superuser: creates the schema, issues tokens)."""
     opened = PostgresCatalog(postgres_url, redaction=StoreRedactor(build_redactor(), tmp_path))
     try:
         yield opened
     finally:
         opened.close()
+
+
+@pytest.fixture
+def person(member_url: str, tmp_path: Path, catalog: PostgresCatalog) -> Iterator[Callable[[str], PersonalView]]:
+    """``person(token)``: that person's view, on a connection of the member role (no superuser, not
+    the owner: row-level security applies to it)."""
+    opened: list[PostgresCatalog] = []
+
+    def view(token: str) -> PersonalView:
+        member = PostgresCatalog(member_url, redaction=StoreRedactor(build_redactor(), tmp_path), token=token)
+        opened.append(member)
+        return PersonalView(member)
+
+    try:
+        yield view
+    finally:
+        for member in opened:
+            member.close()
 
 
 def memory(mid: str, content: str, scope: str) -> MemoryRow:
@@ -47,21 +66,25 @@ def memory(mid: str, content: str, scope: str) -> MemoryRow:
     )
 
 
-def test_a_token_is_shown_once_kept_as_a_hash_and_names_its_person(catalog: PostgresCatalog) -> None:
+def test_a_token_is_shown_once_kept_as_a_hash_and_names_its_person(
+    catalog: PostgresCatalog, person: Callable[[str], PersonalView]
+) -> None:
     team = TeamRepository(catalog)
     token = team.add("alice")
     assert token.startswith("rmf_") and len(token) > 40
     assert catalog.read("SELECT token_hash FROM people") == [(token_hash(token),)]
-    assert PersonalView(catalog, token).whoami() == "alice"
+    assert person(token).whoami() == "alice"
     with pytest.raises(ValidationError, match="alice is on the team already"):
         team.add("alice")
     with pytest.raises(ValidationError, match="name"):
         team.add("bob; DROP TABLE people")
 
 
-def test_the_user_scope_is_private_and_a_project_is_shared(catalog: PostgresCatalog) -> None:
+def test_the_user_scope_is_private_and_a_project_is_shared(
+    catalog: PostgresCatalog, person: Callable[[str], PersonalView]
+) -> None:
     team = TeamRepository(catalog)
-    alice, bob = PersonalView(catalog, team.add("alice")), PersonalView(catalog, team.add("bob"))
+    alice, bob = person(team.add("alice")), person(team.add("bob"))
     alice.store([memory("a-pref", "Alice prefers tabs for indentation", "user")])
     alice.store([memory("a-proj", "The staging deploy uses port 8081", "project:shop-12345678")])
     bob.store([memory("b-pref", "Bob prefers spaces for indentation", "user")])
@@ -73,43 +96,58 @@ def test_the_user_scope_is_private_and_a_project_is_shared(catalog: PostgresCata
     assert bob.search(["indentation", "deploying"]) != [] and "a-pref" not in bob.search(["indentation"])
 
 
-def test_who_may_delete_what_is_enforced_in_the_query(catalog: PostgresCatalog) -> None:
+def test_who_may_delete_what_is_enforced_in_the_query(
+    catalog: PostgresCatalog, person: Callable[[str], PersonalView]
+) -> None:
     team = TeamRepository(catalog)
-    alice, bob = PersonalView(catalog, team.add("alice")), PersonalView(catalog, team.add("bob"))
+    alice, bob = person(team.add("alice")), person(team.add("bob"))
     alice.store([memory("a-pref", "Alice prefers tabs", "user"), memory("a-proj", "Port 8081", "project:shop")])
     bob.store([memory("b-unscoped", "Something bob noted", "")])
-    catalog.write(lambda conn: conn.execute("UPDATE memories SET scope = NULL WHERE id = 'b-unscoped'"))
+    alice.store([memory("a-unscoped", "Something alice noted", "")])
+    catalog.write(lambda conn: conn.execute("UPDATE memories SET scope = NULL WHERE scope = ''"))
 
+    with pytest.raises(AccessDeniedError, match="not deleted: a-unscoped"):  # seen, but alice's
+        bob.delete(["a-unscoped", "b-unscoped"])
+    assert catalog.existing_ids(["a-unscoped", "b-unscoped"]) == {"a-unscoped", "b-unscoped"}  # none of them
     assert bob.delete(["a-pref", "b-unscoped"]) == ["b-unscoped"]  # never another's private memory
     assert catalog.existing_ids(["a-pref"]) == {"a-pref"}
     assert bob.delete(["a-proj"]) == ["a-proj"]  # the project's memory is the team's
-    assert catalog.type_counts() == {"knowledge": 1}
+    assert catalog.type_counts() == {"knowledge": 2}
 
 
-def test_a_revoked_token_reads_and_writes_nothing_from_then_on(catalog: PostgresCatalog) -> None:
+def test_a_revoked_token_reads_and_writes_nothing_from_then_on(
+    catalog: PostgresCatalog, person: Callable[[str], PersonalView]
+) -> None:
     team = TeamRepository(catalog)
     token = team.add("carol")
-    carol = PersonalView(catalog, token)
+    carol = person(token)
     carol.store([memory("c1", "Carol's note about caching", "project:shop")])
     assert set(carol.get(["c1"])) == {"c1"}
 
     assert team.revoke("carol") and not team.revoke("carol")
-    assert carol.get(["c1"]) == {} and carol.search(["caching"]) == [] and carol.delete(["c1"]) == []
-    with pytest.raises(AccessDeniedError, match="unknown or revoked token"):
-        carol.store([memory("c2", "written after the revocation", "project:shop")])
-    with pytest.raises(AccessDeniedError):
-        carol.correct("c1", "changed after the revocation", 1)
-    with pytest.raises(AccessDeniedError):
-        carol.whoami()
+    # From now on every statement of carol's is refused by the database, with one line naming the setting.
+    for attempt in (
+        lambda: carol.get(["c1"]),
+        lambda: carol.search(["caching"]),
+        lambda: carol.delete(["c1"]),
+        lambda: carol.store([memory("c2", "written after the revocation", "project:shop")]),
+        lambda: carol.correct("c1", "changed after the revocation", 1),
+        carol.whoami,
+    ):
+        with pytest.raises(AccessDeniedError, match=r"catalog.token is unknown or revoked") as refused:
+            attempt()
+        assert "\n" not in str(refused.value)
     assert catalog.existing_ids(["c1", "c2"]) == {"c1"}
     assert catalog.get_rows(["c1"])["c1"].content == "Carol's note about caching"
-    fresh = PersonalView(catalog, team.add("carol"))  # a new token for the same person
+    fresh = person(team.add("carol"))  # a new token for the same person
     assert fresh.whoami() == "carol" and set(fresh.get(["c1"])) == {"c1"}
 
 
-def test_a_correction_of_a_stale_copy_is_refused_with_one_line(catalog: PostgresCatalog) -> None:
+def test_a_correction_of_a_stale_copy_is_refused_with_one_line(
+    catalog: PostgresCatalog, person: Callable[[str], PersonalView]
+) -> None:
     team = TeamRepository(catalog)
-    alice, bob = PersonalView(catalog, team.add("alice")), PersonalView(catalog, team.add("bob"))
+    alice, bob = person(team.add("alice")), person(team.add("bob"))
     alice.store([memory("p", "The staging port is 8080", "project:shop")])
     (_, _, version) = bob.get(["p"])["p"]
     assert alice.correct("p", "The staging port is 8081", version) == 2
@@ -141,12 +179,8 @@ def test_team_commands(tmp_path: Path, postgres_url: str, monkeypatch: pytest.Mo
     assert runner.invoke(app, ["team", "revoke", "dana"]).exit_code == 0
     assert runner.invoke(app, ["team", "list"]).output.strip() == "dana (revoked)"
     assert runner.invoke(app, ["team", "revoke", "dana"]).exit_code == 1
-    catalog = PostgresCatalog(postgres_url, redaction=StoreRedactor(build_redactor(), tmp_path))
-    try:
-        with pytest.raises(AccessDeniedError):
-            PersonalView(catalog, token).whoami()
-    finally:
-        catalog.close()
+    with pytest.raises(AccessDeniedError, match="unknown or revoked"):
+        PostgresCatalog(postgres_url, redaction=StoreRedactor(build_redactor(), tmp_path), token=token)
 
 
 def test_team_commands_need_a_team_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -41,7 +41,7 @@ from remindful.engine import scopes as scoping
 from remindful.engine.backend import CatalogBackend, is_shared, repositories_over
 from remindful.engine.projects import PROJECT_PREFIX, Project
 from remindful.engine.store import Store
-from remindful.errors import StorageError, ValidationError
+from remindful.errors import MemoryDisabledError, StorageError, ValidationError
 from remindful.index.base import VectorIndex
 from remindful.model import (
     BackupResult,
@@ -740,7 +740,8 @@ class MemoryManager:
 
         if not self.settings.catalog.url:
             raise ValidationError("catalog.url", "expected a postgresql://USER@HOST:PORT/DB URL for a team store")
-        self._store.ready()
+        if self._store.disabled_reason:  # (not the Store itself: the admin holds no member's token)
+            raise MemoryDisabledError(self._store.disabled_reason)
         return PostgresCatalog(self.settings.catalog.url, redaction=self._store.redaction)
 
     def index_status(self) -> IndexStatus:

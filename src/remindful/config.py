@@ -17,7 +17,7 @@ import os
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic import ValidationError as PydanticValidationError
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
@@ -223,7 +223,7 @@ def _set_dotted(target: dict[str, Any], keys: list[str], value: Any) -> None:
 
 
 #: Settings whose value may hold a credential: an error about one never repeats the value.
-_NEVER_SHOWN = frozenset({"catalog.url"})
+_NEVER_SHOWN = frozenset({"catalog.url", "catalog.token"})
 
 
 def _config_error(exc: PydanticValidationError, settings_cls: type[BaseSettings]) -> ConfigError:
@@ -317,6 +317,29 @@ class CatalogSettings(_Section):
             return None
         if not isinstance(value, str) or not value.startswith(("postgresql://", "postgres://")):
             raise ValueError("expected a URL like postgresql://USER@HOST:5432/DB, or nothing for the local SQLite file")
+        return value.strip()
+
+    # The person's token on a team store (``remindful team add`` prints it once). A SecretStr: every
+    # dump of the settings (``remindful config``, the dashboard's settings page, a backup's
+    # settings.json) shows it as '**********'; there is no command-line option for it.
+    token: SecretStr | None = Field(
+        None,
+        description="your token on a team store (catalog.url): set REMINDFUL_CATALOG__TOKEN, or name a 0600 file "
+        "in token_file; never on a command line. Unset: the store's single user, until a team has people",
+    )
+    token_file: Path | None = Field(
+        None, description="a file holding your team-store token (yours, mode 0600); used when token is unset"
+    )
+
+    @field_validator("token", mode="before")
+    @classmethod
+    def _token(cls, value: Any) -> Any:
+        if isinstance(value, SecretStr):
+            value = value.get_secret_value()
+        if value is None or (isinstance(value, str) and not value.strip()):
+            return None
+        if not isinstance(value, str) or not value.strip().isprintable() or len(value.strip()) > 200:
+            raise ValueError("expected the token `remindful team add` printed (one line of printable text)")
         return value.strip()
 
 

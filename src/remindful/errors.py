@@ -12,6 +12,8 @@
     ├── EmbedderError           the embedding model could not be found, loaded or run         500
     ├── DependencyMissingError  an optional package is not installed: says which extra        500
     ├── UntrustedPathError      a config, cache or store another user owns or can write       500
+    ├── AccessDeniedError       a team store's token is missing, unknown or revoked, or its   403
+    │                           person may not do this (refused by the database itself)
     └── MemoryDisabledError     memory is turned off in config, or was disabled by an error   503
 
 Shells translate these at the edge: the CLI prints the message and exits non-zero, the MCP server
@@ -132,6 +134,13 @@ class UntrustedPathError(RemindfulError):
     message names the path, the suggestion the fix."""
 
 
+class AccessDeniedError(RemindfulError):
+    """On a team store (PostgreSQL, ``catalog.url``): the person's token (``catalog.token``) is
+    missing, unknown or revoked, or the person may not do what was asked (another person's private
+    memory). The database refuses it in its own queries; the message is one line and never holds
+    the token."""
+
+
 class MemoryDisabledError(RemindfulError):
     """Memory features are disabled; ``reason`` says why (config, or an earlier failure)."""
 
@@ -180,6 +189,7 @@ _HTTP_STATUS: dict[type, int] = {
     MemoryDisabledError: 503,
     StorageLockedError: 503,
     StorageFullError: 507,
+    AccessDeniedError: 403,
 }
 
 

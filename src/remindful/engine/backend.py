@@ -14,6 +14,7 @@ of the same backend. Nothing here imports psycopg: a local store never loads it.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -26,7 +27,7 @@ from remindful.engine.chunks import ChunkStore
 from remindful.engine.projects import Project
 from remindful.engine.redact import StoreRedactor
 from remindful.engine.sqlfilter import SqlFilter
-from remindful.errors import CorruptionError, StorageError
+from remindful.errors import ConfigError, CorruptionError, StorageError
 
 if TYPE_CHECKING:
     from remindful.config import Settings
@@ -137,6 +138,34 @@ def is_shared(settings: Settings) -> bool:
     return bool(settings.catalog.url)
 
 
+def catalog_token(settings: Settings) -> str | None:
+    """The person's token on a team store: ``catalog.token``, else the first line of the file
+    ``catalog.token_file`` (refused with one line unless it is the user's own and nobody else may
+    read it: mode 0600), else None (the store's single user). Never logged, never shown."""
+    secret = settings.catalog.token
+    if secret is not None:
+        return secret.get_secret_value()
+    path = settings.catalog.token_file
+    if path is None:
+        return None
+    path = Path(path).expanduser()
+    try:
+        st = os.stat(path)
+        if st.st_uid != os.geteuid() or st.st_mode & 0o077:
+            raise ConfigError(
+                "catalog.token_file",
+                f"{path} must be yours and readable by you only",
+                suggestion=f"chmod 600 {path}",
+            )
+        with open(path, encoding="utf-8") as handle:
+            token = handle.readline().strip()
+    except OSError as exc:
+        raise ConfigError("catalog.token_file", f"cannot read {path} ({exc.strerror or exc})") from None
+    if not token:
+        raise ConfigError("catalog.token_file", f"{path} holds no token (expected the one `remindful team add` gave)")
+    return token
+
+
 def open_catalog(
     settings: Settings, path: Path, *, redaction: StoreRedactor, scope_of: ScopeOf | None
 ) -> CatalogBackend:
@@ -147,7 +176,7 @@ def open_catalog(
     if url:
         from remindful.engine.postgres.catalog import PostgresCatalog
 
-        return PostgresCatalog(url, redaction=redaction)
+        return PostgresCatalog(url, redaction=redaction, token=catalog_token(settings))
     return Catalog(path / "catalog.sqlite3", redaction=redaction, scope_of=scope_of)
 
 
@@ -174,4 +203,4 @@ def repositories_over(
     return Repositories.over(source)  # type: ignore[arg-type]
 
 
-__all__ = ["CatalogBackend", "exclusive", "is_shared", "open_catalog", "repositories_over"]
+__all__ = ["CatalogBackend", "catalog_token", "exclusive", "is_shared", "open_catalog", "repositories_over"]

@@ -199,12 +199,13 @@ class _Field:
         return self.compare("=", value)
 
     def compare(self, op: str, value: Any) -> SqlFilter:
+        value = self.convert(value)  # (a date given as text compares as the number it is stored as)
         if self.json_type is None:
             kind = "'text'" if isinstance(value, str) else "'integer','real'"
             guard = f"typeof({self.expr}) IN ({kind})"
         else:
             guard = f"{self.json_type} " + ("= 'text'" if isinstance(value, str) else "IN ('integer','real')")
-        return SqlFilter(f"({guard} AND {self.expr} {op} ?)", (self.convert(value),))
+        return SqlFilter(f"({guard} AND {self.expr} {op} ?)", (value,))
 
 
 def _field(key: str, p: str) -> _Field:

@@ -12,6 +12,8 @@ Nothing here is imported by the SQLite default, the hooks or ``--help``; psycopg
 
 The Store runs on it when ``catalog.url`` is set (:mod:`remindful.engine.backend` chooses), with
 the machine's own spool in its local catalog file (:class:`.repositories.MachineSpoolCaptureRepository`).
-Not on this backend yet: filters on metadata paths (refused with one line), retention and dedup
-(refused with one line: :class:`.repositories.PostgresRetentionRepository`).
+A person's token (``catalog.token``) is handed to the server by each connection, and row-level
+security decides what its statements reach (:mod:`.schema` version 6, :mod:`.team`). Filters on
+metadata paths are read into ``jsonb`` path queries (:mod:`.dialect`). Not on this backend yet:
+retention and dedup (refused with one line: :class:`.repositories.PostgresRetentionRepository`).
 """

@@ -55,6 +55,7 @@ from remindful.engine.projects import Project
 from remindful.engine.redact import StoreRedactor
 from remindful.engine.sqlfilter import SqlFilter
 from remindful.errors import (
+    AccessDeniedError,
     CorruptionError,
     DependencyMissingError,
     StaleVersionError,
@@ -134,8 +135,18 @@ class PostgresCatalog:
     #: No file: nothing for an integrity check of the local file to look at.
     path: Path | None = None
 
-    def __init__(self, url: str, *, redaction: StoreRedactor, connect_timeout: float = CONNECT_TIMEOUT_S) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        redaction: StoreRedactor,
+        connect_timeout: float = CONNECT_TIMEOUT_S,
+        token: str | None = None,
+    ) -> None:
         self._url = url
+        # The person this catalog acts as on a team store (schema version 6: row-level security);
+        # None: the store's single user (refused by the database once the team has people).
+        self._token = token
         self.shown_url = shown_url(url)
         self.redaction = redaction
         self._connect_timeout = connect_timeout
@@ -147,14 +158,36 @@ class PostgresCatalog:
         self._conns_lock = threading.Lock()
         self._lexical = PostgresLexicalSearch(self)
         self._with_retries(self._migrate, what="opening the PostgreSQL catalog")
+        #: Whose token this catalog holds (None: opened without one). An unknown or revoked token
+        #: is refused here, by the database; without a token a team store's first statement on
+        #: its memories is (the admin's ``remindful team`` commands need none: they read ``people``).
+        self.person: str | None = None
+        if token is not None:
+            try:
+                self.person = self._with_retries(
+                    lambda: self._connection().execute("SELECT remindful_person()").fetchone()[0],
+                    what="opening the catalog",
+                )
+            except BaseException:
+                self.close()
+                raise
 
     # -- connections and transactions -------------------------------------------------------------
 
     def _connect(self) -> Any:
-        """A new autocommit connection (transactions are explicit: :meth:`transaction`)."""
-        return self._psycopg.connect(
+        """A new autocommit connection (transactions are explicit: :meth:`transaction`), acting as
+        the token's person for its life: the token goes as a bound parameter (never in a
+        statement's text, so never in ``pg_stat_activity``), once per connection."""
+        conn = self._psycopg.connect(
             self._url, autocommit=True, connect_timeout=max(1, int(self._connect_timeout)), application_name="remindful"
         )
+        if self._token is not None:
+            try:
+                conn.execute("SELECT set_config('remindful.token', %s, false)", (self._token,))
+            except BaseException:
+                conn.close()
+                raise
+        return conn
 
     def _connection(self) -> Any:
         """This thread's own connection (opened again if it broke)."""
@@ -175,10 +208,16 @@ class PostgresCatalog:
                     conn.close()
             self._conns.clear()
 
-    def _error(self, exc: Exception, what: str) -> StorageError | None:
+    def _error(self, exc: Exception, what: str) -> StorageError | AccessDeniedError | None:
         """Ours for a psycopg error; None means 'retry it' (a broken connection, a serialisation
         failure, a deadlock)."""
         errors = self._psycopg.errors
+        if isinstance(exc, errors.InsufficientPrivilege):  # the database's own refusal (row-level security)
+            return AccessDeniedError(
+                f"{what} refused by the team store {self.shown_url}: {_first_line(exc)}",
+                suggestion="`remindful team add NAME` (by the store's admin) issues a token; set it in "
+                "catalog.token or REMINDFUL_CATALOG__TOKEN",
+            )
         if isinstance(exc, errors.DiskFull):
             return StorageFullError(f"{what}: the PostgreSQL server's disk is full ({_first_line(exc)})")
         if isinstance(exc, errors.SerializationFailure | errors.DeadlockDetected | errors.LockNotAvailable):
@@ -313,7 +352,8 @@ class PostgresCatalog:
         try:
             conn.execute("BEGIN")
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key(MIGRATE_LOCK),))
-            conn.execute(VERSION_DDL)
+            if not conn.execute("SELECT to_regclass('schema_version') IS NOT NULL").fetchone()[0]:
+                conn.execute(VERSION_DDL)  # (a team member may not create tables: only when missing)
             row = conn.execute("SELECT version FROM schema_version").fetchone()
             version = 0 if row is None else int(row[0])
             if version > SCHEMA_VERSION:
@@ -351,7 +391,9 @@ class PostgresCatalog:
     def insert_memories(self, conn: Any, rows: Sequence[MemoryRow], *, author: str | None = None) -> None:
         """Insert rows (inside the caller's transaction), redacted first as on SQLite, with the
         redaction counts and the session windows in the same transaction; ``author`` records who
-        wrote them (None: the store's owner)."""
+        wrote them (default: the token's person; None without a token: the store's single user).
+        On a team store the database refuses any other author than the token's person."""
+        author = self.person if author is None else author
         counts: dict[str, int] = {}
         for row in rows:
             redact_row(self.redaction, row, counts)
@@ -855,7 +897,13 @@ class PostgresCatalog:
                 gone,
             )
         spots = windows.before_delete(conn, [i for i, _ in gone])
-        conn.execute("DELETE FROM memories WHERE id = ANY(%s)", ([i for i, _ in gone],))
+        doomed = [i for i, _ in gone]
+        deleted = {str(r[0]) for r in conn.execute("DELETE FROM memories WHERE id = ANY(%s) RETURNING id", (doomed,))}
+        if len(deleted) < len(gone):  # row-level security kept some: another person's (nothing is deleted)
+            kept = ", ".join(i for i, _ in gone if i not in deleted)
+            raise AccessDeniedError(
+                f"not deleted: {kept} (a memory may be deleted by its author, and a project's by anyone on the team)"
+            )
         windows.after_delete(conn, spots)
         return gone
 

@@ -225,8 +225,176 @@ CREATE TABLE IF NOT EXISTS people (
 #: metadata as SQLite's upgrade does (:func:`remindful.model.derive_origin`).
 _V5 = ["ALTER TABLE memories ALTER COLUMN origin SET DEFAULT 'user', ALTER COLUMN origin SET NOT NULL"]
 
+#: The tables that hold memories' text or what the team keeps beside them: row-level security
+#: admits a statement on them only with a valid token (or, before the team has people, without).
+#: ``people`` is not among them: nobody but the admin (the tables' owner) reads it.
+TEAM_TABLES = (
+    "meta",
+    "type_counts",
+    "scope_counts",
+    "projects",
+    "sessions",
+    "file_hashes",
+    "audit_log",
+    "embedding_cache",
+    "index_deletes",
+    "spool",
+    "spool_done",
+    "capture_stats",
+    "context_drop",
+    "context_mend",
+    "learning_counters",
+    "reinforcements",
+    "tombstones",
+    "injections",
+    "project_bindings",
+)
+#: The sequences of their BIGSERIAL columns (members insert rows that take numbers from them).
+_SEQUENCES = (
+    "memories_rowid_seq",
+    "audit_log_seq_seq",
+    "index_deletes_seq_seq",
+    "spool_seq_seq",
+    "reinforcements_seq_seq",
+    "injections_seq_seq",
+)
+#: The person of this session's token, in a policy: an InitPlan, evaluated once per statement (and
+#: first, so that a refused token is refused whatever the rows). NULL: the single user of a store
+#: without a team, who may do everything: ``author IS NOT DISTINCT FROM coalesce(ME, author)``
+#: holds then for every row, and for a person's own rows otherwise.
+_ME = "(SELECT remindful_person())"
+_OWN = f"author IS NOT DISTINCT FROM coalesce({_ME}, author)"
+#: A memory this session's person may see: any but another person's user-scope (private) memory.
+_SEES = f"({_OWN} OR scope IS DISTINCT FROM 'user')"
+#: A memory this session's person may delete: their own, or one of a project (the team's).
+_MAY_DELETE = f"({_OWN} OR scope LIKE 'project:%')"
+#: A statement with a valid token (or before the team has people): always true, else an error.
+_ADMITTED = f"(coalesce({_ME}, '') IS NOT NULL)"
+
+#: Version 6: what each person may see and change, enforced by the database itself (row-level
+#: security, forced on the tables' owner too; superusers and BYPASSRLS roles are not subject to it).
+#: A connection names its person by ``set_config('remindful.token', TOKEN, false)`` (the catalog
+#: does it once per connection, a bound parameter: never in a statement's text).
+#: :func:`remindful_person` (SECURITY DEFINER: it alone reads ``people``) turns the token into the
+#: person's name for each statement: NULL while the team has no people (the store's single user,
+#: allowed everything); an error (SQLSTATE 42501) for no token once it has, and for an unknown or
+#: revoked token, so a revoked token reads and writes nothing from the next statement on.
+#: ``memories``: SELECT (and the rows an UPDATE reaches) ``_SEES``; INSERT only as oneself (the
+#: author must be the token's person: one check per statement, not per row); DELETE ``_MAY_DELETE``; a
+#: trigger refuses a change of a memory's text, type, scope or origin by anyone but its author on
+#: a memory outside a project, and any change of its author. ``context_windows`` (memories' text
+#: with their neighbours', a private neighbour's only in a private memory's): read with its memory. Every table of
+#: :data:`TEAM_TABLES`: a statement with a valid token (or before the team has people).
+_V6 = [
+    """
+CREATE OR REPLACE FUNCTION remindful_person() RETURNS text
+LANGUAGE plpgsql STABLE SECURITY DEFINER AS $$
+DECLARE
+    token text := nullif(current_setting('remindful.token', true), '');
+    who text;
+BEGIN
+    IF token IS NULL THEN
+        IF EXISTS (SELECT 1 FROM people) THEN
+            RAISE EXCEPTION 'this store has a team: set catalog.token (REMINDFUL_CATALOG__TOKEN) to your token'
+                USING ERRCODE = '42501';
+        END IF;
+        RETURN NULL;
+    END IF;
+    SELECT p.name INTO who FROM people p
+        WHERE p.token_hash = encode(sha256(convert_to(token, 'UTF8')), 'hex') AND p.revoked_at IS NULL;
+    IF who IS NULL THEN
+        RAISE EXCEPTION 'the token of catalog.token is unknown or revoked: ask the store''s admin for one'
+            USING ERRCODE = '42501';
+    END IF;
+    RETURN who;
+END $$""",
+    # A SECURITY DEFINER function finds its tables in its own schema, never in one a caller put first.
+    "DO $do$ BEGIN EXECUTE format('ALTER FUNCTION remindful_person() SET search_path = %I, pg_temp', "
+    "current_schema()); END $do$",
+    """
+CREATE OR REPLACE FUNCTION remindful_memory_person() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    me text;
+BEGIN
+    -- A role that row-level security does not bind (a superuser: the admin's repairs) without a token.
+    IF nullif(current_setting('remindful.token', true), '') IS NULL
+       AND (SELECT rolsuper OR rolbypassrls FROM pg_roles WHERE rolname = current_user) THEN
+        RETURN NEW;
+    END IF;
+    me := remindful_person();
+    IF me IS NULL THEN
+        RETURN NEW;
+    END IF;
+    IF NEW.author IS DISTINCT FROM OLD.author THEN
+        RAISE EXCEPTION 'memory % keeps its author', OLD.id USING ERRCODE = '42501';
+    END IF;
+    IF (NEW.content, NEW.content_hash, NEW.type, NEW.scope, NEW.origin)
+            IS DISTINCT FROM (OLD.content, OLD.content_hash, OLD.type, OLD.scope, OLD.origin)
+       AND OLD.author IS DISTINCT FROM me AND coalesce(OLD.scope, '') NOT LIKE 'project:%' THEN
+        RAISE EXCEPTION 'memory % is not one this token may correct (its author may, and anyone a project''s)',
+            OLD.id USING ERRCODE = '42501';
+    END IF;
+    RETURN NEW;
+END $$""",
+    "DROP TRIGGER IF EXISTS memories_person_bu ON memories",
+    "CREATE TRIGGER memories_person_bu BEFORE UPDATE OF content, content_hash, type, scope, origin, author "
+    "ON memories FOR EACH ROW EXECUTE FUNCTION remindful_memory_person()",
+    "ALTER TABLE memories ENABLE ROW LEVEL SECURITY",
+    "ALTER TABLE memories FORCE ROW LEVEL SECURITY",
+    "DROP POLICY IF EXISTS memories_read ON memories",
+    f"CREATE POLICY memories_read ON memories FOR SELECT USING {_SEES}",
+    "DROP POLICY IF EXISTS memories_insert ON memories",
+    f"CREATE POLICY memories_insert ON memories FOR INSERT WITH CHECK ({_OWN})",
+    "DROP POLICY IF EXISTS memories_update ON memories",
+    f"CREATE POLICY memories_update ON memories FOR UPDATE USING {_SEES} WITH CHECK {_SEES}",
+    "DROP POLICY IF EXISTS memories_delete ON memories",
+    f"CREATE POLICY memories_delete ON memories FOR DELETE USING {_MAY_DELETE}",
+    "ALTER TABLE context_windows ENABLE ROW LEVEL SECURITY",
+    "ALTER TABLE context_windows FORCE ROW LEVEL SECURITY",
+    "DROP POLICY IF EXISTS windows_read ON context_windows",
+    # (A window holds private neighbours' text only if its memory is private: windows.py.)
+    "CREATE POLICY windows_read ON context_windows FOR SELECT "
+    "USING (EXISTS (SELECT 1 FROM memories m WHERE m.rowid = context_windows.rowid))",
+    "DROP POLICY IF EXISTS windows_insert ON context_windows",
+    f"CREATE POLICY windows_insert ON context_windows FOR INSERT WITH CHECK {_ADMITTED}",
+    "DROP POLICY IF EXISTS windows_update ON context_windows",
+    f"CREATE POLICY windows_update ON context_windows FOR UPDATE USING {_ADMITTED} WITH CHECK {_ADMITTED}",
+    "DROP POLICY IF EXISTS windows_delete ON context_windows",
+    f"CREATE POLICY windows_delete ON context_windows FOR DELETE USING {_ADMITTED}",
+    *(
+        statement
+        for table in TEAM_TABLES
+        for statement in (
+            f"ALTER TABLE {table} ENABLE ROW LEVEL SECURITY",
+            f"ALTER TABLE {table} FORCE ROW LEVEL SECURITY",
+            f"DROP POLICY IF EXISTS team_member ON {table}",
+            f"CREATE POLICY team_member ON {table} USING {_ADMITTED} WITH CHECK {_ADMITTED}",
+        )
+    ),
+    # Under row-level security PostgreSQL uses an index only for a condition whose function is
+    # LEAKPROOF; full-text matching (tsvector @@ tsquery) is not marked so, and a member's lexical
+    # search would scan every memory instead of the GIN index. Matching raises no error that
+    # depends on the row, so a superuser's migration marks it (in this database only); another
+    # admin is told how (README: a team store's setup).
+    """
+DO $do$ BEGIN
+    IF (SELECT rolsuper FROM pg_roles WHERE rolname = current_user) THEN
+        ALTER FUNCTION ts_match_vq(tsvector, tsquery) LEAKPROOF;
+    ELSE
+        RAISE NOTICE 'remindful: a superuser should run ALTER FUNCTION ts_match_vq(tsvector, tsquery) LEAKPROOF '
+            'in this database, or full-text search under row-level security cannot use its index';
+    END IF;
+END $do$""",
+    # The members' rights (row-level security then says which rows): given to PUBLIC, so that the
+    # admin only creates a login role per person (or one for the team) and lets it connect.
+    "REVOKE ALL ON people FROM PUBLIC",
+    "GRANT SELECT ON schema_version TO PUBLIC",
+    f"GRANT SELECT, INSERT, UPDATE, DELETE ON memories, context_windows, {', '.join(TEAM_TABLES)} TO PUBLIC",
+    f"GRANT USAGE, SELECT ON SEQUENCE {', '.join(_SEQUENCES)} TO PUBLIC",
+]
+
 #: The statements of each version, from the first: ``MIGRATIONS[v - 1]`` brings version ``v - 1`` to ``v``.
-MIGRATIONS: tuple[list[str], ...] = (_V1, _V2, _V3, _V4, _V5)
+MIGRATIONS: tuple[list[str], ...] = (_V1, _V2, _V3, _V4, _V5, _V6)
 #: The version before which the catalog derives the origins of rows that have none.
 ORIGINS_VERSION = 5
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -1,18 +1,25 @@
-"""People on a team store, and what each may see and change, enforced in the SQL itself.
+"""People on a team store, and what each may see and change, enforced by the database itself.
 
-The store's admin (whoever holds the database's own credentials) issues each person a token
-(:meth:`TeamRepository.add`: shown once, only its SHA-256 is kept) and may revoke it. Every query
-a person makes through :class:`PersonalView` carries the token's hash and joins ``people`` in the
-same statement, so a revoked (or unknown) token reads and writes nothing from the moment it is
-revoked: no client-side check to bypass, no cached identity.
+The store's admin (whoever owns the database's tables) issues each person a token
+(:meth:`TeamRepository.add`: shown once, only its SHA-256 is kept) and may revoke it. A person's
+processes open the catalog with their token (``catalog.token``, :class:`PostgresCatalog`'s
+``token``): each connection hands it to the server, and PostgreSQL's row-level security
+(:mod:`remindful.engine.postgres.schema`, version 6) decides every statement's rows by the person
+it names, looked up again in each statement: a revoked (or unknown) token reads and writes nothing
+from the moment it is revoked, and no client-side check stands between a person and the rows.
 
 What a person may do:
 
 - see the memories of every project scope and of no scope, and the user-scope memories they wrote
   (the user scope is private to its owner);
-- write memories, which record them as author;
+- write memories, which record them as author (the database refuses another author);
 - delete or correct the memories they wrote, and any memory of a project scope (the project's
-  memory is the team's); never another person's user-scope memory (they cannot see it either).
+  memory is the team's); never another person's user-scope memory (they cannot see it either),
+  nor correct another person's memory outside a project.
+
+Before the team has people the store is its single user's (no token needed); the first person
+added takes over the memories written until then (the single user's), so that their private ones
+stay private. Once it has people, a connection without a token is refused.
 
 A correction carries the version it was made on: a correction of a stale copy (someone changed the
 memory since) is refused with one line naming both versions, never applied over the newer text.
@@ -32,25 +39,11 @@ from remindful.engine.postgres import windows
 from remindful.engine.postgres.catalog import PostgresCatalog
 from remindful.engine.postgres.lexical import tsquery
 from remindful.engine.postgres.schema import MEMORY_COLUMNS
-from remindful.errors import ValidationError
+from remindful.errors import AccessDeniedError, ValidationError
 from remindful.model import content_hash
 
 #: A name: letters, digits, '.', '_' and '-', up to 64 characters.
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
-
-#: The rows a person may see (``p`` is the person, joined on the token's hash).
-_VISIBLE = "(m.scope IS DISTINCT FROM 'user' OR m.author = p.name)"
-#: The rows a person may delete or correct.
-_CHANGEABLE = "(m.author = p.name OR m.scope LIKE 'project:%%')"
-#: The person of a token, in the same statement: nothing when it is unknown or revoked.
-_PERSON = "people p ON p.token_hash = %s AND p.revoked_at IS NULL"
-
-
-class AccessDeniedError(ValidationError):
-    """The token is unknown or revoked, or its person may not do this."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__("token", message)
 
 
 class StaleVersionError(ValidationError):
@@ -95,6 +88,11 @@ class TeamRepository:
         token = "rmf_" + secrets.token_urlsafe(32)
 
         def run(conn: Any) -> int:
+            # The first person takes over what the store's single user wrote (before anyone is on
+            # the team row-level security lets the admin's connection change every row).
+            conn.execute("LOCK TABLE people IN SHARE ROW EXCLUSIVE MODE")
+            if conn.execute("SELECT NOT EXISTS (SELECT 1 FROM people)").fetchone()[0]:
+                conn.execute("UPDATE memories SET author = %s WHERE author IS NULL", (name,))
             cur = conn.execute(
                 "INSERT INTO people AS p (name, token_hash, added_at) VALUES (%s, %s, %s) "
                 "ON CONFLICT (name) DO UPDATE SET token_hash = excluded.token_hash, added_at = excluded.added_at, "
@@ -126,42 +124,29 @@ class TeamRepository:
 
 
 class PersonalView:
-    """One person's reads and writes, by token: every statement checks the token itself."""
+    """One person's reads and writes through a catalog opened with their token: row-level security
+    decides every statement's rows (this class adds no check of its own)."""
 
-    def __init__(self, catalog: PostgresCatalog, token: str) -> None:
+    def __init__(self, catalog: PostgresCatalog) -> None:
         self._catalog = catalog
-        self._hash = token_hash(token)
-
-    def _refused(self) -> AccessDeniedError:
-        return AccessDeniedError("unknown or revoked token: ask the store's admin for one (`remindful team add`)")
 
     def whoami(self) -> str:
-        rows = self._catalog.read("SELECT name FROM people WHERE token_hash = %s AND revoked_at IS NULL", (self._hash,))
-        if not rows:
-            raise self._refused()
-        return str(rows[0][0])
+        """The token's person (AccessDeniedError when it is unknown or revoked, or the catalog was
+        opened without one)."""
+        who = self._catalog.read("SELECT remindful_person()")[0][0]
+        if who is None:
+            raise AccessDeniedError("this catalog was opened without a token (the store has no team yet)")
+        return str(who)
 
     def store(self, rows: Sequence[MemoryRow]) -> None:
-        """Write ``rows`` with this person as their author (all of them, or none when the token is
-        not valid: checked in the writing transaction)."""
+        """Write ``rows``, with this person as their author (set by the database)."""
         catalog = self._catalog
-
-        def run(conn: Any) -> None:
-            found = conn.execute(
-                "SELECT name FROM people WHERE token_hash = %s AND revoked_at IS NULL FOR SHARE", (self._hash,)
-            ).fetchone()
-            if found is None:
-                raise self._refused()
-            catalog.insert_memories(conn, rows, author=str(found[0]))
-
-        catalog.write(run, what="storing memories")
+        catalog.write(lambda conn: catalog.insert_memories(conn, rows), what="storing memories")
 
     def get(self, ids: Sequence[str]) -> dict[str, tuple[MemoryRow, str | None, int]]:
         """The rows of ``ids`` this person may see: ``id → (row, author, version)``."""
-        columns = ", ".join(f"m.{c.strip()}" for c in MEMORY_COLUMNS.split(","))
         rows = self._catalog.read(
-            f"SELECT {columns}, m.author, m.version FROM memories m JOIN {_PERSON} WHERE m.id = ANY(%s) AND {_VISIBLE}",
-            (self._hash, list(ids)),
+            f"SELECT {MEMORY_COLUMNS}, author, version FROM memories WHERE id = ANY(%s)", (list(ids),)
         )
         return {r[0]: (MemoryRow.from_sql(r), r[-2], int(r[-1])) for r in rows}
 
@@ -171,52 +156,37 @@ class PersonalView:
             return []
         query = tsquery(len(terms))
         rows = self._catalog.read(
-            f"SELECT m.id FROM memories m JOIN {_PERSON} "
-            f"WHERE m.content_tsv @@ {query} AND {_VISIBLE} "
-            f"ORDER BY ts_rank(m.content_tsv, {query}) DESC, m.rowid DESC LIMIT %s",
-            (self._hash, *terms, *terms, limit),
+            f"SELECT id FROM memories WHERE content_tsv @@ {query} "
+            f"ORDER BY ts_rank(content_tsv, {query}) DESC, rowid DESC LIMIT %s",
+            (*terms, *terms, limit),
         )
         return [str(r[0]) for r in rows]
 
     def delete(self, ids: Sequence[str]) -> list[str]:
-        """Delete those of ``ids`` this person may delete (see the module docstring); the ids deleted."""
+        """Delete ``ids`` (those this person can see); the ids deleted. One this person may not
+        delete (another's memory outside a project) is AccessDeniedError, and nothing is deleted."""
         catalog = self._catalog
-
-        def run(conn: Any) -> list[str]:
-            allowed = [
-                str(r[0])
-                for r in conn.execute(
-                    f"SELECT m.id FROM memories m JOIN {_PERSON} WHERE m.id = ANY(%s) AND {_CHANGEABLE}",
-                    (self._hash, list(ids)),
-                )
-            ]
-            return [mid for mid, _ in catalog.delete_in(conn, allowed)]
-
-        return catalog.write(run, what="deleting memories")
+        return catalog.write(lambda conn: [mid for mid, _ in catalog.delete_in(conn, ids)], what="deleting memories")
 
     def correct(self, memory_id: str, content: str, version: int) -> int:
         """Replace the text of ``memory_id`` made on ``version``; the new version. A stale
-        ``version`` raises :class:`StaleVersionError`, a memory this person may not change (or
-        cannot see) :class:`AccessDeniedError`; nothing is written then."""
+        ``version`` raises :class:`StaleVersionError`, a memory this person may not change
+        AccessDeniedError, one they cannot see NotFound-like AccessDeniedError; nothing is written
+        then."""
         catalog = self._catalog
         text = catalog.redaction.text(content)
 
         def run(conn: Any) -> int:
             done = conn.execute(
-                f"UPDATE memories m SET content = %s, content_hash = %s, updated_at = %s, version = m.version + 1, "
-                "embedding = NULL, indexed = 0 FROM people p "
-                "WHERE p.token_hash = %s AND p.revoked_at IS NULL "
-                f"AND m.id = %s AND m.version = %s AND {_CHANGEABLE} RETURNING m.version",
-                (text, content_hash(text), time.time(), self._hash, memory_id, version),
+                "UPDATE memories SET content = %s, content_hash = %s, updated_at = %s, version = version + 1, "
+                "embedding = NULL, indexed = 0 WHERE id = %s AND version = %s RETURNING version",
+                (text, content_hash(text), time.time(), memory_id, version),
             ).fetchone()
             if done is not None:
                 catalog.audit(conn, "correct", memory_id, {"version": int(done[0])})
                 windows.after_update(conn, memory_id)
                 return int(done[0])
-            held = conn.execute(
-                f"SELECT m.version FROM memories m JOIN {_PERSON} WHERE m.id = %s AND {_CHANGEABLE}",
-                (self._hash, memory_id),
-            ).fetchone()
+            held = conn.execute("SELECT version FROM memories WHERE id = %s", (memory_id,)).fetchone()
             if held is None:
                 raise AccessDeniedError(f"memory {memory_id} is not one this token may correct (or it is gone)")
             raise StaleVersionError(memory_id, int(held[0]), version)

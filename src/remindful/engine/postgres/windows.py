@@ -51,11 +51,12 @@ WITH b AS (
   SELECT rowid, b.base + row_number() OVER (ORDER BY created_at, rowid) - 1 AS n
   FROM memories, b WHERE session_id = %(s)s AND created_at >= %(e)s
 ), u AS (
-  UPDATE memories m SET seq = r.n FROM r WHERE m.rowid = r.rowid RETURNING m.rowid, r.n, m.content, m.created_at
+  UPDATE memories m SET seq = r.n FROM r WHERE m.rowid = r.rowid
+  RETURNING m.rowid, r.n, m.content, m.created_at, m.scope
 )
-SELECT u.rowid, u.n, u.content, u.created_at, b.base FROM u, b
+SELECT u.rowid, u.n, u.content, u.created_at, b.base, u.scope FROM u, b
 UNION ALL
-SELECT m.rowid, m.seq, m.content, m.created_at, b.base FROM memories m, b
+SELECT m.rowid, m.seq, m.content, m.created_at, b.base, m.scope FROM memories m, b
 WHERE m.session_id = %(s)s AND m.created_at < %(e)s AND m.seq BETWEEN b.base - {2 * WINDOW} AND b.base - 1
 ORDER BY 2
 """
@@ -67,12 +68,12 @@ def _renumbered_windows(conn: Conn, session_id: str, earliest: float) -> list[tu
         return []
     base = int(rows[0][4])
     renumbered = sum(1 for r in rows if r[1] >= base)
-    return _built([r[:4] for r in rows], base - WINDOW, base + max(renumbered, 1) - 1)
+    return _built([(*r[:4], r[5]) for r in rows], base - WINDOW, base + max(renumbered, 1) - 1)
 
 
 def _windows(conn: Conn, session_id: str, first: int, last: int) -> list[tuple[int, str]]:
     rows = conn.execute(
-        "SELECT rowid, seq, content, created_at FROM memories WHERE session_id = %s AND seq BETWEEN %s AND %s "
+        "SELECT rowid, seq, content, created_at, scope FROM memories WHERE session_id = %s AND seq BETWEEN %s AND %s "
         "ORDER BY seq",
         (session_id, first - WINDOW, last + WINDOW),
     ).fetchall()
@@ -81,12 +82,18 @@ def _windows(conn: Conn, session_id: str, first: int, last: int) -> list[tuple[i
 
 def _built(rows: Sequence[Any], first: int, last: int) -> list[tuple[int, str]]:
     """The windows of the rows numbered ``first``..``last``, from ``rows`` ``(rowid, seq, content,
-    created_at)`` in ``seq`` order, which hold their neighbours."""
+    created_at, scope)`` in ``seq`` order, which hold their neighbours. A user-scope (private)
+    neighbour's text goes only into the windows of user-scope memories: on a team store a window
+    is read with its memory (row-level security), and a private text stays its author's."""
     out = []
-    for i, (rowid, seq, _content, created) in enumerate(rows):
+    for i, (rowid, seq, _content, created, scope) in enumerate(rows):
         if not first <= seq <= last:
             continue
-        around = [r[2] for r in rows[max(0, i - WINDOW) : i + WINDOW + 1] if abs(r[1] - seq) <= WINDOW]
+        around = [
+            r[2]
+            for r in rows[max(0, i - WINDOW) : i + WINDOW + 1]
+            if abs(r[1] - seq) <= WINDOW and (r[0] == rowid or r[4] != "user" or scope == "user")
+        ]
         out.append((rowid, "\n".join(around) + f"\n({date_words(created)})"))
     return out
 
