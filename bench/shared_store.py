@@ -239,7 +239,7 @@ def main() -> None:
         if built.pop("memories", None) != args.memories:
             raise SystemExit(f"{args.cache} holds stores of another size: give another --cache folder")
     data = load_locomo(args.data)
-    texts = [] if built else texts_for(turn_texts(data, speaker=True), args.memories)
+    texts = [] if built else texts_for(turn_texts(data, speaker=True), args.memories, args.memories)
     queries = [qa["question"] for sample in data for qa in sample.get("qa", [])][: args.queries]
     if args.fake_embedder:
         from remindful.testing import FakeEmbedder
