@@ -295,3 +295,46 @@ def test_two_writers_of_one_session_number_it_one_after_the_other(postgres_url: 
     finally:
         first.close()
         second.close()
+
+
+def test_only_what_is_derived_again_commits_without_waiting_for_the_flush(postgres_url: str, tmp_path: Path) -> None:
+    import numpy as np
+
+    catalog = open_catalog(postgres_url, tmp_path)
+    plain = catalog.transaction
+    calls: list[bool] = []
+
+    def spy(*, durable: bool = True) -> object:
+        calls.append(durable)
+        return plain(durable=durable)
+
+    try:
+        with catalog.transaction(durable=False) as conn:
+            assert conn.execute("SHOW synchronous_commit").fetchone()[0] == "off"
+        with catalog.transaction() as conn:  # that transaction's setting only
+            assert conn.execute("SHOW synchronous_commit").fetchone()[0] == "on"
+        catalog.transaction = spy  # type: ignore[method-assign]
+        seen: list[tuple[str, bool]] = []
+        for what, write in [
+            ("store", lambda: insert(catalog, memory("m1"))),
+            ("deliver", lambda: catalog.deliver([("k1", [memory("m2", at=1_700_000_001.0)])])),
+            ("delete", lambda: catalog.delete_ids(["m2"])),
+            ("unmark", lambda: catalog.mark_indexed(["m1"], value=False)),
+            ("vectors", lambda: catalog.set_embeddings({"m1": np.ones(4, np.float32)})),
+            ("vectors now", lambda: catalog.set_embeddings({"m1": np.ones(4, np.float32)}, wait=False)),
+            ("mark", lambda: catalog.mark_indexed(["m1"])),
+            ("access", lambda: catalog.touch(["m1"], 1_700_000_100.0)),
+            ("cache", lambda: catalog.put_cached_embeddings("model", {"h": np.ones(4, np.float32)})),
+        ]:
+            calls.clear()
+            write()
+            assert calls, what
+            seen.append((what, all(calls)))
+        assert seen == [
+            ("store", True), ("deliver", True), ("delete", True), ("unmark", True),
+            ("vectors", False), ("vectors now", False), ("mark", False), ("access", False), ("cache", False),
+        ]  # fmt: skip
+        assert catalog.embeddings(["m1"])["m1"].tolist() == [1.0] * 4
+    finally:
+        catalog.transaction = plain  # type: ignore[method-assign]
+        catalog.close()

@@ -209,9 +209,17 @@ class PostgresCatalog:
         raise AssertionError("unreachable")
 
     @contextmanager
-    def transaction(self) -> Iterator[Any]:
+    def transaction(self, *, durable: bool = True) -> Iterator[Any]:
         """One write transaction on this thread's connection, holding the store lock shared. The
         caller retries (:meth:`write`); a break during COMMIT is :class:`CommitUnknownError`.
+
+        ``durable=False`` is for what the store derives again when it is lost (a memory's vector,
+        its indexed mark, access counts, the embedding cache): its commit does not wait for the
+        server to flush its write-ahead log (``synchronous_commit = off`` for this transaction
+        only), so it neither waits for the disk nor makes the next acknowledged write wait for a
+        flush of its own. The server can lose such a commit only in a crash within a fraction of
+        a second of it, and always with everything committed after it (the log is replayed in
+        order); a memory's own write is never one of them.
 
         A write may send its statements from some point on in pipeline mode (:meth:`pipeline_rest`):
         those that return nothing then go with the next that does, or with the COMMIT, in one round
@@ -223,7 +231,8 @@ class PostgresCatalog:
         try:
             # One round trip: the key is our own integer, so the two statements go as one
             # simple query (no parameters) instead of two.
-            conn.execute(f"BEGIN; SELECT pg_advisory_xact_lock_shared({lock_key(STORE_LOCK):d})")
+            relaxed = "" if durable else "SET LOCAL synchronous_commit = off; "
+            conn.execute(f"BEGIN; {relaxed}SELECT pg_advisory_xact_lock_shared({lock_key(STORE_LOCK):d})")
             yield conn
         except BaseException:
             self._end_pipeline(conn, failed=True)
@@ -265,11 +274,11 @@ class PostgresCatalog:
         else:
             pipeline.__exit__(None, None, None)
 
-    def write(self, fn: Callable[[Any], T], *, what: str = "write") -> T:
-        """Run ``fn(conn)`` in one retried write transaction."""
+    def write(self, fn: Callable[[Any], T], *, what: str = "write", durable: bool = True) -> T:
+        """Run ``fn(conn)`` in one retried write transaction (``durable``: see :meth:`transaction`)."""
 
         def run() -> T:
-            with self.transaction() as conn:
+            with self.transaction(durable=durable) as conn:
                 return fn(conn)
 
         return self._with_retries(run, what=what)
@@ -524,7 +533,7 @@ class PostgresCatalog:
                 )
 
         if items:
-            self.write(run, what="caching embeddings")
+            self.write(run, what="caching embeddings", durable=False)
 
     def stored_with(self, content_hash: str, session_id: str) -> list[dict[str, Any]]:
         """The metadata of each memory of session ``session_id`` whose content has ``content_hash``."""
@@ -609,12 +618,12 @@ class PostgresCatalog:
     def windows_to_mend(self) -> bool:
         return False
 
-    def try_write(self, fn: Callable[[Any], Any]) -> bool:
+    def try_write(self, fn: Callable[[Any], Any], *, durable: bool = True) -> bool:
         """Run ``fn(conn)`` in one write transaction now (on this thread's own connection: no other
         thread of this process holds it); whether it ran (an error is logged and rolled back:
-        nothing written)."""
+        nothing written). ``durable``: see :meth:`transaction`."""
         try:
-            with self.transaction() as conn:
+            with self.transaction(durable=durable) as conn:
                 fn(conn)
             return True
         except self._psycopg.Error as exc:
@@ -649,7 +658,7 @@ class PostgresCatalog:
                 )
             add_counts(c, dict(counts or {}))
 
-        self.write(run, what="recording access")
+        self.write(run, what="recording access", durable=False)
 
     def unindexed(self, limit: int = 1000) -> list[tuple[MemoryRow, np.ndarray | None]]:
         rows = self.read(
@@ -658,14 +667,20 @@ class PostgresCatalog:
         return [(MemoryRow.from_sql(r), None if r[-1] is None else stored_vectors.decode(r[-1])) for r in rows]
 
     def mark_indexed(self, ids: Sequence[str], value: bool = True) -> None:
+        """Mark rows indexed (in the vector index) or not. A lost mark of indexed rows is derived
+        again (the rows are indexed once more, which changes nothing), so that commit does not
+        wait for the flush (:meth:`transaction`); a mark of rows the index lacks does."""
         if ids:
             self.write(
                 lambda c: c.execute("UPDATE memories SET indexed = %s WHERE id = ANY(%s)", (int(value), list(ids))),
                 what="marking memories indexed",
+                durable=not value,
             )
 
     def set_embeddings(self, items: Mapping[str, np.ndarray], *, wait: bool = True) -> bool:
-        """Save vectors; a row that had none grows by the vector's size (quota accounting)."""
+        """Save vectors; a row that had none grows by the vector's size (quota accounting). A vector
+        lost in a crash is computed again (the row is still without one), so the commit does not
+        wait for the flush (:meth:`transaction`)."""
 
         def run(c: Any) -> None:
             with c.cursor() as cur:
@@ -678,8 +693,8 @@ class PostgresCatalog:
         if not items:
             return True
         if not wait:
-            return self.try_write(run)
-        self.write(run, what="saving embeddings")
+            return self.try_write(run, durable=False)
+        self.write(run, what="saving embeddings", durable=False)
         return True
 
     # The vectors of long memories' parts (remindful.engine.chunks) are not kept in PostgreSQL yet:
