@@ -7,6 +7,7 @@ import json
 import logging
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -339,4 +340,48 @@ def test_only_what_is_derived_again_commits_without_waiting_for_the_flush(postgr
         assert catalog.embeddings(["m1"])["m1"].tolist() == [1.0] * 4
     finally:
         catalog.transaction = plain  # type: ignore[method-assign]
+        catalog.close()
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_a_search_asks_a_catalog_server_for_both_lexical_spaces_at_once(
+    backend: str, postgres_url: str, tmp_path: Path
+) -> None:
+    import numpy as np
+
+    from remindful.config import SearchSettings
+    from remindful.engine.catalog import Catalog
+    from remindful.engine.retrieval.search import rank
+
+    redaction = StoreRedactor(build_redactor(), tmp_path)
+    catalog: Any = (
+        Catalog(tmp_path / "catalog.sqlite3", redaction=redaction)
+        if backend == "sqlite"
+        else PostgresCatalog(postgres_url, redaction=redaction)
+    )
+    rows = [memory(f"m{i}", at=1_700_000_000.0 + i) for i in range(3)]
+    rows[1].content = "the staging server listens on port 8443"
+    for row in rows:
+        row.embedding = np.eye(384, dtype=np.float32)[int(row.id[1:])]
+    catalog.write(lambda conn: catalog.insert_memories(conn, rows))
+    both = threading.Barrier(2, timeout=10)  # passed only by two calls at once
+    asked: list[str] = []
+    plain = catalog.lexical
+
+    def lexical(*args: Any, **kwargs: Any) -> list[tuple[str, float]]:
+        asked.append(kwargs["table"])
+        if backend == "postgres":
+            both.wait()
+        return plain(*args, **kwargs)
+
+    catalog.lexical = lexical
+    try:
+        hits = rank(
+            catalog, lambda: np.eye(384, dtype=np.float32)[1], "staging port", build_filter(),
+            settings=SearchSettings(), limit=3, dense_from_index=None, restricted=False,
+            resumed_session=None, min_score=0.0, diverse=False,
+        )  # fmt: skip
+        assert hits[0].row.id == "m1" and {"lexical", "lexical_context"} <= set(hits[0].spaces)
+        assert sorted(asked) == ["context_fts", "memories_fts"]  # SQLite: one after the other, on one thread
+    finally:
         catalog.close()
