@@ -601,8 +601,8 @@ def _lexical(
             space: _space_pool().submit(catalog.lexical, terms, flt, k, table=t, restricted=restricted)
             for space, t in others
         }
-        found = {first[0]: catalog.lexical(terms, flt, k, table=first[1], restricted=restricted)}
-        spaces = {space: found[space] if space in found else asked[space].result() for space in tables}
+        own = {first[0]: catalog.lexical(terms, flt, k, table=first[1], restricted=restricted)}
+        spaces = {space: own[space] if space in own else asked[space].result() for space in tables}
     else:
         spaces = {space: catalog.lexical(terms, flt, k, table=t, restricted=restricted) for space, t in tables.items()}
     ids = [mid for mid in dict.fromkeys(mid for ranked in spaces.values() for mid, _ in ranked) if mid not in known]
