@@ -385,3 +385,33 @@ def test_a_search_asks_a_catalog_server_for_both_lexical_spaces_at_once(
         assert sorted(asked) == ["context_fts", "memories_fts"]  # SQLite: one after the other, on one thread
     finally:
         catalog.close()
+
+
+def test_the_type_counts_come_back_with_a_stores_commit_and_a_write_of_another_machine_is_counted(
+    postgres_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from remindful.engine.postgres import catalog as module
+
+    here, there = open_catalog(postgres_url, tmp_path), open_catalog(postgres_url, tmp_path)
+    reads: list[str] = []
+    plain = here.read
+
+    def read(sql: str, params: Any = (), **kw: Any) -> list[Any]:
+        reads.append(sql)
+        return plain(sql, params, **kw)
+
+    here.read = read  # type: ignore[method-assign]
+    try:
+        insert(here, memory("m1"))
+        assert here.type_counts() == {"fact": 1} and reads == []  # read with the commit
+        insert(there, memory("m2", at=1_700_000_001.0))  # another machine
+        monkeypatch.setattr(module, "COUNTS_REUSE_S", 0.0)  # (its write is counted that much later)
+        assert here.type_counts() == {"fact": 2} and reads == [module.TYPE_COUNTS]
+        monkeypatch.setattr(module, "COUNTS_REUSE_S", 60.0)
+        here.delete_ids(["m1"])  # a write without the counts: those read before are dropped
+        assert here.type_counts() == {"fact": 1} and len(reads) == 2
+        here.mark_indexed(["m2"])  # what changes no count keeps them
+        assert here.type_counts() == {"fact": 1} and len(reads) == 2
+    finally:
+        here.close()
+        there.close()

@@ -73,6 +73,8 @@ CONNECT_TIMEOUT_S = 5
 STORE_LOCK = "store"
 #: The advisory lock under which a database's schema is created or migrated.
 MIGRATE_LOCK = "migrate"
+#: How long (seconds) the type counts last read stand in for a new read (:meth:`PostgresCatalog.type_counts`).
+COUNTS_REUSE_S = 0.25
 
 
 class CommitUnknownError(StorageError):
@@ -146,6 +148,10 @@ class PostgresCatalog:
         self._conns: list[Any] = []
         self._conns_lock = threading.Lock()
         self._lexical = PostgresLexicalSearch(self)
+        #: The type counts last read and when (time.monotonic()); None: read them again. A read
+        #: keeps what it read only if no write committed since it began (``_commits``).
+        self._type_counts: tuple[float, dict[str, int]] | None = None
+        self._commits = 0
         self._with_retries(self._migrate, what="opening the PostgreSQL catalog")
 
     # -- connections and transactions -------------------------------------------------------------
@@ -228,6 +234,7 @@ class PostgresCatalog:
         deadlock is retried); only a connection broken at the commit is :class:`CommitUnknownError`."""
         conn = self._connection()
         self._local.pipeline = None
+        counted = None
         try:
             # One round trip: the key is our own integer, so the two statements go as one
             # simple query (no parameters) instead of two.
@@ -240,9 +247,20 @@ class PostgresCatalog:
                 conn.execute("ROLLBACK")
             raise
         try:
+            if durable:
+                self._commits += 1
+                self._type_counts = None
+                if getattr(self._local, "pipeline", None) is not None:
+                    # Memories were written: their type counts come back with the commit, no round
+                    # trip of their own, for the reads that follow (type_counts).
+                    counted = (time.monotonic(), conn.execute(TYPE_COUNTS))
             conn.execute("COMMIT")
             self._end_pipeline(conn, failed=False)
             self._lexical.forget_size()
+            if durable:
+                self._commits += 1  # a read that began before the commit landed keeps nothing
+            if counted is not None:
+                self._type_counts = (counted[0], _counts(counted[1].fetchall()))
         except self._psycopg.OperationalError as exc:
             if not conn.broken and not isinstance(exc, self._psycopg.errors.QueryCanceled):
                 # A pipelined statement failed (the COMMIT did not run): as any failed write.
@@ -637,8 +655,19 @@ class PostgresCatalog:
         return {mid: stored_vectors.decode(blob) for mid, blob in rows}
 
     def type_counts(self) -> dict[str, int]:
-        """How many memories each type holds (types without any are left out)."""
-        return {str(t): int(n) for t, n in self.read("SELECT type, n FROM type_counts WHERE n > 0")}
+        """How many memories each type holds (types without any are left out). What a store and a
+        search read first: the counts this process read or committed less than
+        :data:`COUNTS_REUSE_S` ago stand in for a read (a write of this process's own is always
+        in them: its commit reads them, or drops those read before); another machine's writes are
+        counted that much later at most."""
+        known = self._type_counts
+        if known is not None and time.monotonic() - known[0] < COUNTS_REUSE_S:
+            return dict(known[1])
+        at, commits = time.monotonic(), self._commits
+        counts = _counts(self.read(TYPE_COUNTS))
+        if commits == self._commits:
+            self._type_counts = (at, counts)
+        return dict(counts)
 
     def scope_counts(self) -> dict[str | None, int]:
         """How many memories each scope holds (None: unscoped)."""
@@ -912,6 +941,14 @@ def add_counts(conn: Any, counts: Mapping[str, int]) -> None:
                 "ON CONFLICT (name) DO UPDATE SET value = s.value + excluded.value",
                 list(counts.items()),
             )
+
+
+#: The type counts as :meth:`PostgresCatalog.type_counts` reads them.
+TYPE_COUNTS = "SELECT type, n FROM type_counts WHERE n > 0"
+
+
+def _counts(rows: Iterable[Sequence[Any]]) -> dict[str, int]:
+    return {str(t): int(n) for t, n in rows}
 
 
 def _matrix(rows: Sequence[Any]) -> tuple[list[str], np.ndarray | None]:
