@@ -47,9 +47,10 @@ STOP = {"the", "and", "was", "what", "when", "did", "does", "how", "who", "which
 
 
 @contextlib.contextmanager
-def throwaway_cluster(keep: Path | None = None) -> Iterator[str]:
+def throwaway_cluster(keep: Path | None = None, settings: str = "") -> Iterator[str]:
     """A PostgreSQL 15 cluster on a free port; its URL; stopped and removed afterwards. ``keep``: a
-    folder whose cluster is kept when stopped (created there the first time, started from it after)."""
+    folder whose cluster is kept when stopped (created there the first time, started from it after);
+    ``settings``: server options for this start (``-c shared_buffers=1GB``)."""
     as_user = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
     root = Path(tempfile.mkdtemp(prefix="remindful-bench-pg-")) if keep is None else keep
     root.mkdir(parents=True, exist_ok=True)
@@ -63,7 +64,7 @@ def throwaway_cluster(keep: Path | None = None) -> Iterator[str]:
     if not (data / "PG_VERSION").exists():
         subprocess.run([*as_user, str(PG_BIN / "initdb"), "-D", str(data), "-A", "trust", "-U", "bench"],
                        check=True, capture_output=True)  # fmt: skip
-    subprocess.run([*run, "-l", str(root / "log"), "-o", f"-p {port} -k {root} -h 127.0.0.1", "-w", "start"],
+    subprocess.run([*run, "-l", str(root / "log"), "-o", f"-p {port} -k {root} -h 127.0.0.1 {settings}", "-w", "start"],
                    check=True, capture_output=True)  # fmt: skip
     try:
         yield f"postgresql://bench@127.0.0.1:{port}/postgres"

@@ -245,6 +245,7 @@ def main() -> None:
     p.add_argument("--found", type=int, default=30, help="hook-to-other-machine samples")
     p.add_argument("--fake-embedder", action="store_true", help="hash vectors instead of the ONNX model")
     p.add_argument("--url", help="an empty PostgreSQL database (default: a throwaway cluster)")
+    p.add_argument("--pg-settings", default="", help="server options of the throwaway cluster: '-c shared_buffers=1GB'")
     p.add_argument("--cache", type=Path, help="keep the stores in this folder; reuse those it holds (see above)")
     args = p.parse_args()
 
@@ -268,11 +269,13 @@ def main() -> None:
     embedder = MemoEmbedder(model, [*texts, *queries])
     result: dict[str, Any] = {"memories": args.memories, "embedder": embedder.name, "queries": len(queries)}
     result["cached"] = bool(built)
+    result["pg_settings"] = args.pg_settings
     with contextlib.ExitStack() as stack:
         root = args.cache or stack.enter_context(scratch_dir())
         root.mkdir(parents=True, exist_ok=True)
         result["embedded"] = measure("embedded", root, texts, queries, args, embedder, None, built)
-        url = args.url or stack.enter_context(throwaway_cluster(None if args.cache is None else root / "pg"))
+        keep = None if args.cache is None else root / "pg"
+        url = args.url or stack.enter_context(throwaway_cluster(keep, args.pg_settings))
         host, port = stack.enter_context(chroma_server(root))
         shared = {"catalog.url": url, "storage.chromadb.mode": "server", "storage.chromadb.host": host,
                   "storage.chromadb.port": port}  # fmt: skip
@@ -287,7 +290,7 @@ def lines(r: dict[str, Any]) -> list[str]:
     e, s = r["embedded"], r["shared"]
     return [
         f"whole path, {r['memories']:,} memories, embedder {r['embedder']} (vectors computed before the timing), "
-        f"{r['queries']} searches",
+        f"{r['queries']} searches" + (f", PostgreSQL started with {r['pg_settings']}" if r.get("pg_settings") else ""),
         versus("search p50 PostgreSQL + Chroma server", s["search_p50_ms"], "embedded", e["search_p50_ms"])
         + " (target <= 2x)",
         versus("search p95 PostgreSQL + Chroma server", s["search_p95_ms"], "embedded", e["search_p95_ms"]),
