@@ -47,10 +47,13 @@ STOP = {"the", "and", "was", "what", "when", "did", "does", "how", "who", "which
 
 
 @contextlib.contextmanager
-def throwaway_cluster() -> Iterator[str]:
-    """A PostgreSQL 15 cluster on a free port; its URL; stopped and removed afterwards."""
+def throwaway_cluster(keep: Path | None = None, settings: str = "") -> Iterator[str]:
+    """A PostgreSQL 15 cluster on a free port; its URL; stopped and removed afterwards. ``keep``: a
+    folder whose cluster is kept when stopped (created there the first time, started from it after);
+    ``settings``: server options for this start (``-c shared_buffers=1GB``)."""
     as_user = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
-    root = Path(tempfile.mkdtemp(prefix="remindful-bench-pg-"))
+    root = Path(tempfile.mkdtemp(prefix="remindful-bench-pg-")) if keep is None else keep
+    root.mkdir(parents=True, exist_ok=True)
     if as_user:
         shutil.chown(root, "postgres", "postgres")
     with socket.socket() as sock:
@@ -58,15 +61,17 @@ def throwaway_cluster() -> Iterator[str]:
         port = sock.getsockname()[1]
     data = root / "data"
     run = [*as_user, str(PG_BIN / "pg_ctl"), "-D", str(data)]
-    subprocess.run([*as_user, str(PG_BIN / "initdb"), "-D", str(data), "-A", "trust", "-U", "bench"],
-                   check=True, capture_output=True)  # fmt: skip
-    subprocess.run([*run, "-l", str(root / "log"), "-o", f"-p {port} -k {root} -h 127.0.0.1", "-w", "start"],
+    if not (data / "PG_VERSION").exists():
+        subprocess.run([*as_user, str(PG_BIN / "initdb"), "-D", str(data), "-A", "trust", "-U", "bench"],
+                       check=True, capture_output=True)  # fmt: skip
+    subprocess.run([*run, "-l", str(root / "log"), "-o", f"-p {port} -k {root} -h 127.0.0.1 {settings}", "-w", "start"],
                    check=True, capture_output=True)  # fmt: skip
     try:
         yield f"postgresql://bench@127.0.0.1:{port}/postgres"
     finally:
         subprocess.run([*run, "-m", "fast", "-w", "stop"], capture_output=True)
-        shutil.rmtree(root, ignore_errors=True)
+        if keep is None:
+            shutil.rmtree(root, ignore_errors=True)
 
 
 def rows_for(texts: list[str], n: int, start: float) -> list[Any]:

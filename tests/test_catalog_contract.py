@@ -253,6 +253,23 @@ def test_a_row_dated_inside_its_session_mends_the_windows_on_both_sides(backend:
     assert text["m2"].startswith("The build needs") and "caching" in text["m2"]
 
 
+def test_window_texts_are_the_neighbours_words_and_the_date_exactly(backend: Backend) -> None:
+    from remindful.engine.windows import date_words
+
+    late_may, june, new_year_eve, new_year = 1_685_577_599.9, 1_685_577_600.0, 1_704_067_199.0, 1_704_067_200.5
+    backend.insert([row("a", "Alpha", at=late_may, session="s9"), row("c", "Gamma", at=new_year_eve, session="s9"),
+                    row("e", "Epsilon", at=946_684_800.0, session=None)])  # fmt: skip
+    backend.insert([row("b", "Beta", at=june, session="s9"), row("d", "Delta", at=new_year, session="s9")])
+    assert backend.catalog.windows(["a", "b", "c", "d", "e"]) == {
+        "a": f"Alpha\nBeta\nGamma\n({date_words(late_may)})",
+        "b": f"Alpha\nBeta\nGamma\nDelta\n({date_words(june)})",
+        "c": f"Alpha\nBeta\nGamma\nDelta\n({date_words(new_year_eve)})",
+        "d": "Beta\nGamma\nDelta\n(1 January 2024)",
+        "e": "Epsilon\n(1 January 2000)",
+    }
+    assert [date_words(t) for t in (late_may, june, new_year_eve)] == ["31 May 2023", "1 June 2023", "31 December 2023"]
+
+
 # -- sessions, scopes, the ledger ------------------------------------------------------------------
 
 

@@ -7,6 +7,7 @@ import json
 import logging
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -69,8 +70,10 @@ def test_an_older_schema_is_migrated_at_open_keeping_its_rows(postgres_url: str,
 
     catalog = open_catalog(postgres_url, tmp_path)
     try:
-        assert catalog.schema_version() == SCHEMA_VERSION == 6
+        assert catalog.schema_version() == SCHEMA_VERSION == 7
         assert "origin" in columns(postgres_url)
+        options = dict(catalog.read("SELECT relname, reloptions FROM pg_class WHERE relname LIKE 'idx_%%_fts'"))
+        assert options == {name: ["gin_pending_list_limit=256"] for name in ("idx_memories_fts", "idx_context_fts")}
         assert catalog.read("SELECT count(*) FROM project_bindings") == [(0,)]
         old = catalog.get_rows(["old"])["old"]
         assert old.content == "written before origin"
@@ -299,3 +302,120 @@ def test_two_writers_of_one_session_number_it_one_after_the_other(postgres_url: 
     finally:
         first.close()
         second.close()
+
+
+def test_only_what_is_derived_again_commits_without_waiting_for_the_flush(postgres_url: str, tmp_path: Path) -> None:
+    import numpy as np
+
+    catalog = open_catalog(postgres_url, tmp_path)
+    plain = catalog.transaction
+    calls: list[bool] = []
+
+    def spy(*, durable: bool = True) -> object:
+        calls.append(durable)
+        return plain(durable=durable)
+
+    try:
+        with catalog.transaction(durable=False) as conn:
+            assert conn.execute("SHOW synchronous_commit").fetchone()[0] == "off"
+        with catalog.transaction() as conn:  # that transaction's setting only
+            assert conn.execute("SHOW synchronous_commit").fetchone()[0] == "on"
+        catalog.transaction = spy  # type: ignore[method-assign]
+        seen: list[tuple[str, bool]] = []
+        for what, write in [
+            ("store", lambda: insert(catalog, memory("m1"))),
+            ("deliver", lambda: catalog.deliver([("k1", [memory("m2", at=1_700_000_001.0)])])),
+            ("delete", lambda: catalog.delete_ids(["m2"])),
+            ("unmark", lambda: catalog.mark_indexed(["m1"], value=False)),
+            ("vectors", lambda: catalog.set_embeddings({"m1": np.ones(4, np.float32)})),
+            ("vectors now", lambda: catalog.set_embeddings({"m1": np.ones(4, np.float32)}, wait=False)),
+            ("mark", lambda: catalog.mark_indexed(["m1"])),
+            ("access", lambda: catalog.touch(["m1"], 1_700_000_100.0)),
+            ("cache", lambda: catalog.put_cached_embeddings("model", {"h": np.ones(4, np.float32)})),
+        ]:
+            calls.clear()
+            write()
+            assert calls, what
+            seen.append((what, all(calls)))
+        assert seen == [
+            ("store", True), ("deliver", True), ("delete", True), ("unmark", True),
+            ("vectors", False), ("vectors now", False), ("mark", False), ("access", False), ("cache", False),
+        ]  # fmt: skip
+        assert catalog.embeddings(["m1"])["m1"].tolist() == [1.0] * 4
+    finally:
+        catalog.transaction = plain  # type: ignore[method-assign]
+        catalog.close()
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_a_search_asks_a_catalog_server_for_both_lexical_spaces_at_once(
+    backend: str, postgres_url: str, tmp_path: Path
+) -> None:
+    import numpy as np
+
+    from remindful.config import SearchSettings
+    from remindful.engine.catalog import Catalog
+    from remindful.engine.retrieval.search import rank
+
+    redaction = StoreRedactor(build_redactor(), tmp_path)
+    catalog: Any = (
+        Catalog(tmp_path / "catalog.sqlite3", redaction=redaction)
+        if backend == "sqlite"
+        else PostgresCatalog(postgres_url, redaction=redaction)
+    )
+    rows = [memory(f"m{i}", at=1_700_000_000.0 + i) for i in range(3)]
+    rows[1].content = "the staging server listens on port 8443"
+    for row in rows:
+        row.embedding = np.eye(384, dtype=np.float32)[int(row.id[1:])]
+    catalog.write(lambda conn: catalog.insert_memories(conn, rows))
+    both = threading.Barrier(2, timeout=10)  # passed only by two calls at once
+    asked: list[str] = []
+    plain = catalog.lexical
+
+    def lexical(*args: Any, **kwargs: Any) -> list[tuple[str, float]]:
+        asked.append(kwargs["table"])
+        if backend == "postgres":
+            both.wait()
+        return plain(*args, **kwargs)
+
+    catalog.lexical = lexical
+    try:
+        hits = rank(
+            catalog, lambda: np.eye(384, dtype=np.float32)[1], "staging port", build_filter(),
+            settings=SearchSettings(), limit=3, dense_from_index=None, restricted=False,
+            resumed_session=None, min_score=0.0, diverse=False,
+        )  # fmt: skip
+        assert hits[0].row.id == "m1" and {"lexical", "lexical_context"} <= set(hits[0].spaces)
+        assert sorted(asked) == ["context_fts", "memories_fts"]  # SQLite: one after the other, on one thread
+    finally:
+        catalog.close()
+
+
+def test_the_type_counts_come_back_with_a_stores_commit_and_a_write_of_another_machine_is_counted(
+    postgres_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from remindful.engine.postgres import catalog as module
+
+    here, there = open_catalog(postgres_url, tmp_path), open_catalog(postgres_url, tmp_path)
+    reads: list[str] = []
+    plain = here.read
+
+    def read(sql: str, params: Any = (), **kw: Any) -> list[Any]:
+        reads.append(sql)
+        return plain(sql, params, **kw)
+
+    here.read = read  # type: ignore[method-assign]
+    try:
+        insert(here, memory("m1"))
+        assert here.type_counts() == {"fact": 1} and reads == []  # read with the commit
+        insert(there, memory("m2", at=1_700_000_001.0))  # another machine
+        monkeypatch.setattr(module, "COUNTS_REUSE_S", 0.0)  # (its write is counted that much later)
+        assert here.type_counts() == {"fact": 2} and reads == [module.TYPE_COUNTS]
+        monkeypatch.setattr(module, "COUNTS_REUSE_S", 60.0)
+        here.delete_ids(["m1"])  # a write without the counts: those read before are dropped
+        assert here.type_counts() == {"fact": 1} and len(reads) == 2
+        here.mark_indexed(["m2"])  # what changes no count keeps them
+        assert here.type_counts() == {"fact": 1} and len(reads) == 2
+    finally:
+        here.close()
+        there.close()

@@ -74,6 +74,8 @@ CONNECT_TIMEOUT_S = 5
 STORE_LOCK = "store"
 #: The advisory lock under which a database's schema is created or migrated.
 MIGRATE_LOCK = "migrate"
+#: How long (seconds) the type counts last read stand in for a new read (:meth:`PostgresCatalog.type_counts`).
+COUNTS_REUSE_S = 0.25
 
 
 class CommitUnknownError(StorageError):
@@ -157,6 +159,10 @@ class PostgresCatalog:
         self._conns: list[Any] = []
         self._conns_lock = threading.Lock()
         self._lexical = PostgresLexicalSearch(self)
+        #: The type counts last read and when (time.monotonic()); None: read them again. A read
+        #: keeps what it read only if no write committed since it began (``_commits``).
+        self._type_counts: tuple[float, dict[str, int]] | None = None
+        self._commits = 0
         self._with_retries(self._migrate, what="opening the PostgreSQL catalog")
         #: Whose token this catalog holds (None: opened without one). An unknown or revoked token
         #: is refused here, by the database; without a token a team store's first statement on
@@ -248,9 +254,17 @@ class PostgresCatalog:
         raise AssertionError("unreachable")
 
     @contextmanager
-    def transaction(self) -> Iterator[Any]:
+    def transaction(self, *, durable: bool = True) -> Iterator[Any]:
         """One write transaction on this thread's connection, holding the store lock shared. The
         caller retries (:meth:`write`); a break during COMMIT is :class:`CommitUnknownError`.
+
+        ``durable=False`` is for what the store derives again when it is lost (a memory's vector,
+        its indexed mark, access counts, the embedding cache): its commit does not wait for the
+        server to flush its write-ahead log (``synchronous_commit = off`` for this transaction
+        only), so it neither waits for the disk nor makes the next acknowledged write wait for a
+        flush of its own. The server can lose such a commit only in a crash within a fraction of
+        a second of it, and always with everything committed after it (the log is replayed in
+        order); a memory's own write is never one of them.
 
         A write may send its statements from some point on in pipeline mode (:meth:`pipeline_rest`):
         those that return nothing then go with the next that does, or with the COMMIT, in one round
@@ -259,10 +273,12 @@ class PostgresCatalog:
         deadlock is retried); only a connection broken at the commit is :class:`CommitUnknownError`."""
         conn = self._connection()
         self._local.pipeline = None
+        counted = None
         try:
             # One round trip: the key is our own integer, so the two statements go as one
             # simple query (no parameters) instead of two.
-            conn.execute(f"BEGIN; SELECT pg_advisory_xact_lock_shared({lock_key(STORE_LOCK):d})")
+            relaxed = "" if durable else "SET LOCAL synchronous_commit = off; "
+            conn.execute(f"BEGIN; {relaxed}SELECT pg_advisory_xact_lock_shared({lock_key(STORE_LOCK):d})")
             yield conn
         except BaseException:
             self._end_pipeline(conn, failed=True)
@@ -270,9 +286,20 @@ class PostgresCatalog:
                 conn.execute("ROLLBACK")
             raise
         try:
+            if durable:
+                self._commits += 1
+                self._type_counts = None
+                if getattr(self._local, "pipeline", None) is not None:
+                    # Memories were written: their type counts come back with the commit, no round
+                    # trip of their own, for the reads that follow (type_counts).
+                    counted = (time.monotonic(), conn.execute(TYPE_COUNTS))
             conn.execute("COMMIT")
             self._end_pipeline(conn, failed=False)
             self._lexical.forget_size()
+            if durable:
+                self._commits += 1  # a read that began before the commit landed keeps nothing
+            if counted is not None:
+                self._type_counts = (counted[0], _counts(counted[1].fetchall()))
         except self._psycopg.OperationalError as exc:
             if not conn.broken and not isinstance(exc, self._psycopg.errors.QueryCanceled):
                 # A pipelined statement failed (the COMMIT did not run): as any failed write.
@@ -304,11 +331,11 @@ class PostgresCatalog:
         else:
             pipeline.__exit__(None, None, None)
 
-    def write(self, fn: Callable[[Any], T], *, what: str = "write") -> T:
-        """Run ``fn(conn)`` in one retried write transaction."""
+    def write(self, fn: Callable[[Any], T], *, what: str = "write", durable: bool = True) -> T:
+        """Run ``fn(conn)`` in one retried write transaction (``durable``: see :meth:`transaction`)."""
 
         def run() -> T:
-            with self.transaction() as conn:
+            with self.transaction(durable=durable) as conn:
                 return fn(conn)
 
         return self._with_retries(run, what=what)
@@ -566,7 +593,7 @@ class PostgresCatalog:
                 )
 
         if items:
-            self.write(run, what="caching embeddings")
+            self.write(run, what="caching embeddings", durable=False)
 
     def stored_with(self, content_hash: str, session_id: str) -> list[dict[str, Any]]:
         """The metadata of each memory of session ``session_id`` whose content has ``content_hash``."""
@@ -651,12 +678,12 @@ class PostgresCatalog:
     def windows_to_mend(self) -> bool:
         return False
 
-    def try_write(self, fn: Callable[[Any], Any]) -> bool:
+    def try_write(self, fn: Callable[[Any], Any], *, durable: bool = True) -> bool:
         """Run ``fn(conn)`` in one write transaction now (on this thread's own connection: no other
         thread of this process holds it); whether it ran (an error is logged and rolled back:
-        nothing written)."""
+        nothing written). ``durable``: see :meth:`transaction`."""
         try:
-            with self.transaction() as conn:
+            with self.transaction(durable=durable) as conn:
                 fn(conn)
             return True
         except self._psycopg.Error as exc:
@@ -670,8 +697,19 @@ class PostgresCatalog:
         return {mid: stored_vectors.decode(blob) for mid, blob in rows}
 
     def type_counts(self) -> dict[str, int]:
-        """How many memories each type holds (types without any are left out)."""
-        return {str(t): int(n) for t, n in self.read("SELECT type, n FROM type_counts WHERE n > 0")}
+        """How many memories each type holds (types without any are left out). What a store and a
+        search read first: the counts this process read or committed less than
+        :data:`COUNTS_REUSE_S` ago stand in for a read (a write of this process's own is always
+        in them: its commit reads them, or drops those read before); another machine's writes are
+        counted that much later at most."""
+        known = self._type_counts
+        if known is not None and time.monotonic() - known[0] < COUNTS_REUSE_S:
+            return dict(known[1])
+        at, commits = time.monotonic(), self._commits
+        counts = _counts(self.read(TYPE_COUNTS))
+        if commits == self._commits:
+            self._type_counts = (at, counts)
+        return dict(counts)
 
     def scope_counts(self) -> dict[str | None, int]:
         """How many memories each scope holds (None: unscoped)."""
@@ -691,7 +729,7 @@ class PostgresCatalog:
                 )
             add_counts(c, dict(counts or {}))
 
-        self.write(run, what="recording access")
+        self.write(run, what="recording access", durable=False)
 
     def unindexed(self, limit: int = 1000) -> list[tuple[MemoryRow, np.ndarray | None]]:
         rows = self.read(
@@ -700,14 +738,20 @@ class PostgresCatalog:
         return [(MemoryRow.from_sql(r), None if r[-1] is None else stored_vectors.decode(r[-1])) for r in rows]
 
     def mark_indexed(self, ids: Sequence[str], value: bool = True) -> None:
+        """Mark rows indexed (in the vector index) or not. A lost mark of indexed rows is derived
+        again (the rows are indexed once more, which changes nothing), so that commit does not
+        wait for the flush (:meth:`transaction`); a mark of rows the index lacks does."""
         if ids:
             self.write(
                 lambda c: c.execute("UPDATE memories SET indexed = %s WHERE id = ANY(%s)", (int(value), list(ids))),
                 what="marking memories indexed",
+                durable=not value,
             )
 
     def set_embeddings(self, items: Mapping[str, np.ndarray], *, wait: bool = True) -> bool:
-        """Save vectors; a row that had none grows by the vector's size (quota accounting)."""
+        """Save vectors; a row that had none grows by the vector's size (quota accounting). A vector
+        lost in a crash is computed again (the row is still without one), so the commit does not
+        wait for the flush (:meth:`transaction`)."""
 
         def run(c: Any) -> None:
             with c.cursor() as cur:
@@ -720,8 +764,8 @@ class PostgresCatalog:
         if not items:
             return True
         if not wait:
-            return self.try_write(run)
-        self.write(run, what="saving embeddings")
+            return self.try_write(run, durable=False)
+        self.write(run, what="saving embeddings", durable=False)
         return True
 
     # The vectors of long memories' parts (remindful.engine.chunks) are not kept in PostgreSQL yet:
@@ -945,6 +989,14 @@ def add_counts(conn: Any, counts: Mapping[str, int]) -> None:
                 "ON CONFLICT (name) DO UPDATE SET value = s.value + excluded.value",
                 list(counts.items()),
             )
+
+
+#: The type counts as :meth:`PostgresCatalog.type_counts` reads them.
+TYPE_COUNTS = "SELECT type, n FROM type_counts WHERE n > 0"
+
+
+def _counts(rows: Iterable[Sequence[Any]]) -> dict[str, int]:
+    return {str(t): int(n) for t, n in rows}
 
 
 def _matrix(rows: Sequence[Any]) -> tuple[list[str], np.ndarray | None]:

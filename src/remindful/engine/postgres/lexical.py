@@ -138,13 +138,12 @@ class PostgresLexicalSearch:
         self._size_at = float("-inf")
 
     def _counts(self, table: str, terms: Sequence[str], cap: int, size: int | None = None) -> int:
-        """Count (up to ``cap``) the rows of each of ``terms`` not remembered, and the store's size,
-        in one statement; remember them; the size. At the first cap (what every search counts)
-        the other space's counts are read in the same statement: a search asks for both. With
-        nothing to count, a size read less than :data:`SIZE_REUSE_S` ago is the answer."""
+        """Count (up to ``cap``) the rows of ``table`` holding each of ``terms`` not remembered, and
+        the store's size, in one statement; remember them; the size. Each space counts its own: a
+        search asks the two at once, each on its connection (:mod:`remindful.engine.retrieval.search`).
+        With nothing to count, a size read less than :data:`SIZE_REUSE_S` ago is the answer."""
         known = self._size if size is None else size
-        spaces = list(SPACES) if cap == LEXICAL_MAX_MATCHES + 1 else [table]
-        wanted = [(space, t) for space in spaces for t in sorted(set(terms)) if not self._fresh(space, t, known, cap)]
+        wanted = [(table, t) for t in sorted(set(terms)) if not self._fresh(table, t, known, cap)]
         if not wanted and size is None and time.monotonic() - self._size_at < SIZE_REUSE_S:
             return self._size
         columns = ["(SELECT coalesce(max(rowid), 0) FROM memories)"]

@@ -393,8 +393,21 @@ END $do$""",
     f"GRANT USAGE, SELECT ON SEQUENCE {', '.join(_SEQUENCES)} TO PUBLIC",
 ]
 
+#: Version 7: the full-text indexes keep short pending lists. A GIN index takes new entries into
+#: an unsorted pending list (``fastupdate``) that every query of it reads whole, up to
+#: ``gin_pending_list_limit`` (4 MB by default: a lexical statement on a freshly written store read
+#: 400 pages of it, each count of a term again); at 256 kB the writer that fills it merges it into
+#: the index (a few milliseconds, once per some fifty stores) and a query reads little of it.
+#: The lists written before are merged now.
+PENDING_LIST_KB = 256
+_V7 = [
+    f"ALTER INDEX idx_memories_fts SET (gin_pending_list_limit = {PENDING_LIST_KB})",
+    f"ALTER INDEX idx_context_fts SET (gin_pending_list_limit = {PENDING_LIST_KB})",
+    "SELECT gin_clean_pending_list('idx_memories_fts'), gin_clean_pending_list('idx_context_fts')",
+]
+
 #: The statements of each version, from the first: ``MIGRATIONS[v - 1]`` brings version ``v - 1`` to ``v``.
-MIGRATIONS: tuple[list[str], ...] = (_V1, _V2, _V3, _V4, _V5, _V6)
+MIGRATIONS: tuple[list[str], ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7)
 #: The version before which the catalog derives the origins of rows that have none.
 ORIGINS_VERSION = 5
 SCHEMA_VERSION = len(MIGRATIONS)

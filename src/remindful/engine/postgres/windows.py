@@ -20,8 +20,10 @@ Conn = Any  # a psycopg.Connection: imported lazily by the catalog
 
 def after_insert(conn: Conn, rows: Sequence[tuple[str, str | None, float]]) -> None:
     """Number the new rows ``(id, session id, created_at)`` within their sessions and build the
-    windows they change: one statement per session numbers it and reads the rows its windows need
-    (and one reads the rows without a session), so a store costs few round trips to the server."""
+    windows they change, on the server: one statement per session numbers it and writes its
+    windows (:data:`RENUMBER`), and one writes the windows of the rows without a session. Nothing
+    is read back, so in a pipelined write (:meth:`PostgresCatalog.pipeline_rest
+    <remindful.engine.postgres.catalog.PostgresCatalog.pipeline_rest>`) they cost no round trip."""
     sessions: dict[str, float] = {}
     loose: list[str] = []
     for memory_id, session_id, created in rows:
@@ -30,19 +32,32 @@ def after_insert(conn: Conn, rows: Sequence[tuple[str, str | None, float]]) -> N
         else:
             sessions[session_id] = min(created, sessions.get(session_id, created))
     if loose:
-        found = conn.execute("SELECT rowid, content, created_at FROM memories WHERE id = ANY(%s)", (loose,))
-        _write(conn, [(rowid, f"{content}\n({date_words(created)})") for rowid, content, created in found])
+        conn.execute(
+            f"INSERT INTO context_windows (rowid, text) SELECT rowid, content || {_dated('created_at')} FROM memories "
+            "WHERE id = ANY(%s) ON CONFLICT (rowid) DO UPDATE SET text = excluded.text",
+            (loose,),
+        )
     for session_id, earliest in sorted(sessions.items()):
         # Writers of one session (threads, machines) number it one after the other; a statement
         # of its own, so that the numbering's snapshot, taken after it, sees the last one's rows.
         conn.execute("SELECT pg_advisory_xact_lock(hashtextextended('remindful:session:' || %s, 0))", (session_id,))
-        _write(conn, _renumbered_windows(conn, session_id, earliest))
+        conn.execute(RENUMBER, {"s": session_id, "e": earliest})
+
+
+def _dated(column: str) -> str:
+    """SQL for what ends a window's text: a newline and the date of the epoch ``column`` in
+    parentheses, as :func:`~remindful.engine.windows.date_words` writes it ('8 May 2023'; ``Month``
+    is English whatever the server's locale: only ``TMMonth`` would translate it)."""
+    return f"E'\\n(' || to_char(to_timestamp({column}) AT TIME ZONE 'UTC', 'FMDD FMMonth YYYY') || ')'"
 
 
 #: Renumbers a session's rows from ``earliest`` on (after the last earlier row's ``seq``, in
-#: (created_at, rowid) order) and returns them with their new ``seq`` and the earlier rows within
-#: two windows below them: what :func:`_built` needs. The earlier rows keep their numbers, and the
-#: UPDATE's rows are taken from its RETURNING (the statement's snapshot does not see them changed).
+#: (created_at, rowid) order) and writes the windows that change: those of the renumbered rows and
+#: of the WINDOW rows before them, each the text of the rows within WINDOW positions of it (in
+#: ``seq`` order; a private neighbour's text only in a private row's window) and its date, as
+#: :func:`_built` writes them. The renumbered rows come from the UPDATE's RETURNING (the
+#: statement's snapshot does not see them changed), the earlier ones within two windows below them
+#: from the table.
 RENUMBER = f"""
 WITH b AS (
   SELECT coalesce((SELECT seq + 1 FROM memories WHERE session_id = %(s)s AND created_at < %(e)s
@@ -52,23 +67,21 @@ WITH b AS (
   FROM memories, b WHERE session_id = %(s)s AND created_at >= %(e)s
 ), u AS (
   UPDATE memories m SET seq = r.n FROM r WHERE m.rowid = r.rowid
-  RETURNING m.rowid, r.n, m.content, m.created_at, m.scope
+  RETURNING m.rowid, r.n AS seq, m.content, m.created_at, m.scope
+), p AS (
+  SELECT rowid, seq, content, created_at, scope FROM u
+  UNION ALL
+  SELECT m.rowid, m.seq, m.content, m.created_at, m.scope FROM memories m, b
+  WHERE m.session_id = %(s)s AND m.created_at < %(e)s AND m.seq BETWEEN b.base - {2 * WINDOW} AND b.base - 1
 )
-SELECT u.rowid, u.n, u.content, u.created_at, b.base, u.scope FROM u, b
-UNION ALL
-SELECT m.rowid, m.seq, m.content, m.created_at, b.base, m.scope FROM memories m, b
-WHERE m.session_id = %(s)s AND m.created_at < %(e)s AND m.seq BETWEEN b.base - {2 * WINDOW} AND b.base - 1
-ORDER BY 2
+INSERT INTO context_windows (rowid, text)
+SELECT t.rowid, string_agg(n.content, E'\\n' ORDER BY n.seq) || {_dated("t.created_at")}
+FROM p t JOIN p n ON n.seq BETWEEN t.seq - {WINDOW} AND t.seq + {WINDOW}
+  AND (n.rowid = t.rowid OR n.scope IS DISTINCT FROM 'user' OR t.scope = 'user'), b
+WHERE t.seq >= b.base - {WINDOW}
+GROUP BY t.rowid, t.created_at
+ON CONFLICT (rowid) DO UPDATE SET text = excluded.text
 """
-
-
-def _renumbered_windows(conn: Conn, session_id: str, earliest: float) -> list[tuple[int, str]]:
-    rows = conn.execute(RENUMBER, {"s": session_id, "e": earliest}).fetchall()
-    if not rows:
-        return []
-    base = int(rows[0][4])
-    renumbered = sum(1 for r in rows if r[1] >= base)
-    return _built([(*r[:4], r[5]) for r in rows], base - WINDOW, base + max(renumbered, 1) - 1)
 
 
 def _windows(conn: Conn, session_id: str, first: int, last: int) -> list[tuple[int, str]]:

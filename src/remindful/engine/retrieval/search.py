@@ -566,6 +566,13 @@ def _pool() -> ThreadPoolExecutor:
     return ThreadPoolExecutor(max_workers=2, thread_name_prefix="remindful-lexical")
 
 
+@functools.cache
+def _space_pool() -> ThreadPoolExecutor:
+    """Threads asking a catalog server for one lexical space while a :func:`_pool` thread asks the
+    other (each thread has its own connection, so the server works on both at once)."""
+    return ThreadPoolExecutor(max_workers=2, thread_name_prefix="remindful-lexical-space")
+
+
 #: What :func:`_lexical` gives: each space's candidates, the terms' document frequencies, and the
 #: rows (None: not passing the filter) and vectors of the candidates it read, by id.
 Lexical = tuple[
@@ -582,10 +589,22 @@ def _lexical(
     restricted: bool,
     known: frozenset[str] = frozenset(),
 ) -> Lexical:
-    """Each space's BM25 candidates, one query after the other, and the terms' document
-    frequencies; then the rows and vectors of those candidates not ``known`` (already read), which
-    the searching thread would read next: this thread is done before it needs them."""
-    spaces = {space: catalog.lexical(terms, flt, k, table=t, restricted=restricted) for space, t in tables.items()}
+    """Each space's BM25 candidates and the terms' document frequencies; then the rows and vectors
+    of those candidates not ``known`` (already read), which the searching thread would read next:
+    this thread is done before it needs them. The spaces are asked one after the other of a
+    catalog file (SQLite), at once of a catalog server (``catalog.path`` None), which works on
+    each of its connections in a process of its own: the search then waits for the longer of the
+    two, not for both."""
+    if catalog.path is None and len(tables) > 1:
+        first, *others = tables.items()
+        asked = {
+            space: _space_pool().submit(catalog.lexical, terms, flt, k, table=t, restricted=restricted)
+            for space, t in others
+        }
+        own = {first[0]: catalog.lexical(terms, flt, k, table=first[1], restricted=restricted)}
+        spaces = {space: own[space] if space in own else asked[space].result() for space in tables}
+    else:
+        spaces = {space: catalog.lexical(terms, flt, k, table=t, restricted=restricted) for space, t in tables.items()}
     ids = [mid for mid in dict.fromkeys(mid for ranked in spaces.values() for mid, _ in ranked) if mid not in known]
     vectors: dict[str, np.ndarray] = {}
     found = catalog.rows_passing(ids, flt, vectors=vectors) if ids else {}
