@@ -19,6 +19,7 @@ import json
 import logging
 import os
 import shutil
+import sqlite3
 import stat
 import subprocess
 import sys
@@ -41,6 +42,7 @@ _NEARLY_FULL = 32 * 1024 * 1024  # below this much free space, a vague write err
 FINGERPRINTS = "remindful-files.json"
 DAMAGE_MARKER = "remindful-damage.json"
 _SEGMENT_FILES = (*chroma_probe.HNSW_FILES, "index_metadata.pickle")
+_INCREMENTAL = 2  # PRAGMA auto_vacuum's value for incremental mode
 
 
 class ChromaEmbeddedIndex(ChromaIndexBase):
@@ -150,6 +152,52 @@ class ChromaEmbeddedIndex(ChromaIndexBase):
         "found_at"}``, or None."""
         marker = _read_json(self.path / DAMAGE_MARKER)
         return marker if marker and isinstance(marker.get("message"), str) else None
+
+    def close(self) -> None:
+        """Release the client; after writes, give the free pages of ``chroma.sqlite3`` back
+        (:meth:`_compact`)."""
+        with self._lock:
+            wrote = self._wrote
+            super().close()
+            if wrote:
+                self._compact()
+
+    def _compact(self) -> None:
+        """Return the free pages of ``chroma.sqlite3`` to the file system.
+
+        Chroma logs every vector in its SQLite file (``embeddings_queue``, 1.5 KB a vector) until
+        the collection's HNSW files are saved (every ``sync_threshold`` additions), then deletes
+        the log rows; the pages they took stay in the file, free, and the file never shrinks: at
+        10,000 memories about a third of it. A file in incremental auto-vacuum mode gives them
+        back at once (``PRAGMA incremental_vacuum``: it moves no row, milliseconds); one in the
+        default mode is rewritten once (``VACUUM``) into that mode when its free pages are an
+        eighth of it or more, which a new store's first close does while it is small. Runs after
+        this process's client is closed; another process using the file makes SQLite refuse at
+        once (no wait): the pages stay free for Chroma to reuse, and a later close tries again.
+        """
+        db = self.path / "chroma.sqlite3"
+        if not db.exists():
+            return
+        try:
+            conn = sqlite3.connect(db, timeout=0, isolation_level=None)
+        except sqlite3.Error as exc:
+            log.debug("cannot open %s to compact it: %s", db, exc)
+            return
+        try:
+            free = int(conn.execute("PRAGMA freelist_count").fetchone()[0])
+            if not free:
+                return
+            if int(conn.execute("PRAGMA auto_vacuum").fetchone()[0]) == _INCREMENTAL:
+                # executescript steps the pragma to its end; execute() would free one page.
+                conn.executescript("PRAGMA incremental_vacuum;")
+            elif free * 8 >= int(conn.execute("PRAGMA page_count").fetchone()[0]):
+                conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
+                conn.execute("VACUUM")
+        except sqlite3.Error as exc:  # busy (another process), read-only, full: the pages stay free
+            log.debug("could not compact %s: %s", db, exc)
+        finally:
+            conn.close()
+            self._after_write()
 
     def preload(self) -> None:
         """Import chromadb now (1-2 s): before taking a lock that other processes wait for."""
