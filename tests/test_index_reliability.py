@@ -457,3 +457,18 @@ def test_a_busy_file_is_left_as_it_is(tmp_path: Path) -> None:
     other.close()
     assert sqlite_pages(path)[0] > 0  # left free, for Chroma to reuse
     assert ChromaEmbeddedIndex(path).count(COL) == 900
+
+
+def test_no_compaction_while_another_client_of_this_process_has_the_file(tmp_path: Path) -> None:
+    """Two index objects on one path share chromadb's system: the file stays open after the first
+    closes, and a second descriptor of it closed by the compaction would drop the other's locks."""
+    path = tmp_path / "chroma"
+    filled(path, n=600)
+    other = ChromaEmbeddedIndex(path)
+    assert other.count(COL) == 600
+    index = ChromaEmbeddedIndex(path)
+    index.upsert(COL, [f"n{i}" for i in range(300)], vectors(300, seed=3), [{} for _ in range(300)])
+    index.close()
+    assert other.count(COL) == 900
+    other.close()  # it wrote nothing: it leaves the file as it is
+    assert sqlite_pages(path)[0] > 0

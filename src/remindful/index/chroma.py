@@ -19,7 +19,6 @@ import json
 import logging
 import os
 import shutil
-import sqlite3
 import stat
 import subprocess
 import sys
@@ -30,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from remindful.errors import CorruptionError, StorageError, StorageFullError, StorageLockedError, unwritable
-from remindful.index import chroma_probe
+from remindful.index import chroma_probe, chroma_sqlite
 from remindful.index.chroma_base import RECOVERY, ChromaIndexBase, classify, is_locked_message
 
 __all__ = ["ChromaEmbeddedIndex", "ChromaServerIndex"]
@@ -42,7 +41,6 @@ _NEARLY_FULL = 32 * 1024 * 1024  # below this much free space, a vague write err
 FINGERPRINTS = "remindful-files.json"
 DAMAGE_MARKER = "remindful-damage.json"
 _SEGMENT_FILES = (*chroma_probe.HNSW_FILES, "index_metadata.pickle")
-_INCREMENTAL = 2  # PRAGMA auto_vacuum's value for incremental mode
 
 
 class ChromaEmbeddedIndex(ChromaIndexBase):
@@ -155,49 +153,15 @@ class ChromaEmbeddedIndex(ChromaIndexBase):
 
     def close(self) -> None:
         """Release the client; after writes, give the free pages of ``chroma.sqlite3`` back
-        (:meth:`_compact`)."""
+        (:func:`remindful.index.chroma_sqlite.compact`) once no Chroma client of this process
+        has the file open (another one on the same path keeps chromadb's shared system, and its
+        connections, alive: closing a second descriptor of the file would drop their locks)."""
         with self._lock:
-            wrote = self._wrote
+            wrote, identifier = self._wrote, getattr(self._client, "_identifier", None)
             super().close()
-            if wrote:
-                self._compact()
-
-    def _compact(self) -> None:
-        """Return the free pages of ``chroma.sqlite3`` to the file system.
-
-        Chroma logs every vector in its SQLite file (``embeddings_queue``, 1.5 KB a vector) until
-        the collection's HNSW files are saved (every ``sync_threshold`` additions), then deletes
-        the log rows; the pages they took stay in the file, free, and the file never shrinks: at
-        10,000 memories about a third of it. A file in incremental auto-vacuum mode gives them
-        back at once (``PRAGMA incremental_vacuum``: it moves no row, milliseconds); one in the
-        default mode is rewritten once (``VACUUM``) into that mode when its free pages are an
-        eighth of it or more, which a new store's first close does while it is small. Runs after
-        this process's client is closed; another process using the file makes SQLite refuse at
-        once (no wait): the pages stay free for Chroma to reuse, and a later close tries again.
-        """
-        db = self.path / "chroma.sqlite3"
-        if not db.exists():
-            return
-        try:
-            conn = sqlite3.connect(db, timeout=0, isolation_level=None)
-        except sqlite3.Error as exc:
-            log.debug("cannot open %s to compact it: %s", db, exc)
-            return
-        try:
-            free = int(conn.execute("PRAGMA freelist_count").fetchone()[0])
-            if not free:
-                return
-            if int(conn.execute("PRAGMA auto_vacuum").fetchone()[0]) == _INCREMENTAL:
-                # executescript steps the pragma to its end; execute() would free one page.
-                conn.executescript("PRAGMA incremental_vacuum;")
-            elif free * 8 >= int(conn.execute("PRAGMA page_count").fetchone()[0]):
-                conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
-                conn.execute("VACUUM")
-        except sqlite3.Error as exc:  # busy (another process), read-only, full: the pages stay free
-            log.debug("could not compact %s: %s", db, exc)
-        finally:
-            conn.close()
-            self._after_write()
+            if wrote and identifier is not None and not _chroma_holds(identifier):
+                chroma_sqlite.compact(self.path / "chroma.sqlite3")
+                self._after_write()
 
     def preload(self) -> None:
         """Import chromadb now (1-2 s): before taking a lock that other processes wait for."""
@@ -428,6 +392,13 @@ class ChromaServerIndex(ChromaIndexBase):
             super().close()
         for session in sessions:
             session.close()
+
+
+def _chroma_holds(identifier: str) -> bool:
+    """Whether chromadb's shared system for a client's path is still running in this process."""
+    from chromadb.api.shared_system_client import SharedSystemClient
+
+    return identifier in SharedSystemClient._identifier_to_system
 
 
 def _make_private(root: Path) -> None:
