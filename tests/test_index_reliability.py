@@ -472,3 +472,14 @@ def test_no_compaction_while_another_client_of_this_process_has_the_file(tmp_pat
     assert other.count(COL) == 900
     other.close()  # it wrote nothing: it leaves the file as it is
     assert sqlite_pages(path)[0] > 0
+
+
+def test_a_new_store_is_in_incremental_vacuum_mode_from_its_creation(tmp_path: Path) -> None:
+    """A store built in one go closes once, large, with few free pages: made incremental when it is
+    created, its later closes give pages back without ever rewriting it."""
+    path = tmp_path / "chroma"
+    index = ChromaEmbeddedIndex(path)
+    index.upsert(COL, ["a", "b"], vectors(2), [{}, {}])
+    index.close()
+    assert sqlite_pages(path)[2] == 2
+    assert ChromaEmbeddedIndex(path).count(COL) == 2

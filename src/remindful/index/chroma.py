@@ -85,6 +85,8 @@ class ChromaEmbeddedIndex(ChromaIndexBase):
         import chromadb
         from chromadb.config import Settings
 
+        # No chromadb client of this process can have a file open that does not exist yet.
+        chroma_sqlite.create(self.path / "chroma.sqlite3")
         try:
             return chromadb.PersistentClient(
                 str(self.path), settings=Settings(anonymized_telemetry=False, allow_reset=True)
