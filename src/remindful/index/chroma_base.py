@@ -58,7 +58,7 @@ _CORRUPT = (
 )
 #: The collection metadata that says its vectors are keyed by packed ids (:mod:`remindful.index.keys`):
 #: every collection this version creates; one created before keeps the whole ids it holds.
-KEYS_META = {"remindful_keys": "packed"}
+KEYS_META = {"remindful_keys": "packed32"}
 _INVALID = ("InvalidArgumentError", "DuplicateIDError", "InvalidDimensionException", "ValueError", "TypeError")
 
 

@@ -48,8 +48,9 @@ def compact(db: Path) -> None:
 
     A file in incremental auto-vacuum mode gives them back at once (``PRAGMA incremental_vacuum``
     moves no row: milliseconds); one made before :func:`create` was used is rewritten once
-    (``VACUUM``) into that mode when its free pages are an eighth of it or more. Another process using the file makes SQLite refuse at once (no wait): the pages stay
-    free for Chroma to reuse, and a later call tries again. Never raises for the file's sake.
+    (``VACUUM``) into that mode when its free pages are an eighth of it or more. Another process
+    using the file makes SQLite refuse at once (no wait): the pages stay free for Chroma to reuse,
+    and a later call tries again. Never raises for the file's sake.
     """
     if not db.exists():
         return
