@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlite3
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from hypothesis import given
@@ -103,3 +104,20 @@ def test_a_collection_made_before_keeps_whole_ids_and_works(tmp_path: Path) -> N
     assert sorted(index.ids(COL)) == sorted(new)
     index.close()
     assert sorted(stored_keys(path)) == sorted(pack(COL, i) for i in new)
+
+
+def test_keys_a_query_returned_before_are_not_decoded_again(tmp_path: Path, monkeypatch: Any) -> None:
+    """A search of a small collection returns every key of it, each time."""
+    import remindful.index.chroma_base as base
+
+    decoded: list[str] = []
+    monkeypatch.setattr(base, "unpack", lambda collection, key: decoded.append(key) or unpack(collection, key))
+    ids = [new_memory_id(MemoryType.CONVERSATION) for _ in range(30)]
+    vectors = unit(30)
+    index = ChromaEmbeddedIndex(tmp_path / "chroma")
+    index.upsert(COL, ids, vectors, [{} for _ in ids])
+    first = index.query(COL, vectors[0], 30)
+    assert sorted(i for i, _ in first) == sorted(ids) and len(decoded) == 30
+    assert index.query(COL, vectors[1], 30)[0][0] == ids[1]
+    assert len(decoded) == 30
+    index.close()

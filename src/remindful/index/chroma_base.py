@@ -59,6 +59,8 @@ _CORRUPT = (
 #: The collection metadata that says its vectors are keyed by packed ids (:mod:`remindful.index.keys`):
 #: every collection this version creates; one created before keeps the whole ids it holds.
 KEYS_META = {"remindful_keys": "packed32"}
+#: The most memory ids of query results remembered per collection (:meth:`ChromaIndexBase._memory_ids`).
+KNOWN_KEYS = 65536
 _INVALID = ("InvalidArgumentError", "DuplicateIDError", "InvalidDimensionException", "ValueError", "TypeError")
 
 
@@ -104,6 +106,7 @@ class ChromaIndexBase:
         self._client: Any = None
         self._collections: dict[str, Any] = {}
         self._packed: dict[str, bool] = {}  # collection name -> its vectors are keyed by packed ids
+        self._known: dict[str, dict[str, str]] = {}  # collection name -> key -> memory id, of keys queries returned
         self._max_batch: int | None = None
         self._wrote = False  # this client wrote since it was created: its close may write files too
         unknown = set(hnsw or {}) - set(_HNSW_KEYS)
@@ -167,6 +170,27 @@ class ChromaIndexBase:
         if self._packed.get(name):
             return col, lambda mid: pack(name, mid), lambda key: unpack(name, key)
         return col, _same, _same
+
+    def _memory_ids(self, name: str, keys: list[str]) -> list[str]:
+        """The memory ids of keys a query of collection ``name`` returned. The ones seen before are
+        looked up (a search of a small collection returns every key of it, each time: one dict
+        lookup a key where decoding costs a microsecond), at most ``KNOWN_KEYS`` a collection."""
+        if not self._packed.get(name):
+            return keys
+        known = self._known.get(name)
+        if known is None or len(known) > KNOWN_KEYS:
+            known = self._known[name] = {}
+        try:
+            return list(map(known.__getitem__, keys))  # no Python frame per key
+        except KeyError:
+            pass
+        out = []
+        for key in keys:
+            mid = known.get(key)
+            if mid is None:
+                mid = known[key] = unpack(name, key)
+            out.append(mid)
+        return out
 
     def _batch_size(self) -> int:
         if self._max_batch is None:
@@ -316,7 +340,7 @@ class ChromaIndexBase:
         vector = check_query(embedding, k)
 
         def run() -> list[tuple[str, float]]:
-            col, _, memory_id = self._keyed(collection)
+            col = self._collection(collection)
             # chromadb 1.5 answers n_results > count (and an empty collection) without error or warning,
             # and count() costs as much as the query (4-15 ms at 100k), so count only if Chroma objects.
             try:
@@ -328,9 +352,9 @@ class ChromaIndexBase:
                 if n == 0:
                     return []
                 res = col.query(query_embeddings=vector[None, :], n_results=min(k, n), include=["distances"])
-            ids, dists = res["ids"][0], res["distances"][0]
+            ids, dists = self._memory_ids(collection, res["ids"][0]), res["distances"][0]
             # Plain floats: np.clip per scalar cost more than the rest of this method.
-            return [(memory_id(i), min(1.0, max(-1.0, 1.0 - float(d)))) for i, d in zip(ids, dists, strict=True)]
+            return [(i, min(1.0, max(-1.0, 1.0 - float(d)))) for i, d in zip(ids, dists, strict=True)]
 
         return self._call("query", run, collection=collection)
 

@@ -17,7 +17,6 @@ which the packed digits never use. Which collections are packed is the backend's
 
 from __future__ import annotations
 
-import functools
 import re
 
 __all__ = ["pack", "unpack"]
@@ -46,10 +45,8 @@ def pack(collection: str, memory_id: str) -> str:
     return "".join(reversed(out))
 
 
-@functools.lru_cache(maxsize=16384)
 def unpack(collection: str, key: str) -> str:
-    """The memory id that :func:`pack` made ``key`` from. Remembered for the last keys asked: a
-    search of a small collection reads every key of it (``EXHAUSTIVE_BELOW`` in the mirror)."""
+    """The memory id that :func:`pack` made ``key`` from."""
     if key.startswith(_WHOLE):
         return key[1:]
     value = int(key, 32)
