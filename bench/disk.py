@@ -57,6 +57,25 @@ def catalog_tables(path: Path) -> dict[str, int]:
     return {str(name): int(size) for name, size in rows}
 
 
+def chroma_files(chroma: list[Path]) -> dict[str, int]:
+    """Bytes of the Chroma directories by file name (the HNSW segments' files summed over the
+    collections), with the free pages of ``chroma.sqlite3`` apart."""
+    out: dict[str, int] = {}
+    for root in chroma:
+        for p in root.rglob("*"):
+            if p.is_file():
+                out[p.name] = out.get(p.name, 0) + p.stat().st_size
+        db = root / "chroma.sqlite3"
+        if db.exists():
+            conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+            try:
+                free, page = (int(conn.execute(f"PRAGMA {p}").fetchone()[0]) for p in ("freelist_count", "page_size"))
+            finally:
+                conn.close()
+            out["chroma.sqlite3 (free pages)"] = out.get("chroma.sqlite3 (free pages)", 0) + free * page
+    return out
+
+
 def measure(store: Path, size: int, data: Path, embedding_cache: Path | None) -> dict[str, Any]:
     """Build the store with the ``remindful`` on ``sys.path`` and measure it."""
     import remindful
@@ -83,6 +102,8 @@ def measure(store: Path, size: int, data: Path, embedding_cache: Path | None) ->
         "catalog": catalog.stat().st_size,
         "catalog_wal": sum(p.stat().st_size for p in store.glob("catalog.sqlite3-*")),
         "chroma": sum(dir_bytes(p) for p in chroma),
+        "chroma_files": chroma_files(chroma),
+        "chroma_tables": catalog_tables(chroma[0] / "chroma.sqlite3") if chroma else {},
         "total": total,
         "per_memory": total / size,
     }
@@ -136,6 +157,12 @@ def lines(result: dict[str, Any]) -> list[str]:
     keys = sorted({k for t in trees.values() for k in t["tables"]}, key=lambda k: -trees[names[0]]["tables"].get(k, 0))
     for key in keys:
         out.append(f"  {key[:32]:32}" + "".join(f"{kib(trees[n]['tables'].get(key, 0)):>20}" for n in names))
+    for part in ("chroma_files", "chroma_tables"):
+        out.append(f"Chroma, {'by file' if part == 'chroma_files' else 'chroma.sqlite3 by table (dbstat)'}")
+        first = trees[names[0]].get(part, {})
+        found = sorted({k for t in trees.values() for k in t.get(part, {})}, key=lambda k: -first.get(k, 0))
+        for key in found[:12]:
+            out.append(f"  {key[:32]:32}" + "".join(f"{kib(trees[n].get(part, {}).get(key, 0)):>20}" for n in names))
     for label, key in [
         ("catalog file", "catalog"),
         ("catalog WAL/SHM", "catalog_wal"),

@@ -307,8 +307,9 @@ def test_the_checks_see_an_upward_import(tmp_path: Path) -> None:
 
 # -- the catalog behind the engine, one composition root ---------------------------------------------
 
-#: Outside the engine, and not the catalog: Chroma's own SQLite file, probed before chromadb opens it.
-NOT_THE_CATALOG = ("index/chroma_probe.py",)
+#: Outside the engine, and not the catalog: Chroma's own SQLite file, probed before chromadb opens it,
+#: and given back its free pages after chromadb closed it.
+NOT_THE_CATALOG = ("index/chroma_probe.py", "index/chroma_sqlite.py")
 #: The hook's context fallback (``hook_context``) opens a bare Store when no daemon answers; it moves
 #: with the hook process entry to ``shells/`` in the ingest change, where it opens a MemoryManager.
 HOOK_CONTEXT_PENDING: tuple[str, ...] = ()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+from remindful.engine.catalog import SCHEMA_VERSION
 from remindful.testing import open_fake
 from test_background import GatedEmbedder
 
@@ -75,7 +76,7 @@ def test_the_upgrade_to_13_recounts_vectors_as_stored_and_adds_the_room(tmp_path
     with open_fake(path) as memory:
         assert memory.search("note 1")
     assert rows(path, "SELECT id, size_bytes FROM memories ORDER BY id") == stored
-    assert rows(path, "PRAGMA user_version") == [(14,)]
+    assert rows(path, "PRAGMA user_version") == [(SCHEMA_VERSION,)]
     names = {r[0] for r in rows(path, "SELECT name FROM sqlite_master WHERE name LIKE 'idx_memories_hash%'")}
     assert names == {"idx_memories_hash16"}
     assert "vector_room" in {r[1] for r in rows(path, "PRAGMA table_info(memories)")}

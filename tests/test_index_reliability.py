@@ -21,6 +21,7 @@ import remindful.index.chroma_base as base_mod
 from conftest_chroma import free_port
 from remindful.errors import CorruptionError, StorageError, StorageFullError, StorageLockedError
 from remindful.index import ChromaEmbeddedIndex, ChromaServerIndex
+from remindful.index.keys import unpack
 
 COL = "test_memories"
 RECOVERY = "remindful reindex --reset"
@@ -307,7 +308,8 @@ def test_metadata_only_change_skips_the_vector_rewrite(embedded: Any, monkeypatc
     real = col.upsert
     monkeypatch.setattr(col, "upsert", lambda **kw: (upserted.append(kw["ids"]), real(**kw)))
     embedded.upsert(COL, ["a", "b", "c"], np.stack([v[0], v[2], v[2]]), [{"k": 2}, {"k": 2}, {"k": 2}])
-    assert upserted == [["b", "c"]]  # "a" kept its vector: metadata update only
+    # "a" kept its vector: metadata update only (Chroma sees the keys, remindful.index.keys)
+    assert [[unpack(COL, key) for key in keys] for keys in upserted] == [["b", "c"]]
     assert sorted(i for i, _ in embedded.query(COL, v[0], 5)) == ["a", "b", "c"]
 
 
@@ -386,3 +388,98 @@ def test_a_small_collection_is_searched_exhaustively_a_large_one_with_the_usual_
     memory.search("fact", limit=5, types=["knowledge"])
     assert index.asked and all(k < EXHAUSTIVE_BELOW for c, k in index.asked if c == "knowledge_memories")
     memory.close()
+
+
+# -- free pages ------------------------------------------------------------------------------------------
+
+
+_PAGE_PRAGMAS = ("freelist_count", "page_count", "auto_vacuum")
+
+
+def sqlite_pages(path: Path) -> tuple[int, int, int]:
+    """(free pages, all pages, auto_vacuum mode) of the Chroma store's SQLite file."""
+    conn = sqlite3.connect(path / "chroma.sqlite3")
+    try:
+        free, pages, mode = (int(conn.execute(f"PRAGMA {p}").fetchone()[0]) for p in _PAGE_PRAGMAS)
+        return free, pages, mode
+    finally:
+        conn.close()
+
+
+def test_a_close_after_writes_gives_back_the_pages_of_chromas_purged_log(tmp_path: Path) -> None:
+    """Chroma logs each vector in its SQLite file until the HNSW files are saved, then deletes the
+    rows: their pages stayed in the file, free (a third of it at 10,000 memories)."""
+    path = tmp_path / "chroma"
+    filled(path, n=600)
+    free, _, mode = sqlite_pages(path)
+    assert free == 0 and mode == 2  # incremental: later closes give pages back without a rewrite
+    reopened = ChromaEmbeddedIndex(path, hnsw={"sync_threshold": 100, "batch_size": 50})
+    assert reopened.count(COL) == 600
+    assert reopened.query(COL, vectors(600)[7], 1)[0][0] == "m7"
+    more = vectors(400, seed=1)
+    reopened.upsert(COL, [f"n{i}" for i in range(400)], more, [{} for _ in range(400)])
+    reopened.close()
+    assert sqlite_pages(path)[0] == 0
+    assert ChromaEmbeddedIndex(path).count(COL) == 1000
+    assert (path / "chroma.sqlite3").stat().st_mode & 0o777 == 0o600
+
+
+def test_a_store_made_before_is_rewritten_once_its_free_pages_are_many(tmp_path: Path) -> None:
+    path = tmp_path / "chroma"
+    filled(path, n=600)
+    conn = sqlite3.connect(path / "chroma.sqlite3", isolation_level=None)
+    conn.execute("PRAGMA auto_vacuum = NONE")
+    conn.execute("VACUUM")
+    conn.execute("CREATE TABLE filler (x BLOB)")  # free pages, as Chroma's purged log leaves them
+    conn.execute("INSERT INTO filler SELECT zeroblob(3000) FROM (SELECT 1 FROM embeddings LIMIT 600)")
+    conn.execute("DROP TABLE filler")
+    conn.close()
+    assert sqlite_pages(path)[0] > 0 and sqlite_pages(path)[2] == 0
+    index = ChromaEmbeddedIndex(path)
+    index.upsert(COL, ["x"], vectors(1, seed=2), [{}])
+    index.close()
+    assert sqlite_pages(path)[0] == 0 and sqlite_pages(path)[2] == 2
+    assert ChromaEmbeddedIndex(path).count(COL) == 601
+
+
+def test_a_busy_file_is_left_as_it_is(tmp_path: Path) -> None:
+    """Another process holding the file (here: a connection with a read transaction open) makes the
+    compaction give up at once; the store stays whole."""
+    path = tmp_path / "chroma"
+    filled(path, n=600)
+    index = ChromaEmbeddedIndex(path)
+    index.upsert(COL, [f"n{i}" for i in range(300)], vectors(300, seed=3), [{} for _ in range(300)])
+    other = sqlite3.connect(path / "chroma.sqlite3", isolation_level=None)
+    other.execute("BEGIN")
+    other.execute("SELECT count(*) FROM embeddings").fetchone()
+    index.close()  # does not wait for the reader
+    other.execute("COMMIT")
+    other.close()
+    assert sqlite_pages(path)[0] > 0  # left free, for Chroma to reuse
+    assert ChromaEmbeddedIndex(path).count(COL) == 900
+
+
+def test_no_compaction_while_another_client_of_this_process_has_the_file(tmp_path: Path) -> None:
+    """Two index objects on one path share chromadb's system: the file stays open after the first
+    closes, and a second descriptor of it closed by the compaction would drop the other's locks."""
+    path = tmp_path / "chroma"
+    filled(path, n=600)
+    other = ChromaEmbeddedIndex(path)
+    assert other.count(COL) == 600
+    index = ChromaEmbeddedIndex(path)
+    index.upsert(COL, [f"n{i}" for i in range(300)], vectors(300, seed=3), [{} for _ in range(300)])
+    index.close()
+    assert other.count(COL) == 900
+    other.close()  # it wrote nothing: it leaves the file as it is
+    assert sqlite_pages(path)[0] > 0
+
+
+def test_a_new_store_is_in_incremental_vacuum_mode_from_its_creation(tmp_path: Path) -> None:
+    """A store built in one go closes once, large, with few free pages: made incremental when it is
+    created, its later closes give pages back without ever rewriting it."""
+    path = tmp_path / "chroma"
+    index = ChromaEmbeddedIndex(path)
+    index.upsert(COL, ["a", "b"], vectors(2), [{}, {}])
+    index.close()
+    assert sqlite_pages(path)[2] == 2
+    assert ChromaEmbeddedIndex(path).count(COL) == 2

@@ -94,3 +94,47 @@ def test_a_catalog_with_stored_window_text_is_upgraded_to_the_contentless_index(
         assert "content=''" in sql
         assert indexed_tokens(catalog) == expected_tokens(catalog)
         assert len(catalog.read("SELECT rowid FROM context_members")) == 5
+
+
+def test_a_recipe_names_a_run_of_rowids_by_offset_and_length() -> None:
+    from remindful.engine.windows import members_of, recipe
+
+    assert recipe(105, [103, 104, 105, 106, 107]) == "-2+5"
+    assert recipe(7, [7]) == "0+1"
+    assert recipe(50, [12, 50, 51]) == "12,50,51"  # not a run (a back-dated row, a rowid taken again)
+    for rowid, members in [(105, [103, 104, 105, 106, 107]), (7, [7]), (50, [12, 50, 51]), (3, [3, 4, 5])]:
+        assert members_of(rowid, recipe(rowid, members)) == members
+    assert members_of(105, "103,104,105") == [103, 104, 105]  # the form written before schema 15
+
+
+def test_windows_written_before_schema_15_stay_readable_and_are_removed_whole(tmp_path: Path) -> None:
+    """A catalog of schema 14 keeps its windows' recipes as lists of rowids: they are read, mended
+    and removed as before, and the windows written from then on use runs."""
+    path = tmp_path / "s"
+    start = datetime(2024, 3, 1, tzinfo=UTC)
+    with open_fake(path, **{"performance.async_indexing": False}) as memory:
+        items = [
+            {"content": f"turn {i} about figs{i}", "session_id": "s", "timestamp": start + timedelta(minutes=i)}
+            for i in range(8)
+        ]
+        ids = list(memory.store_batch(items))
+        recipes = memory.engine.catalog.read("SELECT members FROM context_members")
+        assert recipes and all("+" in r[0] for r in recipes)  # 5 characters where a list took up to 40
+    conn = sqlite3.connect(path / "catalog.sqlite3")
+    members = {
+        rowid: ",".join(str(rowid + int(o) + k) for k in range(int(n)))
+        for rowid, (o, n) in ((r, m.split("+")) for r, m in conn.execute("SELECT rowid, members FROM context_members"))
+    }
+    conn.executemany("UPDATE context_members SET members = ? WHERE rowid = ?", [(m, r) for r, m in members.items()])
+    conn.execute("PRAGMA user_version=14")
+    conn.commit()
+    conn.close()
+    with open_fake(path, **{"performance.async_indexing": False}) as memory:
+        catalog = memory.engine.catalog
+        assert catalog.read("PRAGMA user_version")[0][0] == SCHEMA_VERSION
+        assert indexed_tokens(catalog) == expected_tokens(catalog)
+        assert memory.delete(ids[3])
+        memory.update(ids[5], content="edited dates")
+        assert indexed_tokens(catalog) == expected_tokens(catalog)
+        words = " ".join(catalog.windows(list(dict(catalog.read("SELECT id, 1 FROM memories")))).values())
+        assert "figs3" not in words and "edited dates" in words and "figs5" not in words

@@ -72,9 +72,10 @@ CatalogSource = Callable[[], "Catalog"]
 #: (``project_bindings``); 12: the session windows' index is contentless; 13: the vectors of long
 #: memories' parts (``chunk_vectors``, :mod:`remindful.engine.chunks`); 14: a row committed without
 #: its vector keeps room for it (``vector_room``), the content hash index holds 16 hex digits, and
-#: ``size_bytes`` counts a vector as stored (int8), recounted by the upgrade. Each upgrade re-runs
-#: the (idempotent) schema and recounts the types.
-SCHEMA_VERSION = 14
+#: ``size_bytes`` counts a vector as stored (int8), recounted by the upgrade; 15: a session window's
+#: recipe names a run of rowids by its offset and length (``-2+5``, :func:`remindful.engine.windows.recipe`;
+#: those written before keep their list). Each upgrade re-runs the (idempotent) schema and recounts the types.
+SCHEMA_VERSION = 15
 #: The version from which ``size_bytes`` counts a vector's stored bytes.
 STORED_SIZE_VERSION = 14
 #: The version from which memories have a scope.

@@ -19,8 +19,8 @@ nothing) and a neighbour can still match the deleted memory's words. The tables 
 
 The windows' text is not stored: five-turn windows would store every turn five times.
 ``context_fts`` is a contentless FTS5 table (its index only), and ``context_members`` keeps each
-window's recipe (the rowids of its memories, in order, and its date words): a window's text is
-rebuilt from the memories when it is read (:func:`texts`) or removed from the index (FTS5 removes a
+window's recipe (the rowids of its memories in order, :func:`recipe`, and its date words): a
+window's text is rebuilt from the memories when it is read (:func:`texts`) or removed from the index (FTS5 removes a
 contentless row given the text it indexed). So the text a window was indexed with must stay
 rebuildable until the window is rewritten: a memory's content about to change or to be deleted is
 first kept in ``context_gone`` (:func:`before_update`, :func:`before_delete`), which wins over
@@ -89,7 +89,7 @@ def _renumber(conn: sqlite3.Connection, session_id: str, earliest: float) -> tup
     return base, base + len(rowids) - 1
 
 
-#: A window: (rowid, its text, the rowids of its memories as "1,2,3", its date words).
+#: A window: (rowid, its text, the rowids of its memories as a :func:`recipe`, its date words).
 Window = tuple[int, str, str, str]
 
 
@@ -111,7 +111,7 @@ def _windows(conn: sqlite3.Connection, session_id: str, first: int, last: int) -
             continue
         around = [r for r in rows[max(0, i - WINDOW) : i + WINDOW + 1] if abs(r[1] - seq) <= WINDOW]
         date = date_words(created)
-        windows.append((rowid, _text([r[2] for r in around], date), ",".join(str(r[0]) for r in around), date))
+        windows.append((rowid, _text([r[2] for r in around], date), recipe(rowid, [r[0] for r in around]), date))
     return windows
 
 
@@ -238,8 +238,27 @@ def _loose_windows(conn: sqlite3.Connection, rowids: Sequence[int]) -> list[Wind
             f"SELECT rowid, content, created_at FROM memories WHERE rowid IN ({marks})", chunk
         ):
             date = date_words(created)
-            out.append((rowid, _text([content], date), str(rowid), date))
+            out.append((rowid, _text([content], date), recipe(rowid, [rowid]), date))
     return out
+
+
+def recipe(rowid: int, members: Sequence[int]) -> str:
+    """How ``context_members`` keeps the memories of the window of ``rowid``: ``"-2+5"`` for a run
+    of rowids (five of them, from ``rowid - 2``: the rule, since a session's turns stored together
+    take consecutive rowids), else the rowids, comma-separated (the only form before schema 15)."""
+    first = members[0]
+    if list(members) == list(range(first, first + len(members))):
+        return f"{first - rowid}+{len(members)}"
+    return ",".join(str(m) for m in members)
+
+
+def members_of(rowid: int, recipe: str) -> list[int]:
+    """The rowids a :func:`recipe` of the window of ``rowid`` names, in order."""
+    if "+" in recipe:
+        offset, count = recipe.split("+")
+        first = rowid + int(offset)
+        return list(range(first, first + int(count)))
+    return [int(m) for m in recipe.split(",")]
 
 
 def _text(contents: Sequence[str], date: str) -> str:
@@ -261,7 +280,7 @@ def read_texts(read: Callable[[str, Sequence[Any]], Sequence[Any]], rowids: Sequ
         for rowid, members, date in read(
             f"SELECT rowid, members, date FROM context_members WHERE rowid IN ({marks})", chunk
         ):
-            recipes[rowid] = ([int(m) for m in members.split(",")], date)
+            recipes[rowid] = (members_of(rowid, members), date)
     wanted = sorted({m for members, _ in recipes.values() for m in members})
     contents: dict[int, str] = {}
     for table in ("context_gone", "memories"):

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from remindful.errors import CorruptionError, StorageError, StorageFullError, StorageLockedError, unwritable
-from remindful.index import chroma_probe
+from remindful.index import chroma_probe, chroma_sqlite
 from remindful.index.chroma_base import RECOVERY, ChromaIndexBase, classify, is_locked_message
 
 __all__ = ["ChromaEmbeddedIndex", "ChromaServerIndex"]
@@ -85,6 +85,8 @@ class ChromaEmbeddedIndex(ChromaIndexBase):
         import chromadb
         from chromadb.config import Settings
 
+        # No chromadb client of this process can have a file open that does not exist yet.
+        chroma_sqlite.create(self.path / "chroma.sqlite3")
         try:
             return chromadb.PersistentClient(
                 str(self.path), settings=Settings(anonymized_telemetry=False, allow_reset=True)
@@ -150,6 +152,18 @@ class ChromaEmbeddedIndex(ChromaIndexBase):
         "found_at"}``, or None."""
         marker = _read_json(self.path / DAMAGE_MARKER)
         return marker if marker and isinstance(marker.get("message"), str) else None
+
+    def close(self) -> None:
+        """Release the client; after writes, give the free pages of ``chroma.sqlite3`` back
+        (:func:`remindful.index.chroma_sqlite.compact`) once no Chroma client of this process
+        has the file open (another one on the same path keeps chromadb's shared system, and its
+        connections, alive: closing a second descriptor of the file would drop their locks)."""
+        with self._lock:
+            wrote, identifier = self._wrote, getattr(self._client, "_identifier", None)
+            super().close()
+            if wrote and identifier is not None and not _chroma_holds(identifier):
+                chroma_sqlite.compact(self.path / "chroma.sqlite3")
+                self._after_write()
 
     def preload(self) -> None:
         """Import chromadb now (1-2 s): before taking a lock that other processes wait for."""
@@ -380,6 +394,13 @@ class ChromaServerIndex(ChromaIndexBase):
             super().close()
         for session in sessions:
             session.close()
+
+
+def _chroma_holds(identifier: str) -> bool:
+    """Whether chromadb's shared system for a client's path is still running in this process."""
+    from chromadb.api.shared_system_client import SharedSystemClient
+
+    return identifier in SharedSystemClient._identifier_to_system
 
 
 def _make_private(root: Path) -> None:

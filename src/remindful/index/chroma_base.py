@@ -28,6 +28,7 @@ import numpy as np
 from remindful.errors import CorruptionError, StorageError, StorageFullError, StorageLockedError
 from remindful.index.base import Scalar
 from remindful.index.checks import check_collection_name, check_query, check_upsert
+from remindful.index.keys import pack, unpack
 
 __all__ = ["BACKOFF", "RECOVERY", "RETRIES", "ChromaIndexBase", "classify", "is_locked_message"]
 
@@ -55,6 +56,11 @@ _CORRUPT = (
     "error deserializing pickle",
     "error getting embedding",
 )
+#: The collection metadata that says its vectors are keyed by packed ids (:mod:`remindful.index.keys`):
+#: every collection this version creates; one created before keeps the whole ids it holds.
+KEYS_META = {"remindful_keys": "packed32"}
+#: The most memory ids of query results remembered per collection (:meth:`ChromaIndexBase._memory_ids`).
+KNOWN_KEYS = 65536
 _INVALID = ("InvalidArgumentError", "DuplicateIDError", "InvalidDimensionException", "ValueError", "TypeError")
 
 
@@ -99,6 +105,8 @@ class ChromaIndexBase:
         self._write_lock = threading.Lock()  # upsert reads old metadata then writes: keep that pair atomic here
         self._client: Any = None
         self._collections: dict[str, Any] = {}
+        self._packed: dict[str, bool] = {}  # collection name -> its vectors are keyed by packed ids
+        self._known: dict[str, dict[str, str]] = {}  # collection name -> key -> memory id, of keys queries returned
         self._max_batch: int | None = None
         self._wrote = False  # this client wrote since it was created: its close may write files too
         unknown = set(hnsw or {}) - set(_HNSW_KEYS)
@@ -141,7 +149,7 @@ class ChromaIndexBase:
             col = self._collections.get(name)
             if col is None:
                 col = self._get_client().get_or_create_collection(
-                    name, configuration={"hnsw": dict(self._hnsw)}, embedding_function=None
+                    name, configuration={"hnsw": dict(self._hnsw)}, metadata=dict(KEYS_META), embedding_function=None
                 )
                 config = getattr(col, "configuration_json", None) or {}
                 space = (config.get("hnsw") or config.get("spann") or {}).get("space", "cosine")
@@ -150,9 +158,39 @@ class ChromaIndexBase:
                         f"Collection {name!r} in {self._describe()} uses the {space!r} distance, not cosine",
                         suggestion=RECOVERY,
                     )
+                metadata = getattr(col, "metadata", None) or {}
+                self._packed[name] = all(metadata.get(k) == v for k, v in KEYS_META.items())
                 self._collections[name] = col
             self._after_write()
             return col
+
+    def _keyed(self, name: str) -> tuple[Any, Callable[[str], str], Callable[[str], str]]:
+        """The collection's handle, and how a memory id becomes its key there and back."""
+        col = self._collection(name)
+        if self._packed.get(name):
+            return col, lambda mid: pack(name, mid), lambda key: unpack(name, key)
+        return col, _same, _same
+
+    def _memory_ids(self, name: str, keys: list[str]) -> list[str]:
+        """The memory ids of keys a query of collection ``name`` returned. The ones seen before are
+        looked up (a search of a small collection returns every key of it, each time: one dict
+        lookup a key where decoding costs a microsecond), at most ``KNOWN_KEYS`` a collection."""
+        if not self._packed.get(name):
+            return keys
+        known = self._known.get(name)
+        if known is None or len(known) > KNOWN_KEYS:
+            known = self._known[name] = {}
+        try:
+            return list(map(known.__getitem__, keys))  # no Python frame per key
+        except KeyError:
+            pass
+        out = []
+        for key in keys:
+            mid = known.get(key)
+            if mid is None:
+                mid = known[key] = unpack(name, key)
+            out.append(mid)
+        return out
 
     def _batch_size(self) -> int:
         if self._max_batch is None:
@@ -236,7 +274,8 @@ class ChromaIndexBase:
                 chunk = slice(start, start + size)
 
                 def run(chunk: slice = chunk) -> None:
-                    self._upsert_chunk(self._collection(collection), ids_[chunk], vectors[chunk], metas[chunk])
+                    col, key, _ = self._keyed(collection)
+                    self._upsert_chunk(col, [key(i) for i in ids_[chunk]], vectors[chunk], metas[chunk])
 
                 try:
                     self._call("upsert", run, collection=collection, write=True)
@@ -285,7 +324,8 @@ class ChromaIndexBase:
             for start in range(0, len(ids_), size):
 
                 def run(chunk: list[str] = ids_[start : start + size]) -> None:
-                    self._collection(collection).delete(ids=chunk)
+                    col, key, _ = self._keyed(collection)
+                    col.delete(ids=[key(i) for i in chunk])
 
                 try:
                     self._call("delete", run, collection=collection, write=True)
@@ -312,7 +352,7 @@ class ChromaIndexBase:
                 if n == 0:
                     return []
                 res = col.query(query_embeddings=vector[None, :], n_results=min(k, n), include=["distances"])
-            ids, dists = res["ids"][0], res["distances"][0]
+            ids, dists = self._memory_ids(collection, res["ids"][0]), res["distances"][0]
             # Plain floats: np.clip per scalar cost more than the rest of this method.
             return [(i, min(1.0, max(-1.0, 1.0 - float(d)))) for i, d in zip(ids, dists, strict=True)]
 
@@ -330,7 +370,8 @@ class ChromaIndexBase:
         while True:
 
             def run(offset: int = len(out)) -> list[str]:
-                return list(self._collection(collection).get(include=[], limit=size, offset=offset)["ids"])
+                col, _, memory_id = self._keyed(collection)
+                return [memory_id(k) for k in col.get(include=[], limit=size, offset=offset)["ids"]]
 
             page = self._call("ids", run, collection=collection)
             out.extend(page)
@@ -373,6 +414,10 @@ class ChromaIndexBase:
         self._after_write()  # files flushed at close
         if wrote:
             self._files_written()
+
+
+def _same(value: str) -> str:
+    return value
 
 
 def is_locked_message(text: str) -> bool:
