@@ -116,6 +116,7 @@ ERRORS: dict[type[RemindfulError], tuple[Callable[[], RemindfulError], int]] = {
     errors.DependencyMissingError: (lambda: errors.DependencyMissingError("torch", "st"), 500),
     errors.MemoryDisabledError: (lambda: errors.MemoryDisabledError("off in config"), 503),
     errors.UntrustedPathError: (lambda: errors.UntrustedPathError("config /x is writable by others"), 500),
+    errors.AccessDeniedError: (lambda: errors.AccessDeniedError("this store has a team: set catalog.token"), 403),
 }
 
 
