@@ -302,30 +302,3 @@ def test_collapse_groups_as_single_linkage_does(seed: int, n: int) -> None:
     order = {c.id: i for i, c in enumerate(ranked)}
     expected = [(min(g, key=order.__getitem__), len(g)) for g in _collapse_reference(ranked, vectors, 0.9)]
     assert sorted((g.leader.id, len(g.members)) for g in groups) == sorted(expected)
-
-
-def _scored(*scores: float) -> list[tuple[Any, float]]:
-    return [(object(), score) for score in scores]
-
-
-@pytest.mark.parametrize(
-    ("scores", "stands"),
-    [
-        # LongMemEval dev "How many years older am I than when I graduated from college?": the turn
-        # that says when scores 0.242, the store's tenth hit 0.062: the store holds the answer.
-        ((0.242, 0.217, 0.153, 0.131, 0.126, 0.085, 0.085, 0.073, 0.068, 0.062, 0.061), True),
-        # Another question asked of the same kind of store: its best is as weak, but many come near it.
-        ((0.241, 0.230, 0.210, 0.200, 0.190, 0.184, 0.150, 0.140, 0.130, 0.120, 0.109), False),
-        # Far under the floor, however alone.
-        ((0.19, *([0.0] * 10)), False),
-        # A store of ten hits or fewer shows no distribution to stand out of.
-        ((0.242, *([0.0] * 9)), False),
-    ],
-)
-def test_a_best_hit_a_little_under_the_floor_counts_when_it_stands_out_of_the_store(
-    scores: tuple[float, ...], stands: bool
-) -> None:
-    from remindful.engine.retrieval.search import stands_out_of
-
-    assert stands_out_of(_scored(*scores), 0.25) is stands
-    assert not stands_out_of(_scored(*scores), 0.5)  # a floor set higher is not lowered to 0.2

@@ -27,9 +27,8 @@ a subject move above older ones (:mod:`remindful.engine.retrieval.diversity`); w
 fewer than ``limit`` hits, the spaces are asked for more candidates, whose hits follow the first
 ones (the first pool is ``search.candidates`` whatever ``limit`` is, so the first hits do not depend
 on how many are asked for). Hits below ``min_score`` are dropped (or, with ``floor_best``, all when
-the best is below it and does not stand out of the other candidates: :func:`stands_out_of`).
-Stored prompts (:func:`is_prompt`) follow every other hit: a question is not its own answer. The
-order shown is the order of the scores.
+the best is below it). Stored prompts (:func:`is_prompt`) follow every other hit: a question is not
+its own answer. The order shown is the order of the scores.
 """
 
 from __future__ import annotations
@@ -80,13 +79,6 @@ INDEX_FETCH_MAX = 2000
 MAX_CANDIDATES = 1000
 #: Candidates stored without a vector embedded during one search, at most (see :func:`rank`).
 EMBED_AT_SEARCH = 32
-#: A best hit under the floor still says the store holds an answer when it scores at most
-#: STANDOUT_SLACK under the floor and STANDOUT_GAP over the hit ranked STANDOUT_RANK + 1
-#: (:func:`stands_out_of`; chosen on the three dev sets together: bench/longmemeval.py,
-#: bench/locomo.py, bench/personachat.py print what it gains and costs).
-STANDOUT_SLACK = 0.05
-STANDOUT_GAP = 0.16
-STANDOUT_RANK = 10
 
 
 def lexical_terms(text: str) -> list[str]:
@@ -246,8 +238,7 @@ def rank(
     embed_missing: Callable[[Sequence[tuple[str, str]]], Mapping[str, np.ndarray]] | None = None,
 ) -> list[Ranked]:
     """Run the pipeline; returns at most ``limit`` hits best first, none scoring below
-    ``min_score`` (``floor_best``: none when the best scores under it and does not stand out of the
-    first pool's other hits (:func:`stands_out_of`), else the first ``limit``
+    ``min_score`` (``floor_best``: none when the best scores under it, else the first ``limit``
     whose own evidence reaches the gate (``calibration.GATE_EVIDENCE``): whether the store holds
     an answer is the best hit's to say, what follows must only bear on the query itself; a memory
     that answers one part of a question is still shown when its other parts score lower, such
@@ -289,7 +280,6 @@ def rank(
     vector = embed_query()
     model = Model(catalog, vector, terms, settings, resumed_session, embed_missing, keep=max(settings.candidates, 20))
     settled: list[tuple[diversity.Group, float]] = []
-    stands_out = False
     while True:
         candidates = Candidates()
         if weights["dense"] > 0 or weights["context"] > 0:
@@ -311,9 +301,6 @@ def rank(
         # Only the first ``limit`` hits are shown (the scores fall down the list, so the floor
         # cuts from the end): newer versions are looked for among twice as many.
         groups = _after(settled, _groups(scored, model.vectors, settings, diverse, keep=model.keep))
-        if not settled:
-            # Judged on the first pool, which does not depend on ``limit``.
-            stands_out = floor_best and stands_out_of(groups, floor)
         # Near-duplicates may fold a full candidate list into fewer hits than asked for: look further.
         full = any(len(ranked) >= k for ranked in candidates.by_space.values())
         if len(groups) >= limit or not full or len(groups) == len(scored) or k >= MAX_CANDIDATES:
@@ -326,7 +313,7 @@ def rank(
     prompts: list[Ranked] = []
     # floor_best: once the best hit reaches the floor, the next ones need only bear on the query
     # themselves (their own evidence at the gate: not a neighbour's, not noise).
-    follow = floor_best and bool(groups) and (groups[0][1] >= floor or stands_out)
+    follow = floor_best and bool(groups) and groups[0][1] >= floor
     for group, score in groups:
         if len(result) + len(prompts) >= limit:
             break
@@ -349,21 +336,6 @@ def rank(
     # at the lowest shown above them (so scores still fall down the list).
     lowest = result[-1].score if result else 1.0
     return result + [replace(hit, score=min(hit.score, lowest)) for hit in prompts]
-
-
-def stands_out_of(groups: Sequence[tuple[diversity.Group, float]], floor: float) -> bool:
-    """Whether the best of a query's hits (``groups``, best first, with their scores), though under
-    ``floor``, says the store holds an answer by standing out of the store's other candidates: it
-    scores at least ``floor - STANDOUT_SLACK`` and :data:`STANDOUT_GAP` more than the hit ranked
-    :data:`STANDOUT_RANK` + 1 (a store with fewer hits than that shows no such distribution). A
-    score is absolute, but how much of it a paraphrase reaches depends on the words at hand: in a
-    user's 250 turns where nothing else comes near, a best hit a little under the floor is the
-    answer ("How many years older am I than when I graduated from college?" → the turn saying when,
-    0.242, the tenth hit 0.062), while a query the store cannot answer finds many hits near its best."""
-    if len(groups) <= STANDOUT_RANK:
-        return False
-    best = groups[0][1]
-    return best >= floor - STANDOUT_SLACK and best - groups[STANDOUT_RANK][1] >= STANDOUT_GAP
 
 
 def is_prompt(row: MemoryRow) -> bool:
