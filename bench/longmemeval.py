@@ -141,6 +141,7 @@ def measure(data: list[dict[str, Any]], granularity: str, settings: dict[str, An
     context = {"asked": 0, "kept": 0, "abstention asked": 0, "abstained": 0}
     cosine_relevant: list[tuple[int | None, float]] = []
     cosine_abstention: list[float] = []
+    misses: list[dict[str, Any]] = []
     questions = [q for q in data if q["user_side_evidence"]]
     for number, question in enumerate(questions, 1):
         progress(f"{granularity}: question {number} of {len(questions)}")
@@ -155,6 +156,8 @@ def measure(data: list[dict[str, Any]], granularity: str, settings: dict[str, An
             for method, floor in (("floor", None), ("no floor", 0.0)):
                 hits = memory.search(asked, limit=max(KS), min_score=floor)
                 metrics.add(method, question, [(h.metadata["sid"], h.metadata["answer"]) for h in hits], answers)
+                if method == "floor" and not relevant & set(sessions_of([(h.metadata["sid"], 0) for h in hits])[:5]):
+                    misses.append(miss(question, hits, memory.search(asked, limit=50, min_score=0)))
             block = memory.context(asked)
             context["asked"] += 1
             context["kept"] += any(h.metadata.get("sid") in relevant for h in block.hits)
@@ -174,6 +177,7 @@ def measure(data: list[dict[str, Any]], granularity: str, settings: dict[str, An
     abstained = context["abstained"] / max(context["abstention asked"], 1)
     return {
         "questions": len(questions),
+        "misses": misses,
         "metrics": metrics.summary(),
         "context": {
             "recall": round(context["kept"] / max(context["asked"], 1), 4),
@@ -182,6 +186,24 @@ def measure(data: list[dict[str, Any]], granularity: str, settings: dict[str, An
                 cosine_at_abstention(cosine_relevant, cosine_abstention, abstained), 4
             ),
         },
+    }
+
+
+def miss(question: dict[str, Any], hits: list[Any], everything: list[Any]) -> dict[str, Any]:
+    """What a question whose evidence is not among the first five sessions got: its best hit's
+    score (None: no hit at the floor), and where its first evidence session ranks among the first
+    50 hits with ``min_score=0`` (None: not there) and that hit's score."""
+    relevant = set(question["answer_session_ids"])
+    order = sessions_of([(h.metadata["sid"], False) for h in everything])
+    rank = next((i for i, sid in enumerate(order, 1) if sid in relevant), None)
+    score = next((h.score for h in everything if h.metadata["sid"] in relevant), None)
+    return {
+        "id": question["question_id"],
+        "type": question["question_type"],
+        "question": question["question"],
+        "best": round(hits[0].score, 3) if hits else None,
+        "evidence rank": rank,
+        "evidence score": None if score is None else round(score, 3),
     }
 
 
@@ -195,6 +217,11 @@ def lines(result: dict[str, Any]) -> list[str]:
         for method, got in figures["metrics"].items():
             shown = "  ".join(f"{name} {value:.3f}" for name, value in got.items())
             out.append(f"  {NAMES.get(method, method):26} {shown}")
+        for m in figures["misses"]:
+            out.append(
+                f"  missed at the floor: {m['id']} ({m['type']}) best {m['best']}, evidence session ranked "
+                f"{m['evidence rank']} at {m['evidence score']}: {m['question'][:90]}"
+            )
         c = figures["context"]
         out.append(
             f"  context: evidence injected {c['recall']:.3f} at abstention {c['abstention']:.1%} "

@@ -198,11 +198,6 @@ def test_a_decision_comes_back_for_a_question_in_other_words(agent: ClaudeCode, 
     s2.end()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open (issue 31): 'The deploy script needs AWS_PROFILE=prod' scores under the 0.25 maybe-floor for "
-    "'how do I deploy this project?' (see test_injection_decision.py)",
-)
 def test_the_deploy_facts_come_back_for_how_to_deploy(agent: ClaudeCode, store: Path) -> None:
     s1 = agent.session("s1")
     s1.start()

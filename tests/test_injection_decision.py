@@ -69,11 +69,6 @@ def injected(memory: MemoryManager, prompt: str) -> list[str]:
     return [hit.content for hit in memory.context(prompt).hits]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open (issue 31): 'The deploy script needs AWS_PROFILE=prod' scores 0.245 (cosine 0.243 int8, 0.238 "
-    "float), under the 0.25 maybe-floor, and shares one content word with the prompt (lexical evidence needs two)",
-)
 def test_how_do_i_deploy_gets_the_three_deploy_facts(project: tuple[MemoryManager, dict[str, str]]) -> None:
     memory, _ = project
     got = injected(memory, "how do I deploy this project?")

@@ -640,6 +640,15 @@ class ContextSettings(_Section):
     maybe_lines: int = Field(
         default("context.maybe_lines"), ge=0, le=20, description="'maybe relevant' lines a context holds at most"
     )
+    kin_min_score: float = Field(
+        default("context.kin_min_score"),
+        ge=0,
+        le=1,
+        description="lowest floor of a 'maybe relevant' line: a fact, decision, preference, correction or open "
+        "failure scoring this much but under maybe_min_score joins a block that already holds lines when its "
+        "own text holds a word of the prompt those lines hold (it is about what the block is about); "
+        "maybe_min_score or more turns this off",
+    )
 
 
 class ScopeSettings(_Section):

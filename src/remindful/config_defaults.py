@@ -52,7 +52,7 @@ DEFAULTS: dict[str, Any] = {
         "start_daemon": True,
     },
     "search": {"min_score": 0.25, "recency_half_life_days": 90.0},
-    "context": {"min_score": 0.5, "maybe_min_score": 0.25, "maybe_lines": 5},
+    "context": {"min_score": 0.5, "maybe_min_score": 0.25, "maybe_lines": 5, "kin_min_score": 0.2},
     "limits": {
         "content_chars": 1_000_000,
         "query_chars": 10_000,

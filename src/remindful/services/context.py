@@ -19,8 +19,10 @@ the user); anyone else's is an ``observation`` (:func:`kind_of`):
   :data:`MAX_ACTIVITY_LINES` of them), each tier by score; then, under :data:`MAYBE_HEADER`, up to
   ``context.maybe_lines`` facts, decisions, preferences, corrections and open failures scoring
   under ``context.min_score`` but at least ``context.maybe_min_score``, one short line each (a
-  paraphrase of a stated fact scores 0.25-0.4). A statement learned from a prompt stands on its
-  own words: the prompt lends it no score;
+  paraphrase of a stated fact scores 0.25-0.4), and once the block holds a line, their kin: stated
+  knowledge from ``context.kin_min_score`` whose own text holds a word of the prompt a line of the
+  block holds (:func:`_kin`: a block never starts from one). A statement learned from a prompt
+  stands on its own words: the prompt lends it no score;
 - **the SessionStart brief** (:func:`build_brief`): the recent decisions, open failures (what was
   run and that it failed: never the tool's output, which an attacker may write), preferences and
   rules, facts, and the assistant's observations of the project and the user, newest first, within
@@ -69,6 +71,7 @@ DEFAULT_LINE_CHARS: int = default("hooks.line_chars")
 DEFAULT_MIN_SCORE: float = default("context.min_score")
 DEFAULT_MAYBE_MIN_SCORE: float = default("context.maybe_min_score")
 DEFAULT_MAYBE_LINES: int = default("context.maybe_lines")
+DEFAULT_KIN_MIN_SCORE: float = default("context.kin_min_score")
 #: A "maybe relevant" line is this short at most.
 MAYBE_LINE_CHARS = 120
 MAYBE_HEADER = "Maybe relevant (lower confidence, standing knowledge only):"
@@ -321,7 +324,7 @@ def build_context(
 
     if not query.strip() or budget_tokens <= estimate_tokens(HEADER) + 1:
         return Context("")
-    maybe_floor, maybe_lines = _maybe_settings(searcher, min_score)
+    maybe_floor, maybe_lines, kin_floor = _maybe_settings(searcher, min_score)
     hits = searcher.search(
         query,
         types=types,
@@ -341,7 +344,7 @@ def build_context(
             types=["knowledge"],
             session_id=session_id,
             limit=maybe_lines,
-            min_score=maybe_floor,
+            min_score=kin_floor,
             collapse=True,
             resumed_session=resumed_session,
             scopes=scopes,
@@ -367,8 +370,10 @@ def build_context(
         ranked.append((TIERS.get(kind, 1), position, hit, kind))
     ranked.sort(key=lambda entry: entry[:2])  # by tier, then as the search ranked them
     # Under the floor, only standing knowledge (tier 0) may come, as a few short "maybe" lines.
-    maybe = [entry for entry in ranked if entry[2].score < min_score and entry[0] == 0]
-    maybe = sorted(maybe, key=lambda entry: -entry[2].score)[:maybe_lines]
+    maybe = [entry[2] for entry in ranked if entry[2].score < min_score and entry[0] == 0]
+    maybe.sort(key=lambda hit: -hit.score)
+    kin = [hit for hit in maybe if hit.score < maybe_floor]
+    maybe = [hit for hit in maybe if hit.score >= maybe_floor]
     ranked = [entry for entry in ranked if entry[2].score >= min_score]
     block = _Block(HEADER, budget_tokens)
     activity = 0
@@ -377,19 +382,44 @@ def build_context(
             continue
         if block.add(line_of(hit, line_chars), hit):
             activity += tier >= TIERS["activity"]
+    # Kin come only to a block that holds lines: they never make a prompt's context non-empty.
+    maybe += _kin(query, [*block.hits(), *maybe], kin)
     if maybe and block.room() > estimate_tokens(MAYBE_HEADER) + 1:
         block.subheader(MAYBE_HEADER)
-        for _tier, _position, hit, _kind in maybe:
+        for hit in maybe[:maybe_lines]:
             block.add(line_of(hit, min(line_chars, MAYBE_LINE_CHARS)), hit)
     return block.context()
 
 
-def _maybe_settings(searcher: Searcher, min_score: float) -> tuple[float, int]:
-    """The floor of the "maybe relevant" lines (never above ``min_score``) and how many at most."""
+def _kin(query: str, shown: Sequence[SearchHit], candidates: Sequence[SearchHit]) -> list[SearchHit]:
+    """Those of ``candidates`` (standing knowledge under the "maybe" floor) that are about what the
+    ``shown`` lines are about: their own text holds a term of ``query`` that one of those lines'
+    texts holds (Porter stems, as the ranking compares words). None when nothing is shown: whether
+    the store holds anything about the prompt is for a line over a floor to say; once one does,
+    a stated fact on the same subject ("The deploy script needs AWS_PROFILE=prod" beside "You must
+    be on the office VPN before you deploy", asked "how do I deploy this project?") needs only to
+    bear on it, as the hits after the first of an explicit search do."""
+    if not shown or not candidates:
+        return []
+    from remindful.engine.retrieval.rerank import QueryTerms
+    from remindful.engine.retrieval.search import lexical_terms
+
+    terms = QueryTerms.of(lexical_terms(query))
+    subject = {i for hit in shown for i in terms.held(hit.content)}
+    return [hit for hit in candidates if subject.intersection(terms.held(hit.content))]
+
+
+def _maybe_settings(searcher: Searcher, min_score: float) -> tuple[float, int, float]:
+    """The floor of the "maybe relevant" lines (never above ``min_score``), how many at most, and
+    the floor of their kin (:func:`_kin`; never above the first floor)."""
     context = getattr(searcher.settings, "context", None)
     floor = getattr(context, "maybe_min_score", DEFAULT_MAYBE_MIN_SCORE)
     most = getattr(context, "maybe_lines", DEFAULT_MAYBE_LINES)
-    return (min(floor, min_score), most) if most > 0 else (min_score, 0)
+    kin = getattr(context, "kin_min_score", DEFAULT_KIN_MIN_SCORE)
+    if most <= 0:
+        return min_score, 0, min_score
+    floor = min(floor, min_score)
+    return floor, most, min(kin, floor)
 
 
 def build_brief(
@@ -479,6 +509,10 @@ class _Block:
 
     def room(self) -> int:
         return self._budget - self._used
+
+    def hits(self) -> list[SearchHit]:
+        """The hits of the lines added so far."""
+        return list(self._kept)
 
     def subheader(self, text: str) -> None:
         """Lines added from now on follow ``text``, which is shown only if one of them is (its cost
