@@ -12,9 +12,7 @@ Chroma, the fake embedder (speed).
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -22,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from requirements import is_root, missing, requires
+from requirements import is_root, requires
+from small_disk import fill, mounted
 from store_processes import cli
 
 pytestmark = [
@@ -70,28 +69,13 @@ print(json.dumps({"errors": errors, "stored": stored, "hits": hits, "after": aft
 
 @pytest.fixture
 def disk(tmp_path: Path) -> Iterator[Path]:
-    mount = tmp_path / "disk"
-    mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=24m", "tmpfs", str(mount)], capture_output=True)
-    if done.returncode != 0:
-        missing(f"a tmpfs mount (mount said: {done.stderr.decode().strip()})")
-    yield mount
-    subprocess.run(["umount", "-l", str(mount)], check=False)
+    with mounted(tmp_path, "24m") as mount:
+        yield mount
 
 
 def build(env: dict[str, str], store: Path) -> None:
     done = subprocess.run([sys.executable, "-c", BUILD, str(store)], capture_output=True, text=True, env=env)
     assert done.returncode == 0, done.stderr
-
-
-def fill(disk: Path) -> Path:
-    """Take every free byte of the disk; returns the file that holds them."""
-    filler = disk / "filler"
-    stat = os.statvfs(disk)
-    with filler.open("wb") as fh, contextlib.suppress(OSError):
-        fh.write(b"\0" * (stat.f_bavail * stat.f_frsize))
-    assert os.statvfs(disk).f_bavail == 0
-    return filler
 
 
 def test_a_full_disk_says_so_keeps_searching_copies_nothing_and_recovers(disk: Path, env: dict[str, str]) -> None:

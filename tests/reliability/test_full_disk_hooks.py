@@ -12,9 +12,7 @@ they start; the fake model.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import sqlite3
 import subprocess
 from collections.abc import Iterator
@@ -24,7 +22,8 @@ import pytest
 
 from agent_session import SCRIPT, ClaudeCode, agent_env, stop_daemons, wait_until
 from remindful import runtime
-from requirements import is_root, missing, requires
+from requirements import is_root, requires
+from small_disk import fill, mounted
 
 pytestmark = [
     pytest.mark.slow,
@@ -34,23 +33,8 @@ pytestmark = [
 
 @pytest.fixture
 def disk(tmp_path: Path) -> Iterator[Path]:
-    mount = tmp_path / "disk"
-    mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(mount)], capture_output=True)
-    if done.returncode != 0:
-        missing(f"a tmpfs mount (mount said: {done.stderr.decode().strip()})")
-    yield mount
-    subprocess.run(["umount", "-l", str(mount)], check=False)
-
-
-def fill(disk: Path) -> Path:
-    """Take every free byte of the disk; returns the file that holds them."""
-    filler = disk / "filler"
-    stat = os.statvfs(disk)
-    with filler.open("wb") as fh, contextlib.suppress(OSError):
-        fh.write(b"\0" * (stat.f_bavail * stat.f_frsize))
-    assert os.statvfs(disk).f_bavail == 0
-    return filler
+    with mounted(tmp_path, "64m") as mount:
+        yield mount
 
 
 @pytest.fixture
