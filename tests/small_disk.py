@@ -13,9 +13,8 @@ from requirements import missing
 
 
 @contextlib.contextmanager
-def mounted(tmp_path: Path, size: str) -> Iterator[Path]:
-    """A tmpfs of ``size`` (``mount``'s form: "24m") at ``tmp_path/disk``, unmounted after."""
-    mount = tmp_path / "disk"
+def mounted(mount: Path, size: str) -> Iterator[Path]:
+    """A tmpfs of ``size`` (``mount``'s form: "24m") at the new directory ``mount``, unmounted after."""
     mount.mkdir()
     done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mount)], capture_output=True)
     if done.returncode != 0:

@@ -3,11 +3,8 @@ day, the last backup; a full disk is reported, not raised (a real full filesyste
 
 from __future__ import annotations
 
-import contextlib
 import json
-import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,7 +14,7 @@ from remindful.api import MemoryManager
 from remindful.services import stats as stats_module
 from remindful.shells.cli import app
 from remindful.testing import open_fake
-from requirements import missing
+from small_disk import fill, mounted
 
 
 @pytest.fixture(autouse=True)
@@ -153,28 +150,10 @@ def test_cli_stats_prints_the_new_figures(tmp_path: Path) -> None:
 # -- a full disk ----------------------------------------------------------------------------------
 
 
-@contextlib.contextmanager
-def _small_tmpfs(where: Path, size: str = "2m") -> Iterator[Path]:
-    where.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)], capture_output=True)
-    if mounted.returncode != 0:
-        missing(f"a tmpfs mount to fill, as root (mount said: {mounted.stderr.decode().strip()})")
-    try:
-        yield where
-    finally:
-        subprocess.run(["umount", "-l", str(where)], check=False)
-
-
-def _fill(disk: Path) -> None:
-    with open(disk / "filler", "wb", buffering=0) as f, contextlib.suppress(OSError):
-        while True:
-            f.write(b"\0" * 4096)
-
-
 def test_stats_on_a_full_disk_reports_it_while_the_store_is_open(tmp_path: Path) -> None:
-    with _small_tmpfs(tmp_path / "disk") as disk, open_fake(disk / "store") as memory:
+    with mounted(tmp_path / "disk", "2m") as disk, open_fake(disk / "store") as memory:
         memory.store("before the disk filled", type="knowledge")
-        _fill(disk)
+        fill(disk)
         report = memory.stats()
         assert report.storage.storage_full is True
         assert report.total_memories == 1
@@ -182,10 +161,10 @@ def test_stats_on_a_full_disk_reports_it_while_the_store_is_open(tmp_path: Path)
 
 
 def test_stats_on_a_full_disk_reports_it_when_the_store_cannot_open_for_writing(tmp_path: Path) -> None:
-    with _small_tmpfs(tmp_path / "disk") as disk:
+    with mounted(tmp_path / "disk", "2m") as disk:
         with open_fake(disk / "store") as memory:
             memory.store("before the disk filled", type="knowledge")
-        _fill(disk)
+        fill(disk)
         with open_fake(disk / "store") as memory:
             # SQLite cannot make the -shm file on a full disk: the catalog is opened for reading only
             # (it could not be read at all before: the report had no counts)

@@ -69,7 +69,7 @@ print(json.dumps({"errors": errors, "stored": stored, "hits": hits, "after": aft
 
 @pytest.fixture
 def disk(tmp_path: Path) -> Iterator[Path]:
-    with mounted(tmp_path, "24m") as mount:
+    with mounted(tmp_path / "disk", "24m") as mount:
         yield mount
 
 

@@ -33,7 +33,7 @@ pytestmark = [
 
 @pytest.fixture
 def disk(tmp_path: Path) -> Iterator[Path]:
-    with mounted(tmp_path, "64m") as mount:
+    with mounted(tmp_path / "disk", "64m") as mount:
         yield mount
 
 
