@@ -301,6 +301,7 @@ class PostgresCatalog:
             if counted is not None:
                 self._type_counts = (counted[0], _counts(counted[1].fetchall()))
         except self._psycopg.OperationalError as exc:
+            self._end_pipeline(conn, failed=True)
             if not conn.broken and not isinstance(exc, self._psycopg.errors.QueryCanceled):
                 # A pipelined statement failed (the COMMIT did not run): as any failed write.
                 with suppress(Exception):
@@ -310,6 +311,9 @@ class PostgresCatalog:
                 f"the connection to {self.shown_url} broke while committing: the write may or may not have landed"
             ) from exc
         except self._psycopg.Error:
+            # A pipelined statement's error raised by the commit: the pipeline is left too, or the
+            # connection stays in an aborted pipeline and its next read fails ("pipeline aborted").
+            self._end_pipeline(conn, failed=True)
             with suppress(Exception):
                 conn.execute("ROLLBACK")
             raise
