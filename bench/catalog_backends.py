@@ -99,6 +99,14 @@ def rows_for(texts: list[str], n: int, start: float) -> list[Any]:
     return out
 
 
+def workload(data_path: Any, memories: int, queries: int) -> tuple[list[Any], list[list[str]]]:
+    """``memories`` catalog rows of LoCoMo turns, and the terms of up to ``queries`` of its questions."""
+    data = load_locomo(data_path)
+    rows = rows_for(turn_texts(data, speaker=True), memories, 1_700_000_000.0)
+    questions = [qa["question"] for sample in data for qa in sample.get("qa", [])][:queries]
+    return rows, [[w for w in WORD.findall(q.lower()) if w not in STOP] or ["memory"] for q in questions]
+
+
 def measure(name: str, catalog: Any, rows: list[Any], queries: list[list[str]], batch: int) -> dict[str, Any]:
     from remindful.engine.sqlfilter import build_filter
 
@@ -154,11 +162,7 @@ def main() -> None:
     from remindful.engine.postgres.catalog import PostgresCatalog
     from remindful.engine.redact import StoreRedactor, build_redactor
 
-    data = load_locomo(args.data)
-    texts = turn_texts(data, speaker=True)
-    questions = [qa["question"] for sample in data for qa in sample.get("qa", [])][: args.queries]
-    queries = [[w for w in WORD.findall(q.lower()) if w not in STOP] or ["memory"] for q in questions]
-    rows = rows_for(texts, args.memories, 1_700_000_000.0)
+    rows, queries = workload(args.data, args.memories, args.queries)
 
     result: dict[str, Any] = {"memories": args.memories, "batch": args.batch, "queries": len(queries)}
     with scratch_dir() as tmp, contextlib.ExitStack() as stack:

@@ -15,8 +15,8 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-from catalog_backends import STOP, WORD, _copy, measure, rows_for, throwaway_cluster
-from common import add_data_option, emit, load_locomo, machine, parser, scratch_dir, turn_texts, versus
+from catalog_backends import _copy, measure, throwaway_cluster, workload
+from common import add_data_option, emit, machine, parser, scratch_dir, versus
 
 MEMBER = "bench_member"
 
@@ -35,11 +35,7 @@ def main() -> None:
     from remindful.engine.postgres.team import TeamRepository
     from remindful.engine.redact import StoreRedactor, build_redactor
 
-    data = load_locomo(args.data)
-    texts = turn_texts(data, speaker=True)
-    questions = [qa["question"] for sample in data for qa in sample.get("qa", [])][: args.queries]
-    queries = [[w for w in WORD.findall(q.lower()) if w not in STOP] or ["memory"] for q in questions]
-    rows = rows_for(texts, args.memories, 1_700_000_000.0)
+    rows, queries = workload(args.data, args.memories, args.queries)
 
     result: dict[str, Any] = {"memories": args.memories, "batch": args.batch, "queries": len(queries)}
     with scratch_dir() as tmp, contextlib.ExitStack() as stack:
