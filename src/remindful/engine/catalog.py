@@ -603,8 +603,10 @@ class Catalog:
             self._epoch += 1
             log.info("%s is writable again", self.path)
 
-    def write(self, fn: Callable[[sqlite3.Connection], T], *, what: str = "write") -> T:
-        """Run ``fn(conn)`` in one retried write transaction."""
+    def write(self, fn: Callable[[sqlite3.Connection], T], *, what: str = "write", pipelined: bool = False) -> T:
+        """Run ``fn(conn)`` in one retried write transaction. (``pipelined``: a server catalog's
+        hint, see :meth:`PostgresCatalog.write <remindful.engine.postgres.catalog.PostgresCatalog.write>`;
+        a file's statements cost no round trip.)"""
 
         def run() -> T:
             with self.transaction() as conn:

@@ -254,7 +254,7 @@ class PostgresCatalog:
         raise AssertionError("unreachable")
 
     @contextmanager
-    def transaction(self, *, durable: bool = True) -> Iterator[Any]:
+    def transaction(self, *, durable: bool = True, pipelined: bool = False) -> Iterator[Any]:
         """One write transaction on this thread's connection, holding the store lock shared. The
         caller retries (:meth:`write`); a break during COMMIT is :class:`CommitUnknownError`.
 
@@ -270,7 +270,9 @@ class PostgresCatalog:
         those that return nothing then go with the next that does, or with the COMMIT, in one round
         trip. An error of one of them is raised by that next read or by the commit, the
         transaction rolled back, as if raised where it was sent (a serialisation failure or a
-        deadlock is retried); only a connection broken at the commit is :class:`CommitUnknownError`."""
+        deadlock is retried); only a connection broken at the commit is :class:`CommitUnknownError`.
+        ``pipelined``: the whole transaction is, from its BEGIN on (for a write that reads nothing
+        back: a new memory's), so that it costs one round trip and the commit's flush."""
         conn = self._connection()
         self._local.pipeline = None
         counted = None
@@ -278,7 +280,13 @@ class PostgresCatalog:
             # One round trip: the key is our own integer, so the two statements go as one
             # simple query (no parameters) instead of two.
             relaxed = "" if durable else "SET LOCAL synchronous_commit = off; "
-            conn.execute(f"BEGIN; {relaxed}SELECT pg_advisory_xact_lock_shared({lock_key(STORE_LOCK):d})")
+            lock = f"SELECT pg_advisory_xact_lock_shared({lock_key(STORE_LOCK):d})"
+            if pipelined:  # (the extended protocol of a pipeline takes one statement at a time)
+                self.pipeline_rest(conn)
+                for statement in ("BEGIN", *([relaxed.strip("; ")] if relaxed else []), lock):
+                    conn.execute(statement)
+            else:
+                conn.execute(f"BEGIN; {relaxed}{lock}")
             yield conn
         except BaseException:
             self._end_pipeline(conn, failed=True)
@@ -335,11 +343,12 @@ class PostgresCatalog:
         else:
             pipeline.__exit__(None, None, None)
 
-    def write(self, fn: Callable[[Any], T], *, what: str = "write", durable: bool = True) -> T:
-        """Run ``fn(conn)`` in one retried write transaction (``durable``: see :meth:`transaction`)."""
+    def write(self, fn: Callable[[Any], T], *, what: str = "write", durable: bool = True, pipelined: bool = False) -> T:
+        """Run ``fn(conn)`` in one retried write transaction (``durable``, ``pipelined``: see
+        :meth:`transaction`)."""
 
         def run() -> T:
-            with self.transaction(durable=durable) as conn:
+            with self.transaction(durable=durable, pipelined=pipelined) as conn:
                 return fn(conn)
 
         return self._with_retries(run, what=what)
