@@ -65,9 +65,7 @@ def cli(env: dict[str, str], *argv: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.slow
-def test_remindful_cleanup_runs_on_a_shared_catalog(
-    postgres_url: str, chroma: tuple[str, int], tmp_path: Path
-) -> None:
+def test_remindful_cleanup_runs_on_a_shared_catalog(postgres_url: str, chroma: tuple[str, int], tmp_path: Path) -> None:
     """The defect: every method of the PostgreSQL retention repository refused, so `remindful
     cleanup` (and dedup, the daemon's schedule) failed on any store with ``catalog.url``."""
     home = tmp_path / "one"
@@ -77,4 +75,4 @@ def test_remindful_cleanup_runs_on_a_shared_catalog(
     for argv in (("cleanup", "--dry-run", "--json"), ("cleanup", "--json"), ("dedup", "--json")):
         done = cli(env, *argv)
         assert done.returncode == 0, done.stdout + done.stderr
-        assert json.loads(done.stdout)["ok"] is True
+        assert json.loads(done.stdout)["success"] is True
