@@ -8,17 +8,15 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-import remindful
 from conftest_chroma import chroma_server  # noqa: F401  (session fixture)
-from remindful.api import MemoryManager
 from remindful.engine.postgres.catalog import PostgresCatalog
+from remindful.engine.postgres.repositories import PostgresRetentionRepository
 from remindful.engine.postgres.team import TeamRepository
 from remindful.engine.redact import StoreRedactor, build_redactor
 from remindful.errors import AccessDeniedError
@@ -76,3 +74,108 @@ def test_remindful_cleanup_runs_on_a_shared_catalog(postgres_url: str, chroma: t
         done = cli(env, *argv)
         assert done.returncode == 0, done.stdout + done.stderr
         assert json.loads(done.stdout)["success"] is True
+
+
+# -- whose policy deletes what: a person's catalog (member role + token) and the admin's ----------
+
+
+@pytest.fixture
+def people(admin: PostgresCatalog, member_url: str, tmp_path: Path) -> Iterator[dict[str, PostgresCatalog]]:
+    """alice's and bob's catalogs: the member role (row-level security binds it), each one's token."""
+    team = TeamRepository(admin)
+    opened = {
+        name: PostgresCatalog(member_url, redaction=StoreRedactor(build_redactor(), tmp_path), token=team.add(name))
+        for name in ("alice", "bob")
+    }
+    try:
+        yield opened
+    finally:
+        for catalog in opened.values():
+            catalog.close()
+
+
+def stored(catalog: PostgresCatalog, rows: list[Any]) -> None:
+    catalog.write(lambda conn: catalog.insert_memories(conn, rows))
+
+
+def policy_over(catalog: PostgresCatalog, tmp_path: Path) -> Any:
+    from remindful.engine.postgres.repositories import PostgresRepositories
+    from test_catalog_contract import Backend
+    from test_retention_contract import policy_of
+
+    backend = Backend("postgres", catalog, PostgresRepositories.over(catalog), catalog.redaction, lambda *a: None)
+    return policy_of(backend, tmp_path)[0]
+
+
+def test_a_persons_cleanup_deletes_only_what_they_wrote_outside_projects(
+    admin: PostgresCatalog, people: dict[str, PostgresCatalog], tmp_path: Path
+) -> None:
+    from remindful.services.policy.retention import cleanup
+    from test_retention_contract import NOW, memory
+
+    alice, bob = people["alice"], people["bob"]
+    stored(alice, [
+        memory("alice-old", age_days=40),
+        memory("alice-loose", age_days=40, scope=None),
+        memory("alice-new", age_days=1),
+        memory("alice-in-shop", age_days=40, scope="project:shop"),
+    ])  # fmt: skip
+    stored(bob, [memory("bob-old", age_days=40), memory("bob-in-shop", age_days=40, scope="project:shop")])
+
+    dry = cleanup(policy_over(bob, tmp_path), dry_run=True, now=NOW)
+    assert dry.ids == ["bob-old"] and dry.by_reason == {"retention": 1}
+    done = cleanup(policy_over(alice, tmp_path), now=NOW)
+    assert sorted(done.ids) == ["alice-loose", "alice-old"] and done.deleted == 2
+    left = {r[0] for r in admin.read("SELECT id FROM memories")}
+    assert left == {"alice-new", "alice-in-shop", "bob-old", "bob-in-shop"}
+    assert sorted(admin.read("SELECT memory_id, action, person FROM audit_log WHERE action LIKE 'retention:%%'")) == [
+        ("alice-loose", "retention:retention", "alice"),
+        ("alice-old", "retention:retention", "alice"),
+    ]
+    # Each person's last cleanup is their own; the admin has not run one.
+    assert PostgresRetentionRepository(alice).last_cleanup()["deleted"] == 2  # type: ignore[index]
+    assert PostgresRetentionRepository(bob).last_cleanup() is None
+    assert PostgresRetentionRepository(admin).last_cleanup() is None
+
+    # The store's admin (no token: the owner role) governs every memory: the projects' too.
+    done = cleanup(policy_over(admin, tmp_path), now=NOW)
+    assert sorted(done.ids) == ["alice-in-shop", "bob-in-shop", "bob-old"]
+    assert {r[0] for r in admin.read("SELECT id FROM memories")} == {"alice-new"}
+    assert admin.scope_counts() == {"user": 1}
+    persons = admin.read("SELECT DISTINCT person FROM audit_log WHERE memory_id = ANY(%s)", (done.ids,))
+    assert persons == [(None,)]
+
+
+def test_the_database_refuses_a_persons_policy_deletion_of_the_teams_memories(
+    admin: PostgresCatalog, people: dict[str, PostgresCatalog], member_url: str
+) -> None:
+    """What a modified client would try: a deletion recorded as retention's or dedup's of a project's
+    memory, or of another person's, is refused by PostgreSQL (schema 8); deleting a project's
+    memory by hand stays allowed, with the person's name in the audit log, which nobody forges."""
+    from test_retention_contract import memory
+
+    alice, bob = people["alice"], people["bob"]
+    stored(
+        alice, [memory("shop-1", age_days=1, scope="project:shop"), memory("shop-2", age_days=1, scope="project:shop")]
+    )
+    stored(bob, [memory("bob-loose", age_days=1, scope=None), memory("bob-own", age_days=1)])
+    for ids, reason in ((["shop-1"], "retention:quota"), (["shop-1"], "dedup"), (["bob-loose"], "retention:expired")):
+        with pytest.raises(AccessDeniedError, match="retention or dedup may delete") as refused:
+            alice.delete_ids(ids, reason=reason)
+        assert "\n" not in str(refused.value)
+    assert {r[0] for r in admin.read("SELECT id FROM memories")} == {"shop-1", "shop-2", "bob-loose", "bob-own"}
+    assert alice.delete_ids(["bob-own"], reason="dedup") == []  # (hidden from her: private to bob)
+    assert alice.delete_ids(["shop-1"], reason="delete") == [("shop-1", "knowledge")]
+    assert bob.delete_ids(["bob-loose"], reason="retention:expired") == [("bob-loose", "knowledge")]
+
+    token = TeamRepository(admin).add("carol")
+    with psycopg.connect(member_url, autocommit=True, connect_timeout=5) as conn:
+        conn.execute("SELECT set_config('remindful.token', %s, false)", (token,))
+        conn.execute(
+            "INSERT INTO audit_log (at, action, memory_id, detail, person) VALUES (0, 'note', NULL, '{}', 'alice')"
+        )
+    assert sorted(admin.read("SELECT action, memory_id, person FROM audit_log")) == [
+        ("delete", "shop-1", "alice"),
+        ("note", None, "carol"),
+        ("retention:expired", "bob-loose", "bob"),
+    ]
