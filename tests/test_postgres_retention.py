@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -179,3 +180,90 @@ def test_the_database_refuses_a_persons_policy_deletion_of_the_teams_memories(
         ("note", None, "carol"),
         ("retention:expired", "bob-loose", "bob"),
     ]
+
+
+# -- the real path: two people's processes, the admin's, a Chroma server ------------------------
+
+
+def vectors_present(chroma: tuple[str, int], ids: list[str]) -> set[str]:
+    """Which of ``ids`` (knowledge memories) have a vector on the Chroma server."""
+    import chromadb
+
+    from remindful.index.keys import pack
+
+    host, port = chroma
+    collection = chromadb.HttpClient(host=host, port=port).get_collection("knowledge_memories")
+    keys = {pack("knowledge_memories", mid): mid for mid in ids} | {mid: mid for mid in ids}
+    return {keys[k] for k in collection.get(ids=list(keys), include=[])["ids"]}
+
+
+@pytest.mark.slow
+def test_two_peoples_cleanup_and_dedup_and_what_the_others_see(
+    admin: PostgresCatalog, member_url: str, postgres_url: str, chroma: tuple[str, int], tmp_path: Path
+) -> None:
+    """alice's and bob's ``remindful`` processes (their own HOMEs and tokens, the member role) and
+    the admin's (the owner, no token) on one PostgreSQL catalog and one ``chroma run`` server:
+    each person's cleanup deletes their own old memories, rows and vectors, and none of the
+    project's; the admin's cleans the project and its dedup merges two people's copies of a
+    project memory, the merge's record seen from bob's machine; the audit log says who."""
+    team = TeamRepository(admin)
+    envs = {}
+    for name, url, token in (
+        ("alice", member_url, team.add("alice")),
+        ("bob", member_url, team.add("bob")),
+        ("admin", postgres_url, None),
+    ):
+        (tmp_path / name).mkdir()
+        envs[name] = env_of(tmp_path / name, url, chroma, token)
+
+    def run(name: str, *argv: str) -> Any:
+        done = cli(envs[name], *argv, "--json")
+        assert done.returncode == 0, done.stdout + done.stderr
+        return json.loads(done.stdout)
+
+    old = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - 40 * DAY))
+
+    def store(name: str, content: str, scope: str, *, at: str | None = old) -> str:
+        argv = ["store", content, "--type", "knowledge", "--scope", scope, "--source", "import"]
+        return str(run(name, *argv, *(["--timestamp", at] if at else []))["memory_id"])
+
+    alice_old = store("alice", "alice's editor font is Iosevka", "user")
+    alice_new = store("alice", "alice's terminal theme is solarized", "user", at=None)
+    shop_old = store("alice", "the shop's staging database listens on port 6543", "project:shop")
+    bob_old = store("bob", "bob's editor font is Fira Code", "user")
+    runner_a = store("alice", "The shop's CI runner is called bramble.", "project:shop", at=None)
+    runner_b = store("bob", "the shop's CI runner is called bramble", "project:shop", at=None)
+    everything = [alice_old, alice_new, shop_old, bob_old, runner_a, runner_b]
+    assert vectors_present(chroma, [shop_old, runner_a, runner_b]) == {shop_old, runner_a, runner_b}
+
+    dry = run("alice", "cleanup", "--dry-run")
+    assert dry["ids"] == [alice_old] and dry["by_reason"] == {"retention": 1} and dry["dry_run"] is True
+    assert run("alice", "cleanup")["deleted"] == 1
+    assert run("alice", "dedup")["clusters"] == 0  # (the project's copies are not hers to merge)
+    assert run("bob", "cleanup")["deleted"] == 1
+    gone = {alice_old, bob_old}
+    assert {r[0] for r in admin.read("SELECT id FROM memories")} == set(everything) - gone
+    assert not vectors_present(chroma, everything) & gone
+    assert run("bob", "get", shop_old)["id"] == shop_old  # the project's old memory: still the team's
+
+    assert run("admin", "cleanup")["deleted"] == 1  # shop_old
+    merged = run("admin", "dedup")
+    assert merged["clusters"] == 1 and merged["deleted"] == 1
+    ((kept, (dropped,)),) = merged["representatives"].items()
+    assert {kept, dropped} == {runner_a, runner_b}
+    gone |= {shop_old, dropped}
+    assert {r[0] for r in admin.read("SELECT id FROM memories")} == set(everything) - gone
+    assert not vectors_present(chroma, everything) & gone and kept in vectors_present(chroma, [kept])
+    seen = run("bob", "get", kept)
+    assert seen["metadata"]["consolidation"]["merged_ids"] == [dropped]
+    assert [m["id"] for m in run("bob", "search", "what is the shop's CI runner called", "--scope", "all")["memories"]][
+        :1
+    ] == [kept]
+    assert sorted(admin.read("SELECT memory_id, action, person FROM audit_log WHERE memory_id IS NOT NULL")) == sorted([
+        (alice_old, "retention:retention", "alice"),
+        (bob_old, "retention:retention", "bob"),
+        (shop_old, "retention:retention", None),
+        (dropped, "dedup", None),
+    ])  # fmt: skip
+    assert admin.scope_counts() == {"user": 1, "project:shop": 1}
+    assert admin.read("SELECT count(*) FROM tombstones") == [(0,)]  # housekeeping buries nothing
