@@ -187,14 +187,13 @@ def test_the_database_refuses_a_persons_policy_deletion_of_the_teams_memories(
 
 def vectors_present(chroma: tuple[str, int], ids: list[str]) -> set[str]:
     """Which of ``ids`` (knowledge memories) have a vector on the Chroma server."""
-    import chromadb
+    from remindful.index.chroma import ChromaServerIndex
 
-    from remindful.index.keys import pack
-
-    host, port = chroma
-    collection = chromadb.HttpClient(host=host, port=port).get_collection("knowledge_memories")
-    keys = {pack("knowledge_memories", mid): mid for mid in ids} | {mid: mid for mid in ids}
-    return {keys[k] for k in collection.get(ids=list(keys), include=[])["ids"]}
+    index = ChromaServerIndex(*chroma)
+    try:
+        return set(index.ids("knowledge_memories")) & set(ids)
+    finally:
+        index.close()
 
 
 @pytest.mark.slow
@@ -267,3 +266,31 @@ def test_two_peoples_cleanup_and_dedup_and_what_the_others_see(
     ])  # fmt: skip
     assert admin.scope_counts() == {"user": 1, "project:shop": 1}
     assert admin.read("SELECT count(*) FROM tombstones") == [(0,)]  # housekeeping buries nothing
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="defect outside this branch's area (engine/index_view.py IndexView.reconcile): on a team store a "
+    "person's reconcile compares the Chroma server's ids with the rows row-level security lets them see and "
+    "deletes the vectors of the others' private memories as stale (their owner's next open re-adds them)",
+)
+def test_a_persons_store_leaves_the_others_private_vectors_on_the_chroma_server(
+    admin: PostgresCatalog, member_url: str, chroma: tuple[str, int], tmp_path: Path
+) -> None:
+    from test_postgres_access import person
+
+    team = TeamRepository(admin)
+    alice = person(tmp_path / "alice", member_url, chroma, team.add("alice"))
+    try:
+        private = alice.store("alice keeps her dotfiles in a bare git repository", type="knowledge", scope="user")
+        alice.flush()
+    finally:
+        alice.close()
+    assert vectors_present(chroma, [private]) == {private}
+    bob = person(tmp_path / "bob", member_url, chroma, team.add("bob"))
+    try:
+        bob.store("bob keeps his dotfiles in a stow tree", type="knowledge", scope="user")
+        bob.flush()
+    finally:
+        bob.close()
+    assert vectors_present(chroma, [private]) == {private}
