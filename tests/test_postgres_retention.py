@@ -120,31 +120,50 @@ def test_a_persons_cleanup_deletes_only_what_they_wrote_outside_projects(
         memory("alice-loose", age_days=40, scope=None),
         memory("alice-new", age_days=1),
         memory("alice-in-shop", age_days=40, scope="project:shop"),
+        memory("alice-act-used", age_days=1, type="action", access_count=9),
+        memory("alice-act-idle", age_days=1, type="action"),
     ])  # fmt: skip
     stored(bob, [memory("bob-old", age_days=40), memory("bob-in-shop", age_days=40, scope="project:shop")])
+    stored(bob, [memory(f"bob-act-{n}", age_days=1, type="action") for n in range(3)])
+    # (The quota of one action each counts each person's own: alice keeps one, bob's are his.)
 
     dry = cleanup(policy_over(bob, tmp_path), dry_run=True, now=NOW)
-    assert dry.ids == ["bob-old"] and dry.by_reason == {"retention": 1}
+    assert dry.ids[0] == "bob-old" and dry.by_reason == {"retention": 1, "quota": 2}
+    assert set(dry.ids[1:]) < {"bob-act-0", "bob-act-1", "bob-act-2"}
     done = cleanup(policy_over(alice, tmp_path), now=NOW)
-    assert sorted(done.ids) == ["alice-loose", "alice-old"] and done.deleted == 2
-    left = {r[0] for r in admin.read("SELECT id FROM memories")}
+    assert sorted(done.ids) == ["alice-act-idle", "alice-loose", "alice-old"] and done.deleted == 3
+    left = {r[0] for r in admin.read("SELECT id FROM memories WHERE type = 'knowledge'")}
     assert left == {"alice-new", "alice-in-shop", "bob-old", "bob-in-shop"}
+    assert len(admin.read("SELECT id FROM memories WHERE type = 'action'")) == 4
     assert sorted(admin.read("SELECT memory_id, action, person FROM audit_log WHERE action LIKE 'retention:%%'")) == [
+        ("alice-act-idle", "retention:quota", "alice"),
         ("alice-loose", "retention:retention", "alice"),
         ("alice-old", "retention:retention", "alice"),
     ]
     # Each person's last cleanup is their own; the admin has not run one.
-    assert PostgresRetentionRepository(alice).last_cleanup()["deleted"] == 2  # type: ignore[index]
+    assert PostgresRetentionRepository(alice).last_cleanup()["deleted"] == 3  # type: ignore[index]
     assert PostgresRetentionRepository(bob).last_cleanup() is None
     assert PostgresRetentionRepository(admin).last_cleanup() is None
 
     # The store's admin (no token: the owner role) governs every memory: the projects' too.
     done = cleanup(policy_over(admin, tmp_path), now=NOW)
-    assert sorted(done.ids) == ["alice-in-shop", "bob-in-shop", "bob-old"]
-    assert {r[0] for r in admin.read("SELECT id FROM memories")} == {"alice-new"}
-    assert admin.scope_counts() == {"user": 1}
+    assert sorted(done.ids) == ["alice-in-shop", "bob-act-0", "bob-act-1", "bob-act-2", "bob-in-shop", "bob-old"]
+    assert {r[0] for r in admin.read("SELECT id FROM memories")} == {"alice-new", "alice-act-used"}
+    assert admin.scope_counts() == {"user": 2}
     persons = admin.read("SELECT DISTINCT person FROM audit_log WHERE memory_id = ANY(%s)", (done.ids,))
     assert persons == [(None,)]
+
+
+def test_a_dedup_merge_raises_the_representatives_version(admin: PostgresCatalog) -> None:
+    """A correction made on a copy read before the merge is refused (its version is older)."""
+    from test_retention_contract import memory
+
+    stored(admin, [memory("rep", age_days=1)])
+    before = admin.version_of("rep")
+    meta = json.dumps({"consolidation": {"count": 1, "merged_ids": ["gone"]}})
+    PostgresRetentionRepository(admin).record_consolidations([(meta, 1.0, "rep")])
+    assert admin.version_of("rep") == (before or 0) + 1
+    assert json.loads(admin.get_rows(["rep"])["rep"].metadata)["consolidation"]["merged_ids"] == ["gone"]
 
 
 def test_the_database_refuses_a_persons_policy_deletion_of_the_teams_memories(
