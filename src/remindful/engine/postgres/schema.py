@@ -406,8 +406,50 @@ _V7 = [
     "SELECT gin_clean_pending_list('idx_memories_fts'), gin_clean_pending_list('idx_context_fts')",
 ]
 
+#: Version 8: who may run retention and dedup on what, enforced by the database, and who deleted
+#: what. Each audit entry records its person (``audit_log.person``: the token's, set by a trigger
+#: whatever the statement says; NULL for the store's admin and its single user). A deletion a
+#: policy makes is recorded as such (action ``retention:<reason>`` or ``dedup``, written before the
+#: row is deleted in the same transaction: :meth:`PostgresCatalog.delete_in`); for a person the
+#: trigger admits it only for a memory that person wrote outside any project (their reach:
+#: :class:`~remindful.engine.postgres.repositories.PostgresRetentionRepository`), so that no
+#: member's local ``retention.*`` settings delete the team's (a project's) memories or another
+#: person's: the projects are cleaned by the admin's policy. Deleting a project's memory by hand
+#: stays every member's right (version 6), now with their name in the log.
+_V8 = [
+    "ALTER TABLE audit_log ADD COLUMN IF NOT EXISTS person TEXT",
+    """
+CREATE OR REPLACE FUNCTION remindful_audit_person() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    me text;
+    found_author text;
+    found_scope text;
+BEGIN
+    IF nullif(current_setting('remindful.token', true), '') IS NULL
+       AND (SELECT rolsuper OR rolbypassrls FROM pg_roles WHERE rolname = current_user) THEN
+        NEW.person := NULL;
+        RETURN NEW;
+    END IF;
+    me := remindful_person();
+    NEW.person := me;
+    IF me IS NULL OR NOT (NEW.action = 'dedup' OR NEW.action LIKE 'retention:%') THEN
+        RETURN NEW;
+    END IF;
+    SELECT m.author, m.scope INTO found_author, found_scope FROM memories m WHERE m.id = NEW.memory_id;
+    IF FOUND AND (found_author IS DISTINCT FROM me OR coalesce(found_scope, '') LIKE 'project:%') THEN
+        RAISE EXCEPTION 'memory % is not one this token''s retention or dedup may delete (a person''s policy cleans '
+            'what they wrote outside projects; the store''s admin cleans the projects)', NEW.memory_id
+            USING ERRCODE = '42501';
+    END IF;
+    RETURN NEW;
+END $$""",
+    "DROP TRIGGER IF EXISTS audit_person_bi ON audit_log",
+    "CREATE TRIGGER audit_person_bi BEFORE INSERT ON audit_log FOR EACH ROW EXECUTE FUNCTION remindful_audit_person()",
+    "CREATE INDEX IF NOT EXISTS idx_audit_memory ON audit_log(memory_id)",
+]
+
 #: The statements of each version, from the first: ``MIGRATIONS[v - 1]`` brings version ``v - 1`` to ``v``.
-MIGRATIONS: tuple[list[str], ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7)
+MIGRATIONS: tuple[list[str], ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8)
 #: The version before which the catalog derives the origins of rows that have none.
 ORIGINS_VERSION = 5
 SCHEMA_VERSION = len(MIGRATIONS)
