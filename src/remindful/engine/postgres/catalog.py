@@ -168,6 +168,7 @@ class PostgresCatalog:
         #: is refused here, by the database; without a token a team store's first statement on
         #: its memories is (the admin's ``remindful team`` commands need none: they read ``people``).
         self.person: str | None = None
+        self._definer_sees_all: bool | None = None  # (see indexed_ids)
         if token is not None:
             try:
                 self.person = self._with_retries(
@@ -492,6 +493,28 @@ class PostgresCatalog:
             "ORDER BY created_at DESC, rowid DESC LIMIT %s OFFSET %s"
         )
         return [MemoryRow.from_sql(r) for r in self.read(sql, [*params, limit, offset])]
+
+    def indexed_ids(self, memory_type: str) -> set[str] | None:
+        """Ids of the rows of ``memory_type`` marked indexed, every person's (schema 9's
+        functions); None if this connection cannot see them all (a token's person, and an admin
+        that row-level security binds): then no vector may be taken for stale."""
+        if not self._sees_every_row():
+            return None
+        return {r[0] for r in self.read("SELECT remindful_indexed_ids(%s)", (memory_type,))}
+
+    def indexed_count(self, memory_type: str) -> int:
+        """How many rows of ``memory_type`` are marked indexed, every person's where
+        :meth:`indexed_ids` sees them (else those this connection sees)."""
+        if not self._sees_every_row():
+            return self.count(SqlFilter("type = ? AND indexed = 1", (memory_type,)))
+        return int(self.read("SELECT remindful_indexed_count(%s)", (memory_type,))[0][0])
+
+    def _sees_every_row(self) -> bool:
+        if self.person is None:  # no team, or the admin's process: its reads see every row
+            return True
+        if self._definer_sees_all is None:
+            self._definer_sees_all = bool(self.read("SELECT remindful_sees_every_row()")[0][0])
+        return self._definer_sees_all
 
     def count(self, flt: SqlFilter | None = None, *, at_most: int | None = None) -> int:
         """Rows passing ``flt``; with ``at_most``, counting stops there."""

@@ -448,8 +448,43 @@ END $$""",
     "CREATE INDEX IF NOT EXISTS idx_audit_memory ON audit_log(memory_id)",
 ]
 
+#: Version 9: the index's bookkeeping sees every row. A process reconciles the Chroma server's
+#: vectors with the catalog's indexed rows (:meth:`IndexView.reconcile
+#: <remindful.engine.index_view.IndexView.reconcile>`); under row-level security a person's reads
+#: miss the others' private memories, whose vectors then looked stale and were deleted (and put
+#: back by their owner's next open). These functions run as the schema's owner (the store's
+#: admin: a superuser or a ``BYPASSRLS`` role, which row-level security does not bind) and return
+#: only ids and counts. ``remindful_sees_every_row()`` says whether they do see every row (an owner
+#: bound by row-level security sees what the caller sees: the catalog then keeps every vector).
+_V9 = [
+    """
+CREATE OR REPLACE FUNCTION remindful_sees_every_row() RETURNS boolean
+LANGUAGE sql STABLE SECURITY DEFINER AS $$
+    SELECT coalesce((SELECT rolsuper OR rolbypassrls FROM pg_roles WHERE rolname = current_user), false)
+$$""",
+    """
+CREATE OR REPLACE FUNCTION remindful_indexed_ids(memory_type text) RETURNS SETOF text
+LANGUAGE sql STABLE SECURITY DEFINER AS $$
+    SELECT id FROM memories WHERE type = memory_type AND indexed = 1
+$$""",
+    """
+CREATE OR REPLACE FUNCTION remindful_indexed_count(memory_type text) RETURNS bigint
+LANGUAGE sql STABLE SECURITY DEFINER AS $$
+    SELECT count(*) FROM memories WHERE type = memory_type AND indexed = 1
+$$""",
+    *(
+        "DO $do$ BEGIN EXECUTE format('ALTER FUNCTION " + signature + " SET search_path = %I, pg_temp', "
+        "current_schema()); END $do$"
+        for signature in (
+            "remindful_sees_every_row()",
+            "remindful_indexed_ids(text)",
+            "remindful_indexed_count(text)",
+        )
+    ),
+]
+
 #: The statements of each version, from the first: ``MIGRATIONS[v - 1]`` brings version ``v - 1`` to ``v``.
-MIGRATIONS: tuple[list[str], ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8)
+MIGRATIONS: tuple[list[str], ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9)
 #: The version before which the catalog derives the origins of rows that have none.
 ORIGINS_VERSION = 5
 SCHEMA_VERSION = len(MIGRATIONS)
