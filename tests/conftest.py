@@ -14,7 +14,7 @@ from hypothesis import settings as hypothesis_settings
 import remindful
 
 # A throwaway PostgreSQL cluster and a database per test, for the PostgreSQL catalog's tests.
-from conftest_postgres import member_url, postgres_cluster, postgres_url  # noqa: F401
+from conftest_postgres import admin, member_url, postgres_cluster, postgres_url  # noqa: F401
 from remindful.api import MemoryManager
 from remindful.testing import open_fake
 

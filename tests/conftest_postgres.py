@@ -20,6 +20,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -206,3 +207,17 @@ def member_url(postgres_url: str) -> str:
             f"CREATE ROLE {MEMBER} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOBYPASSRLS; END IF; END $$"
         )
     return postgres_url.replace(f"{SUPERUSER}@", f"{MEMBER}@", 1)
+
+
+@pytest.fixture
+def admin(postgres_url: str, tmp_path: Path) -> Iterator[Any]:
+    """The admin's catalog on ``postgres_url`` (the database's superuser): creates the schema and
+    its policies, issues the team's tokens."""
+    from remindful.engine.postgres.catalog import PostgresCatalog
+    from remindful.engine.redact import StoreRedactor, build_redactor
+
+    opened = PostgresCatalog(postgres_url, redaction=StoreRedactor(build_redactor(), tmp_path))
+    try:
+        yield opened
+    finally:
+        opened.close()

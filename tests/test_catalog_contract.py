@@ -81,12 +81,15 @@ def _postgres(tmp_path: Path, url: str) -> Iterator[Backend]:
         catalog.close()
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+def open_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+    """The catalog of ``request.param`` ("sqlite", "postgres"), with its repositories."""
     if request.param == "sqlite":
         yield from _sqlite(tmp_path)
     else:
         yield from _postgres(tmp_path, request.getfixturevalue("postgres_url"))
+
+
+backend = pytest.fixture(params=["sqlite", "postgres"], name="backend")(open_backend)
 
 
 def row(

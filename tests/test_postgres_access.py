@@ -10,7 +10,6 @@ import os
 import subprocess
 import sys
 import tarfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +21,6 @@ from remindful.api import MemoryManager
 from remindful.engine.catalog import MemoryRow
 from remindful.engine.postgres.catalog import PostgresCatalog
 from remindful.engine.postgres.team import PersonalView, TeamRepository, token_hash
-from remindful.engine.redact import StoreRedactor, build_redactor
 from remindful.errors import AccessDeniedError, NotFoundError
 from remindful.testing import FakeEmbedder
 
@@ -42,16 +40,6 @@ def memory(mid: str, content: str, scope: str | None, session: str | None = None
         content_hash=mid,
         scope=scope,
     )
-
-
-@pytest.fixture
-def admin(postgres_url: str, tmp_path: Path) -> Iterator[PostgresCatalog]:
-    """The admin's catalog: creates the schema and its policies, issues the tokens."""
-    opened = PostgresCatalog(postgres_url, redaction=StoreRedactor(build_redactor(), tmp_path))
-    try:
-        yield opened
-    finally:
-        opened.close()
 
 
 def as_member(url: str, token: str | None) -> Any:

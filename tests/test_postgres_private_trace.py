@@ -4,7 +4,6 @@ audited about them (real PostgreSQL 15, row-level security, a member role's raw 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -12,21 +11,11 @@ import pytest
 from conftest_chroma import chroma_server  # noqa: F401  (session fixture)
 from remindful.engine.postgres.catalog import PostgresCatalog
 from remindful.engine.postgres.team import TeamRepository
-from remindful.engine.redact import StoreRedactor, build_redactor
 from test_postgres_access import as_member, person
 
 psycopg = pytest.importorskip("psycopg")
 
 MARK = "quokkamarmalade"
-
-
-@pytest.fixture
-def admin(postgres_url: str, tmp_path: Path) -> Iterator[PostgresCatalog]:
-    opened = PostgresCatalog(postgres_url, redaction=StoreRedactor(build_redactor(), tmp_path))
-    try:
-        yield opened
-    finally:
-        opened.close()
 
 
 @pytest.fixture

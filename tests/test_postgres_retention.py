@@ -32,16 +32,6 @@ def chroma(chroma_server: tuple[str, int]) -> tuple[str, int]:  # noqa: F811
     return chroma_server
 
 
-@pytest.fixture
-def admin(postgres_url: str, tmp_path: Path) -> Iterator[PostgresCatalog]:
-    """The admin's catalog (the database's superuser): creates the schema, issues tokens."""
-    opened = PostgresCatalog(postgres_url, redaction=StoreRedactor(build_redactor(), tmp_path))
-    try:
-        yield opened
-    finally:
-        opened.close()
-
-
 def env_of(home: Path, url: str, chroma: tuple[str, int], token: str | None) -> dict[str, str]:
     from agent_session import agent_env
 

@@ -9,7 +9,7 @@ policy governs every memory, as on SQLite; what a team member's governs is
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,18 +21,12 @@ from remindful.engine.catalog import MemoryRow
 from remindful.engine.repositories.retention import created_window
 from remindful.services.policy.dedup import dedup
 from remindful.services.policy.retention import Policy, cleanup, plan
-from test_catalog_contract import SECRET, Backend, _postgres, _sqlite
+from test_catalog_contract import SECRET, Backend, open_backend
+
+backend = pytest.fixture(params=["sqlite", "postgres"], name="backend")(open_backend)
 
 NOW = 1_750_000_000.0
 DAY = 86_400.0
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
-    if request.param == "sqlite":
-        yield from _sqlite(tmp_path)
-    else:
-        yield from _postgres(tmp_path, request.getfixturevalue("postgres_url"))
 
 
 def unit(seed: int, nudge: float = 0.0) -> np.ndarray:

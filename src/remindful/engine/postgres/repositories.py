@@ -68,6 +68,16 @@ class _Repository:
     def _catalog(self) -> PostgresCatalog:
         return self._source()
 
+    def _write_each(self, sql: str, rows: Sequence[Sequence[Any]], *, what: str) -> None:
+        """``sql`` once for each of ``rows``, in one write transaction (nothing when there are none)."""
+
+        def run(conn: Any) -> None:
+            with conn.cursor() as cur:
+                cur.executemany(sql, rows)
+
+        if rows:
+            self._catalog.write(run, what=what)
+
 
 class PostgresMemoryRepository(_Repository):
     """As :class:`~remindful.engine.repositories.memories.MemoryRepository`."""
@@ -771,18 +781,12 @@ class PostgresLearningRepository(_Repository):
     def add_to_counters(self, counts: Mapping[tuple[str, str], float]) -> None:
         text = self._catalog.redaction.text
         items = [(kind, text(key), value) for (kind, key), value in counts.items() if value]
-        if not items:
-            return
-
-        def run(conn: Any) -> None:
-            with conn.cursor() as cur:
-                cur.executemany(
-                    "INSERT INTO learning_counters AS c (kind, key, value) VALUES (%s, %s, %s) "
-                    "ON CONFLICT (kind, key) DO UPDATE SET value = c.value + excluded.value",
-                    items,
-                )
-
-        self._catalog.write(run, what="counting captures")
+        self._write_each(
+            "INSERT INTO learning_counters AS c (kind, key, value) VALUES (%s, %s, %s) "
+            "ON CONFLICT (kind, key) DO UPDATE SET value = c.value + excluded.value",
+            items,
+            what="counting captures",
+        )
 
     def counters(self) -> dict[str, dict[str, float]]:
         out: dict[str, dict[str, float]] = {}
@@ -939,17 +943,11 @@ class PostgresRetentionRepository(_Repository):
         read before the merge is refused: :class:`~remindful.errors.StaleVersionError`)."""
         value = self._catalog.redaction.value
         rows = [(json.dumps(value(json.loads(meta)), ensure_ascii=False), at, mid) for meta, at, mid in updates]
-
-        def run(conn: Any) -> None:
-            with conn.cursor() as cur:
-                cur.executemany(
-                    "UPDATE memories SET metadata = %s, updated_at = %s, indexed = 0, version = version + 1 "
-                    "WHERE id = %s",
-                    rows,
-                )
-
-        if rows:
-            self._catalog.write(run, what="recording dedup consolidation")
+        self._write_each(
+            "UPDATE memories SET metadata = %s, updated_at = %s, indexed = 0, version = version + 1 WHERE id = %s",
+            rows,
+            what="recording dedup consolidation",
+        )
 
     def record_cleanup(self, report: dict[str, Any]) -> None:
         key, summary = self._meta_key(), json.dumps(report)
