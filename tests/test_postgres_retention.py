@@ -309,3 +309,70 @@ def test_a_persons_store_leaves_the_others_private_vectors_on_the_chroma_server(
     finally:
         bob.close()
     assert vectors_present(chroma, [private, gone]) == {private}
+
+
+def test_a_persons_item_quota_evicts_only_what_they_wrote_outside_projects(
+    admin: PostgresCatalog, member_url: str, chroma: tuple[str, int], tmp_path: Path
+) -> None:
+    """The item quota a store keeps as it stores (``retention.max_items_per_collection``) is a
+    policy too: on a team store a person's process counts and evicts only their own memories
+    outside projects, never the team's (whose count alone may pass any member's quota)."""
+    import remindful
+    from remindful.testing import FakeEmbedder
+
+    team = TeamRepository(admin)
+    host, port = chroma
+
+    def person(name: str) -> Any:
+        return remindful.open(
+            tmp_path / name,
+            embedder=FakeEmbedder(),
+            **{
+                "catalog.url": member_url,
+                "catalog.token": team.add(name),
+                "storage.chromadb.mode": "server",
+                "storage.chromadb.host": host,
+                "storage.chromadb.port": port,
+                "retention.max_items_per_collection": 3,
+            },
+        )
+
+    bob = person("bob")
+    try:
+        shared = [bob.store(f"shop fact {i}", type="knowledge", scope="project:shop") for i in range(3)]
+    finally:
+        bob.close()
+    alice = person("alice")
+    try:
+        mine = [alice.store(f"alice's note {i}", type="knowledge", scope="user") for i in range(4)]
+        alice.flush()
+    finally:
+        alice.close()
+    left = {r[0] for r in admin.read("SELECT id FROM memories WHERE type = 'knowledge'")}
+    assert set(shared) <= left  # the team's memories: not alice's quota's to evict
+    assert len(left & set(mine)) == 3 and mine[-1] in left  # her own: down to her quota
+
+
+def test_the_item_quota_evicts_on_a_shared_catalog_as_on_sqlite(
+    postgres_url: str, chroma: tuple[str, int], tmp_path: Path
+) -> None:
+    """The store's single user (no team): a store past a type's quota evicts its least important
+    memory in the same transaction (the eviction order read SQLite's own tables, and every store
+    past the quota failed on PostgreSQL)."""
+    import remindful
+    from remindful.testing import FakeEmbedder
+
+    host, port = chroma
+    settings = {
+        "catalog.url": postgres_url,
+        "storage.chromadb.mode": "server",
+        "storage.chromadb.host": host,
+        "storage.chromadb.port": port,
+        "retention.max_items_per_collection": 3,
+    }
+    with remindful.open(tmp_path / "one", embedder=FakeEmbedder(), **settings) as memory:
+        kept = memory.store("kept: bookmarked", type="knowledge", metadata={"bookmarked": True})
+        ids = [memory.store(f"note {i}", type="knowledge") for i in range(4)]
+        memory.flush()
+        left = {m.id for m in memory.list(type="knowledge", limit=10, scope="all")}
+    assert len(left) == 3 and kept in left and ids[-1] in left

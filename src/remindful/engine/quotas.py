@@ -9,6 +9,10 @@
 - Size (``storage.max_size_mb``): near it, a store warns in the log, and stores anyway. The size
   is measured by walking the directory (a stat per file), at most every ``SIZE_MAX_AGE_S``
   seconds and in a thread of its own: the walk is not the store's to wait for.
+
+The item quota is a policy: on a team's shared catalog a person's process counts and evicts only
+what that person's retention governs (their own memories outside projects: the retention
+repository's reach), never the team's, however many the team holds.
 """
 
 from __future__ import annotations
@@ -21,12 +25,11 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Protocol
 
 from remindful.config import Settings
-from remindful.engine.backend import CatalogBackend
 from remindful.engine.catalog import MemoryRow
-from remindful.engine.importance import columns, inputs_from_row, score
+from remindful.engine.importance import ImportanceInputs, score
 from remindful.errors import ValidationError
 from remindful.model import MemoryType
 
@@ -40,6 +43,15 @@ SIZE_MAX_AGE_S = 5.0
 #: A type's eviction order is ranked afresh from all its rows at most this often (the recency
 #: term moves on; in between, rows stored since are ranked in, and victims are read again).
 RANKING_MAX_AGE_S = 30.0
+
+
+class Evictable(Protocol):
+    """What the item quota reads: the retention repository of either backend."""
+
+    def unbookmarked(
+        self, memory_type: str, *, above_rowid: int = 0, ids: Sequence[str] | None = None
+    ) -> list[tuple[ImportanceInputs, str, int]]: ...
+    def count_in_reach(self, memory_type: str) -> int | None: ...
 
 
 class Quotas:
@@ -57,9 +69,10 @@ class Quotas:
         self._orders: dict[str, EvictionOrder] = {}
         self._orders_lock = threading.Lock()
 
-    def make_room(self, catalog: CatalogBackend, counts: Mapping[str, int], rows: Sequence[MemoryRow]) -> list[str]:
-        """The memories to evict (the least important unprotected ones) so that ``rows`` fit the
-        per-type item quotas, given the ``counts`` of each type stored now; the caller deletes them
+    def make_room(self, retention: Evictable, counts: Mapping[str, int], rows: Sequence[MemoryRow]) -> list[str]:
+        """The memories to evict (the least important unprotected ones the policy governs) so that
+        ``rows`` fit the per-type item quotas, given the ``counts`` of each type stored now (the
+        policy's own count where it governs fewer: ``retention.count_in_reach``); the caller deletes them
         in the insert's transaction. Warns when the storage nears its size quota. Raises
         ValidationError for a batch that alone holds more memories of a type than its quota: it
         could never be stored whole."""
@@ -76,13 +89,16 @@ class Quotas:
                     "store fewer at a time or raise the quota (retention.max_items_per_collection)",
                 )
             excess = counts.get(type_value, 0) + n_new - limit
+            if excess > 0:  # (the policy's count is at most the store's: asked only then)
+                reach = retention.count_in_reach(type_value)
+                excess = excess if reach is None else reach + n_new - limit
             if excess <= 0:
                 continue
             with self._orders_lock:
                 order = self._orders.get(type_value)
                 if order is None or order.age_s() > RANKING_MAX_AGE_S:
-                    order = self._orders[type_value] = EvictionOrder(catalog, type_value)
-                victims = order.take(catalog, excess)
+                    order = self._orders[type_value] = EvictionOrder(retention, type_value)
+                victims = order.take(retention, excess)
             if len(victims) < excess:
                 log.warning(
                     "%s_memories is over its quota of %d but every remaining memory is bookmarked", type_value, limit
@@ -151,37 +167,33 @@ class Quotas:
 
 
 class EvictionOrder:
-    """One type's unbookmarked memories, least important first: ranked from all of them when
-    made, then kept up to date by :meth:`take`. Not thread-safe (the quotas hold a lock).
+    """One type's unbookmarked memories (those the policy governs), least important first: ranked
+    from all of them when made, then kept up to date by :meth:`take`. Not thread-safe (the quotas
+    hold a lock).
 
     Rows stored since are found by rowid (above the newest one ranked). SQLite gives a new row the
     rowid of the newest one if that was deleted: when a victim taken here is the newest, the
     mark moves below it; a newest row deleted by someone else is not seen, and its successor
     waits for the next full ranking (``RANKING_MAX_AGE_S``) to be a candidate."""
 
-    def __init__(self, catalog: CatalogBackend, type_value: str) -> None:
+    def __init__(self, retention: Evictable, type_value: str) -> None:
         self.type = type_value
         self._made = time.monotonic()
-        self._columns = f"{columns(catalog)}, rowid"
-        rows = catalog.read(f"SELECT {self._columns} FROM memories WHERE type = ? AND bookmarked = 0", (type_value,))
         now = time.time()
-        self._order = sorted(_ranked(row, now) for row in rows)  # least important first
+        self._order = sorted(_ranked(row, now) for row in retention.unbookmarked(type_value))  # least important first
         self._top = max((entry[3] for entry in self._order), default=0)  # the newest rowid ranked
 
     def age_s(self) -> float:
         return time.monotonic() - self._made
 
-    def take(self, catalog: CatalogBackend, n: int) -> list[str]:
+    def take(self, retention: Evictable, n: int) -> list[str]:
         """The ids of the ``n`` least important unbookmarked memories of the type (fewer if there
         are not that many), taken out of the order: rows stored since are ranked in first, and
         each one is read again before it is chosen (gone or bookmarked since: skipped; more
         important since, as after an access: ranked again)."""
         now = time.time()
         known = {entry[2] for entry in self._order}
-        for row in catalog.read(
-            f"SELECT {self._columns} FROM memories WHERE type = ? AND bookmarked = 0 AND rowid > ?",
-            (self.type, self._top),
-        ):
+        for row in retention.unbookmarked(self.type, above_rowid=self._top):
             entry = _ranked(row, now)
             self._top = max(self._top, entry[3])
             if entry[2] not in known:
@@ -190,18 +202,12 @@ class EvictionOrder:
         while len(chosen) < n and self._order:
             cut = n - len(chosen) + 8  # a few more: some may be gone, or more important now
             head, self._order = self._order[:cut], self._order[cut:]
-            current = {
-                str(row[0]): row
-                for row in catalog.read_in(
-                    f"SELECT {self._columns} FROM memories WHERE id IN ({{marks}}) AND bookmarked = 0",
-                    [entry[2] for entry in head],
-                )
-            }
+            current = {row[1]: row for row in retention.unbookmarked(self.type, ids=[entry[2] for entry in head])}
             for entry in head:
-                row = current.get(entry[2])
-                if row is None:
+                now_row = current.get(entry[2])
+                if now_row is None:
                     continue  # gone, or bookmarked since
-                fresh = _ranked(row, now)
+                fresh = _ranked(now_row, now)
                 if len(chosen) < n and fresh[0] <= entry[0] + 1e-9:
                     chosen.append(entry)
                 else:
@@ -211,10 +217,11 @@ class EvictionOrder:
         return [entry[2] for entry in chosen]
 
 
-def _ranked(row: Sequence[Any], now: float) -> tuple[float, float, str, int]:
-    """``(score, created_at, id, rowid)`` of a ``SELECT {columns}, rowid`` row: sorted, least
-    important first (ties: older first), as :func:`remindful.engine.importance.rank_rows` orders."""
-    return score(inputs_from_row(row), now), float(row[2]), str(row[0]), int(row[-1])
+def _ranked(row: tuple[ImportanceInputs, str, int], now: float) -> tuple[float, float, str, int]:
+    """``(score, created_at, id, rowid)`` of an ``unbookmarked`` row: sorted, least important first
+    (ties: older first), as :func:`remindful.engine.importance.rank_rows` orders."""
+    inputs, memory_id, rowid = row
+    return score(inputs, now), float(inputs.created_at), memory_id, rowid
 
 
 def megabytes(value: float) -> str:

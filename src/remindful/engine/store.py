@@ -402,7 +402,7 @@ class Store:
             vectors = self.embedder.embed([r.content for r in rows])
             for row, vector in zip(rows, vectors, strict=True):
                 row.embedding = vector
-        victims = self.quotas.make_room(self.catalog, self.catalog.type_counts(), rows)
+        victims = self.quotas.make_room(self.repositories.retention, self.catalog.type_counts(), rows)
         attach_files(self.settings, rows, self.redaction)
         self._commit_new(rows, evict=victims, counts=counts, projects=projects.values())
         mirror.index_rows(rows)

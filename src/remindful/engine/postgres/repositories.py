@@ -901,6 +901,24 @@ class PostgresRetentionRepository(_Repository):
             found.update((r[0], inputs_from_row(r)) for r in rows)
         return found
 
+    def unbookmarked(
+        self, memory_type: str, *, above_rowid: int = 0, ids: Sequence[str] | None = None
+    ) -> list[tuple[ImportanceInputs, str, int]]:
+        reach, mine = self._reach()
+        select = f"SELECT {_IMPORTANCE_COLUMNS}, rowid FROM memories WHERE bookmarked = 0 AND {reach}"
+        if ids is not None:
+            rows = self._catalog.read(f"{select} AND id = ANY(%s)", (*mine, list(ids)))
+        else:
+            rows = self._catalog.read(f"{select} AND type = %s AND rowid > %s", (*mine, memory_type, above_rowid))
+        return [(inputs_from_row(r), str(r[0]), int(r[-1])) for r in rows]
+
+    def count_in_reach(self, memory_type: str) -> int | None:
+        if self._catalog.person is None:
+            return None
+        reach, mine = self._reach()
+        sql = f"SELECT count(*) FROM memories WHERE type = %s AND {reach}"
+        return int(self._catalog.read(sql, (memory_type, *mine))[0][0])
+
     def types(self, flt: SqlFilter) -> list[str]:
         where, params = pg_filter(flt)
         reach, mine = self._reach()

@@ -62,6 +62,25 @@ class RetentionRepository(Repository):
         rows = catalog.read_in(f"SELECT {columns(catalog)} FROM memories WHERE id IN ({{marks}})", ids)
         return {r[0]: inputs_from_row(r) for r in rows}
 
+    def unbookmarked(
+        self, memory_type: str, *, above_rowid: int = 0, ids: Sequence[str] | None = None
+    ) -> list[tuple[ImportanceInputs, str, int]]:
+        """``(inputs, id, rowid)`` of the unbookmarked memories of ``memory_type`` the policy
+        governs (every one here): those with a rowid above ``above_rowid``, or those of ``ids``
+        (of any type). What the item quota evicts from (:class:`~remindful.engine.quotas.EvictionOrder`)."""
+        catalog = self._catalog
+        select = f"SELECT {columns(catalog)}, rowid FROM memories WHERE bookmarked = 0"
+        if ids is not None:
+            rows = catalog.read_in(f"{select} AND id IN ({{marks}})", ids)
+        else:
+            rows = catalog.read(f"{select} AND type = ? AND rowid > ?", (memory_type, above_rowid))
+        return [(inputs_from_row(r), str(r[0]), int(r[-1])) for r in rows]
+
+    def count_in_reach(self, memory_type: str) -> int | None:
+        """How many memories of ``memory_type`` the policy governs, where that is not every memory
+        (a team member's on a shared catalog); None: every memory, the store's type counts."""
+        return None
+
     def types(self, flt: SqlFilter) -> list[str]:
         """The types of the memories passing ``flt``, unordered."""
         return [r[0] for r in self._catalog.read(f"SELECT DISTINCT type FROM memories WHERE {flt.sql}", flt.params)]
