@@ -130,30 +130,11 @@ def inputs_from_row(row: Sequence[Any]) -> ImportanceInputs:
     )
 
 
-def rank_rows(rows: Sequence[Sequence[Any]], now: float) -> list[tuple[float, float, str]]:
-    """``(score, created_at, id)`` for each ``SELECT {COLUMNS}`` row, least important first
-    (ties: older first), i.e. in eviction order."""
-    ranked = [(score(inputs_from_row(r), now), float(r[2]), str(r[0])) for r in rows]
-    ranked.sort()
-    return ranked
-
-
-def least_important(catalog: Any, type_value: str, n: int, now: float, *, exclude: Sequence[str] = ()) -> list[str]:
-    """The ids of the ``n`` least important unprotected memories of one type (eviction order)."""
-    if n <= 0:
-        return []
-    rows = catalog.read(f"SELECT {columns(catalog)} FROM memories WHERE type = ? AND bookmarked = 0", (type_value,))
-    skip = set(exclude)
-    return [mid for _s, _c, mid in rank_rows(rows, now) if mid not in skip][:n]
-
-
 __all__ = [
     "COLUMNS",
     "N_COLUMNS",
     "WEIGHTS",
     "ImportanceInputs",
     "inputs_from_row",
-    "least_important",
-    "rank_rows",
     "score",
 ]

@@ -219,7 +219,7 @@ class EvictionOrder:
 
 def _ranked(row: tuple[ImportanceInputs, str, int], now: float) -> tuple[float, float, str, int]:
     """``(score, created_at, id, rowid)`` of an ``unbookmarked`` row: sorted, least important first
-    (ties: older first), as :func:`remindful.engine.importance.rank_rows` orders."""
+    (ties: older first), by :func:`remindful.engine.importance.score`."""
     inputs, memory_id, rowid = row
     return score(inputs, now), float(inputs.created_at), memory_id, rowid
 
