@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from agent_session import SCRIPT, ClaudeCode, Session, agent_env, stop_daemons, wait_until
+from conftest_chroma import chroma_server  # noqa: F401  (session fixture)
 
 pytestmark = pytest.mark.slow
 
@@ -107,3 +108,55 @@ def test_a_command_that_failed_before_is_warned_about_until_it_succeeds(
     assert about_to(s2, DEPLOY) == ""
     wait_until(lambda: outcomes_stored(store), 120, "the daemon stores the success")
     assert about_to(shop.session("s3"), DEPLOY) == ""
+
+
+@pytest.mark.usefixtures("isolated_env")
+def test_on_a_team_store_a_failure_on_one_machine_is_warned_about_on_another(
+    tmp_path: Path,
+    postgres_url: str,
+    chroma_server: tuple[str, int],  # noqa: F811
+) -> None:
+    """Two machines (their own HOMEs, spools and daemons, hooks installed in their own clones of
+    one repository) on one shared catalog: the calls are stored on the server once drained, so
+    the PreToolUse warning comes from there (the daemon's answer): a teammate's failed deploy
+    warns before the same deploy elsewhere, and its success later silences both."""
+    host, port = chroma_server
+    shared = {
+        "REMINDFUL_EMBEDDINGS__BACKEND": "fake",
+        "REMINDFUL_CATALOG__URL": postgres_url,
+        "REMINDFUL_STORAGE__CHROMADB__MODE": "server",
+        "REMINDFUL_STORAGE__CHROMADB__HOST": host,
+        "REMINDFUL_STORAGE__CHROMADB__PORT": str(port),
+    }
+    machines: list[tuple[ClaudeCode, Path]] = []
+    for name in ("laptop", "desktop"):
+        home = tmp_path / name
+        home.mkdir()
+        clone = git_project(home / "shop-api")
+        subprocess.run(["git", "-C", str(clone), "remote", "add", "origin", "git@example.com:team/shop-api.git"],
+                       check=True)  # fmt: skip
+        env = agent_env(home, **shared)
+        done = subprocess.run([SCRIPT, "install-hooks"], cwd=clone, env=env, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        machines.append((ClaudeCode(clone, env), home / ".remindful" / "memory"))
+    (laptop, laptop_store), (desktop, desktop_store) = machines
+    try:
+        s1 = laptop.session("s1")
+        s1.start()
+        for _ in range(3):
+            s1.tool("Bash", DEPLOY, None, error=FAILED)
+        wait_until(lambda: outcomes_stored(laptop_store), 120, "the laptop's daemon delivers the failures")
+
+        d1 = desktop.session("d1")
+        d1.start()
+        wait_until(lambda: about_to(d1, DEPLOY) != "", 60, "the desktop's daemon answers from the server")
+        warned = about_to(d1, DEPLOY)
+        assert "STAGING_DEPLOY_KEY is not set" in warned and "failed before in this project" in warned, warned
+        assert about_to(d1, {"command": "pnpm run test"}) == ""  # another command: nothing
+
+        d1.tool("Bash", DEPLOY, {"stdout": "Deployed to staging in 41s"})  # fixed on the desktop
+        wait_until(lambda: outcomes_stored(desktop_store), 120, "the desktop's daemon delivers the success")
+        assert about_to(laptop.session("s2"), DEPLOY) == ""
+    finally:
+        stop_daemons(laptop_store)
+        stop_daemons(desktop_store)

@@ -606,6 +606,26 @@ class MemoryManager:
 
             return unreachable_brief(StatsRepository(lambda: self._store.local_catalog).spool_pending())
 
+    def failure_warning(self, record: Mapping[str, Any]) -> str | None:
+        """The warning a coding agent's ``PreToolUse`` gets for the call ``record`` starts (a hook's
+        record: ``{"memories": [...]}`` as the hooks build it) when the same call failed before in
+        its project and has not succeeded since (:mod:`remindful.services.ingest.forewarn`): from
+        this store's catalog and spool, so on a shared catalog from every machine of the team.
+        None for none. The hook asks the daemon for it on a shared catalog; on a local store it
+        reads the catalog itself."""
+        from remindful.services.ingest.forewarn import failure_warning
+
+        if not isinstance(record.get("memories"), list):
+            raise ValidationError("record", 'expected {"memories": [...]} as a PreToolUse hook builds it')
+        projects = {key: entry.model_dump() for key, entry in self.settings.hooks.projects.items()}
+        return failure_warning(
+            self._repos.captures,
+            lambda cwd: None if cwd is None else self.project_of(cwd),
+            dict(record),
+            projects,
+            roots_differ=is_shared(self.settings),
+        )
+
     def resume_session(self, session_id: str) -> int:
         """Rank this session's memories higher in this manager's later searches, context and
         suggestions (until another is resumed, or it is deleted); returns its memory count. A

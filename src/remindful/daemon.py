@@ -10,7 +10,9 @@ if the owner dies):
 - answer the hooks on the local channel, the Unix socket ``<storage>/daemon.sock``
   (:func:`remindful.runtime.ask_daemon`: one JSON request a line, ``{"op": "context", "query",
   "budget_tokens", "exclude", "cwd"}`` → ``{"success", "context"}``, searched in the scopes seen
-  from ``cwd``, or ``{"op": "ping"}``; the peer's uid is checked both ways), once the model is
+  from ``cwd``, ``{"op": "failure_warning", "record"}`` → ``{"success", "warning"}`` (a PreToolUse
+  hook's on a shared catalog: :meth:`MemoryManager.failure_warning`), or ``{"op": "ping"}``; the
+  peer's uid is checked both ways), once the model is
   loaded; and ``{"op": "keep", "idem_key", "kind", "payload", "created_at"}``: a hook event that no
   file could take (a full disk), kept in memory (up to :data:`KEPT_MAX_BYTES`) and spooled by the
   drain loop once the disk has room (lost if the daemon stops before that: it logs how many);
@@ -375,8 +377,10 @@ class DaemonHandle:
                 return {"success": True, "pid": os.getpid(), "drained": self.drained}
             if op == "keep":
                 return {"success": True, "kept": self.keep(request)}
+            if op == "failure_warning":
+                return {"success": True, "warning": self.manager.failure_warning(request.get("record") or {})}
             if op != "context":
-                raise ValidationError("op", "expected 'context', 'keep' or 'ping'")
+                raise ValidationError("op", "expected 'context', 'failure_warning', 'keep' or 'ping'")
             text = self.manager.hook_context({k: v for k, v in request.items() if k != "op"}).text
         except Exception as exc:
             status = http_status(exc)

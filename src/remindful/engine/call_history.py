@@ -78,4 +78,31 @@ def spooled_outcomes(read: Read, limit: int = RECENT_SPOOLED) -> list[tuple[str,
     return [(str(r[0]), float(r[1])) for r in rows]
 
 
-__all__ = ["OUTCOME_KINDS", "RECENT_MEMORIES", "RECENT_SPOOLED", "project_root", "spooled_outcomes", "stored_calls"]
+class LocalHistory:
+    """The call history of a store's own SQLite catalog (its spool and its memories), read by
+    ``read``: what :func:`remindful.services.ingest.forewarn.failure_warning` asks of a history
+    (a store on a shared catalog answers the same questions from the server:
+    ``PostgresCaptureRepository``)."""
+
+    def __init__(self, read: Read) -> None:
+        self._read = read
+
+    def project_root(self, key: str) -> str | None:
+        return project_root(self._read, key)
+
+    def spooled_outcomes(self) -> list[tuple[str, float]]:
+        return spooled_outcomes(self._read)
+
+    def stored_calls(self, scope: str, tool: str, arguments: dict[str, Any]) -> list[tuple[str, str, float]]:
+        return stored_calls(self._read, scope, tool, arguments)
+
+
+__all__ = [
+    "OUTCOME_KINDS",
+    "RECENT_MEMORIES",
+    "RECENT_SPOOLED",
+    "LocalHistory",
+    "project_root",
+    "spooled_outcomes",
+    "stored_calls",
+]

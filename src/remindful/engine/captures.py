@@ -30,7 +30,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from remindful.engine import spool
+from remindful.engine import call_history, spool
 from remindful.engine.lexical import fts_or
 from remindful.engine.redact import add_counts
 
@@ -242,6 +242,20 @@ class CaptureRepository:
             (since, before, RECENT_ACTIONS, file, *kinds),
         )
         return [(str(mid), json.loads(meta)) for mid, meta in rows]
+
+    # -- earlier outcomes of a call (the PreToolUse warning: services/ingest/forewarn.py) ----------
+
+    def project_root(self, key: str) -> str | None:
+        """The directory recorded for the project ``key`` (see :mod:`remindful.engine.call_history`)."""
+        return call_history.project_root(self._catalog.read, key)
+
+    def spooled_outcomes(self) -> list[tuple[str, float]]:
+        """The newest outcomes of calls still in the spool, newest first."""
+        return call_history.spooled_outcomes(self._catalog.read)
+
+    def stored_calls(self, scope: str, tool: str, arguments: dict[str, Any]) -> list[tuple[str, str, float]]:
+        """The project's stored calls of ``tool`` with these key ``arguments``, newest first."""
+        return call_history.stored_calls(self._catalog.read, scope, tool, arguments)
 
     def unresolved_failures(self, tool: str, *, since: float, before: float) -> list[tuple[str, dict[str, Any]]]:
         """``(id, metadata)`` of the failed calls of ``tool`` (metadata ``tool_name`` or ``tool``)

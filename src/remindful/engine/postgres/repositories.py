@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from remindful.engine import perf
+from remindful.engine import call_history, perf
 from remindful.engine import vectors as stored_vectors
 from remindful.engine.captures import SALT_KEY, CaptureRepository, FileRecord, SessionEvent, salted_key
 from remindful.engine.catalog import MemoryRow
@@ -556,6 +556,35 @@ class PostgresCaptureRepository(_Repository):
         )
         return [(str(mid), json.loads(meta)) for mid, meta in rows]
 
+    # -- earlier outcomes of a call (the PreToolUse warning) ------------------------------------
+
+    def project_root(self, key: str) -> str | None:
+        rows = self._catalog.read("SELECT root FROM projects WHERE key = %s", (key,))
+        return str(rows[0][0]) if rows else None
+
+    def spooled_outcomes(self) -> list[tuple[str, float]]:
+        rows = self._catalog.read(
+            "SELECT payload, created_at FROM spool WHERE kind = ANY(%s) ORDER BY seq DESC LIMIT %s",
+            (list(call_history.OUTCOME_KINDS), call_history.RECENT_SPOOLED),
+        )
+        return [(str(r[0]), float(r[1])) for r in rows]
+
+    def stored_calls(self, scope: str, tool: str, arguments: dict[str, Any]) -> list[tuple[str, str, float]]:
+        """As :func:`remindful.engine.call_history.stored_calls`: each key argument's JSON value
+        equal to the stored one."""
+        keys = sorted(arguments)
+        same = "".join(" AND (metadata::jsonb -> 'arguments' -> %s) = %s::jsonb" for _ in keys)
+        params: list[Any] = [scope, call_history.RECENT_MEMORIES, tool]
+        for key in keys:
+            params += [key, json.dumps(arguments[key])]
+        rows = self._catalog.read(
+            "SELECT content, metadata, created_at FROM (SELECT content, metadata, created_at, type FROM memories "
+            "WHERE scope = %s ORDER BY created_at DESC LIMIT %s) m "
+            f"WHERE type = 'action' AND metadata::jsonb ->> 'tool_name' = %s{same} ORDER BY created_at DESC",
+            params,
+        )
+        return [(str(r[0]), str(r[1]), float(r[2])) for r in rows]
+
     def unresolved_failures(self, tool: str, *, since: float, before: float) -> list[tuple[str, dict[str, Any]]]:
         rows = self._catalog.read(
             f"SELECT id, metadata FROM ({_RECENT_ACTIONS}) AS recent "
@@ -1007,6 +1036,9 @@ class MachineSpoolCaptureRepository(PostgresCaptureRepository):
 
     def spool_waiting(self, max_attempts: int, hold_before: float | None = None) -> bool:
         return self.spool.spool_waiting(max_attempts, hold_before)
+
+    def spooled_outcomes(self) -> list[tuple[str, float]]:
+        return self.spool.spooled_outcomes()
 
     def claim(
         self, *, after: int, limit: int, max_attempts: int, payload_limit: int, hold_before: float | None = None

@@ -20,15 +20,21 @@ from __future__ import annotations
 import json
 import time
 
-from remindful.engine import call_history
-
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs hook processes milliseconds
 if TYPE_CHECKING:
     from collections.abc import Callable
-    from typing import Any
+    from typing import Any, Protocol
 
     from remindful.engine.projects import Project
-    from remindful.engine.spool import Read
+
+    class History(Protocol):
+        """Where earlier outcomes of calls are found (:class:`~remindful.engine.call_history.LocalHistory`,
+        or a shared catalog's capture repository)."""
+
+        def project_root(self, key: str) -> str | None: ...
+        def spooled_outcomes(self) -> list[tuple[str, float]]: ...
+        def stored_calls(self, scope: str, tool: str, arguments: dict[str, Any]) -> list[tuple[str, str, float]]: ...
+
 
 #: The failure's line is cut to this many characters in the warning.
 LINE_CHARS = 400
@@ -83,17 +89,22 @@ def injection_off(projects: Any, project: Project) -> bool:
 
 
 def failure_warning(
-    read: Read,
+    history: History,
     resolve: Callable[[str | None], Project | None],
     record: dict[str, Any],
     projects: Any = None,
+    *,
+    roots_differ: bool = False,
 ) -> str | None:
     """The warning for the call ``record`` (a PreToolUse record) starts, or None: the newest
     outcomes of the same call in the project of its ``cwd`` (``resolve``: the project resolver),
     newest first, counted up to the latest success; a warning when the latest is a failure; none
     where ``projects`` (``hooks.projects``) turns injection off (:func:`injection_off`). (The
     capture filters store one of identical failures repeated within ``min_interval_seconds``: the
-    count is of those recorded.)"""
+    count is of those recorded.) ``roots_differ``: ``resolve`` is the store's own resolver, the
+    one that chose the scopes the calls were stored in, on a catalog several machines share,
+    where a repository known by its remote URL has a root on each: the root the catalog recorded
+    is then not compared with this one's."""
     call = call_of(record)
     if call is None:
         return None
@@ -104,11 +115,11 @@ def failure_warning(
         return None  # no project: calls in different places cannot be told apart
     if injection_off(projects, project):
         return None  # hooks.projects turns injection off here
-    recorded = call_history.project_root(read, project.key)
+    recorded = None if roots_differ else history.project_root(project.key)
     if recorded and project.root and recorded != project.root:
         return None  # a marker here names a project whose place is elsewhere: it is not this one's
     seen: list[tuple[float, bool, str]] = []
-    for payload, at in call_history.spooled_outcomes(read):
+    for payload, at in history.spooled_outcomes():
         try:
             spooled = json.loads(payload)
         except ValueError:
@@ -118,7 +129,7 @@ def failure_warning(
             outcome = _outcome(meta, tool, arguments)
             if outcome is not None and _same_project(resolve, meta.get("cwd"), project):
                 seen.append((float(spooled.get("at") or at), outcome, str(memory.get("content", ""))))
-    for content, metadata, at in call_history.stored_calls(read, project.scope, tool, args):
+    for content, metadata, at in history.stored_calls(project.scope, tool, args):
         try:
             meta = json.loads(metadata)
         except ValueError:

@@ -293,6 +293,9 @@ def keep_elsewhere(storage: str, event: str, failed: Any) -> int:
     return 1
 
 
+#: How long a PreToolUse hook on a shared catalog waits for its daemon's warning (the rest of the
+#: hook's 0.5 s is its own work).
+WARNING_DAEMON_S = 0.3
 #: How long a PreToolUse hook waits for the catalog (held by a writer) before it gives no warning:
 #: well inside the hook's 0.5 s timeout.
 WARNING_BUSY_MS = 150
@@ -301,8 +304,28 @@ WARNING_BUSY_MS = 150
 def failure_warning_for(storage: str, memory: dict[str, Any], flt: Any, record: dict[str, Any]) -> str | None:
     """The warning for the tool call a PreToolUse ``record`` starts, if the same call failed before
     in its project and has not succeeded since (:func:`remindful.services.ingest.forewarn.failure_warning`):
-    a query of the catalog and the spool, no model. None for none."""
+    a query of the catalog and the spool, no model. None for none. On a shared catalog the calls
+    are stored on the server (every machine's of the team): the store's daemon, connected to it,
+    answers (within :data:`WARNING_DAEMON_S`); without one, the machine's spool alone."""
+    catalog = memory.get("catalog")
+    if isinstance(catalog, dict) and catalog.get("url") and call_of_record(record):
+        answer = runtime.ask_daemon(storage, {"op": "failure_warning", "record": record}, timeout=WARNING_DAEMON_S)
+        if answer is not None and answer.get("success"):
+            warning = answer.get("warning")
+            return warning if isinstance(warning, str) and warning else None
+    return _local_failure_warning(storage, memory, flt, record)
+
+
+def call_of_record(record: dict[str, Any]) -> bool:
+    """Whether ``record`` starts a call a warning can be about (a tool and key arguments)."""
+    from remindful.services.ingest.forewarn import call_of
+
+    return call_of(record) is not None
+
+
+def _local_failure_warning(storage: str, memory: dict[str, Any], flt: Any, record: dict[str, Any]) -> str | None:
     from remindful.engine import spool
+    from remindful.engine.call_history import LocalHistory
     from remindful.engine.projects import Resolver
     from remindful.services.ingest.forewarn import call_of, failure_warning
 
@@ -318,10 +341,10 @@ def failure_warning_for(storage: str, memory: dict[str, Any], flt: Any, record: 
     hooks = memory.get("hooks")
     projects = hooks.get("projects") if isinstance(hooks, dict) else None
     if _OPEN:  # the spool's connection of this process, left open (KEEP_OPEN): no second one
-        return failure_warning(spool.reader(_OPEN[-1]), resolve, record, projects)
+        return failure_warning(LocalHistory(spool.reader(_OPEN[-1])), resolve, record, projects)
     conn = spool.connect(storage, busy_timeout_ms=WARNING_BUSY_MS)
     try:
-        return failure_warning(spool.reader(conn), resolve, record, projects)
+        return failure_warning(LocalHistory(spool.reader(conn)), resolve, record, projects)
     finally:
         if KEEP_OPEN:
             _OPEN.append(conn)
