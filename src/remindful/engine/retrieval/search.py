@@ -41,6 +41,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 
 import numpy as np
 
@@ -48,7 +49,7 @@ from remindful.config import SearchSettings
 from remindful.engine import chunks
 from remindful.engine.backend import CatalogBackend
 from remindful.engine.catalog import MemoryRow
-from remindful.engine.retrieval import calibration, diversity, rerank
+from remindful.engine.retrieval import anchors, calibration, diversity, rerank
 from remindful.engine.sqlfilter import SqlFilter
 
 # Words too common to carry meaning in a lexical match; the dense spaces still see them.
@@ -79,6 +80,12 @@ INDEX_FETCH_MAX = 2000
 MAX_CANDIDATES = 1000
 #: Candidates stored without a vector embedded during one search, at most (see :func:`rank`).
 EMBED_AT_SEARCH = 32
+#: What a memory created in the window a query's time anchor names ("what did I buy 10 days ago?",
+#: :mod:`remindful.engine.retrieval.anchors`) gains, in the evidence's units (a cosine), fading to
+#: nothing over the window's margin: a soft preference (the anchor is approximate, and a memory may
+#: speak of another day than its own), large enough to lift a weak match said then above a
+#: same-topic one said months before, not an unrelated memory above a match.
+ANCHOR_BOOST = 0.15
 
 
 def lexical_terms(text: str) -> list[str]:
@@ -236,6 +243,7 @@ def rank(
     passing: int | None = None,
     floor_best: bool = False,
     embed_missing: Callable[[Sequence[tuple[str, str]]], Mapping[str, np.ndarray]] | None = None,
+    now: datetime | None = None,
 ) -> list[Ranked]:
     """Run the pipeline; returns at most ``limit`` hits best first, none scoring below
     ``min_score`` (``floor_best``: none when the best scores under it, else the first ``limit``
@@ -258,10 +266,16 @@ def rank(
     count): the choice between exact scoring and the index is made from it, no row read first.
     ``embed_missing((id, content) pairs)`` returns (and keeps) the vectors of candidates stored
     without one (a process that stored them ended before embedding them); without it they are
-    judged by their words alone.
+    judged by their words alone. ``now`` (an aware datetime; None: the current time) is the moment
+    the search is asked at: ages (the recency boost) and the query's time anchors ("10 days ago",
+    "last week": :mod:`remindful.engine.retrieval.anchors`) are measured from it, and memories
+    created in an anchor's window gain ``ANCHOR_BOOST``.
     """
     weights = weights_of(settings)
-    terms = lexical_terms(query_text)
+    asked_at = now if now is not None else datetime.now().astimezone()
+    anchored = anchors.windows(query_text, asked_at)
+    # The words of a time anchor name a time, not a subject: they are not matched as words.
+    terms = lexical_terms(anchors.without(query_text, anchored) if anchored else query_text)
     floor = min_score
     # The first pool does not depend on ``limit``: a search asking for more hits sees the same first
     # ones (issue 31: with max(candidates, limit) the top 5 of limit=10 and limit=50 differed).
@@ -279,6 +293,7 @@ def rank(
     lexical = ask()
     vector = embed_query()
     model = Model(catalog, vector, terms, settings, resumed_session, embed_missing, keep=max(settings.candidates, 20))
+    model.now, model.anchors = asked_at.timestamp(), anchored
     settled: list[tuple[diversity.Group, float]] = []
     while True:
         candidates = Candidates()
@@ -411,6 +426,8 @@ class Model:
         self.vectors: dict[str, np.ndarray] = {}
         self.scored: dict[str, Scored] = {}
         self.now = time.time()
+        #: The query's time anchors (:mod:`remindful.engine.retrieval.anchors`), measured from :attr:`now`.
+        self.anchors: tuple[anchors.Window, ...] = ()
         #: Candidates sure to be ranked this high or higher have their windows read (see :meth:`features`).
         self.keep = keep
 
@@ -462,6 +479,8 @@ class Model:
             held = query.held(row.content, needed) if settings.lexical_weight > 0 or window_weight > 0 else []
             own_lexical = query.lexical_of(held) if settings.lexical_weight > 0 else 0.0
             gain = boost(row, settings, self.resumed_session, self.now)
+            if self.anchors:
+                gain += ANCHOR_BOOST * anchors.weight(row.created_at, self.anchors)
             result.append(Features(row, cosine, own_lexical, own_lexical, context.get(row.id), gain, tuple(held)))
         if window_weight > 0 and result:
             # Scored with their own words as their windows' (a lower bound: a window holds its
