@@ -17,8 +17,9 @@ from remindful.errors import ValidationError
 from remindful.testing import open_fake
 
 NOW = datetime(2023, 3, 25, 18, 26, tzinfo=UTC)
-RECENT = "I bought a new blender for my morning smoothies, it was on sale"
-OLD = "I bought a new stand mixer for my baking, I love kitchen gadgets"
+#: Two purchases; the older one is the closer match of the two on its words alone.
+RECENT = "I finally bought the espresso machine I wanted"
+OLD = "I bought a blender for smoothies"
 #: Other things said over the months, of other subjects.
 OTHERS = [
     ("We went hiking in the hills and the weather was lovely", 2),
@@ -41,20 +42,18 @@ def fill(memory: MemoryManager) -> dict[str, str]:
 
 @pytest.mark.slow
 def test_what_was_bought_ten_days_ago_wins_over_a_same_topic_memory_of_three_months_ago(
-    tmp_path: Path, onnx_embedder: Any, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, onnx_embedder: Any
 ) -> None:
     with remindful.open(tmp_path / "real", embedder=onnx_embedder) as memory:
         fill(memory)
-        question = "What kitchen appliance did I buy 10 days ago?"
-        hits = memory.search(question, now=NOW)
-        assert hits[0].content == RECENT
-        assert memory.context(question, now=NOW).hits[0].content == RECENT
-        # As of three months later, "10 days ago" points at neither: the anchor decides, not the words.
-        later = memory.search(question, now=NOW + timedelta(days=90), min_score=0)
-        assert later[0].content == OLD
-        # Without the anchor's boost the older memory wins (the test above can fail).
-        monkeypatch.setattr(search, "ANCHOR_BOOST", 0.0)
-        assert memory.search(question, now=NOW)[0].content == OLD
+        question = "what did I buy 10 days ago?"
+        assert memory.search(question, now=NOW)[0].content == RECENT
+        hits = memory.context("What kitchen appliance did I buy 10 days ago?", now=NOW, min_score=0.3).hits
+        assert [hit.content for hit in hits[:2]] == [RECENT, OLD]
+        # Asked as of ten days after the older one was said, the anchor points at it instead.
+        assert memory.search(question, now=NOW - timedelta(days=82))[0].content == OLD
+        # As of three months later "10 days ago" points at neither: the closer words win.
+        assert memory.search(question, now=NOW + timedelta(days=90), min_score=0)[0].content == OLD
 
 
 @pytest.mark.parametrize(
@@ -96,3 +95,26 @@ def test_a_bad_now_is_one_line_naming_it(tmp_path: Path, bad: object) -> None:
                 call("what did I buy 10 days ago?", now=bad)  # type: ignore[operator]
             assert raised.value.field == "now"
             assert "\n" not in str(raised.value)
+
+
+def test_a_window_holding_every_candidate_lifts_none(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """ "how was your day today?" in a store of today's memories: the anchor tells nothing of which
+    one is meant, so no score rises (a floor keeps out what it kept out)."""
+    texts = ["I fixed the login bug", "We chose Postgres for the catalog", "The deploy needs the VPN"]
+    with open_fake(tmp_path / "store") as memory:
+        for number, text in enumerate(texts):
+            memory.store(text, "conversation", timestamp=NOW - timedelta(hours=number + 1))
+        memory.flush()
+
+        def scores() -> list[tuple[str, float]]:
+            return [(h.id, h.score) for h in memory.search("what did I fix today?", now=NOW, min_score=0)]
+
+        boosted = scores()
+        monkeypatch.setattr(search, "ANCHOR_BOOST", 0.0)
+        assert scores() == boosted
+        # One of them a month old: the window now tells them apart.
+        memory.store("I fixed the flaky test", "conversation", timestamp=NOW - timedelta(days=30))
+        memory.flush()
+        unboosted = scores()
+        monkeypatch.setattr(search, "ANCHOR_BOOST", 0.2)
+        assert scores() != unboosted
