@@ -12,7 +12,7 @@ import pytest
 
 import remindful
 from remindful import MemoryManager
-from remindful.engine.retrieval import search
+from remindful.engine.retrieval import anchors, search
 from remindful.errors import ValidationError
 from remindful.testing import open_fake
 
@@ -118,3 +118,24 @@ def test_a_window_holding_every_candidate_lifts_none(tmp_path: Path, monkeypatch
         unboosted = scores()
         monkeypatch.setattr(search, "ANCHOR_BOOST", 0.2)
         assert scores() != unboosted
+
+
+def test_a_window_no_memory_reaches_changes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Asked of a store whose memories are a year old, "last weekend" points at none of them: the
+    query is read as if it named no time (its words too: a memory may say "last weekend")."""
+    year_ago = NOW - timedelta(days=365)
+    with open_fake(tmp_path / "store") as memory:
+        memory.store("John: I volunteered at the food bank last weekend", "conversation", timestamp=year_ago)
+        memory.store("John: I volunteered at the shelter", "conversation", timestamp=year_ago)
+        memory.store("Maria: the weekend was rainy", "conversation", timestamp=year_ago)
+        memory.flush()
+        question = "What event did John volunteer at last weekend?"
+
+        def shown(at: datetime) -> list[tuple[str, float, tuple[str, ...]]]:
+            return [(h.id, h.score, h.sources) for h in memory.search(question, now=at, min_score=0)]
+
+        read, replayed = shown(NOW), shown(year_ago + timedelta(days=3))
+        monkeypatch.setattr(anchors, "windows", lambda query, now: ())
+        assert shown(NOW) == read
+        # As of three days after they were said, the window holds them: the query reads otherwise.
+        assert shown(year_ago + timedelta(days=3)) != replayed

@@ -17,9 +17,11 @@ Read (case-insensitive, English):
 - ``in|over|during|within the last|past N days|weeks|months|years`` ("the past few months", "the
   last month"): from N units before ``now`` until ``now``;
 - dates: ``May 3rd``, ``3 May``, ``May 3, 2023``, ``2023-05-03`` (a day; without a year the most
-  recent one not after tomorrow), ``in May``, ``in May 2023``, ``last May`` (a month).
+  recent one not after tomorrow).
 
-Not anchors: a question about a span ("How many days ago did I …", "how long ago"), future phrases
+Not anchors: a month ("in March 2023": what happened in a month is told during the next as often as
+in it: on the LoCoMo dev questions such a window put memories of the month above the evidence told
+after it), a question about a span ("How many days ago did I …", "how long ago"), future phrases
 ("in two weeks", "next week"), and anything inside quotes or backticks (pasted code and log text:
 "the log says `updated 3 days ago`").
 """
@@ -117,7 +119,6 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("iso", rf"\b{_YEAR}-(?P<month>[01]\d)-(?P<day>[0-3]\d)\b"),
         ("month day", rf"\b{_MONTH}\s+{_DAYNUM}\b(?:,?\s+{_YEAR}\b)?"),
         ("day month", rf"\b{_DAYNUM}\s+(?:of\s+)?{_MONTH}\b(?:,?\s+{_YEAR}\b)?"),
-        ("in month", rf"\b(?P<prep>in|during|last)\s+{_MONTH}\b(?:\s+{_YEAR}\b)?"),
     )
 )
 
@@ -256,8 +257,6 @@ def _window(name: str, match: re.Match[str], now: datetime) -> Window | None:
         return _days(today - timedelta(days=back), 1, 1.0, phrase)
     if name in {"iso", "month day", "day month"}:
         return _date(match, now, phrase)
-    if name == "in month":
-        return _month(match, now, phrase)
     return None
 
 
@@ -309,18 +308,3 @@ def _date(match: re.Match[str], now: datetime, phrase: str) -> Window | None:
     except ValueError:  # no such day (February 30th, "May 0")
         return None
     return Window(when.timestamp(), (when + timedelta(days=1)).timestamp(), DAY, phrase, relative=False)
-
-
-def _month(match: re.Match[str], now: datetime, phrase: str) -> Window | None:
-    month_text = match.group("month").lower().rstrip(".")
-    if match.group("month") == "may":
-        return None  # lower-case "may" is too often the verb's
-    month = MONTHS[month_text]
-    year_text = match.group("year")
-    first = _day_start(now).replace(day=1, month=month)
-    if year_text is not None:
-        first = first.replace(year=int(year_text))
-    elif first > now or (match.group("prep").lower() == "last" and first.month == now.month):
-        first = first.replace(year=first.year - 1)
-    following = first.replace(year=first.year + 1, month=1) if month == 12 else first.replace(month=month + 1)
-    return Window(first.timestamp(), following.timestamp(), 7 * DAY, phrase, relative=False)

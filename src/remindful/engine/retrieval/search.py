@@ -51,7 +51,7 @@ from remindful.engine import chunks
 from remindful.engine.backend import CatalogBackend
 from remindful.engine.catalog import MemoryRow
 from remindful.engine.retrieval import anchors, calibration, diversity, rerank
-from remindful.engine.sqlfilter import SqlFilter
+from remindful.engine.sqlfilter import SqlFilter, build_filter
 
 # Words too common to carry meaning in a lexical match; the dense spaces still see them.
 STOPWORDS = frozenset(
@@ -276,7 +276,13 @@ def rank(
     """
     weights = weights_of(settings)
     asked_at = now if now is not None else datetime.now().astimezone()
-    anchored = anchors.windows(query_text, asked_at)
+    # A window the searched memories do not reach (a date long past, a replay's "last week" asked
+    # of today's store) changes nothing: the query is read as if it named no time.
+    anchored = tuple(
+        w
+        for w in anchors.windows(query_text, asked_at)
+        if catalog.count(flt & build_filter(since=w.start - w.margin, until=w.end + w.margin), at_most=1)
+    )
     # The words of a time anchor name a time, not a subject: they are not matched as words.
     terms = lexical_terms(anchors.without(query_text, anchored) if anchored else query_text)
     floor = min_score
