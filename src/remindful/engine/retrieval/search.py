@@ -272,7 +272,8 @@ def rank(
     judged by their words alone. ``now`` (an aware datetime; None: the current time) is the moment
     the search is asked at: ages (the recency boost) and the query's time anchors ("10 days ago",
     "last week": :mod:`remindful.engine.retrieval.anchors`) are measured from it, and memories
-    created in an anchor's window gain ``ANCHOR_BOOST``.
+    created in an anchor's window gain up to ``ANCHOR_BOOST`` (a window no memory passing ``flt``
+    reaches is ignored, its words included).
     """
     weights = weights_of(settings)
     asked_at = now if now is not None else datetime.now().astimezone()
