@@ -7,7 +7,8 @@ only), at one of two granularities:
   session's date plus its position in seconds);
 - ``session``: each session one memory, its user turns joined (as some clients store a chat).
 
-Each question is asked through ``search()`` at the default floor (``search.min_score``) and with
+Each question is asked as of its date (``now=``: "10 days ago" is measured from it) through
+``search()`` at the default floor (``search.min_score``) and with
 ``min_score=0``, and its context block (``context()``, floor ``context.min_score``) is built. The
 metrics, over the questions with user-side evidence (the official protocol's): session recall_any@k
 (any evidence session among the first k sessions, sessions ranked by their first hit), the
@@ -153,16 +154,18 @@ def measure(data: list[dict[str, Any]], granularity: str, settings: dict[str, An
             memory.store_batch(stored)
             memory.flush()
             asked = question["question"]
+            # Asked as of the question's date: "10 days ago" is measured from it.
+            at = parse_date(question["question_date"])
             for method, floor in (("floor", None), ("no floor", 0.0)):
-                hits = memory.search(asked, limit=max(KS), min_score=floor)
+                hits = memory.search(asked, limit=max(KS), min_score=floor, now=at)
                 metrics.add(method, question, [(h.metadata["sid"], h.metadata["answer"]) for h in hits], answers)
                 if method == "floor" and not relevant & set(sessions_of([(h.metadata["sid"], 0) for h in hits])[:5]):
-                    misses.append(miss(question, hits, memory.search(asked, limit=50, min_score=0)))
-            block = memory.context(asked)
+                    misses.append(miss(question, hits, memory.search(asked, limit=50, min_score=0, now=at)))
+            block = memory.context(asked, now=at)
             context["asked"] += 1
             context["kept"] += any(h.metadata.get("sid") in relevant for h in block.hits)
             context["abstention asked"] += 1
-            context["abstained"] += not memory.context(other).text
+            context["abstained"] += not memory.context(other, now=at).text
             vectors_from = memory.engine.ready().embedder if embedder is None else embedder
         texts = [item["content"] for item in stored]
         meta = [(item["metadata"]["sid"], item["metadata"]["answer"]) for item in stored]

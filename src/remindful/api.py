@@ -509,6 +509,7 @@ class MemoryManager:
         *,
         resumed_session: str | None = None,
         scope: Any = None,
+        now: datetime | str | float | None = None,
     ) -> builtins.list[SearchHit]:
         """Hybrid search (dense + lexical, fused); see :mod:`remindful.engine.retrieval.search`.
         Filters apply to every space. Best first; ``score`` is a calibrated relevance in [0, 1],
@@ -519,7 +520,11 @@ class MemoryManager:
         of a subject is marked ``superseded_by`` the newer, unless ``collapse`` is False (every
         copy, in order). ``resumed_session``: a session whose memories rank higher (default: the
         one :meth:`resume_session` resumed). ``scope``: whose memories (see the module docstring;
-        default: what this manager reads, every memory for a manager of no project)."""
+        default: what this manager reads, every memory for a manager of no project). ``now``: the
+        time the search is asked at (a datetime, ISO 8601 text or epoch seconds; default the current
+        time), from which ages and the query's time anchors are measured: "what did I buy 10 days
+        ago?" favours the memories created about 10 days before it (a replay of history asks as of
+        its own dates)."""
         return self._store.search(
             query,
             types=types,
@@ -533,6 +538,7 @@ class MemoryManager:
             collapse=collapse,
             resumed_session=self._resumed(resumed_session),
             scopes=self._selection(scope),
+            now=now,
         )
 
     def context(
@@ -546,13 +552,14 @@ class MemoryManager:
         min_score: float | None = None,
         resumed_session: str | None = None,
         scope: Any = None,
+        now: datetime | str | float | None = None,
     ) -> Context:
         """The memories most relevant to ``query``: ``.text`` holds them as short lines with ids,
         within ``budget_tokens`` (default ``hooks.context_budget_tokens``; estimated, never over),
         as the hooks inject them and ``remindful context`` prints them; ``.hits`` are those memories.
         When none scores ``min_score`` (default ``context.min_score``) ``.text`` is "" and a hook
         injects nothing. ``exclude`` drops hits whose text equals it (the prompt being answered);
-        ``resumed_session`` and ``scope`` are as in :meth:`search` (a hook passes
+        ``resumed_session``, ``scope`` and ``now`` are as in :meth:`search` (a hook passes
         :meth:`seen_from` its directory). The candidates (``hooks.context_candidates``) and the
         line width (``hooks.line_chars``) are the settings'."""
         from remindful.services.context import build_context
@@ -570,6 +577,7 @@ class MemoryManager:
             session_id=session_id,
             resumed_session=self._resumed(resumed_session),
             scopes=self._selection(scope),
+            now=now,
         )
 
     def hook_context(self, request: Mapping[str, Any]) -> Context:

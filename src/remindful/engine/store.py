@@ -53,6 +53,7 @@ from remindful.engine.quotas import SIZE_MAX_AGE_S, Quotas
 from remindful.engine.redact import StoreRedactor, redactor_for
 from remindful.engine.repositories import Repositories
 from remindful.engine.repositories.scopes import ScopeRepository
+from remindful.engine.retrieval import anchors
 from remindful.engine.retrieval.search import rank
 from remindful.engine.scopes import Assigner, check_scope
 from remindful.engine.sqlfilter import SqlFilter, build_filter, scope_filter, to_epoch, with_stored_sessions
@@ -723,6 +724,7 @@ class Store:
         resumed_session: str | None,
         scopes: Sequence[str | None] | None = None,
         floor_best: bool = False,
+        now: datetime | str | float | None = None,
     ) -> list[SearchHit]:
         """Hybrid search (dense + lexical, fused); see :mod:`remindful.engine.retrieval.search`.
         Filters apply to every space. Best first; scores are calibrated relevances in [0, 1], and
@@ -730,8 +732,10 @@ class Store:
         scores under it, else the first ``limit`` hits whatever they score). ``collapse`` folds near-duplicates into one
         hit and puts newer versions first; ``resumed_session`` ranks that session's memories higher
         (None: no session); ``scopes`` keeps the memories of those scopes (None among them: the
-        unscoped ones; ``scopes=None``: every memory). Every setting is the caller's: the defaults
-        are the API's (:meth:`remindful.api.MemoryManager.search`)."""
+        unscoped ones; ``scopes=None``: every memory); ``now``: the time the search is asked at
+        (default the current time; see :func:`remindful.engine.retrieval.search.rank`). Every
+        setting is the caller's: the defaults are the API's (:meth:`remindful.api.MemoryManager.search`)."""
+        asked_at = None if now is None else anchors.moment(now, "now")
         query = check_text(query, "query", max_chars=self.settings.limits.query_chars, setting="query_chars")
         if filters is not None:
             check_metadata(filters, "filters", Limits.of(self.settings.limits))
@@ -794,6 +798,7 @@ class Store:
             diverse=collapse,
             passing=in_scopes,
             embed_missing=mirror.embed_for_search,
+            now=asked_at,
         )
         self._record_search(time.perf_counter() - started, [hit.row.id for hit in results])
         return [

@@ -157,6 +157,7 @@ class Searcher(Protocol):
         collapse: bool,
         resumed_session: str | None,
         scopes: Sequence[str | None] | None = ...,
+        now: datetime | str | float | None = ...,
     ) -> Sequence[SearchHit]: ...
 
     def get_batch(self, ids: Sequence[str]) -> Sequence[Memory | None]: ...
@@ -312,14 +313,16 @@ def build_context(
     session_id: str | None = None,
     resumed_session: str | None = None,
     scopes: Sequence[str | None] | None = None,
+    now: datetime | str | float | None = None,
 ) -> Context:
     """The memories most relevant to ``query`` scoring at least ``min_score``, distilled and
     ordered by kind (see the module docstring), as explained lines within ``budget_tokens``
     (estimated) in all; an empty Context when none fits. ``exclude`` drops hits whose words it
     holds in order (the prompt being answered, just captured, and what was learned from it);
     ``types``, ``session_id`` and ``scopes`` (None: every scope) narrow the search;
-    ``resumed_session`` ranks that session's memories higher. Raises what the search raises
-    (ValidationError, MemoryDisabledError)."""
+    ``resumed_session`` ranks that session's memories higher; ``now``: the time the search is asked
+    at (default the current time: the query's "10 days ago" is measured from it). Raises what the
+    search raises (ValidationError, MemoryDisabledError)."""
     from remindful.model import Context
 
     if not query.strip() or budget_tokens <= estimate_tokens(HEADER) + 1:
@@ -334,6 +337,7 @@ def build_context(
         collapse=True,
         resumed_session=resumed_session,
         scopes=scopes,
+        now=now,
     )
     if maybe_floor < min_score and (types is None or "knowledge" in types):
         # Stated knowledge has a pool of its own: thirty log lines sharing the prompt's words
@@ -348,6 +352,7 @@ def build_context(
             collapse=True,
             resumed_session=resumed_session,
             scopes=scopes,
+            now=now,
         )
         hits = [*hits, *(hit for hit in stated if hit.id not in present)]
     shown = {hit.id for hit in hits}

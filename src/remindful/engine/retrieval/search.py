@@ -16,9 +16,10 @@ Every candidate (the first ``search.candidates`` of each space) is then read, wi
 its window, and judged on its own: its evidence (:mod:`remindful.engine.retrieval.rerank`: its cosine with
 the query, a long memory's its best part's where higher (:mod:`remindful.engine.chunks`), plus what
 its words and its window's words hold of the query's terms when they share at least two of them)
-plus the boosts (:func:`boost`: importance, the resumed session, recency, in the same units)
-gives its calibrated score (:mod:`remindful.engine.retrieval.calibration`), an absolute relevance
-in [0, 1], and the candidates are ordered by it. No score is normalised per query or read from a
+plus the boosts (:func:`boost`: importance, the resumed session, recency, and the query's time
+anchor (:data:`ANCHOR_BOOST`), in the same units) gives its calibrated score
+(:mod:`remindful.engine.retrieval.calibration`), an absolute relevance in [0, 1], and the candidates
+are ordered by it. No score is normalised per query or read from a
 rank, so a space whose matches are weak cannot outvote the cosine, and a score means the same in
 every store.
 
@@ -41,6 +42,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 
 import numpy as np
 
@@ -48,8 +50,8 @@ from remindful.config import SearchSettings
 from remindful.engine import chunks
 from remindful.engine.backend import CatalogBackend
 from remindful.engine.catalog import MemoryRow
-from remindful.engine.retrieval import calibration, diversity, rerank
-from remindful.engine.sqlfilter import SqlFilter
+from remindful.engine.retrieval import anchors, calibration, diversity, rerank
+from remindful.engine.sqlfilter import SqlFilter, build_filter
 
 # Words too common to carry meaning in a lexical match; the dense spaces still see them.
 STOPWORDS = frozenset(
@@ -79,6 +81,14 @@ INDEX_FETCH_MAX = 2000
 MAX_CANDIDATES = 1000
 #: Candidates stored without a vector embedded during one search, at most (see :func:`rank`).
 EMBED_AT_SEARCH = 32
+#: What a memory created in the window a query's time anchor names ("what did I buy 10 days ago?",
+#: :mod:`remindful.engine.retrieval.anchors`) gains at most, in the evidence's units (a cosine),
+#: fading to nothing over the window's margin, and less the share of the first candidates inside
+#: the window (one holding them all tells nothing of which is meant): a soft preference (the
+#: anchor is approximate, and a memory may speak of another day than its own), large enough to lift
+#: a weak match said then above a same-topic one said months before, not an unrelated memory above
+#: a match. Chosen on the LongMemEval dev questions that name a time (bench/longmemeval.py).
+ANCHOR_BOOST = 0.2
 
 
 def lexical_terms(text: str) -> list[str]:
@@ -236,6 +246,7 @@ def rank(
     passing: int | None = None,
     floor_best: bool = False,
     embed_missing: Callable[[Sequence[tuple[str, str]]], Mapping[str, np.ndarray]] | None = None,
+    now: datetime | None = None,
 ) -> list[Ranked]:
     """Run the pipeline; returns at most ``limit`` hits best first, none scoring below
     ``min_score`` (``floor_best``: none when the best scores under it, else the first ``limit``
@@ -258,10 +269,23 @@ def rank(
     count): the choice between exact scoring and the index is made from it, no row read first.
     ``embed_missing((id, content) pairs)`` returns (and keeps) the vectors of candidates stored
     without one (a process that stored them ended before embedding them); without it they are
-    judged by their words alone.
+    judged by their words alone. ``now`` (an aware datetime; None: the current time) is the moment
+    the search is asked at: ages (the recency boost) and the query's time anchors ("10 days ago",
+    "last week": :mod:`remindful.engine.retrieval.anchors`) are measured from it, and memories
+    created in an anchor's window gain up to ``ANCHOR_BOOST`` (a window no memory passing ``flt``
+    reaches is ignored, its words included).
     """
     weights = weights_of(settings)
-    terms = lexical_terms(query_text)
+    asked_at = now if now is not None else datetime.now().astimezone()
+    # A window the searched memories do not reach (a date long past, a replay's "last week" asked
+    # of today's store) changes nothing: the query is read as if it named no time.
+    anchored = tuple(
+        w
+        for w in anchors.windows(query_text, asked_at)
+        if catalog.count(flt & build_filter(since=w.start - w.margin, until=w.end + w.margin), at_most=1)
+    )
+    # The words of a time anchor name a time, not a subject: they are not matched as words.
+    terms = lexical_terms(anchors.without(query_text, anchored) if anchored else query_text)
     floor = min_score
     # The first pool does not depend on ``limit``: a search asking for more hits sees the same first
     # ones (issue 31: with max(candidates, limit) the top 5 of limit=10 and limit=50 differed).
@@ -279,6 +303,7 @@ def rank(
     lexical = ask()
     vector = embed_query()
     model = Model(catalog, vector, terms, settings, resumed_session, embed_missing, keep=max(settings.candidates, 20))
+    model.now, model.anchors = asked_at.timestamp(), anchored
     settled: list[tuple[diversity.Group, float]] = []
     while True:
         candidates = Candidates()
@@ -411,6 +436,11 @@ class Model:
         self.vectors: dict[str, np.ndarray] = {}
         self.scored: dict[str, Scored] = {}
         self.now = time.time()
+        #: The query's time anchors (:mod:`remindful.engine.retrieval.anchors`), measured from :attr:`now`.
+        self.anchors: tuple[anchors.Window, ...] = ()
+        #: What a memory inside them gains (:data:`ANCHOR_BOOST` less the share of the first pool
+        #: inside them; None: not yet known).
+        self.anchor_gain: float | None = None
         #: Candidates sure to be ranked this high or higher have their windows read (see :meth:`features`).
         self.keep = keep
 
@@ -434,6 +464,12 @@ class Model:
             self.rows.update((mid, found.get(mid)) for mid in unread)
         fresh = [row for mid in wanted if mid not in self.scored and (row := self.rows.get(mid)) is not None]
         if fresh:
+            if self.anchors and self.anchor_gain is None:
+                # A window holding every candidate tells nothing of which one is meant ("what did I
+                # do today?" in a store of today's memories): the boost is the share left out of it,
+                # among the first pool (a larger pool, asked for more hits, keeps it).
+                held = sum(anchors.weight(row.created_at, self.anchors) for row in fresh) / len(fresh)
+                self.anchor_gain = ANCHOR_BOOST * (1.0 - held)
             self._embed([row for row in fresh if row.id not in self.vectors])
             self._score(fresh, candidates)
         ranked = [self.scored[mid] for mid in wanted if mid in self.scored]
@@ -462,6 +498,8 @@ class Model:
             held = query.held(row.content, needed) if settings.lexical_weight > 0 or window_weight > 0 else []
             own_lexical = query.lexical_of(held) if settings.lexical_weight > 0 else 0.0
             gain = boost(row, settings, self.resumed_session, self.now)
+            if self.anchor_gain:
+                gain += self.anchor_gain * anchors.weight(row.created_at, self.anchors)
             result.append(Features(row, cosine, own_lexical, own_lexical, context.get(row.id), gain, tuple(held)))
         if window_weight > 0 and result:
             # Scored with their own words as their windows' (a lower bound: a window holds its
