@@ -61,6 +61,8 @@ from remindful.engine.deferred import DeferredEmbeddings, EmbedderSource
 from remindful.engine.exact import ExactScorer
 from remindful.engine.index_deletes import FINISH_CHUNK, IndexDeletes
 from remindful.engine.index_locks import IndexHolders, IndexLock, ViewLock, WaitCancelled
+from remindful.engine.index_snapshot import FILE_NAME as SNAPSHOT_FILE
+from remindful.engine.index_snapshot import VectorSnapshot
 from remindful.engine.index_view import IndexView
 from remindful.engine.sqlfilter import SqlFilter
 from remindful.errors import CorruptionError, RemindfulError, StorageError
@@ -139,6 +141,11 @@ class IndexMirror:
         # Which state of the index files this process's copy reflects (rows above view.rowid may be
         # missing from it: scored exactly until the view is refreshed).
         self._view = IndexView(catalog, self._index_lock, self._copy)
+        # A large store's first searches scan it while the index opens (a local catalog only).
+        self._snapshot: VectorSnapshot | None = None
+        if catalog.path is not None:
+            self._snapshot = VectorSnapshot(path / SNAPSHOT_FILE, path / "index.lock", catalog)
+            self._view.snapshot = self._snapshot
         self._indexer: BackgroundIndexer | None = None
         # Set while closing: background waits for the index lock give up (WaitCancelled).
         self._stopping = threading.Event()
@@ -217,10 +224,12 @@ class IndexMirror:
         try:
             fresh = self._open_due()
             index = self._opened(self._stopping)
-            if index is None or (fresh and not self._reload_wanted):
-                return  # just opened: the view is current
-            force, self._reload_wanted = self._reload_wanted, False
-            self._view.refresh(index, force=force, cancel=self._stopping)
+            if index is None:
+                return
+            if not fresh or self._reload_wanted:  # just opened: the view is current
+                force, self._reload_wanted = self._reload_wanted, False
+                self._view.refresh(index, force=force, cancel=self._stopping)
+            self._keep_snapshot()
         except WaitCancelled:
             return
         except RemindfulError as exc:
@@ -229,6 +238,21 @@ class IndexMirror:
                 log.debug("vector index not opened: %s", exc)
                 return
             log.warning("could not refresh the vector index (%s); search scores from the catalog meanwhile", exc)
+
+    def _keep_snapshot(self) -> None:
+        """Write the compact copy of the index's vectors whole if it does not match the index files
+        and the store is too large to copy in memory (:mod:`~remindful.engine.index_snapshot`):
+        under the index lock, held for reading (writers wait: 3-4 s at 1,000,000 memories)."""
+        snapshot = self._snapshot
+        if snapshot is None or self._exiting or self.catalog.count(at_most=flat.MAX_ROWS + 1) <= flat.MAX_ROWS:
+            return
+        if snapshot.usable(self._index_lock.generation()) is not None:
+            return
+        with self._index_lock(write=False, cancel=self._stopping) as generation:
+            try:
+                snapshot.rebuild_unless_cancelled(generation, self._view.floor(), self._stopping.is_set)
+            except (OSError, ValueError) as exc:
+                log.warning("could not write %s (%s); a fresh process's search waits for the index", snapshot.path, exc)
 
     def state(self) -> dict[str, Any]:
         """The vector index as this process sees it, without opening it (unlike :meth:`status`):
@@ -549,10 +573,13 @@ class IndexMirror:
                 # to the index, one more set of files (or a server) where it could stay, and no column
                 # either (Chroma keeps a row and two index entries per value, ~250 B a memory): filters
                 # are evaluated on the catalog, which holds it all.
+                matrix = np.stack([np.asarray(r.embedding, dtype=np.float32) for r in group])
+                if self._snapshot is not None:
+                    self._snapshot.stage([r.id for r in group], [type_value] * len(group), list(matrix))
                 index.upsert(
                     MemoryType(type_value).collection,
                     [r.id for r in group],
-                    np.stack([np.asarray(r.embedding, dtype=np.float32) for r in group]),
+                    matrix,
                     [{} for _ in group],
                 )
             self.catalog.mark_indexed([r.id for r in rows])
@@ -636,6 +663,9 @@ class IndexMirror:
         index = self._searchable()
         exact = self._exact_scorer
         if index is None and sum(counts.get(t.value, 0) for t in types) > flat.MAX_ROWS:
+            scanned = self._from_snapshot(types)
+            if scanned is not None:
+                return scanned
             index = self._await_open()
         if index is None:
             top = self._max_rowid()  # the copy reads every row up to here (at least) when asked
@@ -665,6 +695,19 @@ class IndexMirror:
             return sorted(found, key=lambda item: -item[1])[:k]
 
         return DenseSource(run, self.pending_after())
+
+    def _from_snapshot(self, types: Sequence[MemoryType]) -> DenseSource | None:
+        """Dense candidates from the compact copy of the index's vectors, if it matches the index
+        files now (rows above its floor, and rows not marked indexed, are scored from the catalog)."""
+        snapshot = self._snapshot
+        header = None if snapshot is None else snapshot.usable(self._index_lock.generation())
+        if snapshot is None or header is None:
+            return None
+
+        def run(vector: np.ndarray, k: int) -> list[tuple[str, float]]:
+            return snapshot.query(header, types, vector, k)
+
+        return DenseSource(run, header.floor)
 
     def _query_collection(
         self, index: VectorIndex, memory_type: MemoryType, counts: Mapping[str, int], vector: np.ndarray, k: int
