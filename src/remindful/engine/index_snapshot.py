@@ -51,8 +51,9 @@ _MAGIC = b"RMVSNAP1"
 #: magic, dimension, lock inode, generation, floor, highest rowid, whether a rowid repeats
 _HEADER = struct.Struct("<8sIQqqqB")
 _HEADER_SIZE = 64
-#: Records scanned at a time (about 26 MB at 384 dimensions).
-SCAN_ROWS = 65_536
+#: Records scanned at a time (6.6 MB at 384 dimensions, 25 MB as float32: small enough for the
+#: caches; 65,536 took twice as long).
+SCAN_ROWS = 16_384
 #: Rows read from the catalog at a time while the file is written whole.
 BUILD_ROWS = 50_000
 #: Candidates a scan keeps beyond ``k``: some may be deleted rows, or rowids given to later rows.
@@ -148,6 +149,7 @@ class VectorSnapshot:
         best_positions: list[np.ndarray] = []
         rowids: list[np.ndarray] = []
         position = 0
+        floats = np.empty((SCAN_ROWS, header.dimension), dtype=np.float32)
         with open(self.path, "rb") as f:
             f.seek(_HEADER_SIZE)
             while True:
@@ -156,7 +158,9 @@ class VectorSnapshot:
                     break
                 if header.repeats:
                     rowids.append(chunk["rowid"].copy())
-                scores = (chunk["codes"].astype(np.float32) @ query) * chunk["scale"]
+                part = floats[: len(chunk)]
+                part[...] = chunk["codes"]
+                scores = (part @ query) * chunk["scale"]
                 scores[~np.isin(chunk["type"], wanted)] = -np.inf
                 top = np.argpartition(-scores, keep)[:keep] if len(scores) > keep else np.arange(len(scores))
                 top = top[np.isfinite(scores[top])]

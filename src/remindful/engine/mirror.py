@@ -660,12 +660,14 @@ class IndexMirror:
         costs more than the opening (a fresh process's first search of 100,000 memories scored
         them in 8 s; the index opened in under 2). While this process reloads its copy, a query
         scores exactly too."""
-        index = self._searchable()
         exact = self._exact_scorer
-        if index is None and sum(counts.get(t.value, 0) for t in types) > flat.MAX_ROWS:
-            scanned = self._from_snapshot(types)
+        large = sum(counts.get(t.value, 0) for t in types) > flat.MAX_ROWS
+        if large and self._open_due():
+            scanned = self._from_snapshot(types, counts)
             if scanned is not None:
                 return scanned
+        index = self._searchable()
+        if index is None and large:
             index = self._await_open()
         if index is None:
             top = self._max_rowid()  # the copy reads every row up to here (at least) when asked
@@ -696,16 +698,25 @@ class IndexMirror:
 
         return DenseSource(run, self.pending_after())
 
-    def _from_snapshot(self, types: Sequence[MemoryType]) -> DenseSource | None:
+    def _from_snapshot(self, types: Sequence[MemoryType], counts: Mapping[str, int]) -> DenseSource | None:
         """Dense candidates from the compact copy of the index's vectors, if it matches the index
-        files now (rows above its floor, and rows not marked indexed, are scored from the catalog)."""
+        files now (rows above its floor, and rows not marked indexed, are scored from the catalog).
+        The index is asked to open once the copy was scanned, not before: chromadb holds the GIL
+        while it loads a graph (8 s for 1,000,000 vectors on a busy machine), which would stall the
+        scan; a search that comes meanwhile waits for it."""
         snapshot = self._snapshot
         header = None if snapshot is None else snapshot.usable(self._index_lock.generation())
         if snapshot is None or header is None:
             return None
 
         def run(vector: np.ndarray, k: int) -> list[tuple[str, float]]:
-            return snapshot.query(header, types, vector, k)
+            try:
+                return snapshot.query(header, types, vector, k)
+            except (OSError, ValueError) as exc:  # replaced meanwhile: the catalog's rows then
+                log.info("could not scan %s (%s); scoring from the catalog", snapshot.path, exc)
+                return self._exact_scorer.query(types, counts, vector, k)
+            finally:
+                self._ask_viewer()
 
         return DenseSource(run, header.floor)
 
