@@ -58,7 +58,7 @@ from remindful.engine.background import BackgroundIndexer, Errand, interpreter_e
 from remindful.engine.backlog import BACKLOG_WATCH_S, Backlog
 from remindful.engine.catalog import MemoryRow, catalog_damaged, integrity_problem
 from remindful.engine.deferred import DeferredEmbeddings, EmbedderSource
-from remindful.engine.exact import ExactScorer
+from remindful.engine.exact import ExactScorer, ScopedScorer
 from remindful.engine.index_deletes import FINISH_CHUNK, IndexDeletes
 from remindful.engine.index_locks import IndexHolders, IndexLock, ViewLock, WaitCancelled
 from remindful.engine.index_snapshot import FILE_NAME as SNAPSHOT_FILE
@@ -94,15 +94,18 @@ CLOSE_BUDGET_S = 30.0
 EMBED_BATCH = 256
 
 DenseQuery = Callable[[np.ndarray, int], list[tuple[str, float]]]
+ScopedQuery = Callable[[np.ndarray, int], list[tuple[str, float]] | None]
 
 
 class DenseSource(NamedTuple):
     """What a search asks for dense candidates: ``query(vector, k)``, and the rowid above which
     rows may be missing from what it asks (the search scores those exactly from the catalog,
-    with the rows not yet indexed)."""
+    with the rows not yet indexed). ``scoped(vector, k)``: the searched scopes' rows scored
+    exactly from copies kept in memory (None: no scopes given, or one too large to keep)."""
 
     query: DenseQuery
     pending_after: int
+    scoped: ScopedQuery | None = None
 
 
 class IndexMirror:
@@ -158,6 +161,7 @@ class IndexMirror:
         self._reload_wanted = False  # a query failed: the next refresh reloads even if no one wrote
         self._closing = False  # close() runs: no background thread is started
         self._exact_scorer = ExactScorer(catalog)  # scores while the index is not usable
+        self._scoped = ScopedScorer(catalog)  # small scopes, scored exactly
         # Indexes rows left un-indexed, when nobody else does.
         self._backlog = Backlog(catalog, self._holders, self.index_ids, stopping=self._stopping, batch=EMBED_BATCH)
 
@@ -385,6 +389,7 @@ class IndexMirror:
             self._deletes.forget()
             self._index_failed = None
             self._exact_scorer.forget()  # the exact copy of the vectors too: read afresh when next needed
+            self._scoped.forget()
             index = self._index
             if index is None:
                 return
@@ -650,7 +655,26 @@ class IndexMirror:
 
     # -- dense queries --------------------------------------------------------------------------
 
-    def dense_query(self, types: Sequence[MemoryType], counts: Mapping[str, int]) -> DenseSource:
+    def dense_query(
+        self,
+        types: Sequence[MemoryType],
+        counts: Mapping[str, int],
+        scopes: Sequence[str | None] | None = None,
+        scope_counts: Mapping[str | None, int] | None = None,
+    ) -> DenseSource:
+        """:meth:`dense_source`, with ``scoped`` for a search restricted to ``scopes`` alone
+        (``scope_counts``: the catalog's kept count of each)."""
+        source = self.dense_source(types, counts)
+        if scopes is None or scope_counts is None or self.catalog.path is None:
+            return source
+        scoped = self._scoped
+
+        def in_scopes(vector: np.ndarray, k: int) -> list[tuple[str, float]] | None:
+            return scoped.query(scopes, scope_counts, types, vector, k)
+
+        return source._replace(scoped=in_scopes)
+
+    def dense_source(self, types: Sequence[MemoryType], counts: Mapping[str, int]) -> DenseSource:
         """What a search asks for dense candidates over ``types`` (``counts``: the catalog's count
         of each type): the index's collections if it is open and usable, else (while it opens in
         the background, see :meth:`_searchable`, or for good if it is damaged) the catalog's
