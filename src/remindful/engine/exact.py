@@ -97,6 +97,8 @@ class ScopeVectors:
         self._codes = np.zeros((0, 0), dtype=np.int8)
         self._scales = np.zeros(0, dtype=np.float32)
         self._missing: dict[int, int] = {}  # rowid -> position of rows read without a vector
+        self._type_array = np.zeros(0, dtype=np.uint8)
+        self._last: tuple[bytes, np.ndarray] | None = None  # the last query's key and scores
 
     def refresh(self, catalog: CatalogBackend, generation: int, count: int) -> None:
         """Bring the copy up to the catalog: ``generation`` is the audit log's newest rowid now,
@@ -121,8 +123,10 @@ class ScopeVectors:
             )
             for rowid, blob in arrived:
                 self._put(self._missing.pop(rowid), blob)
+                self._last = None
         if not rows:
             return
+        self._last = None
         start = len(self.ids)
         blobs = [r[3] for r in rows]
         dimension = next((stored_vectors.dimension(b) for b in blobs if b is not None), self._codes.shape[1])
@@ -139,6 +143,7 @@ class ScopeVectors:
             else:
                 self._put(start + n, blob)
         self.top = int(rows[-1][0])
+        self._type_array = np.asarray(self._types, dtype=np.uint8)
 
     def _put(self, position: int, blob: bytes) -> None:
         if not stored_vectors.is_quantised(blob):
@@ -154,13 +159,19 @@ class ScopeVectors:
     def scores(self, types: Sequence[str], vector: np.ndarray) -> np.ndarray:
         """Every row's cosine with ``vector`` (-inf for rows of other types or without a vector)."""
         n = len(self.ids)
-        if not n or self._codes.shape[1] != len(vector):
+        query = np.asarray(vector, dtype=np.float32).reshape(-1)
+        if not n or self._codes.shape[1] != len(query):
             return np.full(n, -np.inf, dtype=np.float32)
-        out = (self._codes.astype(np.float32) @ np.asarray(vector, dtype=np.float32)) * self._scales
-        wanted = np.isin(np.asarray(self._types, dtype=np.int64), [_TYPES.index(t) for t in types if t in _TYPES])
+        # A search asks again with the same vector as its ranking looks further: scored once.
+        key = query.tobytes() + ",".join(sorted(types)).encode()
+        if self._last is not None and self._last[0] == key:
+            return self._last[1]
+        out = (self._codes.astype(np.float32) @ query) * self._scales
+        wanted = np.isin(self._type_array, [_TYPES.index(t) for t in types if t in _TYPES])
         out[~wanted | (self._scales == 0.0)] = -np.inf
         if self._missing:
             out[list(self._missing.values())] = -np.inf
+        self._last = (key, out)
         return out
 
 
