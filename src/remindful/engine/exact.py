@@ -166,7 +166,8 @@ class ScopeVectors:
         key = query.tobytes() + ",".join(sorted(types)).encode()
         if self._last is not None and self._last[0] == key:
             return self._last[1]
-        out = (self._codes.astype(np.float32) @ query) * self._scales
+        # einsum, one thread: OpenBLAS's threads spin on a busy machine (index_snapshot.SCAN_ROWS)
+        out = np.einsum("ij,j->i", self._codes.astype(np.float32), query) * self._scales
         wanted = np.isin(self._type_array, [_TYPES.index(t) for t in types if t in _TYPES])
         out[~wanted | (self._scales == 0.0)] = -np.inf
         if self._missing:
