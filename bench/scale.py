@@ -166,10 +166,6 @@ def build(path: Path, size: int, texts: list[str], embedder: Any) -> dict[str, A
     with open_store(path, embedder, **{"retention.max_items_per_collection": size * 2}) as memory:
         total = memory.stats().total_memories
         if total == size:
-            # Opens the index, which writes the compact copy of its vectors a fresh process's first
-            # searches scan (engine/index_snapshot.py) if the store has none that matches it.
-            memory.search("warm")
-            memory.flush()
             return None
         if total:
             raise SystemExit(f"{path} holds {total:,} memories, not {size:,}: remove it to build again")
@@ -218,10 +214,34 @@ def latencies(fn: Any, args: list[Any]) -> list[float]:
     return out
 
 
-def serve(path: Path, queries: list[str], fake: bool) -> dict[str, Any]:
-    """In this (fresh) process: open + first search, then the searches, get, stats, and peak RSS."""
+def warm(path: Path, fake: bool) -> None:
+    """In a process of its own (the graph it loads stays out of the measuring ones): open the
+    index, which writes the compact copy of its vectors a fresh process's first searches scan
+    (engine/index_snapshot.py) if the store has none that matches it."""
+    embedder = None
+    if fake:
+        from remindful.testing import FakeEmbedder
+
+        embedder = FakeEmbedder()
+    with open_store(path, embedder) as memory:
+        memory.search("warm")
+        memory.flush()
+
+
+def peak_rss() -> int:
+    """This process's peak RSS in bytes: VmHWM, of this program's memory alone (``ru_maxrss`` also
+    counts what the process that started it held when it did: Linux carries it over ``exec``)."""
+    with open("/proc/self/status", encoding="ascii") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
     import resource
 
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def serve(path: Path, queries: list[str], fake: bool) -> dict[str, Any]:
+    """In this (fresh) process: open + first search, then the searches, get, stats, and peak RSS."""
     embedder = None
     if fake:
         from remindful.testing import FakeEmbedder
@@ -242,7 +262,7 @@ def serve(path: Path, queries: list[str], fake: bool) -> dict[str, Any]:
         in_session = latencies(lambda q: memory.search(q, session_id=session), queries)
         gets = latencies(memory.get, ids)
         stats = latencies(lambda _: memory.stats(), list(range(10)))
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    rss = peak_rss()
     return {
         "open_first_search_ms": round(first, 1),
         "index_ready_ms": round(ready, 1),
@@ -290,6 +310,9 @@ def measure(size: int, args: argparse.Namespace, cache: Path) -> dict[str, Any]:
     queries = [" ".join(t.split()[1:8]) for t in random.Random(3).sample(texts, args.queries)]
     command = [sys.executable, __file__, "--serve", str(path), "--data", str(args.data)]
     command += ["--fake-embedder"] if args.fake_embedder else []
+    warmed = subprocess.run([*command[:2], "--warm", *command[3:]], capture_output=True, text=True, check=False)
+    if warmed.returncode != 0:
+        raise SystemExit(f"opening {path} failed:\n{warmed.stderr[-3000:]}")
     done = subprocess.run(command, input=json.dumps(queries), capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise SystemExit(f"serving {path} failed:\n{done.stderr[-3000:]}")
@@ -394,10 +417,14 @@ def main() -> int:
     parser.add_argument("--compare", metavar="REV", help="measure the tree at this commit too, in the same run")
     parser.add_argument("--fake-embedder", action="store_true", help="hash vectors instead of the ONNX model")
     parser.add_argument("--serve", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--warm", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--worker", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--json", action="store_true")
     add_data_option(parser)
     args = parser.parse_args()
+    if args.warm:
+        warm(args.warm, args.fake_embedder)
+        return 0
     if args.serve:
         print(json.dumps(serve(args.serve, json.loads(sys.stdin.read()), args.fake_embedder)))
         return 0
