@@ -132,3 +132,19 @@ def test_a_rowid_given_to_a_later_row_is_not_taken_for_the_old_one(store: Path, 
         assert newest not in ids_of(memory, "office closes six")
         assert ids_of(memory, "lunch served noon canteen")[0] == successor
         assert scans
+
+
+def test_it_is_written_whole_again_once_it_holds_many_deleted_rows(store: Path) -> None:
+    with open_store(store) as memory:
+        gone = [r[0] for r in memory.engine.catalog.read("SELECT id FROM memories ORDER BY rowid LIMIT 40")]
+        assert memory.delete_many(gone) == 40
+        memory.flush()
+    snapshot = VectorSnapshot(store / FILE_NAME, store / "index.lock", None)  # type: ignore[arg-type]
+    header = snapshot.header()
+    assert header is not None and snapshot.records_held(header) == 120  # carried along, still holding them
+    with open_store(store) as memory:
+        found = {mid for q in QUERIES for mid in ids_of(memory, q)}
+        assert not found & set(gone)
+        memory.flush()  # the index opened: the file was written again
+    header = snapshot.header()
+    assert header is not None and snapshot.records_held(header) == 80

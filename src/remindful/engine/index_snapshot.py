@@ -58,6 +58,9 @@ _HEADER_SIZE = 64
 SCAN_ROWS = 16_384
 #: Rows read from the catalog at a time while the file is written whole.
 BUILD_ROWS = 50_000
+#: The share of records beyond the catalog's rows (deleted rows, older vectors) at which the file
+#: is written whole again.
+SPARE_SHARE = 0.25
 #: Candidates a scan keeps beyond ``k``: some may be deleted rows, or rowids given to later rows.
 MARGIN = 32
 _TYPES = [t.value for t in MemoryType]
@@ -129,6 +132,15 @@ class VectorSnapshot:
             return os.stat(self._lock_path).st_ino
         except OSError:
             return -1
+
+    def records_held(self, header: Header) -> int:
+        """How many records the file holds (rows deleted since, and older vectors of rows written
+        again, included)."""
+        try:
+            size = self.path.stat().st_size
+        except OSError:
+            return 0
+        return max(0, size - _HEADER_SIZE) // record_dtype(header.dimension).itemsize
 
     def usable(self, generation: int) -> Header | None:
         """The header if the file matches the index files at ``generation`` (the lock file's now)."""
@@ -299,4 +311,12 @@ class _Cancelled(Exception):
     pass
 
 
-__all__ = ["FILE_NAME", "Header", "VectorSnapshot", "id_hash", "record_dtype", "records"]
+__all__ = [
+    "FILE_NAME",
+    "SPARE_SHARE",
+    "Header",
+    "VectorSnapshot",
+    "id_hash",
+    "record_dtype",
+    "records",
+]

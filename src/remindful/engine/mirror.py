@@ -62,6 +62,7 @@ from remindful.engine.exact import ExactScorer, ScopedScorer
 from remindful.engine.index_deletes import FINISH_CHUNK, IndexDeletes
 from remindful.engine.index_locks import IndexHolders, IndexLock, ViewLock, WaitCancelled
 from remindful.engine.index_snapshot import FILE_NAME as SNAPSHOT_FILE
+from remindful.engine.index_snapshot import SPARE_SHARE as SNAPSHOT_SPARE
 from remindful.engine.index_snapshot import VectorSnapshot
 from remindful.engine.index_view import IndexView
 from remindful.engine.sqlfilter import SqlFilter
@@ -245,13 +246,16 @@ class IndexMirror:
 
     def _keep_snapshot(self) -> None:
         """Write the compact copy of the index's vectors whole if it does not match the index files
-        and the store is too large to copy in memory (:mod:`~remindful.engine.index_snapshot`):
+        (or holds many records of deleted rows and older vectors: ``SPARE_SHARE``) and the store is
+        too large to copy in memory (:mod:`~remindful.engine.index_snapshot`):
         under the index lock, held for reading (writers wait: 3-4 s at 1,000,000 memories)."""
         snapshot = self._snapshot
         if snapshot is None or self._exiting or self.catalog.count(at_most=flat.MAX_ROWS + 1) <= flat.MAX_ROWS:
             return
-        if snapshot.usable(self._index_lock.generation()) is not None:
-            return
+        header = snapshot.usable(self._index_lock.generation())
+        rows = sum(self.catalog.type_counts().values())
+        if header is not None and snapshot.records_held(header) <= rows * (1 + SNAPSHOT_SPARE):
+            return  # matches the index files, and not grown much past the catalog's rows
         with self._index_lock(write=False, cancel=self._stopping) as generation:
             try:
                 snapshot.rebuild_unless_cancelled(generation, self._view.floor(), self._stopping.is_set)
