@@ -83,3 +83,19 @@ def test_the_kept_copy_follows_every_change(memory: Any, used: list[int], monkey
     assert kept == from_catalog(memory, monkeypatch)
     found = {mid for hits in kept for mid, _ in hits}
     assert {outside, moved, in_scope[0]} <= found and in_scope[1] not in found
+
+
+def test_a_vector_that_arrives_after_the_copy_was_made_is_scored(
+    memory: Any, used: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    late = memory.store("the zeppelin hangar opens on friday", scope=SCOPE)
+    memory.flush()
+    catalog = memory.engine.catalog
+    vector = catalog.embeddings([late])[late]
+    catalog.write(lambda conn: conn.execute("UPDATE memories SET embedding = NULL WHERE id = ?", (late,)))
+    results(memory)  # the copy is made without its vector
+    catalog.set_embeddings({late: vector})
+    used.clear()
+    kept = results(memory)
+    assert used and kept == from_catalog(memory, monkeypatch)
+    assert kept[QUERIES.index("zeppelin hangar")][0][0] == late

@@ -98,6 +98,7 @@ class ScopeVectors:
         self._scales = np.zeros(0, dtype=np.float32)
         self._missing: dict[int, int] = {}  # rowid -> position of rows read without a vector
         self._type_array = np.zeros(0, dtype=np.uint8)
+        self._newest = -1  # the store's newest rowid at the last read
         self._last: tuple[bytes, np.ndarray] | None = None  # the last query's key and scores
 
     def refresh(self, catalog: CatalogBackend, generation: int, count: int) -> None:
@@ -105,10 +106,16 @@ class ScopeVectors:
         ``count`` the scope's kept count."""
         if generation != self.generation:
             self._clear(generation)
+        # No row stored since the last read (the newest rowid is the same: a row given a deleted
+        # one's rowid changes some scope's count) and the count agrees: nothing to read.
+        newest = int(catalog.read("SELECT coalesce(max(rowid), 0) FROM memories")[0][0])
+        if newest == self._newest and len(self.ids) == count and not self._missing:
+            return
         self._read(catalog)
         if len(self.ids) != count:  # rows deleted or moved since: read afresh
             self._clear(generation)
             self._read(catalog)
+        self._newest = newest
 
     def _read(self, catalog: CatalogBackend) -> None:
         flt = self._filter
