@@ -209,3 +209,23 @@ def test_reconcile_drops_stale_vectors_and_marks_missing_rows_unindexed(memory: 
     assert sorted(index.ids(collection)) == [kept]
     unindexed = [r[0] for r in catalog.read("SELECT id FROM memories WHERE indexed = 0")]
     assert unindexed == [lost]
+
+
+def test_reconcile_keeps_every_vector_when_the_catalog_cannot_see_every_row(
+    memory: MemoryManager, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A team member's catalog (row-level security, an admin role that it binds too) cannot tell
+    another person's private memory from a deleted one: no vector is taken for stale then, and
+    its own missing rows are still marked for indexing."""
+    kept, lost = memory.store("kept in the index"), memory.store("missing from the index")
+    catalog = catalog_of(memory)
+    monkeypatch.setattr(catalog, "indexed_ids", lambda memory_type: None)
+    index = InMemoryIndex()
+    vectors = catalog.embeddings([kept, lost])
+    collection = MemoryType.ACTION.collection
+    others = ["someone's private", "another's private"]  # (three vectors, two rows: compared)
+    index.upsert(collection, [kept, *others], np.stack([vectors[kept]] * 3), [{}] * 3)
+    view = IndexView(catalog, IndexLock(tmp_path / "index.lock"), ViewLock())
+    assert view.reconcile(index) == []
+    assert sorted(index.ids(collection)) == sorted([kept, *others])
+    assert [r[0] for r in catalog.read("SELECT id FROM memories WHERE indexed = 0")] == [lost]

@@ -71,7 +71,7 @@ def test_an_older_schema_is_migrated_at_open_keeping_its_rows(postgres_url: str,
 
     catalog = open_catalog(postgres_url, tmp_path)
     try:
-        assert catalog.schema_version() == SCHEMA_VERSION == 7
+        assert catalog.schema_version() == SCHEMA_VERSION == 9
         assert "origin" in columns(postgres_url)
         options = dict(catalog.read("SELECT relname, reloptions FROM pg_class WHERE relname LIKE 'idx_%%_fts'"))
         assert options == {name: ["gin_pending_list_limit=256"] for name in ("idx_memories_fts", "idx_context_fts")}
@@ -262,12 +262,14 @@ def test_a_delivery_does_not_bring_back_what_was_forgotten(postgres_url: str, tm
 
 
 @pytest.mark.parametrize("answered", [False, True], ids=["error-in-flight", "error-waiting-at-commit"])
+@pytest.mark.parametrize("pipelined", [False, True], ids=["tail-pipelined", "all-pipelined"])
 def test_a_write_failing_in_its_pipelined_tail_rolls_back_whole_and_says_so(
-    postgres_url: str, tmp_path: Path, answered: bool
+    postgres_url: str, tmp_path: Path, answered: bool, pipelined: bool
 ) -> None:
     """The failed statement's error is raised by the commit, whether the server's answer has come by
     then or not; the connection leaves its pipeline either way (a CI run's next read on it failed
-    with "pipeline aborted", about one run in seven)."""
+    with "pipeline aborted", about one run in seven). So too when the whole write is pipelined from
+    its BEGIN (a new memory's store)."""
     from remindful.engine.postgres.catalog import CommitUnknownError
 
     catalog = open_catalog(postgres_url, tmp_path)
@@ -283,7 +285,7 @@ def test_a_write_failing_in_its_pipelined_tail_rolls_back_whole_and_says_so(
                 time.sleep(0.3)
 
         with pytest.raises(StorageError) as raised:
-            catalog.write(run)
+            catalog.write(run, pipelined=pipelined)
         assert not isinstance(raised.value, CommitUnknownError) and "null value" in str(raised.value)
         assert catalog.existing_ids(["m1", "m2", "no-type"]) == {"m1"}
         insert(catalog, memory("m3", at=1_700_000_020.0))  # the connection is usable again
@@ -321,9 +323,9 @@ def test_only_what_is_derived_again_commits_without_waiting_for_the_flush(postgr
     plain = catalog.transaction
     calls: list[bool] = []
 
-    def spy(*, durable: bool = True) -> object:
+    def spy(*, durable: bool = True, pipelined: bool = False) -> object:
         calls.append(durable)
-        return plain(durable=durable)
+        return plain(durable=durable, pipelined=pipelined)
 
     try:
         with catalog.transaction(durable=False) as conn:

@@ -216,3 +216,32 @@ def test_two_clones_of_a_repository_on_two_machines_share_its_project(
     finally:
         a.close()
         b.close()
+
+
+def test_a_new_memory_is_one_pipelined_transaction_from_its_begin(
+    postgres_url: str, chroma: tuple[str, int], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The acknowledgement waits for one round trip and the commit's flush: a new memory's write
+    reads nothing back, so it is pipelined from its BEGIN (a quota eviction, which reads, is not)."""
+    from remindful.engine.postgres.catalog import PostgresCatalog
+
+    plain = PostgresCatalog.transaction
+    seen: list[bool] = []
+
+    def spy(self: PostgresCatalog, *, durable: bool = True, pipelined: bool = False) -> Any:
+        if durable:
+            seen.append(pipelined)
+        return plain(self, durable=durable, pipelined=pipelined)
+
+    memory = machine(tmp_path / "a", postgres_url, chroma)
+    try:
+        monkeypatch.setattr(PostgresCatalog, "transaction", spy)
+        first = memory.store("the staging database listens on port 6543", type="knowledge")
+        second = memory.store("deploys run through GitHub Actions on every tag", type="knowledge", session_id="s1")
+        assert seen == [True, True]
+        monkeypatch.undo()
+        memory.flush()
+        assert [h.id for h in memory.search("which port does staging listen on", limit=1)] == [first]
+        assert memory.get(second).session_id == "s1"
+    finally:
+        memory.close()

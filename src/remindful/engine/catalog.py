@@ -603,8 +603,10 @@ class Catalog:
             self._epoch += 1
             log.info("%s is writable again", self.path)
 
-    def write(self, fn: Callable[[sqlite3.Connection], T], *, what: str = "write") -> T:
-        """Run ``fn(conn)`` in one retried write transaction."""
+    def write(self, fn: Callable[[sqlite3.Connection], T], *, what: str = "write", pipelined: bool = False) -> T:
+        """Run ``fn(conn)`` in one retried write transaction. (``pipelined``: a server catalog's
+        hint, see :meth:`PostgresCatalog.write <remindful.engine.postgres.catalog.PostgresCatalog.write>`;
+        a file's statements cost no round trip.)"""
 
         def run() -> T:
             with self.transaction() as conn:
@@ -735,6 +737,15 @@ class Catalog:
     ) -> list[MemoryRow]:
         sql = f"SELECT {MEMORY_COLUMNS} FROM memories WHERE {flt.sql} ORDER BY {order} LIMIT ? OFFSET ?"
         return [MemoryRow.from_sql(r) for r in self.read(sql, [*flt.params, limit, offset])]
+
+    def indexed_ids(self, memory_type: str) -> set[str] | None:
+        """Ids of the rows of ``memory_type`` marked indexed: what its collection should hold
+        (None: not all of them are visible here, as on a team's shared catalog)."""
+        return {r[0] for r in self.read("SELECT id FROM memories WHERE type = ? AND indexed = 1", (memory_type,))}
+
+    def indexed_count(self, memory_type: str) -> int:
+        """How many rows of ``memory_type`` are marked indexed."""
+        return self.count(SqlFilter("type = ? AND indexed = 1", (memory_type,)))
 
     def count(self, flt: SqlFilter | None = None, *, at_most: int | None = None) -> int:
         """Rows passing ``flt``; with ``at_most``, counting stops there (a broad filter would read

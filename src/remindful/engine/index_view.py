@@ -143,16 +143,22 @@ class IndexView:
                 queued = self._queued_deletes()
                 if self._agrees(index, memory_type, queued):
                     continue
-                flt = _indexed_of(memory_type)
                 in_index = set(index.ids(memory_type.collection))
-                in_catalog = {r[0] for r in self._catalog.read(f"SELECT id FROM memories WHERE {flt.sql}", flt.params)}
-                extra = sorted(in_index - in_catalog)
+                every = self._catalog.indexed_ids(memory_type.value)
+                # (None: a team member's process, which cannot see the others' private rows: their
+                # vectors are not stale, and only what it can see is compared.)
+                in_catalog = self._visible_indexed(memory_type) if every is None else every
+                extra = [] if every is None else sorted(in_index - in_catalog)
                 if extra:
                     index.delete(memory_type.collection, extra)
                 missing = sorted(in_catalog - in_index)
                 self._catalog.mark_indexed(missing, value=False)
             log.info("index %s: removed %d stale, re-adding %d", memory_type.collection, len(extra), len(missing))
         return queued
+
+    def _visible_indexed(self, memory_type: MemoryType) -> set[str]:
+        flt = _indexed_of(memory_type)
+        return {r[0] for r in self._catalog.read(f"SELECT id FROM memories WHERE {flt.sql}", flt.params)}
 
     def _queued_deletes(self) -> list[tuple[str, str]]:
         """(memory id, type) of deleted rows whose vectors are still queued for deletion: the index
@@ -165,7 +171,7 @@ class IndexView:
     def _agrees(self, index: VectorIndex, memory_type: MemoryType, queued: list[tuple[str, str]]) -> bool:
         """Whether the index's count for ``memory_type`` is the catalog's indexed count (plus the
         vectors still queued for deletion)."""
-        expected = self._catalog.count(_indexed_of(memory_type))
+        expected = self._catalog.indexed_count(memory_type.value)
         waiting = sum(1 for _mid, t in queued if t == memory_type.value)
         return index.count(memory_type.collection) in (expected, expected + waiting)
 

@@ -501,7 +501,8 @@ class Store:
             if projects:
                 catalog.record_projects(conn, projects, time.time())
 
-        catalog.write(run, what="storing memories")
+        # Without evictions nothing is read back: a server catalog sends it all in one round trip.
+        catalog.write(run, what="storing memories", pipelined=not evict)
         if gone:
             remove_copies(self.path, [mid for mid, _t in gone])
             # The evicted vectors go in the background: a store never waits for the index.

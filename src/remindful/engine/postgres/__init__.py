@@ -14,6 +14,7 @@ The Store runs on it when ``catalog.url`` is set (:mod:`remindful.engine.backend
 the machine's own spool in its local catalog file (:class:`.repositories.MachineSpoolCaptureRepository`).
 A person's token (``catalog.token``) is handed to the server by each connection, and row-level
 security decides what its statements reach (:mod:`.schema` version 6, :mod:`.team`). Filters on
-metadata paths are read into ``jsonb`` path queries (:mod:`.dialect`). Not on this backend yet:
-retention and dedup (refused with one line: :class:`.repositories.PostgresRetentionRepository`).
+metadata paths are read into ``jsonb`` path queries (:mod:`.dialect`). Retention and dedup govern
+what the catalog's connection may clean: everything for the admin (no token), a person's own
+memories outside projects for a token (:class:`.repositories.PostgresRetentionRepository`).
 """

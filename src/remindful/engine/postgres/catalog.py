@@ -168,6 +168,7 @@ class PostgresCatalog:
         #: is refused here, by the database; without a token a team store's first statement on
         #: its memories is (the admin's ``remindful team`` commands need none: they read ``people``).
         self.person: str | None = None
+        self._definer_sees_all: bool | None = None  # (see indexed_ids)
         if token is not None:
             try:
                 self.person = self._with_retries(
@@ -254,7 +255,7 @@ class PostgresCatalog:
         raise AssertionError("unreachable")
 
     @contextmanager
-    def transaction(self, *, durable: bool = True) -> Iterator[Any]:
+    def transaction(self, *, durable: bool = True, pipelined: bool = False) -> Iterator[Any]:
         """One write transaction on this thread's connection, holding the store lock shared. The
         caller retries (:meth:`write`); a break during COMMIT is :class:`CommitUnknownError`.
 
@@ -270,7 +271,9 @@ class PostgresCatalog:
         those that return nothing then go with the next that does, or with the COMMIT, in one round
         trip. An error of one of them is raised by that next read or by the commit, the
         transaction rolled back, as if raised where it was sent (a serialisation failure or a
-        deadlock is retried); only a connection broken at the commit is :class:`CommitUnknownError`."""
+        deadlock is retried); only a connection broken at the commit is :class:`CommitUnknownError`.
+        ``pipelined``: the whole transaction is, from its BEGIN on (for a write that reads nothing
+        back: a new memory's), so that it costs one round trip and the commit's flush."""
         conn = self._connection()
         self._local.pipeline = None
         counted = None
@@ -278,7 +281,13 @@ class PostgresCatalog:
             # One round trip: the key is our own integer, so the two statements go as one
             # simple query (no parameters) instead of two.
             relaxed = "" if durable else "SET LOCAL synchronous_commit = off; "
-            conn.execute(f"BEGIN; {relaxed}SELECT pg_advisory_xact_lock_shared({lock_key(STORE_LOCK):d})")
+            lock = f"SELECT pg_advisory_xact_lock_shared({lock_key(STORE_LOCK):d})"
+            if pipelined:  # (the extended protocol of a pipeline takes one statement at a time)
+                self.pipeline_rest(conn)
+                for statement in ("BEGIN", *([relaxed.strip("; ")] if relaxed else []), lock):
+                    conn.execute(statement)
+            else:
+                conn.execute(f"BEGIN; {relaxed}{lock}")
             yield conn
         except BaseException:
             self._end_pipeline(conn, failed=True)
@@ -335,11 +344,12 @@ class PostgresCatalog:
         else:
             pipeline.__exit__(None, None, None)
 
-    def write(self, fn: Callable[[Any], T], *, what: str = "write", durable: bool = True) -> T:
-        """Run ``fn(conn)`` in one retried write transaction (``durable``: see :meth:`transaction`)."""
+    def write(self, fn: Callable[[Any], T], *, what: str = "write", durable: bool = True, pipelined: bool = False) -> T:
+        """Run ``fn(conn)`` in one retried write transaction (``durable``, ``pipelined``: see
+        :meth:`transaction`)."""
 
         def run() -> T:
-            with self.transaction(durable=durable) as conn:
+            with self.transaction(durable=durable, pipelined=pipelined) as conn:
                 return fn(conn)
 
         return self._with_retries(run, what=what)
@@ -483,6 +493,28 @@ class PostgresCatalog:
             "ORDER BY created_at DESC, rowid DESC LIMIT %s OFFSET %s"
         )
         return [MemoryRow.from_sql(r) for r in self.read(sql, [*params, limit, offset])]
+
+    def indexed_ids(self, memory_type: str) -> set[str] | None:
+        """Ids of the rows of ``memory_type`` marked indexed, every person's (schema 9's
+        functions); None if this connection cannot see them all (a token's person, and an admin
+        that row-level security binds): then no vector may be taken for stale."""
+        if not self._sees_every_row():
+            return None
+        return {r[0] for r in self.read("SELECT remindful_indexed_ids(%s)", (memory_type,))}
+
+    def indexed_count(self, memory_type: str) -> int:
+        """How many rows of ``memory_type`` are marked indexed, every person's where
+        :meth:`indexed_ids` sees them (else those this connection sees)."""
+        if not self._sees_every_row():
+            return self.count(SqlFilter("type = ? AND indexed = 1", (memory_type,)))
+        return int(self.read("SELECT remindful_indexed_count(%s)", (memory_type,))[0][0])
+
+    def _sees_every_row(self) -> bool:
+        if self.person is None:  # no team, or the admin's process: its reads see every row
+            return True
+        if self._definer_sees_all is None:
+            self._definer_sees_all = bool(self.read("SELECT remindful_sees_every_row()")[0][0])
+        return self._definer_sees_all
 
     def count(self, flt: SqlFilter | None = None, *, at_most: int | None = None) -> int:
         """Rows passing ``flt``; with ``at_most``, counting stops there."""

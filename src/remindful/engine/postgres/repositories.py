@@ -24,6 +24,7 @@ from remindful.engine import perf
 from remindful.engine import vectors as stored_vectors
 from remindful.engine.captures import SALT_KEY, CaptureRepository, FileRecord, SessionEvent, salted_key
 from remindful.engine.catalog import MemoryRow
+from remindful.engine.importance import ImportanceInputs, inputs_from_row
 from remindful.engine.postgres.catalog import PostgresCatalog, add_counts
 from remindful.engine.postgres.dialect import pg_filter
 from remindful.engine.postgres.schema import MEMORY_COLUMNS
@@ -32,10 +33,10 @@ from remindful.engine.redact import StoreRedactor
 from remindful.engine.repositories.labels import label_sql
 from remindful.engine.repositories.learning import Reinforcement
 from remindful.engine.repositories.ledger import InjectionTotal
+from remindful.engine.repositories.retention import Embedded, RetentionCandidate
 from remindful.engine.repositories.sessions import Activity, SessionLengths, SessionSpan, summary_sql
 from remindful.engine.spool import DONE_KEEP_DAYS, HELD_KIND, Payload, encode
 from remindful.engine.sqlfilter import SqlFilter, build_filter, scope_filter
-from remindful.errors import StorageError
 
 Source = Callable[[], PostgresCatalog]
 
@@ -826,43 +827,144 @@ class PostgresLearningRepository(_Repository):
         return int(self._catalog.read("SELECT count(*) FROM reinforcements")[0][0])
 
 
+def _json_true(key: str) -> str:
+    """Whether the metadata value ``key`` is the JSON boolean ``true`` (SQLite's ``json_type(..) = 'true'``)."""
+    return f"coalesce((metadata::jsonb -> '{key}') = 'true'::jsonb, FALSE)"
+
+
+def _json_bool(key: str) -> str:
+    """SQLite's ``json_type(metadata, '$.KEY')`` as far as
+    :func:`~remindful.engine.importance.inputs_from_row` reads it: ``'true'``, ``'false'`` or NULL."""
+    value = f"(metadata::jsonb -> '{key}')"
+    return f"CASE WHEN {value} = 'true'::jsonb THEN 'true' WHEN {value} = 'false'::jsonb THEN 'false' END"
+
+
+#: :data:`remindful.engine.importance.COLUMNS` in PostgreSQL's dialect (the confirmations of the
+#: ``reinforcements`` table counted, as :func:`~remindful.engine.importance.columns` does).
+_IMPORTANCE_COLUMNS = (
+    f"id, type, created_at, bookmarked, source, {_json_bool('success')}, "
+    "CASE WHEN jsonb_typeof(metadata::jsonb -> 'reinforcement_count') = 'number' "
+    "THEN (metadata::jsonb ->> 'reinforcement_count')::double precision ELSE 0 END "
+    "+ (SELECT count(*) FROM reinforcements WHERE reinforcements.memory_id = memories.id), "
+    f"{_json_bool('manual_save')}, access_count, last_accessed, importance"
+)
+#: The meta key of the last cleanup's report: the store's (its admin's) own, or a person's.
+_LAST_CLEANUP = "last_cleanup"
+
+
 class PostgresRetentionRepository(_Repository):
-    """Retention and dedup on a shared catalog: not run there yet (each machine's policy would
-    delete the team's memories by its own settings). Every method that would select or change
-    memories says so in one line; the figures ``stats`` reads answer."""
+    """As :class:`~remindful.engine.repositories.retention.RetentionRepository`, over the memories
+    this catalog's retention policy governs (its *reach*):
 
-    def _refuse(self) -> StorageError:
-        return StorageError(
-            "retention and dedup do not run on a shared PostgreSQL catalog yet",
-            suggestion="delete memories by id, or run cleanup on a local store",
+    - opened without a token (the store's single user before the team has people, or the
+      store's admin: the owner role that row-level security does not bind): every memory, as on
+      SQLite: its ``retention.*`` settings are the team's policy;
+    - opened with a person's token: the memories that person wrote outside any project (their
+      user scope, and the unscoped ones); a project's memories are the team's and no member's
+      local settings clean them. The database refuses a member's deletion recorded as a policy's
+      (audit action ``retention:*`` or ``dedup``) of any other memory (schema version 8), and
+      row-level security hides the others' private memories anyway.
+
+    Dedup compares, and quotas count, the reach only; each person keeps their own last cleanup."""
+
+    def _reach(self) -> tuple[str, tuple[Any, ...]]:
+        """The policy's memories as a condition and its parameters."""
+        person = self._catalog.person
+        if person is None:
+            return "TRUE", ()
+        return "(author = %s AND coalesce(scope, '') NOT LIKE 'project:%%')", (person,)
+
+    def _meta_key(self) -> str:
+        person = self._catalog.person
+        return _LAST_CLEANUP if person is None else f"{_LAST_CLEANUP}:{person}"
+
+    def candidates(self) -> list[RetentionCandidate]:
+        reach, params = self._reach()
+        rows = self._catalog.read(
+            f"SELECT id, type, created_at, expires_at, size_bytes, {_json_true('success')}, "
+            "type = 'screen' AND (metadata::jsonb -> 'consolidation') IS NOT NULL, source = 'manual' "
+            f"FROM memories WHERE bookmarked = 0 AND {reach}",
+            params,
         )
+        return [RetentionCandidate(r[0], r[1], r[2], r[3], r[4], bool(r[5]), bool(r[6]), bool(r[7])) for r in rows]
 
-    def candidates(self) -> list[Any]:
-        raise self._refuse()
-
-    def importance_inputs(self, ids: Sequence[str]) -> dict[str, Any]:
-        raise self._refuse()
+    def importance_inputs(self, ids: Sequence[str]) -> dict[str, ImportanceInputs]:
+        found: dict[str, ImportanceInputs] = {}
+        for start in range(0, len(ids), 1000):
+            rows = self._catalog.read(
+                f"SELECT {_IMPORTANCE_COLUMNS} FROM memories WHERE id = ANY(%s)", (list(ids[start : start + 1000]),)
+            )
+            found.update((r[0], inputs_from_row(r)) for r in rows)
+        return found
 
     def types(self, flt: SqlFilter) -> list[str]:
-        raise self._refuse()
+        where, params = pg_filter(flt)
+        reach, mine = self._reach()
+        rows = self._catalog.read(f"SELECT DISTINCT type FROM memories WHERE ({where}) AND {reach}", (*params, *mine))
+        return [r[0] for r in rows]
 
-    def embedded(self, memory_type: str, flt: SqlFilter) -> list[Any]:
-        raise self._refuse()
-
-    def record_consolidations(self, updates: Sequence[tuple[str, float, str]]) -> None:
-        raise self._refuse()
-
-    def record_cleanup(self, report: dict[str, Any]) -> None:
-        raise self._refuse()
-
-    def protected_before(self, created_before: float) -> int:
-        raise self._refuse()
+    def embedded(self, memory_type: str, flt: SqlFilter) -> list[Embedded]:
+        where, params = pg_filter(flt)
+        reach, mine = self._reach()
+        rows = self._catalog.read(
+            f"SELECT id, bookmarked, embedding, scope FROM memories "
+            f"WHERE type = %s AND ({where}) AND {reach} AND embedding IS NOT NULL",
+            (memory_type, *params, *mine),
+        )
+        return [Embedded(r[0], bool(r[1]), stored_vectors.decode_bytes(bytes(r[2])), r[3]) for r in rows]
 
     def total_bytes(self) -> int:
-        return int(self._catalog.read("SELECT coalesce(sum(size_bytes), 0) FROM memories")[0][0])
+        reach, params = self._reach()
+        return int(self._catalog.read(f"SELECT coalesce(sum(size_bytes), 0) FROM memories WHERE {reach}", params)[0][0])
+
+    def counts_in_reach(self) -> dict[str, int] | None:
+        if self._catalog.person is None:
+            return None
+        reach, params = self._reach()
+        rows = self._catalog.read(f"SELECT type, count(*) FROM memories WHERE {reach} GROUP BY type", params)
+        return {str(t): int(n) for t, n in rows}
+
+    def protected_before(self, created_before: float) -> int:
+        reach, params = self._reach()
+        return int(
+            self._catalog.read(
+                "SELECT count(*) FROM memories WHERE (bookmarked = 1 OR source = 'manual') AND created_at < %s "
+                f"AND {reach}",
+                (created_before, *params),
+            )[0][0]
+        )
+
+    def record_consolidations(self, updates: Sequence[tuple[str, float, str]]) -> None:
+        """As on SQLite, and each representative's version raised (a correction made on a copy
+        read before the merge is refused: :class:`~remindful.errors.StaleVersionError`)."""
+        value = self._catalog.redaction.value
+        rows = [(json.dumps(value(json.loads(meta)), ensure_ascii=False), at, mid) for meta, at, mid in updates]
+
+        def run(conn: Any) -> None:
+            with conn.cursor() as cur:
+                cur.executemany(
+                    "UPDATE memories SET metadata = %s, updated_at = %s, indexed = 0, version = version + 1 "
+                    "WHERE id = %s",
+                    rows,
+                )
+
+        if rows:
+            self._catalog.write(run, what="recording dedup consolidation")
+
+    def record_cleanup(self, report: dict[str, Any]) -> None:
+        key, summary = self._meta_key(), json.dumps(report)
+        self._catalog.write(
+            lambda c: c.execute(
+                "INSERT INTO meta (key, value) VALUES (%s, %s) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (key, summary),
+            ),
+            what="recording the cleanup",
+        )
 
     def last_cleanup(self) -> dict[str, Any] | None:
-        return None
+        rows = self._catalog.read("SELECT value FROM meta WHERE key = %s", (self._meta_key(),))
+        report: dict[str, Any] | None = json.loads(rows[0][0]) if rows else None
+        return report
 
 
 class MachineSpoolCaptureRepository(PostgresCaptureRepository):
@@ -930,6 +1032,7 @@ class PostgresRepositories:
     captures: PostgresCaptureRepository
     ledger: PostgresLedgerRepository
     scopes: PostgresScopeRepository
+    retention: PostgresRetentionRepository
 
     @classmethod
     def over(cls, catalog: PostgresCatalog | Source) -> PostgresRepositories:
@@ -940,6 +1043,7 @@ class PostgresRepositories:
             captures=PostgresCaptureRepository(catalog),
             ledger=PostgresLedgerRepository(catalog),
             scopes=PostgresScopeRepository(catalog),
+            retention=PostgresRetentionRepository(catalog),
         )
 
 

@@ -406,8 +406,85 @@ _V7 = [
     "SELECT gin_clean_pending_list('idx_memories_fts'), gin_clean_pending_list('idx_context_fts')",
 ]
 
+#: Version 8: who may run retention and dedup on what, enforced by the database, and who deleted
+#: what. Each audit entry records its person (``audit_log.person``: the token's, set by a trigger
+#: whatever the statement says; NULL for the store's admin and its single user). A deletion a
+#: policy makes is recorded as such (action ``retention:<reason>`` or ``dedup``, written before the
+#: row is deleted in the same transaction: :meth:`PostgresCatalog.delete_in`); for a person the
+#: trigger admits it only for a memory that person wrote outside any project (their reach:
+#: :class:`~remindful.engine.postgres.repositories.PostgresRetentionRepository`), so that no
+#: member's local ``retention.*`` settings delete the team's (a project's) memories or another
+#: person's: the projects are cleaned by the admin's policy. Deleting a project's memory by hand
+#: stays every member's right (version 6), now with their name in the log.
+_V8 = [
+    "ALTER TABLE audit_log ADD COLUMN IF NOT EXISTS person TEXT",
+    """
+CREATE OR REPLACE FUNCTION remindful_audit_person() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    me text;
+    found_author text;
+    found_scope text;
+BEGIN
+    IF nullif(current_setting('remindful.token', true), '') IS NULL
+       AND (SELECT rolsuper OR rolbypassrls FROM pg_roles WHERE rolname = current_user) THEN
+        NEW.person := NULL;
+        RETURN NEW;
+    END IF;
+    me := remindful_person();
+    NEW.person := me;
+    IF me IS NULL OR NOT (NEW.action = 'dedup' OR NEW.action LIKE 'retention:%') THEN
+        RETURN NEW;
+    END IF;
+    SELECT m.author, m.scope INTO found_author, found_scope FROM memories m WHERE m.id = NEW.memory_id;
+    IF FOUND AND (found_author IS DISTINCT FROM me OR coalesce(found_scope, '') LIKE 'project:%') THEN
+        RAISE EXCEPTION 'memory % is not one this token''s retention or dedup may delete (a person''s policy cleans '
+            'what they wrote outside projects; the store''s admin cleans the projects)', NEW.memory_id
+            USING ERRCODE = '42501';
+    END IF;
+    RETURN NEW;
+END $$""",
+    "DROP TRIGGER IF EXISTS audit_person_bi ON audit_log",
+    "CREATE TRIGGER audit_person_bi BEFORE INSERT ON audit_log FOR EACH ROW EXECUTE FUNCTION remindful_audit_person()",
+    "CREATE INDEX IF NOT EXISTS idx_audit_memory ON audit_log(memory_id)",
+]
+
+#: Version 9: the index's bookkeeping sees every row. A process reconciles the Chroma server's
+#: vectors with the catalog's indexed rows (:meth:`IndexView.reconcile
+#: <remindful.engine.index_view.IndexView.reconcile>`); under row-level security a person's reads
+#: miss the others' private memories, whose vectors then looked stale and were deleted (and put
+#: back by their owner's next open). These functions run as the schema's owner (the store's
+#: admin: a superuser or a ``BYPASSRLS`` role, which row-level security does not bind) and return
+#: only ids and counts. ``remindful_sees_every_row()`` says whether they do see every row (an owner
+#: bound by row-level security sees what the caller sees: the catalog then keeps every vector).
+_V9 = [
+    """
+CREATE OR REPLACE FUNCTION remindful_sees_every_row() RETURNS boolean
+LANGUAGE sql STABLE SECURITY DEFINER AS $$
+    SELECT coalesce((SELECT rolsuper OR rolbypassrls FROM pg_roles WHERE rolname = current_user), false)
+$$""",
+    """
+CREATE OR REPLACE FUNCTION remindful_indexed_ids(memory_type text) RETURNS SETOF text
+LANGUAGE sql STABLE SECURITY DEFINER AS $$
+    SELECT id FROM memories WHERE type = memory_type AND indexed = 1
+$$""",
+    """
+CREATE OR REPLACE FUNCTION remindful_indexed_count(memory_type text) RETURNS bigint
+LANGUAGE sql STABLE SECURITY DEFINER AS $$
+    SELECT count(*) FROM memories WHERE type = memory_type AND indexed = 1
+$$""",
+    *(
+        "DO $do$ BEGIN EXECUTE format('ALTER FUNCTION " + signature + " SET search_path = %I, pg_temp', "
+        "current_schema()); END $do$"
+        for signature in (
+            "remindful_sees_every_row()",
+            "remindful_indexed_ids(text)",
+            "remindful_indexed_count(text)",
+        )
+    ),
+]
+
 #: The statements of each version, from the first: ``MIGRATIONS[v - 1]`` brings version ``v - 1`` to ``v``.
-MIGRATIONS: tuple[list[str], ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7)
+MIGRATIONS: tuple[list[str], ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9)
 #: The version before which the catalog derives the origins of rows that have none.
 ORIGINS_VERSION = 5
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -79,6 +79,11 @@ class RetentionRepository(Repository):
         """The memories' own bytes (content, metadata, vector), in all."""
         return int(self._catalog.read("SELECT coalesce(sum(size_bytes), 0) FROM memories")[0][0])
 
+    def counts_in_reach(self) -> dict[str, int] | None:
+        """How many memories of each type the policy governs, where that is not every memory
+        (a team member's on a shared catalog); None: every memory, the store's type counts."""
+        return None
+
     def protected_before(self, created_before: float) -> int:
         """Memories created before ``created_before`` that no age rule deletes: bookmarked or
         stored by hand."""

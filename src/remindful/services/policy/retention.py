@@ -155,7 +155,8 @@ def _plan(policy: Policy, now: float) -> tuple[dict[str, str], list[Cluster], li
         lower = tier.max_age_days
 
     live = [r for r in rows if r.id not in doomed]
-    counts = policy.store.type_counts()
+    counts = policy.retention.counts_in_reach()
+    counts = policy.store.type_counts() if counts is None else counts
     gone = Counter(r.type for r in rows if r.id in doomed)
     for type_value, count in counts.items():
         excess = count - gone.get(type_value, 0) - settings.max_items_for(MemoryType(type_value))
