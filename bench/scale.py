@@ -2,7 +2,8 @@
 
 Usage:
     python bench/scale.py [--sizes 10000,100000] [--cache DIR] [--pool 100000] [--queries 100]
-                          [--ops] [--compare REV] [--fake-embedder] [--json]
+                          [--ops] [--ops-max N] [--ops-skip reindex,restore] [--compare REV]
+                          [--fake-embedder] [--json]
 
 For each size a store is built once (cached in ``--cache``, default ``~/.cache/remindful-bench/scale``,
 and reused while it holds that many memories): realistic mixed texts, the LoCoMo turns cycled with a
@@ -276,8 +277,9 @@ def serve(path: Path, queries: list[str], fake: bool) -> dict[str, Any]:
     }
 
 
-def operations(path: Path, embedder: Any) -> dict[str, float]:
-    """Seconds of export, backup, dedup (dry run), reindex and restore, on a copy of the store."""
+def operations(path: Path, embedder: Any, skip: frozenset[str] = frozenset()) -> dict[str, float]:
+    """Seconds of export, backup, dedup (dry run), reindex and restore, on a copy of the store
+    (but those in ``skip``; restore needs the backup)."""
     out: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="remindful-scale-ops-", dir=path.parent) as scratch:
         copy = Path(scratch) / "store"
@@ -289,14 +291,17 @@ def operations(path: Path, embedder: Any) -> dict[str, float]:
                 ("dedup (dry run)", lambda: memory.dedup(dry_run=True)),
                 ("reindex", lambda: memory.reindex()),
             ):
+                if name.split()[0] in skip:
+                    continue
                 started = time.perf_counter()
                 result = fn()
                 out[name] = round(time.perf_counter() - started, 1)
                 if name == "backup":
                     archive = result.path
-            started = time.perf_counter()
-            memory.restore(archive, confirm=True)
-            out["restore"] = round(time.perf_counter() - started, 1)
+            if "restore" not in skip and "backup" not in skip:
+                started = time.perf_counter()
+                memory.restore(archive, confirm=True)
+                out["restore"] = round(time.perf_counter() - started, 1)
     return out
 
 
@@ -333,7 +338,7 @@ def measure(size: int, args: argparse.Namespace, cache: Path) -> dict[str, Any]:
         },
     }
     if args.ops and size <= args.ops_max:
-        result["ops_s"] = operations(path, embedder)
+        result["ops_s"] = operations(path, embedder, frozenset(filter(None, args.ops_skip.split(","))))
     return result
 
 
@@ -413,6 +418,9 @@ def main() -> int:
     parser.add_argument("--ops", action="store_true", help="time export, backup, dedup, reindex and restore too")
     parser.add_argument(
         "--ops-max", type=int, default=100_000, help="only at sizes up to this many (default 100,000; reindex is slow)"
+    )
+    parser.add_argument(
+        "--ops-skip", default="", help="comma-separated ops not to time (export, backup, dedup, reindex, restore)"
     )
     parser.add_argument("--compare", metavar="REV", help="measure the tree at this commit too, in the same run")
     parser.add_argument("--fake-embedder", action="store_true", help="hash vectors instead of the ONNX model")
