@@ -9,11 +9,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 import remindful
 from remindful.engine import flat as flat_module
-from remindful.engine.index_snapshot import FILE_NAME, VectorSnapshot
+from remindful.engine.index_snapshot import FILE_NAME, VectorSnapshot, record_dtype
+from remindful.model import MemoryType
 from remindful.testing import FakeEmbedder
 
 TOPICS = ["deploy", "lunch", "invoice", "backup", "kernel", "garden", "piano", "ferry", "tax", "oven"]
@@ -93,13 +95,24 @@ def test_writes_carry_the_snapshot_along(store: Path, scans: list[int]) -> None:
         gone = ids_of(memory, "ferry item88")[0]
         memory.delete(gone)
         memory.flush()
-        expected = [ids_of(memory, q) for q in ("zeppelin hangar friday", "walrus pier", "ferry item88")]
+        asked = ("zeppelin hangar friday", "walrus pier", "ferry item88", "item17 kernel")
+        expected = [ids_of(memory, q) for q in asked]
     scans.clear()
     with open_store(store) as memory:
-        first = [ids_of(memory, q) for q in ("zeppelin hangar friday", "walrus pier", "ferry item88")]
+        first = [ids_of(memory, q) for q in asked]
         assert scans  # still matching the index files: used
     assert first == expected
     assert first[0][0] == added and first[1][0] == changed and gone not in first[2]
+    with open_store(store) as memory:  # its old vector, still in the file, is not the one scored
+        snapshot = VectorSnapshot(store / FILE_NAME, store / "index.lock", memory.engine.catalog)
+        header = snapshot.header()
+        assert header is not None and header.repeats
+        query = memory.engine.embedder.embed(["item17 kernel"])[0]
+        scored: dict[str, float] = {}
+        for mid, score in snapshot.query(header, list(MemoryType), query, 200):
+            scored.setdefault(mid, score)  # best first
+        now = memory.engine.catalog.embeddings([changed])[changed]
+        assert scored[changed] == pytest.approx(float(np.dot(now, query)), abs=0.01)
 
 
 def test_a_write_that_does_not_carry_it_along_leaves_it_unused_until_it_is_written_again(
@@ -132,6 +145,16 @@ def test_a_rowid_given_to_a_later_row_is_not_taken_for_the_old_one(store: Path, 
         assert newest not in ids_of(memory, "office closes six")
         assert ids_of(memory, "lunch served noon canteen")[0] == successor
         assert scans
+        # The file without the successor's record (as while it is not indexed yet): the old
+        # record of that rowid is not taken for it.
+        snapshot = VectorSnapshot(store / FILE_NAME, store / "index.lock", memory.engine.catalog)
+        header = snapshot.header()
+        assert header is not None
+        size = (store / FILE_NAME).stat().st_size
+        with open(store / FILE_NAME, "r+b") as f:
+            f.truncate(size - record_dtype(header.dimension).itemsize)
+        query = memory.engine.embedder.embed(["the office closes at six"])[0]
+        assert successor not in dict(snapshot.query(header, list(MemoryType), query, 3))
 
 
 def test_it_is_written_whole_again_once_it_holds_many_deleted_rows(store: Path) -> None:

@@ -189,10 +189,9 @@ class VectorSnapshot:
         found_rowids, found_hashes = np.concatenate(best_rowids), np.concatenate(best_hashes)
         if header.repeats:  # a rowid written again (an update): its last record wins
             every = np.concatenate(rowids)
-            unique, last = np.unique(every[::-1], return_index=True)
-            latest = dict(zip(unique.tolist(), (len(every) - 1 - last).tolist(), strict=True))
-            positions = np.concatenate(best_positions).tolist()
-            current = np.asarray([latest[r] == p for r, p in zip(found_rowids.tolist(), positions, strict=True)])
+            unique, first_reversed = np.unique(every[::-1], return_index=True)
+            last = len(every) - 1 - first_reversed  # each rowid's last position
+            current = last[np.searchsorted(unique, found_rowids)] == np.concatenate(best_positions)
             scores, found_rowids, found_hashes = scores[current], found_rowids[current], found_hashes[current]
         order = np.argsort(-scores, kind="stable")[: keep * 2]
         chosen = [(int(found_rowids[i]), int(found_hashes[i]), float(scores[i])) for i in order]
