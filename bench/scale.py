@@ -2,7 +2,8 @@
 
 Usage:
     python bench/scale.py [--sizes 10000,100000] [--cache DIR] [--pool 100000] [--queries 100]
-                          [--ops] [--compare REV] [--fake-embedder] [--json]
+                          [--ops] [--ops-max N] [--ops-skip reindex,restore] [--compare REV]
+                          [--fake-embedder] [--json]
 
 For each size a store is built once (cached in ``--cache``, default ``~/.cache/remindful-bench/scale``,
 and reused while it holds that many memories): realistic mixed texts, the LoCoMo turns cycled with a
@@ -13,7 +14,8 @@ varying detail, one in five a tool-call record and one in ten a Markdown chunk, 
   on a fresh build only, beside the bare embedder's rate on the same texts;
 - search latency p50/p95/p99: unscoped, scoped to a small project, filtered to one session;
 - ``get`` and ``stats`` latency;
-- open + first search of a fresh process, and that process's peak RSS after its searches;
+- open + first search of a fresh process, how long until its index is open (the searches that
+  follow are measured after it), and that process's peak RSS after its searches;
 - disk by component (catalog, Chroma, total, per memory; see bench/disk.py for the catalog's tables);
 - with ``--ops``: backup, restore, reindex, export and dedup (dry run) times, on a copy of the store.
 
@@ -213,10 +215,34 @@ def latencies(fn: Any, args: list[Any]) -> list[float]:
     return out
 
 
-def serve(path: Path, queries: list[str], fake: bool) -> dict[str, Any]:
-    """In this (fresh) process: open + first search, then the searches, get, stats, and peak RSS."""
+def warm(path: Path, fake: bool) -> None:
+    """In a process of its own (the graph it loads stays out of the measuring ones): open the
+    index, which writes the compact copy of its vectors a fresh process's first searches scan
+    (engine/index_snapshot.py) if the store has none that matches it."""
+    embedder = None
+    if fake:
+        from remindful.testing import FakeEmbedder
+
+        embedder = FakeEmbedder()
+    with open_store(path, embedder) as memory:
+        memory.search("warm")
+        memory.flush()
+
+
+def peak_rss() -> int:
+    """This process's peak RSS in bytes: VmHWM, of this program's memory alone (``ru_maxrss`` also
+    counts what the process that started it held when it did: Linux carries it over ``exec``)."""
+    with open("/proc/self/status", encoding="ascii") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
     import resource
 
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def serve(path: Path, queries: list[str], fake: bool) -> dict[str, Any]:
+    """In this (fresh) process: open + first search, then the searches, get, stats, and peak RSS."""
     embedder = None
     if fake:
         from remindful.testing import FakeEmbedder
@@ -226,6 +252,8 @@ def serve(path: Path, queries: list[str], fake: bool) -> dict[str, Any]:
     with open_store(path, embedder) as memory:
         memory.search(queries[0])
         first = (time.perf_counter() - started) * 1000
+        memory.flush()  # the index opened in the background: what follows is the steady state
+        ready = (time.perf_counter() - started) * 1000
         ids = [r[0] for r in memory.engine.catalog.read("SELECT id FROM memories ORDER BY random() LIMIT 50")]
         session = memory.engine.catalog.read(
             "SELECT session_id FROM memories LIMIT 1 OFFSET (SELECT count(*) / 2 FROM memories)"
@@ -235,9 +263,10 @@ def serve(path: Path, queries: list[str], fake: bool) -> dict[str, Any]:
         in_session = latencies(lambda q: memory.search(q, session_id=session), queries)
         gets = latencies(memory.get, ids)
         stats = latencies(lambda _: memory.stats(), list(range(10)))
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    rss = peak_rss()
     return {
         "open_first_search_ms": round(first, 1),
+        "index_ready_ms": round(ready, 1),
         "search_ms": {
             name: [pct(v, 0.5, 1), pct(v, 0.95, 1), pct(v, 0.99, 1)]
             for name, v in (("unscoped", unscoped), ("small project", small), ("one session", in_session))
@@ -248,8 +277,9 @@ def serve(path: Path, queries: list[str], fake: bool) -> dict[str, Any]:
     }
 
 
-def operations(path: Path, embedder: Any) -> dict[str, float]:
-    """Seconds of export, backup, dedup (dry run), reindex and restore, on a copy of the store."""
+def operations(path: Path, embedder: Any, skip: frozenset[str] = frozenset()) -> dict[str, float]:
+    """Seconds of export, backup, dedup (dry run), reindex and restore, on a copy of the store
+    (but those in ``skip``; restore needs the backup)."""
     out: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="remindful-scale-ops-", dir=path.parent) as scratch:
         copy = Path(scratch) / "store"
@@ -261,14 +291,17 @@ def operations(path: Path, embedder: Any) -> dict[str, float]:
                 ("dedup (dry run)", lambda: memory.dedup(dry_run=True)),
                 ("reindex", lambda: memory.reindex()),
             ):
+                if name.split()[0] in skip:
+                    continue
                 started = time.perf_counter()
                 result = fn()
                 out[name] = round(time.perf_counter() - started, 1)
                 if name == "backup":
                     archive = result.path
-            started = time.perf_counter()
-            memory.restore(archive, confirm=True)
-            out["restore"] = round(time.perf_counter() - started, 1)
+            if "restore" not in skip and "backup" not in skip:
+                started = time.perf_counter()
+                memory.restore(archive, confirm=True)
+                out["restore"] = round(time.perf_counter() - started, 1)
     return out
 
 
@@ -282,6 +315,9 @@ def measure(size: int, args: argparse.Namespace, cache: Path) -> dict[str, Any]:
     queries = [" ".join(t.split()[1:8]) for t in random.Random(3).sample(texts, args.queries)]
     command = [sys.executable, __file__, "--serve", str(path), "--data", str(args.data)]
     command += ["--fake-embedder"] if args.fake_embedder else []
+    warmed = subprocess.run([*command[:2], "--warm", *command[3:]], capture_output=True, text=True, check=False)
+    if warmed.returncode != 0:
+        raise SystemExit(f"opening {path} failed:\n{warmed.stderr[-3000:]}")
     done = subprocess.run(command, input=json.dumps(queries), capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise SystemExit(f"serving {path} failed:\n{done.stderr[-3000:]}")
@@ -302,7 +338,7 @@ def measure(size: int, args: argparse.Namespace, cache: Path) -> dict[str, Any]:
         },
     }
     if args.ops and size <= args.ops_max:
-        result["ops_s"] = operations(path, embedder)
+        result["ops_s"] = operations(path, embedder, frozenset(filter(None, args.ops_skip.split(","))))
     return result
 
 
@@ -339,6 +375,7 @@ def lines(result: dict[str, Any]) -> list[str]:
     row("get p50 ms", lambda x, n: x["get_ms"])
     row("stats p50 ms", lambda x, n: x["stats_ms"])
     row("open + first search ms", lambda x, n: x["open_first_search_ms"])
+    row("open until index ready ms", lambda x, n: x.get("index_ready_ms", "-"))
     row("peak RSS serving MiB", lambda x, n: x["rss_mib"])
     row("disk catalog MiB", lambda x, n: round(x["disk"]["catalog"] / 2**20, 1))
     row("disk Chroma MiB", lambda x, n: round(x["disk"]["chroma"] / 2**20, 1))
@@ -382,13 +419,20 @@ def main() -> int:
     parser.add_argument(
         "--ops-max", type=int, default=100_000, help="only at sizes up to this many (default 100,000; reindex is slow)"
     )
+    parser.add_argument(
+        "--ops-skip", default="", help="comma-separated ops not to time (export, backup, dedup, reindex, restore)"
+    )
     parser.add_argument("--compare", metavar="REV", help="measure the tree at this commit too, in the same run")
     parser.add_argument("--fake-embedder", action="store_true", help="hash vectors instead of the ONNX model")
     parser.add_argument("--serve", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--warm", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--worker", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--json", action="store_true")
     add_data_option(parser)
     args = parser.parse_args()
+    if args.warm:
+        warm(args.warm, args.fake_embedder)
+        return 0
     if args.serve:
         print(json.dumps(serve(args.serve, json.loads(sys.stdin.read()), args.fake_embedder)))
         return 0

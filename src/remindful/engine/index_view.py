@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator
 
 from remindful.engine.backend import CatalogBackend
 from remindful.engine.index_locks import IndexLock, ViewLock
+from remindful.engine.index_snapshot import VectorSnapshot
 from remindful.engine.sqlfilter import SqlFilter, build_filter
 from remindful.index.base import VectorIndex
 from remindful.model import MemoryType
@@ -46,6 +47,8 @@ class IndexView:
         self.copy = copy
         self.generation = -1
         self.rowid = 0
+        #: The compact copy of the index's vectors that every write carries along, if any.
+        self.snapshot: VectorSnapshot | None = None
 
     def invalidate(self) -> None:
         """Whatever happened to the files, the next write reloads the view first."""
@@ -72,12 +75,17 @@ class IndexView:
         writes its in-memory copy of a graph back over the shared files, so a write through a
         stale copy would drop the other processes' vectors ("Error finding id" later). With
         ``cancel``, the wait for the lock gives up (WaitCancelled) once it is set."""
+        snapshot = self.snapshot
         with self.lock(cancel=cancel) as generation:
+            if snapshot is not None:
+                snapshot.begin()
             if generation != self.generation:
                 self.reload(index)
             yield
             self.generation = generation + 1
             self.rowid = self.floor()  # the view is current: what is marked indexed is in it
+            if snapshot is not None:
+                snapshot.advance(generation, self.rowid)
 
     def reload(self, index: VectorIndex) -> None:
         """Under the index lock: load the index files afresh (if the index keeps a copy of them)

@@ -58,9 +58,12 @@ from remindful.engine.background import BackgroundIndexer, Errand, interpreter_e
 from remindful.engine.backlog import BACKLOG_WATCH_S, Backlog
 from remindful.engine.catalog import MemoryRow, catalog_damaged, integrity_problem
 from remindful.engine.deferred import DeferredEmbeddings, EmbedderSource
-from remindful.engine.exact import ExactScorer
+from remindful.engine.exact import ExactScorer, ScopedScorer
 from remindful.engine.index_deletes import FINISH_CHUNK, IndexDeletes
 from remindful.engine.index_locks import IndexHolders, IndexLock, ViewLock, WaitCancelled
+from remindful.engine.index_snapshot import FILE_NAME as SNAPSHOT_FILE
+from remindful.engine.index_snapshot import SPARE_SHARE as SNAPSHOT_SPARE
+from remindful.engine.index_snapshot import VectorSnapshot
 from remindful.engine.index_view import IndexView
 from remindful.engine.sqlfilter import SqlFilter
 from remindful.errors import CorruptionError, RemindfulError, StorageError
@@ -92,15 +95,18 @@ CLOSE_BUDGET_S = 30.0
 EMBED_BATCH = 256
 
 DenseQuery = Callable[[np.ndarray, int], list[tuple[str, float]]]
+ScopedQuery = Callable[[np.ndarray, int], list[tuple[str, float]] | None]
 
 
 class DenseSource(NamedTuple):
     """What a search asks for dense candidates: ``query(vector, k)``, and the rowid above which
     rows may be missing from what it asks (the search scores those exactly from the catalog,
-    with the rows not yet indexed)."""
+    with the rows not yet indexed). ``scoped(vector, k)``: the searched scopes' rows scored
+    exactly from copies kept in memory (None: no scopes given, or one too large to keep)."""
 
     query: DenseQuery
     pending_after: int
+    scoped: ScopedQuery | None = None
 
 
 class IndexMirror:
@@ -139,6 +145,11 @@ class IndexMirror:
         # Which state of the index files this process's copy reflects (rows above view.rowid may be
         # missing from it: scored exactly until the view is refreshed).
         self._view = IndexView(catalog, self._index_lock, self._copy)
+        # A large store's first searches scan it while the index opens (a local catalog only).
+        self._snapshot: VectorSnapshot | None = None
+        if catalog.path is not None:
+            self._snapshot = VectorSnapshot(path / SNAPSHOT_FILE, path / "index.lock", catalog)
+            self._view.snapshot = self._snapshot
         self._indexer: BackgroundIndexer | None = None
         # Set while closing: background waits for the index lock give up (WaitCancelled).
         self._stopping = threading.Event()
@@ -151,6 +162,7 @@ class IndexMirror:
         self._reload_wanted = False  # a query failed: the next refresh reloads even if no one wrote
         self._closing = False  # close() runs: no background thread is started
         self._exact_scorer = ExactScorer(catalog)  # scores while the index is not usable
+        self._scoped = ScopedScorer(catalog)  # small scopes, scored exactly
         # Indexes rows left un-indexed, when nobody else does.
         self._backlog = Backlog(catalog, self._holders, self.index_ids, stopping=self._stopping, batch=EMBED_BATCH)
 
@@ -217,10 +229,12 @@ class IndexMirror:
         try:
             fresh = self._open_due()
             index = self._opened(self._stopping)
-            if index is None or (fresh and not self._reload_wanted):
-                return  # just opened: the view is current
-            force, self._reload_wanted = self._reload_wanted, False
-            self._view.refresh(index, force=force, cancel=self._stopping)
+            if index is None:
+                return
+            if not fresh or self._reload_wanted:  # just opened: the view is current
+                force, self._reload_wanted = self._reload_wanted, False
+                self._view.refresh(index, force=force, cancel=self._stopping)
+            self._keep_snapshot()
         except WaitCancelled:
             return
         except RemindfulError as exc:
@@ -229,6 +243,24 @@ class IndexMirror:
                 log.debug("vector index not opened: %s", exc)
                 return
             log.warning("could not refresh the vector index (%s); search scores from the catalog meanwhile", exc)
+
+    def _keep_snapshot(self) -> None:
+        """Write the compact copy of the index's vectors whole if it does not match the index files
+        (or holds many records of deleted rows and older vectors: ``SPARE_SHARE``) and the store is
+        too large to copy in memory (:mod:`~remindful.engine.index_snapshot`):
+        under the index lock, held for reading (writers wait: 3-4 s at 1,000,000 memories)."""
+        snapshot = self._snapshot
+        if snapshot is None or self._exiting or self.catalog.count(at_most=flat.MAX_ROWS + 1) <= flat.MAX_ROWS:
+            return
+        header = snapshot.usable(self._index_lock.generation())
+        rows = sum(self.catalog.type_counts().values())
+        if header is not None and snapshot.records_held(header) <= rows * (1 + SNAPSHOT_SPARE):
+            return  # matches the index files, and not grown much past the catalog's rows
+        with self._index_lock(write=False, cancel=self._stopping) as generation:
+            try:
+                snapshot.rebuild_unless_cancelled(generation, self._view.floor(), self._stopping.is_set)
+            except (OSError, ValueError) as exc:
+                log.warning("could not write %s (%s); a fresh process's search waits for the index", snapshot.path, exc)
 
     def state(self) -> dict[str, Any]:
         """The vector index as this process sees it, without opening it (unlike :meth:`status`):
@@ -361,6 +393,7 @@ class IndexMirror:
             self._deletes.forget()
             self._index_failed = None
             self._exact_scorer.forget()  # the exact copy of the vectors too: read afresh when next needed
+            self._scoped.forget()
             index = self._index
             if index is None:
                 return
@@ -549,10 +582,13 @@ class IndexMirror:
                 # to the index, one more set of files (or a server) where it could stay, and no column
                 # either (Chroma keeps a row and two index entries per value, ~250 B a memory): filters
                 # are evaluated on the catalog, which holds it all.
+                matrix = np.stack([np.asarray(r.embedding, dtype=np.float32) for r in group])
+                if self._snapshot is not None:
+                    self._snapshot.stage([r.id for r in group], [type_value] * len(group), list(matrix))
                 index.upsert(
                     MemoryType(type_value).collection,
                     [r.id for r in group],
-                    np.stack([np.asarray(r.embedding, dtype=np.float32) for r in group]),
+                    matrix,
                     [{} for _ in group],
                 )
             self.catalog.mark_indexed([r.id for r in rows])
@@ -623,7 +659,26 @@ class IndexMirror:
 
     # -- dense queries --------------------------------------------------------------------------
 
-    def dense_query(self, types: Sequence[MemoryType], counts: Mapping[str, int]) -> DenseSource:
+    def dense_query(
+        self,
+        types: Sequence[MemoryType],
+        counts: Mapping[str, int],
+        scopes: Sequence[str | None] | None = None,
+        scope_counts: Mapping[str | None, int] | None = None,
+    ) -> DenseSource:
+        """:meth:`dense_source`, with ``scoped`` for a search restricted to ``scopes`` alone
+        (``scope_counts``: the catalog's kept count of each)."""
+        source = self.dense_source(types, counts)
+        if scopes is None or scope_counts is None or self.catalog.path is None:
+            return source
+        scoped = self._scoped
+
+        def in_scopes(vector: np.ndarray, k: int) -> list[tuple[str, float]] | None:
+            return scoped.query(scopes, scope_counts, types, vector, k)
+
+        return source._replace(scoped=in_scopes)
+
+    def dense_source(self, types: Sequence[MemoryType], counts: Mapping[str, int]) -> DenseSource:
         """What a search asks for dense candidates over ``types`` (``counts``: the catalog's count
         of each type): the index's collections if it is open and usable, else (while it opens in
         the background, see :meth:`_searchable`, or for good if it is damaged) the catalog's
@@ -633,9 +688,14 @@ class IndexMirror:
         costs more than the opening (a fresh process's first search of 100,000 memories scored
         them in 8 s; the index opened in under 2). While this process reloads its copy, a query
         scores exactly too."""
-        index = self._searchable()
         exact = self._exact_scorer
-        if index is None and sum(counts.get(t.value, 0) for t in types) > flat.MAX_ROWS:
+        large = sum(counts.get(t.value, 0) for t in types) > flat.MAX_ROWS
+        if large and self._open_due():
+            scanned = self._from_snapshot(types, counts)
+            if scanned is not None:
+                return scanned
+        index = self._searchable()
+        if index is None and large:
             index = self._await_open()
         if index is None:
             top = self._max_rowid()  # the copy reads every row up to here (at least) when asked
@@ -665,6 +725,28 @@ class IndexMirror:
             return sorted(found, key=lambda item: -item[1])[:k]
 
         return DenseSource(run, self.pending_after())
+
+    def _from_snapshot(self, types: Sequence[MemoryType], counts: Mapping[str, int]) -> DenseSource | None:
+        """Dense candidates from the compact copy of the index's vectors, if it matches the index
+        files now (rows above its floor, and rows not marked indexed, are scored from the catalog).
+        The index is asked to open once the copy was scanned, not before: chromadb holds the GIL
+        while it loads a graph (8 s for 1,000,000 vectors on a busy machine), which would stall the
+        scan; a search that comes meanwhile waits for it."""
+        snapshot = self._snapshot
+        header = None if snapshot is None else snapshot.usable(self._index_lock.generation())
+        if snapshot is None or header is None:
+            return None
+
+        def run(vector: np.ndarray, k: int) -> list[tuple[str, float]]:
+            try:
+                return snapshot.query(header, types, vector, k)
+            except (OSError, ValueError) as exc:  # replaced meanwhile: the catalog's rows then
+                log.info("could not scan %s (%s); scoring from the catalog", snapshot.path, exc)
+                return self._exact_scorer.query(types, counts, vector, k)
+            finally:
+                self._ask_viewer()
+
+        return DenseSource(run, header.floor)
 
     def _query_collection(
         self, index: VectorIndex, memory_type: MemoryType, counts: Mapping[str, int], vector: np.ndarray, k: int

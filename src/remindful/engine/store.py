@@ -767,6 +767,7 @@ class Store:
         # A scope alone restricts by a count the catalog keeps: the search need not count its rows
         # (at most that many pass: the types may narrow it further).
         in_scopes = None
+        held: dict[str | None, int] = {}
         if scopes is not None and not others:
             held = catalog.scope_counts()
             in_scopes = sum(held.get(s, 0) for s in set(scopes))
@@ -779,7 +780,7 @@ class Store:
         exact = exact and not mirror.state()["opened"]
         # Never waits for the index: while it opens (in the background) or this process reloads
         # its copy, the dense spaces are scored exactly.
-        dense = None if exact else mirror.dense_query(searched_types, counts)
+        dense = None if exact else mirror.dense_query(searched_types, counts, scopes, held if in_scopes else None)
         results = rank(
             catalog,
             lambda: embed_query(self.embedder, query),
@@ -799,6 +800,7 @@ class Store:
             passing=in_scopes,
             embed_missing=mirror.embed_for_search,
             now=asked_at,
+            scoped=None if dense is None else dense.scoped,
         )
         self._record_search(time.perf_counter() - started, [hit.row.id for hit in results])
         return [

@@ -77,6 +77,8 @@ INDEX_SHARE = 0.2
 #: candidates should hold enough of the scope, and only smaller shares are scored exactly.
 OVERFETCH_MARGIN = 2.5
 INDEX_FETCH_MAX = 2000
+#: Rows a copy of a scope's vectors is asked for beyond ``k``, for those the filter drops.
+EXACT_MARGIN = 16
 #: The most candidates asked of a space when near-duplicates fold the first ones into few hits.
 MAX_CANDIDATES = 1000
 #: Candidates stored without a vector embedded during one search, at most (see :func:`rank`).
@@ -247,6 +249,7 @@ def rank(
     floor_best: bool = False,
     embed_missing: Callable[[Sequence[tuple[str, str]]], Mapping[str, np.ndarray]] | None = None,
     now: datetime | None = None,
+    scoped: Callable[[np.ndarray, int], list[tuple[str, float]] | None] | None = None,
 ) -> list[Ranked]:
     """Run the pipeline; returns at most ``limit`` hits best first, none scoring below
     ``min_score`` (``floor_best``: none when the best scores under it, else the first ``limit``
@@ -273,7 +276,8 @@ def rank(
     the search is asked at: ages (the recency boost) and the query's time anchors ("10 days ago",
     "last week": :mod:`remindful.engine.retrieval.anchors`) are measured from it, and memories
     created in an anchor's window gain up to ``ANCHOR_BOOST`` (a window no memory passing ``flt``
-    reaches is ignored, its words included).
+    reaches is ignored, its words included). ``scoped(vector, k)``: the rows of the searched scopes
+    scored exactly from a copy kept in memory (None: not kept), for a restriction to scopes alone.
     """
     weights = weights_of(settings)
     asked_at = now if now is not None else datetime.now().astimezone()
@@ -309,7 +313,18 @@ def rank(
         candidates = Candidates()
         if weights["dense"] > 0 or weights["context"] > 0:
             dense = _dense(
-                catalog, vector, flt, k, dense_from_index, restricted, searched, pending_after, settings, passing, first
+                catalog,
+                vector,
+                flt,
+                k,
+                dense_from_index,
+                restricted,
+                searched,
+                pending_after,
+                settings,
+                passing,
+                first,
+                scoped,
             )[:k]
             if weights["dense"] > 0:
                 candidates.add("dense", dense)
@@ -661,6 +676,7 @@ def _dense(
     settings: SearchSettings,
     passing: int | None = None,
     at_least: int | None = None,
+    scoped: Callable[[np.ndarray, int], list[tuple[str, float]] | None] | None = None,
 ) -> list[tuple[str, float]]:
     """Dense candidates, best first; when ``restricted``, only rows passing ``flt``. A restriction
     that leaves few rows, or a small share of the ``searched`` ones, is scored exactly; otherwise
@@ -684,7 +700,7 @@ def _dense(
         share = passing / searched if searched else 1.0
         enough = min(k, at_least or k)
         if passing <= EXACT_ALWAYS or share * INDEX_FETCH_MAX < enough * OVERFETCH_MARGIN:
-            return _exact(catalog, vector, flt, k)
+            return _exact_in_scopes(catalog, vector, flt, k, scoped)
         wanted = min(max(wanted, math.ceil(k * OVERFETCH_MARGIN / share)), INDEX_FETCH_MAX)
     elif restricted:
         # Few rows are read and scored in one pass: a filter no index serves (metadata) reads the table.
@@ -715,6 +731,26 @@ def _exact(catalog: CatalogBackend, vector: np.ndarray, flt: SqlFilter, k: int) 
     """The top ``k`` of every embedded row passing ``flt``, scored exactly."""
     ids, matrix = catalog.filtered_embeddings(flt)
     return top_k_exact(vector, ids, matrix, k) if matrix is not None else []
+
+
+def _exact_in_scopes(
+    catalog: CatalogBackend,
+    vector: np.ndarray,
+    flt: SqlFilter,
+    k: int,
+    scoped: Callable[[np.ndarray, int], list[tuple[str, float]] | None] | None,
+) -> list[tuple[str, float]]:
+    """:func:`_exact` for a restriction to scopes, from the copy of their vectors kept in memory
+    when there is one (its best rows checked against ``flt``: expiry, types; if too few pass, every
+    matching row is read)."""
+    found = None if scoped is None else scoped(vector, k + EXACT_MARGIN)
+    if found is None:
+        return _exact(catalog, vector, flt, k)
+    passed = catalog.ids_passing([mid for mid, _ in found], flt) if found else set()
+    kept = [(mid, score) for mid, score in found if mid in passed]
+    if len(kept) < k and len(found) == k + EXACT_MARGIN:
+        return _exact(catalog, vector, flt, k)
+    return kept[:k]
 
 
 def _scored_exactly(n: int, searched: int | None, settings: SearchSettings) -> bool:

@@ -1,0 +1,321 @@
+"""A compact copy of the vectors the index holds, in one file, for a fresh process's first searches.
+
+A large store's index takes seconds to open (chromadb loads each HNSW graph whole: 5 s for
+1,000,000 vectors, 1.7 GB), and scoring its vectors exactly from the catalog takes as long (one
+SQLite row each, 2.5 s at 1,000,000, and a float32 copy of 1.5 GB). So the index's vectors are
+also kept in ``vectors.snapshot`` beside the catalog, as the catalog stores them (int8 with a
+scale), one fixed-size record after another: a search scans the file in chunks (no copy of it is
+kept: the index is on its way) while the index opens in the background, about 0.5 s at 1,000,000.
+
+The file mirrors the index files, not the catalog: its header names the
+:class:`~remindful.engine.index_locks.IndexLock` generation it matches, and it is used only while
+the lock file still says that generation (the same lock file: its inode is in the header too).
+Every write through the index holds that lock (:class:`~remindful.engine.index_view.IndexView`)
+and bumps the generation as it leaves: a write that goes through :meth:`VectorSnapshot.stage`
+(the vectors upserted) and :meth:`VectorSnapshot.advance` carries the file along to the next
+generation (its records appended, the header rewritten last); any other write (a reindex, a
+restore, another build of remindful) leaves it stale until it is written whole again
+(:meth:`VectorSnapshot.rebuild`, in the background, after the index opens).
+
+What the index holds, the file holds: vectors of rows deleted since (a search checks every dense
+candidate against the catalog), and a row's new vector after an update is appended after its old
+one (the last record of a rowid wins). Records carry the row's rowid and a hash of its id, so a
+rowid SQLite gave to a later row is not taken for the old one. Rows above the header's ``floor``
+may be missing: the search scores them from the catalog (as it does rows above the index view's
+:attr:`~remindful.engine.index_view.IndexView.rowid`), and so does it rows not marked indexed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import os
+import struct
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+
+from remindful.engine import vectors as stored_vectors
+from remindful.engine.atomic import replaced_atomically
+from remindful.engine.backend import CatalogBackend
+from remindful.model import MemoryType
+
+log = logging.getLogger("remindful")
+
+FILE_NAME = "vectors.snapshot"
+_MAGIC = b"RMVSNAP1"
+#: magic, dimension, lock inode, generation, floor, highest rowid, whether a rowid repeats
+_HEADER = struct.Struct("<8sIQqqqB")
+_HEADER_SIZE = 64
+#: Records scanned at a time (6.6 MB at 384 dimensions, 25 MB as float32: small enough for the
+#: caches; 65,536 took twice as long). Scored with ``einsum``, one thread, not BLAS: OpenBLAS's
+#: threads spin on a busy machine (a scan of 1,000,000 took 1.8-2.7 s with them at load 7, 0.18 s
+#: with einsum).
+SCAN_ROWS = 16_384
+#: Rows read from the catalog at a time while the file is written whole.
+BUILD_ROWS = 50_000
+#: The share of records beyond the catalog's rows (deleted rows, older vectors) at which the file
+#: is written whole again.
+SPARE_SHARE = 0.25
+#: Candidates a scan keeps beyond ``k``: some may be deleted rows, or rowids given to later rows.
+MARGIN = 32
+_TYPES = [t.value for t in MemoryType]
+
+
+def record_dtype(dimension: int) -> np.dtype:
+    """One row's record: rowid, id hash, type (index in :class:`MemoryType`), scale, int8 codes."""
+    return np.dtype(
+        [("rowid", "<i8"), ("hash", "<u8"), ("type", "u1"), ("scale", "<f4"), ("codes", "i1", (dimension,))]
+    )
+
+
+def id_hash(memory_id: str) -> int:
+    return int.from_bytes(hashlib.blake2b(memory_id.encode(), digest_size=8).digest(), "little")
+
+
+class Header(NamedTuple):
+    dimension: int
+    inode: int
+    generation: int
+    floor: int
+    top: int
+    repeats: bool
+
+
+def records(rowids: Sequence[int], ids: Sequence[str], types: Sequence[str], blobs: Sequence[bytes]) -> np.ndarray:
+    """Records of catalog rows (their stored vector blobs, int8 or float32)."""
+    dimension = stored_vectors.dimension(blobs[0]) if blobs else 0
+    out = np.zeros(len(blobs), dtype=record_dtype(dimension))
+    out["rowid"] = rowids
+    out["hash"] = [id_hash(i) for i in ids]
+    out["type"] = [_TYPES.index(t) for t in types]
+    for n, blob in enumerate(blobs):
+        if not stored_vectors.is_quantised(blob):
+            blob = stored_vectors.encode(stored_vectors.decode(blob)) or blob
+            if not stored_vectors.is_quantised(blob):
+                raise ValueError("a vector that is not stored as int8")
+        out["scale"][n] = np.frombuffer(blob, dtype="<f4", count=1, offset=1)[0]
+        out["codes"][n] = np.frombuffer(blob, dtype=np.int8, offset=5)
+    return out
+
+
+class VectorSnapshot:
+    """``vectors.snapshot`` of one storage directory (see the module docstring). ``lock_path``: the
+    index lock file whose generation the snapshot follows. Writers hold the index lock."""
+
+    def __init__(self, path: Path, lock_path: Path, catalog: CatalogBackend) -> None:
+        self.path = path
+        self._lock_path = lock_path
+        self._catalog = catalog
+        self._staged: list[np.ndarray] = []
+        self._building = threading.Lock()
+
+    # -- reading --------------------------------------------------------------------------------
+
+    def header(self) -> Header | None:
+        try:
+            with open(self.path, "rb") as f:
+                data = f.read(_HEADER_SIZE)
+        except OSError:
+            return None
+        if len(data) < _HEADER_SIZE or data[:8] != _MAGIC:
+            return None
+        _magic, dimension, inode, generation, floor, top, repeats = _HEADER.unpack_from(data)
+        return Header(dimension, inode, generation, floor, top, bool(repeats))
+
+    def _lock_inode(self) -> int:
+        try:
+            return os.stat(self._lock_path).st_ino
+        except OSError:
+            return -1
+
+    def records_held(self, header: Header) -> int:
+        """How many records the file holds (rows deleted since, and older vectors of rows written
+        again, included)."""
+        try:
+            size = self.path.stat().st_size
+        except OSError:
+            return 0
+        return max(0, size - _HEADER_SIZE) // record_dtype(header.dimension).itemsize
+
+    def usable(self, generation: int) -> Header | None:
+        """The header if the file matches the index files at ``generation`` (the lock file's now)."""
+        header = self.header()
+        if header is None or header.generation != generation or header.inode != self._lock_inode():
+            return None
+        return header
+
+    def query(self, header: Header, types: Sequence[MemoryType], vector: np.ndarray, k: int) -> list[tuple[str, float]]:
+        """The ``k`` rows of ``types`` nearest to ``vector`` among the file's records, best first,
+        as (id, cosine): the file scanned in chunks, the best checked against the catalog (rows
+        deleted since, and rowids given to other rows, are dropped)."""
+        dtype = record_dtype(header.dimension)
+        wanted = np.asarray(sorted(_TYPES.index(t.value) for t in types), dtype=np.uint8)
+        query = np.asarray(vector, dtype=np.float32).reshape(-1)
+        keep = k + MARGIN
+        best_scores: list[np.ndarray] = []
+        best_rowids: list[np.ndarray] = []
+        best_hashes: list[np.ndarray] = []
+        best_positions: list[np.ndarray] = []
+        rowids: list[np.ndarray] = []
+        position = 0
+        floats = np.empty((SCAN_ROWS, header.dimension), dtype=np.float32)
+        with open(self.path, "rb") as f:
+            f.seek(_HEADER_SIZE)
+            while True:
+                chunk = np.fromfile(f, dtype=dtype, count=SCAN_ROWS)
+                if not len(chunk):
+                    break
+                if header.repeats:
+                    rowids.append(chunk["rowid"].copy())
+                part = floats[: len(chunk)]
+                part[...] = chunk["codes"]
+                scores = np.einsum("ij,j->i", part, query) * chunk["scale"]
+                scores[~np.isin(chunk["type"], wanted)] = -np.inf
+                top = np.argpartition(-scores, keep)[:keep] if len(scores) > keep else np.arange(len(scores))
+                top = top[np.isfinite(scores[top])]
+                best_rowids.append(chunk["rowid"][top])
+                best_hashes.append(chunk["hash"][top])
+                best_positions.append(top + position)
+                best_scores.append(scores[top])
+                position += len(chunk)
+        if not best_scores:
+            return []
+        scores = np.concatenate(best_scores)
+        found_rowids, found_hashes = np.concatenate(best_rowids), np.concatenate(best_hashes)
+        if header.repeats:  # a rowid written again (an update): its last record wins
+            every = np.concatenate(rowids)
+            unique, first_reversed = np.unique(every[::-1], return_index=True)
+            last = len(every) - 1 - first_reversed  # each rowid's last position
+            current = last[np.searchsorted(unique, found_rowids)] == np.concatenate(best_positions)
+            scores, found_rowids, found_hashes = scores[current], found_rowids[current], found_hashes[current]
+        order = np.argsort(-scores, kind="stable")[: keep * 2]
+        chosen = [(int(found_rowids[i]), int(found_hashes[i]), float(scores[i])) for i in order]
+        ids = dict(
+            self._catalog.read_in("SELECT rowid, id FROM memories WHERE rowid IN ({marks})", [r for r, _, _ in chosen])
+        )
+        out = []
+        for rowid, hashed, score in chosen:
+            memory_id = ids.get(rowid)
+            if memory_id is not None and id_hash(memory_id) == hashed:
+                out.append((memory_id, score))
+        return out[:k]
+
+    # -- writing (under the index lock) ---------------------------------------------------------
+
+    def begin(self) -> None:
+        """A write through the index starts: nothing staged yet."""
+        self._staged = []
+
+    def stage(self, ids: Sequence[str], types: Sequence[str], embeddings: Sequence[np.ndarray]) -> None:
+        """Vectors this write upserts into the index: appended at :meth:`advance`."""
+        if not ids or not self.path.exists():
+            return
+        rowids = dict(self._catalog.read_in("SELECT id, rowid FROM memories WHERE id IN ({marks})", list(ids)))
+        keep = [n for n, i in enumerate(ids) if i in rowids]
+        if not keep:
+            return
+        blobs = [stored_vectors.encode(np.asarray(embeddings[n], dtype=np.float32)) or b"" for n in keep]
+        self._staged.append(
+            records([rowids[ids[n]] for n in keep], [ids[n] for n in keep], [types[n] for n in keep], blobs)
+        )
+
+    def advance(self, generation: int, floor: int) -> None:
+        """The write at ``generation`` is done (the lock bumps it by one as it leaves) and every
+        row marked indexed up to ``floor`` is in the index: if the file matched ``generation``,
+        append what was staged and make it match the next one. Else it stays stale."""
+        staged, self._staged = self._staged, []
+        header = self.header()
+        if header is None or header.generation != generation or header.inode != self._lock_inode():
+            return
+        try:
+            self._append(header, staged, generation + 1, floor)
+        except (OSError, ValueError) as exc:  # stale then: written whole after the next open
+            log.debug("could not extend %s: %s", self.path, exc)
+            with contextlib.suppress(OSError):
+                self.path.unlink()
+
+    def _append(self, header: Header, staged: list[np.ndarray], generation: int, floor: int) -> None:
+        dtype = record_dtype(header.dimension)
+        top, repeats = header.top, header.repeats
+        with open(self.path, "r+b") as f:
+            size = f.seek(0, os.SEEK_END)
+            whole = _HEADER_SIZE + (size - _HEADER_SIZE) // dtype.itemsize * dtype.itemsize
+            if whole != size:
+                f.truncate(whole)  # a torn append of an earlier write: not covered by any header
+            f.seek(whole)
+            for part in staged:
+                if part.dtype != dtype:
+                    raise ValueError("a vector of another dimension")
+                repeats = repeats or bool(len(part) and int(part["rowid"].min()) <= top)
+                top = max(top, int(part["rowid"].max())) if len(part) else top
+                f.write(part.tobytes())
+            f.flush()
+            os.fsync(f.fileno())
+            f.seek(0)
+            f.write(self._header_bytes(header.dimension, generation, floor, top, repeats))
+
+    def _header_bytes(self, dimension: int, generation: int, floor: int, top: int, repeats: bool) -> bytes:
+        data = _HEADER.pack(_MAGIC, dimension, self._lock_inode(), generation, floor, top, int(repeats))
+        return data.ljust(_HEADER_SIZE, b"\0")
+
+    def rebuild(self, generation: int, floor: int, cancel: Callable[[], bool] = lambda: False) -> bool:
+        """Under the index lock at ``generation`` (held for reading: nothing writes the index
+        meanwhile): write the file whole from the catalog's rows marked indexed. False if
+        ``cancel()`` said to stop (the file is left as it was)."""
+        with self._building:
+            dimension = 0
+            top = 0
+            with replaced_atomically(self.path) as out:
+                out.write(b"\0" * _HEADER_SIZE)
+                after = 0
+                while True:
+                    if cancel():
+                        raise _Cancelled
+                    rows = self._catalog.read(
+                        "SELECT rowid, id, type, embedding FROM memories "
+                        "WHERE rowid > ? AND indexed = 1 AND embedding IS NOT NULL ORDER BY rowid LIMIT ?",
+                        (after, BUILD_ROWS),
+                    )
+                    if not rows:
+                        break
+                    after = int(rows[-1][0])
+                    rowids, ids, types, blobs = zip(*rows, strict=True)
+                    part = records(rowids, ids, types, blobs)
+                    if dimension and part.dtype != record_dtype(dimension):
+                        raise ValueError("vectors of more than one dimension")
+                    dimension = part.dtype["codes"].shape[0]
+                    top = after
+                    out.write(part.tobytes())
+                out.seek(0)
+                out.write(self._header_bytes(dimension, generation, floor, top, False))
+            return True
+
+    def rebuild_unless_cancelled(self, generation: int, floor: int, cancel: Callable[[], bool]) -> bool:
+        try:
+            return self.rebuild(generation, floor, cancel)
+        except _Cancelled:
+            return False
+
+    def remove(self) -> None:
+        with contextlib.suppress(OSError):
+            self.path.unlink()
+
+
+class _Cancelled(Exception):
+    pass
+
+
+__all__ = [
+    "FILE_NAME",
+    "SPARE_SHARE",
+    "Header",
+    "VectorSnapshot",
+    "id_hash",
+    "record_dtype",
+    "records",
+]

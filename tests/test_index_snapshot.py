@@ -1,0 +1,173 @@
+"""The compact copy of the index's vectors a fresh process's first searches scan while the index
+opens (remindful.engine.index_snapshot): same answers as the index, kept in step by every write,
+never used once something else wrote the index. Real Chroma; the store counts as large here
+(``flat.MAX_ROWS`` lowered), as a store of a million memories does."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import remindful
+from remindful.engine import flat as flat_module
+from remindful.engine.index_snapshot import FILE_NAME, VectorSnapshot, record_dtype
+from remindful.model import MemoryType
+from remindful.testing import FakeEmbedder
+
+TOPICS = ["deploy", "lunch", "invoice", "backup", "kernel", "garden", "piano", "ferry", "tax", "oven"]
+
+
+@pytest.fixture(autouse=True)
+def large(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(flat_module, "MAX_ROWS", 40)
+
+
+@pytest.fixture
+def scans(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many results each scan of the snapshot gave, in order."""
+    seen: list[int] = []
+    query = VectorSnapshot.query
+
+    def counting(self: VectorSnapshot, *args: Any, **kwargs: Any) -> list[tuple[str, float]]:
+        found = query(self, *args, **kwargs)
+        seen.append(len(found))
+        return found
+
+    monkeypatch.setattr(VectorSnapshot, "query", counting)
+    return seen
+
+
+def open_store(path: Path) -> Any:
+    return remindful.open(path, embedder=FakeEmbedder(), **{"search.min_score": 0.0, "context.min_score": 0.0})
+
+
+def texts(n: int, start: int = 0) -> list[str]:
+    return [f"note {i} about the {TOPICS[i % len(TOPICS)]} and item{i} in week {i // 7}" for i in range(start, n)]
+
+
+def ids_of(memory: Any, query: str, **kwargs: Any) -> list[str]:
+    return [hit.id for hit in memory.search(query, limit=5, **kwargs)]
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Path]:
+    """A store of 120 memories whose snapshot a search wrote (a fresh process's first search,
+    finding none, waits for the index and has the snapshot written once it is open)."""
+    path = tmp_path / "s"
+    with open_store(path) as memory:
+        memory.store_batch([{"content": t} for t in texts(120)])
+        memory.flush()
+    assert not (path / FILE_NAME).exists()
+    with open_store(path) as memory:
+        memory.search("warm")
+        memory.flush()
+    assert (path / FILE_NAME).exists()
+    yield path
+
+
+QUERIES = ["item17 kernel", "the garden in week 3", "piano note", "ferry item88", "tax"]
+
+
+def test_a_fresh_process_answers_its_first_searches_from_the_snapshot_as_the_index_does(
+    store: Path, scans: list[int]
+) -> None:
+    with open_store(store) as memory:
+        first = [ids_of(memory, q) for q in QUERIES]
+        assert scans and all(n > 0 for n in scans)  # the snapshot answered
+        memory.flush()  # the index opened meanwhile, in the background
+        scanned = len(scans)
+        later = [ids_of(memory, q) for q in QUERIES]
+        assert len(scans) == scanned  # the index answered these
+    assert first == later
+
+
+def test_writes_carry_the_snapshot_along(store: Path, scans: list[int]) -> None:
+    with open_store(store) as memory:
+        memory.search("warm")
+        memory.flush()
+        added = memory.store("the zeppelin hangar opens on friday")
+        changed = ids_of(memory, "item17 kernel")[0]
+        memory.update(changed, content="the walrus sleeps on the pier")
+        gone = ids_of(memory, "ferry item88")[0]
+        memory.delete(gone)
+        memory.flush()
+        asked = ("zeppelin hangar friday", "walrus pier", "ferry item88", "item17 kernel")
+        expected = [ids_of(memory, q) for q in asked]
+    scans.clear()
+    with open_store(store) as memory:
+        first = [ids_of(memory, q) for q in asked]
+        assert scans  # still matching the index files: used
+    assert first == expected
+    assert first[0][0] == added and first[1][0] == changed and gone not in first[2]
+    with open_store(store) as memory:  # its old vector, still in the file, is not the one scored
+        snapshot = VectorSnapshot(store / FILE_NAME, store / "index.lock", memory.engine.catalog)
+        header = snapshot.header()
+        assert header is not None and header.repeats
+        query = memory.engine.embedder.embed(["item17 kernel"])[0]
+        scored: dict[str, float] = {}
+        for mid, score in snapshot.query(header, list(MemoryType), query, 200):
+            scored.setdefault(mid, score)  # best first
+        now = memory.engine.catalog.embeddings([changed])[changed]
+        assert scored[changed] == pytest.approx(float(np.dot(now, query)), abs=0.01)
+
+
+def test_a_write_that_does_not_carry_it_along_leaves_it_unused_until_it_is_written_again(
+    store: Path, scans: list[int]
+) -> None:
+    with open_store(store) as memory:
+        memory.reindex()  # rewrites the index without the snapshot
+        expected = [ids_of(memory, q) for q in QUERIES]
+    scans.clear()
+    with open_store(store) as memory:
+        first = [ids_of(memory, q) for q in QUERIES]
+        assert not scans  # stale: the search waited for the index
+        memory.flush()  # and the snapshot was written again once it opened
+    assert first == expected
+    with open_store(store) as memory:
+        assert [ids_of(memory, q) for q in QUERIES] == expected
+        assert scans
+
+
+def test_a_rowid_given_to_a_later_row_is_not_taken_for_the_old_one(store: Path, scans: list[int]) -> None:
+    with open_store(store) as memory:
+        newest = memory.store("the office closes at six")
+        memory.flush()
+    with open_store(store) as memory:
+        memory.delete(newest)
+        successor = memory.store("lunch is served at noon by the canteen")  # SQLite gives it the same rowid
+        memory.flush()
+    scans.clear()
+    with open_store(store) as memory:
+        assert newest not in ids_of(memory, "office closes six")
+        assert ids_of(memory, "lunch served noon canteen")[0] == successor
+        assert scans
+        # The file without the successor's record (as while it is not indexed yet): the old
+        # record of that rowid is not taken for it.
+        snapshot = VectorSnapshot(store / FILE_NAME, store / "index.lock", memory.engine.catalog)
+        header = snapshot.header()
+        assert header is not None
+        size = (store / FILE_NAME).stat().st_size
+        with open(store / FILE_NAME, "r+b") as f:
+            f.truncate(size - record_dtype(header.dimension).itemsize)
+        query = memory.engine.embedder.embed(["the office closes at six"])[0]
+        assert successor not in dict(snapshot.query(header, list(MemoryType), query, 3))
+
+
+def test_it_is_written_whole_again_once_it_holds_many_deleted_rows(store: Path) -> None:
+    with open_store(store) as memory:
+        gone = [r[0] for r in memory.engine.catalog.read("SELECT id FROM memories ORDER BY rowid LIMIT 40")]
+        assert memory.delete_many(gone) == 40
+        memory.flush()
+    snapshot = VectorSnapshot(store / FILE_NAME, store / "index.lock", None)  # type: ignore[arg-type]
+    header = snapshot.header()
+    assert header is not None and snapshot.records_held(header) == 120  # carried along, still holding them
+    with open_store(store) as memory:
+        found = {mid for q in QUERIES for mid in ids_of(memory, q)}
+        assert not found & set(gone)
+        memory.flush()  # the index opened: the file was written again
+    header = snapshot.header()
+    assert header is not None and snapshot.records_held(header) == 80
