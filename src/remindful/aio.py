@@ -73,6 +73,7 @@ class AsyncMemoryManager:
     search = _awaitable(MemoryManager.search)
     context = _awaitable(MemoryManager.context)
     hook_context = _awaitable(MemoryManager.hook_context)
+    failure_warning = _awaitable(MemoryManager.failure_warning)
     resume_session = _awaitable(MemoryManager.resume_session)
     session_size = _awaitable(MemoryManager.session_size)
     stats = _awaitable(MemoryManager.stats)
