@@ -376,3 +376,47 @@ def test_the_item_quota_evicts_on_a_shared_catalog_as_on_sqlite(
         memory.flush()
         left = {m.id for m in memory.list(type="knowledge", limit=10, scope="all")}
     assert len(left) == 3 and kept in left and ids[-1] in left
+
+
+def test_a_persons_size_quota_counts_their_memories_on_the_server(
+    admin: PostgresCatalog, member_url: str, chroma: tuple[str, int], tmp_path: Path
+) -> None:
+    """On a shared catalog the memories are on the server, not in the machine's directory: the size
+    (``stats().storage``) and the size quota count the bytes of those the person's policy governs
+    (their own outside projects), and the quota's cleanup evicts only those."""
+    import remindful
+    from remindful.testing import FakeEmbedder
+
+    team = TeamRepository(admin)
+    host, port = chroma
+    settings = {
+        "catalog.url": member_url,
+        "storage.chromadb.mode": "server",
+        "storage.chromadb.host": host,
+        "storage.chromadb.port": port,
+    }
+    with remindful.open(
+        tmp_path / "bob", embedder=FakeEmbedder(), **settings, **{"catalog.token": team.add("bob")}
+    ) as bob:
+        shared = [
+            bob.store(f"shop runbook {i}: " + "x" * 10_000, type="knowledge", scope="project:shop") for i in range(5)
+        ]
+    alice_token = team.add("alice")
+    with remindful.open(
+        tmp_path / "alice", embedder=FakeEmbedder(), **settings, **{"catalog.token": alice_token}
+    ) as alice:
+        before = alice.stats().storage.total_size_mb
+        mine = [alice.store(f"alice's draft {i}: " + "y" * 20_000, type="knowledge", scope="user") for i in range(10)]
+        alice.flush()
+        after = alice.stats().storage.total_size_mb
+    assert after - before >= 0.19  # her 200 kB on the server (bob's project memories are not hers to count)
+    quota = round(after - 0.1, 3)
+    with remindful.open(
+        tmp_path / "alice",
+        embedder=FakeEmbedder(),
+        **settings,
+        **{"catalog.token": alice_token, "storage.max_size_mb": quota},
+    ) as alice:
+        report = alice.cleanup(dry_run=True)
+    assert report.by_reason.get("size_quota", 0) >= 5 and set(report.ids) <= set(mine), report
+    assert not set(report.ids) & set(shared)

@@ -8,7 +8,9 @@
   are ranked into it, and each victim is read again before it goes.
 - Size (``storage.max_size_mb``): near it, a store warns in the log, and stores anyway. The size
   is measured by walking the directory (a stat per file), at most every ``SIZE_MAX_AGE_S``
-  seconds and in a thread of its own: the walk is not the store's to wait for.
+  seconds and in a thread of its own: the walk is not the store's to wait for. On a shared
+  catalog the memories are on the server: the size adds the bytes of those the policy governs
+  (``server_bytes``: a person's own outside projects, every memory for the store's admin).
 
 The item quota is a policy: on a team's shared catalog a person's process counts and evicts only
 what that person's retention governs (their own memories outside projects: the retention
@@ -23,14 +25,14 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
 from remindful.config import Settings
 from remindful.engine.catalog import MemoryRow
 from remindful.engine.importance import ImportanceInputs, score
-from remindful.errors import ValidationError
+from remindful.errors import RemindfulError, ValidationError
 from remindful.model import MemoryType
 
 log = logging.getLogger("remindful")
@@ -68,6 +70,9 @@ class Quotas:
         self._measuring_lock = threading.Lock()
         self._orders: dict[str, EvictionOrder] = {}
         self._orders_lock = threading.Lock()
+        #: On a shared catalog: the bytes of the memories on the server the size counts (see the
+        #: module docstring); None on a local store, whose memories are in the directory.
+        self.server_bytes: Callable[[], int] | None = None
 
     def make_room(self, retention: Evictable, counts: Mapping[str, int], rows: Sequence[MemoryRow]) -> list[str]:
         """The memories to evict (the least important unprotected ones the policy governs) so that
@@ -108,8 +113,9 @@ class Quotas:
         return evict
 
     def size_mb(self, *, max_age_s: float = SIZE_MAX_AGE_S) -> float:
-        """The storage directory's size without its backups, measured again when older than
-        ``max_age_s`` (a walk that stats every file: ~0.4 s with 10,000 attachment copies)."""
+        """The storage directory's size without its backups (and on a shared catalog the bytes of
+        the memories it counts on the server), measured again when older than ``max_age_s`` (a
+        walk that stats every file: ~0.4 s with 10,000 attachment copies)."""
         if time.monotonic() - self._size_at > max_age_s:
             total = 0
             for root, _dirs, files in os.walk(self.path):
@@ -118,6 +124,11 @@ class Quotas:
                 for name in files:
                     with contextlib.suppress(OSError):
                         total += os.stat(os.path.join(root, name)).st_size
+            if self.server_bytes is not None:
+                try:
+                    total += self.server_bytes()
+                except RemindfulError as exc:  # the server does not answer: the directory alone
+                    log.debug("the memories on the server not counted in the size: %s", exc)
             self._size_mb = total / 1_048_576
             self._size_at = time.monotonic()
         return self._size_mb

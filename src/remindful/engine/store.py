@@ -143,6 +143,8 @@ class Store:
         self._init_lock = threading.RLock()
         self._opening = False  # the catalog is being opened (its upgrade resolves projects)
         self.quotas = Quotas(settings, self.path)
+        if is_shared(settings):  # its memories are on the server: the size quota counts them there
+            self.quotas.server_bytes = lambda: self.repositories.retention.total_bytes()
         # Every write's redaction (the rules compile on first need) and the session ids' mapping.
         self.redaction = StoreRedactor(redactor_for(settings.privacy), self.path)
         scopes = settings.scopes
