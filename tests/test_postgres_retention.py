@@ -21,6 +21,7 @@ from remindful.engine.postgres.repositories import PostgresRetentionRepository
 from remindful.engine.postgres.team import TeamRepository
 from remindful.engine.redact import StoreRedactor, build_redactor
 from remindful.errors import AccessDeniedError
+from test_postgres_store import machine
 
 psycopg = pytest.importorskip("psycopg")
 
@@ -317,25 +318,11 @@ def test_a_persons_item_quota_evicts_only_what_they_wrote_outside_projects(
     """The item quota a store keeps as it stores (``retention.max_items_per_collection``) is a
     policy too: on a team store a person's process counts and evicts only their own memories
     outside projects, never the team's (whose count alone may pass any member's quota)."""
-    import remindful
-    from remindful.testing import FakeEmbedder
-
     team = TeamRepository(admin)
-    host, port = chroma
 
     def person(name: str) -> Any:
-        return remindful.open(
-            tmp_path / name,
-            embedder=FakeEmbedder(),
-            **{
-                "catalog.url": member_url,
-                "catalog.token": team.add(name),
-                "storage.chromadb.mode": "server",
-                "storage.chromadb.host": host,
-                "storage.chromadb.port": port,
-                "retention.max_items_per_collection": 3,
-            },
-        )
+        quota = {"catalog.token": team.add(name), "retention.max_items_per_collection": 3}
+        return machine(tmp_path / name, member_url, chroma, **quota)
 
     bob = person("bob")
     try:
@@ -359,18 +346,7 @@ def test_the_item_quota_evicts_on_a_shared_catalog_as_on_sqlite(
     """The store's single user (no team): a store past a type's quota evicts its least important
     memory in the same transaction (the eviction order read SQLite's own tables, and every store
     past the quota failed on PostgreSQL)."""
-    import remindful
-    from remindful.testing import FakeEmbedder
-
-    host, port = chroma
-    settings = {
-        "catalog.url": postgres_url,
-        "storage.chromadb.mode": "server",
-        "storage.chromadb.host": host,
-        "storage.chromadb.port": port,
-        "retention.max_items_per_collection": 3,
-    }
-    with remindful.open(tmp_path / "one", embedder=FakeEmbedder(), **settings) as memory:
+    with machine(tmp_path / "one", postgres_url, chroma, **{"retention.max_items_per_collection": 3}) as memory:
         kept = memory.store("kept: bookmarked", type="knowledge", metadata={"bookmarked": True})
         ids = [memory.store(f"note {i}", type="knowledge") for i in range(4)]
         memory.flush()
@@ -384,38 +360,21 @@ def test_a_persons_size_quota_counts_their_memories_on_the_server(
     """On a shared catalog the memories are on the server, not in the machine's directory: the size
     (``stats().storage``) and the size quota count the bytes of those the person's policy governs
     (their own outside projects), and the quota's cleanup evicts only those."""
-    import remindful
-    from remindful.testing import FakeEmbedder
-
     team = TeamRepository(admin)
-    host, port = chroma
-    settings = {
-        "catalog.url": member_url,
-        "storage.chromadb.mode": "server",
-        "storage.chromadb.host": host,
-        "storage.chromadb.port": port,
-    }
-    with remindful.open(
-        tmp_path / "bob", embedder=FakeEmbedder(), **settings, **{"catalog.token": team.add("bob")}
-    ) as bob:
+    with machine(tmp_path / "bob", member_url, chroma, **{"catalog.token": team.add("bob")}) as bob:
         shared = [
             bob.store(f"shop runbook {i}: " + "x" * 10_000, type="knowledge", scope="project:shop") for i in range(5)
         ]
     alice_token = team.add("alice")
-    with remindful.open(
-        tmp_path / "alice", embedder=FakeEmbedder(), **settings, **{"catalog.token": alice_token}
-    ) as alice:
+    with machine(tmp_path / "alice", member_url, chroma, **{"catalog.token": alice_token}) as alice:
         before = alice.stats().storage.total_size_mb
         mine = [alice.store(f"alice's draft {i}: " + "y" * 20_000, type="knowledge", scope="user") for i in range(10)]
         alice.flush()
         after = alice.stats().storage.total_size_mb
     assert after - before >= 0.19  # her 200 kB on the server (bob's project memories are not hers to count)
     quota = round(after - 0.1, 3)
-    with remindful.open(
-        tmp_path / "alice",
-        embedder=FakeEmbedder(),
-        **settings,
-        **{"catalog.token": alice_token, "storage.max_size_mb": quota},
+    with machine(
+        tmp_path / "alice", member_url, chroma, **{"catalog.token": alice_token, "storage.max_size_mb": quota}
     ) as alice:
         report = alice.cleanup(dry_run=True)
     assert report.by_reason.get("size_quota", 0) >= 5 and set(report.ids) <= set(mine), report
