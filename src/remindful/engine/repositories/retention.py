@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from remindful.engine import vectors as stored_vectors
+from remindful.engine.catalog import Catalog, CatalogSource
 from remindful.engine.importance import ImportanceInputs, columns, inputs_from_row
 from remindful.engine.repositories.base import Repository
 from remindful.engine.sqlfilter import SqlFilter
@@ -47,6 +48,10 @@ def created_window(oldest: float, newest: float) -> SqlFilter:
 class RetentionRepository(Repository):
     """Named queries for the retention policy and dedup."""
 
+    def __init__(self, catalog: Catalog | CatalogSource) -> None:
+        super().__init__(catalog)
+        self._columns: tuple[Catalog, str] | None = None  # (the catalog, its importance columns)
+
     def candidates(self) -> list[RetentionCandidate]:
         """Every memory that is not bookmarked (bookmarked ones are never deleted by a policy)."""
         rows = self._catalog.read(
@@ -59,7 +64,7 @@ class RetentionRepository(Repository):
     def importance_inputs(self, ids: Sequence[str]) -> dict[str, ImportanceInputs]:
         """What :func:`remindful.engine.importance.score` needs of each of ``ids`` that exists."""
         catalog = self._catalog
-        rows = catalog.read_in(f"SELECT {columns(catalog)} FROM memories WHERE id IN ({{marks}})", ids)
+        rows = catalog.read_in(f"SELECT {self._columns_of(catalog)} FROM memories WHERE id IN ({{marks}})", ids)
         return {r[0]: inputs_from_row(r) for r in rows}
 
     def unbookmarked(
@@ -69,12 +74,19 @@ class RetentionRepository(Repository):
         governs (every one here): those with a rowid above ``above_rowid``, or those of ``ids``
         (of any type). What the item quota evicts from (:class:`~remindful.engine.quotas.EvictionOrder`)."""
         catalog = self._catalog
-        select = f"SELECT {columns(catalog)}, rowid FROM memories WHERE bookmarked = 0"
+        select = f"SELECT {self._columns_of(catalog)}, rowid FROM memories WHERE bookmarked = 0"
         if ids is not None:
             rows = catalog.read_in(f"{select} AND id IN ({{marks}})", ids)
         else:
             rows = catalog.read(f"{select} AND type = ? AND rowid > ?", (memory_type, above_rowid))
         return [(inputs_from_row(r), str(r[0]), int(r[-1])) for r in rows]
+
+    def _columns_of(self, catalog: Catalog) -> str:
+        """:func:`~remindful.engine.importance.columns` of ``catalog``, asked once per open catalog
+        (every store past a type's item quota reads :meth:`unbookmarked` twice)."""
+        if self._columns is None or self._columns[0] is not catalog:
+            self._columns = (catalog, columns(catalog))
+        return self._columns[1]
 
     def count_in_reach(self, memory_type: str) -> int | None:
         """How many memories of ``memory_type`` the policy governs, where that is not every memory

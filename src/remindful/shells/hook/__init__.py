@@ -307,8 +307,12 @@ def failure_warning_for(storage: str, memory: dict[str, Any], flt: Any, record: 
     a query of the catalog and the spool, no model. None for none. On a shared catalog the calls
     are stored on the server (every machine's of the team): the store's daemon, connected to it,
     answers (within :data:`WARNING_DAEMON_S`); without one, the machine's spool alone."""
+    from remindful.services.ingest.forewarn import call_of
+
+    if call_of(record) is None:
+        return None  # no tool and key arguments: nothing to recognise the call by
     catalog = memory.get("catalog")
-    if isinstance(catalog, dict) and catalog.get("url") and call_of_record(record):
+    if isinstance(catalog, dict) and catalog.get("url"):
         answer = runtime.ask_daemon(storage, {"op": "failure_warning", "record": record}, timeout=WARNING_DAEMON_S)
         if answer is not None and answer.get("success"):
             warning = answer.get("warning")
@@ -316,20 +320,14 @@ def failure_warning_for(storage: str, memory: dict[str, Any], flt: Any, record: 
     return _local_failure_warning(storage, memory, flt, record)
 
 
-def call_of_record(record: dict[str, Any]) -> bool:
-    """Whether ``record`` starts a call a warning can be about (a tool and key arguments)."""
-    from remindful.services.ingest.forewarn import call_of
-
-    return call_of(record) is not None
-
-
 def _local_failure_warning(storage: str, memory: dict[str, Any], flt: Any, record: dict[str, Any]) -> str | None:
+    """The warning from the machine's own catalog and spool (see :func:`failure_warning_for`)."""
     from remindful.engine import spool
     from remindful.engine.call_history import LocalHistory
     from remindful.engine.projects import Resolver
-    from remindful.services.ingest.forewarn import call_of, failure_warning
+    from remindful.services.ingest.forewarn import failure_warning
 
-    if call_of(record) is None or not os.path.exists(os.path.join(storage, "catalog.sqlite3")):
+    if not os.path.exists(os.path.join(storage, "catalog.sqlite3")):
         return None
     raw = memory.get("scopes")
     scopes: dict[str, Any] = raw if isinstance(raw, dict) else {}
