@@ -244,6 +244,10 @@ class _Batch:
         self.hopeless |= {seq for seq in self.failures if attempts[seq] + 1 >= MAX_ATTEMPTS}
         for seq in self.hopeless:
             self.set_aside(seq, self.failures[seq])
+        # What a turn states is learned before its row is finished: a drain killed in between
+        # replays the row, which learns what is not learned yet (learn_from_turn's ``known``).
+        for row in done:
+            self.learn_from_turn(row)
         now = time.time()
         self.captures.finish_spooled(
             done=[(row.seq, row.key) for row in done],
@@ -268,7 +272,6 @@ class _Batch:
                     relate(self.store, memory_id, item["metadata"], float(item.get("timestamp") or now))
             for memory_id, item in row.updates:
                 relate(self.store, memory_id, item["metadata"], float(item.get("timestamp") or now))
-            self.learn_from_turn(row)
             self.summarize(row.record)
         return len({row.seq for row in self.rows} | self.failures.keys())  # a row that failed is counted once
 
@@ -463,15 +466,29 @@ class _Batch:
         turn.update(conversation_id=session_id, timestamp=float(record["at"]), project_id=self.project_id(cwd))
         from remindful.services.learning.conversation import capture_conversation
 
-        captures = self.captures
+        captures, key = self.captures, self.key_as_stored(row.key)
 
         def forgotten(text: str) -> bool:
             return bool(captures.buried([forget_key(text)]))
 
+        def known(text: str) -> bool:  # learned from this event by a drain killed before finishing it
+            stored = captures.stored_with(content_hash(self.key_as_stored(text)), session_id)
+            return any(meta.get("spool_key") == key and "learned_from" in meta for meta in stored)
+
         try:
-            learned = capture_conversation(self.store, self.learning, turn, automatic=True, forgotten=forgotten)
+            learned = capture_conversation(
+                self.store,
+                self.learning,
+                turn,
+                automatic=True,
+                forgotten=forgotten,
+                known=known,
+                metadata={"spool_key": key},
+            )
             if learned and isinstance(prompt_id, str):
                 self.store.update(prompt_id, metadata={"learned": [m.id for m in learned]})
+        except StorageError:
+            raise  # the store is unusable: the row stays spooled, and its turn is learned from later
         except RemindfulError as exc:  # learning is a bonus: the hook's own memories are stored
             log.warning("could not learn from the turn of session %s: %s", session_id, exc)
 

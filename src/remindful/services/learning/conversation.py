@@ -102,12 +102,16 @@ def capture_conversation(
     *,
     automatic: bool = False,
     forgotten: Callable[[str], bool] | None = None,
+    known: Callable[[str], bool] | None = None,
+    metadata: Mapping[str, Any] | None = None,
 ) -> list[Memory]:
     """Extract and store the memorable statements of ``turn``; see the module docstring.
 
     ``automatic=True`` (hooks, event handlers) first checks :func:`conversation_capture_enabled`
     and returns ``[]`` when capture is off. ``forgotten(statement)`` True leaves a statement out
-    (the user deleted it before, or a correction replaced it), counted as ``dropped.forgotten``.
+    (the user deleted it before, or a correction replaced it), counted as ``dropped.forgotten``;
+    ``known(statement)`` True leaves it out uncounted (it was learned from this very turn before: a
+    replayed drain). ``metadata`` is added to every memory stored.
     Raises ValidationError for a malformed turn.
     """
     if not isinstance(turn, ConversationTurn):
@@ -141,7 +145,9 @@ def capture_conversation(
         kept = remembered
     counts[("dropped", "over_cap")] = max(0, len(kept) - config.max_memories_per_turn)
     kept = kept[: config.max_memories_per_turn]
-    memories = store_memories(store, [_item(turn, e, extractor, has_trigger) for e in kept])
+    if known is not None:  # after the cap: a replay stores what the first drain would have
+        kept = [e for e in kept if not known(e.content)]
+    memories = store_memories(store, [_item(turn, e, extractor, has_trigger, metadata or {}) for e in kept])
     boosted = [
         m
         for m, e in zip(memories, kept, strict=True)
@@ -169,12 +175,15 @@ def select(extractions: Sequence[Extraction], min_confidence: float) -> list[Ext
     return sorted(kept, key=lambda e: (not e.from_user, -e.confidence))
 
 
-def _item(turn: ConversationTurn, e: Extraction, extractor: str, has_trigger: bool) -> dict[str, Any]:
+def _item(
+    turn: ConversationTurn, e: Extraction, extractor: str, has_trigger: bool, extra: Mapping[str, Any]
+) -> dict[str, Any]:
     """The store item of one extraction: whatever the user stated is a ``knowledge`` memory of
     theirs (origin ``user``; its category says decision, preference, rule, fact, event...);
     what the assistant said is an ``observation`` of the assistant's (origin ``assistant``),
     however it is phrased: only the user's words may become a decision, preference or rule."""
     metadata: dict[str, Any] = {
+        **extra,
         "conversation_id": turn.conversation_id,
         "user_id": turn.user_id,
         "confidence": round(e.confidence, 3),
