@@ -160,6 +160,7 @@ class IndexMirror:
         # Opens the index and reloads this process's view of it for searches, in the background.
         self._viewer: Errand | None = None
         self._reload_wanted = False  # a query failed: the next refresh reloads even if no one wrote
+        self._snapshot_wanted = False  # a search asked the viewer: it keeps the vector snapshot too
         self._closing = False  # close() runs: no background thread is started
         self._exact_scorer = ExactScorer(catalog)  # scores while the index is not usable
         self._scoped = ScopedScorer(catalog)  # small scopes, scored exactly
@@ -211,13 +212,17 @@ class IndexMirror:
         """Whether a background thread may be started now: not at interpreter exit, nor while closing."""
         return not (self._exiting or self._closing)
 
-    def _ask_viewer(self, *, reload: bool = False) -> None:
+    def _ask_viewer(self, *, reload: bool = False, searching: bool = True) -> None:
         """Have the background viewer open the index (if needed) and refresh this process's view
-        of it (``reload``: load it again even if no other process wrote since)."""
+        of it (``reload``: load it again even if no other process wrote since). Asked for a
+        search (``searching``), it also keeps the store's vector snapshot; a write only has the
+        index opened."""
         if not self._may_start():
             return
         if reload:
             self._reload_wanted = True
+        if searching:
+            self._snapshot_wanted = True
         if self._viewer is None:
             with self._workers_lock:
                 if self._viewer is None:
@@ -234,7 +239,9 @@ class IndexMirror:
             if not fresh or self._reload_wanted:  # just opened: the view is current
                 force, self._reload_wanted = self._reload_wanted, False
                 self._view.refresh(index, force=force, cancel=self._stopping)
-            self._keep_snapshot()
+            if self._snapshot_wanted:
+                self._snapshot_wanted = False
+                self._keep_snapshot()
         except WaitCancelled:
             return
         except RemindfulError as exc:
@@ -474,6 +481,8 @@ class IndexMirror:
         if self._performance.async_indexing:
             if self._closing:  # stored while closing: they stay un-indexed, for the next open
                 return
+            if self._open_due():  # the first write: the index opens while the rows are embedded
+                self._ask_viewer(searching=False)
             self._background().submit([r.id for r in rows])
         else:
             self.index_ids([r.id for r in rows])

@@ -35,6 +35,10 @@ def create(db: Path) -> None:
         return
     try:
         if not conn.execute("SELECT count(*) FROM sqlite_schema").fetchone()[0]:
+            # No fsync for one header page (35 ms of a fresh store's first flush): chromadb's first
+            # transaction syncs the file, header included; a crash before it leaves an empty file,
+            # in which chromadb creates its tables as in any new one (the mode alone is lost).
+            conn.execute("PRAGMA synchronous = OFF")
             conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
             conn.execute("VACUUM")  # writes the header, with the mode, into the empty file
     except sqlite3.Error as exc:  # another process is creating it: chromadb will find it
