@@ -494,7 +494,7 @@ class IndexMirror:
                 if self._indexer is None:
                     self._indexer = BackgroundIndexer(
                         self.index_ids,
-                        prepare=self._deferred.embed_stored,
+                        prepare=self._embed_stored,
                         max_batch=INDEX_BATCH,
                         prepare_batch=EMBED_BATCH,
                         stopping=self._stopping,
@@ -510,6 +510,19 @@ class IndexMirror:
         have one, or their embedding failed; False on timeout."""
         return self._deferred.wait(timeout)
 
+    def _embed_stored(self, ids: list[str]) -> None:
+        """Embed the rows among ``ids`` committed without a vector (the background indexer's first
+        step, and :meth:`index_ids`'). A failure leaves them for later; a damaged catalog is not
+        said here: the write's caller and the next flush report it, once."""
+        try:
+            self._deferred.embed_stored(ids)
+        except CorruptionError as exc:
+            if exc.part != "catalog":
+                raise
+            log.debug("not embedding %d memories: %s", len(ids), exc)
+        except RemindfulError as exc:
+            log.warning("stored %d memories but could not embed them yet (%s); they will be later", len(ids), exc)
+
     def index_ids(self, ids: list[str]) -> None:
         """Index the memories with these ids that are still un-indexed (read under the index lock,
         so a memory deleted meanwhile is not indexed again). An id may come more than once (a
@@ -518,10 +531,7 @@ class IndexMirror:
         stay marked un-indexed, for the next open."""
         ids = list(dict.fromkeys(ids))
         rows: list[MemoryRow] = []
-        try:
-            self._deferred.embed_stored(ids)  # first: search needs the vectors even without an index
-        except RemindfulError as exc:
-            log.warning("stored %d memories but could not embed them yet (%s); they will be later", len(ids), exc)
+        self._embed_stored(ids)  # first: search needs the vectors even without an index
         try:
             index = self._opened(self._stopping)
         except WaitCancelled:
