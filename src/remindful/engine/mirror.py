@@ -481,8 +481,6 @@ class IndexMirror:
         if self._performance.async_indexing:
             if self._closing:  # stored while closing: they stay un-indexed, for the next open
                 return
-            if self._open_due():  # the first write: the index opens while the rows are embedded
-                self._ask_viewer(searching=False)
             self._background().submit([r.id for r in rows])
         else:
             self.index_ids([r.id for r in rows])
@@ -513,7 +511,11 @@ class IndexMirror:
     def _embed_stored(self, ids: list[str]) -> None:
         """Embed the rows among ``ids`` committed without a vector (the background indexer's first
         step, and :meth:`index_ids`'). A failure leaves them for later; a damaged catalog is not
-        said here: the write's caller and the next flush report it, once."""
+        said here: the write's caller and the next flush report it, once. The first write has the
+        index opened meanwhile (chromadb holds the GIL while it starts: asked from here, not from
+        the write's thread, it does not hold up the write's return)."""
+        if self._open_due():
+            self._ask_viewer(searching=False)
         try:
             self._deferred.embed_stored(ids)
         except CorruptionError as exc:
