@@ -478,3 +478,13 @@ def test_a_metadata_filter_narrows_the_lexical_space(backend: Backend) -> None:
     assert {mid for mid, _ in backend.catalog.lexical(
         ["clicked", "scrolled", "typed"], build_filter(filters={"success": True}), 10
     )} == {"f0", "f2"}  # fmt: skip
+
+
+def test_stored_with_names_each_memory_of_a_session_holding_a_text(backend: Backend) -> None:
+    """What a replayed spool row finds it had stored: the memory's id, with its metadata."""
+    first = row("h1", "ran the build", at=1_700_000_100.0, session="s7", metadata={"spool_key": "k1"})
+    other = row("h2", "ran the build", at=1_700_000_110.0, session="s8", metadata={"spool_key": "k2"})
+    first.content_hash = other.content_hash = "hash-ran-the-build"
+    backend.insert([first, other])
+    assert backend.repos.captures.stored_with("hash-ran-the-build", "s7") == [("h1", {"spool_key": "k1"})]
+    assert backend.repos.captures.stored_with("hash-other", "s7") == []

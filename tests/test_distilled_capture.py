@@ -368,3 +368,40 @@ def test_a_session_is_summarised_at_its_end_when_an_llm_is_configured(tmp_path: 
             assert (
                 "Edited db.ts" in fake.prompts[0] and "Ran `pnpm run build`" not in fake.prompts[0]
             )  # no raw activity
+
+
+class _Killed(BaseException):
+    """The drain's process dying at one point (SIGKILL: nothing after it runs)."""
+
+
+def test_a_drain_killed_before_relating_a_call_relates_it_when_the_row_is_replayed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The drain finished a call's spool row before relating it to the calls before it: killed in
+    between (the success stored, the failure it resolves not marked yet), the failure stayed open
+    for good and warned before every later build."""
+    import contextlib
+
+    import remindful.services.ingest.drainer as drainer
+
+    store, s = tmp_path / "s", AgentSession(tmp_path / "s", tmp_path)
+    s.bash("pnpm run build", error="Exit code 2")
+    with open_fake(store) as memory:
+        memory.drain_spool()
+    s.bash("pnpm run build", "Build succeeded")
+    real = drainer.relate
+
+    def killed(*args: Any, **kwargs: Any) -> None:
+        raise _Killed
+
+    with open_fake(store) as memory:
+        monkeypatch.setattr(drainer, "relate", killed)
+        with contextlib.suppress(_Killed):
+            memory.drain_spool()
+        monkeypatch.setattr(drainer, "relate", real)
+        memory.drain_spool()
+        failed = [m for m in calls(memory) if m.metadata["success"] is False]
+        succeeded = [m for m in calls(memory) if m.metadata["success"] is True]
+        assert len(failed) == 1 and len(succeeded) == 1  # nothing stored twice by the replay
+        assert failed[0].metadata.get("resolved_by") == succeeded[0].id
+        assert memory.stats().spool_pending == 0

@@ -83,9 +83,10 @@ def test_a_drain_killed_before_learning_from_a_prompt_learns_it_on_the_next_drai
             memory.drain_spool()
         monkeypatch.setattr(conversation, "capture_conversation", real)
         memory.drain_spool()
-        knowledge = [m.content for m in memory.list(limit=50) if m.type.value == "knowledge"]
-        assert knowledge == ["The staging database listens on port 6543."]
-        assert len([m for m in memory.list(limit=50) if m.metadata.get("kind") == "intent"]) == 1
+        (learned,) = [m for m in memory.list(limit=50) if m.type.value == "knowledge"]
+        assert learned.content == "The staging database listens on port 6543."
+        (prompt,) = [m for m in memory.list(limit=50) if m.metadata.get("kind") == "intent"]
+        assert prompt.metadata["learned"] == [learned.id]  # the replay found the prompt it had stored
 
 
 def test_a_drain_killed_after_learning_does_not_learn_the_same_fact_twice(

@@ -211,8 +211,8 @@ class CaptureRepository:
 
     # -- the memories a capture relates to ----------------------------------------------------------
 
-    def stored_with(self, content_hash: str, session_id: str) -> list[dict[str, Any]]:
-        """The metadata of each memory of the session whose content has ``content_hash``."""
+    def stored_with(self, content_hash: str, session_id: str) -> list[tuple[str, dict[str, Any]]]:
+        """(id, metadata) of each memory of the session whose content has ``content_hash``."""
         return self._catalog.stored_with(content_hash, session_id)
 
     def has_chunked_response(self, session_id: str, full_content_hash: str) -> bool:

@@ -1087,14 +1087,14 @@ class Catalog:
         rows = conn.execute(sql, params).fetchall() if conn is not None else self.read(sql, params)
         return dict(json.loads(rows[0][0])) if rows and rows[0][0] else {}
 
-    def stored_with(self, content_hash: str, session_id: str) -> list[dict[str, Any]]:
-        """The metadata of each memory of session ``session_id`` whose content has ``content_hash``."""
+    def stored_with(self, content_hash: str, session_id: str) -> list[tuple[str, dict[str, Any]]]:
+        """(id, metadata) of each memory of session ``session_id`` whose content has ``content_hash``."""
         rows = self.read(
-            "SELECT metadata FROM memories WHERE substr(content_hash, 1, 16) = substr(?1, 1, 16) "
+            "SELECT id, metadata FROM memories WHERE substr(content_hash, 1, 16) = substr(?1, 1, 16) "
             "AND content_hash = ?1 AND session_id = ?2",
             (content_hash, self.stored_session_id(session_id)),
         )
-        return [json.loads(metadata) for (metadata,) in rows]
+        return [(str(mid), json.loads(metadata)) for mid, metadata in rows]
 
     def has_chunked_response(self, session_id: str, full_content_hash: str) -> bool:
         """Whether session ``session_id`` holds a response stored in chunks whose whole text has

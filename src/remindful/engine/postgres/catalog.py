@@ -631,13 +631,13 @@ class PostgresCatalog:
         if items:
             self.write(run, what="caching embeddings", durable=False)
 
-    def stored_with(self, content_hash: str, session_id: str) -> list[dict[str, Any]]:
-        """The metadata of each memory of session ``session_id`` whose content has ``content_hash``."""
+    def stored_with(self, content_hash: str, session_id: str) -> list[tuple[str, dict[str, Any]]]:
+        """(id, metadata) of each memory of session ``session_id`` whose content has ``content_hash``."""
         rows = self.read(
-            "SELECT metadata FROM memories WHERE content_hash = %s AND session_id = %s",
+            "SELECT id, metadata FROM memories WHERE content_hash = %s AND session_id = %s",
             (content_hash, self.stored_session_id(session_id)),
         )
-        return [json.loads(metadata) for (metadata,) in rows]
+        return [(str(mid), json.loads(metadata)) for mid, metadata in rows]
 
     def has_chunked_response(self, session_id: str, full_content_hash: str) -> bool:
         """Whether session ``session_id`` holds a response stored in chunks whose whole text has

@@ -531,7 +531,7 @@ class PostgresCaptureRepository(_Repository):
 
     # -- the memories a capture relates to ------------------------------------------------------------
 
-    def stored_with(self, content_hash: str, session_id: str) -> list[dict[str, Any]]:
+    def stored_with(self, content_hash: str, session_id: str) -> list[tuple[str, dict[str, Any]]]:
         return self._catalog.stored_with(content_hash, session_id)
 
     def has_chunked_response(self, session_id: str, full_content_hash: str) -> bool:

@@ -178,7 +178,7 @@ def _import_fallback(store: CaptureStore) -> None:
 class _Row:
     """One spooled row on its way: what it stores (``items``), what it replaces in place
     (``updates``: ``(memory_id, item)``), the rows of the same call it consumes (``consumed``:
-    keys), and the ids it ended up stored as."""
+    keys), the ids it ended up stored as, and what it had stored before a drain was killed."""
 
     seq: int
     key: str
@@ -187,6 +187,9 @@ class _Row:
     updates: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     consumed: list[str] = field(default_factory=list)
     ids: list[str] = field(default_factory=list)
+    #: Items a drain killed before finishing this row stored already, with their memory's id: what
+    #: follows a store (relations, learning) is done for them again (it changes nothing done twice).
+    replayed: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
 
 
 class _Batch:
@@ -230,7 +233,7 @@ class _Batch:
                 if kind == CAPTURE_KIND:
                     if owner_alive(record.get("owner")):
                         continue  # its live process stores it (and then deletes the row)
-                    row.items = self.call_items(record, key)
+                    self.call_items(row)
                 elif kind == "PreToolUse" and (record.get("session_id"), _tool_use_id(record)) in finished:
                     pass  # its outcome, in this batch, is the call's memory
                 else:
@@ -244,11 +247,18 @@ class _Batch:
         self.hopeless |= {seq for seq in self.failures if attempts[seq] + 1 >= MAX_ATTEMPTS}
         for seq in self.hopeless:
             self.set_aside(seq, self.failures[seq])
-        # What a turn states is learned before its row is finished: a drain killed in between
-        # replays the row, which learns what is not learned yet (learn_from_turn's ``known``).
-        for row in done:
-            self.learn_from_turn(row)
+        # What follows a row's store is done before the row is finished: a drain killed in between
+        # replays the row, which finds its memories stored (``replayed``) and does it again for them
+        # (relations are marks set again; learning skips what it learned: learn_from_turn's ``known``).
         now = time.time()
+        for row in done:
+            stored = [*zip(row.ids, row.items, strict=False), *row.replayed]
+            for memory_id, item in stored:
+                if item.get("source") in ("hook", "mcp_tool") and item.get("type") != "conversation":
+                    relate(self.store, memory_id, item["metadata"], float(item.get("timestamp") or now))
+            for memory_id, item in row.updates:
+                relate(self.store, memory_id, item["metadata"], float(item.get("timestamp") or now))
+            self.learn_from_turn(row)
         self.captures.finish_spooled(
             done=[(row.seq, row.key) for row in done],
             consumed=[key for row in done for key in row.consumed],
@@ -267,11 +277,6 @@ class _Batch:
             else:
                 log.warning("spooled hook event %d failed (kept for retry): %s", seq, error[:500])
         for row in done:
-            for memory_id, item in zip(row.ids, row.items, strict=False):
-                if item.get("source") in ("hook", "mcp_tool") and item.get("type") != "conversation":
-                    relate(self.store, memory_id, item["metadata"], float(item.get("timestamp") or now))
-            for memory_id, item in row.updates:
-                relate(self.store, memory_id, item["metadata"], float(item.get("timestamp") or now))
             self.summarize(row.record)
         return len({row.seq for row in self.rows} | self.failures.keys())  # a row that failed is counted once
 
@@ -303,13 +308,15 @@ class _Batch:
                 continue
             if memory["source"] == "response":
                 marker = f"{session_id}\x00{content_hash(item['content'])}"
-                if marker in self.seen or self.stored(item["content"], session_id, None):
+                if marker in self.seen or self.stored(item["content"], session_id):
                     continue  # the same answer from Stop and SessionEnd, or a replay
                 self.seen.add(marker)
                 row.items += _response_items(item)
             elif existing is not None:
                 row.updates.append((existing, item))
-            elif not self.stored(item["content"], session_id, self.key_as_stored(key)):
+            elif (done := self.stored_id(item["content"], session_id, self.key_as_stored(key))) is not None:
+                row.replayed.append((done, item))
+            else:
                 row.items.append(item)
 
     def hook_item(self, record: dict[str, Any], memory: dict[str, Any], key: str) -> dict[str, Any] | None:
@@ -351,22 +358,34 @@ class _Batch:
         project = self.resolve(cwd) if isinstance(cwd, str) and cwd else None
         return project.key if project is not None else None
 
-    def call_items(self, record: dict[str, Any], key: str) -> list[dict[str, Any]]:
+    def call_items(self, row: _Row) -> None:
         """The memory of a tool call spooled by the middleware or the proxy of a process that is
-        gone (:mod:`remindful.services.ingest.spooled`): nothing if that process stored it before it died."""
+        gone (:mod:`remindful.services.ingest.spooled`): nothing new if that process, or a drain
+        killed before finishing the row, stored it."""
+        record, key = row.record, row.key
         item = capture_item(self.store, call_from_record(record), record["type"], record["session_id"], key)
-        if item is None or self.stored(item["content"], item["session_id"], self.key_as_stored(key)):
-            return []
-        return [item]
+        if item is None:
+            return
+        done = self.stored_id(item["content"], item["session_id"], self.key_as_stored(key))
+        if done is None:
+            row.items.append(item)
+        else:  # its relations may not have been made: making them again changes nothing
+            row.replayed.append((done, item))
 
-    def stored(self, content: str, session_id: str, key: str | None) -> bool:
-        """Whether this content is already stored for the session (with this spool key, if given).
-        A chunked response is found by the hash of its full text in the first chunk's metadata."""
+    def stored(self, content: str, session_id: str) -> bool:
+        """Whether this content is already stored for the session. A chunked response is found by
+        the hash of its full text in the first chunk's metadata."""
         digest = content_hash(content)
-        stored = self.captures.stored_with(digest, session_id)
-        if key is None:
-            return bool(stored) or self.captures.has_chunked_response(session_id, digest)
-        return any(meta.get("spool_key") == key for meta in stored)
+        return bool(self.captures.stored_with(digest, session_id)) or self.captures.has_chunked_response(
+            session_id, digest
+        )
+
+    def stored_id(self, content: str, session_id: str, key: str) -> str | None:
+        """The id of the memory of the session holding this content stored from the spool row
+        ``key``, or None."""
+        found = self.captures.stored_with(content_hash(content), session_id)
+        # (What was learned from the row carries its key too, and may have the same text.)
+        return next((mid for mid, meta in found if meta.get("spool_key") == key and "learned_from" not in meta), None)
 
     def key_as_stored(self, key: str) -> str:
         """The key as the write path's redaction leaves it (a hex digest normally passes untouched)."""
@@ -453,7 +472,8 @@ class _Batch:
         prompt = memories.get("hook")
         answer = memories.get("response")
         if event == "UserPromptSubmit" and prompt is not None and isinstance(prompt.get("content"), str):
-            cwd, prompt_id = (prompt.get("metadata") or {}).get("cwd"), next(iter(row.ids), None)
+            cwd = (prompt.get("metadata") or {}).get("cwd")
+            prompt_id = next(iter([*row.ids, *(mid for mid, _ in row.replayed)]), None)
             turn = {"user_message": prompt["content"], "assistant_response": ""}
         elif event in ("Stop", "SubagentStop") and answer is not None and isinstance(answer.get("content"), str):
             cwd, prompt_id = (answer.get("metadata") or {}).get("cwd"), None
@@ -473,7 +493,7 @@ class _Batch:
 
         def known(text: str) -> bool:  # learned from this event by a drain killed before finishing it
             stored = captures.stored_with(content_hash(self.key_as_stored(text)), session_id)
-            return any(meta.get("spool_key") == key and "learned_from" in meta for meta in stored)
+            return any(meta.get("spool_key") == key and "learned_from" in meta for _, meta in stored)
 
         try:
             learned = capture_conversation(
