@@ -14,6 +14,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
 from agent_in_process import AgentSession
+from killed_drain import drain_killed_at
 from remindful.api import MemoryManager
 from remindful.engine.projects import Resolver
 from remindful.engine.redact import build_redactor
@@ -370,18 +371,10 @@ def test_a_session_is_summarised_at_its_end_when_an_llm_is_configured(tmp_path: 
             )  # no raw activity
 
 
-class _Killed(BaseException):
-    """The drain's process dying at one point (SIGKILL: nothing after it runs)."""
-
-
-def test_a_drain_killed_before_relating_a_call_relates_it_when_the_row_is_replayed(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_drain_killed_before_relating_a_call_relates_it_when_the_row_is_replayed(tmp_path: Path) -> None:
     """The drain finished a call's spool row before relating it to the calls before it: killed in
     between (the success stored, the failure it resolves not marked yet), the failure stayed open
     for good and warned before every later build."""
-    import contextlib
-
     import remindful.services.ingest.drainer as drainer
 
     store, s = tmp_path / "s", AgentSession(tmp_path / "s", tmp_path)
@@ -389,16 +382,8 @@ def test_a_drain_killed_before_relating_a_call_relates_it_when_the_row_is_replay
     with open_fake(store) as memory:
         memory.drain_spool()
     s.bash("pnpm run build", "Build succeeded")
-    real = drainer.relate
-
-    def killed(*args: Any, **kwargs: Any) -> None:
-        raise _Killed
-
     with open_fake(store) as memory:
-        monkeypatch.setattr(drainer, "relate", killed)
-        with contextlib.suppress(_Killed):
-            memory.drain_spool()
-        monkeypatch.setattr(drainer, "relate", real)
+        drain_killed_at(memory, drainer, "relate")
         memory.drain_spool()
         failed = [m for m in calls(memory) if m.metadata["success"] is False]
         succeeded = [m for m in calls(memory) if m.metadata["success"] is True]

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import contextlib
 from pathlib import Path
 
-import pytest
-
+from killed_drain import drain_killed_at
 from remindful.testing import open_fake
 from test_hooks_events import fire, payload
 
@@ -57,13 +55,7 @@ def test_what_a_prompt_states_is_learned_without_waiting_for_its_answer(tmp_path
         assert [m.metadata["category"] for m in knowledge if m.origin == "assistant"] == ["observation"]
 
 
-class _Killed(BaseException):
-    """The drain's process dying at one point (SIGKILL: nothing after it runs)."""
-
-
-def test_a_drain_killed_before_learning_from_a_prompt_learns_it_on_the_next_drain(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_drain_killed_before_learning_from_a_prompt_learns_it_on_the_next_drain(tmp_path: Path) -> None:
     """The drain finished the prompt's spool row before learning from it: killed in between (it
     stored the prompt, not yet the fact), the next drain had nothing left to learn from."""
     import remindful.services.learning.conversation as conversation
@@ -72,16 +64,8 @@ def test_a_drain_killed_before_learning_from_a_prompt_learns_it_on_the_next_drai
     fire(
         store, "UserPromptSubmit", payload("UserPromptSubmit", prompt="FYI: the staging database listens on port 6543.")
     )
-    real = conversation.capture_conversation
-
-    def killed(*args, **kwargs):
-        raise _Killed
-
     with open_fake(store) as memory:
-        monkeypatch.setattr(conversation, "capture_conversation", killed)
-        with contextlib.suppress(_Killed):
-            memory.drain_spool()
-        monkeypatch.setattr(conversation, "capture_conversation", real)
+        drain_killed_at(memory, conversation, "capture_conversation")
         memory.drain_spool()
         (learned,) = [m for m in memory.list(limit=50) if m.type.value == "knowledge"]
         assert learned.content == "The staging database listens on port 6543."
@@ -89,9 +73,7 @@ def test_a_drain_killed_before_learning_from_a_prompt_learns_it_on_the_next_drai
         assert prompt.metadata["learned"] == [learned.id]  # the replay found the prompt it had stored
 
 
-def test_a_drain_killed_after_learning_does_not_learn_the_same_fact_twice(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_drain_killed_after_learning_does_not_learn_the_same_fact_twice(tmp_path: Path) -> None:
     """Killed once the fact is stored but before the spool row is finished, the next drain replays
     the row: the prompt and its fact each stay stored once."""
     store = tmp_path / "s"
@@ -99,21 +81,10 @@ def test_a_drain_killed_after_learning_does_not_learn_the_same_fact_twice(
         store, "UserPromptSubmit", payload("UserPromptSubmit", prompt="FYI: the staging database listens on port 6543.")
     )
     with open_fake(store) as memory:
-        captures = memory.engine.repositories.captures
-        real = type(captures).finish_spooled
-        calls = []
-
-        def killed_once(self, *args, **kwargs):
-            calls.append(1)
-            if len(calls) == 1:
-                raise _Killed
-            return real(self, *args, **kwargs)
-
-        monkeypatch.setattr(type(captures), "finish_spooled", killed_once)
-        with contextlib.suppress(_Killed):
-            memory.drain_spool()
+        captures = type(memory.engine.repositories.captures)
+        drain_killed_at(memory, captures, "finish_spooled")
+        assert memory.stats().spool_pending == 1
         memory.drain_spool()
-        assert len(calls) == 2
         kept = memory.list(limit=50)
         assert [m.content for m in kept if m.type.value == "knowledge"] == [
             "The staging database listens on port 6543."
