@@ -1,7 +1,7 @@
 """The mirror's collaborators on their own: the view protocol (:mod:`remindful.engine.index_view`),
 the locks (:mod:`remindful.engine.index_locks`), the backlog (:mod:`remindful.engine.backlog`), exact
-scoring (:mod:`remindful.engine.exact`) and the deletes finisher (:mod:`remindful.engine.index_deletes`),
-each over a real catalog."""
+scoring (:mod:`remindful.engine.exact`), dense queries (:mod:`remindful.engine.dense`) and the deletes
+finisher (:mod:`remindful.engine.index_deletes`), each over a real catalog."""
 
 from __future__ import annotations
 
@@ -229,3 +229,39 @@ def test_reconcile_keeps_every_vector_when_the_catalog_cannot_see_every_row(
     assert view.reconcile(index) == []
     assert sorted(index.ids(collection)) == sorted([kept, *others])
     assert [r[0] for r in catalog.read("SELECT id FROM memories WHERE indexed = 0")] == [lost]
+
+
+def test_dense_queries_score_exactly_until_the_index_is_usable_then_skip_queued_deletes(
+    memory: MemoryManager, tmp_path: Path
+) -> None:
+    from remindful.engine.dense import DenseQueries, IndexHandle
+
+    ids = [memory.store(text) for text in ("the staging port is 8443", "lunch was pasta", "deploy on friday")]
+    catalog = catalog_of(memory)
+    vectors = catalog.embeddings(ids)
+    view = IndexView(catalog, IndexLock(tmp_path / "index.lock"), ViewLock())
+    index: InMemoryIndex | None = None
+    deletes = IndexDeletes(catalog, view, lambda: index, stopping=threading.Event(), may_start=lambda: False)
+    asked: list[bool] = []
+    handle = IndexHandle(
+        opening=lambda: index is None,
+        searchable=lambda: index,
+        opened=lambda: index,
+        refresh=lambda reload=False: asked.append(reload),
+        pending_after=lambda: 0,
+        newest=lambda: 3,
+        generation=lambda: 0,
+    )
+    dense = DenseQueries(catalog, handle, copy=ViewLock(), deletes=deletes, snapshot=None)
+    counts = {"action": 3}
+    query = np.asarray(vectors[ids[1]])
+    before = dense.source([MemoryType.ACTION], counts)
+    assert before.pending_after == 3  # no index: every row is scored exactly from the catalog
+    assert [mid for mid, _ in before.query(query, 1)] == [ids[1]] and dense.exact.holds_copy
+    index = InMemoryIndex()
+    index.upsert("action_memories", ids, np.stack([vectors[i] for i in ids]), [{}, {}, {}])
+    deletes.track([(ids[1], "action")])  # deleted, its vector still queued for removal
+    after = dense.source([MemoryType.ACTION], counts)
+    assert [mid for mid, _ in after.query(query, 1)] != [ids[1]]
+    assert ids[1] not in {mid for mid, _ in after.query(query, 3)}
+    assert len(after.query(query, 2)) == 2  # more asked of the index to make up for the skipped one

@@ -45,9 +45,9 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
@@ -58,7 +58,7 @@ from remindful.engine.background import BackgroundIndexer, Errand, interpreter_e
 from remindful.engine.backlog import BACKLOG_WATCH_S, Backlog
 from remindful.engine.catalog import MemoryRow, catalog_damaged, integrity_problem
 from remindful.engine.deferred import DeferredEmbeddings, EmbedderSource
-from remindful.engine.exact import ExactScorer, ScopedScorer
+from remindful.engine.dense import EXHAUSTIVE_BELOW, DenseQueries, IndexHandle
 from remindful.engine.index_deletes import FINISH_CHUNK, IndexDeletes
 from remindful.engine.index_locks import IndexHolders, IndexLock, ViewLock, WaitCancelled
 from remindful.engine.index_snapshot import FILE_NAME as SNAPSHOT_FILE
@@ -79,34 +79,11 @@ INDEX_RETRY_S = 1.0
 #: A failed index write is retried this many times in all, the index reloaded before each retry.
 INDEX_WRITE_TRIES = 2
 PENDING_REFRESH = 2000
-#: While deletions are queued, a dense query asks the index for up to this many times ``k`` more
-#: hits, to make up for the deleted ones it skips.
-OVERFETCH = 3
-#: Collections of up to this many rows are searched exhaustively: asked for every row, HNSW visits
-#: every node it can reach (2-5 ms with chromadb 1.5 at 1,000-2,000 rows, against ~1 ms for 100).
-#: At its usual candidate list (ef = 100) HNSW misses outliers among many near-identical vectors:
-#: one distinct memory (cosine 0.80 with the query) among 1,100 near-identical notes was not found
-#: in 5 of 12 rebuilt indexes, and needed ef = 400 in one.
-EXHAUSTIVE_BELOW = 2000
 #: Closing lets the background indexer work through its queue this long; what is left then stays
 #: marked un-indexed, and the next process to open the index indexes it.
 CLOSE_BUDGET_S = 30.0
 #: Rows embedded per step in the background: a step is what a close waits for.
 EMBED_BATCH = 256
-
-DenseQuery = Callable[[np.ndarray, int], list[tuple[str, float]]]
-ScopedQuery = Callable[[np.ndarray, int], list[tuple[str, float]] | None]
-
-
-class DenseSource(NamedTuple):
-    """What a search asks for dense candidates: ``query(vector, k)``, and the rowid above which
-    rows may be missing from what it asks (the search scores those exactly from the catalog,
-    with the rows not yet indexed). ``scoped(vector, k)``: the searched scopes' rows scored
-    exactly from copies kept in memory (None: no scopes given, or one too large to keep)."""
-
-    query: DenseQuery
-    pending_after: int
-    scoped: ScopedQuery | None = None
 
 
 class IndexMirror:
@@ -162,8 +139,22 @@ class IndexMirror:
         self._reload_wanted = False  # a query failed: the next refresh reloads even if no one wrote
         self._snapshot_wanted = False  # a search asked the viewer: it keeps the vector snapshot too
         self._closing = False  # close() runs: no background thread is started
-        self._exact_scorer = ExactScorer(catalog)  # scores while the index is not usable
-        self._scoped = ScopedScorer(catalog)  # small scopes, scored exactly
+        #: What searches ask for dense candidates (never waiting for the index).
+        self.dense = DenseQueries(
+            catalog,
+            IndexHandle(
+                opening=self._open_due,
+                searchable=self._searchable,
+                opened=self._await_open,
+                refresh=self._ask_viewer,
+                pending_after=self.pending_after,
+                newest=self._max_rowid,
+                generation=self._index_lock.generation,
+            ),
+            copy=self._copy,
+            deletes=self._deletes,
+            snapshot=self._snapshot,
+        )
         # Indexes rows left un-indexed, when nobody else does.
         self._backlog = Backlog(catalog, self._holders, self.index_ids, stopping=self._stopping, batch=EMBED_BATCH)
 
@@ -174,7 +165,7 @@ class IndexMirror:
         """The vector index, opened now if needed (waiting for the index lock), or None while it is
         unusable (the reason is in :meth:`status`). A transient failure to open it (a lock, an
         unreachable server) is retried after ``INDEX_RETRY_S``; damage waits for
-        ``reindex(reset=True)``. Searches use :meth:`dense_query`, which never waits for it."""
+        ``reindex(reset=True)``. Searches use :attr:`dense`, which never waits for it."""
         return self._opened(None)
 
     def _opened(self, cancel: threading.Event | None) -> VectorIndex | None:
@@ -399,8 +390,7 @@ class IndexMirror:
         with self._lock:
             self._deletes.forget()
             self._index_failed = None
-            self._exact_scorer.forget()  # the exact copy of the vectors too: read afresh when next needed
-            self._scoped.forget()
+            self.dense.forget()  # the exact copies of the vectors too: read afresh when next needed
             index = self._index
             if index is None:
                 return
@@ -677,114 +667,6 @@ class IndexMirror:
         """Stop the background finisher and do what is still queued here, without pauses (at
         close: leaving it would cost the next process to open the store)."""
         self._deletes.finish(INDEX_BATCH)
-
-    # -- dense queries --------------------------------------------------------------------------
-
-    def dense_query(
-        self,
-        types: Sequence[MemoryType],
-        counts: Mapping[str, int],
-        scopes: Sequence[str | None] | None = None,
-        scope_counts: Mapping[str | None, int] | None = None,
-    ) -> DenseSource:
-        """:meth:`dense_source`, with ``scoped`` for a search restricted to ``scopes`` alone
-        (``scope_counts``: the catalog's kept count of each)."""
-        source = self.dense_source(types, counts)
-        if scopes is None or scope_counts is None or self.catalog.path is None:
-            return source
-        scoped = self._scoped
-
-        def in_scopes(vector: np.ndarray, k: int) -> list[tuple[str, float]] | None:
-            return scoped.query(scopes, scope_counts, types, vector, k)
-
-        return source._replace(scoped=in_scopes)
-
-    def dense_source(self, types: Sequence[MemoryType], counts: Mapping[str, int]) -> DenseSource:
-        """What a search asks for dense candidates over ``types`` (``counts``: the catalog's count
-        of each type): the index's collections if it is open and usable, else (while it opens in
-        the background, see :meth:`_searchable`, or for good if it is damaged) the catalog's
-        vectors scored exactly (:class:`~remindful.engine.flat.FlatVectors`). Never waits for
-        the index, but for its opening in a store too large for this process to hold its vectors
-        (``flat.MAX_ROWS``): each exact query would read every vector from the catalog then, which
-        costs more than the opening (a fresh process's first search of 100,000 memories scored
-        them in 8 s; the index opened in under 2). While this process reloads its copy, a query
-        scores exactly too."""
-        exact = self._exact_scorer
-        large = sum(counts.get(t.value, 0) for t in types) > flat.MAX_ROWS
-        if large and self._open_due():
-            scanned = self._from_snapshot(types, counts)
-            if scanned is not None:
-                return scanned
-        index = self._searchable()
-        if index is None and large:
-            index = self._await_open()
-        if index is None:
-            top = self._max_rowid()  # the copy reads every row up to here (at least) when asked
-            return DenseSource(lambda vector, k: exact.query(types, counts, vector, k), top)
-        exact.drop_if_idle()
-
-        def run(vector: np.ndarray, k: int) -> list[tuple[str, float]]:
-            found: list[tuple[str, float]] = []
-            with self._copy.shared() as usable:
-                if not usable:
-                    return exact.query(types, counts, vector, k)
-                for memory_type in types:
-                    n = counts.get(memory_type.value, 0)
-                    if not n:
-                        continue
-                    # A small collection is asked for all its rows: HNSW then visits every node it
-                    # can reach, not just the ones its usual candidate list (ef) gets to.
-                    want = max(k, n) if n <= EXHAUSTIVE_BELOW else k
-                    gone = self._deletes.skipped(memory_type.value)
-                    if not gone:
-                        found += self._query_collection(index, memory_type, counts, vector, want)[:k]
-                        continue
-                    # Deleted, vectors not removed yet: skip them and ask for more to make up.
-                    want += min(len(gone), OVERFETCH * k)
-                    hits = self._query_collection(index, memory_type, counts, vector, want)
-                    found += [(mid, score) for mid, score in hits if mid not in gone][:k]
-            return sorted(found, key=lambda item: -item[1])[:k]
-
-        return DenseSource(run, self.pending_after())
-
-    def _from_snapshot(self, types: Sequence[MemoryType], counts: Mapping[str, int]) -> DenseSource | None:
-        """Dense candidates from the compact copy of the index's vectors, if it matches the index
-        files now (rows above its floor, and rows not marked indexed, are scored from the catalog).
-        The index is asked to open once the copy was scanned, not before: chromadb holds the GIL
-        while it loads a graph (8 s for 1,000,000 vectors on a busy machine), which would stall the
-        scan; a search that comes meanwhile waits for it."""
-        snapshot = self._snapshot
-        header = None if snapshot is None else snapshot.usable(self._index_lock.generation())
-        if snapshot is None or header is None:
-            return None
-
-        def run(vector: np.ndarray, k: int) -> list[tuple[str, float]]:
-            try:
-                return snapshot.query(header, types, vector, k)
-            except (OSError, ValueError) as exc:  # replaced meanwhile: the catalog's rows then
-                log.info("could not scan %s (%s); scoring from the catalog", snapshot.path, exc)
-                return self._exact_scorer.query(types, counts, vector, k)
-            finally:
-                self._ask_viewer()
-
-        return DenseSource(run, header.floor)
-
-    def _query_collection(
-        self, index: VectorIndex, memory_type: MemoryType, counts: Mapping[str, int], vector: np.ndarray, k: int
-    ) -> list[tuple[str, float]]:
-        """One collection's nearest neighbours. If the index fails (for example a collection another
-        process created after this one loaded its view: "Nothing found on disk"), this type is
-        scored exactly, and the background viewer reloads the view."""
-        try:
-            return index.query(memory_type.collection, vector, k)
-        except RemindfulError as exc:
-            log.info(
-                "vector index query of %s failed (%s); scoring it exactly and reloading the index",
-                memory_type.collection,
-                exc,
-            )
-        self._ask_viewer(reload=True)
-        return self._exact_scorer.query([memory_type], counts, vector, k)
 
     # -- closing --------------------------------------------------------------------------------
 

@@ -782,7 +782,7 @@ class Store:
         exact = exact and not mirror.state()["opened"]
         # Never waits for the index: while it opens (in the background) or this process reloads
         # its copy, the dense spaces are scored exactly.
-        dense = None if exact else mirror.dense_query(searched_types, counts, scopes, held if in_scopes else None)
+        dense = None if exact else mirror.dense.query(searched_types, counts, scopes, held if in_scopes else None)
         results = rank(
             catalog,
             lambda: embed_query(self.embedder, query),
