@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
+from remindful.engine import vectors as stored_vectors
 from remindful.engine.importance import score
 from remindful.engine.sqlfilter import SqlFilter
 from remindful.model import DedupReport
@@ -96,7 +97,7 @@ def find_clusters(
 def _cluster_type(
     retention: RetentionRepository, type_value: str, rows: list[Embedded], threshold: float, now: float
 ) -> list[Cluster]:
-    raw = np.frombuffer(b"".join(r.vector for r in rows), dtype=np.float32).reshape(len(rows), -1)
+    raw = stored_vectors.matrix([r.vector for r in rows])
     norms = np.linalg.norm(raw, axis=1, keepdims=True)
     matrix = (raw / np.where(norms == 0, 1.0, norms)).astype(np.float32)
     near = NearPairs(matrix, threshold, max_stored=MAX_STORED_PAIRS, block=BLOCK)
