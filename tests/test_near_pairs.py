@@ -89,7 +89,7 @@ def test_a_bucket_of_many_near_identical_rows_is_compared_within_itself() -> Non
     rng = np.random.default_rng(2)
     same = unit(np.ones((near_pairs.BIG_BUCKET + 500, 64), dtype=np.float32) + rng.standard_normal((1, 64)) * 0.001)
     matrix = np.vstack([same, planted(4_000)])
-    found = NearPairs(matrix, 0.95, max_stored=10**8, exact_rows=0)
+    found = NearPairs(matrix, 0.95, max_stored=10**8, banding=plan(len(matrix), 0.95))  # listed, not asked for
     big = len(same)
     assert len(pairs(found)) == big * (big - 1) // 2 + 4_000 // 5 * 10
     assert found.neighbours[0] is not None and len(found.neighbours[0]) == big
@@ -153,3 +153,14 @@ def test_on_real_embeddings_hashing_finds_the_pairs_every_pair_finds(onnx_embedd
         agreement = len(hashed) / len(every)
         print(f"threshold {threshold}: {len(every)} pairs, hashing found {len(hashed)} ({agreement:.4%})")
         assert agreement >= 0.999
+
+
+def test_rows_with_too_many_pairs_to_list_are_asked_for_one_by_one_alike(monkeypatch: pytest.MonkeyPatch) -> None:
+    matrix = planted(6_000, copies=30)  # 30 copies a text: 87,000 pairs
+    listed_all = NearPairs(matrix, 0.95, max_stored=10**7, exact_rows=0)
+    monkeypatch.setattr(near_pairs, "MAX_CANDIDATES", 10_000)
+    asked = NearPairs(matrix, 0.95, max_stored=10**7, exact_rows=0)
+    assert all(v is None for v in asked.neighbours.values())
+    assert asked.compared < listed_all.compared / 5
+    assert pairs(asked) == pairs(listed_all)
+    assert len(pairs(asked)) == 6_000 // 30 * (30 * 29 // 2)

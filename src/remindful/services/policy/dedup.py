@@ -119,9 +119,7 @@ def _cluster_type(
         if taken[leader]:
             continue
         members = neighbours[leader]
-        if members is None:
-            members = near.of(leader)
-        members = members[~taken[members]]
+        members = near.of(leader, skip=taken) if members is None else members[~taken[members]]
         taken[members] = True
         cluster = Cluster(representative=rows[leader].id, type=type_value)
         for m in members:

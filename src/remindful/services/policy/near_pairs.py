@@ -43,14 +43,14 @@ VERIFY_CHUNK = 32_768
 #: Hash bits per row at most (beyond, hashing costs more than comparing: every pair is compared).
 MAX_HASH_BITS = 4096
 # Relative costs, per row and band, of hashing one bit, of sorting a band, of verifying one candidate.
-_BIT_COST, _BAND_COST, _VERIFY_COST = 1.0, 30.0, 30.0
-# ... and of comparing one pair in a block (a matrix product: as cheap as hashing one bit).
-_PAIR_COST = 1.0
+# A pair sharing a band is listed (then sorted out, once a band) before it is verified once.
+_BIT_COST, _BAND_COST, _OCCURRENCE_COST, _VERIFY_COST = 1.0, 30.0, 5.0, 30.0
 
 
 def plan(n: int, threshold: float, chance: np.ndarray | None = None, recall: float = RECALL) -> tuple[int, int] | None:
     """``(bits, bands)`` of the cheapest banding that finds a pair at ``threshold`` among ``n`` rows
-    with probability ≥ ``recall``; None when hashing would cost more than comparing every pair.
+    with probability ≥ ``recall``; None when no banding of up to :data:`MAX_HASH_BITS` bits does
+    (a low threshold: every pair is compared).
 
     ``chance``: the similarities of some random pairs of the rows (real embeddings are not spread
     evenly: two unrelated texts often have a cosine of 0.2, and collide more often than 2^-bits)."""
@@ -62,13 +62,19 @@ def plan(n: int, threshold: float, chance: np.ndarray | None = None, recall: flo
         bands = 1 if q >= 1.0 else math.ceil(math.log(1.0 - recall) / math.log1p(-q))
         if bands * bits > MAX_HASH_BITS:
             continue
-        collide = float(np.mean(agree**bits))
-        cost = bands * (bits * _BIT_COST + _BAND_COST + _VERIFY_COST * n * collide / 2)
+        collide = agree**bits  # a pair's chance to share one band, and to share some band
+        found = float(np.mean(1.0 - (1.0 - collide) ** bands))
+        per_pair = bands * float(np.mean(collide)) * _OCCURRENCE_COST + found * _VERIFY_COST
+        cost = bands * (bits * _BIT_COST + _BAND_COST) + n / 2 * per_pair
         if best is None or cost < best[0]:
             best = (cost, bits, bands)
-    if best is None or best[0] >= n / 2 * _PAIR_COST:
-        return None
-    return best[1], best[2]
+    return None if best is None else (best[1], best[2])
+
+
+def listed(n: int, threshold: float, bits: int, bands: int, chance: np.ndarray) -> float:
+    """How many pairs the bands of ``n`` rows are expected to list (a pair once a band it shares)."""
+    agree = 1.0 - np.arccos(np.clip(chance, -1.0, 1.0)) / math.pi
+    return bands * n * (n - 1) / 2 * float(np.mean(agree**bits))
 
 
 def chance_similarities(matrix: np.ndarray, pairs: int = 4096) -> np.ndarray:
@@ -110,10 +116,21 @@ class NearPairs:
         self.compared = 0
         self.neighbours: dict[int, np.ndarray | None] = {}
         self._keys: np.ndarray | None = None  # (bands, n) band keys, when hashed
+        # When rows are asked for one by one: every band's keys sorted, band-major, as ``band << 32 |
+        # key`` (so one search finds a row's bucket in every band), and the rows in that order.
+        self._sorted: np.ndarray | None = None
+        self._orders = np.empty(0, dtype=np.int32)
         if banding is None and len(matrix) > exact_rows:
-            banding = plan(len(matrix), threshold, chance_similarities(matrix))
+            banding = plan(len(matrix), threshold, chance := chance_similarities(matrix))
+            # Rows with many near copies (hundreds each) list too many pairs to hold: a row's
+            # neighbours are then found when it leads a cluster (the rows it takes are not asked).
+            lazy = banding is not None and listed(len(matrix), threshold, *banding, chance) > MAX_CANDIDATES
+        else:
+            lazy = False
         if banding is None:
             self._all_pairs()
+        elif lazy:
+            self._unstored(band_keys(self.matrix, *banding))
         else:
             self._hashed(*banding)
 
@@ -198,11 +215,18 @@ class NearPairs:
             self.neighbours[row] = cols[lo:hi] if stored <= self.max_stored else None
 
     def _unstored(self, keys: np.ndarray) -> None:
-        """Too many candidates to hold: every row sharing a bucket is asked about when needed."""
-        shared = np.zeros(keys.shape[1], dtype=bool)
-        for band in keys:
+        """Too many candidates to hold: every row sharing a bucket is asked about when needed
+        (:meth:`of` looks its buckets up in each band's rows sorted by key)."""
+        self._keys = keys
+        bands, n = keys.shape
+        shared = np.zeros(n, dtype=bool)
+        self._orders = np.empty(bands * n, dtype=np.int32)
+        self._sorted = np.empty(bands * n, dtype=np.uint64)
+        for b, band in enumerate(keys):
             order = np.argsort(band, kind="stable")
             ordered = band[order]
+            self._orders[b * n : (b + 1) * n] = order
+            self._sorted[b * n : (b + 1) * n] = ordered.astype(np.uint64) | np.uint64(b << 32)
             same = ordered[1:] == ordered[:-1]
             shared[order[1:][same]] = True
             shared[order[:-1][same]] = True
@@ -210,12 +234,25 @@ class NearPairs:
 
     # -- one row ----------------------------------------------------------------------------------
 
-    def of(self, row: int) -> np.ndarray:
-        """The neighbours of ``row`` (itself included, ascending), found again."""
+    def of(self, row: int, skip: np.ndarray | None = None) -> np.ndarray:
+        """The neighbours of ``row`` (itself included, ascending), found again; but those where
+        ``skip`` (a boolean per row) is true, when given."""
         if self._keys is None:
             self.compared += len(self.matrix)
-            return np.flatnonzero(self.matrix @ self.matrix[row] >= self.threshold)
-        near = np.flatnonzero((self._keys == self._keys[:, row : row + 1]).any(axis=0))
+            near = np.flatnonzero(self.matrix @ self.matrix[row] >= self.threshold)
+            return near if skip is None else near[~skip[near]]
+        if self._sorted is not None:
+            bands = np.arange(len(self._keys), dtype=np.uint64)
+            wanted = self._keys[:, row].astype(np.uint64) | (bands << np.uint64(32))
+            lo = np.searchsorted(self._sorted, wanted)
+            lengths = np.searchsorted(self._sorted, wanted, side="right") - lo
+            ends = np.cumsum(lengths)
+            at = np.repeat(lo - ends + lengths, lengths) + np.arange(ends[-1])  # every bucket's positions
+            near = _unique(self._orders[at])
+        else:
+            near = np.flatnonzero((self._keys == self._keys[:, row : row + 1]).any(axis=0))
+        if skip is not None:
+            near = near[~skip[near]]
         self.compared += len(near)
         sims = self.matrix[near] @ self.matrix[row]
         return near[sims >= self.threshold]
