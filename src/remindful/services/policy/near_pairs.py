@@ -15,6 +15,10 @@ One answer shape, two ways of finding it:
   probability is below 1e-8), and ``bits`` so that the expected work (hashing, plus verifying the
   chance collisions, about ``n · 2^-bits`` a row and band) is least. A bucket larger than
   :data:`BIG_BUCKET` rows (near-identical vectors) is compared within itself by blocks instead.
+  Where the rows would list more than :data:`MAX_CANDIDATES` pairs (rows with hundreds of near
+  copies each, estimated from a sample of pairs), no pair is listed: dedup asks for the neighbours of
+  each cluster's leader as it comes (:meth:`NearPairs.of`: one search over every band's sorted keys),
+  and the rows a leader takes are never asked for. The candidates, and so the pairs, are the same.
 
 The work done is counted (:attr:`NearPairs.compared`: pairs whose similarity was computed) so tests
 can check the growth without timing anything.
@@ -125,6 +129,8 @@ class NearPairs:
             # Rows with many near copies (hundreds each) list too many pairs to hold: a row's
             # neighbours are then found when it leads a cluster (the rows it takes are not asked).
             lazy = banding is not None and listed(len(matrix), threshold, *banding, chance) > MAX_CANDIDATES
+            if lazy:  # no pair listed: fewer hash bits (the near pairs' collisions cost no listing now)
+                banding = plan(len(matrix), threshold)
         else:
             lazy = False
         if banding is None:
