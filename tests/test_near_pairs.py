@@ -6,12 +6,14 @@ from __future__ import annotations
 import json
 import math
 import random
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from remindful.services.policy import near_pairs
 from remindful.services.policy.near_pairs import NearPairs, band_keys, chance_similarities, plan
+from remindful.testing import open_fake
 from requirements import bench_data, missing
 
 LOCOMO = bench_data("locomo")
@@ -164,3 +166,29 @@ def test_rows_with_too_many_pairs_to_list_are_asked_for_one_by_one_alike(monkeyp
     assert asked.compared < listed_all.compared / 5
     assert pairs(asked) == pairs(listed_all)
     assert len(pairs(asked)) == 6_000 // 30 * (30 * 29 // 2)
+
+
+@pytest.mark.parametrize("listing", [True, False])
+def test_dedup_of_a_hashed_group_reports_what_comparing_every_pair_reports(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, listing: bool
+) -> None:
+    """The whole path (catalog, importance order, bookmarks) with groups hashed, pairs listed or
+    asked for one by one: the same clusters, representatives and duplicates."""
+    with open_fake(tmp_path / "store") as memory:
+        rnd = random.Random(6)
+        for i in range(60):
+            memory.store_batch(
+                [
+                    {"content": f"screen {i}: the settings dialog", "type": "screen", "metadata": meta}
+                    for meta in [
+                        {"importance": rnd.random(), "bookmarked": rnd.random() < 0.1} for _ in range(i % 6 + 1)
+                    ]
+                ]
+            )
+        every = memory.dedup(dry_run=True)
+        monkeypatch.setattr(near_pairs, "EXACT_ROWS", 0)
+        if not listing:
+            monkeypatch.setattr(near_pairs, "MAX_CANDIDATES", 0)
+        hashed = memory.dedup(dry_run=True)
+    assert every.clusters > 40 and every.deleted > 100  # (a cluster of bookmarks alone deletes nothing)
+    assert hashed.representatives == every.representatives

@@ -99,8 +99,9 @@ class NearPairs:
 
     :attr:`neighbours` maps each row that has a neighbour besides itself to its neighbours' indices
     (itself included, ascending), or to None once ``max_stored`` indices are held (then
-    :meth:`of` finds them again when asked). Groups of up to ``exact_rows`` rows compare every pair;
-    ``banding`` (``(bits, bands)``) hashes whatever the size, as :func:`plan` would at another."""
+    :meth:`of` finds them again when asked). Groups of up to ``exact_rows`` rows (default
+    :data:`EXACT_ROWS`) compare every pair; ``banding`` (``(bits, bands)``) hashes whatever the
+    size, as :func:`plan` would at another."""
 
     def __init__(
         self,
@@ -108,7 +109,7 @@ class NearPairs:
         threshold: float,
         *,
         max_stored: int,
-        exact_rows: int = EXACT_ROWS,
+        exact_rows: int | None = None,
         block: int = BLOCK,
         banding: tuple[int, int] | None = None,
     ) -> None:
@@ -124,7 +125,7 @@ class NearPairs:
         # key`` (so one search finds a row's bucket in every band), and the rows in that order.
         self._sorted: np.ndarray | None = None
         self._orders = np.empty(0, dtype=np.int32)
-        if banding is None and len(matrix) > exact_rows:
+        if banding is None and len(matrix) > (EXACT_ROWS if exact_rows is None else exact_rows):
             banding = plan(len(matrix), threshold, chance := chance_similarities(matrix))
             # Rows with many near copies (hundreds each) list too many pairs to hold: a row's
             # neighbours are then found when it leads a cluster (the rows it takes are not asked).
