@@ -2,7 +2,7 @@
 
 Usage:
     python bench/scale.py [--sizes 10000,100000] [--cache DIR] [--pool 100000] [--queries 100]
-                          [--ops] [--ops-max N] [--ops-skip reindex,restore] [--compare REV]
+                          [--ops] [--ops-max N] [--ops-skip reindex,restore] [--ops-only] [--compare REV]
                           [--fake-embedder] [--json]
 
 For each size a store is built once (cached in ``--cache``, default ``~/.cache/remindful-bench/scale``,
@@ -17,7 +17,10 @@ varying detail, one in five a tool-call record and one in ten a Markdown chunk, 
 - open + first search of a fresh process, how long until its index is open (the searches that
   follow are measured after it), and that process's peak RSS after its searches;
 - disk by component (catalog, Chroma, total, per memory; see bench/disk.py for the catalog's tables);
-- with ``--ops``: backup, restore, reindex, export and dedup (dry run) times, on a copy of the store.
+- with ``--ops``: backup, restore, reindex, export and dedup (dry run) times, on a copy of the store
+  (with dedup, the clusters it found); ``--ops-only`` times those alone, on a copy of each cached
+  store (nothing built or served; the process's peak RSS is reported), and with ``--compare`` the
+  other tree works on copies of the same cached stores.
 
 The model's vectors (real all-MiniLM-L6-v2, ONNX) are kept per text in ``<cache>/vectors.sqlite3``
 (:class:`PooledEmbedder`): ``--pool`` distinct texts are embedded once, ever; memory ``i`` past the
@@ -41,6 +44,7 @@ import json
 import os
 import random
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -277,10 +281,10 @@ def serve(path: Path, queries: list[str], fake: bool) -> dict[str, Any]:
     }
 
 
-def operations(path: Path, embedder: Any, skip: frozenset[str] = frozenset()) -> dict[str, float]:
+def operations(path: Path, embedder: Any, skip: frozenset[str] = frozenset()) -> dict[str, Any]:
     """Seconds of export, backup, dedup (dry run), reindex and restore, on a copy of the store
     (but those in ``skip``; restore needs the backup)."""
-    out: dict[str, float] = {}
+    out: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="remindful-scale-ops-", dir=path.parent) as scratch:
         copy = Path(scratch) / "store"
         shutil.copytree(path, copy, ignore=shutil.ignore_patterns("backups", "*.lock", "*.gate"))
@@ -298,6 +302,8 @@ def operations(path: Path, embedder: Any, skip: frozenset[str] = frozenset()) ->
                 out[name] = round(time.perf_counter() - started, 1)
                 if name == "backup":
                     archive = result.path
+                if name.startswith("dedup"):
+                    out["dedup clusters"] = f"{result.clusters:,} / {result.deleted:,}"
             if "restore" not in skip and "backup" not in skip:
                 started = time.perf_counter()
                 memory.restore(archive, confirm=True)
@@ -310,6 +316,11 @@ def measure(size: int, args: argparse.Namespace, cache: Path) -> dict[str, Any]:
     texts = texts_for(base, size, args.pool)
     path = cache / f"{'fake' if args.fake_embedder else 'onnx'}-{size}"
     embedder = make_embedder(args, texts)
+    if args.ops_only:
+        if not (path / "catalog.sqlite3").exists():
+            raise SystemExit(f"--ops-only needs a cached store at {path}: run without it once")
+        ops = operations(path, embedder, frozenset(filter(None, args.ops_skip.split(","))))
+        return {"ops_s": ops, "rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)}
     ingest = build(path, size, texts, embedder)
     bare = bare_rate(embedder, random.Random(5).sample(texts[: args.pool], min(1000, size)))
     queries = [" ".join(t.split()[1:8]) for t in random.Random(3).sample(texts, args.queries)]
@@ -367,6 +378,11 @@ def lines(result: dict[str, Any]) -> list[str]:
     def row(label: str, get: Any) -> None:
         out.append(f"{label:30}" + "".join(f"{get(result['trees'][t][s], int(s)):>24}" for t, s in columns))
 
+    if result.get("ops_only"):
+        row("peak RSS of the ops MiB", lambda x, n: x["rss_mib"])
+        for op in sorted({k for t, s in columns for k in result["trees"][t][s]["ops_s"]}):
+            row(op if op == "dedup clusters" else f"{op} s", lambda x, n, op=op: x["ops_s"].get(op, "-"))
+        return out
     row("ingest /s (texts embedded)", ingest_text)
     row("bare embedder /s", lambda x, n: x["bare_embedder_per_s"] or "-")
     row("ingest with the model /s (est)", with_model)
@@ -383,7 +399,8 @@ def lines(result: dict[str, Any]) -> list[str]:
     row("disk per memory B", lambda x, n: x["disk"]["per_memory"])
     ops = sorted({k for t, s in columns for k in result["trees"][t][s].get("ops_s", {})})
     for op in ops:
-        row(f"{op} s", lambda x, n, op=op: x.get("ops_s", {}).get(op, "-"))
+        label = op if op == "dedup clusters" else f"{op} s"
+        row(label, lambda x, n, op=op: x.get("ops_s", {}).get(op, "-"))
     if result["fake_embedder"]:
         out.append("(hash vectors: the model's cost is not in these figures)")
     else:
@@ -422,6 +439,9 @@ def main() -> int:
     parser.add_argument(
         "--ops-skip", default="", help="comma-separated ops not to time (export, backup, dedup, reindex, restore)"
     )
+    parser.add_argument(
+        "--ops-only", action="store_true", help="time the ops alone, on copies of the cached stores (nothing built)"
+    )
     parser.add_argument("--compare", metavar="REV", help="measure the tree at this commit too, in the same run")
     parser.add_argument("--fake-embedder", action="store_true", help="hash vectors instead of the ONNX model")
     parser.add_argument("--serve", type=Path, help=argparse.SUPPRESS)
@@ -449,11 +469,12 @@ def main() -> int:
             tree = Path(scratch) / "tree"
             git("worktree", "add", "--detach", "--quiet", str(tree), sha)
             try:
-                trees[sha] = run_tree(tree / "src", args.cache / sha, args)
+                trees[sha] = run_tree(tree / "src", args.cache / ("this" if args.ops_only else sha), args)
             finally:
                 git("worktree", "remove", "--force", str(tree))
     trees["this tree"] = run_tree(REPO / "src", args.cache / "this", args)
     result = {"trees": trees, "pool": args.pool, "fake_embedder": args.fake_embedder, "machine": machine()}
+    result["ops_only"] = args.ops_only
     emit(result, args.json, lines)
     return 0
 

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from remindful.config import Settings, load_settings
+from remindful.engine import vectors
 from remindful.engine.catalog import MemoryRow
 from remindful.engine.repositories.retention import created_window
 from remindful.services.policy.dedup import dedup
@@ -158,7 +159,7 @@ def test_what_retention_reads(backend: Backend) -> None:
     embedded = {e.id: e for e in retention.embedded("knowledge", medium)}
     assert set(embedded) == {"dup-a", "dup-b", "dup-c", "dup-elsewhere", "lonely"}
     assert embedded["dup-c"].bookmarked and embedded["dup-elsewhere"].scope == "project:other-1234abcd"
-    got = np.frombuffer(embedded["dup-b"].vector, dtype=np.float32)
+    got = vectors.decode(embedded["dup-b"].vector)
     np.testing.assert_allclose(got, unit(3, 0.01), atol=1 / 127)
 
 

@@ -962,7 +962,7 @@ class PostgresRetentionRepository(_Repository):
             f"WHERE type = %s AND ({where}) AND {reach} AND embedding IS NOT NULL",
             (memory_type, *params, *mine),
         )
-        return [Embedded(r[0], bool(r[1]), stored_vectors.decode_bytes(bytes(r[2])), r[3]) for r in rows]
+        return [Embedded(r[0], bool(r[1]), bytes(r[2]), r[3]) for r in rows]
 
     def total_bytes(self) -> int:
         reach, params = self._reach()

@@ -8,7 +8,6 @@ import json
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-from remindful.engine import vectors as stored_vectors
 from remindful.engine.catalog import Catalog, CatalogSource
 from remindful.engine.importance import ImportanceInputs, columns, inputs_from_row
 from remindful.engine.repositories.base import Repository
@@ -31,8 +30,10 @@ class RetentionCandidate(NamedTuple):
 
 
 class Embedded(NamedTuple):
-    """An embedded memory as dedup compares it: its vector as float32 bytes, and its scope (dedup
-    compares memories of one scope only: a project's copy is not another project's)."""
+    """An embedded memory as dedup compares it: its vector as the catalog stores it (see
+    :mod:`remindful.engine.vectors`: int8 with a scale, a quarter of float32's bytes, so a million
+    memories' vectors load as 0.4 GB, not 1.5), and its scope (dedup compares memories of one scope
+    only: a project's copy is not another project's)."""
 
     id: str
     bookmarked: bool
@@ -104,7 +105,7 @@ class RetentionRepository(Repository):
             f"WHERE type = ? AND ({flt.sql}) AND embedding IS NOT NULL",
             (memory_type, *flt.params),
         )
-        return [Embedded(r[0], bool(r[1]), stored_vectors.decode_bytes(r[2]), r[3]) for r in rows]
+        return [Embedded(r[0], bool(r[1]), bytes(r[2]), r[3]) for r in rows]
 
     def total_bytes(self) -> int:
         """The memories' own bytes (content, metadata, vector), in all."""

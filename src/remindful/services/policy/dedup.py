@@ -10,7 +10,10 @@ are never deleted. The representative's metadata records the consolidation: ``co
 {"count": n, "merged_ids": [...], "at": ISO time, "threshold": t}`` (counts accumulate over runs;
 the id list keeps the latest :data:`MAX_RECORDED_IDS`).
 
-Similarities are computed in blocks of :data:`BLOCK` rows, so memory stays at ``BLOCK x n`` floats.
+The pairs at or above the threshold come from :class:`~remindful.services.policy.near_pairs.NearPairs`:
+every pair, in blocks of :data:`BLOCK` rows (memory ``BLOCK x n`` floats), for a group of up to
+20,000 memories; random-hyperplane LSH with every candidate verified beyond (a million memories in
+minutes, not hours; a pair at the threshold is found with probability ≥ 0.999, a closer one more surely).
 """
 
 from __future__ import annotations
@@ -24,9 +27,11 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
+from remindful.engine import vectors as stored_vectors
 from remindful.engine.importance import score
 from remindful.engine.sqlfilter import SqlFilter
 from remindful.model import DedupReport
+from remindful.services.policy.near_pairs import NearPairs
 
 if TYPE_CHECKING:
     from remindful.config import Settings
@@ -89,28 +94,14 @@ def find_clusters(
     return clusters
 
 
-def _neighbours(matrix: np.ndarray, threshold: float) -> dict[int, np.ndarray | None]:
-    """For each row with a neighbour besides itself: the indices of its neighbours (itself
-    included), or None when keeping them would exceed :data:`MAX_STORED_PAIRS` (recomputed then)."""
-    found: dict[int, np.ndarray | None] = {}
-    stored = 0
-    for start in range(0, len(matrix), BLOCK):
-        hit_rows, hit_cols = np.nonzero(matrix[start : start + BLOCK] @ matrix.T >= threshold)
-        bounds = np.searchsorted(hit_rows, np.arange(min(BLOCK, len(matrix) - start) + 1))
-        for offset in np.flatnonzero(np.diff(bounds) > 1):
-            cols = hit_cols[bounds[offset] : bounds[offset + 1]]
-            stored += len(cols)
-            found[start + int(offset)] = cols.astype(np.int32) if stored <= MAX_STORED_PAIRS else None
-    return found
-
-
 def _cluster_type(
     retention: RetentionRepository, type_value: str, rows: list[Embedded], threshold: float, now: float
 ) -> list[Cluster]:
-    raw = np.frombuffer(b"".join(r.vector for r in rows), dtype=np.float32).reshape(len(rows), -1)
+    raw = stored_vectors.matrix([r.vector for r in rows])
     norms = np.linalg.norm(raw, axis=1, keepdims=True)
     matrix = (raw / np.where(norms == 0, 1.0, norms)).astype(np.float32)
-    neighbours = _neighbours(matrix, threshold)
+    near = NearPairs(matrix, threshold, max_stored=MAX_STORED_PAIRS, block=BLOCK)
+    neighbours = near.neighbours
     if not neighbours:
         return []
     # Only rows with a neighbour are scored (a lone row is nobody's neighbour either: similarity
@@ -128,9 +119,7 @@ def _cluster_type(
         if taken[leader]:
             continue
         members = neighbours[leader]
-        if members is None:
-            members = np.flatnonzero(matrix @ matrix[leader] >= threshold)
-        members = members[~taken[members]]
+        members = near.of(leader, skip=taken) if members is None else members[~taken[members]]
         taken[members] = True
         cluster = Cluster(representative=rows[leader].id, type=type_value)
         for m in members:
