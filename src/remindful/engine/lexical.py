@@ -30,6 +30,10 @@ class Rows(Protocol):
 #: Above this many rows matching a lexical query, its most common terms are dropped; if its rarest
 #: term alone matches more, only that term's newest LEXICAL_MAX_MATCHES rows are ranked.
 LEXICAL_MAX_MATCHES = 300
+#: A restricted search ranks the newest LEXICAL_MAX_MATCHES of its matches that pass its filter,
+#: looked for among this many of the newest matches (each checked against the filter): a small
+#: project's own matches, not the few of them among the store's newest, at a bounded cost.
+LEXICAL_SCAN_MAX = 1000
 #: Document frequencies are counted up to this many rows (counting walks the term's doclist), and
 #: past LEXICAL_MAX_MATCHES only when every query term is that common; terms past it tie, and the
 #: longer one counts as rarer.
@@ -53,7 +57,8 @@ class LexicalSearch:
         BM25 scores every row matching any term, so when the terms match more than
         ``LEXICAL_MAX_MATCHES`` rows the most common terms are dropped (they weigh least in BM25)
         until the rarest ones fit; when the rarest term alone matches more, only its newest
-        ``LEXICAL_MAX_MATCHES`` rows are ranked: the cost stays bounded as the store grows.
+        ``LEXICAL_MAX_MATCHES`` rows are ranked (of a restricted search, its newest passing ``flt``
+        among its ``LEXICAL_SCAN_MAX`` newest): the cost stays bounded as the store grows.
         Unrestricted searches rank in the FTS index alone and check the filter (and that the memory
         still exists) on the top rows only.
         """
@@ -63,15 +68,7 @@ class LexicalSearch:
             return []
         kept, matches = self._rarest_terms(table, terms)
         match = fts_or(kept)
-        floor = 0
-        if matches > LEXICAL_MAX_MATCHES:
-            # FTS5 walks a doclist backwards by rowid cheaply; the floor bounds what bm25() scores.
-            newest = self._catalog.read(
-                f"SELECT rowid FROM {table} WHERE {table} MATCH ? ORDER BY rowid DESC LIMIT 1 OFFSET ?",
-                [match, LEXICAL_MAX_MATCHES - 1],
-                private=True,
-            )
-            floor = int(newest[0][0]) if newest else 0
+        floor = self._floor(table, match, flt if restricted else None) if matches > LEXICAL_MAX_MATCHES else 0
         if restricted:
             sql = (
                 f"SELECT m.id, -bm25({table}) FROM {table} JOIN memories m ON m.rowid = {table}.rowid "
@@ -95,6 +92,31 @@ class LexicalSearch:
             return []
         ids = self._catalog.ids_by_rowid([r[0] for r in ranked], flt, private=True)
         return [(ids[rowid], float(score)) for rowid, score in ranked if rowid in ids][:limit]
+
+    def _floor(self, table: str, match: str, flt: SqlFilter | None) -> int:
+        """The smallest rowid ranked for ``match``: its ``LEXICAL_MAX_MATCHES``-th newest match; with
+        ``flt``, its ``LEXICAL_MAX_MATCHES``-th newest passing ``flt`` among its newest
+        ``LEXICAL_SCAN_MAX`` matches (failing that, the oldest of those). A small project's matches
+        are then its own newest, not the few of them among the store's newest (issue 34)."""
+        # FTS5 walks a doclist backwards by rowid cheaply; the floor bounds what bm25() scores.
+        offset = LEXICAL_MAX_MATCHES
+        if flt is not None:
+            passing = self._catalog.read(
+                f"SELECT newest.rowid FROM (SELECT rowid FROM {table} WHERE {table} MATCH ? "
+                f"ORDER BY rowid DESC LIMIT ?) AS newest JOIN memories ON memories.rowid = newest.rowid "
+                f"WHERE {flt.sql} ORDER BY newest.rowid DESC LIMIT 1 OFFSET ?",
+                [match, LEXICAL_SCAN_MAX, *flt.params, LEXICAL_MAX_MATCHES - 1],
+                private=True,
+            )
+            if passing:
+                return int(passing[0][0])
+            offset = LEXICAL_SCAN_MAX
+        newest = self._catalog.read(
+            f"SELECT rowid FROM {table} WHERE {table} MATCH ? ORDER BY rowid DESC LIMIT 1 OFFSET ?",
+            [match, offset - 1],
+            private=True,
+        )
+        return int(newest[0][0]) if newest else 0
 
     def doc_freqs(self, terms: Sequence[str]) -> tuple[dict[str, int], int]:
         """How many memories hold each of ``terms`` in their text (counted up to
