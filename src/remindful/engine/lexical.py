@@ -68,7 +68,9 @@ class LexicalSearch:
             return []
         kept, matches = self._rarest_terms(table, terms)
         match = fts_or(kept)
-        floor = self._floor(table, match, flt if restricted else None) if matches > LEXICAL_MAX_MATCHES else 0
+        if restricted and matches > LEXICAL_MAX_MATCHES:
+            return self._newest_passing(table, match, flt, limit)
+        floor = self._floor(table, match) if matches > LEXICAL_MAX_MATCHES else 0
         if restricted:
             sql = (
                 f"SELECT m.id, -bm25({table}) FROM {table} JOIN memories m ON m.rowid = {table}.rowid "
@@ -93,30 +95,43 @@ class LexicalSearch:
         ids = self._catalog.ids_by_rowid([r[0] for r in ranked], flt, private=True)
         return [(ids[rowid], float(score)) for rowid, score in ranked if rowid in ids][:limit]
 
-    def _floor(self, table: str, match: str, flt: SqlFilter | None) -> int:
-        """The smallest rowid ranked for ``match``: its ``LEXICAL_MAX_MATCHES``-th newest match; with
-        ``flt``, its ``LEXICAL_MAX_MATCHES``-th newest passing ``flt`` among its newest
-        ``LEXICAL_SCAN_MAX`` matches (failing that, the oldest of those). A small project's matches
-        are then its own newest, not the few of them among the store's newest (issue 34)."""
+    def _floor(self, table: str, match: str) -> int:
+        """The smallest rowid ranked for ``match``: its ``LEXICAL_MAX_MATCHES``-th newest match."""
         # FTS5 walks a doclist backwards by rowid cheaply; the floor bounds what bm25() scores.
-        offset = LEXICAL_MAX_MATCHES
-        if flt is not None:
-            passing = self._catalog.read(
-                f"SELECT newest.rowid FROM (SELECT rowid FROM {table} WHERE {table} MATCH ? "
-                f"ORDER BY rowid DESC LIMIT ?) AS newest JOIN memories ON memories.rowid = newest.rowid "
-                f"WHERE {flt.sql} ORDER BY newest.rowid DESC LIMIT 1 OFFSET ?",
-                [match, LEXICAL_SCAN_MAX, *flt.params, LEXICAL_MAX_MATCHES - 1],
-                private=True,
-            )
-            if passing:
-                return int(passing[0][0])
-            offset = LEXICAL_SCAN_MAX
         newest = self._catalog.read(
             f"SELECT rowid FROM {table} WHERE {table} MATCH ? ORDER BY rowid DESC LIMIT 1 OFFSET ?",
-            [match, offset - 1],
+            [match, LEXICAL_MAX_MATCHES - 1],
             private=True,
         )
         return int(newest[0][0]) if newest else 0
+
+    def _newest_passing(self, table: str, match: str, flt: SqlFilter, limit: int) -> list[tuple[str, float]]:
+        """:meth:`search` of a restricted search whose terms match too many rows: the newest
+        ``LEXICAL_MAX_MATCHES`` matches passing ``flt`` among the newest ``LEXICAL_SCAN_MAX``
+        matches, ranked. A small project's matches are then its own newest, not the few of them
+        among the store's newest (issue 34). Each row is checked against the filter once: the
+        ranking walks the index alone and keeps the rows found."""
+        passing = [
+            int(r[0])
+            for r in self._catalog.read(
+                f"SELECT newest.rowid FROM (SELECT rowid FROM {table} WHERE {table} MATCH ? "
+                f"ORDER BY rowid DESC LIMIT ?) AS newest JOIN memories ON memories.rowid = newest.rowid "
+                f"WHERE {flt.sql} ORDER BY newest.rowid DESC LIMIT ?",
+                [match, LEXICAL_SCAN_MAX, *flt.params, LEXICAL_MAX_MATCHES],
+                private=True,
+            )
+        ]
+        if not passing:
+            return []
+        # "+rowid": the set is checked row by row, not handed to FTS5 as a lookup per rowid.
+        ranked = self._catalog.read(
+            f"SELECT rowid, -bm25({table}) FROM {table} WHERE {table} MATCH ? AND rowid >= ? "
+            f"AND +rowid IN (SELECT value FROM json_each(?)) ORDER BY bm25({table}) LIMIT ?",
+            [match, passing[-1], json.dumps(passing), limit],
+            private=True,
+        )
+        ids = self._catalog.ids_by_rowid([r[0] for r in ranked], flt, private=True)
+        return [(ids[rowid], float(score)) for rowid, score in ranked if rowid in ids]
 
     def doc_freqs(self, terms: Sequence[str]) -> tuple[dict[str, int], int]:
         """How many memories hold each of ``terms`` in their text (counted up to
