@@ -2,7 +2,11 @@
 
 FTS5's ``bm25()`` scores every row a query matches, so a common term would make a query's cost grow
 with the store. Here the rarest query terms are kept (document frequencies counted once per process
-and remembered), and when even the rarest matches too many rows only its newest matches are ranked.
+and remembered), and when even the rarest matches too many rows only its newest matches are ranked
+(of a search restricted by a filter, its newest passing the filter, among a bounded number of its
+newest: a small project's own matches, not the few of them among the store's newest). What still
+grows with the store is ``bm25()``'s IDF: FTS5 counts every row each phrase matches (its whole
+doclist, once per statement) whatever rows are ranked (issue 34, measured at 1,000,000 memories).
 
 The relevance model (:mod:`remindful.engine.retrieval.rerank`) reads two more things from here: the query
 terms' document frequencies (:meth:`LexicalSearch.doc_freqs`, from the same remembered counts) and
