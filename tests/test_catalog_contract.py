@@ -219,6 +219,32 @@ def test_lexical_search_stems_english_in_the_memory_text(backend: Backend) -> No
     assert freqs == {"staging": 2, "pizza": 1, "absent": 0} and size >= 5
 
 
+def test_a_scoped_lexical_search_ranks_its_scopes_own_newest_matches(backend: Backend, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Issue 34: a term matching more than LEXICAL_MAX_MATCHES rows in the store floored a scoped
+    search at the store's newest matches, where a small project's older matches never were."""
+    from remindful.engine import lexical
+    from remindful.engine.postgres import lexical as pg_lexical
+
+    small = [
+        row(f"s{i}", f"deploy of the small project {i}", at=1_700_000_000.0 + i, scope="project:small")
+        for i in range(3)
+    ]
+    big = [row(f"b{i}", f"deploy number {i} went fine", at=1_700_000_100.0 + i, scope="project:big") for i in range(12)]
+    backend.insert(fresh(small + big))
+    for module in (lexical, pg_lexical):
+        monkeypatch.setattr(module, "LEXICAL_MAX_MATCHES", 4)
+        monkeypatch.setattr(module, "DOC_FREQ_CAP", 8)
+        monkeypatch.setattr(module, "LEXICAL_SCAN_MAX", 100)
+    scoped = build_filter(scopes=["project:small"])
+    for table in ("memories_fts", "context_fts"):
+        assert {mid for mid, _ in backend.catalog.lexical(["deploy"], scoped, 10, table=table)} == {"s0", "s1", "s2"}
+    # Without a restriction, only the store's newest matches are ranked.
+    assert {mid for mid, _ in backend.catalog.lexical(["deploy"], build_filter(), 10)} <= {f"b{i}" for i in range(12)}
+    for module in (lexical, pg_lexical):
+        monkeypatch.setattr(module, "LEXICAL_SCAN_MAX", 14)  # the look is bounded: two of them are among the 14 newest
+    assert {mid for mid, _ in backend.catalog.lexical(["deploy"], scoped, 10)} == {"s1", "s2"}
+
+
 def test_the_size_after_a_write_here_includes_it(backend: Backend) -> None:
     backend.insert(fresh(CONVERSATION))
     backend.catalog.lexical(["staging"], build_filter(), 10, table="context_fts")

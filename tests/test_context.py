@@ -146,6 +146,36 @@ def test_a_term_matching_too_many_rows_ranks_only_its_newest(memory: MemoryManag
     assert catalog.lexical(["billing"], build_filter(types=["action"]), 20, restricted=True)[0][0] == rare
 
 
+def test_a_scoped_search_ranks_the_newest_matches_of_its_scope_not_of_the_store(
+    memory: MemoryManager, monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
+    """Issue 34: a term matching more than LEXICAL_MAX_MATCHES rows in the store floored a scoped
+    search at the store's newest matches, so a small project's own older matches were never ranked
+    (at a million memories, 2 % of them in the project, ~6 of 300). The floor is taken among the
+    rows that pass the filter, looking through at most LEXICAL_SCAN_MAX of the newest matches."""
+    from remindful.engine import lexical as lexical_module
+    from remindful.engine.sqlfilter import build_filter
+
+    small = [memory.store(f"deploy of the small project {i}", scope="project:small") for i in range(3)]
+    memory.store_batch([{"content": f"deploy number {i} went fine", "scope": "project:big"} for i in range(12)])
+    catalog = memory.engine.catalog
+    monkeypatch.setattr(lexical_module, "LEXICAL_MAX_MATCHES", 4)
+    monkeypatch.setattr(lexical_module, "DOC_FREQ_CAP", 8)
+    monkeypatch.setattr(lexical_module, "LEXICAL_SCAN_MAX", 100)
+    catalog._lexical._doc_freqs.clear()
+    for table in ("memories_fts", "context_fts"):
+        found = catalog.lexical(["deploy"], build_filter(scopes=["project:small"]), 10, table=table, restricted=True)
+        assert {mid for mid, _ in found} == set(small), table
+    # Unrestricted searches still rank the store's newest matches only.
+    assert not {mid for mid, _ in catalog.lexical(["deploy"], build_filter(), 10, restricted=False)} & set(small)
+    # The look is bounded: past LEXICAL_SCAN_MAX of the newest matches, older rows are not reached.
+    monkeypatch.setattr(lexical_module, "LEXICAL_SCAN_MAX", 12)
+    assert catalog.lexical(["deploy"], build_filter(scopes=["project:small"]), 10, restricted=True) == []
+    monkeypatch.setattr(lexical_module, "LEXICAL_SCAN_MAX", 14)
+    found = catalog.lexical(["deploy"], build_filter(scopes=["project:small"]), 10, restricted=True)
+    assert {mid for mid, _ in found} == set(small[1:])
+
+
 def test_when_every_term_is_common_the_rarest_is_told_by_a_longer_count(memory: MemoryManager, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     from remindful.engine import lexical as lexical_module
 

@@ -2,7 +2,11 @@
 
 FTS5's ``bm25()`` scores every row a query matches, so a common term would make a query's cost grow
 with the store. Here the rarest query terms are kept (document frequencies counted once per process
-and remembered), and when even the rarest matches too many rows only its newest matches are ranked.
+and remembered), and when even the rarest matches too many rows only its newest matches are ranked
+(of a search restricted by a filter, its newest passing the filter, among a bounded number of its
+newest: a small project's own matches, not the few of them among the store's newest). What still
+grows with the store is ``bm25()``'s IDF: FTS5 counts every row each phrase matches (its whole
+doclist, once per statement) whatever rows are ranked (issue 34, measured at 1,000,000 memories).
 
 The relevance model (:mod:`remindful.engine.retrieval.rerank`) reads two more things from here: the query
 terms' document frequencies (:meth:`LexicalSearch.doc_freqs`, from the same remembered counts) and
@@ -30,6 +34,10 @@ class Rows(Protocol):
 #: Above this many rows matching a lexical query, its most common terms are dropped; if its rarest
 #: term alone matches more, only that term's newest LEXICAL_MAX_MATCHES rows are ranked.
 LEXICAL_MAX_MATCHES = 300
+#: A restricted search ranks the newest LEXICAL_MAX_MATCHES of its matches that pass its filter,
+#: looked for among this many of the newest matches (each checked against the filter): a small
+#: project's own matches, not the few of them among the store's newest, at a bounded cost.
+LEXICAL_SCAN_MAX = 1000
 #: Document frequencies are counted up to this many rows (counting walks the term's doclist), and
 #: past LEXICAL_MAX_MATCHES only when every query term is that common; terms past it tie, and the
 #: longer one counts as rarer.
@@ -53,7 +61,8 @@ class LexicalSearch:
         BM25 scores every row matching any term, so when the terms match more than
         ``LEXICAL_MAX_MATCHES`` rows the most common terms are dropped (they weigh least in BM25)
         until the rarest ones fit; when the rarest term alone matches more, only its newest
-        ``LEXICAL_MAX_MATCHES`` rows are ranked: the cost stays bounded as the store grows.
+        ``LEXICAL_MAX_MATCHES`` rows are ranked (of a restricted search, its newest passing ``flt``
+        among its ``LEXICAL_SCAN_MAX`` newest): the cost stays bounded as the store grows.
         Unrestricted searches rank in the FTS index alone and check the filter (and that the memory
         still exists) on the top rows only.
         """
@@ -63,15 +72,9 @@ class LexicalSearch:
             return []
         kept, matches = self._rarest_terms(table, terms)
         match = fts_or(kept)
-        floor = 0
-        if matches > LEXICAL_MAX_MATCHES:
-            # FTS5 walks a doclist backwards by rowid cheaply; the floor bounds what bm25() scores.
-            newest = self._catalog.read(
-                f"SELECT rowid FROM {table} WHERE {table} MATCH ? ORDER BY rowid DESC LIMIT 1 OFFSET ?",
-                [match, LEXICAL_MAX_MATCHES - 1],
-                private=True,
-            )
-            floor = int(newest[0][0]) if newest else 0
+        if restricted and matches > LEXICAL_MAX_MATCHES:
+            return self._newest_passing(table, match, flt, limit)
+        floor = self._floor(table, match) if matches > LEXICAL_MAX_MATCHES else 0
         if restricted:
             sql = (
                 f"SELECT m.id, -bm25({table}) FROM {table} JOIN memories m ON m.rowid = {table}.rowid "
@@ -95,6 +98,44 @@ class LexicalSearch:
             return []
         ids = self._catalog.ids_by_rowid([r[0] for r in ranked], flt, private=True)
         return [(ids[rowid], float(score)) for rowid, score in ranked if rowid in ids][:limit]
+
+    def _floor(self, table: str, match: str) -> int:
+        """The smallest rowid ranked for ``match``: its ``LEXICAL_MAX_MATCHES``-th newest match."""
+        # FTS5 walks a doclist backwards by rowid cheaply; the floor bounds what bm25() scores.
+        newest = self._catalog.read(
+            f"SELECT rowid FROM {table} WHERE {table} MATCH ? ORDER BY rowid DESC LIMIT 1 OFFSET ?",
+            [match, LEXICAL_MAX_MATCHES - 1],
+            private=True,
+        )
+        return int(newest[0][0]) if newest else 0
+
+    def _newest_passing(self, table: str, match: str, flt: SqlFilter, limit: int) -> list[tuple[str, float]]:
+        """:meth:`search` of a restricted search whose terms match too many rows: the newest
+        ``LEXICAL_MAX_MATCHES`` matches passing ``flt`` among the newest ``LEXICAL_SCAN_MAX``
+        matches, ranked. A small project's matches are then its own newest, not the few of them
+        among the store's newest (issue 34). Each row is checked against the filter once: the
+        ranking walks the index alone and keeps the rows found."""
+        passing = [
+            int(r[0])
+            for r in self._catalog.read(
+                f"SELECT newest.rowid FROM (SELECT rowid FROM {table} WHERE {table} MATCH ? "
+                f"ORDER BY rowid DESC LIMIT ?) AS newest JOIN memories ON memories.rowid = newest.rowid "
+                f"WHERE {flt.sql} ORDER BY newest.rowid DESC LIMIT ?",
+                [match, LEXICAL_SCAN_MAX, *flt.params, LEXICAL_MAX_MATCHES],
+                private=True,
+            )
+        ]
+        if not passing:
+            return []
+        # "+rowid": the set is checked row by row, not handed to FTS5 as a lookup per rowid.
+        ranked = self._catalog.read(
+            f"SELECT rowid, -bm25({table}) FROM {table} WHERE {table} MATCH ? AND rowid >= ? "
+            f"AND +rowid IN (SELECT value FROM json_each(?)) ORDER BY bm25({table}) LIMIT ?",
+            [match, passing[-1], json.dumps(passing), limit],
+            private=True,
+        )
+        ids = self._catalog.ids_by_rowid([r[0] for r in ranked], flt, private=True)
+        return [(ids[rowid], float(score)) for rowid, score in ranked if rowid in ids]
 
     def doc_freqs(self, terms: Sequence[str]) -> tuple[dict[str, int], int]:
         """How many memories hold each of ``terms`` in their text (counted up to

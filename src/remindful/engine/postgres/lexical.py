@@ -7,7 +7,8 @@ finds "deployed". A query matches any of its terms (each term's ``plainto_tsquer
 ranked by ``ts_rank``. As on SQLite the cost stays bounded as the store grows: the rarest terms
 are kept (:data:`~remindful.engine.lexical.LEXICAL_MAX_MATCHES` matches at most, their document
 frequencies counted up to a cap and remembered), and when the rarest term alone matches more,
-only its newest matches are ranked.
+only its newest matches passing the filter (among its newest
+:data:`~remindful.engine.lexical.LEXICAL_SCAN_MAX`) are ranked.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import time
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from remindful.engine.lexical import DOC_FREQ_CAP, LEXICAL_MAX_MATCHES
+from remindful.engine.lexical import DOC_FREQ_CAP, LEXICAL_MAX_MATCHES, LEXICAL_SCAN_MAX
 from remindful.engine.postgres.dialect import pg_filter
 from remindful.engine.postgres.schema import TEXT_SEARCH_CONFIG
 from remindful.engine.sqlfilter import SqlFilter
@@ -69,15 +70,27 @@ class PostgresLexicalSearch:
         alias = "m" if source == "memories" else "w"
         kept, matches = self._rarest_terms(table, terms)
         query = tsquery(len(kept))
-        floor = 0
-        if matches > LEXICAL_MAX_MATCHES:
-            newest = self._catalog.read(
-                f"SELECT rowid FROM {source} WHERE {column} @@ {query} ORDER BY rowid DESC LIMIT 1 OFFSET %s",
-                [*kept, LEXICAL_MAX_MATCHES - 1],
-            )
-            floor = int(newest[0][0]) if newest else 0
         # The filter names memories' columns unqualified: no window column shares their names.
         where, params = pg_filter(flt)
+        floor = 0
+        if matches > LEXICAL_MAX_MATCHES:
+            # The newest matches passing the filter among the newest LEXICAL_SCAN_MAX (as on SQLite:
+            # a small project's own, not the few of them among the store's newest); failing that,
+            # the oldest of those.
+            passing = self._catalog.read(
+                f"SELECT newest.rowid FROM (SELECT rowid FROM {source} WHERE {column} @@ {query} "
+                f"ORDER BY rowid DESC LIMIT %s) AS newest JOIN memories m ON m.rowid = newest.rowid "
+                f"WHERE {where} ORDER BY newest.rowid DESC LIMIT 1 OFFSET %s",
+                [*kept, LEXICAL_SCAN_MAX, *params, LEXICAL_MAX_MATCHES - 1],
+            )
+            if passing:
+                floor = int(passing[0][0])
+            else:
+                newest = self._catalog.read(
+                    f"SELECT rowid FROM {source} WHERE {column} @@ {query} ORDER BY rowid DESC LIMIT 1 OFFSET %s",
+                    [*kept, LEXICAL_SCAN_MAX - 1],
+                )
+                floor = int(newest[0][0]) if newest else 0
         # The query written out where it is matched (not joined from a subquery): the planner then
         # reads the GIN index for it, where a joined tsquery made it scan the table.
         rows = self._catalog.read(
