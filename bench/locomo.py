@@ -149,7 +149,7 @@ def evaluate(
                 texts = [item["content"] for item in items]
                 dia = [item["metadata"]["dia_id"] for item in items]
                 asked = [qa["question"] for qa in questions]
-                vectors_from = settings.get("embedder") or memory.engine.ready().embedder
+                vectors_from = settings.get("embedder") or memory.engine.embedder
                 foreign_asked = [qa["question"] for qa in others] if len(data) > 1 else []
                 found = cosine_ranked(vectors_from, texts, [*asked, *foreign_asked], max(ks))
                 decision: dict[str, Any] = {"kept": 0, "asked": len(questions), "abstained": 0, "relevant": []}

@@ -166,7 +166,7 @@ def measure(data: list[dict[str, Any]], granularity: str, settings: dict[str, An
             context["kept"] += any(h.metadata.get("sid") in relevant for h in block.hits)
             context["abstention asked"] += 1
             context["abstained"] += not memory.context(other, now=at).text
-            vectors_from = memory.engine.ready().embedder if embedder is None else embedder
+            vectors_from = memory.engine.embedder if embedder is None else embedder
         texts = [item["content"] for item in stored]
         meta = [(item["metadata"]["sid"], item["metadata"]["answer"]) for item in stored]
         mine, theirs = cosine_ranked(vectors_from, texts, [asked, other], max(KS))

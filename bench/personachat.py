@@ -151,7 +151,7 @@ def measure(stores: list[Store], settings: dict[str, Any], embedder: Any) -> Ran
                 if a.get("strict"):
                     ranks.abstention["strict"] += 1
                     ranks.abstention["strict_no_hit"] += not hit
-            vectors_from = memory.engine.ready().embedder if embedder is None else embedder
+            vectors_from = memory.engine.embedder if embedder is None else embedder
             both = [*asked, *(a["query"] for a in abstain)]
             found = cosine_ranked(vectors_from, texts, both, max(KS))
             for q, ranked in zip(queries, found, strict=False):
