@@ -144,6 +144,29 @@ def test_a_tiny_run_prints_its_figures(command: list[str]) -> None:
     assert set(result["machine"]) == {"cpus", "load_average_1m"}
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["locomo.py", "--conversations", "1", "--no-baseline"],
+        ["personachat.py", "--view", "per-user"],
+        ["longmemeval.py", "--questions", "1", "--granularity", "turn"],
+    ],
+    ids=lambda c: c[0],
+)
+def test_a_quality_bench_runs_on_the_real_model_without_a_vector_cache(command: list[str]) -> None:
+    """The quality benches compare against plain cosine with the store's own embedder: without
+    ``--embedding-cache`` they asked the store for it through ``ready()``, which returns nothing."""
+    done = subprocess.run(
+        [sys.executable, str(BENCH / command[0]), *command[1:], "--json"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "machine" in json.loads(done.stdout)
+
+
 def test_plain_cosine_is_set_to_abstain_as_often_as_the_context() -> None:
     relevant = [(1, 0.9), (2, 0.5), (6, 0.95), (None, 0.0), (1, 0.3)]
     abstention = [0.2, 0.4, 0.6, 0.8]  # each abstention query's best cosine
