@@ -314,7 +314,7 @@ class _Batch:
                 row.items += _response_items(item)
             elif existing is not None:
                 row.updates.append((existing, item))
-            elif (done := self.stored_id(item["content"], session_id, self.key_as_stored(key))) is not None:
+            elif (done := self.stored_from(item["content"], session_id, self.as_stored(key))) is not None:
                 row.replayed.append((done, item))
             else:
                 row.items.append(item)
@@ -366,7 +366,7 @@ class _Batch:
         item = capture_item(self.store, call_from_record(record), record["type"], record["session_id"], key)
         if item is None:
             return
-        done = self.stored_id(item["content"], item["session_id"], self.key_as_stored(key))
+        done = self.stored_from(item["content"], item["session_id"], self.as_stored(key))
         if done is None:
             row.items.append(item)
         else:  # its relations may not have been made: making them again changes nothing
@@ -380,17 +380,20 @@ class _Batch:
             session_id, digest
         )
 
-    def stored_id(self, content: str, session_id: str, key: str) -> str | None:
+    def stored_from(self, content: str, session_id: str, key: str, *, learned: bool = False) -> str | None:
         """The id of the memory of the session holding this content stored from the spool row
-        ``key``, or None."""
+        ``key`` (as stored), or None: one of the row's own memories, or with ``learned`` one learned
+        from it (it carries the row's key too, and may have the same text)."""
         found = self.captures.stored_with(content_hash(content), session_id)
-        # (What was learned from the row carries its key too, and may have the same text.)
-        return next((mid for mid, meta in found if meta.get("spool_key") == key and "learned_from" not in meta), None)
+        return next(
+            (mid for mid, meta in found if meta.get("spool_key") == key and ("learned_from" in meta) == learned), None
+        )
 
-    def key_as_stored(self, key: str) -> str:
-        """The key as the write path's redaction leaves it (a hex digest normally passes untouched)."""
+    def as_stored(self, text: str) -> str:
+        """A text (a spool key, a statement) as the write path's redaction leaves it (a hex digest
+        normally passes untouched)."""
         redactor = filter_for(self.store).redactor
-        return redactor.redact(key) if redactor is not None else key
+        return redactor.redact(text) if redactor is not None else text
 
     # -- storing --------------------------------------------------------------------------------------
 
@@ -486,14 +489,13 @@ class _Batch:
         turn.update(conversation_id=session_id, timestamp=float(record["at"]), project_id=self.project_id(cwd))
         from remindful.services.learning.conversation import capture_conversation
 
-        captures, key = self.captures, self.key_as_stored(row.key)
+        captures, key = self.captures, self.as_stored(row.key)
 
         def forgotten(text: str) -> bool:
             return bool(captures.buried([forget_key(text)]))
 
         def known(text: str) -> bool:  # learned from this event by a drain killed before finishing it
-            stored = captures.stored_with(content_hash(self.key_as_stored(text)), session_id)
-            return any(meta.get("spool_key") == key and "learned_from" in meta for _, meta in stored)
+            return self.stored_from(self.as_stored(text), session_id, key, learned=True) is not None
 
         try:
             learned = capture_conversation(
