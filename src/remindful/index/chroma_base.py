@@ -141,16 +141,29 @@ class ChromaIndexBase:
                 self._after_write()
             return self._client
 
-    def _collection(self, name: str) -> Any:
+    def _collection(self, name: str, *, create: bool = True) -> Any:
+        """The collection's handle (cached); without ``create``, None if it does not exist."""
         col = self._collections.get(name)
         if col is not None:
             return col
         with self._lock:
             col = self._collections.get(name)
             if col is None:
-                col = self._get_client().get_or_create_collection(
-                    name, configuration={"hnsw": dict(self._hnsw)}, metadata=dict(KEYS_META), embedding_function=None
-                )
+                client = self._get_client()
+                if create:
+                    col = client.get_or_create_collection(
+                        name,
+                        configuration={"hnsw": dict(self._hnsw)},
+                        metadata=dict(KEYS_META),
+                        embedding_function=None,
+                    )
+                else:
+                    try:
+                        col = client.get_collection(name, embedding_function=None)
+                    except Exception as exc:
+                        if classify(exc) == "missing":
+                            return None
+                        raise
                 config = getattr(col, "configuration_json", None) or {}
                 space = (config.get("hnsw") or config.get("spann") or {}).get("space", "cosine")
                 if space != "cosine":
@@ -363,22 +376,12 @@ class ChromaIndexBase:
         check_collection_name(collection)
 
         def run() -> int:
-            if collection not in self._collections and not self._exists(collection):
-                return 0
-            return int(self._collection(collection).count())
+            # Not created: a fresh store's reconcile counts six types, which creating would cost
+            # 5-15 ms each before its first vector is indexed.
+            col = self._collection(collection, create=False)
+            return 0 if col is None else int(col.count())
 
         return int(self._call("count", run, collection=collection))
-
-    def _exists(self, name: str) -> bool:
-        """Whether the collection exists (a fresh store's reconcile counts six types, which creating
-        would cost 5-15 ms each before its first vector is indexed)."""
-        try:
-            self._get_client().get_collection(name, embedding_function=None)
-        except Exception as exc:
-            if classify(exc) == "missing":
-                return False
-            raise
-        return True
 
     def ids(self, collection: str) -> list[str]:
         """Every id in the collection, in no particular order (read page by page)."""
