@@ -31,7 +31,7 @@ from remindful.engine import vectors as stored_vectors
 from remindful.engine.importance import score
 from remindful.engine.sqlfilter import SqlFilter
 from remindful.model import DedupReport
-from remindful.services.policy.near_pairs import NearPairs
+from remindful.services.policy.near_pairs import BLOCK, NearPairs
 
 if TYPE_CHECKING:
     from remindful.config import Settings
@@ -39,7 +39,6 @@ if TYPE_CHECKING:
     from remindful.engine.repositories import MemoryRepository, RetentionRepository
     from remindful.engine.repositories.retention import Embedded
 
-BLOCK = 1024
 #: Neighbour pairs kept in memory at once (beyond, a leader's neighbours are recomputed).
 MAX_STORED_PAIRS = 5_000_000
 MAX_RECORDED_IDS = 100
@@ -100,7 +99,7 @@ def _cluster_type(
     raw = stored_vectors.matrix([r.vector for r in rows])
     norms = np.linalg.norm(raw, axis=1, keepdims=True)
     matrix = (raw / np.where(norms == 0, 1.0, norms)).astype(np.float32)
-    near = NearPairs(matrix, threshold, max_stored=MAX_STORED_PAIRS, block=BLOCK)
+    near = NearPairs(matrix, threshold, max_stored=MAX_STORED_PAIRS)
     neighbours = near.neighbours
     if not neighbours:
         return []
