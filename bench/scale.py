@@ -319,7 +319,7 @@ def measure(size: int, args: argparse.Namespace, cache: Path) -> dict[str, Any]:
     if args.ops_only:
         if not (path / "catalog.sqlite3").exists():
             raise SystemExit(f"--ops-only needs a cached store at {path}: run without it once")
-        ops = operations(path, embedder, frozenset(filter(None, args.ops_skip.split(","))))
+        ops = operations(path, embedder, args.ops_skip)
         return {"ops_s": ops, "rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)}
     ingest = build(path, size, texts, embedder)
     bare = bare_rate(embedder, random.Random(5).sample(texts[: args.pool], min(1000, size)))
@@ -349,7 +349,7 @@ def measure(size: int, args: argparse.Namespace, cache: Path) -> dict[str, Any]:
         },
     }
     if args.ops and size <= args.ops_max:
-        result["ops_s"] = operations(path, embedder, frozenset(filter(None, args.ops_skip.split(","))))
+        result["ops_s"] = operations(path, embedder, args.ops_skip)
     return result
 
 
@@ -437,7 +437,10 @@ def main() -> int:
         "--ops-max", type=int, default=100_000, help="only at sizes up to this many (default 100,000; reindex is slow)"
     )
     parser.add_argument(
-        "--ops-skip", default="", help="comma-separated ops not to time (export, backup, dedup, reindex, restore)"
+        "--ops-skip",
+        type=lambda value: frozenset(filter(None, value.split(","))),
+        default=frozenset(),
+        help="comma-separated ops not to time (export, backup, dedup, reindex, restore)",
     )
     parser.add_argument(
         "--ops-only", action="store_true", help="time the ops alone, on copies of the cached stores (nothing built)"
