@@ -265,3 +265,44 @@ def test_dense_queries_score_exactly_until_the_index_is_usable_then_skip_queued_
     assert [mid for mid, _ in after.query(query, 1)] != [ids[1]]
     assert ids[1] not in {mid for mid, _ in after.query(query, 3)}
     assert len(after.query(query, 2)) == 2  # more asked of the index to make up for the skipped one
+
+
+@pytest.mark.parametrize("remote", [True, False])
+def test_dense_queries_send_a_remote_indexs_collections_at_once_and_ask_a_local_one_in_turn(
+    memory: MemoryManager, tmp_path: Path, remote: bool
+) -> None:
+    """A Chroma server answers each collection in a round trip of its own (3-12 ms at 100,000
+    memories): a search over three types waited for three in a row."""
+    from remindful.engine.dense import DenseQueries, IndexHandle
+
+    ids = [memory.store("the staging port is 8443", type="action"), memory.store("deploy on friday", type="knowledge")]
+    catalog = catalog_of(memory)
+    vectors = catalog.embeddings(ids)
+    both = threading.Barrier(2, timeout=5)  # passed only by two queries at once
+    threads: set[str] = set()
+
+    class Server(InMemoryIndex):
+        def query(self, collection: str, embedding: np.ndarray, k: int) -> list[tuple[str, float]]:
+            threads.add(threading.current_thread().name)
+            if remote:
+                both.wait()
+            return super().query(collection, embedding, k)
+
+    index = Server()
+    index.remote = remote
+    index.upsert("action_memories", ids[:1], np.stack([vectors[ids[0]]]), [{}])
+    index.upsert("knowledge_memories", ids[1:], np.stack([vectors[ids[1]]]), [{}])
+    view = IndexView(catalog, IndexLock(tmp_path / "index.lock"), ViewLock())
+    deletes = IndexDeletes(catalog, view, lambda: index, stopping=threading.Event(), may_start=lambda: False)
+    handle = IndexHandle(
+        opening=lambda: False, searchable=lambda: index, opened=lambda: index, refresh=lambda reload=False: None,
+        pending_after=lambda: 0, newest=lambda: 2, generation=lambda: 0,
+    )  # fmt: skip
+    dense = DenseQueries(catalog, handle, copy=ViewLock(), deletes=deletes, snapshot=None)
+    try:
+        source = dense.source([MemoryType.ACTION, MemoryType.KNOWLEDGE], {"action": 1, "knowledge": 1})
+        hits = source.query(np.asarray(vectors[ids[1]]), 2)
+        assert [mid for mid, _ in hits] == [ids[1], ids[0]]
+        assert len(threads) == (2 if remote else 1)
+    finally:
+        dense.close()

@@ -12,7 +12,9 @@ deleted rows whose vectors are still queued for removal are skipped, and more as
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
 import numpy as np
@@ -91,6 +93,22 @@ class DenseQueries:
         self._snapshot = snapshot
         self.exact = ExactScorer(catalog)  # scores while the index is not usable
         self.scoped = ScopedScorer(catalog)  # small scopes, scored exactly
+        self._pool_lock = threading.Lock()
+        self._queries: ThreadPoolExecutor | None = None
+
+    def _pool(self) -> ThreadPoolExecutor:
+        """The threads that send a search's collection queries to a remote index at once."""
+        with self._pool_lock:
+            if self._queries is None:
+                self._queries = ThreadPoolExecutor(max_workers=len(MemoryType), thread_name_prefix="remindful-dense")
+            return self._queries
+
+    def close(self) -> None:
+        """Stop the query threads (none run unless the index is remote)."""
+        with self._pool_lock:
+            queries, self._queries = self._queries, None
+        if queries is not None:
+            queries.shutdown(wait=True)
 
     def forget(self) -> None:
         """The store was replaced: the copies of its vectors are read afresh when next needed."""
@@ -139,27 +157,30 @@ class DenseQueries:
             return DenseSource(lambda vector, k: exact.query(types, counts, vector, k), top)
         exact.drop_if_idle()
 
+        def one(memory_type: MemoryType, vector: np.ndarray, k: int) -> list[tuple[str, float]]:
+            n = counts.get(memory_type.value, 0)
+            # A small collection is asked for all its rows: HNSW then visits every node it can
+            # reach, not just the ones its usual candidate list (ef) gets to.
+            want = max(k, n) if n <= EXHAUSTIVE_BELOW else k
+            gone = self._deletes.skipped(memory_type.value)
+            if not gone:
+                return self._query_collection(index, memory_type, counts, vector, want)[:k]
+            # Deleted, vectors not removed yet: skip them and ask for more to make up.
+            want += min(len(gone), OVERFETCH * k)
+            hits = self._query_collection(index, memory_type, counts, vector, want)
+            return [(mid, score) for mid, score in hits if mid not in gone][:k]
+
         def run(vector: np.ndarray, k: int) -> list[tuple[str, float]]:
-            found: list[tuple[str, float]] = []
             with self._copy.shared() as usable:
                 if not usable:
                     return exact.query(types, counts, vector, k)
-                for memory_type in types:
-                    n = counts.get(memory_type.value, 0)
-                    if not n:
-                        continue
-                    # A small collection is asked for all its rows: HNSW then visits every node it
-                    # can reach, not just the ones its usual candidate list (ef) gets to.
-                    want = max(k, n) if n <= EXHAUSTIVE_BELOW else k
-                    gone = self._deletes.skipped(memory_type.value)
-                    if not gone:
-                        found += self._query_collection(index, memory_type, counts, vector, want)[:k]
-                        continue
-                    # Deleted, vectors not removed yet: skip them and ask for more to make up.
-                    want += min(len(gone), OVERFETCH * k)
-                    hits = self._query_collection(index, memory_type, counts, vector, want)
-                    found += [(mid, score) for mid, score in hits if mid not in gone][:k]
-            return sorted(found, key=lambda item: -item[1])[:k]
+                held = [t for t in types if counts.get(t.value, 0)]
+                if index.remote and len(held) > 1:
+                    # A server answers each collection in a round trip: ask them all at once.
+                    parts = list(self._pool().map(lambda t: one(t, vector, k), held))
+                else:
+                    parts = [one(t, vector, k) for t in held]
+            return sorted((hit for part in parts for hit in part), key=lambda item: -item[1])[:k]
 
         return DenseSource(run, handle.pending_after())
 

@@ -691,6 +691,7 @@ class IndexMirror:
             self._viewer.close()
         self._viewer = None
         self._backlog.close()
+        self.dense.close()
         self.finish_deletes()
         if self._index is not None:
             with self._copy.exclusive(), contextlib.suppress(Exception):

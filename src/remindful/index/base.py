@@ -24,7 +24,10 @@ class VectorIndex(Protocol):
     at most ``k`` of them. Filtering is the catalog's job (:mod:`remindful.engine.sqlfilter`): the
     store checks every hit against it.
     Writes are durable when the call returns. Implementations are thread-safe.
+    ``remote``: queries travel to a server (a search then sends its collections' queries at once).
     """
+
+    remote: bool
 
     def upsert(
         self,

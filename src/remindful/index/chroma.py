@@ -353,6 +353,8 @@ class ChromaServerIndex(ChromaIndexBase):
     time out after ``timeout`` seconds (chromadb's own HTTP client never times out).
     """
 
+    remote = True
+
     def __init__(
         self,
         host: str,

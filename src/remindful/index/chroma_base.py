@@ -100,6 +100,8 @@ def classify(exc: BaseException) -> str:
 class ChromaIndexBase:
     """Shared machinery of the Chroma backends; subclasses say how to build the client."""
 
+    remote = False
+
     def __init__(self, hnsw: Mapping[str, Any] | None = None) -> None:
         self._lock = threading.RLock()  # client creation, handle cache, close
         self._write_lock = threading.Lock()  # upsert reads old metadata then writes: keep that pair atomic here

@@ -70,6 +70,8 @@ class InMemoryIndex:
     keeps the data (there is nothing to release); ``reset()`` drops it.
     """
 
+    remote = False
+
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._collections: dict[str, _Collection] = {}
