@@ -71,7 +71,7 @@ def test_an_older_schema_is_migrated_at_open_keeping_its_rows(postgres_url: str,
 
     catalog = open_catalog(postgres_url, tmp_path)
     try:
-        assert catalog.schema_version() == SCHEMA_VERSION == 9
+        assert catalog.schema_version() == SCHEMA_VERSION == 10
         assert "origin" in columns(postgres_url)
         options = dict(catalog.read("SELECT relname, reloptions FROM pg_class WHERE relname LIKE 'idx_%%_fts'"))
         assert options == {name: ["gin_pending_list_limit=256"] for name in ("idx_memories_fts", "idx_context_fts")}

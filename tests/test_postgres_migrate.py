@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+import remindful
 from conftest_chroma import chroma_server  # noqa: F401
 from remindful.api import MemoryManager
 from remindful.engine.captures import forget_key
@@ -18,7 +19,7 @@ from remindful.engine.redact import StoreRedactor, build_redactor
 from remindful.engine.repositories import Repositories
 from remindful.engine.sqlfilter import build_filter
 from remindful.errors import StorageError
-from remindful.testing import open_fake
+from remindful.testing import FakeEmbedder, open_fake
 
 
 @pytest.fixture
@@ -37,7 +38,7 @@ def empty_chroma(chroma_server: tuple[str, int]) -> tuple[str, int]:  # noqa: F8
 def filled(path: Path) -> MemoryManager:
     memory = open_fake(path)
     for i in range(12):
-        memory.store(f"step {i}: ran the deploy script", type="action", session_id=f"s{i % 3}", scope="user")
+        memory.store(f"step {i}: ran the deploy script", type="action", session_id=f"s{i % 3}", scope="project:shop")
     memory.store("Always use uv for Python projects", type="knowledge", scope="user")
     doomed = memory.store("The staging port is 8081", type="knowledge", scope="user")
     assert memory.delete(doomed)
@@ -65,7 +66,8 @@ def test_a_local_store_is_copied_and_verified(
     assert report.counts["vectors"] == (13, 13)
     assert report.counts["sessions"][0] == report.counts["sessions"][1] >= 3
     assert report.counts["tombstones"] == (1, 1) and report.counts["injections"] == (1, 1)
-    assert report.collections == {"action_memories": 12, "knowledge_memories": 1}
+    # The private memory's vector stays in the catalog: the Chroma server has no people.
+    assert report.collections == {"action_memories": 12}
 
     target = PostgresCatalog(postgres_url, redaction=StoreRedactor(build_redactor(), tmp_path))
     try:
@@ -79,6 +81,17 @@ def test_a_local_store_is_copied_and_verified(
         assert repos.ledger.total().tokens == 120
     finally:
         target.close()
+    moved = remindful.open(
+        tmp_path / "moved",
+        embedder=FakeEmbedder(),
+        **{"catalog.url": postgres_url, "storage.chromadb.mode": "server", "storage.chromadb.host": host,
+           "storage.chromadb.port": port, "search.min_score": 0.0},
+    )  # fmt: skip
+    try:  # found by its vector, scored from the catalog
+        hits = moved.search("Always use uv for Python projects", limit=3, types=["knowledge"])
+        assert hits and hits[0].content == "Always use uv for Python projects" and "dense" in hits[0].sources
+    finally:
+        moved.close()
 
     again = open_fake(tmp_path / "store")
     try:  # a second run would mix two stores: refused, nothing copied

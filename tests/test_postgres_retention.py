@@ -278,28 +278,34 @@ def test_two_peoples_cleanup_and_dedup_and_what_the_others_see(
     assert admin.read("SELECT count(*) FROM tombstones") == [(0,)]  # housekeeping buries nothing
 
 
-def test_a_persons_store_leaves_the_others_private_vectors_on_the_chroma_server(
+def test_no_private_vector_reaches_the_chroma_server_and_a_stale_one_goes_at_the_next_open(
     admin: PostgresCatalog, member_url: str, chroma: tuple[str, int], tmp_path: Path
 ) -> None:
+    """The Chroma server has no people: whoever reaches it reads every vector it holds, and a
+    vector gives its text away to a model inverting it. A private memory's vector stays in the
+    catalog (row-level security); its owner's search scores it from there."""
     from test_postgres_access import person
 
     team = TeamRepository(admin)
     alice = person(tmp_path / "alice", member_url, chroma, team.add("alice"))
     try:
         private = alice.store("alice keeps her dotfiles in a bare git repository", type="knowledge", scope="user")
+        shared = alice.store("the shop keeps its dotfiles in a stow tree", type="knowledge", scope="project:shop")
         alice.flush()
+        hits = alice.search("alice keeps her dotfiles in a bare git repository", limit=3, types=["knowledge"])
+        assert hits[0].id == private and "dense" in hits[0].sources
     finally:
         alice.close()
-    assert vectors_present(chroma, [private]) == {private}
+    assert vectors_present(chroma, [private, shared]) == {shared}
     bob_token = team.add("bob")
     bob = person(tmp_path / "bob", member_url, chroma, bob_token)
     try:
-        gone = bob.store("bob kept his dotfiles in a tarball once", type="knowledge", scope="user")
-        bob.store("bob keeps his dotfiles in a stow tree", type="knowledge", scope="user")
+        gone = bob.store("bob kept the shop's dotfiles in a tarball once", type="knowledge", scope="project:shop")
         bob.flush()
+        assert private not in {h.id for h in bob.search("alice keeps her dotfiles in a bare git repository")}
     finally:
         bob.close()
-    assert vectors_present(chroma, [private, gone]) == {private, gone}
+    assert vectors_present(chroma, [private, shared, gone]) == {shared, gone}
     # A vector the catalog lost track of (its row deleted without queueing the vector's deletion,
     # as by a restore of an older catalog) is stale for everyone: bob's next open removes it.
     admin.write(lambda conn: conn.execute("DELETE FROM memories WHERE id = %s", (gone,)))
@@ -309,7 +315,67 @@ def test_a_persons_store_leaves_the_others_private_vectors_on_the_chroma_server(
         bob.flush()
     finally:
         bob.close()
-    assert vectors_present(chroma, [private, gone]) == {private}
+    assert vectors_present(chroma, [private, shared, gone]) == {shared}
+
+
+def test_a_memory_moved_into_the_user_scope_leaves_the_chroma_server_and_one_moved_out_joins_it(
+    admin: PostgresCatalog, member_url: str, chroma: tuple[str, int], tmp_path: Path
+) -> None:
+    from test_postgres_access import person
+
+    team = TeamRepository(admin)
+    alice = person(tmp_path / "alice", member_url, chroma, team.add("alice"))
+    try:
+        note = alice.store("the release checklist lives in the wiki", type="knowledge", scope="project:shop")
+        alice.flush()
+        assert vectors_present(chroma, [note]) == {note}
+        alice.update(note, scope="user")
+        alice.flush()
+        assert vectors_present(chroma, [note]) == set()
+        assert alice.search("the release checklist lives in the wiki", types=["knowledge"])[0].id == note
+        alice.update(note, scope="project:shop")
+        alice.flush()
+        assert vectors_present(chroma, [note]) == {note}
+        assert alice.engine.move_scope(["project:shop"], "user") == 1  # (many at once)
+        alice.flush()
+        assert vectors_present(chroma, [note]) == set()
+        assert alice.engine.move_scope(["user"], "project:shop") == 1
+        alice.flush()
+        assert vectors_present(chroma, [note]) == {note}
+    finally:
+        alice.close()
+
+
+def test_an_older_stores_private_vectors_leave_the_chroma_server_at_the_next_open(
+    admin: PostgresCatalog, member_url: str, chroma: tuple[str, int], tmp_path: Path
+) -> None:
+    """Schema 9 and before put private vectors on the Chroma server: the next open removes them."""
+    import numpy as np
+
+    from remindful.index.chroma import ChromaServerIndex
+    from test_postgres_access import person
+
+    team = TeamRepository(admin)
+    token = team.add("alice")
+    alice = person(tmp_path / "alice", member_url, chroma, token)
+    try:
+        private = alice.store("alice's locker code is in her notebook", type="knowledge", scope="user")
+        alice.flush()
+    finally:
+        alice.close()
+    index = ChromaServerIndex(*chroma)
+    try:  # as an older version left it
+        index.upsert("knowledge_memories", [private], np.ones((1, 384), dtype=np.float32), [{}])
+    finally:
+        index.close()
+    assert vectors_present(chroma, [private]) == {private}
+    alice = person(tmp_path / "alice", member_url, chroma, token)
+    try:
+        alice.store("alice's bike is blue", type="knowledge", scope="user")  # (the index opens)
+        alice.flush()
+    finally:
+        alice.close()
+    assert vectors_present(chroma, [private]) == set()
 
 
 def test_a_persons_item_quota_evicts_only_what_they_wrote_outside_projects(

@@ -44,6 +44,11 @@ class CatalogBackend(ChunkStore, Protocol):
     damage: CorruptionError | None
     #: Why nothing can be written (a read-only directory, a full disk), if so.
     unwritable: StorageError | None
+    #: Whether private (user-scope) memories' vectors go to the vector index. A shared catalog's
+    #: index is a Chroma server with no people of its own, where anyone who reaches it reads every
+    #: vector: there they stay in the catalog, which row-level security guards, and a search scores
+    #: them exactly (:class:`~remindful.engine.exact.ScopedScorer`).
+    indexes_private: bool
 
     @property
     def path(self) -> Path | None:
@@ -107,6 +112,7 @@ class CatalogBackend(ChunkStore, Protocol):
     # sessions, projects, audit
     def stored_session_id(self, session_id: str) -> str: ...
     def audit(self, conn: Any, action: str, memory_id: str | None, detail: dict[str, Any]) -> None: ...
+    def audit_generation(self) -> int: ...
     def ensure_session(self, conn: Any, session_id: str, at: float) -> None: ...
     def upsert_session(
         self,

@@ -308,6 +308,9 @@ class Catalog:
     gives the rows of a catalog older than scopes theirs when the upgrade runs (default:
     :class:`remindful.engine.scopes.Assigner` with the default settings)."""
 
+    #: Every vector goes to the index (a local one: only this user's files hold it).
+    indexes_private = True
+
     def __init__(
         self,
         path: Path,
@@ -1042,6 +1045,10 @@ class Catalog:
         self.write(run, what="recording access")
 
     # -- the rest of the catalog ----------------------------------------------------------------
+
+    def audit_generation(self) -> int:
+        """The audit log's newest entry (a delete, an update or a move of scope writes one)."""
+        return int(self.read("SELECT coalesce(max(rowid), 0) FROM audit_log")[0][0])
 
     def audit(self, conn: sqlite3.Connection, action: str, memory_id: str | None, detail: dict[str, Any]) -> None:
         """One audit-log entry, now, in the caller's transaction (the statement hook processes run

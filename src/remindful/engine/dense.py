@@ -5,8 +5,10 @@ background): until it is open, or while this process reloads its copy, the catal
 scored exactly (:class:`~remindful.engine.exact.ExactScorer`); a store too large to copy in memory
 answers its first searches from the compact snapshot of the index's vectors
 (:mod:`~remindful.engine.index_snapshot`) while the index opens. A search restricted to small scopes
-scores their rows from copies kept in memory (:class:`~remindful.engine.exact.ScopedScorer`). Hits of
+scores their rows from copies kept in memory (:class:`~remindful.engine.exact.ScopedScorer`), and so
+are the private memories where the index holds none (a shared catalog's Chroma server). Hits of
 deleted rows whose vectors are still queued for removal are skipped, and more asked for to make up.
+A remote index gets a search's collection queries at once.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from remindful.engine.exact import ExactScorer, ScopedScorer
 from remindful.engine.index_deletes import IndexDeletes
 from remindful.engine.index_locks import ViewLock
 from remindful.engine.index_snapshot import VectorSnapshot
+from remindful.engine.scopes import USER
 from remindful.errors import RemindfulError
 from remindful.index.base import VectorIndex
 from remindful.model import MemoryType
@@ -93,6 +96,8 @@ class DenseQueries:
         self._snapshot = snapshot
         self.exact = ExactScorer(catalog)  # scores while the index is not usable
         self.scoped = ScopedScorer(catalog)  # small scopes, scored exactly
+        # The private memories, where the index holds none of them: scored exactly.
+        self.private = None if catalog.indexes_private else ScopedScorer(catalog)
         self._pool_lock = threading.Lock()
         self._queries: ThreadPoolExecutor | None = None
 
@@ -114,6 +119,8 @@ class DenseQueries:
         """The store was replaced: the copies of its vectors are read afresh when next needed."""
         self.exact.forget()
         self.scoped.forget()
+        if self.private is not None:
+            self.private.forget()
 
     def query(
         self,
@@ -180,7 +187,7 @@ class DenseQueries:
                     parts = list(self._pool().map(lambda t: one(t, vector, k), held))
                 else:
                     parts = [one(t, vector, k) for t in held]
-            return sorted((hit for part in parts for hit in part), key=lambda item: -item[1])[:k]
+            return self._with_private(parts, types, vector, k)
 
         return DenseSource(run, handle.pending_after())
 
@@ -197,7 +204,7 @@ class DenseQueries:
 
         def run(vector: np.ndarray, k: int) -> list[tuple[str, float]]:
             try:
-                return snapshot.query(header, types, vector, k)
+                return self._with_private([snapshot.query(header, types, vector, k)], types, vector, k)
             except (OSError, ValueError) as exc:  # replaced meanwhile: the catalog's rows then
                 log.info("could not scan %s (%s); scoring from the catalog", snapshot.path, exc)
                 return self.exact.query(types, counts, vector, k)
@@ -205,6 +212,21 @@ class DenseQueries:
                 self._index.refresh()
 
         return DenseSource(run, header.floor)
+
+    def _with_private(
+        self, parts: Sequence[list[tuple[str, float]]], types: Sequence[MemoryType], vector: np.ndarray, k: int
+    ) -> list[tuple[str, float]]:
+        """The best ``k`` of the index's ``parts``, with the private memories where the index holds
+        none of them (``CatalogBackend.indexes_private``): those this catalog's person sees (under
+        row-level security, their own), scored exactly from a copy of their vectors."""
+        best: dict[str, float] = {}
+        if self.private is not None:
+            parts = [*parts, self.private.query([USER], {}, types, vector, k, counted=False) or []]
+        for part in parts:
+            for mid, score in part:
+                if score > best.get(mid, -np.inf):  # (a private vector an older version indexed)
+                    best[mid] = score
+        return sorted(best.items(), key=lambda item: -item[1])[:k]
 
     def _query_collection(
         self, index: VectorIndex, memory_type: MemoryType, counts: Mapping[str, int], vector: np.ndarray, k: int

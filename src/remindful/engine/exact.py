@@ -31,6 +31,9 @@ from remindful.engine.retrieval.search import top_k_exact
 from remindful.engine.sqlfilter import build_filter
 from remindful.model import MemoryType
 
+#: A copy kept without a count (:meth:`ScopedScorer.query` ``counted=False``) reads again the
+#: rows this many rowids below the last it read, for one committed late (see ``ScopeVectors._read``).
+LATE_ROWIDS = 1000
 #: The copy of the vectors that exact scoring keeps is freed once the index has served searches
 #: alone this long.
 FLAT_IDLE_S = 60.0
@@ -100,29 +103,38 @@ class ScopeVectors:
         self._type_array = np.zeros(0, dtype=np.uint8)
         self._newest = -1  # the store's newest rowid at the last read
         self._last: tuple[bytes, np.ndarray] | None = None  # the last query's key and scores
+        self._read_rowids: set[int] = set()  # (uncounted copies: the rowids read, see _read)
 
-    def refresh(self, catalog: CatalogBackend, generation: int, count: int) -> None:
+    def refresh(self, catalog: CatalogBackend, generation: int, count: int | None) -> None:
         """Bring the copy up to the catalog: ``generation`` is the audit log's newest rowid now,
-        ``count`` the scope's kept count."""
+        ``count`` the scope's kept count (None: not known; the copy follows the rowids and the
+        audit log alone)."""
         if generation != self.generation:
             self._clear(generation)
         # No row stored since the last read (the newest rowid is the same: a row given a deleted
-        # one's rowid changes some scope's count) and the count agrees: nothing to read.
+        # one's rowid changes some scope's count) and the count agrees: nothing to read. Without a
+        # count the few newest rows are read each time (one committed late has an older rowid).
         newest = int(catalog.read("SELECT coalesce(max(rowid), 0) FROM memories")[0][0])
-        if newest == self._newest and len(self.ids) == count and not self._missing:
+        if count is not None and newest == self._newest and len(self.ids) == count and not self._missing:
             return
-        self._read(catalog)
-        if len(self.ids) != count:  # rows deleted or moved since: read afresh
+        self._read(catalog, late=LATE_ROWIDS if count is None else 0)
+        if count is not None and len(self.ids) != count:  # rows deleted or moved since: read afresh
             self._clear(generation)
             self._read(catalog)
         self._newest = newest
 
-    def _read(self, catalog: CatalogBackend) -> None:
+    def _read(self, catalog: CatalogBackend, *, late: int = 0) -> None:
+        """Read the rows past the last one read; ``late``: and those up to that many rowids below
+        it not read yet (a server's writers commit rowids out of order: one taken before the
+        newest read may commit after it)."""
         flt = self._filter
         rows = catalog.read(
             f"SELECT rowid, id, type, embedding FROM memories WHERE {flt.sql} AND rowid > ? ORDER BY rowid",
-            [*flt.params, self.top],
+            [*flt.params, max(0, self.top - late) if late else self.top],
         )
+        if late:
+            rows = [r for r in rows if int(r[0]) not in self._read_rowids]
+            self._read_rowids.update(int(r[0]) for r in rows)
         if self._missing:
             arrived = catalog.read_in(
                 "SELECT rowid, embedding FROM memories WHERE rowid IN ({marks}) AND embedding IS NOT NULL",
@@ -149,7 +161,7 @@ class ScopeVectors:
                 self._missing[rowid] = start + n
             else:
                 self._put(start + n, blob)
-        self.top = int(rows[-1][0])
+        self.top = max(self.top, int(rows[-1][0]))
         self._type_array = np.asarray(self._types, dtype=np.uint8)
 
     def _put(self, position: int, blob: bytes) -> None:
@@ -200,13 +212,18 @@ class ScopedScorer:
         types: Sequence[MemoryType],
         vector: np.ndarray,
         k: int,
+        *,
+        counted: bool = True,
     ) -> list[tuple[str, float]] | None:
         """The ``k`` rows of ``scopes`` and ``types`` nearest to ``vector``, best first, as (id,
-        cosine); None when a scope is too large to keep (``counts``: the catalog's kept counts)."""
+        cosine); None when a scope is too large to keep (``counts``: the catalog's kept counts).
+        ``counted=False``: no count is known (the rows this catalog's person sees of a scope whose
+        count is everyone's): the copy is kept whatever its size, and follows the newest rowid and
+        the audit log alone."""
         wanted = list(dict.fromkeys(scopes))
-        if any(counts.get(s, 0) > SCOPE_MAX_ROWS for s in wanted):
+        if counted and any(counts.get(s, 0) > SCOPE_MAX_ROWS for s in wanted):
             return None
-        generation = int(self._catalog.read("SELECT coalesce(max(rowid), 0) FROM audit_log")[0][0])
+        generation = self._catalog.audit_generation()
         found: list[tuple[str, float]] = []
         with self._lock:
             for scope in wanted:
@@ -214,7 +231,7 @@ class ScopedScorer:
                 self._scopes[scope] = held
                 while len(self._scopes) > SCOPES_KEPT:
                     self._scopes.popitem(last=False)
-                held.refresh(self._catalog, generation, counts.get(scope, 0))
+                held.refresh(self._catalog, generation, counts.get(scope, 0) if counted else None)
                 scores = held.scores([t.value for t in types], vector)
                 top = np.argpartition(-scores, k)[:k] if len(scores) > k else np.arange(len(scores))
                 found += [(held.ids[i], float(scores[i])) for i in top.tolist() if np.isfinite(scores[i])]

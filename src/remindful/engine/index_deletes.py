@@ -17,6 +17,7 @@ from remindful.engine.backend import CatalogBackend
 from remindful.engine.background import DeleteFinisher
 from remindful.engine.index_locks import WaitCancelled
 from remindful.engine.index_view import IndexView
+from remindful.engine.scopes import USER
 from remindful.errors import RemindfulError
 from remindful.index.base import VectorIndex
 from remindful.model import MemoryType
@@ -109,8 +110,13 @@ class IndexDeletes:
         """Remove the vectors of (id, type) ``pairs`` from ``index`` and their queue entries."""
         with self._view.writing(index, cancel):
             ids = [mid for mid, _t in pairs]
-            # Stored again since (an import keeps ids): its vector is current, keep it.
+            # Stored again since (an import keeps ids): its vector is current, keep it. Unless it
+            # is private where the index holds none: moved into the user scope, the row stays and
+            # its vector goes.
             back = self._catalog.existing_ids(ids)
+            if back and not self._catalog.indexes_private:
+                rows = self._catalog.get_rows(sorted(back))
+                back = {mid for mid in back if mid in rows and rows[mid].scope != USER}
             by_type: dict[str, list[str]] = {}
             for mid, type_value in pairs:
                 if mid not in back:

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator
 from remindful.engine.backend import CatalogBackend
 from remindful.engine.index_locks import IndexLock, ViewLock
 from remindful.engine.index_snapshot import VectorSnapshot
+from remindful.engine.scopes import USER
 from remindful.engine.sqlfilter import SqlFilter, build_filter
 from remindful.index.base import VectorIndex
 from remindful.model import MemoryType
@@ -30,9 +31,11 @@ log = logging.getLogger("remindful")
 Writing = Callable[[VectorIndex, "threading.Event | None"], contextlib.AbstractContextManager[None]]
 
 
-def _indexed_of(memory_type: MemoryType) -> SqlFilter:
-    """The catalog's rows of ``memory_type`` marked indexed: what its collection should hold."""
-    return build_filter(types=[memory_type.value]) & SqlFilter("indexed = 1")
+def _indexed_of(memory_type: MemoryType, *, private: bool) -> SqlFilter:
+    """The catalog's rows of ``memory_type`` marked indexed: what its collection should hold
+    (``private``: the private ones too; see ``CatalogBackend.indexes_private``)."""
+    held = build_filter(types=[memory_type.value]) & SqlFilter("indexed = 1")
+    return held if private else held & SqlFilter(f"scope IS DISTINCT FROM '{USER}'")
 
 
 class IndexView:
@@ -157,7 +160,7 @@ class IndexView:
         return queued
 
     def _visible_indexed(self, memory_type: MemoryType) -> set[str]:
-        flt = _indexed_of(memory_type)
+        flt = _indexed_of(memory_type, private=self._catalog.indexes_private)
         return {r[0] for r in self._catalog.read(f"SELECT id FROM memories WHERE {flt.sql}", flt.params)}
 
     def _queued_deletes(self) -> list[tuple[str, str]]:

@@ -65,6 +65,7 @@ from remindful.engine.index_snapshot import FILE_NAME as SNAPSHOT_FILE
 from remindful.engine.index_snapshot import SPARE_SHARE as SNAPSHOT_SPARE
 from remindful.engine.index_snapshot import VectorSnapshot
 from remindful.engine.index_view import IndexView
+from remindful.engine.scopes import USER
 from remindful.engine.sqlfilter import SqlFilter
 from remindful.errors import CorruptionError, RemindfulError, StorageError
 from remindful.index.base import VectorIndex
@@ -584,9 +585,13 @@ class IndexMirror:
                 progress(len(rows))
 
     def _upsert(self, index: VectorIndex, rows: Sequence[MemoryRow], *, locked: bool = False) -> None:
+        """Send ``rows``' vectors to ``index`` and mark the rows indexed. A private memory's vector
+        stays in a catalog that does not index them (``CatalogBackend.indexes_private``)."""
         by_type: dict[str, list[MemoryRow]] = {}
+        private = self.catalog.indexes_private
         for row in rows:
-            by_type.setdefault(row.type, []).append(row)
+            if private or row.scope != USER:
+                by_type.setdefault(row.type, []).append(row)
         with contextlib.nullcontext() if locked else self._writing(index):
             for type_value, group in by_type.items():
                 # Ids and vectors only: no text a user or an agent wrote (metadata, session ids) goes
@@ -652,6 +657,16 @@ class IndexMirror:
                 self._deletes.unindex(index, gone)
             except RemindfulError as exc:
                 log.warning("could not remove %d vectors from the index yet (%s)", len(gone), exc)
+
+    def after_scope_move(self) -> None:
+        """Memories moved into or out of the user scope, on a catalog that keeps private vectors out
+        of the index (``CatalogBackend.indexes_private``; its schema queued the vectors of the
+        memories made private for removal, and marked those made shared un-indexed): remove and
+        add them, in the background."""
+        if self.catalog.indexes_private:
+            return
+        self.kick_finisher()
+        self._queue_backlog()
 
     def kick_finisher(self) -> None:
         """Large deletes left work queued in the catalog (windows to mend, vectors to remove): have

@@ -565,6 +565,8 @@ class Store:
                 row.importance = float(metadata["importance"])
         self._commit_update(row, counts, moved, version)
         self.mirror.index_rows([row])
+        if scope is not None:
+            self.mirror.after_scope_move()
         return self.get(memory_id)
 
     def version_of(self, memory_id: str) -> int | None:
@@ -593,6 +595,8 @@ class Store:
             catalog.audit(conn, "move_scope", None, {"from": list(scopes), "to": scope, "count": moved[0]})
 
         catalog.write(run, what="moving memories to another scope")
+        if moved[0]:
+            self.mirror.after_scope_move()
         return moved[0]
 
     def _commit_update(

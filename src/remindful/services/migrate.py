@@ -2,7 +2,8 @@
 
 Copies every part of the local store into an empty PostgreSQL catalog: the memories with their
 vectors (in pages, ids and times kept), the sessions, the tombstones, the ledger of injected context
-and the projects; puts the vectors into the Chroma server's collections; then verifies that each
+and the projects; puts the vectors into the Chroma server's collections (a private memory's stays in
+the catalog, under row-level security: the Chroma server has no people); then verifies that each
 part's count on the target is the source's (and each collection's vector count), and raises
 :class:`~remindful.errors.StorageError` naming the parts that differ. The local store is left as it
 was. A target that already holds memories, or a Chroma server whose collections hold vectors, is
@@ -20,6 +21,7 @@ import numpy as np
 from remindful.engine.postgres.transfer import PostgresTransfer
 from remindful.engine.repositories.memories import MemoryRepository
 from remindful.engine.repositories.transfer import TransferRepository
+from remindful.engine.scopes import USER
 from remindful.errors import StorageError
 from remindful.index.base import VectorIndex
 from remindful.model import MemoryType
@@ -85,7 +87,8 @@ def migrate(
         rows = [row for _, row in page]
         by_type: dict[str, list[Any]] = {}
         for row in rows:
-            if row.embedding is not None:
+            # A private memory's vector stays in the catalog: the Chroma server has no people.
+            if row.embedding is not None and row.scope != USER:
                 by_type.setdefault(row.type, []).append(row)
         for type_value, group in by_type.items():
             collection = MemoryType(type_value).collection

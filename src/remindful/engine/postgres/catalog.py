@@ -136,6 +136,9 @@ class PostgresCatalog:
     unwritable: StorageError | None = None
     #: No file: nothing for an integrity check of the local file to look at.
     path: Path | None = None
+    #: Private memories' vectors stay here, under row-level security: never on the Chroma server,
+    #: which anyone reaching it reads whole (schema version 10).
+    indexes_private = False
 
     def __init__(
         self,
@@ -503,7 +506,7 @@ class PostgresCatalog:
         return [MemoryRow.from_sql(r) for r in self.read(sql, [*params, limit, offset])]
 
     def indexed_ids(self, memory_type: str) -> set[str] | None:
-        """Ids of the rows of ``memory_type`` marked indexed, every person's (schema 9's
+        """Ids of the rows of ``memory_type`` marked indexed, private ones excepted, every person's (schema 10's
         functions); None if this connection cannot see them all (a token's person, and an admin
         that row-level security binds): then no vector may be taken for stale."""
         if not self._sees_every_row():
@@ -511,10 +514,11 @@ class PostgresCatalog:
         return {r[0] for r in self.read("SELECT remindful_indexed_ids(%s)", (memory_type,))}
 
     def indexed_count(self, memory_type: str) -> int:
-        """How many rows of ``memory_type`` are marked indexed, every person's where
-        :meth:`indexed_ids` sees them (else those this connection sees)."""
+        """How many rows of ``memory_type`` are marked indexed, private ones excepted (their vectors
+        stay here), every person's where :meth:`indexed_ids` sees them (else those this
+        connection sees)."""
         if not self._sees_every_row():
-            return self.count(SqlFilter("type = ? AND indexed = 1", (memory_type,)))
+            return self.count(SqlFilter("type = ? AND indexed = 1 AND scope IS DISTINCT FROM 'user'", (memory_type,)))
         return int(self.read("SELECT remindful_indexed_count(%s)", (memory_type,))[0][0])
 
     def _sees_every_row(self) -> bool:
@@ -853,6 +857,10 @@ class PostgresCatalog:
 
     def stored_session_id(self, session_id: str) -> str:
         return self.redaction.session_id(session_id)
+
+    def audit_generation(self) -> int:
+        """The audit log's newest entry (a delete, an update or a move of scope writes one)."""
+        return int(self.read("SELECT coalesce(max(seq), 0) FROM audit_log")[0][0])
 
     def audit(self, conn: Any, action: str, memory_id: str | None, detail: dict[str, Any]) -> None:
         """One audit-log entry, now, in the caller's transaction; ``detail`` redacted."""

@@ -483,8 +483,51 @@ $$""",
     ),
 ]
 
+#: Version 10: a private (user-scope) memory's vector stays in the catalog, which row-level security
+#: guards, and never goes to the Chroma server, which has no people of its own: whoever reaches it
+#: reads every vector it holds, and a vector gives its text away to a model inverting it.
+#: ``remindful_indexed_ids``/``_count`` list what the index should hold: no private row (so a
+#: reconcile removes the private vectors an older version put there). A memory moved into the user
+#: scope has its vector queued for removal (``index_deletes``), in the statement's transaction; one
+#: moved out of it is marked un-indexed, for the indexer to add.
+_V10 = [
+    """
+CREATE OR REPLACE FUNCTION remindful_indexed_ids(memory_type text) RETURNS SETOF text
+LANGUAGE sql STABLE SECURITY DEFINER AS $$
+    SELECT id FROM memories WHERE type = memory_type AND indexed = 1 AND scope IS DISTINCT FROM 'user'
+$$""",
+    """
+CREATE OR REPLACE FUNCTION remindful_indexed_count(memory_type text) RETURNS bigint
+LANGUAGE sql STABLE SECURITY DEFINER AS $$
+    SELECT count(*) FROM memories WHERE type = memory_type AND indexed = 1 AND scope IS DISTINCT FROM 'user'
+$$""",
+    """
+CREATE OR REPLACE FUNCTION remindful_scope_moved() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF NEW.scope IS NOT DISTINCT FROM OLD.scope THEN
+        RETURN NEW;
+    END IF;
+    IF NEW.scope = 'user' THEN
+        INSERT INTO index_deletes (memory_id, type) VALUES (OLD.id, OLD.type)
+            ON CONFLICT (memory_id) DO UPDATE SET type = excluded.type;
+    ELSIF OLD.scope = 'user' THEN
+        NEW.indexed := 0;
+    END IF;
+    RETURN NEW;
+END $$""",
+    "DROP TRIGGER IF EXISTS memories_scope_bu ON memories",
+    "CREATE TRIGGER memories_scope_bu BEFORE UPDATE OF scope ON memories "
+    "FOR EACH ROW EXECUTE FUNCTION remindful_scope_moved()",
+    # (CREATE OR REPLACE drops a function's settings: its search path is set again.)
+    *(
+        "DO $do$ BEGIN EXECUTE format('ALTER FUNCTION " + signature + " SET search_path = %I, pg_temp', "
+        "current_schema()); END $do$"
+        for signature in ("remindful_indexed_ids(text)", "remindful_indexed_count(text)")
+    ),
+]
+
 #: The statements of each version, from the first: ``MIGRATIONS[v - 1]`` brings version ``v - 1`` to ``v``.
-MIGRATIONS: tuple[list[str], ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9)
+MIGRATIONS: tuple[list[str], ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9, _V10)
 #: The version before which the catalog derives the origins of rows that have none.
 ORIGINS_VERSION = 5
 SCHEMA_VERSION = len(MIGRATIONS)
