@@ -14,6 +14,12 @@ with a varying detail, tool-call records and Markdown chunks, 20 per session, ov
   seconds from the hook's return to B's first hit. The embedded default's figure is the same flow
   with A and B on one storage directory (two processes of one machine).
 
+``--member`` measures the shared store a third time as a team member does: a copy of its database
+(``CREATE DATABASE ... TEMPLATE``, so a cached store stays the single user's) with one person added
+(``remindful team add``, who takes over its memories), opened with that person's token by a login
+role that is no superuser: every statement then passes row-level security. Acknowledgements and
+searches only (the hook of the other machine would need the token in its settings).
+
 ``--cache DIR`` keeps both stores (the storage directories, the PostgreSQL cluster's files and the
 Chroma server's) in DIR: the first run builds them there, later runs of the same ``--memories``
 measure on them without building again (a build of 100,000 takes tens of minutes on a loaded
@@ -252,6 +258,57 @@ def timed(name: str, memory: Any, a_path: Path, b_path: Path, embedder: Any, sha
     return result
 
 
+@contextlib.contextmanager
+def as_member(url: str, shared: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """The shared store's settings for a team member on a copy of ``url``'s database (see the
+    module docstring); the copy is dropped afterwards."""
+    import psycopg
+
+    from remindful.engine.postgres.catalog import PostgresCatalog
+    from remindful.engine.postgres.team import TeamRepository
+    from remindful.engine.redact import StoreRedactor, build_redactor
+
+    base, source = url.rsplit("/", 1)
+    copy = f"{source}_member_{secrets.token_hex(3)}"
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{copy}" TEMPLATE "{source}"')
+        conn.execute(
+            "DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'bench_member') THEN "
+            "CREATE ROLE bench_member LOGIN NOSUPERUSER NOBYPASSRLS; END IF; END $$"
+        )
+    admin_url = f"{base}/{copy}"
+    try:
+        with scratch_dir() as keys:
+            admin = PostgresCatalog(admin_url, redaction=StoreRedactor(build_redactor(), keys))
+            try:
+                token = TeamRepository(admin).add("bench")
+            finally:
+                admin.close()
+        member_url = admin_url.replace("://bench@", "://bench_member@", 1)
+        yield {**shared, "catalog.url": member_url, "catalog.token": token}
+    finally:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{copy}" WITH (FORCE)')
+
+
+def as_member_timed(
+    root: Path, embedder: Any, settings: dict[str, Any], queries: list[str], args: Any
+) -> dict[str, Any]:
+    """Acknowledgements and searches of the shared store opened as a team member."""
+    tag = secrets.token_hex(3)
+    with open_store(root / "member" / "a", embedder, settings, args.memories) as memory:
+        progress("member: acknowledgements and searches")
+        memory.flush()
+        acks = ms_each(lambda i: memory.store(f"ack probe {tag} {i}: the release train leaves at {i % 24}:00"),
+                       range(args.acks))  # fmt: skip
+        memory.flush()
+        memory.search(queries[0])
+        searches = ms_each(lambda q: memory.search(q, limit=10), queries)
+    progress(None)
+    return dict(ack_p50_ms=pct(acks, 0.5), ack_p95_ms=pct(acks, 0.95),
+                search_p50_ms=pct(searches, 0.5), search_p95_ms=pct(searches, 0.95))  # fmt: skip
+
+
 def main() -> None:
     p = parser(__doc__)
     add_data_option(p)
@@ -269,6 +326,7 @@ def main() -> None:
         "buffers before the timing (pg_prewarm), as a server running for a while holds them",
     )
     p.add_argument("--cache", type=Path, help="keep the stores in this folder; reuse those it holds (see above)")
+    p.add_argument("--member", action="store_true", help="also as a team member, under row-level security (see above)")
     args = p.parse_args()
 
     built: dict[str, Any] = {}
@@ -304,6 +362,9 @@ def main() -> None:
         shared = {"catalog.url": url, "storage.chromadb.mode": "server", "storage.chromadb.host": host,
                   "storage.chromadb.port": port}  # fmt: skip
         result["shared"] = measure("shared", root, texts, queries, args, embedder, shared, built)
+        if args.member:
+            with as_member(url, shared) as member:
+                result["member"] = as_member_timed(root, embedder, member, queries, args)
         if marker is not None and not marker.exists():
             marker.write_text(json.dumps({"memories": args.memories, **built}))
     result["machine"] = machine()
@@ -338,6 +399,18 @@ def lines(r: dict[str, Any]) -> list[str]:
         + " (target <= 2 s)",
         f"found from the other machine p50 {s['found_p50_s']} s, max {s['found_max_s']} s "
         f"(one machine: p50 {e['found_p50_s']} s, max {e['found_max_s']} s)",
+        *member_lines(r),
+    ]
+
+
+def member_lines(r: dict[str, Any]) -> list[str]:
+    m, e = r.get("member"), r["embedded"]
+    if m is None:
+        return []
+    return [
+        versus("search p50 as a team member (row-level security)", m["search_p50_ms"], "embedded", e["search_p50_ms"])
+        + " (target <= 2x)",
+        versus("store ack p50 as a team member", m["ack_p50_ms"], "embedded", e["ack_p50_ms"]) + " (target <= 3x)",
     ]
 
 

@@ -66,8 +66,8 @@ def test_a_local_store_is_copied_and_verified(
     assert report.counts["vectors"] == (13, 13)
     assert report.counts["sessions"][0] == report.counts["sessions"][1] >= 3
     assert report.counts["tombstones"] == (1, 1) and report.counts["injections"] == (1, 1)
-    # The private memory's vector stays in the catalog: the Chroma server has no people.
-    assert report.collections == {"action_memories": 12}
+    # (A store with no team yet is one person's: their private vectors go to the index too.)
+    assert report.collections == {"action_memories": 12, "knowledge_memories": 1}
 
     target = PostgresCatalog(postgres_url, redaction=StoreRedactor(build_redactor(), tmp_path))
     try:
@@ -87,7 +87,7 @@ def test_a_local_store_is_copied_and_verified(
         **{"catalog.url": postgres_url, "storage.chromadb.mode": "server", "storage.chromadb.host": host,
            "storage.chromadb.port": port, "search.min_score": 0.0},
     )  # fmt: skip
-    try:  # found by its vector, scored from the catalog
+    try:  # found by its vector
         hits = moved.search("Always use uv for Python projects", limit=3, types=["knowledge"])
         assert hits and hits[0].content == "Always use uv for Python projects" and "dense" in hits[0].sources
     finally:

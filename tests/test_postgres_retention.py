@@ -378,6 +378,33 @@ def test_an_older_stores_private_vectors_leave_the_chroma_server_at_the_next_ope
     assert vectors_present(chroma, [private]) == set()
 
 
+def test_a_store_with_no_team_indexes_its_private_memories_until_its_first_person_is_added(
+    admin: PostgresCatalog, member_url: str, chroma: tuple[str, int], tmp_path: Path
+) -> None:
+    """A store with no team yet is one person's (their machines share it): its private memories'
+    vectors go to the index as ever (HNSW, not an exact scan of every one of them at each search).
+    Once the team has a person, the first process with a token removes them."""
+    from test_postgres_access import person
+
+    alone = person(tmp_path / "alone", member_url, chroma, None)
+    try:
+        mine = alone.store("my bike lock code is written inside the helmet", type="knowledge", scope="user")
+        alone.flush()
+    finally:
+        alone.close()
+    assert vectors_present(chroma, [mine]) == {mine}
+    token = TeamRepository(admin).add("alice")  # (who takes over the memories written until then)
+    alice = person(tmp_path / "alice", member_url, chroma, token)
+    try:
+        alice.store("alice's bike is blue", type="knowledge", scope="user")  # (the index opens)
+        alice.flush()
+        hits = alice.search("my bike lock code is written inside the helmet", limit=3, types=["knowledge"])
+        assert hits[0].id == mine and "dense" in hits[0].sources
+    finally:
+        alice.close()
+    assert vectors_present(chroma, [mine]) == set()
+
+
 def test_a_persons_item_quota_evicts_only_what_they_wrote_outside_projects(
     admin: PostgresCatalog, member_url: str, chroma: tuple[str, int], tmp_path: Path
 ) -> None:

@@ -44,15 +44,17 @@ class CatalogBackend(ChunkStore, Protocol):
     damage: CorruptionError | None
     #: Why nothing can be written (a read-only directory, a full disk), if so.
     unwritable: StorageError | None
-    #: Whether private (user-scope) memories' vectors go to the vector index. A shared catalog's
-    #: index is a Chroma server with no people of its own, where anyone who reaches it reads every
-    #: vector: there they stay in the catalog, which row-level security guards, and a search scores
-    #: them exactly (:class:`~remindful.engine.exact.ScopedScorer`).
-    indexes_private: bool
 
     @property
     def path(self) -> Path | None:
         """The catalog's file, if it is one (None: a server)."""
+
+    @property
+    def indexes_private(self) -> bool:
+        """Whether private (user-scope) memories' vectors go to the vector index. A team store's
+        index is a Chroma server with no people of its own, where anyone who reaches it reads every
+        vector: there they stay in the catalog, which row-level security guards, and a search
+        scores them exactly (:class:`~remindful.engine.exact.ScopedScorer`)."""
 
     def close(self) -> None: ...
     def read(self, sql: str, params: Sequence[Any] = (), *, private: bool = False) -> list[Any]: ...

@@ -2,8 +2,9 @@
 
 Copies every part of the local store into an empty PostgreSQL catalog: the memories with their
 vectors (in pages, ids and times kept), the sessions, the tombstones, the ledger of injected context
-and the projects; puts the vectors into the Chroma server's collections (a private memory's stays in
-the catalog, under row-level security: the Chroma server has no people); then verifies that each
+and the projects; puts the vectors into the Chroma server's collections (on a store that already has
+a team, a private memory's stays in the catalog, under row-level security: the Chroma server has no
+people); then verifies that each
 part's count on the target is the source's (and each collection's vector count), and raises
 :class:`~remindful.errors.StorageError` naming the parts that differ. The local store is left as it
 was. A target that already holds memories, or a Chroma server whose collections hold vectors, is
@@ -81,14 +82,15 @@ def migrate(
     target.tombstones(parts.tombstones())
     target.injections(parts.injections())
     vectors: dict[str, int] = {}
+    private = target.indexes_private
     after, done = 0, 0
     while page := memories.page(after, PAGE):
         after = page[-1][0]
         rows = [row for _, row in page]
         by_type: dict[str, list[Any]] = {}
         for row in rows:
-            # A private memory's vector stays in the catalog: the Chroma server has no people.
-            if row.embedding is not None and row.scope != USER:
+            # On a team store a private memory's vector stays in the catalog: the Chroma server has no people.
+            if row.embedding is not None and (private or row.scope != USER):
                 by_type.setdefault(row.type, []).append(row)
         for type_value, group in by_type.items():
             collection = MemoryType(type_value).collection

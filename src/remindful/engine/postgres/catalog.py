@@ -136,9 +136,6 @@ class PostgresCatalog:
     unwritable: StorageError | None = None
     #: No file: nothing for an integrity check of the local file to look at.
     path: Path | None = None
-    #: Private memories' vectors stay here, under row-level security: never on the Chroma server,
-    #: which anyone reaching it reads whole (schema version 10).
-    indexes_private = False
 
     def __init__(
         self,
@@ -172,6 +169,7 @@ class PostgresCatalog:
         #: its memories is (the admin's ``remindful team`` commands need none: they read ``people``).
         self.person: str | None = None
         self._definer_sees_all: bool | None = None  # (see indexed_ids)
+        self._has_team: bool | None = None  # (see indexes_private)
         if token is not None:
             try:
                 self.person = self._with_retries(
@@ -520,6 +518,19 @@ class PostgresCatalog:
         if not self._sees_every_row():
             return self.count(SqlFilter("type = ? AND indexed = 1 AND scope IS DISTINCT FROM 'user'", (memory_type,)))
         return int(self.read("SELECT remindful_indexed_count(%s)", (memory_type,))[0][0])
+
+    @property
+    def indexes_private(self) -> bool:
+        """Whether private memories' vectors go to the index: not on a team store (schema version
+        10), where they stay here, under row-level security, and never reach the Chroma server,
+        which anyone reaching it reads whole. A store with no team yet is one person's. (A process
+        running when the first person is added learns it at its next open; the first reconcile
+        of a team member's process removes what it indexed meanwhile.)"""
+        if self._token is not None:  # (a valid token: the store has a team)
+            return False
+        if self._has_team is None:
+            self._has_team = bool(self.read("SELECT remindful_has_team()")[0][0])
+        return not self._has_team
 
     def _sees_every_row(self) -> bool:
         if self.person is None:  # no team, or the admin's process: its reads see every row

@@ -483,28 +483,37 @@ $$""",
     ),
 ]
 
-#: Version 10: a private (user-scope) memory's vector stays in the catalog, which row-level security
-#: guards, and never goes to the Chroma server, which has no people of its own: whoever reaches it
-#: reads every vector it holds, and a vector gives its text away to a model inverting it.
-#: ``remindful_indexed_ids``/``_count`` list what the index should hold: no private row (so a
-#: reconcile removes the private vectors an older version put there). A memory moved into the user
+#: Version 10: on a team store (once it has people) a private (user-scope) memory's vector stays in
+#: the catalog, which row-level security guards, and never goes to the Chroma server, which has no
+#: people of its own: whoever reaches it reads every vector it holds, and a vector gives its text
+#: away to a model inverting it. (A store with no team yet is one person's: their vectors go to the
+#: index as ever.) ``remindful_has_team()`` says which; ``remindful_indexed_ids``/``_count`` list
+#: what the index should hold: on a team store no private row (so a reconcile removes the private
+#: vectors an older version, or the store before its team, put there). A memory moved into the user
 #: scope has its vector queued for removal (``index_deletes``), in the statement's transaction; one
 #: moved out of it is marked un-indexed, for the indexer to add.
 _V10 = [
     """
+CREATE OR REPLACE FUNCTION remindful_has_team() RETURNS boolean
+LANGUAGE sql STABLE SECURITY DEFINER AS $$
+    SELECT EXISTS (SELECT 1 FROM people)
+$$""",
+    """
 CREATE OR REPLACE FUNCTION remindful_indexed_ids(memory_type text) RETURNS SETOF text
 LANGUAGE sql STABLE SECURITY DEFINER AS $$
-    SELECT id FROM memories WHERE type = memory_type AND indexed = 1 AND scope IS DISTINCT FROM 'user'
+    SELECT id FROM memories WHERE type = memory_type AND indexed = 1
+        AND (scope IS DISTINCT FROM 'user' OR NOT remindful_has_team())
 $$""",
     """
 CREATE OR REPLACE FUNCTION remindful_indexed_count(memory_type text) RETURNS bigint
 LANGUAGE sql STABLE SECURITY DEFINER AS $$
-    SELECT count(*) FROM memories WHERE type = memory_type AND indexed = 1 AND scope IS DISTINCT FROM 'user'
+    SELECT count(*) FROM memories WHERE type = memory_type AND indexed = 1
+        AND (scope IS DISTINCT FROM 'user' OR NOT remindful_has_team())
 $$""",
     """
 CREATE OR REPLACE FUNCTION remindful_scope_moved() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    IF NEW.scope IS NOT DISTINCT FROM OLD.scope THEN
+    IF NEW.scope IS NOT DISTINCT FROM OLD.scope OR NOT remindful_has_team() THEN
         RETURN NEW;
     END IF;
     IF NEW.scope = 'user' THEN
@@ -522,7 +531,7 @@ END $$""",
     *(
         "DO $do$ BEGIN EXECUTE format('ALTER FUNCTION " + signature + " SET search_path = %I, pg_temp', "
         "current_schema()); END $do$"
-        for signature in ("remindful_indexed_ids(text)", "remindful_indexed_count(text)")
+        for signature in ("remindful_has_team()", "remindful_indexed_ids(text)", "remindful_indexed_count(text)")
     ),
 ]
 

@@ -20,6 +20,11 @@ class PostgresTransfer:
     def __init__(self, catalog: PostgresCatalog) -> None:
         self._catalog = catalog
 
+    @property
+    def indexes_private(self) -> bool:
+        """Whether private memories' vectors go to the index (not once the store has a team)."""
+        return self._catalog.indexes_private
+
     def memories(self, rows: Sequence[MemoryRow]) -> None:
         """Insert ``rows`` as stored (already redacted), marked indexed: the copy puts their vectors
         in the target's index itself."""
