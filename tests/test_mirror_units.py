@@ -306,3 +306,36 @@ def test_dense_queries_send_a_remote_indexs_collections_at_once_and_ask_a_local_
         assert len(threads) == (2 if remote else 1)
     finally:
         dense.close()
+
+
+def test_an_uncounted_scope_copy_reads_a_row_committed_late_once_with_the_next_store() -> None:
+    """The private memories of a team store are copied without a count (the person sees only
+    theirs). A server's writers commit rowids out of order: a row whose rowid is below the last
+    one read arrives late; it is read with the next store, and no row is read twice."""
+    from remindful.engine import vectors as stored_vectors
+    from remindful.engine.exact import ScopeVectors
+
+    blob = stored_vectors.encode(np.eye(384, dtype=np.float32)[0])
+    committed: list[tuple[int, str, str, bytes]] = []
+
+    class Rows:
+        reads = 0
+
+        def read(self, sql: str, params: list[object]) -> list[tuple[int, str, str, bytes]]:
+            self.reads += 1
+            after = int(params[-1])  # type: ignore[call-overload]
+            return sorted(r for r in committed if r[0] > after)
+
+    rows = Rows()
+    copy = ScopeVectors("user")
+    committed += [(1, "a", "knowledge", blob), (3, "c", "knowledge", blob)]
+    copy.refresh(rows, generation=0, newest=3, count=None)  # type: ignore[arg-type]
+    assert copy.ids == ["a", "c"]
+    copy.refresh(rows, generation=0, newest=3, count=None)  # type: ignore[arg-type]
+    assert rows.reads == 1  # nothing stored since: nothing read
+    committed.append((2, "b", "knowledge", blob))  # (rowid 2, committed after 3)
+    committed.append((4, "d", "knowledge", blob))
+    copy.refresh(rows, generation=0, newest=4, count=None)  # type: ignore[arg-type]
+    assert sorted(copy.ids) == ["a", "b", "c", "d"] and len(copy.ids) == 4
+    copy.refresh(rows, generation=1, newest=4, count=None)  # type: ignore[arg-type]  (a delete, say)
+    assert sorted(copy.ids) == ["a", "b", "c", "d"]  # read afresh

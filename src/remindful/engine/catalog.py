@@ -1046,9 +1046,13 @@ class Catalog:
 
     # -- the rest of the catalog ----------------------------------------------------------------
 
-    def audit_generation(self) -> int:
-        """The audit log's newest entry (a delete, an update or a move of scope writes one)."""
-        return int(self.read("SELECT coalesce(max(rowid), 0) FROM audit_log")[0][0])
+    def change_marks(self) -> tuple[int, int]:
+        """The audit log's newest entry (a delete, an update or a move of scope writes one) and the
+        newest memory's rowid, in one read."""
+        row = self.read(
+            "SELECT (SELECT coalesce(max(rowid), 0) FROM audit_log), (SELECT coalesce(max(rowid), 0) FROM memories)"
+        )[0]
+        return int(row[0]), int(row[1])
 
     def audit(self, conn: sqlite3.Connection, action: str, memory_id: str | None, detail: dict[str, Any]) -> None:
         """One audit-log entry, now, in the caller's transaction (the statement hook processes run

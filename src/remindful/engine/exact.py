@@ -105,17 +105,17 @@ class ScopeVectors:
         self._last: tuple[bytes, np.ndarray] | None = None  # the last query's key and scores
         self._read_rowids: set[int] = set()  # (uncounted copies: the rowids read, see _read)
 
-    def refresh(self, catalog: CatalogBackend, generation: int, count: int | None) -> None:
-        """Bring the copy up to the catalog: ``generation`` is the audit log's newest rowid now,
-        ``count`` the scope's kept count (None: not known; the copy follows the rowids and the
-        audit log alone)."""
+    def refresh(self, catalog: CatalogBackend, generation: int, newest: int, count: int | None) -> None:
+        """Bring the copy up to the catalog: ``generation`` is the audit log's newest entry now,
+        ``newest`` the newest memory's rowid, ``count`` the scope's kept count (None: not known;
+        the copy follows the rowids and the audit log alone, and reads again the rows a little
+        below the last it read: one committed late has an older rowid, and is read with the
+        next row stored after it)."""
         if generation != self.generation:
             self._clear(generation)
         # No row stored since the last read (the newest rowid is the same: a row given a deleted
-        # one's rowid changes some scope's count) and the count agrees: nothing to read. Without a
-        # count the few newest rows are read each time (one committed late has an older rowid).
-        newest = int(catalog.read("SELECT coalesce(max(rowid), 0) FROM memories")[0][0])
-        if count is not None and newest == self._newest and len(self.ids) == count and not self._missing:
+        # one's rowid changes some scope's count) and the count agrees: nothing to read.
+        if newest == self._newest and count in (None, len(self.ids)) and not self._missing:
             return
         self._read(catalog, late=LATE_ROWIDS if count is None else 0)
         if count is not None and len(self.ids) != count:  # rows deleted or moved since: read afresh
@@ -223,7 +223,7 @@ class ScopedScorer:
         wanted = list(dict.fromkeys(scopes))
         if counted and any(counts.get(s, 0) > SCOPE_MAX_ROWS for s in wanted):
             return None
-        generation = self._catalog.audit_generation()
+        generation, newest = self._catalog.change_marks()
         found: list[tuple[str, float]] = []
         with self._lock:
             for scope in wanted:
@@ -231,7 +231,7 @@ class ScopedScorer:
                 self._scopes[scope] = held
                 while len(self._scopes) > SCOPES_KEPT:
                     self._scopes.popitem(last=False)
-                held.refresh(self._catalog, generation, counts.get(scope, 0) if counted else None)
+                held.refresh(self._catalog, generation, newest, counts.get(scope, 0) if counted else None)
                 scores = held.scores([t.value for t in types], vector)
                 top = np.argpartition(-scores, k)[:k] if len(scores) > k else np.arange(len(scores))
                 found += [(held.ids[i], float(scores[i])) for i in top.tolist() if np.isfinite(scores[i])]

@@ -869,9 +869,13 @@ class PostgresCatalog:
     def stored_session_id(self, session_id: str) -> str:
         return self.redaction.session_id(session_id)
 
-    def audit_generation(self) -> int:
-        """The audit log's newest entry (a delete, an update or a move of scope writes one)."""
-        return int(self.read("SELECT coalesce(max(seq), 0) FROM audit_log")[0][0])
+    def change_marks(self) -> tuple[int, int]:
+        """The audit log's newest entry (a delete, an update or a move of scope writes one) and the
+        newest memory's rowid, in one read."""
+        row = self.read(
+            "SELECT (SELECT coalesce(max(seq), 0) FROM audit_log), (SELECT coalesce(max(rowid), 0) FROM memories)"
+        )[0]
+        return int(row[0]), int(row[1])
 
     def audit(self, conn: Any, action: str, memory_id: str | None, detail: dict[str, Any]) -> None:
         """One audit-log entry, now, in the caller's transaction; ``detail`` redacted."""
