@@ -75,3 +75,25 @@ def test_a_private_memory_leaves_no_trace_another_person_can_read(
     with as_member(member_url, bob_token) as conn:
         leaked = {table: text for table, text in every_row_as_text(conn).items() if MARK in text}
     assert leaked == {}, f"bob reads alice's private text in {sorted(leaked)}"
+
+
+def test_memories_moved_into_the_user_scope_leave_their_neighbours_windows(
+    admin: PostgresCatalog, member_url: str, chroma: tuple[str, int], tmp_path: Path
+) -> None:
+    """A session window holds a neighbour's text only if that neighbour is not private (or the
+    window's memory is private too). A move of a whole scope into the user scope left the moved
+    texts in the windows of their neighbours that stayed shared, which the team reads."""
+    team = TeamRepository(admin)
+    alice_token, bob_token = team.add("alice"), team.add("bob")
+    alice = person(tmp_path / "alice", member_url, chroma, alice_token)
+    try:
+        alice.store("the shop's deploy starts at noon", type="knowledge", scope="project:shop", session_id="s")
+        alice.store(f"my {MARK} plan for the weekend", type="knowledge", scope="project:draft", session_id="s")
+        alice.store("the shop's deploy ends by two", type="knowledge", scope="project:shop", session_id="s")
+        assert alice.move_scope("project:draft", "user") == 1
+        alice.flush()
+    finally:
+        alice.close()
+    with as_member(member_url, bob_token) as conn:
+        windows = [r[0] for r in conn.execute("SELECT text FROM context_windows")]
+    assert windows and not [w for w in windows if MARK in w]

@@ -717,14 +717,17 @@ class PostgresCatalog:
         return int(rows[0][0]) if rows else None
 
     def move_scope(self, conn: Any, flt: SqlFilter, scope: str) -> int:
-        """Move the memories passing ``flt`` to ``scope`` in the caller's transaction; how many moved."""
+        """Move the memories passing ``flt`` to ``scope`` in the caller's transaction, their
+        neighbours' session windows rebuilt (a private text is in no shared memory's window); how
+        many moved."""
         where, params = pg_filter(flt)
-        return int(
-            conn.execute(
-                f"UPDATE memories SET scope = %s WHERE ({where}) AND scope IS DISTINCT FROM %s",
-                (scope, *params, scope),
-            ).rowcount
-        )
+        moved = conn.execute(
+            f"UPDATE memories SET scope = %s WHERE ({where}) AND scope IS DISTINCT FROM %s "
+            "RETURNING rowid, session_id, seq",
+            (scope, *params, scope),
+        ).fetchall()
+        windows.after_scope_move(conn, moved)
+        return len(moved)
 
     def follow_file(self) -> bool:
         """Nothing to follow: a server's database is not replaced under its clients' feet."""

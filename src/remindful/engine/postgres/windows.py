@@ -155,4 +155,20 @@ def after_update(conn: Conn, memory_id: str) -> None:
         _write(conn, _windows(conn, session_id, seq - WINDOW, seq + WINDOW))
 
 
-__all__ = ["after_delete", "after_insert", "after_update", "before_delete"]
+def after_scope_move(conn: Conn, moved: Sequence[tuple[int, str | None, int | None]]) -> None:
+    """Rebuild the windows around memories ``(rowid, session id, seq)`` whose scope changed: a
+    text made private leaves the windows of its shared neighbours, and one made shared joins them."""
+    spans: dict[str, tuple[int, int]] = {}
+    loose = []
+    for rowid, session_id, seq in moved:
+        if session_id is None or seq is None:
+            loose.append(rowid)
+            continue
+        first, last = spans.get(session_id, (seq, seq))
+        spans[session_id] = (min(first, seq), max(last, seq))
+    _write(conn, _loose(conn, loose) if loose else [])
+    for session_id, (first, last) in spans.items():
+        _write(conn, _windows(conn, session_id, first - WINDOW, last + WINDOW))
+
+
+__all__ = ["after_delete", "after_insert", "after_scope_move", "after_update", "before_delete"]
