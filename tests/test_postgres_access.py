@@ -20,6 +20,7 @@ from conftest_chroma import chroma_server  # noqa: F401  (session fixture)
 from remindful.api import MemoryManager
 from remindful.engine.catalog import MemoryRow
 from remindful.engine.postgres.catalog import PostgresCatalog
+from remindful.engine.postgres.repositories import PostgresRepositories
 from remindful.engine.postgres.team import PersonalView, TeamRepository, token_hash
 from remindful.errors import AccessDeniedError, NotFoundError
 from remindful.testing import FakeEmbedder
@@ -469,3 +470,47 @@ async def test_the_mcp_server_acts_as_its_tokens_person_until_the_token_is_revok
         team.revoke("bob")  # mid-session
         message = await tool_error(client, "memory_search", query="dotfiles", scope="project:infra-1234")
         assert "unknown or revoked" in message and "\n" not in message and token not in message
+
+
+def test_the_stores_term_counts_are_shared_by_every_process_and_count_no_private_memory(
+    admin: PostgresCatalog, member_url: str, postgres_url: str
+) -> None:
+    """A fresh process's search counts each new term's matches (a heap read each): the store keeps
+    the counts for every process and machine. They count only what every person sees (a count of
+    private texts would tell whether someone's private memory holds a word), and only the store's
+    own function writes them."""
+    team = TeamRepository(admin)
+    alice_token, bob_token = team.add("alice"), team.add("bob")
+
+    def opened(token: str) -> PostgresCatalog:
+        return PostgresCatalog(member_url, redaction=admin.redaction, token=token)
+
+    alice = opened(alice_token)
+    try:
+        rows = [
+            MemoryRow(
+                id=f"z{i}", type="knowledge", content=f"note {i}: the zebra crossing" + (" at dusk" if i < 4 else ""),
+                metadata="{}", source="test", memory_class="semantic", session_id="s",
+                created_at=1_700_000_000.0 + i, content_hash=f"z{i}", scope="user" if i < 4 else "project:shop",
+            )
+            for i in range(10)
+        ]  # fmt: skip
+        alice.write(lambda conn: alice.insert_memories(conn, rows))
+        counts, _ = alice.doc_freqs(["zebra", "dusk"])
+        assert counts == {"zebra": 6, "dusk": 0}  # (alice's private four are hers, not the team's count)
+    finally:
+        alice.close()
+    with psycopg.connect(postgres_url, autocommit=True) as conn:  # (the admin marks the kept count)
+        conn.execute("UPDATE term_counts SET n = 5 WHERE term = 'zebra'")
+    bob = opened(bob_token)
+    try:
+        counts, _ = bob.doc_freqs(["zebra"])
+        assert counts == {"zebra": 5}  # read, not counted again
+    finally:
+        bob.close()
+    with as_member(member_url, bob_token) as conn, pytest.raises(psycopg.errors.InsufficientPrivilege):
+        conn.execute("UPDATE term_counts SET n = 0")
+    counts, _ = admin.doc_freqs(["zebra"])  # (the admin's process, without a token)
+    assert counts == {"zebra": 5}
+    PostgresRepositories.over(admin).memories.clear_side_tables({})  # a store cleared forgets them
+    assert admin.read("SELECT count(*) FROM term_counts") == [(0,)]

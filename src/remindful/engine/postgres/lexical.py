@@ -151,24 +151,31 @@ class PostgresLexicalSearch:
         self._size_at = float("-inf")
 
     def _counts(self, table: str, terms: Sequence[str], cap: int, size: int | None = None) -> int:
-        """Count (up to ``cap``) the rows of ``table`` holding each of ``terms`` not remembered, and
-        the store's size, in one statement; remember them; the size. Each space counts its own: a
-        search asks the two at once, each on its connection (:mod:`remindful.engine.retrieval.search`).
-        With nothing to count, a size read less than :data:`SIZE_REUSE_S` ago is the answer."""
+        """The counts (up to ``cap``) of the rows of ``table`` holding each of ``terms`` not
+        remembered, and the store's size, in one statement; remember them; the size. The store
+        keeps the counts every process made (``remindful_term_counts``, schema 10: on a team store
+        of the memories every person sees); only a term none counted lately is counted now. Each
+        space asks for its own: a search asks the two at once, each on its connection
+        (:mod:`remindful.engine.retrieval.search`). With nothing to ask, a size read less than
+        :data:`SIZE_REUSE_S` ago is the answer."""
         known = self._size if size is None else size
-        wanted = [(table, t) for t in sorted(set(terms)) if not self._fresh(table, t, known, cap)]
+        wanted = [t for t in sorted(set(terms)) if not self._fresh(table, t, known, cap)]
         if not wanted and size is None and time.monotonic() - self._size_at < SIZE_REUSE_S:
             return self._size
-        columns = ["(SELECT coalesce(max(rowid), 0) FROM memories)"]
-        for space, _ in wanted:
-            source, column, _ = SPACES[space]
-            columns.append(f"(SELECT count(*) FROM (SELECT 1 FROM {source} WHERE {column} @@ {tsquery(1)} LIMIT %s) x)")
         read_at = time.monotonic()
-        row = self._catalog.read("SELECT " + ", ".join(columns), [x for _, t in wanted for x in (t, cap)])[0]
-        size = self._size = int(row[0])
+        if wanted:
+            # The store's counts (schema 10's term_counts, shared by every process): only terms
+            # no process counted since the store grew by a tenth are counted now.
+            rows = self._catalog.read(
+                "SELECT term, n, size FROM remindful_term_counts(%s, %s, %s)", [table, wanted, cap]
+            )
+            size = self._size = int(rows[0][2])
+        else:
+            rows = []
+            size = self._size = int(self._catalog.read("SELECT coalesce(max(rowid), 0) FROM memories")[0][0])
         self._size_at = read_at
         if len(self._doc_freqs) > 50_000:
             self._doc_freqs.clear()
-        for (space, term), count in zip(wanted, row[1:], strict=True):
-            self._doc_freqs[(space, term)] = (int(count), size, cap)
+        for term, count, _ in rows:
+            self._doc_freqs[(table, str(term))] = (int(count), size, cap)
         return size

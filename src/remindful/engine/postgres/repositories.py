@@ -161,6 +161,7 @@ class PostgresMemoryRepository(_Repository):
         def run(conn: Any) -> None:
             for table in ("sessions", "spool", "file_hashes", "embedding_cache"):
                 conn.execute(f"DELETE FROM {table}")
+            conn.execute("SELECT remindful_forget_term_counts()")
             catalog.audit(conn, "clear_all", None, dict(detail))
 
         catalog.write(run, what="clearing the store")

@@ -538,11 +538,82 @@ END $$""",
     "DROP TRIGGER IF EXISTS memories_scope_bu ON memories",
     "CREATE TRIGGER memories_scope_bu BEFORE UPDATE OF scope ON memories "
     "FOR EACH ROW EXECUTE FUNCTION remindful_scope_moved()",
+    # How many memories (and windows) hold a term, counted once for every process and machine of
+    # the store: a search's first use of a term counts up to a few hundred matches, a heap read
+    # each (most of a fresh process's search time, on a team member's connection the more). Only
+    # memories every person sees are counted on a team store (a count of private texts would tell
+    # whether someone's private memory holds a word); the table is the function's alone, so that
+    # no member writes a count it did not make. A count stands while the store's size stays within
+    # a tenth of its size when counted.
+    """
+CREATE TABLE IF NOT EXISTS term_counts (
+    space TEXT NOT NULL,
+    term TEXT NOT NULL,
+    n INTEGER NOT NULL,
+    counted_to INTEGER NOT NULL,
+    size BIGINT NOT NULL,
+    PRIMARY KEY (space, term)
+)""",
+    "REVOKE ALL ON term_counts FROM PUBLIC",
+    f"""
+CREATE OR REPLACE FUNCTION remindful_term_counts(lexical_space text, terms text[], cap integer)
+RETURNS TABLE (term text, n integer, size bigint)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER AS $$
+#variable_conflict use_column
+DECLARE
+    t text;
+    c integer;
+    known term_counts%ROWTYPE;
+    team boolean := remindful_has_team();
+    now_size bigint := (SELECT coalesce(max(rowid), 0) FROM memories);
+BEGIN
+    -- A refused token counts nothing (a role that row-level security does not bind, without a
+    -- token, is the admin's process: as its reads, its counts need no person).
+    IF nullif(current_setting('remindful.token', true), '') IS NOT NULL
+       OR NOT (SELECT rolsuper OR rolbypassrls FROM pg_roles WHERE rolname = session_user) THEN
+        PERFORM remindful_person();
+    END IF;
+    FOREACH t IN ARRAY terms LOOP
+        SELECT * INTO known FROM term_counts tc WHERE tc.space = lexical_space AND tc.term = t;
+        IF FOUND AND now_size BETWEEN known.size * 0.9 - 100 AND known.size * 1.1 + 100
+           AND (known.n < known.counted_to OR known.counted_to >= cap) THEN
+            term := t; n := least(known.n, cap); size := now_size; RETURN NEXT;
+            CONTINUE;
+        END IF;
+        IF lexical_space = 'memories_fts' THEN
+            SELECT count(*) INTO c FROM (SELECT 1 FROM memories m
+                WHERE m.content_tsv @@ plainto_tsquery('{TEXT_SEARCH_CONFIG}', t)
+                AND (NOT team OR m.scope IS DISTINCT FROM 'user') LIMIT cap) x;
+        ELSIF team THEN
+            SELECT count(*) INTO c FROM (SELECT 1 FROM context_windows w JOIN memories m ON m.rowid = w.rowid
+                WHERE w.tsv @@ plainto_tsquery('{TEXT_SEARCH_CONFIG}', t) AND m.scope IS DISTINCT FROM 'user'
+                LIMIT cap) x;
+        ELSE
+            SELECT count(*) INTO c FROM (SELECT 1 FROM context_windows w
+                WHERE w.tsv @@ plainto_tsquery('{TEXT_SEARCH_CONFIG}', t) LIMIT cap) x;
+        END IF;
+        INSERT INTO term_counts AS tc (space, term, n, counted_to, size) VALUES (lexical_space, t, c, cap, now_size)
+            ON CONFLICT (space, term)
+            DO UPDATE SET n = excluded.n, counted_to = excluded.counted_to, size = excluded.size;
+        term := t; n := c; size := now_size; RETURN NEXT;
+    END LOOP;
+END $$""",
+    """
+CREATE OR REPLACE FUNCTION remindful_forget_term_counts() RETURNS void
+LANGUAGE sql VOLATILE SECURITY DEFINER AS $$
+    DELETE FROM term_counts
+$$""",
     # (CREATE OR REPLACE drops a function's settings: its search path is set again.)
     *(
         "DO $do$ BEGIN EXECUTE format('ALTER FUNCTION " + signature + " SET search_path = %I, pg_temp', "
         "current_schema()); END $do$"
-        for signature in ("remindful_has_team()", "remindful_indexed_ids(text)", "remindful_indexed_count(text)")
+        for signature in (
+            "remindful_has_team()",
+            "remindful_indexed_ids(text)",
+            "remindful_indexed_count(text)",
+            "remindful_term_counts(text, text[], integer)",
+            "remindful_forget_term_counts()",
+        )
     ),
 ]
 
