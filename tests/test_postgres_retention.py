@@ -278,6 +278,20 @@ def test_two_peoples_cleanup_and_dedup_and_what_the_others_see(
     assert admin.read("SELECT count(*) FROM tombstones") == [(0,)]  # housekeeping buries nothing
 
 
+def stored_by(root: Path, url: str, chroma: tuple[str, int], token: str | None, text: str) -> str:
+    """A private knowledge memory stored by a process of ``token``'s person (its index opened and
+    reconciled as it stores), flushed and closed."""
+    from test_postgres_access import person
+
+    memory = person(root, url, chroma, token)
+    try:
+        stored = memory.store(text, type="knowledge", scope="user")
+        memory.flush()
+    finally:
+        memory.close()
+    return stored
+
+
 def test_no_private_vector_reaches_the_chroma_server_and_a_stale_one_goes_at_the_next_open(
     admin: PostgresCatalog, member_url: str, chroma: tuple[str, int], tmp_path: Path
 ) -> None:
@@ -353,28 +367,17 @@ def test_an_older_stores_private_vectors_leave_the_chroma_server_at_the_next_ope
     import numpy as np
 
     from remindful.index.chroma import ChromaServerIndex
-    from test_postgres_access import person
 
     team = TeamRepository(admin)
     token = team.add("alice")
-    alice = person(tmp_path / "alice", member_url, chroma, token)
-    try:
-        private = alice.store("alice's locker code is in her notebook", type="knowledge", scope="user")
-        alice.flush()
-    finally:
-        alice.close()
+    private = stored_by(tmp_path / "alice", member_url, chroma, token, "alice's locker code is in her notebook")
     index = ChromaServerIndex(*chroma)
     try:  # as an older version left it
         index.upsert("knowledge_memories", [private], np.ones((1, 384), dtype=np.float32), [{}])
     finally:
         index.close()
     assert vectors_present(chroma, [private]) == {private}
-    alice = person(tmp_path / "alice", member_url, chroma, token)
-    try:
-        alice.store("alice's bike is blue", type="knowledge", scope="user")  # (the index opens)
-        alice.flush()
-    finally:
-        alice.close()
+    stored_by(tmp_path / "alice", member_url, chroma, token, "alice's bike is blue")  # (the index opens)
     assert vectors_present(chroma, [private]) == set()
 
 
@@ -386,12 +389,7 @@ def test_a_store_with_no_team_indexes_its_private_memories_until_its_first_perso
     Once the team has a person, the first process with a token removes them."""
     from test_postgres_access import person
 
-    alone = person(tmp_path / "alone", member_url, chroma, None)
-    try:
-        mine = alone.store("my bike lock code is written inside the helmet", type="knowledge", scope="user")
-        alone.flush()
-    finally:
-        alone.close()
+    mine = stored_by(tmp_path / "alone", member_url, chroma, None, "my bike lock code is written inside the helmet")
     assert vectors_present(chroma, [mine]) == {mine}
     token = TeamRepository(admin).add("alice")  # (who takes over the memories written until then)
     alice = person(tmp_path / "alice", member_url, chroma, token)
