@@ -514,3 +514,25 @@ def test_the_stores_term_counts_are_shared_by_every_process_and_count_no_private
     assert counts == {"zebra": 5}
     PostgresRepositories.over(admin).memories.clear_side_tables({})  # a store cleared forgets them
     assert admin.read("SELECT count(*) FROM term_counts") == [(0,)]
+
+
+def test_the_count_trigger_runs_as_the_owner_and_still_counts_a_members_rows(
+    admin: PostgresCatalog, member_url: str, postgres_url: str
+) -> None:
+    """The type and scope counts are kept by a trigger after a row passed the memories' policies;
+    run as the schema's owner, its statements are not checked by the counts' policies again (each
+    looking the person up: about thirty lookups in a member's acknowledgement)."""
+    token = TeamRepository(admin).add("carol")
+    carol = PostgresCatalog(member_url, redaction=admin.redaction, token=token)
+    try:
+        row = MemoryRow(
+            id="c1", type="knowledge", content="the printer is on the second floor", metadata="{}", source="test",
+            memory_class="semantic", session_id="s", created_at=1_700_000_000.0, content_hash="c1", scope="user",
+        )  # fmt: skip
+        carol.write(lambda conn: carol.insert_memories(conn, [row]))
+        assert carol.type_counts() == {"knowledge": 1} and carol.scope_counts().get("user") == 1
+    finally:
+        carol.close()
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        definer = conn.execute("SELECT prosecdef FROM pg_proc WHERE proname = 'remindful_count_rows'").fetchone()
+    assert definer == (True,)
