@@ -491,19 +491,52 @@ $$""",
 #: what the index should hold: on a team store no private row (so a reconcile removes the private
 #: vectors an older version, or the store before its team, put there). A memory moved into the user
 #: scope has its vector queued for removal (``index_deletes``), in the statement's transaction; one
-#: moved out of it is marked un-indexed, for the indexer to add. And a window's policy looks its
-#: memory up by its key: as ``EXISTS`` alone, PostgreSQL hashed every memory the person sees for
-#: each statement that read a window (100 ms a count of a term's windows at 100,000 memories, as a
-#: team member; 3 ms now). ``OFFSET 0`` keeps the subquery from being turned into that hash. The
+#: moved out of it is marked un-indexed, for the indexer to add. A window carries its memory's
+#: author and scope (kept by triggers) and is read by the memories' own rule: its policy looked its
+#: memory up, and as ``EXISTS`` PostgreSQL hashed every memory the person sees for each statement
+#: that read a window (100 ms a count of a term's windows at 100,000 memories, as a member). The
 #: rows not yet indexed are indexed by rowid: the index view's first of them (``min(rowid)``) walked
 #: the primary key from the oldest row, checking each (136 ms at 100,000 memories as a member, at
 #: every indexing batch, in the background of each acknowledgement).
 _V10 = [
     "DROP INDEX IF EXISTS idx_memories_unindexed",
     "CREATE INDEX IF NOT EXISTS idx_memories_unindexed_rowid ON memories(rowid) WHERE indexed = 0",
+    # (Named apart from the memories' columns: a search's filter names those unqualified.)
+    "ALTER TABLE context_windows ADD COLUMN IF NOT EXISTS memory_author TEXT",
+    "ALTER TABLE context_windows ADD COLUMN IF NOT EXISTS memory_scope TEXT",
+    # A window takes its memory's author and scope when written (as the owner: whatever the writer
+    # sees); one whose memory is not there is readable by no person (only a store with no team).
+    """
+CREATE OR REPLACE FUNCTION remindful_window_of() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER AS $$
+BEGIN
+    SELECT m.author, m.scope INTO NEW.memory_author, NEW.memory_scope FROM memories m WHERE m.rowid = NEW.rowid;
+    IF NOT FOUND THEN
+        NEW.memory_author := NULL;
+        NEW.memory_scope := 'user';
+    END IF;
+    RETURN NEW;
+END $$""",
+    "DROP TRIGGER IF EXISTS windows_of_biu ON context_windows",
+    "CREATE TRIGGER windows_of_biu BEFORE INSERT OR UPDATE ON context_windows "
+    "FOR EACH ROW EXECUTE FUNCTION remindful_window_of()",
+    # ... and follows it when either changes.
+    """
+CREATE OR REPLACE FUNCTION remindful_window_follows() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER AS $$
+BEGIN
+    UPDATE context_windows SET memory_author = NEW.author, memory_scope = NEW.scope WHERE rowid = NEW.rowid;
+    RETURN NULL;
+END $$""",
+    "DROP TRIGGER IF EXISTS memories_window_au ON memories",
+    "CREATE TRIGGER memories_window_au AFTER UPDATE OF author, scope ON memories FOR EACH ROW "
+    "WHEN (OLD.author IS DISTINCT FROM NEW.author OR OLD.scope IS DISTINCT FROM NEW.scope) "
+    "EXECUTE FUNCTION remindful_window_follows()",
+    "UPDATE context_windows w SET memory_author = m.author, memory_scope = m.scope FROM memories m "
+    "WHERE m.rowid = w.rowid",
     "DROP POLICY IF EXISTS windows_read ON context_windows",
-    "CREATE POLICY windows_read ON context_windows FOR SELECT "
-    "USING (EXISTS (SELECT 1 FROM memories m WHERE m.rowid = context_windows.rowid OFFSET 0))",
+    "CREATE POLICY windows_read ON context_windows FOR SELECT USING "
+    + _SEES.replace("author", "memory_author").replace("scope", "memory_scope"),
     """
 CREATE OR REPLACE FUNCTION remindful_has_team() RETURNS boolean
 LANGUAGE sql STABLE SECURITY DEFINER AS $$
@@ -614,6 +647,8 @@ $$""",
         "current_schema()); END $do$"
         for signature in (
             "remindful_count_rows()",
+            "remindful_window_of()",
+            "remindful_window_follows()",
             "remindful_has_team()",
             "remindful_indexed_ids(text)",
             "remindful_indexed_count(text)",
