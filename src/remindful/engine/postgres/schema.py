@@ -637,9 +637,8 @@ LANGUAGE sql VOLATILE SECURITY DEFINER AS $$
     DELETE FROM term_counts
 $$""",
     # The type and scope counts are kept by a trigger after a row passed its own table's policies:
-    # as the schema's owner, its statements on the counts' tables (each evaluating their policies,
-    # each policy looking the person up again) are not checked a second time: a member's
-    # acknowledgement looked its person up some thirty times.
+    # as the schema's owner, its upserts of the counts' tables are not checked by their policies a
+    # second time (a member's acknowledgement: 4.6 -> 3.9 ms).
     "ALTER FUNCTION remindful_count_rows() SECURITY DEFINER",
     # (CREATE OR REPLACE drops a function's settings: its search path is set again.)
     *(
