@@ -17,7 +17,7 @@ from remindful.engine.backend import CatalogBackend
 from remindful.engine.background import DeleteFinisher
 from remindful.engine.index_locks import WaitCancelled
 from remindful.engine.index_view import IndexView
-from remindful.engine.scopes import USER
+from remindful.engine.scopes import in_index
 from remindful.errors import RemindfulError
 from remindful.index.base import VectorIndex
 from remindful.model import MemoryType
@@ -116,7 +116,7 @@ class IndexDeletes:
             back = self._catalog.existing_ids(ids)
             if back and not self._catalog.indexes_private:
                 rows = self._catalog.get_rows(sorted(back))
-                back = {mid for mid in back if mid in rows and rows[mid].scope != USER}
+                back = {mid for mid in back if mid in rows and in_index(rows[mid].scope, private_indexed=False)}
             by_type: dict[str, list[str]] = {}
             for mid, type_value in pairs:
                 if mid not in back:

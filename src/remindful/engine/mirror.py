@@ -65,7 +65,7 @@ from remindful.engine.index_snapshot import FILE_NAME as SNAPSHOT_FILE
 from remindful.engine.index_snapshot import SPARE_SHARE as SNAPSHOT_SPARE
 from remindful.engine.index_snapshot import VectorSnapshot
 from remindful.engine.index_view import IndexView
-from remindful.engine.scopes import USER
+from remindful.engine.scopes import in_index
 from remindful.engine.sqlfilter import SqlFilter
 from remindful.errors import CorruptionError, RemindfulError, StorageError
 from remindful.index.base import VectorIndex
@@ -590,7 +590,7 @@ class IndexMirror:
         by_type: dict[str, list[MemoryRow]] = {}
         private = self.catalog.indexes_private
         for row in rows:
-            if private or row.scope != USER:
+            if in_index(row.scope, private_indexed=private):
                 by_type.setdefault(row.type, []).append(row)
         with contextlib.nullcontext() if locked else self._writing(index):
             for type_value, group in by_type.items():

@@ -311,6 +311,13 @@ def visible_from(project: Project | None) -> Selection:
     return (project.scope, USER) if project is not None else (USER, None)
 
 
+def in_index(scope: str | None, *, private_indexed: bool) -> bool:
+    """Whether a memory of ``scope`` has its vector in the vector index: every memory's where the
+    index takes private ones (``CatalogBackend.indexes_private``), else every one but a private
+    memory's (a team store's: it stays in the catalog)."""
+    return private_indexed or scope != USER
+
+
 def check_scope(value: Any, field: str = "scope") -> str:
     """``value`` as a stored scope (``user`` or ``project:<key>``, the key as :func:`slug` makes
     it); ValueError naming ``field`` otherwise."""
@@ -401,6 +408,7 @@ __all__ = [
     "captured_in",
     "check_scope",
     "describe",
+    "in_index",
     "parse_selection",
     "user_level",
     "visible_from",

@@ -538,6 +538,7 @@ class Store:
             row.origin = check_origin(origin, "origin")
         counts: dict[str, int] = {}
         moved: list[Project] = []
+        scope_before = row.scope
         if scope is not None:
             try:
                 row.scope = check_scope(scope)
@@ -565,7 +566,7 @@ class Store:
                 row.importance = float(metadata["importance"])
         self._commit_update(row, counts, moved, version)
         self.mirror.index_rows([row])
-        if scope is not None:
+        if row.scope != scope_before:
             self.mirror.after_scope_move()
         return self.get(memory_id)
 

@@ -22,7 +22,7 @@ import numpy as np
 from remindful.engine.postgres.transfer import PostgresTransfer
 from remindful.engine.repositories.memories import MemoryRepository
 from remindful.engine.repositories.transfer import TransferRepository
-from remindful.engine.scopes import USER
+from remindful.engine.scopes import in_index
 from remindful.errors import StorageError
 from remindful.index.base import VectorIndex
 from remindful.model import MemoryType
@@ -90,7 +90,7 @@ def migrate(
         by_type: dict[str, list[Any]] = {}
         for row in rows:
             # On a team store a private memory's vector stays in the catalog: the Chroma server has no people.
-            if row.embedding is not None and (private or row.scope != USER):
+            if row.embedding is not None and in_index(row.scope, private_indexed=private):
                 by_type.setdefault(row.type, []).append(row)
         for type_value, group in by_type.items():
             collection = MemoryType(type_value).collection

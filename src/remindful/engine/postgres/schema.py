@@ -264,8 +264,15 @@ _SEQUENCES = (
 #: holds then for every row, and for a person's own rows otherwise.
 _ME = "(SELECT remindful_person())"
 _OWN = f"author IS NOT DISTINCT FROM coalesce({_ME}, author)"
+
+
+def _sees(author: str, scope: str) -> str:
+    """:data:`_SEES` of a table whose memory's author and scope are the columns ``author`` and ``scope``."""
+    return f"({author} IS NOT DISTINCT FROM coalesce({_ME}, {author}) OR {scope} IS DISTINCT FROM 'user')"
+
+
 #: A memory this session's person may see: any but another person's user-scope (private) memory.
-_SEES = f"({_OWN} OR scope IS DISTINCT FROM 'user')"
+_SEES = _sees("author", "scope")
 #: A memory this session's person may delete: their own, or one of a project (the team's).
 _MAY_DELETE = f"({_OWN} OR scope LIKE 'project:%')"
 #: A statement with a valid token (or before the team has people): always true, else an error.
@@ -535,8 +542,7 @@ END $$""",
     "UPDATE context_windows w SET memory_author = m.author, memory_scope = m.scope FROM memories m "
     "WHERE m.rowid = w.rowid",
     "DROP POLICY IF EXISTS windows_read ON context_windows",
-    "CREATE POLICY windows_read ON context_windows FOR SELECT USING "
-    + _SEES.replace("author", "memory_author").replace("scope", "memory_scope"),
+    "CREATE POLICY windows_read ON context_windows FOR SELECT USING " + _sees("memory_author", "memory_scope"),
     """
 CREATE OR REPLACE FUNCTION remindful_has_team() RETURNS boolean
 LANGUAGE sql STABLE SECURITY DEFINER AS $$
