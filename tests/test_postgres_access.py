@@ -517,6 +517,24 @@ def test_the_stores_term_counts_are_shared_by_every_process_and_count_no_private
     assert admin.read("SELECT count(*) FROM term_counts") == [(0,)]
 
 
+def test_the_counts_made_before_the_team_had_people_are_forgotten_when_its_first_person_comes(
+    admin: PostgresCatalog, member_url: str
+) -> None:
+    """Before a store has people, its single user's counts count every memory, private ones too.
+    Kept after the first person came, they would tell the team whether that person's private
+    memories hold a word."""
+    rows = [memory(f"p{i}", f"a private note {i} about the zebra", "user", at=i) for i in range(3)]
+    admin.write(lambda conn: admin.insert_memories(conn, rows))
+    assert admin.doc_freqs(["zebra"])[0] == {"zebra": 3}  # (the single user's own count, kept)
+    team = TeamRepository(admin)
+    team.add("alice")  # (who takes over the single user's memories)
+    bob = PostgresCatalog(member_url, redaction=admin.redaction, token=team.add("bob"))
+    try:
+        assert bob.doc_freqs(["zebra"])[0] == {"zebra": 0}
+    finally:
+        bob.close()
+
+
 def test_the_count_trigger_runs_as_the_owner_and_still_counts_a_members_rows(
     admin: PostgresCatalog, member_url: str, postgres_url: str
 ) -> None:

@@ -72,33 +72,29 @@ class PostgresLexicalSearch:
         query = tsquery(len(kept))
         # The filter names memories' columns unqualified: no window column shares their names.
         where, params = pg_filter(flt)
-        floor = 0
         if matches > LEXICAL_MAX_MATCHES:
-            # The newest matches passing the filter among the newest LEXICAL_SCAN_MAX (as on SQLite:
-            # a small project's own, not the few of them among the store's newest); failing that,
-            # the oldest of those.
-            passing = self._catalog.read(
-                f"SELECT newest.rowid FROM (SELECT rowid FROM {source} WHERE {column} @@ {query} "
+            # The newest LEXICAL_MAX_MATCHES matches passing the filter among the newest
+            # LEXICAL_SCAN_MAX (as on SQLite: a small project's own, not the few of them among the
+            # store's newest), ranked, in one statement: found by one walk down the key, where a
+            # second statement ranking the rows above the last one found walked them again, testing
+            # each against the query (for a term of a few hundred matches, every row above it).
+            rows = self._catalog.read(
+                f"SELECT ranked.id, ts_rank(ranked.v, {query}) AS score FROM (SELECT m.id, m.rowid, newest.v "
+                f"FROM (SELECT rowid, {column} AS v FROM {source} WHERE {column} @@ {query} "
                 f"ORDER BY rowid DESC LIMIT %s) AS newest JOIN memories m ON m.rowid = newest.rowid "
-                f"WHERE {where} ORDER BY newest.rowid DESC LIMIT 1 OFFSET %s",
-                [*kept, LEXICAL_SCAN_MAX, *params, LEXICAL_MAX_MATCHES - 1],
+                f"WHERE {where} ORDER BY newest.rowid DESC LIMIT %s) AS ranked "
+                "ORDER BY score DESC, ranked.rowid DESC LIMIT %s",
+                [*kept, *kept, LEXICAL_SCAN_MAX, *params, LEXICAL_MAX_MATCHES, limit],
             )
-            if passing:
-                floor = int(passing[0][0])
-            else:
-                newest = self._catalog.read(
-                    f"SELECT rowid FROM {source} WHERE {column} @@ {query} ORDER BY rowid DESC LIMIT 1 OFFSET %s",
-                    [*kept, LEXICAL_SCAN_MAX - 1],
-                )
-                floor = int(newest[0][0]) if newest else 0
-        # The query written out where it is matched (not joined from a subquery): the planner then
-        # reads the GIN index for it, where a joined tsquery made it scan the table.
-        rows = self._catalog.read(
-            f"SELECT m.id, ts_rank({alias}.{column}, {query}) AS score FROM {joined} "
-            f"WHERE {alias}.{column} @@ {query} AND {alias}.rowid >= %s AND {where} "
-            "ORDER BY score DESC, m.rowid DESC LIMIT %s",
-            [*kept, *kept, floor, *params, limit],
-        )
+        else:
+            # The query written out where it is matched (not joined from a subquery): the planner
+            # then reads the GIN index for it, where a joined tsquery made it scan the table.
+            rows = self._catalog.read(
+                f"SELECT m.id, ts_rank({alias}.{column}, {query}) AS score FROM {joined} "
+                f"WHERE {alias}.{column} @@ {query} AND {where} "
+                "ORDER BY score DESC, m.rowid DESC LIMIT %s",
+                [*kept, *kept, *params, limit],
+            )
         return [(str(mid), max(float(score), 1e-9)) for mid, score in rows]
 
     def doc_freqs(self, terms: Sequence[str]) -> tuple[dict[str, int], int]:

@@ -93,6 +93,9 @@ class TeamRepository:
             conn.execute("LOCK TABLE people IN SHARE ROW EXCLUSIVE MODE")
             if conn.execute("SELECT NOT EXISTS (SELECT 1 FROM people)").fetchone()[0]:
                 conn.execute("UPDATE memories SET author = %s WHERE author IS NULL", (name,))
+                # The single user's term counts counted private memories too; the team's count
+                # only what every person sees (schema 10's remindful_term_counts).
+                conn.execute("SELECT remindful_forget_term_counts()")
             cur = conn.execute(
                 "INSERT INTO people AS p (name, token_hash, added_at) VALUES (%s, %s, %s) "
                 "ON CONFLICT (name) DO UPDATE SET token_hash = excluded.token_hash, added_at = excluded.added_at, "
