@@ -499,6 +499,8 @@ def test_the_stores_term_counts_are_shared_by_every_process_and_count_no_private
         alice.write(lambda conn: alice.insert_memories(conn, rows))
         counts, _ = alice.doc_freqs(["zebra", "dusk"])
         assert counts == {"zebra": 6, "dusk": 0}  # (alice's private four are hers, not the team's count)
+        windows = alice.read("SELECT term, n FROM remindful_term_counts('context_fts', ARRAY['zebra', 'dusk'], 301)")
+        assert sorted(windows) == [("dusk", 0), ("zebra", 6)]  # (nor are their windows)
     finally:
         alice.close()
     with psycopg.connect(postgres_url, autocommit=True) as conn:  # (the admin marks the kept count)

@@ -71,7 +71,7 @@ def test_an_older_schema_is_migrated_at_open_keeping_its_rows(postgres_url: str,
 
     catalog = open_catalog(postgres_url, tmp_path)
     try:
-        assert catalog.schema_version() == SCHEMA_VERSION == 10
+        assert catalog.schema_version() == SCHEMA_VERSION == 11
         assert "origin" in columns(postgres_url)
         options = dict(catalog.read("SELECT relname, reloptions FROM pg_class WHERE relname LIKE 'idx_%%_fts'"))
         assert options == {name: ["gin_pending_list_limit=256"] for name in ("idx_memories_fts", "idx_context_fts")}
@@ -455,5 +455,21 @@ def test_a_search_repeated_on_one_connection_is_planned_for_its_own_terms_each_t
         plans = catalog.read("SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements")
         searched = [(generic, custom) for statement, generic, custom in plans if "@@" in statement]
         assert searched and all(generic == 0 for generic, _ in searched), plans
+    finally:
+        catalog.close()
+
+
+def test_a_write_repeated_on_one_connection_is_planned_once_for_any_keys(postgres_url: str, tmp_path: Path) -> None:
+    """A write's statements differ by their keys, not by how many rows their values match: planning
+    each for its own values again at every store cost the numbering of a session's windows 0.4 ms
+    of its 0.9. After psycopg prepared them, PostgreSQL plans them once (generic plans); reads
+    are still planned for their own values (the test above)."""
+    catalog = open_catalog(postgres_url, tmp_path)
+    try:
+        for i in range(12):
+            insert(catalog, memory(f"w{i:03d}", at=1_700_000_000.0 + i))
+        plans = catalog.read("SELECT statement, generic_plans FROM pg_prepared_statements")
+        numbering = [generic for statement, generic in plans if "context_windows" in statement and "seq" in statement]
+        assert numbering and all(generic > 0 for generic in numbering), plans
     finally:
         catalog.close()

@@ -490,6 +490,50 @@ $$""",
     ),
 ]
 
+
+def _term_counts_function(team_windows: str) -> str:
+    """``remindful_term_counts``: ``team_windows`` counts a term's windows on a team store."""
+    return f"""
+CREATE OR REPLACE FUNCTION remindful_term_counts(lexical_space text, terms text[], cap integer)
+RETURNS TABLE (term text, n integer, size bigint)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER AS $$
+#variable_conflict use_column
+DECLARE
+    t text;
+    c integer;
+    known term_counts%ROWTYPE;
+    team boolean := remindful_has_team();
+    now_size bigint := (SELECT coalesce(max(rowid), 0) FROM memories);
+BEGIN
+    -- A refused token counts nothing (a role that row-level security does not bind, without a
+    -- token, is the admin's process: as its reads, its counts need no person).
+    IF nullif(current_setting('remindful.token', true), '') IS NOT NULL
+       OR NOT (SELECT rolsuper OR rolbypassrls FROM pg_roles WHERE rolname = session_user) THEN
+        PERFORM remindful_person();
+    END IF;
+    FOREACH t IN ARRAY terms LOOP
+        SELECT * INTO known FROM term_counts tc WHERE tc.space = lexical_space AND tc.term = t;
+        IF FOUND AND now_size BETWEEN known.size * 0.9 - 100 AND known.size * 1.1 + 100
+           AND (known.n < known.counted_to OR known.counted_to >= cap) THEN
+            term := t; n := least(known.n, cap); size := now_size; RETURN NEXT;
+            CONTINUE;
+        END IF;
+        IF lexical_space = 'memories_fts' THEN
+            SELECT count(*) INTO c FROM (SELECT 1 FROM memories m
+                WHERE m.content_tsv @@ plainto_tsquery('{TEXT_SEARCH_CONFIG}', t)
+                AND (NOT team OR m.scope IS DISTINCT FROM 'user') LIMIT cap) x;
+{team_windows}        ELSE
+            SELECT count(*) INTO c FROM (SELECT 1 FROM context_windows w
+                WHERE w.tsv @@ plainto_tsquery('{TEXT_SEARCH_CONFIG}', t) LIMIT cap) x;
+        END IF;
+        INSERT INTO term_counts AS tc (space, term, n, counted_to, size) VALUES (lexical_space, t, c, cap, now_size)
+            ON CONFLICT (space, term)
+            DO UPDATE SET n = excluded.n, counted_to = excluded.counted_to, size = excluded.size;
+        term := t; n := c; size := now_size; RETURN NEXT;
+    END LOOP;
+END $$"""
+
+
 #: Version 10: on a team store (once it has people) a private (user-scope) memory's vector stays in
 #: the catalog, which row-level security guards, and never goes to the Chroma server, which has no
 #: people of its own: whoever reaches it reads every vector it holds, and a vector gives its text
@@ -594,49 +638,13 @@ CREATE TABLE IF NOT EXISTS term_counts (
     PRIMARY KEY (space, term)
 )""",
     "REVOKE ALL ON term_counts FROM PUBLIC",
-    f"""
-CREATE OR REPLACE FUNCTION remindful_term_counts(lexical_space text, terms text[], cap integer)
-RETURNS TABLE (term text, n integer, size bigint)
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER AS $$
-#variable_conflict use_column
-DECLARE
-    t text;
-    c integer;
-    known term_counts%ROWTYPE;
-    team boolean := remindful_has_team();
-    now_size bigint := (SELECT coalesce(max(rowid), 0) FROM memories);
-BEGIN
-    -- A refused token counts nothing (a role that row-level security does not bind, without a
-    -- token, is the admin's process: as its reads, its counts need no person).
-    IF nullif(current_setting('remindful.token', true), '') IS NOT NULL
-       OR NOT (SELECT rolsuper OR rolbypassrls FROM pg_roles WHERE rolname = session_user) THEN
-        PERFORM remindful_person();
-    END IF;
-    FOREACH t IN ARRAY terms LOOP
-        SELECT * INTO known FROM term_counts tc WHERE tc.space = lexical_space AND tc.term = t;
-        IF FOUND AND now_size BETWEEN known.size * 0.9 - 100 AND known.size * 1.1 + 100
-           AND (known.n < known.counted_to OR known.counted_to >= cap) THEN
-            term := t; n := least(known.n, cap); size := now_size; RETURN NEXT;
-            CONTINUE;
-        END IF;
-        IF lexical_space = 'memories_fts' THEN
-            SELECT count(*) INTO c FROM (SELECT 1 FROM memories m
-                WHERE m.content_tsv @@ plainto_tsquery('{TEXT_SEARCH_CONFIG}', t)
-                AND (NOT team OR m.scope IS DISTINCT FROM 'user') LIMIT cap) x;
-        ELSIF team THEN
+    _term_counts_function(
+        f"""        ELSIF team THEN
             SELECT count(*) INTO c FROM (SELECT 1 FROM context_windows w JOIN memories m ON m.rowid = w.rowid
                 WHERE w.tsv @@ plainto_tsquery('{TEXT_SEARCH_CONFIG}', t) AND m.scope IS DISTINCT FROM 'user'
                 LIMIT cap) x;
-        ELSE
-            SELECT count(*) INTO c FROM (SELECT 1 FROM context_windows w
-                WHERE w.tsv @@ plainto_tsquery('{TEXT_SEARCH_CONFIG}', t) LIMIT cap) x;
-        END IF;
-        INSERT INTO term_counts AS tc (space, term, n, counted_to, size) VALUES (lexical_space, t, c, cap, now_size)
-            ON CONFLICT (space, term)
-            DO UPDATE SET n = excluded.n, counted_to = excluded.counted_to, size = excluded.size;
-        term := t; n := c; size := now_size; RETURN NEXT;
-    END LOOP;
-END $$""",
+"""
+    ),
     """
 CREATE OR REPLACE FUNCTION remindful_forget_term_counts() RETURNS void
 LANGUAGE sql VOLATILE SECURITY DEFINER AS $$
@@ -663,8 +671,24 @@ $$""",
     ),
 ]
 
+#: Version 11: a term's windows on a team store are counted by the scope each window carries (version
+#: 10), not by joining each window's memory: 2.3 against 10 ms for a term of a thousand windows at
+#: 100,000 memories (a term is counted once a store, when a team's search first meets it).
+_V11 = [
+    _term_counts_function(
+        f"""        ELSIF team THEN
+            SELECT count(*) INTO c FROM (SELECT 1 FROM context_windows w
+                WHERE w.tsv @@ plainto_tsquery('{TEXT_SEARCH_CONFIG}', t) AND w.memory_scope IS DISTINCT FROM 'user'
+                LIMIT cap) x;
+"""
+    ),
+    # (CREATE OR REPLACE drops a function's settings: its search path is set again.)
+    "DO $do$ BEGIN EXECUTE format('ALTER FUNCTION remindful_term_counts(text, text[], integer) "
+    "SET search_path = %I, pg_temp', current_schema()); END $do$",
+]
+
 #: The statements of each version, from the first: ``MIGRATIONS[v - 1]`` brings version ``v - 1`` to ``v``.
-MIGRATIONS: tuple[list[str], ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9, _V10)
+MIGRATIONS: tuple[list[str], ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9, _V10, _V11)
 #: The version before which the catalog derives the origins of rows that have none.
 ORIGINS_VERSION = 5
 SCHEMA_VERSION = len(MIGRATIONS)
