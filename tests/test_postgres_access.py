@@ -65,6 +65,7 @@ def test_the_database_itself_refuses_a_member_what_the_token_does_not_allow(
             memory("a-loose", "Alice noted the office wifi name", None, "s-alice", 3),
         ]
     )
+    assert alice_catalog.await_windows()  # (her sessions' windows, built after the commit)
     with as_member(member_url, bob_token) as bob:
         seen = [r[0] for r in bob.execute("SELECT id FROM memories ORDER BY id")]
         assert seen == ["a-loose", "a-proj"]  # never alice's private memory

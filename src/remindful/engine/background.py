@@ -26,17 +26,16 @@ import queue
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
-from remindful.engine.backend import CatalogBackend
 from remindful.engine.perf import PendingFigures
 from remindful.errors import RemindfulError
 
 log = logging.getLogger("remindful")
 
 
-class _Worker:
+class Worker:
     """A daemon thread draining a queue of id lists in coalesced batches of at most ``max_batch``
     ids. With ``linger`` > 0 a batch waits that many seconds after its first item for more to join
     it, unless ``flush`` or ``close`` asks for it (or it is full). ``stopping`` is set when a
@@ -115,7 +114,7 @@ class _Worker:
             self._thread.join()
 
 
-class BackgroundIndexer(_Worker):
+class BackgroundIndexer(Worker):
     """Updates the vector index off the caller's path; ``handle(keys)`` does the work, at most
     ``max_batch`` keys at a time.
 
@@ -135,7 +134,7 @@ class BackgroundIndexer(_Worker):
         stopping: threading.Event | None = None,
     ) -> None:
         super().__init__(name, handle, max_batch=max_batch, stopping=stopping)
-        self._prepare: _Worker | None = None
+        self._prepare: Worker | None = None
         if prepare is not None:
 
             def forward(ids: list[str]) -> None:
@@ -144,7 +143,7 @@ class BackgroundIndexer(_Worker):
                 finally:
                     super(BackgroundIndexer, self).submit(ids)
 
-            self._prepare = _Worker(f"{name}-prepare", forward, max_batch=prepare_batch, stopping=self.stopping)
+            self._prepare = Worker(f"{name}-prepare", forward, max_batch=prepare_batch, stopping=self.stopping)
 
     def submit(self, ids: list[str]) -> None:
         if self._prepare is not None:
@@ -161,7 +160,7 @@ class BackgroundIndexer(_Worker):
 
     def close(self, timeout: float | None = 30) -> None:
         """Handle what is queued for at most ``timeout`` seconds in all, then stop (see
-        :meth:`_Worker.close`); returns once both threads have ended."""
+        :meth:`Worker.close`); returns once both threads have ended."""
         started = time.monotonic()
         if self._prepare is not None:
             self._prepare.close(timeout)
@@ -306,14 +305,21 @@ class Errand:
                     self._cond.notify_all()
 
 
-class AccessRecorder(_Worker):
+class AccessCounts(Protocol):
+    """What :class:`AccessRecorder` writes to: a catalog's access counts (a narrow protocol: the
+    catalogs themselves run their own work in these threads, and import this module)."""
+
+    def touch(self, ids: Sequence[str], at: float, counts: Mapping[str, int] | None = None) -> None: ...
+
+
+class AccessRecorder(Worker):
     """Counts search hits as accesses off the hot path: a daemon thread batches the updates, up to
     a second's worth at a time, so a busy server commits once a second instead of once a search
     (each commit rewrites the hits' rows into the write-ahead log). The searches' latencies and the
     embedding cache's counts (``figures``, :mod:`remindful.engine.perf`) go with them, into the
     store's counters."""
 
-    def __init__(self, catalog: CatalogBackend, *, linger: float = 1.0, figures: PendingFigures | None = None) -> None:
+    def __init__(self, catalog: AccessCounts, *, linger: float = 1.0, figures: PendingFigures | None = None) -> None:
         self._catalog = catalog
         self.figures = figures if figures is not None else PendingFigures()
         super().__init__("remindful-access", self._touch, linger=linger)

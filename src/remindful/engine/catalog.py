@@ -1241,6 +1241,10 @@ class Catalog:
     def windows_to_mend(self) -> bool:
         return bool(self.read("SELECT 1 FROM context_drop UNION ALL SELECT 1 FROM context_mend LIMIT 1"))
 
+    def await_windows(self, timeout: float | None = None) -> bool:
+        """Nothing to wait for: a write builds its rows' windows in its own transaction."""
+        return True
+
     def pending_index_deletes(self, limit: int) -> list[tuple[str, str]]:
         """Up to ``limit`` queued vector deletions, oldest first: (memory id, type)."""
         return self.read("SELECT memory_id, type FROM index_deletes ORDER BY rowid LIMIT ?", [limit])

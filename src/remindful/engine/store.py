@@ -894,12 +894,15 @@ class Store:
         return deleted
 
     def flush(self, timeout: float | None = None) -> bool:
-        """Wait until the vector index reflects every store and delete so far; False on timeout.
+        """Wait until the vector index reflects every store and delete so far (and a shared
+        catalog's session windows every store of this process); False on timeout.
         Raises CorruptionError if the catalog was found damaged meanwhile (the index is made from
         it: it cannot reflect what the catalog lost)."""
         mirror = self._mirror
         done = True if mirror is None else mirror.flush(timeout)
         catalog = self._catalog
+        if catalog is not None:  # (a shared catalog numbers a session's new rows after their commit)
+            done = catalog.await_windows(timeout) and done
         damage = None if catalog is None else catalog.damage
         if damage is not None:  # found after this process's writes, which went into the damaged file
             raise CorruptionError(

@@ -28,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -43,6 +44,7 @@ from remindful.engine.catalog import MemoryRow, counted, redact_row
 from remindful.engine.postgres import windows
 from remindful.engine.postgres.dialect import pg_filter, pg_sql
 from remindful.engine.postgres.lexical import PostgresLexicalSearch
+from remindful.engine.postgres.numbering import SETTLE_TIMEOUT_S, SessionNumbering
 from remindful.engine.postgres.schema import (
     MEMORY_COLUMNS,
     MIGRATIONS,
@@ -159,6 +161,7 @@ class PostgresCatalog:
         self._conns: list[Any] = []
         self._conns_lock = threading.Lock()
         self._lexical = PostgresLexicalSearch(self)
+        self._numbering = SessionNumbering(self.write, self.read)
         #: The type counts last read and when (time.monotonic()); None: read them again. A read
         #: keeps what it read only if no write committed since it began (``_commits``).
         self._type_counts: tuple[float, dict[str, int]] | None = None
@@ -179,6 +182,8 @@ class PostgresCatalog:
             except BaseException:
                 self.close()
                 raise
+        # Rows a process that stopped left unnumbered (:mod:`~remindful.engine.postgres.numbering`).
+        self._numbering.repair()
 
     # -- connections and transactions -------------------------------------------------------------
 
@@ -219,6 +224,7 @@ class PostgresCatalog:
         return conn
 
     def close(self) -> None:
+        self._numbering.close()
         with self._conns_lock:
             for conn in self._conns:
                 with suppress(Exception):
@@ -283,7 +289,22 @@ class PostgresCatalog:
         transaction rolled back, as if raised where it was sent (a serialisation failure or a
         deadlock is retried); only a connection broken at the commit is :class:`CommitUnknownError`.
         ``pipelined``: the whole transaction is, from its BEGIN on (for a write that reads nothing
-        back: a new memory's), so that it costs one round trip and the commit's flush."""
+        back: a new memory's), so that it costs one round trip and the commit's flush.
+
+        A session's new rows are numbered, and their windows built, right after the commit, in a
+        transaction of its own (:mod:`~remindful.engine.postgres.numbering`)."""
+        self._local.writing, self._local.to_number = True, set()
+        try:
+            with self._transaction(durable=durable, pipelined=pipelined) as conn:
+                yield conn
+            numbered = self._local.to_number
+        finally:
+            self._local.writing = False
+        self._numbering.submit(numbered)
+
+    @contextmanager
+    def _transaction(self, *, durable: bool, pipelined: bool) -> Iterator[Any]:
+        """:meth:`transaction` itself."""
         conn = self._connection()
         self._local.pipeline = None
         counted = None
@@ -375,6 +396,9 @@ class PostgresCatalog:
         whenever another thread holds the shared one)."""
 
         sql = pg_sql(sql)
+        if self._numbering.pending and not getattr(self._local, "writing", False) and _NUMBERED.search(sql):
+            # A read of the windows or the numbering sees this process's rows numbered.
+            self._numbering.settle()
 
         def run() -> list[Any]:
             # On this thread's connection: inside its write transaction, a read sees its writes.
@@ -446,7 +470,8 @@ class PostgresCatalog:
 
     def insert_memories(self, conn: Any, rows: Sequence[MemoryRow], *, author: str | None = None) -> None:
         """Insert rows (inside the caller's transaction), redacted first as on SQLite, with the
-        redaction counts and the session windows in the same transaction; ``author`` records who
+        redaction counts in the same transaction, and the session windows (a session's: after the
+        commit, :mod:`~remindful.engine.postgres.numbering`); ``author`` records who
         wrote them (default: the token's person; None without a token: the store's single user).
         On a team store the database refuses any other author than the token's person."""
         author = self.person if author is None else author
@@ -490,7 +515,14 @@ class PostgresCatalog:
                     for r in rows
                 ],
             )
-        windows.after_insert(conn, [(r.id, r.session_id, r.created_at) for r in rows])
+        later = getattr(self._local, "to_number", None)
+        if later is None:  # (a connection of the caller's own, not a transaction of this catalog)
+            windows.after_insert(conn, [(r.id, r.session_id, r.created_at) for r in rows])
+            return
+        # A row without a session has its window now; a session's rows are numbered, and their
+        # windows built, after the commit (:mod:`~remindful.engine.postgres.numbering`).
+        windows.after_insert(conn, [(r.id, None, r.created_at) for r in rows if r.session_id is None])
+        later.update(r.session_id for r in rows if r.session_id is not None)
 
     def get_rows(self, ids: Sequence[str]) -> dict[str, MemoryRow]:
         """Rows for ``ids`` that exist, keyed by id."""
@@ -745,6 +777,11 @@ class PostgresCatalog:
 
     def windows_to_mend(self) -> bool:
         return False
+
+    def await_windows(self, timeout: float | None = None) -> bool:
+        """Wait until the sessions of the rows this process stored are numbered and their windows
+        built (:mod:`~remindful.engine.postgres.numbering`); False on timeout."""
+        return self._numbering.settle(SETTLE_TIMEOUT_S if timeout is None else timeout)
 
     def try_write(self, fn: Callable[[Any], Any], *, durable: bool = True) -> bool:
         """Run ``fn(conn)`` in one write transaction now (on this thread's own connection: no other
@@ -1069,6 +1106,8 @@ def add_counts(conn: Any, counts: Mapping[str, int]) -> None:
 
 #: The type counts as :meth:`PostgresCatalog.type_counts` reads them.
 TYPE_COUNTS = "SELECT type, n FROM type_counts WHERE n > 0"
+#: What a read names when it reads the session windows or the sessions' numbering.
+_NUMBERED = re.compile(r"\b(?:context_windows|seq|remindful_term_counts)\b")
 
 
 def _counts(rows: Iterable[Sequence[Any]]) -> dict[str, int]:

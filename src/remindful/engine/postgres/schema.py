@@ -673,8 +673,13 @@ $$""",
 
 #: Version 11: a term's windows on a team store are counted by the scope each window carries (version
 #: 10), not by joining each window's memory: 2.3 against 10 ms for a term of a thousand windows at
-#: 100,000 memories (a term is counted once a store, when a team's search first meets it).
+#: 100,000 memories (a term is counted once a store, when a team's search first meets it). A
+#: session's new rows are numbered after the commit that stored them
+#: (:mod:`~remindful.engine.postgres.numbering`): those still to number are found by an index of
+#: their own (none, once numbered).
 _V11 = [
+    "CREATE INDEX IF NOT EXISTS idx_memories_unnumbered ON memories(session_id, created_at) "
+    "WHERE seq IS NULL AND session_id IS NOT NULL",
     _term_counts_function(
         f"""        ELSIF team THEN
             SELECT count(*) INTO c FROM (SELECT 1 FROM context_windows w

@@ -44,6 +44,17 @@ def after_insert(conn: Conn, rows: Sequence[tuple[str, str | None, float]]) -> N
         conn.execute(RENUMBER, {"s": session_id, "e": earliest})
 
 
+def number(conn: Conn, session_id: str) -> None:
+    """Number ``session_id``'s rows from its earliest unnumbered one on and build the windows that
+    changes (:mod:`remindful.engine.postgres.numbering`: after the commit that stored them)."""
+    conn.execute("SELECT pg_advisory_xact_lock(hashtextextended('remindful:session:' || %s, 0))", (session_id,))
+    earliest = conn.execute(
+        "SELECT min(created_at) FROM memories WHERE session_id = %s AND seq IS NULL", (session_id,)
+    ).fetchone()[0]
+    if earliest is not None:
+        conn.execute(RENUMBER, {"s": session_id, "e": earliest})
+
+
 def _dated(column: str) -> str:
     """SQL for what ends a window's text: a newline and the date of the epoch ``column`` in
     parentheses, as :func:`~remindful.engine.windows.date_words` writes it ('8 May 2023'; ``Month``
@@ -171,4 +182,4 @@ def after_scope_move(conn: Conn, moved: Sequence[tuple[int, str | None, int | No
         _write(conn, _windows(conn, session_id, first - WINDOW, last + WINDOW))
 
 
-__all__ = ["after_delete", "after_insert", "after_scope_move", "after_update", "before_delete"]
+__all__ = ["after_delete", "after_insert", "after_scope_move", "after_update", "before_delete", "number"]
