@@ -507,7 +507,8 @@ def test_a_store_is_acknowledged_before_its_session_is_numbered_and_reads_its_ow
         texts = dict(catalog.read("SELECT m.id, w.text FROM memories m JOIN context_windows w ON w.rowid = m.rowid"))
         assert texts["first"].startswith("memory first\nmemory second")  # (read after its numbering)
         with psycopg.connect(postgres_url, autocommit=True) as other:
-            assert other.execute("SELECT id, seq FROM memories ORDER BY seq").fetchall() == [("first", 0), ("second", 1)]
+            numbered = other.execute("SELECT id, seq FROM memories ORDER BY seq").fetchall()
+            assert numbered == [("first", 0), ("second", 1)]
     finally:
         catalog.close()
 
