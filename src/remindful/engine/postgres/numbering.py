@@ -73,8 +73,8 @@ class SessionNumbering:
 
     def repair(self) -> int:
         """Number what a process that stopped left unnumbered (what this connection may see); how
-        many sessions were queued. Best effort: a connection refused the memories (the admin's,
-        without a token, on a team store) numbers nothing, and opens."""
+        many sessions were queued. Best effort: a read refused or failed numbers nothing, and the
+        catalog still opens (the next one opened numbers them)."""
         try:
             rows = self._read(
                 "SELECT DISTINCT session_id FROM memories WHERE seq IS NULL AND session_id IS NOT NULL LIMIT %s",
