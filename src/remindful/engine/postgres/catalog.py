@@ -299,7 +299,7 @@ class PostgresCatalog:
                 yield conn
             numbered = self._local.to_number
         finally:
-            self._local.writing = False
+            self._local.writing, self._local.to_number = False, None
         self._numbering.submit(numbered)
 
     @contextmanager
@@ -469,7 +469,7 @@ class PostgresCatalog:
     # -- memories -------------------------------------------------------------------------------
 
     def insert_memories(self, conn: Any, rows: Sequence[MemoryRow], *, author: str | None = None) -> None:
-        """Insert rows (inside the caller's transaction), redacted first as on SQLite, with the
+        """Insert rows (inside a :meth:`transaction` of this catalog), redacted first as on SQLite, with the
         redaction counts in the same transaction, and the session windows (a session's: after the
         commit, :mod:`~remindful.engine.postgres.numbering`); ``author`` records who
         wrote them (default: the token's person; None without a token: the store's single user).
@@ -515,14 +515,10 @@ class PostgresCatalog:
                     for r in rows
                 ],
             )
-        later = getattr(self._local, "to_number", None)
-        if later is None:  # (a connection of the caller's own, not a transaction of this catalog)
-            windows.after_insert(conn, [(r.id, r.session_id, r.created_at) for r in rows])
-            return
         # A row without a session has its window now; a session's rows are numbered, and their
         # windows built, after the commit (:mod:`~remindful.engine.postgres.numbering`).
-        windows.after_insert(conn, [(r.id, None, r.created_at) for r in rows if r.session_id is None])
-        later.update(r.session_id for r in rows if r.session_id is not None)
+        windows.after_insert(conn, [r.id for r in rows if r.session_id is None])
+        self._local.to_number.update(r.session_id for r in rows if r.session_id is not None)
 
     def get_rows(self, ids: Sequence[str]) -> dict[str, MemoryRow]:
         """Rows for ``ids`` that exist, keyed by id."""
