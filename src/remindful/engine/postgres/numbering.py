@@ -48,17 +48,19 @@ class SessionNumbering:
         self._worker: Worker | None = None
         self._lock = threading.Lock()
         self._pending = 0  # sessions submitted and not yet handled
+        self._failed: set[str] = set()  # sessions whose numbering failed: tried again at the next submit
 
     @property
     def pending(self) -> bool:
         return self._pending > 0
 
     def submit(self, sessions: Iterable[str]) -> None:
-        """Number ``sessions``' unnumbered rows in the background."""
-        wanted = sorted(set(sessions))
-        if not wanted:
-            return
+        """Number ``sessions``' unnumbered rows in the background (and those whose numbering failed)."""
         with self._lock:
+            wanted = sorted({*sessions, *self._failed})
+            self._failed.clear()
+            if not wanted:
+                return
             if self._worker is None:
                 self._worker = Worker("remindful-numbering", self._number)
             self._pending += len(wanted)
@@ -96,9 +98,14 @@ class SessionNumbering:
     def _number(self, sessions: list[str]) -> None:
         try:
             for session_id in dict.fromkeys(sessions):
-                self._write(
-                    lambda conn, s=session_id: windows.number(conn, s), durable=False, what="numbering a session"
-                )
+                try:
+                    self._write(
+                        lambda conn, s=session_id: windows.number(conn, s), durable=False, what="numbering a session"
+                    )
+                except RemindfulError as exc:  # (the server down: one line; numbered with the next store)
+                    log.warning("%s", exc)
+                    with self._lock:
+                        self._failed.add(session_id)
         finally:
             with self._lock:
                 self._pending = max(0, self._pending - len(sessions))
