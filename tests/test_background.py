@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from remindful.embed import FakeEmbedder
-from remindful.engine.background import AccessRecorder, BackgroundIndexer
+from remindful.engine.background import AccessRecorder, BackgroundIndexer, Worker
 from remindful.engine.mirror import IndexHolders
 from remindful.index import ChromaEmbeddedIndex, InMemoryIndex
 from remindful.testing import open_fake
@@ -95,6 +95,49 @@ def test_worker_survives_a_failing_batch() -> None:
     assert worker.flush(10)
     worker.close()
     assert seen[-1] == ["good"]
+
+
+def test_a_paced_worker_takes_a_lone_item_at_once_and_a_stream_in_batches() -> None:
+    """Under a stream of stores the background's work comes in batches, at most one a ``pace``
+    (each store's own vector write, index write and numbering competed with the next store's
+    acknowledgement); a lone item does not wait, and ``hurry`` or ``flush`` end the wait."""
+    seen: list[list[str]] = []
+    handled = threading.Event()
+
+    def handle(ids: list[str]) -> None:
+        seen.append(ids)
+        handled.set()
+
+    worker = Worker("paced", handle, pace=60.0)
+    try:
+        worker.submit(["a"])
+        assert handled.wait(10)  # the first batch: nothing came before it
+        handled.clear()
+        worker.submit(["b"])
+        worker.submit(["c"])
+        assert not handled.wait(0.3)  # within a pace of the last batch: it gathers
+        worker.hurry()
+        assert handled.wait(10)
+        assert seen == [["a"], ["b", "c"]]
+        worker.submit(["d"])
+        assert worker.flush(10)  # a flush does not wait for the pace either
+        assert seen[-1] == ["d"]
+    finally:
+        worker.close()
+
+
+def test_a_search_hurries_the_embedding_of_what_this_process_stored(tmp_path: Path, monkeypatch: Any) -> None:
+    """A search waits for the vectors of the rows this process stored; the paced background does
+    not make it wait for the pace."""
+    monkeypatch.setattr("remindful.engine.mirror.INDEX_PACE_S", 60.0)
+    with open_fake(tmp_path / "s") as memory:
+        memory.store("the first of a stream")
+        memory.flush()  # (its batch began the pace)
+        memory_id = memory.store("the staging database password rotates monthly")
+        started = time.monotonic()
+        hits = memory.search("the staging database password rotates monthly", limit=1)
+        assert hits and hits[0].id == memory_id and "dense" in hits[0].sources
+        assert time.monotonic() - started < 30  # (the pace is 60 s)
 
 
 class CountingCatalog:

@@ -513,6 +513,30 @@ def test_a_store_is_acknowledged_before_its_session_is_numbered_and_reads_its_ow
         catalog.close()
 
 
+def test_a_stream_of_stores_is_numbered_in_one_job_and_a_read_of_the_windows_does_not_wait_for_it(
+    postgres_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under a stream of stores a session is numbered at most once a pace (each store's own job
+    competed with the next store's acknowledgement); a read of the windows hurries the job."""
+    monkeypatch.setattr("remindful.engine.postgres.numbering.PACE_S", 60.0)
+    catalog = open_catalog(postgres_url, tmp_path)
+    try:
+        insert(catalog, memory("first", at=1_700_000_000.0))
+        assert catalog.await_windows()  # (its job began the pace)
+        insert(catalog, memory("second", at=1_700_000_001.0))
+        insert(catalog, memory("third", at=1_700_000_002.0))
+        time.sleep(0.3)
+        with psycopg.connect(postgres_url, autocommit=True) as other:
+            unnumbered = other.execute("SELECT id FROM memories WHERE seq IS NULL ORDER BY id").fetchall()
+        assert unnumbered == [("second",), ("third",)]  # gathered, within a pace of the first job
+        started = time.monotonic()
+        texts = dict(catalog.read("SELECT m.id, w.text FROM memories m JOIN context_windows w ON w.rowid = m.rowid"))
+        assert time.monotonic() - started < 30  # (the pace is 60 s)
+        assert texts["first"].startswith("memory first\nmemory second\nmemory third")
+    finally:
+        catalog.close()
+
+
 def test_rows_a_stopped_process_left_unnumbered_are_numbered_by_the_next_catalog_opened(
     postgres_url: str, tmp_path: Path
 ) -> None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import atexit
 import logging
+import math
 import queue
 import threading
 import time
@@ -38,7 +39,9 @@ log = logging.getLogger("remindful")
 class Worker:
     """A daemon thread draining a queue of id lists in coalesced batches of at most ``max_batch``
     ids. With ``linger`` > 0 a batch waits that many seconds after its first item for more to join
-    it, unless ``flush`` or ``close`` asks for it (or it is full). ``stopping`` is set when a
+    it; with ``pace`` > 0 batches start at most every ``pace`` seconds: a lone item goes at once,
+    and under a stream of items each batch gathers what came since the last one began. Either wait
+    is cut short by ``flush``, ``hurry`` or ``close`` (or a full batch). ``stopping`` is set when a
     :meth:`close` ran out of time: the batch in hand should give up waiting (for a lock, say)."""
 
     MAX_BATCH = 10_000
@@ -49,11 +52,14 @@ class Worker:
         handle: Callable[[list[str]], None],
         *,
         linger: float = 0.0,
+        pace: float = 0.0,
         max_batch: int | None = None,
         stopping: threading.Event | None = None,
     ) -> None:
         self._handle = handle
         self._linger = linger
+        self._pace = pace
+        self._last_batch = -math.inf  # when the last batch began (monotonic)
         self._max_batch = max_batch or self.MAX_BATCH
         self.stopping = stopping if stopping is not None else threading.Event()
         # An item is a list of ids to handle, an Event to set once everything before it is handled,
@@ -72,13 +78,17 @@ class Worker:
         self._queue.put(done)
         return done.wait(timeout) if self._thread.is_alive() else True
 
+    def hurry(self) -> None:
+        """Have the batch gathering now go without waiting for more (someone waits for it)."""
+        self._queue.put(threading.Event())
+
     def _run(self) -> None:
         while True:
             ids: list[str] = []
             waiting: list[threading.Event] = []
             item = self._queue.get()
             stop = item is None
-            deadline = time.monotonic() + self._linger
+            deadline = max(time.monotonic() + self._linger, self._last_batch + self._pace)
             while item is not None:
                 if isinstance(item, threading.Event):
                     waiting.append(item)
@@ -90,6 +100,8 @@ class Worker:
                 except queue.Empty:
                     break
                 stop = item is None
+            if ids:
+                self._last_batch = time.monotonic()
             for start in range(0, len(ids), self._max_batch):
                 if self.stopping.is_set():
                     break
@@ -129,11 +141,12 @@ class BackgroundIndexer(Worker):
         *,
         prepare: Callable[[list[str]], None] | None = None,
         name: str = "remindful-indexer",
+        pace: float = 0.0,
         max_batch: int | None = None,
         prepare_batch: int | None = None,
         stopping: threading.Event | None = None,
     ) -> None:
-        super().__init__(name, handle, max_batch=max_batch, stopping=stopping)
+        super().__init__(name, handle, pace=pace, max_batch=max_batch, stopping=stopping)
         self._prepare: Worker | None = None
         if prepare is not None:
 
@@ -143,7 +156,9 @@ class BackgroundIndexer(Worker):
                 finally:
                     super(BackgroundIndexer, self).submit(ids)
 
-            self._prepare = Worker(f"{name}-prepare", forward, max_batch=prepare_batch, stopping=self.stopping)
+            self._prepare = Worker(
+                f"{name}-prepare", forward, pace=pace, max_batch=prepare_batch, stopping=self.stopping
+            )
 
     def submit(self, ids: list[str]) -> None:
         if self._prepare is not None:
@@ -157,6 +172,14 @@ class BackgroundIndexer(Worker):
             return False
         left = None if timeout is None else max(0.0, timeout - (time.monotonic() - started))
         return super().flush(left)
+
+    def hurry(self) -> None:
+        """Have the batch gathering now be embedded without waiting for more (a search waits for
+        its vectors); its index write keeps its pace."""
+        if self._prepare is not None:
+            self._prepare.hurry()
+        else:
+            super().hurry()
 
     def close(self, timeout: float | None = 30) -> None:
         """Handle what is queued for at most ``timeout`` seconds in all, then stop (see

@@ -85,6 +85,11 @@ PENDING_REFRESH = 2000
 CLOSE_BUDGET_S = 30.0
 #: Rows embedded per step in the background: a step is what a close waits for.
 EMBED_BATCH = 256
+#: Under a stream of stores the background embeds and indexes at most this often, each batch
+#: what came since the last began (a lone store goes at once; a search waiting for vectors, and a
+#: flush, hurry it). One store at a time, each store's vector write, index write and marks
+#: competed with the next stores' acknowledgements for the two cores and the catalog.
+INDEX_PACE_S = 0.1
 
 
 class IndexMirror:
@@ -484,6 +489,7 @@ class IndexMirror:
                     self._indexer = BackgroundIndexer(
                         self.index_ids,
                         prepare=self._embed_stored,
+                        pace=INDEX_PACE_S,
                         max_batch=INDEX_BATCH,
                         prepare_batch=EMBED_BATCH,
                         stopping=self._stopping,
@@ -497,6 +503,8 @@ class IndexMirror:
     def await_embeddings(self, timeout: float) -> bool:
         """Wait (at most ``timeout`` seconds) until the rows this process stored without a vector
         have one, or their embedding failed; False on timeout."""
+        if self._indexer is not None and self._deferred.pending():
+            self._indexer.hurry()
         return self._deferred.wait(timeout)
 
     def _embed_stored(self, ids: list[str]) -> None:

@@ -36,6 +36,9 @@ SETTLE_TIMEOUT_S = 10.0
 CLOSE_BUDGET_S = 5.0
 #: Sessions with rows to number looked for at a catalog's opening, at most.
 REPAIR_MAX = 1000
+#: Under a stream of stores a session is numbered at most this often (a lone store's at once; a
+#: read that needs the windows hurries it): one job numbers all the rows a session got meanwhile.
+PACE_S = 0.1
 
 
 class SessionNumbering:
@@ -62,7 +65,7 @@ class SessionNumbering:
             if not wanted:
                 return
             if self._worker is None:
-                self._worker = Worker("remindful-numbering", self._number)
+                self._worker = Worker("remindful-numbering", self._number, pace=PACE_S)
             self._pending += len(wanted)
             self._worker.submit(wanted)
 
