@@ -71,7 +71,7 @@ def test_an_older_schema_is_migrated_at_open_keeping_its_rows(postgres_url: str,
 
     catalog = open_catalog(postgres_url, tmp_path)
     try:
-        assert catalog.schema_version() == SCHEMA_VERSION == 11
+        assert catalog.schema_version() == SCHEMA_VERSION == 12
         assert "origin" in columns(postgres_url)
         options = dict(catalog.read("SELECT relname, reloptions FROM pg_class WHERE relname LIKE 'idx_%%_fts'"))
         assert options == {name: ["gin_pending_list_limit=256"] for name in ("idx_memories_fts", "idx_context_fts")}
@@ -509,6 +509,31 @@ def test_a_store_is_acknowledged_before_its_session_is_numbered_and_reads_its_ow
         with psycopg.connect(postgres_url, autocommit=True) as other:
             numbered = other.execute("SELECT id, seq FROM memories ORDER BY seq").fetchall()
             assert numbered == [("first", 0), ("second", 1)]
+    finally:
+        catalog.close()
+
+
+def test_the_counts_each_store_updates_do_not_pile_up_dead_versions_for_its_reads(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    """Each store updates its type's count; every update leaves a dead version of the row on its
+    page, and each read of the counts (one with every acknowledgement) walked them all until the
+    page filled: 0.12-0.17 ms for six rows. The counts' pages are kept nine tenths free, so they are
+    pruned at nearly every visit."""
+    catalog = open_catalog(postgres_url, tmp_path)
+    try:
+        for i in range(300):
+            row = memory(f"m{i}", at=1_700_000_000.0 + i)
+            row.session_id = None
+            insert(catalog, row)
+            catalog.type_counts()
+        with psycopg.connect(postgres_url, autocommit=True) as conn:
+            conn.execute("CREATE EXTENSION IF NOT EXISTS pageinspect")
+            versions = conn.execute(
+                "SELECT count(*) FROM heap_page_items(get_raw_page('type_counts', 0)) WHERE t_data IS NOT NULL"
+            ).fetchone()[0]
+        assert catalog.type_counts()["fact"] == 300
+        assert versions <= 40, versions  # (135 before)
     finally:
         catalog.close()
 

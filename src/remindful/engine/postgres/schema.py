@@ -692,8 +692,15 @@ _V11 = [
     "SET search_path = %I, pg_temp', current_schema()); END $do$",
 ]
 
+#: Version 12: the counts every store updates (its type's, its scope's, the redaction hits') keep
+#: each page nine tenths free, so that PostgreSQL prunes their rows' dead versions at nearly every
+#: visit. Every update of such a row leaves a dead version on its page, and until the page filled
+#: up, each read walked them all: the type counts read back with each acknowledgement took
+#: 0.12-0.17 ms on a table of six rows, 0.02 ms so (a member's acknowledgement 1.4 against 1.6 ms).
+_V12 = [f"ALTER TABLE {table} SET (fillfactor = 10)" for table in ("type_counts", "scope_counts", "capture_stats")]
+
 #: The statements of each version, from the first: ``MIGRATIONS[v - 1]`` brings version ``v - 1`` to ``v``.
-MIGRATIONS: tuple[list[str], ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9, _V10, _V11)
+MIGRATIONS: tuple[list[str], ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9, _V10, _V11, _V12)
 #: The version before which the catalog derives the origins of rows that have none.
 ORIGINS_VERSION = 5
 SCHEMA_VERSION = len(MIGRATIONS)
