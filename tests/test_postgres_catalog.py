@@ -503,7 +503,14 @@ def test_a_store_is_acknowledged_before_its_session_is_numbered_and_reads_its_ow
             assert acknowledged  # the numbering waits for the session, not the store
             assert other.execute("SELECT seq FROM memories WHERE id = 'second'").fetchone() == (None,)
             assert not catalog.await_windows(0.2)  # (its numbering waits for the session)
+            # A read of another table's own seq (the audit log's: a search's change marks) does not.
+            marks = threading.Thread(target=catalog.read, args=("SELECT coalesce(max(seq), 0) FROM audit_log",))
+            marks.start()
+            marks.join(5.0)
+            read_at_once = not marks.is_alive()
             other.execute("SELECT pg_advisory_unlock_all()")
+            marks.join()
+        assert read_at_once
         texts = dict(catalog.read("SELECT m.id, w.text FROM memories m JOIN context_windows w ON w.rowid = m.rowid"))
         assert texts["first"].startswith("memory first\nmemory second")  # (read after its numbering)
         with psycopg.connect(postgres_url, autocommit=True) as other:

@@ -1102,8 +1102,10 @@ def add_counts(conn: Any, counts: Mapping[str, int]) -> None:
 
 #: The type counts as :meth:`PostgresCatalog.type_counts` reads them.
 TYPE_COUNTS = "SELECT type, n FROM type_counts WHERE n > 0"
-#: What a read names when it reads the session windows or the sessions' numbering.
-_NUMBERED = re.compile(r"\b(?:context_windows|seq|remindful_term_counts)\b")
+#: What a read names when it reads the session windows or the sessions' numbering (a memory's
+#: ``seq`` is read as ``m.seq``: :meth:`PostgresCatalog.neighbourhoods`); the spool's, the audit
+#: log's and the deletes' own ``seq`` columns are not the numbering, and their reads do not wait.
+_NUMBERED = re.compile(r"\b(?:context_windows|remindful_term_counts|m\.seq)\b")
 
 
 def _counts(rows: Iterable[Sequence[Any]]) -> dict[str, int]:
