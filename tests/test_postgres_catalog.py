@@ -308,6 +308,7 @@ def test_two_writers_of_one_session_number_it_one_after_the_other(postgres_url: 
             later.start()
             later.join(timeout=1.0)  # it waits for the first write's commit (or, unlocked, does not)
         later.join()
+        assert first.await_windows() and second.await_windows()  # (each numbers after its commit)
         seqs = first.read("SELECT id, seq FROM memories ORDER BY created_at")
         assert [tuple(r) for r in seqs] == [("early", 0), ("late", 1)]
         assert "memory early" in first.windows(["late"])["late"]

@@ -53,6 +53,16 @@ EXAMPLES = [
         "key [API_KEY_REDACTED]",
     ),
     ("sk-ant-api03-Zx9Yw8Vu7Ts6Rq5Po4Nm3Lk2Ji1Hg0Fe", "Zx9Yw8Vu7Ts6Rq5Po4Nm3Lk2Ji1Hg0Fe", "[API_KEY_REDACTED]"),
+    (  # no digit (about one random key in 5,000; hypothesis found one): the named kind is enough
+        "-sk-proj-AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAABCDE",
+        "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAABCDE",
+        "-[API_KEY_REDACTED]",
+    ),
+    (
+        "key sk-proj-QwErTyUiOpAsDfGhJkLzXcVbNmQwErTyUiOpAs",
+        "QwErTyUiOpAsDfGhJkLzXcVbNmQwErTyUiOpAs",
+        "key [API_KEY_REDACTED]",
+    ),
     (
         "jwt eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
         "dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",

@@ -174,8 +174,15 @@ DEFAULT_REDACTIONS: tuple[tuple[str, str, str], ...] = (
         r"|(?<![0-9])\d{8,10}:AA[0-9A-Za-z_-]{30,}",
         "[TOKEN_REDACTED]",
     ),
-    # OpenAI (sk-…, sk-proj-…, sk-svcacct-…) and Anthropic (sk-ant-api03-…): letters, digits, _ and -.
-    ("api_key", r"(?<![A-Za-z0-9])sk-(?=[A-Za-z0-9_-]{0,200}[0-9])[A-Za-z0-9_-]{20,}", "[API_KEY_REDACTED]"),
+    # OpenAI (sk-…, sk-proj-…, sk-svcacct-…, sk-admin-…) and Anthropic (sk-ant-api03-…): letters,
+    # digits, _ and -. A bare ``sk-`` word needs a digit (``sk-learn-compatible-estimators`` is
+    # none); a named kind does not: about one random key in 5,000 has no digit.
+    (
+        "api_key",
+        r"(?<![A-Za-z0-9])sk-(?:(?:proj|svcacct|admin|ant-(?:api|admin)\d\d)-[A-Za-z0-9_-]{20,}"
+        r"|(?=[A-Za-z0-9_-]{0,200}[0-9])[A-Za-z0-9_-]{20,})",
+        "[API_KEY_REDACTED]",
+    ),
     # A Fernet key: 32 bytes in URL-safe base64 (:func:`_redact_mixed`: upper, lower and digits).
     ("fernet_key", r"(?<![A-Za-z0-9_=+/-])[A-Za-z0-9_-]{43}=(?![A-Za-z0-9_=+/-])", "[KEY_REDACTED]"),
     # scheme://user:PASSWORD@host: greedy up to the last @ before the path, so that an unencoded
