@@ -140,6 +140,41 @@ def test_a_search_hurries_the_embedding_of_what_this_process_stored(tmp_path: Pa
         assert time.monotonic() - started < 30  # (the pace is 60 s)
 
 
+class SlowOpeningIndex(InMemoryIndex):
+    """An index whose opening waits for ``gate``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = threading.Event()
+        self.opening = threading.Event()
+
+    def preload(self) -> None:
+        self.opening.set()
+        self.gate.wait(30)
+
+
+def test_a_flush_has_the_paced_embedding_go_while_the_index_opens(tmp_path: Path, monkeypatch: Any) -> None:
+    """A fresh store's flush waits for the index to open; the stores gathered by the paced
+    background are embedded meanwhile, not after it (a fresh store's first flush)."""
+    monkeypatch.setattr("remindful.engine.mirror.INDEX_PACE_S", 60.0)
+    index = SlowOpeningIndex()
+    with open_fake(tmp_path / "s", index=index) as memory:
+        memory.store("the first of a stream")  # embedded at once; the index opens meanwhile
+        assert index.opening.wait(10)
+        second = memory.store("the second, gathered within the pace")
+        flushing = threading.Thread(target=memory.flush, kwargs={"timeout": 30})
+        flushing.start()
+        catalog = memory.engine.catalog
+        deadline = time.monotonic() + 10
+        while second not in catalog.embeddings([second]) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        embedded = second in catalog.embeddings([second])
+        index.gate.set()
+        flushing.join()
+        assert embedded  # before the index opened
+        assert index.count("action_memories") == 2
+
+
 class CountingCatalog:
     """Stands in for the catalog: records each ``touch`` call (one write transaction each)."""
 

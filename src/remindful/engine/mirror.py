@@ -637,6 +637,9 @@ class IndexMirror:
         def left() -> float | None:
             return None if deadline is None else max(0.0, deadline - time.monotonic())
 
+        # What the paced background gathers is embedded now, while the viewer opens the index.
+        if self._indexer is not None:
+            self._indexer.hurry()
         # One after the other, each looked up when its turn comes: the viewer's open hands work
         # to the indexer and the backlog, whose open may queue deletions.
         if self._viewer is not None and not self._viewer.wait(left()):
