@@ -4,10 +4,16 @@ backlog (rows another process may be indexing), whatever that watch's length."""
 from __future__ import annotations
 
 import sqlite3
+import threading
+import time
+from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+from remindful.embed.fake import FakeEmbedder
 from remindful.engine import backlog
 from remindful.testing import InMemoryIndex, catalog_rows, open_fake
 
@@ -39,3 +45,56 @@ def test_rows_a_stopped_process_left_are_indexed_without_a_watch(
         assert memory.flush(120)
         assert catalog_rows(memory, "SELECT count(*) FROM memories WHERE indexed = 0") == [(0,)]
         assert {hit.id for hit in memory.search("left behind", limit=10)} >= set(ids)
+
+
+class GatedIndex(InMemoryIndex):
+    """An index whose opening waits for ``gate`` (chromadb's client takes tens of milliseconds)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = threading.Event()
+        self.opening = threading.Event()
+
+    def preload(self) -> None:
+        self.opening.set()
+        self.gate.wait(30)
+
+
+class CountingEmbedder(FakeEmbedder):
+    """Counts how often each text is embedded, and on which threads."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: Counter[str] = Counter()
+        self.threads: set[str] = set()
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        self.seen.update(texts)
+        self.threads.add(threading.current_thread().name)
+        return super().embed(texts)
+
+
+def test_a_fresh_stores_rows_in_its_own_indexer_are_not_taken_again_as_a_backlog(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The index's open queues the rows marked un-indexed as a backlog; those this process's own
+    indexer holds are its to embed and index, not the backlog's (a fresh store's first flush
+    embedded and upserted them twice, on two threads, at once)."""
+    monkeypatch.setattr("remindful.engine.mirror.INDEX_PACE_S", 60.0)  # the stream stays in the indexer
+    index, embedder = GatedIndex(), CountingEmbedder()
+    texts = [f"note {i} about the staging port" for i in range(4)]
+    with open_fake(tmp_path, index=index, embedder=embedder) as memory:
+        memory.store(texts[0])  # embedded at once; the index opens meanwhile
+        assert index.opening.wait(10)
+        for text in texts[1:]:
+            memory.store(text)  # gathered by the paced indexer
+        index.gate.set()
+        mirror = memory.engine.mirror
+        deadline = time.monotonic() + 10
+        while mirror.state()["available"] is not True and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert mirror._backlog.wait(30)  # the open's backlog is done
+        assert memory.flush(30)
+        assert catalog_rows(memory, "SELECT count(*) FROM memories WHERE indexed = 0") == [(0,)]
+    assert all(embedder.seen[text] == 1 for text in texts), embedder.seen
+    assert "remindful-index-backlog" not in embedder.threads, embedder.threads

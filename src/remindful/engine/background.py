@@ -27,6 +27,7 @@ import queue
 import threading
 import time
 import weakref
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
@@ -146,7 +147,19 @@ class BackgroundIndexer(Worker):
         prepare_batch: int | None = None,
         stopping: threading.Event | None = None,
     ) -> None:
-        super().__init__(name, handle, pace=pace, max_batch=max_batch, stopping=stopping)
+        # The ids submitted and not yet handled, with how often (a memory stored, then updated).
+        self._held: Counter[str] = Counter()
+        self._held_lock = threading.Lock()
+
+        def handled(ids: list[str]) -> None:
+            try:
+                handle(ids)
+            finally:
+                with self._held_lock:
+                    self._held.subtract(ids)
+                    self._held = +self._held  # drops the ids at zero
+
+        super().__init__(name, handled, pace=pace, max_batch=max_batch, stopping=stopping)
         self._prepare: Worker | None = None
         if prepare is not None:
 
@@ -161,10 +174,17 @@ class BackgroundIndexer(Worker):
             )
 
     def submit(self, ids: list[str]) -> None:
+        with self._held_lock:
+            self._held.update(ids)
         if self._prepare is not None:
             self._prepare.submit(ids)
         else:
             super().submit(ids)
+
+    def holding(self) -> set[str]:
+        """The ids submitted and not yet handled: this indexer's to embed and index."""
+        with self._held_lock:
+            return set(self._held)
 
     def flush(self, timeout: float | None = None) -> bool:
         started = time.monotonic()

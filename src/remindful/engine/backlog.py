@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Set
 
 from remindful.engine.backend import CatalogBackend
 from remindful.engine.background import Errand
@@ -28,8 +28,10 @@ BACKLOG_WATCH_S = 2.0
 
 class Backlog:
     """Indexes (with ``index_ids``) the catalog's rows marked un-indexed up to the rowid last
-    :meth:`queue`\\ d, ``batch`` at a time, in a background errand. ``stopping``: set while the
-    mirror closes; the errand then gives up (what is left waits for the next open)."""
+    :meth:`queue`\\ d, ``batch`` at a time, in a background errand, but for those ``held``
+    returns (this process's own indexer has them: the rows it stored while the index opened).
+    ``stopping``: set while the mirror closes; the errand then gives up (what is left waits for
+    the next open)."""
 
     def __init__(
         self,
@@ -39,8 +41,10 @@ class Backlog:
         *,
         stopping: threading.Event,
         batch: int,
+        held: Callable[[], Set[str]] = frozenset,
     ) -> None:
         self._catalog = catalog
+        self._held = held
         self._holders = holders
         self._index_ids = index_ids
         self._stopping = stopping
@@ -90,13 +94,12 @@ class Backlog:
                     continue  # another process is on it
             while True:
                 before = self._left(top)
-                ids = [
-                    r[0]
-                    for r in self._catalog.read(
-                        "SELECT id FROM memories WHERE indexed = 0 AND rowid <= ? ORDER BY rowid LIMIT ?",
-                        (top, self._batch),
-                    )
-                ]
+                held = self._held()
+                found = self._catalog.read(
+                    "SELECT id FROM memories WHERE indexed = 0 AND rowid <= ? ORDER BY rowid LIMIT ?",
+                    (top, self._batch + len(held)),
+                )
+                ids = [r[0] for r in found if r[0] not in held][: self._batch]
                 if not ids or self._stopping.is_set():
                     return
                 self._index_ids(ids)

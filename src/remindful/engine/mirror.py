@@ -162,7 +162,9 @@ class IndexMirror:
             snapshot=self._snapshot,
         )
         # Indexes rows left un-indexed, when nobody else does.
-        self._backlog = Backlog(catalog, self._holders, self.index_ids, stopping=self._stopping, batch=EMBED_BATCH)
+        self._backlog = Backlog(
+            catalog, self._holders, self.index_ids, stopping=self._stopping, batch=EMBED_BATCH, held=self._held
+        )
 
     # -- the index: open, state, lock -----------------------------------------------------------
 
@@ -495,6 +497,11 @@ class IndexMirror:
                         stopping=self._stopping,
                     )
         return self._indexer
+
+    def _held(self) -> set[str]:
+        """The ids this process's background indexer has yet to index."""
+        indexer = self._indexer
+        return set() if indexer is None else indexer.holding()
 
     def embeddings_pending(self) -> bool:
         """Whether rows this process stored are still waiting for their vectors."""
