@@ -126,6 +126,38 @@ def test_a_paced_worker_takes_a_lone_item_at_once_and_a_stream_in_batches() -> N
         worker.close()
 
 
+def test_an_index_write_takes_along_the_batch_being_embedded(monkeypatch: Any) -> None:
+    """A fresh store's first memory is embedded at once, the next ones while it waits for the
+    index: its first index write waits for them (once) and writes them all, not one then the rest."""
+    monkeypatch.setattr("remindful.engine.background.FEED_WAIT_S", 30.0)
+    written: list[list[str]] = []
+    embedding_b, release_b = threading.Event(), threading.Event()
+    indexer: BackgroundIndexer
+
+    def prepare(ids: list[str]) -> None:
+        if ids == ["a"]:
+            indexer.submit(["b"])  # stored while "a" is embedded
+        else:
+            embedding_b.set()
+            assert release_b.wait(30)
+
+    indexer = BackgroundIndexer(written.append, prepare=prepare)
+    try:
+        indexer.submit(["a"])
+        assert embedding_b.wait(10)
+        time.sleep(0.2)  # "a" reached the index writer meanwhile: it waits
+        assert written == []
+        release_b.set()
+        assert indexer.flush(10)
+        assert written == [["a", "b"]]
+        indexer.submit(["c"])  # nothing embedded meanwhile: written at once
+        assert indexer.flush(10)
+        assert written == [["a", "b"], ["c"]]
+    finally:
+        release_b.set()
+        indexer.close()
+
+
 def test_a_search_hurries_the_embedding_of_what_this_process_stored(tmp_path: Path, monkeypatch: Any) -> None:
     """A search waits for the vectors of the rows this process stored; the paced background does
     not make it wait for the pace."""

@@ -20,7 +20,7 @@ import remindful.index.chroma as chroma_mod
 import remindful.index.chroma_base as base_mod
 from conftest_chroma import free_port
 from remindful.errors import CorruptionError, StorageError, StorageFullError, StorageLockedError
-from remindful.index import ChromaEmbeddedIndex, ChromaServerIndex
+from remindful.index import ChromaEmbeddedIndex, ChromaServerIndex, chroma_template
 from remindful.index.keys import unpack
 
 COL = "test_memories"
@@ -202,6 +202,22 @@ def embedded(tmp_path: Path) -> Any:
     index = ChromaEmbeddedIndex(tmp_path / "chroma")
     index.count(COL)  # creates the client and caches the collection handle
     yield index
+    index.close()
+
+
+def test_an_open_that_failed_leaves_nothing_behind_in_the_process(tmp_path: Path) -> None:
+    """chromadb keeps a system per path, made before it starts: one whose start failed (here on
+    a file that is not a database; a full disk fails there too) stayed, and every later open of
+    the path in the process failed on it, long after the cause was gone."""
+    path = tmp_path / "chroma"
+    path.mkdir()
+    (path / "chroma.sqlite3").write_bytes(b"planted")
+    with pytest.raises(StorageError, match="not a database"):
+        ChromaEmbeddedIndex(path).count(COL)
+    (path / "chroma.sqlite3").unlink()  # the cause is gone: the store is made anew
+    index = ChromaEmbeddedIndex(path)
+    index.upsert(COL, ["a"], vectors(1), [{}])
+    assert index.count(COL) == 1
     index.close()
 
 
@@ -483,3 +499,54 @@ def test_a_new_store_is_in_incremental_vacuum_mode_from_its_creation(tmp_path: P
     index.close()
     assert sqlite_pages(path)[2] == 2
     assert ChromaEmbeddedIndex(path).count(COL) == 2
+
+
+def test_a_new_store_starts_from_the_template_the_first_one_left(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """chromadb makes a new file by running its migrations (20-30 ms, holding the interpreter
+    lock); the first store keeps its file, before any collection, as a template in this user's
+    cache, and later new stores start from a copy of it."""
+    seeded: list[bool] = []
+    seed = chroma_template.seed
+    monkeypatch.setattr(chroma_template, "seed", lambda db: seeded.append(seed(db)) or seeded[-1])
+    first = ChromaEmbeddedIndex(tmp_path / "first")
+    first.upsert(COL, ["a", "b"], vectors(2), [{}, {}])
+    first.close()
+    template = chroma_template.template_path()
+    assert template.is_relative_to(Path.home()) and template.stat().st_mode & 0o777 == 0o600
+    conn = sqlite3.connect(template)
+    try:  # nothing of the first store's: kept before its first collection
+        assert conn.execute("SELECT count(*) FROM collections").fetchone()[0] == 0
+        assert conn.execute("SELECT count(*) FROM embeddings_queue").fetchone()[0] == 0
+    finally:
+        conn.close()
+    second = ChromaEmbeddedIndex(tmp_path / "second")
+    second.upsert(COL, ["c"], vectors(1, seed=5), [{}])
+    assert second.query(COL, vectors(1, seed=5)[0], 1)[0][0] == "c"
+    second.close()
+    assert seeded == [False, True]
+    assert sqlite_pages(tmp_path / "second")[2] == 2  # incremental, as a store made anew
+    assert (tmp_path / "second" / "chroma.sqlite3").stat().st_mode & 0o777 == 0o600
+    assert ChromaEmbeddedIndex(tmp_path / "second").count(COL) == 1
+
+
+def test_a_template_others_could_write_or_chromadb_cannot_open_is_not_used(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    template = chroma_template.template_path()
+    template.parent.mkdir(parents=True, mode=0o700)
+    template.write_bytes(b"planted")
+    template.chmod(0o666)  # another local user could have written it
+    index = ChromaEmbeddedIndex(tmp_path / "a")
+    index.upsert(COL, ["a"], vectors(1), [{}])
+    index.close()
+    assert "Chroma template" in caplog.text and "writable by other users" in caplog.text
+    assert ChromaEmbeddedIndex(tmp_path / "a").count(COL) == 1
+    template.chmod(0o600)  # this user's now, but not a file chromadb can open
+    index = ChromaEmbeddedIndex(tmp_path / "b")
+    index.upsert(COL, ["b"], vectors(1), [{}])
+    index.close()
+    assert ChromaEmbeddedIndex(tmp_path / "b").count(COL) == 1
+    assert template.read_bytes()[:16] == b"SQLite format 3\x00"  # replaced by a sound one
+    assert not list((tmp_path / "b").glob("*.seed"))

@@ -36,13 +36,21 @@ from remindful.errors import RemindfulError
 
 log = logging.getLogger("remindful")
 
+#: A batch ready while the worker feeding this one (the embedding, for the index writes) has work
+#: waits at most this long for the next batch it passes on, to go in one write with it.
+FEED_WAIT_S = 0.5
+
 
 class Worker:
     """A daemon thread draining a queue of id lists in coalesced batches of at most ``max_batch``
     ids. With ``linger`` > 0 a batch waits that many seconds after its first item for more to join
     it; with ``pace`` > 0 batches start at most every ``pace`` seconds: a lone item goes at once,
     and under a stream of items each batch gathers what came since the last one began. Either wait
-    is cut short by ``flush``, ``hurry`` or ``close`` (or a full batch). ``stopping`` is set when a
+    is cut short by ``flush``, ``hurry`` or ``close`` (or a full batch). With ``feeding`` (whether
+    the worker that submits to this one has work in hand or queued), a batch that would go waits
+    once for the next batch that one passes on (at most ``FEED_WAIT_S``) and takes it along: one
+    write, not two (a fresh store's first store is embedded alone, at once, and the next ones
+    while the index opens; both go in its first write). ``stopping`` is set when a
     :meth:`close` ran out of time: the batch in hand should give up waiting (for a lock, say)."""
 
     MAX_BATCH = 10_000
@@ -56,8 +64,11 @@ class Worker:
         pace: float = 0.0,
         max_batch: int | None = None,
         stopping: threading.Event | None = None,
+        feeding: Callable[[], bool] | None = None,
     ) -> None:
         self._handle = handle
+        self._feeding = feeding
+        self.busy = False  # handling a batch now
         self._linger = linger
         self._pace = pace
         self._last_batch = -math.inf  # when the last batch began (monotonic)
@@ -83,6 +94,10 @@ class Worker:
         """Have the batch gathering now go without waiting for more (someone waits for it)."""
         self._queue.put(threading.Event())
 
+    def has_work(self) -> bool:
+        """Whether a batch is being handled or items wait in the queue."""
+        return self.busy or not self._queue.empty()
+
     def _run(self) -> None:
         while True:
             ids: list[str] = []
@@ -90,12 +105,15 @@ class Worker:
             item = self._queue.get()
             stop = item is None
             deadline = max(time.monotonic() + self._linger, self._last_batch + self._pace)
+            fed = self._feeding is None  # waited for the feeding worker once (see the class docstring)
             while item is not None:
                 if isinstance(item, threading.Event):
                     waiting.append(item)
                 else:
                     ids.extend(item)
                 wait = 0.0 if waiting or len(ids) >= self.MAX_BATCH else deadline - time.monotonic()
+                if wait <= 0 and ids and not waiting and not fed and self._feeding is not None and self._feeding():
+                    fed, wait = True, FEED_WAIT_S
                 try:
                     item = self._queue.get(timeout=wait) if wait > 0 else self._queue.get_nowait()
                 except queue.Empty:
@@ -103,6 +121,7 @@ class Worker:
                 stop = item is None
             if ids:
                 self._last_batch = time.monotonic()
+            self.busy = True
             for start in range(0, len(ids), self._max_batch):
                 if self.stopping.is_set():
                     break
@@ -110,6 +129,7 @@ class Worker:
                     self._handle(ids[start : start + self._max_batch])
                 except Exception:  # never let the worker die: the rows stay pending and are retried later
                     _failed("%s failed on %d memories", self._thread.name, len(ids))
+            self.busy = False
             for event in waiting:
                 event.set()
             if stop:
@@ -159,7 +179,7 @@ class BackgroundIndexer(Worker):
                     self._held.subtract(ids)
                     self._held = +self._held  # drops the ids at zero
 
-        super().__init__(name, handled, pace=pace, max_batch=max_batch, stopping=stopping)
+        super().__init__(name, handled, pace=pace, max_batch=max_batch, stopping=stopping, feeding=self._preparing)
         self._prepare: Worker | None = None
         if prepare is not None:
 
@@ -172,6 +192,10 @@ class BackgroundIndexer(Worker):
             self._prepare = Worker(
                 f"{name}-prepare", forward, pace=pace, max_batch=prepare_batch, stopping=self.stopping
             )
+
+    def _preparing(self) -> bool:
+        prepare = getattr(self, "_prepare", None)  # (not yet set while the base class starts)
+        return prepare is not None and prepare.has_work()
 
     def submit(self, ids: list[str]) -> None:
         with self._held_lock:

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from remindful.errors import CorruptionError, StorageError, StorageFullError, StorageLockedError, unwritable
-from remindful.index import chroma_probe, chroma_sqlite
+from remindful.index import chroma_probe, chroma_sqlite, chroma_template
 from remindful.index.chroma_base import RECOVERY, ChromaIndexBase, classify, is_locked_message
 
 __all__ = ["ChromaEmbeddedIndex", "ChromaServerIndex"]
@@ -82,17 +82,33 @@ class ChromaEmbeddedIndex(ChromaIndexBase):
                 f"The vector index directory {self.path} is not writable",
                 suggestion="Fix its permissions (chmod 700) or configure another storage path",
             )
-        import chromadb
         from chromadb.config import Settings
 
         # No chromadb client of this process can have a file open that does not exist yet.
-        chroma_sqlite.create(self.path / "chroma.sqlite3")
+        db = self.path / "chroma.sqlite3"
+        fresh = not db.exists()
+        seeded = fresh and chroma_template.seed(db)
+        if not seeded:
+            chroma_sqlite.create(db)
+        settings = Settings(anonymized_telemetry=False, allow_reset=True)
         try:
-            return chromadb.PersistentClient(
-                str(self.path), settings=Settings(anonymized_telemetry=False, allow_reset=True)
-            )
+            try:
+                client = _persistent_client(self.path, settings)
+            except Exception as exc:
+                if not seeded:
+                    raise
+                log.info("chromadb could not open a store made from its template (%s); making it anew", exc)
+                chroma_template.discard()
+                for leftover in (db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm")):
+                    leftover.unlink(missing_ok=True)
+                chroma_sqlite.create(db)
+                client = _persistent_client(self.path, settings)
+                seeded = False
         except Exception as exc:  # a full disk fails here too ("database or disk is full")
             raise self._translate(exc, classify(exc), "open", True) from exc
+        if fresh and not seeded:  # before any collection: later new stores copy it (5 ms, not 25)
+            chroma_template.keep(db)
+        return client
 
     def _after_write(self) -> None:
         """Make what Chroma created private: files 0600, directories 0700.
@@ -396,6 +412,27 @@ class ChromaServerIndex(ChromaIndexBase):
             super().close()
         for session in sessions:
             session.close()
+
+
+def _persistent_client(path: Path, settings: Any) -> Any:
+    """``chromadb.PersistentClient`` on ``path``. chromadb keeps a process-wide system per path,
+    made before it is started: one whose start failed stayed, and every later client of the path
+    in this process failed on it ("'RustBindingsAPI' object has no attribute 'bindings'"), long
+    after the cause (a full disk, a damaged file) was gone. Such a system is dropped here."""
+    import chromadb
+    from chromadb.api.shared_system_client import SharedSystemClient
+
+    identifier = str(path)
+    existed = identifier in SharedSystemClient._identifier_to_system
+    try:
+        return chromadb.PersistentClient(identifier, settings=settings)
+    except Exception:
+        if not existed:
+            failed = SharedSystemClient._identifier_to_system.pop(identifier, None)
+            if failed is not None:
+                with contextlib.suppress(Exception):
+                    failed.stop()
+        raise
 
 
 def _chroma_holds(identifier: str) -> bool:

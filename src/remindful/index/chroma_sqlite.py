@@ -15,7 +15,7 @@ import logging
 import sqlite3
 from pathlib import Path
 
-__all__ = ["compact", "create"]
+__all__ = ["compact", "copy", "create"]
 
 log = logging.getLogger(__name__)
 _INCREMENTAL = 2  # PRAGMA auto_vacuum's value for incremental mode
@@ -77,3 +77,20 @@ def compact(db: Path) -> None:
         log.debug("could not compact %s: %s", db, exc)
     finally:
         conn.close()
+
+
+def copy(db: Path, target: Path) -> None:
+    """Copy the SQLite file ``db`` to ``target`` (a new file) with SQLite's backup: consistent
+    while chromadb has ``db`` open. Raises OSError."""
+    try:
+        source = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+        try:
+            copied = sqlite3.connect(target)
+            try:
+                source.backup(copied)
+            finally:
+                copied.close()
+        finally:
+            source.close()
+    except sqlite3.Error as exc:
+        raise OSError(f"cannot copy {db}: {exc}") from exc
