@@ -518,10 +518,10 @@ class IndexMirror:
         """Embed the rows among ``ids`` committed without a vector (the background indexer's first
         step, and :meth:`index_ids`'). A failure leaves them for later; a damaged catalog is not
         said here: the write's caller and the next flush report it, once. The first write has the
-        index opened meanwhile (chromadb holds the GIL while it starts: asked from here, not from
-        the write's thread, it does not hold up the write's return)."""
-        if self._open_due():
-            self._ask_viewer(searching=False)
+        index opened once its first vectors are made: chromadb holds the GIL while it starts
+        (10-30 ms), so asked from here, not from the write's thread, it does not hold up the
+        write's return, and asked after the embedding, not before, it does not hold up that
+        either (the next batches are embedded while it opens)."""
         try:
             self._deferred.embed_stored(ids)
         except CorruptionError as exc:
@@ -530,6 +530,9 @@ class IndexMirror:
             log.debug("not embedding %d memories: %s", len(ids), exc)
         except RemindfulError as exc:
             log.warning("stored %d memories but could not embed them yet (%s); they will be later", len(ids), exc)
+        finally:
+            if self._open_due():
+                self._ask_viewer(searching=False)
 
     def index_ids(self, ids: list[str]) -> None:
         """Index the memories with these ids that are still un-indexed (read under the index lock,
