@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,12 +16,15 @@ import pytest
 
 from remindful.api import MemoryManager
 from remindful.engine import backlog as backlog_module
+from remindful.engine import index_open
 from remindful.engine.backlog import Backlog
 from remindful.engine.catalog import Catalog
 from remindful.engine.exact import ExactScorer
 from remindful.engine.index_deletes import IndexDeletes
 from remindful.engine.index_locks import IndexHolders, IndexLock, ViewLock
+from remindful.engine.index_open import IndexOpening
 from remindful.engine.index_view import IndexView
+from remindful.errors import CorruptionError, StorageError
 from remindful.model import MemoryType
 from remindful.testing import InMemoryIndex, open_fake
 
@@ -339,3 +343,80 @@ def test_an_uncounted_scope_copy_reads_a_row_committed_late_once_with_the_next_s
     assert sorted(copy.ids) == ["a", "b", "c", "d"] and len(copy.ids) == 4
     copy.refresh(rows, generation=1, newest=4, count=None)  # type: ignore[arg-type]  (a delete, say)
     assert sorted(copy.ids) == ["a", "b", "c", "d"]  # read afresh
+
+
+class FlakyIndex(InMemoryIndex):
+    """An index whose opening fails with ``failure`` (a StorageError: passing; a CorruptionError:
+    damage) while it is set, and waits for ``gate`` if one is given."""
+
+    def __init__(self, failure: Exception | None = None, gate: threading.Event | None = None) -> None:
+        super().__init__()
+        self.failure = failure
+        self.gate = gate
+
+    def preload(self) -> None:
+        if self.gate is not None:
+            assert self.gate.wait(30)
+        if self.failure is not None:
+            raise self.failure
+
+
+def opening_of(
+    memory: MemoryManager, tmp_path: Path, index: InMemoryIndex, opened: list[list[tuple[str, str]]]
+) -> IndexOpening:
+    catalog = catalog_of(memory)
+    lock = IndexLock(tmp_path / "opening.lock")
+    return IndexOpening(
+        catalog,
+        lambda: index,
+        view=IndexView(catalog, lock, ViewLock()),
+        index_lock=lock,
+        holders=IndexHolders(tmp_path / "opening.holders"),
+        snapshot=None,
+        stopping=threading.Event(),
+        search_wait_s=0.05,
+        may_start=lambda: True,
+        exiting=lambda: False,
+        after_open=opened.append,
+    )
+
+
+def test_an_opening_that_failed_in_passing_is_retried_after_a_while_and_damage_is_not(
+    memory: MemoryManager, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(index_open, "INDEX_RETRY_S", 1.0)
+    index = FlakyIndex(StorageError("the index server is not answering"))
+    opened: list[list[tuple[str, str]]] = []
+    opening = opening_of(memory, tmp_path, index, opened)
+    assert opening.state() == {"opened": False, "available": None, "error": None}
+    assert opening.get() is None
+    assert opening.state()["available"] is False and "not answering" in str(opening.error)
+    index.failure = None
+    assert not opening.due() and opening.get() is None  # not before INDEX_RETRY_S
+    time.sleep(1.1)
+    assert opening.due() and opening.get() is index
+    assert opening.error is None and opened == [[]]
+    damaged = FlakyIndex(CorruptionError("data_level0.bin is truncated"))
+    opening = opening_of(memory, tmp_path, damaged, opened)
+    assert opening.get() is None and "truncated" in str(opening.error)
+    damaged.failure = None
+    assert not opening.due() and opening.get() is None  # damage waits for a rebuild, however long
+    opening.rebuilt(damaged)
+    assert opening.get() is damaged and opening.error is None
+
+
+def test_a_search_never_waits_for_the_opening_it_asks_for(memory: MemoryManager, tmp_path: Path) -> None:
+    gate = threading.Event()
+    index = FlakyIndex(gate=gate)
+    opened: list[list[tuple[str, str]]] = []
+    opening = opening_of(memory, tmp_path, index, opened)
+    try:
+        started = time.monotonic()
+        assert opening.searchable() is None  # asked, in the background
+        assert opening.await_open() is None  # waited the search's budget (0.05 s), no more
+        assert time.monotonic() - started < 10
+        gate.set()
+        assert opening.wait(30) and opening.searchable() is index and opened == [[]]
+    finally:
+        gate.set()
+        opening.stop_viewer()

@@ -23,7 +23,7 @@ import pytest
 
 import remindful
 from remindful.embed.fake import FakeEmbedder
-from remindful.engine.mirror import IndexMirror
+from remindful.engine.index_view import IndexView
 from remindful.testing import catalog_rows
 
 pytestmark = pytest.mark.slow
@@ -137,21 +137,22 @@ def test_a_store_opening_while_another_indexes_keeps_the_others_vectors(
     store_a = a.engine
     b_loaded, go_b, b_writes, a_upserted, release_a = (threading.Event() for _ in range(5))
 
-    sync_index, writing = IndexMirror._sync_index, IndexMirror._writing
+    reconcile, writing = IndexView.reconcile, IndexView.writing
+    view_a = store_a.mirror._view
 
-    def held_sync(self: IndexMirror, index: Any, *args: Any) -> Any:
-        if self is not store_a.mirror:
+    def held_reconcile(self: IndexView, index: Any, *args: Any, **kwargs: Any) -> Any:
+        if self is not view_a:
             b_loaded.set()
             go_b.wait(30)
-        return sync_index(self, index, *args)
+        return reconcile(self, index, *args, **kwargs)
 
-    def noted_writing(self: IndexMirror, index: Any, *args: Any) -> Any:
-        if self is not store_a.mirror:
+    def noted_writing(self: IndexView, index: Any, *args: Any) -> Any:
+        if self is not view_a:
             b_writes.set()  # B decided what to delete (old code), or waits for the lock first (fixed)
         return writing(self, index, *args)
 
-    monkeypatch.setattr(IndexMirror, "_sync_index", held_sync)
-    monkeypatch.setattr(IndexMirror, "_writing", noted_writing)
+    monkeypatch.setattr(IndexView, "reconcile", held_reconcile)
+    monkeypatch.setattr(IndexView, "writing", noted_writing)
     mark_indexed = store_a.catalog.mark_indexed
 
     def held_mark(ids: Any, value: bool = True) -> Any:

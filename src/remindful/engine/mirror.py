@@ -2,13 +2,10 @@
 
 The catalog is the truth; the index (Chroma) mirrors what it holds, and can be rebuilt from it.
 
-Opening: the index opens on first use: a write opens it where it runs (in the background, as a
-rule), a search never waits for it: it asks for it to be opened in the background
-(:class:`~remindful.engine.background.Errand`) and scores exactly from the catalog meanwhile.
-Its files are health-checked, under the index lock, only after a crash (a process that held them
-died: :class:`IndexHolders`) or when a quick look finds damage; it is reconciled with the catalog
-(vectors of deleted rows dropped, missing ones re-added), and every row still marked un-indexed
-then is handed to the background indexer.
+Opening (:mod:`~remindful.engine.index_open`): the index opens on first use; a search never
+waits for it, and scores exactly from the catalog meanwhile. Once open and reconciled with the
+catalog, the deletions still queued go to the background deleter and the rows still marked
+un-indexed to the backlog (:mod:`~remindful.engine.backlog`).
 
 Additions: a store commits its rows to the catalog and hands them to :meth:`IndexMirror.index_rows`,
 which indexes them in the background (``performance.async_indexing``, :class:`BackgroundIndexer`) or
@@ -52,31 +49,27 @@ from typing import Any
 import numpy as np
 
 from remindful.config import PerformanceSettings
-from remindful.engine import flat
 from remindful.engine.backend import CatalogBackend
-from remindful.engine.background import BackgroundIndexer, Errand, interpreter_exiting
+from remindful.engine.background import BackgroundIndexer
 from remindful.engine.backlog import BACKLOG_WATCH_S, Backlog
 from remindful.engine.catalog import MemoryRow, catalog_damaged, integrity_problem
 from remindful.engine.deferred import DeferredEmbeddings, EmbedderSource
 from remindful.engine.dense import EXHAUSTIVE_BELOW, DenseQueries, IndexHandle
 from remindful.engine.index_deletes import FINISH_CHUNK, IndexDeletes
 from remindful.engine.index_locks import IndexHolders, IndexLock, ViewLock, WaitCancelled
+from remindful.engine.index_open import IndexOpening
 from remindful.engine.index_snapshot import FILE_NAME as SNAPSHOT_FILE
-from remindful.engine.index_snapshot import SPARE_SHARE as SNAPSHOT_SPARE
 from remindful.engine.index_snapshot import VectorSnapshot
 from remindful.engine.index_view import IndexView
 from remindful.engine.scopes import in_index
 from remindful.engine.sqlfilter import SqlFilter
-from remindful.errors import CorruptionError, RemindfulError, StorageError
+from remindful.errors import CorruptionError, RemindfulError
 from remindful.index.base import VectorIndex
 from remindful.model import MemoryType
 
 log = logging.getLogger("remindful")
 
 INDEX_BATCH = 1000
-#: After a transient failure to open the vector index, how long search uses the catalog alone
-#: before the index is opened again.
-INDEX_RETRY_S = 1.0
 #: A failed index write is retried this many times in all, the index reloaded before each retry.
 INDEX_WRITE_TRIES = 2
 PENDING_REFRESH = 2000
@@ -113,14 +106,9 @@ class IndexMirror:
         self.catalog = catalog
         self._new_index = new_index
         self._performance = performance
-        self._lock = threading.RLock()  # opening the index (long: it waits for the index lock)
         self._workers_lock = threading.Lock()  # starting a background worker (short)
-        self._index: VectorIndex | None = None
-        self._index_opened = False
-        self._index_error: str | None = None
         self._exiting = exiting  # set by close_for_exit: open nothing new
         self._refreshed_at = 0.0  # monotonic time of the last view refresh asked for
-        self._index_retry_at = 0.0  # after a transient failure to open the index: when to try again
         self._index_failed: str | None = None  # a write failed: what is un-indexed waits for the next write
         self._index_lock = IndexLock(path / "index.lock")
         self._holders = IndexHolders(path / "index.holders")
@@ -137,22 +125,33 @@ class IndexMirror:
         # Set while closing: background waits for the index lock give up (WaitCancelled).
         self._stopping = threading.Event()
         self._deferred = DeferredEmbeddings(catalog, embedder, stopping=self._stopping, exiting=lambda: self._exiting)
-        self._deletes = IndexDeletes(
-            catalog, self._view, lambda: self._index, stopping=self._stopping, may_start=self._may_start
-        )
-        # Opens the index and reloads this process's view of it for searches, in the background.
-        self._viewer: Errand | None = None
-        self._reload_wanted = False  # a query failed: the next refresh reloads even if no one wrote
-        self._snapshot_wanted = False  # a search asked the viewer: it keeps the vector snapshot too
         self._closing = False  # close() runs: no background thread is started
+        # Opens the index on first use; a search has it opened (and this process's view of it
+        # reloaded) in the background.
+        self._opening = IndexOpening(
+            catalog,
+            new_index,
+            view=self._view,
+            index_lock=self._index_lock,
+            holders=self._holders,
+            snapshot=self._snapshot,
+            stopping=self._stopping,
+            search_wait_s=performance.search_timeout_ms / 1000,
+            may_start=self._may_start,
+            exiting=lambda: self._exiting,
+            after_open=self._after_open,
+        )
+        self._deletes = IndexDeletes(
+            catalog, self._view, lambda: self._opening.current, stopping=self._stopping, may_start=self._may_start
+        )
         #: What searches ask for dense candidates (never waiting for the index).
         self.dense = DenseQueries(
             catalog,
             IndexHandle(
-                opening=self._open_due,
-                searchable=self._searchable,
-                opened=self._await_open,
-                refresh=self._ask_viewer,
+                opening=self._opening.due,
+                searchable=self._opening.searchable,
+                opened=self._opening.await_open,
+                refresh=self._opening.ask,
                 pending_after=self.pending_after,
                 newest=self._max_rowid,
                 generation=self._index_lock.generation,
@@ -174,106 +173,24 @@ class IndexMirror:
         unusable (the reason is in :meth:`status`). A transient failure to open it (a lock, an
         unreachable server) is retried after ``INDEX_RETRY_S``; damage waits for
         ``reindex(reset=True)``. Searches use :attr:`dense`, which never waits for it."""
-        return self._opened(None)
+        return self._opening.get()
 
-    def _opened(self, cancel: threading.Event | None) -> VectorIndex | None:
-        """:attr:`index`; with ``cancel``, a wait for the index lock gives up (WaitCancelled) once
-        it is set."""
-        if (self._exiting or interpreter_exiting()) and not self._index_opened:
-            return None
-        if self._open_due():
-            with self._lock:
-                if self._open_due():
-                    self._index_retry_at = 0.0
-                    self._open_index(cancel)
-                    self._index_opened = True
-        return self._index
-
-    def _open_due(self) -> bool:
-        return not self._index_opened or bool(self._index_retry_at and time.monotonic() >= self._index_retry_at)
-
-    def _searchable(self) -> VectorIndex | None:
-        """The index for a search, if it is open and usable; else None, and it is opened in the
-        background (the search scores from the catalog meanwhile)."""
-        if self._open_due():
-            self._ask_viewer()
-        return self._index
-
-    def _await_open(self) -> VectorIndex | None:
-        """The index once the background opening asked for has ended (within the search time
-        budget), if it opened and is usable; else None."""
-        viewer = self._viewer
-        if viewer is not None:
-            viewer.wait(self._performance.search_timeout_ms / 1000)
-        return self._index
+    def state(self) -> dict[str, Any]:
+        """The vector index as this process sees it, without opening it (unlike :meth:`status`):
+        :meth:`IndexOpening.state`."""
+        return self._opening.state()
 
     def _may_start(self) -> bool:
         """Whether a background thread may be started now: not at interpreter exit, nor while closing."""
         return not (self._exiting or self._closing)
 
-    def _ask_viewer(self, *, reload: bool = False, searching: bool = True) -> None:
-        """Have the background viewer open the index (if needed) and refresh this process's view
-        of it (``reload``: load it again even if no other process wrote since). Asked for a
-        search (``searching``), it also keeps the store's vector snapshot; a write only has the
-        index opened."""
-        if not self._may_start():
-            return
-        if reload:
-            self._reload_wanted = True
-        if searching:
-            self._snapshot_wanted = True
-        if self._viewer is None:
-            with self._workers_lock:
-                if self._viewer is None:
-                    self._viewer = Errand("remindful-index-view", self._view_errand)
-        self._viewer.ask()
-
-    def _view_errand(self) -> None:
-        """The viewer's task: open the index if needed, then refresh the view if asked to."""
-        try:
-            fresh = self._open_due()
-            index = self._opened(self._stopping)
-            if index is None:
-                return
-            if not fresh or self._reload_wanted:  # just opened: the view is current
-                force, self._reload_wanted = self._reload_wanted, False
-                self._view.refresh(index, force=force, cancel=self._stopping)
-            if self._snapshot_wanted:
-                self._snapshot_wanted = False
-                self._keep_snapshot()
-        except WaitCancelled:
-            return
-        except RemindfulError as exc:
-            if isinstance(exc, CorruptionError) and exc.part == "catalog":
-                # Not the index's: every use of the catalog reports it (a second line would repeat it).
-                log.debug("vector index not opened: %s", exc)
-                return
-            log.warning("could not refresh the vector index (%s); search scores from the catalog meanwhile", exc)
-
-    def _keep_snapshot(self) -> None:
-        """Write the compact copy of the index's vectors whole if it does not match the index files
-        (or holds many records of deleted rows and older vectors: ``SPARE_SHARE``) and the store is
-        too large to copy in memory (:mod:`~remindful.engine.index_snapshot`):
-        under the index lock, held for reading (writers wait: 3-4 s at 1,000,000 memories)."""
-        snapshot = self._snapshot
-        if snapshot is None or self._exiting or self.catalog.count(at_most=flat.MAX_ROWS + 1) <= flat.MAX_ROWS:
-            return
-        header = snapshot.usable(self._index_lock.generation())
-        rows = sum(self.catalog.type_counts().values())
-        if header is not None and snapshot.records_held(header) <= rows * (1 + SNAPSHOT_SPARE):
-            return  # matches the index files, and not grown much past the catalog's rows
-        with self._index_lock(write=False, cancel=self._stopping) as generation:
-            try:
-                snapshot.rebuild_unless_cancelled(generation, self._view.floor(), self._stopping.is_set)
-            except (OSError, ValueError) as exc:
-                log.warning("could not write %s (%s); a fresh process's search waits for the index", snapshot.path, exc)
-
-    def state(self) -> dict[str, Any]:
-        """The vector index as this process sees it, without opening it (unlike :meth:`status`):
-        ``opened`` is False until the first write or search needs it; ``available`` is None until
-        then, else whether it is usable; ``error`` says why it is not (None if it is)."""
-        opened = self._index_opened
-        return {"opened": opened, "available": self._index is not None if opened else None, "error": self._index_error}
+    def _after_open(self, queued: list[tuple[str, str]]) -> None:
+        """The index just opened: drain the deletions left queued (by a process that stopped, or
+        crashed, before it drained them) and index the rows left un-indexed, in the background."""
+        if queued:
+            self._deletes.track(queued)
+            self.kick_finisher()
+        self._queue_backlog()
 
     def status(self) -> dict[str, Any]:
         """Opens the index: ``available``, ``backend`` (its class name, None while unusable),
@@ -282,7 +199,7 @@ class IndexMirror:
         return {
             "available": index is not None,
             "backend": type(index).__name__ if index is not None else None,
-            "error": self._index_error,
+            "error": self._opening.error,
             "unindexed": self.catalog.count(SqlFilter("indexed = 0")),
             # Vectors of deleted memories still to remove (a large delete finishes in the background).
             "pending_deletes": int(self.catalog.read("SELECT count(*) FROM index_deletes")[0][0]),
@@ -294,91 +211,12 @@ class IndexMirror:
         re-entrant: do not call index-writing methods inside the block."""
         return self._index_lock()
 
-    def _open_index(self, cancel: threading.Event | None = None) -> None:
-        unwritable = self.catalog.unwritable
-        if unwritable is not None:  # a read-only filesystem or a full disk: Chroma cannot open there
-            self._index_error = f"{unwritable.message}; search scores the memories from the catalog"
-            self._index_retry_at = time.monotonic() + INDEX_RETRY_S
-            return
-        started = time.perf_counter()
-        index = self._new_index()
-        try:
-            preload = getattr(index, "preload", None)
-            if preload is not None:
-                preload()  # not under the lock: other processes would wait for the import
-            # The files are checked and read under the lock: no writer is half-way through them (a
-            # quick look during a write finds them changed, and a probe then may find them damaged).
-            try:
-                with self._index_lock(write=False, cancel=cancel) as generation:
-                    self._check_index_files(index)
-                    self._view.load(index, generation)
-                queued = self._sync_index(index, cancel)
-            except CorruptionError as exc:
-                if exc.part == "catalog" or exc.backup_path is not None or not hasattr(index, "check"):
-                    raise
-                with self._index_lock(write=False, cancel=cancel):
-                    index.close()
-                    index.check()  # back up the damaged files and describe the damage
-                # The files are sound: the error was passing. Retry.
-                raise StorageError(f"the vector index failed while opening ({exc})") from exc
-        except WaitCancelled:
-            with contextlib.suppress(Exception):
-                index.close()
-            raise
-        except CorruptionError as exc:
-            if exc.part == "catalog":  # not the index's fault: the caller reports it
-                with contextlib.suppress(Exception):
-                    index.close()
-                raise
-            self._index_error = str(exc)
-            copied = f" (a copy of the damaged files is in {exc.backup_path})" if exc.backup_path else ""
-            copied = "" if exc.backup_path and exc.backup_path in str(exc) else copied
-            log.error(
-                "Vector index unusable: %s%s. Search continues from the catalog; "
-                "run `remindful reindex --reset` to rebuild the index.",
-                exc,
-                copied,
-            )
-            return
-        except StorageError as exc:
-            self._index_error = str(exc)
-            self._index_retry_at = time.monotonic() + INDEX_RETRY_S
-            log.warning(
-                "Vector index unavailable: %s. Search continues from the catalog; retrying in %.0f s.",
-                exc,
-                INDEX_RETRY_S,
-            )
-            with contextlib.suppress(Exception):
-                index.close()
-            return
-        self._index, self._index_error = index, None
-        self._holders.hold()
-        if queued:  # left by a process that stopped (or crashed) before it drained them
-            self._deletes.track(queued)
-            self.kick_finisher()
-        self._queue_backlog()
-        log.debug("vector index ready in %.0f ms", (time.perf_counter() - started) * 1000)
-
     def _queue_backlog(self) -> None:
         """Have the rows marked un-indexed now indexed in the background (rows left by a process
         that stopped or crashed, or by a failed write): whoever opens the index never indexes
         them on its own thread (:class:`~remindful.engine.backlog.Backlog`)."""
         if self._may_start():  # else no new threads: the next open takes them
             self._backlog.queue(self._max_rowid())
-
-    def _check_index_files(self, index: VectorIndex) -> None:
-        """Run the index's full health check (seconds: a child process opens every collection) only
-        when it may have been damaged: a process holding it died, or a quick look at the files
-        (no database connection, milliseconds) finds something wrong. Raises CorruptionError."""
-        check = getattr(index, "check", None)
-        if check is None:
-            return
-        crashed = self._holders.crashed()
-        quick = getattr(index, "quick_check", None)
-        problem = quick() if quick is not None else "no quick check available"
-        if crashed or problem:
-            log.info("checking the vector index files (%s)", f"process {crashed} died" if crashed else problem)
-            check()
 
     # -- this process's view of the index files -------------------------------------------------
 
@@ -395,11 +233,11 @@ class IndexMirror:
         process knows of the index is void, so its view is loaded afresh now (if it has one) and
         its queue of vectors to skip is dropped. Rows the new view may lack are scored exactly
         from the catalog until they are indexed (:meth:`pending_after`)."""
-        with self._lock:
+        with self._opening.lock:
             self._deletes.forget()
             self._index_failed = None
             self.dense.forget()  # the exact copies of the vectors too: read afresh when next needed
-            index = self._index
+            index = self._opening.current
             if index is None:
                 return
             try:
@@ -416,23 +254,16 @@ class IndexMirror:
         (:meth:`IndexView.refresh`). The caller does not wait for it."""
         # An upper bound (rowids only grow): counting rows would read the whole table.
         if (
-            self._index is not None
+            self._opening.current is not None
             and self._max_rowid() - self._view.rowid > PENDING_REFRESH
             and time.monotonic() - self._refreshed_at >= 1.0
         ):
             self._refreshed_at = time.monotonic()
-            self._ask_viewer()
+            self._opening.ask()
         return int(self._view.rowid)
 
     def _max_rowid(self) -> int:
         return int(self.catalog.read("SELECT coalesce(max(rowid), 0) FROM memories")[0][0])
-
-    # -- reconciling with the catalog -----------------------------------------------------------
-
-    def _sync_index(self, index: VectorIndex, cancel: threading.Event | None = None) -> list[tuple[str, str]]:
-        """Make the index match the catalog (:meth:`IndexView.reconcile`); returns the deletions
-        still queued."""
-        return self._view.reconcile(index, self._writing, cancel)
 
     def reindex(self, *, reset: bool, progress: Callable[[int], None] | None = None) -> dict[str, int]:
         """Rebuild the index from the catalog (``reset``: move the index files aside first). A
@@ -442,8 +273,8 @@ class IndexMirror:
         problem = None if path is None else integrity_problem(path)
         if problem is not None:
             raise catalog_damaged(problem)
-        with self._lock:
-            index = self._index or self._new_index()
+        with self._opening.lock:
+            index = self._opening.current or self._new_index()
 
             def restart(conn: Any) -> None:
                 conn.execute("UPDATE memories SET indexed = 0")
@@ -460,7 +291,7 @@ class IndexMirror:
                 self._view.rebuilt(generation)
             self._deletes.forget()
             self._index_pending(index, progress)
-            self._index, self._index_error, self._index_opened, self._index_retry_at = index, None, True, 0.0
+            self._opening.rebuilt(index)
         return {t.collection: index.count(t.collection) for t in MemoryType}
 
     # -- additions ------------------------------------------------------------------------------
@@ -531,8 +362,8 @@ class IndexMirror:
         except RemindfulError as exc:
             log.warning("stored %d memories but could not embed them yet (%s); they will be later", len(ids), exc)
         finally:
-            if self._open_due():
-                self._ask_viewer(searching=False)
+            if self._opening.due():
+                self._opening.ask(searching=False)
 
     def index_ids(self, ids: list[str]) -> None:
         """Index the memories with these ids that are still un-indexed (read under the index lock,
@@ -544,7 +375,7 @@ class IndexMirror:
         rows: list[MemoryRow] = []
         self._embed_stored(ids)  # first: search needs the vectors even without an index
         try:
-            index = self._opened(self._stopping)
+            index = self._opening.get(self._stopping)
         except WaitCancelled:
             return
         except CorruptionError as exc:
@@ -652,7 +483,7 @@ class IndexMirror:
             self._indexer.hurry()
         # One after the other, each looked up when its turn comes: the viewer's open hands work
         # to the indexer and the backlog, whose open may queue deletions.
-        if self._viewer is not None and not self._viewer.wait(left()):
+        if not self._opening.wait(left()):
             return False
         if self._indexer is not None and not self._indexer.flush(left()):
             return False
@@ -668,7 +499,7 @@ class IndexMirror:
         (``later``) leave both to the background :class:`~remindful.engine.background.DeleteFinisher`,
         without opening the index here (an index opened later drains the queue). On an index error
         the vectors stay queued (and out of search results) until the next delete or open."""
-        index = self._index if later else self.index
+        index = self._opening.current if later else self.index
         if index is not None:
             self._deletes.track(gone)
         if later:
@@ -723,18 +554,16 @@ class IndexMirror:
             self._indexer.close(CLOSE_BUDGET_S)
             self._indexer = None
         self._stopping.set()  # the viewer and the backlog give up a wait for the index lock
-        if self._viewer is not None:
-            self._viewer.close()
-        self._viewer = None
+        self._opening.stop_viewer()
         self._backlog.close()
         self.dense.close()
         self.finish_deletes()
-        if self._index is not None:
+        index = self._opening.current
+        if index is not None:
             with self._copy.exclusive(), contextlib.suppress(Exception):
-                self._index.close()
+                index.close()
             self._holders.release()  # closed cleanly: the next opener need not check the files
-        self._index = None
-        self._index_opened = False
+        self._opening.closed()
         self._stopping.clear()  # a use after close opens the index again
         self._closing = False
 
