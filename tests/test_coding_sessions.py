@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from agent_in_process import AgentSession
-from remindful.services.context import BRIEF_HEADER, HEADER
+from remindful.services.context import BRIEF_HEADER, HEADER, MAYBE_HEADER
 from remindful.testing import open_fake
 
 pytestmark = pytest.mark.slow
@@ -54,8 +54,11 @@ def world(tmp_path: Path, onnx_embedder: Any) -> Iterator[tuple[Path, Path, Path
 
 
 def explained(text: str, header: str) -> list[str]:
-    """The lines of an injected block, each checked to say why it is there."""
-    lines = text.splitlines()
+    """The lines of an injected block (the "maybe relevant" tier's included: a line of standing
+    knowledge near the main floor falls on either side of it from one machine to another: the
+    decision about .env.staging scored 0.49 on one, where this test had passed on another), each
+    checked to say why it is there."""
+    lines = [line for line in text.splitlines() if line != MAYBE_HEADER]
     assert lines[0] == header, text
     assert lines[1:] and all(EXPLAINED.match(line) for line in lines[1:]), text
     return lines[1:]

@@ -539,3 +539,36 @@ def test_a_uuid_whose_first_groups_are_digits_is_no_card() -> None:
     for uuid in ("42764684-1431-8004-f02f-0123456789ab", "42764684-1431-8004-8f02-012345678901"):
         assert R.redact(f"request {uuid} failed") == f"request {uuid} failed"
     assert R.redact("card 4539-5787-6362-1486 declined") == "card [CARD_REDACTED] declined"
+
+
+SECRETS_FOR_CHUNKS = [
+    "password = hunter2-s3cret-value",
+    "--api-key=Zx9Qw8Er7Ty6Ui5Op4As",
+    "GITHUB_TOKEN=ghp_Z9y8X7w6V5u4T3s2R1q0P9o8N7m6L5k4J3i2",
+    "vault hvs.CAESIJlU9FZJ7xq0wJ2K1m3N4o5P6q7R8s9T",
+    "fernet: x3Kq9Lm2Np8Rt5Vw1Yz4Bc7Df0Gh6Jk3Mn9Pq2Rs5T=",
+    "token aB3dE5fG7hJ9kL1mN3pQ5rS7tV9wX1yZ",
+    "card 4539 5787 6362 1486 on file",
+]
+
+
+@pytest.mark.parametrize("offset", [-40, -7, 0, 3, 60])
+def test_a_long_text_is_redacted_chunk_by_chunk_as_it_is_whole(offset: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a pasted log of megabytes the rules whose matches stay within a line run on the chunks
+    that pass their prechecks; a secret on either side of a chunk's end is redacted as in one piece."""
+    import remindful.engine.redact as redact_module
+
+    lines = [f"log line {i} of the build" for i in range(40_000)]
+    text = "\n".join(lines) + "\n"
+    for k, secret in enumerate(SECRETS_FOR_CHUNKS):
+        at = text.find("\n", (k + 1) * redact_module._CHUNK_CHARS + offset) + 1  # near a chunk's end
+        text = text[:at] + secret + "\n" + text[at:]
+    rules = Redactor(list(DEFAULT_REDACTIONS), builtin=len(DEFAULT_REDACTIONS))
+    counts: dict[str, int] = {}
+    chunked = rules.redact(text, counts)
+    monkeypatch.setattr(redact_module, "_CHUNK_CHARS", 10**9)  # in one piece
+    whole_counts: dict[str, int] = {}
+    whole = Redactor(list(DEFAULT_REDACTIONS), builtin=len(DEFAULT_REDACTIONS)).redact(text, whole_counts)
+    assert chunked == whole and counts == whole_counts
+    pieces = ["s3cret", "Ui5Op4As", "L5k4J3i2", "q7R8s9T", "Rs5T=", "wX1yZ", "5787 6362"]
+    assert not [piece for piece in pieces if piece in chunked] and all(p in text for p in pieces)
