@@ -16,6 +16,7 @@ import pytest
 from remindful.embed.fake import FakeEmbedder
 from remindful.engine import backlog
 from remindful.testing import InMemoryIndex, catalog_rows, open_fake
+from test_background import SlowOpeningIndex
 
 
 def test_flush_of_a_fresh_store_does_not_wait_for_the_backlog_watch(
@@ -47,19 +48,6 @@ def test_rows_a_stopped_process_left_are_indexed_without_a_watch(
         assert {hit.id for hit in memory.search("left behind", limit=10)} >= set(ids)
 
 
-class GatedIndex(InMemoryIndex):
-    """An index whose opening waits for ``gate`` (chromadb's client takes tens of milliseconds)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.gate = threading.Event()
-        self.opening = threading.Event()
-
-    def preload(self) -> None:
-        self.opening.set()
-        self.gate.wait(30)
-
-
 class CountingEmbedder(FakeEmbedder):
     """Counts how often each text is embedded, and on which threads."""
 
@@ -81,7 +69,7 @@ def test_a_fresh_stores_rows_in_its_own_indexer_are_not_taken_again_as_a_backlog
     indexer holds are its to embed and index, not the backlog's (a fresh store's first flush
     embedded and upserted them twice, on two threads, at once)."""
     monkeypatch.setattr("remindful.engine.mirror.INDEX_PACE_S", 60.0)  # the stream stays in the indexer
-    index, embedder = GatedIndex(), CountingEmbedder()
+    index, embedder = SlowOpeningIndex(), CountingEmbedder()
     texts = [f"note {i} about the staging port" for i in range(4)]
     with open_fake(tmp_path, index=index, embedder=embedder) as memory:
         memory.store(texts[0])  # embedded at once; the index opens meanwhile
