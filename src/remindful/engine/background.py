@@ -95,8 +95,12 @@ class Worker:
         self._queue.put(threading.Event())
 
     def has_work(self) -> bool:
-        """Whether a batch is being handled or items wait in the queue."""
-        return self.busy or not self._queue.empty()
+        """Whether a batch is being handled or ids wait in the queue (a hurry or a flush alone
+        brings nothing to pass on)."""
+        if self.busy:
+            return True
+        with self._queue.mutex:
+            return any(isinstance(item, list) for item in self._queue.queue)
 
     def _run(self) -> None:
         while True:
