@@ -183,8 +183,8 @@ class BackgroundIndexer(Worker):
                     self._held.subtract(ids)
                     self._held = +self._held  # drops the ids at zero
 
+        self._prepare: Worker | None = None  # (before the base class starts the thread that asks for it)
         super().__init__(name, handled, pace=pace, max_batch=max_batch, stopping=stopping, feeding=self._preparing)
-        self._prepare: Worker | None = None
         if prepare is not None:
 
             def forward(ids: list[str]) -> None:
@@ -198,8 +198,7 @@ class BackgroundIndexer(Worker):
             )
 
     def _preparing(self) -> bool:
-        prepare = getattr(self, "_prepare", None)  # (not yet set while the base class starts)
-        return prepare is not None and prepare.has_work()
+        return self._prepare is not None and self._prepare.has_work()
 
     def submit(self, ids: list[str]) -> None:
         with self._held_lock:

@@ -851,10 +851,6 @@ def is_secret_name(name: str) -> bool:
     return re.fullmatch(_SECRET_FIELD, re.sub(r"[\s.\-/:]+", "_", words).lower()) is not None
 
 
-#: Texts a redactor returned are remembered, so that redacting one again (the write boundary redacts
-#: what a capture filter redacted already, keys and values alike) costs a lookup: the last
-#: ``_MEMO_SHORT`` texts under ``_MEMO_LONG_CHARS`` characters and the last ``_MEMO_LONG`` texts up to
-#: ``_MEMO_MAX_CHARS`` (longer ones would hold too much memory).
 #: Rules whose matches lie within one line and whose checks read nothing past it: on a text of
 #: more than two chunks they run chunk by chunk (whole lines, ``_CHUNK_CHARS`` or a little more
 #: each), on the chunks that pass the rule's precheck only. A pasted log of 6 MB with one secret
@@ -864,6 +860,10 @@ _LINE_RULES = frozenset(
     ("secret_flag", "password_pair", "github_token", "service_token", "fernet_key", "random_token", "credit_card")
 )
 _CHUNK_CHARS = 65_536
+#: Texts a redactor returned are remembered, so that redacting one again (the write boundary redacts
+#: what a capture filter redacted already, keys and values alike) costs a lookup: the last
+#: ``_MEMO_SHORT`` texts under ``_MEMO_LONG_CHARS`` characters and the last ``_MEMO_LONG`` texts up to
+#: ``_MEMO_MAX_CHARS`` (longer ones would hold too much memory).
 _MEMO_LONG_CHARS = 256
 _MEMO_MAX_CHARS = 256 * 1024
 _MEMO_SHORT = 4096

@@ -423,7 +423,7 @@ def _persistent_client(path: Path, settings: Any) -> Any:
     from chromadb.api.shared_system_client import SharedSystemClient
 
     identifier = str(path)
-    existed = identifier in SharedSystemClient._identifier_to_system
+    existed = _chroma_holds(identifier)
     try:
         return chromadb.PersistentClient(identifier, settings=settings)
     except Exception:

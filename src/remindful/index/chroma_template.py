@@ -25,7 +25,7 @@ from pathlib import Path
 
 from remindful.errors import UntrustedPathError
 from remindful.index import chroma_sqlite
-from remindful.owned import private_dir, refuse_untrusted
+from remindful.owned import private_dir, trusted_chain
 
 __all__ = ["discard", "keep", "seed", "template_path"]
 
@@ -47,8 +47,7 @@ def seed(db: Path) -> bool:
         template = template_path()
         if not template.is_file() or template.is_symlink():
             return False
-        private_dir(template.parent, "Chroma template cache")
-        refuse_untrusted(template, "Chroma template")
+        trusted_chain(template, "Chroma template")
         partial = db.with_name(db.name + ".seed")
         shutil.copyfile(template, partial)
         os.chmod(partial, 0o600)
