@@ -34,6 +34,31 @@ def test_a_row_committed_without_its_vector_keeps_room_for_it(tmp_path: Path) ->
         assert room is None and size == 384 + 5
 
 
+def test_a_fresh_stores_first_rows_keep_room_for_their_vectors_and_its_pages_stay_full(tmp_path: Path) -> None:
+    """Before any vector is stored, the room is the embedder's: a bulk import into a new store
+    had none, and every row grew in place when its vector came (the table's pages split, 2.6 times
+    as many)."""
+    embedder = GatedEmbedder()  # closed: nothing is embedded before the rows are all committed
+    with open_fake(tmp_path / "s", embedder=embedder) as memory:
+        ids = memory.store_batch(
+            [
+                {"content": f"turn {i} of the import, about the deploy and the lunch", "session_id": f"s{i // 20}"}
+                for i in range(1500)
+            ]
+        )
+        catalog = memory.engine.catalog
+        assert catalog.read("SELECT length(vector_room) FROM memories WHERE id = ?", [ids[0]]) == [(384 + 5,)]
+        pages = "SELECT count(*) FROM dbstat WHERE name = 'memories'"
+        [(written,)] = catalog.read(pages)
+        embedder.gate.set()
+        assert memory.flush()
+        [(embedded,)] = catalog.read(pages)
+        assert catalog.read("SELECT count(*) FROM memories WHERE embedding IS NULL OR vector_room IS NOT NULL") == [
+            (0,)
+        ]
+    assert embedded <= written + 1
+
+
 def test_a_row_stored_with_its_vector_keeps_no_room(tmp_path: Path) -> None:
     with open_fake(tmp_path / "s", **{"performance.defer_embedding": False}) as memory:
         memory.store("one")

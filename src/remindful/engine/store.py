@@ -255,6 +255,7 @@ class Store:
             performance=self.settings.performance,
             exiting=self._exiting,
         )
+        catalog.expect_vectors(lambda: self._embedder.get().dimension)
         self._catalog = catalog
         close_at_exit(self)
         if catalog.windows_to_mend():  # left by a process that stopped before it finished a delete

@@ -35,6 +35,11 @@ def encode(vector: np.ndarray | None) -> bytes | None:
     return _TAG + np.asarray([scale], dtype="<f4").tobytes() + codes.tobytes()
 
 
+def stored_size(dimension: int) -> int:
+    """The bytes :func:`encode` gives a vector of ``dimension`` finite numbers."""
+    return 1 + 4 + dimension if dimension % 4 == 0 else 4 * dimension
+
+
 def is_quantised(blob: bytes) -> bool:
     return len(blob) % 4 == 1 and blob[:1] == _TAG
 

@@ -468,6 +468,10 @@ class PostgresCatalog:
 
     # -- memories -------------------------------------------------------------------------------
 
+    def expect_vectors(self, dimension: Callable[[], int]) -> None:
+        """Nothing to prepare: PostgreSQL writes an updated row as a new version of it, wherever it
+        fits, so room kept in the row in advance would save nothing."""
+
     def insert_memories(self, conn: Any, rows: Sequence[MemoryRow], *, author: str | None = None) -> None:
         """Insert rows (inside a :meth:`transaction` of this catalog), redacted first as on SQLite, with the
         redaction counts in the same transaction, and the session windows (a session's: after the
