@@ -105,3 +105,29 @@ def test_the_upgrade_to_13_recounts_vectors_as_stored_and_adds_the_room(tmp_path
     names = {r[0] for r in rows(path, "SELECT name FROM sqlite_master WHERE name LIKE 'idx_memories_hash%'")}
     assert names == {"idx_memories_hash16"}
     assert "vector_room" in {r[1] for r in rows(path, "PRAGMA table_info(memories)")}
+
+
+def test_a_new_catalog_gives_its_free_pages_back_when_it_closes(tmp_path: Path) -> None:
+    path = tmp_path / "s"
+    with open_fake(path) as memory:
+        ids = memory.store_batch([{"content": f"note {i} " + "about the deploy " * 20} for i in range(600)])
+        assert memory.flush()
+        memory.delete_many(ids[:500])
+        assert rows(path, "PRAGMA freelist_count")[0][0] > 50  # still open: free, for later writes
+    assert rows(path, "PRAGMA auto_vacuum") == [(2,)]  # incremental
+    assert rows(path, "PRAGMA freelist_count") == [(0,)]
+
+
+def test_an_older_catalog_keeps_its_free_pages_and_closes_as_before(tmp_path: Path) -> None:
+    path = tmp_path / "s"
+    path.mkdir()
+    with sqlite3.connect(path / "catalog.sqlite3") as conn:  # made as before: no auto-vacuum
+        conn.execute("PRAGMA journal_mode=WAL")
+    with open_fake(path) as memory:
+        ids = memory.store_batch([{"content": f"note {i} " + "about the deploy " * 20} for i in range(600)])
+        assert memory.flush()
+        memory.delete_many(ids[:500])
+    assert rows(path, "PRAGMA auto_vacuum") == [(0,)]
+    assert rows(path, "PRAGMA freelist_count")[0][0] > 50
+    with open_fake(path) as memory:
+        assert len(memory.list(limit=1000)) == 100

@@ -471,6 +471,8 @@ class Catalog:
         with self._lock, self._reads:
             self._closed = True
             self._reads.wait_for(lambda: self._active_reads == 0)
+            if self.unwritable is None:
+                _give_back_free_pages(self._conn)
             self._conn.close()
             for conn in self._readers:
                 conn.close()
@@ -1299,6 +1301,20 @@ def _statements(script: str) -> list[str]:
 # never prefers a filter's index: on a broad filter (one type of 100,000 rows) that scanned the table.
 _FROM_IDS = "FROM (SELECT value AS wanted FROM json_each(?)) CROSS JOIN memories ON memories.id = wanted"
 _FROM_ROWIDS = "FROM (SELECT value AS wanted FROM json_each(?)) CROSS JOIN memories ON memories.rowid = wanted"
+
+
+def _give_back_free_pages(conn: sqlite3.Connection) -> None:
+    """Return the file's free pages to the file system, in a catalog made in incremental
+    auto-vacuum mode (:func:`remindful.engine.connection.connect`; an older one keeps its pages,
+    which later writes reuse): at 10,000 memories the full-text indexes' merges leave about 5 % of
+    the file free. Moves no row (milliseconds); never waits for another process's write."""
+    try:
+        conn.execute("PRAGMA busy_timeout=0")
+        incremental = conn.execute("PRAGMA auto_vacuum").fetchone()[0] == 2
+        if incremental and conn.execute("PRAGMA freelist_count").fetchone()[0]:
+            conn.executescript("PRAGMA incremental_vacuum;")  # to its end: execute() frees one page
+    except sqlite3.Error as exc:  # busy, full: the pages stay free for later writes
+        log.debug("free pages not given back: %s", exc)
 
 
 def _json(values: Sequence[Any]) -> str:

@@ -38,7 +38,10 @@ def connect(
         path, timeout=busy_timeout_ms / 1000, isolation_level=None, check_same_thread=check_same_thread
     )
     conn.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
-    if fresh:
+    if fresh or not conn.execute("PRAGMA page_count").fetchone()[0]:  # a new database, its file perhaps made empty
+        # Pages freed (full-text merges, deletes) can then be given back without a rewrite
+        # (Catalog.close); a mode a file takes only before its first table.
+        conn.execute("PRAGMA auto_vacuum=INCREMENTAL")
         conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=NORMAL")
     conn.execute("PRAGMA foreign_keys=ON")
