@@ -38,9 +38,14 @@ def connect(
         path, timeout=busy_timeout_ms / 1000, isolation_level=None, check_same_thread=check_same_thread
     )
     conn.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
-    if fresh or not conn.execute("PRAGMA page_count").fetchone()[0]:  # a new database, its file perhaps made empty
-        # Pages freed (full-text merges, deletes) can then be given back without a rewrite
-        # (Catalog.close); a mode a file takes only before its first table.
+    if fresh or os.path.getsize(path) == 0:  # a new database (make_private may have made its file)
+        # No fsync for the header page (1 ms of a fresh store's first write): the first transaction
+        # syncs the file, header included; a crash before it leaves a database without tables,
+        # which the catalog fills as a new one (the modes alone may be lost). Freed pages (the
+        # full-text merges', deletes') are then given back without a rewrite (Catalog.close), a
+        # mode a file takes only before its first table. (Empty while its tables are only in the
+        # WAL: both pragmas then change nothing.)
+        conn.execute("PRAGMA synchronous=OFF")
         conn.execute("PRAGMA auto_vacuum=INCREMENTAL")
         conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=NORMAL")
