@@ -4,9 +4,11 @@ FTS5's ``bm25()`` scores every row a query matches, so a common term would make 
 with the store. Here the rarest query terms are kept (document frequencies counted once per process
 and remembered), and when even the rarest matches too many rows only its newest matches are ranked
 (of a search restricted by a filter, its newest passing the filter, among a bounded number of its
-newest: a small project's own matches, not the few of them among the store's newest). What still
-grows with the store is ``bm25()``'s IDF: FTS5 counts every row each phrase matches (its whole
-doclist, once per statement) whatever rows are ranked (issue 34, measured at 1,000,000 memories).
+newest: a small project's own matches, not the few of them among the store's newest). ``bm25()``
+itself would still grow with the store: for its IDF, FTS5 counts every row each phrase matches (the
+whole doclist, once per statement) whatever rows are ranked. A term that common is the only one
+kept, and one term's IDF is the same for every row: its rows are then ranked by the rest of BM25,
+their texts indexed afresh in memory (:class:`OneTerm`), in bm25()'s order.
 
 The relevance model (:mod:`remindful.engine.retrieval.rerank`) reads two more things from here: the query
 terms' document frequencies (:meth:`LexicalSearch.doc_freqs`, from the same remembered counts) and
@@ -16,10 +18,12 @@ the session-window texts of its candidates (:meth:`LexicalSearch.windows`).
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+import sqlite3
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from remindful.engine import windows as context
+from remindful.engine.schema import FTS_TOKENIZE
 from remindful.engine.sqlfilter import SqlFilter
 
 
@@ -42,6 +46,11 @@ LEXICAL_SCAN_MAX = 1000
 #: past LEXICAL_MAX_MATCHES only when every query term is that common; terms past it tie, and the
 #: longer one counts as rarer.
 DOC_FREQ_CAP = 1000
+#: A term estimated to match more rows than this is ranked without ``bm25()`` (:class:`OneTerm`):
+#: counting its doclist (about 65 ns a row on a 2-core laptop) would cost more than indexing the
+#: LEXICAL_MAX_MATCHES texts afresh (5 to 15 ms). At 100,000 memories the most common terms match
+#: about 90,000 session windows: only larger stores reach it.
+ONE_TERM_ROWS = 150_000
 
 
 class LexicalSearch:
@@ -72,8 +81,8 @@ class LexicalSearch:
             return []
         kept, matches = self._rarest_terms(table, terms)
         match = fts_or(kept)
-        if restricted and matches > LEXICAL_MAX_MATCHES:
-            return self._newest_passing(table, match, flt, limit)
+        if restricted and matches > LEXICAL_MAX_MATCHES:  # then one term is kept
+            return self._newest_passing(table, match, kept[0], flt, limit)
         floor = self._floor(table, match) if matches > LEXICAL_MAX_MATCHES else 0
         if restricted:
             sql = (
@@ -88,12 +97,21 @@ class LexicalSearch:
             # Windows of deleted memories still queued for removal may crowd the top: fetch more.
             waiting = int(self._catalog.read("SELECT count(*) FROM context_drop", private=True)[0][0])
             fetch += min(waiting, limit * 8)
-        ranked = self._catalog.read(
-            f"SELECT rowid, -bm25({table}) FROM {table} WHERE {table} MATCH ? AND rowid >= ? "
-            f"ORDER BY bm25({table}) LIMIT ?",
-            [match, floor, fetch],
-            private=True,
-        )
+        one = self._one_term(table, match, kept[0], floor) if floor else None
+        if one is not None:
+            newest = self._catalog.read(
+                f"SELECT rowid FROM {table} WHERE {table} MATCH ? ORDER BY rowid DESC LIMIT ?",
+                [match, LEXICAL_MAX_MATCHES],
+                private=True,
+            )
+            ranked = one.rank([r[0] for r in newest], fetch)
+        else:
+            ranked = self._catalog.read(
+                f"SELECT rowid, -bm25({table}) FROM {table} WHERE {table} MATCH ? AND rowid >= ? "
+                f"ORDER BY bm25({table}) LIMIT ?",
+                [match, floor, fetch],
+                private=True,
+            )
         if not ranked:
             return []
         ids = self._catalog.ids_by_rowid([r[0] for r in ranked], flt, private=True)
@@ -109,7 +127,7 @@ class LexicalSearch:
         )
         return int(newest[0][0]) if newest else 0
 
-    def _newest_passing(self, table: str, match: str, flt: SqlFilter, limit: int) -> list[tuple[str, float]]:
+    def _newest_passing(self, table: str, match: str, term: str, flt: SqlFilter, limit: int) -> list[tuple[str, float]]:
         """:meth:`search` of a restricted search whose terms match too many rows: the newest
         ``LEXICAL_MAX_MATCHES`` matches passing ``flt`` among the newest ``LEXICAL_SCAN_MAX``
         matches, ranked. A small project's matches are then its own newest, not the few of them
@@ -127,15 +145,30 @@ class LexicalSearch:
         ]
         if not passing:
             return []
-        # "+rowid": the set is checked row by row, not handed to FTS5 as a lookup per rowid.
-        ranked = self._catalog.read(
-            f"SELECT rowid, -bm25({table}) FROM {table} WHERE {table} MATCH ? AND rowid >= ? "
-            f"AND +rowid IN (SELECT value FROM json_each(?)) ORDER BY bm25({table}) LIMIT ?",
-            [match, passing[-1], json.dumps(passing), limit],
-            private=True,
-        )
+        one = self._one_term(table, match, term)
+        if one is not None:
+            ranked = one.rank(passing, limit)
+        else:  # "+rowid": the set is checked row by row, not handed to FTS5 as a lookup per rowid.
+            ranked = self._catalog.read(
+                f"SELECT rowid, -bm25({table}) FROM {table} WHERE {table} MATCH ? AND rowid >= ? "
+                f"AND +rowid IN (SELECT value FROM json_each(?)) ORDER BY bm25({table}) LIMIT ?",
+                [match, passing[-1], json.dumps(passing), limit],
+                private=True,
+            )
         ids = self._catalog.ids_by_rowid([r[0] for r in ranked], flt, private=True)
         return [(ids[rowid], float(score)) for rowid, score in ranked if rowid in ids]
+
+    def _one_term(self, table: str, match: str, term: str, floor: int | None = None) -> OneTerm | None:
+        """The ranking of ``term``'s rows without ``bm25()`` when it is that common (more than
+        ``ONE_TERM_ROWS`` rows, estimated from how far back its newest LEXICAL_MAX_MATCHES
+        matches reach, ``floor`` the oldest of them), else None."""
+        rows, tokens = averages(self._catalog, table)
+        newest = self._size()
+        if floor is None:
+            floor = self._floor(table, match)
+        if not rows or not floor or LEXICAL_MAX_MATCHES * rows / max(1, newest - floor + 1) <= ONE_TERM_ROWS:
+            return None
+        return OneTerm(self._catalog, table, term, rows, tokens)
 
     def doc_freqs(self, terms: Sequence[str]) -> tuple[dict[str, int], int]:
         """How many memories hold each of ``terms`` in their text (counted up to
@@ -203,3 +236,93 @@ class LexicalSearch:
 def fts_or(terms: Sequence[str]) -> str:
     """An FTS5 expression matching any of the terms (each quoted, so no operator can be injected)."""
     return " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
+
+
+class OneTerm:
+    """BM25 of one term over given rows, in ``bm25()``'s order, without counting the term's doclist.
+
+    FTS5's bm25 of a row: IDF * f * (k1 + 1) / (f + k1 * (1 - b + b * D / avgdl)), f the term's
+    occurrences in the row, D its length in tokens, avgdl the table's mean length (k1 = 1.2,
+    b = 0.75). With one term the IDF is one factor for every row: the order is that of the rest,
+    which reads each row alone. The rows' texts (a memory's content, a window's as indexed) are
+    indexed afresh in an in-memory FTS5 table with the same tokenizer, which gives f
+    (``highlight()`` marks each occurrence) and D (its ``docsize``); avgdl comes from the table's
+    own totals (FTS5's averages record). The scores leave the IDF out: they order the rows, which
+    is all a lexical space's candidates are used for.
+    """
+
+    K1 = 1.2
+    B = 0.75
+
+    def __init__(self, catalog: Rows, table: str, term: str, rows: int, tokens: int) -> None:
+        self._catalog = catalog
+        self._table = table
+        self._term = term
+        self._mean = tokens / rows
+
+    def rank(self, rowids: Sequence[int], limit: int) -> list[tuple[int, float]]:
+        """The best ``limit`` of ``rowids``: (rowid, score > 0), best first."""
+        texts = self._texts(rowids)
+        if not texts:
+            return []
+        scratch = sqlite3.connect(":memory:")
+        try:
+            scratch.execute(f"CREATE VIRTUAL TABLE t USING fts5(text, tokenize='{FTS_TOKENIZE}')")
+            scratch.executemany("INSERT INTO t (rowid, text) VALUES (?, ?)", texts.items())
+            found = scratch.execute(
+                "SELECT t.rowid, highlight(t, 0, char(1), ''), t_docsize.sz FROM t "
+                "JOIN t_docsize ON t_docsize.id = t.rowid WHERE t MATCH ?",
+                [fts_or([self._term])],
+            ).fetchall()
+        finally:
+            scratch.close()
+        k1, b = self.K1, self.B
+        scored = []
+        for rowid, marked, size in found:
+            f = str(marked).count("\x01")
+            length = varints(size)[0]
+            scored.append((int(rowid), f * (k1 + 1) / (f + k1 * (1 - b + b * length / self._mean))))
+        scored.sort(key=lambda item: (-item[1], -item[0]))
+        return scored[:limit]
+
+    def _texts(self, rowids: Sequence[int]) -> Mapping[int, str]:
+        def read(sql: str, params: Sequence[Any]) -> list[Any]:
+            return self._catalog.read(sql, params, private=True)
+
+        if self._table == "context_fts":
+            return context.read_texts(read, rowids)
+        return dict(
+            read(
+                "SELECT rowid, content FROM memories WHERE rowid IN (SELECT value FROM json_each(?))",
+                [json.dumps(list(rowids))],
+            )
+        )
+
+
+def averages(catalog: Rows, table: str) -> tuple[int, int]:
+    """The rows of the FTS5 ``table`` and their tokens in all: its averages record (the row of id
+    1 in ``<table>_data``: the row count, then each column's token total, as varints)."""
+    found = catalog.read(f"SELECT block FROM {table}_data WHERE id = 1", private=True)
+    if not found or not found[0][0]:
+        return 0, 0
+    values = varints(found[0][0])
+    return (values[0], sum(values[1:])) if len(values) > 1 else (0, 0)
+
+
+def varints(blob: bytes) -> list[int]:
+    """The SQLite varints in ``blob``, in order (big-endian groups of 7 bits, the ninth byte whole)."""
+    out: list[int] = []
+    i = 0
+    while i < len(blob):
+        value = 0
+        for j in range(9):
+            byte = blob[i]
+            i += 1
+            if j == 8:
+                value = (value << 8) | byte
+                break
+            value = (value << 7) | (byte & 0x7F)
+            if not byte & 0x80:
+                break
+        out.append(value)
+    return out

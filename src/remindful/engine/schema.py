@@ -111,10 +111,13 @@ CREATE TABLE IF NOT EXISTS project_bindings (
 );
 """
 
+#: How both full-text indexes split and stem text (what a term matches).
+FTS_TOKENIZE = "porter unicode61 remove_diacritics 2"
+
 #: The lexical index over the memories' content, kept by triggers.
-MEMORIES_FTS_DDL = """
+MEMORIES_FTS_DDL = f"""
 CREATE VIRTUAL TABLE IF NOT EXISTS memories_fts USING fts5(
-    content, content='memories', content_rowid='rowid', tokenize='porter unicode61 remove_diacritics 2'
+    content, content='memories', content_rowid='rowid', tokenize='{FTS_TOKENIZE}'
 );
 CREATE TRIGGER IF NOT EXISTS memories_ai AFTER INSERT ON memories BEGIN
     INSERT INTO memories_fts(rowid, content) VALUES (new.rowid, new.content);
@@ -218,10 +221,10 @@ CREATE TABLE IF NOT EXISTS capture_stats (name TEXT PRIMARY KEY, value INTEGER N
 
 #: Session context windows (:mod:`remindful.engine.windows`): each memory's text with its
 #: neighbours', and the queues a large delete leaves for the background.
-CONTEXT_DDL = """
+CONTEXT_DDL = f"""
 -- Contentless (schema 12): the windows' text is rebuilt from context_members (see windows.py).
 CREATE VIRTUAL TABLE IF NOT EXISTS context_fts USING fts5(
-    text, content='', tokenize='porter unicode61 remove_diacritics 2'
+    text, content='', tokenize='{FTS_TOKENIZE}'
 );
 CREATE TABLE IF NOT EXISTS context_members (rowid INTEGER PRIMARY KEY, members TEXT NOT NULL, date TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS context_gone (rowid INTEGER PRIMARY KEY, content TEXT NOT NULL);

@@ -1,0 +1,120 @@
+"""A term too common for ``bm25()`` to stay cheap (FTS5 counts its whole doclist for the IDF, a cost
+that grows with the store: issue 34 at 1,000,000 memories) is ranked by the rest of BM25, its rows'
+texts indexed afresh (remindful.engine.lexical.OneTerm): the same order as bm25(), in both full-text
+tables, for unrestricted and restricted searches alike."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from remindful.engine import lexical
+from remindful.engine.lexical import LEXICAL_MAX_MATCHES, OneTerm, averages
+from remindful.engine.sqlfilter import SqlFilter, build_filter
+from remindful.testing import open_fake
+
+FILLER = ["lunch at noon", "the ferry was late", "a long note about the garden and the roses", "tax forms"]
+
+
+def text(i: int) -> str:
+    """Rows that hold the term 1 to 3 times, at lengths from 4 to 20 words, and rows without it."""
+    if i % 5 == 4:
+        return f"{FILLER[i % 4]} number {i}"
+    return " ".join(["deploy"] * (1 + i % 3) + [FILLER[(i // 3) % 4]] * (1 + i % 4) + [f"item{i}"])
+
+
+@pytest.fixture(scope="module")
+def memory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    path = tmp_path_factory.mktemp("one-term") / "s"
+    with open_fake(path) as memory:
+        memory.store_batch(
+            [
+                {"content": text(i), "session_id": f"s{i // 10}", "scope": "project:small" if i % 7 == 0 else None}
+                for i in range(900)
+            ]
+        )
+        assert memory.flush()
+        yield memory
+
+
+def newest(catalog: Any, table: str, n: int = LEXICAL_MAX_MATCHES) -> list[int]:
+    return [
+        r[0]
+        for r in catalog.read(f"SELECT rowid FROM {table} WHERE {table} MATCH 'deploy' ORDER BY rowid DESC LIMIT {n}")
+    ]
+
+
+@pytest.mark.parametrize("table", ["memories_fts", "context_fts"])
+def test_the_rows_scores_are_bm25s_but_for_the_one_idf_factor(memory: Any, table: str) -> None:
+    catalog = memory.engine.catalog
+    rowids = newest(catalog, table)
+    assert len(rowids) == LEXICAL_MAX_MATCHES
+    want = dict(
+        catalog.read(
+            f"SELECT rowid, -bm25({table}) FROM {table} WHERE {table} MATCH 'deploy' "
+            f"AND +rowid IN (SELECT value FROM json_each(?))",
+            [json.dumps(rowids)],
+        )
+    )
+    rows, tokens = averages(catalog, table)
+    assert rows == catalog.read(f"SELECT count(*) FROM {table}_docsize")[0][0] and tokens > rows
+    got = dict(OneTerm(catalog, table, "deploy", rows, tokens).rank(rowids, len(rowids)))
+    assert got.keys() == want.keys()
+    ratios = {f"{want[r] / got[r]:.9e}" for r in got}
+    assert len(ratios) == 1  # one factor: the term's IDF (here below zero, which FTS5 makes 1e-6)
+    assert len({f"{s:.9e}" for s in got.values()}) > 5  # and the rows do differ
+
+
+def test_only_the_best_are_kept_best_first(memory: Any) -> None:
+    catalog = memory.engine.catalog
+    rows, tokens = averages(catalog, "memories_fts")
+    ranked = OneTerm(catalog, "memories_fts", "deploy", rows, tokens).rank(newest(catalog, "memories_fts"), 20)
+    assert len(ranked) == 20
+    assert [s for _, s in ranked] == sorted((s for _, s in ranked), reverse=True)
+
+
+@pytest.mark.parametrize("table", ["memories_fts", "context_fts"])
+@pytest.mark.parametrize("flt", [SqlFilter(), build_filter(scopes=["project:small"])], ids=["all", "small project"])
+def test_a_search_finds_what_bm25_finds(
+    memory: Any, monkeypatch: pytest.MonkeyPatch, table: str, flt: SqlFilter
+) -> None:
+    catalog = memory.engine.catalog
+    restricted = flt.sql != "1"
+
+    def search(one_term_rows: int) -> list[tuple[str, float]]:
+        monkeypatch.setattr(lexical, "ONE_TERM_ROWS", one_term_rows)
+        return catalog._lexical.search(["deploy"], flt, LEXICAL_MAX_MATCHES, table=table, restricted=restricted)
+
+    ranked = lexical.OneTerm.rank
+    used: list[int] = []
+    monkeypatch.setattr(lexical.OneTerm, "rank", lambda self, *a: used.append(1) or ranked(self, *a))
+    with_bm25 = search(10**12)
+    assert not used
+    without = search(0)
+    assert used  # every term past LEXICAL_MAX_MATCHES rows counts as that common now
+    assert len(without) == len(with_bm25) > 100  # every row ranked: the whole order is compared
+    # The same rows in the same order, but for rows tied in BM25, which either may order its own way.
+    every = dict(
+        catalog.read(
+            f"SELECT m.id, -bm25({table}) FROM {table} JOIN memories m ON m.rowid = {table}.rowid "
+            f"WHERE {table} MATCH 'deploy'"
+        )
+    )
+    assert [every[mid] for mid, _ in without] == pytest.approx([s for _, s in with_bm25], rel=1e-9)
+    assert len({f"{s:.6e}" for _, s in with_bm25}) > 1
+
+
+def test_a_term_that_is_not_that_common_is_ranked_by_bm25(memory: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    used: list[int] = []
+    ranked = lexical.OneTerm.rank
+    monkeypatch.setattr(lexical.OneTerm, "rank", lambda self, *a: used.append(1) or ranked(self, *a))
+    memory.engine.catalog._lexical.search(["deploy"], SqlFilter(), 20, table="memories_fts", restricted=False)
+    assert not used  # 720 rows: far from ONE_TERM_ROWS
+
+
+def test_varints_read_as_sqlite_writes_them() -> None:
+    assert lexical.varints(bytes([0x05, 0x81, 0x00, 0xFF, 0x7F])) == [5, 128, 16383]
+    assert lexical.varints(bytes([0xFF] * 8 + [0x01])) == [(2**56 - 1) << 8 | 1]
