@@ -27,10 +27,11 @@ def encode(vector: np.ndarray | None) -> bytes | None:
     if vector is None:
         return None
     values = np.ascontiguousarray(vector, dtype=np.float32).reshape(-1)
-    if len(values) % 4 or not np.all(np.isfinite(values)):
-        return values.astype("<f4").tobytes()
-    top = float(np.max(np.abs(values))) if len(values) else 0.0
+    finite = bool(np.all(np.isfinite(values)))
+    top = float(np.max(np.abs(values))) if len(values) and finite else 0.0
     scale = np.float32(top / 127.0 if top > 0 else 1.0)
+    if len(values) % 4 or not finite or scale == 0:  # a scale so small it underflows: kept as they are
+        return values.astype("<f4").tobytes()
     codes = np.clip(np.rint(values / scale), -127, 127).astype(np.int8)
     return _TAG + np.asarray([scale], dtype="<f4").tobytes() + codes.tobytes()
 
