@@ -8,9 +8,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from remindful.engine.exact import ScopedScorer
+from remindful.model import MemoryType
 from remindful.testing import open_fake
 
 SCOPE = "project:small"
@@ -99,3 +101,16 @@ def test_a_vector_that_arrives_after_the_copy_was_made_is_scored(
     kept = results(memory)
     assert used and kept == from_catalog(memory, monkeypatch)
     assert kept[QUERIES.index("zeppelin hangar")][0][0] == late
+
+
+def test_the_kept_copys_cosines_are_those_of_the_catalogs_vectors(memory: Any) -> None:
+    """Each kept vector is the catalog's (int8 codes and their scale, read many at once)."""
+    catalog = memory.engine.catalog
+    query = memory.engine.embedder.embed(["the garden in week 4"])[0]
+    found = ScopedScorer(catalog).query([SCOPE], {SCOPE: 20}, list(MemoryType), query, 20)
+    assert found is not None and len(found) == 20
+    stored = catalog.embeddings([mid for mid, _ in found])
+    assert [score for _, score in found] == pytest.approx(
+        [float(np.dot(stored[mid], query)) for mid, _ in found], abs=1e-5
+    )
+    assert len({round(score, 4) for _, score in found}) > 3

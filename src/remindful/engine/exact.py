@@ -154,13 +154,21 @@ class ScopeVectors:
         if start and self._codes.shape[1] == dimension:
             codes[:start], scales[:start] = self._codes, self._scales
         self._codes, self._scales = codes, scales
+        alike: list[int] = []  # positions of the int8 vectors of this dimension: copied at once
         for n, (rowid, mid, type_value, blob) in enumerate(rows):
             self.ids.append(mid)
             self._types.append(_TYPES.index(type_value) if type_value in _TYPES else 255)
             if blob is None:
                 self._missing[rowid] = start + n
+            elif len(blob) == dimension + 5 and stored_vectors.is_quantised(blob):
+                alike.append(n)
             else:
                 self._put(start + n, blob)
+        if alike:  # 20,000 rows one by one: 0.13 s of a scope's first search at 1,000,000 memories
+            packed = np.frombuffer(b"".join([rows[n][3] for n in alike]), dtype=np.uint8).reshape(len(alike), -1)
+            at = np.asarray(alike, dtype=np.int64) + start
+            self._scales[at] = packed[:, 1:5].copy().view("<f4").reshape(-1)
+            self._codes[at] = packed[:, 5:].view(np.int8)
         self.top = max(self.top, int(rows[-1][0]))
         self._type_array = np.asarray(self._types, dtype=np.uint8)
 
