@@ -165,3 +165,29 @@ def test_prepare_says_what_it_does_on_a_terminal(tmp_path: Path) -> None:
 
 if sys.platform != "linux":  # pty semantics (EIO at the end, the line discipline's Ctrl-C) as on Linux
     pytestmark = pytest.mark.skip(reason="pseudo-terminal tests run on Linux")
+
+
+def test_a_second_ctrl_c_before_the_stop_has_begun_ends_the_process_without_a_traceback(tmp_path: Path) -> None:
+    """Two presses at once: the second came while the first's KeyboardInterrupt was being caught,
+    before the stop swapped the handler, and Python's own printed a traceback (a red CI run)."""
+    script = (
+        "import os, signal, time\n"
+        "from remindful.shells.mcp import fast_start\n"
+        "fast_start._interrupt_once()\n"
+        "try:\n"
+        "    os.kill(os.getpid(), signal.SIGINT)\n"
+        "    time.sleep(5)\n"
+        "except KeyboardInterrupt:\n"
+        "    os.kill(os.getpid(), signal.SIGINT)  # the second press, before the stop has begun\n"
+        "    time.sleep(5)\n"
+        "    print('still running')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "HOME": str(tmp_path)},
+    )
+    assert done.returncode == 130, done
+    assert "Traceback" not in done.stderr and "still running" not in done.stdout, done

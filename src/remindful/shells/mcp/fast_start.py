@@ -335,6 +335,7 @@ def main(path: str | None = None) -> None:
     from remindful.runtime import exit_on_signals
 
     exit_on_signals()  # SIGTERM/SIGHUP: the daemon role's socket and daemon.json go too
+    _interrupt_once()
     gc.disable()
     try:
         from remindful.shells.terminal import say_serving
@@ -378,16 +379,35 @@ def stop_now(code: Any = 0) -> None:
     os._exit(code if isinstance(code, int) else (0 if code is None else 1))
 
 
+def _interrupt_once() -> None:
+    """A first Ctrl-C raises KeyboardInterrupt (the process then stops, as on SIGTERM); its handler
+    itself makes any later one end the process at once, without a traceback. (Swapped only once the
+    first had been caught, a second press that came in between met Python's own handler and printed
+    a traceback.) A handler someone else set is left alone."""
+    import signal
+
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, _first_interrupt)
+
+
+def _first_interrupt(signum: int, frame: Any) -> None:
+    import signal
+
+    signal.signal(signal.SIGINT, _stop_at_once)
+    raise KeyboardInterrupt
+
+
 def _second_interrupt_stops_at_once() -> None:
     """From now on (the process is stopping) a Ctrl-C ends it at once, without a traceback, the
     daemon role's endpoint files removed first."""
     import signal
 
-    from remindful.runtime import remove_endpoints
+    if signal.getsignal(signal.SIGINT) in (signal.default_int_handler, _first_interrupt):
+        signal.signal(signal.SIGINT, _stop_at_once)
 
-    def now(signum: int, frame: Any) -> None:
-        remove_endpoints()
-        os._exit(130)
 
-    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
-        signal.signal(signal.SIGINT, now)
+def _stop_at_once(signum: int, frame: Any) -> None:
+    from remindful.runtime import remove_endpoints  # imported already: main() started with it
+
+    remove_endpoints()
+    os._exit(130)
