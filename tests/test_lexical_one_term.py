@@ -84,8 +84,8 @@ def test_a_search_finds_what_bm25_finds(
     catalog = memory.engine.catalog
     restricted = flt.sql != "1"
 
-    def search(one_term_rows: int) -> list[tuple[str, float]]:
-        monkeypatch.setattr(lexical, "ONE_TERM_ROWS", one_term_rows)
+    def search(ratio: int) -> list[tuple[str, float]]:
+        monkeypatch.setattr(lexical, "ONE_TERM_RATIO", ratio)
         return catalog._lexical.search(["deploy"], flt, LEXICAL_MAX_MATCHES, table=table, restricted=restricted)
 
     ranked = lexical.OneTerm.rank
@@ -112,9 +112,25 @@ def test_a_term_that_is_not_that_common_is_ranked_by_bm25(memory: Any, monkeypat
     ranked = lexical.OneTerm.rank
     monkeypatch.setattr(lexical.OneTerm, "rank", lambda self, *a: used.append(1) or ranked(self, *a))
     memory.engine.catalog._lexical.search(["deploy"], SqlFilter(), 20, table="memories_fts", restricted=False)
-    assert not used  # 720 rows: far from ONE_TERM_ROWS
+    assert not used  # 720 rows, 300 to rank: far from ONE_TERM_RATIO times them
 
 
 def test_varints_read_as_sqlite_writes_them() -> None:
     assert lexical.varints(bytes([0x05, 0x81, 0x00, 0xFF, 0x7F])) == [5, 128, 16383]
     assert lexical.varints(bytes([0xFF] * 8 + [0x01])) == [(2**56 - 1) << 8 | 1]
+
+
+def test_the_bar_is_set_by_the_rows_to_rank(memory: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Indexing texts afresh costs by the text: a small project's few matches clear the bar where
+    an unrestricted search's 300 do not ('deploy' is in about 720 rows of 900)."""
+    used: list[int] = []
+    ranked = lexical.OneTerm.rank
+    monkeypatch.setattr(
+        lexical.OneTerm, "rank", lambda self, rowids, limit: used.append(len(rowids)) or ranked(self, rowids, limit)
+    )
+    monkeypatch.setattr(lexical, "ONE_TERM_RATIO", 3)
+    search = memory.engine.catalog._lexical.search
+    search(["deploy"], SqlFilter(), 20, table="memories_fts", restricted=False)
+    assert not used  # about 720 < 3 x 300
+    search(["deploy"], build_filter(scopes=["project:small"]), 20, table="memories_fts", restricted=True)
+    assert used and used[0] < 200  # the project's own: about one in seven

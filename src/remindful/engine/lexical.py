@@ -46,11 +46,12 @@ LEXICAL_SCAN_MAX = 1000
 #: past LEXICAL_MAX_MATCHES only when every query term is that common; terms past it tie, and the
 #: longer one counts as rarer.
 DOC_FREQ_CAP = 1000
-#: A term estimated to match more rows than this is ranked without ``bm25()`` (:class:`OneTerm`):
-#: counting its doclist (about 65 ns a row on a 2-core laptop) would cost more than indexing the
-#: LEXICAL_MAX_MATCHES texts afresh (5 to 15 ms). At 100,000 memories the most common terms match
-#: about 90,000 session windows: only larger stores reach it.
-ONE_TERM_ROWS = 150_000
+#: A term estimated to match more rows than this many times the rows to rank is ranked without
+#: ``bm25()`` (:class:`OneTerm`): counting its doclist costs about 60 ns a row on a 2-core laptop,
+#: indexing a text afresh about 40 us. The 300 rows of an unrestricted search: past 300,000 rows
+#: (at 1,000,000 memories, a term in 90 % of the session windows: 41 -> 16 ms); the ~20 of a
+#: small project among the newest 1,000 matches: past 20,000 (26-42 -> 2-4 ms).
+ONE_TERM_RATIO = 1000
 
 
 class LexicalSearch:
@@ -97,7 +98,7 @@ class LexicalSearch:
             # Windows of deleted memories still queued for removal may crowd the top: fetch more.
             waiting = int(self._catalog.read("SELECT count(*) FROM context_drop", private=True)[0][0])
             fetch += min(waiting, limit * 8)
-        one = self._one_term(table, match, kept[0], floor) if floor else None
+        one = self._one_term(table, match, kept[0], LEXICAL_MAX_MATCHES, floor) if floor else None
         if one is not None:
             newest = self._catalog.read(
                 f"SELECT rowid FROM {table} WHERE {table} MATCH ? ORDER BY rowid DESC LIMIT ?",
@@ -145,7 +146,7 @@ class LexicalSearch:
         ]
         if not passing:
             return []
-        one = self._one_term(table, match, term)
+        one = self._one_term(table, match, term, len(passing))
         if one is not None:
             ranked = one.rank(passing, limit)
         else:  # "+rowid": the set is checked row by row, not handed to FTS5 as a lookup per rowid.
@@ -158,15 +159,16 @@ class LexicalSearch:
         ids = self._catalog.ids_by_rowid([r[0] for r in ranked], flt, private=True)
         return [(ids[rowid], float(score)) for rowid, score in ranked if rowid in ids]
 
-    def _one_term(self, table: str, match: str, term: str, floor: int | None = None) -> OneTerm | None:
+    def _one_term(self, table: str, match: str, term: str, ranked: int, floor: int | None = None) -> OneTerm | None:
         """The ranking of ``term``'s rows without ``bm25()`` when it is that common (more than
-        ``ONE_TERM_ROWS`` rows, estimated from how far back its newest LEXICAL_MAX_MATCHES
-        matches reach, ``floor`` the oldest of them), else None."""
+        ``ONE_TERM_RATIO`` times the ``ranked`` rows to rank, estimated from how far back its
+        newest LEXICAL_MAX_MATCHES matches reach, ``floor`` the oldest of them), else None."""
         rows, tokens = averages(self._catalog, table)
         newest = self._size()
         if floor is None:
             floor = self._floor(table, match)
-        if not rows or not floor or LEXICAL_MAX_MATCHES * rows / max(1, newest - floor + 1) <= ONE_TERM_ROWS:
+        estimated = LEXICAL_MAX_MATCHES * rows / max(1, newest - floor + 1)
+        if not rows or not floor or estimated <= ONE_TERM_RATIO * ranked:
             return None
         return OneTerm(self._catalog, table, term, rows, tokens)
 
