@@ -71,11 +71,17 @@ def matrix(blobs: Sequence[bytes]) -> np.ndarray:
     if all(quantised) and len({len(b) for b in blobs}) == 1:
         # All of one form and size (the rule): decoded at once, not row by row (a fresh process's first
         # search scores a large store's vectors exactly from the catalog; 100,000 rows took seconds).
-        rows = np.frombuffer(b"".join(blobs), dtype=np.uint8).reshape(len(blobs), -1)
-        out = rows[:, _HEAD:].view(np.int8).astype(np.float32)
-        out *= rows[:, 1:_HEAD].copy().view("<f4")
+        codes, scales = unpack(blobs)
+        out = codes.astype(np.float32)
+        out *= scales[:, None]
         return out
     return np.stack([decode(b) for b in blobs])
 
 
-__all__ = ["decode", "decode_bytes", "dimension", "encode", "is_quantised", "matrix"]
+def unpack(blobs: Sequence[bytes]) -> tuple[np.ndarray, np.ndarray]:
+    """int8 blobs of one size as their (n, d) int8 codes and their (n,) float32 scales, at once."""
+    rows = np.frombuffer(b"".join(blobs), dtype=np.uint8).reshape(len(blobs), -1)
+    return rows[:, _HEAD:].view(np.int8), rows[:, 1:_HEAD].copy().view("<f4").reshape(-1)
+
+
+__all__ = ["decode", "decode_bytes", "dimension", "encode", "is_quantised", "matrix", "unpack"]
