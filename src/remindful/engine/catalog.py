@@ -1159,14 +1159,19 @@ class Catalog:
             found = conn.execute(
                 "SELECT length(embedding) FROM memories WHERE embedding IS NOT NULL ORDER BY rowid DESC LIMIT 1"
             ).fetchone()
-            if found is not None:
-                self._vector_room = int(found[0])
-            elif self._dimension is not None:
-                try:
-                    self._vector_room = stored_vectors.stored_size(self._dimension())
-                except Exception as exc:  # an embedder that cannot be built: its error comes with the embedding
-                    log.debug("no room for vectors of an embedder not built: %s", exc)
-        return self._vector_room or 0
+            self._vector_room = int(found[0]) if found is not None else self._expected_room()
+        return self._vector_room
+
+    def _expected_room(self) -> int:
+        """What a vector of the expected embedder takes (0 when none is known, or it cannot be built:
+        its error comes with the embedding; :meth:`set_embeddings` learns the size then)."""
+        if self._dimension is None:
+            return 0
+        try:
+            return stored_vectors.stored_size(self._dimension())
+        except Exception as exc:
+            log.debug("no room for vectors of an embedder not built: %s", exc)
+            return 0
 
     def get_cached_embeddings(self, model: str, hashes: Sequence[str]) -> dict[str, np.ndarray]:
         rows = self.read_in(
