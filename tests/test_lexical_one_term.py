@@ -86,7 +86,7 @@ def test_a_search_finds_what_bm25_finds(
 
     def search(ratio: int) -> list[tuple[str, float]]:
         monkeypatch.setattr(lexical, "ONE_TERM_RATIO", ratio)
-        return catalog._lexical.search(["deploy"], flt, LEXICAL_MAX_MATCHES, table=table, restricted=restricted)
+        return catalog.lexical(["deploy"], flt, LEXICAL_MAX_MATCHES, table=table, restricted=restricted)
 
     ranked = lexical.OneTerm.rank
     used: list[int] = []
@@ -111,7 +111,7 @@ def test_a_term_that_is_not_that_common_is_ranked_by_bm25(memory: Any, monkeypat
     used: list[int] = []
     ranked = lexical.OneTerm.rank
     monkeypatch.setattr(lexical.OneTerm, "rank", lambda self, *a: used.append(1) or ranked(self, *a))
-    memory.engine.catalog._lexical.search(["deploy"], SqlFilter(), 20, table="memories_fts", restricted=False)
+    memory.engine.catalog.lexical(["deploy"], SqlFilter(), 20, table="memories_fts", restricted=False)
     assert not used  # 720 rows, 300 to rank: far from ONE_TERM_RATIO times them
 
 
@@ -129,7 +129,7 @@ def test_the_bar_is_set_by_the_rows_to_rank(memory: Any, monkeypatch: pytest.Mon
         lexical.OneTerm, "rank", lambda self, rowids, limit: used.append(len(rowids)) or ranked(self, rowids, limit)
     )
     monkeypatch.setattr(lexical, "ONE_TERM_RATIO", 3)
-    search = memory.engine.catalog._lexical.search
+    search = memory.engine.catalog.lexical
     search(["deploy"], SqlFilter(), 20, table="memories_fts", restricted=False)
     assert not used  # about 720 < 3 x 300
     search(["deploy"], build_filter(scopes=["project:small"]), 20, table="memories_fts", restricted=True)

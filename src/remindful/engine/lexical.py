@@ -84,7 +84,8 @@ class LexicalSearch:
         match = fts_or(kept)
         if restricted and matches > LEXICAL_MAX_MATCHES:  # then one term is kept
             return self._newest_passing(table, match, kept[0], flt, limit)
-        floor = self._floor(table, match) if matches > LEXICAL_MAX_MATCHES else 0
+        newest = self._newest(table, match) if matches > LEXICAL_MAX_MATCHES else []
+        floor = newest[-1] if len(newest) == LEXICAL_MAX_MATCHES else 0
         if restricted:
             sql = (
                 f"SELECT m.id, -bm25({table}) FROM {table} JOIN memories m ON m.rowid = {table}.rowid "
@@ -98,14 +99,9 @@ class LexicalSearch:
             # Windows of deleted memories still queued for removal may crowd the top: fetch more.
             waiting = int(self._catalog.read("SELECT count(*) FROM context_drop", private=True)[0][0])
             fetch += min(waiting, limit * 8)
-        one = self._one_term(table, match, kept[0], LEXICAL_MAX_MATCHES, floor) if floor else None
+        one = self._one_term(table, kept[0], newest) if floor else None
         if one is not None:
-            newest = self._catalog.read(
-                f"SELECT rowid FROM {table} WHERE {table} MATCH ? ORDER BY rowid DESC LIMIT ?",
-                [match, LEXICAL_MAX_MATCHES],
-                private=True,
-            )
-            ranked = one.rank([r[0] for r in newest], fetch)
+            ranked = one.rank(newest, fetch)
         else:
             ranked = self._catalog.read(
                 f"SELECT rowid, -bm25({table}) FROM {table} WHERE {table} MATCH ? AND rowid >= ? "
@@ -118,15 +114,18 @@ class LexicalSearch:
         ids = self._catalog.ids_by_rowid([r[0] for r in ranked], flt, private=True)
         return [(ids[rowid], float(score)) for rowid, score in ranked if rowid in ids][:limit]
 
-    def _floor(self, table: str, match: str) -> int:
-        """The smallest rowid ranked for ``match``: its ``LEXICAL_MAX_MATCHES``-th newest match."""
-        # FTS5 walks a doclist backwards by rowid cheaply; the floor bounds what bm25() scores.
-        newest = self._catalog.read(
-            f"SELECT rowid FROM {table} WHERE {table} MATCH ? ORDER BY rowid DESC LIMIT 1 OFFSET ?",
-            [match, LEXICAL_MAX_MATCHES - 1],
-            private=True,
-        )
-        return int(newest[0][0]) if newest else 0
+    def _newest(self, table: str, match: str) -> list[int]:
+        """The rowids of the ``LEXICAL_MAX_MATCHES`` newest rows matching ``match``, newest first (the
+        last is the floor of what bm25() scores)."""
+        # FTS5 walks a doclist backwards by rowid cheaply.
+        return [
+            int(r[0])
+            for r in self._catalog.read(
+                f"SELECT rowid FROM {table} WHERE {table} MATCH ? ORDER BY rowid DESC LIMIT ?",
+                [match, LEXICAL_MAX_MATCHES],
+                private=True,
+            )
+        ]
 
     def _newest_passing(self, table: str, match: str, term: str, flt: SqlFilter, limit: int) -> list[tuple[str, float]]:
         """:meth:`search` of a restricted search whose terms match too many rows: the newest
@@ -146,7 +145,7 @@ class LexicalSearch:
         ]
         if not passing:
             return []
-        one = self._one_term(table, match, term, len(passing))
+        one = self._one_term(table, term, self._newest(table, match), len(passing))
         if one is not None:
             ranked = one.rank(passing, limit)
         else:  # "+rowid": the set is checked row by row, not handed to FTS5 as a lookup per rowid.
@@ -159,16 +158,15 @@ class LexicalSearch:
         ids = self._catalog.ids_by_rowid([r[0] for r in ranked], flt, private=True)
         return [(ids[rowid], float(score)) for rowid, score in ranked if rowid in ids]
 
-    def _one_term(self, table: str, match: str, term: str, ranked: int, floor: int | None = None) -> OneTerm | None:
+    def _one_term(self, table: str, term: str, newest: Sequence[int], ranked: int | None = None) -> OneTerm | None:
         """The ranking of ``term``'s rows without ``bm25()`` when it is that common (more than
-        ``ONE_TERM_RATIO`` times the ``ranked`` rows to rank, estimated from how far back its
-        newest LEXICAL_MAX_MATCHES matches reach, ``floor`` the oldest of them), else None."""
+        ``ONE_TERM_RATIO`` times the ``ranked`` rows to rank, all of ``newest`` by default),
+        estimated from how far back its ``newest`` matches (:meth:`_newest`) reach; else None."""
         rows, tokens = averages(self._catalog, table)
-        newest = self._size()
-        if floor is None:
-            floor = self._floor(table, match)
-        estimated = LEXICAL_MAX_MATCHES * rows / max(1, newest - floor + 1)
-        if not rows or not floor or estimated <= ONE_TERM_RATIO * ranked:
+        if not rows or len(newest) < LEXICAL_MAX_MATCHES:
+            return None
+        estimated = LEXICAL_MAX_MATCHES * rows / max(1, self._size() - newest[-1] + 1)
+        if estimated <= ONE_TERM_RATIO * (len(newest) if ranked is None else ranked):
             return None
         return OneTerm(self._catalog, table, term, rows, tokens)
 
