@@ -3,7 +3,7 @@
 Usage:
     python bench/scale.py [--sizes 10000,100000] [--cache DIR] [--pool 100000] [--queries 100]
                           [--ops] [--ops-max N] [--ops-skip reindex,restore] [--ops-only] [--compare REV]
-                          [--fake-embedder] [--json]
+                          [--fake-embedder] [--ingest-more N] [--json]
 
 For each size a store is built once (cached in ``--cache``, default ``~/.cache/remindful-bench/scale``,
 and reused while it holds that many memories): realistic mixed texts, the LoCoMo turns cycled with a
@@ -31,6 +31,13 @@ how many texts the model embedded during the build); the bare embedder's rate is
 texts in the same run, and the rate with the model is estimated by adding, at that bare rate, the
 model's time for every text whose vector came from the cache (the background indexer embeds and
 writes in turn, so the two times add up).
+
+``--ingest-more N`` measures ingest on a store that already holds each size instead (nothing built
+or served): on a copy of each cached store, in a fresh process whose index is open, ``N`` new texts
+(the next numbers after the store's, every one embedded by the model: no vector cache) stored with
+``store_batch`` and flushed until searchable, beside the bare model's rate on the same texts in the
+same process (before and after, averaged). This is the rate a user at that size gets, with the
+model's time measured rather than estimated.
 
 ``--compare REV`` builds and measures the tree at commit REV too (a temporary ``git worktree``, its
 ``src`` first on PYTHONPATH, its stores cached under ``<cache>/<REV>``), in the same run.
@@ -311,14 +318,80 @@ def operations(path: Path, embedder: Any, skip: frozenset[str] = frozenset()) ->
     return out
 
 
+def ingest_more(path: Path, texts: list[str]) -> dict[str, Any]:
+    """In this (fresh) process: ``texts`` stored into the store at ``path`` (a copy) once its index
+    is open, until searchable, beside the bare model's rate on the same texts before and after."""
+    from remindful.embed import OnnxMiniLMEmbedder
+
+    model = OnnxMiniLMEmbedder()
+
+    def bare() -> float:
+        model.embed(texts[:32])  # warm
+        started = time.perf_counter()
+        for start in range(0, len(texts), 32):
+            model.embed(texts[start : start + 32])
+        return len(texts) / (time.perf_counter() - started)
+
+    before = bare()
+    # The build's quota: at the default (10,000 a type) the first store would evict the rest.
+    with open_store(path, model, **{"retention.max_items_per_collection": 100_000_000}) as memory:
+        total = memory.stats().total_memories
+        memory.search("warm")
+        memory.flush()  # the index open: what follows is a store at its size, not one opening
+        started = time.perf_counter()
+        for start in range(0, len(texts), BATCH):
+            memory.store_batch(
+                [
+                    {
+                        "content": t,
+                        "type": "conversation",
+                        "session_id": f"new{(start + i) // SESSION_TURNS:07d}",
+                        "scope": scope_of(start + i),
+                    }
+                    for i, t in enumerate(texts[start : start + BATCH])
+                ]
+            )
+        memory.flush()
+        seconds = time.perf_counter() - started
+        found = memory.search(texts[-1], limit=1)
+    after = bare()
+    return {
+        "store_before": total,
+        "texts": len(texts),
+        "seconds": round(seconds, 1),
+        "per_s": round(len(texts) / seconds, 1),
+        "bare_per_s": round((before + after) / 2, 1),
+        "bare_before_after": [round(before, 1), round(after, 1)],
+        "last_found": bool(found) and found[0].content == texts[-1],
+        "rss_mib": round(peak_rss() / 2**20),
+    }
+
+
+def ingest_on_copy(path: Path, size: int, args: argparse.Namespace) -> dict[str, Any]:
+    """:func:`ingest_more` on a copy of the cached store at ``path``, in a process of its own."""
+    base = turn_texts(load_locomo(args.data), speaker=True)
+    texts = texts_for(base, size + args.ingest_more, args.pool)[size:]
+    with tempfile.TemporaryDirectory(prefix="remindful-scale-ingest-", dir=path.parent) as scratch:
+        copy = Path(scratch) / "store"
+        shutil.copytree(path, copy, ignore=shutil.ignore_patterns("backups", "*.lock", "*.gate"))
+        command = [sys.executable, __file__, "--ingest-into", str(copy), "--data", str(args.data)]
+        done = subprocess.run(command, input=json.dumps(texts), capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"ingesting into a copy of {path} failed:\n{done.stderr[-3000:]}")
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
 def measure(size: int, args: argparse.Namespace, cache: Path) -> dict[str, Any]:
     base = turn_texts(load_locomo(args.data), speaker=True)
     texts = texts_for(base, size, args.pool)
     path = cache / f"{'fake' if args.fake_embedder else 'onnx'}-{size}"
     embedder = make_embedder(args, texts)
+    if (args.ops_only or args.ingest_more) and not (path / "catalog.sqlite3").exists():
+        raise SystemExit(f"--ops-only and --ingest-more need a cached store at {path}: run without them once")
+    if args.ingest_more:
+        return {"ingest_more": ingest_on_copy(path, size, args)}
     if args.ops_only:
-        if not (path / "catalog.sqlite3").exists():
-            raise SystemExit(f"--ops-only needs a cached store at {path}: run without it once")
         ops = operations(path, embedder, args.ops_skip)
         return {"ops_s": ops, "rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)}
     ingest = build(path, size, texts, embedder)
@@ -378,6 +451,19 @@ def lines(result: dict[str, Any]) -> list[str]:
     def row(label: str, get: Any) -> None:
         out.append(f"{label:30}" + "".join(f"{get(result['trees'][t][s], int(s)):>24}" for t, s in columns))
 
+    if result.get("ingest_more"):
+
+        def more(key: str) -> Any:
+            return lambda x, n: x["ingest_more"][key]
+
+        row("memories added", more("texts"))
+        row("until searchable s", more("seconds"))
+        row("ingest /s", more("per_s"))
+        row("bare model /s (before, after)", lambda x, n: "{}, {}".format(*x["ingest_more"]["bare_before_after"]))
+        row("ingest / bare", lambda x, n: f"{x['ingest_more']['per_s'] / x['ingest_more']['bare_per_s']:.2f}x")
+        row("last one found", more("last_found"))
+        row("peak RSS MiB", more("rss_mib"))
+        return out
     if result.get("ops_only"):
         row("peak RSS of the ops MiB", lambda x, n: x["rss_mib"])
         for op in sorted({k for t, s in columns for k in result["trees"][t][s]["ops_s"]}):
@@ -445,16 +531,27 @@ def main() -> int:
     parser.add_argument(
         "--ops-only", action="store_true", help="time the ops alone, on copies of the cached stores (nothing built)"
     )
+    parser.add_argument(
+        "--ingest-more",
+        type=int,
+        default=0,
+        metavar="N",
+        help="measure ingest of N new texts on a copy of each cached store (nothing built or served)",
+    )
     parser.add_argument("--compare", metavar="REV", help="measure the tree at this commit too, in the same run")
     parser.add_argument("--fake-embedder", action="store_true", help="hash vectors instead of the ONNX model")
     parser.add_argument("--serve", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--warm", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--ingest-into", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--worker", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--json", action="store_true")
     add_data_option(parser)
     args = parser.parse_args()
     if args.warm:
         warm(args.warm, args.fake_embedder)
+        return 0
+    if args.ingest_into:
+        print(json.dumps(ingest_more(args.ingest_into, json.loads(sys.stdin.read()))))
         return 0
     if args.serve:
         print(json.dumps(serve(args.serve, json.loads(sys.stdin.read()), args.fake_embedder)))
@@ -472,12 +569,14 @@ def main() -> int:
             tree = Path(scratch) / "tree"
             git("worktree", "add", "--detach", "--quiet", str(tree), sha)
             try:
-                trees[sha] = run_tree(tree / "src", args.cache / ("this" if args.ops_only else sha), args)
+                cached = "this" if args.ops_only or args.ingest_more else sha
+                trees[sha] = run_tree(tree / "src", args.cache / cached, args)
             finally:
                 git("worktree", "remove", "--force", str(tree))
     trees["this tree"] = run_tree(REPO / "src", args.cache / "this", args)
     result = {"trees": trees, "pool": args.pool, "fake_embedder": args.fake_embedder, "machine": machine()}
     result["ops_only"] = args.ops_only
+    result["ingest_more"] = args.ingest_more
     emit(result, args.json, lines)
     return 0
 
