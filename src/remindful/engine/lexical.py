@@ -8,7 +8,8 @@ newest: a small project's own matches, not the few of them among the store's new
 itself would still grow with the store: for its IDF, FTS5 counts every row each phrase matches (the
 whole doclist, once per statement) whatever rows are ranked. A term that common is the only one
 kept, and one term's IDF is the same for every row: its rows are then ranked by the rest of BM25,
-their texts indexed afresh in memory (:class:`OneTerm`), in bm25()'s order.
+their texts indexed afresh in memory (:class:`OneTerm`), in bm25()'s order. How common it is, is
+estimated from a sample of its doclist (:func:`estimated_rows`): counting it is the cost avoided.
 
 The relevance model (:mod:`remindful.engine.retrieval.rerank`) reads two more things from here: the query
 terms' document frequencies (:meth:`LexicalSearch.doc_freqs`, from the same remembered counts) and
@@ -20,6 +21,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Mapping, Sequence
+from itertools import pairwise
 from typing import Any, Protocol
 
 from remindful.engine import windows as context
@@ -46,12 +48,19 @@ LEXICAL_SCAN_MAX = 1000
 #: past LEXICAL_MAX_MATCHES only when every query term is that common; terms past it tie, and the
 #: longer one counts as rarer.
 DOC_FREQ_CAP = 1000
-#: A term estimated to match more rows than this many times the rows to rank is ranked without
-#: ``bm25()`` (:class:`OneTerm`): counting its doclist costs about 60 ns a row on a 2-core laptop,
-#: indexing a text afresh about 40 us. The 300 rows of an unrestricted search: past 300,000 rows
-#: (at 1,000,000 memories, a term in 90 % of the session windows: 41 -> 16 ms); the ~20 of a
-#: small project among the newest 1,000 matches: past 20,000 (26-42 -> 2-4 ms).
+#: A term estimated to match more rows than this many times the rows to rank (:func:`estimated_rows`)
+#: is ranked without ``bm25()`` (:class:`OneTerm`): counting its doclist costs about 60 ns a row on
+#: a 2-core laptop, indexing a text afresh about 40 us. The 300 rows of an unrestricted search: past
+#: 300,000 rows (at 1,000,000 memories, a term in 90 % of the session windows: 41 -> 16 ms); the ~20
+#: of a small project among the newest 1,000 matches: past 20,000 (26-42 -> 2-4 ms).
 ONE_TERM_RATIO = 1000
+#: A term's rows are estimated from its newest LEXICAL_MAX_MATCHES matches and this many samples
+#: of the older rowids. A sample costs FTS5 a seek, about what counting 700 rows does, and a term is
+#: rarely spread evenly (a name is dense in the sessions about its person): a few long samples...
+ONE_TERM_SAMPLES = 4
+#: ...each of up to this many matches: longer than a cluster (a session, a conversation), which a
+#: sample then measures with the sparser rows around it rather than alone.
+ONE_TERM_SAMPLE_ROWS = 1000
 
 
 class LexicalSearch:
@@ -61,6 +70,8 @@ class LexicalSearch:
         self._catalog = catalog
         # (table, term) -> (rows counted, table size, how far it was counted)
         self._doc_freqs: dict[tuple[str, str], tuple[int, int, int]] = {}
+        # (table, term) -> (rows estimated, table size)
+        self._estimates: dict[tuple[str, str], tuple[float, int]] = {}
 
     def search(
         self, terms: Sequence[str], flt: SqlFilter, limit: int, *, table: str = "memories_fts", restricted: bool = True
@@ -116,7 +127,7 @@ class LexicalSearch:
 
     def _newest(self, table: str, match: str) -> list[int]:
         """The rowids of the ``LEXICAL_MAX_MATCHES`` newest rows matching ``match``, newest first (the
-        last is the floor of what bm25() scores)."""
+        last is the floor of what bm25() scores; a term's estimate counts them)."""
         # FTS5 walks a doclist backwards by rowid cheaply.
         return [
             int(r[0])
@@ -160,13 +171,25 @@ class LexicalSearch:
 
     def _one_term(self, table: str, term: str, newest: Sequence[int], ranked: int | None = None) -> OneTerm | None:
         """The ranking of ``term``'s rows without ``bm25()`` when it is that common (more than
-        ``ONE_TERM_RATIO`` times the ``ranked`` rows to rank, all of ``newest`` by default),
-        estimated from how far back its ``newest`` matches (:meth:`_newest`) reach; else None."""
+        ``ONE_TERM_RATIO`` times the ``ranked`` rows to rank, all of ``newest`` by default), as
+        estimated from its ``newest`` matches (:meth:`_newest`) and a sample of the older ones
+        (:func:`estimated_rows`, remembered until the table grows by a tenth); else None."""
         rows, tokens = averages(self._catalog, table)
         if not rows or len(newest) < LEXICAL_MAX_MATCHES:
             return None
-        estimated = LEXICAL_MAX_MATCHES * rows / max(1, self._size() - newest[-1] + 1)
-        if estimated <= ONE_TERM_RATIO * (len(newest) if ranked is None else ranked):
+        bar = ONE_TERM_RATIO * (len(newest) if ranked is None else ranked)
+        if rows <= bar:  # no term matches more rows than the table has: nothing to estimate
+            return None
+        size = self._size()
+        known = self._estimates.get((table, term))
+        if known is not None and size <= known[1] * 1.1 + 100:
+            estimated = known[0]
+        else:
+            estimated = estimated_rows(self._catalog, table, term, newest)
+            if len(self._estimates) > 50_000:
+                self._estimates.clear()
+            self._estimates[(table, term)] = (estimated, size)
+        if estimated <= bar:
             return None
         return OneTerm(self._catalog, table, term, rows, tokens)
 
@@ -231,6 +254,33 @@ class LexicalSearch:
             self._doc_freqs.clear()
         self._doc_freqs[(table, term)] = (count, size, cap)
         return count
+
+
+def estimated_rows(catalog: Rows, table: str, term: str, newest: Sequence[int]) -> float:
+    """How many rows of ``table`` match ``term``, estimated from its ``newest`` matches (newest
+    first, as :meth:`LexicalSearch._newest` reads them: every match from the last of them up) and a
+    sample of the rowids below: cut into ``ONE_TERM_SAMPLES`` equal stretches, each stretch's matches
+    are counted from its start (FTS5 seeks to a rowid) up to ``ONE_TERM_SAMPLE_ROWS``: all of them if
+    fewer, else their density over the rowids they span stands for the stretch's. At most
+    ``ONE_TERM_SAMPLES`` queries of ``ONE_TERM_SAMPLE_ROWS`` rows each, whatever the table's size.
+    How far back the newest matches reach, alone, would take a term dense among the newest rows (a
+    name in this week's sessions) for one as dense in all of them."""
+    if not newest:
+        return 0.0
+    below = newest[-1] - 1  # rowids 1 to below
+    bounds = [1 + below * i // ONE_TERM_SAMPLES for i in range(ONE_TERM_SAMPLES + 1)]
+    estimated = float(len(newest))
+    for start, end in pairwise(bounds):  # each stretch from start to end - 1
+        if start >= end:
+            continue
+        count, last = catalog.read(
+            f"SELECT count(*), max(rowid) FROM (SELECT rowid FROM {table} WHERE {table} MATCH ? "
+            f"AND rowid >= ? AND rowid < ? ORDER BY rowid LIMIT ?)",
+            [fts_or([term]), start, end, ONE_TERM_SAMPLE_ROWS],
+            private=True,
+        )[0]
+        estimated += count if count < ONE_TERM_SAMPLE_ROWS else count * (end - start) / (last - start + 1)
+    return estimated
 
 
 def fts_or(terms: Sequence[str]) -> str:
