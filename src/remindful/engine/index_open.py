@@ -35,6 +35,7 @@ from remindful.engine.index_snapshot import VectorSnapshot
 from remindful.engine.index_view import IndexView
 from remindful.errors import CorruptionError, RemindfulError, StorageError
 from remindful.index.base import VectorIndex
+from remindful.model import MemoryType
 
 log = logging.getLogger("remindful")
 
@@ -226,6 +227,7 @@ class IndexOpening:
             preload = getattr(index, "preload", None)
             if preload is not None:
                 preload()  # not under the lock: other processes would wait for the import
+            expect_sizes(index, self._catalog)  # before the collections load: a large one saves less often
             # The files are checked and read under the lock: no writer is half-way through them (a
             # quick look during a write finds them changed, and a probe then may find them damaged).
             try:
@@ -292,3 +294,12 @@ class IndexOpening:
 
 
 __all__ = ["INDEX_RETRY_S", "IndexOpening"]
+
+
+def expect_sizes(index: VectorIndex, catalog: CatalogBackend) -> None:
+    """Tell an index that tunes its collections to their size (the embedded Chroma's
+    ``expect_sizes``: how often it saves its files) how many memories of each type the catalog holds."""
+    expect = getattr(index, "expect_sizes", None)
+    if expect is not None:
+        counts = catalog.type_counts()
+        expect({t.collection: int(counts.get(t.value, 0)) for t in MemoryType})

@@ -57,7 +57,7 @@ from remindful.engine.deferred import DeferredEmbeddings, EmbedderSource
 from remindful.engine.dense import EXHAUSTIVE_BELOW, DenseQueries, IndexHandle
 from remindful.engine.index_deletes import FINISH_CHUNK, IndexDeletes
 from remindful.engine.index_locks import IndexHolders, IndexLock, ViewLock, WaitCancelled
-from remindful.engine.index_open import IndexOpening
+from remindful.engine.index_open import IndexOpening, expect_sizes
 from remindful.engine.index_snapshot import FILE_NAME as SNAPSHOT_FILE
 from remindful.engine.index_snapshot import VectorSnapshot
 from remindful.engine.index_view import IndexView
@@ -287,6 +287,7 @@ class IndexMirror:
                     index.reset_files()
                 else:
                     index.reset()
+                expect_sizes(index, self.catalog)  # the collections are made anew, for this many
                 self.catalog.write(restart, what="reindex")
                 self._view.rebuilt(generation)
             self._deletes.forget()

@@ -130,6 +130,13 @@ class ChromaIndexBase:
     def _after_write(self) -> None:
         """Called after every client creation and write batch (the embedded index makes new files private)."""
 
+    def _hnsw_for(self, name: str) -> dict[str, Any]:
+        """The HNSW configuration a new collection ``name`` is created with."""
+        return dict(self._hnsw)
+
+    def _adjust(self, name: str, col: Any) -> None:
+        """Called once a process with each collection's handle, before the collection is used."""
+
     def _files_written(self) -> None:
         """Called after each write batch, and at close if this client wrote: the files are as this
         process left them (the embedded index records their fingerprints)."""
@@ -155,7 +162,7 @@ class ChromaIndexBase:
                 if create:
                     col = client.get_or_create_collection(
                         name,
-                        configuration={"hnsw": dict(self._hnsw)},
+                        configuration={"hnsw": self._hnsw_for(name)},
                         metadata=dict(KEYS_META),
                         embedding_function=None,
                     )
@@ -175,6 +182,7 @@ class ChromaIndexBase:
                     )
                 metadata = getattr(col, "metadata", None) or {}
                 self._packed[name] = all(metadata.get(k) == v for k, v in KEYS_META.items())
+                self._adjust(name, col)
                 self._collections[name] = col
             self._after_write()
             return col
