@@ -83,8 +83,8 @@ class ChromaEmbeddedIndex(ChromaIndexBase):
 
     def expect_sizes(self, sizes: Mapping[str, int]) -> None:
         """How many vectors each collection will hold (the catalog's counts), before this process
-        uses it: its files are then saved every :func:`sync_threshold` additions (not when the
-        ``sync_threshold`` setting says otherwise). A collection created from now on is made so; an
+        uses it: its files are then saved every :func:`sync_threshold` additions (unless ``hnsw``
+        sets ``sync_threshold``). A collection created from now on is made so; an
         existing one this process has not used yet is changed (it takes effect as it loads)."""
         self._sizes.update(sizes)
 
