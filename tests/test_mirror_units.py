@@ -10,6 +10,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -180,6 +181,43 @@ def test_exact_scoring_finds_the_nearest_and_forgets_on_replacement(memory: Memo
     assert scorer.holds_copy
     scorer.forget()
     assert not scorer.holds_copy
+
+
+def test_a_store_too_large_to_copy_is_scored_from_the_catalog_a_part_at_a_time(
+    memory: MemoryManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same answer as scoring every vector at once, with one part's vectors in memory (a
+    million as float32 took 1.5 GB)."""
+    from remindful.engine import exact as exact_module
+    from remindful.engine import flat as flat_module
+    from remindful.engine.retrieval.search import top_k_exact
+    from remindful.engine.sqlfilter import build_filter
+
+    monkeypatch.setattr(flat_module, "MAX_ROWS", 2)
+    monkeypatch.setattr(exact_module, "PART_ROWIDS", 3)
+    ids = memory.store_batch([{"content": f"note {i} about port {i * 7}"} for i in range(20)])
+    memory.delete(ids[4])
+    catalog = catalog_of(memory)
+    query = np.asarray(catalog.embeddings([ids[9]])[ids[9]])
+    whole_ids, whole = catalog.filtered_embeddings(build_filter(types=["action"]))
+    assert whole is not None
+    expected = top_k_exact(query, whole_ids, whole, 5)
+    read: list[int] = []
+    original = catalog.filtered_embeddings
+
+    def counting(flt: Any) -> Any:
+        found = original(flt)
+        read.append(len(found[0]))
+        return found
+
+    monkeypatch.setattr(catalog, "filtered_embeddings", counting)
+    found = ExactScorer(catalog).query([MemoryType.ACTION], {"action": 19}, query, 5)
+    # the same scores at every rank, and the same memories above the last one (ties aside)
+    assert [round(score, 6) for _, score in found] == [round(score, 6) for _, score in expected]
+    last = round(expected[-1][1], 6)
+    assert {m for m, x in found if round(x, 6) > last} == {m for m, x in expected if round(x, 6) > last}
+    assert found[0][0] == ids[9] and ids[4] not in {mid for mid, _ in found}
+    assert max(read) <= 3 and sum(read) == 19
 
 
 def test_deletes_are_skipped_until_drained(memory: MemoryManager, tmp_path: Path) -> None:
@@ -403,6 +441,57 @@ def test_an_opening_that_failed_in_passing_is_retried_after_a_while_and_damage_i
     assert not opening.due() and opening.get() is None  # damage waits for a rebuild, however long
     opening.rebuilt(damaged)
     assert opening.get() is damaged and opening.error is None
+
+
+class SlowLoadingIndex(InMemoryIndex):
+    """An index whose files take until ``gate`` opens to load (under the index lock)."""
+
+    def __init__(self, gate: threading.Event) -> None:
+        super().__init__()
+        self.gate = gate
+        self.loading = threading.Event()
+
+    def reload(self) -> None:
+        self.loading.set()
+        assert self.gate.wait(30)
+
+
+def test_a_search_of_a_large_store_waits_past_its_budget_for_an_index_that_is_loading(
+    memory: MemoryManager, tmp_path: Path
+) -> None:
+    """Scoring the catalog instead would cost more than the load (and wait for it: chromadb holds
+    the GIL while it loads); an opening that waits for another process's lock is not waited for."""
+    gate = threading.Event()
+    index = SlowLoadingIndex(gate)
+    opening = opening_of(memory, tmp_path, index, [])
+    got: list[object] = []
+    try:
+        assert opening.searchable() is None
+        assert index.loading.wait(30)
+        waiter = threading.Thread(target=lambda: got.append(opening.await_open()))
+        waiter.start()
+        waiter.join(0.5)
+        assert waiter.is_alive()  # ten times its budget (0.05 s), the load still going
+        gate.set()
+        waiter.join(30)
+        assert got == [index]
+    finally:
+        gate.set()
+        opening.stop_viewer()
+    # another process holds the index lock: the opening waits for it, the search does not
+    held = IndexLock(tmp_path / "opening.lock")
+    index = SlowLoadingIndex(threading.Event())
+    index.gate.set()
+    opening = opening_of(memory, tmp_path, index, [])
+    try:
+        with held(write=True):
+            started = time.monotonic()
+            assert opening.searchable() is None
+            assert opening.await_open() is None
+            assert time.monotonic() - started < 5
+            assert not index.loading.is_set()
+    finally:
+        opening.stop_viewer()
 
 
 def test_a_search_never_waits_for_the_opening_it_asks_for(memory: MemoryManager, tmp_path: Path) -> None:

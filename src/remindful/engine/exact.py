@@ -2,8 +2,8 @@
 opens in the background), is unusable, or this process reloads its copy of it.
 
 :class:`ExactScorer` keeps the catalog's vectors in memory (:class:`~remindful.engine.flat.FlatVectors`,
-made when first needed), scores a store too large to copy straight from the catalog, and frees the
-copy once the index has served searches alone for ``FLAT_IDLE_S``.
+made when first needed), scores a store too large to copy straight from the catalog (a part at a
+time), and frees the copy once the index has served searches alone for ``FLAT_IDLE_S``.
 
 :class:`ScopeVectors` keeps the vectors of one small scope (a project) in memory, int8 as the
 catalog stores them: a search restricted to a scope too small a share of the store for the index
@@ -27,8 +27,8 @@ import numpy as np
 from remindful.engine import vectors as stored_vectors
 from remindful.engine.backend import CatalogBackend
 from remindful.engine.flat import FlatVectors
-from remindful.engine.retrieval.search import top_k_exact
-from remindful.engine.sqlfilter import build_filter
+from remindful.engine.retrieval.search import merge_dense, top_k_exact
+from remindful.engine.sqlfilter import SqlFilter, build_filter
 from remindful.model import MemoryType
 
 #: A copy kept without a count (:meth:`ScopedScorer.query` ``counted=False``) reads again the
@@ -37,6 +37,8 @@ LATE_ROWIDS = 1000
 #: The copy of the vectors that exact scoring keeps is freed once the index has served searches
 #: alone this long.
 FLAT_IDLE_S = 60.0
+#: A store too large to copy is scored from the catalog this many rowids at a time.
+PART_ROWIDS = 50_000
 #: Scopes whose vectors are kept (the most recently searched), and the most rows kept for one.
 SCOPES_KEPT = 4
 SCOPE_MAX_ROWS = 100_000
@@ -69,8 +71,20 @@ class ExactScorer:
         found = flat.query([t.value for t in types], counts, vector, k)
         if found is not None:
             return found
-        ids, matrix = self._catalog.filtered_embeddings(build_filter(types=[t.value for t in types]))
-        return top_k_exact(vector, ids, matrix, k) if matrix is not None else []
+        return self._in_parts(types, vector, k)
+
+    def _in_parts(self, types: Sequence[MemoryType], vector: np.ndarray, k: int) -> list[tuple[str, float]]:
+        """:meth:`query` of a store too large to copy, read from the catalog ``PART_ROWIDS`` rowids
+        at a time: one part's vectors in memory, not all of them (1,000,000 as float32: 1.5 GB)."""
+        flt = build_filter(types=[t.value for t in types])
+        top = int(self._catalog.read("SELECT coalesce(max(rowid), 0) FROM memories")[0][0])
+        best: list[tuple[str, float]] = []
+        for start in range(0, top, PART_ROWIDS):
+            part = SqlFilter("rowid > ? AND rowid <= ?", (start, start + PART_ROWIDS))
+            ids, matrix = self._catalog.filtered_embeddings(flt & part)
+            if matrix is not None:
+                best = merge_dense(best, top_k_exact(vector, ids, matrix, k), k=k)
+        return best
 
     def drop_if_idle(self) -> None:
         """The index serves searches: free the copy of the vectors if no search needed it lately."""

@@ -42,6 +42,11 @@ log = logging.getLogger("remindful")
 #: After a transient failure to open the vector index, how long search uses the catalog alone
 #: before the index is opened again.
 INDEX_RETRY_S = 1.0
+#: A search of a large store waits past its time budget for an opening that is loading the index
+#: (not one waiting for another process's lock), at most this long: scoring the catalog's vectors
+#: instead costs more (1,000,000 memories: 18 s) and could not start before the load ends anyway
+#: (chromadb holds the GIL while it loads a graph).
+LOADING_WAIT_S = 120.0
 
 
 class IndexOpening:
@@ -89,6 +94,7 @@ class IndexOpening:
         self._viewer: Errand | None = None
         self._reload_wanted = False  # a query failed: the next refresh reloads even if no one wrote
         self._snapshot_wanted = False  # a search asked the viewer: it keeps the vector snapshot too
+        self._loading = False  # the opening holds the index lock and loads the index
 
     @property
     def current(self) -> VectorIndex | None:
@@ -109,7 +115,10 @@ class IndexOpening:
             with self.lock:
                 if self.due():
                     self._retry_at = 0.0
-                    self._open(cancel)
+                    try:
+                        self._open(cancel)
+                    finally:
+                        self._loading = False
                     self._opened = True
         return self._index
 
@@ -126,10 +135,13 @@ class IndexOpening:
 
     def await_open(self) -> VectorIndex | None:
         """The index once the background opening asked for has ended (within the search time
-        budget), if it opened and is usable; else None."""
+        budget, or past it while the opening loads the index: ``LOADING_WAIT_S``), if it opened
+        and is usable; else None (an opening still waiting for another process's lock)."""
         viewer = self._viewer
-        if viewer is not None:
-            viewer.wait(self._search_wait_s)
+        if viewer is not None and not viewer.wait(self._search_wait_s):
+            deadline = time.monotonic() + LOADING_WAIT_S
+            while self._loading and self._index is None and time.monotonic() < deadline and not viewer.wait(0.05):
+                pass
         return self._index
 
     def ask(self, *, reload: bool = False, searching: bool = True) -> None:
@@ -232,7 +244,8 @@ class IndexOpening:
             # quick look during a write finds them changed, and a probe then may find them damaged).
             try:
                 with self._index_lock(write=False, cancel=cancel) as generation:
-                    self._check_files(index)
+                    self._check_files(index)  # a probe loads the files in a child process: not waited for
+                    self._loading = True
                     self._view.load(index, generation)
                 queued = self._view.reconcile(index, cancel=cancel)
             except CorruptionError as exc:
