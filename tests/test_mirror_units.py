@@ -509,3 +509,41 @@ def test_a_search_never_waits_for_the_opening_it_asks_for(memory: MemoryManager,
     finally:
         gate.set()
         opening.stop_viewer()
+
+
+def test_a_large_stores_small_projects_are_copied_once_its_index_opens(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A project's first search in a process read its rows itself (20,000 spread over a catalog of
+    1,000,000: 0.3 s, the small project's p99 at 1M); the most recently active projects a search
+    scores exactly are copied once the index opens, and their first search reads nothing."""
+    from remindful.engine import exact as exact_module
+    from remindful.engine import flat as flat_module
+
+    monkeypatch.setattr(flat_module, "MAX_ROWS", 20)
+    path = tmp_path / "s"
+    with open_fake(path) as memory:
+        memory.store_batch([{"content": f"big note {i}", "scope": "project:big"} for i in range(190)])
+        memory.store_batch([{"content": f"small note {i} on ports", "scope": "project:small"} for i in range(6)])
+        memory.flush()
+    reads: list[str | None] = []
+    original = exact_module.ScopeVectors._read
+
+    def counting(self: Any, catalog: Any, *, late: int = 0) -> None:
+        reads.append(self.scope)
+        original(self, catalog, late=late)
+
+    monkeypatch.setattr(exact_module.ScopeVectors, "_read", counting)
+    with open_fake(path) as memory:
+        memory.search("anything")  # the index opens, in the background
+        memory.flush()
+        assert reads == ["project:small"]  # not project:big: 97 % of the store, the index finds it
+        hits = memory.search("small note 3 on ports", scope=["project:small"], limit=3)
+        assert hits and all(h.scope == "project:small" for h in hits)
+        assert reads == ["project:small"]  # the first search of the project read nothing more
+    monkeypatch.setattr(flat_module, "MAX_ROWS", 50_000)
+    reads.clear()
+    with open_fake(path) as memory:  # a small store: nothing copied ahead
+        memory.search("anything")
+        memory.flush()
+        assert reads == []

@@ -23,10 +23,11 @@ import numpy as np
 
 from remindful.engine import flat
 from remindful.engine.backend import CatalogBackend
-from remindful.engine.exact import ExactScorer, ScopedScorer
+from remindful.engine.exact import SCOPES_KEPT, ExactScorer, ScopedScorer
 from remindful.engine.index_deletes import IndexDeletes
 from remindful.engine.index_locks import ViewLock
 from remindful.engine.index_snapshot import VectorSnapshot
+from remindful.engine.projects import PROJECT_PREFIX
 from remindful.engine.scopes import USER
 from remindful.errors import RemindfulError
 from remindful.index.base import VectorIndex
@@ -43,6 +44,11 @@ OVERFETCH = 3
 #: one distinct memory (cosine 0.80 with the query) among 1,100 near-identical notes was not found
 #: in 5 of 12 rebuilt indexes, and needed ef = 400 in one.
 EXHAUSTIVE_BELOW = 2000
+#: A large store's projects under this share of it have their vectors copied once its index opens
+#: (:meth:`DenseQueries.preload_scopes`): a search restricted to one scores it exactly when its
+#: share is too small for the index's candidates to hold enough of it (retrieval.search: under
+#: 2.5 % for 20 candidates).
+PRELOAD_SHARE = 0.05
 
 DenseQuery = Callable[[np.ndarray, int], list[tuple[str, float]]]
 ScopedQuery = Callable[[np.ndarray, int], list[tuple[str, float]] | None]
@@ -114,6 +120,20 @@ class DenseQueries:
             queries, self._queries = self._queries, None
         if queries is not None:
             queries.shutdown(wait=True)
+
+    def preload_scopes(self) -> list[str | None]:
+        """Read the copies of a large local store's most recently active projects that a search
+        would score exactly (a share under ``PRELOAD_SHARE`` of the store), before their first
+        search does (:meth:`ScopedScorer.preload`). Returns the scopes read."""
+        if self.catalog.path is None:  # a server catalog keeps no copies of its scopes
+            return []
+        counts = self.catalog.scope_counts()
+        total = sum(counts.values())
+        if total <= flat.MAX_ROWS:  # a small store's scope is read in milliseconds
+            return []
+        recent = self.catalog.read("SELECT key FROM projects ORDER BY last_seen DESC LIMIT ?", [4 * SCOPES_KEPT])
+        scopes = [PROJECT_PREFIX + str(r[0]) for r in recent]
+        return self.scoped.preload([s for s in scopes if 0 < counts.get(s, 0) <= total * PRELOAD_SHARE], counts)
 
     def forget(self) -> None:
         """The store was replaced: the copies of its vectors are read afresh when next needed."""

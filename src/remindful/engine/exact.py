@@ -257,6 +257,29 @@ class ScopedScorer:
                 found += [(held.ids[i], float(scores[i])) for i in top.tolist() if np.isfinite(scores[i])]
         return sorted(found, key=lambda item: -item[1])[:k]
 
+    def preload(self, scopes: Sequence[str | None], counts: Mapping[str | None, int]) -> list[str | None]:
+        """Read the copies of ``scopes`` (most wanted first; ``counts``: the catalog's kept count
+        of each) before a search asks, while fewer than ``SCOPES_KEPT`` are kept: a scope's first
+        search otherwise reads its rows itself (20,000 spread over a catalog of 1,000,000: 0.3 s,
+        the small project's p99). A copy a search made meanwhile is left as it is, and searched
+        scopes stay ahead of preloaded ones. Returns the scopes read."""
+        read: list[str | None] = []
+        for scope in scopes:
+            if counts.get(scope, 0) > SCOPE_MAX_ROWS:
+                continue
+            with self._lock:
+                if len(self._scopes) >= SCOPES_KEPT:
+                    break
+                if scope in self._scopes:
+                    continue
+                generation, newest = self._catalog.change_marks()
+                held = ScopeVectors(scope)
+                held.refresh(self._catalog, generation, newest, counts.get(scope, 0))
+                self._scopes[scope] = held
+                self._scopes.move_to_end(scope, last=False)  # the first a search's copy pushes out
+            read.append(scope)
+        return read
+
     def forget(self) -> None:
         """The store's content was replaced: every copy is read afresh when next needed."""
         with self._lock:

@@ -138,10 +138,13 @@ class IndexOpening:
         budget, or past it while the opening loads the index: ``LOADING_WAIT_S``), if it opened
         and is usable; else None (an opening still waiting for another process's lock)."""
         viewer = self._viewer
-        if viewer is not None and not viewer.wait(self._search_wait_s):
-            deadline = time.monotonic() + LOADING_WAIT_S
-            while self._loading and self._index is None and time.monotonic() < deadline and not viewer.wait(0.05):
-                pass
+        started = time.monotonic()
+        while viewer is not None and self._index is None:  # not what follows the opening
+            waited = time.monotonic() - started
+            if waited >= self._search_wait_s and not (self._loading and waited < LOADING_WAIT_S):
+                break
+            if viewer.wait(0.05):
+                break
         return self._index
 
     def ask(self, *, reload: bool = False, searching: bool = True) -> None:

@@ -186,11 +186,16 @@ class IndexMirror:
 
     def _after_open(self, queued: list[tuple[str, str]]) -> None:
         """The index just opened: drain the deletions left queued (by a process that stopped, or
-        crashed, before it drained them) and index the rows left un-indexed, in the background."""
+        crashed, before it drained them) and index the rows left un-indexed, in the background;
+        copy the vectors of the projects a search scores exactly (``DenseQueries.preload_scopes``)."""
         if queued:
             self._deletes.track(queued)
             self.kick_finisher()
         self._queue_backlog()
+        try:
+            self.dense.preload_scopes()
+        except RemindfulError as exc:  # the first search of each reads its own copy, as before
+            log.debug("could not copy the projects' vectors ahead: %s", exc)
 
     def status(self) -> dict[str, Any]:
         """Opens the index: ``available``, ``backend`` (its class name, None while unusable),
