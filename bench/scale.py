@@ -173,6 +173,25 @@ def open_store(path: Path, embedder: Any, **settings: Any) -> Any:
     return remindful.open(path, embedder=embedder, **settings)
 
 
+def store_texts(memory: Any, texts: list[str], sessions: str, progress: str | None = None) -> None:
+    """``texts`` stored with ``store_batch``, ``BATCH`` at a time, in sessions of ``SESSION_TURNS``
+    (named ``sessions`` and a number) over the projects of :func:`scope_of`."""
+    for start in range(0, len(texts), BATCH):
+        if progress:
+            print(f"\r{progress}: {start:,}", end="", file=sys.stderr, flush=True)
+        memory.store_batch(
+            [
+                {
+                    "content": t,
+                    "type": "conversation",
+                    "session_id": f"{sessions}{(start + i) // SESSION_TURNS:07d}",
+                    "scope": scope_of(start + i),
+                }
+                for i, t in enumerate(texts[start : start + BATCH])
+            ]
+        )
+
+
 def build(path: Path, size: int, texts: list[str], embedder: Any) -> dict[str, Any] | None:
     """Build the store (or reuse it); the ingest figures, None when reused."""
     with open_store(path, embedder, **{"retention.max_items_per_collection": size * 2}) as memory:
@@ -182,19 +201,7 @@ def build(path: Path, size: int, texts: list[str], embedder: Any) -> dict[str, A
         if total:
             raise SystemExit(f"{path} holds {total:,} memories, not {size:,}: remove it to build again")
         started = time.perf_counter()
-        for start in range(0, size, BATCH):
-            print(f"\rbuilding {size:,}: {start:,}", end="", file=sys.stderr, flush=True)
-            memory.store_batch(
-                [
-                    {
-                        "content": t,
-                        "type": "conversation",
-                        "session_id": f"s{(start + i) // SESSION_TURNS:07d}",
-                        "scope": scope_of(start + i),
-                    }
-                    for i, t in enumerate(texts[start : start + BATCH])
-                ]
-            )
+        store_texts(memory, texts, "s", progress=f"building {size:,}")
         memory.flush()
         print(file=sys.stderr)
         seconds = time.perf_counter() - started
@@ -339,18 +346,7 @@ def ingest_more(path: Path, texts: list[str]) -> dict[str, Any]:
         memory.search("warm")
         memory.flush()  # the index open: what follows is a store at its size, not one opening
         started = time.perf_counter()
-        for start in range(0, len(texts), BATCH):
-            memory.store_batch(
-                [
-                    {
-                        "content": t,
-                        "type": "conversation",
-                        "session_id": f"new{(start + i) // SESSION_TURNS:07d}",
-                        "scope": scope_of(start + i),
-                    }
-                    for i, t in enumerate(texts[start : start + BATCH])
-                ]
-            )
+        store_texts(memory, texts, "new")
         memory.flush()
         seconds = time.perf_counter() - started
         found = memory.search(texts[-1], limit=1)
