@@ -309,9 +309,6 @@ class IndexOpening:
             check()
 
 
-__all__ = ["INDEX_RETRY_S", "IndexOpening"]
-
-
 def expect_sizes(index: VectorIndex, catalog: CatalogBackend) -> None:
     """Tell an index that tunes its collections to their size (the embedded Chroma's
     ``expect_sizes``: how often it saves its files) how many memories of each type the catalog holds."""
@@ -319,3 +316,6 @@ def expect_sizes(index: VectorIndex, catalog: CatalogBackend) -> None:
     if expect is not None:
         counts = catalog.type_counts()
         expect({t.collection: int(counts.get(t.value, 0)) for t in MemoryType})
+
+
+__all__ = ["INDEX_RETRY_S", "LOADING_WAIT_S", "IndexOpening", "expect_sizes"]
