@@ -188,6 +188,7 @@ def test_a_second_ctrl_c_before_the_stop_has_begun_ends_the_process_without_a_tr
         text=True,
         timeout=60,
         env={**os.environ, "HOME": str(tmp_path)},
+        preexec_fn=at_a_terminal,  # a run started in the background ignores SIGINT: the presses too
     )
     assert done.returncode == 130, done
     assert "Traceback" not in done.stderr and "still running" not in done.stdout, done
