@@ -77,7 +77,7 @@ class ExactScorer:
         """:meth:`query` of a store too large to copy, read from the catalog ``PART_ROWIDS`` rowids
         at a time: one part's vectors in memory, not all of them (1,000,000 as float32: 1.5 GB)."""
         flt = build_filter(types=[t.value for t in types])
-        top = int(self._catalog.read("SELECT coalesce(max(rowid), 0) FROM memories")[0][0])
+        _, top = self._catalog.change_marks()
         best: list[tuple[str, float]] = []
         for start in range(0, top, PART_ROWIDS):
             part = SqlFilter("rowid > ? AND rowid <= ?", (start, start + PART_ROWIDS))
