@@ -213,14 +213,17 @@ def embedder_texts(embedder: Any) -> int:
 
 
 def bare_rate(embedder: Any, texts: list[str]) -> float | None:
-    """The model's own throughput (texts/s) on ``texts`` in batches of 32 (the store's default)."""
+    """The throughput of ``embedder``'s model (:func:`model_rate`), None without one (hash vectors)."""
     inner = getattr(embedder, "inner", None)
-    if inner is None:
-        return None
-    inner.embed(texts[:32])  # warm
+    return None if inner is None else model_rate(inner, texts)
+
+
+def model_rate(model: Any, texts: list[str]) -> float:
+    """The model's own throughput (texts/s) on ``texts`` in batches of 32 (the store's default)."""
+    model.embed(texts[:32])  # warm
     started = time.perf_counter()
     for start in range(0, len(texts), 32):
-        inner.embed(texts[start : start + 32])
+        model.embed(texts[start : start + 32])
     return len(texts) / (time.perf_counter() - started)
 
 
@@ -331,15 +334,7 @@ def ingest_more(path: Path, texts: list[str]) -> dict[str, Any]:
     from remindful.embed import OnnxMiniLMEmbedder
 
     model = OnnxMiniLMEmbedder()
-
-    def bare() -> float:
-        model.embed(texts[:32])  # warm
-        started = time.perf_counter()
-        for start in range(0, len(texts), 32):
-            model.embed(texts[start : start + 32])
-        return len(texts) / (time.perf_counter() - started)
-
-    before = bare()
+    before = model_rate(model, texts)
     # The build's quota: at the default (10,000 a type) the first store would evict the rest.
     with open_store(path, model, **{"retention.max_items_per_collection": 100_000_000}) as memory:
         total = memory.stats().total_memories
@@ -350,7 +345,7 @@ def ingest_more(path: Path, texts: list[str]) -> dict[str, Any]:
         memory.flush()
         seconds = time.perf_counter() - started
         found = memory.search(texts[-1], limit=1)
-    after = bare()
+    after = model_rate(model, texts)
     return {
         "store_before": total,
         "texts": len(texts),
