@@ -103,6 +103,12 @@ def test_the_setting_wins(tmp_path: Path) -> None:
     add(index, 3, "a")
     index.close()
     assert stored_threshold(tmp_path / "chroma") == 1500
+    # an existing collection keeps its threshold when the setting gives one
+    index = ChromaEmbeddedIndex(tmp_path / "chroma", hnsw={"sync_threshold": 2500})
+    index.expect_sizes({COLLECTION: 1_000_000})
+    assert index.count(COLLECTION) == 3
+    index.close()
+    assert stored_threshold(tmp_path / "chroma") == 1500
 
 
 def test_a_store_tells_its_index_the_catalogs_counts_at_open_and_at_reindex(

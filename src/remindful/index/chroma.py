@@ -88,15 +88,23 @@ class ChromaEmbeddedIndex(ChromaIndexBase):
         existing one this process has not used yet is changed (it takes effect as it loads)."""
         self._sizes.update(sizes)
 
+    def _tuned(self, name: str) -> int | None:
+        """The sync threshold collection ``name``'s expected size calls for; None when its size is
+        not known or ``hnsw`` sets one."""
+        if "sync_threshold" in self._hnsw or name not in self._sizes:
+            return None
+        return sync_threshold(self._sizes[name])
+
     def _hnsw_for(self, name: str) -> dict[str, Any]:
         hnsw = super()._hnsw_for(name)
-        if name in self._sizes and "sync_threshold" not in hnsw:
-            hnsw["sync_threshold"] = sync_threshold(self._sizes[name])
+        tuned = self._tuned(name)
+        if tuned is not None:
+            hnsw["sync_threshold"] = tuned
         return hnsw
 
     def _adjust(self, name: str, col: Any) -> None:
-        wanted = self._hnsw_for(name).get("sync_threshold")
-        if wanted is None or name not in self._sizes:
+        wanted = self._tuned(name)
+        if wanted is None:
             return
         config = getattr(col, "configuration_json", None) or {}
         current = (config.get("hnsw") or {}).get("sync_threshold")
