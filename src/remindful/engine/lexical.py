@@ -22,7 +22,7 @@ import json
 import sqlite3
 from collections.abc import Mapping, Sequence
 from itertools import pairwise
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from remindful.engine import windows as context
 from remindful.engine.schema import FTS_TOKENIZE
@@ -61,6 +61,11 @@ ONE_TERM_SAMPLES = 4
 #: ...each of up to this many matches: longer than a cluster (a session, a conversation), which a
 #: sample then measures with the sparser rows around it rather than alone.
 ONE_TERM_SAMPLE_ROWS = 1000
+#: Terms whose counts and estimates a search remembers, at most (then they are counted afresh).
+REMEMBERED_MAX = 50_000
+
+K = TypeVar("K")
+V = TypeVar("V")
 
 
 class LexicalSearch:
@@ -182,13 +187,11 @@ class LexicalSearch:
             return None
         size = self._size()
         known = self._estimates.get((table, term))
-        if known is not None and size <= known[1] * 1.1 + 100:
+        if known is not None and still_current(known[1], size):
             estimated = known[0]
         else:
             estimated = estimated_rows(self._catalog, table, term, newest)
-            if len(self._estimates) > 50_000:
-                self._estimates.clear()
-            self._estimates[(table, term)] = (estimated, size)
+            remember(self._estimates, (table, term), (estimated, size))
         if estimated <= bar:
             return None
         return OneTerm(self._catalog, table, term, rows, tokens)
@@ -239,7 +242,7 @@ class LexicalSearch:
         """Rows of ``table`` matching ``term``, counted up to ``cap``; remembered until the table
         (``size``, its largest rowid) grows by a tenth."""
         known = self._doc_freqs.get((table, term))
-        if known is not None and size <= known[1] * 1.1 + 100:
+        if known is not None and still_current(known[1], size):
             count, _, counted_to = known
             if count < counted_to or counted_to >= cap:  # exact, or counted at least as far
                 return min(count, cap)
@@ -250,10 +253,21 @@ class LexicalSearch:
                 private=True,
             )[0][0]
         )
-        if len(self._doc_freqs) > 50_000:
-            self._doc_freqs.clear()
-        self._doc_freqs[(table, term)] = (count, size, cap)
+        remember(self._doc_freqs, (table, term), (count, size, cap))
         return count
+
+
+def still_current(size_then: int, size: int) -> bool:
+    """Whether what was counted of a table of ``size_then`` rows (its largest rowid) still stands
+    for it at ``size``: until it grows by a tenth."""
+    return size <= size_then * 1.1 + 100
+
+
+def remember(known: dict[K, V], key: K, value: V) -> None:
+    """``known[key] = value``, forgetting everything first past ``REMEMBERED_MAX`` entries."""
+    if len(known) > REMEMBERED_MAX:
+        known.clear()
+    known[key] = value
 
 
 def estimated_rows(catalog: Rows, table: str, term: str, newest: Sequence[int]) -> float:
