@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+import thread_signals
 from agent_session import SCRIPT, agent_env, alive, daemon_pids, stop_daemons, wait_until
 from remindful import runtime
 from remindful.daemon import DaemonHandle, start_daemon_threads
@@ -266,6 +267,28 @@ def test_endpoints_go_on_sigterm_and_sighup(tmp_path: Path, kind: str, signum: i
         proc.wait(60)
         assert not (store / runtime.DAEMON_FILE).exists(), f"{kind} left daemon.json on {signal.Signals(signum).name}"
         assert not (store / runtime.SOCKET_NAME).exists(), f"{kind} left its socket on {signal.Signals(signum).name}"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+        for stream in (proc.stdin, proc.stderr):
+            if stream is not None:
+                stream.close()
+
+
+@pytest.mark.skipif(not thread_signals.AVAILABLE, reason="tgkill and /proc (Linux)")
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+def test_serve_stops_when_the_signal_is_given_to_another_thread_than_the_main_one(tmp_path: Path, signum: int) -> None:
+    """The kernel gives a process's signal to any thread that does not block it; given to another
+    than the main one, Python's handler waited for the main thread's read of stdin to end: serve
+    went on until the client's next line (1 start in 5 here, and a red CI run)."""
+    store = tmp_path / "store"
+    proc = start("serve", store, tmp_path)
+    try:
+        wait_until(lambda: endpoints_up(store, proc), 120, "serve answers on its socket")
+        thread_signals.signal_another_thread(proc.pid, signum)
+        assert proc.wait(30) == 0
+        assert not (store / runtime.DAEMON_FILE).exists() and not (store / runtime.SOCKET_NAME).exists()
     finally:
         if proc.poll() is None:
             proc.kill()

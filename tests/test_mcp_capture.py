@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -17,6 +18,7 @@ from mcp import Client, StdioServerParameters
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
+import thread_signals
 from remindful.api import MemoryManager
 from remindful.services.ingest.calls import ToolCall, TypeMapping, describe
 from remindful.services.ingest.middleware import capture_tools
@@ -307,6 +309,33 @@ for line in sys.stdin:
         result = {"content": [{"type": "text", "text": "done " + str(message["id"])}]}
         print(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}), flush=True)
 """
+
+
+@pytest.mark.skipif(not thread_signals.AVAILABLE, reason="tgkill and /proc (Linux)")
+def test_sigterm_given_to_any_thread_of_the_proxy_stops_it_and_its_server(tmp_path: Path) -> None:
+    """SIGTERM's handler stops the wrapped server, whose end ends the proxy; given to another thread
+    than the main one, the handler waited for the server's next line: both ran on."""
+    (tmp_path / "server.py").write_text(ECHO_SERVER)
+    command, args = remindful_cmd("proxy", "--", sys.executable, str(tmp_path / "server.py"))
+    env = remindful_env(tmp_path / "store", tmp_path / "home")
+    proc = subprocess.Popen(
+        [command, *args], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    try:
+        proc.stdin.write(b'{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "click"}}\n')
+        proc.stdin.flush()
+        assert json.loads(proc.stdout.readline())["id"] == 1  # relaying: its threads are up
+        (server,) = map(int, Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split())
+        thread_signals.signal_another_thread(proc.pid, signal.SIGTERM)
+        proc.wait(30)
+        assert not Path(f"/proc/{server}").exists()  # stopped, and reaped by the proxy
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+        proc.stdin.close()
+        proc.stdout.close()
 
 
 def test_the_proxy_commits_each_call_before_the_client_sees_its_answer(

@@ -28,7 +28,8 @@ import time
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs hook processes milliseconds
 if TYPE_CHECKING:
     import socket
-    from typing import Any
+    from collections.abc import Iterator
+    from typing import IO, Any
 
 #: The file in the storage directory where the process running the daemon's HTTP role writes its
 #: port and pid (for people and the dashboard; hooks never read it), removed when it stops.
@@ -411,6 +412,65 @@ def exit_on_signals() -> None:
             signal.signal(signum, stop)
 
 
+def lines_waking_for_signals(source: IO[bytes]) -> Iterator[bytes]:
+    """The lines of ``source`` (each with its newline; the last may lack it) until its end, read
+    so that a signal wakes the wait whichever thread the kernel gives it to.
+
+    The kernel gives a process's signal to any of its threads that does not block it, and Python
+    runs the handler in the main thread once that thread is back in Python code; a main thread
+    blocked in a read of a pipe got there only when the signal was given to it (``serve`` was
+    still running 60 s after a SIGHUP: 1 start in 5 here). Here the main thread waits in
+    ``select`` on ``source`` and a wake-up pipe that the signal module writes to from any thread.
+    (Only the main thread may set the wake-up pipe; another thread's wait is on ``source`` alone.)
+    The caller is the only reader of ``source``: its descriptor is read directly. A source without
+    one (``io.BytesIO``) is read line by line."""
+    import select
+    import signal
+
+    try:
+        fd = source.fileno()
+    except (AttributeError, OSError, ValueError):  # io.BytesIO and the like: nothing to wait for
+        yield from iter(source.readline, b"")
+        return
+    wake, woken = os.pipe()
+    for end in (wake, woken):
+        os.set_blocking(end, False)
+    try:
+        before: int | None = signal.set_wakeup_fd(woken, warn_on_full_buffer=False)
+    except ValueError:  # not the main thread
+        before = None
+    pending = bytearray()
+    try:
+        while True:
+            ready = select.select([fd, wake], [], [])[0]
+            if wake in ready:
+                try:
+                    while os.read(wake, 512):  # emptied: BlockingIOError
+                        pass
+                except BlockingIOError:
+                    pass
+            if fd not in ready:
+                continue
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                if pending:
+                    yield bytes(pending)
+                return
+            searched = len(pending)  # no newline before: the chunk's are the first
+            pending += chunk
+            end = pending.find(b"\n", searched)
+            while end >= 0:
+                line = bytes(pending[: end + 1])
+                del pending[: end + 1]
+                yield line
+                end = pending.find(b"\n")
+    finally:
+        if before is not None:
+            signal.set_wakeup_fd(before)
+        os.close(wake)
+        os.close(woken)
+
+
 __all__ = [
     "DAEMON_FILE",
     "ENDPOINTS",
@@ -429,6 +489,7 @@ __all__ = [
     "exit_on_signals",
     "fit_session_id",
     "hold_daemon_lock",
+    "lines_waking_for_signals",
     "listen",
     "new_session_id",
     "note_ready",

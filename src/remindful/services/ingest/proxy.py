@@ -29,6 +29,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import IO, TYPE_CHECKING, Any
 
+from remindful.runtime import lines_waking_for_signals
 from remindful.services.ingest.calls import ToolCall, TypeMapping, result_outcome
 from remindful.services.ingest.worker import CaptureWorker
 
@@ -154,7 +155,7 @@ def _pump(
             log.debug("could not inspect a message: %s", exc)
 
     try:
-        for line in iter(source.readline, b""):
+        for line in lines_waking_for_signals(source):  # the main thread's: SIGTERM must end its wait
             first = inspect_first()
             if first:
                 look(line)

@@ -149,6 +149,8 @@ class StdioFront:
     # -- the client's side ----------------------------------------------------------------------
 
     def run(self) -> None:
+        from remindful.runtime import lines_waking_for_signals  # imported already: main() starts with it
+
         pump = threading.Thread(target=self._pump, name="remindful-mcp-out", daemon=True)
         pump.start()
         later = threading.Timer(SDK_START_DELAY_S, self._start_sdk)
@@ -158,7 +160,7 @@ class StdioFront:
         gc_later.daemon = True
         gc_later.start()
         try:
-            for raw in iter(self._wire_in.readline, b""):
+            for raw in lines_waking_for_signals(self._wire_in):  # a blocking read held SIGHUP off
                 self._from_client(raw)
             self._start_sdk()
             with self._lock:  # the requests already sent are answered before the SDK hears the end
