@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import stat
 import subprocess
@@ -260,3 +261,31 @@ def test_a_missing_argument_is_one_line_naming_it(store_path: Path) -> None:
     assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1 and "--limit" in result.output
     result = runner.invoke(app, [])  # no command at all: the help, as before
     assert "Usage:" in result.output and "Commands" in result.output
+
+
+def test_a_relative_path_names_the_same_store_and_its_index_is_never_called_damaged(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    """``--path s`` (relative) made the index's health check fail on "relative path can't be expressed
+    as a file URI": the sound index was copied aside as damaged and search left it for the catalog."""
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "remindful.shells.entry", "--path", "s", *args],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    stored = cli("store", "the staging database listens on port 6543")
+    assert stored.returncode == 0, stored.stderr
+    chroma = tmp_path / "s" / "chroma"
+    for file in chroma.rglob("*"):  # as a copy leaves them: the next open checks the files
+        if file.is_file():
+            os.utime(file, (1, 1))
+    found = cli("search", "staging database port", "--json")
+    assert found.returncode == 0 and "damaged" not in found.stderr, found.stderr
+    assert not list(tmp_path.glob("s/chroma.corrupt-*"))
+    assert json.loads(found.stdout)["memories"][0]["content"].startswith("the staging database")

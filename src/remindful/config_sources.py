@@ -230,11 +230,13 @@ def storage_path(path: str | os.PathLike[str] | None, memory: Mapping[str, Any])
 
 
 def expand_storage_path(value: Any) -> str:
-    """``value`` with ``$VARS`` and ``~`` expanded. Raises ValueError when it is blank or names
-    something that exists and is not a directory: the rule of the settings' ``storage.path``."""
+    """``value`` with ``$VARS`` and ``~`` expanded, made absolute (a relative path names a directory
+    of the current one, for good: a daemon or a child process may run elsewhere). Raises ValueError
+    when it is blank or names something that exists and is not a directory: the rule of the
+    settings' ``storage.path``."""
     if not isinstance(value, str | os.PathLike) or not os.fspath(value).strip():
         raise ValueError("must be a directory path, e.g. ~/.remindful/memory")
-    path = os.path.expanduser(os.path.expandvars(os.fspath(value)))
+    path = os.path.abspath(os.path.expanduser(os.path.expandvars(os.fspath(value))))
     if os.path.exists(path) and not os.path.isdir(path):
         raise ValueError(f"{path} exists and is not a directory; expected a directory path")
     return path

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -111,14 +112,23 @@ def test_a_garbled_hnsw_file_is_found_copied_aside_and_search_answers_from_the_c
 
 
 def damage_catalog(path: Path) -> None:
-    """Overwrite every 50th page of the catalog's second half with random bytes."""
+    """Overwrite every 50th page of the catalog's second half with random bytes, and one page of
+    the memories' rows there: where the other pages fall depends on the build's timing (the
+    background indexer's batches), and a store whose process reads none of them cannot know (a
+    CI run's store wrote into sound pages and was right to exit 0); every process that opens the
+    index reads the memories' rows (it counts the indexed ones)."""
     db = path / "catalog.sqlite3"
     page = 4096
     pages = db.stat().st_size // page
     assert pages > 200
+    with sqlite3.connect(db) as conn:
+        rows = [n for (n,) in conn.execute("SELECT pageno FROM dbstat WHERE name = 'memories' AND pagetype = 'leaf'")]
+    conn.close()
+    second_half = [n for n in rows if n > pages // 2]
+    assert second_half, rows
     with db.open("r+b") as fh:
-        for n in range(pages // 2, pages, 50):
-            fh.seek(n * page)
+        for n in sorted({*range(pages // 2, pages, 50), second_half[len(second_half) // 2]}):
+            fh.seek((n - 1) * page)  # pages are numbered from 1
             fh.write(os.urandom(page))
 
 

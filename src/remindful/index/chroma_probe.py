@@ -50,7 +50,7 @@ def check_sqlite(path: Path) -> str | None:
     if head != SQLITE_MAGIC:
         return "the file does not start with the SQLite header (truncated or overwritten)"
     try:
-        con = sqlite3.connect(f"{db.as_uri()}?mode=ro", uri=True, timeout=30)
+        con = sqlite3.connect(f"{db.absolute().as_uri()}?mode=ro", uri=True, timeout=30)
         try:
             rows = con.execute("PRAGMA quick_check").fetchall()
         finally:
