@@ -23,6 +23,7 @@ from mcp_client import call
 from remindful import daemon
 from remindful.config import load_settings
 from remindful.embed import quantize
+from remindful.shells.mcp import server as server_module
 from remindful.shells.mcp.fast_start import unreadable
 from remindful.shells.mcp.manifest import dumps, loads
 from remindful.shells.mcp.server import start_daemon_later
@@ -156,6 +157,23 @@ def test_daemon_roles_wait_for_the_first_answer(tmp_path: Path, monkeypatch: pyt
     assert roles.started.wait(60)
     stop()
     assert roles.stopped
+
+
+def test_a_server_stopped_before_its_first_answer_does_not_wait_for_the_roles(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The roles' start waited for the first answer as long as DAEMON_START_LATEST_S whatever
+    happened: a server whose client left without a tool call took 10 s more to exit."""
+    roles = _Roles()
+    monkeypatch.setattr(daemon, "start_daemon_threads", roles.start)
+    monkeypatch.setattr(server_module, "DAEMON_START_LATEST_S", 600.0)
+    manager = SimpleNamespace(settings=load_settings(tmp_path, **{"daemon.serve_start_delay_s": 0.01}))
+    answered = _FirstAnswer()
+    stop = start_daemon_later(lambda: manager, answered)  # type: ignore[arg-type, return-value]
+    assert answered.waited_on.wait(60)  # the roles' start waits for the first answer
+    stop()  # joins the starting thread for at most 10 s
+    assert not [t for t in threading.enumerate() if t.name == "remindful-daemon-start"]
+    assert not roles.started.is_set()
 
 
 def server_env(tmp_path: Path) -> dict[str, str]:

@@ -22,6 +22,7 @@ import os
 import socket
 import sys
 import threading
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
@@ -165,7 +166,7 @@ def start_daemon_later(
             if not settings.daemon.in_serve:
                 return
             delay = settings.daemon.serve_start_delay_s
-            if first_answer is not None and delay > 0 and not first_answer.wait(DAEMON_START_LATEST_S):
+            if first_answer is not None and delay > 0 and not _first_set(first_answer, stopping, DAEMON_START_LATEST_S):
                 delay = 0  # no call came: start now
             if stopping.wait(delay):
                 return
@@ -185,6 +186,20 @@ def start_daemon_later(
             handle.stop()
 
     return stop
+
+
+def _first_set(event: threading.Event, stopping: threading.Event, timeout: float) -> bool:
+    """Wait until ``event`` or ``stopping`` is set, at most ``timeout`` seconds; whether ``event``
+    is. (A server whose client left before any tool call waited here for the whole
+    :data:`DAEMON_START_LATEST_S` before it could exit: 10 s on every such stop.)"""
+    deadline = time.monotonic() + timeout
+    while not stopping.is_set():
+        left = deadline - time.monotonic()
+        if left <= 0:
+            break
+        if event.wait(min(left, 0.05)):
+            return True
+    return event.is_set()
 
 
 def build_server(
