@@ -13,6 +13,7 @@ import stat
 import subprocess
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -255,18 +256,13 @@ def endpoints_up(store: Path, proc: subprocess.Popen[bytes]) -> bool:
     return (store / runtime.DAEMON_FILE).exists() and runtime.ask_daemon(store, {"op": "ping"}) is not None
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("kind", ["daemon", "serve", "serve-http"])
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
-def test_endpoints_go_on_sigterm_and_sighup(tmp_path: Path, kind: str, signum: int) -> None:
-    store = tmp_path / "store"
-    proc = start(kind, store, tmp_path)
+@contextmanager
+def running(kind: str, store: Path, home: Path, *, sighup: Any = signal.SIG_DFL) -> Iterator[subprocess.Popen[bytes]]:
+    """:func:`start` ``kind``, once it answers on its socket; killed at the end if still running."""
+    proc = start(kind, store, home, sighup=sighup)
     try:
         wait_until(lambda: endpoints_up(store, proc), 120, f"{kind} answers on its socket")
-        proc.send_signal(signum)
-        proc.wait(60)
-        assert not (store / runtime.DAEMON_FILE).exists(), f"{kind} left daemon.json on {signal.Signals(signum).name}"
-        assert not (store / runtime.SOCKET_NAME).exists(), f"{kind} left its socket on {signal.Signals(signum).name}"
+        yield proc
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -274,6 +270,18 @@ def test_endpoints_go_on_sigterm_and_sighup(tmp_path: Path, kind: str, signum: i
         for stream in (proc.stdin, proc.stderr):
             if stream is not None:
                 stream.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["daemon", "serve", "serve-http"])
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+def test_endpoints_go_on_sigterm_and_sighup(tmp_path: Path, kind: str, signum: int) -> None:
+    store = tmp_path / "store"
+    with running(kind, store, tmp_path) as proc:
+        proc.send_signal(signum)
+        proc.wait(60)
+        assert not (store / runtime.DAEMON_FILE).exists(), f"{kind} left daemon.json on {signal.Signals(signum).name}"
+        assert not (store / runtime.SOCKET_NAME).exists(), f"{kind} left its socket on {signal.Signals(signum).name}"
 
 
 @pytest.mark.skipif(not thread_signals.AVAILABLE, reason="tgkill and /proc (Linux)")
@@ -283,19 +291,10 @@ def test_serve_stops_when_the_signal_is_given_to_another_thread_than_the_main_on
     than the main one, Python's handler waited for the main thread's read of stdin to end: serve
     went on until the client's next line (1 start in 5 here, and a red CI run)."""
     store = tmp_path / "store"
-    proc = start("serve", store, tmp_path)
-    try:
-        wait_until(lambda: endpoints_up(store, proc), 120, "serve answers on its socket")
+    with running("serve", store, tmp_path) as proc:
         thread_signals.signal_another_thread(proc.pid, signum)
         assert proc.wait(30) == 0
         assert not (store / runtime.DAEMON_FILE).exists() and not (store / runtime.SOCKET_NAME).exists()
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(10)
-        for stream in (proc.stdin, proc.stderr):
-            if stream is not None:
-                stream.close()
 
 
 def ignored_signals(pid: int) -> set[int]:
@@ -314,9 +313,7 @@ def test_an_ignored_sighup_stays_ignored_in_serve_and_daemon_alike(tmp_path: Pat
     """Under ``nohup`` (SIGHUP ignored by the parent) serve and the daemon both keep ignoring it, as
     ``nohup`` asks, and both still stop cleanly on SIGTERM."""
     store = tmp_path / "store"
-    proc = start(kind, store, tmp_path, sighup=signal.SIG_IGN)
-    try:
-        wait_until(lambda: endpoints_up(store, proc), 120, f"{kind} answers on its socket")
+    with running(kind, store, tmp_path, sighup=signal.SIG_IGN) as proc:
         assert signal.SIGHUP in ignored_signals(proc.pid), f"{kind} installed a SIGHUP handler over nohup's"
         proc.send_signal(signal.SIGHUP)  # discarded by the kernel: the process goes on answering
         answer = runtime.ask_daemon(store, {"op": "ping"}, timeout=30)
@@ -324,13 +321,6 @@ def test_an_ignored_sighup_stays_ignored_in_serve_and_daemon_alike(tmp_path: Pat
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(60) == 0
         assert not (store / runtime.DAEMON_FILE).exists() and not (store / runtime.SOCKET_NAME).exists()
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(10)
-        for stream in (proc.stdin, proc.stderr):
-            if stream is not None:
-                stream.close()
 
 
 @pytest.mark.slow
