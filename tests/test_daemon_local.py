@@ -297,6 +297,27 @@ def test_serve_stops_when_the_signal_is_given_to_another_thread_than_the_main_on
         assert not (store / runtime.DAEMON_FILE).exists() and not (store / runtime.SOCKET_NAME).exists()
 
 
+def test_lines_waking_for_signals_reads_what_a_plain_readline_reads() -> None:
+    """Lines cut anywhere by the writes (a message larger than one read, several in one), the last
+    without its newline, and a source without a descriptor."""
+    messages = [b'{"id": 1}\n', b"x" * 200_000 + b"\n", b"a\n", b"\n", b"b\n", b"tail without newline"]
+    data = b"".join(messages)
+    read, write = os.pipe()
+
+    def writer() -> None:
+        with os.fdopen(write, "wb", buffering=0) as sink:
+            for start in range(0, len(data), 7_001):  # cuts inside lines and between them
+                sink.write(data[start : start + 7_001])
+
+    feeding = threading.Thread(target=writer)
+    feeding.start()
+    with os.fdopen(read, "rb") as source:
+        got = list(runtime.lines_waking_for_signals(source))
+    feeding.join()
+    assert got == messages
+    assert list(runtime.lines_waking_for_signals(io.BytesIO(data))) == messages
+
+
 def ignored_signals(pid: int) -> set[int]:
     """The signals the kernel discards for process ``pid`` (``SigIgn`` of /proc/PID/status)."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():

@@ -466,7 +466,10 @@ def lines_waking_for_signals(source: IO[bytes]) -> Iterator[bytes]:
                 end = pending.find(b"\n")
     finally:
         if before is not None:
-            signal.set_wakeup_fd(before)
+            try:  # noqa: SIM105 - contextlib is one more import for hook processes
+                signal.set_wakeup_fd(before)
+            except ValueError:  # closed by the collector in another thread: the process is ending
+                pass
         os.close(wake)
         os.close(woken)
 
