@@ -44,6 +44,9 @@ class Rows:
         sql = f"SELECT rowid, id FROM memories WHERE rowid IN (SELECT value FROM json_each(?)) AND {flt.sql}"
         return dict(self.read(sql, [json.dumps(list(rowids)), *flt.params]))
 
+    def change_marks(self, *, private: bool = False) -> tuple[int, int]:
+        return 0, int(self._conn.execute("SELECT coalesce(max(rowid), 0) FROM memories").fetchone()[0])
+
     def matches(self, term: str) -> list[int]:
         """The rowids matching ``term``, newest first (all of them: what the estimate does not read)."""
         sql = "SELECT rowid FROM memories_fts WHERE memories_fts MATCH ? ORDER BY rowid DESC"

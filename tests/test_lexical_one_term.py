@@ -134,3 +134,44 @@ def test_the_bar_is_set_by_the_rows_to_rank(memory: Any, monkeypatch: pytest.Mon
     assert not used  # about 720 < 3 x 300
     search(["deploy"], build_filter(scopes=["project:small"]), 20, table="memories_fts", restricted=True)
     assert used and used[0] < 200  # the project's own: about one in seven
+
+
+def test_a_restricted_searchs_passing_rows_are_read_once_while_the_catalog_is_unchanged(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A search whose hits fold into near-duplicates asks again for more candidates with the same
+    terms and filter (three rounds at 1,000,000 memories): the newest matches passing the filter,
+    each a lookup in the memories table, were read anew each time. A store, a delete or a move of
+    scope changes them: they are read again then, and match what a fresh read finds."""
+    with open_fake(tmp_path / "s") as memory:
+        ids = memory.store_batch(
+            [{"content": text(i), "scope": "project:small" if i % 3 == 0 else None} for i in range(500)]
+        )
+        assert memory.flush()
+        catalog = memory.engine.catalog
+        reads: list[str] = []
+        read = catalog.read
+        monkeypatch.setattr(catalog, "read", lambda sql, *a, **k: reads.append(sql) or read(sql, *a, **k))
+        flt = build_filter(scopes=["project:small"])
+
+        def search(limit: int) -> list[tuple[str, float]]:
+            found: list[tuple[str, float]] = catalog.lexical(
+                ["deploy"], flt, limit, table="memories_fts", restricted=True
+            )
+            return found
+
+        def scans() -> int:
+            return sum("AS newest JOIN memories" in sql for sql in reads)
+
+        first = search(10)
+        assert scans() == 1 and first
+        assert search(40)[:10] == first and scans() == 1  # the next round: remembered
+        memory.delete(first[0][0])  # an audit entry
+        again = search(10)
+        assert scans() == 2 and first[0][0] not in [mid for mid, _ in again]
+        memory.store("deploy deploy the new one", scope="project:small")
+        newest = search(10)
+        assert scans() == 3
+        assert search(10) == newest and scans() == 3  # remembered again
+        assert lexical.LexicalSearch(catalog).search(["deploy"], flt, 10) == newest  # as a fresh reader finds
+        assert len(ids) == 500

@@ -1049,11 +1049,13 @@ class Catalog:
 
     # -- the rest of the catalog ----------------------------------------------------------------
 
-    def change_marks(self) -> tuple[int, int]:
+    def change_marks(self, *, private: bool = False) -> tuple[int, int]:
         """The audit log's newest entry (a delete, an update or a move of scope writes one) and the
-        newest memory's rowid, in one read."""
+        newest memory's rowid, in one read (``private``: on this thread's own connection, as
+        :meth:`read` has it)."""
         row = self.read(
-            "SELECT (SELECT coalesce(max(rowid), 0) FROM audit_log), (SELECT coalesce(max(rowid), 0) FROM memories)"
+            "SELECT (SELECT coalesce(max(rowid), 0) FROM audit_log), (SELECT coalesce(max(rowid), 0) FROM memories)",
+            private=private,
         )[0]
         return int(row[0]), int(row[1])
 
