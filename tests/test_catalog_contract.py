@@ -245,6 +245,35 @@ def test_a_scoped_lexical_search_ranks_its_scopes_own_newest_matches(backend: Ba
     assert {mid for mid, _ in backend.catalog.lexical(["deploy"], scoped, 10)} == {"s1", "s2"}
 
 
+def test_a_scoped_window_search_after_a_large_delete_finds_what_a_fresh_one_finds(
+    backend: Backend, monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
+    """A large delete leaves its neighbours' windows to mend after it commits: until then they
+    still hold the deleted memory's words. A scoped search asked meanwhile and again after the mend
+    finds what a fresh one finds (the SQLite catalog remembers a scoped search's newest passing
+    matches: the windows still to mend count in what it checks)."""
+    from remindful.engine import lexical
+    from remindful.engine.postgres import lexical as pg_lexical
+
+    words = ["zebra" if i in (3, 9) else f"plain{i}" for i in range(14)]
+    backend.insert(fresh([row(f"w{i}", f"note {words[i]}", at=1_700_000_000.0 + i, session="s9") for i in range(14)]))
+    for module in (lexical, pg_lexical):
+        monkeypatch.setattr(module, "LEXICAL_MAX_MATCHES", 4)  # "zebra" is in 10 windows: the newest 4 passing
+        monkeypatch.setattr(module, "DOC_FREQ_CAP", 8)
+    scoped = build_filter(scopes=["user"])
+
+    def found() -> set[str]:
+        return {mid for mid, _ in backend.catalog.lexical(["zebra"], scoped, 10, table="context_fts")}
+
+    assert found() == {"w8", "w9", "w10", "w11"}  # the windows within two of w9
+    backend.catalog.delete_ids(["w9"], mend_later=True)
+    # Not mended yet, the windows still hold w9's words (SQLite); or mended with the delete.
+    assert found() in ({"w7", "w8", "w10", "w11"}, {"w2", "w3", "w4", "w5"})
+    while backend.catalog.mend_windows(100):
+        pass
+    assert found() == {"w2", "w3", "w4", "w5"}  # mended: the windows around w3 are the newest left
+
+
 def test_the_size_after_a_write_here_includes_it(backend: Backend) -> None:
     backend.insert(fresh(CONVERSATION))
     backend.catalog.lexical(["staging"], build_filter(), 10, table="context_fts")

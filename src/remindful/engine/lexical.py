@@ -84,7 +84,7 @@ class LexicalSearch:
         # (table, term) -> (rows estimated, table size)
         self._estimates: dict[tuple[str, str], tuple[float, int]] = {}
         # (table, match, filter) -> (the catalog's change marks then, the passing rowids)
-        self._passing: dict[tuple[str, str, str, tuple[Any, ...]], tuple[tuple[int, int], list[int]]] = {}
+        self._passing: dict[tuple[str, str, str, tuple[Any, ...]], tuple[tuple[int, ...], list[int]]] = {}
 
     def search(
         self, terms: Sequence[str], flt: SqlFilter, limit: int, *, table: str = "memories_fts", restricted: bool = True
@@ -178,8 +178,16 @@ class LexicalSearch:
         ``LEXICAL_SCAN_MAX`` matches, newest first (each a lookup in the memories table: 2-4 ms a
         query at 1,000,000 memories). Remembered until the catalog changes (a memory stored; a
         delete, update or move of scope, which the audit log records): a search whose hits folded
-        into near-duplicates asks again for more candidates, with the same terms and filter."""
-        now = self._catalog.change_marks(private=True)
+        into near-duplicates asks again for more candidates, with the same terms and filter. A
+        window's text also changes when a large delete's neighbours are mended after it commits
+        (:func:`remindful.engine.windows.mend_pending`): the windows still to mend count too."""
+        now: tuple[int, ...] = self._catalog.change_marks(private=True)
+        if table == "context_fts":
+            now += tuple(
+                self._catalog.read(
+                    "SELECT (SELECT count(*) FROM context_mend), (SELECT count(*) FROM context_drop)", private=True
+                )[0]
+            )
         key = (table, match, flt.sql, (*flt.params, LEXICAL_SCAN_MAX, LEXICAL_MAX_MATCHES))
         known = self._passing.get(key)
         if known is not None and known[0] == now:
