@@ -320,11 +320,7 @@ def test_lines_waking_for_signals_reads_what_a_plain_readline_reads() -> None:
 
 def ignored_signals(pid: int) -> set[int]:
     """The signals the kernel discards for process ``pid`` (``SigIgn`` of /proc/PID/status)."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("SigIgn:"):
-            mask = int(line.split()[1], 16)
-            return {signum for signum in range(1, 65) if mask & (1 << (signum - 1))}
-    raise AssertionError(f"no SigIgn line for {pid}")
+    return thread_signals.signals_in(Path(f"/proc/{pid}/status"), "SigIgn")
 
 
 @pytest.mark.slow

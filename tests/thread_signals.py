@@ -21,16 +21,24 @@ def _thread_kill(pid: int, tid: int, signum: int) -> None:
         raise OSError(code, f"{os.strerror(code)}: tgkill {pid} {tid} {signum}")
 
 
+def signals_in(status: Path, field: str) -> set[int]:
+    """The signals of a mask line (``SigIgn``, ``SigBlk``...) of a /proc ``status`` file."""
+    for line in status.read_text().splitlines():
+        if line.startswith(f"{field}:"):
+            mask = int(line.split()[1], 16)
+            return {signum for signum in range(1, 65) if mask & (1 << (signum - 1))}
+    raise AssertionError(f"no {field} line in {status}")
+
+
 def _accepting_threads(pid: int, signum: int) -> list[int]:
     """The threads of ``pid`` but its main one that do not block ``signum`` (``SigBlk`` of /proc)."""
     found = []
     for task in Path(f"/proc/{pid}/task").iterdir():
         try:
-            lines = (task / "status").read_text().splitlines()
+            blocked = signals_in(task / "status", "SigBlk")
         except FileNotFoundError:  # a short-lived thread (a timer's) ended meanwhile
             continue
-        status = dict(line.split(":", 1) for line in lines if ":" in line)
-        if int(task.name) != pid and not int(status["SigBlk"], 16) & (1 << (signum - 1)):
+        if int(task.name) != pid and signum not in blocked:
             found.append(int(task.name))
     return sorted(found)
 
