@@ -14,6 +14,7 @@ store's flush waited out a 2 s watch of other processes' backlog, whatever it he
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from pathlib import Path
@@ -47,6 +48,7 @@ def bench(rounds: int, memories: int, texts: list[str]) -> dict[str, Any]:
         for r in range(rounds):
             base = r * memories * 2
             mine, others = texts[base : base + memories], texts[base + memories : base + 2 * memories]
+            os.sync()  # the earlier rounds' files written out: this round's syncs do not wait for them
             started = time.perf_counter()
             with remindful.open(root / f"fresh{r}", embedder=NoCache(embedder)) as memory:
                 opened = time.perf_counter()

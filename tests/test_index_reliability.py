@@ -329,6 +329,42 @@ def test_metadata_only_change_skips_the_vector_rewrite(embedded: Any, monkeypatc
     assert sorted(i for i, _ in embedded.query(COL, v[0], 5)) == ["a", "b", "c"]
 
 
+def test_the_upsert_that_makes_a_collection_looks_up_no_old_records(
+    embedded: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fresh store's first write goes straight in (the lookup cost 3-4 ms of its flush); every
+    later one, and one into a collection a search made earlier, looks up what is there."""
+    from chromadb.api.models.Collection import Collection
+
+    looked: list[int] = []
+    real = Collection.get
+    monkeypatch.setattr(
+        Collection, "get", lambda self, **kw: (looked.append(len(kw.get("ids") or ())), real(self, **kw))[1]
+    )
+    v = vectors(4)
+    embedded.upsert(COL, ["a", "b"], v[:2], [{}, {}])
+    assert looked == []
+    embedded.upsert(COL, ["b", "c"], v[1:3], [{}, {}])
+    assert looked == [2]
+    assert embedded.query("made_by_a_search", v[3], 3) == []
+    embedded.upsert("made_by_a_search", ["d"], v[3:], [{}])
+    assert looked == [2, 1]
+    assert sorted(i for i, _ in embedded.query(COL, v[0], 5)) == ["a", "b", "c"]
+    assert [i for i, _ in embedded.query("made_by_a_search", v[3], 5)] == ["d"]
+
+
+def test_each_chroma_client_gets_its_own_settings() -> None:
+    """chromadb writes the client's path into the settings it is given: one object shared by two
+    stores' clients would carry the second's path into the first's."""
+    first, second = chroma_mod.chroma_settings(allow_reset=True), chroma_mod.chroma_settings(allow_reset=True)
+    assert first is not second and first == second
+    first.persist_directory = "/one/store"
+    assert second.persist_directory != "/one/store"
+    assert chroma_mod.chroma_settings().persist_directory != "/one/store"
+    assert first.allow_reset and not chroma_mod.chroma_settings().allow_reset
+    assert not first.anonymized_telemetry
+
+
 def test_upsert_is_chunked_below_the_max_batch_size(embedded: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     col = embedded._collection(COL)
     sizes: list[int] = []

@@ -109,6 +109,9 @@ class ChromaIndexBase:
         self._collections: dict[str, Any] = {}
         self._packed: dict[str, bool] = {}  # collection name -> its vectors are keyed by packed ids
         self._known: dict[str, dict[str, str]] = {}  # collection name -> key -> memory id, of keys queries returned
+        #: Collections this client has just made (:meth:`_collection`): the upsert that made one has
+        #: no old records to look up there (:meth:`_upsert_chunk`).
+        self._empty: set[str] = set()
         self._max_batch: int | None = None
         self._wrote = False  # this client wrote since it was created: its close may write files too
         unknown = set(hnsw or {}) - set(_HNSW_KEYS)
@@ -160,12 +163,15 @@ class ChromaIndexBase:
             if col is None:
                 client = self._get_client()
                 if create:
-                    col = client.get_or_create_collection(
+                    existed = self._existing(client, name)
+                    col = existed or client.get_or_create_collection(
                         name,
                         configuration={"hnsw": self._hnsw_for(name)},
                         metadata=dict(KEYS_META),
                         embedding_function=None,
                     )
+                    if existed is None:
+                        self._empty.add(name)
                 else:
                     try:
                         col = client.get_collection(name, embedding_function=None)
@@ -186,6 +192,16 @@ class ChromaIndexBase:
                 self._collections[name] = col
             self._after_write()
             return col
+
+    @staticmethod
+    def _existing(client: Any, name: str) -> Any:
+        """The collection ``name`` if it exists, else None."""
+        try:
+            return client.get_collection(name, embedding_function=None)
+        except Exception as exc:
+            if classify(exc) == "missing":
+                return None
+            raise
 
     def _keyed(self, name: str) -> tuple[Any, Callable[[str], str], Callable[[str], str]]:
         """The collection's handle, and how a memory id becomes its key there and back."""
@@ -297,8 +313,13 @@ class ChromaIndexBase:
                 chunk = slice(start, start + size)
 
                 def run(chunk: slice = chunk) -> None:
+                    # Empty only if made by this call: made earlier (by a search), another process may
+                    # have written to it since.
+                    self._empty.discard(collection)
                     col, key, _ = self._keyed(collection)
-                    self._upsert_chunk(col, [key(i) for i in ids_[chunk]], vectors[chunk], metas[chunk])
+                    empty = collection in self._empty
+                    self._empty.discard(collection)
+                    self._upsert_chunk(col, [key(i) for i in ids_[chunk]], vectors[chunk], metas[chunk], empty=empty)
 
                 try:
                     self._call("upsert", run, collection=collection, write=True)
@@ -308,7 +329,14 @@ class ChromaIndexBase:
                     self._files_written()
 
     @staticmethod
-    def _upsert_chunk(col: Any, ids: list[str], vectors: np.ndarray, metas: list[dict[str, Scalar]]) -> None:
+    def _upsert_chunk(
+        col: Any, ids: list[str], vectors: np.ndarray, metas: list[dict[str, Scalar]], *, empty: bool = False
+    ) -> None:
+        """Write one chunk (see :meth:`upsert`); ``empty``: the collection holds nothing yet, so no
+        old record is looked up (a fresh store's first write: 3-4 ms of its flush)."""
+        if empty:
+            col.upsert(ids=ids, embeddings=vectors, metadatas=[m or None for m in metas])
+            return
         old = col.get(ids=ids, include=["metadatas", "embeddings"])
         previous = {
             i: (set(m or ()), e)
