@@ -118,6 +118,25 @@ def test_help_does_not_import_heavy_packages() -> None:
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
+def test_a_search_of_a_small_store_opens_no_vector_index(store_path: Path) -> None:
+    """A command runs once: scoring a small store exactly from the catalog, its search did not need
+    the index, yet asked for it in the background, and exit waited for chromadb's import and
+    load (2 s of a 4 s `remindful search`)."""
+    assert invoke("store", "the staging database listens on port 6543", "--session", "s1")[0] == 0
+    code = (
+        "import sys\n"
+        "from typer.testing import CliRunner\n"
+        "from remindful.shells.cli.app import app\n"
+        "for args in (['search', 'staging port'], ['search', 'which port', '--session', 's1'], ['context', 'port?']):\n"
+        "    result = CliRunner().invoke(app, args)\n"
+        "    assert result.exit_code == 0 and '6543' in result.output, result.output\n"
+        "print('chromadb' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["False"]
+
+
 def test_every_command_has_help_and_is_in_the_readme() -> None:
     readme = README.read_text()
     for command in app.registered_commands:

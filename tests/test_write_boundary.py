@@ -65,6 +65,39 @@ def test_a_session_id_with_a_secret_is_stored_mapped_and_found_by_the_raw_id(tmp
     assert AWS.encode() not in files_bytes(store)
 
 
+def test_a_reader_of_a_stored_session_needs_no_secret_detector(tmp_path: Path) -> None:
+    """A stored id is its own stored id: looking it up in the catalog, a reader's first session
+    filter does not load detect-secrets (0.15-0.25 s a process: every ``search --session`` on the
+    command line paid it). An id carrying a secret is still found by its raw form."""
+    store = str(tmp_path / "s")
+    write = (
+        "import sys; from remindful.testing import open_fake\n"
+        f"with open_fake({store!r}) as m:\n"
+        "    m.store('rolled out the deploy', session_id='sess-1')\n"
+        f"    m.store('second step of the deploy', session_id={RAW_SESSION!r})\n"
+        "print('detect_secrets' in sys.modules)\n"
+    )
+    read = (
+        "import sys; from remindful.testing import open_fake\n"
+        f"with open_fake({store!r}) as m:\n"
+        "    found = [len(m.search('deploy', session_id='sess-1')), len(m.list(session_id='sess-1')),\n"
+        "             m.session_size('sess-1'), len(m.list_sessions(session_id='sess-1'))]\n"
+        "    loaded = 'detect_secrets' in sys.modules\n"
+        f"    found.append(len(m.search('deploy', session_id={RAW_SESSION!r})))\n"
+        "print(found, loaded)\n"
+    )
+    run = {"capture_output": True, "text": True, "check": True, "timeout": 120}
+    assert subprocess.run([sys.executable, "-c", write], **run).stdout.split() == ["True"]  # writes load it
+    assert subprocess.run([sys.executable, "-c", read], **run).stdout.split() == [
+        "[1,",
+        "1,",
+        "1,",
+        "1,",
+        "1]",
+        "False",
+    ]
+
+
 def test_the_process_session_set_with_a_secret_is_marked_current_under_its_stored_id(tmp_path: Path) -> None:
     with open_fake(tmp_path / "s") as memory:
         memory.session_id = RAW_SESSION

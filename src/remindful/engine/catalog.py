@@ -48,6 +48,7 @@ from remindful.engine.schema import (
     RECOUNT_TYPES,
     SCHEMA,
 )
+from remindful.engine.session_ids import SESSION_RECORDED, StoredSessionIds
 from remindful.engine.sqlfilter import SqlFilter
 from remindful.engine.storelock import StoreLock
 from remindful.errors import CorruptionError, StorageError, StorageFullError, StorageLockedError, unwritable
@@ -327,6 +328,7 @@ class Catalog:
         self._lock = threading.RLock()
         self._local = threading.local()
         self._lexical = LexicalSearch(self)
+        self._session_ids = StoredSessionIds(self.session_recorded, self.redaction.session_id)
         self._readers: list[sqlite3.Connection] = []
         self._readers_lock = threading.Lock()  # not the shared connection's: a reader never waits for a writer
         # Reads running on the threads' own connections, and whether close() has begun: close
@@ -1066,8 +1068,13 @@ class Catalog:
 
     def stored_session_id(self, session_id: str) -> str:
         """The id under which session ``session_id`` is stored: itself, unless it carries a secret
-        (:meth:`StoreRedactor.session_id`); a stored id maps to itself."""
-        return self.redaction.session_id(session_id)
+        (:meth:`StoreRedactor.session_id`); a stored id maps to itself, found without the secret
+        detector (:mod:`remindful.engine.session_ids`)."""
+        return self._session_ids(session_id)
+
+    def session_recorded(self, session_id: str) -> bool:
+        """Whether ``session_id`` is the stored id of a session (a session row, or a memory of it)."""
+        return bool(self.read(SESSION_RECORDED, (session_id, session_id))[0][0])
 
     def ensure_session(self, conn: sqlite3.Connection, session_id: str, at: float) -> None:
         self.upsert_session(conn, session_id, at)
@@ -1085,7 +1092,7 @@ class Catalog:
         starts at ``at``, a known one keeps the earlier start. ``metadata`` (if given) replaces its
         metadata; ``ended`` True ends it at ``at``, False reopens it, None leaves that as it is. The
         id is mapped and the metadata redacted as every write is."""
-        session_id = self.stored_session_id(session_id)
+        session_id = self.redaction.session_id(session_id)  # in a transaction: no read (stored_session_id's)
         if metadata is not None:
             metadata = self.redaction.value(metadata)
         ended_at = "excluded.ended_at" if ended else ("NULL" if ended is False else "ended_at")
@@ -1099,7 +1106,8 @@ class Catalog:
     def session_metadata(self, session_id: str, conn: sqlite3.Connection | None = None) -> dict[str, Any]:
         """The metadata of session ``session_id`` ({} for a session not recorded); read in the
         caller's transaction ``conn`` when given (to update it there)."""
-        sql, params = "SELECT metadata FROM sessions WHERE id = ?", (self.stored_session_id(session_id),)
+        stored = self.stored_session_id(session_id) if conn is None else self.redaction.session_id(session_id)
+        sql, params = "SELECT metadata FROM sessions WHERE id = ?", (stored,)
         rows = conn.execute(sql, params).fetchall() if conn is not None else self.read(sql, params)
         return dict(json.loads(rows[0][0])) if rows and rows[0][0] else {}
 

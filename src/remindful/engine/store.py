@@ -355,8 +355,9 @@ class Store:
 
     def stored_session_id(self, session_id: str) -> str:
         """The id under which session ``session_id`` is stored and found: itself unless it carries
-        a secret (:meth:`StoreRedactor.session_id`); a stored id maps to itself."""
-        return self.redaction.session_id(session_id)
+        a secret (:meth:`StoreRedactor.session_id`); a stored id maps to itself
+        (:meth:`CatalogBackend.stored_session_id`)."""
+        return self.catalog.stored_session_id(session_id)
 
     def _session_filter(self, session_id: Any) -> str | None:
         """A reader's ``session_id`` argument as stored (None: any session)."""

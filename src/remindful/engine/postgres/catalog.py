@@ -55,6 +55,7 @@ from remindful.engine.postgres.schema import (
 from remindful.engine.postgres.url import shown_url
 from remindful.engine.projects import Project
 from remindful.engine.redact import StoreRedactor
+from remindful.engine.session_ids import SESSION_RECORDED, StoredSessionIds
 from remindful.engine.sqlfilter import SqlFilter
 from remindful.errors import (
     AccessDeniedError,
@@ -153,6 +154,7 @@ class PostgresCatalog:
         self._token = token
         self.shown_url = shown_url(url)
         self.redaction = redaction
+        self._session_ids = StoredSessionIds(self.session_recorded, redaction.session_id)
         self._connect_timeout = connect_timeout
         self._psycopg = _psycopg()
         # Each thread has its own connection, for its reads and its write transactions: a store
@@ -913,7 +915,10 @@ class PostgresCatalog:
     # -- sessions, projects, audit -------------------------------------------------------------------
 
     def stored_session_id(self, session_id: str) -> str:
-        return self.redaction.session_id(session_id)
+        return self._session_ids(session_id)
+
+    def session_recorded(self, session_id: str) -> bool:
+        return bool(self.read(SESSION_RECORDED, (session_id, session_id))[0][0])
 
     def change_marks(self) -> tuple[int, int]:
         """The audit log's newest entry (a delete, an update or a move of scope writes one) and the
@@ -944,7 +949,7 @@ class PostgresCatalog:
         ended: bool | None = None,
     ) -> None:
         """As :meth:`Catalog.upsert_session <remindful.engine.catalog.Catalog.upsert_session>`."""
-        session_id = self.stored_session_id(session_id)
+        session_id = self.redaction.session_id(session_id)  # in a transaction: no read (stored_session_id's)
         if metadata is not None:
             metadata = self.redaction.value(metadata)
         ended_at = "excluded.ended_at" if ended else ("NULL" if ended is False else "s.ended_at")
@@ -957,7 +962,8 @@ class PostgresCatalog:
         )
 
     def session_metadata(self, session_id: str, conn: Any = None) -> dict[str, Any]:
-        sql, params = "SELECT metadata FROM sessions WHERE id = %s", (self.stored_session_id(session_id),)
+        stored = self.stored_session_id(session_id) if conn is None else self.redaction.session_id(session_id)
+        sql, params = "SELECT metadata FROM sessions WHERE id = %s", (stored,)
         rows = conn.execute(sql, params).fetchall() if conn is not None else self.read(sql, params)
         return dict(json.loads(rows[0][0])) if rows and rows[0][0] else {}
 

@@ -76,10 +76,14 @@ def _open(*, drain: bool = True) -> MemoryManager:
     """The store ``--path`` names. With ``drain`` (every command but ``doctor``, which must not
     write, and ``daemon``, which drains all along) what hooks and capture points spooled is stored
     first, so that a command sees it; a failure to is logged, and the command goes on to report
-    what it finds."""
-    import remindful
+    what it finds. A command runs once: its search of a store it can score exactly from the
+    catalog does not open the vector index (importing chromadb and loading the graph, which its
+    exit then waited for: 2 s of a 4 s ``remindful search`` of a small store)."""
+    from remindful.api import MemoryManager
+    from remindful.config import load_settings
 
-    memory = remindful.open(_State.path)
+    settings = load_settings(_State.path)
+    memory = MemoryManager(settings, exact_before_index=settings.search.exact_filter_max)
     if drain:
         import logging
 
