@@ -353,6 +353,22 @@ def test_the_upsert_that_makes_a_collection_looks_up_no_old_records(
     assert [i for i, _ in embedded.query("made_by_a_search", v[3], 5)] == ["d"]
 
 
+def test_a_missing_collection_is_told_apart_from_a_failing_lookup() -> None:
+    """Whether the upsert makes the collection (and so skips the lookup of old records) rests on
+    this answer: an older server says "does not exist" with a ValueError; a lock is no answer."""
+
+    class Client:
+        def __init__(self, error: Exception) -> None:
+            self.error = error
+
+        def get_collection(self, name: str, embedding_function: Any = None) -> Any:
+            raise self.error
+
+    assert base_mod.ChromaIndexBase._existing(Client(ValueError("Collection c does not exist.")), "c") is None
+    with pytest.raises(Exception, match="locked"):
+        base_mod.ChromaIndexBase._existing(Client(RuntimeError("database is locked")), "c")
+
+
 def test_each_chroma_client_gets_its_own_settings() -> None:
     """chromadb writes the client's path into the settings it is given: one object shared by two
     stores' clients would carry the second's path into the first's."""

@@ -195,11 +195,12 @@ class ChromaIndexBase:
 
     @staticmethod
     def _existing(client: Any, name: str) -> Any:
-        """The collection ``name`` if it exists, else None."""
+        """The collection ``name`` if it exists, else None (an older server says so with a
+        ValueError, not chromadb's NotFoundError)."""
         try:
             return client.get_collection(name, embedding_function=None)
         except Exception as exc:
-            if classify(exc) == "missing":
+            if classify(exc) == "missing" or "does not exist" in str(exc).lower():
                 return None
             raise
 
