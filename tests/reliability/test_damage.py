@@ -68,18 +68,24 @@ def test_a_garbled_hnsw_file_is_found_copied_aside_and_search_answers_from_the_c
     (level0,) = store.glob("chroma/*/data_level0.bin")
     garble(level0)
 
+    # A command's search of a store this small scores the catalog exactly: the index is not opened.
     done = cli(store, "search", QUOKKA, "--json")
+    assert done.returncode == 0, f"rc {done.returncode}: {done.stderr[-500:]}"
+    assert "quokka" in json.loads(done.stdout)["memories"][0]["content"]
+    assert corrupt_copies(store) == []
+
+    # A write opens it: the damage is found, the files copied aside, and the store goes on.
+    done = cli(store, "store", "the wombat digs its burrow at night")
     assert done.returncode == 0, f"rc {done.returncode}: {done.stderr[-500:]}"  # was 139 (segfault)
-    hits = json.loads(done.stdout)["memories"]
-    assert "quokka" in hits[0]["content"]
     (copy,) = corrupt_copies(store)
     assert (copy / level0.parent.name / "data_level0.bin").read_bytes() == level0.read_bytes()
     assert str(copy) in done.stderr and "reindex --reset" in done.stderr
     assert "None" not in done.stderr
 
-    again = cli(store, "search", QUOKKA, "--json")  # remembered: not probed (nor copied) a second time
-    assert again.returncode == 0 and "quokka" in json.loads(again.stdout)["memories"][0]["content"]
-    assert corrupt_copies(store) == [copy] and str(copy) in again.stderr
+    again = cli(store, "store", "the echidna lays eggs")  # remembered: not probed (nor copied) a second time
+    assert again.returncode == 0 and corrupt_copies(store) == [copy] and str(copy) in again.stderr
+    found = cli(store, "search", "wombat burrow", "--json")  # answered from the catalog
+    assert found.returncode == 0 and "wombat" in json.loads(found.stdout)["memories"][0]["content"]
 
     doctor = cli(store, "doctor", "--json")
     assert doctor.returncode == 1
