@@ -48,7 +48,7 @@ from remindful.engine.schema import (
     RECOUNT_TYPES,
     SCHEMA,
 )
-from remindful.engine.session_ids import SESSION_RECORDED, StoredSessionIds
+from remindful.engine.session_ids import StoredSessionIds
 from remindful.engine.sqlfilter import SqlFilter
 from remindful.engine.storelock import StoreLock
 from remindful.errors import CorruptionError, StorageError, StorageFullError, StorageLockedError, unwritable
@@ -328,7 +328,7 @@ class Catalog:
         self._lock = threading.RLock()
         self._local = threading.local()
         self._lexical = LexicalSearch(self)
-        self._session_ids = StoredSessionIds(self.session_recorded, self.redaction.session_id)
+        self._session_ids = StoredSessionIds(self.read, self.redaction.session_id)
         self._readers: list[sqlite3.Connection] = []
         self._readers_lock = threading.Lock()  # not the shared connection's: a reader never waits for a writer
         # Reads running on the threads' own connections, and whether close() has begun: close
@@ -1071,10 +1071,6 @@ class Catalog:
         (:meth:`StoreRedactor.session_id`); a stored id maps to itself, found without the secret
         detector (:mod:`remindful.engine.session_ids`)."""
         return self._session_ids(session_id)
-
-    def session_recorded(self, session_id: str) -> bool:
-        """Whether ``session_id`` is the stored id of a session (a session row, or a memory of it)."""
-        return bool(self.read(SESSION_RECORDED, (session_id, session_id))[0][0])
 
     def ensure_session(self, conn: sqlite3.Connection, session_id: str, at: float) -> None:
         self.upsert_session(conn, session_id, at)

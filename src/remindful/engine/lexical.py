@@ -202,9 +202,7 @@ class LexicalSearch:
                 private=True,
             )
         ]
-        if len(self._passing) >= PASSING_REMEMBERED:
-            self._passing.clear()
-        self._passing[key] = (now, passing)
+        remember(self._passing, key, (now, passing), at_most=PASSING_REMEMBERED)
         return passing
 
     def _one_term(self, table: str, term: str, newest: Sequence[int], ranked: int | None = None) -> OneTerm | None:
@@ -296,9 +294,9 @@ def still_current(size_then: int, size: int) -> bool:
     return size <= size_then * 1.1 + 100
 
 
-def remember(known: dict[K, V], key: K, value: V) -> None:
-    """``known[key] = value``, forgetting everything first past ``REMEMBERED_MAX`` entries."""
-    if len(known) > REMEMBERED_MAX:
+def remember(known: dict[K, V], key: K, value: V, *, at_most: int = REMEMBERED_MAX) -> None:
+    """``known[key] = value``, forgetting everything first when it holds ``at_most`` entries."""
+    if len(known) >= at_most:
         known.clear()
     known[key] = value
 

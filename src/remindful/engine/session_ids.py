@@ -7,19 +7,20 @@ finding it there needs no secret detector. Loading detect-secrets' rules costs a
 0.15-0.25 s (its imports and ~80 regular expressions): a reader's first session filter (``search
 --session``, ``list``) paid that on the command line, and a serving process on its first such
 search. An id not recorded goes through the mapping. Answers are remembered (the mapping is
-fixed for a process), at most ``KEPT`` ids.
+fixed for a process), the ``KEPT`` most recently asked.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
-import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from remindful.errors import RemindfulError
 from remindful.runtime import SESSION_ID_MAX_CHARS
 
-__all__ = ["KEPT", "SESSION_RECORDED", "StoredSessionIds"]
+__all__ = ["KEPT", "StoredSessionIds"]
 
 log = logging.getLogger(__name__)
 
@@ -27,38 +28,31 @@ log = logging.getLogger(__name__)
 KEPT = 4096
 #: Whether an id is a stored session id (both parameters: the id), in the dialect both catalogs
 #: take; two primary-key or index lookups.
-SESSION_RECORDED = (
+_RECORDED = (
     "SELECT EXISTS (SELECT 1 FROM sessions WHERE id = ?) OR EXISTS (SELECT 1 FROM memories WHERE session_id = ?)"
 )
 
 
 class StoredSessionIds:
-    """``ids(session_id)``: the stored id of ``session_id``. ``recorded(id)`` says whether the
-    catalog holds that id (one indexed read); ``mapped(id)`` is the redactor's mapping, which also
-    refuses an id that is too long."""
+    """``ids(session_id)``: the stored id of ``session_id``. ``read(sql, params)`` is the catalog's
+    read; ``mapped(id)`` the redactor's mapping, which also refuses an id that is too long."""
 
-    def __init__(self, recorded: Callable[[str], bool], mapped: Callable[[str], str]) -> None:
-        self._recorded = recorded
+    def __init__(self, read: Callable[[str, Sequence[Any]], list[Any]], mapped: Callable[[str], str]) -> None:
+        self._read = read
         self._mapped = mapped
-        self._lock = threading.Lock()
-        self._known: dict[str, str] = {}
+        self._stored = functools.lru_cache(maxsize=KEPT)(self._look_up)
 
     def __call__(self, session_id: str) -> str:
-        stored = self._known.get(session_id)
-        if stored is not None:
-            return stored
-        stored = session_id if self._holds(session_id) else self._mapped(session_id)
-        with self._lock:
-            if len(self._known) >= KEPT:
-                self._known.pop(next(iter(self._known)))
-            self._known[session_id] = stored
-        return stored
+        return self._stored(session_id)
 
-    def _holds(self, session_id: str) -> bool:
+    def _look_up(self, session_id: str) -> str:
+        return session_id if self._recorded(session_id) else self._mapped(session_id)
+
+    def _recorded(self, session_id: str) -> bool:
         if not session_id or len(session_id) > SESSION_ID_MAX_CHARS:
             return False  # the mapping refuses an id too long; an empty one is never recorded
         try:
-            return self._recorded(session_id)
+            return bool(self._read(_RECORDED, (session_id, session_id))[0][0])
         except RemindfulError as exc:  # the mapping answers as well, only slower
             log.debug("session %r not looked up (%s); mapped instead", session_id, exc)
             return False

@@ -55,7 +55,7 @@ from remindful.engine.postgres.schema import (
 from remindful.engine.postgres.url import shown_url
 from remindful.engine.projects import Project
 from remindful.engine.redact import StoreRedactor
-from remindful.engine.session_ids import SESSION_RECORDED, StoredSessionIds
+from remindful.engine.session_ids import StoredSessionIds
 from remindful.engine.sqlfilter import SqlFilter
 from remindful.errors import (
     AccessDeniedError,
@@ -154,7 +154,7 @@ class PostgresCatalog:
         self._token = token
         self.shown_url = shown_url(url)
         self.redaction = redaction
-        self._session_ids = StoredSessionIds(self.session_recorded, redaction.session_id)
+        self._session_ids = StoredSessionIds(self.read, redaction.session_id)
         self._connect_timeout = connect_timeout
         self._psycopg = _psycopg()
         # Each thread has its own connection, for its reads and its write transactions: a store
@@ -916,9 +916,6 @@ class PostgresCatalog:
 
     def stored_session_id(self, session_id: str) -> str:
         return self._session_ids(session_id)
-
-    def session_recorded(self, session_id: str) -> bool:
-        return bool(self.read(SESSION_RECORDED, (session_id, session_id))[0][0])
 
     def change_marks(self) -> tuple[int, int]:
         """The audit log's newest entry (a delete, an update or a move of scope writes one) and the
