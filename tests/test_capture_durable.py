@@ -158,13 +158,16 @@ def stored_once_each(store: Path, session: str) -> None:
 
 
 def spool_rows(store: Path) -> list[tuple[str, str]]:
-    """Every spooled (key, kind): the spool table's rows, and the fallback file's records (where a
-    call goes when the catalog stays busy past ``APPEND_BUSY_MS``, as under a loaded CI machine)."""
+    """Every spooled (key, kind) not done: the spool table's rows, and the fallback file's records
+    (where a call goes when the catalog stays busy past ``APPEND_BUSY_MS``, as under a loaded CI
+    machine: the worker's own write of the call before it) but those whose call the worker stored
+    and marked done (their key is in ``spool_done``; the file is read only at the next drain)."""
     with sqlite3.connect(store / "catalog.sqlite3") as conn:
         rows = conn.execute("SELECT idem_key, kind FROM spool ORDER BY seq").fetchall()
+        done = {key for (key,) in conn.execute("SELECT idem_key FROM spool_done")}
     fallback = store / FALLBACK_NAME
     records = fallback.read_text().splitlines() if fallback.exists() else []
-    return rows + [(r["idem_key"], r["kind"]) for r in map(json.loads, records)]
+    return rows + [(r["idem_key"], r["kind"]) for r in map(json.loads, records) if r["idem_key"] not in done]
 
 
 @pytest.mark.slow
