@@ -268,6 +268,16 @@ def test_truncated_or_tampered_archive_is_refused_and_data_untouched(tmp_path: P
     with pytest.raises(ValidationError, match="truncated or damaged"):
         memory.restore(truncated, confirm=True)
     assert memory.stats().total_memories == 5 and all(memory.get_batch(ids))
+    # Garbled bytes inside the compressed stream (an invalid deflate symbol near its start, a CRC
+    # that fails, a member cut short): one line, whichever the gzip library's own error is. (Past
+    # the archive's end blocks nothing is read: every file was checked against the manifest by then.)
+    deflate = full.index(b"\0", 10) + 1 if full[3] & 0x08 else 10  # past the header's file name
+    for at, pattern in [(deflate, 0xFF), (deflate + 8, 0xFF), (len(full) // 3, 0x5A), (len(full) // 2, 0x5A)]:
+        garbled = tmp_path / f"garbled-{at}-{pattern}.tar.gz"
+        garbled.write_bytes(full[:at] + bytes(b ^ pattern for b in full[at : at + 8]) + full[at + 8 :])
+        with pytest.raises(ValidationError, match=r"truncated or damaged|checksum|manifest"):
+            memory.restore(garbled, confirm=True)
+    assert memory.stats().total_memories == 5
     # A member whose bytes differ from the manifest's checksum.
     with tarfile.open(fileobj=io.BytesIO(full)) as tar:
         members = [(i, tar.extractfile(i).read()) for i in tar.getmembers()]  # type: ignore[union-attr]

@@ -14,7 +14,10 @@ import shutil
 import tarfile
 import zlib
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import IO, Any
+
+from isal import isal_zlib
+from isal.igzip import IGzipFile
 
 from remindful.engine import catalog_files
 from remindful.errors import StorageError, ValidationError
@@ -26,6 +29,26 @@ MANIFEST = "manifest.json"
 CATALOG = "catalog.sqlite3"
 CHROMA = "chroma"
 ATTACHMENTS = "attachments"
+#: The archives' gzip level (ISA-L's levels are 0 to 3): a store's vectors and index files hardly
+#: compress; zlib's best level (``tarfile``'s) made the archive of 100,000 memories 9 % smaller in
+#: ten times the time (21 s against 2: most of a backup's time, and of a restore, which backs the
+#: current data up first).
+GZIP_LEVEL = 2
+#: What ISA-L raises on a damaged deflate stream (its stubs declare it an instance, not a class).
+IsalError: type[Exception] = isal_zlib.error  # type: ignore[assignment]
+
+
+def gzip_writer(raw: IO[bytes]) -> IGzipFile:
+    """A gzip stream at :data:`GZIP_LEVEL` writing into ``raw`` (a backup's ``.tar.gz``), by ISA-L:
+    the standard format, written about ten times as fast as by zlib."""
+    return IGzipFile(fileobj=raw, mode="wb", compresslevel=GZIP_LEVEL)
+
+
+def gzip_reader(path: Path) -> IGzipFile:
+    """The uncompressed stream of the ``.tar.gz`` at ``path`` (seekable, as ``tarfile`` reads it)."""
+    return IGzipFile(path, mode="rb")
+
+
 #: A member path deeper or longer than any remindful writes (chroma/<segment>/<file>,
 #: attachments/<id>/<file>) is refused before anything is extracted.
 MAX_DEPTH = 16
@@ -43,7 +66,7 @@ def validate_archive(path: Path, staging: Path) -> dict[str, Any]:
     """Extract ``path`` into ``staging`` checking everything (see :mod:`remindful.services.backup`); returns the
     manifest. Raises ValidationError naming the problem; ``staging`` may then hold partial files."""
     try:
-        with tarfile.open(path, "r:gz") as tar:
+        with gzip_reader(path) as raw, tarfile.open(fileobj=raw, mode="r:") as tar:
             members = tar.getmembers()
             for member in members:
                 _check_member(member, staging)
@@ -69,7 +92,7 @@ def validate_archive(path: Path, staging: Path) -> dict[str, Any]:
             for name, member in files.items():
                 if name != MANIFEST:
                     _extract_checked(tar, member, staging, listed[name], path)
-    except (tarfile.TarError, EOFError, zlib.error, OSError) as exc:
+    except (tarfile.TarError, EOFError, OSError, zlib.error, IsalError) as exc:
         raise _bad(path, f"it is not a readable .tar.gz archive (truncated or damaged: {exc})") from None
     _check_catalog(path, staging / CATALOG, manifest)
     return manifest

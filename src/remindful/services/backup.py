@@ -62,6 +62,7 @@ from remindful.services.archive import (
     MANIFEST,
     VERSION,
     catalog_counts,
+    gzip_writer,
     validate_archive,
 )
 
@@ -172,7 +173,7 @@ def _write_backup(
         files = _files(staging)
         manifest["files"] = {rel: _digest(staging / rel) for rel in files}
         (staging / MANIFEST).write_text(json.dumps(manifest, indent=2), encoding="utf-8")
-        with replaced_atomically(target) as raw, tarfile.open(fileobj=raw, mode="w:gz") as tar:
+        with replaced_atomically(target) as raw, gzip_writer(raw) as gz, tarfile.open(fileobj=gz, mode="w") as tar:
             for rel in [MANIFEST, *files]:
                 tar.add(staging / rel, arcname=rel, recursive=False, filter=_private_member)
     except (OSError, StorageError) as exc:
