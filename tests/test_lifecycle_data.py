@@ -304,6 +304,43 @@ def test_clear_all_backs_up_then_empties_everything(memory: MemoryManager) -> No
     assert memory.stats().total_memories == 4
 
 
+def _schema(catalog: Path) -> set[tuple[str, str, str]]:
+    import sqlite3
+
+    conn = sqlite3.connect(f"file:{catalog}?mode=ro", uri=True)
+    try:
+        return set(conn.execute("SELECT type, name, sql FROM sqlite_master WHERE sql IS NOT NULL"))
+    finally:
+        conn.close()
+
+
+def test_a_restored_catalog_has_every_index_and_trigger_and_its_full_text_index(tmp_path: Path) -> None:
+    """The restore's copy makes the memories' indexes and full-text trigger again after the rows
+    (built at once): the restored catalog's schema is a fresh one's, its keyword index holds the
+    restored rows, and a memory stored after the restore is found by its words too."""
+    with open_fake(tmp_path / "fresh") as fresh:
+        fresh.store("nothing")
+        expected = _schema(fresh.path / "catalog.sqlite3")
+    with open_fake(tmp_path / "a") as source:
+        _seed(source)
+        archive = source.backup().path
+    with open_fake(tmp_path / "b") as target:
+        target.restore(archive, confirm=True)
+        assert _schema(target.path / "catalog.sqlite3") == expected
+        catalog = target.engine.catalog
+
+        def matches(words: str) -> list[str]:
+            sql = "SELECT m.id FROM memories_fts f JOIN memories m ON m.rowid = f.rowid WHERE memories_fts MATCH ?"
+            return [row[0] for row in catalog.read(sql, [words])]
+
+        [restored] = target.list(type="workflow")
+        assert matches("deploy workflow") == [restored.id]
+        assert len(matches("login")) == 2
+        later = target.store("Rotated the staging certificates on Friday")
+        assert matches("certificates") == [later]
+        assert catalog.read("PRAGMA integrity_check") == [("ok",)]
+
+
 def test_the_store_keeps_working_after_a_restore(memory: MemoryManager, caplog: pytest.LogCaptureFixture) -> None:
     _seed(memory)
     archive = memory.backup().path
