@@ -1,4 +1,5 @@
 """Backups: consistent snapshots of a live store as ``.tar.gz``, validated restore, clear-all.
+The archives are gzipped by ISA-L (:data:`remindful.services.archive.GZIP_LEVEL`): any gzip reads them.
 
 An archive ``<storage>/backups/backup_YYYYmmdd_HHMMSS[_name].tar.gz`` (local time) holds::
 
