@@ -378,8 +378,11 @@ def test_the_project_registry_a_resolver_asks(backend: Backend) -> None:
     scopes.bind("/work/clone", "billing", "billing")
     scopes.bind("/work/clone", "billing-2", "second")  # over the first
     assert scopes.bindings() == {"/work/clone": ("billing-2", "second")}
+    # What the catalog records (names, roots, bound directories and names) is its own clean form.
+    assert [scopes.recorded(t) for t in ("billing", "/work/billing", "/work/clone", "second")] == [True] * 4
+    assert not scopes.recorded("/work") and not scopes.recorded("") and not scopes.recorded("billing-2")
     assert scopes.unbind("/work/clone") and not scopes.unbind("/work/clone")
-    assert scopes.bindings() == {}
+    assert scopes.bindings() == {} and not scopes.recorded("/work/clone")
 
 
 def test_the_ledger_sums_injections(backend: Backend) -> None:

@@ -114,3 +114,30 @@ def test_a_secret_in_a_projects_directory_never_reaches_disk(tmp_path: Path) -> 
             assert AWS not in name and AWS not in root
     data = b"".join(p.read_bytes() for p in sorted(store.rglob("*")) if p.is_file())
     assert AWS.encode() not in data and AWS.lower().encode() not in data  # nor in a key (a scope)
+
+
+def test_a_reader_in_a_recorded_project_needs_no_secret_detector(tmp_path: Path) -> None:
+    """A project's name and root as the catalog recorded them were written redacted, so they are
+    their own clean form: a process that works in a recorded project's directory and only reads
+    does not load detect-secrets (0.2 s of every command's start) and finds the project's memories
+    under the same key. A directory not recorded still goes through the redaction (the test above)."""
+    import subprocess
+    import sys
+
+    project = tmp_path / "shop"
+    (project / ".git").mkdir(parents=True)
+    store = str(tmp_path / "s")
+    opened = f"remindful.open({store!r}, project={str(project)!r}, embedder=FakeEmbedder(), index=InMemoryIndex())"
+    head = "import sys, remindful\nfrom remindful.testing import FakeEmbedder, InMemoryIndex\n"
+    write = f"{head}with {opened} as m:\n    m.store('We ship on Fridays.', type='knowledge')\n    print(m.project.key)"
+    read = (
+        f"{head}with {opened} as m:\n"
+        "    found = [h.content for h in m.search('when do we ship', min_score=0)] + [x.content for x in m.list()]\n"
+        "    print(m.project.key, found, 'detect_secrets' in sys.modules)\n"
+    )
+    run = {"capture_output": True, "text": True, "check": True, "timeout": 120}
+    key = subprocess.run([sys.executable, "-c", write], **run).stdout.strip()
+    assert key.startswith("shop-")
+    assert subprocess.run([sys.executable, "-c", read], **run).stdout.strip() == (
+        f"{key} ['We ship on Fridays.', 'We ship on Fridays.'] False"
+    )

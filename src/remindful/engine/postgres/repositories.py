@@ -301,6 +301,14 @@ class PostgresScopeRepository(_Repository):
         rows = self._catalog.read("SELECT root FROM projects WHERE key = %s", (key,))
         return str(rows[0][0]) if rows else None
 
+    def recorded(self, text: str) -> bool:
+        rows = self._catalog.read(
+            "SELECT 1 FROM projects WHERE name = %s OR root = %s "
+            "UNION ALL SELECT 1 FROM project_bindings WHERE root = %s OR name = %s LIMIT 1",
+            (text, text, text, text),
+        )
+        return bool(rows)
+
     def bindings(self) -> Mapping[str, tuple[str, str]]:
         rows = self._catalog.read("SELECT root, key, name FROM project_bindings")
         return {str(root): (str(key), str(name)) for root, key, name in rows}

@@ -29,6 +29,16 @@ class ScopeRepository(Repository):
         rows = self._catalog.read("SELECT root FROM projects WHERE key = ?", (key,))
         return str(rows[0][0]) if rows else None
 
+    def recorded(self, text: str) -> bool:
+        """Whether ``text`` is a recorded project's name or root, or a bound directory or its
+        project's name: each was written redacted, so the store's redaction gives it back as it is."""
+        rows = self._catalog.read(
+            "SELECT 1 FROM projects WHERE name = ? OR root = ? "
+            "UNION ALL SELECT 1 FROM project_bindings WHERE root = ? OR name = ? LIMIT 1",
+            (text, text, text, text),
+        )
+        return bool(rows)
+
     def bindings(self) -> Mapping[str, tuple[str, str]]:
         """The directories the user bound to a project: directory → (project key, project name)."""
         rows = self._catalog.read("SELECT root, key, name FROM project_bindings")
