@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from remindful.api import MemoryManager
 from remindful.errors import ValidationError
-from remindful.testing import FakeEmbedder, open_fake
+from remindful.testing import FakeEmbedder, catalog_rows, open_fake
 
 
 def _seed(memory: MemoryManager) -> list[str]:
@@ -304,14 +304,8 @@ def test_clear_all_backs_up_then_empties_everything(memory: MemoryManager) -> No
     assert memory.stats().total_memories == 4
 
 
-def _schema(catalog: Path) -> set[tuple[str, str, str]]:
-    import sqlite3
-
-    conn = sqlite3.connect(f"file:{catalog}?mode=ro", uri=True)
-    try:
-        return set(conn.execute("SELECT type, name, sql FROM sqlite_master WHERE sql IS NOT NULL"))
-    finally:
-        conn.close()
+def _schema(store: Path) -> set[tuple[str, str, str]]:
+    return set(map(tuple, catalog_rows(store, "SELECT type, name, sql FROM sqlite_master WHERE sql IS NOT NULL")))
 
 
 def test_a_restored_catalog_has_every_index_and_trigger_and_its_full_text_index(tmp_path: Path) -> None:
@@ -320,13 +314,13 @@ def test_a_restored_catalog_has_every_index_and_trigger_and_its_full_text_index(
     restored rows, and a memory stored after the restore is found by its words too."""
     with open_fake(tmp_path / "fresh") as fresh:
         fresh.store("nothing")
-        expected = _schema(fresh.path / "catalog.sqlite3")
+        expected = _schema(fresh.path)
     with open_fake(tmp_path / "a") as source:
         _seed(source)
         archive = source.backup().path
     with open_fake(tmp_path / "b") as target:
         target.restore(archive, confirm=True)
-        assert _schema(target.path / "catalog.sqlite3") == expected
+        assert _schema(target.path) == expected
         catalog = target.engine.catalog
 
         def matches(words: str) -> list[str]:

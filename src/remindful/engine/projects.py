@@ -194,9 +194,10 @@ class Resolver:
             named = self.names.get(current)
             if named:
                 return Project.named(clean(named), clean(current))
-            if bound and clean(current) in bound:
-                key, name = bound[clean(current)]
-                return Project(key, name, clean(current))
+            root = clean(current) if bound else None
+            if root is not None and root in bound:
+                key, name = bound[root]
+                return Project(key, name, root)
             marked = _marker(current)
             if marked is not None:
                 if not marked:

@@ -12,7 +12,6 @@ import json
 import os
 import shutil
 import tarfile
-import zlib
 from pathlib import Path, PurePosixPath
 from typing import IO, Any
 
@@ -92,7 +91,7 @@ def validate_archive(path: Path, staging: Path) -> dict[str, Any]:
             for name, member in files.items():
                 if name != MANIFEST:
                     _extract_checked(tar, member, staging, listed[name], path)
-    except (tarfile.TarError, EOFError, OSError, zlib.error, IsalError) as exc:
+    except (tarfile.TarError, EOFError, OSError, IsalError) as exc:
         raise _bad(path, f"it is not a readable .tar.gz archive (truncated or damaged: {exc})") from None
     _check_catalog(path, staging / CATALOG, manifest)
     return manifest

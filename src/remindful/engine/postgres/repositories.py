@@ -34,6 +34,7 @@ from remindful.engine.repositories.labels import label_sql
 from remindful.engine.repositories.learning import Reinforcement
 from remindful.engine.repositories.ledger import InjectionTotal
 from remindful.engine.repositories.retention import Embedded, RetentionCandidate
+from remindful.engine.repositories.scopes import RECORDED_PLACE
 from remindful.engine.repositories.sessions import Activity, SessionLengths, SessionSpan, summary_sql
 from remindful.engine.spool import DONE_KEEP_DAYS, HELD_KIND, Payload, encode
 from remindful.engine.sqlfilter import SqlFilter, build_filter, scope_filter
@@ -302,12 +303,7 @@ class PostgresScopeRepository(_Repository):
         return str(rows[0][0]) if rows else None
 
     def recorded(self, text: str) -> bool:
-        rows = self._catalog.read(
-            "SELECT 1 FROM projects WHERE name = %s OR root = %s "
-            "UNION ALL SELECT 1 FROM project_bindings WHERE root = %s OR name = %s LIMIT 1",
-            (text, text, text, text),
-        )
-        return bool(rows)
+        return bool(self._catalog.read(RECORDED_PLACE, (text,) * 4))
 
     def bindings(self) -> Mapping[str, tuple[str, str]]:
         rows = self._catalog.read("SELECT root, key, name FROM project_bindings")

@@ -10,6 +10,13 @@ from remindful.engine.projects import PROJECT_PREFIX, slug
 from remindful.engine.repositories.base import Repository
 from remindful.engine.sqlfilter import build_filter
 
+#: Whether a text is a recorded project's name or root, or a bound directory or name (all four
+#: parameters: the text), in the dialect both catalogs take.
+RECORDED_PLACE = (
+    "SELECT 1 FROM projects WHERE name = ? OR root = ? "
+    "UNION ALL SELECT 1 FROM project_bindings WHERE root = ? OR name = ? LIMIT 1"
+)
+
 
 class ScopeRepository(Repository):
     """Named queries over scopes and projects."""
@@ -32,12 +39,7 @@ class ScopeRepository(Repository):
     def recorded(self, text: str) -> bool:
         """Whether ``text`` is a recorded project's name or root, or a bound directory or its
         project's name: each was written redacted, so the store's redaction gives it back as it is."""
-        rows = self._catalog.read(
-            "SELECT 1 FROM projects WHERE name = ? OR root = ? "
-            "UNION ALL SELECT 1 FROM project_bindings WHERE root = ? OR name = ? LIMIT 1",
-            (text, text, text, text),
-        )
-        return bool(rows)
+        return bool(self._catalog.read(RECORDED_PLACE, (text,) * 4))
 
     def bindings(self) -> Mapping[str, tuple[str, str]]:
         """The directories the user bound to a project: directory → (project key, project name)."""
