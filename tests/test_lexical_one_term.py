@@ -1,6 +1,6 @@
 """A term too common for ``bm25()`` to stay cheap (FTS5 counts its whole doclist for the IDF, a cost
-that grows with the store: issue 34 at 1,000,000 memories) is ranked by the rest of BM25, its rows'
-texts indexed afresh (remindful.engine.lexical.OneTerm): the same order as bm25(), in both full-text
+that grows with the store: issue 34 at 1,000,000 memories) is ranked by the rest of BM25, each row's
+occurrences and length read alone (remindful.engine.lexical.OneTerm): the same order as bm25(), in both full-text
 tables, for unrestricted and restricted searches alike."""
 
 from __future__ import annotations
@@ -121,7 +121,7 @@ def test_varints_read_as_sqlite_writes_them() -> None:
 
 
 def test_the_bar_is_set_by_the_rows_to_rank(memory: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Indexing texts afresh costs by the text: a small project's few matches clear the bar where
+    """Ranking without bm25() costs by the row ranked: a small project's few matches clear the bar where
     an unrestricted search's 300 do not ('deploy' is in about 720 rows of 900)."""
     used: list[int] = []
     ranked = lexical.OneTerm.rank
@@ -175,3 +175,41 @@ def test_a_restricted_searchs_passing_rows_are_read_once_while_the_catalog_is_un
         assert search(10) == newest and scans() == 3  # remembered again
         assert lexical.LexicalSearch(catalog).search(["deploy"], flt, 10) == newest  # as a fresh reader finds
         assert len(ids) == 500
+
+
+def bm25_and_one_term(
+    catalog: Any, table: str, term: str, rowids: list[int]
+) -> tuple[dict[int, float], dict[int, float]]:
+    want = dict(
+        catalog.read(
+            f"SELECT rowid, -bm25({table}) FROM {table} WHERE {table} MATCH ? "
+            f"AND +rowid IN (SELECT value FROM json_each(?))",
+            [lexical.fts_or([term]), json.dumps(rowids)],
+        )
+    )
+    rows, tokens = averages(catalog, table)
+    return want, dict(OneTerm(catalog, table, term, rows, tokens).rank(rowids, len(rowids)))
+
+
+def test_a_windows_count_takes_its_date_words_and_the_content_it_was_indexed_with(tmp_path: Any) -> None:
+    """A window's text is its members' contents and its date words, and a member deleted by a large
+    delete stays in its neighbours' windows, with the content it had, until they are mended: the
+    window is ranked by that text, as bm25() ranks it (the counts add up over the parts)."""
+    with open_fake(tmp_path / "s") as memory:
+        ids = memory.store_batch([{"content": text(i), "session_id": f"s{i // 10}"} for i in range(200)])
+        assert memory.flush()
+        catalog = memory.engine.catalog
+        # Rows holding "deploy" 1 to 3 times, deleted with their windows' mending left for later.
+        catalog.delete_ids([ids[i] for i in range(0, 200, 6)], mend_later=True)
+        assert catalog.read("SELECT count(*) FROM context_gone")[0][0] > 20
+        assert catalog.read("SELECT count(*) FROM context_mend")[0][0] > 0
+        windows = [r[0] for r in catalog.read("SELECT rowid FROM context_fts WHERE context_fts MATCH 'deploy'")]
+        want, got = bm25_and_one_term(catalog, "context_fts", "deploy", windows)
+        assert got.keys() == want.keys() and len(got) > 100
+        assert len({f"{want[r] / got[r]:.9e}" for r in got}) == 1
+        month = catalog.read("SELECT date FROM context_members LIMIT 1")[0][0].split()[1].lower()
+        rows = [r[0] for r in catalog.read("SELECT rowid FROM context_fts WHERE context_fts MATCH ?", [month])]
+        want, got = bm25_and_one_term(catalog, "context_fts", month, rows)
+        assert got.keys() == want.keys() and len(got) > 100
+        assert len({f"{want[r] / got[r]:.9e}" for r in got}) == 1
+        assert len({f"{s:.9e}" for s in got.values()}) > 5  # the windows' lengths differ

@@ -8,7 +8,7 @@ newest: a small project's own matches, not the few of them among the store's new
 itself would still grow with the store: for its IDF, FTS5 counts every row each phrase matches (the
 whole doclist, once per statement) whatever rows are ranked. A term that common is the only one
 kept, and one term's IDF is the same for every row: its rows are then ranked by the rest of BM25,
-their texts indexed afresh in memory (:class:`OneTerm`), in bm25()'s order. How common it is, is
+each row's own occurrences and length read alone (:class:`OneTerm`), in bm25()'s order. How common it is, is
 estimated from a sample of its doclist (:func:`estimated_rows`): counting it is the cost avoided.
 
 The relevance model (:mod:`remindful.engine.retrieval.rerank`) reads two more things from here: the query
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from itertools import pairwise
 from typing import Any, Protocol, TypeVar
 
@@ -52,11 +52,12 @@ LEXICAL_SCAN_MAX = 1000
 #: longer one counts as rarer.
 DOC_FREQ_CAP = 1000
 #: A term estimated to match more rows than this many times the rows to rank (:func:`estimated_rows`)
-#: is ranked without ``bm25()`` (:class:`OneTerm`): counting its doclist costs about 60 ns a row on
-#: a 2-core laptop, indexing a text afresh about 40 us. The 300 rows of an unrestricted search: past
-#: 300,000 rows (at 1,000,000 memories, a term in 90 % of the session windows: 41 -> 16 ms); the ~20
-#: of a small project among the newest 1,000 matches: past 20,000 (26-42 -> 2-4 ms).
-ONE_TERM_RATIO = 1000
+#: is ranked without ``bm25()`` (:class:`OneTerm`). On a 2-core laptop at 1,000,000 memories,
+#: ``bm25()`` costs about 0.8 ms and 26 ns a row of the term's doclist; :class:`OneTerm` about 8 us
+#: a memory and 11 us a window it ranks: even at about 250 times the rows to rank. The 300 rows of
+#: an unrestricted search: past 75,000 rows (a term in 90 % of the windows: 23 -> 3 ms; a name in a
+#: third of them: 9 -> 3.6 ms); the ~20 of a small project among the newest 1,000 matches: past 5,000.
+ONE_TERM_RATIO = 250
 #: A term's rows are estimated from its newest LEXICAL_MAX_MATCHES matches and this many samples
 #: of the older rowids. A sample costs FTS5 a seek, about what counting 700 rows does, and a term is
 #: rarely spread evenly (a name is dense in the sessions about its person): a few long samples...
@@ -339,11 +340,19 @@ class OneTerm:
     FTS5's bm25 of a row: IDF * f * (k1 + 1) / (f + k1 * (1 - b + b * D / avgdl)), f the term's
     occurrences in the row, D its length in tokens, avgdl the table's mean length (k1 = 1.2,
     b = 0.75). With one term the IDF is one factor for every row: the order is that of the rest,
-    which reads each row alone. The rows' texts (a memory's content, a window's as indexed) are
-    indexed afresh in an in-memory FTS5 table with the same tokenizer, which gives f
-    (``highlight()`` marks each occurrence) and D (its ``docsize``); avgdl comes from the table's
-    own totals (FTS5's averages record). The scores leave the IDF out: they order the rows, which
-    is all a lexical space's candidates are used for.
+    which reads each row alone. D is the row's own record in the table's ``docsize``; avgdl comes
+    from the table's totals (FTS5's averages record); f is what ``highlight()`` marks:
+
+    - of a memory's text, ``highlight()`` on ``memories_fts`` itself (its content is the memories
+      table's: read and tokenized for the rows asked for only);
+    - of a session window (``context_fts`` keeps no text), the sum over its parts, which the
+      window's text joins a line each (:mod:`remindful.engine.windows`): its members' counts from
+      ``memories_fts`` as above, a member's kept former content (``context_gone``) and the
+      window's date words indexed afresh in an in-memory FTS5 table with the same tokenizer. (A
+      phrase a query term makes of several tokens is not counted across two parts.)
+
+    The scores leave the IDF out: they order the rows, which is all a lexical space's candidates
+    are used for. About 8 us a memory and 13 us a window ranked (2-core laptop, 1,000,000 memories).
     """
 
     K1 = 1.2
@@ -357,41 +366,72 @@ class OneTerm:
 
     def rank(self, rowids: Sequence[int], limit: int) -> list[tuple[int, float]]:
         """The best ``limit`` of ``rowids``: (rowid, score > 0), best first."""
-        texts = self._texts(rowids)
+        if not rowids:
+            return []
+        counts = self._windows(rowids) if self._table == "context_fts" else self._memories(rowids)
+        lengths = self._lengths([rowid for rowid, f in counts.items() if f])
+        k1, b = self.K1, self.B
+        scored = [
+            (rowid, f * (k1 + 1) / (f + k1 * (1 - b + b * lengths[rowid] / self._mean)))
+            for rowid, f in counts.items()
+            if f and rowid in lengths
+        ]
+        scored.sort(key=lambda item: (-item[1], -item[0]))
+        return scored[:limit]
+
+    def _read(self, sql: str, params: Sequence[Any]) -> list[Any]:
+        return self._catalog.read(sql, params, private=True)
+
+    def _memories(self, rowids: Sequence[int]) -> dict[int, int]:
+        """The term's occurrences in each of the memories ``rowids`` whose text holds it."""
+        found = self._read(
+            "SELECT rowid, highlight(memories_fts, 0, char(1), '') FROM memories_fts WHERE memories_fts MATCH ? "
+            "AND rowid >= ? AND +rowid IN (SELECT value FROM json_each(?))",
+            [fts_or([self._term]), min(rowids), json.dumps(list(rowids))],
+        )
+        return {int(rowid): str(marked).count("\x01") for rowid, marked in found}
+
+    def _windows(self, rowids: Sequence[int]) -> dict[int, int]:
+        """The term's occurrences in each of the windows ``rowids``: its parts' (this class's docstring)."""
+        recipes = context.read_recipes(self._read, rowids)
+        members = sorted({m for parts, _ in recipes.values() for m in parts})
+        gone = context.read_contents(self._read, members, tables=("context_gone",))
+        own = self._memories([m for m in members if m not in gone]) if len(gone) < len(members) else {}
+        dates = sorted({date for _, date in recipes.values()})
+        fresh = self._fresh([*(f"({d})" for d in dates), *gone.values()])
+        per_date = dict(zip(dates, fresh, strict=False))
+        per_gone = dict(zip(gone, fresh[len(dates) :], strict=True))
+        return {
+            rowid: per_date[date] + sum(per_gone.get(m, own.get(m, 0)) for m in parts)
+            for rowid, (parts, date) in recipes.items()
+        }
+
+    def _fresh(self, texts: Sequence[str]) -> list[int]:
+        """The term's occurrences in each of ``texts``, indexed afresh."""
         if not texts:
             return []
         scratch = sqlite3.connect(":memory:")
         try:
             scratch.execute(f"CREATE VIRTUAL TABLE t USING fts5(text, tokenize='{FTS_TOKENIZE}')")
-            scratch.executemany("INSERT INTO t (rowid, text) VALUES (?, ?)", texts.items())
-            found = scratch.execute(
-                "SELECT t.rowid, highlight(t, 0, char(1), ''), t_docsize.sz FROM t "
-                "JOIN t_docsize ON t_docsize.id = t.rowid WHERE t MATCH ?",
-                [fts_or([self._term])],
-            ).fetchall()
+            scratch.executemany("INSERT INTO t (rowid, text) VALUES (?, ?)", enumerate(texts))
+            found = dict(
+                scratch.execute(
+                    "SELECT rowid, highlight(t, 0, char(1), '') FROM t WHERE t MATCH ?", [fts_or([self._term])]
+                ).fetchall()
+            )
         finally:
             scratch.close()
-        k1, b = self.K1, self.B
-        scored = []
-        for rowid, marked, size in found:
-            f = str(marked).count("\x01")
-            length = varints(size)[0]
-            scored.append((int(rowid), f * (k1 + 1) / (f + k1 * (1 - b + b * length / self._mean))))
-        scored.sort(key=lambda item: (-item[1], -item[0]))
-        return scored[:limit]
+        return [str(found.get(i, "")).count("\x01") for i in range(len(texts))]
 
-    def _texts(self, rowids: Sequence[int]) -> Mapping[int, str]:
-        def read(sql: str, params: Sequence[Any]) -> list[Any]:
-            return self._catalog.read(sql, params, private=True)
-
-        if self._table == "context_fts":
-            return context.read_texts(read, rowids)
-        return dict(
-            read(
-                "SELECT rowid, content FROM memories WHERE rowid IN (SELECT value FROM json_each(?))",
-                [json.dumps(list(rowids))],
-            )
+    def _lengths(self, rowids: Sequence[int]) -> dict[int, int]:
+        """Each row's length in tokens, as the table recorded it when it indexed the row."""
+        if not rowids:
+            return {}
+        found = self._read(
+            f"SELECT id, sz FROM {self._table}_docsize WHERE id IN (SELECT value FROM json_each(?))",
+            [json.dumps(list(rowids))],
         )
+        return {int(rowid): sum(varints(size)) for rowid, size in found}
 
 
 def averages(catalog: Rows, table: str) -> tuple[int, int]:

@@ -273,6 +273,20 @@ def texts(conn: sqlite3.Connection, rowids: Sequence[int]) -> dict[int, str]:
 
 def read_texts(read: Callable[[str, Sequence[Any]], Sequence[Any]], rowids: Sequence[int]) -> dict[int, str]:
     """:func:`texts` through ``read(sql, params)`` (a catalog's reads, outside a write)."""
+    recipes = read_recipes(read, rowids)
+    contents = read_contents(read, sorted({m for members, _ in recipes.values() for m in members}))
+    return {
+        rowid: _text([contents[m] for m in members if m in contents], date)
+        for rowid, (members, date) in recipes.items()
+    }
+
+
+def read_recipes(
+    read: Callable[[str, Sequence[Any]], Sequence[Any]], rowids: Sequence[int]
+) -> dict[int, tuple[list[int], str]]:
+    """The members (rowids, in order) and the date words of the window of each of ``rowids`` that
+    has one. Its text was indexed as the members' contents, a line each, then ``(date)``
+    (:func:`read_contents` gives those contents)."""
     recipes: dict[int, tuple[list[int], str]] = {}
     for start in range(0, len(rowids), 500):
         chunk = list(rowids[start : start + 500])
@@ -281,18 +295,26 @@ def read_texts(read: Callable[[str, Sequence[Any]], Sequence[Any]], rowids: Sequ
             f"SELECT rowid, members, date FROM context_members WHERE rowid IN ({marks})", chunk
         ):
             recipes[rowid] = (members_of(rowid, members), date)
-    wanted = sorted({m for members, _ in recipes.values() for m in members})
+    return recipes
+
+
+def read_contents(
+    read: Callable[[str, Sequence[Any]], Sequence[Any]],
+    members: Sequence[int],
+    *,
+    tables: Sequence[str] = ("context_gone", "memories"),
+) -> dict[int, str]:
+    """The content each of ``members`` had when the windows that hold it were indexed: a content
+    kept in ``context_gone`` wins over the memory's own (see this module's docstring); a member
+    found in neither is left out, as the window's text leaves it out. ``tables`` the tables to read."""
     contents: dict[int, str] = {}
-    for table in ("context_gone", "memories"):
-        left = [m for m in wanted if m not in contents]
+    for table in tables:
+        left = [m for m in members if m not in contents]
         for start in range(0, len(left), 500):
             chunk = left[start : start + 500]
             marks = ",".join("?" * len(chunk))
             contents.update(read(f"SELECT rowid, content FROM {table} WHERE rowid IN ({marks})", chunk))
-    return {
-        rowid: _text([contents[m] for m in members if m in contents], date)
-        for rowid, (members, date) in recipes.items()
-    }
+    return contents
 
 
 def _drop(conn: sqlite3.Connection, rowids: Sequence[int]) -> None:
