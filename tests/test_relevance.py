@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 import remindful
 from remindful.api import MemoryManager
-from remindful.engine.retrieval import calibration
+from remindful.engine.retrieval import calibration, diversity
 from remindful.engine.retrieval.diversity import Candidate, collapse, supersede
 from remindful.errors import ValidationError
 
@@ -221,6 +221,21 @@ def test_collapse_chains_near_duplicates_and_shows_the_best_ranked() -> None:
     assert consumed == 4
     groups, consumed = collapse(ranked, vectors, 0.999, stop_at=2)
     assert [g.leader.id for g in groups] == ["a", "c"] and consumed == 2
+
+
+@pytest.mark.parametrize("n", [1, 25, 26, 27, 53, 300])
+def test_collapse_finds_every_near_pair_whatever_the_tiles_of_its_products(n: int) -> None:
+    """The similarities are computed in tiles small enough for one thread (26 rows at 384
+    dimensions): every pair of near-duplicates is found, across tiles too, as one product finds it."""
+    rng = np.random.default_rng(n)
+    matrix = rng.standard_normal((n, 384)).astype(np.float32)
+    copies = rng.permutation(n)[: n // 2]  # rows made near copies of rows anywhere else
+    matrix[copies] = matrix[rng.integers(0, n, len(copies))] + 0.05 * rng.standard_normal((len(copies), 384))
+    matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
+    every = matrix @ matrix.T >= 0.95
+    want = {row: [c for c in range(row) if every[row, c]] for row in range(n)}
+    assert diversity._near_earlier(matrix, 0.95) == {row: cols for row, cols in want.items() if cols}
+    assert n < 27 or sum(map(len, want.values())) > n // 4
 
 
 def test_supersede_moves_the_newer_version_of_a_subject_up() -> None:
