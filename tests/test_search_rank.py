@@ -13,7 +13,15 @@ from hypothesis import strategies as st
 from remindful.config import SearchSettings
 from remindful.engine.catalog import MemoryRow
 from remindful.engine.retrieval import calibration
-from remindful.engine.retrieval.search import Scored, _dense, _groups, _scored_exactly, boost
+from remindful.engine.retrieval.search import (
+    MAX_CANDIDATES,
+    Scored,
+    _dense,
+    _groups,
+    _scored_exactly,
+    boost,
+    next_pool,
+)
 from remindful.engine.sqlfilter import SqlFilter
 
 ANY = SqlFilter("1", ())
@@ -158,3 +166,41 @@ def test_a_scope_of_known_size_asks_the_index_for_enough_candidates_or_is_scored
     # A later round looking further (k 80, the first round's 20): 50 of the most are enough.
     assert dense(5_000, k=80, at_least=20, passes=lambda i: i % 40 == 0) == ([2000], False)
     assert dense(5_000, k=80) == ([], True)  # without it, 2,000 would not hold 80 with the margin: exact
+
+
+def test_a_later_pool_holds_what_the_hits_so_far_say_the_limit_needs() -> None:
+    """Ten near copies of each text fold 80 candidates into about 8 hits: 10 hits need about 100,
+    200 with the margin, not 320; from twice to four times the pool before, at most MAX_CANDIDATES."""
+    assert next_pool(80, 10, 8) == 200
+    assert next_pool(20, 10, 3) == 80  # at most four times
+    assert next_pool(20, 10, 9) == 45
+    assert next_pool(40, 10, 20) == 80  # at least twice
+    assert next_pool(100, 10, 0) == 400
+    assert next_pool(400, 50, 2) == MAX_CANDIDATES
+
+
+def test_the_rounds_of_one_search_check_each_dense_candidate_against_the_filter_once() -> None:
+    """Each round asks for more candidates than the round before, most of them checked then (at
+    1,000,000 memories a check is a row read from anywhere in the file)."""
+    checked_ids: list[str] = []
+
+    class Counting(DenseCatalog):
+        def ids_passing(self, ids: Sequence[str], flt: SqlFilter) -> set[str]:
+            checked_ids.extend(ids)
+            return super().ids_passing(ids, flt)
+
+    def index(vector: np.ndarray, n: int) -> list[tuple[str, float]]:
+        return [(f"m{i}", 1.0 - i / n) for i in range(n)]
+
+    catalog = Counting()
+    vector = np.ones(2, dtype=np.float32)
+    checked: dict[str, bool] = {}
+    rounds = [
+        _dense(catalog, vector, ANY, k, index, True, 100_000, None, SearchSettings(), 60_000, 20, None, checked)[:k]  # type: ignore[arg-type]
+        for k in (20, 80)
+    ]
+    assert len(checked_ids) == len(set(checked_ids)) == 800  # 200, then the 600 new of 800
+    assert [m for m, _ in rounds[1][:20]] == [m for m, _ in rounds[0]] and len(rounds[1]) == 80
+    assert all(int(mid[1:]) % 3 == 0 for mid, _ in rounds[1])  # only those passing, as without the memo
+    fresh = _dense(Counting(), vector, ANY, 80, index, True, 100_000, None, SearchSettings(), 60_000, 20)  # type: ignore[arg-type]
+    assert fresh[:80] == rounds[1]

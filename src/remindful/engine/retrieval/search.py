@@ -81,6 +81,9 @@ INDEX_FETCH_MAX = 2000
 EXACT_MARGIN = 16
 #: The most candidates asked of a space when near-duplicates fold the first ones into few hits.
 MAX_CANDIDATES = 1000
+#: A later pool of candidates holds what the hits found so far say ``limit`` of them need
+#: (candidates per hit), with this margin: from twice to four times the pool before.
+POOL_MARGIN = 2.0
 #: Candidates stored without a vector embedded during one search, at most (see :func:`rank`).
 EMBED_AT_SEARCH = 32
 #: What a memory created in the window a query's time anchor names ("what did I buy 10 days ago?",
@@ -309,6 +312,7 @@ def rank(
     model = Model(catalog, vector, terms, settings, resumed_session, embed_missing, keep=max(settings.candidates, 20))
     model.now, model.anchors = asked_at.timestamp(), anchored
     settled: list[tuple[diversity.Group, float]] = []
+    checked: dict[str, bool] = {}  # dense candidates checked against flt: a later round asks for more
     while True:
         candidates = Candidates()
         if weights["dense"] > 0 or weights["context"] > 0:
@@ -325,6 +329,7 @@ def rank(
                 passing,
                 first,
                 scoped,
+                checked,
             )[:k]
             if weights["dense"] > 0:
                 candidates.add("dense", dense)
@@ -345,7 +350,7 @@ def rank(
         full = any(len(ranked) >= k for ranked in candidates.by_space.values())
         if len(groups) >= limit or not full or len(groups) == len(scored) or k >= MAX_CANDIDATES:
             break
-        k = min(k * 4, MAX_CANDIDATES)
+        k = next_pool(k, limit, len(groups))
         settled = groups
         lexical = ask(frozenset(model.rows))
     found_in = {space: {mid for mid, _ in ranked} for space, ranked in candidates.by_space.items()}
@@ -677,6 +682,7 @@ def _dense(
     passing: int | None = None,
     at_least: int | None = None,
     scoped: Callable[[np.ndarray, int], list[tuple[str, float]] | None] | None = None,
+    checked: dict[str, bool] | None = None,
 ) -> list[tuple[str, float]]:
     """Dense candidates, best first; when ``restricted``, only rows passing ``flt``. A restriction
     that leaves few rows, or a small share of the ``searched`` ones, is scored exactly; otherwise
@@ -691,7 +697,8 @@ def _dense(
     most INDEX_FETCH_MAX); neighbours cluster, so when too few pass it is asked for INDEX_FETCH_MAX
     before every matching row is read. The rows passing among INDEX_FETCH_MAX candidates are the
     best of them all: when they are ``at_least`` (the first round's k: a later round of the ranking
-    is looking further) they are enough, though fewer than ``k``."""
+    is looking further) they are enough, though fewer than ``k``. ``checked``: which candidates
+    passed ``flt``, remembered from round to round of one search (:func:`passing_ids`)."""
     if dense_from_index is None:
         return _exact(catalog, vector, flt, k)
     wanted = min(k * 10, 1000) if restricted else k
@@ -700,7 +707,7 @@ def _dense(
         share = passing / searched if searched else 1.0
         enough = min(k, at_least or k)
         if passing <= EXACT_ALWAYS or share * INDEX_FETCH_MAX < enough * OVERFETCH_MARGIN:
-            return _exact_in_scopes(catalog, vector, flt, k, scoped)
+            return _exact_in_scopes(catalog, vector, flt, k, scoped, checked)
         wanted = min(max(wanted, math.ceil(k * OVERFETCH_MARGIN / share)), INDEX_FETCH_MAX)
     elif restricted:
         # Few rows are read and scored in one pass: a filter no index serves (metadata) reads the table.
@@ -713,11 +720,11 @@ def _dense(
             return top_k_exact(vector, ids, matrix, k) if matrix is not None else []
     from_index = dense_from_index(vector, wanted)
     if restricted:
-        passed = catalog.ids_passing([mid for mid, _ in from_index], flt)
+        passed = passing_ids(catalog, [mid for mid, _ in from_index], flt, checked)
         if len(passed) < k and passing is not None and wanted < INDEX_FETCH_MAX:
             wanted = INDEX_FETCH_MAX
             from_index = dense_from_index(vector, wanted)
-            passed = catalog.ids_passing([mid for mid, _ in from_index], flt)
+            passed = passing_ids(catalog, [mid for mid, _ in from_index], flt, checked)
         if len(passed) < (enough if passing is not None and wanted >= INDEX_FETCH_MAX else k):
             return _exact(catalog, vector, flt, k)
         from_index = [(mid, score) for mid, score in from_index if mid in passed]
@@ -739,6 +746,7 @@ def _exact_in_scopes(
     flt: SqlFilter,
     k: int,
     scoped: Callable[[np.ndarray, int], list[tuple[str, float]] | None] | None,
+    checked: dict[str, bool] | None = None,
 ) -> list[tuple[str, float]]:
     """:func:`_exact` for a restriction to scopes, from the copy of their vectors kept in memory
     when there is one (its best rows checked against ``flt``: expiry, types; if too few pass, every
@@ -746,11 +754,37 @@ def _exact_in_scopes(
     found = None if scoped is None else scoped(vector, k + EXACT_MARGIN)
     if found is None:
         return _exact(catalog, vector, flt, k)
-    passed = catalog.ids_passing([mid for mid, _ in found], flt) if found else set()
+    passed = passing_ids(catalog, [mid for mid, _ in found], flt, checked) if found else set()
     kept = [(mid, score) for mid, score in found if mid in passed]
     if len(kept) < k and len(found) == k + EXACT_MARGIN:
         return _exact(catalog, vector, flt, k)
     return kept[:k]
+
+
+def next_pool(k: int, limit: int, hits: int) -> int:
+    """The candidates a space is asked for after ``k`` of them folded into ``hits`` (fewer than
+    ``limit``): as many as ``limit`` hits need at the candidates a hit took so far, with
+    ``POOL_MARGIN``, from 2k to 4k. A store holding ten near copies of a text folds 80 candidates
+    into about 8 hits: the next pool is 160, not 320 (the last round's reads and its pairs of
+    near-duplicates are most of such a search)."""
+    wanted = math.ceil(k * limit / max(hits, 1) * POOL_MARGIN)
+    return min(max(wanted, 2 * k), 4 * k, MAX_CANDIDATES)
+
+
+def passing_ids(
+    catalog: CatalogBackend, ids: Sequence[str], flt: SqlFilter, checked: dict[str, bool] | None
+) -> set[str]:
+    """Those of ``ids`` that exist and pass ``flt``; ``checked`` (when given) remembers the answers
+    for the rounds of one search: each asks the dense space for more candidates (4 times as many),
+    most of which the round before checked (at 1,000,000 memories a check is a lookup of a row
+    spread over the file: 20 us)."""
+    if checked is None:
+        return catalog.ids_passing(ids, flt)
+    new = [mid for mid in ids if mid not in checked]
+    if new:
+        passed = catalog.ids_passing(new, flt)
+        checked.update((mid, mid in passed) for mid in new)
+    return {mid for mid in ids if checked[mid]}
 
 
 def _scored_exactly(n: int, searched: int | None, settings: SearchSettings) -> bool:
