@@ -775,7 +775,7 @@ def passing_ids(
     catalog: CatalogBackend, ids: Sequence[str], flt: SqlFilter, checked: dict[str, bool] | None
 ) -> set[str]:
     """Those of ``ids`` that exist and pass ``flt``; ``checked`` (when given) remembers the answers
-    for the rounds of one search: each asks the dense space for more candidates (4 times as many),
+    for the rounds of one search: each asks the dense space for more candidates (2 to 4 times as many),
     most of which the round before checked (at 1,000,000 memories a check is a lookup of a row
     spread over the file: 20 us)."""
     if checked is None:
