@@ -8,8 +8,9 @@ newest: a small project's own matches, not the few of them among the store's new
 itself would still grow with the store: for its IDF, FTS5 counts every row each phrase matches (the
 whole doclist, once per statement) whatever rows are ranked. A term that common is the only one
 kept, and one term's IDF is the same for every row: its rows are then ranked by the rest of BM25,
-each row's own occurrences and length read alone (:class:`OneTerm`), in bm25()'s order. How common it is, is
-estimated from a sample of its doclist (:func:`estimated_rows`): counting it is the cost avoided.
+each row's own occurrences and length read alone (:class:`OneTerm`), in bm25()'s order. How common
+it is, is estimated from a sample of its doclist (:func:`estimated_rows`): counting it is the cost
+avoided.
 
 The relevance model (:mod:`remindful.engine.retrieval.rerank`) reads two more things from here: the query
 terms' document frequencies (:meth:`LexicalSearch.doc_freqs`, from the same remembered counts) and
@@ -399,7 +400,7 @@ class OneTerm:
         own = self._memories([m for m in members if m not in gone]) if len(gone) < len(members) else {}
         dates = sorted({date for _, date in recipes.values()})
         fresh = self._fresh([*(f"({d})" for d in dates), *gone.values()])
-        per_date = dict(zip(dates, fresh, strict=False))
+        per_date = dict(zip(dates, fresh[: len(dates)], strict=True))
         per_gone = dict(zip(gone, fresh[len(dates) :], strict=True))
         return {
             rowid: per_date[date] + sum(per_gone.get(m, own.get(m, 0)) for m in parts)

@@ -765,7 +765,7 @@ def next_pool(k: int, limit: int, hits: int) -> int:
     """The candidates a space is asked for after ``k`` of them folded into ``hits`` (fewer than
     ``limit``): as many as ``limit`` hits need at the candidates a hit took so far, with
     ``POOL_MARGIN``, from 2k to 4k. A store holding ten near copies of a text folds 80 candidates
-    into about 8 hits: the next pool is 160, not 320 (the last round's reads and its pairs of
+    into about 8 hits: the next pool is 200, not 320 (the last round's reads and its pairs of
     near-duplicates are most of such a search)."""
     wanted = math.ceil(k * limit / max(hits, 1) * POOL_MARGIN)
     return min(max(wanted, 2 * k), 4 * k, MAX_CANDIDATES)
