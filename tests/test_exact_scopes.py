@@ -11,7 +11,6 @@ from typing import Any
 import numpy as np
 import pytest
 
-from remindful.engine import exact
 from remindful.engine.exact import ScopedScorer
 from remindful.model import MemoryType
 from remindful.testing import open_fake
@@ -115,14 +114,3 @@ def test_the_kept_copys_cosines_are_those_of_the_catalogs_vectors(memory: Any) -
         [float(np.dot(stored[mid], query)) for mid, _ in found], abs=1e-5
     )
     assert len({round(score, 4) for _, score in found}) > 3
-
-
-@pytest.mark.parametrize("rows", [1, 2047, 2048, 5000])
-def test_a_scopes_rows_are_scored_a_part_at_a_time_as_they_would_be_whole(rows: int) -> None:
-    """The int8 codes are made float32 a part at a time (exact.SCORE_ROWS): the same dot products,
-    to the bit, across the parts' boundaries."""
-    rng = np.random.default_rng(rows)
-    codes = rng.integers(-127, 128, (rows, 384), dtype=np.int8)
-    query = rng.standard_normal(384).astype(np.float32)
-    whole = np.einsum("ij,j->i", codes.astype(np.float32), query)
-    assert np.array_equal(exact.cosines(codes, query), whole)

@@ -7,6 +7,7 @@ import sqlite3
 from pathlib import Path
 
 import numpy as np
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
@@ -94,3 +95,18 @@ def test_a_store_keeps_int8_and_still_finds_rows_stored_as_float32(tmp_path: Pat
         assert found[0] == other
         exported = memory.engine.catalog.embeddings([mid, other])
         assert {v.shape for v in exported.values()} == {(dim,)}
+
+
+@pytest.mark.parametrize("rows", [1, 2047, 2048, 5000])
+def test_int8_rows_are_scored_a_part_at_a_time_as_they_would_be_whole(rows: int) -> None:
+    """The int8 codes (a scope's copy, or a field of the snapshot's records) are made float32 a
+    part at a time (vectors.SCORE_ROWS): the same dot products, to the bit, across the parts'
+    boundaries."""
+    rng = np.random.default_rng(rows)
+    codes = rng.integers(-127, 128, (rows, 384), dtype=np.int8)
+    query = rng.standard_normal(384).astype(np.float32)
+    whole = np.einsum("ij,j->i", codes.astype(np.float32), query)
+    assert np.array_equal(vectors.cosines(codes, query), whole)
+    records = np.zeros(rows, dtype=[("rowid", "<i8"), ("codes", "i1", (384,)), ("scale", "<f4")])
+    records["codes"] = codes
+    assert np.array_equal(vectors.cosines(records["codes"], query), whole)

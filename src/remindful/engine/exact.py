@@ -43,22 +43,6 @@ PART_ROWIDS = 50_000
 SCOPES_KEPT = 4
 SCOPE_MAX_ROWS = 100_000
 _TYPES = [t.value for t in MemoryType]
-#: Rows of int8 codes made float32 at a time to be scored (3 MB at 384 dimensions): a 20,000-row
-#: scope made float32 whole (30 MB, out of the caches) took 5.5 ms a search, by parts 3.1 ms.
-SCORE_ROWS = 2048
-
-
-def cosines(codes: np.ndarray, query: np.ndarray) -> np.ndarray:
-    """Each row of the int8 ``codes`` times ``query`` (float32), the rows made float32 a part at a
-    time into one buffer. With ``einsum``, one thread: OpenBLAS's threads spin on a busy machine
-    (index_snapshot.SCAN_ROWS)."""
-    out = np.empty(len(codes), dtype=np.float32)
-    buffer = np.empty((min(SCORE_ROWS, len(codes)), codes.shape[1]), dtype=np.float32)
-    for start in range(0, len(codes), SCORE_ROWS):
-        part = buffer[: len(codes[start : start + SCORE_ROWS])]
-        np.copyto(part, codes[start : start + len(part)], casting="unsafe")
-        np.einsum("ij,j->i", part, query, out=out[start : start + len(part)])
-    return out
 
 
 class ExactScorer:
@@ -221,7 +205,7 @@ class ScopeVectors:
         key = query.tobytes() + ",".join(sorted(types)).encode()
         if self._last is not None and self._last[0] == key:
             return self._last[1]
-        out = cosines(self._codes, query) * self._scales
+        out = stored_vectors.cosines(self._codes, query) * self._scales
         wanted = np.isin(self._type_array, [_TYPES.index(t) for t in types if t in _TYPES])
         out[~wanted | (self._scales == 0.0)] = -np.inf
         if self._missing:

@@ -51,8 +51,8 @@ _MAGIC = b"RMVSNAP1"
 #: magic, dimension, lock inode, generation, floor, highest rowid, whether a rowid repeats
 _HEADER = struct.Struct("<8sIQqqqB")
 _HEADER_SIZE = 64
-#: Records scanned at a time (6.6 MB at 384 dimensions, 25 MB as float32: small enough for the
-#: caches; 65,536 took twice as long). Scored with ``einsum``, one thread, not BLAS: OpenBLAS's
+#: Records read at a time (6.6 MB at 384 dimensions; 65,536 took twice as long), scored a part at a
+#: time (:func:`remindful.engine.vectors.cosines`) with ``einsum``, one thread, not BLAS: OpenBLAS's
 #: threads spin on a busy machine (a scan of 1,000,000 took 1.8-2.7 s with them at load 7, 0.18 s
 #: with einsum).
 SCAN_ROWS = 16_384
@@ -163,7 +163,6 @@ class VectorSnapshot:
         best_positions: list[np.ndarray] = []
         rowids: list[np.ndarray] = []
         position = 0
-        floats = np.empty((SCAN_ROWS, header.dimension), dtype=np.float32)
         with open(self.path, "rb") as f:
             f.seek(_HEADER_SIZE)
             while True:
@@ -172,9 +171,7 @@ class VectorSnapshot:
                     break
                 if header.repeats:
                     rowids.append(chunk["rowid"].copy())
-                part = floats[: len(chunk)]
-                part[...] = chunk["codes"]
-                scores = np.einsum("ij,j->i", part, query) * chunk["scale"]
+                scores = stored_vectors.cosines(chunk["codes"], query) * chunk["scale"]
                 scores[~np.isin(chunk["type"], wanted)] = -np.inf
                 top = np.argpartition(-scores, keep)[:keep] if len(scores) > keep else np.arange(len(scores))
                 top = top[np.isfinite(scores[top])]

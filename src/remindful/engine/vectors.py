@@ -84,4 +84,24 @@ def unpack(blobs: Sequence[bytes]) -> tuple[np.ndarray, np.ndarray]:
     return rows[:, _HEAD:].view(np.int8), rows[:, 1:_HEAD].copy().view("<f4").reshape(-1)
 
 
-__all__ = ["decode", "decode_bytes", "dimension", "encode", "is_quantised", "matrix", "unpack"]
+#: Rows of int8 codes made float32 at a time to be scored (3 MB at 384 dimensions): a 20,000-row
+#: scope's codes made float32 whole (30 MB, out of the caches) took 5.5 ms a search, by parts 3.1 ms;
+#: the snapshot's 1,000,000 records, 16,384 at a time, 0.30 s, by parts 0.19 s.
+SCORE_ROWS = 2048
+
+
+def cosines(codes: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """Each row of the int8 ``codes`` times ``query`` (float32), the rows made float32 a part at a
+    time into one buffer. With ``einsum``, one thread: OpenBLAS's threads spin on a busy machine
+    (:data:`remindful.engine.index_snapshot.SCAN_ROWS`)."""
+    out = np.empty(len(codes), dtype=np.float32)
+    buffer = np.empty((min(SCORE_ROWS, len(codes)), codes.shape[1]), dtype=np.float32)
+    for start in range(0, len(codes), SCORE_ROWS):
+        stop = min(start + SCORE_ROWS, len(codes))
+        part = buffer[: stop - start]
+        np.copyto(part, codes[start:stop], casting="unsafe")
+        np.einsum("ij,j->i", part, query, out=out[start:stop])
+    return out
+
+
+__all__ = ["cosines", "decode", "decode_bytes", "dimension", "encode", "is_quantised", "matrix", "unpack"]
