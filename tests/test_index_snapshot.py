@@ -14,6 +14,7 @@ import pytest
 
 import remindful
 from remindful.engine import flat as flat_module
+from remindful.engine.index_locks import IndexLock
 from remindful.engine.index_snapshot import FILE_NAME, VectorSnapshot, record_dtype
 from remindful.model import MemoryType
 from remindful.testing import FakeEmbedder
@@ -138,8 +139,9 @@ def test_a_write_that_does_not_carry_it_along_leaves_it_unused_until_it_is_writt
     store: Path, scans: list[int]
 ) -> None:
     with open_store(store) as memory:
-        memory.reindex()  # rewrites the index without the snapshot
         expected = [answer_of(memory, q) for q in QUERIES]
+    with IndexLock(store / "index.lock")():  # another build of remindful writes the index, say
+        pass
     scans.clear()
     with open_store(store) as memory:
         first = [answer_of(memory, q) for q in QUERIES]
@@ -149,6 +151,30 @@ def test_a_write_that_does_not_carry_it_along_leaves_it_unused_until_it_is_writt
     with open_store(store) as memory:
         assert_same_answers([answer_of(memory, q) for q in QUERIES], expected)
         assert scans
+
+
+@pytest.mark.parametrize("rebuild", ["reindex", "restore"])
+def test_a_reindex_or_a_restore_leaves_it_written_for_the_next_process(
+    store: Path, scans: list[int], rebuild: str
+) -> None:
+    """A reindex and a restore write the index whole without carrying the file along: they write
+    the file whole too, before they return, so that the next fresh process's first searches do
+    not wait for the index (10.6 s at 1,000,000 memories)."""
+    with open_store(store) as memory:
+        if rebuild == "reindex":
+            memory.reindex()
+        else:
+            archive = memory.backup("before").path
+            memory.store("a note the restore takes away again")
+            memory.restore(archive, confirm=True)
+        expected = [answer_of(memory, q) for q in QUERIES]
+    snapshot = VectorSnapshot(store / FILE_NAME, store / "index.lock", None)  # type: ignore[arg-type]
+    assert snapshot.usable(IndexLock(store / "index.lock").generation()) is not None
+    scans.clear()
+    with open_store(store) as memory:
+        first = [answer_of(memory, q) for q in QUERIES]
+        assert scans and all(n > 0 for n in scans)  # the snapshot answered
+    assert_same_answers(first, expected)
 
 
 def test_a_rowid_given_to_a_later_row_is_not_taken_for_the_old_one(store: Path, scans: list[int]) -> None:

@@ -202,7 +202,7 @@ class IndexOpening:
                 self._view.refresh(index, force=force, cancel=self._stopping)
             if self._snapshot_wanted:
                 self._snapshot_wanted = False
-                self._keep_snapshot()
+                self.keep_snapshot()
         except WaitCancelled:
             return
         except RemindfulError as exc:
@@ -212,7 +212,7 @@ class IndexOpening:
                 return
             log.warning("could not refresh the vector index (%s); search scores from the catalog meanwhile", exc)
 
-    def _keep_snapshot(self) -> None:
+    def keep_snapshot(self) -> None:
         """Write the compact copy of the index's vectors whole if it does not match the index files
         (or holds many records of deleted rows and older vectors: ``SPARE_SHARE``) and the store is
         too large to copy in memory (:mod:`~remindful.engine.index_snapshot`):

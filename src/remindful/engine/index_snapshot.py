@@ -13,9 +13,10 @@ the lock file still says that generation (the same lock file: its inode is in th
 Every write through the index holds that lock (:class:`~remindful.engine.index_view.IndexView`)
 and bumps the generation as it leaves: a write that goes through :meth:`VectorSnapshot.stage`
 (the vectors upserted) and :meth:`VectorSnapshot.advance` carries the file along to the next
-generation (its records appended, the header rewritten last); any other write (a reindex, a
-restore, another build of remindful) leaves it stale until it is written whole again
-(:meth:`VectorSnapshot.rebuild`, in the background, after the index opens).
+generation (its records appended, the header rewritten last). A reindex or a restore writes it
+whole as it ends (:meth:`VectorSnapshot.rebuild`); any other write (another build of remindful, a
+copy of the store elsewhere: a new lock file) leaves it stale until it is written whole again,
+in the background, after the index opens.
 
 What the index holds, the file holds: vectors of rows deleted since (a search checks every dense
 candidate against the catalog), and a row's new vector after an update is appended after its old
