@@ -298,9 +298,15 @@ class IndexMirror:
             self._deletes.forget()
             self._index_pending(index, progress)
             self._opening.rebuilt(index)
-        # The next fresh process's first searches scan the snapshot, not a stale one's catalog
+        # The next fresh process's first searches scan the snapshot rather than wait for the index
         # (10.6 s at 1,000,000 memories): written whole now (~10 s there, beside ~660 s of rebuild).
-        self._opening.keep_snapshot()
+        # The index is rebuilt whatever happens to it: a failure leaves it for the next open.
+        try:
+            self._opening.keep_snapshot()
+        except WaitCancelled:  # closing
+            pass
+        except RemindfulError as exc:
+            log.warning("could not write %s (%s); it is written again once the index opens", SNAPSHOT_FILE, exc)
         return {t.collection: index.count(t.collection) for t in MemoryType}
 
     # -- additions ------------------------------------------------------------------------------
