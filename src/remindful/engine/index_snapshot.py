@@ -65,6 +65,7 @@ SPARE_SHARE = 0.25
 #: Candidates a scan keeps beyond ``k``: some may be deleted rows, or rowids given to later rows.
 MARGIN = 32
 _TYPES = [t.value for t in MemoryType]
+_TYPE_NUMBERS = {name: n for n, name in enumerate(_TYPES)}
 
 
 def record_dtype(dimension: int) -> np.dtype:
@@ -76,6 +77,12 @@ def record_dtype(dimension: int) -> np.dtype:
 
 def id_hash(memory_id: str) -> int:
     return int.from_bytes(hashlib.blake2b(memory_id.encode(), digest_size=8).digest(), "little")
+
+
+def id_hashes(memory_ids: Sequence[str]) -> np.ndarray:
+    """:func:`id_hash` of each id, as one array (the digests joined and read at once)."""
+    digests = b"".join(hashlib.blake2b(i.encode(), digest_size=8).digest() for i in memory_ids)
+    return np.frombuffer(digests, dtype="<u8")
 
 
 class Header(NamedTuple):
@@ -92,8 +99,12 @@ def records(rowids: Sequence[int], ids: Sequence[str], types: Sequence[str], blo
     dimension = stored_vectors.dimension(blobs[0]) if blobs else 0
     out = np.zeros(len(blobs), dtype=record_dtype(dimension))
     out["rowid"] = rowids
-    out["hash"] = [id_hash(i) for i in ids]
-    out["type"] = [_TYPES.index(t) for t in types]
+    out["hash"] = id_hashes(ids)
+    out["type"] = [_TYPE_NUMBERS[t] for t in types]
+    stored = stored_vectors.int8_blobs(blobs, dimension)
+    if stored is not None:  # as the catalog stores them, every one (a write's own, a rebuild's)
+        out["scale"], out["codes"] = stored["scale"], stored["codes"]
+        return out
     for n, blob in enumerate(blobs):
         if not stored_vectors.is_quantised(blob):
             blob = stored_vectors.encode(stored_vectors.decode(blob)) or blob
