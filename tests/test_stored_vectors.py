@@ -124,17 +124,17 @@ def test_blobs_read_at_once_are_the_records_read_one_by_one(monkeypatch: pytest.
     ids = [f"conversation_20260101000000{n:06d}_abcdef12" for n in rowids]
     kinds = [t.value for t in MemoryType]
     types = [kinds[n % len(kinds)] for n in range(300)]
-    assert vectors.int8_blobs(blobs, 384) is not None
+    assert vectors.int8_codes(blobs) is not None
     at_once = index_snapshot.records(rowids, ids, types, blobs)
     with monkeypatch.context() as m:
-        m.setattr(vectors, "int8_blobs", lambda blobs, dimension: None)
+        m.setattr(vectors, "int8_codes", lambda blobs: None)
         one_by_one = index_snapshot.records(rowids, ids, types, blobs)
     assert at_once.tobytes() == one_by_one.tobytes()
     assert list(at_once["hash"][:3]) == [index_snapshot.id_hash(i) for i in ids[:3]]
     # A row stored as float32 (written before vectors were int8), or a blob not as encode() makes
     # it: none is read at once, and the records are the same.
     old = [*blobs[:5], vectors.decode(blobs[5]).astype("<f4").tobytes()]
-    assert vectors.int8_blobs(old, 384) is None
-    assert vectors.int8_blobs([*blobs[:5], b"x" + blobs[5][1:]], 384) is None
+    assert vectors.int8_codes(old) is None
+    assert vectors.int8_codes([*blobs[:5], b"x" + blobs[5][1:]]) is None
     mixed = index_snapshot.records(rowids[:6], ids[:6], types[:6], old)
     assert mixed.tobytes() == at_once[:6].tobytes()

@@ -101,9 +101,9 @@ def records(rowids: Sequence[int], ids: Sequence[str], types: Sequence[str], blo
     out["rowid"] = rowids
     out["hash"] = id_hashes(ids)
     out["type"] = [_TYPE_NUMBERS[t] for t in types]
-    stored = stored_vectors.int8_blobs(blobs, dimension)
-    if stored is not None:  # as the catalog stores them, every one (a write's own, a rebuild's)
-        out["scale"], out["codes"] = stored["scale"], stored["codes"]
+    unpacked = stored_vectors.int8_codes(blobs)
+    if unpacked is not None:  # as the catalog stores them, every one: read at once (a rebuild reads a million)
+        out["codes"], out["scale"] = unpacked
         return out
     for n, blob in enumerate(blobs):
         if not stored_vectors.is_quantised(blob):

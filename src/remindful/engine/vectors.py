@@ -45,21 +45,6 @@ def is_quantised(blob: bytes) -> bool:
     return len(blob) % 4 == 1 and blob[:1] == _TAG
 
 
-def int8_blobs(blobs: Sequence[bytes], dimension: int) -> np.ndarray | None:
-    """The blobs, every one an int8 vector of ``dimension`` as :func:`encode` makes it, read at
-    once as records of ``tag``, ``scale`` and ``codes`` (a million blobs: one join, not a million
-    reads); None if any is not."""
-    size = _HEAD + dimension
-    if not blobs or dimension % 4 or any(len(blob) != size for blob in blobs):
-        return None
-    joined = np.frombuffer(
-        b"".join(blobs), dtype=np.dtype([("tag", "u1"), ("scale", "<f4"), ("codes", "i1", (dimension,))])
-    )
-    if not bool(np.all(joined["tag"] == _TAG[0])):
-        return None
-    return joined
-
-
 def decode(blob: bytes) -> np.ndarray:
     """The float32 vector of a stored blob (either form)."""
     if is_quantised(blob):
@@ -80,17 +65,24 @@ def dimension(blob: bytes) -> int:
 
 def matrix(blobs: Sequence[bytes]) -> np.ndarray:
     """Stored blobs as an (n, d) float32 matrix."""
-    quantised = [is_quantised(b) for b in blobs]
-    if not any(quantised):
-        return np.frombuffer(b"".join(blobs), dtype="<f4").reshape(len(blobs), -1).astype(np.float32, copy=False)
-    if all(quantised) and len({len(b) for b in blobs}) == 1:
+    unpacked = int8_codes(blobs)
+    if unpacked is not None:
         # All of one form and size (the rule): decoded at once, not row by row (a fresh process's first
         # search scores a large store's vectors exactly from the catalog; 100,000 rows took seconds).
-        codes, scales = unpack(blobs)
+        codes, scales = unpacked
         out = codes.astype(np.float32)
         out *= scales[:, None]
         return out
+    if not any(is_quantised(b) for b in blobs):
+        return np.frombuffer(b"".join(blobs), dtype="<f4").reshape(len(blobs), -1).astype(np.float32, copy=False)
     return np.stack([decode(b) for b in blobs])
+
+
+def int8_codes(blobs: Sequence[bytes]) -> tuple[np.ndarray, np.ndarray] | None:
+    """:func:`unpack` if every blob is an int8 vector and all are of one size, else None."""
+    if blobs and all(is_quantised(b) for b in blobs) and len({len(b) for b in blobs}) == 1:
+        return unpack(blobs)
+    return None
 
 
 def unpack(blobs: Sequence[bytes]) -> tuple[np.ndarray, np.ndarray]:
