@@ -65,7 +65,6 @@ SPARE_SHARE = 0.25
 #: Candidates a scan keeps beyond ``k``: some may be deleted rows, or rowids given to later rows.
 MARGIN = 32
 _TYPES = [t.value for t in MemoryType]
-_TYPE_NUMBERS = {name: n for n, name in enumerate(_TYPES)}
 
 
 def record_dtype(dimension: int) -> np.dtype:
@@ -100,7 +99,7 @@ def records(rowids: Sequence[int], ids: Sequence[str], types: Sequence[str], blo
     out = np.zeros(len(blobs), dtype=record_dtype(dimension))
     out["rowid"] = rowids
     out["hash"] = id_hashes(ids)
-    out["type"] = [_TYPE_NUMBERS[t] for t in types]
+    out["type"] = [_TYPES.index(t) for t in types]
     unpacked = stored_vectors.int8_codes(blobs)
     if unpacked is not None:  # as the catalog stores them, every one: read at once (a rebuild reads a million)
         out["codes"], out["scale"] = unpacked

@@ -299,7 +299,7 @@ class IndexMirror:
             self._index_pending(index, progress)
             self._opening.rebuilt(index)
         # The next fresh process's first searches scan the snapshot rather than wait for the index
-        # (10.6 s at 1,000,000 memories): written whole now (~10 s there, beside ~660 s of rebuild).
+        # (10.6 s at 1,000,000 memories): written whole now (~6 s there, beside ~610 s of rebuild).
         # The index is rebuilt whatever happens to it: a failure leaves it for the next open.
         try:
             self._opening.keep_snapshot()
