@@ -92,6 +92,9 @@ class IndexOpening:
         self._error: str | None = None
         self._retry_at = 0.0  # after a transient failure to open the index: when to try again
         self._viewer: Errand | None = None
+        # Writes the vector snapshot whole when the viewer finds it stale: upkeep for the next
+        # process, which neither a flush nor the viewer's next refresh waits for.
+        self._keeper: Errand | None = None
         self._reload_wanted = False  # a query failed: the next refresh reloads even if no one wrote
         self._snapshot_wanted = False  # a search asked the viewer: it keeps the vector snapshot too
         self._loading = False  # the opening holds the index lock and loads the index
@@ -165,9 +168,19 @@ class IndexOpening:
         self._viewer.ask()
 
     def wait(self, timeout: float | None) -> bool:
-        """Wait until the viewer did what it was asked (at most ``timeout`` seconds); False on timeout."""
+        """Wait until the viewer did what it was asked (at most ``timeout`` seconds); False on
+        timeout. Not for the snapshot it had written (:meth:`settle`)."""
         viewer = self._viewer
         return viewer is None or viewer.wait(timeout)
+
+    def settle(self, timeout: float | None) -> bool:
+        """:meth:`wait`, then until the vector snapshot asked for is written; False on timeout."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        if not self.wait(timeout):
+            return False
+        keeper = self._keeper
+        left = None if deadline is None else max(0.0, deadline - time.monotonic())
+        return keeper is None or keeper.wait(left)
 
     def state(self) -> dict[str, Any]:
         """``opened`` (False until the first write or search needs the index), ``available``
@@ -180,10 +193,14 @@ class IndexOpening:
         self._index, self._error, self._opened, self._retry_at = index, None, True, 0.0
 
     def stop_viewer(self) -> None:
-        """Stop the viewer (set ``stopping`` first, so that its wait for the index lock gives up)."""
+        """Stop the viewer and the snapshot's keeper (set ``stopping`` first, so that their wait
+        for the index lock, and a snapshot being written, give up)."""
         viewer, self._viewer = self._viewer, None
         if viewer is not None:
             viewer.close()
+        keeper, self._keeper = self._keeper, None
+        if keeper is not None:
+            keeper.close()
 
     def closed(self) -> None:
         """The index was closed: the next use opens it again."""
@@ -202,7 +219,7 @@ class IndexOpening:
                 self._view.refresh(index, force=force, cancel=self._stopping)
             if self._snapshot_wanted:
                 self._snapshot_wanted = False
-                self.keep_snapshot()
+                self._ask_keeper()
         except WaitCancelled:
             return
         except RemindfulError as exc:
@@ -211,6 +228,26 @@ class IndexOpening:
                 log.debug("vector index not opened: %s", exc)
                 return
             log.warning("could not refresh the vector index (%s); search scores from the catalog meanwhile", exc)
+
+    def _ask_keeper(self) -> None:
+        """Have the keeper write the snapshot whole if it needs to (in a thread of its own)."""
+        if self._snapshot is None or not self._may_start():
+            return
+        with self._errand_lock:
+            if self._keeper is None:
+                self._keeper = Errand("remindful-index-snapshot", self._keep_errand)
+        self._keeper.ask()
+
+    def _keep_errand(self) -> None:
+        try:
+            self.keep_snapshot()
+        except WaitCancelled:
+            return
+        except RemindfulError as exc:
+            if isinstance(exc, CorruptionError) and exc.part == "catalog":
+                log.debug("vector snapshot not written: %s", exc)  # every use of the catalog reports it
+                return
+            log.warning("could not write the vector snapshot (%s); a fresh process's search waits for the index", exc)
 
     def keep_snapshot(self) -> None:
         """Write the compact copy of the index's vectors whole if it does not match the index files
