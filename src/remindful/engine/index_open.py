@@ -3,8 +3,8 @@
 A write opens the index where it runs (the background indexer, as a rule). A search never waits
 for it: it asks the viewer (an :class:`~remindful.engine.background.Errand`) to open it and scores
 exactly from the catalog meanwhile. The viewer also reloads this process's view of the index files
-when asked, and keeps a large store's vector snapshot (:mod:`~remindful.engine.index_snapshot`) for
-the next fresh process.
+when asked, and has a large store's vector snapshot (:mod:`~remindful.engine.index_snapshot`) kept
+for the next fresh process by a keeper of its own, which a flush does not wait for (:meth:`IndexOpening.settle` does).
 
 Opening checks the files, under the index lock, only when they may be damaged: a process holding
 them died (:class:`~remindful.engine.index_locks.IndexHolders`), or a quick look finds something
