@@ -234,13 +234,16 @@ class IndexOpening:
         if self._snapshot is None or not self._may_start():
             return
         with self._errand_lock:
-            if self._keeper is None:
-                self._keeper = Errand("remindful-index-snapshot", self._keep_errand)
-        self._keeper.ask()
+            keeper = self._keeper
+            if keeper is None:
+                keeper = self._keeper = Errand("remindful-index-snapshot", self.keep_snapshot)
+        keeper.ask()
 
-    def _keep_errand(self) -> None:
+    def keep_snapshot(self) -> None:
+        """:meth:`_keep_snapshot`, which never raises here: what stops it (closing, the catalog's
+        error) leaves the file stale, to be written whole after a later open."""
         try:
-            self.keep_snapshot()
+            self._keep_snapshot()
         except WaitCancelled:
             return
         except RemindfulError as exc:
@@ -249,11 +252,11 @@ class IndexOpening:
                 return
             log.warning("could not write the vector snapshot (%s); a fresh process's search waits for the index", exc)
 
-    def keep_snapshot(self) -> None:
+    def _keep_snapshot(self) -> None:
         """Write the compact copy of the index's vectors whole if it does not match the index files
         (or holds many records of deleted rows and older vectors: ``SPARE_SHARE``) and the store is
         too large to copy in memory (:mod:`~remindful.engine.index_snapshot`):
-        under the index lock, held for reading (writers wait: 3-4 s at 1,000,000 memories)."""
+        under the index lock, held for reading (writers wait: 5-6 s at 1,000,000 memories)."""
         snapshot = self._snapshot
         if snapshot is None or self._exiting() or self._catalog.count(at_most=flat.MAX_ROWS + 1) <= flat.MAX_ROWS:
             return

@@ -300,13 +300,8 @@ class IndexMirror:
             self._opening.rebuilt(index)
         # The next fresh process's first searches scan the snapshot rather than wait for the index
         # (10.6 s at 1,000,000 memories): written whole now (~6 s there, beside ~610 s of rebuild).
-        # The index is rebuilt whatever happens to it: a failure leaves it for the next open.
-        try:
-            self._opening.keep_snapshot()
-        except WaitCancelled:  # closing
-            pass
-        except RemindfulError as exc:
-            log.warning("could not write %s (%s); it is written again once the index opens", SNAPSHOT_FILE, exc)
+        # The index is rebuilt whatever happens to it: a failure leaves it for a later open.
+        self._opening.keep_snapshot()
         return {t.collection: index.count(t.collection) for t in MemoryType}
 
     # -- additions ------------------------------------------------------------------------------

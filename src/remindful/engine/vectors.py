@@ -111,4 +111,4 @@ def cosines(codes: np.ndarray, query: np.ndarray) -> np.ndarray:
     return out
 
 
-__all__ = ["cosines", "decode", "decode_bytes", "dimension", "encode", "is_quantised", "matrix", "unpack"]
+__all__ = ["cosines", "decode", "decode_bytes", "dimension", "encode", "int8_codes", "is_quantised", "matrix", "unpack"]
