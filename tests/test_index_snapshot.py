@@ -5,6 +5,8 @@ never used once something else wrote the index. Real Chroma; the store counts as
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,7 +18,7 @@ import pytest
 import remindful
 from remindful.engine import flat as flat_module
 from remindful.engine.index_locks import IndexLock
-from remindful.engine.index_snapshot import FILE_NAME, VectorSnapshot, record_dtype
+from remindful.engine.index_snapshot import FILE_NAME, PENDING_SUFFIX, VectorSnapshot, record_dtype
 from remindful.model import MemoryType
 from remindful.testing import FakeEmbedder
 
@@ -244,3 +246,156 @@ def test_a_flush_does_not_wait_for_the_snapshot_to_be_written(store: Path, monke
             assert VectorSnapshot(store / FILE_NAME, store / "index.lock", None).usable(generation)  # type: ignore[arg-type]
     finally:
         release.set()
+
+
+class Pause:
+    """Holds the first reading of the rows while the file is written whole, ``before`` it reads
+    them or ``after``: ``held`` is set once it is held, ``release`` lets it go on (``let_go`` is
+    set once it did, or gave up waiting); ``readings``: one entry a reading."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, pause: str) -> None:
+        self.held, self.release, self.let_go = threading.Event(), threading.Event(), threading.Event()
+        self.readings: list[int] = []
+        write_rows = VectorSnapshot._write_rows
+
+        def paused(snapshot: VectorSnapshot, *args: Any, **kwargs: Any) -> tuple[int, int]:
+            self.readings.append(1)
+            first = len(self.readings) == 1
+            if first and pause == "before":
+                self.hold()
+            result = write_rows(snapshot, *args, **kwargs)
+            if first and pause == "after":
+                self.hold()
+            return result
+
+        monkeypatch.setattr(VectorSnapshot, "_write_rows", paused)
+
+    def hold(self) -> None:
+        self.held.set()
+        self.release.wait(60)
+        self.let_go.set()
+
+
+def usable_now(store: Path) -> bool:
+    generation = IndexLock(store / "index.lock").generation()
+    snapshot = VectorSnapshot(store / FILE_NAME, store / "index.lock", None)  # type: ignore[arg-type]
+    return snapshot.usable(generation) is not None
+
+
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_writes_go_on_while_it_is_written_whole_and_are_in_it(
+    store: Path, scans: list[int], monkeypatch: pytest.MonkeyPatch, when: str
+) -> None:
+    """Writing it whole reads every indexed row (5-6 s at 1,000,000 memories), not under the index
+    lock that writers need: a store, an update and a delete made meanwhile (here while the reading
+    is held, before it reads the rows or after) are indexed at once, and are in the file."""
+    with IndexLock(store / "index.lock")():  # stale: the next process writes it whole
+        pass
+    pause = Pause(monkeypatch, when)
+    asked = ("zeppelin hangar friday", "walrus pier", "ferry item88", "item17 kernel")
+    try:
+        with open_store(store) as memory:
+            memory.search("warm")  # opens the index, then has the file written
+            assert pause.held.wait(30)
+            added = memory.store("the zeppelin hangar opens on friday")
+            changed = ids_of(memory, "item17 kernel")[0]
+            memory.update(changed, content="the walrus sleeps on the pier")
+            gone = ids_of(memory, "ferry item88")[0]
+            memory.delete(gone)
+            assert memory.flush(timeout=10)
+            assert not pause.let_go.is_set()  # indexed while the rows were being read
+            pause.release.set()
+            assert memory.engine.mirror.settle(timeout=60)
+            expected = [answer_of(memory, q) for q in asked]
+    finally:
+        pause.release.set()
+    assert len(pause.readings) == 1  # the writes meanwhile came from the pending file: the rows read once
+    assert not (store / (FILE_NAME + PENDING_SUFFIX)).exists()
+    assert usable_now(store)
+    scans.clear()
+    with open_store(store) as memory:
+        first = [answer_of(memory, q) for q in asked]
+        assert scans and all(n > 0 for n in scans)  # the file answered
+    assert_same_answers(first, expected)
+    assert first[0][0][0] == added and first[1][0][0] == changed
+    assert gone not in [mid for mid, _ in first[2]]
+
+
+def test_a_write_that_leaves_nothing_while_it_is_written_has_the_rows_read_again(
+    store: Path, scans: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write that does not say what it wrote (another build of remindful, a backup's hold of the
+    lock) while the rows are read: they are read again under the lock, and the file still matches."""
+    with IndexLock(store / "index.lock")():
+        pass
+    pause = Pause(monkeypatch, "after")
+    try:
+        with open_store(store) as memory:
+            memory.search("warm")
+            assert pause.held.wait(30)
+            with IndexLock(store / "index.lock")():  # the other writer
+                pass
+            pause.release.set()
+            assert memory.engine.mirror.settle(timeout=60)
+            expected = [answer_of(memory, q) for q in QUERIES]
+    finally:
+        pause.release.set()
+    assert len(pause.readings) == 2
+    assert usable_now(store)
+    scans.clear()
+    with open_store(store) as memory:
+        assert_same_answers([answer_of(memory, q) for q in QUERIES], expected)
+        assert scans
+
+
+def test_a_pending_file_no_rebuild_holds_is_not_written_to(store: Path) -> None:
+    """A rebuild that died left its pending file: writes do not grow it for nobody."""
+    pending = store / (FILE_NAME + PENDING_SUFFIX)
+    pending.write_bytes(b"RMVPEND1")
+    with open_store(store) as memory:
+        memory.search("warm")
+        memory.store("the zeppelin hangar opens on friday")
+        assert memory.flush(timeout=30)
+        assert memory.engine.mirror.settle(timeout=60)
+    assert pending.read_bytes() == b"RMVPEND1"
+    assert usable_now(store)
+
+
+CHILD_WRITE = """
+import sys
+import remindful
+from remindful.testing import FakeEmbedder
+with remindful.open(sys.argv[1], embedder=FakeEmbedder()) as memory:
+    print(memory.store("the lighthouse keeper feeds the gulls at dawn"))
+    assert memory.flush(timeout=60)
+"""
+
+
+def test_another_process_writes_while_it_is_written_whole_and_its_vectors_are_in_it(
+    store: Path, scans: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As a hook process does while a server writes the file whole: its write is indexed at once
+    and leaves its vectors for the file (the pending file is shared through the directory)."""
+    with IndexLock(store / "index.lock")():
+        pass
+    pause = Pause(monkeypatch, "after")
+    try:
+        with open_store(store) as memory:
+            memory.search("warm")
+            assert pause.held.wait(30)
+            child = subprocess.run(
+                [sys.executable, "-c", CHILD_WRITE, str(store)], capture_output=True, text=True, timeout=120
+            )
+            assert child.returncode == 0, child.stderr
+            added = child.stdout.split()[-1]
+            assert not pause.let_go.is_set()  # the child did not wait for the rows to be read
+            pause.release.set()
+            assert memory.engine.mirror.settle(timeout=60)
+    finally:
+        pause.release.set()
+    assert len(pause.readings) == 1
+    assert usable_now(store)
+    scans.clear()
+    with open_store(store) as memory:
+        assert ids_of(memory, "lighthouse keeper gulls dawn")[0] == added
+        assert scans and all(n > 0 for n in scans)

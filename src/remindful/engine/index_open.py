@@ -255,8 +255,8 @@ class IndexOpening:
     def _keep_snapshot(self) -> None:
         """Write the compact copy of the index's vectors whole if it does not match the index files
         (or holds many records of deleted rows and older vectors: ``SPARE_SHARE``) and the store is
-        too large to copy in memory (:mod:`~remindful.engine.index_snapshot`):
-        under the index lock, held for reading (writers wait: 5-6 s at 1,000,000 memories)."""
+        too large to copy in memory (:mod:`~remindful.engine.index_snapshot`): the rows read
+        without the index lock (5-6 s at 1,000,000 memories), the writes made meanwhile added under it."""
         snapshot = self._snapshot
         if snapshot is None or self._exiting() or self._catalog.count(at_most=flat.MAX_ROWS + 1) <= flat.MAX_ROWS:
             return
@@ -264,11 +264,10 @@ class IndexOpening:
         rows = sum(self._catalog.type_counts().values())
         if header is not None and snapshot.records_held(header) <= rows * (1 + SNAPSHOT_SPARE):
             return  # matches the index files, and not grown much past the catalog's rows
-        with self._index_lock(write=False, cancel=self._stopping) as generation:
-            try:
-                snapshot.rebuild_unless_cancelled(generation, self._view.floor(), self._stopping.is_set)
-            except (OSError, ValueError) as exc:
-                log.warning("could not write %s (%s); a fresh process's search waits for the index", snapshot.path, exc)
+        try:
+            snapshot.rebuild(self._index_lock, self._view.floor, self._stopping)
+        except (OSError, ValueError) as exc:
+            log.warning("could not write %s (%s); a fresh process's search waits for the index", snapshot.path, exc)
 
     def _open(self, cancel: threading.Event | None = None) -> None:
         unwritable = self._catalog.unwritable

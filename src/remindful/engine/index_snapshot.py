@@ -18,6 +18,14 @@ whole as it ends (:meth:`VectorSnapshot.rebuild`); any other write (another buil
 copy of the store elsewhere: a new lock file) leaves it stale until it is written whole again,
 in the background, after the index opens.
 
+Writing it whole reads every indexed row (5-6 s at 1,000,000 memories), and the index is written
+meanwhile: the rows are read without the index lock, and the writes made meanwhile leave their
+vectors in a side file, ``vectors.snapshot.pending``, which the rebuild holds (a ``flock``: a
+pending file nobody holds is one a rebuild left as it died, and is not written to) and appends
+under the lock as it ends. Every write says which generation it was: if one generation since the
+rebuild began left nothing there (a write of another build, a reindex, a backup), the rows are
+read again under the lock.
+
 What the index holds, the file holds: vectors of rows deleted since (a search checks every dense
 candidate against the catalog), and a row's new vector after an update is appended after its old
 one (the last record of a rowid wins). Records carry the row's rowid and a hash of its id, so a
@@ -29,26 +37,33 @@ may be missing: the search scores them from the catalog (as it does rows above t
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import logging
 import os
 import struct
+import tempfile
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import NamedTuple
+from typing import IO, Any, NamedTuple
 
 import numpy as np
 
 from remindful.engine import vectors as stored_vectors
 from remindful.engine.atomic import replaced_atomically
 from remindful.engine.backend import CatalogBackend
+from remindful.engine.index_locks import IndexLock
 from remindful.model import MemoryType
 
 log = logging.getLogger("remindful")
 
 FILE_NAME = "vectors.snapshot"
+PENDING_SUFFIX = ".pending"
 _MAGIC = b"RMVSNAP1"
+_PENDING_MAGIC = b"RMVPEND1"
+#: A write's part of the pending file: its generation, the records' dimension, their count.
+_CHUNK = struct.Struct("<qIq")
 #: magic, dimension, lock inode, generation, floor, highest rowid, whether a rowid repeats
 _HEADER = struct.Struct("<8sIQqqqB")
 _HEADER_SIZE = 64
@@ -122,6 +137,7 @@ class VectorSnapshot:
         self.path = path
         self._lock_path = lock_path
         self._catalog = catalog
+        self._pending = path.with_name(path.name + PENDING_SUFFIX)
         self._staged: list[np.ndarray] = []
         self._building = threading.Lock()
 
@@ -221,7 +237,7 @@ class VectorSnapshot:
 
     def stage(self, ids: Sequence[str], types: Sequence[str], embeddings: Sequence[np.ndarray]) -> None:
         """Vectors this write upserts into the index: appended at :meth:`advance`."""
-        if not ids or not self.path.exists():
+        if not ids or not (self.path.exists() or self._pending.exists()):
             return
         rowids = dict(self._catalog.read_in("SELECT id, rowid FROM memories WHERE id IN ({marks})", list(ids)))
         keep = [n for n, i in enumerate(ids) if i in rowids]
@@ -237,6 +253,7 @@ class VectorSnapshot:
         row marked indexed up to ``floor`` is in the index: if the file matched ``generation``,
         append what was staged and make it match the next one. Else it stays stale."""
         staged, self._staged = self._staged, []
+        self._leave_pending(staged, generation)
         header = self.header()
         if header is None or header.generation != generation or header.inode != self._lock_inode():
             return
@@ -271,43 +288,100 @@ class VectorSnapshot:
         data = _HEADER.pack(_MAGIC, dimension, self._lock_inode(), generation, floor, top, int(repeats))
         return data.ljust(_HEADER_SIZE, b"\0")
 
-    def rebuild(self, generation: int, floor: int, cancel: Callable[[], bool] = lambda: False) -> bool:
-        """Under the index lock at ``generation`` (held for reading: nothing writes the index
-        meanwhile): write the file whole from the catalog's rows marked indexed. False if
-        ``cancel()`` said to stop (the file is left as it was)."""
-        with self._building:
-            dimension = 0
-            top = 0
-            with replaced_atomically(self.path) as out:
-                out.write(b"\0" * _HEADER_SIZE)
-                after = 0
-                while True:
-                    if cancel():
-                        raise _Cancelled
-                    rows = self._catalog.read(
-                        "SELECT rowid, id, type, embedding FROM memories "
-                        "WHERE rowid > ? AND indexed = 1 AND embedding IS NOT NULL ORDER BY rowid LIMIT ?",
-                        (after, BUILD_ROWS),
-                    )
-                    if not rows:
-                        break
-                    after = int(rows[-1][0])
-                    rowids, ids, types, blobs = zip(*rows, strict=True)
-                    part = records(rowids, ids, types, blobs)
-                    if dimension and part.dtype != record_dtype(dimension):
-                        raise ValueError("vectors of more than one dimension")
-                    dimension = part.dtype["codes"].shape[0]
-                    top = after
-                    out.write(part.tobytes())
-                out.seek(0)
-                out.write(self._header_bytes(dimension, generation, floor, top, False))
-            return True
-
-    def rebuild_unless_cancelled(self, generation: int, floor: int, cancel: Callable[[], bool]) -> bool:
+    def _leave_pending(self, staged: list[np.ndarray], generation: int) -> None:
+        """Under the index lock at ``generation``: if a rebuild is reading the rows (it holds the
+        pending file), leave this write's records there, with its generation (none: it wrote none)."""
         try:
-            return self.rebuild(generation, floor, cancel)
+            fd = os.open(self._pending, os.O_RDWR)
+        except OSError:
+            return
+        try:
+            if not _held(fd):
+                return  # left by a rebuild that died: nobody reads it
+            end = _pending_end(fd)
+            parts = [part for part in staged if len(part)] or [np.zeros(0, dtype=record_dtype(0))]
+            data = b"".join(
+                _CHUNK.pack(generation, part.dtype["codes"].shape[0], len(part)) + part.tobytes() for part in parts
+            )
+            os.pwrite(fd, data, end)
+        except OSError as exc:  # the rebuild finds this generation missing and reads the rows again
+            log.debug("could not add to %s: %s", self._pending, exc)
+        finally:
+            os.close(fd)
+
+    def rebuild(self, lock: IndexLock, floor: Callable[[], int], stopping: threading.Event | None = None) -> bool:
+        """Write the file whole from the catalog's rows marked indexed, to match the index files as
+        they are when it ends: the rows read without ``lock`` (the store's index lock: writers go
+        on), then under it (held for reading) the writes made meanwhile added from the pending
+        file, the header (``floor()``: read there) written and the file put in place. If a write
+        left nothing there, the rows are read again under the lock. False if ``stopping`` was set
+        (the file is left as it was); WaitCancelled if it was set during the wait for the lock."""
+        cancel = stopping.is_set if stopping is not None else (lambda: False)
+        try:
+            with self._building, self._collecting() as pending, contextlib.ExitStack() as held:
+                started, inode = lock.generation(), self._lock_inode()
+                with replaced_atomically(self.path) as out:
+                    out.write(b"\0" * _HEADER_SIZE)
+                    dimension, top = self._write_rows(out, cancel)
+                    generation = held.enter_context(lock(write=False, cancel=stopping))
+                    caught_up = None
+                    if inode == self._lock_inode():
+                        caught_up = _catch_up(out, _read_pending(pending), started, generation, dimension, top)
+                    if caught_up is None:  # a write of another kind: the rows read again, under the lock
+                        out.seek(_HEADER_SIZE)
+                        out.truncate()
+                        (dimension, top), repeats = self._write_rows(out, cancel), False
+                    else:
+                        dimension, top, repeats = caught_up
+                    out.seek(0)
+                    out.write(self._header_bytes(dimension, generation, floor(), top, repeats))
+                return True  # put in place above, the lock still held
         except _Cancelled:
             return False
+
+    def _write_rows(self, out: IO[Any], cancel: Callable[[], bool]) -> tuple[int, int]:
+        """The records of the catalog's rows marked indexed, in rowid order, after what ``out``
+        holds; their dimension (0: none) and the last rowid written."""
+        dimension = 0
+        top = 0
+        after = 0
+        while True:
+            if cancel():
+                raise _Cancelled
+            rows = self._catalog.read(
+                "SELECT rowid, id, type, embedding FROM memories "
+                "WHERE rowid > ? AND indexed = 1 AND embedding IS NOT NULL ORDER BY rowid LIMIT ?",
+                (after, BUILD_ROWS),
+            )
+            if not rows:
+                return dimension, top
+            after = int(rows[-1][0])
+            rowids, ids, types, blobs = zip(*rows, strict=True)
+            part = records(rowids, ids, types, blobs)
+            if dimension and part.dtype != record_dtype(dimension):
+                raise ValueError("vectors of more than one dimension")
+            dimension = part.dtype["codes"].shape[0]
+            top = after
+            out.write(part.tobytes())
+
+    @contextlib.contextmanager
+    def _collecting(self) -> Iterator[int]:
+        """A pending file of this rebuild's own, held (``flock``) while it reads the rows, put in
+        place of any other (a rebuild that died left it, or another process's rebuild, which then
+        reads its rows again under the lock); its descriptor. Removed at the end if still ours."""
+        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self._pending.name}.", suffix=".tmp")
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            os.write(fd, _PENDING_MAGIC)
+            os.replace(tmp, self._pending)
+            yield fd
+        finally:
+            with contextlib.suppress(OSError):
+                if os.stat(self._pending).st_ino == os.fstat(fd).st_ino:
+                    os.unlink(self._pending)
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            os.close(fd)
 
     def remove(self) -> None:
         with contextlib.suppress(OSError):
@@ -318,8 +392,69 @@ class _Cancelled(Exception):
     pass
 
 
+def _held(fd: int) -> bool:
+    """Whether a rebuild holds the pending file open at ``fd`` (it holds it exclusively)."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    fcntl.flock(fd, fcntl.LOCK_UN)
+    return False
+
+
+def _chunks(data: bytes) -> Iterator[tuple[int, int, np.ndarray]]:
+    """The writes a pending file's bytes hold, whole ones only: (offset after it, generation, records)."""
+    at = len(_PENDING_MAGIC) if data[: len(_PENDING_MAGIC)] == _PENDING_MAGIC else len(data)
+    while at + _CHUNK.size <= len(data):
+        generation, dimension, count = _CHUNK.unpack_from(data, at)
+        dtype = record_dtype(dimension)
+        end = at + _CHUNK.size + count * dtype.itemsize
+        if count < 0 or end > len(data):
+            return  # torn: a writer died as it added it (its generation is written again, or missing)
+        yield end, generation, np.frombuffer(data, dtype=dtype, count=count, offset=at + _CHUNK.size)
+        at = end
+
+
+def _pending_end(fd: int) -> int:
+    """Where the next write's records go: after the last whole one (a torn one is written over)."""
+    ends = [end for end, _generation, _part in _chunks(_read_fd(fd))]
+    return ends[-1] if ends else len(_PENDING_MAGIC)
+
+
+def _read_pending(fd: int) -> list[tuple[int, np.ndarray]]:
+    return [(generation, part) for _end, generation, part in _chunks(_read_fd(fd))]
+
+
+def _read_fd(fd: int) -> bytes:
+    size = os.fstat(fd).st_size
+    return os.pread(fd, size, 0) if size else b""
+
+
+def _catch_up(
+    out: IO[Any], pending: list[tuple[int, np.ndarray]], started: int, generation: int, dimension: int, top: int
+) -> tuple[int, int, bool] | None:
+    """Append to ``out`` the records of the writes since generation ``started`` (the rows were
+    read from then on; now it is ``generation``); their dimension, the last rowid and whether a
+    rowid repeats. None if a write in between left nothing (or vectors of another dimension)."""
+    if not set(range(started, generation)) <= {g for g, _ in pending}:
+        return None
+    repeats = False
+    for _generation, part in pending:
+        if not len(part):
+            continue
+        part_dimension = part.dtype["codes"].shape[0]
+        if dimension and part_dimension != dimension:
+            return None
+        dimension = part_dimension
+        repeats = repeats or int(part["rowid"].min()) <= top or len(np.unique(part["rowid"])) < len(part)
+        top = max(top, int(part["rowid"].max()))
+        out.write(part.tobytes())
+    return dimension, top, repeats
+
+
 __all__ = [
     "FILE_NAME",
+    "PENDING_SUFFIX",
     "SPARE_SHARE",
     "Header",
     "VectorSnapshot",
