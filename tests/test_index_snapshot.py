@@ -17,8 +17,9 @@ import pytest
 
 import remindful
 from remindful.engine import flat as flat_module
+from remindful.engine import index_snapshot
 from remindful.engine.index_locks import IndexLock
-from remindful.engine.index_snapshot import FILE_NAME, PENDING_SUFFIX, VectorSnapshot, record_dtype
+from remindful.engine.index_snapshot import FILE_NAME, PENDING_SUFFIX, VectorSnapshot, record_dtype, records
 from remindful.model import MemoryType
 from remindful.testing import FakeEmbedder
 
@@ -399,3 +400,25 @@ def test_another_process_writes_while_it_is_written_whole_and_its_vectors_are_in
     with open_store(store) as memory:
         assert ids_of(memory, "lighthouse keeper gulls dawn")[0] == added
         assert scans and all(n > 0 for n in scans)
+
+
+def test_a_write_torn_in_the_pending_file_is_written_over(tmp_path: Path) -> None:
+    """A writer that died as it added its records left part of them: the next write goes where
+    they began, and the rebuild reads the whole writes only (the torn one's generation is missing,
+    or written again by the next holder of the lock)."""
+    snapshot = VectorSnapshot(tmp_path / FILE_NAME, tmp_path / "index.lock", None)  # type: ignore[arg-type]
+    blob = np.concatenate([[113], np.zeros(4, np.uint8), np.arange(8, dtype=np.uint8)]).astype(np.uint8).tobytes()
+    one = records([7], ["m7"], ["conversation"], [blob])
+    two = records([8], ["m8"], ["conversation"], [blob])
+    with snapshot._collecting() as fd:
+        snapshot._leave_pending([one], 5)
+        pending = tmp_path / (FILE_NAME + PENDING_SUFFIX)
+        whole = pending.stat().st_size
+        with open(pending, "ab") as f:
+            f.write(index_snapshot._CHUNK.pack(6, 8, 3) + two.tobytes())  # says three records, holds one
+        snapshot._leave_pending([], 6)
+        snapshot._leave_pending([two], 7)
+        got = index_snapshot._read_pending(fd)
+        assert pending.stat().st_size == whole + 2 * index_snapshot._CHUNK.size + two.nbytes
+    assert [(g, [int(r) for r in part["rowid"]]) for g, part in got] == [(5, [7]), (6, []), (7, [8])]
+    assert not pending.exists()  # removed as the rebuild ends

@@ -64,6 +64,7 @@ _MAGIC = b"RMVSNAP1"
 _PENDING_MAGIC = b"RMVPEND1"
 #: A write's part of the pending file: its generation, the records' dimension, their count.
 _CHUNK = struct.Struct("<qIq")
+_MAX_DIMENSION = 1 << 16
 #: magic, dimension, lock inode, generation, floor, highest rowid, whether a rowid repeats
 _HEADER = struct.Struct("<8sIQqqqB")
 _HEADER_SIZE = 64
@@ -303,6 +304,7 @@ class VectorSnapshot:
             data = b"".join(
                 _CHUNK.pack(generation, part.dtype["codes"].shape[0], len(part)) + part.tobytes() for part in parts
             )
+            os.ftruncate(fd, end)  # a torn write's bytes: none left behind this one
             os.pwrite(fd, data, end)
         except OSError as exc:  # the rebuild finds this generation missing and reads the rows again
             log.debug("could not add to %s: %s", self._pending, exc)
@@ -407,9 +409,11 @@ def _chunks(data: bytes) -> Iterator[tuple[int, int, np.ndarray]]:
     at = len(_PENDING_MAGIC) if data[: len(_PENDING_MAGIC)] == _PENDING_MAGIC else len(data)
     while at + _CHUNK.size <= len(data):
         generation, dimension, count = _CHUNK.unpack_from(data, at)
+        if dimension > _MAX_DIMENSION or count < 0:
+            return  # not a write's header: the file is not one this code wrote
         dtype = record_dtype(dimension)
         end = at + _CHUNK.size + count * dtype.itemsize
-        if count < 0 or end > len(data):
+        if end > len(data):
             return  # torn: a writer died as it added it (its generation is written again, or missing)
         yield end, generation, np.frombuffer(data, dtype=dtype, count=count, offset=at + _CHUNK.size)
         at = end
