@@ -415,7 +415,7 @@ def test_a_write_torn_in_the_pending_file_is_written_over(tmp_path: Path) -> Non
         pending = tmp_path / (FILE_NAME + PENDING_SUFFIX)
         whole = pending.stat().st_size
         with open(pending, "ab") as f:
-            f.write(index_snapshot._CHUNK.pack(6, 8, 3) + two.tobytes())  # says three records, holds one
+            f.write(index_snapshot._CHUNK.pack(6, 8, 3) + two.tobytes() * 2)  # says three records, holds two
         snapshot._leave_pending([], 6)
         snapshot._leave_pending([two], 7)
         got = index_snapshot._read_pending(fd)
