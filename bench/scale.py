@@ -37,7 +37,9 @@ or served): on a copy of each cached store, in a fresh process whose index is op
 (the next numbers after the store's, every one embedded by the model: no vector cache) stored with
 ``store_batch`` and flushed until searchable, beside the bare model's rate on the same texts in the
 same process (before and after, averaged). This is the rate a user at that size gets, with the
-model's time measured rather than estimated.
+model's time measured rather than estimated. Before that, five short memories are stored and
+flushed while the copy's vector snapshot (stale in a copy) is written whole, and five more once it
+is written: a write's wait on that upkeep, beside the same write without it.
 
 ``--compare REV`` builds and measures the tree at commit REV too (a temporary ``git worktree``, its
 ``src`` first on PYTHONPATH, its stores cached under ``<cache>/<REV>``), in the same run.
@@ -333,6 +335,23 @@ def operations(path: Path, embedder: Any, skip: frozenset[str] = frozenset()) ->
     return out
 
 
+def wait_for(check: Any, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while not check():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+def probe_write(memory: Any, label: str) -> float:
+    """Seconds to store five short memories and have them searchable."""
+    started = time.perf_counter()
+    memory.store_batch([{"content": f"probe {label} {i}: the ferry leaves at {i} pm"} for i in range(5)])
+    memory.flush()
+    return time.perf_counter() - started
+
+
 def ingest_more(path: Path, texts: list[str]) -> dict[str, Any]:
     """In this (fresh) process: ``texts`` stored into the store at ``path`` (a copy) once its index
     is open, until searchable, beside the bare model's rate on the same texts before and after."""
@@ -344,9 +363,13 @@ def ingest_more(path: Path, texts: list[str]) -> dict[str, Any]:
     with open_store(path, model, **{"retention.max_items_per_collection": 100_000_000}) as memory:
         total = memory.stats().total_memories
         memory.search("warm")
-        # The index open and its upkeep done (a copy's snapshot is stale: written whole, ~6 s under
-        # the index lock): what follows is a store at its size, not one opening.
+        # A copy's snapshot is stale: written whole once the index is open (~6 s at 1,000,000), its
+        # rows read while writes go on. A small write then, beside the same once it is done.
+        rewriting = wait_for(lambda: (path / "vectors.snapshot.pending").exists(), 60)
+        during = probe_write(memory, "during")
+        # Its upkeep done: what follows is a store at its size, not one opening.
         memory.engine.mirror.settle()
+        idle = probe_write(memory, "after")
         started = time.perf_counter()
         store_texts(memory, texts, "new")
         memory.flush()
@@ -361,6 +384,8 @@ def ingest_more(path: Path, texts: list[str]) -> dict[str, Any]:
         "bare_per_s": round((before + after) / 2, 1),
         "bare_before_after": [round(before, 1), round(after, 1)],
         "last_found": bool(found) and found[0].content == texts[-1],
+        "probe_during_rewrite_s": round(during, 3) if rewriting else None,
+        "probe_after_s": round(idle, 3),
         "rss_mib": round(peak_rss() / 2**20),
     }
 
@@ -460,6 +485,8 @@ def lines(result: dict[str, Any]) -> list[str]:
         row("bare model /s (before, after)", lambda x, n: "{}, {}".format(*x["ingest_more"]["bare_before_after"]))
         row("ingest / bare", lambda x, n: f"{x['ingest_more']['per_s'] / x['ingest_more']['bare_per_s']:.2f}x")
         row("last one found", more("last_found"))
+        row("5 stored+flushed: rewrite s", lambda x, n: x["ingest_more"].get("probe_during_rewrite_s") or "-")
+        row("5 stored+flushed: after s", lambda x, n: x["ingest_more"].get("probe_after_s", "-"))
         row("peak RSS MiB", more("rss_mib"))
         return out
     if result.get("ops_only"):
