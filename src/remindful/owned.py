@@ -125,6 +125,36 @@ def private_file(path: str | os.PathLike[str], flags: int = os.O_WRONLY | os.O_C
     return fd
 
 
+def secret_key(path: str | os.PathLike[str], size: int = 32) -> bytes:
+    """The bytes of the key file at ``path`` (0600): ``size`` random bytes made on first need. The
+    file appears whole or not at all (written aside, then put in place by ``link(2)``), so two
+    processes making it at once agree on the first one. Raises OSError when it can be neither read
+    nor written."""
+    path = os.fspath(path)
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except FileNotFoundError:
+        pass
+    key = os.urandom(size)
+    aside = f"{path}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
+    fd = os.open(aside, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        try:
+            os.write(fd, key)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        try:
+            os.link(aside, path)
+        except FileExistsError:  # another process made it first: use theirs
+            with open(path, "rb") as f:
+                return f.read()
+        return key
+    finally:
+        os.unlink(aside)
+
+
 def _private_group(gid: int) -> bool:
     """Whether ``gid`` is this user's private group (named as the user, the user's primary group,
     no other members): a group-writable file in it is writable by this user alone."""
@@ -139,4 +169,4 @@ def _private_group(gid: int) -> bool:
     return gid == user.pw_gid and group.gr_name == user.pw_name and not [m for m in group.gr_mem if m != user.pw_name]
 
 
-__all__ = ["private_dir", "private_file", "problem", "refuse_untrusted", "trusted_chain"]
+__all__ = ["private_dir", "private_file", "problem", "refuse_untrusted", "secret_key", "trusted_chain"]

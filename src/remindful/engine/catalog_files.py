@@ -39,14 +39,20 @@ def snapshot(source: Path, target: Path) -> None:
     os.chmod(target, 0o600)
 
 
-def prepare_for_restore(staged: Path, live: Path, redaction: StoreRedactor | None = None) -> None:
+def prepare_for_restore(
+    staged: Path, live: Path, redaction: StoreRedactor | None = None, *, keep_index: bool = False
+) -> None:
     """Make the catalog file ``staged`` ready for :func:`copy_into` the live catalog ``live``: the
     live one's page size (a copy into a WAL database cannot change it), the current schema, and
     every row marked un-indexed with no vector deletion queued (the vector index is rebuilt from
     it: until then every process scores its rows exactly rather than trust a view of the old
     index). The file comes from an archive, so it is trusted in nothing: its triggers and views
     are dropped before anything writes to it, and it is then rebuilt from its rows
-    (:func:`rebuild_from_rows`, every text re-checked by ``redaction``)."""
+    (:func:`rebuild_from_rows`, every text re-checked by ``redaction``).
+
+    ``keep_index``: the archive's index files are put in place with it (they match its marks): the
+    rows keep their marks and the queued vector deletions stay, but a row whose vector the
+    re-check dropped (its content changed) is marked un-indexed, to be indexed anew."""
     from remindful.engine.catalog import Catalog
 
     _drop_schema_objects(staged)
@@ -69,13 +75,20 @@ def prepare_for_restore(staged: Path, live: Path, redaction: StoreRedactor | Non
         conn.close()
     catalog = Catalog(staged)  # upgrades an older schema
     try:
-        catalog.write(
-            lambda c: (c.execute("UPDATE memories SET indexed = 0"), c.execute("DELETE FROM index_deletes")),
-            what="preparing the restored catalog",
-        )
+        if not keep_index:
+            catalog.write(
+                lambda c: (c.execute("UPDATE memories SET indexed = 0"), c.execute("DELETE FROM index_deletes")),
+                what="preparing the restored catalog",
+            )
     finally:
         catalog.close()
     rebuild_from_rows(staged, redaction if redaction is not None else catalog.redaction)
+    if keep_index:
+        conn = sqlite3.connect(str(staged), isolation_level=None)
+        try:
+            conn.execute("UPDATE memories SET indexed = 0 WHERE indexed = 1 AND embedding IS NULL")
+        finally:
+            conn.close()
 
 
 def _quoted(name: str) -> str:

@@ -42,7 +42,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -269,6 +269,47 @@ class IndexMirror:
 
     def _max_rowid(self) -> int:
         return int(self.catalog.read("SELECT coalesce(max(rowid), 0) FROM memories")[0][0])
+
+    def keeps_files(self) -> bool:
+        """Whether the index is files this process can replace (an embedded Chroma, not a server)."""
+        return hasattr(self._opening.current or self._new_index(), "replace_files")
+
+    @contextlib.contextmanager
+    def replacing(self) -> Iterator[Callable[[Path], bool]]:
+        """Hold the index for a replacement of the store's content (a restore): no opening of it
+        meanwhile, and the index lock held for a write (every process loads its view afresh after
+        it). Yields ``replace(files)``: put the directory ``files`` in place of the index's files,
+        this process's index closed (False, nothing done, if the index keeps no files here). The
+        caller then has them opened with :meth:`open_replaced`."""
+        with self._opening.lock, self._index_lock():
+
+            def replace(files: Path) -> bool:
+                index = self._opening.current or self._new_index()
+                place = getattr(index, "replace_files", None)
+                if place is None:
+                    return False
+                with self._copy.exclusive():
+                    place(files)
+                    self._opening.closed()
+                self._view.invalidate()
+                self._deletes.forget()
+                return True
+
+            yield replace
+
+    def open_replaced(self, *, progress: Callable[[int], None] | None = None) -> dict[str, int]:
+        """After :meth:`replacing` put files in place: open them as any index is opened (checked if
+        they look changed since they were written, loaded, reconciled with the catalog), then index
+        the rows they lack, and write the vector snapshot. Files that cannot be opened are moved
+        aside and the index rebuilt from the catalog (:meth:`reindex`)."""
+        index = self._opening.get()
+        if index is None:
+            log.warning("the restored vector index cannot be used (%s): rebuilding it", self._opening.error)
+            return self.reindex(reset=True, progress=progress)
+        with self._opening.lock:
+            self._index_pending(index, progress)
+        self._opening.keep_snapshot()
+        return {t.collection: index.count(t.collection) for t in MemoryType}
 
     def reindex(self, *, reset: bool, progress: Callable[[int], None] | None = None) -> dict[str, int]:
         """Rebuild the index from the catalog (``reset``: move the index files aside first). A

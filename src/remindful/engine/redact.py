@@ -61,7 +61,7 @@ import os
 import re
 from collections.abc import Callable, Mapping
 
-from remindful.owned import private_dir
+from remindful.owned import private_dir, secret_key
 from remindful.runtime import SESSION_ID_MAX_CHARS
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs hook processes milliseconds
@@ -1164,34 +1164,13 @@ _KEY_BYTES = 32
 
 def session_key(storage: str | os.PathLike[str]) -> bytes:
     """The store's key for session-id digests: the bytes of ``<storage>/session-ids.key`` (0600),
-    32 random bytes made on first need. The file appears whole or not at all (written aside, then
-    put in place by ``link(2)``), so two processes making it at once agree on the first one. It is
-    not part of backups or exports: a copy of the catalog without it cannot confirm a guess of the
+    32 random bytes made on first need (:func:`~remindful.owned.secret_key`). It is not
+    part of backups or exports: a copy of the catalog without it cannot confirm a guess of the
     secret behind a digest. Raises OSError when the directory can be neither read nor written."""
     path = os.path.join(storage, SESSION_KEY_NAME)
-    try:
-        with open(path, "rb") as f:
-            return f.read()
-    except FileNotFoundError:
-        pass
-    private_dir(storage, "storage directory")
-    key = os.urandom(_KEY_BYTES)
-    aside = f"{path}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
-    fd = os.open(aside, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        try:
-            os.write(fd, key)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        try:
-            os.link(aside, path)
-        except FileExistsError:  # another process made it first: use theirs
-            with open(path, "rb") as f:
-                return f.read()
-        return key
-    finally:
-        os.unlink(aside)
+    if not os.path.exists(path):
+        private_dir(storage, "storage directory")
+    return secret_key(path, _KEY_BYTES)
 
 
 class StoreRedactor:

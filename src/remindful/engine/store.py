@@ -33,7 +33,7 @@ import tempfile
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -878,8 +878,25 @@ class Store:
         """Rebuild the vector index from the catalog (:meth:`IndexMirror.reindex`). Refused
         (StorageLockedError) while a restore, a clear-all or another reindex of the store runs;
         other processes take their view of the index afresh afterwards."""
+        return self._renewing_index(lambda: self.mirror.reindex(reset=reset, progress=progress))
+
+    def index_keeps_files(self) -> bool:
+        """Whether the vector index is files in the storage directory (:meth:`IndexMirror.keeps_files`)."""
+        return self.mirror.keeps_files()
+
+    def index_replacement(self) -> contextlib.AbstractContextManager[Callable[[Path], bool]]:
+        """Hold the vector index while the content is replaced (:meth:`IndexMirror.replacing`):
+        yields ``replace(files)``, which puts a restored archive's index files in place."""
+        return self.mirror.replacing()
+
+    def index_replaced(self, *, progress: Any = None) -> dict[str, int]:
+        """Open the index files a restore put in place (:meth:`IndexMirror.open_replaced`), as
+        :meth:`reindex` would leave a rebuilt index."""
+        return self._renewing_index(lambda: self.mirror.open_replaced(progress=progress))
+
+    def _renewing_index(self, renew: Callable[[], dict[str, int]]) -> dict[str, int]:
         with self.store_lock.maintenance("rebuild the index"):
-            counts = self.mirror.reindex(reset=reset, progress=progress)
+            counts = renew()
             self.store_lock.bump("rebuild the index")
             self._generation = self.store_lock.generation()
         if self.catalog.windows_to_mend():  # left by a clear-all (delete_all)

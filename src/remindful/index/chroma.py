@@ -395,6 +395,22 @@ class ChromaEmbeddedIndex(ChromaIndexBase):
             log.warning("Moved the vector index %s to %s; it starts empty", self.path, backup)
             return backup
 
+    def replace_files(self, files: Path) -> None:
+        """Put the directory ``files`` (on the same filesystem) in place of this index's directory,
+        which is removed: a restore's index files, loaded as they are. The client is closed first;
+        the index reopens at its next use. Another index object open on the same path in this
+        process keeps chromadb's shared system alive: close it first."""
+        with self._lock:
+            self.close()
+            old = None
+            if self.path.exists():
+                old = self.path.with_name(f".{self.path.name}.replaced-{os.getpid()}-{time.monotonic_ns()}")
+                os.replace(self.path, old)
+            os.replace(files, self.path)
+            self.path.chmod(0o700)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+
     def _backup(self, *, copy: bool) -> Path:
         stamp = time.strftime("%Y%m%d-%H%M%S")
         target = self.path.with_name(f"{self.path.name}.corrupt-{stamp}")

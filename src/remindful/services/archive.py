@@ -8,6 +8,7 @@ why current data is never touched before every check passed, is in its module do
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import os
 import shutil
@@ -21,6 +22,7 @@ from isal.igzip import IGzipFile
 from remindful.engine import catalog_files
 from remindful.errors import StorageError, ValidationError
 from remindful.model import MemoryType
+from remindful.owned import secret_key
 
 FORMAT = "remindful-backup"
 VERSION = 1
@@ -28,6 +30,9 @@ MANIFEST = "manifest.json"
 CATALOG = "catalog.sqlite3"
 CHROMA = "chroma"
 ATTACHMENTS = "attachments"
+#: The file in the storage directory holding the store's key for its archives' seals (not in any
+#: archive: see :func:`seal`).
+SEAL_KEY = "archive-seal.key"
 #: The archives' gzip level (ISA-L's levels are 0 to 3): a store's vectors and index files hardly
 #: compress; zlib's best level (``tarfile``'s) made the archive of 100,000 memories 9 % smaller in
 #: ten times the time (21 s against 2: most of a backup's time, and of a restore, which backs the
@@ -35,6 +40,34 @@ ATTACHMENTS = "attachments"
 GZIP_LEVEL = 2
 #: What ISA-L raises on a damaged deflate stream (its stubs declare it an instance, not a class).
 IsalError: type[Exception] = isal_zlib.error  # type: ignore[assignment]
+
+
+def seal(storage: Path, files: dict[str, Any]) -> str:
+    """The seal of an archive this store writes: an HMAC, with the store's own key (made on first
+    need), of the manifest's list of files with their digests. An archive whose seal
+    :func:`sealed_by` the store confirms is one it wrote itself, file for file: its vector-index
+    files may be loaded as they are (a restore of any other rebuilds the index from the catalog:
+    loading the HNSW files of an archive someone else made would hand their bytes to a C++ parser)."""
+    key = secret_key(storage / SEAL_KEY)
+    return hmac.new(key, _sealed_bytes(files), hashlib.sha256).hexdigest()
+
+
+def sealed_by(storage: Path, manifest: dict[str, Any]) -> bool:
+    """Whether the store at ``storage`` wrote the archive of ``manifest`` (:func:`seal`), as far as
+    its files go (their digests were checked against the manifest as they were extracted)."""
+    given = manifest.get("seal")
+    try:
+        with open(storage / SEAL_KEY, "rb") as f:
+            key = f.read()
+    except OSError:
+        return False  # no key: this store never sealed an archive
+    if not isinstance(given, str) or not key:
+        return False
+    return hmac.compare_digest(hmac.new(key, _sealed_bytes(manifest["files"]), hashlib.sha256).hexdigest(), given)
+
+
+def _sealed_bytes(files: dict[str, Any]) -> bytes:
+    return b"remindful archive seal 1\n" + json.dumps(files, sort_keys=True, separators=(",", ":")).encode()
 
 
 def gzip_writer(raw: IO[bytes]) -> IGzipFile:

@@ -33,6 +33,7 @@ The layout's names and the archive checks live in :mod:`remindful.services.archi
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import logging
@@ -42,7 +43,7 @@ import shutil
 import tarfile
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
 from pathlib import Path
@@ -64,6 +65,8 @@ from remindful.services.archive import (
     VERSION,
     catalog_counts,
     gzip_writer,
+    seal,
+    sealed_by,
     validate_archive,
 )
 
@@ -102,6 +105,15 @@ class Restorable(Archivable, Protocol):
     def get_batch(self, ids: Sequence[str]) -> list[Any]: ...
 
     def reindex(self, *, reset: bool, progress: Any = None) -> dict[str, int]: ...
+
+    def index_keeps_files(self) -> bool:
+        """Whether the vector index is files in the storage directory (an embedded Chroma)."""
+
+    def index_replacement(self) -> AbstractContextManager[Callable[[Path], bool]]:
+        """Hold the index (and its lock) while the content is replaced; yields ``replace(files)``."""
+
+    def index_replaced(self, *, progress: Any = None) -> dict[str, int]:
+        """Open the index files put in place, as a reindex would leave the index."""
 
     def delete_all(self, *, reason: str) -> int: ...
 
@@ -146,15 +158,17 @@ def _write_backup(
     staging = folder / f".staging-{uuid.uuid4().hex[:8]}"
     try:
         staging.mkdir(mode=0o700)
-        snapshot(store.path / CATALOG, staging / CATALOG)
+        chroma = store.path / CHROMA
+        # No index writes from the catalog's snapshot to the end of the index files' copy: every row
+        # the copy marks indexed has its vector in the copied files, so that a restore of this
+        # archive into this store can load them as they are (see restore_backup).
+        with contextlib.nullcontext() if index_locked or not chroma.is_dir() else store.index_lock():
+            snapshot(store.path / CATALOG, staging / CATALOG)
+            if chroma.is_dir():
+                shutil.copytree(chroma, staging / CHROMA, ignore=shutil.ignore_patterns("*.lock"))
         problem = integrity_problem(staging / CATALOG, full=True)  # what restore will check: refuse now
         if problem is not None:
             raise catalog_damaged(f"{problem}; no backup was written")
-        chroma = store.path / CHROMA
-        if chroma.is_dir():
-            # no index writes while the files are copied
-            with contextlib.nullcontext() if index_locked else store.index_lock():
-                shutil.copytree(chroma, staging / CHROMA, ignore=shutil.ignore_patterns("*.lock"))
         attachments = store.path / ATTACHMENTS
         if attachments.is_dir():
             shutil.copytree(attachments, staging / ATTACHMENTS)
@@ -172,7 +186,9 @@ def _write_backup(
             "total": sum(counts.values()),
         }
         files = _files(staging)
-        manifest["files"] = {rel: _digest(staging / rel) for rel in files}
+        digests = {rel: _digest(staging / rel) for rel in files}
+        manifest["files"] = digests
+        manifest["seal"] = seal(store.path, digests)
         (staging / MANIFEST).write_text(json.dumps(manifest, indent=2), encoding="utf-8")
         with replaced_atomically(target) as raw, gzip_writer(raw) as gz, tarfile.open(fileobj=gz, mode="w") as tar:
             for rel in [MANIFEST, *files]:
@@ -284,10 +300,14 @@ def restore_backup(
                     f"restoring replaces all {current} current memories with the backup's "
                     f"{manifest.get('total', '?')}; pass confirm=True (the current data is backed up first)",
                 )
-            prepare_for_restore(staging / CATALOG, store.path / CATALOG, store.redaction)
+            # An archive this store sealed holds index files that match its catalog: they are put in
+            # place as they are (a million memories' index is rebuilt in about ten minutes).
+            # Any other archive's are never loaded: the index is rebuilt from the catalog.
+            adopt = (staging / CHROMA).is_dir() and store.index_keeps_files() and sealed_by(store.path, manifest)
+            prepare_for_restore(staging / CATALOG, store.path / CATALOG, store.redaction, keep_index=adopt)
             # The index lock first (the order every writer takes them in), then every process's
             # writes held off from the snapshot of the current data to the end of the replacement.
-            with store.index_lock(), store.store_lock.exclusive("restore"):
+            with store.index_replacement() as replace_index, store.store_lock.exclusive("restore"):
                 kept: Path | None = None
                 try:
                     before: BackupResult | None = _write_backup(
@@ -301,12 +321,14 @@ def restore_backup(
                 _recheck_attachments(staging / ATTACHMENTS, store.redaction)
                 copy_into(staging / CATALOG, store.path / CATALOG)
                 _place_attachments(staging / ATTACHMENTS, store.path / ATTACHMENTS, copies)
+                adopted = adopt and replace_index(staging / CHROMA)  # (if not: the rebuild resets the marks)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
         old_root = manifest.get("storage_path")
         if isinstance(old_root, str) and old_root != str(store.path):
             _rewrite_attachment_paths(memories, Path(old_root), store.path)
-        counts = store.reindex(reset=False, progress=progress)
+        renew = store.index_replaced if adopted else functools.partial(store.reindex, reset=False)
+        counts = renew(progress=progress)
     return RestoreResult(
         path=str(archive),
         counts=counts,
