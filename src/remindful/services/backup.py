@@ -3,11 +3,12 @@ The archives are gzipped by ISA-L (:data:`remindful.services.archive.GZIP_LEVEL`
 
 An archive ``<storage>/backups/backup_YYYYmmdd_HHMMSS[_name].tar.gz`` (local time) holds::
 
-    manifest.json      format, version, time, storage path, counts per collection, and the
-                       sha256 and size of every other file
+    manifest.json      format, version, time, storage path, counts per collection, the sha256
+                       and size of every other file, and the store's seal over those
     catalog.sqlite3    the catalog, copied with SQLite's online backup API: one consistent
                        snapshot even while other threads and processes write
-    chroma/...         the embedded Chroma files, copied under the index lock (absent in server mode)
+    chroma/...         the embedded Chroma files (absent in server mode), copied with the catalog
+                       under one hold of the index lock: they hold what the catalog marks indexed
     attachments/...    copied attachment files
     config/            settings.json (the effective settings) and config.yaml (the YAML file, if any)
 
@@ -23,8 +24,13 @@ counts. Only then is the current data backed up and replaced, the whole time hol
 process's writes off (:mod:`remindful.engine.storelock`): the restored catalog is copied into the
 live one with SQLite's backup API (one transaction: the processes that have the store open, the
 daemon, MCP servers, read the restored content next and write into it), the attachment copies
-are put in place, and the vector index is rebuilt from the restored catalog (the archive's Chroma
-files are not needed for that). So nothing acknowledged after a restore is lost, and nothing
+are put in place, and the vector index is rebuilt from the restored catalog. An archive this
+store wrote (its seal, an HMAC of the file digests under a key kept in the storage directory and
+in no archive: :func:`remindful.services.archive.seal`) has its Chroma files put in place
+instead, under the same holds, and opened as any index is (checked if they look changed, loaded,
+reconciled with the catalog); the rows whose vector the re-check dropped are indexed anew. Any
+other archive's index files are never loaded: HNSW files are parsed by C++ code, and a crafted one
+is a way in. So nothing acknowledged after a restore is lost, and nothing
 acknowledged before it is missing from the automatic backup. Restores, clear-alls and reindexes
 of one store run one at a time: a second one is refused, naming the first.
 The layout's names and the archive checks live in :mod:`remindful.services.archive`.
