@@ -422,3 +422,23 @@ def test_a_write_torn_in_the_pending_file_is_written_over(tmp_path: Path) -> Non
         assert pending.stat().st_size == whole + 2 * index_snapshot._CHUNK.size + two.nbytes
     assert [(g, [int(r) for r in part["rowid"]]) for g, part in got] == [(5, [7]), (6, []), (7, [8])]
     assert not pending.exists()  # removed as the rebuild ends
+
+
+def test_a_process_whose_first_use_is_a_write_still_keeps_it(store: Path, scans: list[int]) -> None:
+    """A server whose first request stores (a hook's event) opens the index for that write: its
+    first search still has the stale file written whole, for the next process's first searches."""
+    with IndexLock(store / "index.lock")():
+        pass
+    with open_store(store) as memory:
+        memory.store("the zeppelin hangar opens on friday")
+        assert memory.flush(timeout=30)  # the index opened for the write
+        assert memory.engine.mirror.settle(timeout=30)
+        assert not usable_now(store)  # a write keeps no snapshot
+        memory.search("warm")
+        assert memory.engine.mirror.settle(timeout=60)
+        expected = [answer_of(memory, q) for q in QUERIES]
+    assert usable_now(store)
+    scans.clear()
+    with open_store(store) as memory:
+        assert_same_answers([answer_of(memory, q) for q in QUERIES], expected)
+        assert scans

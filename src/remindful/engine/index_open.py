@@ -97,6 +97,7 @@ class IndexOpening:
         self._keeper: Errand | None = None
         self._reload_wanted = False  # a query failed: the next refresh reloads even if no one wrote
         self._snapshot_wanted = False  # a search asked the viewer: it keeps the vector snapshot too
+        self._snapshot_asked = False  # whether a search ever asked it to
         self._loading = False  # the opening holds the index lock and loads the index
 
     @property
@@ -131,8 +132,9 @@ class IndexOpening:
 
     def searchable(self) -> VectorIndex | None:
         """The index for a search, if it is open and usable; else None, and it is opened in the
-        background (the search scores from the catalog meanwhile)."""
-        if self.due():
+        background (the search scores from the catalog meanwhile). A process's first search has
+        the vector snapshot kept even when a write opened the index before it."""
+        if self.due() or not self._snapshot_asked:
             self.ask()
         return self._index
 
@@ -160,7 +162,7 @@ class IndexOpening:
         if reload:
             self._reload_wanted = True
         if searching:
-            self._snapshot_wanted = True
+            self._snapshot_wanted = self._snapshot_asked = True
         if self._viewer is None:
             with self._errand_lock:
                 if self._viewer is None:
