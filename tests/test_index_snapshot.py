@@ -5,6 +5,7 @@ never used once something else wrote the index. Real Chroma; the store counts as
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
 import threading
@@ -277,6 +278,22 @@ class Pause:
         self.let_go.set()
 
 
+@contextlib.contextmanager
+def rewriting(store: Path, monkeypatch: pytest.MonkeyPatch, when: str) -> Iterator[tuple[Any, Pause]]:
+    """A process of the store whose snapshot another writer left stale, writing it whole after its
+    first search, its reading of the rows held (``when``: before it reads them, or after)."""
+    with IndexLock(store / "index.lock")():  # another writer: stale
+        pass
+    pause = Pause(monkeypatch, when)
+    try:
+        with open_store(store) as memory:
+            memory.search("warm")  # opens the index, then has the file written
+            assert pause.held.wait(30)
+            yield memory, pause
+    finally:
+        pause.release.set()
+
+
 def usable_now(store: Path) -> bool:
     generation = IndexLock(store / "index.lock").generation()
     snapshot = VectorSnapshot(store / FILE_NAME, store / "index.lock", None)  # type: ignore[arg-type]
@@ -290,26 +307,18 @@ def test_writes_go_on_while_it_is_written_whole_and_are_in_it(
     """Writing it whole reads every indexed row (5-6 s at 1,000,000 memories), not under the index
     lock that writers need: a store, an update and a delete made meanwhile (here while the reading
     is held, before it reads the rows or after) are indexed at once, and are in the file."""
-    with IndexLock(store / "index.lock")():  # stale: the next process writes it whole
-        pass
-    pause = Pause(monkeypatch, when)
     asked = ("zeppelin hangar friday", "walrus pier", "ferry item88", "item17 kernel")
-    try:
-        with open_store(store) as memory:
-            memory.search("warm")  # opens the index, then has the file written
-            assert pause.held.wait(30)
-            added = memory.store("the zeppelin hangar opens on friday")
-            changed = ids_of(memory, "item17 kernel")[0]
-            memory.update(changed, content="the walrus sleeps on the pier")
-            gone = ids_of(memory, "ferry item88")[0]
-            memory.delete(gone)
-            assert memory.flush(timeout=10)
-            assert not pause.let_go.is_set()  # indexed while the rows were being read
-            pause.release.set()
-            assert memory.engine.mirror.settle(timeout=60)
-            expected = [answer_of(memory, q) for q in asked]
-    finally:
+    with rewriting(store, monkeypatch, when) as (memory, pause):
+        added = memory.store("the zeppelin hangar opens on friday")
+        changed = ids_of(memory, "item17 kernel")[0]
+        memory.update(changed, content="the walrus sleeps on the pier")
+        gone = ids_of(memory, "ferry item88")[0]
+        memory.delete(gone)
+        assert memory.flush(timeout=10)
+        assert not pause.let_go.is_set()  # indexed while the rows were being read
         pause.release.set()
+        assert memory.engine.mirror.settle(timeout=60)
+        expected = [answer_of(memory, q) for q in asked]
     assert len(pause.readings) == 1  # the writes meanwhile came from the pending file: the rows read once
     assert not (store / (FILE_NAME + PENDING_SUFFIX)).exists()
     assert usable_now(store)
@@ -327,20 +336,12 @@ def test_a_write_that_leaves_nothing_while_it_is_written_has_the_rows_read_again
 ) -> None:
     """A write that does not say what it wrote (another build of remindful, a backup's hold of the
     lock) while the rows are read: they are read again under the lock, and the file still matches."""
-    with IndexLock(store / "index.lock")():
-        pass
-    pause = Pause(monkeypatch, "after")
-    try:
-        with open_store(store) as memory:
-            memory.search("warm")
-            assert pause.held.wait(30)
-            with IndexLock(store / "index.lock")():  # the other writer
-                pass
-            pause.release.set()
-            assert memory.engine.mirror.settle(timeout=60)
-            expected = [answer_of(memory, q) for q in QUERIES]
-    finally:
+    with rewriting(store, monkeypatch, "after") as (memory, pause):
+        with IndexLock(store / "index.lock")():  # the other writer
+            pass
         pause.release.set()
+        assert memory.engine.mirror.settle(timeout=60)
+        expected = [answer_of(memory, q) for q in QUERIES]
     assert len(pause.readings) == 2
     assert usable_now(store)
     scans.clear()
@@ -377,23 +378,15 @@ def test_another_process_writes_while_it_is_written_whole_and_its_vectors_are_in
 ) -> None:
     """As a hook process does while a server writes the file whole: its write is indexed at once
     and leaves its vectors for the file (the pending file is shared through the directory)."""
-    with IndexLock(store / "index.lock")():
-        pass
-    pause = Pause(monkeypatch, "after")
-    try:
-        with open_store(store) as memory:
-            memory.search("warm")
-            assert pause.held.wait(30)
-            child = subprocess.run(
-                [sys.executable, "-c", CHILD_WRITE, str(store)], capture_output=True, text=True, timeout=120
-            )
-            assert child.returncode == 0, child.stderr
-            added = child.stdout.split()[-1]
-            assert not pause.let_go.is_set()  # the child did not wait for the rows to be read
-            pause.release.set()
-            assert memory.engine.mirror.settle(timeout=60)
-    finally:
+    with rewriting(store, monkeypatch, "after") as (memory, pause):
+        child = subprocess.run(
+            [sys.executable, "-c", CHILD_WRITE, str(store)], capture_output=True, text=True, timeout=120
+        )
+        assert child.returncode == 0, child.stderr
+        added = child.stdout.split()[-1]
+        assert not pause.let_go.is_set()  # the child did not wait for the rows to be read
         pause.release.set()
+        assert memory.engine.mirror.settle(timeout=60)
     assert len(pause.readings) == 1
     assert usable_now(store)
     scans.clear()

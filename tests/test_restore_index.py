@@ -4,8 +4,6 @@ rebuilt from its catalog, its files never loaded. Real Chroma, in this process a
 
 from __future__ import annotations
 
-import hashlib
-import json
 import subprocess
 import sys
 import tarfile
@@ -17,6 +15,7 @@ from typing import Any
 import pytest
 
 import remindful
+from archives import repacked
 from remindful.engine.mirror import IndexMirror
 from remindful.index.chroma import ChromaEmbeddedIndex
 from remindful.services.archive import SEAL_KEY
@@ -111,25 +110,6 @@ def test_a_restore_of_another_stores_archive_rebuilds_the_index(
         assert memory.stats().total_memories == 60
 
 
-def resealed(archive: Path, out: Path, change: Any) -> Path:
-    """``archive`` unpacked, ``change(folder)`` applied, the manifest's digests made to match (its
-    seal left as it was: no one but the store can make one)."""
-    work = out / "unpacked"
-    with tarfile.open(archive) as tar:
-        tar.extractall(work, filter="data")
-    change(work)
-    manifest = json.loads((work / "manifest.json").read_text())
-    for rel in manifest["files"]:
-        data = (work / rel).read_bytes()
-        manifest["files"][rel] = {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data)}
-    (work / "manifest.json").write_text(json.dumps(manifest))
-    target = out / "changed.tar.gz"
-    with tarfile.open(target, "w:gz") as tar:
-        for rel in ["manifest.json", *manifest["files"]]:
-            tar.add(work / rel, arcname=rel, recursive=False)
-    return target
-
-
 def test_an_archive_whose_index_files_were_changed_has_its_index_rebuilt(
     archived: tuple[Path, Path, list[str]], rebuilds: list[bool], adoptions: list[Path], tmp_path: Path
 ) -> None:
@@ -143,7 +123,7 @@ def test_an_archive_whose_index_files_were_changed_has_its_index_rebuilt(
         data[100:400] = b"\xff" * 300
         graph.write_bytes(bytes(data))
 
-    changed = resealed(archive, tmp_path, garble)
+    changed = repacked(archive, tmp_path, garble)
     with open_store(path) as memory:
         memory.restore(changed, confirm=True)
         assert rebuilds == [False] and adoptions == []

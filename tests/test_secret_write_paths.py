@@ -5,12 +5,11 @@ attacker's trigger in the archive's catalog does not survive)."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import sqlite3
-import tarfile
 from pathlib import Path
 
+from archives import repacked
 from remindful.testing import open_fake
 
 OPENAI = "sk-proj-" + "Ab3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3zA5bC7dE9fG1hJ3kL5mN7pQ9rS1tU3vW5x_Y7zA9bC1-dE3fG5hJ7kL9"
@@ -70,28 +69,18 @@ def test_a_binary_attachment_holding_a_secret_is_not_copied(tmp_path: Path) -> N
 def _tampered_archive(archive: Path, out: Path, change: str, texts: dict[str, str] | None = None) -> Path:
     """``archive`` with ``change`` (SQL) run on its catalog, the files named in ``texts`` (whose
     relative path ends with the key) given that text, and the manifest's digests made to match."""
-    work = out / "unpacked"
-    with tarfile.open(archive) as tar:
-        tar.extractall(work, filter="data")
-    for path in work.rglob("*"):
-        for tail, text in (texts or {}).items():
-            if path.is_file() and path.as_posix().endswith(tail):
-                path.write_text(text)
-    catalog = work / "catalog.sqlite3"
-    conn = sqlite3.connect(catalog)
-    conn.executescript(change)
-    conn.commit()
-    conn.close()
-    manifest = json.loads((work / "manifest.json").read_text())
-    for rel in manifest["files"]:
-        data = (work / rel).read_bytes()
-        manifest["files"][rel] = {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data)}
-    (work / "manifest.json").write_text(json.dumps(manifest))
-    target = out / "tampered.tar.gz"
-    with tarfile.open(target, "w:gz") as tar:
-        for rel in ["manifest.json", *manifest["files"]]:
-            tar.add(work / rel, arcname=rel, recursive=False)
-    return target
+
+    def tamper(work: Path) -> None:
+        for path in work.rglob("*"):
+            for tail, text in (texts or {}).items():
+                if path.is_file() and path.as_posix().endswith(tail):
+                    path.write_text(text)
+        conn = sqlite3.connect(work / "catalog.sqlite3")
+        conn.executescript(change)
+        conn.commit()
+        conn.close()
+
+    return repacked(archive, out, tamper)
 
 
 def test_restore_rechecks_every_row_and_rebuilds_the_catalog(tmp_path: Path) -> None:
