@@ -65,7 +65,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from common import REPO, add_data_option, emit, load_locomo, machine, pct, turn_texts
+from common import REPO, add_data_option, emit, load_locomo, machine, pct, timed, turn_texts
 from disk import catalog_tables, dir_bytes
 
 BATCH = 2000
@@ -347,10 +347,12 @@ def wait_for(check: Any, seconds: float) -> bool:
 
 def probe_write(memory: Any, label: str) -> float:
     """Seconds to store five short memories and have them searchable."""
-    started = time.perf_counter()
-    memory.store_batch([{"content": f"probe {label} {i}: the ferry leaves at {i} pm"} for i in range(5)])
-    memory.flush()
-    return time.perf_counter() - started
+
+    def write() -> None:
+        memory.store_batch([{"content": f"probe {label} {i}: the ferry leaves at {i} pm"} for i in range(5)])
+        memory.flush()
+
+    return timed(write)[0]
 
 
 def seconds(values: list[float] | None) -> str:

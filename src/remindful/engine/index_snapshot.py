@@ -90,14 +90,17 @@ def record_dtype(dimension: int) -> np.dtype:
     )
 
 
+def _id_digest(memory_id: str) -> bytes:
+    return hashlib.blake2b(memory_id.encode(), digest_size=8).digest()
+
+
 def id_hash(memory_id: str) -> int:
-    return int.from_bytes(hashlib.blake2b(memory_id.encode(), digest_size=8).digest(), "little")
+    return int.from_bytes(_id_digest(memory_id), "little")
 
 
 def id_hashes(memory_ids: Sequence[str]) -> np.ndarray:
     """:func:`id_hash` of each id, as one array (the digests joined and read at once)."""
-    digests = b"".join(hashlib.blake2b(i.encode(), digest_size=8).digest() for i in memory_ids)
-    return np.frombuffer(digests, dtype="<u8")
+    return np.frombuffer(b"".join(_id_digest(i) for i in memory_ids), dtype="<u8")
 
 
 class Header(NamedTuple):
@@ -274,12 +277,9 @@ class VectorSnapshot:
             if whole != size:
                 f.truncate(whole)  # a torn append of an earlier write: not covered by any header
             f.seek(whole)
-            for part in staged:
-                if part.dtype != dtype:
-                    raise ValueError("a vector of another dimension")
-                repeats = repeats or bool(len(part) and int(part["rowid"].min()) <= top)
-                top = max(top, int(part["rowid"].max())) if len(part) else top
-                f.write(part.tobytes())
+            if any(part.dtype != dtype for part in staged):
+                raise ValueError("a vector of another dimension")
+            _, top, repeats = _write_parts(f, staged, header.dimension, top, repeats)
             f.flush()
             os.fsync(f.fileno())
             f.seek(0)
@@ -442,13 +442,24 @@ def _catch_up(
     rowid repeats. None if a write in between left nothing (or vectors of another dimension)."""
     if not set(range(started, generation)) <= {g for g, _ in pending}:
         return None
-    repeats = False
-    for _generation, part in pending:
+    try:
+        return _write_parts(out, [part for _generation, part in pending], dimension, top, False)
+    except ValueError:
+        return None
+
+
+def _write_parts(
+    out: IO[Any], parts: Sequence[np.ndarray], dimension: int, top: int, repeats: bool
+) -> tuple[int, int, bool]:
+    """Write the records ``parts`` after records of ``dimension`` (0: none yet) up to rowid
+    ``top`` (``repeats``: a rowid among them repeats); the dimension, the last rowid and whether a
+    rowid repeats after them. ValueError for records of another dimension."""
+    for part in parts:
         if not len(part):
             continue
         part_dimension = part.dtype["codes"].shape[0]
         if dimension and part_dimension != dimension:
-            return None
+            raise ValueError("a vector of another dimension")
         dimension = part_dimension
         repeats = repeats or int(part["rowid"].min()) <= top or len(np.unique(part["rowid"])) < len(part)
         top = max(top, int(part["rowid"].max()))

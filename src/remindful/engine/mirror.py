@@ -272,7 +272,14 @@ class IndexMirror:
 
     def keeps_files(self) -> bool:
         """Whether the index is files this process can replace (an embedded Chroma, not a server)."""
-        return hasattr(self._opening.current or self._new_index(), "replace_files")
+        return self._files_placer() is not None
+
+    def _files_placer(self) -> Callable[[Path], None] | None:
+        """The index's ``replace_files``, if it is files this process can replace."""
+        placer: Callable[[Path], None] | None = getattr(
+            self._opening.current or self._new_index(), "replace_files", None
+        )
+        return placer
 
     @contextlib.contextmanager
     def replacing(self) -> Iterator[Callable[[Path], bool]]:
@@ -284,8 +291,7 @@ class IndexMirror:
         with self._opening.lock, self._index_lock():
 
             def replace(files: Path) -> bool:
-                index = self._opening.current or self._new_index()
-                place = getattr(index, "replace_files", None)
+                place = self._files_placer()
                 if place is None:
                     return False
                 with self._copy.exclusive():

@@ -48,8 +48,7 @@ def seal(storage: Path, files: dict[str, Any]) -> str:
     :func:`sealed_by` the store confirms is one it wrote itself, file for file: its vector-index
     files may be loaded as they are (a restore of any other rebuilds the index from the catalog:
     loading the HNSW files of an archive someone else made would hand their bytes to a C++ parser)."""
-    key = secret_key(storage / SEAL_KEY)
-    return hmac.new(key, _sealed_bytes(files), hashlib.sha256).hexdigest()
+    return _seal_with(secret_key(storage / SEAL_KEY), files)
 
 
 def sealed_by(storage: Path, manifest: dict[str, Any]) -> bool:
@@ -63,11 +62,12 @@ def sealed_by(storage: Path, manifest: dict[str, Any]) -> bool:
         return False  # no key: this store never sealed an archive
     if not isinstance(given, str) or not key:
         return False
-    return hmac.compare_digest(hmac.new(key, _sealed_bytes(manifest["files"]), hashlib.sha256).hexdigest(), given)
+    return hmac.compare_digest(_seal_with(key, manifest["files"]), given)
 
 
-def _sealed_bytes(files: dict[str, Any]) -> bytes:
-    return b"remindful archive seal 1\n" + json.dumps(files, sort_keys=True, separators=(",", ":")).encode()
+def _seal_with(key: bytes, files: dict[str, Any]) -> str:
+    listed = json.dumps(files, sort_keys=True, separators=(",", ":")).encode()
+    return hmac.new(key, b"remindful archive seal 1\n" + listed, hashlib.sha256).hexdigest()
 
 
 def gzip_writer(raw: IO[bytes]) -> IGzipFile:
