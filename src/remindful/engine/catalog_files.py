@@ -83,12 +83,6 @@ def prepare_for_restore(
     finally:
         catalog.close()
     rebuild_from_rows(staged, redaction if redaction is not None else catalog.redaction)
-    if keep_index:
-        conn = sqlite3.connect(str(staged), isolation_level=None)
-        try:
-            conn.execute("UPDATE memories SET indexed = 0 WHERE indexed = 1 AND embedding IS NULL")
-        finally:
-            conn.close()
 
 
 def _quoted(name: str) -> str:
@@ -123,8 +117,9 @@ def rebuild_from_rows(path: Path, redaction: StoreRedactor) -> dict[str, int]:
     tables, indexes and triggers remindful creates: no foreign schema object survives) and the
     rows of ``path``'s tables, every text re-checked by ``redaction`` on the way (the content,
     metadata and chunk of each memory, session ids mapped, JSON texts at any depth, other texts as
-    texts; a memory whose content changed gets its new hash and loses its vector). The session
-    context windows are made again from the rows. Returns the redaction hits by rule."""
+    texts; a memory whose content changed gets its new hash and loses its vector and its index
+    mark). The session context windows are made again from the rows. Returns the redaction hits
+    by rule."""
     from remindful.engine import windows
     from remindful.engine.catalog import Catalog
 
@@ -215,7 +210,7 @@ def _rechecked(
     if table == "memories" and "content" in columns:
         where = columns.index("content")
         if out[where] != row[where]:
-            for column, value in (("content_hash", content_hash(out[where])), ("embedding", None)):
+            for column, value in (("content_hash", content_hash(out[where])), ("embedding", None), ("indexed", 0)):
                 if column in columns:
                     out[columns.index(column)] = value
     return out
