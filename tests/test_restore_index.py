@@ -4,6 +4,7 @@ rebuilt from its catalog, its files never loaded. Real Chroma, in this process a
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import tarfile
@@ -16,9 +17,11 @@ import pytest
 
 import remindful
 from archives import repacked
+from remindful.engine import catalog_files
 from remindful.engine.mirror import IndexMirror
 from remindful.index.chroma import ChromaEmbeddedIndex
-from remindful.services.archive import SEAL_KEY
+from remindful.services import backup
+from remindful.services.archive import ROWS_CHECKED, SEAL_KEY
 from remindful.testing import FakeEmbedder
 
 TEXTS = [f"note {i} about the {topic} in week {i // 7}" for i, topic in enumerate(["deploy", "lunch", "tax"] * 20)]
@@ -96,6 +99,104 @@ def test_a_restore_of_its_own_archive_puts_the_archives_index_in_place(
     with open_store(path) as memory:  # a fresh process
         assert answers(memory) == here
         assert memory.search("lighthouse keeper", limit=1)[0].id == added
+
+
+@pytest.fixture
+def rechecks(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    """The catalog files rebuilt from their rows, each re-checked (:func:`rebuild_from_rows`)."""
+    seen: list[Path] = []
+    rebuild = catalog_files.rebuild_from_rows
+
+    def recording(path: Path, redaction: Any) -> dict[str, int]:
+        seen.append(path)
+        return rebuild(path, redaction)
+
+    monkeypatch.setattr(catalog_files, "rebuild_from_rows", recording)
+    return seen
+
+
+def keyword_hits(memory: Any, words: str) -> list[str]:
+    sql = "SELECT m.id FROM memories_fts f JOIN memories m ON m.rowid = f.rowid WHERE memories_fts MATCH ?"
+    return sorted(row[0] for row in memory.engine.catalog.read(sql, [words]))
+
+
+def test_its_own_archive_under_the_same_redaction_keeps_its_catalog_as_it_is(
+    archived: tuple[Path, Path, list[str]], rechecks: list[Path], adoptions: list[Path]
+) -> None:
+    """The rows of an archive the store sealed passed the redaction the store has now: the catalog
+    is used as it is (not rebuilt row by row), and is whole: its keyword and window indexes, its
+    counts, its schema; the store goes on writing into it."""
+    path, archive, ids = archived
+    with open_store(path) as memory:
+        result = memory.restore(archive, confirm=True)
+        assert rechecks == [] and adoptions
+        assert result.total == 60 and result.counts == result.expected
+        assert memory.get(ids[2]).content == TEXTS[2] and memory.get(ids[1]) is not None
+        assert memory.search("zeppelin hangar", limit=1)[0].content != "the zeppelin hangar opens on friday"
+        assert keyword_hits(memory, "lunch") == sorted(i for i, t in zip(ids, TEXTS, strict=True) if "lunch" in t)
+        assert memory.engine.catalog.read("PRAGMA integrity_check") == [("ok",)]
+        added = memory.store("written after the restore: the lighthouse keeper")
+        memory.flush()
+        assert keyword_hits(memory, "lighthouse") == [added]
+        assert memory.stats().total_memories == 61
+
+
+def test_an_archive_of_an_older_redaction_or_without_its_record_is_rechecked(
+    archived: tuple[Path, Path, list[str]],
+    rechecks: list[Path],
+    adoptions: list[Path],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A rule added since the backup (its text is then redacted: see the next test), and an
+    archive sealed before the record was kept (its seal covers its files alone): the index files
+    are still the store's own and put in place, the rows re-checked."""
+    path, archive, _ = archived
+    rule = [{"name": "walrus", "regex": r"walrus", "replacement": "[W]"}]
+    with open_store(path, **{"privacy.redact_patterns": rule}) as memory:
+        memory.restore(archive, confirm=True)
+    assert len(rechecks) == 1 and len(adoptions) == 1
+    with monkeypatch.context() as patched:
+        patched.setattr(backup, "_rows_checked", lambda *args: None)
+        with open_store(path) as memory:
+            older = Path(memory.backup("older").path)
+    with tarfile.open(older) as tar:
+        manifest = tar.extractfile("manifest.json")
+        assert manifest is not None and ROWS_CHECKED not in json.loads(manifest.read())
+    with open_store(path) as memory:
+        memory.restore(older, confirm=True)
+    assert len(rechecks) == 2 and len(adoptions) == 2
+
+
+def test_a_record_changed_in_the_manifest_breaks_the_seal(
+    archived: tuple[Path, Path, list[str]], rechecks: list[Path], adoptions: list[Path], tmp_path: Path
+) -> None:
+    """The record is sealed with the files: an archive whose record was edited (to claim the
+    store's current redaction, say) is another's: rebuilt, its index files not loaded."""
+    path, archive, _ = archived
+
+    def claim(folder: Path) -> None:
+        manifest = json.loads((folder / "manifest.json").read_text())
+        manifest[ROWS_CHECKED]["redaction"] = manifest[ROWS_CHECKED]["redaction"][::-1]
+        (folder / "manifest.json").write_text(json.dumps(manifest))
+
+    changed = repacked(archive, tmp_path, claim)
+    with open_store(path) as memory:
+        memory.restore(changed, confirm=True)
+    assert len(rechecks) == 1 and adoptions == []
+
+
+def test_the_redactions_fingerprint_follows_what_decides_it(tmp_path: Path) -> None:
+    from remindful.engine.redact import StoreRedactor, build_redactor
+
+    def fingerprint(**kwargs: Any) -> str | None:
+        return StoreRedactor(build_redactor(**kwargs), tmp_path).fingerprint()
+
+    same = fingerprint(library=True)
+    assert same is not None and same == fingerprint(library=True)
+    assert fingerprint(library=False) != same
+    assert fingerprint(library=True, patterns=(("x", "walrus", "[W]"),)) != same
+    assert fingerprint(library=True, defaults=False) != same
+    assert fingerprint(redact=False) == "off"
 
 
 def test_a_restore_of_another_stores_archive_rebuilds_the_index(

@@ -40,7 +40,12 @@ def snapshot(source: Path, target: Path) -> None:
 
 
 def prepare_for_restore(
-    staged: Path, live: Path, redaction: StoreRedactor | None = None, *, keep_index: bool = False
+    staged: Path,
+    live: Path,
+    redaction: StoreRedactor | None = None,
+    *,
+    keep_index: bool = False,
+    rows_checked: bool = False,
 ) -> None:
     """Make the catalog file ``staged`` ready for :func:`copy_into` the live catalog ``live``: the
     live one's page size (a copy into a WAL database cannot change it), the current schema, and
@@ -52,10 +57,15 @@ def prepare_for_restore(
 
     ``keep_index``: the archive's index files are put in place with it (they match its marks): the
     rows keep their marks and the queued vector deletions stay, but a row whose vector the
-    re-check dropped (its content changed) is marked un-indexed, to be indexed anew."""
+    re-check dropped (its content changed) is marked un-indexed, to be indexed anew.
+
+    ``rows_checked``: the file is this store's own (an archive it sealed), of the current schema,
+    and its rows passed the store's redaction as it is now: trusted, it is used as it is (its rows
+    are neither re-checked nor copied into a new file)."""
     from remindful.engine.catalog import Catalog
 
-    _drop_schema_objects(staged)
+    if not rows_checked:
+        _drop_schema_objects(staged)
 
     try:
         conn = sqlite3.connect(str(live), timeout=30)
@@ -82,7 +92,20 @@ def prepare_for_restore(
             )
     finally:
         catalog.close()
-    rebuild_from_rows(staged, redaction if redaction is not None else catalog.redaction)
+    if not rows_checked:
+        rebuild_from_rows(staged, redaction if redaction is not None else catalog.redaction)
+
+
+def schema_version(path: Path) -> int:
+    """The schema version of the catalog file at ``path`` (0 when it cannot be read)."""
+    try:
+        conn = _read_only(path)
+        try:
+            return int(conn.execute("PRAGMA user_version").fetchone()[0])
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError:
+        return 0
 
 
 def _quoted(name: str) -> str:

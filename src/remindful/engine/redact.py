@@ -1187,6 +1187,7 @@ class StoreRedactor:
         self.rules = rules
         self.storage = os.fspath(storage)
         self._key: bytes | None = None
+        self._fingerprint: str | None = None
 
     def text(self, text: str, counts: dict[str, int] | None = None) -> str:
         return text if self.rules is None else self.rules.redact(text, counts)
@@ -1208,6 +1209,17 @@ class StoreRedactor:
             return session_id
         return self.rules.redact_session_id(session_id, counts, key=self.key)
 
+    def fingerprint(self) -> str | None:
+        """What decides how this redaction changes a text, as a digest: the rules (built-in and the
+        user's, in order), whether detect-secrets' plugins run and its version, this module's code
+        and remindful's version. Two stores (or one store at two times) with the same fingerprint
+        redact every text alike: a text that passed one passes the other unchanged. None when it
+        cannot be told (this module's file cannot be read, detect-secrets' version is unknown): then
+        nothing is taken to have passed."""
+        if self._fingerprint is None:
+            self._fingerprint = _fingerprint(self.rules) or ""
+        return self._fingerprint or None
+
     def key(self) -> bytes:
         """The store's session-id key; an unkeyed digest (b"") when the storage directory can be
         neither read nor written, where nothing is written either."""
@@ -1228,6 +1240,26 @@ class StoreRedactor:
             raw = record["session_id"]
             out["session_id"] = self.session_id(raw, counts) if isinstance(raw, str) else self.value(raw, counts)
         return dict(out)
+
+
+def _fingerprint(rules: Redactor | None) -> str | None:
+    """:meth:`StoreRedactor.fingerprint` of ``rules``."""
+    import hashlib
+    import json
+    from importlib import metadata
+
+    from remindful import __version__
+
+    if rules is None:
+        return "off"
+    try:
+        with open(__file__, "rb") as f:
+            code = hashlib.sha256(f.read()).hexdigest()
+        library = metadata.version("detect-secrets") if rules.library else None
+    except (OSError, metadata.PackageNotFoundError):
+        return None
+    described = [__version__, code, library, rules.builtin, [list(rule) for rule in rules.rules]]
+    return hashlib.sha256(json.dumps(described).encode()).hexdigest()
 
 
 # -- counts of redactions and skipped captures: the catalog table ``capture_stats`` ----------------

@@ -42,13 +42,21 @@ GZIP_LEVEL = 2
 IsalError: type[Exception] = isal_zlib.error  # type: ignore[assignment]
 
 
-def seal(storage: Path, files: dict[str, Any]) -> str:
+#: The manifest's record of what the archive's rows passed (see :func:`seal`).
+ROWS_CHECKED = "rows_checked"
+
+
+def seal(storage: Path, files: dict[str, Any], rows_checked: dict[str, Any] | None = None) -> str:
     """The seal of an archive this store writes: an HMAC, with the store's own key (made on first
-    need), of the manifest's list of files with their digests. An archive whose seal
-    :func:`sealed_by` the store confirms is one it wrote itself, file for file: its vector-index
-    files may be loaded as they are (a restore of any other rebuilds the index from the catalog:
-    loading the HNSW files of an archive someone else made would hand their bytes to a C++ parser)."""
-    return _seal_with(secret_key(storage / SEAL_KEY), files)
+    need), of the manifest's list of files with their digests, and of ``rows_checked`` (the
+    manifest's :data:`ROWS_CHECKED`: the redaction every row of the catalog passed and the
+    catalog's schema). An archive whose seal :func:`sealed_by` the store confirms is one it wrote
+    itself, file for file: its vector-index files may be loaded as they are (a restore of any other
+    rebuilds the index from the catalog: loading the HNSW files of an archive someone else made
+    would hand their bytes to a C++ parser), and, while the store's redaction and schema are still
+    the ones recorded, its catalog is used as it is (any other is rebuilt from its rows, each
+    re-checked)."""
+    return _seal_with(secret_key(storage / SEAL_KEY), files, rows_checked)
 
 
 def sealed_by(storage: Path, manifest: dict[str, Any]) -> bool:
@@ -62,11 +70,13 @@ def sealed_by(storage: Path, manifest: dict[str, Any]) -> bool:
         return False  # no key: this store never sealed an archive
     if not isinstance(given, str) or not key:
         return False
-    return hmac.compare_digest(_seal_with(key, manifest["files"]), given)
+    return hmac.compare_digest(_seal_with(key, manifest["files"], manifest.get(ROWS_CHECKED)), given)
 
 
-def _seal_with(key: bytes, files: dict[str, Any]) -> str:
+def _seal_with(key: bytes, files: dict[str, Any], rows_checked: dict[str, Any] | None) -> str:
     listed = json.dumps(files, sort_keys=True, separators=(",", ":")).encode()
+    if rows_checked is not None:  # an archive sealed before the record was kept has none
+        listed += b"\n" + json.dumps(rows_checked, sort_keys=True, separators=(",", ":")).encode()
     return hmac.new(key, b"remindful archive seal 1\n" + listed, hashlib.sha256).hexdigest()
 
 

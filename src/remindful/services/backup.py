@@ -4,7 +4,9 @@ The archives are gzipped by ISA-L (:data:`remindful.services.archive.GZIP_LEVEL`
 An archive ``<storage>/backups/backup_YYYYmmdd_HHMMSS[_name].tar.gz`` (local time) holds::
 
     manifest.json      format, version, time, storage path, counts per collection, the sha256
-                       and size of every other file, and the store's seal over those
+                       and size of every other file, what the catalog's rows passed (the
+                       store's redaction as a fingerprint, the schema), and the store's seal
+                       over those
     catalog.sqlite3    the catalog, copied with SQLite's online backup API: one consistent
                        snapshot even while other threads and processes write
     chroma/...         the embedded Chroma files (absent in server mode), copied with the catalog
@@ -25,10 +27,12 @@ process's writes off (:mod:`remindful.engine.storelock`): the restored catalog i
 live one with SQLite's backup API (one transaction: the processes that have the store open, the
 daemon, MCP servers, read the restored content next and write into it), the attachment copies
 are put in place, and the vector index is rebuilt from the restored catalog. An archive this
-store wrote (its seal, an HMAC of the file digests under a key kept in the storage directory and
+store wrote (its seal, an HMAC of the file digests and that record under a key kept in the storage directory and
 in no archive: :func:`remindful.services.archive.seal`) has its Chroma files put in place
 instead, under the same holds, and opened as any index is (checked if they look changed, loaded,
-reconciled with the catalog); the rows whose vector the re-check dropped are indexed anew. Any
+reconciled with the catalog); the rows whose vector the re-check dropped are indexed anew. Its
+catalog is re-checked only if the store's redaction (or the catalog's schema) changed since: if
+not, every row already passed it, and the catalog is copied in as it is. Any
 other archive's index files are never loaded: HNSW files are parsed by C++ code, and a crafted one
 is a way in. So nothing acknowledged after a restore is lost, and nothing
 acknowledged before it is missing from the automatic backup. Restores, clear-alls and reindexes
@@ -57,8 +61,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from remindful.engine.atomic import replaced_atomically
 from remindful.engine.attachments import scanned_copy
-from remindful.engine.catalog import catalog_damaged, integrity_problem
-from remindful.engine.catalog_files import copy_into, prepare_for_restore, snapshot
+from remindful.engine.catalog import SCHEMA_VERSION, catalog_damaged, integrity_problem
+from remindful.engine.catalog_files import copy_into, prepare_for_restore, schema_version, snapshot
 from remindful.errors import CorruptionError, StorageError, ValidationError, unwritable
 from remindful.model import BackupResult, ClearResult, RestoreResult
 from remindful.owned import private_dir
@@ -68,6 +72,7 @@ from remindful.services.archive import (
     CHROMA,
     FORMAT,
     MANIFEST,
+    ROWS_CHECKED,
     VERSION,
     catalog_counts,
     gzip_writer,
@@ -98,6 +103,11 @@ class Archivable(Protocol):
     def index_lock(self) -> AbstractContextManager[int]:
         """Hold off every index write while the index files are copied."""
 
+    @property
+    def redaction(self) -> StoreRedactor:
+        """The store's redaction: what an archive records its rows passed, and what a restored
+        catalog's every row passes again unless that is the same."""
+
 
 class Restorable(Archivable, Protocol):
     """What a restore and a clear-all do to the store besides backing it up."""
@@ -122,10 +132,6 @@ class Restorable(Archivable, Protocol):
         """Open the index files put in place, as a reindex would leave the index."""
 
     def delete_all(self, *, reason: str) -> int: ...
-
-    @property
-    def redaction(self) -> StoreRedactor:
-        """The store's redaction: a restored catalog's every row passes it again."""
 
 
 log = logging.getLogger("remindful")
@@ -194,7 +200,10 @@ def _write_backup(
         files = _files(staging)
         digests = {rel: _digest(staging / rel) for rel in files}
         manifest["files"] = digests
-        manifest["seal"] = seal(store.path, digests)
+        checked = _rows_checked(store.redaction, schema_version(staging / CATALOG))
+        if checked is not None:
+            manifest[ROWS_CHECKED] = checked
+        manifest["seal"] = seal(store.path, digests, checked)
         (staging / MANIFEST).write_text(json.dumps(manifest, indent=2), encoding="utf-8")
         with replaced_atomically(target) as raw, gzip_writer(raw) as gz, tarfile.open(fileobj=gz, mode="w") as tar:
             for rel in [MANIFEST, *files]:
@@ -309,8 +318,15 @@ def restore_backup(
             # An archive this store sealed holds index files that match its catalog: they are put in
             # place as they are (a million memories' index is rebuilt in about ten minutes).
             # Any other archive's are never loaded: the index is rebuilt from the catalog.
-            adopt = (staging / CHROMA).is_dir() and store.index_keeps_files() and sealed_by(store.path, manifest)
-            prepare_for_restore(staging / CATALOG, store.path / CATALOG, store.redaction, keep_index=adopt)
+            own = sealed_by(store.path, manifest)
+            adopt = own and (staging / CHROMA).is_dir() and store.index_keeps_files()
+            # Its catalog, whose rows passed this very redaction, is used as it is (a million
+            # memories' rows are re-checked in about four minutes); any other is rebuilt from its rows.
+            checked = _rows_checked(store.redaction, SCHEMA_VERSION)
+            as_is = own and checked is not None and manifest.get(ROWS_CHECKED) == checked
+            prepare_for_restore(
+                staging / CATALOG, store.path / CATALOG, store.redaction, keep_index=adopt, rows_checked=as_is
+            )
             # The index lock first (the order every writer takes them in), then every process's
             # writes held off from the snapshot of the current data to the end of the replacement.
             with store.index_replacement() as replace_index, store.store_lock.exclusive("restore"):
@@ -342,6 +358,14 @@ def restore_backup(
         expected=manifest.get("counts"),
         backup_path=before.path if before is not None else str(kept),
     )
+
+
+def _rows_checked(redaction: StoreRedactor, schema: int) -> dict[str, Any] | None:
+    """What a catalog's rows passed, as an archive's manifest records it (:data:`ROWS_CHECKED`):
+    the store's redaction (:meth:`~remindful.engine.redact.StoreRedactor.fingerprint`) and the
+    catalog's schema; None when the redaction cannot be told."""
+    fingerprint = redaction.fingerprint()
+    return None if fingerprint is None else {"redaction": fingerprint, "schema": schema}
 
 
 def _keep_damaged(storage: Path) -> Path:
