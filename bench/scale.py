@@ -378,12 +378,14 @@ def ingest_more(path: Path, texts: list[str]) -> dict[str, Any]:
         # Its upkeep done: what follows is a store at its size, not one opening.
         memory.engine.mirror.settle()
         idle = [probe_write(memory, f"after {n}") for n in range(3)]
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         store_texts(memory, texts, "new")
         memory.flush()
-        seconds = time.perf_counter() - started
+        seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
         found = memory.search(texts[-1], limit=1)
+    model_cpu = time.process_time()
     after = model_rate(model, texts)
+    model_cpu = time.process_time() - model_cpu
     return {
         "store_before": total,
         "texts": len(texts),
@@ -391,6 +393,8 @@ def ingest_more(path: Path, texts: list[str]) -> dict[str, Any]:
         "per_s": round(len(texts) / seconds, 1),
         "bare_per_s": round((before + after) / 2, 1),
         "bare_before_after": [round(before, 1), round(after, 1)],
+        # CPU a text (ms, both cores): the bare model's (loaded; its warm-up batch included), the ingest's in all
+        "cpu_ms_bare_ingest": [round(model_cpu * 1000 / len(texts), 2), round(cpu * 1000 / len(texts), 2)],
         "last_found": bool(found) and found[0].content == texts[-1],
         "probe_during_rewrite_s": [round(x, 3) for x in during] if rewriting else None,
         "probe_after_s": [round(x, 3) for x in idle],
@@ -492,6 +496,7 @@ def lines(result: dict[str, Any]) -> list[str]:
         row("ingest /s", more("per_s"))
         row("bare model /s (before, after)", lambda x, n: "{}, {}".format(*x["ingest_more"]["bare_before_after"]))
         row("ingest / bare", lambda x, n: f"{x['ingest_more']['per_s'] / x['ingest_more']['bare_per_s']:.2f}x")
+        row("CPU ms a text: bare, ingest", lambda x, n: "{}, {}".format(*x["ingest_more"]["cpu_ms_bare_ingest"]))
         row("last one found", more("last_found"))
         row("5 stored+flushed: rewrite s", lambda x, n: seconds(x["ingest_more"].get("probe_during_rewrite_s")))
         row("5 stored+flushed: after s", lambda x, n: seconds(x["ingest_more"].get("probe_after_s")))
