@@ -1211,11 +1211,11 @@ class StoreRedactor:
 
     def fingerprint(self) -> str | None:
         """What decides how this redaction changes a text, as a digest: the rules (built-in and the
-        user's, in order), whether detect-secrets' plugins run and its version, this module's code
-        and remindful's version. Two stores (or one store at two times) with the same fingerprint
-        redact every text alike: a text that passed one passes the other unchanged. None when it
-        cannot be told (this module's file cannot be read, detect-secrets' version is unknown): then
-        nothing is taken to have passed."""
+        user's, in order), whether detect-secrets' plugins run and its version, and this module's
+        code. Two stores (or one store at two times) with the same fingerprint redact every text
+        alike: a text that passed one passes the other unchanged. None when it cannot be told (this
+        module's file cannot be read, detect-secrets' version is unknown): then nothing is taken to
+        have passed."""
         if self._fingerprint is None:
             self._fingerprint = _fingerprint(self.rules) or ""
         return self._fingerprint or None
@@ -1248,8 +1248,6 @@ def _fingerprint(rules: Redactor | None) -> str | None:
     import json
     from importlib import metadata
 
-    from remindful import __version__
-
     if rules is None:
         return "off"
     try:
@@ -1258,7 +1256,7 @@ def _fingerprint(rules: Redactor | None) -> str | None:
         library = metadata.version("detect-secrets") if rules.library else None
     except (OSError, metadata.PackageNotFoundError):
         return None
-    described = [__version__, code, library, rules.builtin, [list(rule) for rule in rules.rules]]
+    described = [code, library, rules.builtin, [list(rule) for rule in rules.rules]]
     return hashlib.sha256(json.dumps(described).encode()).hexdigest()
 
 
