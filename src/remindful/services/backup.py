@@ -27,15 +27,16 @@ process's writes off (:mod:`remindful.engine.storelock`): the restored catalog i
 live one with SQLite's backup API (one transaction: the processes that have the store open, the
 daemon, MCP servers, read the restored content next and write into it), the attachment copies
 are put in place, and the vector index is rebuilt from the restored catalog. An archive this
-store wrote (its seal, an HMAC of the file digests and that record under a key kept in the storage directory and
-in no archive: :func:`remindful.services.archive.seal`) has its Chroma files put in place
-instead, under the same holds, and opened as any index is (checked if they look changed, loaded,
-reconciled with the catalog); the rows whose vector the re-check dropped are indexed anew. Its
-catalog is re-checked only if the store's redaction (or the catalog's schema) changed since: if
-not, every row already passed it, and the catalog is copied in as it is. Any
-other archive's index files are never loaded: HNSW files are parsed by C++ code, and a crafted one
-is a way in. So nothing acknowledged after a restore is lost, and nothing
-acknowledged before it is missing from the automatic backup. Restores, clear-alls and reindexes
+store wrote (its seal, an HMAC of the file digests and of that record under a key kept in the
+storage directory and in no archive: :func:`remindful.services.archive.seal`) has its Chroma
+files put in place instead, under the same holds, and opened as any index is (checked if they
+look changed, loaded, reconciled with the catalog); the rows whose vector the re-check dropped
+are indexed anew. Its catalog is re-checked only if the store's redaction (or the catalog's
+schema) changed since: if not, every row already passed it, and the catalog is copied in as it
+is. Any other archive's catalog is rebuilt from its rows, each re-checked, and its index files are
+never loaded: HNSW files are parsed by C++ code, and a crafted one is a way in. So nothing
+acknowledged after a restore is lost, and nothing acknowledged before it is missing from the
+automatic backup. Restores, clear-alls and reindexes
 of one store run one at a time: a second one is refused, naming the first.
 The layout's names and the archive checks live in :mod:`remindful.services.archive`.
 """
