@@ -185,6 +185,29 @@ def test_a_record_changed_in_the_manifest_breaks_the_seal(
     assert len(rechecks) == 1 and adoptions == []
 
 
+def test_only_an_archive_of_another_store_has_its_catalog_checked_again(
+    archived: tuple[Path, Path, list[str]], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The catalog of an archive the store sealed passed SQLite's integrity check as it was written,
+    and its bytes are the ones checked then: not checked again. Another store's is."""
+    path, archive, _ = archived
+    checked: list[Path] = []
+    integrity = catalog_files.integrity
+
+    def recording(catalog: Path) -> str:
+        checked.append(catalog)
+        return integrity(catalog)
+
+    monkeypatch.setattr(catalog_files, "integrity", recording)
+    with open_store(path) as memory:
+        memory.restore(archive, confirm=True)
+    assert checked == []
+    with open_store(tmp_path / "other") as other:
+        other.restore(archive, confirm=True)
+        assert other.stats().total_memories == 60
+    assert len(checked) == 1
+
+
 def test_the_redactions_fingerprint_follows_what_decides_it(tmp_path: Path) -> None:
     from remindful.engine.redact import StoreRedactor, build_redactor
 

@@ -21,8 +21,8 @@ unnamed manual backups are never rotated.
 ``restore`` validates the whole archive before it touches current data: it is a readable gzip
 tar (a truncated one is refused), every member is a regular file or directory (no symlinks, hard
 links or devices) whose path stays inside the target, the manifest lists exactly the archive's
-files with matching sha256, and the catalog passes SQLite's integrity check with the manifest's
-counts. Only then is the current data backed up and replaced, the whole time holding every other
+files with matching sha256, and the catalog passes SQLite's integrity check (an archive this store
+sealed, below, passed it as it was written) with the manifest's counts. Only then is the current data backed up and replaced, the whole time holding every other
 process's writes off (:mod:`remindful.engine.storelock`): the restored catalog is copied into the
 live one with SQLite's backup API (one transaction: the processes that have the store open, the
 daemon, MCP servers, read the restored content next and write into it), the attachment copies
@@ -308,7 +308,7 @@ def restore_backup(
         staging = store.path / f".restore-{uuid.uuid4().hex[:8]}"
         staging.mkdir(mode=0o700)
         try:
-            manifest = validate_archive(archive, staging)
+            manifest = validate_archive(archive, staging, store.path)
             if not confirm:
                 current = sum(store.type_counts().values())
                 raise ValidationError(
