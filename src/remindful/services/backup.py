@@ -22,9 +22,10 @@ unnamed manual backups are never rotated.
 tar (a truncated one is refused), every member is a regular file or directory (no symlinks, hard
 links or devices) whose path stays inside the target, the manifest lists exactly the archive's
 files with matching sha256, and the catalog passes SQLite's integrity check (an archive this store
-sealed, below, passed it as it was written) with the manifest's counts. Only then is the current data backed up and replaced, the whole time holding every other
-process's writes off (:mod:`remindful.engine.storelock`): the restored catalog is copied into the
-live one with SQLite's backup API (one transaction: the processes that have the store open, the
+sealed, below, passed it as it was written) with the manifest's counts. Only then is the current
+data backed up and replaced, the whole time holding every other process's writes off
+(:mod:`remindful.engine.storelock`): the restored catalog is copied into the live one with
+SQLite's backup API (one transaction: the processes that have the store open, the
 daemon, MCP servers, read the restored content next and write into it), the attachment copies
 are put in place, and the vector index is rebuilt from the restored catalog. An archive this
 store wrote (its seal, an HMAC of the file digests and of that record under a key kept in the
