@@ -212,7 +212,7 @@ def test_the_redactions_fingerprint_follows_what_decides_it(tmp_path: Path) -> N
     from remindful.engine.redact import StoreRedactor, build_redactor
 
     def fingerprint(**kwargs: Any) -> str | None:
-        return StoreRedactor(build_redactor(**kwargs), tmp_path).fingerprint()
+        return StoreRedactor(build_redactor(**kwargs), tmp_path).fingerprint
 
     same = fingerprint(library=True)
     assert same is not None and same == fingerprint(library=True)

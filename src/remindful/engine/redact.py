@@ -1187,7 +1187,6 @@ class StoreRedactor:
         self.rules = rules
         self.storage = os.fspath(storage)
         self._key: bytes | None = None
-        self._fingerprint: str | None = None
 
     def text(self, text: str, counts: dict[str, int] | None = None) -> str:
         return text if self.rules is None else self.rules.redact(text, counts)
@@ -1209,6 +1208,7 @@ class StoreRedactor:
             return session_id
         return self.rules.redact_session_id(session_id, counts, key=self.key)
 
+    @functools.cached_property
     def fingerprint(self) -> str | None:
         """What decides how this redaction changes a text, as a digest: the rules (built-in and the
         user's, in order), whether detect-secrets' plugins run and its version, and this module's
@@ -1216,9 +1216,7 @@ class StoreRedactor:
         alike: a text that passed one passes the other unchanged. None when it cannot be told (this
         module's file cannot be read, detect-secrets' version is unknown): then nothing is taken to
         have passed."""
-        if self._fingerprint is None:
-            self._fingerprint = _fingerprint(self.rules) or ""
-        return self._fingerprint or None
+        return _fingerprint(self.rules)
 
     def key(self) -> bytes:
         """The store's session-id key; an unkeyed digest (b"") when the storage directory can be
@@ -1243,7 +1241,7 @@ class StoreRedactor:
 
 
 def _fingerprint(rules: Redactor | None) -> str | None:
-    """:meth:`StoreRedactor.fingerprint` of ``rules``."""
+    """:attr:`StoreRedactor.fingerprint` of ``rules``."""
     import hashlib
     import json
     from importlib import metadata

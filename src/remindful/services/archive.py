@@ -14,7 +14,7 @@ import os
 import shutil
 import tarfile
 from pathlib import Path, PurePosixPath
-from typing import IO, Any
+from typing import IO, Any, NamedTuple
 
 from isal import isal_zlib
 from isal.igzip import IGzipFile
@@ -104,12 +104,19 @@ def catalog_counts(path: Path) -> dict[str, int]:
     return {t.collection: int(found.get(t.value, 0)) for t in MemoryType}
 
 
-def validate_archive(path: Path, staging: Path, storage: Path | None = None) -> dict[str, Any]:
-    """Extract ``path`` into ``staging`` checking everything (see :mod:`remindful.services.backup`); returns the
-    manifest. Raises ValidationError naming the problem; ``staging`` may then hold partial files.
-    An archive the store at ``storage`` sealed (:func:`sealed_by`: its catalog is, byte for byte, one
-    that passed SQLite's integrity check as the backup was written) is not checked again (6 s of a
-    1M restore); its counts still are."""
+class Validated(NamedTuple):
+    """An archive :func:`validate_archive` extracted: its manifest, and whether the store sealed it."""
+
+    manifest: dict[str, Any]
+    sealed: bool
+
+
+def validate_archive(path: Path, staging: Path, storage: Path | None = None) -> Validated:
+    """Extract ``path`` into ``staging`` checking everything (see :mod:`remindful.services.backup`);
+    returns the manifest and whether the store at ``storage`` sealed the archive (:func:`sealed_by`).
+    Raises ValidationError naming the problem; ``staging`` may then hold partial files. A sealed
+    archive's catalog is, byte for byte, one that passed SQLite's integrity check as the backup was
+    written: it is not checked again (6 s of a 1M restore); its counts still are."""
     try:
         with gzip_reader(path) as raw, tarfile.open(fileobj=raw, mode="r:") as tar:
             members = tar.getmembers()
@@ -139,9 +146,9 @@ def validate_archive(path: Path, staging: Path, storage: Path | None = None) -> 
                     _extract_checked(tar, member, staging, listed[name], path)
     except (tarfile.TarError, EOFError, OSError, IsalError) as exc:
         raise _bad(path, f"it is not a readable .tar.gz archive (truncated or damaged: {exc})") from None
-    own = storage is not None and sealed_by(storage, manifest)
-    _check_catalog(path, staging / CATALOG, manifest, integrity=not own)
-    return manifest
+    sealed = storage is not None and sealed_by(storage, manifest)
+    _check_catalog(path, staging / CATALOG, manifest, integrity=not sealed)
+    return Validated(manifest, sealed)
 
 
 def _bad(path: Path, why: str) -> ValidationError:

@@ -79,7 +79,6 @@ from remindful.services.archive import (
     catalog_counts,
     gzip_writer,
     seal,
-    sealed_by,
     validate_archive,
 )
 
@@ -309,7 +308,7 @@ def restore_backup(
         staging = store.path / f".restore-{uuid.uuid4().hex[:8]}"
         staging.mkdir(mode=0o700)
         try:
-            manifest = validate_archive(archive, staging, store.path)
+            manifest, own = validate_archive(archive, staging, store.path)
             if not confirm:
                 current = sum(store.type_counts().values())
                 raise ValidationError(
@@ -320,7 +319,6 @@ def restore_backup(
             # An archive this store sealed holds index files that match its catalog: they are put in
             # place as they are (a million memories' index is rebuilt in about ten minutes).
             # Any other archive's are never loaded: the index is rebuilt from the catalog.
-            own = sealed_by(store.path, manifest)
             adopt = own and (staging / CHROMA).is_dir() and store.index_keeps_files()
             # Its catalog, whose rows passed this very redaction, is used as it is (a million
             # memories' rows are re-checked in about four minutes); any other is rebuilt from its rows.
@@ -364,9 +362,9 @@ def restore_backup(
 
 def _rows_checked(redaction: StoreRedactor, schema: int) -> dict[str, Any] | None:
     """What a catalog's rows passed, as an archive's manifest records it (:data:`ROWS_CHECKED`):
-    the store's redaction (:meth:`~remindful.engine.redact.StoreRedactor.fingerprint`) and the
+    the store's redaction (:attr:`~remindful.engine.redact.StoreRedactor.fingerprint`) and the
     catalog's schema; None when the redaction cannot be told."""
-    fingerprint = redaction.fingerprint()
+    fingerprint = redaction.fingerprint
     return None if fingerprint is None else {"redaction": fingerprint, "schema": schema}
 
 
