@@ -40,7 +40,9 @@ same process (before and after, averaged). This is the rate a user at that size 
 model's time measured rather than estimated. Before that, five short memories are stored and
 flushed three times while the copy's vector snapshot (stale in a copy) is written whole, and three
 times once it is written: a write's wait on that upkeep, beside the same write without it (after a
-first write, which pays the process's first use of the index and the quota's reading).
+first write, which pays the process's first use of the index and the quota's reading). After it,
+searches every 0.2 s while another thread stores 2,000 of the texts again, made new (an import under way in a
+serving process), beside the same searches just before with nothing stored.
 
 ``--compare REV`` builds and measures the tree at commit REV too (a temporary ``git worktree``, its
 ``src`` first on PYTHONPATH, its stores cached under ``<cache>/<REV>``), in the same run.
@@ -60,6 +62,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -383,6 +386,7 @@ def ingest_more(path: Path, texts: list[str]) -> dict[str, Any]:
         memory.flush()
         seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
         found = memory.search(texts[-1], limit=1)
+        searching = searches_during_ingest(memory, texts)
     model_cpu = time.process_time()
     after = model_rate(model, texts)
     model_cpu = time.process_time() - model_cpu
@@ -399,6 +403,34 @@ def ingest_more(path: Path, texts: list[str]) -> dict[str, Any]:
         "probe_during_rewrite_s": [round(x, 3) for x in during] if rewriting else None,
         "probe_after_s": [round(x, 3) for x in idle],
         "rss_mib": round(peak_rss() / 2**20),
+        **searching,
+    }
+
+
+#: Searches during an import: how many texts the import stores (again, under new sessions), and
+#: the pause between two searches.
+IMPORT_TEXTS = 2000
+SEARCH_EVERY_S = 0.2
+
+
+def searches_during_ingest(memory: Any, texts: list[str]) -> dict[str, Any]:
+    """Search latency (ms, p50/p95/max) while another thread stores ``IMPORT_TEXTS`` of ``texts``
+    made new (a suffix) with ``store_batch`` until searchable (an import under way in a serving
+    process), beside the same searches just before, with nothing stored."""
+    queries = [" ".join(t.split()[1:8]) for t in random.Random(7).sample(texts, 40)]
+    idle = [timed(memory.search, q)[0] * 1000 for q in queries[:20]]
+    again = [f"{t} (imported)" for t in texts[:IMPORT_TEXTS]]
+    importing = threading.Thread(target=lambda: (store_texts(memory, again, "import"), memory.flush()))
+    importing.start()
+    during: list[float] = []
+    while importing.is_alive():
+        during.append(timed(memory.search, queries[len(during) % len(queries)])[0] * 1000)
+        time.sleep(SEARCH_EVERY_S)
+    importing.join()
+    return {
+        "search_idle_ms": [pct(idle, 0.5, 1), pct(idle, 0.95, 1), round(max(idle), 1)],
+        "search_during_import_ms": [pct(during, 0.5, 1), pct(during, 0.95, 1), round(max(during), 1)],
+        "searches_during_import": len(during),
     }
 
 
@@ -500,6 +532,8 @@ def lines(result: dict[str, Any]) -> list[str]:
         row("last one found", more("last_found"))
         row("5 stored+flushed: rewrite s", lambda x, n: seconds(x["ingest_more"].get("probe_during_rewrite_s")))
         row("5 stored+flushed: after s", lambda x, n: seconds(x["ingest_more"].get("probe_after_s")))
+        row("search ms p50/95/max: idle", lambda x, n: "/".join(map(str, x["ingest_more"]["search_idle_ms"])))
+        row("  during an import", lambda x, n: "/".join(map(str, x["ingest_more"]["search_during_import_ms"])))
         row("peak RSS MiB", more("rss_mib"))
         return out
     if result.get("ops_only"):

@@ -398,3 +398,99 @@ def test_rows_stored_without_a_vector_before_a_crash_are_embedded_at_the_next_op
         assert hits and hits[0].id == ids[0]
         assert memory.flush(timeout=30) and memory.index_status().unindexed == 0
         assert set(memory.engine.catalog.embeddings(ids)) == set(ids)
+
+
+class HoldingEmbedder(FakeEmbedder):
+    """The fake embedder, holding every call that has a text with a held word until that word is
+    let go (but those of a thread named ``search``: a search embeds the few rows it found without
+    a vector itself)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.held: dict[str, threading.Event] = {}
+
+    def hold(self, word: str) -> None:
+        self.held[word] = threading.Event()
+
+    def let_go(self, word: str) -> None:
+        self.held[word].set()
+
+    def embed(self, texts: Any) -> Any:
+        batch = [texts] if isinstance(texts, str) else list(texts)
+        for word, gate in self.held.items():
+            if any(word in t for t in batch) and threading.current_thread().name != "search":
+                gate.wait(60)
+        return super().embed(texts)
+
+
+def _search_in_thread(memory: Any, query: str) -> tuple[threading.Thread, list[Any]]:
+    out: list[Any] = []
+    thread = threading.Thread(target=lambda: out.append(memory.search(query, limit=3)), name="search", daemon=True)
+    thread.start()
+    return thread, out
+
+
+def _waiting(memory: Any) -> threading.Event:
+    """Set once a wait for this process's pending vectors has taken the rows it waits for."""
+    deferred, waiting = memory.engine.mirror._deferred, threading.Event()
+    wait = deferred.wait
+    deferred.wait = lambda timeout, rows: (waiting.set(), wait(timeout, rows))[1]
+    return waiting
+
+
+def test_a_search_waits_for_what_was_stored_before_it_not_for_what_comes_after(tmp_path: Path) -> None:
+    """Read your writes is what was written before the search: a stream of stores that goes on
+    while it waits (an import, another client's captures) does not hold it up."""
+    embedder = HoldingEmbedder()
+    embedder.hold("rotates")
+    embedder.hold("later")
+    with open_fake(tmp_path / "s", embedder=embedder, **{"performance.search_timeout_ms": 120_000}) as memory:
+        try:
+            first = memory.store("the staging database password rotates monthly")
+            waiting = _waiting(memory)
+            thread, out = _search_in_thread(memory, "credentials change every few weeks")
+            assert waiting.wait(20)
+            memory.store("a later capture, stored while the search waits")
+            embedder.let_go("rotates")
+            thread.join(20)
+            assert not thread.is_alive(), "the search waited for a memory stored after it began"
+            assert out[0] and out[0][0].id == first and "dense" in out[0][0].sources
+        finally:
+            embedder.let_go("later")
+
+
+def test_a_search_does_not_wait_for_a_bulk_backlog(tmp_path: Path) -> None:
+    """More rows waiting for their vectors than one batch of the background's: the search goes
+    with what is indexed (the backlog's rows are found by their words at once)."""
+    embedder = HoldingEmbedder()
+    embedder.hold("imported")
+    with open_fake(tmp_path / "s", embedder=embedder, **{"performance.search_timeout_ms": 120_000}) as memory:
+        try:
+            memory.store_batch([{"content": f"imported note {i} about the ferry timetable"} for i in range(400)])
+            thread, out = _search_in_thread(memory, "ferry timetable")
+            thread.join(20)
+            assert not thread.is_alive(), "the search waited for a backlog of 400 rows"
+            assert out[0] and all("lexical" in hit.sources for hit in out[0])
+        finally:
+            embedder.let_go("imported")
+
+
+def test_export_waits_for_what_was_stored_before_it_not_for_what_comes_after(tmp_path: Path) -> None:
+    embedder = HoldingEmbedder()
+    embedder.hold("rotates")
+    embedder.hold("later")
+    with open_fake(tmp_path / "s", embedder=embedder) as memory:
+        try:
+            first = memory.store("the staging database password rotates monthly")
+            waiting = _waiting(memory)
+            out = tmp_path / "out.json"
+            thread = threading.Thread(target=lambda: memory.export(output_path=out), daemon=True)
+            thread.start()
+            assert waiting.wait(20)
+            memory.store("a later capture, stored while the export waits")
+            embedder.let_go("rotates")
+            thread.join(20)
+            assert not thread.is_alive(), "the export waited for a memory stored after it began"
+            assert first in out.read_text()
+        finally:
+            embedder.let_go("later")

@@ -56,16 +56,22 @@ class DeferredEmbeddings:
         with self._embedded:
             self._unembedded.update(ids)
 
-    def pending(self) -> bool:
-        """Whether rows this process stored are still waiting for their vectors."""
+    def pending(self) -> int:
+        """How many rows this process stored are still waiting for their vectors."""
         with self._embedded:
-            return bool(self._unembedded)
+            return len(self._unembedded)
 
-    def wait(self, timeout: float) -> bool:
-        """Wait (at most ``timeout`` seconds) until the rows this process stored without a vector
-        have one, or their embedding failed; False on timeout."""
+    def waiting(self) -> frozenset[str]:
+        """The rows this process stored that are still waiting for their vectors."""
         with self._embedded:
-            return self._embedded.wait_for(lambda: not self._unembedded, timeout)
+            return frozenset(self._unembedded)
+
+    def wait(self, timeout: float, rows: frozenset[str]) -> bool:
+        """Wait (at most ``timeout`` seconds) until none of ``rows`` waits for its vector any more
+        (it has one, or its embedding failed); False on timeout. Rows stored meanwhile are not
+        waited for: under a stream of stores the wait would never end."""
+        with self._embedded:
+            return self._embedded.wait_for(lambda: self._unembedded.isdisjoint(rows), timeout)
 
     def embed_stored(self, ids: list[str]) -> None:
         """Embed the memories among ``ids`` committed without a vector, and the parts of the long
