@@ -459,20 +459,23 @@ def test_a_search_waits_for_what_was_stored_before_it_not_for_what_comes_after(t
             embedder.let_go("later")
 
 
-def test_a_search_does_not_wait_for_a_bulk_backlog(tmp_path: Path) -> None:
-    """More rows waiting for their vectors than one batch of the background's: the search goes
-    with what is indexed (the backlog's rows are found by their words at once)."""
+def test_a_search_waits_for_a_large_batch_stored_before_it(tmp_path: Path) -> None:
+    """Read your writes holds for a batch too (a script that imports, then searches): the search
+    waits for its 400 vectors, within its budget."""
     embedder = HoldingEmbedder()
     embedder.hold("imported")
     with open_fake(tmp_path / "s", embedder=embedder, **{"performance.search_timeout_ms": 120_000}) as memory:
         try:
             memory.store_batch([{"content": f"imported note {i} about the ferry timetable"} for i in range(400)])
-            thread, out = _search_in_thread(memory, "ferry timetable")
-            thread.join(20)
-            assert not thread.is_alive(), "the search waited for a backlog of 400 rows"
-            assert out[0] and all("lexical" in hit.sources for hit in out[0])
+            waiting = _waiting(memory)
+            thread, out = _search_in_thread(memory, "boat schedule")  # no shared word: by meaning alone
+            assert waiting.wait(20)
+            thread.join(0.5)
+            assert thread.is_alive(), "the search did not wait for the batch stored before it"
         finally:
             embedder.let_go("imported")
+        thread.join(20)
+        assert out[0] and all("dense" in hit.sources for hit in out[0])
 
 
 def test_export_waits_for_what_was_stored_before_it_not_for_what_comes_after(tmp_path: Path) -> None:

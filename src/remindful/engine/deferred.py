@@ -56,10 +56,10 @@ class DeferredEmbeddings:
         with self._embedded:
             self._unembedded.update(ids)
 
-    def pending(self) -> int:
-        """How many rows this process stored are still waiting for their vectors."""
+    def pending(self) -> bool:
+        """Whether rows this process stored are still waiting for their vectors."""
         with self._embedded:
-            return len(self._unembedded)
+            return bool(self._unembedded)
 
     def waiting(self) -> frozenset[str]:
         """The rows this process stored that are still waiting for their vectors."""

@@ -391,16 +391,14 @@ class IndexMirror:
         indexer = self._indexer
         return set() if indexer is None else indexer.holding()
 
-    def embeddings_pending(self) -> int:
-        """How many rows this process stored are still waiting for their vectors."""
+    def embeddings_pending(self) -> bool:
+        """Whether rows this process stored are still waiting for their vectors."""
         return self._deferred.pending()
 
-    def await_embeddings(self, timeout: float, *, at_most: int | None = None) -> bool:
+    def await_embeddings(self, timeout: float) -> bool:
         """Wait (at most ``timeout`` seconds) until the rows this process stored without a vector
-        so far have one, or their embedding failed; rows stored meanwhile are not waited for. With
-        ``at_most``, no wait at all when more rows than that are waiting. False if they still wait."""
-        if at_most is not None and self._deferred.pending() > at_most:
-            return False
+        so far have one, or their embedding failed; rows stored meanwhile are not waited for (under
+        a stream of stores the wait would never end). False if they still wait."""
         rows = self._deferred.waiting()
         if not rows:
             return True

@@ -46,7 +46,7 @@ from remindful.engine.background import AccessRecorder, close_at_exit
 from remindful.engine.captures import CaptureRepository
 from remindful.engine.catalog import CATALOG_WAY_OUT, Catalog, MemoryRow, counted
 from remindful.engine.embedding import LazyEmbedder, embed_query
-from remindful.engine.mirror import EMBED_BATCH, IndexMirror
+from remindful.engine.mirror import IndexMirror
 from remindful.engine.perf import PendingFigures
 from remindful.engine.projects import Project, Resolver
 from remindful.engine.quotas import SIZE_MAX_AGE_S, Quotas
@@ -101,11 +101,6 @@ log = logging.getLogger("remindful")
 INLINE_DELETE = 256
 #: How long export, backup, dedup and cleanup wait for this process's pending embeddings.
 VECTORS_READY_TIMEOUT_S = 60.0
-#: A search waits for the vectors of what this process stored before it when at most this many
-#: rows wait for theirs: one batch of the background's embedding (~0.5 s on two cores). A larger
-#: backlog (an import under way) is searched as it stands: its rows are found by their words at
-#: once and by their meaning as their vectors come; waiting for it took the whole search budget.
-SEARCH_AWAITS_ROWS = EMBED_BATCH
 _STORE_KEYS = {
     "content",
     "type",
@@ -779,12 +774,12 @@ class Store:
         self.follow_replacements()
         started = time.perf_counter()
         # Read your writes: what this process stored before the search is dense-searchable
-        # (lexically it is at once), unless it is a backlog (SEARCH_AWAITS_ROWS). The query needs
+        # (lexically it is at once); what it stores meanwhile is not waited for. The query needs
         # the model too, so the wait starts once it is loaded: a first use prepares the int8 model,
         # which can take longer than the budget (the query's vector is cached).
         if mirror.embeddings_pending():
             embed_query(self.embedder, query)
-            mirror.await_embeddings(self.settings.performance.search_timeout_ms / 1000, at_most=SEARCH_AWAITS_ROWS)
+            mirror.await_embeddings(self.settings.performance.search_timeout_ms / 1000)
         others = bool(filters or session_id or since is not None or until is not None)
         restricted = others or scopes is not None
         # A scope alone restricts by a count the catalog keeps: the search need not count its rows
