@@ -138,6 +138,7 @@ def test_a_restriction_scored_exactly_reads_each_row_once(tmp_path: Any) -> None
         # 1,167 of 7,000 in "busy": under a fifth of the searched ones, so scored exactly.
         sessions = ["busy" if i % 6 == 0 else "rare" if i % 15 == 1 else "other" for i in range(7_000)]
         memory.store_batch([{"content": f"note {i}", "session_id": s} for i, s in enumerate(sessions)])
+        memory.flush()
         # Not the process's first search, and its background work done: a first search right after
         # the flush took another path about one run in five (every vector copied and scored, the
         # restricted rows never read), which is not what this test is about.

@@ -313,6 +313,7 @@ def rank(
     model.now, model.anchors = asked_at.timestamp(), anchored
     settled: list[tuple[diversity.Group, float]] = []
     checked: dict[str, bool] = {}  # dense candidates checked against flt: a later round asks for more
+    found_in: dict[str, set[str]] = {}  # the ids each space gave, in any round
     while True:
         candidates = Candidates()
         if weights["dense"] > 0 or weights["context"] > 0:
@@ -343,6 +344,8 @@ def rank(
             for space, ranked in found.items():
                 candidates.add(space, ranked)
         scored = model.score(candidates, flt)
+        for space, ranked in candidates.by_space.items():
+            found_in.setdefault(space, set()).update(mid for mid, _ in ranked)
         # Only the first ``limit`` hits are shown (the scores fall down the list, so the floor
         # cuts from the end): newer versions are looked for among twice as many.
         groups = _after(settled, _groups(scored, model.vectors, settings, diverse, keep=model.keep))
@@ -353,7 +356,9 @@ def rank(
         k = next_pool(k, limit, len(groups))
         settled = groups
         lexical = ask(frozenset(model.rows))
-    found_in = {space: {mid for mid, _ in ranked} for space, ranked in candidates.by_space.items()}
+    # A hit an earlier round settled keeps its place though a later round's candidates may lack it
+    # (the index changed between them: rows indexed meanwhile): every row scored in any round.
+    scored = model.scored
     result: list[Ranked] = []
     prompts: list[Ranked] = []
     # floor_best: once the best hit reaches the floor, the next ones need only bear on the query
