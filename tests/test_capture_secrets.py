@@ -80,3 +80,29 @@ def test_secret_corpus_never_reaches_any_file(tmp_path: Path, onnx_embedder: Any
     leaks = [s for s in SECRETS if s.encode() in blob or s.replace(" ", "").encode() in blob]
     assert leaks == []
     assert b"[EMAIL_REDACTED]" in blob
+
+
+# A password holding a separator, said in a prompt: the hook's rules cut it at the "&" and kept the
+# rest ("the db password is [REDACTED]&3x9q"), which reached the spool, the catalog and the index.
+SAID = [
+    ("the db password is Tr0ub4dor&3x9q, save it for later", "&3x9q"),
+    ("the password for the staging db is P@ss;w0rd$1", ";w0rd$1"),
+    ("export PGPASSWORD=Sup3r(S3cret)!x && psql -h db", "(S3cret)!x"),
+    ("my passphrase was correct,horse-7", ",horse-7"),
+]
+
+
+def test_no_piece_of_a_password_said_in_a_prompt_reaches_a_file(tmp_path: Path) -> None:
+    from remindful.testing import open_fake
+
+    store = tmp_path / "store"
+    base = {"session_id": "sec", "cwd": str(tmp_path), "transcript_path": str(tmp_path / "t.jsonl")}
+    for text, _ in SAID:
+        hook(store, "UserPromptSubmit", {**base, "prompt": text})
+    with open_fake(store) as memory:
+        assert memory.drain_spool() == len(SAID)
+        memory.store(" ".join(text for text, _ in SAID), type="knowledge")
+        stored = [m.content for m in memory.list(limit=100)]
+        assert any("[REDACTED]" in content for content in stored), stored
+    blob = b"".join(p.read_bytes() for p in store.rglob("*") if p.is_file())
+    assert [piece for _, piece in SAID if piece.encode() in blob] == []

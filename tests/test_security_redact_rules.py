@@ -164,6 +164,36 @@ def test_assignments_to_secret_names_keep_the_name(text: str, expected: str) -> 
     assert R.redact(text) == expected
 
 
+# A password holding "&", ";", ",", a bracket or a backslash, in an assignment or in prose: it was
+# cut at that character and the rest of it kept ("the db password is [REDACTED]&3x9q").
+SEPARATED = [
+    ("the db password is Tr0ub4dor&3x9q, save it", "the db password is [REDACTED], save it"),
+    ("password=Tr0ub4dor&3x9q", "password=[REDACTED]"),
+    ("password is Tr0ub4dor&3x9q and the user is bob", "password is [REDACTED] and the user is bob"),
+    ("the password is P@ss,w0rd123", "the password is [REDACTED]"),
+    ("export PGPASSWORD=P@ss;w0rd9 && psql", "export PGPASSWORD=[REDACTED] && psql"),
+    ("my password is Sup3r(S3cret)!", "my password is [REDACTED]"),
+    ("mysql -u root -pTr0ub4dor&3x9q", "mysql -u root -p[REDACTED]"),
+    ("--password a0))0120!", "--password [REDACTED]"),
+    ("the password for admin is P4ss\\w0rd/x", "the password for admin is [REDACTED]"),
+    ("the password for the staging db is Xq9-rt77!", "the password for the staging db is [REDACTED]"),
+    ("my passphrase was correct-horse-7", "my passphrase was [REDACTED]"),
+    ("my passcode is 4821", "my passcode is [REDACTED]"),
+    ("API key: abc&123xyz", "API key: [REDACTED]"),
+    # what follows a separator that starts another field stays
+    ("?access_token=abc123def&page=2", "?access_token=[REDACTED]&page=2"),
+    ("f(password=x9y8z7, user=bob)", "f(password=[REDACTED], user=bob)"),
+    ("Password=abc123;User Id=bob", "Password=[REDACTED];User Id=bob"),
+    ("connect(password=abc9x)", "connect(password=[REDACTED])"),
+    ("password=abc9x&&make", "password=[REDACTED]&&make"),
+]
+
+
+@pytest.mark.parametrize("text,expected", SEPARATED)
+def test_no_piece_of_a_password_survives_a_separator_in_it(text: str, expected: str) -> None:
+    assert R.redact(text) == expected
+
+
 @pytest.mark.parametrize(
     "text",
     [
@@ -189,6 +219,12 @@ def test_assignments_to_secret_names_keep_the_name(text: str, expected: str) -> 
         "ts 1705321845123456 and 1705321845123",
         "build-20231026123456 and order-4539578763621 in action_20261126091134307169_8b7e79eb",
         "on 2024 01 15 1234567890123",
+        "the password for the account was changed",
+        "password for user is required",
+        "Reset the password for bob: click the link",
+        "the api key is stored in vault",
+        "the access key for prod was rotated yesterday",
+        "API key: required",
     ],
 )
 def test_names_without_a_value_stay(text: str) -> None:
@@ -310,7 +346,8 @@ VOCABULARY = [
     "user", "config",
 ]  # fmt: skip
 WORDS = st.sampled_from(VOCABULARY)
-PUNCT = "!#^*+@%/.-_~"
+# "&", ";", "," and brackets too: a bare value cut at one would keep the rest of the secret.
+PUNCT = "!#^*+@%/.-_~&;,()"
 
 
 def chars(alphabet: str, n: int, m: int | None = None) -> st.SearchStrategy[str]:
@@ -318,7 +355,8 @@ def chars(alphabet: str, n: int, m: int | None = None) -> st.SearchStrategy[str]
 
 
 def password(punct: str = PUNCT) -> st.SearchStrategy[str]:
-    """A password that holds a digit and a symbol, starts with a letter and ends no bare value early."""
+    """A password that holds a digit and a symbol and starts with a letter (its symbols may be ones
+    that end a bare value where another field begins: "&", ";", ",", brackets)."""
     return st.tuples(
         st.sampled_from(string.ascii_letters), chars(ALNUM + punct, 6, 20), st.sampled_from("0123456789"),
         st.sampled_from("!#^*+~"),

@@ -36,8 +36,12 @@ without giving one ("rotate the token: see the runbook", ``max_tokens=4096``, ``
 literal such as ``null``/``true``/``str``, a code expression (``os.environ["X"]``,
 ``getpass()``, ``self.password``), shorter than 3 characters, or, after a bare lowercase word and
 a colon, one short word ("Password: required"). Those heuristics can miss a weak password written
-as prose ("password: hunter"); a password with a comma, semicolon or ampersand is cut there
-unless quoted, and an unencoded ``/`` in a URL's password ends the password (the host is kept).
+as prose ("password: hunter"), and an unencoded ``/`` in a URL's password ends the password (the
+host is kept). A bare value goes on through ``&``, ``;``, ``,``, brackets and backslashes inside
+it (``Tr0ub4dor&3x9q``, ``Sup3r(S3cret)!``) and ends where one starts another field (``&page=2``,
+``, user=bob``, ``;User Id=``, `` && make``): it would rather take a word too many than leave a
+piece of the secret. A password is found in prose too: "the password for the staging db is X",
+"my passphrase was X", "API key: X", in other languages "das Passwort ist X".
 
 A session id is an id, not a text: :meth:`Redactor.redact_session_id` keeps it stable and distinct
 (see there); callers check session exclusions (``privacy.exclude_sessions``) on the raw id first.
@@ -93,11 +97,28 @@ _SECRET_NAME = (
     r"|(?<=[_.-])(?i:pass|pwd|pw)(?![A-Za-z0-9]))"
 )
 # An assignment's value: quoted (spaces allowed), an escaped quote (JSON inside a string), or bare
-# up to whitespace, a quote or a separator.
+# up to whitespace, a quote or a separator. A separator that does not start another field is part
+# of a bare value (``Tr0ub4dor&3x9q``, ``P@ss;w0rd``, ``P@ss,w0rd``, ``Sup3r(S3cret)!``): cut
+# there, the rest of the password would be kept. What ends one: ``&`` before the next query
+# parameter (``&page=2``), a shell's ``&&`` or ``&`` at a word's end; ``;`` or ``,`` before a
+# space, the text's end or the next ``key=``/``key:``; a closing bracket the value did not open,
+# unless more of the word follows it (``connect(password=abc)`` ends at
+# ``abc``, ``ab)c9`` and ``ab).c9`` do not); a backslash that escapes no quote, line or tab
+# (``P4ss\\w0rd``).
+_BARE_SEPARATOR = (
+    r"&(?![&\s]|$|[A-Za-z_][\w.\[\]-]{0,64}=)"
+    r"|;(?![;\s]|$|[A-Za-z_][\w .-]{0,64}=)"
+    r"|,(?![,\s]|$|[\w.-]{1,64}[ \t]*[=:])"
+)
+_BARE_JOIN = (
+    _BARE_SEPARATOR + r"|\((?=[^\s\"'`\\()]{0,256}\))[^\s\"'`\\()]{0,256}\)"
+    r"|[)\]}]+(?=[^\s\"'`\\,;&)\]}.]|\.[^\s\"'`\\,;&)\]}]|" + _BARE_SEPARATOR + ")"
+    r"|\\(?![ntru\"'\\])"
+)
 _VALUE = (
     r"(?P<q>[\"'`])(?P<quoted>(?:(?!(?P=q))[^\n\\]|\\.){1,1024})(?P=q)"
     r"|(?P<eq>\\[\"'])(?P<equoted>[^\n\\\"'`]{1,1024})(?P=eq)"
-    r"|(?P<bare>[^\s\"'`\\,;&)\]}]{1,1024})"
+    rf"|(?P<bare>(?>{_BARE_JOIN}|[^\s\"'`\\,;&)\]}}]){{1,1024}})"
 )
 
 #: Built-in rules: (name, pattern, replacement). Order matters: whole blocks first, tokens by
@@ -298,11 +319,15 @@ DEFAULT_REDACTIONS: tuple[tuple[str, str, str], ...] = (
         rf"(?:{_VALUE})",
         "[REDACTED]",
     ),
-    # A password written as prose, in any language: "das Passwort ist X", "пароль X", "密码 X".
+    # A password written as prose, in any language: "das Passwort ist X", "пароль X", "密码 X",
+    # "the password for the staging db is X", "my passphrase was X", "API key: X".
     (
         "spoken_password",
         rf"(?P<head>(?<![\w-])(?:(?i:{_PASSWORD_WORDS})[ \t]*(?:(?i:is|es|ist|est|é|是)[ \t]+)?"
-        r"|(?i:password)[ \t]+(?i:is)[ \t]+))"
+        r"|(?i:pass(?:word|wd|phrase|code)|(?:api|access|secret|private)[ \t]+key)"
+        r"(?:[ \t]+(?i:for|of|to)(?:[ \t]+[\w.@:/-]{1,64}){1,3}?)?"
+        r"[ \t]+(?i:is|was)[ \t]+"
+        r"|(?i:(?:api|access|secret|private)[ \t]+key)[ \t]*:[ \t]*))"
         r"(?:" + _VALUE + ")",
         "[REDACTED]",
     ),
@@ -359,6 +384,7 @@ _AWS_PREFIXES = ("AKIA", "ASIA", "AGPA", "AIDA", "AROA", "ABIA", "ACCA", "ANPA",
 _PAIR_HINTS = ("pass", "pw", "secret", "token", "key", "credential", "auth")
 _FOREIGN_PASSWORDS: tuple[str, ...] = ("contrase", "kennwort", "пароль", "密码", "口令", "mot de passe", "senha")
 _FOREIGN_PASSWORDS += ("wachtwoord", "hasło", "parola", "パスワード", "비밀번호")
+_SPOKEN_HINTS = ("pass", "api key", "access key", "secret key", "private key")
 _CLI_HINTS = ("mysql", "mariadb", "login", "sshpass", "-cli", "ldap")
 _COOKIE_HINTS = ("session", "sessid", "connect.sid", "csrftoken", "remember_token")
 
@@ -391,7 +417,7 @@ _PRECHECKS: dict[str, Callable[[_Text], bool]] = {
     "xml_secret": lambda t: "</" in t.text and (_any(t.lower, _PAIR_HINTS) or _any(t.lower, _FOREIGN_PASSWORDS)),
     "yaml_secret_block": lambda t: ":" in t.text and "\n" in t.text and _any(t.lower, _PAIR_HINTS),
     "urlencoded_secret": lambda t: "%3" in t.text,
-    "spoken_password": lambda t: "password" in t.lower or _any(t.lower, _FOREIGN_PASSWORDS) or "passwort" in t.lower,
+    "spoken_password": lambda t: _any(t.lower, _SPOKEN_HINTS) or _any(t.lower, _FOREIGN_PASSWORDS),
     "random_token": lambda t: len(t.text) >= 16,
     "url_password": lambda t: "://" in t.text and "@" in t.text,
     "authorization_header": lambda t: "authorization" in t.lower,
@@ -416,8 +442,10 @@ _LITERALS = frozenset(
 _MASK_CHARS = frozenset("*xX.•…-_#?")
 # Patterns used by code, kept as text: ``re`` compiles and caches them on first use, so that a
 # hook process that never needs them never compiles them.
-_CODE = r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+|[A-Za-z_][\w.]*[(\[].*"
+# A call ends at its closing bracket (or where a quote cut the value): ``Sup3r(S3cret)!`` is none.
+_CODE = r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+|[A-Za-z_][\w.]*(?:\[.*|\((?:[\w.(), =*]*\))?(?:\.[\w.()]*)?)"
 _IDENTIFIER = r"[A-Za-z_]\w*"
+_CALL_CUT = r"[A-Za-z_][\w.]*\([^()]*"
 
 
 def _placeholder(value: str) -> bool:
@@ -445,6 +473,9 @@ def _keep_assignment(match: re.Match[str]) -> bool:
         return True  # --no-password --verbose: the next flag, not a value
     if re.fullmatch(_CODE, value):  # os.environ["X"], getpass(), self.password
         return True
+    after = match.string[match.end("bare") : match.end("bare") + 1]
+    if after and after in "\"'`," and re.fullmatch(_CALL_CUT, value):
+        return True  # partition(b':'), getpass(prompt, stream): a call whose argument cut the value
     groups = match.groupdict()
     sep, name = groups.get("sep"), groups.get("name")
     if sep is None or name is None:
@@ -943,7 +974,7 @@ def _library_keyword_secret(value: str) -> bool:
     value = value.strip()
     if not value or any(c.isspace() for c in value) or _placeholder(value):
         return False
-    if re.fullmatch(_CODE, value) or re.fullmatch(_IDENTIFIER, value):
+    if re.fullmatch(_CODE, value) or re.fullmatch(_CALL_CUT, value) or re.fullmatch(_IDENTIFIER, value):
         return False
     return not value.rstrip(".,;:!?)").isalpha()
 
