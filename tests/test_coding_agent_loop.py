@@ -224,3 +224,29 @@ def test_the_deploy_facts_come_back_for_how_to_deploy(agent: ClaudeCode, store: 
     for words in ("AWS_PROFILE=prod", "GitHub Actions", "office VPN"):
         assert words in context, context
     s2.end()
+
+
+def test_a_neighbour_of_the_deploy_facts_does_not_ride_along(agent: ClaudeCode, store: Path) -> None:
+    # The deploy facts came under "Maybe relevant" (0.40, 0.28) for "how do I deploy this project?"
+    # while "The build passed." (0.79), which says nothing of deploying, led the context on its
+    # neighbours' words ("deploy", and "project", which only named the place).
+    s1 = agent.session("s1")
+    s1.start()
+    s1.prompt("Heads up: we deploy to production with `make release`, and only with the VPN connected.")
+    s1.answer("Got it: production deploys go through `make release`, with the VPN connected.")
+    s1.prompt("Run the build")
+    s1.tool("Bash", {"command": "npm run build"}, {"stdout": "build ok\nthe project's bundle is 2.1 MB\nDone in 3s"})
+    s1.answer("The build passed.")
+    s1.prompt("The staging deploy is `./scripts/deploy.sh staging`; it takes about 10 minutes.")
+    s1.answer("Noted.")
+    s1.end()
+    settle(store)
+    s2 = agent.session("s2")
+    s2.start()
+    context = s2.prompt("how do I deploy this project?").context
+    lines = context.splitlines()
+    assert "Maybe relevant" not in context, context
+    assert "The build passed." not in context, context
+    first = [line for line in lines if line.startswith("- ")][:2]
+    assert any("make release" in line for line in first) and any("deploy.sh staging" in line for line in first), context
+    s2.end()

@@ -179,6 +179,48 @@ def test_lexical_evidence_needs_two_shared_terms_and_weighs_rare_ones() -> None:
     assert own == 0.4 + 0.25 and evidence == own + 0.8
 
 
+def test_what_neighbours_add_counts_as_far_as_it_is_more_than_chance() -> None:
+    # "how do I deploy?" in a project whose logs all say "deploy": "The build passed." rode on a
+    # neighbour's "deploy" into the context (0.79), above the deploy facts. Four neighbours hold a
+    # word most of the store holds almost surely; a rare one they hold says something.
+    from remindful.engine.retrieval import rerank
+
+    common = rerank.QueryTerms.of(["deploy"], {"deploy": rerank.idf(8, 20)}, {"deploy": 8 / 20})
+    rare = rerank.QueryTerms.of(["deploy"], {"deploy": rerank.idf(3, 1000)}, {"deploy": 3 / 1000})
+    window = "The build passed.\nRan `./deploy.sh staging`: ok"
+    held = common.held(window)
+    assert held == [0]
+    assert common.window_lexical_of(held, [], 4) == pytest.approx(common.lexical_of(held) * 0.6**4)
+    assert common.window_lexical_of(held, [], 4) < 0.15 < 0.98 < rare.window_lexical_of(held, [], 4)
+    # The memory's own words are its own: not discounted, however common.
+    assert common.window_lexical_of(held, held, 4) == common.lexical_of(held) == 1.0
+    # What the window adds beyond the memory's own words is discounted by the chance that the
+    # neighbours would hold every term the window holds: a rare one among them makes it unlikely.
+    two = rerank.QueryTerms.of(["melanie", "sunrise"], None, {"melanie": 0.5, "sunrise": 0.01})
+    both = two.held("Melanie: I painted that lake sunrise")
+    assert two.chance(both) == pytest.approx(0.5 * 0.01)
+    assert two.chance([1], 4) == pytest.approx(1 - 0.99**4)
+    chance = (1 - 0.5**4) * (1 - 0.99**4)
+    assert two.window_lexical_of(both, [], 4) == pytest.approx(1 - chance)
+    assert two.lexical_of([0]) == 0.0  # one of two terms: no evidence of its own
+    assert two.window_lexical_of(both, [0], 4) == pytest.approx(1 - chance)
+    three = rerank.QueryTerms.of(["melanie", "paint", "sunrise"], None, {"melanie": 0.5, "paint": 0.5, "sunrise": 0.5})
+    mine = three.lexical_of([0, 1])
+    assert 0 < mine < 1  # two of three terms: evidence of its own, kept whole
+    assert three.window_lexical_of([0, 1, 2], [0, 1], 4) == pytest.approx(mine + (1 - mine) * (1 - (1 - 0.5**4) ** 3))
+    # Not knowing how common the terms are (no counts), nothing is taken off.
+    assert rerank.QueryTerms.of(["deploy"]).window_lexical_of([0], [], 4) == 1.0
+
+
+def test_a_word_pointing_at_the_workspace_is_no_query_term() -> None:
+    from remindful.engine.retrieval.search import lexical_terms
+
+    assert lexical_terms("how do I deploy this project?") == ["deploy"]
+    assert lexical_terms("what does our repo use for tests") == ["use", "tests"]
+    assert lexical_terms("which project did Caroline start?") == ["project", "caroline", "start"]
+    assert lexical_terms("what is this project?") == ["project"]  # nothing else left: kept
+
+
 #: Letters whose case changes length or kind (dotted capital I, dotless i, sharp s), a combining
 #: dot, a superscript and an Arabic-Indic digit (both word characters), beside plain letters and separators.
 _ODD = "\u0130\u0131\u00df\u1e9e\u0307\u00b2\u0663"

@@ -22,7 +22,12 @@ one word a paraphrase happens to share with a distractor look like a perfect mat
   the lexical spaces' FTS5 tables use ("going" holds "go", "painted" holds "painting").
 - the session window: the memory's text, its ``windows.WINDOW`` neighbours on each side in its
   session and its date (:mod:`remindful.engine.windows`): the answer to a question often sits in
-  the turn after the one that names its topic.
+  the turn after the one that names its topic. What the window adds to the memory's own words is
+  taken as far as it is more than chance: multiplied by the odds that as many memories drawn from
+  the store at random would not hold every term the window holds (:meth:`QueryTerms.chance`).
+  Four neighbours hold a word that half the store holds almost surely: in a project whose every
+  log says "deploy", "The build passed." no longer rides on a neighbour's "deploy" into the answer
+  to "how do I deploy?".
 - ``context cosine``: the cosine of the memory's vector averaged with its neighbours' (the
   ``context`` space; off by default: on the dev sets it added nothing the window does not).
 
@@ -72,24 +77,36 @@ def idf(doc_freq: int, size: int) -> float:
 
 @dataclass(frozen=True, slots=True)
 class QueryTerms:
-    """The query's lexical terms as the model compares them: their stems, weights, and what every
-    word with each stem begins with (:func:`_start`)."""
+    """The query's lexical terms as the model compares them: their stems, weights, what every word
+    with each stem begins with (:func:`_start`), and the share of the store's memories that hold
+    each (``spread``; 0 where not known)."""
 
     stems: tuple[str, ...]
     weights: tuple[float, ...]
     starts: tuple[str, ...]
+    spread: tuple[float, ...] = ()
 
     @classmethod
-    def of(cls, terms: Sequence[str], weights: Mapping[str, float] | None = None) -> QueryTerms:
+    def of(
+        cls, terms: Sequence[str], weights: Mapping[str, float] | None = None, spread: Mapping[str, float] | None = None
+    ) -> QueryTerms:
         """``terms`` (lowercased words, such as :func:`remindful.engine.retrieval.search.lexical_terms`), each
-        weighted by ``weights`` (by term; 1 where missing). Terms sharing a stem count once, at the
-        highest of their weights."""
+        weighted by ``weights`` (by term; 1 where missing), held by the share ``spread`` of the
+        store's memories (by term; 0 where missing). Terms sharing a stem count once, at the highest
+        of their weights and shares."""
         by_stem: dict[str, float] = {}
+        spread_by_stem: dict[str, float] = {}
         for term in terms:
             stem = stem_of(term)
             weight = (weights or {}).get(term, 1.0)
             by_stem[stem] = max(by_stem.get(stem, 0.0), weight)
-        return cls(tuple(by_stem), tuple(by_stem.values()), tuple(_start(stem) for stem in by_stem))
+            spread_by_stem[stem] = max(spread_by_stem.get(stem, 0.0), (spread or {}).get(term, 0.0))
+        return cls(
+            tuple(by_stem),
+            tuple(by_stem.values()),
+            tuple(_start(stem) for stem in by_stem),
+            tuple(min(1.0, max(0.0, spread_by_stem[stem])) for stem in by_stem),
+        )
 
     def held(self, text: str, at_least: int = 0, known: Collection[int] = ()) -> list[int]:
         """The positions of the terms ``text`` holds; none once fewer than ``at_least`` could be
@@ -120,6 +137,30 @@ class QueryTerms:
     def lexical_of(self, held: Sequence[int]) -> float:
         """The lexical evidence of a text holding the terms at the positions ``held``."""
         return lexical(len(held), self._share(held), len(self.stems))
+
+    def window_lexical_of(self, held: Sequence[int], own: Sequence[int], neighbours: int) -> float:
+        """The lexical evidence of a session window holding the terms at the positions ``held``,
+        its memory holding those at ``own`` (whose evidence is the memory's own, :meth:`lexical_of`)
+        among ``neighbours`` other memories: what the window adds to the memory's own is taken as
+        far as it is more than chance, the chance that as many memories drawn at random would hold
+        every term the window holds (:meth:`chance`)."""
+        mine = self.lexical_of(own)
+        found = self.lexical_of(held)
+        if found <= mine:
+            return mine
+        return mine + (found - mine) * (1.0 - self.chance(held, neighbours))
+
+    def chance(self, held: Sequence[int], parts: int = 1) -> float:
+        """How likely ``parts`` memories drawn from the store at random would hold the terms at the
+        positions ``held`` between them (each term independently; 0 where the store's counts are
+        not known): five neighbours hold a word that half the store holds almost surely, and then
+        their holding it says nothing of the memory among them."""
+        if not self.spread:
+            return 0.0
+        odds = 1.0
+        for i in held:
+            odds *= 1.0 - (1.0 - self.spread[i]) ** parts
+        return odds
 
     def _share(self, held: Sequence[int]) -> float:
         total = sum(self.weights)

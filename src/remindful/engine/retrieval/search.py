@@ -47,7 +47,7 @@ from datetime import datetime
 import numpy as np
 
 from remindful.config import SearchSettings
-from remindful.engine import chunks
+from remindful.engine import chunks, windows
 from remindful.engine.backend import CatalogBackend
 from remindful.engine.catalog import MemoryRow
 from remindful.engine.retrieval import anchors, calibration, diversity, rerank
@@ -63,6 +63,16 @@ STOPWORDS = frozenset(
     when where which while who whom why will with would you your yours yourself yourselves""".split()  # noqa: SIM905
 )
 _WORD = re.compile(r"\w+", re.UNICODE)
+#: "this project", "our repo", "the current codebase": in a question an agent asks in a project, the
+#: word names no topic but the place, which all of the project's memories share. As a term it would
+#: be one of the two a memory's words must hold (:data:`rerank.MIN_SHARED_TERMS`): "how do I deploy
+#: this project?" ranked a build log that said "project" over every deploy fact, which did not.
+WORKSPACE = re.compile(
+    r"\b(?:this|our|my|the[ \t]+current|current)[ \t]+(project|repo|repository|codebase|workspace|app)\b"
+)
+#: The neighbours a session window joins to its memory (:mod:`remindful.engine.windows`): what they
+#: add to its words is as likely by chance as this many memories holding it.
+NEIGHBOURS = 2 * windows.WINDOW
 SPACES = ("dense", "context", "lexical", "lexical_context")
 LEXICAL_TABLES = {"lexical": "memories_fts", "lexical_context": "context_fts"}
 #: Restricted searches: sets up to this size are scored exactly (a few milliseconds), and larger
@@ -97,11 +107,14 @@ ANCHOR_BOOST = 0.2
 
 
 def lexical_terms(text: str) -> list[str]:
-    """The query's distinct terms for BM25: lowercased words, without stopwords and single letters
-    (unless nothing else is left), at most 64."""
-    words = list(dict.fromkeys(_WORD.findall(text.lower())))
+    """The query's distinct terms for BM25: lowercased words, without stopwords and single letters,
+    nor a word that only points at the workspace the agent works in ("how do I deploy this
+    project?": :data:`WORKSPACE`), unless nothing else is left; at most 64."""
+    lowered = text.lower()
+    words = list(dict.fromkeys(_WORD.findall(lowered)))
     terms = [w for w in words if w not in STOPWORDS and (len(w) > 1 or w.isdigit())]
-    return (terms or words)[:64]
+    pointing = {m.group(1) for m in WORKSPACE.finditer(lowered)}
+    return ([t for t in terms if t not in pointing] or terms or words)[:64]
 
 
 @dataclass(slots=True)
@@ -473,7 +486,11 @@ class Model:
         """Weigh the query's terms by their inverse document frequency in the store."""
         counts, size = doc_freqs
         if counts:
-            self.query = rerank.QueryTerms.of(self.terms, {t: rerank.idf(n, size) for t, n in counts.items()})
+            self.query = rerank.QueryTerms.of(
+                self.terms,
+                {t: rerank.idf(n, size) for t, n in counts.items()},
+                {t: n / size for t, n in counts.items()} if size > 0 else None,
+            )
 
     def absorb(self, rows: Mapping[str, MemoryRow | None], vectors: Mapping[str, np.ndarray]) -> None:
         """Rows and vectors the lexical task read meanwhile (:func:`_lexical`)."""
@@ -546,7 +563,7 @@ class Model:
             for f in read:
                 window = windows.get(f.row.id)
                 if window is not None:
-                    f.window_lexical = query.lexical_of(query.held(window, needed, f.held))
+                    f.window_lexical = query.window_lexical_of(query.held(window, needed, f.held), f.held, NEIGHBOURS)
         return result
 
     def _evidence(self, seen: Sequence[Features], window_weight: float) -> tuple[np.ndarray, np.ndarray]:
