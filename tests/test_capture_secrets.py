@@ -89,6 +89,7 @@ SAID = [
     ("the password for the staging db is P@ss;w0rd$1", ";w0rd$1"),
     ("export PGPASSWORD=Sup3r(S3cret)!x && psql -h db", "(S3cret)!x"),
     ("my passphrase was correct,horse-7", ",horse-7"),
+    ("the session token is 8f7e6d5c4b3a2918", "8f7e6d5c4b3a2918"),
 ]
 
 

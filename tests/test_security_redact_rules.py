@@ -180,6 +180,11 @@ SEPARATED = [
     ("my passphrase was correct-horse-7", "my passphrase was [REDACTED]"),
     ("my passcode is 4821", "my passcode is [REDACTED]"),
     ("API key: abc&123xyz", "API key: [REDACTED]"),
+    # a token or secret said in prose: letters and digits, 8 characters or more
+    ("token is abc123|def456|ghi789xyz", "token is [REDACTED]"),
+    ("the session token is 8f7e6d5c4b3a2918", "the session token is [REDACTED]"),
+    ("the token for staging is Xy12abcd!", "the token for staging is [REDACTED]"),
+    ("our license key is ABCD-1234-EFGH-5678", "our license key is [REDACTED]"),
     # what follows a separator that starts another field stays
     ("?access_token=abc123def&page=2", "?access_token=[REDACTED]&page=2"),
     ("f(password=x9y8z7, user=bob)", "f(password=[REDACTED], user=bob)"),
@@ -225,6 +230,12 @@ def test_no_piece_of_a_password_survives_a_separator_in_it(text: str, expected: 
         "the api key is stored in vault",
         "the access key for prod was rotated yesterday",
         "API key: required",
+        "the token is 4096 characters long",
+        "the secret is consistency",
+        "the API key is in vault/prod",
+        "the primary key is user_id2",
+        "the token was rotated yesterday",
+        "the token is os.environ['TOKEN']",
     ],
 )
 def test_names_without_a_value_stay(text: str) -> None:

@@ -41,7 +41,8 @@ host is kept). A bare value goes on through ``&``, ``;``, ``,``, brackets and ba
 it (``Tr0ub4dor&3x9q``, ``Sup3r(S3cret)!``) and ends where one starts another field (``&page=2``,
 ``, user=bob``, ``;User Id=``, `` && make``): it would rather take a word too many than leave a
 piece of the secret. A password is found in prose too: "the password for the staging db is X",
-"my passphrase was X", "API key: X", in other languages "das Passwort ist X".
+"my passphrase was X", "API key: X", in other languages "das Passwort ist X"; a token or secret
+likewise ("the session token is X") when X holds letters and digits, 8 characters or more.
 
 A session id is an id, not a text: :meth:`Redactor.redact_session_id` keeps it stable and distinct
 (see there); callers check session exclusions (``privacy.exclude_sessions``) on the raw id first.
@@ -331,6 +332,16 @@ DEFAULT_REDACTIONS: tuple[tuple[str, str, str], ...] = (
         r"(?:" + _VALUE + ")",
         "[REDACTED]",
     ),
+    # A token or secret written as prose: "the session token is 8f7e6d5c4b3a", "my API token was
+    # abc123|def456" (a value of letters and digits, 8 characters or more: :func:`_redact_spoken_token`).
+    (
+        "spoken_token",
+        r"(?P<head>(?<![\w-])(?i:(?:(?:api|access|auth|session|bearer|refresh|secret|private|personal)[ \t]+)?"
+        r"(?:token|secret)|(?:api|access|secret|private|encryption|license)[ \t]+key)"
+        r"(?:[ \t]+(?i:for|of|to)(?:[ \t]+[\w.@:/-]{1,64}){1,3}?)?[ \t]+(?i:is|was)[ \t]+)"
+        r"(?:" + _VALUE + ")",
+        "[REDACTED]",
+    ),
     # The entropy backstop: a long random word after a secret-sounding word or an assignment, or a
     # long random word of mixed case and digits anywhere (:func:`_redact_random`).
     ("random_token", r"(?<![A-Za-z0-9+/=_.~-])[A-Za-z0-9+/_.~-]{16,}={0,2}(?![A-Za-z0-9+/=_.~-])", "[REDACTED]"),
@@ -418,6 +429,7 @@ _PRECHECKS: dict[str, Callable[[_Text], bool]] = {
     "yaml_secret_block": lambda t: ":" in t.text and "\n" in t.text and _any(t.lower, _PAIR_HINTS),
     "urlencoded_secret": lambda t: "%3" in t.text,
     "spoken_password": lambda t: _any(t.lower, _SPOKEN_HINTS) or _any(t.lower, _FOREIGN_PASSWORDS),
+    "spoken_token": lambda t: _any(t.lower, ("token", "secret", " key")),
     "random_token": lambda t: len(t.text) >= 16,
     "url_password": lambda t: "://" in t.text and "@" in t.text,
     "authorization_header": lambda t: "authorization" in t.lower,
@@ -612,6 +624,29 @@ def _redact_loose(pattern: re.Pattern[str], replacement: str, text: str) -> tupl
             return match.group(0)
         hits += 1
         quote = match.group("q") or match.group("eq")
+        if quote is not None:
+            return f"{match.group('head')}{quote}{replacement}{quote}"
+        return f"{match.group('head')}{replacement}"
+
+    return pattern.sub(sub, text), hits
+
+
+def _redact_spoken_token(pattern: re.Pattern[str], replacement: str, text: str) -> tuple[str, int]:
+    """A token or secret named in prose: only a value of 8 characters or more holding a letter and a
+    digit ("the token is 4096 long", "the secret is consistency", "the API key is in vault/prod" are
+    no secrets)."""
+    hits = 0
+
+    def sub(match: re.Match[str]) -> str:
+        nonlocal hits
+        quote = match.group("q") or match.group("eq")
+        value = match.group("quoted") or match.group("equoted") or match.group("bare") or ""
+        word = value.rstrip(".!?:")
+        if len(word) < 8 or not any(c.isdigit() for c in word) or not any(c.isalpha() for c in word):
+            return match.group(0)
+        if _placeholder(value) or re.fullmatch(_CODE, word):
+            return match.group(0)
+        hits += 1
         if quote is not None:
             return f"{match.group('head')}{quote}{replacement}{quote}"
         return f"{match.group('head')}{replacement}"
@@ -850,6 +885,7 @@ _SUBSTITUTES: dict[str, Callable[[re.Pattern[str], str, str], tuple[str, int]]] 
     "cli_password": _redact_assignments,
     "netrc_password": _redact_loose,
     "spoken_password": _redact_loose,
+    "spoken_token": _redact_spoken_token,
     "pgpass_line": _redact_pgpass,
     "yaml_secret_block": _redact_yaml_block,
     "random_token": _redact_random,
