@@ -359,3 +359,37 @@ def test_collapse_groups_as_single_linkage_does(seed: int, n: int) -> None:
     order = {c.id: i for i, c in enumerate(ranked)}
     expected = [(min(g, key=order.__getitem__), len(g)) for g in _collapse_reference(ranked, vectors, 0.9)]
     assert sorted((g.leader.id, len(g.members)) for g in groups) == sorted(expected)
+
+
+def test_a_common_words_share_of_the_store_is_counted_past_the_weights_tie(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The weights (idf) count a term's memories up to LEXICAL_MAX_MATCHES + 1, where common terms
+    # tie; its share of the store, which says how likely neighbours hold it by chance, was read from
+    # the same count: in a store of 2,000 with "deploy" in 600, a share of 0.15 instead of 0.3.
+    from remindful.engine.lexical import LEXICAL_MAX_MATCHES
+    from remindful.engine.retrieval import rerank
+    from remindful.engine.retrieval.search import SPREAD_COUNT, Model
+    from remindful.testing import open_fake
+
+    with open_fake(tmp_path / "s") as memory:
+        memory.store_batch(
+            [
+                {"content": f"step {i}: " + ("deploy ran" if i % 10 < 3 else "tests ran"), "type": "action"}
+                for i in range(2000)
+            ]
+        )
+        catalog = memory.engine.catalog
+        assert catalog.doc_freqs(["deploy"]) == ({"deploy": LEXICAL_MAX_MATCHES + 1}, 2000)
+        counts = catalog.doc_freqs(["deploy"], SPREAD_COUNT)
+        assert counts == ({"deploy": 600}, 2000)
+        model = Model(catalog, np.zeros(4, dtype=np.float32), ["deploy"], memory.settings.search, None, None)
+        model.weigh(counts)
+        assert model.query.spread == (0.3,)
+        assert model.query.weights == (rerank.idf(LEXICAL_MAX_MATCHES + 1, 2000),)  # as the weights were fitted
+        # and a search weighs its terms so
+        weighed: list[dict[str, int]] = []
+        weigh = Model.weigh
+        monkeypatch.setattr(Model, "weigh", lambda self, freqs: (weighed.append(freqs[0]), weigh(self, freqs))[1])
+        memory.search("how do I deploy", limit=3)
+        assert weighed == [{"deploy": 600}]

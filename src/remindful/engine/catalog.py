@@ -860,9 +860,9 @@ class Catalog:
         """BM25 matches among rows passing ``flt``, best first: see :meth:`LexicalSearch.search`."""
         return self._lexical.search(terms, flt, limit, table=table, restricted=restricted)
 
-    def doc_freqs(self, terms: Sequence[str]) -> tuple[dict[str, int], int]:
+    def doc_freqs(self, terms: Sequence[str], upto: int | None = None) -> tuple[dict[str, int], int]:
         """Memories holding each term, and the store's size: see :meth:`LexicalSearch.doc_freqs`."""
-        return self._lexical.doc_freqs(terms)
+        return self._lexical.doc_freqs(terms, upto)
 
     def windows(self, ids: Sequence[str]) -> dict[str, str]:
         """Session-window texts by id: see :meth:`LexicalSearch.windows`."""

@@ -229,12 +229,13 @@ class LexicalSearch:
             return None
         return OneTerm(self._catalog, table, term, rows, tokens)
 
-    def doc_freqs(self, terms: Sequence[str]) -> tuple[dict[str, int], int]:
-        """How many memories hold each of ``terms`` in their text (counted up to
+    def doc_freqs(self, terms: Sequence[str], upto: int | None = None) -> tuple[dict[str, int], int]:
+        """How many memories hold each of ``terms`` in their text (counted up to ``upto``, by default
         ``LEXICAL_MAX_MATCHES + 1``: rarer terms are told apart exactly, common ones tie), and the
         store's size (its largest rowid). Counts are remembered, as :meth:`search`'s are."""
         size = self._size()
-        return {t: self._doc_freq("memories_fts", t, size, LEXICAL_MAX_MATCHES + 1) for t in terms}, size
+        cap = upto or LEXICAL_MAX_MATCHES + 1
+        return {t: self._doc_freq("memories_fts", t, size, cap) for t in terms}, size
 
     def windows(self, ids: Sequence[str]) -> dict[str, str]:
         """The session-window text (what the ``lexical_context`` space matches: the memory, its

@@ -906,8 +906,8 @@ class PostgresCatalog:
         """Full-text matches among rows passing ``flt``, best first: see :meth:`PostgresLexicalSearch.search`."""
         return self._lexical.search(terms, flt, limit, table=table)
 
-    def doc_freqs(self, terms: Sequence[str]) -> tuple[dict[str, int], int]:
-        return self._lexical.doc_freqs(terms)
+    def doc_freqs(self, terms: Sequence[str], upto: int | None = None) -> tuple[dict[str, int], int]:
+        return self._lexical.doc_freqs(terms, upto)
 
     def windows(self, ids: Sequence[str]) -> dict[str, str]:
         return self._lexical.windows(ids)

@@ -97,10 +97,10 @@ class PostgresLexicalSearch:
             )
         return [(str(mid), max(float(score), 1e-9)) for mid, score in rows]
 
-    def doc_freqs(self, terms: Sequence[str]) -> tuple[dict[str, int], int]:
-        """How many memories hold each term in their text (counted up to ``LEXICAL_MAX_MATCHES + 1``),
-        and the store's size (its largest rowid)."""
-        cap = LEXICAL_MAX_MATCHES + 1
+    def doc_freqs(self, terms: Sequence[str], upto: int | None = None) -> tuple[dict[str, int], int]:
+        """How many memories hold each term in their text (counted up to ``upto``, by default
+        ``LEXICAL_MAX_MATCHES + 1``), and the store's size (its largest rowid)."""
+        cap = upto or LEXICAL_MAX_MATCHES + 1
         size = self._counts("memories_fts", terms, cap)
         return {t: self._known("memories_fts", t, cap) for t in terms}, size
 

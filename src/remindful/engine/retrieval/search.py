@@ -50,6 +50,7 @@ from remindful.config import SearchSettings
 from remindful.engine import chunks, windows
 from remindful.engine.backend import CatalogBackend
 from remindful.engine.catalog import MemoryRow
+from remindful.engine.lexical import LEXICAL_MAX_MATCHES
 from remindful.engine.retrieval import anchors, calibration, diversity, rerank
 from remindful.engine.sqlfilter import SqlFilter, build_filter
 
@@ -70,6 +71,11 @@ _WORD = re.compile(r"\w+", re.UNICODE)
 WORKSPACE = re.compile(
     r"\b(?:this|our|my|the[ \t]+current|current)[ \t]+(project|repo|repository|codebase|workspace|app)\b"
 )
+#: How far the memories holding a query's term are counted for its share of the store
+#: (:meth:`rerank.QueryTerms.chance`; its weight reads the count up to LEXICAL_MAX_MATCHES + 1 only):
+#: exact in a store of up to this many memories, and a common word is common enough past it.
+#: Counting walks the term's list of rows (about 26 ns a row) once until the store grows by a tenth.
+SPREAD_COUNT = 5000
 #: The neighbours a session window joins to its memory (:mod:`remindful.engine.windows`): what they
 #: add to its words is as likely by chance as this many memories holding it.
 NEIGHBOURS = 2 * windows.WINDOW
@@ -486,9 +492,11 @@ class Model:
         """Weigh the query's terms by their inverse document frequency in the store."""
         counts, size = doc_freqs
         if counts:
+            # the weights tie past LEXICAL_MAX_MATCHES as they were chosen with; a word's share of
+            # the store is counted further (SPREAD_COUNT)
             self.query = rerank.QueryTerms.of(
                 self.terms,
-                {t: rerank.idf(n, size) for t, n in counts.items()},
+                {t: rerank.idf(min(n, LEXICAL_MAX_MATCHES + 1), size) for t, n in counts.items()},
                 {t: n / size for t, n in counts.items()} if size > 0 else None,
             )
 
@@ -688,7 +696,7 @@ def _lexical(
     ids = [mid for mid in dict.fromkeys(mid for ranked in spaces.values() for mid, _ in ranked) if mid not in known]
     vectors: dict[str, np.ndarray] = {}
     found = catalog.rows_passing(ids, flt, vectors=vectors) if ids else {}
-    return spaces, catalog.doc_freqs(terms), {mid: found.get(mid) for mid in ids}, vectors
+    return spaces, catalog.doc_freqs(terms, SPREAD_COUNT), {mid: found.get(mid) for mid in ids}, vectors
 
 
 def _dense(
