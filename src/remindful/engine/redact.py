@@ -396,6 +396,7 @@ _PAIR_HINTS = ("pass", "pw", "secret", "token", "key", "credential", "auth")
 _FOREIGN_PASSWORDS: tuple[str, ...] = ("contrase", "kennwort", "пароль", "密码", "口令", "mot de passe", "senha")
 _FOREIGN_PASSWORDS += ("wachtwoord", "hasło", "parola", "パスワード", "비밀번호")
 _SPOKEN_HINTS = ("pass", "api key", "access key", "secret key", "private key")
+_TOKEN_HINTS = ("token", "secret", " key")
 _CLI_HINTS = ("mysql", "mariadb", "login", "sshpass", "-cli", "ldap")
 _COOKIE_HINTS = ("session", "sessid", "connect.sid", "csrftoken", "remember_token")
 
@@ -429,7 +430,7 @@ _PRECHECKS: dict[str, Callable[[_Text], bool]] = {
     "yaml_secret_block": lambda t: ":" in t.text and "\n" in t.text and _any(t.lower, _PAIR_HINTS),
     "urlencoded_secret": lambda t: "%3" in t.text,
     "spoken_password": lambda t: _any(t.lower, _SPOKEN_HINTS) or _any(t.lower, _FOREIGN_PASSWORDS),
-    "spoken_token": lambda t: _any(t.lower, ("token", "secret", " key")),
+    "spoken_token": lambda t: _any(t.lower, _TOKEN_HINTS),
     "random_token": lambda t: len(t.text) >= 16,
     "url_password": lambda t: "://" in t.text and "@" in t.text,
     "authorization_header": lambda t: "authorization" in t.lower,
@@ -505,6 +506,14 @@ def _keep_assignment(match: re.Match[str]) -> bool:
     return False
 
 
+def _value_replaced(match: re.Match[str], replacement: str) -> str:
+    """A ``_VALUE`` match (after its ``head``) with ``replacement`` for its value, inside its quotes."""
+    quote = match.group("q") or match.group("eq")
+    if quote is not None:
+        return f"{match.group('head')}{quote}{replacement}{quote}"
+    return f"{match.group('head')}{replacement}"
+
+
 def _redact_assignments(pattern: re.Pattern[str], replacement: str, text: str) -> tuple[str, int]:
     hits = 0
 
@@ -513,10 +522,7 @@ def _redact_assignments(pattern: re.Pattern[str], replacement: str, text: str) -
         if _keep_assignment(match):
             return match.group(0)
         hits += 1
-        quote = match.group("q") or match.group("eq")
-        if quote is not None:
-            return f"{match.group('head')}{quote}{replacement}{quote}"
-        return f"{match.group('head')}{replacement}"
+        return _value_replaced(match, replacement)
 
     return pattern.sub(sub, text), hits
 
@@ -623,10 +629,7 @@ def _redact_loose(pattern: re.Pattern[str], replacement: str, text: str) -> tupl
         if _keep_assignment(match):
             return match.group(0)
         hits += 1
-        quote = match.group("q") or match.group("eq")
-        if quote is not None:
-            return f"{match.group('head')}{quote}{replacement}{quote}"
-        return f"{match.group('head')}{replacement}"
+        return _value_replaced(match, replacement)
 
     return pattern.sub(sub, text), hits
 
@@ -639,7 +642,6 @@ def _redact_spoken_token(pattern: re.Pattern[str], replacement: str, text: str) 
 
     def sub(match: re.Match[str]) -> str:
         nonlocal hits
-        quote = match.group("q") or match.group("eq")
         value = match.group("quoted") or match.group("equoted") or match.group("bare") or ""
         word = value.rstrip(".!?:")
         if len(word) < 8 or not any(c.isdigit() for c in word) or not any(c.isalpha() for c in word):
@@ -647,9 +649,7 @@ def _redact_spoken_token(pattern: re.Pattern[str], replacement: str, text: str) 
         if _placeholder(value) or re.fullmatch(_CODE, word):
             return match.group(0)
         hits += 1
-        if quote is not None:
-            return f"{match.group('head')}{quote}{replacement}{quote}"
-        return f"{match.group('head')}{replacement}"
+        return _value_replaced(match, replacement)
 
     return pattern.sub(sub, text), hits
 

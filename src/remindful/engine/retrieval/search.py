@@ -47,12 +47,13 @@ from datetime import datetime
 import numpy as np
 
 from remindful.config import SearchSettings
-from remindful.engine import chunks, windows
+from remindful.engine import chunks
 from remindful.engine.backend import CatalogBackend
 from remindful.engine.catalog import MemoryRow
 from remindful.engine.lexical import LEXICAL_MAX_MATCHES
 from remindful.engine.retrieval import anchors, calibration, diversity, rerank
 from remindful.engine.sqlfilter import SqlFilter, build_filter
+from remindful.engine.windows import WINDOW
 
 # Words too common to carry meaning in a lexical match; the dense spaces still see them.
 STOPWORDS = frozenset(
@@ -78,7 +79,7 @@ WORKSPACE = re.compile(
 SPREAD_COUNT = 5000
 #: The neighbours a session window joins to its memory (:mod:`remindful.engine.windows`): what they
 #: add to its words is as likely by chance as this many memories holding it.
-NEIGHBOURS = 2 * windows.WINDOW
+NEIGHBOURS = 2 * WINDOW
 SPACES = ("dense", "context", "lexical", "lexical_context")
 LEXICAL_TABLES = {"lexical": "memories_fts", "lexical_context": "context_fts"}
 #: Restricted searches: sets up to this size are scored exactly (a few milliseconds), and larger
