@@ -546,6 +546,71 @@ ISSUE_32_KINDS: dict[str, Callable[[random.Random], Sample]] = {
 }
 
 
+# -- the kinds session 34's probe found leaking: no rule names them --------------------------------
+
+
+def _key_after_any_name(rng: random.Random) -> Sample:
+    """A random key assigned to a name that sounds like nothing (the backstop never looked past "=")."""
+    key = _rand(rng, rng.randint(24, 48))
+    while not (any(c.isdigit() for c in key) and any(c.isupper() for c in key) and any(c.islower() for c in key)):
+        key = _rand(rng, len(key))
+    name = "_".join(w.upper() for w in rng.sample([w for w in WORDS if w != "token"], rng.randint(1, 4)))
+    text = rng.choice(("{n}={k}", "export {n}={k}", "{n}={k} ./run.sh", "  - {n}={k}"))
+    return Sample(text.format(n=name, k=key), key, (key,))
+
+
+def _dotted_token(rng: random.Random) -> Sample:
+    key = _rand(rng, 40, string.ascii_letters + string.digits)
+    token = f"dp.{rng.choice(('st', 'ct', 'sa', 'pt'))}.{rng.choice(('dev', 'stg', 'prd'))}.{key}"
+    text = rng.choice(("DOPPLER_TOKEN={t}", "doppler token {t}", "doppler setup --token {t}", "use {t} in CI"))
+    return Sample(text.format(t=token), token, (key,))
+
+
+def _token_with_equals(rng: random.Random) -> Sample:
+    token = "ATATT3xFfGF0" + _rand(rng, 180, ALNUM + "-_") + "=" + _hex(rng, 8).upper()
+    text = rng.choice(("jira token {t}", "JIRA_API_TOKEN={t}", "curl -u me@acme.io:{t} https://acme.atlassian.net"))
+    return Sample(text.format(t=token), token, (token[12:190],))
+
+
+def _cli_password_more(rng: random.Random) -> Sample:
+    pw = _strong(rng)
+    text = rng.choice(
+        (
+            "gpg --batch --passphrase {p} -d secrets.gpg",
+            "openssl pkcs12 -export -in c.pem -passout pass:{p} -out c.p12",
+            "keytool -importkeystore -srckeystore a.p12 -srcstorepass {p} -deststorepass {p}",
+            "zip -P {p} -r backup.zip data/",
+            "7z a -p{p} backup.7z data/",
+            "htpasswd -bc /etc/nginx/.htpasswd admin {p}",
+            "net user deploy {p} /add",
+            "$pw = ConvertTo-SecureString '{p}' -AsPlainText -Force",
+            "nmcli dev wifi connect Office password {p}",
+            "wpa_passphrase Office {p} > /etc/wpa.conf",
+            "mongosh -u admin -p {p} --authenticationDatabase admin",
+            "ssh-keygen -t ed25519 -N '{p}' -f ~/.ssh/deploy",
+            "useradd -m -p $(openssl passwd -6 {p}) deploy",
+            "rabbitmqctl add_user admin {p}",
+            "smbclient //nas/share -U bob%{p}",
+            "xfreerdp /u:admin /p:{p} /v:10.0.0.5",
+            "echo 'deploy:{p}' | sudo chpasswd",
+            "echo {p} | passwd --stdin deploy",
+            "CREATE USER app WITH PASSWORD '{p}';",
+            "CREATE USER 'app'@'%' IDENTIFIED BY '{p}';",
+            "I set the password to {p}",
+        )
+    )
+    return Sample(text.format(p=pw), pw, (pw,), "password")
+
+
+#: The kinds added in session 34.
+UNLISTED_KINDS: dict[str, Callable[[random.Random], Sample]] = {
+    "key_after_any_name": _key_after_any_name,
+    "dotted_token": _dotted_token,
+    "token_with_equals": _token_with_equals,
+    "cli_password_more": _cli_password_more,
+}
+
+
 # -- ordinary developer text: what redaction must leave alone ----------------------------------------
 
 FIXTURE = HERE.parent / "tests" / "fixtures" / "ordinary_developer_text.md"
@@ -669,6 +734,7 @@ def ordinary_texts(seed: int = 32) -> list[tuple[str, str]]:
 KINDS: dict[str, Callable[[random.Random], Sample]] = {
     **{k: v for k, v in BASE_KINDS.items() if k != CANARY},
     **ISSUE_32_KINDS,
+    **UNLISTED_KINDS,
     CANARY: _canary,
 }
 

@@ -199,6 +199,118 @@ def test_no_piece_of_a_password_survives_a_separator_in_it(text: str, expected: 
     assert R.redact(text) == expected
 
 
+# Secrets in forms no rule names (a probe of formats outside our list): a random key assigned to a
+# name that sounds like nothing (the backstop never looked past an "="), one with an "=" inside,
+# one after dotted words, and passwords given to tools whose flags name no password.
+UNLISTED = [
+    ("FOO=XekW9LctXb03rEMU64yTY6BzUZKC97i4xgciFnq9", "FOO=[REDACTED]"),
+    ("x=RBXO2tAG1yKwILALo5vR67b2rMQSkS3u9I5KKgTP", "x=[REDACTED]"),
+    (
+        "ZEBRA_UPSTREAM_ENDPOINT_VALUE=pLIix6MEOLeMa61EqJomTEI1JEzO3joOj37HyVaQ",
+        "ZEBRA_UPSTREAM_ENDPOINT_VALUE=[REDACTED]",
+    ),
+    ("DOPPLER_TOKEN=dp.st.prd.ocJ2isAjIhKtJ0RlgLKOmxgJTeKdNnFRIBXuDL7D", "DOPPLER_TOKEN=[REDACTED]"),
+    ("doppler token dp.st.dev.u8jzPde0IgxLd6GncfBAepfJBd0Kh8oOOL8dKLzd here", "doppler token [REDACTED] here"),
+    (
+        "jira token ATATT3xFfGF0UMFxFkM_R5Kjp1vRt-1fjORS_6ilI8ihN5KXSc7Tvo_hBKqFYY=AB12CD34 here",
+        "jira token [REDACTED] here",
+    ),
+    ("gpg --batch --passphrase Gpg5ecretPhrase -d s.gpg", "gpg --batch --passphrase [REDACTED] -d s.gpg"),
+    (
+        "openssl pkcs12 -export -passout pass:Exp0rtPa55 -out c.p12",
+        "openssl pkcs12 -export -passout pass:[REDACTED] -out c.p12",
+    ),
+    ("openssl rsa -in k.pem -passin pass:Exp0rtPa55", "openssl rsa -in k.pem -passin pass:[REDACTED]"),
+    (
+        "keytool -genkey -keystore ks.jks -storepass St0rePass99 -keypass K3yPass77",
+        "keytool -genkey -keystore ks.jks -storepass [REDACTED] -keypass [REDACTED]",
+    ),
+    ("zip -P Z1pPassw0rd out.zip file.txt", "zip -P [REDACTED] out.zip file.txt"),
+    ("unzip -o -P Z1pPassw0rd out.zip", "unzip -o -P [REDACTED] out.zip"),
+    ("7z a -pArch1vePass backup.7z data/", "7z a -p[REDACTED] backup.7z data/"),
+    ("htpasswd -b -c .htpasswd admin H7passw0rd", "htpasswd -b -c .htpasswd admin [REDACTED]"),
+    ("htpasswd -bc /etc/nginx/.htpasswd admin H7passw0rd", "htpasswd -bc /etc/nginx/.htpasswd admin [REDACTED]"),
+    ("net user administrator Winter2024! /add", "net user administrator [REDACTED] /add"),
+    (
+        "$cred = ConvertTo-SecureString 'P@ssw0rd2024!' -AsPlainText -Force",
+        "$cred = ConvertTo-SecureString '[REDACTED]' -AsPlainText -Force",
+    ),
+    ("nmcli dev wifi connect Home password CorrectHorse42!", "nmcli dev wifi connect Home password [REDACTED]"),
+    ("wpa_passphrase HomeNet CorrectHorse42!", "wpa_passphrase HomeNet [REDACTED]"),
+    (
+        "mongosh -u admin -p Tr0ub4dor3xq --authenticationDatabase admin",
+        "mongosh -u admin -p [REDACTED] --authenticationDatabase admin",
+    ),
+    ("influx setup -u admin -p Tr0ub4dor3xq -o org", "influx setup -u admin -p [REDACTED] -o org"),
+    ("ssh-keygen -t ed25519 -N 'Tr0ub4dor3xq' -f ~/.ssh/id", "ssh-keygen -t ed25519 -N '[REDACTED]' -f ~/.ssh/id"),
+    ("useradd -p $(openssl passwd -1 Tr0ub4dor3xq) deploy", "useradd -p $(openssl passwd -1 [REDACTED]) deploy"),
+    ("rabbitmqctl add_user admin Tr0ub4dor3xq", "rabbitmqctl add_user admin [REDACTED]"),
+    ("vault login s.Xq9vT2mLp8Rz4WaB3dE5fG7h", "vault login [REDACTED]"),
+    ("smbclient //nas/share -U bob%Tr0ub4dor3xq", "smbclient //nas/share -U bob%[REDACTED]"),
+    ("xfreerdp /u:admin /p:Tr0ub4dor3xq /v:10.0.0.5", "xfreerdp /u:admin /p:[REDACTED] /v:10.0.0.5"),
+    ("cmdkey /add:server /user:admin /pass:Tr0ub4dor3xq", "cmdkey /add:server /user:admin /pass:[REDACTED]"),
+    ("CREATE USER app WITH PASSWORD 'Tr0ub4dor3xq';", "CREATE USER app WITH PASSWORD '[REDACTED]';"),
+    ("ALTER USER postgres PASSWORD 'Tr0ub4dor3xq';", "ALTER USER postgres PASSWORD '[REDACTED]';"),
+    ("CREATE USER 'app'@'%' IDENTIFIED BY 'Tr0ub4dor3xq';", "CREATE USER 'app'@'%' IDENTIFIED BY '[REDACTED]';"),
+    ("echo 'deploy:Tr0ub4dor3xq' | chpasswd", "echo 'deploy:[REDACTED]' | chpasswd"),
+    ("echo Tr0ub4dor3xq | sudo passwd --stdin deploy", "echo [REDACTED] | sudo passwd --stdin deploy"),
+    ("my PIN is 48392017", "my PIN is [REDACTED]"),
+    ("the pw is hunter22", "the pw is [REDACTED]"),
+    ("pw: Tr0ub4dor3xq", "pw: [REDACTED]"),
+    ("I set the password to Tr0ub4dor3xq", "I set the password to [REDACTED]"),
+    ("changed the admin password to Tr0ub4dor3xq yesterday", "changed the admin password to [REDACTED] yesterday"),
+]
+
+
+@pytest.mark.parametrize("text,expected", UNLISTED)
+def test_secrets_in_forms_no_rule_names(text: str, expected: str) -> None:
+    assert R.redact(text) == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "MAX_RETRIES=5",
+        "PYTHONPATH=src/remindful/engine",
+        "image=ghcr.io/org/app:v1.2.3",
+        "HOSTNAME=build-agent-04.internal.example.com",
+        "module=remindful.engine.retrieval.search",
+        "CLASSPATH=com.example.service.UserAuthenticationController",
+        "checksum=9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+        "commit=3f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c4d3e2f1a",
+        "X-Request-Id=4f8b2c1d-9e7a-6b5c-4d3e-2f1a0b9c8d7e",
+        "integrity=sha512-Xq9vT2mLp8Rz4WaB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3zA5bC7dE9fG1hJ3kL5mN7pQ9rS1tU3vW5x==",
+        "zip -r out.zip src/",
+        "7z x backup.7z -o/tmp/out",
+        "net user administrator /active:yes",
+        "net user bob *",
+        "gpg --passphrase-file pw.txt -d x.gpg",
+        "openssl pkcs12 -passout env:EXPORT_PASS -out c.p12",
+        "keytool -list -keystore ks.jks",
+        "nmcli dev wifi list",
+        "htpasswd -c .htpasswd admin",
+        "ConvertTo-SecureString $plain -AsPlainText -Force",
+        "LONG_SETTING_NAME_HERE=enabled",
+        "TOKEN=settings.API_TOKEN_VALUE2",
+        "the pin is 13",
+        "the reset pin is GPIO17",
+        "I changed the password to something stronger",
+        "pwd is /home/jane",
+        "pw: required",
+        "echo hello | passwd",
+        "echo $PASS | passwd --stdin bob",
+        "ALTER USER x PASSWORD NULL;",
+        "see docs/p:1",
+        "vault login -method=github",
+        "ssh-keygen -N '' -f key",
+        "mongo --port 27017",
+        "the first_long_variable_name=second_long_variable_name binding",
+    ],
+)
+def test_ordinary_values_in_those_forms_stay(text: str) -> None:
+    assert R.redact(text) == text
+
+
 @pytest.mark.parametrize(
     "text",
     [

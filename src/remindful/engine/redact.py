@@ -254,12 +254,15 @@ DEFAULT_REDACTIONS: tuple[tuple[str, str, str], ...] = (
     (
         "secret_flag",
         r"(?P<head>(?<![A-Za-z0-9])--(?:[A-Za-z0-9]+-)*"
-        r"(?i:password|passwd|pass|secret|token|api-key|apikey|access-key|secret-key|private-key|client-secret)"
+        r"(?i:password|passwd|passphrase|pass|secret|token|api-key|apikey|access-key|secret-key|private-key"
+        r"|client-secret)"
         r"(?:[ \t]+|=))(?:" + _VALUE + ")",
         "[REDACTED]",
     ),
     # A password given on a command line whose flag names no password: mysql -pX, docker login -p X,
-    # sshpass -p X, redis-cli -a X, ldapsearch -w X.
+    # sshpass -p X, redis-cli -a X, ldapsearch -w X, openssl -passin pass:X, keytool -storepass X,
+    # zip -P X, 7z -pX, htpasswd -b FILE USER X, net user NAME X, ConvertTo-SecureString 'X',
+    # nmcli ... password X, wpa_passphrase SSID X.
     (
         "cli_password",
         r"(?P<head>(?<![A-Za-z0-9_])(?:(?:mysql|mysqldump|mysqladmin|mysqlimport|mysqlshow|mysqlcheck|mariadb|mariadb-dump)\b"
@@ -267,9 +270,40 @@ DEFAULT_REDACTIONS: tuple[tuple[str, str, str], ...] = (
         r"|(?:docker|podman|nerdctl|buildah|skopeo|helm[ \t]+registry)[ \t]+login\b[^\n|;&]{0,512}?[ \t]-p[ \t]+"
         r"|sshpass\b[^\n|;&]{0,512}?[ \t]-p[ \t]*"
         r"|(?:redis-cli|valkey-cli|keydb-cli)\b[^\n|;&]{0,512}?[ \t]-a[ \t]+"
-        r"|ldap(?:search|modify|add|delete|whoami|passwd|compare|modrdn|exop)\b[^\n|;&]{0,512}?[ \t]-w[ \t]+))"
+        r"|ldap(?:search|modify|add|delete|whoami|passwd|compare|modrdn|exop)\b[^\n|;&]{0,512}?[ \t]-w[ \t]+"
+        r"|(?<![\w-])-pass(?:in|out)?[ \t]+pass:"
+        r"|(?<![\w-])-(?:src|dest)?(?:store|key)pass[ \t]+"
+        r"|(?:zip|unzip|zipcloak|funzip)\b[^\n|;&]{0,512}?[ \t]-P[ \t]+"
+        r"|(?:7z|7za|7zr|7zz|rar|unrar)\b[^\n|;&]{0,512}?[ \t]-p(?=[^\s-])"
+        r"|htpasswd(?:[ \t]+-[A-Za-z]+)*?[ \t]+-[A-Za-z]*b[A-Za-z]*(?:[ \t]+-[A-Za-z]+)*"
+        r"[ \t]+[^\s-]\S*[ \t]+[^\s-]\S*[ \t]+"
+        r"|net[ \t]+user[ \t]+(?:\"[^\"\n]+\"|[^\s/\"]+)[ \t]+(?=[^\s/*])"
+        r"|(?i:ConvertTo-SecureString)[ \t]+(?:-String[ \t]+)?"
+        r"|nmcli\b[^\n|;&]{0,512}?[ \t](?:password|wifi-sec\.psk|802-1x\.password)[ \t]+"
+        r"|wpa_passphrase[ \t]+(?:\"[^\"\n]*\"|\S+)[ \t]+"
+        r"|(?:mongosh|mongo|mongodump|mongorestore|mongoexport|mongoimport|influx)\b[^\n|;&]{0,512}?[ \t]-p[ \t]+"
+        r"|ssh-keygen\b[^\n|;&]{0,512}?[ \t]-[NP][ \t]+"
+        r"|openssl[ \t]+passwd(?:[ \t]+-[\w-]+)*[ \t]+"
+        r"|rabbitmqctl[ \t]+(?:add_user|change_password)[ \t]+\S+[ \t]+"
+        r"|vault[ \t]+login[ \t]+(?=[^\s-])"
+        r"|smbclient\b[^\n|;&]{0,512}?[ \t]-U[ \t]*[^\s%]+%"
+        r"|(?<![\w/:.-])/(?i:p|pass|password):))"
         r"(?:" + _VALUE + ")",
         "[REDACTED]",
+    ),
+    # SQL: CREATE/ALTER USER ... PASSWORD 'X', IDENTIFIED BY 'X' (a quoted literal only).
+    (
+        "sql_password",
+        r"(?P<head>(?<![\w-])(?i:PASSWORD[ \t]+|IDENTIFIED[ \t]+(?:WITH[ \t]+\w+[ \t]+)?BY[ \t]+(?:PASSWORD[ \t]+)?)')"
+        r"(?!\[REDACTED\]')[^'\n]+'",
+        "\\g<head>[REDACTED]'",
+    ),
+    # A password piped to chpasswd or passwd --stdin: echo 'user:X' | chpasswd, echo X | passwd --stdin.
+    (
+        "piped_password",
+        r"(?P<head>(?<![\w-])echo[ \t]+(?:-[a-zA-Z]+[ \t]+)*(?P<q>['\"]?)(?:[\w.-]+:)?)"
+        r"(?!\[REDACTED\]|\$)[^\s'\"|]+(?=(?P=q)[ \t]*\|[ \t]*(?:sudo[ \t]+)?(?:chpasswd|passwd\b[^\n|]*--stdin))",
+        "\\g<head>[REDACTED]",
     ),
     # .netrc: "machine host login user password X", and its one-token-per-line form.
     (
@@ -325,10 +359,12 @@ DEFAULT_REDACTIONS: tuple[tuple[str, str, str], ...] = (
     (
         "spoken_password",
         rf"(?P<head>(?<![\w-])(?:(?i:{_PASSWORD_WORDS})[ \t]*(?:(?i:is|es|ist|est|é|是)[ \t]+)?"
-        r"|(?i:pass(?:word|wd|phrase|code)|(?:api|access|secret|private)[ \t]+key)"
+        r"|(?:(?i:pass(?:word|wd|phrase|code)|pwd?|(?:api|access|secret|private)[ \t]+key)|PIN)"
         r"(?:[ \t]+(?i:for|of|to)(?:[ \t]+[\w.@:/-]{1,64}){1,3}?)?"
         r"[ \t]+(?i:is|was)[ \t]+"
-        r"|(?i:(?:api|access|secret|private)[ \t]+key)[ \t]*:[ \t]*))"
+        r"|(?i:(?:set|changed?|reset|updated?)[ \t]+(?:(?:the|my|our|his|her|their|your)[ \t]+)?(?:[\w-]+[ \t]+)?"
+        r"pass(?:word|wd|phrase)[ \t]+to[ \t]+)"
+        r"|(?i:(?:api|access|secret|private)[ \t]+key|pw)[ \t]*:[ \t]*))"
         r"(?:" + _VALUE + ")",
         "[REDACTED]",
     ),
@@ -343,8 +379,14 @@ DEFAULT_REDACTIONS: tuple[tuple[str, str, str], ...] = (
         "[REDACTED]",
     ),
     # The entropy backstop: a long random word after a secret-sounding word or an assignment, or a
-    # long random word of mixed case and digits anywhere (:func:`_redact_random`).
-    ("random_token", r"(?<![A-Za-z0-9+/=_.~-])[A-Za-z0-9+/_.~-]{16,}={0,2}(?![A-Za-z0-9+/=_.~-])", "[REDACTED]"),
+    # long random word of mixed case and digits anywhere (:func:`_redact_random`). A word may start
+    # right after an "=" (NAME=<key>, whatever the name) and hold one (a key with "=" inside): the
+    # name before such an "=" is judged apart from what follows it.
+    (
+        "random_token",
+        r"(?<![A-Za-z0-9+/_.~-])[A-Za-z0-9+/_.~-]{16,}(?:=+[A-Za-z0-9+/_.~-]+)*={0,2}(?![A-Za-z0-9+/=_.~-])",
+        "[REDACTED]",
+    ),
     # Not inside a longer token (a hex digest): bounded by non-alphanumerics; glued to a dash or an
     # underscore (a part of an id such as build-20231026123456), only 15 or 16 digits (_redact_cards).
     ("credit_card", r"(?<![A-Za-z0-9])(?:\d[ -]?){12,18}\d(?![A-Za-z0-9])", "[CARD_REDACTED]"),
@@ -395,9 +437,21 @@ _AWS_PREFIXES = ("AKIA", "ASIA", "AGPA", "AIDA", "AROA", "ABIA", "ACCA", "ANPA",
 _PAIR_HINTS = ("pass", "pw", "secret", "token", "key", "credential", "auth")
 _FOREIGN_PASSWORDS: tuple[str, ...] = ("contrase", "kennwort", "пароль", "密码", "口令", "mot de passe", "senha")
 _FOREIGN_PASSWORDS += ("wachtwoord", "hasło", "parola", "パスワード", "비밀번호")
-_SPOKEN_HINTS = ("pass", "api key", "access key", "secret key", "private key")
+_SPOKEN_HINTS = ("pass", "pw", "pin", "api key", "access key", "secret key", "private key")
 _TOKEN_HINTS = ("token", "secret", " key")
-_CLI_HINTS = ("mysql", "mariadb", "login", "sshpass", "-cli", "ldap")
+_CLI_HINTS: tuple[str, ...] = ("mysql", "mariadb", "login", "sshpass", "-cli", "ldap", "pass", "zip", "7z", "rar")
+_CLI_HINTS += (
+    "net user",
+    "securestring",
+    "nmcli",
+    "mongo",
+    "influx",
+    "ssh-keygen",
+    "rabbitmqctl",
+    "vault",
+    "smbclient",
+)
+_CLI_HINTS += ("/p:",)
 _COOKIE_HINTS = ("session", "sessid", "connect.sid", "csrftoken", "remember_token")
 
 #: Cheap substring tests: a built-in rule is compiled and run only when its test passes, since
@@ -423,6 +477,8 @@ _PRECHECKS: dict[str, Callable[[_Text], bool]] = {
     "url_password_slash": lambda t: "://" in t.text and "@" in t.text,
     "session_cookie": lambda t: _any(t.lower, _COOKIE_HINTS),
     "cli_password": lambda t: _any(t.lower, _CLI_HINTS),
+    "sql_password": lambda t: "'" in t.text and ("password" in t.lower or "identified" in t.lower),
+    "piped_password": lambda t: "echo" in t.text and "passwd" in t.text,
     "netrc_password": lambda t: "password" in t.lower,
     "pgpass_line": lambda t: t.text.count(":") >= 4,
     "odbc_password": lambda t: ";" in t.text and ("pwd" in t.lower or "pass" in t.lower),
@@ -471,6 +527,18 @@ def _placeholder(value: str) -> bool:
     return value[0] in "$%{<" or set(value) <= _MASK_CHARS
 
 
+def _keyish(part: str) -> bool:
+    """Whether ``part`` (of a dotted value) is a key rather than a name: 16 characters or more of
+    both cases and digits that do not read as an identifier."""
+    return (
+        len(part) >= 16
+        and any(c.isdigit() for c in part)
+        and any(c.isupper() for c in part)
+        and any(c.islower() for c in part)
+        and not _identifier(part)
+    )
+
+
 def _keep_assignment(match: re.Match[str]) -> bool:
     """Whether an assignment found by ``password_pair``/``secret_flag`` names no secret (see the
     module docstring)."""
@@ -484,8 +552,8 @@ def _keep_assignment(match: re.Match[str]) -> bool:
         return False
     if value.startswith("--"):
         return True  # --no-password --verbose: the next flag, not a value
-    if re.fullmatch(_CODE, value):  # os.environ["X"], getpass(), self.password
-        return True
+    if re.fullmatch(_CODE, value) and not any(_keyish(part) for part in value.split(".")):
+        return True  # os.environ["X"], getpass(), self.password (not s.<key> nor dp.st.prd.<key>)
     after = match.string[match.end("bare") : match.end("bare") + 1]
     if after and after in "\"'`," and re.fullmatch(_CALL_CUT, value):
         return True  # partition(b':'), getpass(prompt, stream): a call whose argument cut the value
@@ -790,6 +858,7 @@ _KEYWORD_NEAR = r"(?i)(?:key|secret|token|passw|pwd|cred|auth|signature|fernet|c
 _ASSIGNED = r"[=:\uff1a][ \t]*[\"'`]?$"
 # The words of an identifier: camelCase, TitleCase and UPPER words and numbers.
 _WORDS_OF = r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+"
+_VOWEL = re.compile("[aeiouAEIOU]")
 _NOT_KEYS = ("base64,", "sha1-", "sha256-", "sha384-", "sha512-", "sha1:", "sha256:", "sha512:", "md5:")
 _DIGEST_PREFIXES = ("sha1-", "sha256-", "sha384-", "sha512-")
 _IMAGE_MAGIC = ("iVBORw0KGgo", "/9j/", "R0lGOD", "UklGR", "PHN2Zy", "Qk0")
@@ -814,7 +883,10 @@ def _identifier(word: str) -> bool:
     parts = re.findall(_WORDS_OF, word)
     short = sum(len(p) <= 2 for p in parts)
     numbers = sum(p.isdigit() for p in parts)
-    return bool(parts) and short * 4 <= len(parts) and numbers <= 2
+    # Words are spoken: two of three letters or more, not all capitals, without a vowel ("Kzg",
+    # "Ysr") are random letters ("Http" and "Cfg" one each at most, in an identifier).
+    unspoken = sum(len(p) >= 3 and not p.isupper() and not p.isdigit() and not _VOWEL.search(p) for p in parts)
+    return bool(parts) and short * 4 <= len(parts) and numbers <= 2 and unspoken < 2
 
 
 _PUBLIC_KEY_BLOBS = ("AAAAB3NzaC1", "AAAAC3NzaC1", "AAAAE2VjZHNh", "AAAAGnNr")  # ssh-rsa, ed25519, ecdsa, sk-
@@ -835,7 +907,9 @@ def _random_word(text: str, start: int, word: str) -> bool:
     if core.startswith(_PUBLIC_KEY_BLOBS):
         return False  # an SSH public key (authorized_keys, *.pub) is no secret
     if "." in core or "~" in core or ("/" in core and ("-" in core or "_" in core)):
-        return False  # a path, a URL, a file or module name: no key alphabet mixes these
+        # A path, a URL, a file or module name: no key alphabet mixes these. But a key may follow
+        # dotted words of its kind (dp.st.prd.<key>): a part that is a key on its own is one.
+        return "." in core and any(len(part) >= 20 and _random_word(text, start, part) for part in core.split("."))
     if _identifier(core):
         return False
     if _UUID.search(core) is not None:
@@ -845,7 +919,11 @@ def _random_word(text: str, start: int, word: str) -> bool:
     cased = any(c.isupper() for c in core) and any(c.islower() for c in core)
     mixed = cased and (digits > 0 or "+" in core or "/" in core)
     if not digits and not mixed:
-        return False
+        # letters alone: a key when long, of both cases and as random as one (1 in 1,100 random
+        # 40-character keys holds no digit)
+        if not (cased and len(core) >= 32 and _entropy(core) >= 4.5):
+            return False
+        mixed = True
     hexy = all(c in "0123456789abcdefABCDEF" for c in core)
     keyword = re.search(_KEYWORD_NEAR, before) is not None
     entropy = _entropy(core)
@@ -854,7 +932,7 @@ def _random_word(text: str, start: int, word: str) -> bool:
         return keyword and len(core) >= 32 and entropy >= 3.3 and re.search(_ASSIGNED, before) is not None
     if keyword and (digits >= 2 or mixed) and entropy >= 3.5:
         return True
-    if mixed and len(core) >= 20 and entropy >= 4.0 and re.search(_ASSIGNED, before) is not None:
+    if mixed and len(core) >= 20 and entropy >= 3.7 and re.search(_ASSIGNED, before) is not None:
         return True
     return mixed and len(core) >= 30 and entropy >= 4.2
 
@@ -862,14 +940,21 @@ def _random_word(text: str, start: int, word: str) -> bool:
 def _redact_random(pattern: re.Pattern[str], replacement: str, text: str) -> tuple[str, int]:
     hits = 0
 
-    def sub(match: re.Match[str]) -> str:
+    def judged(start: int, word: str) -> str:
+        """``word`` (at ``start``) or the replacement: a word holding an "=" before its padding is
+        a key whole if what precedes the "=" is one, else a name, kept, and what follows is judged."""
         nonlocal hits
-        if not _random_word(text, match.start(), match.group(0)):
-            return match.group(0)
+        body = word.rstrip("=")
+        cut = body.find("=")
+        if cut > 0 and not _random_word(text, start, body[:cut]):
+            value = cut + len(body[cut:]) - len(body[cut:].lstrip("="))
+            return word[:value] + judged(start + value, word[value:])
+        if cut <= 0 and not _random_word(text, start, word):
+            return word
         hits += 1
         return replacement
 
-    return pattern.sub(sub, text), hits
+    return pattern.sub(lambda match: judged(match.start(), match.group(0)), text), hits
 
 
 #: Built-in rules whose replacement needs code, by name: (pattern, replacement, text) → (text, hits).
