@@ -597,6 +597,8 @@ def _cli_password_more(rng: random.Random) -> Sample:
             "CREATE USER app WITH PASSWORD '{p}';",
             "CREATE USER 'app'@'%' IDENTIFIED BY '{p}';",
             "I set the password to {p}",
+            '{{"db": {{"user": "app", "pass": "{p}"}}}}',
+            "use {p} as the password",
         )
     )
     return Sample(text.format(p=pw), pw, (pw,), "password")

@@ -258,6 +258,10 @@ UNLISTED = [
     ("the pw is hunter22", "the pw is [REDACTED]"),
     ("pw: Tr0ub4dor3xq", "pw: [REDACTED]"),
     ("I set the password to Tr0ub4dor3xq", "I set the password to [REDACTED]"),
+    ('{"db": {"user": "app", "pass": "Tr0ub4dor3xq"}}', '{"db": {"user": "app", "pass": "[REDACTED]"}}'),
+    ("{'pw': 'Tr0ub4dor3xq'}", "{'pw': '[REDACTED]'}"),
+    ("use Tr0ub4dor3xq as the password.", "use [REDACTED] as the password."),
+    ("try hunter2 as the admin password for the vpn", "try [REDACTED] as the admin password for the vpn"),
     ("changed the admin password to Tr0ub4dor3xq yesterday", "changed the admin password to [REDACTED] yesterday"),
 ]
 
@@ -304,6 +308,11 @@ def test_secrets_in_forms_no_rule_names(text: str, expected: str) -> None:
         "vault login -method=github",
         "ssh-keygen -N '' -f key",
         "mongo --port 27017",
+        '{"pass": true, "fail": 0}',
+        '{"pass": "true"}',
+        '{"pwd": "/srv/app"}',
+        "use this as the password",
+        "use 2FA as the password policy",
         "the first_long_variable_name=second_long_variable_name binding",
     ],
 )

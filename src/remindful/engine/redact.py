@@ -295,14 +295,29 @@ DEFAULT_REDACTIONS: tuple[tuple[str, str, str], ...] = (
     (
         "sql_password",
         r"(?P<head>(?<![\w-])(?i:PASSWORD[ \t]+|IDENTIFIED[ \t]+(?:WITH[ \t]+\w+[ \t]+)?BY[ \t]+(?:PASSWORD[ \t]+)?)')"
-        r"(?!\[REDACTED\]')[^'\n]+'",
+        r"(?!\[REDACTED\]')(?=[^'\n]*[A-Za-z0-9])[^'\n]+'",
         "\\g<head>[REDACTED]'",
+    ),
+    # A quoted field named "pass", "pwd" or "pw" (JSON, YAML, TOML, a dict): {"pass": "X"}.
+    (
+        "short_password_field",
+        r"(?P<head>(?P<kq>[\"'])(?i:pass|pwd|pw)(?P=kq)[ \t]*[:=][ \t]*(?P<q>[\"']))"
+        r"(?!\[REDACTED\]|(?i:true|false|null|none|yes|no)?(?P=q)|[/~.]|[A-Za-z]:\\)[^\"'\n]+(?=(?P=q))",
+        "\\g<head>[REDACTED]",
+    ),
+    # "use X as the password" (X holding a digit or a symbol: "use this as the password" stays).
+    (
+        "password_named_after",
+        r"(?P<head>(?<![\w-])(?i:use|try)[ \t]+)(?!\[REDACTED\])(?=\S*[\d!@#$%^&*])\S+"
+        r"(?=[ \t]+(?i:as)[ \t]+(?:(?i:the|my|a|our|your)[ \t]+)?(?:[\w-]+[ \t]+)?(?i:password|passphrase|pw)"
+        r"(?:[ \t]+(?i:for|on|of|to|here|now|again)\b|[ \t]*(?:[^\w \t-]|$)))",
+        "\\g<head>[REDACTED]",
     ),
     # A password piped to chpasswd or passwd --stdin: echo 'user:X' | chpasswd, echo X | passwd --stdin.
     (
         "piped_password",
         r"(?P<head>(?<![\w-])echo[ \t]+(?:-[a-zA-Z]+[ \t]+)*(?P<q>['\"]?)(?:[\w.-]+:)?)"
-        r"(?!\[REDACTED\]|\$)[^\s'\"|]+(?=(?P=q)[ \t]*\|[ \t]*(?:sudo[ \t]+)?(?:chpasswd|passwd\b[^\n|]*--stdin))",
+        r"(?!\[REDACTED\]|\$)(?=[^\s'\"|]*[A-Za-z0-9])[^\s'\"|]+(?=(?P=q)[ \t]*\|[ \t]*(?:sudo[ \t]+)?(?:chpasswd|passwd\b[^\n|]*--stdin))",
         "\\g<head>[REDACTED]",
     ),
     # .netrc: "machine host login user password X", and its one-token-per-line form.
@@ -479,6 +494,8 @@ _PRECHECKS: dict[str, Callable[[_Text], bool]] = {
     "cli_password": lambda t: _any(t.lower, _CLI_HINTS),
     "sql_password": lambda t: "'" in t.text and ("password" in t.lower or "identified" in t.lower),
     "piped_password": lambda t: "echo" in t.text and "passwd" in t.text,
+    "short_password_field": lambda t: _any(t.lower, ('"pass"', "'pass'", '"pw', "'pw")),
+    "password_named_after": lambda t: " as " in t.text and _any(t.lower, ("password", "passphrase", " pw")),
     "netrc_password": lambda t: "password" in t.lower,
     "pgpass_line": lambda t: t.text.count(":") >= 4,
     "odbc_password": lambda t: ";" in t.text and ("pwd" in t.lower or "pass" in t.lower),
