@@ -261,6 +261,7 @@ UNLISTED = [
     ('{"db": {"user": "app", "pass": "Tr0ub4dor3xq"}}', '{"db": {"user": "app", "pass": "[REDACTED]"}}'),
     ("{'pw': 'Tr0ub4dor3xq'}", "{'pw': '[REDACTED]'}"),
     ("use Tr0ub4dor3xq as the password.", "use [REDACTED] as the password."),
+    ("deploy-use bIaQ09feK6xNiH^5+ as the password", "deploy-use [REDACTED] as the password"),
     ("try hunter2 as the admin password for the vpn", "try [REDACTED] as the admin password for the vpn"),
     ("changed the admin password to Tr0ub4dor3xq yesterday", "changed the admin password to [REDACTED] yesterday"),
 ]

@@ -302,13 +302,13 @@ DEFAULT_REDACTIONS: tuple[tuple[str, str, str], ...] = (
     (
         "short_password_field",
         r"(?P<head>(?P<kq>[\"'])(?i:pass|pwd|pw)(?P=kq)[ \t]*[:=][ \t]*(?P<q>[\"']))"
-        r"(?!\[REDACTED\]|(?i:true|false|null|none|yes|no)?(?P=q)|[/~.]|[A-Za-z]:\\)[^\"'\n]+(?=(?P=q))",
+        r"(?!\[REDACTED\]|(?i:true|false|null|none|yes|no)?(?P=q)|[/~.]|[A-Za-z]:\\)[^\"'\n]{3,}(?=(?P=q))",
         "\\g<head>[REDACTED]",
     ),
     # "use X as the password" (X holding a digit or a symbol: "use this as the password" stays).
     (
         "password_named_after",
-        r"(?P<head>(?<![\w-])(?i:use|try)[ \t]+)(?!\[REDACTED\])(?=\S*[\d!@#$%^&*])\S+"
+        r"(?P<head>(?<!\w)(?i:use|try)[ \t]+)(?!\[REDACTED\])(?=\S*[\d!@#$%^&*])\S+"
         r"(?=[ \t]+(?i:as)[ \t]+(?:(?i:the|my|a|our|your)[ \t]+)?(?:[\w-]+[ \t]+)?(?i:password|passphrase|pw)"
         r"(?:[ \t]+(?i:for|on|of|to|here|now|again)\b|[ \t]*(?:[^\w \t-]|$)))",
         "\\g<head>[REDACTED]",
@@ -317,7 +317,8 @@ DEFAULT_REDACTIONS: tuple[tuple[str, str, str], ...] = (
     (
         "piped_password",
         r"(?P<head>(?<![\w-])echo[ \t]+(?:-[a-zA-Z]+[ \t]+)*(?P<q>['\"]?)(?:[\w.-]+:)?)"
-        r"(?!\[REDACTED\]|\$)(?=[^\s'\"|]*[A-Za-z0-9])[^\s'\"|]+(?=(?P=q)[ \t]*\|[ \t]*(?:sudo[ \t]+)?(?:chpasswd|passwd\b[^\n|]*--stdin))",
+        r"(?!\[REDACTED\]|\$)(?=[^\s'\"|]*[A-Za-z0-9])[^\s'\"|]+"
+        r"(?=(?P=q)[ \t]*\|[ \t]*(?:sudo[ \t]+)?(?:chpasswd|passwd\b[^\n|]*--stdin))",
         "\\g<head>[REDACTED]",
     ),
     # .netrc: "machine host login user password X", and its one-token-per-line form.
