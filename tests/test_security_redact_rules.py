@@ -230,6 +230,8 @@ UNLISTED = [
     ("7z a -pArch1vePass backup.7z data/", "7z a -p[REDACTED] backup.7z data/"),
     ("htpasswd -b -c .htpasswd admin H7passw0rd", "htpasswd -b -c .htpasswd admin [REDACTED]"),
     ("htpasswd -bc /etc/nginx/.htpasswd admin H7passw0rd", "htpasswd -bc /etc/nginx/.htpasswd admin [REDACTED]"),
+    ("htpasswd -B -b -C 10 .htpasswd admin H7passw0rd", "htpasswd -B -b -C 10 .htpasswd admin [REDACTED]"),
+    ("htpasswd -nb admin H7passw0rd > out", "htpasswd -nb admin [REDACTED] > out"),
     ("net user administrator Winter2024! /add", "net user administrator [REDACTED] /add"),
     (
         "$cred = ConvertTo-SecureString 'P@ssw0rd2024!' -AsPlainText -Force",
@@ -270,6 +272,15 @@ UNLISTED = [
 @pytest.mark.parametrize("text,expected", UNLISTED)
 def test_secrets_in_forms_no_rule_names(text: str, expected: str) -> None:
     assert R.redact(text) == expected
+
+
+def test_a_word_of_many_names_and_equals_signs_is_judged_in_one_pass() -> None:
+    """A word of 3,000 "NAME=" parts ending in a key: each name kept, the key replaced (the judging
+    recursed once per part and raised RecursionError past a thousand)."""
+    key = "Xq9vT2mLp8Rz4WaB3dE5fG7hJ9kL1m"
+    text = "LONG_NAME_OF_SETTING=" * 3000 + key
+    assert R.redact(text) == "LONG_NAME_OF_SETTING=" * 3000 + "[REDACTED]"
+    assert R.redact("a=" * 50000) == "a=" * 50000
 
 
 @pytest.mark.parametrize(

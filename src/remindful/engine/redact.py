@@ -262,7 +262,8 @@ DEFAULT_REDACTIONS: tuple[tuple[str, str, str], ...] = (
     # A password given on a command line whose flag names no password: mysql -pX, docker login -p X,
     # sshpass -p X, redis-cli -a X, ldapsearch -w X, openssl -passin pass:X, keytool -storepass X,
     # zip -P X, 7z -pX, htpasswd -b FILE USER X, net user NAME X, ConvertTo-SecureString 'X',
-    # nmcli ... password X, wpa_passphrase SSID X.
+    # nmcli ... password X, wpa_passphrase SSID X, mongosh -p X, ssh-keygen -N X, openssl passwd X,
+    # rabbitmqctl add_user NAME X, vault login X, smbclient -U user%X, xfreerdp /p:X.
     (
         "cli_password",
         r"(?P<head>(?<![A-Za-z0-9_])(?:(?:mysql|mysqldump|mysqladmin|mysqlimport|mysqlshow|mysqlcheck|mariadb|mariadb-dump)\b"
@@ -275,8 +276,7 @@ DEFAULT_REDACTIONS: tuple[tuple[str, str, str], ...] = (
         r"|(?<![\w-])-(?:src|dest)?(?:store|key)pass[ \t]+"
         r"|(?:zip|unzip|zipcloak|funzip)\b[^\n|;&]{0,512}?[ \t]-P[ \t]+"
         r"|(?:7z|7za|7zr|7zz|rar|unrar)\b[^\n|;&]{0,512}?[ \t]-p(?=[^\s-])"
-        r"|htpasswd(?:[ \t]+-[A-Za-z]+)*?[ \t]+-[A-Za-z]*b[A-Za-z]*(?:[ \t]+-[A-Za-z]+)*"
-        r"[ \t]+[^\s-]\S*[ \t]+[^\s-]\S*[ \t]+"
+        r"|htpasswd\b(?=[^\n|;&]{0,512}?[ \t]-[A-Za-z]{0,8}b)[^\n|;&]{0,512}?[ \t](?=[^\s-]\S*[ \t]*(?:$|[\n|;&>]))"
         r"|net[ \t]+user[ \t]+(?:\"[^\"\n]+\"|[^\s/\"]+)[ \t]+(?=[^\s/*])"
         r"|(?i:ConvertTo-SecureString)[ \t]+(?:-String[ \t]+)?"
         r"|nmcli\b[^\n|;&]{0,512}?[ \t](?:password|wifi-sec\.psk|802-1x\.password)[ \t]+"
@@ -456,18 +456,8 @@ _FOREIGN_PASSWORDS += ("wachtwoord", "hasło", "parola", "パスワード", "비
 _SPOKEN_HINTS = ("pass", "pw", "pin", "api key", "access key", "secret key", "private key")
 _TOKEN_HINTS = ("token", "secret", " key")
 _CLI_HINTS: tuple[str, ...] = ("mysql", "mariadb", "login", "sshpass", "-cli", "ldap", "pass", "zip", "7z", "rar")
-_CLI_HINTS += (
-    "net user",
-    "securestring",
-    "nmcli",
-    "mongo",
-    "influx",
-    "ssh-keygen",
-    "rabbitmqctl",
-    "vault",
-    "smbclient",
-)
-_CLI_HINTS += ("/p:",)
+_CLI_HINTS += ("net user", "securestring", "nmcli", "mongo", "influx", "ssh-keygen", "rabbitmqctl", "smbclient")
+_CLI_HINTS += ("vault", "/p:")
 _COOKIE_HINTS = ("session", "sessid", "connect.sid", "csrftoken", "remember_token")
 
 #: Cheap substring tests: a built-in rule is compiled and run only when its test passes, since
@@ -959,18 +949,26 @@ def _redact_random(pattern: re.Pattern[str], replacement: str, text: str) -> tup
     hits = 0
 
     def judged(start: int, word: str) -> str:
-        """``word`` (at ``start``) or the replacement: a word holding an "=" before its padding is
-        a key whole if what precedes the "=" is one, else a name, kept, and what follows is judged."""
+        """``word`` (at ``start``) with its key replaced, if it holds one: a word holding an "="
+        before its padding is a key from there on if what precedes the "=" is one, else that is a
+        name, kept, and what follows is judged the same way (in one pass: a word of a thousand
+        "name=" parts is no recursion)."""
         nonlocal hits
-        body = word.rstrip("=")
-        cut = body.find("=")
-        if cut > 0 and not _random_word(text, start, body[:cut]):
-            value = cut + len(body[cut:]) - len(body[cut:].lstrip("="))
-            return word[:value] + judged(start + value, word[value:])
-        if cut <= 0 and not _random_word(text, start, word):
-            return word
+        end = len(word.rstrip("="))
+        pos = 0
+        while True:
+            cut = word.find("=", pos, end)
+            if cut < 0:  # no "=" left inside: what follows the last name is judged whole
+                if not _random_word(text, start + pos, word[pos:]):
+                    return word
+                break
+            if _random_word(text, start + pos, word[pos:cut]):
+                break
+            pos = cut
+            while pos < end and word[pos] == "=":
+                pos += 1
         hits += 1
-        return replacement
+        return word[:pos] + replacement
 
     return pattern.sub(lambda match: judged(match.start(), match.group(0)), text), hits
 
