@@ -155,9 +155,9 @@ class QueryTerms:
         positions ``held`` between them (each term independently; 0 where the store's counts are
         not known): four neighbours hold a word that half the store holds almost surely (0.94), and
         then their holding it says little of the memory among them. The counts are the search's
-        (:meth:`remindful.engine.lexical.LexicalSearch.doc_freqs`: up to ``LEXICAL_MAX_MATCHES + 1``
-        rows, over the largest rowid), so in a large store a common word's share is a lower bound
-        and less is taken off."""
+        (:meth:`remindful.engine.lexical.LexicalSearch.doc_freqs`, counted up to
+        :data:`remindful.engine.retrieval.search.SPREAD_COUNT` rows, over the largest rowid), so
+        past that a common word's share is a lower bound and less is taken off."""
         if not self.spread:
             return 0.0
         odds = 1.0
