@@ -538,13 +538,7 @@ def _placeholder(value: str) -> bool:
 def _keyish(part: str) -> bool:
     """Whether ``part`` (of a dotted value) is a key rather than a name: 16 characters or more of
     both cases and digits that do not read as an identifier."""
-    return (
-        len(part) >= 16
-        and any(c.isdigit() for c in part)
-        and any(c.isupper() for c in part)
-        and any(c.islower() for c in part)
-        and not _identifier(part)
-    )
+    return len(part) >= 16 and _mixed(part) and not _identifier(part)
 
 
 def _keep_assignment(match: re.Match[str]) -> bool:
