@@ -5,19 +5,23 @@ from __future__ import annotations
 import functools
 import json
 import re
+import threading
 import time
 from pathlib import Path
 from typing import Any, get_args
 
 import anyio
+import anyio.to_thread
 import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
+from remindful.engine.deferred import SHARED_ROWS, writer
 from remindful.model import MemoryType
 from remindful.shells.mcp.server import LazyManager, build_server
 from remindful.shells.mcp.tools.common import ArrivalOrder, MemoryTypeName
 from remindful.testing import open_fake
+from test_background import HoldingEmbedder
 
 pytestmark = pytest.mark.anyio
 
@@ -134,6 +138,42 @@ async def test_store_search_get_update_delete(server: Any) -> None:
         assert deleted == {"success": True, "deleted": True, "memory_id": memory_id}
         gone = await domain_error(client, "memory_get", memory_id=memory_id)
         assert "Memory not found" in gone and memory_id in gone and "memory_search" in gone
+
+
+async def test_a_search_reads_a_large_batch_the_client_stored_before_it(tmp_path: Path) -> None:
+    """Each tool call runs in a worker thread of its own, and a search waits only for the vectors
+    of its writer's large writes (an import elsewhere in the process does not hold it up): every
+    call of the server is one writer, so a client that stores a large batch and then searches
+    finds it by meaning."""
+    embedder = HoldingEmbedder()
+    embedder.hold("imported")
+    settings = {"performance.search_timeout_ms": 120_000}
+    lazy = LazyManager(factory=lambda: open_fake(tmp_path / "store", embedder=embedder, **settings))
+    found: dict[str, Any] = {}
+    busy = threading.Event()
+    try:
+        async with Client(build_server(lazy)) as client:
+            items = [{"content": f"imported note {i} about the ferry timetable"} for i in range(SHARED_ROWS + 1)]
+            assert (await call(client, "memory_store_batch", items=items))["count"] == SHARED_ROWS + 1
+
+            async def search() -> None:
+                found.update(await call(client, "memory_search", query="boat schedule", limit=3))
+
+            # The worker thread the batch ran in is kept busy: the search runs in another one.
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(functools.partial(anyio.to_thread.run_sync, busy.wait, abandon_on_cancel=True))
+                await anyio.sleep(0.1)
+                tasks.start_soon(search)
+                await anyio.sleep(0.5)
+                assert not found, "the search did not wait for the batch stored before it"
+                embedder.let_go("imported")
+                busy.set()
+        assert found["count"] == 3  # no word in common: by meaning alone
+        assert all("imported" in m["content"] for m in found["memories"])
+    finally:
+        busy.set()
+        embedder.let_go("imported")
+        lazy.close()
 
 
 async def test_batch_list_and_stats(server: Any) -> None:
@@ -343,3 +383,23 @@ async def test_arrival_order_lets_reads_overlap_and_holds_writes() -> None:
     assert log.index("read2 start") < log.index("read1 end")  # the reads overlapped
     assert log.index("write start") > max(log.index("read1 end"), log.index("read2 end"))
     assert log.index("read3 start") > log.index("write end")
+
+
+async def test_every_call_of_a_server_is_one_writer() -> None:
+    """Calls of one server run in worker threads of their own (two reads at once here), and are one
+    writer (:data:`remindful.engine.deferred.WRITER`); another server's calls are another writer."""
+    first, second = ArrivalOrder(), ArrivalOrder()
+    both = threading.Barrier(2, timeout=20)
+    seen: list[tuple[Any, threading.Thread]] = []
+
+    def observe() -> None:
+        seen.append((writer(), threading.current_thread()))
+        both.wait()
+
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(first.run, False, observe, {})
+        tasks.start_soon(first.run, False, observe, {})
+    assert seen[0][1] is not seen[1][1] and seen[0][0] is seen[1][0] is first
+    await second.run(False, lambda: seen.append((writer(), threading.current_thread())), {})
+    assert seen[2][0] is second
+    assert writer() is threading.current_thread()  # outside any call: the thread

@@ -42,7 +42,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -391,17 +391,21 @@ class IndexMirror:
         indexer = self._indexer
         return set() if indexer is None else indexer.holding()
 
-    def embeddings_pending(self) -> bool:
-        """Whether rows this process stored are still waiting for their vectors."""
-        return self._deferred.pending()
+    def embeddings_pending(self, by: Hashable | None = None) -> bool:
+        """Whether rows this process stored are still waiting for their vectors (with ``by``: rows a
+        search of that writer waits for, :mod:`remindful.engine.deferred`)."""
+        return self._deferred.pending(by)
 
-    def await_embeddings(self, timeout: float) -> bool:
+    def await_embeddings(self, timeout: float, by: Hashable | None = None) -> bool:
         """Wait (at most ``timeout`` seconds) until the rows this process stored without a vector
-        so far have one, or their embedding failed; rows stored meanwhile are not waited for (under
-        a stream of stores the wait would never end). False if they still wait."""
-        rows = self._deferred.waiting()
+        so far have one, or their embedding failed (with ``by``: the rows a search of that writer
+        waits for); rows stored meanwhile are not waited for (under a stream of stores the wait
+        would never end). False if they still wait."""
+        rows = self._deferred.waiting(by)
         if not rows:
             return True
+        if by is not None:  # a search: the few rows of small writes the indexer has not reached
+            self._deferred.embed_few(rows)
         if self._indexer is not None:
             self._indexer.hurry()
         return self._deferred.wait(timeout, rows)

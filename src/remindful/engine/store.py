@@ -45,6 +45,7 @@ from remindful.engine.backend import CatalogBackend, is_shared, open_catalog, re
 from remindful.engine.background import AccessRecorder, close_at_exit
 from remindful.engine.captures import CaptureRepository
 from remindful.engine.catalog import CATALOG_WAY_OUT, Catalog, MemoryRow, counted
+from remindful.engine.deferred import writer
 from remindful.engine.embedding import LazyEmbedder, embed_query
 from remindful.engine.mirror import IndexMirror
 from remindful.engine.perf import PendingFigures
@@ -774,12 +775,14 @@ class Store:
         self.follow_replacements()
         started = time.perf_counter()
         # Read your writes: what this process stored before the search is dense-searchable
-        # (lexically it is at once); what it stores meanwhile is not waited for. The query needs
+        # (lexically it is at once), an import only for its own writer's searches (see
+        # remindful.engine.deferred); what it stores meanwhile is not waited for. The query needs
         # the model too, so the wait starts once it is loaded: a first use prepares the int8 model,
         # which can take longer than the budget (the query's vector is cached).
-        if mirror.embeddings_pending():
+        by = writer()
+        if mirror.embeddings_pending(by):
             embed_query(self.embedder, query)
-            mirror.await_embeddings(self.settings.performance.search_timeout_ms / 1000)
+            mirror.await_embeddings(self.settings.performance.search_timeout_ms / 1000, by)
         others = bool(filters or session_id or since is not None or until is not None)
         restricted = others or scopes is not None
         # A scope alone restricts by a count the catalog keeps: the search need not count its rows

@@ -32,6 +32,7 @@ from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import ValidatorFunctionWrapHandler, WithJsonSchema, WrapValidator
 
+from remindful.engine.deferred import WRITER
 from remindful.errors import RemindfulError
 
 if TYPE_CHECKING:
@@ -83,6 +84,10 @@ class ArrivalOrder:
     earlier calls it could observe or disturb: a read for the earlier writes, a write for every
     earlier call. Reads in a row still run together. The order is taken on the event loop, where
     the SDK starts the requests' tasks in the order it read them.
+
+    Every call runs as one writer, the server's (:data:`remindful.engine.deferred.WRITER`): a
+    search waits for the vectors of a large ``memory_store_batch`` made before it, though each
+    call runs in a worker thread of its own.
     """
 
     def __init__(self) -> None:
@@ -96,10 +101,18 @@ class ArrivalOrder:
             for done in earlier:
                 await done.wait()
             # Not abandoned on cancellation: the call's effects are done before later calls start.
-            return await anyio.to_thread.run_sync(functools.partial(fn, **kwargs))
+            return await anyio.to_thread.run_sync(functools.partial(self._call, fn, kwargs))
         finally:
             self._running.remove(mine)
             mine[1].set()
+
+    def _call(self, fn: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
+        """``fn(**kwargs)`` as the server's writer (in the worker thread)."""
+        token = WRITER.set(self)
+        try:
+            return fn(**kwargs)
+        finally:
+            WRITER.reset(token)
 
 
 _ORDERS: weakref.WeakKeyDictionary[Any, ArrivalOrder] = weakref.WeakKeyDictionary()
