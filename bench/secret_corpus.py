@@ -604,12 +604,32 @@ def _cli_password_more(rng: random.Random) -> Sample:
     return Sample(text.format(p=pw), pw, (pw,), "password")
 
 
-#: The kinds added in session 34.
+def _login_and_prose(rng: random.Random) -> Sample:
+    pw = _strong(rng)
+    text = rng.choice(
+        (
+            "login: admin / {p}",
+            "the router login is admin/{p} until we change it",
+            "credentials deploy:{p} for the staging box",
+            "sign in as alice / {p} to see the dashboard",
+            "Creds: svc_backup / {p}",
+            "user: deploy pass: {p}",
+            "the wifi key is {p}",
+            "set DB_PASS to {p} before starting",
+            "my login is jdoe and my password's {p}",
+            "the admin password for grafana is still {p} on staging",
+        )
+    )
+    return Sample(text.format(p=pw), pw, (pw,), "password")
+
+
+#: The kinds added in session 34 (and login_and_prose, session 35).
 UNLISTED_KINDS: dict[str, Callable[[random.Random], Sample]] = {
     "key_after_any_name": _key_after_any_name,
     "dotted_token": _dotted_token,
     "token_with_equals": _token_with_equals,
     "cli_password_more": _cli_password_more,
+    "login_and_prose": _login_and_prose,
 }
 
 

@@ -274,6 +274,67 @@ def test_secrets_in_forms_no_rule_names(text: str, expected: str) -> None:
     assert R.redact(text) == expected
 
 
+# A user and password after a login word, a key said in prose of a kind no rule named (Wi-Fi,
+# recovery, product), a secret-named variable "set to" a value, "password's X", "is still X", a
+# bare "pass: X": each was kept whole (a probe of prose forms outside our list).
+LOGIN_AND_PROSE = [
+    ("login: admin / Tr0ub4dor&3", "login: admin / [REDACTED]"),
+    ("credentials admin:Sup3rS3cret!", "credentials admin:[REDACTED]"),
+    ("log in with admin / hunter2x9", "log in with admin / [REDACTED]"),
+    ("the router login is admin/P4ssw0rd2024.", "the router login is admin/[REDACTED]."),
+    ("sign in as alice / W0nderland! to see it", "sign in as alice / [REDACTED] to see it"),
+    ("Creds: svc_backup / Backup#2024", "Creds: svc_backup / [REDACTED]"),
+    ("user: deploy pass: Xk9#mQ2z", "user: deploy pass: [REDACTED]"),
+    ("the wifi key is CorrectHorse42", "the wifi key is [REDACTED]"),
+    ("the recovery key is 8F3K-2M9Q-7T4X-1B6C", "the recovery key is [REDACTED]"),
+    ("set DB_PASS to Gh7!kLp2 before starting", "set DB_PASS to [REDACTED] before starting"),
+    ("set GITHUB_TOKEN to ghp0123456789abcdefXYZ", "set GITHUB_TOKEN to [REDACTED]"),
+    ("my login is jdoe and my password's Gh7kLp2qq", "my login is jdoe and my password's [REDACTED]"),
+    (
+        "the admin password for grafana is still admin123 on staging",
+        "the admin password for grafana is still [REDACTED] on staging",
+    ),
+    # a shell's "&&" glued to a password's digits is the password's ("&&make" still ends one)
+    ("--password a0&&0120!", "--password [REDACTED]"),
+]
+
+
+@pytest.mark.parametrize("text,expected", LOGIN_AND_PROSE)
+def test_logins_and_keys_said_in_prose(text: str, expected: str) -> None:
+    assert R.redact(text) == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "3 tests pass: test_a, test_b, test_c",
+        "All checks pass: 12 of 12",
+        "pass: 0.95 on the held-out set",
+        "sign in with Google/GitHub from the home page",
+        "login: user/settings page is broken",
+        "log in to host:2222 first",
+        "the login is at /auth/login",
+        "login with SSO / SAML through Okta",
+        "log in as root/sudo only when needed",
+        "login: deploy / see the team vault",
+        "credentials admin:read-only access",
+        "the wifi key is on the fridge",
+        "the network key is the same as last year",
+        "the recovery key is stored in 1Password",
+        "the master key is rotated every 90 days",
+        "my password's too short, the form says",
+        "the admin password for grafana is still the default",
+        "set the token to expire after an hour",
+        "set SESSION_TOKEN to true to enable it",
+        "I set DB_PASS to the value from the vault",
+        "pass: see https://example.com/docs",
+        "password=abc9x&&make is how the old script read it",
+    ],
+)
+def test_ordinary_prose_about_logins_and_keys_stays(text: str) -> None:
+    assert R.redact(text) == text.replace("abc9x", "[REDACTED]")
+
+
 def test_a_word_of_many_names_and_equals_signs_is_judged_in_one_pass() -> None:
     """A word of 3,000 "NAME=" parts ending in a key: each name kept, the key replaced (the judging
     recursed once per part and raised RecursionError past a thousand)."""
@@ -672,8 +733,10 @@ def planted(draw: st.DrawFn) -> tuple[Any, list[tuple[str, str]]]:
             "key": {text: 1},
             "named": {name: draw(st.sampled_from([bare, [bare], {"v": bare}]))},
         }[how]
-        # a named secret's field name stays, and may share a piece with it ('00000rization000')
-        secrets.append((bare, name) if how == "named" else (part, ""))
+        # a named secret's field name stays, and may share a piece with it ('00000rization000'), as
+        # the words around a secret in its text do ("Authorization: Basic 0000orizatio")
+        at = text.rfind(part)
+        secrets.append((bare, name) if how == "named" else (part, f"{text[:at]} {text[at + len(part) :]}"))
         for key in draw(st.lists(SAFE_KEYS, max_size=3)):
             leaf = draw(st.sampled_from([{key: leaf}, [leaf]]))
         value[f"planted{len(secrets)}"] = leaf
@@ -688,7 +751,7 @@ def test_property_no_secret_survives_at_any_depth(case: tuple[Any, list[tuple[st
     dumped = json.dumps(out).replace(" ", "").replace("-", "")
     for i, (secret, name) in enumerate(secrets, 1):
         # what the value gives without this secret: ordinary words, the other secrets' context and
-        # the name of its own field
+        # the name of its own field or the words around it
         rest = R.redact_value({k: v for k, v in value.items() if k != f"planted{i}"})
         context = (json.dumps(rest) + name).replace(" ", "").replace("-", "")
         assert leaked(secret.replace(" ", "").replace("-", ""), dumped, context) == [], (secret, out)

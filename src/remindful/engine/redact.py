@@ -101,13 +101,16 @@ _SECRET_NAME = (
 # up to whitespace, a quote or a separator. A separator that does not start another field is part
 # of a bare value (``Tr0ub4dor&3x9q``, ``P@ss;w0rd``, ``P@ss,w0rd``, ``Sup3r(S3cret)!``): cut
 # there, the rest of the password would be kept. What ends one: ``&`` before the next query
-# parameter (``&page=2``), a shell's ``&&`` or ``&`` at a word's end; ``;`` or ``,`` before a
+# parameter (``&page=2``), a shell's ``&&`` before a space or a command (``&&make``, a word of
+# letters, digits, ``.``, ``/`` and ``-`` up to a space: ``a0&&0120!`` is one password) or ``&``
+# at a word's end; ``;`` or ``,`` before a
 # space, the text's end or the next ``key=``/``key:``; a closing bracket the value did not open,
 # unless more of the word follows it (``connect(password=abc)`` ends at
 # ``abc``, ``ab)c9`` and ``ab).c9`` do not); a backslash that escapes no quote, line or tab
 # (``P4ss\\w0rd``).
 _BARE_SEPARATOR = (
     r"&(?![&\s]|$|[A-Za-z_][\w.\[\]-]{0,64}=)"
+    r"|&&(?![&\s]|$|[A-Za-z./][\w./-]*(?:\s|$))"
     r"|;(?![;\s]|$|[A-Za-z_][\w .-]{0,64}=)"
     r"|,(?![,\s]|$|[\w.-]{1,64}[ \t]*[=:])"
 )
@@ -377,11 +380,29 @@ DEFAULT_REDACTIONS: tuple[tuple[str, str, str], ...] = (
         rf"(?P<head>(?<![\w-])(?:(?i:{_PASSWORD_WORDS})[ \t]*(?:(?i:is|es|ist|est|é|是)[ \t]+)?"
         r"|(?:(?i:pass(?:word|wd|phrase|code)|pwd?|(?:api|access|secret|private)[ \t]+key)|PIN)"
         r"(?:[ \t]+(?i:for|of|to)(?:[ \t]+[\w.@:/-]{1,64}){1,3}?)?"
-        r"[ \t]+(?i:is|was)[ \t]+"
+        r"(?:[ \t]+(?i:is|was)(?:[ \t]+(?i:still|now|currently|just|always|also|actually))?[ \t]+|['\u2019]s[ \t]+)"
         r"|(?i:(?:set|changed?|reset|updated?)[ \t]+(?:(?:the|my|our|his|her|their|your)[ \t]+)?(?:[\w-]+[ \t]+)?"
         r"pass(?:word|wd|phrase)[ \t]+to[ \t]+)"
-        r"|(?i:(?:api|access|secret|private)[ \t]+key|pw)[ \t]*:[ \t]*))"
+        r"|(?i:(?:api|access|secret|private)[ \t]+key|pwd?)[ \t]*:[ \t]*"
+        r"|(?i:pass(?:wd)?)[ \t]*:[ \t]*(?=\S*[A-Za-z])))"
         r"(?:" + _VALUE + ")",
+        "[REDACTED]",
+    ),
+    # A secret-named variable given its value in prose: "set DB_PASS to X", "change API_TOKEN to X".
+    (
+        "variable_set_to",
+        rf"(?P<head>(?<![\w-])(?i:set|change[ds]?|reset|update[ds]?)[ \t]+\$?"
+        rf"(?=[A-Za-z][\w.-]{{0,64}}[ \t])[\w.-]{{0,64}}?(?:{_SECRET_NAME})[ \t]+(?i:to)[ \t]+)"
+        r"(?:" + _VALUE + ")",
+        "[REDACTED]",
+    ),
+    # A user and password after a login word: "login: admin / X", "credentials admin:X", "sign in
+    # as alice / X" (the password holding a letter and a digit or symbol, 6 characters or more).
+    (
+        "login_pair",
+        r"(?P<head>(?<![A-Za-z0-9])(?i:log(?:ged)?[ \t]?in|sign(?:ed)?[ \t]?in|credentials?|creds)"
+        r"(?:[ \t]+(?i:is|are|was|were|with|as|using))?[ \t]*:?[ \t]*"
+        r"(?P<user>[\w.@+-]{1,64})[ \t]*[/:][ \t]*)(?!\[REDACTED\]|/)(?P<pw>[^\s'\"]{6,128})",
         "[REDACTED]",
     ),
     # A token or secret written as prose: "the session token is 8f7e6d5c4b3a", "my API token was
@@ -389,8 +410,10 @@ DEFAULT_REDACTIONS: tuple[tuple[str, str, str], ...] = (
     (
         "spoken_token",
         r"(?P<head>(?<![\w-])(?i:(?:(?:api|access|auth|session|bearer|refresh|secret|private|personal)[ \t]+)?"
-        r"(?:token|secret)|(?:api|access|secret|private|encryption|license)[ \t]+key)"
-        r"(?:[ \t]+(?i:for|of|to)(?:[ \t]+[\w.@:/-]{1,64}){1,3}?)?[ \t]+(?i:is|was)[ \t]+)"
+        r"(?:token|secret)|(?:api|access|secret|private|encryption|license|wi-?fi|wpa2?|wlan|wireless|network"
+        r"|recovery|activation|product|master|decryption|signing)[ \t]+key)"
+        r"(?:[ \t]+(?i:for|of|to)(?:[ \t]+[\w.@:/-]{1,64}){1,3}?)?"
+        r"(?:[ \t]+(?i:is|was)(?:[ \t]+(?i:still|now|currently|just|always|also|actually))?[ \t]+|['\u2019]s[ \t]+))"
         r"(?:" + _VALUE + ")",
         "[REDACTED]",
     ),
@@ -495,6 +518,10 @@ _PRECHECKS: dict[str, Callable[[_Text], bool]] = {
     "urlencoded_secret": lambda t: "%3" in t.text,
     "spoken_password": lambda t: _any(t.lower, _SPOKEN_HINTS) or _any(t.lower, _FOREIGN_PASSWORDS),
     "spoken_token": lambda t: _any(t.lower, _TOKEN_HINTS),
+    "variable_set_to": lambda t: (
+        " to " in t.lower and _any(t.lower, ("set", "chang", "updat")) and _any(t.lower, _PAIR_HINTS)
+    ),
+    "login_pair": lambda t: _any(t.lower, ("log", "sign", "cred")) and ("/" in t.text or ":" in t.text),
     "random_token": lambda t: len(t.text) >= 16,
     "url_password": lambda t: "://" in t.text and "@" in t.text,
     "authorization_header": lambda t: "authorization" in t.lower,
@@ -720,6 +747,33 @@ def _redact_spoken_token(pattern: re.Pattern[str], replacement: str, text: str) 
             return match.group(0)
         hits += 1
         return _value_replaced(match, replacement)
+
+    return pattern.sub(sub, text), hits
+
+
+#: What makes a login pair's password more than a word: a digit or one of these.
+_PASSWORD_SYMBOLS = frozenset("!@#$%^&*+=?~")
+
+
+def _redact_login_pair(pattern: re.Pattern[str], replacement: str, text: str) -> tuple[str, int]:
+    """A user and password after a login word: only a password of 6 characters or more holding a
+    letter and a digit or symbol ("login: user/settings page", "sign in with Google/GitHub",
+    "credentials admin:read-only", "log in to host:2222" are no passwords). A full stop, comma,
+    colon or bracket that ends it stays (a "!" or "?" may be the password's)."""
+    hits = 0
+
+    def sub(match: re.Match[str]) -> str:
+        nonlocal hits
+        value = match.group("pw")
+        word = value.rstrip(".,;:)")
+        word = word if len(word) >= 6 else value
+        letter = any(c.isalpha() for c in word)
+        if len(word) < 6 or not letter or not any(c.isdigit() or c in _PASSWORD_SYMBOLS for c in word):
+            return match.group(0)
+        if _placeholder(word):
+            return match.group(0)
+        hits += 1
+        return match.group("head") + replacement + value[len(word) :]
 
     return pattern.sub(sub, text), hits
 
@@ -981,6 +1035,8 @@ _SUBSTITUTES: dict[str, Callable[[re.Pattern[str], str, str], tuple[str, int]]] 
     "netrc_password": _redact_loose,
     "spoken_password": _redact_loose,
     "spoken_token": _redact_spoken_token,
+    "variable_set_to": _redact_loose,
+    "login_pair": _redact_login_pair,
     "pgpass_line": _redact_pgpass,
     "yaml_secret_block": _redact_yaml_block,
     "random_token": _redact_random,
