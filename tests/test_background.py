@@ -14,8 +14,9 @@ from typing import Any
 
 from remindful.embed import FakeEmbedder
 from remindful.engine.background import AccessRecorder, BackgroundIndexer, Worker
-from remindful.engine.deferred import SHARED_ROWS, WRITER
+from remindful.engine.deferred import SHARED_ROWS, WRITER, writer
 from remindful.engine.mirror import IndexHolders
+from remindful.errors import EmbedderError
 from remindful.index import ChromaEmbeddedIndex, InMemoryIndex
 from remindful.testing import open_fake
 
@@ -518,6 +519,41 @@ def test_a_search_does_not_wait_for_an_import_another_thread_is_making(tmp_path:
         finally:
             embedder.let_go("imported")
         assert memory.flush(timeout=30) and memory.index_status().unindexed == 0
+
+
+class SearchFailingEmbedder(HoldingEmbedder):
+    """:class:`HoldingEmbedder` whose calls from a thread named ``search`` fail on a text holding
+    "boom" (a model that fails on one text)."""
+
+    def embed(self, texts: Any) -> Any:
+        batch = [texts] if isinstance(texts, str) else list(texts)
+        if threading.current_thread().name == "search" and any("boom" in t for t in batch):
+            raise EmbedderError("the model failed on this text")
+        return super().embed(texts)
+
+
+def test_a_search_that_cannot_embed_a_stored_memory_still_answers(tmp_path: Path) -> None:
+    """A search that embeds a store's row itself (the indexer busy with an import) and fails
+    answers all the same, and no later search waits for that row."""
+    embedder = SearchFailingEmbedder()
+    embedder.hold("imported")
+    with open_fake(tmp_path / "s", embedder=embedder, **{"performance.search_timeout_ms": 120_000}) as memory:
+        try:
+            batch = [{"content": f"imported note {i} about the ferry timetable"} for i in range(SHARED_ROWS + 1)]
+            importer = threading.Thread(target=memory.store_batch, args=(batch,), daemon=True)
+            importer.start()
+            importer.join(20)
+            storer = threading.Thread(target=memory.store, args=("the boom gate closes at nine",), daemon=True)
+            storer.start()
+            storer.join(20)
+            for _ in range(2):
+                thread, out = _search_in_thread(memory, "the ferry timetable")
+                thread.join(20)
+                assert not thread.is_alive() and out, "the search waited, or failed"
+                assert out[0] and all("ferry" in hit.content for hit in out[0])
+            assert not memory.engine.mirror.embeddings_pending(writer())
+        finally:
+            embedder.let_go("imported")
 
 
 def test_export_waits_for_what_was_stored_before_it_not_for_what_comes_after(tmp_path: Path) -> None:

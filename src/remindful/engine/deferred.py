@@ -159,15 +159,12 @@ class DeferredEmbeddings:
             if not free or len(free) > SHARED_ROWS:
                 return
             self._claimed.update(free)
-        done = False
         try:
             self.embed_and_save(self._catalog.without_embeddings(free))
-            done = True
-        finally:
+        finally:  # on failure too, as embed_stored: the search reports it; no later search waits
             with self._embedded:
                 self._claimed.difference_update(free)
-                if done:
-                    self._forget(free)
+                self._forget(free)
                 self._embedded.notify_all()
 
     def _claim(self, ids: Iterable[str]) -> list[str]:

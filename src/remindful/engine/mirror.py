@@ -405,7 +405,10 @@ class IndexMirror:
         if not rows:
             return True
         if by is not None:  # a search: the few rows of small writes the indexer has not reached
-            self._deferred.embed_few(rows)
+            try:
+                self._deferred.embed_few(rows)
+            except RemindfulError as exc:  # the search goes on: they are found by their words
+                log.warning("could not embed %d memories for a search (%s); they will be later", len(rows), exc)
         if self._indexer is not None:
             self._indexer.hurry()
         return self._deferred.wait(timeout, rows)
