@@ -5,7 +5,8 @@ get theirs from the manager's methods).
 
 Every write follows one path: validate → catalog commit (acknowledged here: a crash after it
 loses nothing) → embed (cached) → vector index, the last two in the background by default
-(``performance.defer_embedding``; a search first waits for this process's pending embeddings). A
+(``performance.defer_embedding``; a search first waits for the pending embeddings of this
+process's small writes and of its own thread's large ones: :mod:`remindful.engine.deferred`). A
 row the index did not take is marked un-indexed, and embedded and indexed at the next open (or
 ``reindex``). The catalog, the embedder and the index
 start on first use, so opening costs a few milliseconds and loads no model.

@@ -720,7 +720,8 @@ class PerformanceSettings(_Section):
     defer_embedding: bool = Field(
         True,
         description="with async_indexing: store returns after the catalog commit and the text is embedded in the "
-        "background with the indexing (a search first waits for this process's pending embeddings)",
+        "background with the indexing (a search first waits for the pending embeddings of this process's small "
+        "writes and of its own thread's large ones)",
     )
     embedding_batch_size: int = Field(32, ge=1, description="texts per model call")
     search_timeout_ms: int = Field(5000, ge=1, description="search time budget")
