@@ -599,6 +599,10 @@ def _cli_password_more(rng: random.Random) -> Sample:
             "I set the password to {p}",
             '{{"db": {{"user": "app", "pass": "{p}"}}}}',
             "use {p} as the password",
+            "sqlplus scott/{p}@orcl",
+            "lftp -u backup,{p} ftp.example.com",
+            "sqlcmd -S db -U sa -P {p} -Q 'select 1'",
+            "az login -u bob@example.com -p {p}",
         )
     )
     return Sample(text.format(p=pw), pw, (pw,), "password")

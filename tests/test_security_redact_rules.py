@@ -294,6 +294,12 @@ LOGIN_AND_PROSE = [
         "the admin password for grafana is still admin123 on staging",
         "the admin password for grafana is still [REDACTED] on staging",
     ),
+    ("sqlplus scott/Tig3r#2024@orcl", "sqlplus scott/[REDACTED]"),
+    ("lftp -u backup,Qw3rty!9x ftp.example.com", "lftp -u backup,[REDACTED] ftp.example.com"),
+    ("sqlcmd -S db -U sa -P Yk8#vN2qL", "sqlcmd -S db -U sa -P [REDACTED]"),
+    ("az login -u bob -p Zq4!mB8xK", "az login -u bob -p [REDACTED]"),
+    ("door code: 4471#", "door code: [REDACTED]"),
+    ("the safe combination is 12-34-56", "the safe combination is [REDACTED]"),
     # a shell's "&&" glued to a password's digits is the password's ("&&make" still ends one)
     ("--password a0&&0120!", "--password [REDACTED]"),
 ]
@@ -329,6 +335,13 @@ def test_logins_and_keys_said_in_prose(text: str, expected: str) -> None:
         "I set DB_PASS to the value from the vault",
         "pass: see https://example.com/docs",
         "password=abc9x&&make is how the old script read it",
+        "the door code is broken again",
+        "the combination is unusual for this lock",
+        "sqlplus / as sysdba",
+        "sqlplus -s /nolog",
+        "lftp -u anonymous, ftp.example.com",
+        "exit code: 137 from the OOM killer",
+        "the keypad code: see the onboarding doc",
     ],
 )
 def test_ordinary_prose_about_logins_and_keys_stays(text: str) -> None:

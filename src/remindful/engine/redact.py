@@ -290,6 +290,10 @@ DEFAULT_REDACTIONS: tuple[tuple[str, str, str], ...] = (
         r"|rabbitmqctl[ \t]+(?:add_user|change_password)[ \t]+\S+[ \t]+"
         r"|vault[ \t]+login[ \t]+(?=[^\s-])"
         r"|smbclient\b[^\n|;&]{0,512}?[ \t]-U[ \t]*[^\s%]+%"
+        r"|(?:sqlcmd|osql|isql|bcp)\b[^\n|;&]{0,512}?[ \t]-P[ \t]*(?=[^\s-])"
+        r"|az[ \t]+login\b[^\n|;&]{0,512}?[ \t](?:-p|--password)[ \t]+"
+        r"|lftp\b[^\n|;&]{0,512}?[ \t]-u[ \t]+[^\s,]{1,64},"
+        r"|sqlplus[ \t]+(?:-\w+[ \t]+)*[\w$#.-]{1,64}/(?=[^\s/@])"
         r"|(?<![\w/:.-])/(?i:p|pass|password):))"
         r"(?:" + _VALUE + ")",
         "[REDACTED]",
@@ -378,12 +382,14 @@ DEFAULT_REDACTIONS: tuple[tuple[str, str, str], ...] = (
     (
         "spoken_password",
         rf"(?P<head>(?<![\w-])(?:(?i:{_PASSWORD_WORDS})[ \t]*(?:(?i:is|es|ist|est|é|是)[ \t]+)?"
-        r"|(?:(?i:pass(?:word|wd|phrase|code)|pwd?|(?:api|access|secret|private)[ \t]+key)|PIN)"
+        r"|(?:(?i:pass(?:word|wd|phrase|code)|pwd?|(?:api|access|secret|private)[ \t]+key"
+        r"|(?:(?:door|gate|alarm|garage|lock|entry|building|keypad|safe)[ \t]+)?combination"
+        r"|(?:door|gate|alarm|garage|lock|entry|building|keypad|safe)[ \t]+code)|PIN)"
         r"(?:[ \t]+(?i:for|of|to)(?:[ \t]+[\w.@:/-]{1,64}){1,3}?)?"
         r"(?:[ \t]+(?i:is|was)(?:[ \t]+(?i:still|now|currently|just|always|also|actually))?[ \t]+|['\u2019]s[ \t]+)"
         r"|(?i:(?:set|changed?|reset|updated?)[ \t]+(?:(?:the|my|our|his|her|their|your)[ \t]+)?(?:[\w-]+[ \t]+)?"
         r"pass(?:word|wd|phrase)[ \t]+to[ \t]+)"
-        r"|(?i:(?:api|access|secret|private)[ \t]+key|pwd?)[ \t]*:[ \t]*"
+        r"|(?i:(?:api|access|secret|private)[ \t]+key|pwd?|(?:door|gate|alarm|garage|keypad)[ \t]+code)[ \t]*:[ \t]*"
         r"|(?i:pass(?:wd)?)[ \t]*:[ \t]*(?=\S*[A-Za-z])))"
         r"(?:" + _VALUE + ")",
         "[REDACTED]",
@@ -476,11 +482,11 @@ _AWS_PREFIXES = ("AKIA", "ASIA", "AGPA", "AIDA", "AROA", "ABIA", "ACCA", "ANPA",
 _PAIR_HINTS = ("pass", "pw", "secret", "token", "key", "credential", "auth")
 _FOREIGN_PASSWORDS: tuple[str, ...] = ("contrase", "kennwort", "пароль", "密码", "口令", "mot de passe", "senha")
 _FOREIGN_PASSWORDS += ("wachtwoord", "hasło", "parola", "パスワード", "비밀번호")
-_SPOKEN_HINTS = ("pass", "pw", "pin", "api key", "access key", "secret key", "private key")
+_SPOKEN_HINTS = ("pass", "pw", "pin", "api key", "access key", "secret key", "private key", " code", "combination")
 _TOKEN_HINTS = ("token", "secret", " key")
 _CLI_HINTS: tuple[str, ...] = ("mysql", "mariadb", "login", "sshpass", "-cli", "ldap", "pass", "zip", "7z", "rar")
 _CLI_HINTS += ("net user", "securestring", "nmcli", "mongo", "influx", "ssh-keygen", "rabbitmqctl", "smbclient")
-_CLI_HINTS += ("vault", "/p:")
+_CLI_HINTS += ("vault", "/p:", "sqlcmd", "osql", "isql", "bcp", "az login", "lftp", "sqlplus")
 _COOKIE_HINTS = ("session", "sessid", "connect.sid", "csrftoken", "remember_token")
 
 #: Cheap substring tests: a built-in rule is compiled and run only when its test passes, since
