@@ -36,7 +36,7 @@ def _accepting_threads(pid: int, signum: int) -> list[int]:
     for task in Path(f"/proc/{pid}/task").iterdir():
         try:
             blocked = signals_in(task / "status", "SigBlk")
-        except FileNotFoundError:  # a short-lived thread (a timer's) ended meanwhile
+        except (FileNotFoundError, ProcessLookupError):  # a short-lived thread (a timer's) ended meanwhile
             continue
         if int(task.name) != pid and signum not in blocked:
             found.append(int(task.name))
