@@ -24,6 +24,7 @@ import string
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -627,13 +628,25 @@ def _login_and_prose(rng: random.Random) -> Sample:
     return Sample(text.format(p=pw), pw, (pw,), "password")
 
 
-#: The kinds added in session 34 (and login_and_prose, session 35).
+def _chat_webhook(rng: random.Random) -> Sample:
+    if rng.random() < 0.5:
+        tenant, group, connector = (str(uuid.UUID(int=rng.getrandbits(128))) for _ in range(3))
+        secret = _hex(rng, 32)
+        path = f"{group}@{tenant}/IncomingWebhook/{secret}/{connector}"
+        text = f"the build posts to https://acme.webhook.office.com/webhookb2/{path} when it fails"
+        return Sample(text, path, (secret, connector))
+    hook = f"{_rand(rng, 7, string.digits)}/{_rand(rng, 7, string.ascii_lowercase + string.digits)}"
+    return Sample(f"new leads go to https://hooks.zapier.com/hooks/catch/{hook}/", hook, (hook,))
+
+
+#: The kinds added in session 34 (and login_and_prose, chat_webhook, session 35).
 UNLISTED_KINDS: dict[str, Callable[[random.Random], Sample]] = {
     "key_after_any_name": _key_after_any_name,
     "dotted_token": _dotted_token,
     "token_with_equals": _token_with_equals,
     "cli_password_more": _cli_password_more,
     "login_and_prose": _login_and_prose,
+    "chat_webhook": _chat_webhook,
 }
 
 

@@ -300,6 +300,13 @@ LOGIN_AND_PROSE = [
     ("az login -u bob -p Zq4!mB8xK", "az login -u bob -p [REDACTED]"),
     ("door code: 4471#", "door code: [REDACTED]"),
     ("the safe combination is 12-34-56", "the safe combination is [REDACTED]"),
+    (
+        "posts to https://acme.webhook.office.com/webhookb2/1234abcd-12ab-34cd-56ef-1234567890ab@"
+        "9f8e7d6c-12ab-34cd-56ef-1234567890ab/IncomingWebhook/0a1b2c3d4e5f60718293a4b5c6d7e8f9/"
+        "5e6f7a8b-12ab-34cd-56ef-1234567890ab on failure",
+        "posts to https://[TOKEN_REDACTED] on failure",
+    ),
+    ("https://hooks.zapier.com/hooks/catch/1234567/ab3x9k2/", "https://[TOKEN_REDACTED]/"),
     # a shell's "&&" glued to a password's digits is the password's ("&&make" still ends one)
     ("--password a0&&0120!", "--password [REDACTED]"),
 ]
@@ -342,6 +349,8 @@ def test_logins_and_keys_said_in_prose(text: str, expected: str) -> None:
         "lftp -u anonymous, ftp.example.com",
         "exit code: 137 from the OOM killer",
         "the keypad code: see the onboarding doc",
+        "see https://hooks.zapier.com/hooks/catch/ for the docs",
+        "webhook.office.com is where Teams connectors post",
     ],
 )
 def test_ordinary_prose_about_logins_and_keys_stays(text: str) -> None:

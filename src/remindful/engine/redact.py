@@ -189,13 +189,17 @@ DEFAULT_REDACTIONS: tuple[tuple[str, str, str], ...] = (
         "[TOKEN_REDACTED]",
     ),
     # Vault (hvs./hvb./hvr.), age, Mailgun (key-… and the newer 32-8-8 hex), Twilio (an AC/SK id and
-    # the auth token written after it), Telegram bots, Discord bots and webhooks.
+    # the auth token written after it), Telegram bots, Discord bots and webhooks, and the webhook
+    # addresses of Microsoft Teams (Office 365 connectors) and Zapier, whose path is the secret.
     (
         "service_token",
         r"(?<![A-Za-z0-9])(?:hv[sbr]\.[A-Za-z0-9_-]{24,}|AGE-SECRET-KEY-1[0-9A-Z]{50,}|key-[0-9a-f]{32}"
         r"|[0-9a-f]{32}-[0-9a-f]{8}-[0-9a-f]{8}|(?:AC|SK)[0-9a-f]{32}(?:[\"']?[ \t]*[,:][ \t]*[\"']?[0-9a-f]{32})?"
         r"|[MNO][A-Za-z0-9_-]{23,25}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,38})(?![A-Za-z0-9])"
         r"|discord(?:app)?\.com/api/webhooks/\d+/[A-Za-z0-9_-]{30,}"
+        r"|(?<![\w.-])[\w-]{1,64}\.webhook\.office\.com/webhookb2/[\w@/-]{40,1024}"
+        r"|outlook\.office(?:365)?\.com/webhook/[\w@/-]{40,1024}"
+        r"|hooks\.zapier\.com/hooks/catch/\d+/[0-9a-z]{4,64}"
         r"|(?<![0-9])\d{8,10}:AA[0-9A-Za-z_-]{30,}",
         "[TOKEN_REDACTED]",
     ),
@@ -293,7 +297,7 @@ DEFAULT_REDACTIONS: tuple[tuple[str, str, str], ...] = (
         r"|(?:sqlcmd|osql|isql|bcp)\b[^\n|;&]{0,512}?[ \t]-P[ \t]*(?=[^\s-])"
         r"|az[ \t]+login\b[^\n|;&]{0,512}?[ \t](?:-p|--password)[ \t]+"
         r"|lftp\b[^\n|;&]{0,512}?[ \t]-u[ \t]+[^\s,]{1,64},"
-        r"|sqlplus[ \t]+(?:-\w+[ \t]+)*[\w$#.-]{1,64}/(?=[^\s/@])"
+        r"|sqlplus[ \t]+(?:-\w+[ \t]+)*[\w$#.-]{1,64}/(?=[^\s/@]{2})"
         r"|(?<![\w/:.-])/(?i:p|pass|password):))"
         r"(?:" + _VALUE + ")",
         "[REDACTED]",
