@@ -307,8 +307,13 @@ LOGIN_AND_PROSE = [
         "posts to https://[TOKEN_REDACTED] on failure",
     ),
     ("https://hooks.zapier.com/hooks/catch/1234567/ab3x9k2/", "https://[TOKEN_REDACTED]/"),
-    # a shell's "&&" glued to a password's digits is the password's ("&&make" still ends one)
+    ("dd api key 3f2a1b0c9d8e7f6a5b4c3d2e1f0a9b8c", "dd api key [REDACTED]"),
+    ("the license key 0a1b2c3d4e5f60718293a4b5c6d7e8f9 expires", "the license key [REDACTED] expires"),
+    # a shell's "&&" (or ",," or ";;") glued to a password's digits is the password's ("&&make",
+    # ",,user=bob" still end one)
     ("--password a0&&0120!", "--password [REDACTED]"),
+    ("--password a0,,0120!", "--password [REDACTED]"),
+    ("--password a0;;0120!", "--password [REDACTED]"),
 ]
 
 
@@ -351,6 +356,9 @@ def test_logins_and_keys_said_in_prose(text: str, expected: str) -> None:
         "the keypad code: see the onboarding doc",
         "see https://hooks.zapier.com/hooks/catch/ for the docs",
         "webhook.office.com is where Teams connectors post",
+        "token 3f2a1b0c9d8e7f6a5b4c3d2e1f0a9b8c in the lexer dump",
+        "the primary key 3f2a1b0c9d8e7f6a5b4c3d2e1f0a9b8c is taken",
+        "commit 3f2a1b0c9d8e7f6a5b4c3d2e1f0a9b8c3f2a1b0c fixed the key rotation",
     ],
 )
 def test_ordinary_prose_about_logins_and_keys_stays(text: str) -> None:

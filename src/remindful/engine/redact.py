@@ -103,7 +103,7 @@ _SECRET_NAME = (
 # there, the rest of the password would be kept. What ends one: ``&`` before the next query
 # parameter (``&page=2``), a shell's ``&&`` before a space or a command (``&&make``, a word of
 # letters, digits, ``.``, ``/`` and ``-`` up to a space: ``a0&&0120!`` is one password) or ``&``
-# at a word's end; ``;`` or ``,`` before a
+# at a word's end; ``;`` or ``,`` (one or two: ``a0,,0120!`` is one password) before a
 # space, the text's end or the next ``key=``/``key:``; a closing bracket the value did not open,
 # unless more of the word follows it (``connect(password=abc)`` ends at
 # ``abc``, ``ab)c9`` and ``ab).c9`` do not); a backslash that escapes no quote, line or tab
@@ -111,8 +111,8 @@ _SECRET_NAME = (
 _BARE_SEPARATOR = (
     r"&(?![&\s]|$|[A-Za-z_][\w.\[\]-]{0,64}=)"
     r"|&&(?![&\s]|$|[A-Za-z./][\w./-]*(?:\s|$))"
-    r"|;(?![;\s]|$|[A-Za-z_][\w .-]{0,64}=)"
-    r"|,(?![,\s]|$|[\w.-]{1,64}[ \t]*[=:])"
+    r"|;;?(?![;\s]|$|[A-Za-z_][\w .-]{0,64}=)"
+    r"|,,?(?![,\s]|$|[\w.-]{1,64}[ \t]*[=:])"
 )
 _BARE_JOIN = (
     _BARE_SEPARATOR + r"|\((?=[^\s\"'`\\()]{0,256}\))[^\s\"'`\\()]{0,256}\)"
@@ -922,6 +922,8 @@ def _redact_yaml_block(pattern: re.Pattern[str], replacement: str, text: str) ->
 
 _KEYWORD_NEAR = r"(?i)(?:key|secret|token|passw|pwd|cred|auth|signature|fernet|cookie|bearer|private|api|пароль|密码)"
 _ASSIGNED = r"[=:\uff1a][ \t]*[\"'`]?$"
+#: The name of a key right before a word: "api key 3f2a…", "the license key ABCD…".
+_KEY_NAMED = r"(?i)(?<![\w-])(?:api|access|secret|private|license|account|subscription|master)[ _-]?key[ \t]+$"
 # The words of an identifier: camelCase, TitleCase and UPPER words and numbers.
 _WORDS_OF = r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+"
 _VOWEL = re.compile("[aeiouAEIOU]")
@@ -994,8 +996,10 @@ def _random_word(text: str, start: int, word: str) -> bool:
     keyword = re.search(_KEYWORD_NEAR, before) is not None
     entropy = _entropy(core)
     if hexy:
-        # a hex key only as a secret-named value ("token: 9f…"): "commit 3f9a…" and "token 3f9a…" are hashes
-        return keyword and len(core) >= 32 and entropy >= 3.3 and re.search(_ASSIGNED, before) is not None
+        # a hex key only as a secret-named value ("token: 9f…") or right after the name of a key
+        # ("dd api key 3f2a…"): "commit 3f9a…" and "token 3f9a…" are hashes
+        named = re.search(_ASSIGNED, before) is not None or re.search(_KEY_NAMED, before) is not None
+        return keyword and len(core) >= 32 and entropy >= 3.3 and named
     if keyword and (digits >= 2 or mixed) and entropy >= 3.5:
         return True
     if mixed and len(core) >= 20 and entropy >= 3.7 and re.search(_ASSIGNED, before) is not None:
