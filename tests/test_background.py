@@ -489,6 +489,21 @@ def test_a_search_waits_for_a_large_batch_its_writer_stored_before_it(tmp_path: 
         assert out[0] and all("dense" in hit.sources for hit in out[0])
 
 
+def _in_thread(fn: Any, *args: Any) -> None:
+    """``fn(*args)`` in a thread of its own (another writer), waited for."""
+    thread = threading.Thread(target=fn, args=args, daemon=True)
+    thread.start()
+    thread.join(20)
+
+
+def _import_elsewhere(memory: Any) -> None:
+    """An import by another thread: one memory more than a small write (``SHARED_ROWS``)."""
+    _in_thread(
+        memory.store_batch,
+        [{"content": f"imported note {i} about the ferry timetable"} for i in range(SHARED_ROWS + 1)],
+    )
+
+
 def test_a_search_does_not_wait_for_an_import_another_thread_is_making(tmp_path: Path) -> None:
     """A serving process's searches do not wait, up to their whole budget, for the vectors of an
     import that another thread (another client) is making (issue 34: 4.3 s at the 95th percentile
@@ -499,19 +514,12 @@ def test_a_search_does_not_wait_for_an_import_another_thread_is_making(tmp_path:
     embedder.hold("imported")
     with open_fake(tmp_path / "s", embedder=embedder, **{"performance.search_timeout_ms": 120_000}) as memory:
         try:
-            batch = [{"content": f"imported note {i} about the ferry timetable"} for i in range(SHARED_ROWS + 1)]
-            importer = threading.Thread(target=memory.store_batch, args=(batch,), daemon=True)
-            importer.start()
-            importer.join(20)
+            _import_elsewhere(memory)
             thread, out = _search_in_thread(memory, "the ferry timetable")
             thread.join(20)
             assert not thread.is_alive(), "the search waited for another thread's import"
             assert out[0] and all("imported" in hit.content for hit in out[0])  # by their words, at once
-            storer = threading.Thread(
-                target=memory.store, args=("the staging database password rotates monthly",), daemon=True
-            )
-            storer.start()
-            storer.join(20)
+            _in_thread(memory.store, "the staging database password rotates monthly")
             thread, out = _search_in_thread(memory, "credentials change every few weeks")  # no shared word
             thread.join(20)
             assert not thread.is_alive(), "the search waited for the import queued before the store"
@@ -539,13 +547,8 @@ def test_a_search_that_cannot_embed_a_stored_memory_still_answers(tmp_path: Path
     embedder.hold("imported")
     with open_fake(tmp_path / "s", embedder=embedder, **{"performance.search_timeout_ms": 120_000}) as memory:
         try:
-            batch = [{"content": f"imported note {i} about the ferry timetable"} for i in range(SHARED_ROWS + 1)]
-            importer = threading.Thread(target=memory.store_batch, args=(batch,), daemon=True)
-            importer.start()
-            importer.join(20)
-            storer = threading.Thread(target=memory.store, args=("the boom gate closes at nine",), daemon=True)
-            storer.start()
-            storer.join(20)
+            _import_elsewhere(memory)
+            _in_thread(memory.store, "the boom gate closes at nine")
             for _ in range(2):
                 thread, out = _search_in_thread(memory, "the ferry timetable")
                 thread.join(20)
