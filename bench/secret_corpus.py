@@ -281,10 +281,16 @@ def _strong(rng: random.Random, n: int = 16) -> str:
     return _password(rng, n)
 
 
-def _mysql(rng: random.Random) -> Sample:
+def _password_among(rng: random.Random, templates: tuple[str, ...]) -> Sample:
+    """A strong password in one of ``templates`` (its place is ``{p}``)."""
     pw = _strong(rng)
-    text = rng.choice(("mysql -u root -p{p} -h db.internal prod < dump.sql", "mysqldump -uroot -p{p} shop > shop.sql"))
-    return Sample(text.format(p=pw), pw, (pw,), "password")
+    return Sample(rng.choice(templates).format(p=pw), pw, (pw,), "password")
+
+
+def _mysql(rng: random.Random) -> Sample:
+    return _password_among(
+        rng, ("mysql -u root -p{p} -h db.internal prod < dump.sql", "mysqldump -uroot -p{p} shop > shop.sql")
+    )
 
 
 def _docker_login(rng: random.Random) -> Sample:
@@ -574,8 +580,8 @@ def _token_with_equals(rng: random.Random) -> Sample:
 
 
 def _cli_password_more(rng: random.Random) -> Sample:
-    pw = _strong(rng)
-    text = rng.choice(
+    return _password_among(
+        rng,
         (
             "gpg --batch --passphrase {p} -d secrets.gpg",
             "openssl pkcs12 -export -in c.pem -passout pass:{p} -out c.p12",
@@ -604,14 +610,13 @@ def _cli_password_more(rng: random.Random) -> Sample:
             "lftp -u backup,{p} ftp.example.com",
             "sqlcmd -S db -U sa -P {p} -Q 'select 1'",
             "az login -u bob@example.com -p {p}",
-        )
+        ),
     )
-    return Sample(text.format(p=pw), pw, (pw,), "password")
 
 
 def _login_and_prose(rng: random.Random) -> Sample:
-    pw = _strong(rng)
-    text = rng.choice(
+    return _password_among(
+        rng,
         (
             "login: admin / {p}",
             "the router login is admin/{p} until we change it",
@@ -623,9 +628,8 @@ def _login_and_prose(rng: random.Random) -> Sample:
             "set DB_PASS to {p} before starting",
             "my login is jdoe and my password's {p}",
             "the admin password for grafana is still {p} on staging",
-        )
+        ),
     )
-    return Sample(text.format(p=pw), pw, (pw,), "password")
 
 
 def _chat_webhook(rng: random.Random) -> Sample:

@@ -154,8 +154,8 @@ class DeferredEmbeddings:
         a search for what was just stored is not held up by an import queued before it (the
         background indexer embeds in order; a batch it is embedding already is waited for)."""
         with self._embedded:
-            free = [mid for mid in rows if mid not in self._claimed and mid in self._writer_of]
-            free = [mid for mid in free if self._writer_of[mid] is None]
+            shared = self._by_writer.get(None, set())
+            free = [mid for mid in rows if mid in shared and mid not in self._claimed]
             if not free or len(free) > SHARED_ROWS:
                 return
             self._claimed.update(free)

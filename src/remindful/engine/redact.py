@@ -125,6 +125,15 @@ _VALUE = (
     rf"|(?P<bare>(?>{_BARE_JOIN}|[^\s\"'`\\,;&)\]}}]){{1,1024}})"
 )
 
+# What joins a secret's name to its value in prose: "for" a place, if any, then "is" or "was" (perhaps
+# "is still", "is now") or "'s": "the password for grafana is still X", "my password's X".
+_SAID_IS = (
+    r"(?:[ \t]+(?i:for|of|to)(?:[ \t]+[\w.@:/-]{1,64}){1,3}?)?"
+    r"(?:[ \t]+(?i:is|was)(?:[ \t]+(?i:still|now|currently|just|always|also|actually))?[ \t]+|['\u2019]s[ \t]+)"
+)
+# What has a code or a combination: "the door code is X", "the safe combination is X".
+_CODE_PLACES = r"door|gate|alarm|garage|lock|entry|building|keypad|safe"
+
 #: Built-in rules: (name, pattern, replacement). Order matters: whole blocks first, tokens by
 #: shape next, credentials by their place (which skip what is already redacted) late.
 DEFAULT_REDACTIONS: tuple[tuple[str, str, str], ...] = (
@@ -387,11 +396,9 @@ DEFAULT_REDACTIONS: tuple[tuple[str, str, str], ...] = (
         "spoken_password",
         rf"(?P<head>(?<![\w-])(?:(?i:{_PASSWORD_WORDS})[ \t]*(?:(?i:is|es|ist|est|é|是)[ \t]+)?"
         r"|(?:(?i:pass(?:word|wd|phrase|code)|pwd?|(?:api|access|secret|private)[ \t]+key"
-        r"|(?:(?:door|gate|alarm|garage|lock|entry|building|keypad|safe)[ \t]+)?combination"
-        r"|(?:door|gate|alarm|garage|lock|entry|building|keypad|safe)[ \t]+code)|PIN)"
-        r"(?:[ \t]+(?i:for|of|to)(?:[ \t]+[\w.@:/-]{1,64}){1,3}?)?"
-        r"(?:[ \t]+(?i:is|was)(?:[ \t]+(?i:still|now|currently|just|always|also|actually))?[ \t]+|['\u2019]s[ \t]+)"
-        r"|(?i:(?:set|changed?|reset|updated?)[ \t]+(?:(?:the|my|our|his|her|their|your)[ \t]+)?(?:[\w-]+[ \t]+)?"
+        rf"|(?:(?:{_CODE_PLACES})[ \t]+)?combination|(?:{_CODE_PLACES})[ \t]+code)|PIN)"
+        + _SAID_IS
+        + r"|(?i:(?:set|changed?|reset|updated?)[ \t]+(?:(?:the|my|our|his|her|their|your)[ \t]+)?(?:[\w-]+[ \t]+)?"
         r"pass(?:word|wd|phrase)[ \t]+to[ \t]+)"
         r"|(?i:(?:api|access|secret|private)[ \t]+key|pwd?|(?:door|gate|alarm|garage|keypad)[ \t]+code)[ \t]*:[ \t]*"
         r"|(?i:pass(?:wd)?)[ \t]*:[ \t]*(?=\S*[A-Za-z])))"
@@ -421,9 +428,7 @@ DEFAULT_REDACTIONS: tuple[tuple[str, str, str], ...] = (
         "spoken_token",
         r"(?P<head>(?<![\w-])(?i:(?:(?:api|access|auth|session|bearer|refresh|secret|private|personal)[ \t]+)?"
         r"(?:token|secret)|(?:api|access|secret|private|encryption|license|wi-?fi|wpa2?|wlan|wireless|network"
-        r"|recovery|activation|product|master|decryption|signing)[ \t]+key)"
-        r"(?:[ \t]+(?i:for|of|to)(?:[ \t]+[\w.@:/-]{1,64}){1,3}?)?"
-        r"(?:[ \t]+(?i:is|was)(?:[ \t]+(?i:still|now|currently|just|always|also|actually))?[ \t]+|['\u2019]s[ \t]+))"
+        r"|recovery|activation|product|master|decryption|signing)[ \t]+key)" + _SAID_IS + r")"
         r"(?:" + _VALUE + ")",
         "[REDACTED]",
     ),
