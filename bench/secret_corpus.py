@@ -643,7 +643,64 @@ def _chat_webhook(rng: random.Random) -> Sample:
     return Sample(f"new leads go to https://hooks.zapier.com/hooks/catch/{hook}/", hook, (hook,))
 
 
-#: The kinds added in session 34 (and login_and_prose, chat_webhook, session 35).
+def _piped_and_prose(rng: random.Random) -> Sample:
+    return _password_among(
+        rng,
+        (
+            "echo {p} | sudo -S apt-get update",
+            "printf '%s' '{p}' | docker login --username ci --password-stdin ghcr.io",
+            "echo {p} | kinit admin@EXAMPLE.COM",
+            "psexec \\\\build01 -u acme\\admin -p {p} cmd /c whoami",
+            "net use \\\\nas\\share /user:acme\\deploy {p}",
+            "ssh in as root, the password there is {p}",
+            "gcloud auth login  # password {p}",
+            "WiFi: AcmeGuest / {p}",
+            "VPN creds are deploy and {p}",
+        ),
+    )
+
+
+#: Words of a wallet's seed phrase (a few of BIP-39's 2,048).
+SEED_WORDS = (
+    "abandon", "ability", "able", "about", "above", "absent", "absorb", "abstract", "absurd", "abuse", "access",
+    "accident", "account", "accuse", "achieve", "acid", "acoustic", "acquire", "across", "action", "actor",
+    "actress", "actual", "adapt", "address", "adjust", "admit", "adult", "advance", "advice", "aerobic", "affair",
+    "afford", "afraid", "again", "agent", "agree", "ahead", "aim", "air", "airport", "aisle", "alarm", "album",
+    "alcohol", "alert", "alien", "allow", "almost", "alone", "alpha", "already", "also", "alter", "always",
+    "amateur", "amazing", "among", "amount",
+)  # fmt: skip
+
+
+def _two_factor(rng: random.Random) -> Sample:
+    kind = rng.randrange(7)
+    if kind == 0:
+        seed = _rand(rng, rng.choice((16, 32)), string.ascii_uppercase + "234567")
+        text = rng.choice(("2FA seed {s}", "totp secret: {s}", "the authenticator key is {s}")).format(s=seed)
+        return Sample(text, seed, (seed,))
+    if kind == 1:
+        codes = [
+            f"{_rand(rng, 4, string.ascii_lowercase + string.digits)}-{_rand(rng, 4, string.digits)}"
+            for _ in range(rng.randrange(4, 10))
+        ]
+        return Sample(f"backup codes: {' '.join(codes)}", " ".join(codes), tuple(codes))
+    if kind == 2:
+        pw = " ".join(_rand(rng, 4, string.ascii_lowercase) for _ in range(4))
+        return Sample(f"gmail app password: {pw}", pw, (pw,))
+    if kind == 3:
+        phrase = " ".join(rng.choice(SEED_WORDS) for _ in range(rng.choice((12, 24))))
+        return Sample(f"recovery phrase: {phrase}", phrase, (phrase,))
+    if kind == 4:
+        token = "pul-" + _hex(rng, 40)
+        return Sample(f"PULUMI_ACCESS_TOKEN is {token}", token, (token,))
+    if kind == 5:
+        token = "NRAK-" + _rand(rng, 27, string.ascii_uppercase + string.digits)
+        return Sample(f"use {token} for the New Relic API", token, (token,))
+    token = _hex(rng, 32)
+    return Sample(f"twilio auth token {token}", token, (token,))
+
+
+#: The kinds added in session 34 (and login_and_prose, chat_webhook, session 35; piped_and_prose,
+#: two_factor, session 36).
 UNLISTED_KINDS: dict[str, Callable[[random.Random], Sample]] = {
     "key_after_any_name": _key_after_any_name,
     "dotted_token": _dotted_token,
@@ -651,6 +708,8 @@ UNLISTED_KINDS: dict[str, Callable[[random.Random], Sample]] = {
     "cli_password_more": _cli_password_more,
     "login_and_prose": _login_and_prose,
     "chat_webhook": _chat_webhook,
+    "piped_and_prose": _piped_and_prose,
+    "two_factor": _two_factor,
 }
 
 

@@ -322,6 +322,52 @@ def test_logins_and_keys_said_in_prose(text: str, expected: str) -> None:
     assert R.redact(text) == expected
 
 
+# Secrets handed to a command through a pipe, two-factor secrets, a wallet's seed phrase, a
+# password named without "is" or ":", more login pairs and vendor tokens: each was kept whole (a
+# probe of forms outside our list; the values are made up).
+PIPED_AND_TWO_FACTOR = [
+    ("echo Zq4mB8xKw2 | sudo -S apt-get update", "echo [REDACTED] | sudo -S apt-get update"),
+    (
+        "printf '%s' 'Yk8vN2qLp' | docker login --username ci --password-stdin ghcr.io",
+        "printf '%s' '[REDACTED]' | docker login --username ci --password-stdin ghcr.io",
+    ),
+    ("echo Wq7xKp2mLr9sTv4n | gh auth login --with-token", "echo [REDACTED] | gh auth login --with-token"),
+    ("echo Hq3zPw8rLk | kinit admin", "echo [REDACTED] | kinit admin"),
+    # glued to a word before it by a "-", as in a session id ("deploy-echo X | ...")
+    ("deploy-echo Hq3zPw8rLk | sudo -S true", "deploy-echo [REDACTED] | sudo -S true"),
+    ("deploy-2FA seed IMPNJHGPQIEHP7WY7URXGS4H7OWAVGAX", "deploy-2FA seed [REDACTED]"),
+    ("psexec \\\\host -u acme\\admin -p Zq4mB8xKw2 cmd", "psexec \\\\host -u acme\\admin -p [REDACTED] cmd"),
+    (
+        "net use \\\\server\\share /user:acme\\deploy Zq4mB8xKw2",
+        "net use \\\\server\\share /user:acme\\deploy [REDACTED]",
+    ),
+    ("ssh in as root, the password there is Zq4mB8xKw2", "ssh in as root, the password there is [REDACTED]"),
+    ("gcloud auth login # password Zq4mB8xKw2", "gcloud auth login # password [REDACTED]"),
+    ("pwd Hunter2isBack", "pwd [REDACTED]"),
+    ("WiFi: AcmeGuest / Zq4mB8xKw2", "WiFi: AcmeGuest / [REDACTED]"),
+    ("VPN creds are deploy and Zq4mB8xKw2", "VPN creds are deploy and [REDACTED]"),
+    ("2FA seed JBSWY3DPEHPK3PXPJBSWY3DPEHPK3PXP", "2FA seed [REDACTED]"),
+    ("totp secret: KRSXG5CTMVRXEZLU", "totp secret: [REDACTED]"),
+    ("backup codes: 8f3k-2j9d 7h2k-9d3j 1k9d-3j8f", "backup codes: [REDACTED]"),
+    ("recovery codes are 48213957, 10293847, 56473829", "recovery codes are [REDACTED]"),
+    ("gmail app password: abcd efgh ijkl mnop", "gmail app password: [REDACTED]"),
+    (
+        "recovery phrase: abandon ability able about above absent absorb abstract absurd abuse access accident",
+        "recovery phrase: [REDACTED]",
+    ),
+    ("export PULUMI_TOKEN=pul-4781315038dbca0de9f8c9c0afe061dd17a33631", "export PULUMI_TOKEN=[TOKEN_REDACTED]"),
+    ("pul-4781315038dbca0de9f8c9c0afe061dd17a33631", "[TOKEN_REDACTED]"),
+    ("use NRAK-36GY26S6H072IFQX09JIXD0PLQG for the API", "use [TOKEN_REDACTED] for the API"),
+    ("license b88e52f204df136f9fe3e277c85bc4abc294NRAL", "license [TOKEN_REDACTED]"),
+    ("twilio auth token 867c880e0d7cf7f01f7385129359cf32", "twilio auth token [REDACTED]"),
+]
+
+
+@pytest.mark.parametrize("text,expected", PIPED_AND_TWO_FACTOR)
+def test_piped_and_two_factor_secrets(text: str, expected: str) -> None:
+    assert R.redact(text) == expected
+
+
 @pytest.mark.parametrize(
     "text",
     [
@@ -416,6 +462,30 @@ def test_a_word_of_many_names_and_equals_signs_is_judged_in_one_pass() -> None:
         '{"pwd": "/srv/app"}',
         "use this as the password",
         "use 2FA as the password policy",
+        "pwd /home/alice/projects",
+        "run pwd first, then ls",
+        "the password policy2024 document",
+        "password reset3 flow is broken",
+        "password hashing uses bcrypt12",
+        "Password1 is a weak password",
+        "backup codes are stored in the vault",
+        "recovery codes: see page 12 of the runbook",
+        "2fa secret rotation happens monthly",
+        "otp key length is 32",
+        "app password is required for IMAP",
+        "the recovery phrase is written on paper and kept in a safe place with the other documents",
+        "wifi: 5GHz / channel36 is congested",
+        "vpn: wg0 / 10.0.0.1/24",
+        "creds are rotated and stored in vault",
+        "echo $PASS | docker login -u me --password-stdin",
+        'echo "$TOKEN" | gh auth login --with-token',
+        "echo hello | sudo tee /etc/motd",
+        "echo test | kinit --help",
+        "net use Z: \\\\server\\share /user:acme\\alice *",
+        "psexec \\\\host -u admin cmd",
+        "the auth token 3f9a is short",
+        "git commit 3f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c4d3e2f1a",
+        "the password there is no longer valid",
         "the first_long_variable_name=second_long_variable_name binding",
     ],
 )

@@ -125,10 +125,19 @@ _VALUE = (
     rf"|(?P<bare>(?>{_BARE_JOIN}|[^\s\"'`\\,;&)\]}}]){{1,1024}})"
 )
 
+# Words of prose no seed phrase holds (BIP-39's list has none of them): "the phrase is written on
+# paper and kept in the safe" is no seed.
+_PROSE_WORDS = (
+    "the|and|for|with|that|this|from|are|was|were|have|has|had|they|you|she|will|would|can|could"
+    "|should|there|their|then|than|which|what|when|where|who|how|into|its|our|your|been|being|does|did|not|but"
+)
+
 # What joins a secret's name to its value in prose: "for" a place, if any, then "is" or "was" (perhaps
-# "is still", "is now") or "'s": "the password for grafana is still X", "my password's X".
+# "there is", "is still", "is now") or "'s": "the password for grafana is still X", "my password's X",
+# "the password there is X".
 _SAID_IS = (
     r"(?:[ \t]+(?i:for|of|to)(?:[ \t]+[\w.@:/-]{1,64}){1,3}?)?"
+    r"(?:[ \t]+(?i:there|here|now|then|today|currently))?"
     r"(?:[ \t]+(?i:is|was)(?:[ \t]+(?i:still|now|currently|just|always|also|actually))?[ \t]+|['\u2019]s[ \t]+)"
 )
 # What has a code or a combination: "the door code is X", "the safe combination is X".
@@ -198,13 +207,15 @@ DEFAULT_REDACTIONS: tuple[tuple[str, str, str], ...] = (
         "[TOKEN_REDACTED]",
     ),
     # Vault (hvs./hvb./hvr.), age, Mailgun (key-… and the newer 32-8-8 hex), Twilio (an AC/SK id and
-    # the auth token written after it), Telegram bots, Discord bots and webhooks, and the webhook
+    # the auth token written after it), Pulumi (pul-), New Relic (a user key NRAK-…, a license key
+    # ending NRAL), Telegram bots, Discord bots and webhooks, and the webhook
     # addresses of Microsoft Teams (Office 365 connectors) and Zapier, whose path is the secret.
     (
         "service_token",
         r"(?<![A-Za-z0-9])(?:hv[sbr]\.[A-Za-z0-9_-]{24,}|AGE-SECRET-KEY-1[0-9A-Z]{50,}|key-[0-9a-f]{32}"
         r"|[0-9a-f]{32}-[0-9a-f]{8}-[0-9a-f]{8}|(?:AC|SK)[0-9a-f]{32}(?:[\"']?[ \t]*[,:][ \t]*[\"']?[0-9a-f]{32})?"
-        r"|[MNO][A-Za-z0-9_-]{23,25}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,38})(?![A-Za-z0-9])"
+        r"|[MNO][A-Za-z0-9_-]{23,25}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,38}"
+        r"|pul-[0-9a-f]{40}|NRAK-[A-Z0-9]{27}|[0-9a-f]{36}NRAL)(?![A-Za-z0-9])"
         r"|discord(?:app)?\.com/api/webhooks/\d+/[A-Za-z0-9_-]{30,}"
         r"|(?<![\w.-])[\w-]{1,64}\.webhook\.office\.com/webhookb2/[\w@/-]{40,1024}"
         r"|outlook\.office(?:365)?\.com/webhook/[\w@/-]{40,1024}"
@@ -277,7 +288,8 @@ DEFAULT_REDACTIONS: tuple[tuple[str, str, str], ...] = (
     ),
     # A password given on a command line whose flag names no password: mysql -pX, docker login -p X,
     # sshpass -p X, redis-cli -a X, ldapsearch -w X, openssl -passin pass:X, keytool -storepass X,
-    # zip -P X, 7z -pX, htpasswd -b FILE USER X, net user NAME X, ConvertTo-SecureString 'X',
+    # zip -P X, 7z -pX, htpasswd -b FILE USER X, net user NAME X, net use \\\\host\\share /user:NAME X,
+    # psexec ... -p X, ConvertTo-SecureString 'X',
     # nmcli ... password X, wpa_passphrase SSID X, mongosh -p X, ssh-keygen -N X, openssl passwd X,
     # rabbitmqctl add_user NAME X, vault login X, smbclient -U user%X, xfreerdp /p:X.
     (
@@ -294,6 +306,8 @@ DEFAULT_REDACTIONS: tuple[tuple[str, str, str], ...] = (
         r"|(?:7z|7za|7zr|7zz|rar|unrar)\b[^\n|;&]{0,512}?[ \t]-p(?=[^\s-])"
         r"|htpasswd\b(?=[^\n|;&]{0,512}?[ \t]-[A-Za-z]{0,8}b)[^\n|;&]{0,512}?[ \t](?=[^\s-]\S*[ \t]*(?:$|[\n|;&>]))"
         r"|net[ \t]+user[ \t]+(?:\"[^\"\n]+\"|[^\s/\"]+)[ \t]+(?=[^\s/*])"
+        r"|net[ \t]+use[ \t]+(?:[A-Za-z]:[ \t]+)?\S+[ \t]+/user:\S+[ \t]+(?=[^\s/*])"
+        r"|(?:psexec|psexec64|paexec|winexe)\b[^\n|;&]{0,512}?[ \t]-p[ \t]+"
         r"|(?i:ConvertTo-SecureString)[ \t]+(?:-String[ \t]+)?"
         r"|nmcli\b[^\n|;&]{0,512}?[ \t](?:password|wifi-sec\.psk|802-1x\.password)[ \t]+"
         r"|wpa_passphrase[ \t]+(?:\"[^\"\n]*\"|\S+)[ \t]+"
@@ -333,12 +347,21 @@ DEFAULT_REDACTIONS: tuple[tuple[str, str, str], ...] = (
         r"(?:[ \t]+(?i:for|on|of|to|here|now|again)\b|[ \t]*(?:[^\w \t-]|$)))",
         "\\g<head>[REDACTED]",
     ),
-    # A password piped to chpasswd or passwd --stdin: echo 'user:X' | chpasswd, echo X | passwd --stdin.
+    # A password or token piped to what reads one from its input: echo 'user:X' | chpasswd,
+    # echo X | passwd --stdin, echo X | sudo -S, printf '%s' X | docker login --password-stdin,
+    # echo X | gh auth login --with-token, echo X | kinit, echo X | vault login -.
     (
         "piped_password",
-        r"(?P<head>(?<![\w-])echo[ \t]+(?:-[a-zA-Z]+[ \t]+)*(?P<q>['\"]?)(?:[\w.-]+:)?)"
-        r"(?!\[REDACTED\]|\$)(?=[^\s'\"|]*[A-Za-z0-9])[^\s'\"|]+"
-        r"(?=(?P=q)[ \t]*\|[ \t]*(?:sudo[ \t]+)?(?:chpasswd|passwd\b[^\n|]*--stdin))",
+        r"(?P<head>(?<![A-Za-z0-9_])(?:echo[ \t]+(?:-[a-zA-Z]+[ \t]+)*"
+        r"|printf[ \t]+(?:(?P<f>['\"])%s(?:\\n)?(?P=f)[ \t]+)?)"
+        r"(?P<q>['\"]?)(?:[\w.-]+:)?)"
+        r"(?!\[REDACTED\]|\$|(?i:test|hello|foo|bar|yes|no|y|n)(?=['\"\s|]))(?=[^\s'\"|]*[A-Za-z0-9])[^\s'\"|]+"
+        r"(?=(?P=q)[ \t]*\|[ \t]*(?:sudo[ \t]+)?(?:chpasswd|passwd\b[^\n|]*--stdin"
+        r"|sudo[ \t]+(?:-[A-Za-z]*S\b|--stdin)"
+        r"|(?:docker|podman|nerdctl|buildah|skopeo|oras|crane|helm(?:[ \t]+registry)?)[ \t]+login\b"
+        r"[^\n|]*--password-stdin"
+        r"|gh[ \t]+auth[ \t]+login\b[^\n|]*--with-token|kinit\b|vault[ \t]+login\b"
+        r"|gpg\b[^\n|]*--passphrase-fd[ \t]+0|cryptsetup\b|openssl\b[^\n|]*-pass(?:in)?[ \t]+stdin))",
         "\\g<head>[REDACTED]",
     ),
     # .netrc: "machine host login user password X", and its one-token-per-line form.
@@ -414,13 +437,63 @@ DEFAULT_REDACTIONS: tuple[tuple[str, str, str], ...] = (
         "[REDACTED]",
     ),
     # A user and password after a login word: "login: admin / X", "credentials admin:X", "sign in
-    # as alice / X" (the password holding a letter and a digit or symbol, 6 characters or more).
+    # as alice / X", "WiFi: AcmeGuest / X", "VPN creds are deploy and X" (the password holding a
+    # letter and a digit or symbol, 6 characters or more).
     (
         "login_pair",
-        r"(?P<head>(?<![A-Za-z0-9])(?i:log(?:ged)?[ \t]?in|sign(?:ed)?[ \t]?in|credentials?|creds)"
+        r"(?P<head>(?<![A-Za-z0-9])(?i:log(?:ged)?[ \t]?in|sign(?:ed)?[ \t]?in|credentials?|creds|wi-?fi|vpn)"
+        r"(?:[ \t]+(?i:creds|credentials|login))?"
         r"(?:[ \t]+(?i:is|are|was|were|with|as|using))?[ \t]*:?[ \t]*"
-        r"(?P<user>[\w.@+-]{1,64})[ \t]*[/:][ \t]*)(?!\[REDACTED\]|/)(?P<pw>[^\s'\"]{6,128})",
+        r"(?P<user>[\w.@+-]{1,64})(?:[ \t]*[/:][ \t]*|[ \t]+(?i:and|with(?:[ \t]+password)?)[ \t]+))"
+        r"(?!\[REDACTED\]|/)(?P<pw>[^\s'\"]{6,128})",
         "[REDACTED]",
+    ),
+    # A password named without "is" or ":" before it: "# password Tr0ub4dor3xyz", "pwd Hunter2isBack":
+    # a word of 8 characters or more holding a digit and both cases or a symbol ("pwd /srv/app",
+    # "password policy2024", "password reset3" stay).
+    (
+        "bare_password",
+        r"(?P<head>(?<![A-Za-z0-9_])(?i:password|passwd|passphrase|pwd)[ \t]+)(?!\[REDACTED\])"
+        r"(?=[^\s]*\d)(?=[^\s]*(?:[A-Z][^\s]*[a-z]|[a-z][^\s]*[A-Z]|[!@#$%^&*+=?~]))(?![^\s]*/)"
+        r"[^\s'\"`,;]{8,128}(?=[\s,;.'\"`)]|$)",
+        "\\g<head>[REDACTED]",
+    ),
+    # Two-factor secrets: a TOTP seed after its name ("2FA seed JBSWY3DP…", base32: with a digit, or
+    # in capitals), backup codes
+    # ("backup codes: 8f3k-2j9d 7h2k-9d3j", two or more, each with a digit), an app password ("app
+    # password: abcd efgh ijkl mnop"), and a wallet's seed phrase (12 to 24 words, none of them a
+    # word of prose such as "the", "and", "is").
+    (
+        "otp_seed",
+        r"(?P<head>(?<![A-Za-z0-9_])(?i:2fa|mfa|totp|otp|authenticator|two[ -]factor)[ \t]+"
+        r"(?i:seed|secret|key|setup[ \t]+key)"
+        r"(?:[ \t]+(?i:is|was))?[ \t]*[:=]?[ \t]*)(?=[A-Za-z2-7 ]*[2-7]|[A-Z2-7]{16})[A-Za-z2-7]{16,}"
+        r"(?:[ \t][A-Za-z2-7]{4}){0,8}"
+        r"(?![A-Za-z0-9])",
+        "\\g<head>[REDACTED]",
+    ),
+    (
+        "backup_codes",
+        r"(?P<head>(?<![A-Za-z0-9_])(?i:backup|recovery|scratch|2fa|mfa)[ \t]+codes?"
+        r"(?:[ \t]+(?i:are|were|is))?[ \t]*:?[ \t]*)"
+        r"(?=[A-Za-z]*-?[A-Za-z]*\d)[A-Za-z0-9]{4,10}(?:-[A-Za-z0-9]{3,10})?"
+        r"(?:[ \t]*[, \t][ \t]*(?=[A-Za-z]*-?[A-Za-z]*\d)[A-Za-z0-9]{4,10}(?:-[A-Za-z0-9]{3,10})?){1,19}(?![\w-])",
+        "\\g<head>[REDACTED]",
+    ),
+    (
+        "app_password",
+        r"(?P<head>(?<![A-Za-z0-9_])(?i:app(?:lication)?[ \t-](?:specific[ \t-])?password)"
+        r"(?:[ \t]+(?i:is|was))?[ \t]*:?[ \t]*)"
+        r"(?:[a-z]{4}(?:[ \t][a-z]{4}){3}|[a-z]{16})(?![A-Za-z0-9])",
+        "\\g<head>[REDACTED]",
+    ),
+    (
+        "seed_phrase",
+        r"(?P<head>(?<![A-Za-z0-9_])(?i:(?:seed|recovery|mnemonic|backup|wallet|secret[ \t]+recovery)[ \t]+"
+        r"(?:phrase|words|mnemonic)|mnemonic)(?:[ \t]+(?i:is|was))?[ \t]*[:=]?[ \t]*)"
+        rf"(?!(?:[a-z]{{3,8}}[ \t]+){{0,23}}(?:{_PROSE_WORDS})\b)"
+        r"(?:[a-z]{3,8}[ 	]+){11,23}[a-z]{3,8}(?![A-Za-z])",
+        "\\g<head>[REDACTED]",
     ),
     # A token or secret written as prose: "the session token is 8f7e6d5c4b3a", "my API token was
     # abc123|def456" (a value of letters and digits, 8 characters or more: :func:`_redact_spoken_token`).
@@ -494,7 +567,20 @@ _FOREIGN_PASSWORDS += ("wachtwoord", "hasło", "parola", "パスワード", "비
 _SPOKEN_HINTS = ("pass", "pw", "pin", "api key", "access key", "secret key", "private key", " code", "combination")
 _TOKEN_HINTS = ("token", "secret", " key")
 _CLI_HINTS: tuple[str, ...] = ("mysql", "mariadb", "login", "sshpass", "-cli", "ldap", "pass", "zip", "7z", "rar")
-_CLI_HINTS += ("net user", "securestring", "nmcli", "mongo", "influx", "ssh-keygen", "rabbitmqctl", "smbclient")
+_CLI_HINTS += (
+    "net user",
+    "net use",
+    "psexec",
+    "paexec",
+    "winexe",
+    "securestring",
+    "nmcli",
+    "mongo",
+    "influx",
+    "ssh-keygen",
+    "rabbitmqctl",
+    "smbclient",
+)
 _CLI_HINTS += ("vault", "/p:", "sqlcmd", "osql", "isql", "bcp", "az login", "lftp", "sqlplus")
 _COOKIE_HINTS = ("session", "sessid", "connect.sid", "csrftoken", "remember_token")
 
@@ -522,7 +608,7 @@ _PRECHECKS: dict[str, Callable[[_Text], bool]] = {
     "session_cookie": lambda t: _any(t.lower, _COOKIE_HINTS),
     "cli_password": lambda t: _any(t.lower, _CLI_HINTS),
     "sql_password": lambda t: "'" in t.text and ("password" in t.lower or "identified" in t.lower),
-    "piped_password": lambda t: "echo" in t.text and "passwd" in t.text,
+    "piped_password": lambda t: ("echo" in t.text or "printf" in t.text) and "|" in t.text,
     "short_password_field": lambda t: _any(t.lower, ('"pass"', "'pass'", '"pw', "'pw")),
     "password_named_after": lambda t: " as " in t.text and _any(t.lower, ("password", "passphrase", " pw")),
     "netrc_password": lambda t: "password" in t.lower,
@@ -536,7 +622,15 @@ _PRECHECKS: dict[str, Callable[[_Text], bool]] = {
     "variable_set_to": lambda t: (
         " to " in t.lower and _any(t.lower, ("set", "chang", "updat")) and _any(t.lower, _PAIR_HINTS)
     ),
-    "login_pair": lambda t: _any(t.lower, ("log", "sign", "cred")) and ("/" in t.text or ":" in t.text),
+    "bare_password": lambda t: _any(t.lower, ("password ", "passwd ", "passphrase ", "pwd ")),
+    "otp_seed": lambda t: _any(t.lower, ("2fa", "mfa", "totp", "otp", "authenticator", "factor")),
+    "backup_codes": lambda t: " code" in t.lower and _any(t.lower, ("backup", "recovery", "scratch", "2fa", "mfa")),
+    "app_password": lambda t: "password" in t.lower and "app" in t.lower,
+    "seed_phrase": lambda t: _any(t.lower, ("phrase", "mnemonic", "seed words", "recovery words", "backup words")),
+    "login_pair": lambda t: (
+        _any(t.lower, ("log", "sign", "cred", "wifi", "wi-fi", "vpn"))
+        and ("/" in t.text or ":" in t.text or " and " in t.lower)
+    ),
     "random_token": lambda t: len(t.text) >= 16,
     "url_password": lambda t: "://" in t.text and "@" in t.text,
     "authorization_header": lambda t: "authorization" in t.lower,
@@ -773,7 +867,8 @@ _PASSWORD_SYMBOLS = frozenset("!@#$%^&*+=?~")
 def _redact_login_pair(pattern: re.Pattern[str], replacement: str, text: str) -> tuple[str, int]:
     """A user and password after a login word: only a password of 6 characters or more holding a
     letter and a digit or symbol ("login: user/settings page", "sign in with Google/GitHub",
-    "credentials admin:read-only", "log in to host:2222" are no passwords). A full stop, comma,
+    "credentials admin:read-only", "log in to host:2222" are no passwords); after "wifi" or "vpn",
+    of both cases and a digit, or a symbol ("wifi: 5GHz / channel36" is a setting). A full stop, comma,
     colon or bracket that ends it stays (a "!" or "?" may be the password's)."""
     hits = 0
 
@@ -785,6 +880,8 @@ def _redact_login_pair(pattern: re.Pattern[str], replacement: str, text: str) ->
         letter = any(c.isalpha() for c in word)
         if len(word) < 6 or not letter or not any(c.isdigit() or c in _PASSWORD_SYMBOLS for c in word):
             return match.group(0)
+        if match.group("head")[:1] in "wWvV" and not (_mixed(word) or any(c in _PASSWORD_SYMBOLS for c in word)):
+            return match.group(0)  # a network's name and a setting ("wifi: 5GHz / channel36")
         if _placeholder(word):
             return match.group(0)
         hits += 1
@@ -927,8 +1024,12 @@ def _redact_yaml_block(pattern: re.Pattern[str], replacement: str, text: str) ->
 
 _KEYWORD_NEAR = r"(?i)(?:key|secret|token|passw|pwd|cred|auth|signature|fernet|cookie|bearer|private|api|пароль|密码)"
 _ASSIGNED = r"[=:\uff1a][ \t]*[\"'`]?$"
-#: The name of a key right before a word: "api key 3f2a…", "the license key ABCD…".
-_KEY_NAMED = r"(?i)(?<![\w-])(?:api|access|secret|private|license|account|subscription|master)[ _-]?key[ \t]+$"
+#: The name of a key or token right before a word: "api key 3f2a…", "the license key ABCD…",
+#: "auth token 9f3c…" ("token 3f9a…" alone stays: a hash as often).
+_KEY_NAMED = (
+    r"(?i)(?<![\w-])(?:(?:api|access|secret|private|license|account|subscription|master)[ _-]?key"
+    r"|(?:auth|access|api|secret|bearer|session|refresh)[ _-]?token)[ \t]+$"
+)
 # The words of an identifier: camelCase, TitleCase and UPPER words and numbers.
 _WORDS_OF = r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+"
 _VOWEL = re.compile("[aeiouAEIOU]")
@@ -1002,9 +1103,11 @@ def _random_word(text: str, start: int, word: str) -> bool:
     entropy = _entropy(core)
     if hexy:
         # a hex key only as a secret-named value ("token: 9f…") or right after the name of a key
-        # ("dd api key 3f2a…"): "commit 3f9a…" and "token 3f9a…" are hashes
-        named = re.search(_ASSIGNED, before) is not None or re.search(_KEY_NAMED, before) is not None
-        return keyword and len(core) >= 32 and entropy >= 3.3 and named
+        # ("dd api key 3f2a…", "auth token 9f3c…"): "commit 3f9a…" and "token 3f9a…" are hashes
+        # (right after a key's name, a lower bar: 1 in 20 random 32-digit keys is under 3.3)
+        if re.search(_KEY_NAMED, before) is not None:
+            return keyword and len(core) >= 32 and entropy >= 3.0
+        return keyword and len(core) >= 32 and entropy >= 3.3 and re.search(_ASSIGNED, before) is not None
     if keyword and (digits >= 2 or mixed) and entropy >= 3.5:
         return True
     if mixed and len(core) >= 20 and entropy >= 3.7 and re.search(_ASSIGNED, before) is not None:
