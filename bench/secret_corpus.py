@@ -656,6 +656,14 @@ def _piped_and_prose(rng: random.Random) -> Sample:
             "gcloud auth login  # password {p}",
             "WiFi: AcmeGuest / {p}",
             "VPN creds are deploy and {p}",
+            "la password è {p}",
+            "hasło to {p}",
+            "şifre: {p}",
+            "비밀번호는 {p}",
+            "lösenordet är {p}",
+            "mdp : {p}",
+            "smtp user is bob, pass is {p}",
+            "./backup.sh -u bob -p {p} --all",
         ),
     )
 

@@ -360,6 +360,17 @@ PIPED_AND_TWO_FACTOR = [
     ("use NRAK-36GY26S6H072IFQX09JIXD0PLQG for the API", "use [TOKEN_REDACTED] for the API"),
     ("license b88e52f204df136f9fe3e277c85bc4abc294NRAL", "license [TOKEN_REDACTED]"),
     ("twilio auth token 867c880e0d7cf7f01f7385129359cf32", "twilio auth token [REDACTED]"),
+    ("ALGOLIA_ADMIN_KEY 0f3c1a7be2d84f06a5c9e1b7d3f20a8c", "ALGOLIA_ADMIN_KEY [REDACTED]"),
+    ("la password è Zq4mB8xKw2", "la password è [REDACTED]"),
+    ("hasło to Zq4mB8xKw2", "hasło to [REDACTED]"),
+    ("şifre: Zq4mB8xKw2", "şifre: [REDACTED]"),
+    ("비밀번호는 Zq4mB8xKw2", "비밀번호는 [REDACTED]"),
+    ("deploy-비밀번호는 Zq4mB8xKw2", "deploy-비밀번호는 [REDACTED]"),
+    ("lösenordet är Zq4mB8xKw2", "lösenordet är [REDACTED]"),
+    ("mdp : Zq4mB8xKw2", "mdp : [REDACTED]"),
+    ("smtp user is bob, pass is Zq4mB8xKw2", "smtp user is bob, pass is [REDACTED]"),
+    ("https://x.example.com/cb?user=bob&pass=Zq4mB8xKw2", "https://x.example.com/cb?user=bob&pass=[REDACTED]"),
+    ("./backup -u bob -p Zq4mB8xKw2", "./backup -u bob -p [REDACTED]"),
 ]
 
 
@@ -486,6 +497,13 @@ def test_a_word_of_many_names_and_equals_signs_is_judged_in_one_pass() -> None:
         "the auth token 3f9a is short",
         "git commit 3f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c4d3e2f1a",
         "the password there is no longer valid",
+        "password PORT=8080",
+        "docker run -u 1000 -p 8080:80 app",
+        "ssh -p 2222 bob@host",
+        "https://x.example.com/cb?pass=true&page=2",
+        "PRIMARY_KEY 3f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c",
+        "the test pass is green",
+        "clave primaria",
         "the first_long_variable_name=second_long_variable_name binding",
     ],
 )

@@ -81,7 +81,7 @@ FIELD_REPLACEMENT = "[REDACTED]"
 # "password" in other languages (a name of its own, as ``password`` is).
 _PASSWORD_WORDS = (
     r"contrase(?:ñ|n)a|passwort|kennwort|пароль|密码|口令|mot de passe|senha|wachtwoord|hasło|parola"
-    r"|パスワード|비밀번호"
+    r"|パスワード|비밀번호|şifre|lösenord(?:et)?|mdp|clave|heslo|jelszó|salasana|adgangskode|passord"
 )
 _SECRET_WORDS = (
     r"pass(?:word|wd|phrase)|secret[_-]?key[_-]?base|secret|token|credentials?|auth"
@@ -138,7 +138,7 @@ _PROSE_WORDS = (
 _SAID_IS = (
     r"(?:[ \t]+(?i:for|of|to)(?:[ \t]+[\w.@:/-]{1,64}){1,3}?)?"
     r"(?:[ \t]+(?i:there|here|now|then|today|currently))?"
-    r"(?:[ \t]+(?i:is|was)(?:[ \t]+(?i:still|now|currently|just|always|also|actually))?[ \t]+|['\u2019]s[ \t]+)"
+    r"(?:[ \t]+(?i:is|was|è)(?:[ \t]+(?i:still|now|currently|just|always|also|actually))?[ \t]+|['\u2019]s[ \t]+)"
 )
 # What has a code or a combination: "the door code is X", "the safe combination is X".
 _CODE_PLACES = r"door|gate|alarm|garage|lock|entry|building|keypad|safe"
@@ -307,7 +307,7 @@ DEFAULT_REDACTIONS: tuple[tuple[str, str, str], ...] = (
         r"|htpasswd\b(?=[^\n|;&]{0,512}?[ \t]-[A-Za-z]{0,8}b)[^\n|;&]{0,512}?[ \t](?=[^\s-]\S*[ \t]*(?:$|[\n|;&>]))"
         r"|net[ \t]+user[ \t]+(?:\"[^\"\n]+\"|[^\s/\"]+)[ \t]+(?=[^\s/*])"
         r"|net[ \t]+use[ \t]+(?:[A-Za-z]:[ \t]+)?\S+[ \t]+/user:\S+[ \t]+(?=[^\s/*])"
-        r"|(?:psexec|psexec64|paexec|winexe)\b[^\n|;&]{0,512}?[ \t]-p[ \t]+"
+        r"|(?:psexec|psexec64|paexec|winexe)\b[^\n|;&]{0,512}?[ \t]-p[ \t]+(?=\S*[\d!@#$%^&*+=?~A-Z])"
         r"|(?i:ConvertTo-SecureString)[ \t]+(?:-String[ \t]+)?"
         r"|nmcli\b[^\n|;&]{0,512}?[ \t](?:password|wifi-sec\.psk|802-1x\.password)[ \t]+"
         r"|wpa_passphrase[ \t]+(?:\"[^\"\n]*\"|\S+)[ \t]+"
@@ -417,14 +417,16 @@ DEFAULT_REDACTIONS: tuple[tuple[str, str, str], ...] = (
     # "the password for the staging db is X", "my passphrase was X", "API key: X".
     (
         "spoken_password",
-        rf"(?P<head>(?<![\w-])(?:(?i:{_PASSWORD_WORDS})[ \t]*(?:(?i:is|es|ist|est|é|是)[ \t]+)?"
+        rf"(?P<head>(?<!\w)(?:(?i:{_PASSWORD_WORDS})[ \t]*"
+        r"(?:(?i:is|es|ist|est|é|è|är|er|on|je|to|是)[ \t]+|[는은][ \t]*)?"
         r"|(?:(?i:pass(?:word|wd|phrase|code)|pwd?|(?:api|access|secret|private)[ \t]+key"
         rf"|(?:(?:{_CODE_PLACES})[ \t]+)?combination|(?:{_CODE_PLACES})[ \t]+code)|PIN)"
         + _SAID_IS
         + r"|(?i:(?:set|changed?|reset|updated?)[ \t]+(?:(?:the|my|our|his|her|their|your)[ \t]+)?(?:[\w-]+[ \t]+)?"
         r"pass(?:word|wd|phrase)[ \t]+to[ \t]+)"
         r"|(?i:(?:api|access|secret|private)[ \t]+key|pwd?|(?:door|gate|alarm|garage|keypad)[ \t]+code)[ \t]*:[ \t]*"
-        r"|(?i:pass(?:wd)?)[ \t]*:[ \t]*(?=\S*[A-Za-z])))"
+        r"|(?i:pass(?:wd)?)[ \t]*:[ \t]*(?=\S*[A-Za-z])"
+        r"|(?i:pass)" + _SAID_IS + r"(?=\S*[A-Za-z])))"
         r"(?:" + _VALUE + ")",
         "[REDACTED]",
     ),
@@ -449,13 +451,26 @@ DEFAULT_REDACTIONS: tuple[tuple[str, str, str], ...] = (
         "[REDACTED]",
     ),
     # A password named without "is" or ":" before it: "# password Tr0ub4dor3xyz", "pwd Hunter2isBack":
-    # a word of 8 characters or more holding a digit and both cases or a symbol ("pwd /srv/app",
-    # "password policy2024", "password reset3" stay).
+    # a word of 8 characters or more holding a digit and both cases or a symbol, no "/" or "=" ("pwd
+    # /srv/app", "password policy2024", "password reset3", "password PORT=8080" stay).
     (
         "bare_password",
         r"(?P<head>(?<![A-Za-z0-9_])(?i:password|passwd|passphrase|pwd)[ \t]+)(?!\[REDACTED\])"
-        r"(?=[^\s]*\d)(?=[^\s]*(?:[A-Z][^\s]*[a-z]|[a-z][^\s]*[A-Z]|[!@#$%^&*+=?~]))(?![^\s]*/)"
+        r"(?=[^\s]*\d)(?=[^\s]*(?:[A-Z][^\s]*[a-z]|[a-z][^\s]*[A-Z]|[!@#$%^&*+?~]))(?![^\s]*[/=])"
         r"[^\s'\"`,;]{8,128}(?=[\s,;.'\"`)]|$)",
+        "\\g<head>[REDACTED]",
+    ),
+    # A password in a URL's query ("?user=bob&pass=X", "&pwd=X") and after a user flag ("tool -u bob
+    # -p X": a value of 6 characters or more with a letter and a digit, "-p 8080:80" is a port).
+    (
+        "query_password",
+        r"(?P<head>[?&](?i:pass|pwd|pw|passwd)=)(?!\[REDACTED\]|(?i:true|false|yes|no|[01])(?:[&#\s]|$))[^&#\s]{3,256}",
+        "\\g<head>[REDACTED]",
+    ),
+    (
+        "user_then_p",
+        r"(?P<head>(?<![\w-])-u[ \t]+[^\s-][^\s]{0,63}[ \t]+(?:-[A-Za-z][ \t]+[^\s-][^\s]{0,63}[ \t]+)?-p[ \t]*)"
+        r"(?!\[REDACTED\])(?=[^\s'\"]*[A-Za-z])(?=[^\s'\"]*\d)[^\s'\"]{6,128}(?=\s|$)",
         "\\g<head>[REDACTED]",
     ),
     # Two-factor secrets: a TOTP seed after its name ("2FA seed JBSWY3DP…", base32: with a digit, or
@@ -563,7 +578,8 @@ def _digits_at_least(text: str, n: int) -> bool:
 _AWS_PREFIXES = ("AKIA", "ASIA", "AGPA", "AIDA", "AROA", "ABIA", "ACCA", "ANPA", "ANVA", "AIPA")
 _PAIR_HINTS = ("pass", "pw", "secret", "token", "key", "credential", "auth")
 _FOREIGN_PASSWORDS: tuple[str, ...] = ("contrase", "kennwort", "пароль", "密码", "口令", "mot de passe", "senha")
-_FOREIGN_PASSWORDS += ("wachtwoord", "hasło", "parola", "パスワード", "비밀번호")
+_FOREIGN_PASSWORDS += ("wachtwoord", "hasło", "parola", "パスワード", "비밀번호", "şifre", "lösenord", "mdp", "clave")
+_FOREIGN_PASSWORDS += ("heslo", "jelszó", "salasana", "adgangskode", "passord")
 _SPOKEN_HINTS = ("pass", "pw", "pin", "api key", "access key", "secret key", "private key", " code", "combination")
 _TOKEN_HINTS = ("token", "secret", " key")
 _CLI_HINTS: tuple[str, ...] = ("mysql", "mariadb", "login", "sshpass", "-cli", "ldap", "pass", "zip", "7z", "rar")
@@ -623,6 +639,8 @@ _PRECHECKS: dict[str, Callable[[_Text], bool]] = {
         " to " in t.lower and _any(t.lower, ("set", "chang", "updat")) and _any(t.lower, _PAIR_HINTS)
     ),
     "bare_password": lambda t: _any(t.lower, ("password ", "passwd ", "passphrase ", "pwd ")),
+    "query_password": lambda t: _any(t.lower, ("pass=", "pwd=", "pw=", "passwd=")),
+    "user_then_p": lambda t: "-u " in t.text and "-p" in t.text,
     "otp_seed": lambda t: _any(t.lower, ("2fa", "mfa", "totp", "otp", "authenticator", "factor")),
     "backup_codes": lambda t: " code" in t.lower and _any(t.lower, ("backup", "recovery", "scratch", "2fa", "mfa")),
     "app_password": lambda t: "password" in t.lower and "app" in t.lower,
@@ -1025,10 +1043,13 @@ def _redact_yaml_block(pattern: re.Pattern[str], replacement: str, text: str) ->
 _KEYWORD_NEAR = r"(?i)(?:key|secret|token|passw|pwd|cred|auth|signature|fernet|cookie|bearer|private|api|пароль|密码)"
 _ASSIGNED = r"[=:\uff1a][ \t]*[\"'`]?$"
 #: The name of a key or token right before a word: "api key 3f2a…", "the license key ABCD…",
-#: "auth token 9f3c…" ("token 3f9a…" alone stays: a hash as often).
+#: "auth token 9f3c…", "ALGOLIA_ADMIN_KEY 0f3c…" ("token 3f9a…" alone stays: a hash as often, as
+#: does "PRIMARY_KEY 3f9a…").
 _KEY_NAMED = (
-    r"(?i)(?<![\w-])(?:(?:api|access|secret|private|license|account|subscription|master)[ _-]?key"
-    r"|(?:auth|access|api|secret|bearer|session|refresh)[ _-]?token)[ \t]+$"
+    r"(?<![\w-])(?:(?i:(?:api|access|secret|private|license|account|subscription|master)[ _-]?key"
+    r"|(?:auth|access|api|secret|bearer|session|refresh)[ _-]?token)"
+    r"|(?!(?:PRIMARY|FOREIGN|SORT|PARTITION|CACHE|IDEMPOTENCY|ROW|LOOKUP|HASH|SHARD|DEDUP|INDEX)_KEY)"
+    r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)*_(?:KEY|TOKEN|SECRET))[ \t]+$"
 )
 # The words of an identifier: camelCase, TitleCase and UPPER words and numbers.
 _WORDS_OF = r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+"
