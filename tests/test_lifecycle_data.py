@@ -48,11 +48,16 @@ json_values = st.recursive(
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
     max_leaves=8,
 )
+#: Metadata keys the store acts on, which take a form of their own (a value of another form is refused:
+#: tests/test_validation.py); Hypothesis draws string constants of the code it tests as keys.
+PROTECTED_KEYS = ("bookmarked", "manual_save", "importance")
 memory_items = st.fixed_dictionaries(
     {
         "content": st.text(min_size=1, max_size=80).filter(str.strip),
         "type": st.sampled_from(["screen", "action", "workflow", "conversation", "document", "knowledge"]),
-        "metadata": st.dictionaries(st.text(min_size=1, max_size=10), json_values, max_size=4),
+        "metadata": st.dictionaries(
+            st.text(min_size=1, max_size=10).filter(lambda k: k not in PROTECTED_KEYS), json_values, max_size=4
+        ),
         "session_id": st.none() | st.text(min_size=1, max_size=12).filter(str.strip),
         "timestamp": st.floats(1e9, 2e9),
         "source": st.sampled_from(["manual", "hook", "mcp_tool", "import"]),
