@@ -49,7 +49,7 @@ json_values = st.recursive(
     max_leaves=8,
 )
 #: Metadata keys the store acts on, which take a form of their own (a value of another form is refused:
-#: tests/test_validation.py); Hypothesis draws string constants of the code it tests as keys.
+#: tests/test_small_breaks.py); Hypothesis draws string constants of the code it tests as keys.
 PROTECTED_KEYS = ("bookmarked", "manual_save", "importance")
 memory_items = st.fixed_dictionaries(
     {
