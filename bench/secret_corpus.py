@@ -664,6 +664,15 @@ def _piped_and_prose(rng: random.Random) -> Sample:
             "mdp : {p}",
             "smtp user is bob, pass is {p}",
             "./backup.sh -u bob -p {p} --all",
+            "env:\n  - name: DB_PASSWORD\n    value: {p}",
+            "gh secret set DB_PASSWORD --body {p}",
+            "aws ssm put-parameter --name /app/db --value {p} --type SecureString",
+            "aws secretsmanager create-secret --name db --secret-string {p}",
+            "az keyvault secret set --vault-name kv --name db --value {p}",
+            "echo -n {p} | gcloud secrets create db --data-file=-",
+            "redis> AUTH default {p}",
+            "USER bob\nPASS {p}\n",
+            "a1 LOGIN bob {p}",
         ),
     )
 

@@ -371,6 +371,31 @@ PIPED_AND_TWO_FACTOR = [
     ("smtp user is bob, pass is Zq4mB8xKw2", "smtp user is bob, pass is [REDACTED]"),
     ("https://x.example.com/cb?user=bob&pass=Zq4mB8xKw2", "https://x.example.com/cb?user=bob&pass=[REDACTED]"),
     ("./backup -u bob -p Zq4mB8xKw2", "./backup -u bob -p [REDACTED]"),
+    ("- name: DB_PASSWORD\n  value: Zq4mB8xKw2", "- name: DB_PASSWORD\n  value: [REDACTED]"),
+    ('- name: "API_TOKEN"\n  value: "Tq8vXk29fjsL0qPzT8vN"', '- name: "API_TOKEN"\n  value: "[REDACTED]"'),
+    ("gh secret set DB_PASSWORD --body Zq4mB8xKw2", "gh secret set DB_PASSWORD --body [REDACTED]"),
+    (
+        "aws ssm put-parameter --name /app/db --value Zq4mB8xKw2 --type SecureString",
+        "aws ssm put-parameter --name /app/db --value [REDACTED] --type SecureString",
+    ),
+    (
+        "aws secretsmanager create-secret --name db --secret-string Zq4mB8xKw2",
+        "aws secretsmanager create-secret --name db --secret-string [REDACTED]",
+    ),
+    (
+        "az keyvault secret set --vault-name kv --name db --value Zq4mB8xKw2",
+        "az keyvault secret set --vault-name kv --name db --value [REDACTED]",
+    ),
+    (
+        "echo -n Zq4mB8xKw2 | gcloud secrets create db --data-file=-",
+        "echo -n [REDACTED] | gcloud secrets create db --data-file=-",
+    ),
+    ("redis> AUTH default Zq4mB8xKw2", "redis> AUTH default [REDACTED]"),
+    ("AUTH Zq4mB8xKw2", "AUTH [REDACTED]"),
+    ("USER bob\nPASS Zq4mB8xKw2\n", "USER bob\nPASS [REDACTED]\n"),
+    ("a1 LOGIN bob Zq4mB8xKw2", "a1 LOGIN bob [REDACTED]"),
+    ("ftp> user bob Zq4mB8xKw2", "ftp> user bob [REDACTED]"),
+    ("db.auth('bob', 'Zq4mB8xKw2')", "db.auth('bob', '[REDACTED]')"),
 ]
 
 
@@ -504,6 +529,14 @@ def test_a_word_of_many_names_and_equals_signs_is_judged_in_one_pass() -> None:
         "PRIMARY_KEY 3f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c",
         "the test pass is green",
         "clave primaria",
+        "250-AUTH PLAIN LOGIN XOAUTH2",
+        "AUTH LOGIN",
+        "PASS 3 tests",
+        "- name: LOG_LEVEL\n  value: debug",
+        "- name: TOKEN_TTL\n  value: 3600",
+        "gh secret set DB_PASSWORD < file.txt",
+        "aws ssm get-parameter --name /app/db --with-decryption",
+        "az keyvault secret show --name db --vault-name kv",
         "the first_long_variable_name=second_long_variable_name binding",
     ],
 )

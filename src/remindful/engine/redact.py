@@ -289,7 +289,9 @@ DEFAULT_REDACTIONS: tuple[tuple[str, str, str], ...] = (
     # A password given on a command line whose flag names no password: mysql -pX, docker login -p X,
     # sshpass -p X, redis-cli -a X, ldapsearch -w X, openssl -passin pass:X, keytool -storepass X,
     # zip -P X, 7z -pX, htpasswd -b FILE USER X, net user NAME X, net use \\\\host\\share /user:NAME X,
-    # psexec ... -p X, ConvertTo-SecureString 'X',
+    # psexec ... -p X, gh secret set NAME --body X, aws ssm put-parameter ... --value X, aws
+    # secretsmanager create-secret ... --secret-string X, az keyvault secret set ... --value X,
+    # ConvertTo-SecureString 'X',
     # nmcli ... password X, wpa_passphrase SSID X, mongosh -p X, ssh-keygen -N X, openssl passwd X,
     # rabbitmqctl add_user NAME X, vault login X, smbclient -U user%X, xfreerdp /p:X.
     (
@@ -307,6 +309,11 @@ DEFAULT_REDACTIONS: tuple[tuple[str, str, str], ...] = (
         r"|htpasswd\b(?=[^\n|;&]{0,512}?[ \t]-[A-Za-z]{0,8}b)[^\n|;&]{0,512}?[ \t](?=[^\s-]\S*[ \t]*(?:$|[\n|;&>]))"
         r"|net[ \t]+user[ \t]+(?:\"[^\"\n]+\"|[^\s/\"]+)[ \t]+(?=[^\s/*])"
         r"|net[ \t]+use[ \t]+(?:[A-Za-z]:[ \t]+)?\S+[ \t]+/user:\S+[ \t]+(?=[^\s/*])"
+        r"|gh[ \t]+secret[ \t]+set\b[^\n|;&]{0,512}?[ \t](?:--body|-b)[ \t]*"
+        r"|aws[ \t]+ssm[ \t]+put-parameter\b[^\n|;&]{0,512}?[ \t]--value[ \t]+"
+        r"|aws[ \t]+secretsmanager[ \t]+(?:create-secret|put-secret-value|update-secret)\b[^\n|;&]{0,512}?"
+        r"[ \t]--secret-string[ \t]+"
+        r"|az[ \t]+keyvault[ \t]+secret[ \t]+set\b[^\n|;&]{0,512}?[ \t]--value[ \t]+"
         r"|(?:psexec|psexec64|paexec|winexe)\b[^\n|;&]{0,512}?[ \t]-p[ \t]+(?=\S*[\d!@#$%^&*+=?~A-Z])"
         r"|(?i:ConvertTo-SecureString)[ \t]+(?:-String[ \t]+)?"
         r"|nmcli\b[^\n|;&]{0,512}?[ \t](?:password|wifi-sec\.psk|802-1x\.password)[ \t]+"
@@ -361,7 +368,8 @@ DEFAULT_REDACTIONS: tuple[tuple[str, str, str], ...] = (
         r"|(?:docker|podman|nerdctl|buildah|skopeo|oras|crane|helm(?:[ \t]+registry)?)[ \t]+login\b"
         r"[^\n|]*--password-stdin"
         r"|gh[ \t]+auth[ \t]+login\b[^\n|]*--with-token|kinit\b|vault[ \t]+login\b"
-        r"|gpg\b[^\n|]*--passphrase-fd[ \t]+0|cryptsetup\b|openssl\b[^\n|]*-pass(?:in)?[ \t]+stdin))",
+        r"|gpg\b[^\n|]*--passphrase-fd[ \t]+0|cryptsetup\b|openssl\b[^\n|]*-pass(?:in)?[ \t]+stdin"
+        r"|gcloud[ \t]+secrets[ \t]+(?:create|versions[ \t]+add)\b[^\n|]*--data-file[= ]-))",
         "\\g<head>[REDACTED]",
     ),
     # .netrc: "machine host login user password X", and its one-token-per-line form.
@@ -472,6 +480,26 @@ DEFAULT_REDACTIONS: tuple[tuple[str, str, str], ...] = (
         r"(?P<head>(?<![\w-])-u[ \t]+[^\s-][^\s]{0,63}[ \t]+(?:-[A-Za-z][ \t]+[^\s-][^\s]{0,63}[ \t]+)?-p[ \t]*)"
         r"(?!\[REDACTED\])(?=[^\s'\"]*[A-Za-z])(?=[^\s'\"]*\d)[^\s'\"]{6,128}(?=\s|$)",
         "\\g<head>[REDACTED]",
+    ),
+    # A secret-named variable given its value on the next line (a Kubernetes or Compose env list:
+    # "- name: DB_PASSWORD" then "value: X").
+    (
+        "named_value_below",
+        rf"(?P<head>(?<![\w-])name:[ \t]*[\"']?(?P<name>(?=[\w.-]*(?i:{_SECRET_NAME}))[\w.-]{{1,128}})[\"']?[ \t]*\r?\n"
+        r"[ \t]*value:[ \t]*)(?!\[REDACTED\])(?:" + _VALUE + ")",
+        "[REDACTED]",
+    ),
+    # A password in a protocol's own command, as a transcript or log shows it: redis "AUTH [user] X",
+    # FTP and POP3 "PASS X", IMAP "a1 LOGIN user X", "ftp> user bob X", mongo "db.auth('bob', 'X')".
+    (
+        "protocol_password",
+        r"(?P<head>(?:(?<=\n)|^|(?<=[>-]))[ \t]*(?:AUTH"
+        r"(?:[ \t]+(?!PLAIN\b|LOGIN\b|XOAUTH2\b|CRAM-MD5\b)[\w.@-]{1,64}(?=[ \t]+\S))?"
+        r"|PASS|\w{1,8}[ \t]+LOGIN[ \t]+\S{1,64}|(?<=ftp>)[ \t]*user[ \t]+\S{1,64})[ \t]+)"
+        r"(?!\[REDACTED\]|PLAIN\b|LOGIN\b|XOAUTH2\b|CRAM-MD5\b)(?=\S*[\d!@#$%^&*+=?~])\S{4,256}(?=[ \t]*(?:\r?\n|$))"
+        r"|(?P<call>(?<![\w.])db\.auth\([ \t]*(?P<uq>[\"'])[^\"'\n]{1,64}(?P=uq)[ \t]*,[ \t]*(?P<pq>[\"']))"
+        r"(?!\[REDACTED\])[^\"'\n]{1,256}(?=(?P=pq))",
+        "\\g<head>\\g<call>[REDACTED]",
     ),
     # Two-factor secrets: a TOTP seed after its name ("2FA seed JBSWY3DP…", base32: with a digit, or
     # in capitals), backup codes
@@ -588,6 +616,10 @@ _CLI_HINTS += (
     "net use",
     "psexec",
     "paexec",
+    "gh secret",
+    "ssm",
+    "secretsmanager",
+    "keyvault",
     "winexe",
     "securestring",
     "nmcli",
@@ -641,6 +673,8 @@ _PRECHECKS: dict[str, Callable[[_Text], bool]] = {
     "bare_password": lambda t: _any(t.lower, ("password ", "passwd ", "passphrase ", "pwd ")),
     "query_password": lambda t: _any(t.lower, ("pass=", "pwd=", "pw=", "passwd=")),
     "user_then_p": lambda t: "-u " in t.text and "-p" in t.text,
+    "named_value_below": lambda t: "value:" in t.text and "name:" in t.text,
+    "protocol_password": lambda t: _any(t.text, ("AUTH ", "PASS ", "LOGIN ", "ftp>", "db.auth(")),
     "otp_seed": lambda t: _any(t.lower, ("2fa", "mfa", "totp", "otp", "authenticator", "factor")),
     "backup_codes": lambda t: " code" in t.lower and _any(t.lower, ("backup", "recovery", "scratch", "2fa", "mfa")),
     "app_password": lambda t: "password" in t.lower and "app" in t.lower,
@@ -736,6 +770,21 @@ def _value_replaced(match: re.Match[str], replacement: str) -> str:
     if quote is not None:
         return f"{match.group('head')}{quote}{replacement}{quote}"
     return f"{match.group('head')}{replacement}"
+
+
+def _redact_named_below(pattern: re.Pattern[str], replacement: str, text: str) -> tuple[str, int]:
+    """A value on the line below its name: only under a secret's name (``DB_PASSWORD``, not
+    ``TOKEN_TTL``: :func:`is_secret_name`)."""
+    hits = 0
+
+    def sub(match: re.Match[str]) -> str:
+        nonlocal hits
+        if not is_secret_name(match.group("name")) or _keep_assignment(match):
+            return match.group(0)
+        hits += 1
+        return _value_replaced(match, replacement)
+
+    return pattern.sub(sub, text), hits
 
 
 def _redact_assignments(pattern: re.Pattern[str], replacement: str, text: str) -> tuple[str, int]:
@@ -1175,6 +1224,7 @@ _SUBSTITUTES: dict[str, Callable[[re.Pattern[str], str, str], tuple[str, int]]] 
     "key_lines": _redact_key_lines,
     "encoded_private_key": _redact_encoded_key,
     "cli_password": _redact_assignments,
+    "named_value_below": _redact_named_below,
     "netrc_password": _redact_loose,
     "spoken_password": _redact_loose,
     "spoken_token": _redact_spoken_token,
