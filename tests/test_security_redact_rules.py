@@ -530,6 +530,8 @@ def test_a_word_of_many_names_and_equals_signs_is_judged_in_one_pass() -> None:
         "the test pass is green",
         "clave primaria",
         "250-AUTH PLAIN LOGIN XOAUTH2",
+        "echo X | gcloud secrets create db --data-file=-",
+        "echo <password> | sudo -S true",
         "AUTH LOGIN",
         "PASS 3 tests",
         "- name: LOG_LEVEL\n  value: debug",
