@@ -505,10 +505,9 @@ DEFAULT_REDACTIONS: tuple[tuple[str, str, str], ...] = (
         "\\g<head>\\g<call>[REDACTED]",
     ),
     # Two-factor secrets: a TOTP seed after its name ("2FA seed JBSWY3DP…", base32: with a digit, or
-    # in capitals), backup codes
-    # ("backup codes: 8f3k-2j9d 7h2k-9d3j", two or more, each with a digit), an app password ("app
-    # password: abcd efgh ijkl mnop"), and a wallet's seed phrase (12 to 24 words, none of them a
-    # word of prose such as "the", "and", "is").
+    # in capitals), backup codes ("backup codes: 8f3k-2j9d 7h2k-9d3j", two or more, each with a
+    # digit), an app password ("app password: abcd efgh ijkl mnop"), and a wallet's seed phrase (12
+    # to 24 words, none of them a word of prose such as "the", "and", "is").
     (
         "otp_seed",
         r"(?P<head>(?<![A-Za-z0-9_])(?i:2fa|mfa|totp|otp|authenticator|two[ -]factor)[ \t]+"
@@ -538,7 +537,7 @@ DEFAULT_REDACTIONS: tuple[tuple[str, str, str], ...] = (
         r"(?P<head>(?<![A-Za-z0-9_])(?i:(?:seed|recovery|mnemonic|backup|wallet|secret[ \t]+recovery)[ \t]+"
         r"(?:phrase|words|mnemonic)|mnemonic)(?:[ \t]+(?i:is|was))?[ \t]*[:=]?[ \t]*)"
         rf"(?!(?:[a-z]{{3,8}}[ \t]+){{0,23}}(?:{_PROSE_WORDS})\b)"
-        r"(?:[a-z]{3,8}[ 	]+){11,23}[a-z]{3,8}(?![A-Za-z])",
+        r"(?:[a-z]{3,8}[ \t]+){11,23}[a-z]{3,8}(?![A-Za-z])",
         "\\g<head>[REDACTED]",
     ),
     # A token or secret written as prose: "the session token is 8f7e6d5c4b3a", "my API token was
@@ -614,24 +613,8 @@ _FOREIGN_PASSWORDS += ("heslo", "jelszó", "salasana", "adgangskode", "passord")
 _SPOKEN_HINTS = ("pass", "pw", "pin", "api key", "access key", "secret key", "private key", " code", "combination")
 _TOKEN_HINTS = ("token", "secret", " key")
 _CLI_HINTS: tuple[str, ...] = ("mysql", "mariadb", "login", "sshpass", "-cli", "ldap", "pass", "zip", "7z", "rar")
-_CLI_HINTS += (
-    "net user",
-    "net use",
-    "psexec",
-    "paexec",
-    "gh secret",
-    "ssm",
-    "secretsmanager",
-    "keyvault",
-    "winexe",
-    "securestring",
-    "nmcli",
-    "mongo",
-    "influx",
-    "ssh-keygen",
-    "rabbitmqctl",
-    "smbclient",
-)
+_CLI_HINTS += ("net user", "securestring", "nmcli", "mongo", "influx", "ssh-keygen", "rabbitmqctl", "smbclient")
+_CLI_HINTS += ("net use", "psexec", "paexec", "winexe", "gh secret", "ssm", "secretsmanager", "keyvault")
 _CLI_HINTS += ("vault", "/p:", "sqlcmd", "osql", "isql", "bcp", "az login", "lftp", "sqlplus")
 _COOKIE_HINTS = ("session", "sessid", "connect.sid", "csrftoken", "remember_token")
 
