@@ -673,6 +673,18 @@ def _piped_and_prose(rng: random.Random) -> Sample:
             "redis> AUTH default {p}",
             "USER bob\nPASS {p}\n",
             "a1 LOGIN bob {p}",
+            "set -gx DB_PASSWORD {p}",
+            "setenv DB_PASSWORD {p}",
+            "ENV DB_PASSWORD {p}",
+            "os.environ.get('DB_PASSWORD', '{p}')",
+            "define('DB_PASSWORD', '{p}');",
+            'ds.setPassword("{p}");',
+            "requests.get(url, auth=('bob', '{p}'))",
+            'var cred = new NetworkCredential("bob", "{p}");',
+            "http -a bob:{p} api.example.com",
+            "CONNECT bob/{p}@orcl",
+            "SET PASSWORD FOR 'bob'@'%' = PASSWORD('{p}');",
+            'passphrase "{p}"',
         ),
     )
 

@@ -335,11 +335,22 @@ DEFAULT_REDACTIONS: tuple[tuple[str, str, str], ...] = (
         r"(?:" + _VALUE + ")",
         "[REDACTED]",
     ),
-    # SQL: CREATE/ALTER USER ... PASSWORD 'X', IDENTIFIED BY 'X' (a quoted literal only).
+    # SQL*Plus's "CONNECT user/X@db" and HTTPie's "http -a user:X" (a rule of their own: their words
+    # are common, and the command-line rule's alternatives cost every text that holds one).
+    (
+        "connect_password",
+        r"(?P<head>(?<!\w)(?:CONNECT|connect|CONN|conn)[ \t]+[\w$#.-]{1,64}/(?=[^\s/@]{2}[^\s/]*@)"
+        r"|(?<![\w-])https?[ \t]+(?:[^\n|;&]{0,512}?[ \t])?(?:-a|--auth)[ \t]+[^\s:]{1,64}:)"
+        r"(?:" + _VALUE + ")",
+        "[REDACTED]",
+    ),
+    # SQL: CREATE/ALTER USER ... PASSWORD 'X', IDENTIFIED BY 'X', PASSWORD('X') (a quoted literal
+    # only; "password 'password='X'" is an assignment's, left to the assignment rules).
     (
         "sql_password",
-        r"(?P<head>(?<![\w-])(?i:PASSWORD[ \t]+|IDENTIFIED[ \t]+(?:WITH[ \t]+\w+[ \t]+)?BY[ \t]+(?:PASSWORD[ \t]+)?)')"
-        r"(?!\[REDACTED\]')(?=[^'\n]*[A-Za-z0-9])[^'\n]+'",
+        r"(?P<head>(?<![\w-])(?i:PASSWORD[ \t]*\([ \t]*|PASSWORD[ \t]+"
+        r"|IDENTIFIED[ \t]+(?:WITH[ \t]+\w+[ \t]+)?BY[ \t]+(?:PASSWORD[ \t]+)?)')"
+        r"(?!\[REDACTED\]'|[\w.-]+[ \t]*[=:][ \t]*')(?=[^'\n]*[A-Za-z0-9])[^'\n]+'",
         "\\g<head>[REDACTED]'",
     ),
     # A quoted field named "pass", "pwd" or "pw" (JSON, YAML, TOML, a dict): {"pass": "X"}.
@@ -466,7 +477,7 @@ DEFAULT_REDACTIONS: tuple[tuple[str, str, str], ...] = (
     # /srv/app", "password policy2024", "password reset3", "password PORT=8080" stay).
     (
         "bare_password",
-        r"(?P<head>(?<![A-Za-z0-9_])(?i:password|passwd|passphrase|pwd)[ \t]+)(?!\[REDACTED\])"
+        r"(?P<head>(?<![A-Za-z0-9_])(?i:password|passwd|passphrase|pwd)[ \t]+[\"']?)(?!\[REDACTED\])"
         r"(?=[^\s]*\d)(?=[^\s]*(?:[A-Z][^\s]*[a-z]|[a-z][^\s]*[A-Z]|[!@#$%^&*+?~]))(?![^\s]*[/=])"
         r"[^\s'\"`,;]{8,128}(?=[\s,;.'\"`)]|$)",
         "\\g<head>[REDACTED]",
@@ -484,6 +495,34 @@ DEFAULT_REDACTIONS: tuple[tuple[str, str, str], ...] = (
         r"(?!\[REDACTED\])(?=[^\s'\"]*[A-Za-z])(?=[^\s'\"]*\d)[^\s'\"]{6,128}(?=\s|$)",
         "\\g<head>[REDACTED]",
     ),
+    # A secret-named variable set by a keyword, its value after a space: fish "set -gx NAME X", csh
+    # "setenv NAME X", a Dockerfile's "ENV NAME X", Apache's "SetEnv NAME X"; a secret-named string
+    # given as a call's first argument and the value as its second ("os.environ.get('DB_PASSWORD',
+    # 'X')", "define('DB_PASSWORD', 'X')", "getenv(\"API_KEY\", \"X\")"; a tuple "('AUTH', 'X')" is
+    # data); a secret's setter ("setPassword(\"X\")", "set_api_key('X')"). Only under a secret's
+    # name (:func:`is_secret_name`).
+    (
+        "keyword_assignment",
+        r"(?P<head>(?<![\w-])(?:set[ \t]+-[A-Za-z]{1,4}|setenv|ENV|SetEnv|setx)[ \t]+"
+        r"(?P<name>[A-Za-z_][\w.]{0,127})[ \t]+)(?![=\s])(?!\[REDACTED\])(?:" + _VALUE + ")",
+        "[REDACTED]",
+    ),
+    (
+        "named_argument",
+        r"(?P<head>(?:(?<=[\w.\]])\([ \t]*(?P<nq>[\"'])(?P<name>[\w.-]{1,128})(?P=nq)[ \t]*,"
+        r"|(?:(?<=\.)|(?<![\w.]))set_?(?P<setter>[A-Za-z][\w]{0,64})\()[ \t]*)(?=[\"'])(?!.\[REDACTED\])"
+        r"(?:" + _VALUE + ")",
+        "[REDACTED]",
+    ),
+    # A user and password given to an authentication object or tuple in code: "auth=('bob', 'X')",
+    # "NetworkCredential(\"bob\", \"X\")", "HTTPBasicAuth('bob', 'X')", "usernamePassword('bob', 'X')".
+    (
+        "auth_pair",
+        r"(?P<head>(?<![\w])(?:auth|basic_auth|credentials|(?:Network|UsernamePassword)Credentials?|HTTPBasicAuth"
+        r"|BasicAuth|PasswordAuthentication|usernamePassword)[ \t]*(?:=[ \t]*\(?|\()[ \t]*"
+        r"(?P<uq>[\"'])[^\"'\n]{1,64}(?P=uq)[ \t]*,[ \t]*(?P<pq>[\"']))(?!\[REDACTED\])[^\"'\n]{1,256}(?=(?P=pq))",
+        "\\g<head>[REDACTED]",
+    ),
     # A secret-named variable given its value on the next line (a Kubernetes or Compose env list:
     # "- name: DB_PASSWORD" then "value: X").
     (
@@ -492,14 +531,16 @@ DEFAULT_REDACTIONS: tuple[tuple[str, str, str], ...] = (
         r"[ \t]*value:[ \t]*)(?!\[REDACTED\])(?:" + _VALUE + ")",
         "[REDACTED]",
     ),
-    # A password in a protocol's own command, as a transcript or log shows it: redis "AUTH [user] X",
-    # FTP and POP3 "PASS X", IMAP "a1 LOGIN user X", "ftp> user bob X", mongo "db.auth('bob', 'X')".
+    # A password in a protocol's own command, as a transcript or log shows it: redis "AUTH [user] X"
+    # and FTP and POP3 "PASS X" at a line's start, IMAP "a1 LOGIN user X" anywhere, "ftp> user bob X",
+    # mongo "db.auth('bob', 'X')".
     (
         "protocol_password",
-        r"(?P<head>(?:(?<=\n)|^|(?<=[>-]))[ \t]*(?:AUTH"
-        r"(?:[ \t]+(?!PLAIN\b|LOGIN\b|XOAUTH2\b|CRAM-MD5\b)[\w.@-]{1,64}(?=[ \t]+\S))?"
-        r"|PASS|\w{1,8}[ \t]+LOGIN[ \t]+\S{1,64}|(?<=ftp>)[ \t]*user[ \t]+\S{1,64})[ \t]+)"
-        r"(?!\[REDACTED\]|PLAIN\b|LOGIN\b|XOAUTH2\b|CRAM-MD5\b)(?=\S*[\d!@#$%^&*+=?~])\S{4,256}(?=[ \t]*(?:\r?\n|$))"
+        r"(?P<head>(?:(?:(?<=\n)|(?<=\\n)|^|(?<=[>\"'-]))[ \t]*(?:AUTH"
+        r"(?:[ \t]+(?!PLAIN\b|LOGIN\b|XOAUTH2\b|CRAM-MD5\b)[\w.@-]{1,64}(?=[ \t]+\S))?|PASS)"
+        r"|(?:(?<=[\s>\"'-])|^)\w{1,8}[ \t]+LOGIN[ \t]+\S{1,64}|(?<=ftp>)[ \t]*user[ \t]+\S{1,64})[ \t]+)"
+        r"(?!\[REDACTED\]|PLAIN\b|LOGIN\b|XOAUTH2\b|CRAM-MD5\b)(?=[^\s\"'\\]*[\d!@#$%^&*+=?~])[^\s\"'\\]{4,256}"
+        r"(?=\s|$|\\n|[\"'])"
         r"|(?P<call>(?<![\w.])db\.auth\([ \t]*(?P<uq>[\"'])[^\"'\n]{1,64}(?P=uq)[ \t]*,[ \t]*(?P<pq>[\"']))"
         r"(?!\[REDACTED\])[^\"'\n]{1,256}(?=(?P=pq))",
         "\\g<head>\\g<call>[REDACTED]",
@@ -659,6 +700,13 @@ _PRECHECKS: dict[str, Callable[[_Text], bool]] = {
     "bare_password": lambda t: _any(t.lower, ("password ", "passwd ", "passphrase ", "pwd ")),
     "query_password": lambda t: _any(t.lower, ("pass=", "pwd=", "pw=", "passwd=")),
     "user_then_p": lambda t: "-u " in t.text and "-p" in t.text,
+    "connect_password": lambda t: (
+        ("conn" in t.lower and "/" in t.text and "@" in t.text)
+        or ("http" in t.text and ("-a " in t.text or "--auth" in t.text))
+    ),
+    "keyword_assignment": lambda t: _any(t.text, ("set -", "setenv", "ENV ", "SetEnv", "setx")),
+    "named_argument": lambda t: "(" in t.text and _any(t.lower, _PAIR_HINTS),
+    "auth_pair": lambda t: "(" in t.text and _any(t.text, ("auth", "Auth", "redential", "usernamePassword")),
     "named_value_below": lambda t: "value:" in t.text and "name:" in t.text,
     "protocol_password": lambda t: _any(t.text, ("AUTH ", "PASS ", "LOGIN ", "ftp>", "db.auth(")),
     "otp_seed": lambda t: _any(
@@ -768,6 +816,22 @@ def _redact_named_below(pattern: re.Pattern[str], replacement: str, text: str) -
     def sub(match: re.Match[str]) -> str:
         nonlocal hits
         if not is_secret_name(match.group("name")) or _keep_assignment(match):
+            return match.group(0)
+        hits += 1
+        return _value_replaced(match, replacement)
+
+    return pattern.sub(sub, text), hits
+
+
+def _redact_named_argument(pattern: re.Pattern[str], replacement: str, text: str) -> tuple[str, int]:
+    """A call's value under a secret's name: its first argument's (``get('DB_PASSWORD', 'X')``) or
+    its setter's (``setPassword('X')``)."""
+    hits = 0
+
+    def sub(match: re.Match[str]) -> str:
+        nonlocal hits
+        name = match.group("name") or match.group("setter")
+        if not is_secret_name(name) or _keep_assignment(match):
             return match.group(0)
         hits += 1
         return _value_replaced(match, replacement)
@@ -1213,6 +1277,9 @@ _SUBSTITUTES: dict[str, Callable[[re.Pattern[str], str, str], tuple[str, int]]] 
     "encoded_private_key": _redact_encoded_key,
     "cli_password": _redact_assignments,
     "named_value_below": _redact_named_below,
+    "keyword_assignment": _redact_named_below,
+    "named_argument": _redact_named_argument,
+    "connect_password": _redact_assignments,
     "netrc_password": _redact_loose,
     "spoken_password": _redact_loose,
     "spoken_token": _redact_spoken_token,
