@@ -465,7 +465,7 @@ DEFAULT_REDACTIONS: tuple[tuple[str, str, str], ...] = (
     # letter and a digit or symbol, 6 characters or more).
     (
         "login_pair",
-        r"(?P<head>(?<![A-Za-z0-9])(?i:log(?:ged)?[ \t]?in|sign(?:ed)?[ \t]?in|credentials?|creds|wi-?fi|vpn)"
+        r"(?P<head>(?<![A-Za-z0-9])(?i:log(?:ged)?[ \t]?in|sign(?:ed)?[ \t]?in|credentials?|creds|(?P<net>wi-?fi|vpn))"
         r"(?:[ \t]+(?i:creds|credentials|login))?"
         r"(?:[ \t]+(?i:is|are|was|were|with|as|using))?[ \t]*:?[ \t]*"
         r"(?P<user>[\w.@+-]{1,64})(?:[ \t]*[/:][ \t]*|[ \t]+(?i:and|with(?:[ \t]+password)?)[ \t]+))"
@@ -808,30 +808,15 @@ def _value_replaced(match: re.Match[str], replacement: str) -> str:
     return f"{match.group('head')}{replacement}"
 
 
-def _redact_named_below(pattern: re.Pattern[str], replacement: str, text: str) -> tuple[str, int]:
-    """A value on the line below its name: only under a secret's name (``DB_PASSWORD``, not
-    ``TOKEN_TTL``: :func:`is_secret_name`)."""
+def _redact_named(pattern: re.Pattern[str], replacement: str, text: str) -> tuple[str, int]:
+    """A value under a secret's name only (``DB_PASSWORD``, not ``TOKEN_TTL``: :func:`is_secret_name`):
+    the name of the group ``name``, else of ``setter`` (a setter's, ``setPassword('X')``)."""
     hits = 0
 
     def sub(match: re.Match[str]) -> str:
         nonlocal hits
-        if not is_secret_name(match.group("name")) or _keep_assignment(match):
-            return match.group(0)
-        hits += 1
-        return _value_replaced(match, replacement)
-
-    return pattern.sub(sub, text), hits
-
-
-def _redact_named_argument(pattern: re.Pattern[str], replacement: str, text: str) -> tuple[str, int]:
-    """A call's value under a secret's name: its first argument's (``get('DB_PASSWORD', 'X')``) or
-    its setter's (``setPassword('X')``)."""
-    hits = 0
-
-    def sub(match: re.Match[str]) -> str:
-        nonlocal hits
-        name = match.group("name") or match.group("setter")
-        if not is_secret_name(name) or _keep_assignment(match):
+        groups = match.groupdict()
+        if not is_secret_name(groups.get("name") or groups.get("setter") or "") or _keep_assignment(match):
             return match.group(0)
         hits += 1
         return _value_replaced(match, replacement)
@@ -999,7 +984,7 @@ def _redact_login_pair(pattern: re.Pattern[str], replacement: str, text: str) ->
         letter = any(c.isalpha() for c in word)
         if len(word) < 6 or not letter or not any(c.isdigit() or c in _PASSWORD_SYMBOLS for c in word):
             return match.group(0)
-        if match.group("head")[:1] in "wWvV" and not (_mixed(word) or any(c in _PASSWORD_SYMBOLS for c in word)):
+        if match.group("net") and not (_mixed(word) or any(c in _PASSWORD_SYMBOLS for c in word)):
             return match.group(0)  # a network's name and a setting ("wifi: 5GHz / channel36")
         if _placeholder(word):
             return match.group(0)
@@ -1276,9 +1261,9 @@ _SUBSTITUTES: dict[str, Callable[[re.Pattern[str], str, str], tuple[str, int]]] 
     "key_lines": _redact_key_lines,
     "encoded_private_key": _redact_encoded_key,
     "cli_password": _redact_assignments,
-    "named_value_below": _redact_named_below,
-    "keyword_assignment": _redact_named_below,
-    "named_argument": _redact_named_argument,
+    "named_value_below": _redact_named,
+    "keyword_assignment": _redact_named,
+    "named_argument": _redact_named,
     "connect_password": _redact_assignments,
     "netrc_password": _redact_loose,
     "spoken_password": _redact_loose,
