@@ -689,6 +689,74 @@ def _piped_and_prose(rng: random.Random) -> Sample:
     )
 
 
+def _stdin_and_recovery(rng: random.Random) -> Sample:
+    return _password_among(
+        rng,
+        (
+            "sudo -S apt-get update <<< '{p}'",
+            "sudo -S systemctl restart nginx <<EOF\n{p}\nEOF",
+            "passwd <<EOF\n{p}\n{p}\nEOF",
+            "chpasswd <<< 'deploy:{p}'",
+            "sudo chpasswd <<EOF\ndeploy:{p}\nEOF",
+            "smbpasswd -s -a bob <<EOF\n{p}\n{p}\nEOF",
+            "kinit bob@EXAMPLE.COM <<< '{p}'",
+            "cryptsetup open /dev/sdb1 vault <<< '{p}'",
+            "gpg --batch --passphrase-fd 0 -d vault.gpg <<< '{p}'",
+            "htpasswd -i /etc/nginx/.htpasswd admin <<< '{p}'",
+            "echo 'backup:{p}' > /etc/rsyncd.secrets",
+            "cat > /etc/rsyncd.secrets <<EOF\nbackup:{p}\nEOF",
+            "cat /etc/rsyncd.secrets\nbackup:{p}",
+            'expect "Password:"\nsend "{p}\\r"',
+            'expect "password:" {{ send "{p}\\r" }}',
+            "prompt: 'password:' '{p}'",
+            "passcode: {p}",
+            "security question answer: {p}",
+            "the answer to my security question is {p}",
+        ),
+    )
+
+
+def _service_config(rng: random.Random) -> Sample:
+    if rng.randrange(12) == 0:
+        key = "-".join(_rand(rng, 6, string.digits) for _ in range(8))
+        return Sample(f"BitLocker recovery key: {key}", key, (key,))
+    return _password_among(
+        rng,
+        (
+            "requirepass {p}",
+            "masterauth {p}",
+            "authentication {{\n    auth_type PASS\n    auth_pass {p}\n}}",
+            'key "transfer" {{\n  algorithm hmac-sha256;\n  secret "{p}";\n}};',
+            '10.0.0.1 10.0.0.2 : PSK "{p}"',
+            'network={{\n  ssid="Acme"\n  psk="{p}"\n}}',
+            "rpcpassword {p}",
+            "schtasks /create /tn backup /tr backup.bat /sc daily /ru acme\\svc /rp {p}",
+            "mosquitto_pub -h broker -u bob -P {p} -t sensors -m 1",
+            "snmpwalk -v2c -c {p} 10.0.0.1",
+            "mc alias set minio http://localhost:9000 admin {p}",
+            "rclone config create s3 s3 access_key_id AKIAIOSFODNN7EXAMPLE secret_access_key {p}",
+            "sshpass -f <(printf '%s\\n' {p}) ssh-copy-id bob@host",
+            "ansible-vault decrypt secrets.yml --vault-password-file <(echo {p})",
+            "echo {p} | vncpasswd -f > ~/.vnc/passwd",
+            "the pre-shared key is {p}",
+            "phone unlock code: {p}",
+            "npm config set //registry.npmjs.org/:_authToken {p}",
+            "yarn config set npmAuthToken {p}",
+            "aws configure set aws_secret_access_key {p}",
+            "git config --global github.token {p}",
+            'dotnet user-secrets set "Db:Password" "{p}"',
+            "poetry config http-basic.acme bob {p}",
+            "security add-generic-password -a bob -s deploy -w {p}",
+            "java -jar jenkins-cli.jar -s http://ci:8080 -auth admin:{p} build deploy",
+            "bw unlock {p}",
+            "echo {p} | op signin",
+            "echo {p} | pass insert -e email/work",
+            "mysql_config_editor set --login-path=prod --user=bob --password <<< {p}",
+            'expect -c \'spawn ssh bob@h; expect "password:"; send "{p}\\r"; interact\'',
+        ),
+    )
+
+
 #: Words of a wallet's seed phrase (a few of BIP-39's 2,048).
 SEED_WORDS = (
     "abandon", "ability", "able", "about", "above", "absent", "absorb", "abstract", "absurd", "abuse", "access",
@@ -729,7 +797,7 @@ def _two_factor(rng: random.Random) -> Sample:
 
 
 #: The kinds added in session 34 (and login_and_prose, chat_webhook, session 35; piped_and_prose,
-#: two_factor, session 36).
+#: two_factor, session 36; stdin_and_recovery, service_config, session 37).
 UNLISTED_KINDS: dict[str, Callable[[random.Random], Sample]] = {
     "key_after_any_name": _key_after_any_name,
     "dotted_token": _dotted_token,
@@ -739,6 +807,8 @@ UNLISTED_KINDS: dict[str, Callable[[random.Random], Sample]] = {
     "chat_webhook": _chat_webhook,
     "piped_and_prose": _piped_and_prose,
     "two_factor": _two_factor,
+    "stdin_and_recovery": _stdin_and_recovery,
+    "service_config": _service_config,
 }
 
 

@@ -87,7 +87,7 @@ _PASSWORD_WORDS = (
 # rules too they cost every text ~4 us more for a form configuration files do not use.
 _SAID_PASSWORD_WORDS = r"şifre|lösenord(?:et)?|mdp|clave|heslo|jelszó|salasana|adgangskode|passord"
 _SECRET_WORDS = (
-    r"pass(?:word|wd|phrase)|secret[_-]?key[_-]?base|secret|token|credentials?|auth"
+    r"pass(?:word|wd|phrase|code)|secret[_-]?key[_-]?base|secret|token|credentials?|auth|psk"
     r"|(?:api|access|secret|private|signing|encryption|master|client|app|auth|license|account|subscription"
     r"|storage|fernet)[_-]?key|apikey|(?:client|private)[_-]?key[_-]?data"
     rf"|{_PASSWORD_WORDS}"
@@ -119,7 +119,7 @@ _BARE_SEPARATOR = (
 )
 _BARE_JOIN = (
     _BARE_SEPARATOR + r"|\((?=[^\s\"'`\\()]{0,256}\))[^\s\"'`\\()]{0,256}\)"
-    r"|[)\]}]+(?=[^\s\"'`\\,;&)\]}.]|\.[^\s\"'`\\,;&)\]}]|" + _BARE_SEPARATOR + ")"
+    r"|[)\]}]+(?=[^\s\"'`\\,;&)\]}.]|\.[)\]}]*[^\s\"'`\\,;&)\]}.]|" + _BARE_SEPARATOR + ")"
     r"|\\(?![ntru\"'\\])"
 )
 _VALUE = (
@@ -145,6 +145,26 @@ _SAID_IS = (
 )
 # What has a code or a combination: "the door code is X", "the safe combination is X".
 _CODE_PLACES = r"door|gate|alarm|garage|lock|entry|building|keypad|safe"
+
+# A file named for secrets: rsyncd.secrets, .htpasswd, passwords.txt, credentials, rsync.pass.
+_SECRETS_FILE = r"(?i:secret|password|htpasswd|credential|passfile|\.pass\b)"
+# What reads a password from its input (a here-string's or a here-document's): sudo -S, passwd,
+# chpasswd, smbpasswd, kinit, cryptsetup, htpasswd, gpg --passphrase-fd 0, openssl -pass stdin, a
+# registry login --password-stdin, vault login, gh auth login --with-token; and cat or tee writing
+# a file named for secrets.
+_STDIN_READERS = (
+    r"sudo[ \t]+(?:[^\n|;&<]*?[ \t])?(?:-[A-Za-z]*S\b|--stdin\b)"
+    r"|(?:passwd|chpasswd|smbpasswd|kinit|cryptsetup|htpasswd|mysql_config_editor)\b"
+    r"|gpg\b(?=[^\n|;&<]*--passphrase-fd[ \t]+0)|openssl\b(?=[^\n|;&<]*-pass(?:in)?[ \t]+stdin)"
+    r"|(?:docker|podman|nerdctl|buildah|skopeo|oras|crane|helm)\b(?=[^\n|;&<]*--password-stdin)"
+    r"|vault[ \t]+login\b|gh[ \t]+auth[ \t]+login\b(?=[^\n|;&<]*--with-token)"
+    rf"|(?:cat|tee)\b(?=[^\n]*{_SECRETS_FILE})"
+)
+# The commands whose lines are "user:password" (the user is kept), and those others that read
+# every line of a here-document as a password (the rest read the first: sudo -S CMD's other lines
+# are CMD's input).
+_USER_LINES = frozenset(("chpasswd", "cat", "tee", "echo", "printf", "less", "more", "head", "tail", "bat"))
+_LINES_ALL = frozenset(("passwd", "smbpasswd"))
 
 #: Built-in rules: (name, pattern, replacement). Order matters: whole blocks first, tokens by
 #: shape next, credentials by their place (which skip what is already redacted) late.
@@ -296,7 +316,11 @@ DEFAULT_REDACTIONS: tuple[tuple[str, str, str], ...] = (
     # secretsmanager create-secret ... --secret-string X, az keyvault secret set ... --value X,
     # ConvertTo-SecureString 'X',
     # nmcli ... password X, wpa_passphrase SSID X, mongosh -p X, ssh-keygen -N X, openssl passwd X,
-    # rabbitmqctl add_user NAME X, vault login X, smbclient -U user%X, xfreerdp /p:X.
+    # rabbitmqctl add_user NAME X, vault login X, smbclient -U user%X, xfreerdp /p:X, schtasks ... /rp X,
+    # mosquitto_pub -P X, snmpwalk -c X (not public or private), mc alias set NAME URL KEY X, rclone
+    # config create NAME TYPE secret_access_key X, sshpass -f <(echo X), --vault-password-file <(echo X),
+    # security add-generic-password ... -w X, jenkins-cli -auth user:X, bw unlock X, cargo login X,
+    # poetry config http-basic.NAME USER X, poetry config pypi-token.NAME X.
     (
         "cli_password",
         r"(?P<head>(?<![A-Za-z0-9_])(?:(?:mysql|mysqldump|mysqladmin|mysqlimport|mysqlshow|mysqlcheck|mariadb|mariadb-dump)\b"
@@ -331,7 +355,18 @@ DEFAULT_REDACTIONS: tuple[tuple[str, str, str], ...] = (
         r"|az[ \t]+login\b[^\n|;&]{0,512}?[ \t](?:-p|--password)[ \t]+"
         r"|lftp\b[^\n|;&]{0,512}?[ \t]-u[ \t]+[^\s,]{1,64},"
         r"|sqlplus[ \t]+(?:-\w+[ \t]+)*[\w$#.-]{1,64}/(?=[^\s/@]{2})"
-        r"|(?<![\w/:.-])/(?i:p|pass|password):))"
+        r"|(?<![\w/:.-])/(?i:p|pass|password):"
+        r"|schtasks\b[^\n|;&]{0,512}?[ \t]/rp[ \t]+"
+        r"|mosquitto_(?:pub|sub|rr)\b[^\n|;&]{0,512}?[ \t]-P[ \t]+"
+        r"|snmp[a-z]{0,12}\b[^\n|;&]{0,512}?[ \t]-c[ \t]*(?!(?:public|private)\b)(?=[^\s-])"
+        r"|mc[ \t]+alias[ \t]+set[ \t]+\S+[ \t]+\S+[ \t]+\S+[ \t]+"
+        r"|rclone[ \t]+config[ \t]+(?:create|update)\b[^\n|;&]{0,512}?[ \t]"
+        r"(?:secret_access_key|pass|password|client_secret|token|key|sas_url)[ \t]+"
+        r"|(?:sshpass[ \t]+-f|--?(?:vault-password|password|passphrase|pass)[-_]?file)[ \t]*=?[ \t]*"
+        r"<\([ \t]*(?:echo|printf)[ \t]+(?:-[a-zA-Z]+[ \t]+)*(?:'%s(?:\\n)?'[ \t]+|\"%s(?:\\n)?\"[ \t]+)?"
+        r"|security[ \t]+add-(?:generic|internet)-password\b[^\n|;&]{0,512}?[ \t]-w[ \t]+"
+        r"|(?<![\w-])-auth[ \t]+[^\s:@]{1,64}:(?=\S)|bw[ \t]+unlock[ \t]+(?=[^\s-])|cargo[ \t]+login[ \t]+(?=[^\s-])"
+        r"|poetry[ \t]+config[ \t]+(?:http-basic\.\S+[ \t]+\S+|pypi-token\.\S+)[ \t]+))"
         r"(?:" + _VALUE + ")",
         "[REDACTED]",
     ),
@@ -381,10 +416,72 @@ DEFAULT_REDACTIONS: tuple[tuple[str, str, str], ...] = (
         r"|sudo[ \t]+(?:-[A-Za-z]*S\b|--stdin)"
         r"|(?:docker|podman|nerdctl|buildah|skopeo|oras|crane|helm(?:[ \t]+registry)?)[ \t]+login\b"
         r"[^\n|]*--password-stdin"
-        r"|gh[ \t]+auth[ \t]+login\b[^\n|]*--with-token|kinit\b|vault[ \t]+login\b"
+        r"|gh[ \t]+auth[ \t]+login\b[^\n|]*--with-token|kinit\b|vault[ \t]+login\b|vncpasswd\b"
+        r"|op[ \t]+signin\b|pass[ \t]+insert\b|keepassxc-cli\b|bw[ \t]+unlock\b"
         r"|gpg\b[^\n|]*--passphrase-fd[ \t]+0|cryptsetup\b|openssl\b[^\n|]*-pass(?:in)?[ \t]+stdin"
         r"|gcloud[ \t]+secrets[ \t]+(?:create|versions[ \t]+add)\b[^\n|]*--data-file[= ]-))",
         "\\g<head>[REDACTED]",
+    ),
+    # A password given by a here-string or a here-document to what reads one from its input
+    # (sudo -S CMD <<< 'X', chpasswd <<< 'user:X', kinit bob <<< X, cryptsetup open DEV NAME <<< X,
+    # gpg --passphrase-fd 0 ... <<< X, htpasswd -i FILE USER <<< X, passwd <<EOF / X / X / EOF,
+    # smbpasswd -s -a bob <<EOF), written into a file named for secrets (cat > /etc/rsyncd.secrets
+    # <<EOF / backup:X / EOF, echo 'backup:X' > /etc/rsyncd.secrets), or shown from one (cat
+    # /etc/rsyncd.secrets, then its "user:X" lines): :func:`_redact_stdin`.
+    (
+        "stdin_password",
+        rf"(?P<head>(?<!\w)(?:(?P<reader>{_STDIN_READERS})[^\n|;&<]*<<(?P<here><?)"
+        rf"|(?P<writer>(?:echo|printf)[ \t]+(?:-[a-zA-Z]+[ \t]+)*)(?=[^\n|;&]*>[ \t]*[^\s;&|]*{_SECRETS_FILE})"
+        rf"|(?P<shown>(?:cat|less|more|head|tail|bat)\b)(?=[^\n|;&<>\\]*{_SECRETS_FILE}[^\n|;&<>\\]*(?:\r?\n|\\n|$))))",
+        "[REDACTED]",
+    ),
+    # An expect script's answer to a password prompt: expect "Password:" then send "X\r" (its quotes
+    # escaped too, as in a JSON string).
+    (
+        "expect_send",
+        r"(?P<head>(?<!\w)expect[ \t]+(?:-\w+[ \t]+)*\\?[\"'{][^\n\"'}\\]*"
+        r"(?i:pass|pin\b|secret|token|phrase|otp|verification)[^\n\"'}\\]*\\?[\"'}][ \t]*[{;]?[ \t]*"
+        r"(?:(?:\r?\n|\\n)[ \t]*)?send[ \t]+(?:-[\w-]+[ \t]+)*\\?(?P<q>[\"'{]))(?![$\[])"
+        r"(?P<v>(?:(?!\\[rn\"])[^\n\"'}]){2,1024})",
+        "\\g<head>[REDACTED]",
+    ),
+    # The answer to an account's security question: "security question answer: X", "secret
+    # answer: X", "the answer to my security question is X", "mother's maiden name is X".
+    (
+        "security_answer",
+        r"(?P<head>(?<!\w)(?i:(?:security|secret|recovery)[ \t]+(?:question[ \t]+)?answer(?:[ \t]+(?:is|was))?"
+        r"[ \t]*:?[ \t]*|answer[ \t]+to[ \t]+(?:my|the|our|his|her|their|your)[ \t]+security[ \t]+question"
+        r"(?:[ \t]+(?:is|was))?[ \t]*:?[ \t]*|(?:mother|mom|mum)(?:'|\u2019)?s[ \t]+maiden[ \t]+name"
+        r"(?:[ \t]+(?:is|was)[ \t]+|[ \t]*:[ \t]*)))"
+        r"(?![\[(]|(?i:is|was|are|the|a|an|not|that|in|on|stored|saved|kept|written|required|needed|optional)\b)"
+        r"(?:" + _VALUE + ")",
+        "[REDACTED]",
+    ),
+    # A service's directive whose value is its secret: redis "requirepass X" and "masterauth X",
+    # keepalived "auth_pass X", bitcoind "rpcpassword X" (words of their own, anywhere in a text).
+    (
+        "config_directive",
+        r"(?P<head>(?<![\w.])(?:requirepass|masterauth|auth_pass|rpcpassword)[ \t]+)"
+        r"(?![=\s])(?!\[REDACTED\])(?:" + _VALUE + ")",
+        "[REDACTED]",
+    ),
+    # A configuration's quoted secret: BIND's TSIG key 'secret "X";' (the ";" after the quote:
+    # "secret" is a common word), ipsec.secrets ': PSK "X"'.
+    (
+        "config_secret_line",
+        r"(?P<head>(?<![\w.-])(?:secret[ \t]+(?=\\?[\"'][^\n\"'\\]{1,1024}\\?[\"'][ \t]*;)|PSK[ \t]+(?=\\?[\"'])))"
+        r"(?:" + _VALUE + r")",
+        "[REDACTED]",
+    ),
+    # A BitLocker recovery key: eight groups of six digits; a product key: five groups of five
+    # capitals and digits (BBBBB-CCCCC-DDDDD-EEEEE-FFFFF).
+    ("recovery_key_digits", r"(?<!\d)(?<!\d-)\d{6}(?:-\d{6}){7}(?![\d-])", "[REDACTED]"),
+    ("product_key", r"(?<![A-Za-z0-9])(?<![A-Za-z0-9]-)[A-Z0-9]{5}(?:-[A-Z0-9]{5}){4}(?![A-Za-z0-9-])", "[REDACTED]"),
+    # A password's hash in crypt's format (/etc/shadow, .htpasswd): $apr1$, $1$, $5$, $6$, $y$, bcrypt's $2b$.
+    (
+        "password_hash",
+        r"(?<![\w$])\$(?:apr1|1|5|6|y|gy|2[abxy]?)\$(?:rounds=\d+\$|\d{2}\$|[./\w]{1,16}\$)?(?:[./\w]{1,64}\$)?[./\w]{20,}",
+        "[REDACTED]",
     ),
     # .netrc: "machine host login user password X", and its one-token-per-line form.
     (
@@ -429,6 +526,14 @@ DEFAULT_REDACTIONS: tuple[tuple[str, str, str], ...] = (
         r"(?=%26|%22|%2C|&|[\s\"']|$)",
         r"\1[REDACTED]",
     ),
+    # A quoted label and its value: "password:" "X", 'Password:', 'X' (an expect script's or a
+    # prompt list's); a block after it ({ send ... }) is no value, nor a key after it ("type":).
+    (
+        "quoted_label",
+        r"(?P<head>(?P<lq>[\"'`])(?i:pass(?:word|wd|phrase|code)|secret|token|api[ _-]?key|pin)[ \t]*:(?P=lq)[ \t]*"
+        r"(?:,[ \t]*)?)(?![{(\[])(?:" + _VALUE + r")(?![ \t]*:)",
+        "[REDACTED]",
+    ),
     (
         "password_pair",
         rf"(?P<head>(?P<name>{_SECRET_NAME})(?P<sep>\\?[\"'`]?[ \t]*(?:=>|:=|=(?!=)|:(?![:=]|//)|\uff1a)[ \t]*))"
@@ -441,12 +546,16 @@ DEFAULT_REDACTIONS: tuple[tuple[str, str, str], ...] = (
         "spoken_password",
         rf"(?P<head>(?<!\w)(?:(?i:{_PASSWORD_WORDS}|{_SAID_PASSWORD_WORDS})[ \t]*"
         r"(?:(?i:is|es|ist|est|é|è|är|er|on|je|to|是)[ \t]+|[는은][ \t]*|[:\uff1a][ \t]*)?"
-        r"|(?:(?i:pass(?:word|wd|phrase|code)|pwd?|(?:api|access|secret|private)[ \t]+key"
+        r"|(?:(?i:pass(?:word|wd|phrase|code)|pwd?|(?:api|access|secret|private|pre-?shared|recovery)[ \t]+key"
+        r"|(?:unlock|screen|sim|phone)[ \t]+(?:code|pin)|(?:licen[cs]e|product|activation)[ \t]+key"
+        r"|(?:licen[cs]e|activation|registration)[ \t]+code"
         rf"|(?:(?:{_CODE_PLACES})[ \t]+)?combination|(?:{_CODE_PLACES})[ \t]+code)|PIN)"
         + _SAID_IS
         + r"|(?i:(?:set|changed?|reset|updated?)[ \t]+(?:(?:the|my|our|his|her|their|your)[ \t]+)?(?:[\w-]+[ \t]+)?"
         r"pass(?:word|wd|phrase)[ \t]+to[ \t]+)"
-        r"|(?i:(?:api|access|secret|private)[ \t]+key|pwd?|(?:door|gate|alarm|garage|keypad)[ \t]+code)[ \t]*:[ \t]*"
+        r"|(?i:(?:api|access|secret|private|pre-?shared|recovery)[ \t]+key|pwd?"
+        r"|(?:door|gate|alarm|garage|keypad)[ \t]+code|(?:unlock|screen|sim|phone)[ \t]+(?:code|pin)"
+        r"|(?:licen[cs]e|product|activation)[ \t]+key|(?:licen[cs]e|activation|registration)[ \t]+code)[ \t]*:[ \t]*"
         r"|(?i:pass(?:wd)?)[ \t]*:[ \t]*(?=\S*[A-Za-z])"
         r"|(?i:pass)" + _SAID_IS + r"(?=\S*[A-Za-z])))"
         r"(?:" + _VALUE + ")",
@@ -496,15 +605,21 @@ DEFAULT_REDACTIONS: tuple[tuple[str, str, str], ...] = (
         "\\g<head>[REDACTED]",
     ),
     # A secret-named variable set by a keyword, its value after a space: fish "set -gx NAME X", csh
-    # "setenv NAME X", a Dockerfile's "ENV NAME X", Apache's "SetEnv NAME X"; a secret-named string
+    # "setenv NAME X", a Dockerfile's "ENV NAME X", Apache's "SetEnv NAME X", a tool's configuration
+    # ("npm config set //registry/:_authToken X", "yarn config set npmAuthToken X", "aws configure
+    # set aws_secret_access_key X", "git config --global github.token X", 'dotnet user-secrets set
+    # "Db:Password" "X"'); a secret-named string
     # given as a call's first argument and the value as its second ("os.environ.get('DB_PASSWORD',
     # 'X')", "define('DB_PASSWORD', 'X')", "getenv(\"API_KEY\", \"X\")"; a tuple "('AUTH', 'X')" is
     # data); a secret's setter ("setPassword(\"X\")", "set_api_key('X')"). Only under a secret's
     # name (:func:`is_secret_name`).
     (
         "keyword_assignment",
-        r"(?P<head>(?<![\w-])(?:set[ \t]+-[A-Za-z]{1,4}|setenv|ENV|SetEnv|setx)[ \t]+"
-        r"(?P<name>[A-Za-z_][\w.]{0,127})[ \t]+)(?![=\s])(?!\[REDACTED\])(?:" + _VALUE + ")",
+        r"(?P<head>(?<!\w)(?:set[ \t]+-[A-Za-z]{1,4}|setenv|ENV|SetEnv|setx"
+        r"|(?:npm|pnpm|yarn|pip|gcloud)[ \t]+config[ \t]+set|aws[ \t]+configure[ \t]+set"
+        r"|git[ \t]+config(?:[ \t]+--(?:global|local|system|replace-all|add))*|dotnet[ \t]+user-secrets[ \t]+set)[ \t]+"
+        r"(?P<nq>(?:\\?\")?)(?P<name>[A-Za-z_/][\w.:/@-]{0,127})(?P=nq)[ \t]+)(?![=\s])(?!\[REDACTED\])"
+        r"(?:" + _VALUE + ")",
         "[REDACTED]",
     ),
     (
@@ -647,15 +762,19 @@ def _digits_at_least(text: str, n: int) -> bool:
 
 
 _AWS_PREFIXES = ("AKIA", "ASIA", "AGPA", "AIDA", "AROA", "ABIA", "ACCA", "ANPA", "ANVA", "AIPA")
-_PAIR_HINTS = ("pass", "pw", "secret", "token", "key", "credential", "auth")
+_PAIR_HINTS = ("pass", "pw", "secret", "token", "key", "credential", "auth", "psk")
 _FOREIGN_PASSWORDS: tuple[str, ...] = ("contrase", "kennwort", "пароль", "密码", "口令", "mot de passe", "senha")
 _FOREIGN_PASSWORDS += ("wachtwoord", "hasło", "parola", "パスワード", "비밀번호", "şifre", "lösenord", "mdp", "clave")
 _FOREIGN_PASSWORDS += ("heslo", "jelszó", "salasana", "adgangskode", "passord")
-_SPOKEN_HINTS = ("pass", "pw", "pin", "api key", "access key", "secret key", "private key", " code", "combination")
+_SPOKEN_HINTS: tuple[str, ...] = ("pass", "pw", "pin", "api key", "access key", "secret key", "private key")
+_SPOKEN_HINTS += (" code", "combination", "shared key", "recovery key", "licen", "product", "activation")
 _TOKEN_HINTS = ("token", "secret", " key")
+_FILE_HINTS = ("secret", "password", "htpasswd", "credential", "passfile", ".pass")
 _CLI_HINTS: tuple[str, ...] = ("mysql", "mariadb", "login", "sshpass", "-cli", "ldap", "pass", "zip", "7z", "rar")
 _CLI_HINTS += ("net user", "securestring", "nmcli", "mongo", "influx", "ssh-keygen", "rabbitmqctl", "smbclient")
 _CLI_HINTS += ("net use", "psexec", "paexec", "winexe", "gh secret", "ssm", "secretsmanager", "keyvault")
+_CLI_HINTS += ("schtasks", "mosquitto", "snmp", "mc alias", "rclone", "<(", "security", "-auth", "bw", "cargo")
+_CLI_HINTS += ("poetry",)
 _CLI_HINTS += ("vault", "/p:", "sqlcmd", "osql", "isql", "bcp", "az login", "lftp", "sqlplus")
 _COOKIE_HINTS = ("session", "sessid", "connect.sid", "csrftoken", "remember_token")
 
@@ -687,6 +806,15 @@ _PRECHECKS: dict[str, Callable[[_Text], bool]] = {
     "short_password_field": lambda t: _any(t.lower, ('"pass"', "'pass'", '"pw', "'pw")),
     "password_named_after": lambda t: " as " in t.text and _any(t.lower, ("password", "passphrase", " pw")),
     "netrc_password": lambda t: "password" in t.lower,
+    "stdin_password": lambda t: "<<" in t.text or (_any(t.text, ("\n", ">", "\\n")) and _any(t.lower, _FILE_HINTS)),
+    "expect_send": lambda t: "expect" in t.text and "send" in t.text,
+    "config_directive": lambda t: _any(t.lower, ("requirepass", "masterauth", "auth_pass", "rpcpassword")),
+    "config_secret_line": lambda t: ("secret" in t.text or "PSK" in t.text) and ('"' in t.text or "'" in t.text),
+    "recovery_key_digits": lambda t: _digits_at_least(t.text, 48),
+    "product_key": lambda t: t.text.count("-") >= 4,
+    "password_hash": lambda t: "$" in t.text,
+    "quoted_label": lambda t: ':"' in t.text or ":'" in t.text or ":`" in t.text,
+    "security_answer": lambda t: "answer" in t.lower or "maiden" in t.lower,
     "pgpass_line": lambda t: t.text.count(":") >= 4,
     "odbc_password": lambda t: ";" in t.text and ("pwd" in t.lower or "pass" in t.lower),
     "xml_secret": lambda t: "</" in t.text and (_any(t.lower, _PAIR_HINTS) or _any(t.lower, _FOREIGN_PASSWORDS)),
@@ -704,7 +832,9 @@ _PRECHECKS: dict[str, Callable[[_Text], bool]] = {
         ("conn" in t.lower and "/" in t.text and "@" in t.text)
         or ("http" in t.text and ("-a " in t.text or "--auth" in t.text))
     ),
-    "keyword_assignment": lambda t: _any(t.text, ("set -", "setenv", "ENV ", "SetEnv", "setx")),
+    "keyword_assignment": lambda t: _any(
+        t.text, ("set -", "setenv", "ENV ", "SetEnv", "setx", "config", "configure", "user-secrets")
+    ),
     "named_argument": lambda t: "(" in t.text and _any(t.lower, _PAIR_HINTS),
     "auth_pair": lambda t: "(" in t.text and _any(t.text, ("auth", "Auth", "redential", "usernamePassword")),
     "named_value_below": lambda t: "value:" in t.text and "name:" in t.text,
@@ -775,7 +905,12 @@ def _keep_assignment(match: re.Match[str]) -> bool:
     if _placeholder(value):
         return True
     if quoted is not None:
-        return False
+        # A quoted label ("password:", as expect or a prompt list writes it): its closing quote
+        # opened no value (``quoted_label`` takes what follows it).
+        quote = match.group("q")
+        head = match.group("head")
+        before = match.string[match.start() - 1 : match.start()]
+        return bool(quote) and head.endswith(":") and quote not in head and before == quote
     if value.startswith("--"):
         return True  # --no-password --verbose: the next flag, not a value
     if re.fullmatch(_CODE, value) and not any(_keyish(part) for part in value.split(".")):
@@ -1093,6 +1228,99 @@ def _redact_pgpass(pattern: re.Pattern[str], replacement: str, text: str) -> tup
     return pattern.sub(sub, text), hits
 
 
+_HEREDOC_TAG = re.compile(r"-?[ \t]*(?P<q>['\"]?)(?P<tag>[A-Za-z_][\w.-]*)(?P=q)")
+_USER_LINE = re.compile(r"[ \t]*[\w.@-]+:(?P<v>[^\s:\\]+)[ \t]*\r?")
+_LINE_BREAK = re.compile(r"\n")
+_ESCAPED_BREAK = re.compile(r"(?:\\r)?\\n|\n")
+
+
+def _redact_stdin(pattern: re.Pattern[str], replacement: str, text: str) -> tuple[str, int]:
+    """``stdin_password``: after a reader's ``<<<``, its value; after its ``<<TAG``, each line up to
+    TAG; after an echo into a secrets file, its value; after a secrets file shown, each following
+    "user:password" line. Of "user:password" lines (chpasswd's, a secrets file's) the user is
+    kept; a variable (``$PASSWORD``) is kept."""
+    out: list[str] = []
+    hits = 0
+    pos = 0
+
+    def value_at(i: int, users: bool) -> None:
+        """Replace the word (quoted or bare) at ``i``."""
+        nonlocal pos, hits
+        while i < len(text) and text[i] in " \t":
+            i += 1
+        if i < len(text) and text[i] in "'\"":
+            line_end = text.find("\n", i)
+            line_end = len(text) if line_end == -1 else line_end
+            end = text.find(text[i], i + 1, line_end)
+            start, end = i + 1, line_end if end == -1 else end  # unclosed: the rest of its line
+        else:
+            start, end = i, i
+            while end < len(text) and not text[end].isspace() and text[end] not in "|;&><":
+                end += 1
+        if end <= start:
+            return
+        if text.endswith("\\n", start, end):
+            end -= 2
+        if users and ":" in text[start:end]:
+            start = text.index(":", start, end) + 1
+        if _placeholder(text[start:end]):
+            return
+        out.append(text[pos:start] + replacement)
+        pos, hits = end, hits + 1
+
+    def lines_from(i: int, users: bool, until: str | None, first: bool = False) -> None:
+        """Replace each line from the one after ``i``: up to the line ``until`` (a here-document;
+        its ``first`` line only, when the rest is a command's input), or while lines read
+        "user:password" (a file shown). In a JSON string, lines end at ``\\n`` and the text at
+        its closing quote."""
+        nonlocal pos, hits
+        escaped = text.find("\n", i) == -1 or -1 < text.find("\\n", i) < text.find("\n", i)
+        breaks = _ESCAPED_BREAK if escaped else _LINE_BREAK
+        found_break = breaks.search(text, i)
+        while found_break is not None:
+            line_start = found_break.end()
+            found_break = breaks.search(text, line_start)
+            line_end = len(text) if found_break is None else found_break.start()
+            line = text[line_start:line_end]
+            if escaped and '"' in line:  # the string ends on this line
+                line = line[: line.index('"')]
+                found_break = None
+            if until is not None and line.strip() in (until, until + "\\"):
+                return
+            if until is None:
+                user_line = _USER_LINE.fullmatch(line)
+                if user_line is None:
+                    return
+                start, end = line_start + user_line.start("v"), line_start + user_line.end("v")
+            else:
+                start, end = line_start + len(line) - len(line.lstrip()), line_start + len(line.rstrip())
+                if escaped and text.startswith("\\t", start):
+                    start += 2
+                if users and ":" in text[start:end]:
+                    start = text.index(":", start, end) + 1
+            if not _placeholder(text[start:end]):
+                out.append(text[pos:start] + replacement)
+                pos, hits = end, hits + 1
+            if first and end > start:
+                return
+
+    for match in pattern.finditer(text):
+        if match.start() < pos:
+            continue
+        command = (match.group("reader") or match.group("writer") or match.group("shown")).split()[0]
+        users = command in _USER_LINES
+        if match.group("writer") is not None or match.group("here"):
+            value_at(match.end(), users)
+        elif match.group("shown") is not None:
+            lines_from(match.end(), users, None)
+        else:
+            tag = _HEREDOC_TAG.match(text, match.end())
+            if tag is not None:
+                lines_from(tag.end(), users, tag.group("tag"), first=not users and command not in _LINES_ALL)
+    out.append(text[pos:])
+    return "".join(out), hits
+
+
 def _redact_yaml_block(pattern: re.Pattern[str], replacement: str, text: str) -> tuple[str, int]:
     """A secret-named YAML key's block scalar (each line replaced) or list (each item replaced)."""
     hits = 0
@@ -1267,10 +1495,15 @@ _SUBSTITUTES: dict[str, Callable[[re.Pattern[str], str, str], tuple[str, int]]] 
     "connect_password": _redact_assignments,
     "netrc_password": _redact_loose,
     "spoken_password": _redact_loose,
+    "config_directive": _redact_loose,
+    "config_secret_line": _redact_assignments,
     "spoken_token": _redact_spoken_token,
     "variable_set_to": _redact_loose,
     "login_pair": _redact_login_pair,
     "pgpass_line": _redact_pgpass,
+    "security_answer": _redact_assignments,
+    "quoted_label": _redact_assignments,
+    "stdin_password": _redact_stdin,
     "yaml_secret_block": _redact_yaml_block,
     "random_token": _redact_random,
 }
@@ -1279,7 +1512,7 @@ _SUBSTITUTES: dict[str, Callable[[re.Pattern[str], str, str], tuple[str, int]]] 
 
 # Matched against the whole name, lower-cased, camelCase and separators turned into ``_``.
 _SECRET_FIELD = (
-    r".*pass(?:word|wd|phrase)|.*(?:passwort|kennwort|contrase(?:ñ|n)a|пароль|密码|mot_de_passe)"
+    r".*pass(?:word|wd|phrase|code)|.*psk|.*(?:passwort|kennwort|contrase(?:ñ|n)a|пароль|密码|mot_de_passe)"
     r"|(?:.*_)?(?:secrets?|token|credentials?|auth|authorization|cookie|apikey|sessionid|secret_key_base"
     r"|connection_?string|conn_?str"
     r"|(?:api|access|secret|private|signing|encryption|master|client|app|auth|license|account|subscription"
