@@ -316,11 +316,7 @@ DEFAULT_REDACTIONS: tuple[tuple[str, str, str], ...] = (
     # secretsmanager create-secret ... --secret-string X, az keyvault secret set ... --value X,
     # ConvertTo-SecureString 'X',
     # nmcli ... password X, wpa_passphrase SSID X, mongosh -p X, ssh-keygen -N X, openssl passwd X,
-    # rabbitmqctl add_user NAME X, vault login X, smbclient -U user%X, xfreerdp /p:X, schtasks ... /rp X,
-    # mosquitto_pub -P X, snmpwalk -c X (not public or private), mc alias set NAME URL KEY X, rclone
-    # config create NAME TYPE secret_access_key X, sshpass -f <(echo X), --vault-password-file <(echo X),
-    # security add-generic-password ... -w X, jenkins-cli -auth user:X, bw unlock X, cargo login X,
-    # poetry config http-basic.NAME USER X, poetry config pypi-token.NAME X.
+    # rabbitmqctl add_user NAME X, vault login X, smbclient -U user%X, xfreerdp /p:X.
     (
         "cli_password",
         r"(?P<head>(?<![A-Za-z0-9_])(?:(?:mysql|mysqldump|mysqladmin|mysqlimport|mysqlshow|mysqlcheck|mariadb|mariadb-dump)\b"
@@ -355,8 +351,19 @@ DEFAULT_REDACTIONS: tuple[tuple[str, str, str], ...] = (
         r"|az[ \t]+login\b[^\n|;&]{0,512}?[ \t](?:-p|--password)[ \t]+"
         r"|lftp\b[^\n|;&]{0,512}?[ \t]-u[ \t]+[^\s,]{1,64},"
         r"|sqlplus[ \t]+(?:-\w+[ \t]+)*[\w$#.-]{1,64}/(?=[^\s/@]{2})"
-        r"|(?<![\w/:.-])/(?i:p|pass|password):"
-        r"|schtasks\b[^\n|;&]{0,512}?[ \t]/rp[ \t]+"
+        r"|(?<![\w/:.-])/(?i:p|pass|password):))"
+        r"(?:" + _VALUE + ")",
+        "[REDACTED]",
+    ),
+    # More tools' passwords on their command lines (a rule of its own: the one above is read for
+    # every text holding "pass"): schtasks ... /rp X, mosquitto_pub -P X, snmpwalk -c X (not public
+    # or private), mc alias set NAME URL KEY X, rclone config create NAME TYPE secret_access_key X,
+    # sshpass -f <(echo X), --vault-password-file <(echo X), security add-generic-password ... -w X,
+    # jenkins-cli -auth user:X, bw unlock X, cargo login X, poetry config http-basic.NAME USER X,
+    # poetry config pypi-token.NAME X.
+    (
+        "cli_password_tools",
+        r"(?P<head>(?<![A-Za-z0-9_])(?:schtasks\b[^\n|;&]{0,512}?[ \t]/rp[ \t]+"
         r"|mosquitto_(?:pub|sub|rr)\b[^\n|;&]{0,512}?[ \t]-P[ \t]+"
         r"|snmp[a-z]{0,12}\b[^\n|;&]{0,512}?[ \t]-c[ \t]*(?!(?:public|private)\b)(?=[^\s-])"
         r"|mc[ \t]+alias[ \t]+set[ \t]+\S+[ \t]+\S+[ \t]+\S+[ \t]+"
@@ -365,7 +372,8 @@ DEFAULT_REDACTIONS: tuple[tuple[str, str, str], ...] = (
         r"|(?:sshpass[ \t]+-f|--?(?:vault-password|password|passphrase|pass)[-_]?file)[ \t]*=?[ \t]*"
         r"<\([ \t]*(?:echo|printf)[ \t]+(?:-[a-zA-Z]+[ \t]+)*(?:'%s(?:\\n)?'[ \t]+|\"%s(?:\\n)?\"[ \t]+)?"
         r"|security[ \t]+add-(?:generic|internet)-password\b[^\n|;&]{0,512}?[ \t]-w[ \t]+"
-        r"|(?<![\w-])-auth[ \t]+[^\s:@]{1,64}:(?=\S)|bw[ \t]+unlock[ \t]+(?=[^\s-])|cargo[ \t]+login[ \t]+(?=[^\s-])"
+        r"|(?<![\w-])-auth[ \t]+[^\s:@]{1,64}:(?=\S)|bw[ \t]+unlock[ \t]+(?=[^\s-])"
+        r"|cargo[ \t]+login[ \t]+(?=[^\s-])"
         r"|poetry[ \t]+config[ \t]+(?:http-basic\.\S+[ \t]+\S+|pypi-token\.\S+)[ \t]+))"
         r"(?:" + _VALUE + ")",
         "[REDACTED]",
@@ -432,7 +440,8 @@ DEFAULT_REDACTIONS: tuple[tuple[str, str, str], ...] = (
         "stdin_password",
         rf"(?P<head>(?<!\w)(?:(?P<reader>{_STDIN_READERS})[^\n|;&<]*<<(?P<here><?)"
         rf"|(?P<writer>(?:echo|printf)[ \t]+(?:-[a-zA-Z]+[ \t]+)*)(?=[^\n|;&]*>[ \t]*[^\s;&|]*{_SECRETS_FILE})"
-        rf"|(?P<shown>(?:cat|less|more|head|tail|bat)\b)(?=[^\n|;&<>\\]*{_SECRETS_FILE}[^\n|;&<>\\]*(?:\r?\n|\\n|$))))",
+        rf"|(?P<shown>(?:cat|less|more|head|tail|bat)[ \t]+(?:-[\w-]+[ \t]+)*)"
+        rf"(?=[^\s|;&<>\\]*{_SECRETS_FILE}[^\s|;&<>\\]*[ \t]*(?:\r?\n|\\n|$))))",
         "[REDACTED]",
     ),
     # An expect script's answer to a password prompt: expect "Password:" then send "X\r" (its quotes
@@ -475,8 +484,11 @@ DEFAULT_REDACTIONS: tuple[tuple[str, str, str], ...] = (
     ),
     # A BitLocker recovery key: eight groups of six digits; a product key: five groups of five
     # capitals and digits (BBBBB-CCCCC-DDDDD-EEEEE-FFFFF).
-    ("recovery_key_digits", r"(?<!\d)(?<!\d-)\d{6}(?:-\d{6}){7}(?![\d-])", "[REDACTED]"),
-    ("product_key", r"(?<![A-Za-z0-9])(?<![A-Za-z0-9]-)[A-Z0-9]{5}(?:-[A-Z0-9]{5}){4}(?![A-Za-z0-9-])", "[REDACTED]"),
+    (
+        "key_shape",
+        r"(?<![A-Za-z0-9])(?<![A-Za-z0-9]-)(?:\d{6}(?:-\d{6}){7}|[A-Z0-9]{5}(?:-[A-Z0-9]{5}){4})(?![A-Za-z0-9-])",
+        "[REDACTED]",
+    ),
     # A password's hash in crypt's format (/etc/shadow, .htpasswd): $apr1$, $1$, $5$, $6$, $y$, bcrypt's $2b$.
     (
         "password_hash",
@@ -546,19 +558,25 @@ DEFAULT_REDACTIONS: tuple[tuple[str, str, str], ...] = (
         "spoken_password",
         rf"(?P<head>(?<!\w)(?:(?i:{_PASSWORD_WORDS}|{_SAID_PASSWORD_WORDS})[ \t]*"
         r"(?:(?i:is|es|ist|est|é|è|är|er|on|je|to|是)[ \t]+|[는은][ \t]*|[:\uff1a][ \t]*)?"
-        r"|(?:(?i:pass(?:word|wd|phrase|code)|pwd?|(?:api|access|secret|private|pre-?shared|recovery)[ \t]+key"
-        r"|(?:unlock|screen|sim|phone)[ \t]+(?:code|pin)|(?:licen[cs]e|product|activation)[ \t]+key"
-        r"|(?:licen[cs]e|activation|registration)[ \t]+code"
+        r"|(?:(?i:pass(?:word|wd|phrase|code)|pwd?|(?:api|access|secret|private)[ \t]+key"
         rf"|(?:(?:{_CODE_PLACES})[ \t]+)?combination|(?:{_CODE_PLACES})[ \t]+code)|PIN)"
         + _SAID_IS
         + r"|(?i:(?:set|changed?|reset|updated?)[ \t]+(?:(?:the|my|our|his|her|their|your)[ \t]+)?(?:[\w-]+[ \t]+)?"
         r"pass(?:word|wd|phrase)[ \t]+to[ \t]+)"
-        r"|(?i:(?:api|access|secret|private|pre-?shared|recovery)[ \t]+key|pwd?"
-        r"|(?:door|gate|alarm|garage|keypad)[ \t]+code|(?:unlock|screen|sim|phone)[ \t]+(?:code|pin)"
-        r"|(?:licen[cs]e|product|activation)[ \t]+key|(?:licen[cs]e|activation|registration)[ \t]+code)[ \t]*:[ \t]*"
+        r"|(?i:(?:api|access|secret|private)[ \t]+key|pwd?|(?:door|gate|alarm|garage|keypad)[ \t]+code)[ \t]*:[ \t]*"
         r"|(?i:pass(?:wd)?)[ \t]*:[ \t]*(?=\S*[A-Za-z])"
         r"|(?i:pass)" + _SAID_IS + r"(?=\S*[A-Za-z])))"
         r"(?:" + _VALUE + ")",
+        "[REDACTED]",
+    ),
+    # A key or code said in prose: "the pre-shared key is X", "recovery key: X", "phone unlock code:
+    # X", "SIM PIN is X", "license key: X", "the activation code is X" (a rule of its own: its words
+    # would cost every text the password rule reads).
+    (
+        "spoken_key",
+        r"(?P<head>(?<!\w)(?i:(?:pre-?shared|recovery|licen[cs]e|product|activation)[ \t]+key"
+        r"|(?:unlock|screen|sim|phone)[ \t]+(?:code|pin)|(?:licen[cs]e|activation|registration)[ \t]+code)"
+        r"(?:" + _SAID_IS + r"|[ \t]*:[ \t]*))(?:" + _VALUE + ")",
         "[REDACTED]",
     ),
     # A secret-named variable given its value in prose: "set DB_PASS to X", "change API_TOKEN to X".
@@ -767,14 +785,18 @@ _FOREIGN_PASSWORDS: tuple[str, ...] = ("contrase", "kennwort", "пароль", "
 _FOREIGN_PASSWORDS += ("wachtwoord", "hasło", "parola", "パスワード", "비밀번호", "şifre", "lösenord", "mdp", "clave")
 _FOREIGN_PASSWORDS += ("heslo", "jelszó", "salasana", "adgangskode", "passord")
 _SPOKEN_HINTS: tuple[str, ...] = ("pass", "pw", "pin", "api key", "access key", "secret key", "private key")
-_SPOKEN_HINTS += (" code", "combination", "shared key", "recovery key", "licen", "product", "activation")
+_SPOKEN_HINTS += (" code", "combination")
+_KEY_HINTS = (" key", " code", " pin")
 _TOKEN_HINTS = ("token", "secret", " key")
 _FILE_HINTS = ("secret", "password", "htpasswd", "credential", "passfile", ".pass")
+_FILE_COMMANDS = ("cat ", "tee ", "echo ", "printf ", "less ", "more ", "head ", "tail ", "bat ")
+_KEYWORD_SETTERS: tuple[str, ...] = ("set -", "setenv", "ENV ", "SetEnv", "setx", "config set", "configure set")
+_KEYWORD_SETTERS += ("git config", "user-secrets")
 _CLI_HINTS: tuple[str, ...] = ("mysql", "mariadb", "login", "sshpass", "-cli", "ldap", "pass", "zip", "7z", "rar")
 _CLI_HINTS += ("net user", "securestring", "nmcli", "mongo", "influx", "ssh-keygen", "rabbitmqctl", "smbclient")
 _CLI_HINTS += ("net use", "psexec", "paexec", "winexe", "gh secret", "ssm", "secretsmanager", "keyvault")
-_CLI_HINTS += ("schtasks", "mosquitto", "snmp", "mc alias", "rclone", "<(", "security", "-auth", "bw", "cargo")
-_CLI_HINTS += ("poetry",)
+_TOOL_HINTS: tuple[str, ...] = ("schtasks", "mosquitto", "snmp", "mc alias", "rclone", "<(", "-auth", "bw unlock")
+_TOOL_HINTS += ("cargo login", "poetry config", "-password")
 _CLI_HINTS += ("vault", "/p:", "sqlcmd", "osql", "isql", "bcp", "az login", "lftp", "sqlplus")
 _COOKIE_HINTS = ("session", "sessid", "connect.sid", "csrftoken", "remember_token")
 
@@ -801,17 +823,17 @@ _PRECHECKS: dict[str, Callable[[_Text], bool]] = {
     "url_password_slash": lambda t: "://" in t.text and "@" in t.text,
     "session_cookie": lambda t: _any(t.lower, _COOKIE_HINTS),
     "cli_password": lambda t: _any(t.lower, _CLI_HINTS),
+    "cli_password_tools": lambda t: _any(t.lower, _TOOL_HINTS),
     "sql_password": lambda t: "'" in t.text and ("password" in t.lower or "identified" in t.lower),
     "piped_password": lambda t: ("echo" in t.text or "printf" in t.text) and "|" in t.text,
     "short_password_field": lambda t: _any(t.lower, ('"pass"', "'pass'", '"pw', "'pw")),
     "password_named_after": lambda t: " as " in t.text and _any(t.lower, ("password", "passphrase", " pw")),
     "netrc_password": lambda t: "password" in t.lower,
-    "stdin_password": lambda t: "<<" in t.text or (_any(t.text, ("\n", ">", "\\n")) and _any(t.lower, _FILE_HINTS)),
+    "stdin_password": lambda t: "<<" in t.text or (_any(t.lower, _FILE_HINTS) and _any(t.text, _FILE_COMMANDS)),
     "expect_send": lambda t: "expect" in t.text and "send" in t.text,
     "config_directive": lambda t: _any(t.lower, ("requirepass", "masterauth", "auth_pass", "rpcpassword")),
     "config_secret_line": lambda t: ("secret" in t.text or "PSK" in t.text) and ('"' in t.text or "'" in t.text),
-    "recovery_key_digits": lambda t: _digits_at_least(t.text, 48),
-    "product_key": lambda t: t.text.count("-") >= 4,
+    "key_shape": lambda t: t.text.count("-") >= 4,
     "password_hash": lambda t: "$" in t.text,
     "quoted_label": lambda t: ':"' in t.text or ":'" in t.text or ":`" in t.text,
     "security_answer": lambda t: "answer" in t.lower or "maiden" in t.lower,
@@ -822,6 +844,7 @@ _PRECHECKS: dict[str, Callable[[_Text], bool]] = {
     "urlencoded_secret": lambda t: "%3" in t.text,
     "spoken_password": lambda t: _any(t.lower, _SPOKEN_HINTS) or _any(t.lower, _FOREIGN_PASSWORDS),
     "spoken_token": lambda t: _any(t.lower, _TOKEN_HINTS),
+    "spoken_key": lambda t: _any(t.lower, _KEY_HINTS),
     "variable_set_to": lambda t: (
         " to " in t.lower and _any(t.lower, ("set", "chang", "updat")) and _any(t.lower, _PAIR_HINTS)
     ),
@@ -832,9 +855,7 @@ _PRECHECKS: dict[str, Callable[[_Text], bool]] = {
         ("conn" in t.lower and "/" in t.text and "@" in t.text)
         or ("http" in t.text and ("-a " in t.text or "--auth" in t.text))
     ),
-    "keyword_assignment": lambda t: _any(
-        t.text, ("set -", "setenv", "ENV ", "SetEnv", "setx", "config", "configure", "user-secrets")
-    ),
+    "keyword_assignment": lambda t: _any(t.text, _KEYWORD_SETTERS),
     "named_argument": lambda t: "(" in t.text and _any(t.lower, _PAIR_HINTS),
     "auth_pair": lambda t: "(" in t.text and _any(t.text, ("auth", "Auth", "redential", "usernamePassword")),
     "named_value_below": lambda t: "value:" in t.text and "name:" in t.text,
@@ -1489,12 +1510,14 @@ _SUBSTITUTES: dict[str, Callable[[re.Pattern[str], str, str], tuple[str, int]]] 
     "key_lines": _redact_key_lines,
     "encoded_private_key": _redact_encoded_key,
     "cli_password": _redact_assignments,
+    "cli_password_tools": _redact_assignments,
     "named_value_below": _redact_named,
     "keyword_assignment": _redact_named,
     "named_argument": _redact_named,
     "connect_password": _redact_assignments,
     "netrc_password": _redact_loose,
     "spoken_password": _redact_loose,
+    "spoken_key": _redact_loose,
     "config_directive": _redact_loose,
     "config_secret_line": _redact_assignments,
     "spoken_token": _redact_spoken_token,
