@@ -757,6 +757,28 @@ def _service_config(rng: random.Random) -> Sample:
     )
 
 
+def _more_vendor_tokens(rng: random.Random) -> Sample:
+    alnum = string.ascii_letters + string.digits
+    kind = rng.randrange(7)
+    if kind == 0:
+        token = "sbp_" + _hex(rng, 40)
+    elif kind == 1:
+        token = "pplx-" + _hex(rng, 48)
+    elif kind == 2:
+        token = "fw_" + _rand(rng, 24, alnum)
+    elif kind == 3:
+        token = f"lsv2_{rng.choice(('pt', 'sk'))}_{_hex(rng, 32)}_{_hex(rng, 10)}"
+    elif kind == 4:
+        token = "glrt-" + _rand(rng, 20, alnum)
+    elif kind == 5:
+        token = f"{_rand(rng, 3, alnum)}8Q~{_rand(rng, 31, alnum)}"
+    else:
+        token = _hex(rng, 40)
+        return Sample(f"wandb login {token}", token, (token,))
+    text = rng.choice(("{t}", "export TOKEN_FOR_CI={t}", "the key is {t}", "use {t} in the pipeline")).format(t=token)
+    return Sample(text, token, (token,))
+
+
 #: Words of a wallet's seed phrase (a few of BIP-39's 2,048).
 SEED_WORDS = (
     "abandon", "ability", "able", "about", "above", "absent", "absorb", "abstract", "absurd", "abuse", "access",
@@ -797,7 +819,7 @@ def _two_factor(rng: random.Random) -> Sample:
 
 
 #: The kinds added in session 34 (and login_and_prose, chat_webhook, session 35; piped_and_prose,
-#: two_factor, session 36; stdin_and_recovery, service_config, session 37).
+#: two_factor, session 36; stdin_and_recovery, service_config, more_vendor_tokens, session 37).
 UNLISTED_KINDS: dict[str, Callable[[random.Random], Sample]] = {
     "key_after_any_name": _key_after_any_name,
     "dotted_token": _dotted_token,
@@ -809,6 +831,7 @@ UNLISTED_KINDS: dict[str, Callable[[random.Random], Sample]] = {
     "two_factor": _two_factor,
     "stdin_and_recovery": _stdin_and_recovery,
     "service_config": _service_config,
+    "more_vendor_tokens": _more_vendor_tokens,
 }
 
 

@@ -529,6 +529,13 @@ TOOLS_AND_KEYS = [
         'expect -c \'spawn ssh bob@h; expect "password:"; send "[REDACTED]\\r"; interact\'',
     ),
     ("product key: BBBBB-CCCCC-DDDDD-EEEEE-FFFFF", "product key: [REDACTED]"),
+    ("sbp_0f3c9a2b7e8d1c4f5a6b9e0d2c3f4a5b6c7d8e9f", "[TOKEN_REDACTED]"),
+    ("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", "[TOKEN_REDACTED]"),
+    ("FIREWORKS_API_KEY=fw_hCZ0N1XXnCBVqyZjxjP1MusJ", "FIREWORKS_API_KEY=[TOKEN_REDACTED]"),
+    ("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", "[TOKEN_REDACTED]"),
+    ("gitlab-runner register --token glrt-hzFdFy7vsFTrok7zmEXk", "gitlab-runner register --token [TOKEN_REDACTED]"),
+    ("client secret i4p8Q~iUfqygB18AIYTimzORZbgmKRw609xhT", "client secret [TOKEN_REDACTED]"),
+    ("wandb login 2e0b03dd475c5a6cd981f939451e0f1a365b67f7", "wandb login [REDACTED]"),
     ("license key: Zq4mB8xKw2Zq", "license key: [REDACTED]"),
     ("bob:$apr1$xyz12345$Zq4mB8xKw2Zq4mB8xKw2Z.", "bob:[REDACTED]"),
     (

@@ -223,10 +223,16 @@ DEFAULT_REDACTIONS: tuple[tuple[str, str, str], ...] = (
         "[GOOGLE_KEY_REDACTED]",
     ),
     ("huggingface_token", r"(?<![A-Za-z0-9])hf_[0-9A-Za-z]{30,}", "[HF_TOKEN_REDACTED]"),
+    # GitLab (glpat-, a runner's glrt-), npm, PyPI, DigitalOcean, Shopify, SendGrid, Supabase (sbp_),
+    # Perplexity (pplx-), Fireworks (fw_), LangSmith (lsv2_pt_/lsv2_sk_) and an Azure AD client
+    # secret (…8Q~…).
     (
         "vendor_token",
         r"(?<![A-Za-z0-9])(?:glpat-[0-9A-Za-z_-]{20,}|npm_[0-9A-Za-z]{36,}|pypi-AgE[0-9A-Za-z_-]{50,}|dop_v1_[0-9a-f]{64}"
-        r"|shp(?:at|ss|ca|pa)_[0-9a-fA-F]{32}|SG\.[0-9A-Za-z_-]{16,}\.[0-9A-Za-z_-]{16,})",
+        r"|shp(?:at|ss|ca|pa)_[0-9a-fA-F]{32}|SG\.[0-9A-Za-z_-]{16,}\.[0-9A-Za-z_-]{16,}"
+        r"|sbp_[0-9a-f]{40}|pplx-[0-9a-f]{48}|fw_[0-9A-Za-z]{24}|lsv2_(?:pt|sk)_[0-9a-f]{32}_[0-9a-f]{10}"
+        r"|glrt-[0-9A-Za-z_-]{20,}"
+        r"|[0-9A-Za-z_.-]{3}\dQ~[0-9A-Za-z_~.-]{31,34})",
         "[TOKEN_REDACTED]",
     ),
     # Vault (hvs./hvb./hvr.), age, Mailgun (key-… and the newer 32-8-8 hex), Twilio (an AC/SK id and
@@ -373,7 +379,7 @@ DEFAULT_REDACTIONS: tuple[tuple[str, str, str], ...] = (
         r"<\([ \t]*(?:echo|printf)[ \t]+(?:-[a-zA-Z]+[ \t]+)*(?:'%s(?:\\n)?'[ \t]+|\"%s(?:\\n)?\"[ \t]+)?"
         r"|security[ \t]+add-(?:generic|internet)-password\b[^\n|;&]{0,512}?[ \t]-w[ \t]+"
         r"|(?<![\w-])-auth[ \t]+[^\s:@]{1,64}:(?=\S)|bw[ \t]+unlock[ \t]+(?=[^\s-])"
-        r"|cargo[ \t]+login[ \t]+(?=[^\s-])"
+        r"|cargo[ \t]+login[ \t]+(?=[^\s-])|wandb[ \t]+login[ \t]+(?:--relogin[ \t]+)?(?=[^\s-])"
         r"|poetry[ \t]+config[ \t]+(?:http-basic\.\S+[ \t]+\S+|pypi-token\.\S+)[ \t]+))"
         r"(?:" + _VALUE + ")",
         "[REDACTED]",
@@ -789,6 +795,8 @@ _SPOKEN_HINTS += (" code", "combination")
 _KEY_HINTS = (" key", " code", " pin")
 _TOKEN_HINTS = ("token", "secret", " key")
 _FILE_HINTS = ("secret", "password", "htpasswd", "credential", "passfile", ".pass")
+_VENDOR_HINTS: tuple[str, ...] = ("glpat-", "npm_", "pypi-", "dop_v1_", "shp", "SG.", "sbp_", "pplx-", "fw_")
+_VENDOR_HINTS += ("lsv2_", "glrt-", "Q~")
 _FILE_COMMANDS = ("cat ", "tee ", "echo ", "printf ", "less ", "more ", "head ", "tail ", "bat ")
 _KEYWORD_SETTERS: tuple[str, ...] = ("set -", "setenv", "ENV ", "SetEnv", "setx", "config set", "configure set")
 _KEYWORD_SETTERS += ("git config", "user-secrets")
@@ -796,7 +804,7 @@ _CLI_HINTS: tuple[str, ...] = ("mysql", "mariadb", "login", "sshpass", "-cli", "
 _CLI_HINTS += ("net user", "securestring", "nmcli", "mongo", "influx", "ssh-keygen", "rabbitmqctl", "smbclient")
 _CLI_HINTS += ("net use", "psexec", "paexec", "winexe", "gh secret", "ssm", "secretsmanager", "keyvault")
 _TOOL_HINTS: tuple[str, ...] = ("schtasks", "mosquitto", "snmp", "mc alias", "rclone", "<(", "-auth", "bw unlock")
-_TOOL_HINTS += ("cargo login", "poetry config", "-password")
+_TOOL_HINTS += ("cargo login", "poetry config", "-password", "wandb login")
 _CLI_HINTS += ("vault", "/p:", "sqlcmd", "osql", "isql", "bcp", "az login", "lftp", "sqlplus")
 _COOKIE_HINTS = ("session", "sessid", "connect.sid", "csrftoken", "remember_token")
 
@@ -813,7 +821,7 @@ _PRECHECKS: dict[str, Callable[[_Text], bool]] = {
     "stripe_key": lambda t: _any(t.text, ("k_live_", "k_test_", "whsec_")),
     "google_api_key": lambda t: _any(t.text, ("AIza", "ya29.")),
     "huggingface_token": lambda t: "hf_" in t.text,
-    "vendor_token": lambda t: _any(t.text, ("glpat-", "npm_", "pypi-", "dop_v1_", "shp", "SG.")),
+    "vendor_token": lambda t: _any(t.text, _VENDOR_HINTS),
     "api_key": lambda t: "sk-" in t.text,
     "fernet_key": lambda t: "=" in t.text,
     "putty_private_key": lambda t: "Private-" in t.text,
