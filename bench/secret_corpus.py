@@ -779,6 +779,39 @@ def _more_vendor_tokens(rng: random.Random) -> Sample:
     return Sample(text, token, (token,))
 
 
+def _iban(rng: random.Random) -> str:
+    """A German IBAN whose check digits hold."""
+    bban = "".join(rng.choice(string.digits) for _ in range(18))
+    moved = bban + "131400"  # D=13, E=14, check digits 00
+    check = 98 - int(moved) % 97
+    return f"DE{check:02d}{bban}"
+
+
+def _personal_numbers(rng: random.Random) -> Sample:
+    kind = rng.randrange(6)
+    if kind == 0:
+        value = f"{rng.randrange(100, 899)}-{rng.randrange(10, 99)}-{rng.randrange(1000, 9999)}"
+        text = rng.choice(("my SSN is {v}", "social security number: {v}", "SSN {v} on the form"))
+    elif kind == 1:
+        value = _iban(rng)
+        if rng.random() < 0.5:
+            value = " ".join(value[i : i + 4] for i in range(0, len(value), 4))
+        text = rng.choice(("IBAN {v}", "please wire the invoice to {v}", "Bank: Acme, IBAN: {v}, BIC: ACMEDEFF"))
+    elif kind == 2:
+        value = str(rng.randrange(100, 9999))
+        text = rng.choice(("exp 12/27 cvv {v}", "the CVV is {v}", "card security code: {v}"))
+    elif kind == 3:
+        value = "".join(rng.choice(string.digits) for _ in range(rng.randrange(8, 14)))
+        text = rng.choice(("account number {v}", "bank account no. {v}", "acct # {v} at the credit union"))
+    elif kind == 4:
+        value = "".join(rng.choice(string.digits) for _ in range(9))
+        text = rng.choice(("routing number {v}", "ABA {v}"))
+    else:
+        value = rng.choice(string.ascii_uppercase) + "".join(rng.choice(string.digits) for _ in range(8))
+        text = rng.choice(("passport number {v}", "my passport no. is {v}"))
+    return Sample(text.format(v=value), value, (value,))
+
+
 #: Words of a wallet's seed phrase (a few of BIP-39's 2,048).
 SEED_WORDS = (
     "abandon", "ability", "able", "about", "above", "absent", "absorb", "abstract", "absurd", "abuse", "access",
@@ -819,7 +852,8 @@ def _two_factor(rng: random.Random) -> Sample:
 
 
 #: The kinds added in session 34 (and login_and_prose, chat_webhook, session 35; piped_and_prose,
-#: two_factor, session 36; stdin_and_recovery, service_config, more_vendor_tokens, session 37).
+#: two_factor, session 36; stdin_and_recovery, service_config, more_vendor_tokens, personal_numbers,
+#: session 37).
 UNLISTED_KINDS: dict[str, Callable[[random.Random], Sample]] = {
     "key_after_any_name": _key_after_any_name,
     "dotted_token": _dotted_token,
@@ -832,6 +866,7 @@ UNLISTED_KINDS: dict[str, Callable[[random.Random], Sample]] = {
     "stdin_and_recovery": _stdin_and_recovery,
     "service_config": _service_config,
     "more_vendor_tokens": _more_vendor_tokens,
+    "personal_numbers": _personal_numbers,
 }
 
 

@@ -1,4 +1,4 @@
-"""Issue 28 item 5 and issue 32, the secret matrix: 66 kinds of secret x 28 write paths through the public
+"""Issue 28 item 5 and issue 32, the secret matrix: 67 kinds of secret x 28 write paths through the public
 surfaces (library, CLI, MCP client, hook processes, Markdown watcher, proxy), then every file of the
 store scanned, backups and exports included (``bench/secret_matrix.py`` runs it and prints the matrix)."""
 
@@ -45,7 +45,7 @@ def test_every_write_path_writes_and_every_read_path_does_not(result: dict[str, 
     so a clean cell there means redaction, not a path that wrote nothing; searches write nothing."""
     assert result["canary_missing"] == [], report(result)
     assert result["read_paths_writing"] == [], report(result)
-    assert len(result["paths"]) == 28 and result["total"] == 66 * 28
+    assert len(result["paths"]) == 28 and result["total"] == 67 * 28
     scanned = result["files_scanned"]
     assert scanned >= 10, scanned  # catalog, -wal, Chroma's files, logs, export, backup members
 

@@ -536,6 +536,14 @@ TOOLS_AND_KEYS = [
     ("gitlab-runner register --token glrt-hzFdFy7vsFTrok7zmEXk", "gitlab-runner register --token [TOKEN_REDACTED]"),
     ("client secret i4p8Q~iUfqygB18AIYTimzORZbgmKRw609xhT", "client secret [TOKEN_REDACTED]"),
     ("wandb login 2e0b03dd475c5a6cd981f939451e0f1a365b67f7", "wandb login [REDACTED]"),
+    ("my SSN is 123-45-6789", "my SSN is [REDACTED]"),
+    ("social security number: 078-05-1120", "social security number: [REDACTED]"),
+    ("IBAN DE89 3704 0044 0532 0130 00", "IBAN [IBAN_REDACTED]"),
+    ("wire it to GB29NWBK60161331926819 today", "wire it to [IBAN_REDACTED] today"),
+    ("exp 12/27 cvv 123", "exp 12/27 cvv [REDACTED]"),
+    ("the CVV is 737", "the CVV is [REDACTED]"),
+    ("routing number 021000021, account number 123456789012", "routing number [REDACTED], account number [REDACTED]"),
+    ("passport no. X12345678", "passport no. [REDACTED]"),
     ("license key: Zq4mB8xKw2Zq", "license key: [REDACTED]"),
     ("bob:$apr1$xyz12345$Zq4mB8xKw2Zq4mB8xKw2Z.", "bob:[REDACTED]"),
     (
@@ -590,6 +598,12 @@ def test_secrets_given_on_input_and_recovery_answers(text: str, expected: str) -
         "the cost is $5$ per month",
         "cargo login --registry acme",
         "bw unlock --check",
+        "account number of users grew",
+        "the ssn column is nullable",
+        "passport number field is optional",
+        "cid 12345 in the log",
+        "part DE89370400440532013001 of the order (its check digits do not hold)",
+        "CVE-2024-12345",
     ],
 )
 def test_ordinary_input_and_recovery_texts_stay(text: str) -> None:

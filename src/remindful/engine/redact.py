@@ -739,8 +739,29 @@ DEFAULT_REDACTIONS: tuple[tuple[str, str, str], ...] = (
         r"(?<![A-Za-z0-9+/_.~-])[A-Za-z0-9+/_.~-]{16,}(?:=+[A-Za-z0-9+/_.~-]+)*={0,2}(?![A-Za-z0-9+/=_.~-])",
         "[REDACTED]",
     ),
-    # Not inside a longer token (a hex digest): bounded by non-alphanumerics; glued to a dash or an
-    # underscore (a part of an id such as build-20231026123456), only 15 or 16 digits (_redact_cards).
+    # A card's security code, a social security number, a bank account's or routing number and a
+    # passport's number, after their names ("CVV 123", "SSN: 078-05-1120", "account number
+    # 123456789012", "passport no. X1234567"); an IBAN whose check digits hold (_redact_iban) in a
+    # text that speaks of banks or payments.
+    (
+        "personal_number",
+        r"(?P<head>(?<!\w)(?i:(?:cvv2?|cvc2?|card[ \t]+security[ \t]+code)(?P<short>)"
+        r"|(?:ssn|social[ \t]+security(?:[ \t]+(?:number|no\.?|#))?)"
+        r"|(?:bank[ \t]+)?(?:account|acct)[ \t]+(?:number|no\.?|#)|routing[ \t]+(?:number|no\.?|#)|aba|sort[ \t]+code"
+        r"|passport[ \t]+(?:number|no\.?|#))"
+        r"(?:[ \t]+(?:is|was))?[ \t]*[:#=]?[ \t]*)"
+        r"(?P<v>(?(short)\d{3,4}|[A-Z]{0,2}\d(?:[ -]?\d){4,16}[A-Z]?))(?![\w-])",
+        "\\g<head>[REDACTED]",
+    ),
+    # (An IBAN before a card: a run of its digits can pass Luhn's check.)
+    (
+        "iban",
+        r"(?<![A-Za-z0-9])[A-Z]{2}\d{2}(?:[ ]?[A-Z0-9]{4}){2,7}(?:[ ]?[A-Z0-9]{1,3})?(?![A-Za-z0-9])",
+        "[IBAN_REDACTED]",
+    ),
+    # A card's number, not inside a longer token (a hex digest): bounded by non-alphanumerics; glued
+    # to a dash or an underscore (a part of an id such as build-20231026123456), only 15 or 16 digits
+    # (_redact_cards).
     ("credit_card", r"(?<![A-Za-z0-9])(?:\d[ -]?){12,18}\d(?![A-Za-z0-9])", "[CARD_REDACTED]"),
     ("email", r"\b(?!git@)[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}\b", "[EMAIL_REDACTED]"),
 )
@@ -797,6 +818,11 @@ _TOKEN_HINTS = ("token", "secret", " key")
 _FILE_HINTS = ("secret", "password", "htpasswd", "credential", "passfile", ".pass")
 _VENDOR_HINTS: tuple[str, ...] = ("glpat-", "npm_", "pypi-", "dop_v1_", "shp", "SG.", "sbp_", "pplx-", "fw_")
 _VENDOR_HINTS += ("lsv2_", "glrt-", "Q~")
+_PERSONAL_HINTS: tuple[str, ...] = ("cvv", "cvc", "security code", "ssn", "social security", "account n", "account #")
+_PERSONAL_HINTS += ("acct", "routing", "aba ", "sort code", "passport")
+# Words near an IBAN (in English, German, French, Italian, Spanish).
+_IBAN_HINTS: tuple[str, ...] = ("iban", "bic ", "bic:", "swift", "wire ", "bank", "payment", "pay to", "invoice")
+_IBAN_HINTS += ("überweis", "virement", "bonifico", "transferencia", "konto", "compte ", "conto ", "cuenta")
 _FILE_COMMANDS = ("cat ", "tee ", "echo ", "printf ", "less ", "more ", "head ", "tail ", "bat ")
 _KEYWORD_SETTERS: tuple[str, ...] = ("set -", "setenv", "ENV ", "SetEnv", "setx", "config set", "configure set")
 _KEYWORD_SETTERS += ("git config", "user-secrets")
@@ -842,6 +868,8 @@ _PRECHECKS: dict[str, Callable[[_Text], bool]] = {
     "config_directive": lambda t: _any(t.lower, ("requirepass", "masterauth", "auth_pass", "rpcpassword")),
     "config_secret_line": lambda t: ("secret" in t.text or "PSK" in t.text) and ('"' in t.text or "'" in t.text),
     "key_shape": lambda t: t.text.count("-") >= 4,
+    "personal_number": lambda t: _any(t.lower, _PERSONAL_HINTS),
+    "iban": lambda t: _any(t.lower, _IBAN_HINTS),
     "password_hash": lambda t: "$" in t.text,
     "quoted_label": lambda t: ':"' in t.text or ":'" in t.text or ":`" in t.text,
     "security_answer": lambda t: "answer" in t.lower or "maiden" in t.lower,
@@ -1062,6 +1090,30 @@ def _redact_cards(pattern: re.Pattern[str], replacement: str, text: str) -> tupl
                 hits += 1
                 return raw[: groups[k][0]] + replacement
         return match.group(0)
+
+    return pattern.sub(sub, text), hits
+
+
+def _iban_valid(candidate: str) -> bool:
+    """ISO 13616's check: the country and check digits moved to the end, letters as 10-35, the
+    number modulo 97 is 1."""
+    compact = candidate.replace(" ", "")
+    if not 15 <= len(compact) <= 34:
+        return False
+    moved = compact[4:] + compact[:4]
+    return int("".join(str(int(c, 36)) for c in moved)) % 97 == 1
+
+
+def _redact_iban(pattern: re.Pattern[str], replacement: str, text: str) -> tuple[str, int]:
+    """IBANs whose check digits hold (a code of capitals and digits of that shape is kept)."""
+    hits = 0
+
+    def sub(match: re.Match[str]) -> str:
+        nonlocal hits
+        if not _iban_valid(match.group(0)):
+            return match.group(0)
+        hits += 1
+        return replacement
 
     return pattern.sub(sub, text), hits
 
@@ -1532,6 +1584,7 @@ _SUBSTITUTES: dict[str, Callable[[re.Pattern[str], str, str], tuple[str, int]]] 
     "variable_set_to": _redact_loose,
     "login_pair": _redact_login_pair,
     "pgpass_line": _redact_pgpass,
+    "iban": _redact_iban,
     "security_answer": _redact_assignments,
     "quoted_label": _redact_assignments,
     "stdin_password": _redact_stdin,
