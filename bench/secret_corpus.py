@@ -1067,6 +1067,37 @@ def import_seconds(code: str, runs: int = 5) -> float:
     return sorted(times)[len(times) // 2]
 
 
+#: Hostile texts: one head of a rule repeated to about 200 KB with no end that completes it (a build
+#: log or a pasted file made to stall a hook, whose prompt has 2 s), each redacted by the hook's
+#: rules; beside the same length of ordinary texts.
+HOSTILE_HEADS = (
+    "sudo -x ", "sudo -S x <<< '", "passwd <<EOF\n", '"passwd <<EOF\\n', "cat secrets ", "cat > secrets.txt ",
+    "echo a ", "echo 'a:b", "--password-file <(echo ", 'expect "password: ', 'expect "pass" ',
+    "security question answer ", "mother's maiden name ", "git config --global ", "npm config set a ", 'secret "',
+    ": PSK ", "requirepass ", '"password:" ', "ABCDE-", "IBAN DE89 ", "account number 1 ", "license key is ",
+    "$1$", "snmpwalk -c ", "password=", "--password ", "the password is ", "login: a / ", "echo x | ",
+    "https://u:", "Authorization: Basic ", "-----BEGIN PRIVATE KEY-----\n", "AKIA", "ghp_", "sk-", "eyJ",
+)  # fmt: skip
+HOSTILE_CHARS = 200_000
+
+
+def hostile(redact: Any, texts: list[tuple[str, str]]) -> dict[str, Any]:
+    """The slowest hostile text (ms) and its head, beside ordinary texts of the same length."""
+    ordinary = "\n".join(text for _, text in texts)
+    ordinary = (ordinary * (HOSTILE_CHARS // max(1, len(ordinary)) + 1))[:HOSTILE_CHARS]
+    began = time.perf_counter()
+    redact(ordinary)
+    ordinary_ms = (time.perf_counter() - began) * 1000
+    times = {}
+    for head in HOSTILE_HEADS:
+        text = head * (HOSTILE_CHARS // len(head))
+        began = time.perf_counter()
+        redact(text)
+        times[head] = round((time.perf_counter() - began) * 1000, 1)
+    slowest = max(times, key=lambda h: times[h])
+    return {"ordinary_ms": round(ordinary_ms, 1), "slowest_ms": times[slowest], "slowest_head": slowest}
+
+
 def run(n: int = 200, seed: int = 32) -> dict[str, Any]:
     texts = ordinary_texts(seed)
     result: dict[str, Any] = {"samples_per_kind": n, "ordinary_texts": len(texts)}
@@ -1088,6 +1119,7 @@ def run(n: int = 200, seed: int = 32) -> dict[str, Any]:
             "us_per_secret_text": round(1e6 * secret_s / max(1, n * len(found)), 1),
             "us_per_ordinary_text": round(1e6 * ordinary_s / max(1, len(texts)), 1),
         }
+    result["hostile"] = hostile(redactors()["hook"], texts)
     result["startup_s"] = {
         "python -c pass": round(import_seconds("pass"), 4),
         "import remindful.engine.redact (hook rules)": round(import_seconds("import remindful.engine.redact"), 4),
@@ -1113,6 +1145,12 @@ def lines(result: dict[str, Any]) -> Iterator[str]:
         yield "  changed by category: " + ", ".join(f"{c} {a}/{b}" for c, (a, b) in r["by_category"].items())
         for example in r["examples"][:10]:
             yield f"  changed {example}"
+    h = result["hostile"]
+    yield (
+        f"hostile texts of {HOSTILE_CHARS:,} characters (a rule's head repeated, {len(HOSTILE_HEADS)} heads), hook "
+        f"rules: slowest {h['slowest_ms']} ms ({h['slowest_head']!r}); "
+        f"ordinary texts of that length {h['ordinary_ms']} ms"
+    )
     yield "startup (median of 5, seconds): " + ", ".join(f"{k} {v}" for k, v in result["startup_s"].items())
 
 

@@ -153,12 +153,12 @@ _SECRETS_FILE = r"(?i:secret|password|htpasswd|credential|passfile|\.pass\b)"
 # registry login --password-stdin, vault login, gh auth login --with-token; and cat or tee writing
 # a file named for secrets.
 _STDIN_READERS = (
-    r"sudo[ \t]+(?:[^\n|;&<]*?[ \t])?(?:-[A-Za-z]*S\b|--stdin\b)"
+    r"sudo[ \t]+(?:[^\n|;&<]{0,256}?[ \t])?(?:-[A-Za-z]*S\b|--stdin\b)"
     r"|(?:passwd|chpasswd|smbpasswd|kinit|cryptsetup|htpasswd|mysql_config_editor)\b"
-    r"|gpg\b(?=[^\n|;&<]*--passphrase-fd[ \t]+0)|openssl\b(?=[^\n|;&<]*-pass(?:in)?[ \t]+stdin)"
-    r"|(?:docker|podman|nerdctl|buildah|skopeo|oras|crane|helm)\b(?=[^\n|;&<]*--password-stdin)"
-    r"|vault[ \t]+login\b|gh[ \t]+auth[ \t]+login\b(?=[^\n|;&<]*--with-token)"
-    rf"|(?:cat|tee)\b(?=[^\n]*{_SECRETS_FILE})"
+    r"|gpg\b(?=[^\n|;&<]{0,512}--passphrase-fd[ \t]+0)|openssl\b(?=[^\n|;&<]{0,512}-pass(?:in)?[ \t]+stdin)"
+    r"|(?:docker|podman|nerdctl|buildah|skopeo|oras|crane|helm)\b(?=[^\n|;&<]{0,512}--password-stdin)"
+    r"|vault[ \t]+login\b|gh[ \t]+auth[ \t]+login\b(?=[^\n|;&<]{0,512}--with-token)"
+    rf"|(?:cat|tee)\b(?=[^\n]{{0,512}}{_SECRETS_FILE})"
 )
 # The commands whose lines are "user:password" (the user is kept), and those others that read
 # every line of a here-document as a password (the rest read the first: sudo -S CMD's other lines
@@ -444,10 +444,11 @@ DEFAULT_REDACTIONS: tuple[tuple[str, str, str], ...] = (
     # /etc/rsyncd.secrets, then its "user:X" lines): :func:`_redact_stdin`.
     (
         "stdin_password",
-        rf"(?P<head>(?<!\w)(?:(?P<reader>{_STDIN_READERS})[^\n|;&<]*<<(?P<here><?)"
-        rf"|(?P<writer>(?:echo|printf)[ \t]+(?:-[a-zA-Z]+[ \t]+)*)(?=[^\n|;&]*>[ \t]*[^\s;&|]*{_SECRETS_FILE})"
+        rf"(?P<head>(?<!\w)(?:(?P<reader>{_STDIN_READERS})[^\n|;&<]{{0,512}}<<(?P<here><?)"
+        r"|(?P<writer>(?:echo|printf)[ \t]+(?:-[a-zA-Z]+[ \t]+)*)"
+        rf"(?=[^\n|;&]{{0,512}}>[ \t]*[^\s;&|]{{0,256}}{_SECRETS_FILE})"
         rf"|(?P<shown>(?:cat|less|more|head|tail|bat)[ \t]+(?:-[\w-]+[ \t]+)*)"
-        rf"(?=[^\s|;&<>\\]*{_SECRETS_FILE}[^\s|;&<>\\]*[ \t]*(?:\r?\n|\\n|$))))",
+        rf"(?=[^\s|;&<>\\]{{0,256}}{_SECRETS_FILE}[^\s|;&<>\\]{{0,256}}[ \t]*(?:\r?\n|\\n|$))))",
         "[REDACTED]",
     ),
     # An expect script's answer to a password prompt: expect "Password:" then send "X\r" (its quotes
@@ -1312,6 +1313,9 @@ def _redact_pgpass(pattern: re.Pattern[str], replacement: str, text: str) -> tup
 _HEREDOC_TAG = re.compile(r"-?[ \t]*(?P<q>['\"]?)(?P<tag>[A-Za-z_][\w.-]*)(?P=q)")
 _USER_LINE = re.compile(r"[ \t]*[\w.@-]+:(?P<v>[^\s:\\]+)[ \t]*\r?")
 _LINE_BREAK = re.compile(r"\n")
+#: The lines of a here-document (or of a secrets file shown) read at most: a password's are few, and
+#: a text of many heads without their ends must not be read again from each.
+_HEREDOC_LINES_MAX = 64
 _ESCAPED_BREAK = re.compile(r"(?:\\r)?\\n|\n")
 
 
@@ -1330,8 +1334,8 @@ def _redact_stdin(pattern: re.Pattern[str], replacement: str, text: str) -> tupl
         while i < len(text) and text[i] in " \t":
             i += 1
         if i < len(text) and text[i] in "'\"":
-            line_end = text.find("\n", i)
-            line_end = len(text) if line_end == -1 else line_end
+            line_end = text.find("\n", i, i + 1026)
+            line_end = min(len(text), i + 1026) if line_end == -1 else line_end
             end = text.find(text[i], i + 1, line_end)
             start, end = i + 1, line_end if end == -1 else end  # unclosed: the rest of its line
         else:
@@ -1355,10 +1359,13 @@ def _redact_stdin(pattern: re.Pattern[str], replacement: str, text: str) -> tupl
         "user:password" (a file shown). In a JSON string, lines end at ``\\n`` and the text at
         its closing quote."""
         nonlocal pos, hits
-        escaped = text.find("\n", i) == -1 or -1 < text.find("\\n", i) < text.find("\n", i)
+        newline, escaped_newline = text.find("\n", i, i + 4096), text.find("\\n", i, i + 4096)
+        escaped = newline == -1 or -1 < escaped_newline < newline
         breaks = _ESCAPED_BREAK if escaped else _LINE_BREAK
         found_break = breaks.search(text, i)
-        while found_break is not None:
+        for _ in range(_HEREDOC_LINES_MAX):
+            if found_break is None:
+                return
             line_start = found_break.end()
             found_break = breaks.search(text, line_start)
             line_end = len(text) if found_break is None else found_break.start()
