@@ -1067,9 +1067,10 @@ def import_seconds(code: str, runs: int = 5) -> float:
     return sorted(times)[len(times) // 2]
 
 
-#: Hostile texts: one head of a rule repeated to about 200 KB with no end that completes it (a build
-#: log or a pasted file made to stall a hook, whose prompt has 2 s), each redacted by the hook's
-#: rules; beside the same length of ordinary texts.
+#: Hostile texts: one head of a rule (these, and every kind's samples without their secret)
+#: repeated to about 200 KB with no end that completes it (a build log or a pasted file made to
+#: stall a hook, whose prompt has 2 s), each redacted by the hook's rules; beside the same length of
+#: ordinary texts.
 HOSTILE_HEADS = (
     "sudo -x ", "sudo -S x <<< '", "passwd <<EOF\n", '"passwd <<EOF\\n', "cat secrets ", "cat > secrets.txt ",
     "echo a ", "echo 'a:b", "--password-file <(echo ", 'expect "password: ', 'expect "pass" ',
@@ -1081,7 +1082,21 @@ HOSTILE_HEADS = (
 HOSTILE_CHARS = 200_000
 
 
-def hostile(redact: Any, texts: list[tuple[str, str]]) -> dict[str, Any]:
+def hostile_heads(seed: int) -> list[str]:
+    """:data:`HOSTILE_HEADS`, and of three samples of every kind the text without its secret (as it
+    is, with a space after it, and with its lines joined)."""
+    rng = random.Random(seed)
+    heads = list(HOSTILE_HEADS)
+    for make in KINDS.values():
+        for _ in range(3):
+            sample = make(rng)
+            head = sample.text.replace(sample.bare, "")
+            if head.strip():
+                heads += [head, head + " ", head.replace("\n", " ")]
+    return list(dict.fromkeys(heads))
+
+
+def hostile(redact: Any, texts: list[tuple[str, str]], seed: int) -> dict[str, Any]:
     """The slowest hostile text (ms) and its head, beside ordinary texts of the same length."""
     ordinary = "\n".join(text for _, text in texts)
     ordinary = (ordinary * (HOSTILE_CHARS // max(1, len(ordinary)) + 1))[:HOSTILE_CHARS]
@@ -1089,13 +1104,18 @@ def hostile(redact: Any, texts: list[tuple[str, str]]) -> dict[str, Any]:
     redact(ordinary)
     ordinary_ms = (time.perf_counter() - began) * 1000
     times = {}
-    for head in HOSTILE_HEADS:
+    for head in hostile_heads(seed):
         text = head * (HOSTILE_CHARS // len(head))
         began = time.perf_counter()
         redact(text)
         times[head] = round((time.perf_counter() - began) * 1000, 1)
     slowest = max(times, key=lambda h: times[h])
-    return {"ordinary_ms": round(ordinary_ms, 1), "slowest_ms": times[slowest], "slowest_head": slowest}
+    return {
+        "heads": len(times),
+        "ordinary_ms": round(ordinary_ms, 1),
+        "slowest_ms": times[slowest],
+        "slowest_head": slowest[:60],
+    }
 
 
 def run(n: int = 200, seed: int = 32) -> dict[str, Any]:
@@ -1119,7 +1139,7 @@ def run(n: int = 200, seed: int = 32) -> dict[str, Any]:
             "us_per_secret_text": round(1e6 * secret_s / max(1, n * len(found)), 1),
             "us_per_ordinary_text": round(1e6 * ordinary_s / max(1, len(texts)), 1),
         }
-    result["hostile"] = hostile(redactors()["hook"], texts)
+    result["hostile"] = hostile(redactors()["hook"], texts, seed)
     result["startup_s"] = {
         "python -c pass": round(import_seconds("pass"), 4),
         "import remindful.engine.redact (hook rules)": round(import_seconds("import remindful.engine.redact"), 4),
@@ -1147,7 +1167,7 @@ def lines(result: dict[str, Any]) -> Iterator[str]:
             yield f"  changed {example}"
     h = result["hostile"]
     yield (
-        f"hostile texts of {HOSTILE_CHARS:,} characters (a rule's head repeated, {len(HOSTILE_HEADS)} heads), hook "
+        f"hostile texts of {HOSTILE_CHARS:,} characters (a rule's head repeated, {h['heads']} heads), hook "
         f"rules: slowest {h['slowest_ms']} ms ({h['slowest_head']!r}); "
         f"ordinary texts of that length {h['ordinary_ms']} ms"
     )

@@ -693,7 +693,7 @@ DEFAULT_REDACTIONS: tuple[tuple[str, str, str], ...] = (
         "otp_seed",
         r"(?P<head>(?<![A-Za-z0-9_])(?i:2fa|mfa|totp|otp|authenticator|two[ -]factor)[ \t]+"
         r"(?i:seed|secret|key|setup[ \t]+key)"
-        r"(?:[ \t]+(?i:is|was))?[ \t]*[:=]?[ \t]*)(?=[A-Za-z2-7 ]*[2-7]|[A-Z2-7]{16})[A-Za-z2-7]{16,}"
+        r"(?:[ \t]+(?i:is|was))?[ \t]*[:=]?[ \t]*)(?=[A-Za-z2-7 ]{0,160}[2-7]|[A-Z2-7]{16})[A-Za-z2-7]{16,}"
         r"(?:[ \t][A-Za-z2-7]{4}){0,8}"
         r"(?![A-Za-z0-9])",
         "\\g<head>[REDACTED]",
@@ -1316,6 +1316,7 @@ _LINE_BREAK = re.compile(r"\n")
 #: The lines of a here-document (or of a secrets file shown) read at most: a password's are few, and
 #: a text of many heads without their ends must not be read again from each.
 _HEREDOC_LINES_MAX = 64
+_HEREDOC_LINE_CHARS = 4096
 _ESCAPED_BREAK = re.compile(r"(?:\\r)?\\n|\n")
 
 
@@ -1362,13 +1363,13 @@ def _redact_stdin(pattern: re.Pattern[str], replacement: str, text: str) -> tupl
         newline, escaped_newline = text.find("\n", i, i + 4096), text.find("\\n", i, i + 4096)
         escaped = newline == -1 or -1 < escaped_newline < newline
         breaks = _ESCAPED_BREAK if escaped else _LINE_BREAK
-        found_break = breaks.search(text, i)
+        found_break = breaks.search(text, i, i + 256)  # the end of the head's line
         for _ in range(_HEREDOC_LINES_MAX):
             if found_break is None:
                 return
             line_start = found_break.end()
-            found_break = breaks.search(text, line_start)
-            line_end = len(text) if found_break is None else found_break.start()
+            found_break = breaks.search(text, line_start, line_start + _HEREDOC_LINE_CHARS)
+            line_end = min(len(text), line_start + _HEREDOC_LINE_CHARS) if found_break is None else found_break.start()
             line = text[line_start:line_end]
             if escaped and '"' in line:  # the string ends on this line
                 line = line[: line.index('"')]
