@@ -1069,8 +1069,8 @@ def import_seconds(code: str, runs: int = 5) -> float:
 
 #: Hostile texts: one head of a rule (these, and every kind's samples without their secret)
 #: repeated to about 200 KB with no end that completes it (a build log or a pasted file made to
-#: stall a hook, whose prompt has 2 s), each redacted by the hook's rules; beside the same length of
-#: ordinary texts.
+#: stall a hook, whose prompt has 2 s, or a store's writes), through both redactors; beside the same
+#: length of ordinary texts.
 HOSTILE_HEADS = (
     "sudo -x ", "sudo -S x <<< '", "passwd <<EOF\n", '"passwd <<EOF\\n', "cat secrets ", "cat > secrets.txt ",
     "echo a ", "echo 'a:b", "--password-file <(echo ", 'expect "password: ', 'expect "pass" ',
@@ -1139,7 +1139,7 @@ def run(n: int = 200, seed: int = 32) -> dict[str, Any]:
             "us_per_secret_text": round(1e6 * secret_s / max(1, n * len(found)), 1),
             "us_per_ordinary_text": round(1e6 * ordinary_s / max(1, len(texts)), 1),
         }
-    result["hostile"] = hostile(redactors()["hook"], texts, seed)
+    result["hostile"] = {name: hostile(redact, texts, seed) for name, redact in redactors().items()}
     result["startup_s"] = {
         "python -c pass": round(import_seconds("pass"), 4),
         "import remindful.engine.redact (hook rules)": round(import_seconds("import remindful.engine.redact"), 4),
@@ -1165,12 +1165,11 @@ def lines(result: dict[str, Any]) -> Iterator[str]:
         yield "  changed by category: " + ", ".join(f"{c} {a}/{b}" for c, (a, b) in r["by_category"].items())
         for example in r["examples"][:10]:
             yield f"  changed {example}"
-    h = result["hostile"]
-    yield (
-        f"hostile texts of {HOSTILE_CHARS:,} characters (a rule's head repeated, {h['heads']} heads), hook "
-        f"rules: slowest {h['slowest_ms']} ms ({h['slowest_head']!r}); "
-        f"ordinary texts of that length {h['ordinary_ms']} ms"
-    )
+    for name, h in result["hostile"].items():
+        yield (
+            f"hostile texts of {HOSTILE_CHARS:,} characters (a rule's head repeated, {h['heads']} heads), {name}: "
+            f"slowest {h['slowest_ms']} ms ({h['slowest_head']!r}); ordinary texts of that length {h['ordinary_ms']} ms"
+        )
     yield "startup (median of 5, seconds): " + ", ".join(f"{k} {v}" for k, v in result["startup_s"].items())
 
 

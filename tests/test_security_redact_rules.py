@@ -1167,6 +1167,31 @@ SECRETS_FOR_CHUNKS = [
 ]
 
 
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 9000), min_size=1, max_size=8), st.data())
+def test_property_the_library_reads_every_short_part_of_a_line_in_some_piece(lengths: list[int], data: Any) -> None:
+    """detect-secrets' regex plugins read a text in pieces (some of its patterns are quadratic on a
+    long line): no piece longer than 4,096 characters, and every part of a line up to 1,024
+    characters long (longer than any secret they find) lies whole in one of them."""
+    from remindful.engine.redact import _pieces
+
+    text = "\n".join("".join("ab"[(i * 7 + n) % 2] for i in range(n)) for n in lengths)
+    pieces = list(_pieces(text))
+    assert all(len(piece) <= 4096 for piece in pieces)
+    start = data.draw(st.integers(0, max(0, len(text) - 1)))
+    part = text[start : start + data.draw(st.integers(1, 1024))].split("\n")[0]
+    assert not part or any(part in piece for piece in pieces)
+
+
+def test_the_library_finds_a_key_inside_a_long_line() -> None:
+    from remindful.engine.redact import LibraryDetector
+
+    key = "sk-" + "A1b2C3d4E5f6G7h8I9j0" + "T3BlbkFJ" + "K1l2M3n4O5p6Q7r8S9t0"  # detect-secrets' OpenAI form
+    for before in (10, 4090, 5000, 9000):
+        text = "q" * before + " " + key + " " + "w" * 3000
+        assert key not in LibraryDetector().redact(text), before
+
+
 @pytest.mark.parametrize("offset", [-40, -7, 0, 3, 60])
 def test_a_long_text_is_redacted_chunk_by_chunk_as_it_is_whole(offset: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """On a pasted log of megabytes the rules whose matches stay within a line run on the chunks
