@@ -795,7 +795,11 @@ class _Text:
 
 
 def _any(text: str, parts: tuple[str, ...]) -> bool:
-    return any(p in text for p in parts)
+    """Whether ``text`` holds any of ``parts`` (a loop: a generator cost every precheck ~0.5 us)."""
+    for part in parts:  # noqa: SIM110 - any() over a generator: see the docstring
+        if part in text:
+            return True
+    return False
 
 
 _DIGIT = re.compile(r"\d")
