@@ -1096,23 +1096,16 @@ def hostile_heads(seed: int) -> list[str]:
     return list(dict.fromkeys(heads))
 
 
-def hostile(redact: Any, texts: list[tuple[str, str]], seed: int) -> dict[str, Any]:
-    """The slowest hostile text (ms) and its head, beside ordinary texts of the same length."""
-    ordinary = "\n".join(text for _, text in texts)
-    ordinary = (ordinary * (HOSTILE_CHARS // max(1, len(ordinary)) + 1))[:HOSTILE_CHARS]
-    began = time.perf_counter()
-    redact(ordinary)
-    ordinary_ms = (time.perf_counter() - began) * 1000
-    times = {}
-    for head in hostile_heads(seed):
-        text = head * (HOSTILE_CHARS // len(head))
-        began = time.perf_counter()
-        redact(text)
-        times[head] = round((time.perf_counter() - began) * 1000, 1)
+def hostile(redact: Any, ordinary: str, heads: list[str]) -> dict[str, Any]:
+    """The slowest of ``heads`` repeated to :data:`HOSTILE_CHARS` (ms) and its head, beside
+    ``ordinary`` text of that length."""
+    from common import elapsed_ms
+
+    times = {head: round(elapsed_ms(redact, head * (HOSTILE_CHARS // len(head))), 1) for head in heads}
     slowest = max(times, key=lambda h: times[h])
     return {
         "heads": len(times),
-        "ordinary_ms": round(ordinary_ms, 1),
+        "ordinary_ms": round(elapsed_ms(redact, ordinary), 1),
         "slowest_ms": times[slowest],
         "slowest_head": slowest[:60],
     }
@@ -1139,7 +1132,10 @@ def run(n: int = 200, seed: int = 32) -> dict[str, Any]:
             "us_per_secret_text": round(1e6 * secret_s / max(1, n * len(found)), 1),
             "us_per_ordinary_text": round(1e6 * ordinary_s / max(1, len(texts)), 1),
         }
-    result["hostile"] = {name: hostile(redact, texts, seed) for name, redact in redactors().items()}
+    ordinary = "\n".join(text for _, text in texts)
+    ordinary = (ordinary * (HOSTILE_CHARS // max(1, len(ordinary)) + 1))[:HOSTILE_CHARS]
+    heads = hostile_heads(seed)
+    result["hostile"] = {name: hostile(redact, ordinary, heads) for name, redact in redactors().items()}
     result["startup_s"] = {
         "python -c pass": round(import_seconds("pass"), 4),
         "import remindful.engine.redact (hook rules)": round(import_seconds("import remindful.engine.redact"), 4),

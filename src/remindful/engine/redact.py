@@ -261,7 +261,7 @@ DEFAULT_REDACTIONS: tuple[tuple[str, str, str], ...] = (
         r"|(?=[A-Za-z0-9_-]{0,200}[0-9])[A-Za-z0-9_-]{20,})",
         "[API_KEY_REDACTED]",
     ),
-    # A Fernet key: 32 bytes in URL-safe base64 (:func:`_redact_mixed`: upper, lower and digits).
+    # A Fernet key: 32 bytes in URL-safe base64 (:func:`_random_key`: upper, lower and digits).
     ("fernet_key", r"(?<![A-Za-z0-9_=+/-])[A-Za-z0-9_-]{43}=(?![A-Za-z0-9_=+/-])", "[KEY_REDACTED]"),
     # scheme://user:PASSWORD@host: greedy up to the last @ before the path, so that an unencoded
     # @ (or # or ?) in the password does not leave its tail behind.
@@ -742,7 +742,7 @@ DEFAULT_REDACTIONS: tuple[tuple[str, str, str], ...] = (
     ),
     # A card's security code, a social security number, a bank account's or routing number and a
     # passport's number, after their names ("CVV 123", "SSN: 078-05-1120", "account number
-    # 123456789012", "passport no. X1234567"); an IBAN whose check digits hold (_redact_iban) in a
+    # 123456789012", "passport no. X1234567"); an IBAN whose check digits hold (_iban_valid) in a
     # text that speaks of banks or payments.
     (
         "personal_number",
@@ -1109,18 +1109,36 @@ def _iban_valid(candidate: str) -> bool:
     return int("".join(str(int(c, 36)) for c in moved)) % 97 == 1
 
 
-def _redact_iban(pattern: re.Pattern[str], replacement: str, text: str) -> tuple[str, int]:
-    """IBANs whose check digits hold (a code of capitals and digits of that shape is kept)."""
-    hits = 0
+def _redact_where(secret: Callable[[str], bool]) -> Callable[[re.Pattern[str], str, str], tuple[str, int]]:
+    """A substitute that replaces a match only where ``secret(its text)`` holds; the rest is kept."""
 
-    def sub(match: re.Match[str]) -> str:
-        nonlocal hits
-        if not _iban_valid(match.group(0)):
-            return match.group(0)
-        hits += 1
-        return replacement
+    def substitute(pattern: re.Pattern[str], replacement: str, text: str) -> tuple[str, int]:
+        hits = 0
 
-    return pattern.sub(sub, text), hits
+        def sub(match: re.Match[str]) -> str:
+            nonlocal hits
+            if not secret(match.group(0)):
+                return match.group(0)
+            hits += 1
+            return match.expand(replacement)
+
+        return pattern.sub(sub, text), hits
+
+    return substitute
+
+
+def _random_key(word: str) -> bool:
+    """A Fernet-shaped word that is a key: of mixed case and digits, or cased and no identifier (43
+    random characters may hold no digit)."""
+    word = word.rstrip("=")
+    cased = any(c.isupper() for c in word) and any(c.islower() for c in word)
+    return _mixed(word) or (cased and not _identifier(word))
+
+
+def _pgpass_secret(line: str) -> bool:
+    """A pgpass line, not a MAC address or a time (every field two hex digits or fewer)."""
+    fields = line.strip().split(":")
+    return not all(len(f) <= 2 and all(c in "0123456789abcdefABCDEF" for c in f) for f in fields)
 
 
 def _redact_pem_tails(pattern: re.Pattern[str], replacement: str, text: str) -> tuple[str, int]:
@@ -1220,21 +1238,6 @@ def _mixed(word: str) -> bool:
     return any(c.isupper() for c in word) and any(c.islower() for c in word) and any(c.isdigit() for c in word)
 
 
-def _redact_mixed(pattern: re.Pattern[str], replacement: str, text: str) -> tuple[str, int]:
-    hits = 0
-
-    def sub(match: re.Match[str]) -> str:
-        nonlocal hits
-        word = match.group(0).rstrip("=")
-        cased = any(c.isupper() for c in word) and any(c.islower() for c in word)
-        if not (_mixed(word) or (cased and not _identifier(word))):  # 43 random characters may hold no digit
-            return match.group(0)
-        hits += 1
-        return replacement
-
-    return pattern.sub(sub, text), hits
-
-
 def _redact_encoded_key(pattern: re.Pattern[str], replacement: str, text: str) -> tuple[str, int]:
     """A base64 word that decodes to a PEM private key (a certificate is kept)."""
     import binascii
@@ -1299,21 +1302,6 @@ def _redact_key_lines(pattern: re.Pattern[str], replacement: str, text: str) -> 
     return "".join(out), len(spans)
 
 
-def _redact_pgpass(pattern: re.Pattern[str], replacement: str, text: str) -> tuple[str, int]:
-    """pgpass lines; a MAC address or a time (every field two hex digits or fewer) is kept."""
-    hits = 0
-
-    def sub(match: re.Match[str]) -> str:
-        nonlocal hits
-        fields = match.group(0).strip().split(":")
-        if all(len(f) <= 2 and all(c in "0123456789abcdefABCDEF" for c in f) for f in fields):
-            return match.group(0)
-        hits += 1
-        return match.expand(replacement)
-
-    return pattern.sub(sub, text), hits
-
-
 _HEREDOC_TAG = re.compile(r"-?[ \t]*(?P<q>['\"]?)(?P<tag>[A-Za-z_][\w.-]*)(?P=q)")
 _USER_LINE = re.compile(r"[ \t]*[\w.@-]+:(?P<v>[^\s:\\]+)[ \t]*\r?")
 _LINE_BREAK = re.compile(r"\n")
@@ -1333,9 +1321,17 @@ def _redact_stdin(pattern: re.Pattern[str], replacement: str, text: str) -> tupl
     hits = 0
     pos = 0
 
+    def replace(start: int, end: int, users: bool) -> None:
+        """Replace ``text[start:end]`` (after its "user:" where ``users``), unless a placeholder."""
+        nonlocal pos, hits
+        if users and ":" in text[start:end]:
+            start = text.index(":", start, end) + 1
+        if not _placeholder(text[start:end]):
+            out.append(text[pos:start] + replacement)
+            pos, hits = end, hits + 1
+
     def value_at(i: int, users: bool) -> None:
         """Replace the word (quoted or bare) at ``i``."""
-        nonlocal pos, hits
         while i < len(text) and text[i] in " \t":
             i += 1
         if i < len(text) and text[i] in "'\"":
@@ -1351,19 +1347,13 @@ def _redact_stdin(pattern: re.Pattern[str], replacement: str, text: str) -> tupl
             return
         if text.endswith("\\n", start, end):
             end -= 2
-        if users and ":" in text[start:end]:
-            start = text.index(":", start, end) + 1
-        if _placeholder(text[start:end]):
-            return
-        out.append(text[pos:start] + replacement)
-        pos, hits = end, hits + 1
+        replace(start, end, users)
 
     def lines_from(i: int, users: bool, until: str | None, first: bool = False) -> None:
         """Replace each line from the one after ``i``: up to the line ``until`` (a here-document;
         its ``first`` line only, when the rest is a command's input), or while lines read
         "user:password" (a file shown). In a JSON string, lines end at ``\\n`` and the text at
         its closing quote."""
-        nonlocal pos, hits
         newline, escaped_newline = text.find("\n", i, i + 4096), text.find("\\n", i, i + 4096)
         escaped = newline == -1 or -1 < escaped_newline < newline
         breaks = _ESCAPED_BREAK if escaped else _LINE_BREAK
@@ -1389,11 +1379,7 @@ def _redact_stdin(pattern: re.Pattern[str], replacement: str, text: str) -> tupl
                 start, end = line_start + len(line) - len(line.lstrip()), line_start + len(line.rstrip())
                 if escaped and text.startswith("\\t", start):
                     start += 2
-                if users and ":" in text[start:end]:
-                    start = text.index(":", start, end) + 1
-            if not _placeholder(text[start:end]):
-                out.append(text[pos:start] + replacement)
-                pos, hits = end, hits + 1
+            replace(start, end, users)
             if first and end > start:
                 return
 
@@ -1578,7 +1564,7 @@ _SUBSTITUTES: dict[str, Callable[[re.Pattern[str], str, str], tuple[str, int]]] 
     "secret_flag": _redact_assignments,
     "password_pair": _redact_assignments,
     "credit_card": _redact_cards,
-    "fernet_key": _redact_mixed,
+    "fernet_key": _redact_where(_random_key),
     "key_lines": _redact_key_lines,
     "encoded_private_key": _redact_encoded_key,
     "cli_password": _redact_assignments,
@@ -1595,8 +1581,8 @@ _SUBSTITUTES: dict[str, Callable[[re.Pattern[str], str, str], tuple[str, int]]] 
     "spoken_token": _redact_spoken_token,
     "variable_set_to": _redact_loose,
     "login_pair": _redact_login_pair,
-    "pgpass_line": _redact_pgpass,
-    "iban": _redact_iban,
+    "pgpass_line": _redact_where(_pgpass_secret),
+    "iban": _redact_where(_iban_valid),
     "security_answer": _redact_assignments,
     "quoted_label": _redact_assignments,
     "stdin_password": _redact_stdin,
@@ -1689,21 +1675,15 @@ class LibraryDetector:
                 self.keyword = cls()
             else:
                 self.plugins.append(cls())
-        # A literal a plugin's every pattern holds (in the version installed): a piece without it is
-        # not given to the plugin.
-        self._needs: dict[int, str] = {}
-        for plugin in self.plugins:
-            needed = _PLUGIN_NEEDS.get(type(plugin).__name__)
-            patterns = [getattr(p, "pattern", "") for p in getattr(plugin, "denylist", ())]
-            if needed is not None and patterns and all(needed in p for p in patterns):
-                self._needs[id(plugin)] = needed
+        # Each plugin, and the literal its every pattern holds in the version installed (None: none
+        # known): a piece without it is not given to the plugin.
+        self._scans = [(plugin, _needed(plugin)) for plugin in self.plugins]
 
     def secrets(self, text: str) -> set[tuple[str, str]]:
         """(detect-secrets type, value) of each secret found in ``text``."""
         found: set[tuple[str, str]] = set()
         for piece in _pieces(text):
-            for plugin in self.plugins:
-                needed = self._needs.get(id(plugin))
+            for plugin, needed in self._scans:
                 if needed is not None and needed not in piece:
                     continue
                 for value in plugin.analyze_string(piece):
@@ -1733,6 +1713,15 @@ class LibraryDetector:
 
 #: A literal every match of a library plugin holds: without it in a piece, the plugin is not run.
 _PLUGIN_NEEDS = {"OpenAIDetector": "T3BlbkFJ"}
+
+
+def _needed(plugin: Any) -> str | None:
+    """The literal of :data:`_PLUGIN_NEEDS` for ``plugin``, if every one of its patterns holds it."""
+    needed = _PLUGIN_NEEDS.get(type(plugin).__name__)
+    patterns = [getattr(p, "pattern", "") for p in getattr(plugin, "denylist", ())]
+    return needed if needed is not None and patterns and all(needed in p for p in patterns) else None
+
+
 #: The pieces the library's regex plugins read: whole lines up to this many characters together; a
 #: longer line in windows of this size overlapping by ``_PIECE_OVERLAP`` (no secret it finds is longer).
 _PIECE_CHARS = 4096
